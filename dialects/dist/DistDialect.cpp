@@ -1,0 +1,130 @@
+//===- DistDialect.cpp - ordered collectives and send/recv ---------------===//
+#include "dialects/dist/DistDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace dsc::dist;
+
+#include "dialects/dist/DistDialect.cpp.inc"
+#include "dialects/dist/DistEnums.cpp.inc"
+#define GET_ATTRDEF_CLASSES
+#include "dialects/dist/DistAttrs.cpp.inc"
+
+void DistDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/dist/DistOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialects/dist/DistAttrs.cpp.inc"
+      >();
+}
+
+LogicalResult GroupAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                Axis, int64_t size) {
+  if (size < 1)
+    return emitError() << "group size must be at least 1, got " << size;
+  return success();
+}
+
+static LogicalResult checkArity(Operation *op) {
+  if (op->getNumOperands() != op->getNumResults())
+    return op->emitOpError("has ") << op->getNumOperands() << " inputs but "
+                                   << op->getNumResults() << " results";
+  if (op->getNumOperands() == 0)
+    return op->emitOpError("needs at least one input");
+  return success();
+}
+
+LogicalResult AllReduceOp::verify() {
+  if (failed(checkArity(*this)))
+    return failure();
+  for (auto [in, out] : llvm::zip(getInputs(), getResults())) {
+    if (in.getType() != out.getType())
+      return emitOpError("result type ") << out.getType()
+                                         << " differs from input type "
+                                         << in.getType();
+    if (getReduce() == ReduceKind::avg &&
+        !isa<FloatType>(cast<ShapedType>(in.getType()).getElementType()))
+      return emitOpError("avg needs float tensors, got ") << in.getType();
+  }
+  return success();
+}
+
+/// Dimension 0 of `out` must be `in`'s times `factor` (gather) or divided
+/// by it (scatter); all other dimensions and the element type are equal.
+static LogicalResult checkDim0(Operation *op, Value in, Value out,
+                               int64_t size, bool gather) {
+  auto ti = cast<RankedTensorType>(in.getType());
+  auto to = cast<RankedTensorType>(out.getType());
+  if (ti.getRank() == 0)
+    return op->emitOpError("inputs must have rank >= 1");
+  if (ti.getElementType() != to.getElementType() || ti.getRank() != to.getRank() ||
+      ti.getShape().drop_front() != to.getShape().drop_front())
+    return op->emitOpError("result ") << to << " must match input " << ti
+                                      << " outside dimension 0";
+  int64_t d = ti.getDimSize(0);
+  if (!gather && d % size != 0)
+    return op->emitOpError("dimension 0 of ")
+           << ti << " is not divisible by the group size " << size
+           << " (pad the buffer to a multiple of it)";
+  int64_t expected = gather ? d * size : d / size;
+  if (to.getDimSize(0) != expected)
+    return op->emitOpError("result dimension 0 must be ")
+           << expected << ", got " << to.getDimSize(0);
+  return success();
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  if (failed(checkArity(*this)))
+    return failure();
+  for (auto [in, out] : llvm::zip(getInputs(), getResults()))
+    if (failed(checkDim0(*this, in, out, getGroup().getSize(), false)))
+      return failure();
+  return success();
+}
+
+LogicalResult AllGatherOp::verify() {
+  if (failed(checkArity(*this)))
+    return failure();
+  for (auto [in, out] : llvm::zip(getInputs(), getResults()))
+    if (failed(checkDim0(*this, in, out, getGroup().getSize(), true)))
+      return failure();
+  return success();
+}
+
+LogicalResult BroadcastOp::verify() {
+  if ((int64_t)getRoot() < 0 || (int64_t)getRoot() >= getGroup().getSize())
+    return emitOpError("root ") << (int64_t)getRoot() << " is outside the group of size "
+                                << getGroup().getSize();
+  if (getInput().getType() != getResult().getType())
+    return emitOpError("result type must equal the input type");
+  return success();
+}
+
+static LogicalResult checkPeer(Operation *op, GroupAttr group, int64_t peer,
+                               int64_t tag) {
+  if (peer == 0 || peer <= -group.getSize() || peer >= group.getSize())
+    return op->emitOpError("peer offset ")
+           << peer << " must be non-zero and within the group of size "
+           << group.getSize();
+  if (tag < 0)
+    return op->emitOpError("tag must be non-negative, got ") << tag;
+  return success();
+}
+
+LogicalResult SendOp::verify() {
+  return checkPeer(*this, getGroup(), getPeer(), getTag());
+}
+LogicalResult RecvOp::verify() {
+  return checkPeer(*this, getGroup(), getPeer(), getTag());
+}
+
+#define GET_OP_CLASSES
+#include "dialects/dist/DistOps.cpp.inc"

@@ -1,0 +1,115 @@
+//===- DistOps.td - ordered communication ------------------*- tablegen -*-===//
+#ifndef DSC_DIST_OPS
+#define DSC_DIST_OPS
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Dist_Dialect : Dialect {
+  let name = "dist";
+  let cppNamespace = "::dsc::dist";
+  let summary = "Ordered collectives and point-to-point communication";
+  let description = [{
+    Every op reads and writes the communication resource, so no rewrite may
+    drop, merge or reorder two of them: all ranks must issue the same
+    collectives in the same order or the job hangs. Each op names its
+    communicator group: an axis of the dp x pp x tp grid and its size.
+    Variadic operands are the bucketed (fused) form: one call moves them all.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+}
+
+def Dist_Axis : I32EnumAttr<"Axis", "axis of the device grid", [
+    I32EnumAttrCase<"dp", 0>, I32EnumAttrCase<"pp", 1>,
+    I32EnumAttrCase<"tp", 2>, I32EnumAttrCase<"world", 3>]> {
+  let cppNamespace = "::dsc::dist";
+  let genSpecializedAttr = 0;
+}
+def Dist_AxisAttr : EnumAttr<Dist_Dialect, Dist_Axis, "axis">;
+
+def Dist_ReduceKind : I32EnumAttr<"ReduceKind", "reduction of a collective", [
+    I32EnumAttrCase<"sum", 0>, I32EnumAttrCase<"avg", 1>,
+    I32EnumAttrCase<"max", 2>, I32EnumAttrCase<"min", 3>]> {
+  let cppNamespace = "::dsc::dist";
+  let genSpecializedAttr = 0;
+}
+def Dist_ReduceKindAttr : EnumAttr<Dist_Dialect, Dist_ReduceKind, "reduce">;
+
+def Dist_GroupAttr : AttrDef<Dist_Dialect, "Group"> {
+  let mnemonic = "group";
+  let summary = "a communicator: one axis of the device grid and its size";
+  let parameters = (ins EnumParameter<Dist_Axis>:$axis, "int64_t":$size);
+  let assemblyFormat = "`<` $axis `,` $size `>`";
+  let genVerifyDecl = 1;
+}
+
+def Dist_CommResource : Resource<"::dsc::dist::CommResource">;
+
+class Dist_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Dist_Dialect, mnemonic, !listconcat(traits, [
+        MemoryEffects<[MemRead<Dist_CommResource>, MemWrite<Dist_CommResource>]>])>;
+
+def Dist_Tensor : StaticShapeTensorOf<[AnyType]>;
+
+def Dist_AllReduceOp : Dist_Op<"all_reduce"> {
+  let summary = "every rank of the group gets the reduction of all ranks' values";
+  let arguments = (ins Variadic<Dist_Tensor>:$inputs, Dist_GroupAttr:$group,
+                       Dist_ReduceKindAttr:$reduce);
+  let results = (outs Variadic<Dist_Tensor>:$results);
+  let assemblyFormat = [{
+    $reduce $inputs attr-dict `:` type($inputs) `->` type($results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dist_ReduceScatterOp : Dist_Op<"reduce_scatter"> {
+  let summary = "reduce, then rank r keeps the r-th of `size` equal chunks of dimension 0";
+  let arguments = (ins Variadic<Dist_Tensor>:$inputs, Dist_GroupAttr:$group,
+                       Dist_ReduceKindAttr:$reduce);
+  let results = (outs Variadic<Dist_Tensor>:$results);
+  let assemblyFormat = [{
+    $reduce $inputs attr-dict `:` type($inputs) `->` type($results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dist_AllGatherOp : Dist_Op<"all_gather"> {
+  let summary = "concatenate every rank's tensor along dimension 0, in rank order";
+  let arguments = (ins Variadic<Dist_Tensor>:$inputs, Dist_GroupAttr:$group);
+  let results = (outs Variadic<Dist_Tensor>:$results);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($results)";
+  let hasVerifier = 1;
+}
+
+def Dist_BroadcastOp : Dist_Op<"broadcast", [AllTypesMatch<["input", "result"]>]> {
+  let summary = "every rank gets the value of rank `root` of the group";
+  let arguments = (ins Dist_Tensor:$input, Dist_GroupAttr:$group, I64Attr:$root);
+  let results = (outs Dist_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Dist_SendOp : Dist_Op<"send"> {
+  let summary = "send to the rank `peer` steps away along the group's axis";
+  let description = [{
+    `peer` is relative (+1 = next pipeline stage), so one program serves
+    every rank of a role. A send pairs with the recv of the same `tag`
+    on the peer.
+  }];
+  let arguments = (ins Dist_Tensor:$input, Dist_GroupAttr:$group,
+                       I64Attr:$peer, I64Attr:$tag);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Dist_RecvOp : Dist_Op<"recv"> {
+  let summary = "receive from the rank `peer` steps away along the group's axis";
+  let arguments = (ins Dist_GroupAttr:$group, I64Attr:$peer, I64Attr:$tag);
+  let results = (outs Dist_Tensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+#endif // DSC_DIST_OPS

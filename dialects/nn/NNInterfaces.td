@@ -1,0 +1,43 @@
+//===- NNInterfaces.td - gradient and cost op interfaces ---*- tablegen -*-===//
+#ifndef DSC_NN_INTERFACES
+#define DSC_NN_INTERFACES
+
+include "mlir/IR/OpBase.td"
+
+def NN_GradientOpInterface : OpInterface<"GradientOpInterface"> {
+  let cppNamespace = "::dsc::nn";
+  let description = [{
+    The gradient rule of an op. Reverse-mode autodiff walks from the loss and
+    asks each op which operands receive a gradient; the explicit list of
+    non-differentiable operands (indices, masks, integer inputs) keeps
+    parameter classification and the backward graph exact.
+  }];
+  let methods = [
+    InterfaceMethod<
+      "Whether a gradient flows from the results to operand `index`.",
+      "bool", "isDifferentiableOperand", (ins "unsigned":$index), "",
+      [{ return ::dsc::nn::isFloatTensor($_op->getOperand(index).getType()); }]>,
+  ];
+}
+
+def NN_CostOpInterface : OpInterface<"CostOpInterface"> {
+  let cppNamespace = "::dsc::nn";
+  let description = [{
+    Static cost of one execution: floating-point operations and bytes moved.
+    Used by --explain, the pipeline partitioner (balance by cost) and the
+    roofline estimates in the scheduler.
+  }];
+  let methods = [
+    InterfaceMethod<"Floating-point operations (a fused multiply-add counts 2).",
+      "int64_t", "getFlops", (ins), "",
+      [{ return ::dsc::nn::resultElements($_op); }]>,
+    InterfaceMethod<"Bytes read from the operands.",
+      "int64_t", "getBytesRead", (ins), "",
+      [{ return ::dsc::nn::operandBytes($_op); }]>,
+    InterfaceMethod<"Bytes written to the results.",
+      "int64_t", "getBytesWritten", (ins), "",
+      [{ return ::dsc::nn::resultBytes($_op); }]>,
+  ];
+}
+
+#endif // DSC_NN_INTERFACES

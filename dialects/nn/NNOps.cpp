@@ -1,0 +1,402 @@
+//===- NNOps.cpp - nn op shape inference, verifiers and costs ------------===//
+//
+// Ops whose result type follows from operands and attributes implement
+// InferTypeOpInterface: the same function builds the op in the importer and,
+// through the generated verifier, rejects a written result type that
+// disagrees. Its error messages are the op's verifier messages.
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/nn/NNDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
+
+using namespace mlir;
+using namespace dsc::nn;
+
+namespace {
+using Types = SmallVectorImpl<Type>;
+
+LogicalResult fail(std::optional<Location> loc, const Twine &message) {
+  return emitOptionalError(loc, message);
+}
+
+/// Maps a possibly negative axis into [0, rank).
+FailureOr<int64_t> normalizeAxis(std::optional<Location> loc, int64_t axis,
+                                 int64_t rank, StringRef what = "axis") {
+  int64_t n = axis < 0 ? axis + rank : axis;
+  if (n < 0 || n >= rank) {
+    (void)fail(loc, what + " " + Twine(axis) + " is out of range for rank " +
+                        Twine(rank));
+    return failure();
+  }
+  return n;
+}
+
+RankedTensorType tensorOf(Type t) { return cast<RankedTensorType>(t); }
+
+std::string shapeStr(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (auto [i, d] : llvm::enumerate(shape))
+    s += (i ? "," : "") + std::to_string(d);
+  return s + "]";
+}
+
+LogicalResult inferBroadcast(std::optional<Location> loc, Type lhs, Type rhs,
+                             Type elementType, Types &results) {
+  auto a = tensorOf(lhs), b = tensorOf(rhs);
+  auto shape = broadcastShapes(a.getShape(), b.getShape());
+  if (failed(shape))
+    return fail(loc, "operand shapes " + shapeStr(a.getShape()) + " and " +
+                         shapeStr(b.getShape()) + " do not broadcast");
+  results.push_back(RankedTensorType::get(*shape, elementType));
+  return success();
+}
+
+int64_t product(ArrayRef<int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+#define DSC_BINARY_INFER(OP)                                                   \
+  LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location> l, \
+                                     Adaptor a, Types &r) {                    \
+    return inferBroadcast(l, a.getLhs().getType(), a.getRhs().getType(),       \
+                          tensorOf(a.getLhs().getType()).getElementType(), r); \
+  }
+DSC_BINARY_INFER(AddOp)
+DSC_BINARY_INFER(SubOp)
+DSC_BINARY_INFER(MulOp)
+DSC_BINARY_INFER(DivOp)
+DSC_BINARY_INFER(PowOp)
+DSC_BINARY_INFER(MaxOp)
+DSC_BINARY_INFER(MinOp)
+#undef DSC_BINARY_INFER
+
+LogicalResult CmpOp::inferReturnTypes(MLIRContext *ctx,
+                                      std::optional<Location> loc, Adaptor a,
+                                      Types &r) {
+  return inferBroadcast(loc, a.getLhs().getType(), a.getRhs().getType(),
+                        IntegerType::get(ctx, 1), r);
+}
+
+LogicalResult SelectOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor a, Types &r) {
+  SmallVector<Type, 1> values;
+  if (failed(inferBroadcast(loc, a.getLhs().getType(), a.getRhs().getType(),
+                            tensorOf(a.getLhs().getType()).getElementType(),
+                            values)))
+    return failure();
+  return inferBroadcast(loc, a.getCond().getType(), values[0],
+                        tensorOf(values[0]).getElementType(), r);
+}
+
+int64_t GeluOp::getFlops() {
+  // erf/tanh evaluation plus the surrounding multiply-adds.
+  return 8 * numElements(getType());
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions and normalizations
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor a, Types &r) {
+  auto lhs = tensorOf(a.getLhs().getType()), rhs = tensorOf(a.getRhs().getType());
+  if (lhs.getRank() < 2 || rhs.getRank() < 2)
+    return fail(loc, "operands must have rank >= 2, got " +
+                         Twine(lhs.getRank()) + " and " + Twine(rhs.getRank()));
+  ArrayRef<int64_t> ls = lhs.getShape(), rs = rhs.getShape();
+  int64_t m = ls[ls.size() - 2], k = ls.back();
+  if (a.getTransposeLhs())
+    std::swap(m, k);
+  int64_t k2 = rs[rs.size() - 2], n = rs.back();
+  if (a.getTransposeRhs())
+    std::swap(k2, n);
+  if (k != k2)
+    return fail(loc, "contracting dimensions differ: lhs " + shapeStr(ls) +
+                         " has " + Twine(k) + ", rhs " + shapeStr(rs) +
+                         " has " + Twine(k2));
+  auto batch = broadcastShapes(ls.drop_back(2), rs.drop_back(2));
+  if (failed(batch))
+    return fail(loc, "batch dimensions of " + shapeStr(ls) + " and " +
+                         shapeStr(rs) + " do not broadcast");
+  SmallVector<int64_t> shape = *batch;
+  shape.append({m, n});
+  r.push_back(RankedTensorType::get(shape, lhs.getElementType()));
+  return success();
+}
+
+int64_t MatmulOp::getFlops() {
+  auto lhs = getLhs().getType();
+  int64_t k = getTransposeLhs() ? lhs.getShape()[lhs.getRank() - 2]
+                                : lhs.getShape().back();
+  return 2 * numElements(getType()) * k;
+}
+
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor a, Types &r) {
+  auto input = tensorOf(a.getInput().getType());
+  auto axis = normalizeAxis(loc, (int64_t)a.getAxis(), input.getRank());
+  if (failed(axis))
+    return failure();
+  ArrayRef<int64_t> normalized = input.getShape().drop_front(*axis);
+  auto check = [&](Value v, StringRef name) -> LogicalResult {
+    if (!v)
+      return success();
+    auto t = tensorOf(v.getType());
+    if (t.getShape() != normalized)
+      return fail(loc, name + " shape " + shapeStr(t.getShape()) +
+                           " must equal the normalized shape " +
+                           shapeStr(normalized));
+    return success();
+  };
+  if (failed(check(a.getScale(), "scale")) || failed(check(a.getBias(), "bias")))
+    return failure();
+  if (a.getEpsilon().convertToDouble() <= 0)
+    return fail(loc, "epsilon must be positive");
+  r.push_back(input);
+  return success();
+}
+
+int64_t LayerNormOp::getFlops() { return 8 * numElements(getType()); }
+
+template <typename Op> static LogicalResult verifySoftmax(Op op) {
+  int64_t rank = op.getType().getRank();
+  if ((int64_t)op.getAxis() < -rank || (int64_t)op.getAxis() >= rank)
+    return op.emitOpError("axis ") << (int64_t)op.getAxis()
+                                   << " is out of range for rank " << rank;
+  return success();
+}
+LogicalResult SoftmaxOp::verify() { return verifySoftmax(*this); }
+LogicalResult LogSoftmaxOp::verify() { return verifySoftmax(*this); }
+int64_t SoftmaxOp::getFlops() { return 5 * numElements(getType()); }
+int64_t LogSoftmaxOp::getFlops() { return 5 * numElements(getType()); }
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+static LogicalResult inferLoss(std::optional<Location> loc, Type inputType,
+                               Type labelType, Reduction reduction, Types &r) {
+  auto input = tensorOf(inputType), labels = tensorOf(labelType);
+  if (input.getRank() < 2)
+    return fail(loc, "input must be [N, C, ...], got " +
+                         shapeStr(input.getShape()));
+  SmallVector<int64_t> expected{input.getShape()[0]};
+  llvm::append_range(expected, input.getShape().drop_front(2));
+  if (labels.getShape() != ArrayRef<int64_t>(expected))
+    return fail(loc, "labels shape " + shapeStr(labels.getShape()) +
+                         " must be " + shapeStr(expected) + " for input " +
+                         shapeStr(input.getShape()));
+  if (reduction == Reduction::none)
+    r.push_back(RankedTensorType::get(expected, input.getElementType()));
+  else
+    r.push_back(RankedTensorType::get({}, input.getElementType()));
+  return success();
+}
+
+LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
+                                               std::optional<Location> loc,
+                                               Adaptor a, Types &r) {
+  return inferLoss(loc, a.getInput().getType(), a.getLabels().getType(),
+                   a.getReduction(), r);
+}
+LogicalResult NllLossOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor a, Types &r) {
+  return inferLoss(loc, a.getInput().getType(), a.getLabels().getType(),
+                   a.getReduction(), r);
+}
+int64_t CrossEntropyOp::getFlops() { return 6 * numElements(getInput().getType()); }
+int64_t NllLossOp::getFlops() { return numElements(getLabels().getType()); }
+
+//===----------------------------------------------------------------------===//
+// Indexing, reductions and layout
+//===----------------------------------------------------------------------===//
+
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor a, Types &r) {
+  auto data = tensorOf(a.getData().getType());
+  auto indices = tensorOf(a.getIndices().getType());
+  if (data.getRank() == 0)
+    return fail(loc, "data must have rank >= 1");
+  auto axis = normalizeAxis(loc, (int64_t)a.getAxis(), data.getRank());
+  if (failed(axis))
+    return failure();
+  SmallVector<int64_t> shape(data.getShape().take_front(*axis));
+  llvm::append_range(shape, indices.getShape());
+  llvm::append_range(shape, data.getShape().drop_front(*axis + 1));
+  r.push_back(RankedTensorType::get(shape, data.getElementType()));
+  return success();
+}
+int64_t GatherOp::getFlops() { return 0; }
+
+static LogicalResult inferReduce(std::optional<Location> loc, Type inputType,
+                                 ArrayRef<int64_t> axes, bool keepdims,
+                                 Types &r) {
+  auto input = tensorOf(inputType);
+  SmallVector<bool> reduced(input.getRank(), false);
+  for (int64_t axis : axes) {
+    auto n = normalizeAxis(loc, axis, input.getRank());
+    if (failed(n))
+      return failure();
+    if (reduced[*n])
+      return fail(loc, "axis " + Twine(axis) + " is reduced twice");
+    reduced[*n] = true;
+  }
+  SmallVector<int64_t> shape;
+  for (auto [i, d] : llvm::enumerate(input.getShape())) {
+    if (!reduced[i])
+      shape.push_back(d);
+    else if (keepdims)
+      shape.push_back(1);
+  }
+  r.push_back(RankedTensorType::get(shape, input.getElementType()));
+  return success();
+}
+
+#define DSC_REDUCE(OP)                                                         \
+  LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location> l, \
+                                     Adaptor a, Types &r) {                    \
+    return inferReduce(l, a.getInput().getType(), a.getAxes(),                 \
+                       a.getKeepdims(), r);                                    \
+  }                                                                            \
+  int64_t OP::getFlops() { return numElements(getInput().getType()); }
+DSC_REDUCE(ReduceSumOp)
+DSC_REDUCE(ReduceMeanOp)
+DSC_REDUCE(ReduceMaxOp)
+#undef DSC_REDUCE
+
+LogicalResult ReshapeOp::verify() {
+  int64_t in = numElements(getInput().getType()), out = numElements(getType());
+  if (in != out)
+    return emitOpError("cannot reshape ")
+           << in << " elements into " << out << " elements";
+  return success();
+}
+// A reshape of a contiguous buffer is a view: no kernel runs.
+int64_t ReshapeOp::getFlops() { return 0; }
+int64_t ReshapeOp::getBytesRead() { return 0; }
+int64_t ReshapeOp::getBytesWritten() { return 0; }
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor a, Types &r) {
+  auto input = tensorOf(a.getInput().getType());
+  ArrayRef<int64_t> perm = a.getPermutation();
+  if ((int64_t)perm.size() != input.getRank())
+    return fail(loc, "permutation has " + Twine(perm.size()) +
+                         " entries for rank " + Twine(input.getRank()));
+  SmallVector<bool> seen(perm.size(), false);
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= input.getRank() || seen[p])
+      return fail(loc, "permutation " + shapeStr(perm) +
+                           " is not a permutation of 0.." +
+                           Twine(input.getRank() - 1));
+    seen[p] = true;
+    shape.push_back(input.getShape()[p]);
+  }
+  r.push_back(RankedTensorType::get(shape, input.getElementType()));
+  return success();
+}
+int64_t TransposeOp::getFlops() { return 0; }
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> loc, Adaptor a,
+                                        Types &r) {
+  auto input = tensorOf(a.getInput().getType());
+  ArrayRef<int64_t> start = a.getStart(), limit = a.getLimit(),
+                    stride = a.getStride();
+  int64_t rank = input.getRank();
+  if ((int64_t)start.size() != rank || (int64_t)limit.size() != rank ||
+      (int64_t)stride.size() != rank)
+    return fail(loc, "start, limit and stride need one entry per dimension (" +
+                         Twine(rank) + ")");
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < rank; ++i) {
+    int64_t dim = input.getShape()[i];
+    if (stride[i] <= 0)
+      return fail(loc, "stride of dimension " + Twine(i) + " must be positive");
+    if (start[i] < 0 || start[i] > limit[i] || limit[i] > dim)
+      return fail(loc, "dimension " + Twine(i) + " slice [" + Twine(start[i]) +
+                           ", " + Twine(limit[i]) + ") is outside [0, " +
+                           Twine(dim) + "]");
+    shape.push_back((limit[i] - start[i] + stride[i] - 1) / stride[i]);
+  }
+  r.push_back(RankedTensorType::get(shape, input.getElementType()));
+  return success();
+}
+int64_t SliceOp::getFlops() { return 0; }
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor a, Types &r) {
+  if (a.getInputs().empty())
+    return fail(loc, "needs at least one input");
+  auto first = tensorOf(a.getInputs().front().getType());
+  auto axis = normalizeAxis(loc, (int64_t)a.getAxis(), first.getRank());
+  if (failed(axis))
+    return failure();
+  SmallVector<int64_t> shape(first.getShape());
+  shape[*axis] = 0;
+  for (Value v : a.getInputs()) {
+    auto t = tensorOf(v.getType());
+    if (t.getElementType() != first.getElementType())
+      return fail(loc, "inputs have different element types");
+    if (t.getRank() != first.getRank())
+      return fail(loc, "inputs have different ranks");
+    for (int64_t i = 0; i < t.getRank(); ++i)
+      if (i != *axis && t.getShape()[i] != first.getShape()[i])
+        return fail(loc, "input shapes " + shapeStr(first.getShape()) +
+                             " and " + shapeStr(t.getShape()) +
+                             " differ outside the concatenation axis");
+    shape[*axis] += t.getShape()[*axis];
+  }
+  r.push_back(RankedTensorType::get(shape, first.getElementType()));
+  return success();
+}
+int64_t ConcatOp::getFlops() { return 0; }
+
+LogicalResult BroadcastOp::verify() {
+  auto in = getInput().getType(), out = getType();
+  auto shape = broadcastShapes(in.getShape(), out.getShape());
+  if (failed(shape) || ArrayRef<int64_t>(*shape) != out.getShape())
+    return emitOpError("cannot broadcast ")
+           << shapeStr(in.getShape()) << " to " << shapeStr(out.getShape());
+  return success();
+}
+int64_t BroadcastOp::getFlops() { return 0; }
+
+//===----------------------------------------------------------------------===//
+// Randomness
+//===----------------------------------------------------------------------===//
+
+LogicalResult DropoutOp::inferReturnTypes(MLIRContext *ctx,
+                                          std::optional<Location> loc,
+                                          Adaptor a, Types &r) {
+  double ratio = a.getRatio().convertToDouble();
+  if (!(ratio >= 0.0 && ratio < 1.0))
+    return fail(loc, "ratio " + std::to_string(ratio) + " must be in [0, 1)");
+  auto input = tensorOf(a.getInput().getType());
+  r.push_back(input);
+  r.push_back(RankedTensorType::get(input.getShape(), IntegerType::get(ctx, 1)));
+  return success();
+}
+int64_t DropoutOp::getFlops() { return 2 * numElements(getInput().getType()); }
+
+#define GET_OP_CLASSES
+#include "dialects/nn/NNOps.cpp.inc"

@@ -1,0 +1,175 @@
+//===- TrainDialect.cpp - roles, optimizer updates, step regions ---------===//
+#include "dialects/train/TrainDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
+
+using namespace mlir;
+using namespace dsc::train;
+
+#include "dialects/train/TrainDialect.cpp.inc"
+
+void TrainDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/train/TrainOps.cpp.inc"
+      >();
+}
+
+static bool isStaticFloatTensor(Type t) {
+  auto tensor = dyn_cast<RankedTensorType>(t);
+  return tensor && tensor.hasStaticShape() &&
+         isa<FloatType>(tensor.getElementType());
+}
+
+LogicalResult TrainDialect::verifyRegionArgAttribute(Operation *op, unsigned,
+                                                     unsigned argIndex,
+                                                     NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name != kParam && name != kBuffer && name != kInput)
+    return op->emitError("unknown argument attribute '") << name << "'";
+  auto fn = dyn_cast<FunctionOpInterface>(op);
+  if (!fn)
+    return op->emitError("'") << name << "' belongs on a function argument";
+  auto value = dyn_cast<StringAttr>(attr.getValue());
+  if (!value || value.getValue().empty())
+    return op->emitError("'") << name << "' of argument " << argIndex
+                              << " must be a non-empty name string";
+  Type type = fn.getArgumentTypes()[argIndex];
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape())
+    return op->emitError("argument ")
+           << argIndex << " ('" << value.getValue()
+           << "') must be a statically shaped tensor, got " << type;
+  if (name == kParam && !isStaticFloatTensor(type))
+    return op->emitError("parameter '")
+           << value.getValue() << "' must be a float tensor, got " << type;
+  return success();
+}
+
+LogicalResult TrainDialect::verifyRegionResultAttribute(Operation *op, unsigned,
+                                                        unsigned resultIndex,
+                                                        NamedAttribute attr) {
+  if (attr.getName().getValue() != kLoss)
+    return op->emitError("unknown result attribute '")
+           << attr.getName().getValue() << "'";
+  auto fn = dyn_cast<FunctionOpInterface>(op);
+  if (!fn)
+    return op->emitError("'train.loss' belongs on a function result");
+  Type type = fn.getResultTypes()[resultIndex];
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || tensor.getRank() != 0 || !isa<FloatType>(tensor.getElementType()))
+    return op->emitError("the loss (result ")
+           << resultIndex << ") must be a scalar float tensor, got " << type;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer updates
+//===----------------------------------------------------------------------===//
+
+static LogicalResult checkRate(Operation *op, StringRef name, double v,
+                               double lo, double hi) {
+  if (!(v >= lo && v < hi))
+    return op->emitOpError() << name << " = " << v << " must be in [" << lo
+                             << ", " << hi << ")";
+  return success();
+}
+
+LogicalResult SgdOp::verify() {
+  double momentum = getMomentum().convertToDouble();
+  if (failed(checkRate(*this, "momentum", momentum, 0.0, 1.0)) ||
+      failed(checkRate(*this, "dampening", getDampening().convertToDouble(),
+                       0.0, 1.0)) ||
+      failed(checkRate(*this, "weight_decay",
+                       getWeightDecay().convertToDouble(), 0.0, 1e30)))
+    return failure();
+  if (getParam().getType() != getGrad().getType() ||
+      getParam().getType() != getNewParam().getType())
+    return emitOpError("param, grad and new_param must have the same type");
+  bool hasBuffer = static_cast<bool>(getMomentumBuffer());
+  if (hasBuffer != (momentum > 0.0))
+    return emitOpError("a momentum buffer is required exactly when momentum > 0");
+  if (hasBuffer != static_cast<bool>(getNewMomentumBuffer()))
+    return emitOpError("the updated momentum buffer must be returned");
+  if (hasBuffer && (getMomentumBuffer().getType() != getParam().getType() ||
+                    getNewMomentumBuffer().getType() != getParam().getType()))
+    return emitOpError("momentum buffer must have the parameter's type");
+  if (getNesterov() && (momentum == 0.0 || getDampening().convertToDouble() != 0.0))
+    return emitOpError("nesterov requires momentum > 0 and dampening = 0");
+  return success();
+}
+
+LogicalResult AdamOp::verify() {
+  if (failed(checkRate(*this, "beta1", getBeta1().convertToDouble(), 0.0, 1.0)) ||
+      failed(checkRate(*this, "beta2", getBeta2().convertToDouble(), 0.0, 1.0)) ||
+      failed(checkRate(*this, "weight_decay",
+                       getWeightDecay().convertToDouble(), 0.0, 1e30)))
+    return failure();
+  if (!(getEps().convertToDouble() > 0.0))
+    return emitOpError("eps must be positive");
+  return success();
+}
+
+void ClipGradNormOp::build(OpBuilder &b, OperationState &state,
+                           ValueRange grads, double maxNorm) {
+  SmallVector<Type> types(grads.getTypes());
+  types.push_back(RankedTensorType::get({}, b.getF32Type()));
+  build(b, state, types, grads, b.getF64FloatAttr(maxNorm));
+}
+
+LogicalResult ClipGradNormOp::verify() {
+  if (!(getMaxNorm().convertToDouble() > 0.0))
+    return emitOpError("max_norm must be positive");
+  if (getGrads().getTypes() != getClipped().getTypes())
+    return emitOpError("clipped gradients must have the gradients' types");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Step structure
+//===----------------------------------------------------------------------===//
+
+/// The region's yield must produce exactly the op's result types.
+static LogicalResult verifyYield(Operation *op, Region &body) {
+  auto yield = dyn_cast<YieldOp>(body.front().getTerminator());
+  if (!yield)
+    return op->emitOpError("body must end with train.yield");
+  if (yield.getValues().getTypes() != op->getResultTypes())
+    return op->emitOpError("yields ")
+           << yield.getValues().size() << " values of types ("
+           << yield.getValues().getTypes() << ") but has result types ("
+           << op->getResultTypes() << ")";
+  return success();
+}
+
+LogicalResult AccumulateOp::verifyRegions() {
+  if ((int64_t)getCount() < 1)
+    return emitOpError("count must be at least 1, got ") << (int64_t)getCount();
+  Block &body = getBody().front();
+  if (body.getNumArguments() != 1 || !body.getArgument(0).getType().isIndex())
+    return emitOpError("body must take the micro-batch index as its one "
+                       "argument of type index");
+  return verifyYield(*this, getBody());
+}
+
+LogicalResult RecomputeOp::verifyRegions() {
+  if (getBody().front().getNumArguments() != 0)
+    return emitOpError("body takes no arguments");
+  return verifyYield(*this, getBody());
+}
+
+LogicalResult StageOp::verifyRegions() {
+  if ((int64_t)getIndex() < 0)
+    return emitOpError("stage index must be non-negative, got ") << (int64_t)getIndex();
+  if ((*this)->getParentOfType<StageOp>())
+    return emitOpError("pipeline stages cannot nest");
+  if (getBody().front().getNumArguments() != 0)
+    return emitOpError("body takes no arguments");
+  return verifyYield(*this, getBody());
+}
+
+#define GET_OP_CLASSES
+#include "dialects/train/TrainOps.cpp.inc"

@@ -1,0 +1,169 @@
+//===- TrainOps.td - structure of one training step ---------*- tablegen -*-===//
+#ifndef DSC_TRAIN_OPS
+#define DSC_TRAIN_OPS
+
+include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+
+def Train_Dialect : Dialect {
+  let name = "train";
+  let cppNamespace = "::dsc::train";
+  let summary = "Roles, optimizer updates and the structure of a training step";
+  let description = [{
+    Roles are discardable attributes on the step function's arguments and
+    results, checked by the dialect:
+      * `train.param = "name"`: a trainable parameter (float tensor), named
+        as in the source model so weights and checkpoints map back to it;
+      * `train.buffer = "name"`: frozen model state (not trained);
+      * `train.input = "name"`: a per-batch input read from the data;
+      * `train.loss`: on the single scalar float result, the loss.
+    Optimizer updates are functional: they consume a parameter, its gradient
+    and its state and return the new ones, so ZeRO can partition them as
+    ordinary values. Region ops mark micro-batch accumulation, recompute
+    (activation checkpointing) regions and pipeline stages.
+  }];
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
+  let extraClassDeclaration = [{
+    static constexpr ::llvm::StringLiteral kParam = "train.param";
+    static constexpr ::llvm::StringLiteral kBuffer = "train.buffer";
+    static constexpr ::llvm::StringLiteral kInput = "train.input";
+    static constexpr ::llvm::StringLiteral kLoss = "train.loss";
+  }];
+}
+
+class Train_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Train_Dialect, mnemonic, traits>;
+
+def Train_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;
+// Buildable, so the assembly format need not spell out their types.
+def Train_ScalarF32 : 0DTensorOf<[F32]>,
+    BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getF32Type())">;
+def Train_ScalarI64 : 0DTensorOf<[I64]>,
+    BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getI64Type())">;
+
+//===----------------------------------------------------------------------===//
+// Optimizer updates
+//===----------------------------------------------------------------------===//
+
+def Train_SgdOp : Train_Op<"sgd", [Pure,
+    AllTypesMatch<["param", "grad", "new_param"]>]> {
+  let summary = "SGD step with optional momentum, dampening, Nesterov and L2 decay";
+  let description = [{
+    torch.optim.SGD semantics (DeepSpeed uses it as is): with weight decay
+    `g += wd * p`; with momentum `buf = momentum * buf + (1 - dampening) * g`
+    and `g = nesterov ? g + momentum * buf : buf`; then `p -= lr * g`.
+    The momentum buffer operand and result exist exactly when momentum > 0.
+  }];
+  let arguments = (ins Train_FloatTensor:$param, Train_FloatTensor:$grad,
+                       Train_ScalarF32:$lr,
+                       Optional<Train_FloatTensor>:$momentum_buffer,
+                       DefaultValuedAttr<F64Attr, "0.0">:$momentum,
+                       DefaultValuedAttr<F64Attr, "0.0">:$dampening,
+                       DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
+                       UnitAttr:$nesterov);
+  let results = (outs Train_FloatTensor:$new_param,
+                      Optional<Train_FloatTensor>:$new_momentum_buffer);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $lr (`buffer` $momentum_buffer^ `:` type($momentum_buffer))?
+      attr-dict `:` type($param) (`->` type($new_momentum_buffer)^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def Train_AdamOp : Train_Op<"adam", [Pure,
+    AllTypesMatch<["param", "grad", "exp_avg", "exp_avg_sq",
+                   "new_param", "new_exp_avg", "new_exp_avg_sq"]>]> {
+  let summary = "Adam / AdamW step with DeepSpeed's semantics";
+  let description = [{
+    `m = b1 m + (1-b1) g`, `v = b2 v + (1-b2) g^2`; with bias correction
+    `m_hat = m / (1 - b1^step)`, `v_hat = v / (1 - b2^step)`;
+    `p -= lr * (m_hat / (sqrt(v_hat) + eps) + wd * p)` when
+    `decoupled_weight_decay` (AdamW), otherwise `g += wd * p` first (Adam
+    with L2). `eps` is added after the square root, as in torch and
+    DeepSpeed's FusedAdam. `step` counts from 1.
+  }];
+  let arguments = (ins Train_FloatTensor:$param, Train_FloatTensor:$grad,
+                       Train_FloatTensor:$exp_avg, Train_FloatTensor:$exp_avg_sq,
+                       Train_ScalarF32:$lr, Train_ScalarI64:$step,
+                       DefaultValuedAttr<F64Attr, "0.9">:$beta1,
+                       DefaultValuedAttr<F64Attr, "0.999">:$beta2,
+                       DefaultValuedAttr<F64Attr, "1e-8">:$eps,
+                       DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
+                       UnitAttr:$decoupled_weight_decay,
+                       DefaultValuedAttr<BoolAttr, "true">:$bias_correction);
+  let results = (outs Train_FloatTensor:$new_param,
+                      Train_FloatTensor:$new_exp_avg,
+                      Train_FloatTensor:$new_exp_avg_sq);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $lr `,` $step attr-dict
+      `:` type($param)
+  }];
+  let hasVerifier = 1;
+}
+
+def Train_ClipGradNormOp : Train_Op<"clip_grad_norm", [Pure]> {
+  let summary = "scale all gradients so their global L2 norm is at most max_norm";
+  let description = [{
+    Returns the clipped gradients and the global norm before clipping
+    (DeepSpeed's `gradient_clipping`; the norm is what it logs).
+  }];
+  let arguments = (ins Variadic<Train_FloatTensor>:$grads, F64Attr:$max_norm);
+  let results = (outs Variadic<Train_FloatTensor>:$clipped, Train_ScalarF32:$norm);
+  let assemblyFormat = "$grads attr-dict `:` type($grads) `->` type($clipped)";
+  let builders = [OpBuilder<(ins "::mlir::ValueRange":$grads, "double":$maxNorm)>];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Step structure
+//===----------------------------------------------------------------------===//
+
+def Train_YieldOp : Train_Op<"yield", [Pure, Terminator, ReturnLike,
+    ParentOneOf<["AccumulateOp", "RecomputeOp", "StageOp"]>]> {
+  let summary = "values produced by a train region";
+  let arguments = (ins Variadic<AnyType>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+}
+
+def Train_AccumulateOp : Train_Op<"accumulate", [
+    SingleBlock, RecursiveMemoryEffects]> {
+  let summary = "run the body once per micro-batch and sum what it yields";
+  let description = [{
+    Gradient accumulation: the body runs `count` times with the micro-batch
+    index as its block argument; results are the elementwise sums of the
+    yielded values, accumulated in place.
+  }];
+  let arguments = (ins I64Attr:$count);
+  let results = (outs Variadic<Train_FloatTensor>:$sums);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$count (`->` type($sums)^)? $body attr-dict";
+  let hasRegionVerifier = 1;
+}
+
+def Train_RecomputeOp : Train_Op<"recompute", [
+    SingleBlock, RecursiveMemoryEffects]> {
+  let summary = "a region whose activations are recomputed in the backward pass";
+  let description = [{
+    Activation checkpointing: only the region's operands-from-above and
+    results are kept between forward and backward; the interior is run
+    again when its gradients are needed. Dropout inside draws the same mask
+    on recomputation (its RNG key is explicit).
+  }];
+  let results = (outs Variadic<AnyType>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "(`->` type($results)^)? $body attr-dict";
+  let hasRegionVerifier = 1;
+}
+
+def Train_StageOp : Train_Op<"stage", [SingleBlock, RecursiveMemoryEffects]> {
+  let summary = "the ops of one pipeline stage";
+  let arguments = (ins I64Attr:$index);
+  let results = (outs Variadic<AnyType>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$index (`->` type($results)^)? $body attr-dict";
+  let hasRegionVerifier = 1;
+}
+
+#endif // DSC_TRAIN_OPS

@@ -1,0 +1,123 @@
+//===- ElementwiseOps.cpp - ONNX elementwise ops -> nn -------------------===//
+#include "frontends/onnx/GraphImporter.h"
+
+#include "dialects/nn/NNDialect.h"
+
+using namespace mlir;
+
+namespace dsc::onnx_import {
+namespace {
+
+/// Casts `v` to `elementType` when they differ (ONNX Pow takes any exponent
+/// type; nn ops want one element type).
+Value castTo(GraphImporter &g, Value v, Type elementType) {
+  auto t = cast<RankedTensorType>(v.getType());
+  if (t.getElementType() == elementType)
+    return v;
+  return nn::CastOp::create(g.builder(), g.loc(), t.clone(elementType), v);
+}
+
+template <typename OpTy> LogicalResult binary(GraphImporter &g) {
+  Value acc = g.input(0);
+  if (!acc)
+    return failure();
+  Type et = cast<RankedTensorType>(acc.getType()).getElementType();
+  // Max/Min are variadic; the others have exactly two inputs.
+  for (int k = 1; k < g.node().input_size(); ++k) {
+    Value rhs = g.input(k);
+    if (!rhs)
+      return failure();
+    auto op = g.create<OpTy>({acc, castTo(g, rhs, et)});
+    if (failed(op))
+      return failure();
+    acc = *op;
+  }
+  g.setOutput(0, acc);
+  return success();
+}
+
+template <nn::CmpPredicate P> LogicalResult compare(GraphImporter &g) {
+  Value lhs = g.input(0), rhs = g.input(1);
+  if (!lhs || !rhs)
+    return failure();
+  auto op = g.create<nn::CmpOp>(
+      {lhs, rhs}, {g.attr("predicate", nn::CmpPredicateAttr::get(g.context(), P))});
+  if (failed(op))
+    return failure();
+  g.setOutput(0, *op);
+  return success();
+}
+
+template <typename OpTy> LogicalResult unary(GraphImporter &g) {
+  Value x = g.input(0);
+  if (!x)
+    return failure();
+  if (!std::is_same_v<OpTy, nn::NegOp> && !std::is_same_v<OpTy, nn::AbsOp> &&
+      !std::is_same_v<OpTy, nn::NotOp> && !nn::isFloatTensor(x.getType()))
+    return g.fail("expects a float tensor");
+  g.setOutput(0, OpTy::create(g.builder(), g.loc(), x.getType(), x));
+  return success();
+}
+
+LogicalResult identity(GraphImporter &g) {
+  Value x = g.input(0);
+  if (!x)
+    return failure();
+  g.setOutput(0, x);
+  return success();
+}
+
+LogicalResult where(GraphImporter &g) {
+  Value c = g.input(0), a = g.input(1), b = g.input(2);
+  if (!c || !a || !b)
+    return failure();
+  auto op = g.create<nn::SelectOp>({c, a, b});
+  if (failed(op))
+    return failure();
+  g.setOutput(0, *op);
+  return success();
+}
+
+LogicalResult castOp(GraphImporter &g) {
+  Value x = g.input(0);
+  if (!x)
+    return failure();
+  Type et = g.elementType((int32_t)attrInt(g.node(), "to", 0));
+  if (!et)
+    return failure();
+  g.setOutput(0, castTo(g, x, et));
+  return success();
+}
+
+} // namespace
+
+void registerElementwiseConverters(ConverterTable &t) {
+  t["Add"] = binary<nn::AddOp>;
+  t["Sub"] = binary<nn::SubOp>;
+  t["Mul"] = binary<nn::MulOp>;
+  t["Div"] = binary<nn::DivOp>;
+  t["Pow"] = binary<nn::PowOp>;
+  t["Max"] = binary<nn::MaxOp>;
+  t["Min"] = binary<nn::MinOp>;
+  t["Equal"] = compare<nn::CmpPredicate::eq>;
+  t["Less"] = compare<nn::CmpPredicate::lt>;
+  t["LessOrEqual"] = compare<nn::CmpPredicate::le>;
+  t["Greater"] = compare<nn::CmpPredicate::gt>;
+  t["GreaterOrEqual"] = compare<nn::CmpPredicate::ge>;
+  t["Where"] = where;
+  t["Not"] = unary<nn::NotOp>;
+  t["Neg"] = unary<nn::NegOp>;
+  t["Abs"] = unary<nn::AbsOp>;
+  t["Exp"] = unary<nn::ExpOp>;
+  t["Log"] = unary<nn::LogOp>;
+  t["Sqrt"] = unary<nn::SqrtOp>;
+  t["Reciprocal"] = unary<nn::ReciprocalOp>;
+  t["Tanh"] = unary<nn::TanhOp>;
+  t["Erf"] = unary<nn::ErfOp>;
+  t["Relu"] = unary<nn::ReluOp>;
+  t["Sigmoid"] = unary<nn::SigmoidOp>;
+  t["Identity"] = identity;
+  t["Cast"] = castOp;
+}
+
+} // namespace dsc::onnx_import

@@ -1,0 +1,447 @@
+//===- GraphImporter.cpp - ONNX graph -> func.func of nn ops -------------===//
+//
+// Graph inputs become `train.input` arguments and floating-point
+// initializers become arguments too; after import, those with a
+// differentiable path to the loss are `train.param`, the rest (masks and
+// other frozen state) `train.buffer`. Integer and bool initializers and
+// Constant nodes are compile-time values: nodes whose inputs are all
+// compile-time values are folded on the host, so shape subgraphs vanish.
+//
+//===----------------------------------------------------------------------===//
+#include "frontends/onnx/GraphImporter.h"
+
+#include "dialects/nn/NNDialect.h"
+#include "dialects/train/TrainDialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringExtras.h"
+
+using namespace mlir;
+
+namespace dsc::onnx_import {
+
+// Ops evaluated only on compile-time inputs (they have no nn counterpart).
+static const char *const kFoldOnly[] = {"And", "Or", "Range", "Floor", "Ceil"};
+
+static ConverterTable makeConverters() {
+  ConverterTable t;
+  registerElementwiseConverters(t);
+  registerComputeConverters(t);
+  registerLayoutConverters(t);
+  return t;
+}
+
+const std::vector<std::string> &supportedOps() {
+  static const std::vector<std::string> ops = [] {
+    std::vector<std::string> v;
+    for (auto &[name, _] : makeConverters())
+      v.push_back(name);
+    v.insert(v.end(), std::begin(kFoldOnly), std::end(kFoldOnly));
+    std::sort(v.begin(), v.end());
+    return v;
+  }();
+  return ops;
+}
+
+GraphImporter::GraphImporter(MLIRContext &ctx, LoadedModel &model)
+    : ctx_(ctx), model_(model), b_(&ctx), loc_(UnknownLoc::get(&ctx)),
+      converters_(makeConverters()) {}
+
+llvm::Error GraphImporter::error(const Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 model_.path + ": " + message.str());
+}
+
+LogicalResult GraphImporter::fail(const Twine &message) {
+  if (error_.empty()) {
+    std::string name = node_->name().empty()
+                           ? "#" + std::to_string(nodeIndex_)
+                           : "'" + node_->name() + "'";
+    error_ = "node " + name + " (" + node_->op_type() + ", opset " +
+             std::to_string(model_.opset) + "): " + message.str();
+  }
+  return failure();
+}
+
+Type GraphImporter::elementType(int32_t dtype) {
+  switch (dtype) {
+  case onnx::TensorProto::FLOAT: return b_.getF32Type();
+  case onnx::TensorProto::DOUBLE: return b_.getF64Type();
+  case onnx::TensorProto::FLOAT16: return b_.getF16Type();
+  case onnx::TensorProto::BFLOAT16: return b_.getBF16Type();
+  case onnx::TensorProto::BOOL: return b_.getI1Type();
+  case onnx::TensorProto::INT8:
+  case onnx::TensorProto::UINT8: return b_.getIntegerType(8);
+  case onnx::TensorProto::INT16:
+  case onnx::TensorProto::UINT16: return b_.getIntegerType(16);
+  case onnx::TensorProto::INT32:
+  case onnx::TensorProto::UINT32: return b_.getIntegerType(32);
+  case onnx::TensorProto::INT64:
+  case onnx::TensorProto::UINT64: return b_.getIntegerType(64);
+  default:
+    (void)fail("element type " + dtypeName(dtype) + " is not supported");
+    return {};
+  }
+}
+
+LogicalResult GraphImporter::inferTypes(Operation *op) {
+  auto infer = cast<InferTypeOpInterface>(op);
+  SmallVector<Type> types;
+  diagnostic_.clear();
+  if (failed(infer.inferReturnTypes(&ctx_, op->getLoc(), op->getOperands(),
+                                    op->getRawDictionaryAttrs(),
+                                    op->getPropertiesStorage(), op->getRegions(),
+                                    types))) {
+    op->erase();
+    return fail(diagnostic_.empty() ? "cannot infer result types" : diagnostic_);
+  }
+  for (auto [result, type] : llvm::zip(op->getResults(), types))
+    result.setType(type);
+  return success();
+}
+
+Value GraphImporter::materialize(const HostTensor &t) {
+  Type et = elementType(t.dtype);
+  if (!et)
+    return {};
+  auto type = RankedTensorType::get(t.shape, et);
+  DenseElementsAttr attr;
+  bool isSplat = t.size() > 0;
+  for (int64_t k = 1; k < t.size() && isSplat; ++k)
+    isSplat = t.asDouble(k) == t.asDouble(0);
+  if (isSplat)
+    return splat(type, t.asDouble(0));
+  if (auto ft = dyn_cast<FloatType>(et)) {
+    SmallVector<APFloat> values;
+    values.reserve(t.size());
+    for (double v : t.f) {
+      APFloat x(v);
+      bool lost;
+      x.convert(ft.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+      values.push_back(x);
+    }
+    attr = DenseElementsAttr::get(type, values);
+  } else {
+    unsigned width = et.getIntOrFloatBitWidth();
+    SmallVector<APInt> values;
+    values.reserve(t.size());
+    for (int64_t v : t.i)
+      values.push_back(APInt(width, (uint64_t)v, /*isSigned=*/true, /*implicitTrunc=*/true));
+    attr = DenseElementsAttr::get(type, values);
+  }
+  return arith::ConstantOp::create(b_, loc_, attr);
+}
+
+Value GraphImporter::splat(RankedTensorType type, double v) {
+  Type et = type.getElementType();
+  Attribute element;
+  if (auto ft = dyn_cast<FloatType>(et))
+    element = FloatAttr::get(ft, v);
+  else
+    element = IntegerAttr::get(et, APInt(et.getIntOrFloatBitWidth(), (uint64_t)(int64_t)v,
+                                         true, true));
+  return arith::ConstantOp::create(b_, loc_, SplatElementsAttr::get(type, element));
+}
+
+Value GraphImporter::scalar(double v, Type elementType) {
+  return splat(RankedTensorType::get({}, elementType), v);
+}
+
+const GraphImporter::Entry *GraphImporter::lookup(int k) {
+  const std::string &name = inputName(*node_, k);
+  auto it = values_.find(name);
+  if (it == values_.end()) {
+    (void)fail("input '" + name + "' is not produced by any earlier node");
+    return nullptr;
+  }
+  return &it->second;
+}
+
+Value GraphImporter::input(int k) {
+  if (!hasInput(k))
+    return {};
+  auto it = values_.find(inputName(*node_, k));
+  if (it == values_.end()) {
+    (void)lookup(k);
+    return {};
+  }
+  Entry &e = it->second;
+  if (!e.value && e.constant) {
+    // Constants are materialized at their first use, in the function entry.
+    OpBuilder::InsertionGuard guard(b_);
+    e.value = materialize(*e.constant);
+  }
+  return e.value;
+}
+
+const HostTensor *GraphImporter::constant(int k) {
+  if (!hasInput(k))
+    return nullptr;
+  auto it = values_.find(inputName(*node_, k));
+  return it == values_.end() ? nullptr : it->second.constant.get();
+}
+
+FailureOr<std::vector<int64_t>> GraphImporter::constantInts(int k, StringRef what) {
+  const HostTensor *t = constant(k);
+  if (!t) {
+    (void)fail(what + " (input " + Twine(k) + ", '" + inputName(*node_, k) +
+               "') must be a compile-time constant");
+    return failure();
+  }
+  return t->ints();
+}
+
+RankedTensorType GraphImporter::inputType(int k) {
+  if (const HostTensor *t = constant(k)) {
+    Type et = elementType(t->dtype);
+    return et ? RankedTensorType::get(t->shape, et) : RankedTensorType();
+  }
+  Value v = input(k);
+  return v ? cast<RankedTensorType>(v.getType()) : RankedTensorType();
+}
+
+void GraphImporter::setOutput(int k, Value v) {
+  if (outputUsed(k))
+    values_[node_->output(k)] = Entry{v, nullptr};
+}
+
+void GraphImporter::setOutput(int k, HostTensor t) {
+  if (outputUsed(k))
+    values_[node_->output(k)] = Entry{{}, std::make_shared<HostTensor>(std::move(t))};
+}
+
+LogicalResult GraphImporter::importNode(const onnx::NodeProto &node, int index) {
+  node_ = &node;
+  nodeIndex_ = index;
+  loc_ = NameLoc::get(b_.getStringAttr(node.name().empty()
+                                           ? node.op_type() + "#" + std::to_string(index)
+                                           : node.name()));
+  if (!node.domain().empty() && node.domain() != "ai.onnx")
+    return fail("ops of domain '" + node.domain() + "' are not supported; " +
+                "dsc imports the default ONNX domain (ai.onnx)");
+
+  // Fold when every input is a compile-time value.
+  std::vector<const HostTensor *> constants;
+  bool allConstant = node.input_size() > 0;
+  for (int k = 0; k < node.input_size(); ++k) {
+    if (!hasInput(k)) {
+      constants.push_back(nullptr);
+      continue;
+    }
+    if (!lookup(k))
+      return failure();
+    constants.push_back(constant(k));
+    allConstant &= constants.back() != nullptr;
+  }
+  if (allConstant) {
+    // Trailing optional inputs that are absent do not block folding.
+    while (!constants.empty() && !constants.back())
+      constants.pop_back();
+    std::string foldError;
+    if (auto outs = foldNode(node, constants, foldError)) {
+      if (!foldError.empty())
+        return fail(foldError);
+      for (size_t k = 0; k < outs->size(); ++k)
+        setOutput(k, std::move((*outs)[k]));
+      return success();
+    }
+  }
+
+  auto it = converters_.find(node.op_type());
+  if (it == converters_.end()) {
+    if (llvm::is_contained(kFoldOnly, node.op_type()))
+      return fail("dsc evaluates " + node.op_type() +
+                  " only at compile time, and its inputs are not constants");
+    return fail("op '" + node.op_type() + "' is not supported; supported ops: " +
+                llvm::join(supportedOps(), ", "));
+  }
+  return it->second(*this);
+}
+
+/// Arguments from which the loss is reachable through operands that the
+/// ops' gradient rules call differentiable are trainable parameters.
+LogicalResult GraphImporter::classifyInitializers(func::FuncOp fn, Value loss) {
+  llvm::DenseSet<Value> needsGrad{loss};
+  Block &body = fn.getBody().front();
+  for (Operation &op : llvm::reverse(body.getOperations())) {
+    if (llvm::none_of(op.getResults(), [&](Value r) { return needsGrad.contains(r); }))
+      continue;
+    auto grad = dyn_cast<nn::GradientOpInterface>(&op);
+    if (!grad)
+      continue;
+    for (auto [i, operand] : llvm::enumerate(op.getOperands()))
+      if (grad.isDifferentiableOperand(i) && nn::isFloatTensor(operand.getType()))
+        needsGrad.insert(operand);
+  }
+  for (BlockArgument arg : body.getArguments()) {
+    auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "dsc.initializer");
+    if (!name)
+      continue;
+    fn.removeArgAttr(arg.getArgNumber(), "dsc.initializer");
+    fn.setArgAttr(arg.getArgNumber(),
+                  needsGrad.contains(arg) ? train::TrainDialect::kParam
+                                          : train::TrainDialect::kBuffer,
+                  name);
+  }
+  return success();
+}
+
+llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run(const ImportOptions &options) {
+  const onnx::GraphProto &graph = model_.model.graph();
+  ScopedDiagnosticHandler capture(&ctx_, [&](Diagnostic &d) {
+    diagnostic_ = d.str();
+    return success();
+  });
+
+  // Static input types (made static by the loader).
+  std::set<std::string> initializerNames;
+  for (const auto &t : graph.initializer())
+    initializerNames.insert(t.name());
+  SmallVector<Type> argTypes;
+  SmallVector<std::pair<std::string, StringRef>> argRoles; // name, role attr
+  onnx::NodeProto inputNode; // context for errors about graph inputs
+  inputNode.set_op_type("graph input");
+  node_ = &inputNode;
+  for (const auto &in : graph.input()) {
+    if (initializerNames.count(in.name()))
+      continue;
+    const auto &tt = in.type().tensor_type();
+    Type et = elementType(tt.elem_type());
+    if (!et)
+      return error("input '" + in.name() + "': " + error_);
+    SmallVector<int64_t> dims;
+    for (const auto &d : tt.shape().dim())
+      dims.push_back(d.dim_value());
+    argTypes.push_back(RankedTensorType::get(dims, et));
+    argRoles.push_back({in.name(), train::TrainDialect::kInput});
+  }
+
+  // Integer/bool initializers are compile-time values; float ones are arguments.
+  for (const auto &t : graph.initializer()) {
+    std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
+    if (!checkedNumElements(dims))
+      return error("initializer '" + t.name() + "': dimension product overflows 64 bits");
+    if (isFloatDType(t.data_type())) {
+      Type et = elementType(t.data_type());
+      if (!et)
+        return error("initializer '" + t.name() + "': " + error_);
+      argTypes.push_back(RankedTensorType::get(SmallVector<int64_t>(dims.begin(), dims.end()), et));
+      argRoles.push_back({t.name(), "dsc.initializer"});
+      continue;
+    }
+    auto host = std::make_shared<HostTensor>();
+    std::string bytes;
+    const std::string *external = nullptr;
+    if (auto ext = model_.external.find(t.name()); ext != model_.external.end()) {
+      auto read = readExternal(ext->second);
+      if (!read)
+        return read.takeError();
+      bytes = std::move(*read);
+      external = &bytes;
+    }
+    if (auto e = decodeTensor(t, external, *host))
+      return error("initializer '" + t.name() + "': " + *e);
+    values_[t.name()] = Entry{{}, host};
+  }
+
+  auto module = ModuleOp::create(b_, UnknownLoc::get(&ctx_));
+  module->setAttr("dsc.source", b_.getStringAttr(model_.path));
+  module->setAttr("dsc.opset", b_.getI64IntegerAttr(model_.opset));
+  b_.setInsertionPointToEnd(module.getBody());
+  auto fn = func::FuncOp::create(b_, UnknownLoc::get(&ctx_), "forward",
+                                 b_.getFunctionType(argTypes, {}));
+  Block *entry = fn.addEntryBlock();
+  for (auto [k, role] : llvm::enumerate(argRoles)) {
+    fn.setArgAttr(k, role.second, b_.getStringAttr(role.first));
+    values_[role.first] = Entry{entry->getArgument(k), nullptr};
+  }
+  b_.setInsertionPointToEnd(entry);
+
+  for (int k = 0; k < graph.node_size(); ++k)
+    if (failed(importNode(graph.node(k), k)))
+      return error(error_);
+
+  // The loss: the named output, or the single scalar float output.
+  auto isScalarFloat = [](Value v) {
+    auto t = v ? dyn_cast<RankedTensorType>(v.getType()) : nullptr;
+    return t && t.getRank() == 0 && isa<FloatType>(t.getElementType());
+  };
+  auto outputValue = [&](const std::string &name) -> Value {
+    auto it = values_.find(name);
+    if (it == values_.end())
+      return {};
+    if (!it->second.value && it->second.constant)
+      it->second.value = materialize(*it->second.constant);
+    return it->second.value;
+  };
+  std::vector<std::string> outputs;
+  for (const auto &o : graph.output())
+    outputs.push_back(o.name());
+  if (outputs.empty())
+    return error("the graph has no outputs; export the model with its loss as an output");
+  std::string lossName = options.lossName;
+  if (lossName.empty()) {
+    std::vector<std::string> scalars;
+    for (const auto &o : outputs)
+      if (isScalarFloat(outputValue(o)))
+        scalars.push_back(o);
+    if (scalars.size() != 1)
+      return error((scalars.empty() ? "no graph output is a scalar float loss"
+                                    : "several outputs are scalar losses (" +
+                                          llvm::join(scalars, ", ") + ")") +
+                   Twine("; outputs: ") + llvm::join(outputs, ", ") +
+                   "; choose the loss with --loss NAME");
+    lossName = scalars.front();
+  } else if (!llvm::is_contained(outputs, lossName)) {
+    return error("--loss '" + lossName + "' is not a graph output; outputs: " +
+                 llvm::join(outputs, ", "));
+  }
+  Value loss = outputValue(lossName);
+  if (!isScalarFloat(loss)) {
+    std::string type;
+    llvm::raw_string_ostream os(type);
+    if (loss)
+      os << loss.getType();
+    return error("the loss '" + lossName + "' must be a scalar float, but it is " +
+                 (loss ? type : std::string("not computed")) +
+                 "; reduce it to a scalar (e.g. reduction='mean') before export");
+  }
+  func::ReturnOp::create(b_, loc_, loss);
+  fn.setType(b_.getFunctionType(argTypes, loss.getType()));
+  fn.setResultAttr(0, train::TrainDialect::kLoss, b_.getUnitAttr());
+
+  // Drop what the loss does not depend on (other outputs, unused masks).
+  IRRewriter rewriter(&ctx_);
+  (void)runRegionDCE(rewriter, fn.getBody());
+  llvm::BitVector unused(entry->getNumArguments());
+  for (BlockArgument arg : entry->getArguments())
+    if (arg.use_empty() && fn.getArgAttr(arg.getArgNumber(), train::TrainDialect::kInput) == nullptr)
+      unused.set(arg.getArgNumber());
+  if (failed(fn.eraseArguments(unused)))
+    return error("internal error: cannot drop unused initializers");
+  if (failed(classifyInitializers(fn, loss)))
+    return error(error_);
+
+  diagnostic_.clear();
+  if (failed(verify(module)))
+    return error("internal error: the imported IR does not verify: " + diagnostic_);
+  return OwningOpRef<ModuleOp>(module);
+}
+
+llvm::Expected<OwningOpRef<ModuleOp>>
+importOnnxFile(MLIRContext &ctx, const std::string &path, const ImportOptions &options) {
+  ctx.loadDialect<nn::NNDialect, train::TrainDialect, func::FuncDialect,
+                  arith::ArithDialect>();
+  auto model = loadModel(path, options);
+  if (!model)
+    return model.takeError();
+  GraphImporter importer(ctx, **model);
+  return importer.run(options);
+}
+
+} // namespace dsc::onnx_import

@@ -1,0 +1,105 @@
+//===- GraphImporter.h - state shared by the op converters ------*- C++ -*-===//
+#ifndef DSC_FRONTENDS_ONNX_GRAPHIMPORTER_H
+#define DSC_FRONTENDS_ONNX_GRAPHIMPORTER_H
+
+#include "frontends/onnx/HostTensor.h"
+#include "frontends/onnx/ModelLoader.h"
+#include "frontends/onnx/OnnxAttrs.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+
+#include <map>
+#include <memory>
+
+namespace dsc::onnx_import {
+
+class GraphImporter;
+/// Converts the current node; on failure it has called `fail`.
+using ConvertFn = mlir::LogicalResult (*)(GraphImporter &);
+using ConverterTable = std::map<std::string, ConvertFn>;
+
+// One registration function per op category (Elementwise.cpp, ...).
+void registerElementwiseConverters(ConverterTable &table);
+void registerComputeConverters(ConverterTable &table);
+void registerLayoutConverters(ConverterTable &table);
+
+class GraphImporter {
+public:
+  GraphImporter(mlir::MLIRContext &ctx, LoadedModel &model);
+  llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>> run(const ImportOptions &options);
+
+  //===--- For converters: the current node --------------------------------===//
+  const onnx::NodeProto &node() const { return *node_; }
+  int64_t opset() const { return model_.opset; }
+  bool hasInput(int k) const { return !inputName(*node_, k).empty(); }
+  /// Input k as an IR value (constants are materialized); null on error.
+  mlir::Value input(int k);
+  /// Input k's compile-time value, or null when it is only known at run time.
+  const HostTensor *constant(int k);
+  /// Input k's compile-time value as integers; fails naming `what` otherwise.
+  mlir::FailureOr<std::vector<int64_t>> constantInts(int k, llvm::StringRef what);
+  mlir::RankedTensorType inputType(int k);
+  void setOutput(int k, mlir::Value v);
+  void setOutput(int k, HostTensor t);
+  bool outputUsed(int k) const { return k < node_->output_size() && !node_->output(k).empty(); }
+  mlir::LogicalResult fail(const llvm::Twine &message);
+  int64_t nextRngStream() { return rngStreams_++; }
+
+  mlir::OpBuilder &builder() { return b_; }
+  mlir::Location loc() const { return loc_; }
+  mlir::MLIRContext *context() { return &ctx_; }
+
+  /// Creates an op whose result types are inferred (InferTypeOpInterface);
+  /// an inference error becomes the node's error instead of a crash.
+  template <typename OpTy>
+  mlir::FailureOr<OpTy> create(mlir::ValueRange operands,
+                               llvm::ArrayRef<mlir::NamedAttribute> attrs = {},
+                               unsigned numResults = 1) {
+    llvm::SmallVector<mlir::Type> placeholder(numResults, b_.getNoneType());
+    auto op = OpTy::create(b_, loc_, placeholder, operands, attrs);
+    if (mlir::failed(inferTypes(op.getOperation())))
+      return mlir::failure();
+    return op;
+  }
+  /// A scalar (rank-0) float constant of `elementType`.
+  mlir::Value scalar(double v, mlir::Type elementType);
+  /// A splat constant of `type` without materializing its elements.
+  mlir::Value splat(mlir::RankedTensorType type, double v);
+  /// Converts an ONNX data type; null (after `fail`) if unsupported.
+  mlir::Type elementType(int32_t dtype);
+  mlir::NamedAttribute attr(llvm::StringRef name, mlir::Attribute value) {
+    return b_.getNamedAttr(name, value);
+  }
+
+private:
+  struct Entry {
+    mlir::Value value;
+    std::shared_ptr<HostTensor> constant;
+  };
+  mlir::LogicalResult inferTypes(mlir::Operation *op);
+  mlir::Value materialize(const HostTensor &t);
+  mlir::LogicalResult importNode(const onnx::NodeProto &node, int index);
+  mlir::LogicalResult classifyInitializers(mlir::func::FuncOp fn, mlir::Value loss);
+  llvm::Error error(const llvm::Twine &message);
+  const Entry *lookup(int k);
+
+  mlir::MLIRContext &ctx_;
+  LoadedModel &model_;
+  mlir::OpBuilder b_;
+  mlir::Location loc_;
+  const onnx::NodeProto *node_ = nullptr;
+  int nodeIndex_ = 0;
+  std::map<std::string, Entry> values_;
+  std::map<std::string, std::string> argNames_; // float initializers by arg
+  ConverterTable converters_;
+  int64_t rngStreams_ = 0;
+  std::string diagnostic_; // last MLIR diagnostic, captured for messages
+  std::string error_;
+};
+
+} // namespace dsc::onnx_import
+
+#endif // DSC_FRONTENDS_ONNX_GRAPHIMPORTER_H

@@ -1,0 +1,275 @@
+//===- ModelLoader.cpp - read and validate an ONNX model -----------------===//
+//
+// Everything that can be wrong with a file before its graph is imported:
+// bytes that are not a model, a model ONNX's checker rejects, an opset we do
+// not import, external data that points outside the model's folder or past
+// the end of its file, dynamic input shapes, and shape-inference failures.
+//
+//===----------------------------------------------------------------------===//
+#include "frontends/onnx/ModelLoader.h"
+#include "frontends/onnx/HostTensor.h"
+
+#include "onnx/checker.h"
+#include "onnx/defs/parser.h"
+#include "onnx/shape_inference/implementation.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <climits>
+
+namespace dsc::onnx_import {
+
+static constexpr int64_t kMinOpset = 13, kMaxOpset = 17;
+
+static llvm::Error err(const std::string &path, const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 path + ": " + msg.str());
+}
+
+static bool looksTextual(const std::string &path, llvm::StringRef bytes) {
+  llvm::StringRef ext = llvm::sys::path::extension(path);
+  if (ext == ".onnxtxt" || ext == ".txt")
+    return true;
+  llvm::StringRef head = bytes.ltrim();
+  return head.starts_with("<") || head.starts_with("#");
+}
+
+/// Confines an external-data location to the model's folder: relative, no
+/// `..`, and after resolving symlinks still inside it.
+static llvm::Expected<std::string>
+resolveExternal(const LoadedModel &m, const std::string &tensor,
+                const std::string &location) {
+  auto bad = [&](const llvm::Twine &why) {
+    return err(m.path, "initializer '" + tensor + "': external data location '" +
+                           location + "' " + why);
+  };
+  if (location.empty())
+    return bad("is empty");
+  if (llvm::sys::path::is_absolute(location) || location[0] == '/' ||
+      location[0] == '\\')
+    return bad("is absolute; it must be relative to the model's folder");
+  for (auto it = llvm::sys::path::begin(location),
+            end = llvm::sys::path::end(location);
+       it != end; ++it)
+    if (*it == "..")
+      return bad("contains '..'; it must stay inside the model's folder");
+  llvm::SmallString<256> joined(m.directory);
+  llvm::sys::path::append(joined, location);
+  llvm::SmallString<256> real;
+  if (llvm::sys::fs::real_path(joined, real))
+    return bad("does not name a readable file (looked for '" + joined + "')");
+  llvm::StringRef dir(m.directory);
+  if (!llvm::StringRef(real).starts_with(dir) || real.size() <= dir.size() ||
+      !llvm::sys::path::is_separator(real[dir.size()]))
+    return bad("resolves through a symlink to '" + real +
+               "', outside the model's folder '" + m.directory + "'");
+  if (!llvm::sys::fs::is_regular_file(real))
+    return bad("is not a regular file");
+  return std::string(real);
+}
+
+static llvm::Error validateExternalData(LoadedModel &m) {
+  for (const auto &t : m.model.graph().initializer()) {
+    if (t.data_location() != onnx::TensorProto::EXTERNAL)
+      continue;
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const auto &kv : t.external_data()) {
+      auto number = [&](int64_t &out) -> bool {
+        llvm::StringRef s(kv.value());
+        unsigned long long v;
+        if (s.getAsInteger(10, v) || v > (unsigned long long)LLONG_MAX)
+          return false;
+        out = (int64_t)v;
+        return true;
+      };
+      if (kv.key() == "location")
+        location = kv.value();
+      else if ((kv.key() == "offset" && !number(offset)) ||
+               (kv.key() == "length" && !number(length)))
+        return err(m.path, "initializer '" + t.name() + "': external data " +
+                               kv.key() + " '" + kv.value() +
+                               "' is not a non-negative integer");
+    }
+    auto file = resolveExternal(m, t.name(), location);
+    if (!file)
+      return file.takeError();
+    uint64_t fileSize = 0;
+    llvm::sys::fs::file_size(*file, fileSize);
+    std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
+    auto count = checkedNumElements(dims);
+    int64_t need = 0;
+    if (!count || __builtin_mul_overflow(*count, dtypeBytes(t.data_type()), &need))
+      return err(m.path, "initializer '" + t.name() +
+                             "': dimension product overflows 64 bits");
+    if (length < 0)
+      length = need;
+    int64_t end = 0;
+    if (__builtin_add_overflow(offset, length, &end) || end > (int64_t)fileSize)
+      return err(m.path, "initializer '" + t.name() + "': external data [" +
+                             llvm::Twine(offset) + ", " + llvm::Twine(offset) +
+                             " + " + llvm::Twine(length) + ") exceeds '" +
+                             location + "' of " + llvm::Twine(fileSize) + " bytes");
+    if (length != need)
+      return err(m.path, "initializer '" + t.name() + "': external data has " +
+                             llvm::Twine(length) + " bytes but its shape and type need " +
+                             llvm::Twine(need));
+    m.external[t.name()] = {*file, offset, length};
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::string> readExternal(const LoadedModel::ExternalRange &r) {
+  auto buf = llvm::MemoryBuffer::getFileSlice(r.file, r.length, r.offset);
+  if (!buf)
+    return llvm::createStringError(buf.getError(), "cannot read " + r.file);
+  return std::string((*buf)->getBuffer());
+}
+
+static std::string dimsToString(const std::vector<int64_t> &dims) {
+  std::string s;
+  for (size_t k = 0; k < dims.size(); ++k)
+    s += (k ? "x" : "") + std::to_string(dims[k]);
+  return s;
+}
+
+/// Makes every graph input static, from the model or from the options.
+static llvm::Error makeInputsStatic(LoadedModel &m, const ImportOptions &o) {
+  auto *graph = m.model.mutable_graph();
+  std::set<std::string> initializers;
+  for (const auto &t : graph->initializer())
+    initializers.insert(t.name());
+  for (const auto &[name, _] : o.inputShapes) {
+    bool found = false;
+    for (const auto &in : graph->input())
+      found |= in.name() == name;
+    if (!found)
+      return err(m.path, "--input-shape names '" + name +
+                             "', which is not a graph input");
+  }
+  for (auto &in : *graph->mutable_input()) {
+    if (initializers.count(in.name()))
+      continue;
+    if (!in.type().has_tensor_type())
+      return err(m.path, "input '" + in.name() + "' is not a tensor");
+    auto *shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
+    if (auto it = o.inputShapes.find(in.name()); it != o.inputShapes.end()) {
+      if (in.type().tensor_type().has_shape() &&
+          shape->dim_size() != (int)it->second.size())
+        return err(m.path, "--input-shape " + in.name() + "=" +
+                               dimsToString(it->second) + " has rank " +
+                               llvm::Twine(it->second.size()) + " but the input has rank " +
+                               llvm::Twine(shape->dim_size()));
+      shape->clear_dim();
+      for (int64_t d : it->second)
+        shape->add_dim()->set_dim_value(d);
+    }
+    if (!in.type().tensor_type().has_shape())
+      return err(m.path, "input '" + in.name() +
+                             "' has no shape; give it with --input-shape " +
+                             in.name() + "=DxDx...");
+    for (int k = 0; k < shape->dim_size(); ++k) {
+      auto *dim = shape->mutable_dim(k);
+      if (dim->has_dim_value() && dim->dim_value() > 0)
+        continue;
+      if (k == 0 && o.batchSize > 0) {
+        dim->set_dim_value(o.batchSize);
+        continue;
+      }
+      std::string what = dim->has_dim_param() ? " ('" + dim->dim_param() + "')" : "";
+      return err(m.path, "input '" + in.name() + "' dimension " + llvm::Twine(k) +
+                             what + " is dynamic; dsc compiles static shapes: " +
+                             (k == 0 ? "fix the batch size with --batch-size=N, or "
+                                     : "") +
+                             "give the whole shape with --input-shape " + in.name() +
+                             "=DxDx...");
+    }
+    std::vector<int64_t> dims;
+    for (const auto &d : shape->dim())
+      dims.push_back(d.dim_value());
+    if (!checkedNumElements(dims))
+      return err(m.path, "input '" + in.name() + "' shape " + dimsToString(dims) +
+                             ": dimension product overflows 64 bits");
+  }
+  // Shapes recorded by the exporter for intermediate values may still be
+  // symbolic; drop them and let shape inference recompute them statically.
+  graph->clear_value_info();
+  for (auto &out : *graph->mutable_output())
+    if (out.type().has_tensor_type())
+      out.mutable_type()->mutable_tensor_type()->clear_shape();
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::unique_ptr<LoadedModel>>
+loadModel(const std::string &path, const ImportOptions &options) {
+  auto m = std::make_unique<LoadedModel>();
+  m->path = path;
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/true);
+  if (!buffer)
+    return err(path, "cannot open: " + buffer.getError().message());
+  llvm::StringRef bytes = (*buffer)->getBuffer();
+  if (bytes.empty())
+    return err(path, "the file is empty");
+  llvm::SmallString<256> dir(path);
+  llvm::sys::path::remove_filename(dir);
+  if (dir.empty())
+    dir = ".";
+  llvm::SmallString<256> realDir;
+  if (llvm::sys::fs::real_path(dir, realDir))
+    return err(path, "cannot resolve the model's folder");
+  m->directory = std::string(realDir);
+
+  if (looksTextual(path, bytes)) {
+    auto status = onnx::OnnxParser::Parse(m->model, bytes.data());
+    if (!status.IsOK())
+      return err(path, "not valid textual ONNX: " + status.ErrorMessage());
+  } else {
+    if (bytes.size() > (size_t)INT_MAX)
+      return err(path, "larger than 2 GiB: protobuf cannot hold it; save the "
+                       "weights as external data (onnx.save_model(..., "
+                       "save_as_external_data=True))");
+    if (!m->model.ParseFromArray(bytes.data(), (int)bytes.size()))
+      return err(path, "not an ONNX model: the protobuf is truncated or "
+                       "corrupt (" + llvm::Twine(bytes.size()) + " bytes)");
+  }
+  if (!m->model.has_graph() || m->model.graph().node_size() == 0)
+    return err(path, "the model has no graph nodes (truncated or not an ONNX model)");
+
+  for (const auto &op : m->model.opset_import())
+    if (op.domain().empty() || op.domain() == "ai.onnx")
+      m->opset = op.version();
+  if (m->opset < kMinOpset || m->opset > kMaxOpset)
+    return err(path, "opset " + llvm::Twine(m->opset) +
+                         " is not supported: dsc imports opsets " +
+                         llvm::Twine(kMinOpset) + "-" + llvm::Twine(kMaxOpset) +
+                         "; re-export with torch.onnx.export(..., opset_version=17)");
+
+  if (auto e = validateExternalData(*m))
+    return std::move(e);
+
+  try {
+    // External data was validated above, under stricter rules than the
+    // checker of ONNX 1.12 applies (it follows '..' and symlinks).
+    onnx::checker::check_model(m->model);
+  } catch (const std::exception &e) {
+    return err(path, "rejected by the ONNX checker: " + llvm::Twine(e.what()));
+  }
+
+  if (auto e = makeInputsStatic(*m, options))
+    return std::move(e);
+
+  try {
+    onnx::ShapeInferenceOptions opts(/*check_type=*/true, /*strict_mode=*/1,
+                                     /*data_prop=*/true);
+    onnx::shape_inference::InferShapes(m->model, onnx::OpSchemaRegistry::Instance(),
+                                       opts);
+  } catch (const std::exception &e) {
+    return err(path, "shape inference failed: " + llvm::Twine(e.what()));
+  }
+  return std::move(m);
+}
+
+} // namespace dsc::onnx_import

@@ -1,0 +1,125 @@
+"""Shared helpers for the dsc model export scripts (models/*.py).
+
+Every model script builds an ``nn.Module`` whose ``forward(*inputs)`` returns
+the scalar training loss, then calls :func:`main` here, which
+
+* parses the common flags (``-o``, ``--seed``, ``--opset``, ``--dynamic-batch``,
+  ``--save-batch``, ``--external-data``, ``--size`` presets),
+* seeds torch *before* the model is built so weights are reproducible,
+* builds a deterministic example batch (separate generator, seeded from
+  ``--seed``),
+* exports with ``torch.onnx.export(..., training=TrainingMode.TRAINING,
+  do_constant_folding=False, output_names=['loss'])``.
+
+Only the standard library is imported at module level; torch / numpy / onnx
+are imported lazily so ``--help`` stays fast.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+DEFAULT_OPSET = 17
+
+
+def make_parser(description, presets, default_size="tiny"):
+    """Parser with the common flags. Model flags must use default=None so
+    that :func:`resolve` can tell explicit values from preset values."""
+    p = argparse.ArgumentParser(
+        description=description,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("-o", "--output", required=True, metavar="OUT.onnx",
+                   help="output ONNX file")
+    p.add_argument("--size", choices=sorted(presets), default=default_size,
+                   help="preset; explicit model flags override it")
+    p.add_argument("--seed", type=int, default=0,
+                   help="torch.manual_seed() before building the model; the "
+                        "example batch uses a generator seeded with seed+1")
+    p.add_argument("--opset", type=int, default=DEFAULT_OPSET,
+                   help="ONNX opset version")
+    p.add_argument("--dynamic-batch", action="store_true",
+                   help="mark dim 0 of every input dynamic (named 'batch')")
+    p.add_argument("--save-batch", metavar="DIR",
+                   help="write the example inputs to DIR/<input_name>.npy")
+    p.add_argument("--external-data", action="store_true",
+                   help="re-save with all tensors >= 1 KiB in OUT.onnx.data")
+    return p
+
+
+def resolve(args, presets, keys):
+    """Fill every key in ``keys`` that was not given explicitly from the
+    preset selected by ``--size``."""
+    preset = presets[args.size]
+    for k in keys:
+        if getattr(args, k, None) is None:
+            setattr(args, k, preset.get(k))
+    return args
+
+
+def _save_batch(directory, names, tensors):
+    import numpy as np
+    os.makedirs(directory, exist_ok=True)
+    for name, t in zip(names, tensors):
+        a = t.detach().cpu().numpy()
+        if a.dtype.kind == "f":
+            a = a.astype(np.float32)
+        elif a.dtype.kind in "iu":
+            a = a.astype(np.int64)
+        np.save(os.path.join(directory, name + ".npy"), a)
+
+
+def _resave_external(out):
+    import onnx
+    location = os.path.basename(out) + ".data"
+    data_path = os.path.join(os.path.dirname(os.path.abspath(out)), location)
+    # onnx appends to an existing data file, so start from scratch.
+    if os.path.exists(data_path):
+        os.remove(data_path)
+    m = onnx.load_model(out)
+    onnx.save_model(m, out, save_as_external_data=True,
+                    all_tensors_to_one_file=True, location=location,
+                    size_threshold=1024)
+    return data_path
+
+
+def export(model, inputs, input_names, args):
+    """Export ``model`` (forward(*inputs) -> scalar loss) to ``args.output``."""
+    import torch
+
+    model.train()
+    inputs = tuple(inputs)
+    if args.save_batch:
+        _save_batch(args.save_batch, input_names, inputs)
+
+    dynamic_axes = None
+    if args.dynamic_batch:
+        dynamic_axes = {n: {0: "batch"} for n in input_names}
+
+    out = args.output
+    d = os.path.dirname(os.path.abspath(out))
+    os.makedirs(d, exist_ok=True)
+
+    t0 = time.perf_counter()
+    torch.onnx.export(
+        model,
+        inputs,
+        out,
+        export_params=True,
+        opset_version=args.opset,
+        training=torch.onnx.TrainingMode.TRAINING,
+        do_constant_folding=False,
+        input_names=list(input_names),
+        output_names=["loss"],
+        dynamic_axes=dynamic_axes,
+    )
+    t1 = time.perf_counter()
+
+    extra = ""
+    if args.external_data:
+        data_path = _resave_external(out)
+        extra = ", data %s (%d bytes)" % (data_path, os.path.getsize(data_path))
+    nparams = sum(p.numel() for p in model.parameters())
+    print("wrote %s (%d bytes%s): %d params, opset %d, export %.2fs" % (
+        out, os.path.getsize(out), extra, nparams, args.opset, t1 - t0),
+        file=sys.stderr)

@@ -1,0 +1,186 @@
+#!/usr/bin/python3
+"""GPT-2-style decoder LM + next-token cross-entropy -> ONNX (training mode).
+
+Inputs:  input_ids int64 [batch, seq], targets int64 [batch, seq]
+Output:  loss float32 scalar (mean cross-entropy over all batch*seq tokens)
+
+Architecture (nanoGPT): token + learned position embeddings, dropout,
+pre-LayerNorm blocks (x + attn(ln_1(x)); x + mlp(ln_2(x))), causal
+self-attention, MLP d -> 4d -> d with GELU, final LayerNorm, LM head
+(bias-free, optionally tied to the token embedding).
+
+All reshapes use the static config sizes (batch as -1), so a static export
+contains no Shape/Gather/Concat shape arithmetic.
+"""
+
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import export_common as ec  # noqa: E402
+
+PRESETS = {
+    "tiny": dict(layers=2, d_model=32, heads=2, vocab=96, seq=16, batch=2),
+    "gpt2-small": dict(layers=12, d_model=768, heads=12, vocab=50257,
+                       seq=1024, batch=1),
+}
+KEYS = ["layers", "d_model", "heads", "vocab", "seq", "batch"]
+
+
+def build_model(a):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    d, H, T = a.d_model, a.heads, a.seq
+    assert d % H == 0, "--d-model must be divisible by --heads"
+    hd = d // H
+
+    def gelu():
+        return nn.GELU(approximate="tanh") if a.gelu == "tanh" else nn.GELU()
+
+    class ManualAttention(nn.Module):
+        """nanoGPT CausalSelfAttention: fused qkv Linear, bool tril mask buffer,
+        masked_fill(-inf), softmax, attention dropout, output projection."""
+
+        def __init__(self):
+            super().__init__()
+            self.c_attn = nn.Linear(d, 3 * d)
+            self.c_proj = nn.Linear(d, d)
+            self.attn_dropout = nn.Dropout(a.dropout)
+            self.resid_dropout = nn.Dropout(a.dropout)
+            # True = may attend. Persistent buffer -> exported as a bool initializer.
+            self.register_buffer(
+                "mask", torch.tril(torch.ones(T, T, dtype=torch.bool)).view(1, 1, T, T))
+
+        def forward(self, x):
+            q, k, v = self.c_attn(x).split(d, dim=2)
+            q = q.view(-1, T, H, hd).transpose(1, 2)  # [B, H, T, hd]
+            k = k.view(-1, T, H, hd).transpose(1, 2)
+            v = v.view(-1, T, H, hd).transpose(1, 2)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+            att = att.masked_fill(~self.mask, float("-inf"))
+            att = F.softmax(att, dim=-1)
+            att = self.attn_dropout(att)
+            y = att @ v  # [B, H, T, hd]
+            y = y.transpose(1, 2).contiguous().view(-1, T, d)
+            return self.resid_dropout(self.c_proj(y))
+
+    class MHAAttention(nn.Module):
+        """torch.nn.MultiheadAttention(batch_first=True) with a causal attn_mask."""
+
+        def __init__(self):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(d, H, dropout=a.dropout, batch_first=True)
+            self.resid_dropout = nn.Dropout(a.dropout)
+            # MHA convention: True = NOT allowed to attend (strict upper triangle).
+            self.register_buffer(
+                "attn_mask", torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1))
+
+        def forward(self, x):
+            y, _ = self.attn(x, x, x, attn_mask=self.attn_mask, need_weights=False)
+            return self.resid_dropout(y)
+
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c_fc = nn.Linear(d, 4 * d)
+            self.gelu = gelu()
+            self.c_proj = nn.Linear(4 * d, d)
+            self.dropout = nn.Dropout(a.dropout)
+
+        def forward(self, x):
+            return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(d)
+            self.attn = ManualAttention() if a.attn == "manual" else MHAAttention()
+            self.ln_2 = nn.LayerNorm(d)
+            self.mlp = MLP()
+
+        def forward(self, x):
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlp(self.ln_2(x))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.transformer = nn.ModuleDict(dict(
+                wte=nn.Embedding(a.vocab, d),
+                wpe=nn.Embedding(T, d),
+                drop=nn.Dropout(a.dropout),
+                h=nn.ModuleList([Block() for _ in range(a.layers)]),
+                ln_f=nn.LayerNorm(d),
+            ))
+            self.lm_head = nn.Linear(d, a.vocab, bias=False)
+            if a.tied:
+                self.lm_head.weight = self.transformer.wte.weight
+            self.apply(self._init_weights)
+            # GPT-2: scaled init of the residual projections.
+            for name, p in self.named_parameters():
+                if name.endswith("c_proj.weight") or name.endswith("out_proj.weight"):
+                    nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * a.layers))
+
+        @staticmethod
+        def _init_weights(m):
+            if isinstance(m, nn.Linear):
+                nn.init.normal_(m.weight, mean=0.0, std=0.02)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+            elif isinstance(m, nn.Embedding):
+                nn.init.normal_(m.weight, mean=0.0, std=0.02)
+
+        def forward(self, input_ids, targets):
+            tr = self.transformer
+            pos = torch.arange(0, T, dtype=torch.long)  # [T]
+            x = tr.drop(tr.wte(input_ids) + tr.wpe(pos))
+            for block in tr.h:
+                x = block(x)
+            logits = self.lm_head(tr.ln_f(x))  # [B, T, V]
+            return F.cross_entropy(logits.view(-1, a.vocab), targets.view(-1))
+
+    return GPT()
+
+
+def make_batch(a):
+    import torch
+    g = torch.Generator().manual_seed(a.seed + 1)
+    tokens = torch.randint(0, a.vocab, (a.batch, a.seq + 1), generator=g)
+    input_ids = tokens[:, :-1].contiguous()
+    targets = tokens[:, 1:].contiguous()
+    return (input_ids, targets), ("input_ids", "targets")
+
+
+def main(argv=None):
+    p = ec.make_parser(__doc__.splitlines()[0], PRESETS)
+    p.add_argument("--layers", type=int)
+    p.add_argument("--d-model", type=int)
+    p.add_argument("--heads", type=int)
+    p.add_argument("--vocab", type=int)
+    p.add_argument("--seq", type=int, help="sequence length (= context size)")
+    p.add_argument("--batch", type=int)
+    p.add_argument("--attn", choices=["manual", "mha"], default="manual",
+                   help="manual: nanoGPT attention; mha: nn.MultiheadAttention")
+    p.add_argument("--gelu", choices=["erf", "tanh"], default="erf",
+                   help="erf: nn.GELU(); tanh: nn.GELU(approximate='tanh')")
+    t = p.add_mutually_exclusive_group()
+    t.add_argument("--tied", dest="tied", action="store_true", default=True,
+                   help="lm_head.weight = wte.weight")
+    t.add_argument("--untied", dest="tied", action="store_false",
+                   help="separate LM head weight")
+    p.add_argument("--dropout", type=float, default=0.1,
+                   help="dropout probability everywhere (0 keeps Dropout ops, ratio 0)")
+    a = ec.resolve(p.parse_args(argv), PRESETS, KEYS)
+
+    import torch
+    torch.manual_seed(a.seed)
+    model = build_model(a)
+    inputs, names = make_batch(a)
+    ec.export(model, inputs, names, a)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+# -*- Python -*-
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "DSC"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+# .mlir: dialect and pass tests; .onnxtxt: importer tests in ONNX's textual
+# syntax ('#' lines are comments there); .test: scripts over PyTorch exports.
+config.suffixes = [".mlir", ".onnxtxt", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.dsc_obj_root, "test")
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.add_tool_substitutions(["dsc", "dsc-opt"], [config.dsc_tools_dir])
+config.substitutions.append(("%models", os.path.join(config.dsc_src_root, "models")))
+config.substitutions.append(("%torch_python", config.torch_python))
+
+# Exports through Debian's torch: tests that need it say REQUIRES: torch.
+if config.torch_python and os.path.exists(config.torch_python):
+    import subprocess
+    probe = subprocess.run([config.torch_python, "-c", "import torch, onnx"],
+                           capture_output=True)
+    if probe.returncode == 0:
+        config.available_features.add("torch")
+    else:
+        lit_config.warning("torch/onnx not importable by %s: model tests skipped"
+                           % config.torch_python)
