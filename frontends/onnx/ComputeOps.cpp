@@ -55,18 +55,18 @@ LogicalResult gemm(GraphImporter &g) {
     return failure();
   Value r = *op;
   Type et = typeOf(r).getElementType();
-  float alpha = attrFloat(g.node(), "alpha", 1.0f), beta = attrFloat(g.node(), "beta", 1.0f);
-  if (alpha != 1.0f) {
+  double alpha = attrFloat(g.node(), "alpha", 1.0), beta = attrFloat(g.node(), "beta", 1.0);
+  if (alpha != 1.0) {
     auto scaled = g.create<nn::MulOp>({r, g.scalar(alpha, et)});
     if (failed(scaled))
       return failure();
     r = *scaled;
   }
-  if (g.hasInput(2) && beta != 0.0f) {
+  if (g.hasInput(2) && beta != 0.0) {
     Value c = g.input(2);
     if (!c)
       return failure();
-    if (beta != 1.0f) {
+    if (beta != 1.0) {
       auto scaled = g.create<nn::MulOp>({c, g.scalar(beta, et)});
       if (failed(scaled))
         return failure();
@@ -86,7 +86,7 @@ LogicalResult layerNorm(GraphImporter &g) {
   if (!x || !scale)
     return failure();
   int64_t axis = attrInt(g.node(), "axis", -1);
-  double eps = attrFloat(g.node(), "epsilon", 1e-5f);
+  double eps = attrFloat(g.node(), "epsilon", 1e-5);
   SmallVector<Value> operands{x, scale};
   if (g.hasInput(2)) {
     Value bias = g.input(2);
@@ -176,7 +176,8 @@ LogicalResult dropout(GraphImporter &g) {
     const HostTensor *r = g.constant(1);
     if (!r || r->size() != 1)
       return g.fail("ratio must be a compile-time scalar");
-    ratio = r->asDouble(0);
+    ratio = r->dtype == onnx::TensorProto::FLOAT ? widen((float)r->asDouble(0))
+                                                 : r->asDouble(0);
   }
   bool training = false;
   if (g.hasInput(2)) {

@@ -172,8 +172,7 @@ Value GraphImporter::input(int k) {
   }
   Entry &e = it->second;
   if (!e.value && e.constant) {
-    // Constants are materialized at their first use, in the function entry.
-    OpBuilder::InsertionGuard guard(b_);
+    // Constants are materialized once, at their first use.
     e.value = materialize(*e.constant);
   }
   return e.value;

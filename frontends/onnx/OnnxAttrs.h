@@ -4,6 +4,8 @@
 
 #include "onnx/onnx_pb.h"
 
+#include <charconv>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,10 +26,19 @@ inline int64_t attrInt(const onnx::NodeProto &node, const std::string &name,
   return a ? a->i() : dflt;
 }
 
-inline float attrFloat(const onnx::NodeProto &node, const std::string &name,
-                       float dflt) {
+/// ONNX stores float attributes in single precision; widen them through
+/// their shortest decimal form so 1e-5 stays 1e-5 (not 9.99999974e-06) in
+/// the double-precision attributes of the IR.
+inline double widen(float f) {
+  char buf[32];
+  auto res = std::to_chars(buf, buf + sizeof(buf), f);
+  return std::strtod(std::string(buf, res.ptr).c_str(), nullptr);
+}
+
+inline double attrFloat(const onnx::NodeProto &node, const std::string &name,
+                        double dflt) {
   const auto *a = findAttr(node, name);
-  return a ? a->f() : dflt;
+  return a ? widen(a->f()) : dflt;
 }
 
 inline std::string attrString(const onnx::NodeProto &node,
