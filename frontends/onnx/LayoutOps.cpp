@@ -17,27 +17,41 @@ std::string shapeStr(ArrayRef<int64_t> s) {
   return r + "]";
 }
 
-LogicalResult emitReshape(GraphImporter &g, Value x, ArrayRef<int64_t> shape) {
+/// Reshapes input 0 to `shape`. A compile-time input stays on the host, so
+/// chains like Shape -> Gather -> Unsqueeze -> Concat fold completely.
+LogicalResult emitReshape(GraphImporter &g, ArrayRef<int64_t> shape) {
+  RankedTensorType t = g.inputType(0);
+  if (!t)
+    return failure();
   std::vector<int64_t> dims(shape.begin(), shape.end());
   auto n = checkedNumElements(dims);
   if (!n)
     return g.fail("target shape " + shapeStr(shape) + " overflows a 64-bit element count");
-  if (*n != typeOf(x).getNumElements())
-    return g.fail("cannot reshape " + shapeStr(typeOf(x).getShape()) + " (" +
-                  Twine(typeOf(x).getNumElements()) + " elements) to " + shapeStr(shape));
-  if (typeOf(x).getShape() == shape)
+  if (*n != t.getNumElements())
+    return g.fail("cannot reshape " + shapeStr(t.getShape()) + " (" +
+                  Twine(t.getNumElements()) + " elements) to " + shapeStr(shape));
+  if (const HostTensor *c = g.constant(0)) {
+    HostTensor r = *c;
+    r.shape = dims;
+    g.setOutput(0, std::move(r));
+    return success();
+  }
+  Value x = g.input(0);
+  if (!x)
+    return failure();
+  if (t.getShape() == shape)
     g.setOutput(0, x);
   else
-    g.setOutput(0, nn::ReshapeOp::create(g.builder(), g.loc(), typeOf(x).clone(shape), x));
+    g.setOutput(0, nn::ReshapeOp::create(g.builder(), g.loc(), t.clone(shape), x));
   return success();
 }
 
 LogicalResult reshape(GraphImporter &g) {
-  Value x = g.input(0);
+  RankedTensorType xt = g.inputType(0);
   auto target = g.constantInts(1, "the target shape");
-  if (!x || failed(target))
+  if (!xt || failed(target))
     return failure();
-  ArrayRef<int64_t> in = typeOf(x).getShape();
+  ArrayRef<int64_t> in = xt.getShape();
   bool allowZero = attrInt(g.node(), "allowzero", 0);
   SmallVector<int64_t> shape;
   int inferred = -1;
@@ -63,20 +77,19 @@ LogicalResult reshape(GraphImporter &g) {
     shape.push_back(d);
   }
   if (inferred >= 0) {
-    int64_t total = typeOf(x).getNumElements();
+    int64_t total = xt.getNumElements();
     if (known == 0 || total % known)
       return g.fail("cannot infer the -1 in " + shapeStr(*target) + " for " +
                     Twine(total) + " elements");
     shape[inferred] = total / known;
   }
-  return emitReshape(g, x, shape);
+  return emitReshape(g, shape);
 }
 
 LogicalResult flatten(GraphImporter &g) {
-  Value x = g.input(0);
-  if (!x)
+  RankedTensorType t = g.inputType(0);
+  if (!t)
     return failure();
-  auto t = typeOf(x);
   int64_t axis = attrInt(g.node(), "axis", 1);
   if (axis < 0)
     axis += t.getRank();
@@ -85,15 +98,15 @@ LogicalResult flatten(GraphImporter &g) {
   int64_t outer = 1;
   for (int64_t k = 0; k < axis; ++k)
     outer *= t.getDimSize(k);
-  return emitReshape(g, x, {outer, t.getNumElements() / std::max<int64_t>(outer, 1)});
+  return emitReshape(g, {outer, t.getNumElements() / std::max<int64_t>(outer, 1)});
 }
 
 LogicalResult unsqueeze(GraphImporter &g) {
-  Value x = g.input(0);
+  RankedTensorType xt = g.inputType(0);
   auto axes = g.constantInts(1, "axes");
-  if (!x || failed(axes))
+  if (!xt || failed(axes))
     return failure();
-  ArrayRef<int64_t> in = typeOf(x).getShape();
+  ArrayRef<int64_t> in = xt.getShape();
   int64_t rank = in.size() + axes->size();
   std::vector<bool> isNew(rank, false);
   for (int64_t a : *axes) {
@@ -105,14 +118,14 @@ LogicalResult unsqueeze(GraphImporter &g) {
   SmallVector<int64_t> shape;
   for (int64_t k = 0, j = 0; k < rank; ++k)
     shape.push_back(isNew[k] ? 1 : in[j++]);
-  return emitReshape(g, x, shape);
+  return emitReshape(g, shape);
 }
 
 LogicalResult squeeze(GraphImporter &g) {
-  Value x = g.input(0);
-  if (!x)
+  RankedTensorType xt = g.inputType(0);
+  if (!xt)
     return failure();
-  ArrayRef<int64_t> in = typeOf(x).getShape();
+  ArrayRef<int64_t> in = xt.getShape();
   std::vector<bool> drop(in.size(), false);
   if (g.hasInput(1)) {
     auto axes = g.constantInts(1, "axes");
@@ -132,7 +145,7 @@ LogicalResult squeeze(GraphImporter &g) {
   for (size_t k = 0; k < in.size(); ++k)
     if (!drop[k])
       shape.push_back(in[k]);
-  return emitReshape(g, x, shape);
+  return emitReshape(g, shape);
 }
 
 LogicalResult transpose(GraphImporter &g) {
