@@ -42,6 +42,14 @@ static LogicalResult checkArity(Operation *op) {
   return success();
 }
 
+/// An average of integers would silently truncate.
+static LogicalResult checkReduceKind(Operation *op, ReduceKind kind, Value in) {
+  if (kind == ReduceKind::avg &&
+      !isa<FloatType>(cast<ShapedType>(in.getType()).getElementType()))
+    return op->emitOpError("avg needs float tensors, got ") << in.getType();
+  return success();
+}
+
 LogicalResult AllReduceOp::verify() {
   if (failed(checkArity(*this)))
     return failure();
@@ -50,9 +58,8 @@ LogicalResult AllReduceOp::verify() {
       return emitOpError("result type ") << out.getType()
                                          << " differs from input type "
                                          << in.getType();
-    if (getReduce() == ReduceKind::avg &&
-        !isa<FloatType>(cast<ShapedType>(in.getType()).getElementType()))
-      return emitOpError("avg needs float tensors, got ") << in.getType();
+    if (failed(checkReduceKind(*this, getReduce(), in)))
+      return failure();
   }
   return success();
 }
@@ -85,7 +92,8 @@ LogicalResult ReduceScatterOp::verify() {
   if (failed(checkArity(*this)))
     return failure();
   for (auto [in, out] : llvm::zip(getInputs(), getResults()))
-    if (failed(checkDim0(*this, in, out, getGroup().getSize(), false)))
+    if (failed(checkReduceKind(*this, getReduce(), in)) ||
+        failed(checkDim0(*this, in, out, getGroup().getSize(), false)))
       return failure();
   return success();
 }

@@ -243,6 +243,10 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 int64_t GatherOp::getFlops() { return 0; }
+// Only the gathered rows are read, not the whole table.
+int64_t GatherOp::getBytesRead() {
+  return byteSize(getIndices().getType()) + byteSize(getType());
+}
 
 static LogicalResult inferReduce(std::optional<Location> loc, Type inputType,
                                  ArrayRef<int64_t> axes, bool keepdims,

@@ -131,7 +131,7 @@ def NN_LayerNormOp : NN_Op<"layer_norm", [InferTypeOpAdaptor,
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $scale (`,` $bias^)? attr-dict `:` type($input) `,` type($scale)
-      (`,` type($bias)^)?
+      (`,` type($bias)^)? `->` type($result)
   }];
 }
 
@@ -174,7 +174,7 @@ def NN_NllLossOp : NN_LossOp<"nll_loss", "negative log-likelihood of log-probabi
 // Indexing, reductions and layout
 //===----------------------------------------------------------------------===//
 
-def NN_GatherOp : NN_Op<"gather", [InferTypeOpAdaptor], ["getFlops"]> {
+def NN_GatherOp : NN_Op<"gather", [InferTypeOpAdaptor], ["getFlops", "getBytesRead"]> {
   let summary = "take slices of `data` along `axis` at `indices` (an embedding at axis 0)";
   let arguments = (ins NN_Tensor:$data, NN_IntTensor:$indices,
                        DefaultValuedAttr<I64Attr, "0">:$axis);

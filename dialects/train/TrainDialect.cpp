@@ -63,6 +63,11 @@ LogicalResult TrainDialect::verifyRegionResultAttribute(Operation *op, unsigned,
   if (!tensor || tensor.getRank() != 0 || !isa<FloatType>(tensor.getElementType()))
     return op->emitError("the loss (result ")
            << resultIndex << ") must be a scalar float tensor, got " << type;
+  for (unsigned k = 0; k < resultIndex; ++k)
+    if (fn.getResultAttr(k, kLoss))
+      return op->emitError("results ")
+             << k << " and " << resultIndex << " are both marked train.loss; "
+             << "a step has one loss";
   return success();
 }
 
@@ -90,10 +95,11 @@ LogicalResult SgdOp::verify() {
       getParam().getType() != getNewParam().getType())
     return emitOpError("param, grad and new_param must have the same type");
   bool hasBuffer = static_cast<bool>(getMomentumBuffer());
+  if (hasBuffer != static_cast<bool>(getNewMomentumBuffer()))
+    return emitOpError("the momentum buffer operand and its updated result "
+                       "must both be present or both be absent");
   if (hasBuffer != (momentum > 0.0))
     return emitOpError("a momentum buffer is required exactly when momentum > 0");
-  if (hasBuffer != static_cast<bool>(getNewMomentumBuffer()))
-    return emitOpError("the updated momentum buffer must be returned");
   if (hasBuffer && (getMomentumBuffer().getType() != getParam().getType() ||
                     getNewMomentumBuffer().getType() != getParam().getType()))
     return emitOpError("momentum buffer must have the parameter's type");

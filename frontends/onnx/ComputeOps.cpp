@@ -17,9 +17,17 @@ Value reshape(GraphImporter &g, Value v, ArrayRef<int64_t> shape) {
   return nn::ReshapeOp::create(g.builder(), g.loc(), t.clone(shape), v);
 }
 
+/// nn.matmul is a floating-point kernel (cuBLAS/oneDNN GEMM).
+LogicalResult requireFloat(GraphImporter &g, Value a, Value b) {
+  if (!nn::isFloatTensor(a.getType()) || !nn::isFloatTensor(b.getType()))
+    return g.fail("integer matrix products are not supported; dsc multiplies "
+                  "floating-point tensors (cast the operands to float)");
+  return success();
+}
+
 LogicalResult matmul(GraphImporter &g) {
   Value a = g.input(0), b = g.input(1);
-  if (!a || !b)
+  if (!a || !b || failed(requireFloat(g, a, b)))
     return failure();
   // ONNX follows numpy.matmul: a 1-D operand gains a unit dimension that the
   // result then drops.
@@ -43,7 +51,7 @@ LogicalResult matmul(GraphImporter &g) {
 
 LogicalResult gemm(GraphImporter &g) {
   Value a = g.input(0), b = g.input(1);
-  if (!a || !b)
+  if (!a || !b || failed(requireFloat(g, a, b)))
     return failure();
   SmallVector<NamedAttribute> attrs;
   if (attrInt(g.node(), "transA", 0))

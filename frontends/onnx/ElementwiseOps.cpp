@@ -17,6 +17,22 @@ Value castTo(GraphImporter &g, Value v, Type elementType) {
   return nn::CastOp::create(g.builder(), g.loc(), t.clone(elementType), v);
 }
 
+/// ONNX Pow computes an integer base to a float exponent in floating point
+/// and converts back; nn.pow needs one element type, so do the same.
+LogicalResult pow(GraphImporter &g) {
+  Value base = g.input(0), exponent = g.input(1);
+  if (!base || !exponent)
+    return failure();
+  Type bt = cast<RankedTensorType>(base.getType()).getElementType();
+  Type et = cast<RankedTensorType>(exponent.getType()).getElementType();
+  Type compute = isa<IntegerType>(bt) && isa<FloatType>(et) ? et : bt;
+  auto op = g.create<nn::PowOp>({castTo(g, base, compute), castTo(g, exponent, compute)});
+  if (failed(op))
+    return failure();
+  g.setOutput(0, castTo(g, *op, bt));
+  return success();
+}
+
 template <typename OpTy> LogicalResult binary(GraphImporter &g) {
   Value acc = g.input(0);
   if (!acc)
@@ -96,7 +112,7 @@ void registerElementwiseConverters(ConverterTable &t) {
   t["Sub"] = binary<nn::SubOp>;
   t["Mul"] = binary<nn::MulOp>;
   t["Div"] = binary<nn::DivOp>;
-  t["Pow"] = binary<nn::PowOp>;
+  t["Pow"] = pow;
   t["Max"] = binary<nn::MaxOp>;
   t["Min"] = binary<nn::MinOp>;
   t["Equal"] = compare<nn::CmpPredicate::eq>;

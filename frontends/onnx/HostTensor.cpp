@@ -289,7 +289,29 @@ bool elementwise(const std::string &op, const std::vector<const HostTensor *> &i
     return true;
   }
   auto b = binary.find(op);
-  if (b == binary.end() || in.size() != 2)
+  if (b == binary.end())
+    return false;
+  bool variadic = op == "Max" || op == "Min";
+  if (variadic && in.size() == 1) {
+    out.push_back(*in[0]);
+    return true;
+  }
+  if (variadic && in.size() > 2) {
+    // Max/Min of n inputs: fold pairwise from the left.
+    std::vector<HostTensor> acc;
+    if (!elementwise(op, {in[0], in[1]}, acc, error) || !error.empty())
+      return true;
+    for (size_t k = 2; k < in.size(); ++k) {
+      std::vector<HostTensor> next;
+      elementwise(op, {&acc[0], in[k]}, next, error);
+      if (!error.empty())
+        return true;
+      acc = std::move(next);
+    }
+    out.push_back(std::move(acc[0]));
+    return true;
+  }
+  if (in.size() != 2)
     return false;
   std::vector<int64_t> shape;
   if (!broadcast(in, shape)) {
@@ -326,9 +348,15 @@ foldNode(const onnx::NodeProto &node, const std::vector<const HostTensor *> &in,
     error = std::move(msg);
     return std::optional<std::vector<HostTensor>>(std::vector<HostTensor>{});
   };
-  for (auto *t : in)
-    if (!t)
-      return std::nullopt; // some input is not a compile-time value
+  // The importer passes null for absent optional inputs; only Slice and
+  // Split have optional inputs among the ops folded here.
+  auto present = [&](size_t k) { return k < in.size() && in[k] != nullptr; };
+  if (op != "Slice" && op != "Split")
+    for (auto *t : in)
+      if (!t)
+        return std::nullopt;
+  if (!present(0))
+    return std::nullopt;
 
   if (elementwise(op, in, out, error))
     return out;
@@ -415,7 +443,9 @@ foldNode(const onnx::NodeProto &node, const std::vector<const HostTensor *> &in,
       return fail("delta is zero");
     double count = std::max(std::ceil((limit - start) / delta), 0.0);
     if (count > kMaxFoldElements)
-      return std::nullopt;
+      return fail("produces " + std::to_string((int64_t)count) +
+                  " elements; dsc evaluates Range at compile time, up to " +
+                  std::to_string(kMaxFoldElements));
     HostTensor r = like(in[0]->dtype, {(int64_t)count});
     for (int64_t k = 0; k < (int64_t)count; ++k)
       push(r, start + k * delta);
@@ -425,10 +455,12 @@ foldNode(const onnx::NodeProto &node, const std::vector<const HostTensor *> &in,
   if (op == "Slice") {
     const HostTensor &data = *in[0];
     int64_t rank = data.shape.size();
+    if (!present(1) || !present(2))
+      return std::nullopt;
     std::vector<int64_t> starts = in[1]->ints(), ends = in[2]->ints();
     std::vector<int64_t> axes, steps;
-    if (in.size() > 3) axes = in[3]->ints();
-    if (in.size() > 4) steps = in[4]->ints();
+    if (present(3)) axes = in[3]->ints();
+    if (present(4)) steps = in[4]->ints();
     if (axes.empty())
       for (size_t k = 0; k < starts.size(); ++k) axes.push_back(k);
     if (steps.empty()) steps.assign(starts.size(), 1);
@@ -463,6 +495,40 @@ foldNode(const onnx::NodeProto &node, const std::vector<const HostTensor *> &in,
     out.push_back(std::move(r));
     return out;
   }
+  if (op == "Transpose") {
+    const HostTensor &data = *in[0];
+    int64_t rank = data.shape.size();
+    std::vector<int64_t> perm;
+    if (auto p = attrInts(node, "perm"))
+      perm = *p;
+    else
+      for (int64_t k = rank - 1; k >= 0; --k)
+        perm.push_back(k);
+    std::vector<bool> seen(rank, false);
+    if ((int64_t)perm.size() != rank)
+      return fail("perm has the wrong length");
+    for (int64_t p : perm) {
+      if (p < 0 || p >= rank || seen[p])
+        return fail("perm is not a permutation");
+      seen[p] = true;
+    }
+    std::vector<int64_t> shape(rank);
+    for (int64_t k = 0; k < rank; ++k)
+      shape[k] = data.shape[perm[k]];
+    HostTensor r = like(data.dtype, shape);
+    auto ds = strides(data.shape);
+    int64_t n = data.size();
+    for (int64_t flat = 0; flat < n; ++flat) {
+      int64_t rem = flat, src = 0;
+      for (int64_t k = rank - 1; k >= 0; --k) {
+        src += (rem % shape[k]) * ds[perm[k]];
+        rem /= shape[k];
+      }
+      push(r, data.asDouble(src));
+    }
+    out.push_back(std::move(r));
+    return out;
+  }
   if (op == "Expand") {
     HostTensor target = HostTensor::ofInts({}, in[1]->ints(), TensorProto::INT64);
     std::vector<int64_t> shape;
@@ -486,7 +552,7 @@ foldNode(const onnx::NodeProto &node, const std::vector<const HostTensor *> &in,
     if (axis < 0 || axis >= rank)
       return fail("axis out of range");
     std::vector<int64_t> sizes;
-    if (in.size() > 1)
+    if (present(1))
       sizes = in[1]->ints();
     else {
       int64_t parts = node.output_size(), d = data.shape[axis];

@@ -126,23 +126,23 @@ func.func @matmul(%a: tensor<2x8x16xf32>, %w: tensor<16x32xf32>, %wt: tensor<32x
   return
 }
 
-// nn.layer_norm infers its result type (none is written): without bias,
+// nn.layer_norm spells its result type (the parser must not infer it before properties exist): without bias,
 // with bias, with a non-default axis and epsilon, and with defaults spelled
 // out explicitly (elided on print).
 // CHECK-LABEL: func.func @layer_norm(
 // CHECK-SAME:    %[[X:.*]]: tensor<2x3x4xf32>, %[[S:.*]]: tensor<3x4xf32>, %[[V:.*]]: tensor<4xf32>)
-// CHECK-NEXT:    %[[N0:.*]] = nn.layer_norm %[[X]], %[[V]] : tensor<2x3x4xf32>, tensor<4xf32>
-// CHECK-NEXT:    nn.layer_norm %[[X]], %[[V]], %[[V]] : tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>
-// CHECK-NEXT:    nn.layer_norm %[[X]], %[[S]], %[[S]] {axis = 1 : i64, epsilon = 1.250000e-01 : f64} : tensor<2x3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>
-// CHECK-NEXT:    nn.layer_norm %[[X]], %[[S]] {axis = -2 : i64} : tensor<2x3x4xf32>, tensor<3x4xf32>
-// CHECK-NEXT:    nn.layer_norm %[[X]], %[[V]] : tensor<2x3x4xf32>, tensor<4xf32>
+// CHECK-NEXT:    %[[N0:.*]] = nn.layer_norm %[[X]], %[[V]] : tensor<2x3x4xf32>, tensor<4xf32> -> tensor<2x3x4xf32>
+// CHECK-NEXT:    nn.layer_norm %[[X]], %[[V]], %[[V]] : tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32> -> tensor<2x3x4xf32>
+// CHECK-NEXT:    nn.layer_norm %[[X]], %[[S]], %[[S]] {axis = 1 : i64, epsilon = 1.250000e-01 : f64} : tensor<2x3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32> -> tensor<2x3x4xf32>
+// CHECK-NEXT:    nn.layer_norm %[[X]], %[[S]] {axis = -2 : i64} : tensor<2x3x4xf32>, tensor<3x4xf32> -> tensor<2x3x4xf32>
+// CHECK-NEXT:    nn.layer_norm %[[X]], %[[V]] : tensor<2x3x4xf32>, tensor<4xf32> -> tensor<2x3x4xf32>
 // CHECK-NEXT:    nn.add %[[N0]], %[[X]] : tensor<2x3x4xf32>, tensor<2x3x4xf32> -> tensor<2x3x4xf32>
 func.func @layer_norm(%x: tensor<2x3x4xf32>, %s: tensor<3x4xf32>, %v: tensor<4xf32>) {
-  %0 = nn.layer_norm %x, %v : tensor<2x3x4xf32>, tensor<4xf32>
-  %1 = nn.layer_norm %x, %v, %v : tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>
-  %2 = nn.layer_norm %x, %s, %s {axis = 1 : i64, epsilon = 0.125 : f64} : tensor<2x3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>
-  %3 = nn.layer_norm %x, %s {axis = -2 : i64} : tensor<2x3x4xf32>, tensor<3x4xf32>
-  %4 = nn.layer_norm %x, %v {axis = -1 : i64, epsilon = 1.0e-5 : f64} : tensor<2x3x4xf32>, tensor<4xf32>
+  %0 = nn.layer_norm %x, %v : tensor<2x3x4xf32>, tensor<4xf32> -> tensor<2x3x4xf32>
+  %1 = nn.layer_norm %x, %v, %v : tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32> -> tensor<2x3x4xf32>
+  %2 = nn.layer_norm %x, %s, %s {axis = 1 : i64, epsilon = 0.125 : f64} : tensor<2x3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32> -> tensor<2x3x4xf32>
+  %3 = nn.layer_norm %x, %s {axis = -2 : i64} : tensor<2x3x4xf32>, tensor<3x4xf32> -> tensor<2x3x4xf32>
+  %4 = nn.layer_norm %x, %v {axis = -1 : i64, epsilon = 1.0e-5 : f64} : tensor<2x3x4xf32>, tensor<4xf32> -> tensor<2x3x4xf32>
   // The inferred type is usable by a following op.
   %5 = nn.add %0, %x : tensor<2x3x4xf32>, tensor<2x3x4xf32> -> tensor<2x3x4xf32>
   return

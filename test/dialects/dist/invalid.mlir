@@ -1,0 +1,334 @@
+// RUN: dsc-opt %s -split-input-file -verify-diagnostics
+
+// Verifier errors of the dist dialect, one case per message.
+
+//===----------------------------------------------------------------------===//
+// #dist.group
+//===----------------------------------------------------------------------===//
+
+// A communicator has at least one rank.
+func.func @group_size_zero(%a: tensor<4xf32>) {
+  // expected-error @+1 {{group size must be at least 1, got 0}}
+  %0 = dist.all_reduce sum %a {group = #dist.group<dp, 0>} : tensor<4xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// A negative group size is reported with its value.
+func.func @group_size_negative(%a: tensor<4xf32>) {
+  // expected-error @+1 {{group size must be at least 1, got -2}}
+  dist.send %a {group = #dist.group<pp, -2>, peer = 1 : i64, tag = 0 : i64} : tensor<4xf32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// all_reduce
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// A collective has one result per input.
+func.func @all_reduce_arity(%a: tensor<4xf32>, %b: tensor<2xf32>) {
+  // expected-error @+1 {{'dist.all_reduce' op has 2 inputs but 1 results}}
+  %0 = dist.all_reduce sum %a, %b {group = #dist.group<dp, 2>} : tensor<4xf32>, tensor<2xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// A collective moves at least one tensor (generic form: the custom form
+// cannot spell an empty list).
+func.func @all_reduce_empty() {
+  // expected-error @+1 {{'dist.all_reduce' op needs at least one input}}
+  "dist.all_reduce"() <{group = #dist.group<dp, 2>, reduce = #dist<reduce sum>}> : () -> ()
+  return
+}
+
+// -----
+
+// all_reduce keeps each tensor's type.
+func.func @all_reduce_type(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'dist.all_reduce' op result type 'tensor<4xf16>' differs from input type 'tensor<4xf32>'}}
+  %0 = dist.all_reduce sum %a {group = #dist.group<dp, 2>} : tensor<4xf32> -> tensor<4xf16>
+  return
+}
+
+// -----
+
+// The type check applies to every member of a bucket, not just the first.
+func.func @all_reduce_bucket_type(%a: tensor<4xf32>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{'dist.all_reduce' op result type 'tensor<4xf32>' differs from input type 'tensor<3xf32>'}}
+  %0:2 = dist.all_reduce max %a, %b {group = #dist.group<dp, 2>} : tensor<4xf32>, tensor<3xf32> -> tensor<4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+// avg divides by the group size: integers are rejected.
+func.func @all_reduce_avg_int(%a: tensor<4xi32>) {
+  // expected-error @+1 {{'dist.all_reduce' op avg needs float tensors, got 'tensor<4xi32>'}}
+  %0 = dist.all_reduce avg %a {group = #dist.group<dp, 2>} : tensor<4xi32> -> tensor<4xi32>
+  return
+}
+
+// -----
+
+// The avg rule applies to every member of a bucket.
+func.func @all_reduce_avg_int_bucket(%a: tensor<4xf32>, %b: tensor<i64>) {
+  // expected-error @+1 {{'dist.all_reduce' op avg needs float tensors, got 'tensor<i64>'}}
+  %0:2 = dist.all_reduce avg %a, %b {group = #dist.group<dp, 2>} : tensor<4xf32>, tensor<i64> -> tensor<4xf32>, tensor<i64>
+  return
+}
+
+// -----
+
+// Collectives name their group.
+func.func @all_reduce_no_group(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'dist.all_reduce' op requires attribute 'group'}}
+  %0 = dist.all_reduce sum %a : tensor<4xf32> -> tensor<4xf32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// reduce_scatter
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// reduce_scatter has one result per input.
+func.func @reduce_scatter_arity(%a: tensor<8xf32>) {
+  // expected-error @+1 {{'dist.reduce_scatter' op has 1 inputs but 2 results}}
+  %0:2 = dist.reduce_scatter sum %a {group = #dist.group<dp, 2>} : tensor<8xf32> -> tensor<4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+// reduce_scatter needs at least one input.
+func.func @reduce_scatter_empty() {
+  // expected-error @+1 {{'dist.reduce_scatter' op needs at least one input}}
+  "dist.reduce_scatter"() <{group = #dist.group<dp, 2>, reduce = #dist<reduce sum>}> : () -> ()
+  return
+}
+
+// -----
+
+// reduce_scatter splits dimension 0, so scalars are rejected.
+func.func @reduce_scatter_scalar(%a: tensor<f32>) {
+  // expected-error @+1 {{'dist.reduce_scatter' op inputs must have rank >= 1}}
+  %0 = dist.reduce_scatter sum %a {group = #dist.group<dp, 1>} : tensor<f32> -> tensor<f32>
+  return
+}
+
+// -----
+
+// Dimensions other than 0 are kept.
+func.func @reduce_scatter_other_dims(%a: tensor<8x4xf32>) {
+  // expected-error @+1 {{'dist.reduce_scatter' op result 'tensor<2x5xf32>' must match input 'tensor<8x4xf32>' outside dimension 0}}
+  %0 = dist.reduce_scatter sum %a {group = #dist.group<dp, 4>} : tensor<8x4xf32> -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+// The element type is kept.
+func.func @reduce_scatter_element_type(%a: tensor<8x4xf32>) {
+  // expected-error @+1 {{'dist.reduce_scatter' op result 'tensor<2x4xbf16>' must match input 'tensor<8x4xf32>' outside dimension 0}}
+  %0 = dist.reduce_scatter sum %a {group = #dist.group<dp, 4>} : tensor<8x4xf32> -> tensor<2x4xbf16>
+  return
+}
+
+// -----
+
+// The rank is kept.
+func.func @reduce_scatter_rank(%a: tensor<8x4xf32>) {
+  // expected-error @+1 {{'dist.reduce_scatter' op result 'tensor<2x4x1xf32>' must match input 'tensor<8x4xf32>' outside dimension 0}}
+  %0 = dist.reduce_scatter sum %a {group = #dist.group<dp, 4>} : tensor<8x4xf32> -> tensor<2x4x1xf32>
+  return
+}
+
+// -----
+
+// Dimension 0 splits into `size` equal chunks: 6 is not divisible by 4.
+func.func @reduce_scatter_divisible(%a: tensor<6x4xf32>) {
+  // expected-error @+1 {{'dist.reduce_scatter' op dimension 0 of 'tensor<6x4xf32>' is not divisible by the group size 4 (pad the buffer to a multiple of it)}}
+  %0 = dist.reduce_scatter sum %a {group = #dist.group<dp, 4>} : tensor<6x4xf32> -> tensor<1x4xf32>
+  return
+}
+
+// -----
+
+// Each rank keeps dim0 / size rows (not dim0, as an all_reduce would).
+func.func @reduce_scatter_result_dim(%a: tensor<8x4xf32>) {
+  // expected-error @+1 {{'dist.reduce_scatter' op result dimension 0 must be 2, got 8}}
+  %0 = dist.reduce_scatter sum %a {group = #dist.group<dp, 4>} : tensor<8x4xf32> -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+// The checks apply to every member of a bucket.
+func.func @reduce_scatter_bucket(%a: tensor<8xf32>, %b: tensor<12xf32>) {
+  // expected-error @+1 {{'dist.reduce_scatter' op result dimension 0 must be 3, got 4}}
+  %0:2 = dist.reduce_scatter sum %a, %b {group = #dist.group<dp, 4>} : tensor<8xf32>, tensor<12xf32> -> tensor<2xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+// avg divides by the group size: like all_reduce, reduce_scatter must reject
+// integer tensors with avg.
+func.func @reduce_scatter_avg_int(%a: tensor<8xi32>) {
+  // expected-error @+1 {{avg needs float tensors, got 'tensor<8xi32>'}}
+  %0 = dist.reduce_scatter avg %a {group = #dist.group<dp, 4>} : tensor<8xi32> -> tensor<2xi32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// all_gather
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// all_gather has one result per input.
+func.func @all_gather_arity(%a: tensor<2xf32>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{'dist.all_gather' op has 2 inputs but 1 results}}
+  %0 = dist.all_gather %a, %b {group = #dist.group<dp, 2>} : tensor<2xf32>, tensor<3xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// all_gather needs at least one input.
+func.func @all_gather_empty() {
+  // expected-error @+1 {{'dist.all_gather' op needs at least one input}}
+  "dist.all_gather"() <{group = #dist.group<dp, 2>}> : () -> ()
+  return
+}
+
+// -----
+
+// all_gather concatenates along dimension 0, so scalars are rejected.
+func.func @all_gather_scalar(%a: tensor<f32>) {
+  // expected-error @+1 {{'dist.all_gather' op inputs must have rank >= 1}}
+  %0 = dist.all_gather %a {group = #dist.group<dp, 2>} : tensor<f32> -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// all_gather keeps the dimensions other than 0.
+func.func @all_gather_other_dims(%a: tensor<2x4xf32>) {
+  // expected-error @+1 {{'dist.all_gather' op result 'tensor<8x8xf32>' must match input 'tensor<2x4xf32>' outside dimension 0}}
+  %0 = dist.all_gather %a {group = #dist.group<dp, 4>} : tensor<2x4xf32> -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+// The result's dimension 0 is the input's times the group size.
+func.func @all_gather_result_dim(%a: tensor<2x4xf32>) {
+  // expected-error @+1 {{'dist.all_gather' op result dimension 0 must be 8, got 2}}
+  %0 = dist.all_gather %a {group = #dist.group<tp, 4>} : tensor<2x4xf32> -> tensor<2x4xf32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// broadcast
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// The root is a rank of the group: size is one past the last rank.
+func.func @broadcast_root_size(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'dist.broadcast' op root 4 is outside the group of size 4}}
+  %0 = dist.broadcast %a {group = #dist.group<dp, 4>, root = 4 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// A negative root is rejected.
+func.func @broadcast_root_negative(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'dist.broadcast' op root -1 is outside the group of size 4}}
+  %0 = dist.broadcast %a {group = #dist.group<dp, 4>, root = -1 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// broadcast's result has the input's type (the ODS AllTypesMatch constraint
+// reports it, before the C++ verifier's own equality check could run).
+func.func @broadcast_type(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'dist.broadcast' op failed to verify that all of {input, result} have same type}}
+  %0 = "dist.broadcast"(%a) <{group = #dist.group<dp, 4>, root = 0 : i64}> : (tensor<4xf32>) -> tensor<4xf16>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// send / recv
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// A send to oneself (peer 0) is rejected.
+func.func @send_peer_zero(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'dist.send' op peer offset 0 must be non-zero and within the group of size 4}}
+  dist.send %a {group = #dist.group<pp, 4>, peer = 0 : i64, tag = 0 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// A forward offset of `size` wraps onto oneself: rejected.
+func.func @send_peer_too_far(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'dist.send' op peer offset 4 must be non-zero and within the group of size 4}}
+  dist.send %a {group = #dist.group<pp, 4>, peer = 4 : i64, tag = 0 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// send's tag must be non-negative.
+func.func @send_negative_tag(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'dist.send' op tag must be non-negative, got -1}}
+  dist.send %a {group = #dist.group<pp, 4>, peer = 1 : i64, tag = -1 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// recv from oneself (peer 0) is rejected.
+func.func @recv_peer_zero() {
+  // expected-error @+1 {{'dist.recv' op peer offset 0 must be non-zero and within the group of size 2}}
+  %0 = dist.recv {group = #dist.group<pp, 2>, peer = 0 : i64, tag = 0 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// A backward offset of -size is out of the group.
+func.func @recv_peer_too_far(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'dist.recv' op peer offset -4 must be non-zero and within the group of size 4}}
+  %0 = dist.recv {group = #dist.group<pp, 4>, peer = -4 : i64, tag = 0 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// recv's tag must be non-negative.
+func.func @recv_negative_tag() {
+  // expected-error @+1 {{'dist.recv' op tag must be non-negative, got -5}}
+  %0 = dist.recv {group = #dist.group<pp, 4>, peer = -1 : i64, tag = -5 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// In a group of one rank there is no valid peer at all.
+func.func @recv_single_rank_group() {
+  // expected-error @+1 {{'dist.recv' op peer offset 1 must be non-zero and within the group of size 1}}
+  %0 = dist.recv {group = #dist.group<pp, 1>, peer = 1 : i64, tag = 0 : i64} : tensor<4xf32>
+  return
+}

@@ -1,0 +1,570 @@
+// RUN: dsc-opt %s -split-input-file -allow-unregistered-dialect -verify-diagnostics
+
+// Verifier errors of the train dialect: role attributes on function
+// arguments and results, optimizer updates and step-structure regions.
+// (-allow-unregistered-dialect only serves the case whose region ends with
+// a foreign terminator.)
+
+//===----------------------------------------------------------------------===//
+// Argument and result roles
+//===----------------------------------------------------------------------===//
+
+// Only train.param, train.buffer and train.input are argument roles.
+// expected-error @+1 {{unknown argument attribute 'train.weight'}}
+func.func @unknown_arg_attr(%w: tensor<4xf32> {train.weight = "w"}) {
+  return
+}
+
+// -----
+
+// train.loss is a result role, not an argument role.
+// expected-error @+1 {{unknown argument attribute 'train.loss'}}
+func.func @loss_on_arg(%l: tensor<f32> {train.loss}) {
+  return
+}
+
+// -----
+
+// A role's name may not be empty.
+// expected-error @+1 {{'train.param' of argument 0 must be a non-empty name string}}
+func.func @empty_param_name(%w: tensor<4xf32> {train.param = ""}) {
+  return
+}
+
+// -----
+
+// A role's value must be a string (the source model's name); the index in
+// the message is the argument's.
+// expected-error @+1 {{'train.input' of argument 1 must be a non-empty name string}}
+func.func @non_string_input_name(%w: tensor<4xf32>, %x: tensor<4xf32> {train.input = 3 : i64}) {
+  return
+}
+
+// -----
+
+// train.buffer is checked like the other roles (here: a unit value).
+// expected-error @+1 {{'train.buffer' of argument 0 must be a non-empty name string}}
+func.func @unit_buffer_name(%b: tensor<4xf32> {train.buffer}) {
+  return
+}
+
+// -----
+
+// Role-carrying arguments are tensors, not scalars.
+// expected-error @+1 {{argument 0 ('x') must be a statically shaped tensor, got 'f32'}}
+func.func @input_not_tensor(%x: f32 {train.input = "x"}) {
+  return
+}
+
+// -----
+
+// Role-carrying arguments have a static shape.
+// expected-error @+1 {{argument 1 ('running_mean') must be a statically shaped tensor, got 'tensor<?xf32>'}}
+func.func @buffer_dynamic(%w: tensor<4xf32>, %b: tensor<?xf32> {train.buffer = "running_mean"}) {
+  return
+}
+
+// -----
+
+// A parameter is trainable, so it must be a float tensor.
+// expected-error @+1 {{parameter 'embed.ids' must be a float tensor, got 'tensor<4xi32>'}}
+func.func @param_not_float(%w: tensor<4xi32> {train.param = "embed.ids"}) {
+  return
+}
+
+// -----
+
+// train.param is the only role that requires floats: an integer buffer and
+// input are fine, so only the parameter is reported.
+// expected-error @+1 {{parameter 'w' must be a float tensor, got 'tensor<2x2xi64>'}}
+func.func @param_not_float_mixed(%b: tensor<4xi64> {train.buffer = "n"}, %x: tensor<4xi8> {train.input = "x"}, %w: tensor<2x2xi64> {train.param = "w"}) {
+  return
+}
+
+// -----
+
+// train.loss is the only result role.
+// expected-error @+1 {{unknown result attribute 'train.param'}}
+func.func @unknown_result_attr(%w: tensor<4xf32>) -> (tensor<4xf32> {train.param = "w"}) {
+  return %w : tensor<4xf32>
+}
+
+// -----
+
+// The loss is a scalar: a rank-1 loss is rejected.
+// expected-error @+1 {{the loss (result 0) must be a scalar float tensor, got 'tensor<4xf32>'}}
+func.func @loss_not_scalar(%l: tensor<4xf32>) -> (tensor<4xf32> {train.loss}) {
+  return %l : tensor<4xf32>
+}
+
+// -----
+
+// The loss is a float: an integer scalar is rejected; the index is the result's.
+// expected-error @+1 {{the loss (result 1) must be a scalar float tensor, got 'tensor<i64>'}}
+func.func @loss_not_float(%w: tensor<4xf32>, %l: tensor<i64>) -> (tensor<4xf32>, tensor<i64> {train.loss}) {
+  return %w, %l : tensor<4xf32>, tensor<i64>
+}
+
+// -----
+
+// The loss is a tensor, not a bare f32.
+// expected-error @+1 {{the loss (result 0) must be a scalar float tensor, got 'f32'}}
+func.func @loss_not_tensor(%l: f32) -> (f32 {train.loss}) {
+  return %l : f32
+}
+
+//===----------------------------------------------------------------------===//
+// train.sgd
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// momentum lies in [0, 1).
+func.func @sgd_momentum_one(%p: tensor<4xf32>, %lr: tensor<f32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{'train.sgd' op momentum = 1.000000e+00 must be in [0.000000e+00, 1.000000e+00)}}
+  %0, %1 = train.sgd %p, %p, %lr buffer %b : tensor<4xf32> {momentum = 1.0} : tensor<4xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// A negative momentum is rejected.
+func.func @sgd_momentum_negative(%p: tensor<4xf32>, %lr: tensor<f32>) {
+  // expected-error @+1 {{'train.sgd' op momentum = -5.000000e-01 must be in [0.000000e+00, 1.000000e+00)}}
+  %0 = train.sgd %p, %p, %lr {momentum = -0.5} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// dampening lies in [0, 1).
+func.func @sgd_dampening(%p: tensor<4xf32>, %lr: tensor<f32>) {
+  // expected-error @+1 {{'train.sgd' op dampening = 1.000000e+00 must be in [0.000000e+00, 1.000000e+00)}}
+  %0 = train.sgd %p, %p, %lr {dampening = 1.0} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// weight_decay must not be negative.
+func.func @sgd_weight_decay(%p: tensor<4xf32>, %lr: tensor<f32>) {
+  // expected-error @+1 {{'train.sgd' op weight_decay = -1.000000e-01 must be in [0.000000e+00, 1.000000e+30)}}
+  %0 = train.sgd %p, %p, %lr {weight_decay = -0.1} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// momentum > 0 needs the momentum buffer operand.
+func.func @sgd_momentum_without_buffer(%p: tensor<4xf32>, %lr: tensor<f32>) {
+  // expected-error @+1 {{'train.sgd' op a momentum buffer is required exactly when momentum > 0}}
+  %0 = train.sgd %p, %p, %lr {momentum = 0.9} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// A momentum buffer without momentum is rejected as well.
+func.func @sgd_buffer_without_momentum(%p: tensor<4xf32>, %lr: tensor<f32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{'train.sgd' op a momentum buffer is required exactly when momentum > 0}}
+  %0, %1 = train.sgd %p, %p, %lr buffer %b : tensor<4xf32> : tensor<4xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// With a buffer operand, the updated buffer must be a result.
+func.func @sgd_buffer_not_returned(%p: tensor<4xf32>, %lr: tensor<f32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{'train.sgd' op the momentum buffer operand and its updated result must both be present or both be absent}}
+  %0 = train.sgd %p, %p, %lr buffer %b : tensor<4xf32> {momentum = 0.9} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Without a buffer operand, there is no updated buffer result either.
+func.func @sgd_buffer_result_without_operand(%p: tensor<4xf32>, %lr: tensor<f32>) {
+  // expected-error @+1 {{'train.sgd' op the momentum buffer operand and its updated result must both be present or both be absent}}
+  %0, %1 = train.sgd %p, %p, %lr : tensor<4xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// The momentum buffer has the parameter's type.
+func.func @sgd_buffer_type(%p: tensor<4xf32>, %lr: tensor<f32>, %b: tensor<4xf16>) {
+  // expected-error @+1 {{'train.sgd' op momentum buffer must have the parameter's type}}
+  %0, %1 = train.sgd %p, %p, %lr buffer %b : tensor<4xf16> {momentum = 0.9} : tensor<4xf32> -> tensor<4xf16>
+  return
+}
+
+// -----
+
+// The updated momentum buffer has the parameter's type too.
+func.func @sgd_new_buffer_type(%p: tensor<4xf32>, %lr: tensor<f32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{'train.sgd' op momentum buffer must have the parameter's type}}
+  %0, %1 = train.sgd %p, %p, %lr buffer %b : tensor<4xf32> {momentum = 0.9} : tensor<4xf32> -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
+// Nesterov needs momentum.
+func.func @sgd_nesterov_without_momentum(%p: tensor<4xf32>, %lr: tensor<f32>) {
+  // expected-error @+1 {{'train.sgd' op nesterov requires momentum > 0 and dampening = 0}}
+  %0 = train.sgd %p, %p, %lr {nesterov} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Nesterov forbids dampening.
+func.func @sgd_nesterov_dampening(%p: tensor<4xf32>, %lr: tensor<f32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{'train.sgd' op nesterov requires momentum > 0 and dampening = 0}}
+  %0, %1 = train.sgd %p, %p, %lr buffer %b : tensor<4xf32> {momentum = 0.9, dampening = 0.1, nesterov} : tensor<4xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// param, grad and new_param share one type (the ODS AllTypesMatch constraint
+// reports it, before the C++ verifier's own equality check could run).
+func.func @sgd_grad_type(%p: tensor<4xf32>, %g: tensor<4xf16>, %lr: tensor<f32>) {
+  // expected-error @+1 {{'train.sgd' op failed to verify that all of {param, grad, new_param} have same type}}
+  %0 = "train.sgd"(%p, %g, %lr) : (tensor<4xf32>, tensor<4xf16>, tensor<f32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// The learning rate is an f32 scalar tensor.
+func.func @sgd_lr_type(%p: tensor<4xf32>, %lr: tensor<f16>) {
+  // expected-error @+1 {{'train.sgd' op operand #2 must be 0D tensor of 32-bit float values}}
+  %0 = "train.sgd"(%p, %p, %lr) : (tensor<4xf32>, tensor<4xf32>, tensor<f16>) -> tensor<4xf32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// train.adam
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// beta1 lies in [0, 1).
+func.func @adam_beta1(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i64>) {
+  // expected-error @+1 {{'train.adam' op beta1 = 1.000000e+00 must be in [0.000000e+00, 1.000000e+00)}}
+  %0:3 = train.adam %p, %p, %p, %p, %lr, %s {beta1 = 1.0} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// beta2 lies in [0, 1).
+func.func @adam_beta2(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i64>) {
+  // expected-error @+1 {{'train.adam' op beta2 = -1.000000e-01 must be in [0.000000e+00, 1.000000e+00)}}
+  %0:3 = train.adam %p, %p, %p, %p, %lr, %s {beta2 = -0.1} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Adam's weight_decay must not be negative.
+func.func @adam_weight_decay(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i64>) {
+  // expected-error @+1 {{'train.adam' op weight_decay = -1.000000e-02 must be in [0.000000e+00, 1.000000e+30)}}
+  %0:3 = train.adam %p, %p, %p, %p, %lr, %s {decoupled_weight_decay, weight_decay = -0.01} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// eps = 0 is rejected (it guards a division).
+func.func @adam_eps_zero(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i64>) {
+  // expected-error @+1 {{'train.adam' op eps must be positive}}
+  %0:3 = train.adam %p, %p, %p, %p, %lr, %s {eps = 0.0} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// A negative eps is rejected.
+func.func @adam_eps_negative(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i64>) {
+  // expected-error @+1 {{'train.adam' op eps must be positive}}
+  %0:3 = train.adam %p, %p, %p, %p, %lr, %s {eps = -1.0e-8} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// The step counter is an i64 scalar tensor.
+func.func @adam_step_type(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i32>) {
+  // expected-error @+1 {{'train.adam' op operand #5 must be 0D tensor of 64-bit signless integer values}}
+  %0:3 = "train.adam"(%p, %p, %p, %p, %lr, %s) : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<i32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// train.clip_grad_norm
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// max_norm = 0 is rejected.
+func.func @clip_max_norm_zero(%g: tensor<4xf32>) {
+  // expected-error @+1 {{'train.clip_grad_norm' op max_norm must be positive}}
+  %0, %n = train.clip_grad_norm %g {max_norm = 0.0} : tensor<4xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// A negative max_norm is rejected.
+func.func @clip_max_norm_negative(%g: tensor<4xf32>) {
+  // expected-error @+1 {{'train.clip_grad_norm' op max_norm must be positive}}
+  %0, %n = train.clip_grad_norm %g {max_norm = -1.0} : tensor<4xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Each clipped gradient has its gradient's type.
+func.func @clip_types(%g: tensor<4xf32>) {
+  // expected-error @+1 {{'train.clip_grad_norm' op clipped gradients must have the gradients' types}}
+  %0, %n = train.clip_grad_norm %g {max_norm = 1.0} : tensor<4xf32> -> tensor<4xf16>
+  return
+}
+
+// -----
+
+// There is one clipped gradient per gradient.
+func.func @clip_count(%g: tensor<4xf32>, %h: tensor<2xf32>) {
+  // expected-error @+1 {{'train.clip_grad_norm' op clipped gradients must have the gradients' types}}
+  %0, %n = train.clip_grad_norm %g, %h {max_norm = 1.0} : tensor<4xf32>, tensor<2xf32> -> tensor<4xf32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// train.accumulate
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// At least one micro-batch.
+func.func @accumulate_count_zero(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'train.accumulate' op count must be at least 1, got 0}}
+  %0 = train.accumulate 0 -> tensor<4xf32> {
+  ^bb0(%i: index):
+    train.yield %x : tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+// A negative count is reported with its value.
+func.func @accumulate_count_negative(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'train.accumulate' op count must be at least 1, got -3}}
+  %0 = train.accumulate -3 -> tensor<4xf32> {
+  ^bb0(%i: index):
+    train.yield %x : tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+// The body takes the micro-batch index.
+func.func @accumulate_no_arg(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'train.accumulate' op body must take the micro-batch index as its one argument of type index}}
+  %0 = train.accumulate 2 -> tensor<4xf32> {
+    train.yield %x : tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+// The index argument has type index.
+func.func @accumulate_arg_type(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'train.accumulate' op body must take the micro-batch index as its one argument of type index}}
+  %0 = train.accumulate 2 -> tensor<4xf32> {
+  ^bb0(%i: i64):
+    train.yield %x : tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+// The index is the body's only argument.
+func.func @accumulate_two_args(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'train.accumulate' op body must take the micro-batch index as its one argument of type index}}
+  %0 = train.accumulate 2 -> tensor<4xf32> {
+  ^bb0(%i: index, %j: index):
+    train.yield %x : tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+// The body yields exactly the result types: a count mismatch.
+func.func @accumulate_yield_count(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'train.accumulate' op yields 2 values of types ('tensor<4xf32>', 'tensor<4xf32>') but has result types ('tensor<4xf32>')}}
+  %0 = train.accumulate 2 -> tensor<4xf32> {
+  ^bb0(%i: index):
+    train.yield %x, %x : tensor<4xf32>, tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+// The body yields exactly the result types: a type mismatch.
+func.func @accumulate_yield_type(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'train.accumulate' op yields 1 values of types ('tensor<4xf32>') but has result types ('tensor<2x2xf32>')}}
+  %0 = train.accumulate 2 -> tensor<2x2xf32> {
+  ^bb0(%i: index):
+    train.yield %x : tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+// The body must end with train.yield, not another terminator.
+func.func @accumulate_foreign_terminator(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'train.accumulate' op body must end with train.yield}}
+  %0 = train.accumulate 2 -> tensor<4xf32> {
+  ^bb0(%i: index):
+    "test.terminator"(%x) : (tensor<4xf32>) -> ()
+  }
+  return
+}
+
+// -----
+
+// Accumulated sums are float tensors.
+func.func @accumulate_int_result(%x: tensor<4xi32>) {
+  // expected-error @+1 {{'train.accumulate' op result #0 must be variadic of statically shaped tensor of floating-point values}}
+  %0 = train.accumulate 2 -> tensor<4xi32> {
+  ^bb0(%i: index):
+    train.yield %x : tensor<4xi32>
+  }
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// train.recompute
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// A recompute body takes no arguments.
+func.func @recompute_args(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'train.recompute' op body takes no arguments}}
+  %0 = train.recompute -> tensor<4xf32> {
+  ^bb0(%i: index):
+    train.yield %x : tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+// A recompute body yields exactly its result types.
+func.func @recompute_yield(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'train.recompute' op yields 0 values of types () but has result types ('tensor<4xf32>')}}
+  %0 = train.recompute -> tensor<4xf32> {
+    train.yield
+  }
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// train.stage
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// Stage indices are non-negative.
+func.func @stage_negative() {
+  // expected-error @+1 {{'train.stage' op stage index must be non-negative, got -1}}
+  train.stage -1 {
+    train.yield
+  }
+  return
+}
+
+// -----
+
+// Pipeline stages do not nest.
+func.func @stage_nested() {
+  train.stage 0 {
+    // expected-error @+1 {{'train.stage' op pipeline stages cannot nest}}
+    train.stage 1 {
+      train.yield
+    }
+    train.yield
+  }
+  return
+}
+
+// -----
+
+// Nesting is rejected even with other train regions in between.
+func.func @stage_nested_indirect(%x: tensor<4xf32>) {
+  train.stage 0 {
+    train.recompute {
+      // expected-error @+1 {{'train.stage' op pipeline stages cannot nest}}
+      train.stage 1 {
+        train.yield
+      }
+      train.yield
+    }
+    train.yield
+  }
+  return
+}
+
+// -----
+
+// A stage body takes no arguments.
+func.func @stage_args() {
+  // expected-error @+1 {{'train.stage' op body takes no arguments}}
+  train.stage 0 {
+  ^bb0(%i: index):
+    train.yield
+  }
+  return
+}
+
+// -----
+
+// A stage body yields exactly its result types.
+func.func @stage_yield(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'train.stage' op yields 1 values of types ('tensor<4xf32>') but has result types ('tensor<4xf32>', 'tensor<4xf32>')}}
+  %0:2 = train.stage 0 -> tensor<4xf32>, tensor<4xf32> {
+    train.yield %x : tensor<4xf32>
+  }
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// train.yield
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// train.yield only terminates train regions.
+func.func @yield_outside() {
+  // expected-error @+1 {{'train.yield' op expects parent op to be one of 'train.accumulate, train.recompute, train.stage'}}
+  train.yield
+}
+
+// -----
+
+// A step has exactly one loss: two results marked train.loss are rejected.
+// expected-error @+1 {{results 0 and 1 are both marked train.loss; a step has one loss}}
+func.func @two_losses(%x: tensor<f32>) -> (tensor<f32> {train.loss}, tensor<f32> {train.loss}) {
+  return %x, %x : tensor<f32>, tensor<f32>
+}

@@ -1,0 +1,229 @@
+// RUN: dsc-opt %s | dsc-opt | FileCheck %s
+// RUN: dsc-opt %s --mlir-print-op-generic | dsc-opt | FileCheck %s
+
+// Round trip of every train op and of the train.* argument/result roles,
+// through the custom assembly and through the generic form.
+
+// Every role attribute is accepted and kept: train.param on a float tensor,
+// train.input on an integer tensor, train.buffer on an integer tensor, and
+// train.loss on a scalar float result; unannotated arguments stay bare.
+// CHECK-LABEL: func.func @roles(
+// CHECK-SAME:    %{{.*}}: tensor<16x8xf32> {train.param = "fc.weight"},
+// CHECK-SAME:    %{{.*}}: tensor<4x16xf32> {train.input = "x"},
+// CHECK-SAME:    %{{.*}}: tensor<4xi64> {train.input = "labels"},
+// CHECK-SAME:    %{{.*}}: tensor<8xi64> {train.buffer = "bn.num_batches_tracked"},
+// CHECK-SAME:    %{{.*}}: tensor<8xbf16> {train.param = "fc.bias"},
+// CHECK-SAME:    %{{.*}}: tensor<f32>)
+// CHECK-SAME:    -> (tensor<f32> {train.loss}, tensor<16x8xf32>)
+func.func @roles(%w: tensor<16x8xf32> {train.param = "fc.weight"},
+                 %x: tensor<4x16xf32> {train.input = "x"},
+                 %y: tensor<4xi64> {train.input = "labels"},
+                 %n: tensor<8xi64> {train.buffer = "bn.num_batches_tracked"},
+                 %b: tensor<8xbf16> {train.param = "fc.bias"},
+                 %lr: tensor<f32>)
+    -> (tensor<f32> {train.loss}, tensor<16x8xf32>) {
+  %h = nn.matmul %x, %w : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+  %loss = nn.cross_entropy %h, %y : tensor<4x8xf32>, tensor<4xi64> -> tensor<f32>
+  return %loss, %w : tensor<f32>, tensor<16x8xf32>
+}
+
+// train.loss accepts any float scalar, f16 included.
+// CHECK-LABEL: func.func @loss_f16(
+// CHECK-SAME:    -> (tensor<f16> {train.loss})
+func.func @loss_f16(%l: tensor<f16>) -> (tensor<f16> {train.loss}) {
+  return %l : tensor<f16>
+}
+
+// SGD without momentum has no buffer operand or result: plain, and with
+// weight decay and dampening (printed as attributes, defaults elided).
+// CHECK-LABEL: func.func @sgd_plain(
+// CHECK-SAME:    %[[P:.*]]: tensor<4x4xf32>, %[[G:.*]]: tensor<4x4xf32>, %[[LR:.*]]: tensor<f32>)
+// CHECK-NEXT:    %{{.*}} = train.sgd %[[P]], %[[G]], %[[LR]] : tensor<4x4xf32>
+// CHECK-NEXT:    %{{.*}} = train.sgd %[[P]], %[[G]], %[[LR]] {dampening = 5.000000e-01 : f64, weight_decay = 2.500000e-01 : f64} : tensor<4x4xf32>
+// CHECK-NEXT:    %{{.*}} = train.sgd %[[P]], %[[G]], %[[LR]] : tensor<4x4xf32>
+func.func @sgd_plain(%p: tensor<4x4xf32>, %g: tensor<4x4xf32>, %lr: tensor<f32>) {
+  %0 = train.sgd %p, %g, %lr : tensor<4x4xf32>
+  %1 = train.sgd %p, %g, %lr {weight_decay = 0.25, dampening = 0.5} : tensor<4x4xf32>
+  // Explicit defaults are elided on print.
+  %2 = train.sgd %p, %g, %lr {momentum = 0.0, dampening = 0.0, weight_decay = 0.0} : tensor<4x4xf32>
+  return
+}
+
+// SGD with momentum takes the buffer (`buffer %b : type`) and returns the
+// new one after `->`; Nesterov with dampening 0 is accepted.
+// CHECK-LABEL: func.func @sgd_momentum(
+// CHECK-SAME:    %[[P:.*]]: tensor<8xf16>, %[[G:.*]]: tensor<8xf16>, %[[LR:.*]]: tensor<f32>, %[[B:.*]]: tensor<8xf16>)
+// CHECK-NEXT:    %[[NP:.*]], %[[NB:.*]] = train.sgd %[[P]], %[[G]], %[[LR]] buffer %[[B]] : tensor<8xf16> {momentum = 9.000000e-01 : f64} : tensor<8xf16> -> tensor<8xf16>
+// CHECK-NEXT:    %{{.*}}, %{{.*}} = train.sgd %[[NP]], %[[G]], %[[LR]] buffer %[[NB]] : tensor<8xf16> {momentum = 5.000000e-01 : f64, nesterov} : tensor<8xf16> -> tensor<8xf16>
+// CHECK-NEXT:    %{{.*}}, %{{.*}} = train.sgd %[[P]], %[[G]], %[[LR]] buffer %[[B]] : tensor<8xf16> {dampening = 2.500000e-01 : f64, momentum = 5.000000e-01 : f64, weight_decay = 1.250000e-01 : f64} : tensor<8xf16> -> tensor<8xf16>
+func.func @sgd_momentum(%p: tensor<8xf16>, %g: tensor<8xf16>, %lr: tensor<f32>, %b: tensor<8xf16>) {
+  %0, %1 = train.sgd %p, %g, %lr buffer %b : tensor<8xf16> {momentum = 0.9} : tensor<8xf16> -> tensor<8xf16>
+  %2, %3 = train.sgd %0, %g, %lr buffer %1 : tensor<8xf16> {momentum = 0.5, nesterov} : tensor<8xf16> -> tensor<8xf16>
+  %4, %5 = train.sgd %p, %g, %lr buffer %b : tensor<8xf16> {momentum = 0.5, dampening = 0.25, weight_decay = 0.125} : tensor<8xf16> -> tensor<8xf16>
+  return
+}
+
+// Adam: all defaults (elided); AdamW (decoupled_weight_decay) with weight
+// decay; custom betas/eps and no bias correction; an explicit
+// bias_correction = true is the default and is elided.
+// CHECK-LABEL: func.func @adam(
+// CHECK-SAME:    %[[P:.*]]: tensor<2x3xf32>, %[[G:.*]]: tensor<2x3xf32>, %[[M:.*]]: tensor<2x3xf32>, %[[V:.*]]: tensor<2x3xf32>, %[[LR:.*]]: tensor<f32>, %[[S:.*]]: tensor<i64>)
+// CHECK-NEXT:    %{{.*}}, %{{.*}}, %{{.*}} = train.adam %[[P]], %[[G]], %[[M]], %[[V]], %[[LR]], %[[S]] : tensor<2x3xf32>
+// CHECK-NEXT:    %{{.*}}, %{{.*}}, %{{.*}} = train.adam %[[P]], %[[G]], %[[M]], %[[V]], %[[LR]], %[[S]] {decoupled_weight_decay, weight_decay = 1.000000e-02 : f64} : tensor<2x3xf32>
+// CHECK-NEXT:    %{{.*}}, %{{.*}}, %{{.*}} = train.adam %[[P]], %[[G]], %[[M]], %[[V]], %[[LR]], %[[S]] {beta1 = 5.000000e-01 : f64, beta2 = 7.500000e-01 : f64, bias_correction = false, eps = 1.250000e-01 : f64} : tensor<2x3xf32>
+// CHECK-NEXT:    %{{.*}}, %{{.*}}, %{{.*}} = train.adam %[[P]], %[[G]], %[[M]], %[[V]], %[[LR]], %[[S]] {weight_decay = 1.000000e-02 : f64} : tensor<2x3xf32>
+// CHECK-NEXT:    %{{.*}}, %{{.*}}, %{{.*}} = train.adam %[[P]], %[[G]], %[[M]], %[[V]], %[[LR]], %[[S]] : tensor<2x3xf32>
+func.func @adam(%p: tensor<2x3xf32>, %g: tensor<2x3xf32>, %m: tensor<2x3xf32>, %v: tensor<2x3xf32>, %lr: tensor<f32>, %s: tensor<i64>) {
+  %0:3 = train.adam %p, %g, %m, %v, %lr, %s : tensor<2x3xf32>
+  %1:3 = train.adam %p, %g, %m, %v, %lr, %s {decoupled_weight_decay, weight_decay = 0.01} : tensor<2x3xf32>
+  %2:3 = train.adam %p, %g, %m, %v, %lr, %s {beta1 = 0.5, beta2 = 0.75, eps = 0.125, bias_correction = false} : tensor<2x3xf32>
+  // Adam with L2 (not decoupled) weight decay.
+  %3:3 = train.adam %p, %g, %m, %v, %lr, %s {weight_decay = 0.01} : tensor<2x3xf32>
+  %4:3 = train.adam %p, %g, %m, %v, %lr, %s {bias_correction = true, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-8} : tensor<2x3xf32>
+  return
+}
+
+// clip_grad_norm returns one clipped gradient per input plus the global
+// norm (a tensor<f32> the format does not spell); with one gradient and
+// with a bucket of gradients of different shapes and types.
+// CHECK-LABEL: func.func @clip_grad_norm(
+// CHECK-SAME:    %[[A:.*]]: tensor<4xf32>, %[[B:.*]]: tensor<2x4xbf16>)
+// CHECK-NEXT:    %{{.*}}, %[[N1:.*]] = train.clip_grad_norm %[[A]] {max_norm = 1.000000e+00 : f64} : tensor<4xf32> -> tensor<4xf32>
+// CHECK-NEXT:    %{{.*}}:2, %[[N2:.*]] = train.clip_grad_norm %[[A]], %[[B]] {max_norm = 5.000000e-01 : f64} : tensor<4xf32>, tensor<2x4xbf16> -> tensor<4xf32>, tensor<2x4xbf16>
+// CHECK-NEXT:    nn.add %[[N1]], %[[N2]] : tensor<f32>, tensor<f32> -> tensor<f32>
+func.func @clip_grad_norm(%a: tensor<4xf32>, %b: tensor<2x4xbf16>) {
+  %0, %n1 = train.clip_grad_norm %a {max_norm = 1.0} : tensor<4xf32> -> tensor<4xf32>
+  %1:2, %n2 = train.clip_grad_norm %a, %b {max_norm = 0.5} : tensor<4xf32>, tensor<2x4xbf16> -> tensor<4xf32>, tensor<2x4xbf16>
+  %2 = nn.add %n1, %n2 : tensor<f32>, tensor<f32> -> tensor<f32>
+  return
+}
+
+// train.accumulate runs its body per micro-batch with the index as block
+// argument and yields float tensors that become its results; count 1 and
+// a body with no results are accepted too.
+// CHECK-LABEL: func.func @accumulate(
+// CHECK-SAME:    %[[W:.*]]: tensor<4xf32>, %[[X:.*]]: tensor<4xf32>)
+// CHECK-NEXT:    %[[ACC:.*]]:2 = train.accumulate 8 -> tensor<4xf32>, tensor<f32> {
+// CHECK-NEXT:    ^bb0(%[[I:.*]]: index):
+// CHECK-NEXT:      %[[M:.*]] = nn.mul %[[W]], %[[X]] : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+// CHECK-NEXT:      %[[S:.*]] = nn.reduce_sum %[[M]] {axes = array<i64: 0>} : tensor<4xf32> -> tensor<f32>
+// CHECK-NEXT:      train.yield %[[M]], %[[S]] : tensor<4xf32>, tensor<f32>
+// CHECK-NEXT:    }
+// CHECK-NEXT:    train.accumulate 1 {
+// CHECK-NEXT:    ^bb0(%{{.*}}: index):
+// CHECK-NEXT:      train.yield
+// CHECK-NEXT:    }
+// CHECK-NEXT:    nn.add %[[ACC]]#0, %[[ACC]]#1 : tensor<4xf32>, tensor<f32> -> tensor<4xf32>
+func.func @accumulate(%w: tensor<4xf32>, %x: tensor<4xf32>) {
+  %0:2 = train.accumulate 8 -> tensor<4xf32>, tensor<f32> {
+  ^bb0(%i: index):
+    %m = nn.mul %w, %x : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+    %s = nn.reduce_sum %m {axes = array<i64: 0>} : tensor<4xf32> -> tensor<f32>
+    train.yield %m, %s : tensor<4xf32>, tensor<f32>
+  }
+  train.accumulate 1 {
+  ^bb0(%j: index):
+    train.yield
+  }
+  %1 = nn.add %0#0, %0#1 : tensor<4xf32>, tensor<f32> -> tensor<4xf32>
+  return
+}
+
+// train.recompute has no block arguments and may yield any types (a mask
+// here), or nothing.
+// CHECK-LABEL: func.func @recompute(
+// CHECK-SAME:    %[[X:.*]]: tensor<8xf32>)
+// CHECK-NEXT:    %[[R:.*]]:2 = train.recompute -> tensor<8xf32>, tensor<8xi1> {
+// CHECK-NEXT:      %[[G:.*]] = nn.gelu %[[X]] approximation = tanh : tensor<8xf32>
+// CHECK-NEXT:      %[[D:.*]], %[[MASK:.*]] = nn.dropout %[[G]] {ratio = 1.000000e-01 : f64, rng_stream = 3 : i64} : tensor<8xf32> -> tensor<8xf32>, tensor<8xi1>
+// CHECK-NEXT:      train.yield %[[D]], %[[MASK]] : tensor<8xf32>, tensor<8xi1>
+// CHECK-NEXT:    }
+// CHECK-NEXT:    train.recompute {
+// CHECK-NEXT:      train.yield
+// CHECK-NEXT:    }
+func.func @recompute(%x: tensor<8xf32>) {
+  %0:2 = train.recompute -> tensor<8xf32>, tensor<8xi1> {
+    %g = nn.gelu %x approximation = tanh : tensor<8xf32>
+    %d, %mask = nn.dropout %g {ratio = 0.1 : f64, rng_stream = 3 : i64} : tensor<8xf32> -> tensor<8xf32>, tensor<8xi1>
+    train.yield %d, %mask : tensor<8xf32>, tensor<8xi1>
+  }
+  train.recompute {
+    train.yield
+  }
+  return
+}
+
+// Pipeline stages with index 0 and 1; one stage passes a value to the next
+// and a stage may contain accumulate and recompute regions; a stage may
+// yield nothing.
+// CHECK-LABEL: func.func @stages(
+// CHECK-SAME:    %[[X:.*]]: tensor<2x4xf32>)
+// CHECK-NEXT:    %[[S0:.*]] = train.stage 0 -> tensor<2x4xf32> {
+// CHECK-NEXT:      %[[R:.*]] = nn.relu %[[X]] : tensor<2x4xf32>
+// CHECK-NEXT:      train.yield %[[R]] : tensor<2x4xf32>
+// CHECK-NEXT:    }
+// CHECK-NEXT:    %[[S1:.*]] = train.stage 1 -> tensor<2x4xf32> {
+// CHECK-NEXT:      %[[RC:.*]] = train.recompute -> tensor<2x4xf32> {
+// CHECK-NEXT:        %[[T:.*]] = nn.tanh %[[S0]] : tensor<2x4xf32>
+// CHECK-NEXT:        train.yield %[[T]] : tensor<2x4xf32>
+// CHECK-NEXT:      }
+// CHECK-NEXT:      %[[A:.*]] = train.accumulate 2 -> tensor<2x4xf32> {
+// CHECK-NEXT:      ^bb0(%{{.*}}: index):
+// CHECK-NEXT:        train.yield %[[RC]] : tensor<2x4xf32>
+// CHECK-NEXT:      }
+// CHECK-NEXT:      train.yield %[[A]] : tensor<2x4xf32>
+// CHECK-NEXT:    }
+// CHECK-NEXT:    train.stage 7 {
+// CHECK-NEXT:      train.yield
+// CHECK-NEXT:    }
+// CHECK-NEXT:    return %[[S1]] : tensor<2x4xf32>
+func.func @stages(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %0 = train.stage 0 -> tensor<2x4xf32> {
+    %r = nn.relu %x : tensor<2x4xf32>
+    train.yield %r : tensor<2x4xf32>
+  }
+  %1 = train.stage 1 -> tensor<2x4xf32> {
+    %rc = train.recompute -> tensor<2x4xf32> {
+      %t = nn.tanh %0 : tensor<2x4xf32>
+      train.yield %t : tensor<2x4xf32>
+    }
+    %a = train.accumulate 2 -> tensor<2x4xf32> {
+    ^bb0(%i: index):
+      train.yield %rc : tensor<2x4xf32>
+    }
+    train.yield %a : tensor<2x4xf32>
+  }
+  train.stage 7 {
+    train.yield
+  }
+  return %1 : tensor<2x4xf32>
+}
+
+// A whole step: accumulate gradients over micro-batches, clip them and apply
+// AdamW and momentum SGD, with the roles on the function signature.
+// CHECK-LABEL: func.func @step(
+// CHECK-SAME:    %[[W:.*]]: tensor<16x8xf32> {train.param = "w"}, %[[B:.*]]: tensor<8xf32> {train.param = "b"}, %[[X:.*]]: tensor<4x16xf32> {train.input = "x"},
+// CHECK-SAME:    %[[M:.*]]: tensor<16x8xf32>, %[[V:.*]]: tensor<16x8xf32>, %[[BUF:.*]]: tensor<8xf32>, %[[LR:.*]]: tensor<f32>, %[[STEP:.*]]: tensor<i64>)
+// CHECK-SAME:    -> (tensor<f32> {train.loss}, tensor<16x8xf32>, tensor<8xf32>)
+// CHECK:         %[[G:.*]]:3 = train.accumulate 4 -> tensor<16x8xf32>, tensor<8xf32>, tensor<f32> {
+// CHECK:         %[[C:.*]]:2, %{{.*}} = train.clip_grad_norm %[[G]]#0, %[[G]]#1 {max_norm = 1.000000e+00 : f64} : tensor<16x8xf32>, tensor<8xf32> -> tensor<16x8xf32>, tensor<8xf32>
+// CHECK-NEXT:    %[[NW:.*]], %{{.*}}, %{{.*}} = train.adam %[[W]], %[[C]]#0, %[[M]], %[[V]], %[[LR]], %[[STEP]] {decoupled_weight_decay, weight_decay = 1.000000e-01 : f64} : tensor<16x8xf32>
+// CHECK-NEXT:    %[[NB:.*]], %{{.*}} = train.sgd %[[B]], %[[C]]#1, %[[LR]] buffer %[[BUF]] : tensor<8xf32> {momentum = 9.000000e-01 : f64, nesterov} : tensor<8xf32> -> tensor<8xf32>
+// CHECK-NEXT:    return %[[G]]#2, %[[NW]], %[[NB]] : tensor<f32>, tensor<16x8xf32>, tensor<8xf32>
+func.func @step(%w: tensor<16x8xf32> {train.param = "w"}, %b: tensor<8xf32> {train.param = "b"},
+                %x: tensor<4x16xf32> {train.input = "x"},
+                %m: tensor<16x8xf32>, %v: tensor<16x8xf32>, %buf: tensor<8xf32>,
+                %lr: tensor<f32>, %step: tensor<i64>)
+    -> (tensor<f32> {train.loss}, tensor<16x8xf32>, tensor<8xf32>) {
+  %g:3 = train.accumulate 4 -> tensor<16x8xf32>, tensor<8xf32>, tensor<f32> {
+  ^bb0(%i: index):
+    %h = nn.matmul %x, %w : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+    %o = nn.add %h, %b : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+    %l = nn.reduce_mean %o {axes = array<i64: 0, 1>} : tensor<4x8xf32> -> tensor<f32>
+    train.yield %w, %b, %l : tensor<16x8xf32>, tensor<8xf32>, tensor<f32>
+  }
+  %c:2, %norm = train.clip_grad_norm %g#0, %g#1 {max_norm = 1.0} : tensor<16x8xf32>, tensor<8xf32> -> tensor<16x8xf32>, tensor<8xf32>
+  %nw, %nm, %nv = train.adam %w, %c#0, %m, %v, %lr, %step {decoupled_weight_decay, weight_decay = 0.1} : tensor<16x8xf32>
+  %nb, %nbuf = train.sgd %b, %c#1, %lr buffer %buf : tensor<8xf32> {momentum = 0.9, nesterov} : tensor<8xf32> -> tensor<8xf32>
+  return %g#2, %nw, %nb : tensor<f32>, tensor<16x8xf32>, tensor<8xf32>
+}
