@@ -303,16 +303,14 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run(const ImportOptions &op
     initializerNames.insert(t.name());
   SmallVector<Type> argTypes;
   SmallVector<std::pair<std::string, StringRef>> argRoles; // name, role attr
-  onnx::NodeProto inputNode; // context for errors about graph inputs
-  inputNode.set_op_type("graph input");
-  node_ = &inputNode;
   for (const auto &in : graph.input()) {
     if (initializerNames.count(in.name()))
       continue;
     const auto &tt = in.type().tensor_type();
+    if (dtypeBytes(tt.elem_type()) == 0)
+      return error("input '" + in.name() + "': element type " +
+                   dtypeName(tt.elem_type()) + " is not supported");
     Type et = elementType(tt.elem_type());
-    if (!et)
-      return error("input '" + in.name() + "': " + error_);
     SmallVector<int64_t> dims;
     for (const auto &d : tt.shape().dim())
       dims.push_back(d.dim_value());
@@ -325,10 +323,11 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run(const ImportOptions &op
     std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
     if (!checkedNumElements(dims))
       return error("initializer '" + t.name() + "': dimension product overflows 64 bits");
+    if (dtypeBytes(t.data_type()) == 0)
+      return error("initializer '" + t.name() + "': element type " +
+                   dtypeName(t.data_type()) + " is not supported");
     if (isFloatDType(t.data_type())) {
       Type et = elementType(t.data_type());
-      if (!et)
-        return error("initializer '" + t.name() + "': " + error_);
       argTypes.push_back(RankedTensorType::get(SmallVector<int64_t>(dims.begin(), dims.end()), et));
       argRoles.push_back({t.name(), "dsc.initializer"});
       continue;

@@ -3,6 +3,7 @@
 #include "frontends/onnx/OnnxAttrs.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 
@@ -17,6 +18,17 @@ std::optional<int64_t> checkedNumElements(const std::vector<int64_t> &shape) {
       return std::nullopt;
   }
   return n;
+}
+
+std::string describeBadShape(const std::vector<int64_t> &shape) {
+  std::string dims = "[";
+  for (size_t k = 0; k < shape.size(); ++k)
+    dims += (k ? "," : "") + std::to_string(shape[k]);
+  dims += "]";
+  for (int64_t d : shape)
+    if (d < 0)
+      return "shape " + dims + " has a negative dimension " + std::to_string(d);
+  return "shape " + dims + " overflows a 64-bit element count";
 }
 
 bool isFloatDType(int32_t dtype) {
@@ -135,8 +147,10 @@ std::optional<std::string> decodeTensor(const TensorProto &p,
   if (elemBytes == 0)
     return "unsupported element type " + dtypeName(out.dtype);
   auto count = checkedNumElements(out.shape);
-  if (!count || __builtin_mul_overflow(*count, elemBytes, &elemBytes))
-    return std::string("dimensions overflow a 64-bit element count");
+  if (!count)
+    return describeBadShape(out.shape);
+  if (__builtin_mul_overflow(*count, elemBytes, &elemBytes))
+    return std::string("its size in bytes overflows 64 bits");
   int64_t n = *count;
   const std::string *raw = externalBytes ? externalBytes
                            : p.has_raw_data() ? &p.raw_data()
@@ -442,10 +456,13 @@ foldNode(const onnx::NodeProto &node, const std::vector<const HostTensor *> &in,
     if (delta == 0)
       return fail("delta is zero");
     double count = std::max(std::ceil((limit - start) / delta), 0.0);
-    if (count > kMaxFoldElements)
-      return fail("produces " + std::to_string((int64_t)count) +
+    if (count > kMaxFoldElements) {
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), "%.0f", count);
+      return fail(std::string("produces ") + buf +
                   " elements; dsc evaluates Range at compile time, up to " +
                   std::to_string(kMaxFoldElements));
+    }
     HostTensor r = like(in[0]->dtype, {(int64_t)count});
     for (int64_t k = 0; k < (int64_t)count; ++k)
       push(r, start + k * delta);
@@ -530,13 +547,16 @@ foldNode(const onnx::NodeProto &node, const std::vector<const HostTensor *> &in,
     return out;
   }
   if (op == "Expand") {
+    for (int64_t d : in[1]->ints())
+      if (d < 0)
+        return fail("target " + describeBadShape(in[1]->ints()));
     HostTensor target = HostTensor::ofInts({}, in[1]->ints(), TensorProto::INT64);
     std::vector<int64_t> shape;
     if (!broadcast({in[0], &target}, shape))
       return fail("cannot expand to the requested shape");
     auto n = checkedNumElements(shape);
     if (!n)
-      return fail("expanded shape overflows");
+      return fail("expanded " + describeBadShape(shape));
     if (*n > kMaxFoldElements)
       return std::nullopt;
     HostTensor r = like(in[0]->dtype, shape);

@@ -23,6 +23,9 @@ namespace dsc::onnx_import {
 
 /// Product of dims, or nullopt on a negative dimension or int64 overflow.
 std::optional<int64_t> checkedNumElements(const std::vector<int64_t> &shape);
+/// Why checkedNumElements failed: "shape [..] has a negative dimension -3"
+/// or "shape [..] overflows a 64-bit element count".
+std::string describeBadShape(const std::vector<int64_t> &shape);
 
 struct HostTensor {
   int32_t dtype = 0; // onnx::TensorProto::DataType

@@ -26,7 +26,7 @@ LogicalResult emitReshape(GraphImporter &g, ArrayRef<int64_t> shape) {
   std::vector<int64_t> dims(shape.begin(), shape.end());
   auto n = checkedNumElements(dims);
   if (!n)
-    return g.fail("target shape " + shapeStr(shape) + " overflows a 64-bit element count");
+    return g.fail("target " + describeBadShape(dims));
   if (*n != t.getNumElements())
     return g.fail("cannot reshape " + shapeStr(t.getShape()) + " (" +
                   Twine(t.getNumElements()) + " elements) to " + shapeStr(shape));
@@ -302,12 +302,16 @@ LogicalResult expand(GraphImporter &g) {
   auto target = g.constantInts(1, "the target shape");
   if (!x || failed(target))
     return failure();
+  for (int64_t d : *target)
+    if (d < 0)
+      return g.fail("target " + describeBadShape(*target));
   auto shape = nn::broadcastShapes(typeOf(x).getShape(), *target);
   if (failed(shape))
     return g.fail("cannot expand " + shapeStr(typeOf(x).getShape()) + " to " +
                   shapeStr(*target));
-  if (!checkedNumElements(std::vector<int64_t>(shape->begin(), shape->end())))
-    return g.fail("expanded shape " + shapeStr(*shape) + " overflows a 64-bit element count");
+  std::vector<int64_t> dims(shape->begin(), shape->end());
+  if (!checkedNumElements(dims))
+    return g.fail("expanded " + describeBadShape(dims));
   if (typeOf(x).getShape() == ArrayRef<int64_t>(*shape)) {
     g.setOutput(0, x);
     return success();
@@ -365,7 +369,7 @@ LogicalResult constantOfShape(GraphImporter &g) {
     return failure();
   auto n = checkedNumElements(*dims);
   if (!n)
-    return g.fail("shape " + shapeStr(*dims) + " overflows a 64-bit element count");
+    return g.fail(describeBadShape(*dims));
   HostTensor value;
   value.dtype = onnx::TensorProto::FLOAT;
   value.f = {0.0};

@@ -70,6 +70,22 @@ resolveExternal(const LoadedModel &m, const std::string &tensor,
   return std::string(real);
 }
 
+/// Initializer shapes must have a representable element count before the
+/// checker sees them: its own count wraps around silently.
+static llvm::Error validateInitializerShapes(const LoadedModel &m) {
+  for (const auto &t : m.model.graph().initializer()) {
+    std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
+    auto count = checkedNumElements(dims);
+    int64_t bytes = 0;
+    if (!count)
+      return err(m.path, "initializer '" + t.name() + "': " + describeBadShape(dims));
+    if (__builtin_mul_overflow(*count, std::max<int64_t>(1, dtypeBytes(t.data_type())), &bytes))
+      return err(m.path, "initializer '" + t.name() +
+                             "': dimension product overflows 64 bits in bytes");
+  }
+  return llvm::Error::success();
+}
+
 static llvm::Error validateExternalData(LoadedModel &m) {
   for (const auto &t : m.model.graph().initializer()) {
     if (t.data_location() != onnx::TensorProto::EXTERNAL)
@@ -119,6 +135,50 @@ static llvm::Error validateExternalData(LoadedModel &m) {
     m.external[t.name()] = {*file, offset, length};
   }
   return llvm::Error::success();
+}
+
+/// Integer and bool initializers are compile-time values that shape
+/// inference and folding read: bring their external bytes inline.
+static llvm::Error inlineSmallExternalData(LoadedModel &m) {
+  for (auto &t : *m.model.mutable_graph()->mutable_initializer()) {
+    auto it = m.external.find(t.name());
+    if (it == m.external.end() || isFloatDType(t.data_type()))
+      continue;
+    auto bytes = readExternal(it->second);
+    if (!bytes)
+      return err(m.path, "initializer '" + t.name() + "': " +
+                             llvm::toString(bytes.takeError()));
+    t.set_raw_data(std::move(*bytes));
+    t.clear_external_data();
+    t.clear_data_location();
+    m.external.erase(it);
+  }
+  return llvm::Error::success();
+}
+
+/// Runs ONNX's checker. It resolves external data against the working
+/// directory, so external locations are pointed at the files validated
+/// above (inside the model's folder) for the duration of the check.
+static void checkModel(LoadedModel &m) {
+  std::vector<std::pair<onnx::StringStringEntryProto *, std::string>> saved;
+  for (auto &t : *m.model.mutable_graph()->mutable_initializer()) {
+    auto it = m.external.find(t.name());
+    if (it == m.external.end())
+      continue;
+    for (auto &kv : *t.mutable_external_data())
+      if (kv.key() == "location") {
+        saved.push_back({&kv, kv.value()});
+        kv.set_value(it->second.file);
+      }
+  }
+  struct Restore {
+    decltype(saved) &entries;
+    ~Restore() {
+      for (auto &[kv, value] : entries)
+        kv->set_value(value);
+    }
+  } restore{saved};
+  onnx::checker::check_model(m.model);
 }
 
 llvm::Expected<std::string> readExternal(const LoadedModel::ExternalRange &r) {
@@ -238,22 +298,32 @@ loadModel(const std::string &path, const ImportOptions &options) {
   if (!m->model.has_graph() || m->model.graph().node_size() == 0)
     return err(path, "the model has no graph nodes (truncated or not an ONNX model)");
 
+  bool hasDefaultOpset = false;
   for (const auto &op : m->model.opset_import())
-    if (op.domain().empty() || op.domain() == "ai.onnx")
+    if (op.domain().empty() || op.domain() == "ai.onnx") {
       m->opset = op.version();
+      hasDefaultOpset = true;
+    }
+  if (!hasDefaultOpset)
+    return err(path, "the model has no opset_import for the default ONNX domain "
+                     "(a truncated file, or not written by an ONNX exporter)");
   if (m->opset < kMinOpset || m->opset > kMaxOpset)
     return err(path, "opset " + llvm::Twine(m->opset) +
                          " is not supported: dsc imports opsets " +
                          llvm::Twine(kMinOpset) + "-" + llvm::Twine(kMaxOpset) +
                          "; re-export with torch.onnx.export(..., opset_version=17)");
 
+  if (auto e = validateInitializerShapes(*m))
+    return std::move(e);
+  // External data is validated under stricter rules than the checker of
+  // ONNX 1.12 applies (it follows '..' and symlinks), before the checker.
   if (auto e = validateExternalData(*m))
+    return std::move(e);
+  if (auto e = inlineSmallExternalData(*m))
     return std::move(e);
 
   try {
-    // External data was validated above, under stricter rules than the
-    // checker of ONNX 1.12 applies (it follows '..' and symlinks).
-    onnx::checker::check_model(m->model);
+    checkModel(*m);
   } catch (const std::exception &e) {
     return err(path, "rejected by the ONNX checker: " + llvm::Twine(e.what()));
   }

@@ -90,8 +90,8 @@ void explain(mlir::ModuleOp module, llvm::raw_ostream &os) {
 
 int main(int argc, char **argv) {
   CLI::App app{"dsc: ahead-of-time compiler for distributed training"};
-  std::string model, output = "-", emit = "nn", loss;
-  int64_t batchSize = 0, elide = 1024;
+  std::string model, output = "-", emit = "nn", loss, batchSizeText;
+  int64_t elide = 1024;
   std::vector<std::string> inputShapes;
   bool doExplain = false;
   app.add_option("model", model, "ONNX model (binary .onnx or textual .onnxtxt) with its loss")
@@ -100,8 +100,8 @@ int main(int argc, char **argv) {
   app.add_option("--emit", emit, "what to produce: nn = the imported IR")
       ->check(CLI::IsMember({"nn"}));
   app.add_option("--loss", loss, "graph output to train on (default: the single scalar output)");
-  app.add_option("--batch-size", batchSize, "value for a dynamic dimension 0 of every input")
-      ->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", batchSizeText,
+                 "value for a dynamic dimension 0 of every input");
   app.add_option("--input-shape", inputShapes, "static shape of an input: NAME=DxDx...");
   app.add_flag("--explain", doExplain,
                "print a summary (inputs, parameters, cost per op kind) instead of the IR");
@@ -109,8 +109,18 @@ int main(int argc, char **argv) {
                  "print constants with more elements than this elided (0: never)");
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError &e) {
+  } catch (const CLI::CallForHelp &e) {
     return app.exit(e);
+  } catch (const CLI::ParseError &e) {
+    llvm::errs() << "dsc: error: " << e.what() << " (see dsc --help)\n";
+    return 1;
+  }
+  int64_t batchSize = 0;
+  if (!batchSizeText.empty() &&
+      (llvm::StringRef(batchSizeText).getAsInteger(10, batchSize) || batchSize <= 0)) {
+    llvm::errs() << "dsc: error: --batch-size '" << batchSizeText
+                 << "' must be a positive integer\n";
+    return 1;
   }
 
   dsc::onnx_import::ImportOptions options;
@@ -118,6 +128,11 @@ int main(int argc, char **argv) {
   options.batchSize = batchSize;
   for (const auto &spec : inputShapes) {
     std::string error;
+    std::string name = spec.substr(0, spec.rfind('='));
+    if (options.inputShapes.count(name)) {
+      llvm::errs() << "dsc: error: --input-shape gives '" << name << "' twice\n";
+      return 1;
+    }
     if (!parseInputShape(spec, options.inputShapes, error)) {
       llvm::errs() << "dsc: error: " << error << "\n";
       return 1;
