@@ -199,10 +199,7 @@ def main(argv=None):
     import torch
     a.mask_value = (torch.finfo(torch.float32).min if a.mask_value == "finfo-min"
                     else float(a.mask_value))
-    torch.manual_seed(a.seed)
-    model = build_model(a)
-    inputs, names = make_batch(a)
-    ec.export(model, inputs, names, a)
+    ec.build_and_export(a, build_model, make_batch)
 
 
 if __name__ == "__main__":

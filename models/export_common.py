@@ -123,3 +123,12 @@ def export(model, inputs, input_names, args):
     print("wrote %s (%d bytes%s): %d params, opset %d, export %.2fs" % (
         out, os.path.getsize(out), extra, nparams, args.opset, t1 - t0),
         file=sys.stderr)
+
+
+def build_and_export(args, build_model, make_batch):
+    """Seeds torch, builds the model and its example batch, and exports."""
+    import torch
+    torch.manual_seed(args.seed)
+    model = build_model(args)
+    inputs, names = make_batch(args)
+    export(model, inputs, names, args)

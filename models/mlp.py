@@ -57,11 +57,7 @@ def main(argv=None):
     p.add_argument("--batch", type=int)
     a = ec.resolve(p.parse_args(argv), PRESETS, KEYS)
 
-    import torch
-    torch.manual_seed(a.seed)
-    model = build_model(a)
-    inputs, names = make_batch(a)
-    ec.export(model, inputs, names, a)
+    ec.build_and_export(a, build_model, make_batch)
 
 
 if __name__ == "__main__":

@@ -64,6 +64,13 @@ int64_t dsc::nn::resultBytes(Operation *op) {
   return n;
 }
 
+std::string dsc::nn::formatShape(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (auto [i, d] : llvm::enumerate(shape))
+    s += (i ? "," : "") + std::to_string(d);
+  return s + "]";
+}
+
 FailureOr<SmallVector<int64_t>> dsc::nn::broadcastShapes(ArrayRef<int64_t> a,
                                                          ArrayRef<int64_t> b) {
   size_t rank = std::max(a.size(), b.size());

@@ -24,6 +24,8 @@ int64_t byteSize(mlir::Type type);
 int64_t resultElements(mlir::Operation *op);
 int64_t operandBytes(mlir::Operation *op);
 int64_t resultBytes(mlir::Operation *op);
+/// "[2,16,32]": shapes in diagnostics.
+std::string formatShape(llvm::ArrayRef<int64_t> shape);
 /// NumPy broadcast of two static shapes; failure if incompatible.
 mlir::FailureOr<llvm::SmallVector<int64_t>>
 broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);

@@ -36,12 +36,7 @@ FailureOr<int64_t> normalizeAxis(std::optional<Location> loc, int64_t axis,
 
 RankedTensorType tensorOf(Type t) { return cast<RankedTensorType>(t); }
 
-std::string shapeStr(ArrayRef<int64_t> shape) {
-  std::string s = "[";
-  for (auto [i, d] : llvm::enumerate(shape))
-    s += (i ? "," : "") + std::to_string(d);
-  return s + "]";
-}
+std::string shapeStr(ArrayRef<int64_t> shape) { return formatShape(shape); }
 
 LogicalResult inferBroadcast(std::optional<Location> loc, Type lhs, Type rhs,
                              Type elementType, Types &results) {
@@ -54,12 +49,6 @@ LogicalResult inferBroadcast(std::optional<Location> loc, Type lhs, Type rhs,
   return success();
 }
 
-int64_t product(ArrayRef<int64_t> dims) {
-  int64_t n = 1;
-  for (int64_t d : dims)
-    n *= d;
-  return n;
-}
 } // namespace
 
 //===----------------------------------------------------------------------===//

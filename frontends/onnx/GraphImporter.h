@@ -93,7 +93,6 @@ private:
   const onnx::NodeProto *node_ = nullptr;
   int nodeIndex_ = 0;
   std::map<std::string, Entry> values_;
-  std::map<std::string, std::string> argNames_; // float initializers by arg
   ConverterTable converters_;
   int64_t rngStreams_ = 0;
   std::string diagnostic_; // last MLIR diagnostic, captured for messages

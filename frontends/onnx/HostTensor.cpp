@@ -2,6 +2,8 @@
 #include "frontends/onnx/HostTensor.h"
 #include "frontends/onnx/OnnxAttrs.h"
 
+#include "dialects/nn/NNDialect.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -21,10 +23,7 @@ std::optional<int64_t> checkedNumElements(const std::vector<int64_t> &shape) {
 }
 
 std::string describeBadShape(const std::vector<int64_t> &shape) {
-  std::string dims = "[";
-  for (size_t k = 0; k < shape.size(); ++k)
-    dims += (k ? "," : "") + std::to_string(shape[k]);
-  dims += "]";
+  std::string dims = nn::formatShape(shape);
   for (int64_t d : shape)
     if (d < 0)
       return "shape " + dims + " has a negative dimension " + std::to_string(d);

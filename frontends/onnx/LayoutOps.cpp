@@ -10,12 +10,7 @@ namespace {
 
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
-std::string shapeStr(ArrayRef<int64_t> s) {
-  std::string r = "[";
-  for (size_t k = 0; k < s.size(); ++k)
-    r += (k ? "," : "") + std::to_string(s[k]);
-  return r + "]";
-}
+std::string shapeStr(ArrayRef<int64_t> s) { return nn::formatShape(s); }
 
 /// Reshapes input 0 to `shape`. A compile-time input stays on the host, so
 /// chains like Shape -> Gather -> Unsqueeze -> Concat fold completely.
