@@ -320,9 +320,7 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run(const ImportOptions &op
 
   // Integer/bool initializers are compile-time values; float ones are arguments.
   for (const auto &t : graph.initializer()) {
-    std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
-    if (!checkedNumElements(dims))
-      return error("initializer '" + t.name() + "': dimension product overflows 64 bits");
+    std::vector<int64_t> dims(t.dims().begin(), t.dims().end()); // checked by the loader
     if (dtypeBytes(t.data_type()) == 0)
       return error("initializer '" + t.name() + "': element type " +
                    dtypeName(t.data_type()) + " is not supported");

@@ -304,24 +304,16 @@ bool elementwise(const std::string &op, const std::vector<const HostTensor *> &i
   auto b = binary.find(op);
   if (b == binary.end())
     return false;
-  bool variadic = op == "Max" || op == "Min";
-  if (variadic && in.size() == 1) {
-    out.push_back(*in[0]);
-    return true;
-  }
-  if (variadic && in.size() > 2) {
-    // Max/Min of n inputs: fold pairwise from the left.
-    std::vector<HostTensor> acc;
-    if (!elementwise(op, {in[0], in[1]}, acc, error) || !error.empty())
-      return true;
-    for (size_t k = 2; k < in.size(); ++k) {
+  if ((op == "Max" || op == "Min") && in.size() != 2) {
+    // Variadic Max/Min: fold pairwise from the left.
+    HostTensor acc = *in[0];
+    for (size_t k = 1; k < in.size() && error.empty(); ++k) {
       std::vector<HostTensor> next;
-      elementwise(op, {&acc[0], in[k]}, next, error);
-      if (!error.empty())
-        return true;
-      acc = std::move(next);
+      elementwise(op, {&acc, in[k]}, next, error);
+      if (!next.empty())
+        acc = std::move(next[0]);
     }
-    out.push_back(std::move(acc[0]));
+    out.push_back(std::move(acc));
     return true;
   }
   if (in.size() != 2)

@@ -114,12 +114,9 @@ static llvm::Error validateExternalData(LoadedModel &m) {
       return file.takeError();
     uint64_t fileSize = 0;
     llvm::sys::fs::file_size(*file, fileSize);
+    // validateInitializerShapes ran first: the byte size cannot overflow.
     std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
-    auto count = checkedNumElements(dims);
-    int64_t need = 0;
-    if (!count || __builtin_mul_overflow(*count, dtypeBytes(t.data_type()), &need))
-      return err(m.path, "initializer '" + t.name() +
-                             "': dimension product overflows 64 bits");
+    int64_t need = *checkedNumElements(dims) * dtypeBytes(t.data_type());
     if (length < 0)
       length = need;
     int64_t end = 0;

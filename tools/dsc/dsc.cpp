@@ -34,6 +34,11 @@ bool parseInputShape(const std::string &spec,
     error = "--input-shape '" + spec + "': expected NAME=DxDx... (e.g. input_ids=8x128)";
     return false;
   }
+  std::string name = spec.substr(0, eq);
+  if (out.count(name)) {
+    error = "--input-shape gives '" + name + "' twice";
+    return false;
+  }
   std::vector<int64_t> dims;
   llvm::SmallVector<llvm::StringRef> parts;
   llvm::StringRef(spec).substr(eq + 1).split(parts, 'x');
@@ -46,7 +51,7 @@ bool parseInputShape(const std::string &spec,
     }
     dims.push_back(d);
   }
-  out[spec.substr(0, eq)] = dims;
+  out[name] = dims;
   return true;
 }
 
@@ -128,11 +133,6 @@ int main(int argc, char **argv) {
   options.batchSize = batchSize;
   for (const auto &spec : inputShapes) {
     std::string error;
-    std::string name = spec.substr(0, spec.rfind('='));
-    if (options.inputShapes.count(name)) {
-      llvm::errs() << "dsc: error: --input-shape gives '" << name << "' twice\n";
-      return 1;
-    }
     if (!parseInputShape(spec, options.inputShapes, error)) {
       llvm::errs() << "dsc: error: " << error << "\n";
       return 1;
