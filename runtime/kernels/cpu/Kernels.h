@@ -1,0 +1,211 @@
+//===- Kernels.h - dsrt CPU kernels -----------------------------*- C++ -*-===//
+//
+// The CPU kernels the dsrt executor calls, one function per plan
+// instruction kind (forward and backward). Contract:
+//   * all float tensors are float32, dense, row-major; integer ids int64;
+//     booleans one byte each (0 or 1);
+//   * shapes are `Shape` values (no heap); broadcasting is numpy-style
+//     (right-aligned, size-1 or missing dims stretch);
+//   * kernels never allocate on the heap in steady state (scratch lives in
+//     thread_local buffers grown once, or in the caller's arena), are
+//     threaded with OpenMP and vectorizable, and never throw;
+//   * outputs never alias inputs unless a function says so;
+//   * "Grad" kernels overwrite their outputs (they do not accumulate).
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSRT_KERNELS_CPU_KERNELS_H
+#define DSRT_KERNELS_CPU_KERNELS_H
+
+#include <cstdint>
+
+namespace dsrt::cpu {
+
+constexpr int kMaxRank = 8;
+
+struct Shape {
+  int rank = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int i = 0; i < rank; ++i)
+      n *= dims[i];
+    return n;
+  }
+};
+
+/// Number of OpenMP threads the kernels use (0 = OpenMP's default).
+void setNumThreads(int n);
+int numThreads();
+
+//===--- elementwise ------------------------------------------------------===//
+
+enum class Binary { Add, Sub, Mul, Div, Pow, Max, Min };
+/// out = a op b with a, b broadcast to `os`. Fast paths: same shape, scalar
+/// operand, and an operand that broadcasts along leading dims (a bias).
+void binary(Binary op, const float *a, const Shape &as, const float *b,
+            const Shape &bs, float *out, const Shape &os);
+
+enum class Unary {
+  Neg, Abs, Exp, Log, Sqrt, Rsqrt, Reciprocal, Tanh, Erf, Relu, Sigmoid,
+  GeluErf,  // x * 0.5 * (1 + erf(x / sqrt(2)))
+  GeluTanh, // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+};
+/// y = op(x) over n elements; y may alias x.
+void unary(Unary op, const float *x, float *y, int64_t n);
+
+/// dx = dy * d(op)/dx for op in {GeluErf, GeluTanh}, given the input x.
+void geluGrad(bool tanhApprox, const float *x, const float *dy, float *dx,
+              int64_t n);
+
+enum class Cmp { Eq, Ne, Lt, Le, Gt, Ge };
+/// out (bool) = a cmp b, broadcast to `os`. Float and int64 versions.
+void compare(Cmp op, const float *a, const Shape &as, const float *b,
+             const Shape &bs, uint8_t *out, const Shape &os);
+void compareI64(Cmp op, const int64_t *a, const Shape &as, const int64_t *b,
+                const Shape &bs, uint8_t *out, const Shape &os);
+/// out = cond ? a : b, all three broadcast to `os`.
+void select(const uint8_t *cond, const Shape &cs, const float *a,
+            const Shape &as, const float *b, const Shape &bs, float *out,
+            const Shape &os);
+void logicalNot(const uint8_t *x, uint8_t *y, int64_t n);
+
+enum class DType { F32, F64, I64, I32, Bool };
+/// Elementwise conversion (float -> int truncates toward zero like C++).
+void cast(const void *x, DType from, void *y, DType to, int64_t n);
+
+/// y = x broadcast to `ys`.
+void broadcastTo(const float *x, const Shape &xs, float *y, const Shape &ys);
+
+//===--- contractions -----------------------------------------------------===//
+
+/// C[..., m, n] = alpha * sum_k op(A)[..., m, k] op(B)[..., k, n] + beta * C.
+/// op transposes the two innermost dims when trans* is set. Both operands
+/// have rank >= 2; batch (leading) dims broadcast to those of `cs`.
+/// Uses oneDNN's dnnl_sgemm (or OpenBLAS when DSRT_GEMM=openblas is set in
+/// the environment at first call).
+void matmul(const float *A, const Shape &as, bool transA, const float *B,
+            const Shape &bs, bool transB, float *C, const Shape &cs,
+            float alpha = 1.0f, float beta = 0.0f);
+
+//===--- reductions -------------------------------------------------------===//
+
+enum class Reduce { Sum, Mean, Max };
+/// y = reduce x over the axes whose bit is set in `axesMask`; y has x's
+/// element order with the reduced dims removed (same as keepdims layout).
+void reduce(Reduce op, const float *x, const Shape &xs, uint32_t axesMask,
+            float *y);
+
+/// sum of squares of x[0..n) accumulated in double (for the global norm).
+double sumSquares(const float *x, int64_t n);
+/// x *= s (in place).
+void scale(float *x, int64_t n, float s);
+/// y += x.
+void accumulate(const float *x, float *y, int64_t n);
+/// x[0..n) = v.
+void fill(float *x, int64_t n, float v);
+
+//===--- normalization and softmax ----------------------------------------===//
+// The tensors are viewed as [outer, n, inner]; softmax runs along n.
+
+void softmax(const float *x, float *y, int64_t outer, int64_t n,
+             int64_t inner);
+void logSoftmax(const float *x, float *y, int64_t outer, int64_t n,
+                int64_t inner);
+/// dx = y * (dy - sum_n(dy * y)).
+void softmaxGrad(const float *y, const float *dy, float *dx, int64_t outer,
+                 int64_t n, int64_t inner);
+/// dx = dy - exp(y) * sum_n(dy), with y = log_softmax(x).
+void logSoftmaxGrad(const float *y, const float *dy, float *dx, int64_t outer,
+                    int64_t n, int64_t inner);
+
+/// Layer norm over rows of length `cols`: y = (x - mean) * rstd * gamma + beta
+/// (beta may be null). Statistics in float, biased variance, like PyTorch.
+void layerNorm(const float *x, const float *gamma, const float *beta, float *y,
+               int64_t rows, int64_t cols, float eps);
+/// Recomputes mean/rstd from x. dbeta may be null; dgamma/dbeta overwritten.
+void layerNormGrad(const float *dy, const float *x, const float *gamma,
+                   float *dx, float *dgamma, float *dbeta, int64_t rows,
+                   int64_t cols, float eps);
+
+//===--- losses -----------------------------------------------------------===//
+// logits viewed as [N, C, inner], labels as [N, inner] (int64). Labels equal
+// to ignoreIndex (when hasIgnore) contribute nothing and are not counted by
+// the mean. reduction: 0 none (loss has N*inner elements), 1 sum, 2 mean.
+// Return the number of labels outside [0, C) that are not ignored (0 = ok);
+// such labels are skipped.
+
+int64_t crossEntropy(const float *logits, const int64_t *labels, float *loss,
+                     int64_t N, int64_t C, int64_t inner, int reduction,
+                     bool hasIgnore, int64_t ignoreIndex);
+/// dlogits from the upstream gradient dloss (a scalar for sum/mean, N*inner
+/// values for none).
+int64_t crossEntropyGrad(const float *logits, const int64_t *labels,
+                         const float *dloss, float *dlogits, int64_t N,
+                         int64_t C, int64_t inner, int reduction,
+                         bool hasIgnore, int64_t ignoreIndex);
+/// Same conventions with log-probabilities as input.
+int64_t nllLoss(const float *logp, const int64_t *labels, float *loss,
+                int64_t N, int64_t C, int64_t inner, int reduction,
+                bool hasIgnore, int64_t ignoreIndex);
+int64_t nllLossGrad(const int64_t *labels, const float *dloss, float *dlogp,
+                    int64_t N, int64_t C, int64_t inner, int reduction,
+                    bool hasIgnore, int64_t ignoreIndex);
+
+//===--- indexing and layout ----------------------------------------------===//
+
+/// data viewed as [outer, A, inner]; out = [outer, nIdx, inner] with
+/// out[o, j, :] = data[o, idx[j], :]. Negative indices count from the end
+/// (ONNX). Returns the number of indices outside [-A, A) (their rows are
+/// zero-filled).
+int64_t gather(const float *data, const int64_t *idx, float *out,
+               int64_t outer, int64_t A, int64_t inner, int64_t nIdx);
+/// Embedding backward: dtable (zeroed first) += dy rows scattered to idx.
+/// Deterministic (no atomics; same result with any thread count).
+int64_t gatherGrad(const float *dy, const int64_t *idx, float *dtable,
+                   int64_t outer, int64_t A, int64_t inner, int64_t nIdx);
+
+/// y = x permuted: y.dims[i] = x.dims[perm[i]].
+void transpose(const float *x, const Shape &xs, const int64_t *perm, float *y);
+
+/// y = x[start : start + ys*stride : stride] per dim (ys = result shape).
+void slice(const float *x, const Shape &xs, const int64_t *start,
+           const int64_t *stride, float *y, const Shape &ys);
+/// dx = zeros(xs); dx[slice] = dy.
+void sliceGrad(const float *dy, const Shape &ys, const int64_t *start,
+               const int64_t *stride, float *dx, const Shape &xs);
+
+/// out = concat(inputs, axis); shapes equal except along `axis`.
+void concat(const float *const *inputs, const Shape *shapes, int count,
+            int axis, float *out, const Shape &os);
+
+//===--- dropout ----------------------------------------------------------===//
+
+/// Counter-based RNG (no state): element i of stream `stream` at draw
+/// `counter` (the runtime passes step * micro_batches + micro_batch) keeps
+/// its value with probability 1 - ratio. Recomputing with the same
+/// (seed, stream, counter) gives the same mask.
+/// y = keep ? x / (1 - ratio) : 0; mask = keep.
+void dropout(const float *x, float *y, uint8_t *mask, int64_t n, float ratio,
+             uint64_t seed, uint64_t stream, uint64_t counter);
+/// dx = mask ? dy / (1 - ratio) : 0.
+void dropoutGrad(const float *dy, const uint8_t *mask, float *dx, int64_t n,
+                 float ratio);
+
+//===--- optimizers (in place, DeepSpeed / torch semantics) ---------------===//
+
+/// step counts from 1. decoupled: AdamW (p -= lr*wd*p before the Adam
+/// update, as torch.optim.AdamW); otherwise L2 (g += wd*p). eps is added
+/// after sqrt(v_hat). All arithmetic in float like torch's CPU kernels.
+void adam(float *p, const float *g, float *m, float *v, int64_t n, float lr,
+          float beta1, float beta2, float eps, float weightDecay,
+          bool decoupled, bool biasCorrection, int64_t step);
+/// torch.optim.SGD: g += wd*p; with momentum: buf = g on the first step,
+/// else buf = momentum*buf + (1-dampening)*g; g = nesterov ? g +
+/// momentum*buf : buf; p -= lr*g. buf may be null when momentum == 0.
+void sgd(float *p, const float *g, float *buf, int64_t n, float lr,
+         float momentum, float dampening, float weightDecay, bool nesterov,
+         bool firstStep);
+
+} // namespace dsrt::cpu
+
+#endif // DSRT_KERNELS_CPU_KERNELS_H
