@@ -16,4 +16,86 @@ def NNCostReport : Pass<"nn-cost-report", "mlir::ModuleOp"> {
   ];
 }
 
+def Autodiff : Pass<"autodiff", "mlir::ModuleOp"> {
+  let summary = "Reverse-mode differentiation of the loss w.r.t. every parameter";
+  let description = [{
+    For each function with a `train.loss` result, walks its ops backwards
+    from the loss (seed 1.0) and emits each op's gradient rule
+    (GradientOpInterface::buildGradients). Gradients reaching a value from
+    several uses are summed, so a parameter used twice (a tied embedding
+    and LM head) gets the sum of both contributions. Operands that are not
+    differentiable (indices, masks, integer inputs) receive nothing. The
+    function gains one result per `train.param` argument, marked
+    `train.grad = "name"`; a parameter the loss does not depend on is an
+    error. Dead forward values are removed afterwards.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+  let statistics = [
+    Statistic<"numGradientOps", "gradient-ops", "Ops emitted for the backward pass">,
+  ];
+}
+
+def GradientAccumulation : Pass<"gradient-accumulation", "mlir::ModuleOp"> {
+  let summary = "Run forward and backward once per micro-batch and sum the gradients";
+  let description = [{
+    Wraps the body of a differentiated step (loss and `train.grad` results)
+    in `train.accumulate steps`, so the runtime runs it once per micro-batch
+    and adds each micro-batch's gradients in place into one buffer per
+    parameter. Afterwards the sums are scaled by 1/steps: the loss is the
+    mean over micro-batches and the gradients are those of the mean loss,
+    as DeepSpeed's `gradient_accumulation_steps` gives.
+  }];
+  let options = [
+    Option<"steps", "steps", "int64_t", "1", "micro-batches per optimizer step">,
+  ];
+}
+
+def Optimizer : Pass<"optimizer", "mlir::ModuleOp"> {
+  let summary = "Add the optimizer update, gradient clipping and the learning-rate schedule";
+  let description = [{
+    Turns a step that returns the loss and the gradients into one that
+    returns updated parameters and optimizer states: a `train.lr_schedule`
+    (DeepSpeed's scheduler types and parameter names), `train.clip_grad_norm`
+    by global norm when `clip` > 0 (DeepSpeed's `gradient_clipping`), and
+    one `train.adam` or `train.sgd` per parameter with DeepSpeed's
+    semantics. Adds `train.opt_state` arguments and results and the
+    `train.step` argument; returns the loss, the gradient norm and the lr.
+  }];
+  let options = [
+    Option<"type", "type", "std::string", "\"adamw\"", "adam | adamw | sgd">,
+    Option<"lr", "lr", "double", "1e-3", "learning rate (or the schedule's)">,
+    Option<"beta1", "beta1", "double", "0.9", "Adam beta1">,
+    Option<"beta2", "beta2", "double", "0.999", "Adam beta2">,
+    Option<"eps", "eps", "double", "1e-8", "Adam epsilon (added after the square root)">,
+    Option<"weightDecay", "weight-decay", "double", "0.0", "weight decay">,
+    Option<"biasCorrection", "bias-correction", "bool", "true", "Adam bias correction">,
+    Option<"momentum", "momentum", "double", "0.0", "SGD momentum">,
+    Option<"dampening", "dampening", "double", "0.0", "SGD dampening">,
+    Option<"nesterov", "nesterov", "bool", "false", "SGD Nesterov momentum">,
+    Option<"clip", "clip", "double", "0.0", "max global gradient norm (0: no clipping)">,
+    Option<"schedule", "schedule", "std::string", "\"constant\"", "lr schedule type">,
+    ListOption<"scheduleParams", "schedule-params", "std::string",
+               "schedule parameters as name:value">,
+  ];
+}
+
+def MemoryPlan : Pass<"memory-plan", "mlir::ModuleOp"> {
+  let summary = "Linear schedule, buffer lifetimes and one static arena with offsets";
+  let description = [{
+    Numbers the ops of the step in execution order (the micro-batch body of
+    `train.accumulate` once; values from outside it stay live across it),
+    computes each buffer's lifetime, and assigns every tensor an offset in
+    one arena: model state (parameters, gradient sums, optimizer states,
+    constants, inputs) first, then the transient activations placed by
+    greedy-by-size best fit so buffers whose lifetimes do not overlap share
+    memory. Views (reshape) share their operand's bytes; optimizer updates
+    and clipping run in place; an elementwise op writes over an operand that
+    dies there. Annotates `dsc.offsets` on ops, `dsc.offset` on arguments,
+    and `dsc.arena_bytes` / `dsc.persistent_bytes` on the function.
+  }];
+  let options = [
+    Option<"alignment", "alignment", "int64_t", "64", "byte alignment of every buffer">,
+  ];
+}
+
 #endif // DSC_PASSES

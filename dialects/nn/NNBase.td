@@ -17,6 +17,8 @@ def NN_Dialect : Dialect {
     Elementwise binary ops broadcast with NumPy rules.
   }];
   let useDefaultAttributePrinterParser = 1;
+  // Gradient rules materialize scalar constants with arith.constant.
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
 // Every nn value has a static shape: the memory planner needs exact sizes.

@@ -1,6 +1,7 @@
 //===- NNDialect.cpp - nn dialect registration and helpers ---------------===//
 #include "dialects/nn/NNDialect.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"

@@ -17,6 +17,17 @@ def NN_GradientOpInterface : OpInterface<"GradientOpInterface"> {
       "Whether a gradient flows from the results to operand `index`.",
       "bool", "isDifferentiableOperand", (ins "unsigned":$index), "",
       [{ return ::dsc::nn::isFloatTensor($_op->getOperand(index).getType()); }]>,
+    InterfaceMethod<[{
+        Emits the gradients of the operands at `b`'s insertion point, given
+        the gradients of the results (`resultGrads[i]` is null when result i
+        receives none). Sets `operandGrads` to one value per operand, null
+        where the operand gets no gradient. Fails with a diagnostic on the
+        op when no rule exists (e.g. the gradient ops themselves).
+      }],
+      "::llvm::LogicalResult", "buildGradients",
+      (ins "::mlir::OpBuilder &":$b,
+           "::llvm::ArrayRef<::mlir::Value>":$resultGrads,
+           "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>,
   ];
 }
 

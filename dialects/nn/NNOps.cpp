@@ -391,5 +391,53 @@ LogicalResult DropoutOp::inferReturnTypes(MLIRContext *ctx,
 }
 int64_t DropoutOp::getFlops() { return 2 * numElements(getInput().getType()); }
 
+//===----------------------------------------------------------------------===//
+// Gradient ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult GatherGradOp::verify() {
+  // The gradient's shape must be what gather of data_grad at indices makes.
+  auto data = getDataGrad().getType();
+  if (data.getRank() == 0)
+    return emitOpError("data gradient must have rank >= 1");
+  int64_t rank = data.getRank();
+  int64_t axis = (int64_t)getAxis() < 0 ? (int64_t)getAxis() + rank : (int64_t)getAxis();
+  if (axis < 0 || axis >= rank)
+    return emitOpError("axis ") << (int64_t)getAxis() << " is out of range for rank " << rank;
+  SmallVector<int64_t> shape(data.getShape().take_front(axis));
+  llvm::append_range(shape, getIndices().getType().getShape());
+  llvm::append_range(shape, data.getShape().drop_front(axis + 1));
+  if (ArrayRef<int64_t>(shape) != getGrad().getType().getShape())
+    return emitOpError("gradient shape ")
+           << shapeStr(getGrad().getType().getShape()) << " is not the gathered shape "
+           << shapeStr(shape);
+  return success();
+}
+
+LogicalResult SliceGradOp::verify() {
+  auto input = getInputGrad().getType();
+  ArrayRef<int64_t> start = getStart(), limit = getLimit(), stride = getStride();
+  int64_t rank = input.getRank();
+  if ((int64_t)start.size() != rank || (int64_t)limit.size() != rank ||
+      (int64_t)stride.size() != rank)
+    return emitOpError("start, limit and stride need one entry per dimension (")
+           << rank << ")";
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (stride[i] <= 0 || start[i] < 0 || start[i] > limit[i] ||
+        limit[i] > input.getShape()[i])
+      return emitOpError("dimension ") << i << " slice [" << start[i] << ", "
+                                       << limit[i] << ") step " << stride[i]
+                                       << " is invalid for size "
+                                       << input.getShape()[i];
+    shape.push_back((limit[i] - start[i] + stride[i] - 1) / stride[i]);
+  }
+  if (ArrayRef<int64_t>(shape) != getGrad().getType().getShape())
+    return emitOpError("gradient shape ")
+           << shapeStr(getGrad().getType().getShape())
+           << " is not the slice's result shape " << shapeStr(shape);
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/nn/NNOps.cpp.inc"

@@ -11,7 +11,7 @@ include "mlir/Interfaces/InferTypeOpInterface.td"
 // use the defaults (one flop per result element, bytes of operands/results).
 class NN_Op<string mnemonic, list<Trait> traits = [], list<string> cost = []>
     : Op<NN_Dialect, mnemonic, !listconcat(traits, [Pure,
-          NN_GradientOpInterface,
+          DeclareOpInterfaceMethods<NN_GradientOpInterface, ["buildGradients"]>,
           DeclareOpInterfaceMethods<NN_CostOpInterface, cost>])>;
 
 //===----------------------------------------------------------------------===//
@@ -254,6 +254,105 @@ def NN_DropoutOp : NN_Op<"dropout", [InferTypeOpAdaptor], ["getFlops"]> {
   let arguments = (ins NN_FloatTensor:$input, F64Attr:$ratio, I64Attr:$rng_stream);
   let results = (outs NN_FloatTensor:$result, NN_BoolTensor:$mask);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result) `,` type($mask)";
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient ops (made by autodiff; fused kernels for the backward pass)
+//===----------------------------------------------------------------------===//
+
+def NN_LayerNormGradOp : NN_Op<"layer_norm_grad", [
+    AllTypesMatch<["grad", "input", "input_grad"]>,
+    AllTypesMatch<["scale", "scale_grad", "bias_grad"]>]> {
+  let summary = "gradients of layer_norm w.r.t. input, scale and bias";
+  let description = [{
+    Recomputes the row statistics from `input` (no saved mean/rstd, so the
+    forward keeps nothing extra alive).
+  }];
+  let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$input,
+                       NN_FloatTensor:$scale,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs NN_FloatTensor:$input_grad, NN_FloatTensor:$scale_grad,
+                      NN_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $grad `,` $input `,` $scale attr-dict `:` type($input) `,` type($scale)
+  }];
+}
+
+class NN_SoftmaxGradLikeOp<string mnemonic, string of>
+    : NN_Op<mnemonic, [SameOperandsAndResultType]> {
+  let summary = "input gradient of " # of # " from its output and output gradient";
+  let arguments = (ins NN_FloatTensor:$output, NN_FloatTensor:$grad,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis);
+  let results = (outs NN_FloatTensor:$input_grad);
+  let assemblyFormat = "$output `,` $grad attr-dict `:` type($output)";
+}
+def NN_SoftmaxGradOp : NN_SoftmaxGradLikeOp<"softmax_grad", "softmax">;
+def NN_LogSoftmaxGradOp : NN_SoftmaxGradLikeOp<"log_softmax_grad", "log_softmax">;
+
+class NN_LossGradOp<string mnemonic, string of>
+    : NN_Op<mnemonic, [AllTypesMatch<["input", "input_grad"]>]> {
+  let summary = "input gradient of " # of;
+  let description = [{
+    `grad` is the gradient of the loss result (a scalar for sum and mean
+    reductions). Same `reduction` and `ignore_index` as the forward op.
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_IntTensor:$labels,
+      NN_FloatTensor:$grad,
+      DefaultValuedAttr<NN_ReductionAttr, "::dsc::nn::Reduction::mean">:$reduction,
+      OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs NN_FloatTensor:$input_grad);
+  let assemblyFormat = [{
+    $input `,` $labels `,` $grad attr-dict `:` type($input) `,` type($labels)
+      `,` type($grad)
+  }];
+}
+def NN_CrossEntropyGradOp : NN_LossGradOp<"cross_entropy_grad", "cross_entropy">;
+def NN_NllLossGradOp : NN_LossGradOp<"nll_loss_grad", "nll_loss">;
+
+def NN_GeluGradOp : NN_Op<"gelu_grad", [SameOperandsAndResultType]> {
+  let summary = "input gradient of gelu from its input and output gradient";
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$grad,
+      DefaultValuedAttr<NN_GeluApproximationAttr,
+                        "::dsc::nn::GeluApproximation::none">:$approximation);
+  let results = (outs NN_FloatTensor:$input_grad);
+  let assemblyFormat = [{
+    $input `,` $grad (`approximation` `=` $approximation^)? attr-dict `:` type($input)
+  }];
+}
+
+def NN_GatherGradOp : NN_Op<"gather_grad", [
+    AllElementTypesMatch<["grad", "data_grad"]>]> {
+  let summary = "scatter-add of gather's output gradient into a zero `data` gradient";
+  let description = [{
+    The embedding backward: rows gathered several times receive the sum of
+    their gradients. The result type is the gathered tensor's type.
+  }];
+  let arguments = (ins NN_FloatTensor:$grad, NN_IntTensor:$indices,
+                       DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs NN_FloatTensor:$data_grad);
+  let assemblyFormat = [{
+    $grad `,` $indices attr-dict `:` type($grad) `,` type($indices) `->` type($data_grad)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_SliceGradOp : NN_Op<"slice_grad", [
+    AllElementTypesMatch<["grad", "input_grad"]>]> {
+  let summary = "the input gradient of slice: zeros with `grad` at the sliced positions";
+  let arguments = (ins NN_FloatTensor:$grad, DenseI64ArrayAttr:$start,
+                       DenseI64ArrayAttr:$limit, DenseI64ArrayAttr:$stride);
+  let results = (outs NN_FloatTensor:$input_grad);
+  let assemblyFormat = "$grad attr-dict `:` type($grad) `->` type($input_grad)";
+  let hasVerifier = 1;
+}
+
+def NN_DropoutGradOp : NN_Op<"dropout_grad", [
+    AllTypesMatch<["grad", "input_grad"]>, AllShapesMatch<["grad", "mask"]>]> {
+  let summary = "input gradient of dropout: grad * mask / (1 - ratio)";
+  let arguments = (ins NN_FloatTensor:$grad, NN_BoolTensor:$mask, F64Attr:$ratio);
+  let results = (outs NN_FloatTensor:$input_grad);
+  let assemblyFormat = "$grad `,` $mask attr-dict `:` type($grad) `,` type($mask)";
 }
 
 #endif // DSC_NN_OPS

@@ -24,50 +24,87 @@ static bool isStaticFloatTensor(Type t) {
          isa<FloatType>(tensor.getElementType());
 }
 
+static bool isScalarOf(Type t, bool isFloat) {
+  auto tensor = dyn_cast<RankedTensorType>(t);
+  if (!tensor || tensor.getRank() != 0)
+    return false;
+  return isFloat ? isa<FloatType>(tensor.getElementType())
+                 : tensor.getElementType().isSignlessInteger(64);
+}
+
+/// Named roles (`train.param = "name"` ...) carry a non-empty string.
+static FailureOr<StringRef> roleName(Operation *op, NamedAttribute attr,
+                                     StringRef where, unsigned index) {
+  auto value = dyn_cast<StringAttr>(attr.getValue());
+  if (!value || value.getValue().empty()) {
+    op->emitError("'") << attr.getName().getValue() << "' of " << where << " "
+                       << index << " must be a non-empty name string";
+    return failure();
+  }
+  return value.getValue();
+}
+
 LogicalResult TrainDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                                                      unsigned argIndex,
                                                      NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
-  if (name != kParam && name != kBuffer && name != kInput)
+  if (name != kParam && name != kBuffer && name != kInput && name != kOptState &&
+      name != kStep)
     return op->emitError("unknown argument attribute '") << name << "'";
   auto fn = dyn_cast<FunctionOpInterface>(op);
   if (!fn)
     return op->emitError("'") << name << "' belongs on a function argument";
-  auto value = dyn_cast<StringAttr>(attr.getValue());
-  if (!value || value.getValue().empty())
-    return op->emitError("'") << name << "' of argument " << argIndex
-                              << " must be a non-empty name string";
   Type type = fn.getArgumentTypes()[argIndex];
+  if (name == kStep) {
+    if (!isa<UnitAttr>(attr.getValue()) || !isScalarOf(type, /*isFloat=*/false))
+      return op->emitError("'train.step' (argument ")
+             << argIndex << ") is a unit attribute on a tensor<i64> scalar";
+    return success();
+  }
+  auto value = roleName(op, attr, "argument", argIndex);
+  if (failed(value))
+    return failure();
   auto tensor = dyn_cast<RankedTensorType>(type);
   if (!tensor || !tensor.hasStaticShape())
     return op->emitError("argument ")
-           << argIndex << " ('" << value.getValue()
+           << argIndex << " ('" << *value
            << "') must be a statically shaped tensor, got " << type;
-  if (name == kParam && !isStaticFloatTensor(type))
-    return op->emitError("parameter '")
-           << value.getValue() << "' must be a float tensor, got " << type;
+  if ((name == kParam || name == kOptState) && !isStaticFloatTensor(type))
+    return op->emitError(name == kParam ? "parameter '" : "optimizer state '")
+           << *value << "' must be a float tensor, got " << type;
   return success();
 }
 
 LogicalResult TrainDialect::verifyRegionResultAttribute(Operation *op, unsigned,
                                                         unsigned resultIndex,
                                                         NamedAttribute attr) {
-  if (attr.getName().getValue() != kLoss)
-    return op->emitError("unknown result attribute '")
-           << attr.getName().getValue() << "'";
+  StringRef name = attr.getName().getValue();
+  bool scalarRole = name == kLoss || name == kGradNorm || name == kLr;
+  bool namedRole = name == kGrad || name == kUpdated || name == kOptState;
+  if (!scalarRole && !namedRole)
+    return op->emitError("unknown result attribute '") << name << "'";
   auto fn = dyn_cast<FunctionOpInterface>(op);
   if (!fn)
-    return op->emitError("'train.loss' belongs on a function result");
+    return op->emitError("'") << name << "' belongs on a function result";
   Type type = fn.getResultTypes()[resultIndex];
-  auto tensor = dyn_cast<RankedTensorType>(type);
-  if (!tensor || tensor.getRank() != 0 || !isa<FloatType>(tensor.getElementType()))
-    return op->emitError("the loss (result ")
-           << resultIndex << ") must be a scalar float tensor, got " << type;
+  if (namedRole) {
+    if (failed(roleName(op, attr, "result", resultIndex)))
+      return failure();
+    if (!isStaticFloatTensor(type))
+      return op->emitError("'")
+             << name << "' result " << resultIndex
+             << " must be a float tensor, got " << type;
+    return success();
+  }
+  if (!isScalarOf(type, /*isFloat=*/true))
+    return op->emitError("the ")
+           << (name == kLoss ? "loss" : name) << " (result " << resultIndex
+           << ") must be a scalar float tensor, got " << type;
   for (unsigned k = 0; k < resultIndex; ++k)
-    if (fn.getResultAttr(k, kLoss))
+    if (fn.getResultAttr(k, name))
       return op->emitError("results ")
-             << k << " and " << resultIndex << " are both marked train.loss; "
-             << "a step has one loss";
+             << k << " and " << resultIndex << " are both marked " << name
+             << "; a step has one";
   return success();
 }
 
@@ -127,10 +164,25 @@ void ClipGradNormOp::build(OpBuilder &b, OperationState &state,
 }
 
 LogicalResult ClipGradNormOp::verify() {
-  if (!(getMaxNorm().convertToDouble() > 0.0))
-    return emitOpError("max_norm must be positive");
+  if (!(getMaxNorm().convertToDouble() >= 0.0))
+    return emitOpError("max_norm must be >= 0 (0 reports the norm without clipping)");
   if (getGrads().getTypes() != getClipped().getTypes())
     return emitOpError("clipped gradients must have the gradients' types");
+  return success();
+}
+
+LogicalResult LrScheduleOp::verify() {
+  static const char *kinds[] = {"constant", "WarmupLR", "WarmupDecayLR",
+                                "WarmupCosineLR", "OneCycle", "LRRangeTest"};
+  if (!llvm::is_contained(kinds, getKind()))
+    return emitOpError("unknown schedule '")
+           << getKind()
+           << "' (expected constant, WarmupLR, WarmupDecayLR, WarmupCosineLR, "
+              "OneCycle or LRRangeTest)";
+  for (NamedAttribute p : getParams())
+    if (!isa<FloatAttr, IntegerAttr, StringAttr, BoolAttr>(p.getValue()))
+      return emitOpError("schedule parameter '")
+             << p.getName().getValue() << "' must be a number, bool or string";
   return success();
 }
 

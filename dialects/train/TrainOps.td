@@ -17,7 +17,15 @@ def Train_Dialect : Dialect {
         as in the source model so weights and checkpoints map back to it;
       * `train.buffer = "name"`: frozen model state (not trained);
       * `train.input = "name"`: a per-batch input read from the data;
-      * `train.loss`: on the single scalar float result, the loss.
+      * `train.opt_state = "param/state"`: optimizer state (e.g. Adam's
+        `exp_avg`), on an argument and on the result that updates it;
+      * `train.step`: the optimizer step counter (tensor<i64>, from 1);
+      * `train.loss`: on the single scalar float result, the loss;
+      * `train.grad = "name"`: a result that is the gradient of parameter
+        `name` (after autodiff);
+      * `train.updated = "name"`: the new value of parameter `name`;
+      * `train.grad_norm`, `train.lr`: the global gradient norm before
+        clipping and the learning rate of the step (scalars, for metrics).
     Optimizer updates are functional: they consume a parameter, its gradient
     and its state and return the new ones, so ZeRO can partition them as
     ordinary values. Region ops mark micro-batch accumulation, recompute
@@ -30,6 +38,12 @@ def Train_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kBuffer = "train.buffer";
     static constexpr ::llvm::StringLiteral kInput = "train.input";
     static constexpr ::llvm::StringLiteral kLoss = "train.loss";
+    static constexpr ::llvm::StringLiteral kOptState = "train.opt_state";
+    static constexpr ::llvm::StringLiteral kStep = "train.step";
+    static constexpr ::llvm::StringLiteral kGrad = "train.grad";
+    static constexpr ::llvm::StringLiteral kUpdated = "train.updated";
+    static constexpr ::llvm::StringLiteral kGradNorm = "train.grad_norm";
+    static constexpr ::llvm::StringLiteral kLr = "train.lr";
   }];
 }
 
@@ -107,12 +121,28 @@ def Train_ClipGradNormOp : Train_Op<"clip_grad_norm", [Pure]> {
   let summary = "scale all gradients so their global L2 norm is at most max_norm";
   let description = [{
     Returns the clipped gradients and the global norm before clipping
-    (DeepSpeed's `gradient_clipping`; the norm is what it logs).
+    (DeepSpeed's `gradient_clipping`; the norm is what it logs). With
+    `max_norm` = 0 the gradients pass unchanged and only the norm is computed.
   }];
   let arguments = (ins Variadic<Train_FloatTensor>:$grads, F64Attr:$max_norm);
   let results = (outs Variadic<Train_FloatTensor>:$clipped, Train_ScalarF32:$norm);
   let assemblyFormat = "$grads attr-dict `:` type($grads) `->` type($clipped)";
   let builders = [OpBuilder<(ins "::mlir::ValueRange":$grads, "double":$maxNorm)>];
+  let hasVerifier = 1;
+}
+
+def Train_LrScheduleOp : Train_Op<"lr_schedule", [Pure]> {
+  let summary = "the learning rate of an optimizer step (DeepSpeed schedules)";
+  let description = [{
+    `kind` is a DeepSpeed scheduler type (`WarmupLR`, `WarmupDecayLR`,
+    `WarmupCosineLR`, `OneCycle`, `LRRangeTest`) or `constant`; `params`
+    holds its parameters with DeepSpeed's names and defaults filled in
+    (`lr` for constant). `step` counts optimizer steps from 1; the runtime
+    evaluates the formula on the host, once per step.
+  }];
+  let arguments = (ins Train_ScalarI64:$step, StrAttr:$kind, DictionaryAttr:$params);
+  let results = (outs Train_ScalarF32:$lr);
+  let assemblyFormat = "$kind $params `,` $step attr-dict";
   let hasVerifier = 1;
 }
 

@@ -738,3 +738,52 @@ func.func @dropout_missing_stream(%x: tensor<4xf32>) {
   %0, %1 = nn.dropout %x {ratio = 0.5 : f64} : tensor<4xf32> -> tensor<4xf32>, tensor<4xi1>
   return
 }
+
+// -----
+
+// gather_grad's gradient must have the shape gather would produce.
+func.func @gather_grad_shape(%dy: tensor<2x4x8xf32>, %i: tensor<2x3xi64>) {
+  // expected-error @+1 {{'nn.gather_grad' op gradient shape [2,4,8] is not the gathered shape [2,3,8]}}
+  %0 = nn.gather_grad %dy, %i : tensor<2x4x8xf32>, tensor<2x3xi64> -> tensor<10x8xf32>
+  return
+}
+
+// -----
+
+func.func @gather_grad_axis(%dy: tensor<2x3x8xf32>, %i: tensor<2x3xi64>) {
+  // expected-error @+1 {{'nn.gather_grad' op axis 2 is out of range for rank 2}}
+  %0 = nn.gather_grad %dy, %i {axis = 2 : i64} : tensor<2x3x8xf32>, tensor<2x3xi64> -> tensor<10x8xf32>
+  return
+}
+
+// -----
+
+func.func @gather_grad_scalar(%dy: tensor<f32>, %i: tensor<i64>) {
+  // expected-error @+1 {{'nn.gather_grad' op data gradient must have rank >= 1}}
+  %0 = nn.gather_grad %dy, %i : tensor<f32>, tensor<i64> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @slice_grad_shape(%d: tensor<2x3xf32>) {
+  // expected-error @+1 {{'nn.slice_grad' op gradient shape [2,3] is not the slice's result shape [2,2]}}
+  %0 = nn.slice_grad %d {start = array<i64: 0, 4>, limit = array<i64: 2, 8>, stride = array<i64: 1, 2>} : tensor<2x3xf32> -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @slice_grad_rank(%d: tensor<2x3xf32>) {
+  // expected-error @+1 {{'nn.slice_grad' op start, limit and stride need one entry per dimension (2)}}
+  %0 = nn.slice_grad %d {start = array<i64: 0>, limit = array<i64: 2, 8>, stride = array<i64: 1, 2>} : tensor<2x3xf32> -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @slice_grad_bounds(%d: tensor<2x3xf32>) {
+  // expected-error @+1 {{'nn.slice_grad' op dimension 1 slice [0, 9) step 3 is invalid for size 8}}
+  %0 = nn.slice_grad %d {start = array<i64: 0, 0>, limit = array<i64: 2, 9>, stride = array<i64: 1, 3>} : tensor<2x3xf32> -> tensor<2x8xf32>
+  return
+}

@@ -271,3 +271,29 @@ func.func @dropout(%x: tensor<8x16xf32>) {
   %4, %5 = nn.dropout %x {rng_stream = 8 : i64, ratio = 0.5 : f64} : tensor<8x16xf32> -> tensor<8x16xf32>, tensor<8x16xi1>
   return
 }
+
+// The gradient ops autodiff emits.
+// CHECK-LABEL: func.func @gradient_ops(
+// CHECK:         nn.layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 9.99999974E-6 : f64} : tensor<2x8xf32>, tensor<8xf32>
+// CHECK:         nn.softmax_grad %{{.*}}, %{{.*}} : tensor<2x8xf32>
+// CHECK:         nn.log_softmax_grad %{{.*}}, %{{.*}} {axis = 0 : i64} : tensor<2x8xf32>
+// CHECK:         nn.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} {ignore_index = -100 : i64} : tensor<2x8xf32>, tensor<2xi64>, tensor<f32>
+// CHECK:         nn.nll_loss_grad %{{.*}}, %{{.*}}, %{{.*}} {reduction = #nn<reduction sum>} : tensor<2x8xf32>, tensor<2xi64>, tensor<f32>
+// CHECK:         nn.gelu_grad %{{.*}}, %{{.*}} approximation = tanh : tensor<2x8xf32>
+// CHECK:         nn.gather_grad %{{.*}}, %{{.*}} : tensor<2x3x8xf32>, tensor<2x3xi64> -> tensor<10x8xf32>
+// CHECK:         nn.slice_grad %{{.*}} {limit = array<i64: 2, 8>, start = array<i64: 0, 4>, stride = array<i64: 1, 2>} : tensor<2x2xf32> -> tensor<2x8xf32>
+// CHECK:         nn.dropout_grad %{{.*}}, %{{.*}} {ratio = 1.000000e-01 : f64} : tensor<2x8xf32>, tensor<2x8xi1>
+func.func @gradient_ops(%dy: tensor<2x8xf32>, %x: tensor<2x8xf32>, %g: tensor<8xf32>,
+                        %l: tensor<2xi64>, %s: tensor<f32>, %e: tensor<2x3x8xf32>,
+                        %i: tensor<2x3xi64>, %d: tensor<2x2xf32>, %m: tensor<2x8xi1>) {
+  %0:3 = nn.layer_norm_grad %dy, %x, %g {epsilon = 1.0e-5 : f64} : tensor<2x8xf32>, tensor<8xf32>
+  %1 = nn.softmax_grad %x, %dy : tensor<2x8xf32>
+  %2 = nn.log_softmax_grad %x, %dy {axis = 0 : i64} : tensor<2x8xf32>
+  %3 = nn.cross_entropy_grad %x, %l, %s {ignore_index = -100 : i64} : tensor<2x8xf32>, tensor<2xi64>, tensor<f32>
+  %4 = nn.nll_loss_grad %x, %l, %s {reduction = #nn<reduction sum>} : tensor<2x8xf32>, tensor<2xi64>, tensor<f32>
+  %5 = nn.gelu_grad %x, %dy approximation = tanh : tensor<2x8xf32>
+  %6 = nn.gather_grad %e, %i : tensor<2x3x8xf32>, tensor<2x3xi64> -> tensor<10x8xf32>
+  %7 = nn.slice_grad %d {start = array<i64: 0, 4>, limit = array<i64: 2, 8>, stride = array<i64: 1, 2>} : tensor<2x2xf32> -> tensor<2x8xf32>
+  %8 = nn.dropout_grad %dy, %m {ratio = 0.1 : f64} : tensor<2x8xf32>, tensor<2x8xi1>
+  return
+}

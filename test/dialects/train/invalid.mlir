@@ -308,19 +308,10 @@ func.func @adam_step_type(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i32>) 
 
 // -----
 
-// max_norm = 0 is rejected.
-func.func @clip_max_norm_zero(%g: tensor<4xf32>) {
-  // expected-error @+1 {{'train.clip_grad_norm' op max_norm must be positive}}
-  %0, %n = train.clip_grad_norm %g {max_norm = 0.0} : tensor<4xf32> -> tensor<4xf32>
-  return
-}
-
-// -----
-
 // A negative max_norm is rejected.
 func.func @clip_max_norm_negative(%g: tensor<4xf32>) {
-  // expected-error @+1 {{'train.clip_grad_norm' op max_norm must be positive}}
-  %0, %n = train.clip_grad_norm %g {max_norm = -1.0} : tensor<4xf32> -> tensor<4xf32>
+  // expected-error @+1 {{'train.clip_grad_norm' op max_norm must be >= 0 (0 reports the norm without clipping)}}
+  %0, %n = train.clip_grad_norm %g {max_norm = -1.0e-3} : tensor<4xf32> -> tensor<4xf32>
   return
 }
 
@@ -564,7 +555,65 @@ func.func @yield_outside() {
 // -----
 
 // A step has exactly one loss: two results marked train.loss are rejected.
-// expected-error @+1 {{results 0 and 1 are both marked train.loss; a step has one loss}}
+// expected-error @+1 {{results 0 and 1 are both marked train.loss; a step has one}}
 func.func @two_losses(%x: tensor<f32>) -> (tensor<f32> {train.loss}, tensor<f32> {train.loss}) {
+  return %x, %x : tensor<f32>, tensor<f32>
+}
+
+// -----
+
+func.func @unknown_schedule(%s: tensor<i64>) {
+  // expected-error @+1 {{'train.lr_schedule' op unknown schedule 'Cosine' (expected constant, WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle or LRRangeTest)}}
+  %lr = train.lr_schedule "Cosine" {lr = 1.0e-3 : f64}, %s
+  return
+}
+
+// -----
+
+func.func @schedule_param_type(%s: tensor<i64>) {
+  // expected-error @+1 {{'train.lr_schedule' op schedule parameter 'lr' must be a number, bool or string}}
+  %lr = train.lr_schedule "constant" {lr = [1.0]}, %s
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'train.step' (argument 0) is a unit attribute on a tensor<i64> scalar}}
+func.func @step_not_i64(%s: tensor<f32> {train.step}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{optimizer state 'w/exp_avg' must be a float tensor, got 'tensor<4xi64>'}}
+func.func @opt_state_int(%m: tensor<4xi64> {train.opt_state = "w/exp_avg"}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'train.grad' of result 0 must be a non-empty name string}}
+func.func @grad_unnamed(%g: tensor<4xf32>) -> (tensor<4xf32> {train.grad = ""}) {
+  return %g : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'train.updated' result 0 must be a float tensor, got 'tensor<4xi64>'}}
+func.func @updated_int(%g: tensor<4xi64>) -> (tensor<4xi64> {train.updated = "w"}) {
+  return %g : tensor<4xi64>
+}
+
+// -----
+
+// expected-error @+1 {{the train.grad_norm (result 0) must be a scalar float tensor, got 'tensor<4xf32>'}}
+func.func @norm_not_scalar(%g: tensor<4xf32>) -> (tensor<4xf32> {train.grad_norm}) {
+  return %g : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{results 0 and 1 are both marked train.lr; a step has one}}
+func.func @two_lrs(%x: tensor<f32>) -> (tensor<f32> {train.lr}, tensor<f32> {train.lr}) {
   return %x, %x : tensor<f32>, tensor<f32>
 }

@@ -227,3 +227,10 @@ func.func @step(%w: tensor<16x8xf32> {train.param = "w"}, %b: tensor<8xf32> {tra
   %nb, %nbuf = train.sgd %b, %c#1, %lr buffer %buf : tensor<8xf32> {momentum = 0.9, nesterov} : tensor<8xf32> -> tensor<8xf32>
   return %g#2, %nw, %nb : tensor<f32>, tensor<16x8xf32>, tensor<8xf32>
 }
+
+// CHECK-LABEL: func @lr_schedule
+func.func @lr_schedule(%s: tensor<i64> {train.step}) -> (tensor<f32> {train.lr}) {
+  // CHECK: train.lr_schedule "WarmupLR" {lr = 1.000000e-03 : f64, warmup_num_steps = 5.000000e+00 : f64}, %{{.*}}
+  %lr = train.lr_schedule "WarmupLR" {lr = 1.0e-3 : f64, warmup_num_steps = 5.0 : f64}, %s
+  return %lr : tensor<f32>
+}

@@ -1,0 +1,125 @@
+//===- Autodiff.cpp - reverse-mode differentiation of the loss -----------===//
+//
+// The backward pass is built in the same function, after the forward ops:
+// walking the forward ops in reverse, each op with a gradient on any of its
+// results emits its rule; gradients of a value used several times are
+// summed as they arrive. The function then returns the loss followed by
+// one gradient per parameter (argument order).
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "dialects/nn/NNDialect.h"
+#include "dialects/train/TrainDialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace dsc {
+#define GEN_PASS_DEF_AUTODIFF
+#include "passes/Passes.h.inc"
+
+using namespace mlir;
+
+namespace {
+using train::TrainDialect;
+
+/// The index of the `train.loss` result, if any.
+std::optional<unsigned> lossResult(func::FuncOp fn) {
+  for (unsigned i = 0, e = fn.getNumResults(); i < e; ++i)
+    if (fn.getResultAttr(i, TrainDialect::kLoss))
+      return i;
+  return std::nullopt;
+}
+
+struct Autodiff : impl::AutodiffBase<Autodiff> {
+  void runOnOperation() override {
+    for (auto fn : getOperation().getOps<func::FuncOp>())
+      if (lossResult(fn) && failed(differentiate(fn)))
+        return signalPassFailure();
+  }
+
+  LogicalResult differentiate(func::FuncOp fn) {
+    for (unsigned i = 0, e = fn.getNumResults(); i < e; ++i)
+      if (fn.getResultAttr(i, TrainDialect::kGrad))
+        return fn.emitError("function is already differentiated");
+    Block &body = fn.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    Value loss = ret.getOperand(*lossResult(fn));
+
+    llvm::DenseMap<Value, Value> grads;
+    OpBuilder b(ret);
+    auto addGrad = [&](Value v, Value g) {
+      Value &slot = grads[v];
+      slot = slot ? nn::AddOp::create(b, g.getLoc(), slot, g).getResult() : g;
+    };
+    auto lossType = cast<RankedTensorType>(loss.getType());
+    addGrad(loss, arith::ConstantOp::create(
+                      b, loss.getLoc(),
+                      DenseElementsAttr::get(lossType, b.getFloatAttr(
+                                                           lossType.getElementType(), 1.0))));
+
+    SmallVector<Operation *> forward;
+    for (Operation &op : body.without_terminator())
+      forward.push_back(&op);
+    unsigned before = body.getOperations().size();
+    for (Operation *op : llvm::reverse(forward)) {
+      SmallVector<Value> resultGrads;
+      bool any = false;
+      for (Value r : op->getResults()) {
+        resultGrads.push_back(grads.lookup(r));
+        any |= static_cast<bool>(resultGrads.back());
+      }
+      if (!any)
+        continue;
+      auto rule = dyn_cast<nn::GradientOpInterface>(op);
+      if (!rule)
+        return op->emitOpError("is on the path to the loss but has no gradient rule");
+      SmallVector<Value> operandGrads;
+      if (failed(rule.buildGradients(b, resultGrads, operandGrads)))
+        return failure();
+      for (auto [i, g] : llvm::enumerate(operandGrads))
+        if (g && rule.isDifferentiableOperand(i))
+          addGrad(op->getOperand(i), g);
+    }
+    numGradientOps += body.getOperations().size() - before;
+
+    // Results: the original ones, then a gradient per parameter.
+    SmallVector<Value> results(ret.getOperands());
+    SmallVector<std::pair<unsigned, StringAttr>> added;
+    for (BlockArgument arg : fn.getArguments()) {
+      auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), TrainDialect::kParam);
+      if (!name)
+        continue;
+      Value g = grads.lookup(arg);
+      if (!g)
+        return fn.emitError("the loss does not depend on parameter '")
+               << name.getValue() << "'";
+      added.push_back({(unsigned)results.size(), name});
+      results.push_back(g);
+    }
+    func::ReturnOp::create(b, ret.getLoc(), results);
+    ret.erase();
+    SmallVector<Type> types;
+    for (Value v : results)
+      types.push_back(v.getType());
+    SmallVector<DictionaryAttr> resAttrs;
+    for (unsigned i = 0; i < fn.getNumResults(); ++i)
+      resAttrs.push_back(fn.getResultAttrDict(i));
+    fn.setType(FunctionType::get(fn.getContext(), fn.getArgumentTypes(), types));
+    for (unsigned i = 0; i < resAttrs.size(); ++i)
+      fn.setResultAttrs(i, resAttrs[i]);
+    for (auto [index, name] : added)
+      fn.setResultAttr(index, TrainDialect::kGrad, name);
+
+    // Gradient rules build every operand's gradient; drop the unused ones.
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+      if (isOpTriviallyDead(&op))
+        op.erase();
+    return success();
+  }
+};
+} // namespace
+} // namespace dsc

@@ -1,0 +1,82 @@
+//===- GradientAccumulation.cpp - micro-batches per optimizer step -------===//
+//
+// Moves the differentiated step into `train.accumulate steps`. The body
+// yields the loss and the gradients of one micro-batch; the results are
+// their sums, which are scaled by 1/steps. Summing first and scaling once
+// costs one pass over the gradients per step instead of one per
+// micro-batch; in float32 the difference to DeepSpeed's per-micro-batch
+// `loss / gas` is rounding only.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "dialects/nn/NNDialect.h"
+#include "dialects/train/TrainDialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace dsc {
+#define GEN_PASS_DEF_GRADIENTACCUMULATION
+#include "passes/Passes.h.inc"
+
+using namespace mlir;
+
+namespace {
+using train::TrainDialect;
+
+struct GradientAccumulation
+    : impl::GradientAccumulationBase<GradientAccumulation> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (steps < 1) {
+      getOperation().emitError("gradient-accumulation: steps must be at least 1, got ")
+          << steps;
+      return signalPassFailure();
+    }
+    for (auto fn : getOperation().getOps<func::FuncOp>())
+      if (failed(wrap(fn)))
+        return signalPassFailure();
+  }
+
+  LogicalResult wrap(func::FuncOp fn) {
+    bool differentiated = false;
+    for (unsigned i = 0; i < fn.getNumResults(); ++i)
+      differentiated |= static_cast<bool>(fn.getResultAttr(i, TrainDialect::kGrad));
+    if (!differentiated)
+      return success();
+    Block &body = fn.getBody().front();
+    if (!body.getOps<train::AccumulateOp>().empty())
+      return fn.emitError("gradients are already accumulated");
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+
+    OpBuilder b(ret);
+    Location loc = fn.getLoc();
+    auto acc = train::AccumulateOp::create(b, loc, ret.getOperandTypes(), steps);
+    Block *inner = b.createBlock(&acc.getBody(), {}, {b.getIndexType()}, {loc});
+    // Everything but the terminator and the new op moves into the body.
+    inner->getOperations().splice(inner->end(), body.getOperations(),
+                                  body.begin(), Block::iterator(acc));
+    b.setInsertionPointToEnd(inner);
+    train::YieldOp::create(b, loc, ret.getOperands());
+
+    b.setInsertionPoint(ret);
+    SmallVector<Value> results(acc.getResults());
+    if (steps > 1)
+      for (Value &v : results) {
+        auto type = cast<RankedTensorType>(v.getType());
+        auto scalarType = RankedTensorType::get({}, type.getElementType());
+        Value inv = arith::ConstantOp::create(
+            b, loc,
+            DenseElementsAttr::get(scalarType,
+                                   b.getFloatAttr(type.getElementType(), 1.0 / steps)));
+        v = nn::MulOp::create(b, loc, v, inv);
+      }
+    ret->setOperands(results);
+    return success();
+  }
+};
+} // namespace
+} // namespace dsc
