@@ -9,7 +9,14 @@ the scalar training loss, then calls :func:`main` here, which
 * builds a deterministic example batch (separate generator, seeded from
   ``--seed``),
 * exports with ``torch.onnx.export(..., training=TrainingMode.TRAINING,
-  do_constant_folding=False, output_names=['loss'])``.
+  do_constant_folding=False, output_names=['loss'])``,
+* writes a sidecar ``OUT.onnx.json`` next to the model: the model name, the
+  graph input names and the resolved flags (the argparse namespace), so the
+  parity reference (test/e2e/reference_train.py) can rebuild the same model.
+
+:func:`model_args` runs a model script's ``main`` up to the export and
+returns the resolved namespace instead of exporting (used by the parity
+reference and the PyTorch benchmark to build the same model from flags).
 
 Only the standard library is imported at module level; torch / numpy / onnx
 are imported lazily so ``--help`` stays fast.
@@ -21,6 +28,13 @@ import sys
 import time
 
 DEFAULT_OPSET = 17
+SIDECAR_FORMAT = 1
+
+# Set by model_args(): build_and_export() stores its namespace here and
+# returns without exporting.
+_capture = None
+# The model script's name ("gpt"), set by build_and_export() for the sidecar.
+_model_name = None
 
 
 def make_parser(description, presets, default_size="tiny"):
@@ -83,6 +97,44 @@ def _resave_external(out):
     return data_path
 
 
+def sidecar_path(onnx_path):
+    return onnx_path + ".json"
+
+
+def _write_sidecar(out, model_name, input_names, args):
+    """OUT.onnx.json: {"format", "model", "inputs", "args"} (args = every
+    resolved flag, JSON-serialisable values only)."""
+    import json
+    flags = {}
+    for k, v in sorted(vars(args).items()):
+        if isinstance(v, (bool, int, float, str)) or v is None:
+            flags[k] = v
+    doc = {"format": SIDECAR_FORMAT, "model": model_name,
+           "inputs": list(input_names), "args": flags}
+    with open(sidecar_path(out), "w") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
+def model_args(main, argv):
+    """Runs a model script's ``main(argv)`` (flag parsing and preset
+    resolution) and returns the namespace it would export with, without
+    building or exporting anything. ``-o`` is supplied if missing."""
+    global _capture
+    argv = list(argv)
+    if not any(a in ("-o", "--output") or a.startswith("--output=")
+               for a in argv):
+        argv += ["-o", os.devnull]
+    _capture = []
+    try:
+        main(argv)
+        if not _capture:
+            raise RuntimeError("model script did not reach build_and_export")
+        return _capture[0]
+    finally:
+        _capture = None
+
+
 def export(model, inputs, input_names, args):
     """Export ``model`` (forward(*inputs) -> scalar loss) to ``args.output``."""
     import torch
@@ -119,6 +171,8 @@ def export(model, inputs, input_names, args):
     if args.external_data:
         data_path = _resave_external(out)
         extra = ", data %s (%d bytes)" % (data_path, os.path.getsize(data_path))
+    if _model_name:
+        _write_sidecar(out, _model_name, input_names, args)
     nparams = sum(p.numel() for p in model.parameters())
     print("wrote %s (%d bytes%s): %d params, opset %d, export %.2fs" % (
         out, os.path.getsize(out), extra, nparams, args.opset, t1 - t0),
@@ -127,8 +181,14 @@ def export(model, inputs, input_names, args):
 
 def build_and_export(args, build_model, make_batch):
     """Seeds torch, builds the model and its example batch, and exports."""
+    if _capture is not None:
+        _capture.append(args)
+        return
     import torch
     torch.manual_seed(args.seed)
     model = build_model(args)
     inputs, names = make_batch(args)
+    global _model_name
+    model_file = build_model.__globals__.get("__file__") or sys.argv[0]
+    _model_name = os.path.splitext(os.path.basename(model_file))[0]
     export(model, inputs, names, args)

@@ -15,7 +15,7 @@ config.test_exec_root = os.path.join(config.dsc_obj_root, "test")
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
-llvm_config.add_tool_substitutions(["dsc", "dsc-opt"], [config.dsc_tools_dir])
+llvm_config.add_tool_substitutions(["dsc", "dsc-opt", "dsrt"], [config.dsc_tools_dir])
 config.substitutions.append(("%models", os.path.join(config.dsc_src_root, "models")))
 config.substitutions.append(("%torch_python", config.torch_python))
 

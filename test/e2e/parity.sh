@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# End-to-end parity: dsc + dsrt against the PyTorch reference.
+#
+#   parity.sh DSC DSRT PYTHON WORKDIR MODEL CONFIG_JSON [export flags...]
+#
+# MODEL is mlp, gpt or bert (models/MODEL.py); PYTHON has torch and onnx
+# (/usr/bin/python3). WORKDIR is emptied and receives
+#   model.onnx(.json)  the export (--dropout 0 for gpt/bert, --batch = the
+#                      config's micro batch)
+#   data/              make_data.py output (PARITY_SAMPLES samples, default 64)
+#   plan/              dsc MODEL --config CONFIG -o plan
+#   dsrt/ torch/       metrics.csv + weights.safetensors of each run
+# and compare.py decides. Environment: PARITY_STEPS (20), PARITY_SAMPLES (64),
+# PARITY_LOSS_RTOL (1e-4), PARITY_WEIGHT_ATOL (1e-3).
+set -euo pipefail
+
+if [ $# -lt 6 ]; then
+  echo "usage: $0 DSC DSRT PYTHON WORKDIR MODEL CONFIG_JSON [export flags...]" >&2
+  exit 2
+fi
+DSC=$1 DSRT=$2 PY=$3 WORK=$4 MODEL=$5 CONFIG=$6
+shift 6
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+STEPS=${PARITY_STEPS:-20}
+SAMPLES=${PARITY_SAMPLES:-64}
+
+rm -rf "$WORK"
+mkdir -p "$WORK"
+
+MB=$("$PY" "$HERE/reference_train.py" --config "$CONFIG" --print-micro-batch)
+forced=(--batch "$MB")
+case "$MODEL" in
+  gpt|bert) forced+=(--dropout 0) ;;
+  mlp) ;;
+  *) echo "parity.sh: unknown model '$MODEL' (mlp, gpt, bert)" >&2; exit 2 ;;
+esac
+
+echo "== export models/$MODEL.py $* ${forced[*]}"
+"$PY" "$REPO/models/$MODEL.py" "$@" "${forced[@]}" -o "$WORK/model.onnx"
+
+echo "== make_data ($SAMPLES samples)"
+"$PY" "$HERE/make_data.py" --onnx "$WORK/model.onnx" --samples "$SAMPLES" -o "$WORK/data"
+
+echo "== dsc compile"
+"$DSC" "$WORK/model.onnx" --config "$CONFIG" -o "$WORK/plan"
+
+echo "== dsrt train $STEPS steps"
+"$DSRT" "$WORK/plan" --data "$WORK/data" --steps "$STEPS" --seed 0 --out "$WORK/dsrt"
+
+echo "== reference train $STEPS steps"
+"$PY" "$HERE/reference_train.py" --onnx "$WORK/model.onnx" --config "$CONFIG" \
+  --data "$WORK/data" --steps "$STEPS" --out "$WORK/torch" --self-check
+
+echo "== compare"
+"$PY" "$HERE/compare.py" "$WORK/dsrt" "$WORK/torch" \
+  --loss-rtol "${PARITY_LOSS_RTOL:-1e-4}" --weight-atol "${PARITY_WEIGHT_ATOL:-1e-3}"

@@ -1,0 +1,613 @@
+#!/usr/bin/python3
+"""PyTorch reference for the dsc/dsrt end-to-end parity tests.
+
+Trains the model that models/<name>.py exported, starting from the weights
+stored in the ONNX file, with the DeepSpeed semantics that ds_config.json
+describes, and writes what dsrt writes:
+
+    OUT/metrics.csv          step,loss,lr,grad_norm,step_time_s  (step from 1)
+    OUT/weights.safetensors  final parameters (float32) under their ONNX
+                             initializer names
+
+    /usr/bin/python3 test/e2e/reference_train.py --onnx m.onnx \\
+        --config ds_config.json --data DATA --steps 20 --out OUT
+
+The model is rebuilt from the sidecar ``m.onnx.json`` that the export writes
+(models/export_common.py); without one, pass ``--model NAME`` followed by the
+export flags (``-- --size tiny --dropout 0``). Dropout must be 0.
+
+Semantics replicated (single rank, float32):
+
+* batch: train_batch_size = micro_batch * gradient_accumulation_steps; any two
+  of the three keys determine the third, as DeepSpeed does.
+* data: DATA is a folder of ``<input>.npy`` (dim 0 = samples) or a flat uint16
+  token file (GPT: inputs input_ids and targets). Micro-batch k (counted over
+  the whole run; step s from 0 uses s*gas .. s*gas+gas-1) takes rows
+  (k*mb + i) mod N, i < mb. For a token file, overall row r starts at
+  p = (r mod R) * T with R = (L - 1) // T windows (so p + T + 1 <= L), and
+  input_ids = tok[p:p+T], targets = tok[p+1:p+T+1].
+* gradient accumulation: each micro-batch loss / gas is back-propagated and
+  the gradients are summed (DeepSpeed engine.backward scales by 1/gas).
+* metrics: loss = mean of the (unscaled) micro-batch losses of the step,
+  lr = the learning rate used by that step's update, grad_norm = global L2
+  norm of the accumulated gradient before clipping.
+* clipping: ``gradient_clipping`` > 0 -> torch.nn.utils.clip_grad_norm_
+  (coef = max_norm / (norm + 1e-6), applied when < 1), as DeepSpeed's
+  clip_fp32_gradients does.
+* optimizer (DeepSpeed engine._configure_basic_optimizer):
+  "Adam"/"AdamW" -> AdamW semantics (FusedAdam adam_w_mode=True; "Adam" with
+  params.adam_w_mode=false -> torch.optim.Adam, L2 decay). FusedAdam's
+  defaults apply (lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 0 --
+  note: *not* torch.optim.AdamW's 0.01), except with params.torch_adam=true,
+  where DeepSpeed builds torch.optim.Adam/AdamW with torch's defaults.
+  "SGD" -> torch.optim.SGD(**params).
+* scheduler: see :class:`DeepSpeedSchedule` (WarmupLR, WarmupDecayLR,
+  WarmupCosineLR; no scheduler = constant params.lr).
+"""
+
+import argparse
+import csv
+import importlib
+import json
+import math
+import os
+import struct
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+MODELS = os.path.join(REPO, "models")
+
+
+def fail(msg):
+    print("reference_train: error: " + msg, file=sys.stderr)
+    sys.exit(2)
+
+
+# ---------------------------------------------------------------------------
+# ds_config.json
+# ---------------------------------------------------------------------------
+
+def resolve_batch(cfg, world_size=1):
+    """(train_batch_size, micro_batch, gas) like DeepSpeed's
+    _set_batch_related_parameters (world_size ranks of data parallelism)."""
+    tb = cfg.get("train_batch_size")
+    mb = cfg.get("train_micro_batch_size_per_gpu")
+    gas = cfg.get("gradient_accumulation_steps")
+    if tb is not None and mb is not None and gas is not None:
+        if tb != mb * gas * world_size:
+            fail("train_batch_size %d != micro batch %d * gradient_accumulation_steps "
+                 "%d * %d rank(s)" % (tb, mb, gas, world_size))
+    elif tb is not None and mb is not None:
+        gas = tb // mb // world_size
+    elif tb is not None and gas is not None:
+        mb = tb // world_size // gas
+    elif mb is not None and gas is not None:
+        tb = mb * gas * world_size
+    elif tb is not None:
+        gas, mb = 1, tb // world_size
+    elif mb is not None:
+        gas, tb = 1, mb * world_size
+    else:
+        fail("ds_config needs train_batch_size or train_micro_batch_size_per_gpu")
+    if mb <= 0 or gas <= 0 or tb != mb * gas * world_size:
+        fail("inconsistent batch settings: train_batch_size %s, micro batch %s, "
+             "gradient_accumulation_steps %s" % (tb, mb, gas))
+    return tb, mb, gas
+
+
+WARMUP_LOG, WARMUP_LINEAR = "log", "linear"
+
+
+class DeepSpeedSchedule:
+    """DeepSpeed's lr schedules (deepspeed/runtime/lr_schedules.py), written
+    independently as pure functions of ``last_batch_iteration`` i.
+
+    When the lr is applied (DeepSpeed, current upstream):
+      * engine._configure_lr_scheduler builds the scheduler from the config
+        and does NOT call step().
+      * the constructor, with last_batch_iteration = -1 (the default), writes
+        get_lr() at i = -1 into the optimizer ("# Initialize lr in optimizer":
+        WarmupLR / WarmupDecayLR -> warmup_min_lr; WarmupCosineLR -> 0.0,
+        since its get_lr() returns [0.0] before it has started).
+      * engine._take_model_step calls optimizer.step() and THEN
+        lr_scheduler.step(), which sets i += 1 and writes get_lr() at i.
+    So the k-th update (k = 1, 2, ...) uses
+
+        lr_1 = f(-1)          (the constructor's value)
+        lr_k = f(k - 2)       for k >= 2
+
+    i.e. the first two updates both run at the start of the warmup (f(-1) ==
+    f(0) == warmup_min_lr for WarmupLR; 0 and org_lr*warmup_min_ratio for
+    WarmupCosineLR), and warmup_max_lr is first used by update
+    warmup_num_steps + 2. (Older DeepSpeed releases did not write the lr in
+    the constructor, so their first update used optimizer.params.lr.)
+
+    f(i) per schedule (n = max(2, warmup_num_steps)):
+      gamma_warm(i) = log(i + 1) / log(n)  [log]   or   i / n  [linear]
+      WarmupLR:       i < n: min + (max - min) * gamma_warm(i);  else max
+                      (warmup_max_lr defaults to optimizer lr)
+      WarmupDecayLR:  as WarmupLR for i < n, then
+                      min + (max - min) * max(0, (total - i) / max(1, total - n))
+                      (warmup_max_lr defaults to 0.001)
+      WarmupCosineLR: org_lr * ratio(i); i < n: wmin + gamma_warm(i) * (1 - wmin),
+                      else max(0, cmin + (1 - cmin) * (1 + cos(pi * (i - n + 1)
+                      / (total - n))) / 2)
+    An unknown warmup_type falls back to log (DeepSpeed warns and does so).
+    """
+
+    def __init__(self, sched_cfg, base_lr):
+        self.base_lr = base_lr
+        self.kind = None
+        if not sched_cfg:
+            return
+        self.kind = sched_cfg.get("type")
+        p = dict(sched_cfg.get("params") or {})
+        known = {
+            "WarmupLR": {"warmup_min_lr", "warmup_max_lr", "warmup_num_steps",
+                         "warmup_type", "last_batch_iteration"},
+            "WarmupDecayLR": {"total_num_steps", "warmup_min_lr", "warmup_max_lr",
+                              "warmup_num_steps", "warmup_type",
+                              "last_batch_iteration"},
+            "WarmupCosineLR": {"total_num_steps", "warmup_min_ratio",
+                               "warmup_num_steps", "cos_min_ratio", "warmup_type",
+                               "last_batch_iteration"},
+        }
+        if self.kind not in known:
+            fail("scheduler type %r is not implemented by the reference (have: %s)"
+                 % (self.kind, ", ".join(sorted(known))))
+        extra = set(p) - known[self.kind]
+        if extra:
+            fail("scheduler %s: unknown params %s" % (self.kind, sorted(extra)))
+        if p.get("last_batch_iteration", -1) != -1:
+            fail("scheduler last_batch_iteration != -1 (resuming) is not supported")
+        wt = p.get("warmup_type", WARMUP_LOG)
+        if wt not in (WARMUP_LOG, WARMUP_LINEAR):
+            print("reference_train: warning: unknown warmup_type %r, using log "
+                  "(as DeepSpeed does)" % wt, file=sys.stderr)
+            wt = WARMUP_LOG
+        self.warmup_type = wt
+        self.n = max(2, int(p.get("warmup_num_steps", 1000)))
+        self.inverse_log_warm_up = 1.0 / math.log(self.n)
+        if self.kind in ("WarmupLR", "WarmupDecayLR"):
+            self.min_lr = float(p.get("warmup_min_lr", 0.0))
+            default_max = base_lr if self.kind == "WarmupLR" else 0.001
+            mx = p.get("warmup_max_lr")
+            self.max_lr = float(default_max if mx is None else mx)
+            self.delta = self.max_lr - self.min_lr
+        if self.kind in ("WarmupDecayLR", "WarmupCosineLR"):
+            if "total_num_steps" not in p:
+                fail("scheduler %s needs params.total_num_steps" % self.kind)
+            self.total = int(p["total_num_steps"])
+        if self.kind == "WarmupCosineLR":
+            self.wmin = float(p.get("warmup_min_ratio", 0.0))
+            self.cmin = float(p.get("cos_min_ratio", 0.0001))
+            self.org_lr = base_lr
+
+    def _gamma_warm(self, i):
+        if self.warmup_type == WARMUP_LOG:
+            return self.inverse_log_warm_up * math.log(i + 1)
+        return i / self.n
+
+    def f(self, i):
+        """The lr DeepSpeed writes into the optimizer at last_batch_iteration i."""
+        if self.kind is None:
+            return self.base_lr
+        if self.kind in ("WarmupLR", "WarmupDecayLR"):
+            if i < 0:
+                return self.min_lr
+            if i < self.n:
+                gamma = self._gamma_warm(i)
+            elif self.kind == "WarmupLR":
+                gamma = 1.0
+            else:
+                gamma = max(0.0, float(self.total - i)
+                            / float(max(1.0, self.total - self.n)))
+            return self.min_lr + self.delta * gamma
+        # WarmupCosineLR
+        if i < 0:
+            return 0.0
+        if i < self.n:
+            ratio = self.wmin + self._gamma_warm(i) * (1.0 - self.wmin)
+        else:
+            real_last = i - self.n + 1
+            real_total = self.total - self.n
+            ratio = (1 + math.cos(math.pi * real_last / real_total)) / 2
+            ratio = max(0.0, self.cmin + (1.0 - self.cmin) * ratio)
+        return self.org_lr * ratio
+
+    def lr_for_update(self, k):
+        """lr of the k-th optimizer update, k = 1, 2, ..."""
+        return self.f(-1) if k == 1 else self.f(k - 2)
+
+
+def optimizer_spec(cfg):
+    """(factory(params) -> torch optimizer, base_lr) from the config."""
+    ocfg = cfg.get("optimizer")
+    if not ocfg or "type" not in ocfg:
+        fail("ds_config has no optimizer.type")
+    name = ocfg["type"]
+    p = dict(ocfg.get("params") or {})
+    if "max_grad_norm" in p:
+        fail("optimizer.params.max_grad_norm is not supported (DeepSpeed rejects it "
+             "too); use gradient_clipping")
+    low = name.lower()
+    if low in ("adam", "adamw"):
+        torch_adam = bool(p.pop("torch_adam", False))
+        adam_w_mode = bool(p.pop("adam_w_mode", True))
+        decoupled = low == "adamw" or adam_w_mode
+        if not p.pop("bias_correction", True):
+            fail("optimizer.params.bias_correction=false is not supported")
+        if p.pop("amsgrad", False):
+            fail("amsgrad is not supported (FusedAdam rejects it)")
+        extra = set(p) - {"lr", "betas", "eps", "weight_decay"}
+        if extra:
+            fail("optimizer %s: unknown params %s" % (name, sorted(extra)))
+        kw = {}
+        if not torch_adam:  # FusedAdam defaults
+            kw = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+        kw.update(p)
+        if "betas" in kw:
+            kw["betas"] = tuple(kw["betas"])
+
+        def make(params):
+            import torch
+            cls = torch.optim.AdamW if decoupled else torch.optim.Adam
+            return cls(params, **kw)
+        base_lr = kw.get("lr", 1e-3)
+    elif low == "sgd":
+        extra = set(p) - {"lr", "momentum", "dampening", "weight_decay", "nesterov"}
+        if extra:
+            fail("optimizer SGD: unknown params %s" % sorted(extra))
+        if "lr" not in p:
+            fail("optimizer SGD needs params.lr")
+
+        def make(params):
+            import torch
+            return torch.optim.SGD(params, **p)
+        base_lr = p["lr"]
+    else:
+        fail("optimizer type %r is not implemented by the reference "
+             "(have: Adam, AdamW, SGD)" % name)
+    return make, float(base_lr)
+
+
+def check_precision(cfg):
+    for key in ("fp16", "bf16", "bfloat16", "amp"):
+        if (cfg.get(key) or {}).get("enabled"):
+            fail("%s.enabled: the parity reference trains in float32 only" % key)
+
+
+# ---------------------------------------------------------------------------
+# ONNX model and weights
+# ---------------------------------------------------------------------------
+
+ONNX_DTYPES = {1: "float32", 6: "int32", 7: "int64", 9: "bool", 10: "float16",
+               11: "float64"}
+
+
+def onnx_graph_info(path):
+    """(inputs [(name, dtype str, dims list with None for symbolic)],
+    initializers {name: np.ndarray} in graph order)."""
+    import onnx
+    from onnx import numpy_helper
+    m = onnx.load(path)
+    inits = {}
+    for t in m.graph.initializer:
+        inits[t.name] = numpy_helper.to_array(t)
+    inputs = []
+    for i in m.graph.input:
+        if i.name in inits:
+            continue
+        tt = i.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+        inputs.append((i.name, ONNX_DTYPES.get(tt.elem_type, str(tt.elem_type)), dims))
+    return inputs, inits
+
+
+def load_model_args(onnx_path, model_name, flags):
+    """(model name, module, namespace) from the sidecar or from flags."""
+    sys.path.insert(0, MODELS)
+    import export_common as ec
+    side = ec.sidecar_path(onnx_path)
+    if flags:
+        if not model_name:
+            fail("export flags given without --model")
+        mod = importlib.import_module(model_name)
+        return model_name, mod, ec.model_args(mod.main, flags)
+    if os.path.exists(side):
+        with open(side) as f:
+            doc = json.load(f)
+        if model_name and model_name != doc["model"]:
+            fail("--model %s, but %s says %s" % (model_name, side, doc["model"]))
+        mod = importlib.import_module(doc["model"])
+        return doc["model"], mod, argparse.Namespace(**doc["args"])
+    fail("no sidecar %s: pass --model NAME -- EXPORT_FLAGS..." % side)
+
+
+def load_initializers(model, inits):
+    """Copies every ONNX initializer into the model. Returns
+    [(onnx_name, parameter)] for the trainable parameters, in ONNX order.
+    Every initializer must name a parameter or buffer (tied parameters appear
+    under several state_dict names but are one tensor), and every parameter
+    must receive a value."""
+    import numpy as np
+    import torch
+    sd = model.state_dict(keep_vars=True)
+    unknown = [n for n in inits if n not in sd]
+    if unknown:
+        fail("ONNX initializers with no torch parameter/buffer: %s" % unknown)
+    param_ids = {id(p) for p in model.parameters()}
+    names_of = {}
+    for n, t in sd.items():
+        names_of.setdefault(id(t), []).append(n)
+    onnx_order = {n: i for i, n in enumerate(inits)}
+    out = []
+    for tid, names in names_of.items():
+        t = sd[names[0]]
+        given = [n for n in names if n in inits]
+        if not given:
+            if tid in param_ids:
+                fail("parameter %s has no ONNX initializer" % " = ".join(names))
+            print("reference_train: warning: buffer %s not in the ONNX file; keeping "
+                  "the built value" % names[0], file=sys.stderr)
+            continue
+        a = inits[given[0]]
+        for other in given[1:]:
+            if not np.array_equal(inits[other], a):
+                fail("tied tensors %s and %s differ in the ONNX file" % (given[0], other))
+        if tuple(a.shape) != tuple(t.shape):
+            fail("initializer %s has shape %s, torch expects %s"
+                 % (given[0], list(a.shape), list(t.shape)))
+        src = torch.from_numpy(np.array(a, copy=True))
+        if src.dtype != t.dtype:
+            fail("initializer %s has dtype %s, torch expects %s"
+                 % (given[0], src.dtype, t.dtype))
+        with torch.no_grad():
+            t.copy_(src)
+        if tid in param_ids:
+            out.append((given[0], t))
+    out.sort(key=lambda x: onnx_order[x[0]])
+    if len(out) != len(param_ids):
+        fail("internal: %d of %d parameters mapped" % (len(out), len(param_ids)))
+    return out
+
+
+def write_safetensors(path, tensors):
+    """tensors: [(name, float32 numpy array)]. 8-byte LE header length, JSON
+    header padded with spaces to a multiple of 8, then the raw data."""
+    import numpy as np
+    header, blobs, off = {}, [], 0
+    for name, a in tensors:
+        a = np.ascontiguousarray(a, dtype="<f4")
+        b = a.tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape),
+                        "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
+# ---------------------------------------------------------------------------
+# Data
+# ---------------------------------------------------------------------------
+
+class Data:
+    """Micro-batches in dsrt's order (see the module docstring)."""
+
+    def __init__(self, path, inputs, mb):
+        import numpy as np
+        self.mb = mb
+        self.inputs = inputs
+        names = [n for n, _, _ in inputs]
+        for n, _, dims in inputs:
+            if dims and dims[0] is not None and dims[0] != mb:
+                fail("ONNX input %s has batch dimension %d but the config's micro "
+                     "batch is %d (export with --batch %d or --dynamic-batch)"
+                     % (n, dims[0], mb, mb))
+        if os.path.isdir(path):
+            self.tokens = None
+            self.arrays = {}
+            for n, dt, dims in inputs:
+                f = os.path.join(path, n + ".npy")
+                if not os.path.exists(f):
+                    fail("missing %s for graph input %s" % (f, n))
+                a = np.load(f, mmap_mode="r")
+                if list(a.shape[1:]) != [d for d in dims[1:]]:
+                    fail("%s has shape %s; input %s needs [N, %s]"
+                         % (f, list(a.shape), n, ", ".join(map(str, dims[1:]))))
+                if np.dtype(dt).kind != a.dtype.kind:
+                    fail("%s has dtype %s; input %s is %s" % (f, a.dtype, n, dt))
+                self.arrays[n] = (a, np.dtype(dt))
+            counts = {n: a.shape[0] for n, (a, _) in self.arrays.items()}
+            if len(set(counts.values())) != 1:
+                fail("the .npy files have different sample counts: %s" % counts)
+            self.n = next(iter(counts.values()))
+            if self.n == 0:
+                fail("no samples in %s" % path)
+        else:
+            if sorted(names) != ["input_ids", "targets"]:
+                fail("a token file feeds models with inputs input_ids and targets; "
+                     "this one has %s" % names)
+            self.tokens = np.fromfile(path, dtype="<u2")
+            dims = dict((n, d) for n, _, d in inputs)
+            self.T = dims["input_ids"][1]
+            self.windows = (len(self.tokens) - 1) // self.T
+            if self.windows < 1:
+                fail("token file %s has %d tokens, fewer than seq+1 = %d"
+                     % (path, len(self.tokens), self.T + 1))
+
+    def micro_batch(self, k):
+        import numpy as np
+        import torch
+        rows = np.arange(k * self.mb, (k + 1) * self.mb)
+        if self.tokens is None:
+            idx = rows % self.n
+            out = []
+            for n, _, _ in self.inputs:
+                a, dt = self.arrays[n]
+                out.append(torch.from_numpy(np.ascontiguousarray(a[idx]).astype(dt)))
+            return out
+        starts = (rows % self.windows) * self.T
+        win = np.stack([self.tokens[p:p + self.T + 1] for p in starts]).astype(np.int64)
+        t = {"input_ids": torch.from_numpy(win[:, :-1].copy()),
+             "targets": torch.from_numpy(win[:, 1:].copy())}
+        return [t[n] for n, _, _ in self.inputs]
+
+
+# ---------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------
+
+def grad_norm(params):
+    """Global L2 norm as torch.nn.utils.clip_grad_norm_ computes it."""
+    import torch
+    gs = [p.grad.detach() for p in params if p.grad is not None]
+    if not gs:
+        return 0.0
+    return float(torch.norm(torch.stack([torch.norm(g, 2.0) for g in gs]), 2.0))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Export flags for --model go after '--'.")
+    ap.add_argument("--onnx", metavar="MODEL.onnx")
+    ap.add_argument("--model", choices=["mlp", "gpt", "bert"],
+                    help="model script (default: from MODEL.onnx.json)")
+    ap.add_argument("--config", metavar="ds_config.json")
+    ap.add_argument("--data", metavar="DATA", help=".npy folder or uint16 token file")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=0,
+                    help="accepted for dsrt's command line; unused (dropout is 0)")
+    ap.add_argument("--out", metavar="DIR")
+    ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    ap.add_argument("--self-check", action="store_true",
+                    help="also check that the ONNX initializers equal a fresh build "
+                         "with the export seed, and that this export model's loss on "
+                         "micro-batch 0 and at step 1 equals this run's")
+    ap.add_argument("--float64", action="store_true",
+                    help="train in float64 (to measure how far float32 rounding "
+                         "alone moves the metrics; weights are still written as F32)")
+    ap.add_argument("--print-lr", action="store_true",
+                    help="print the lr of updates 1..--steps for --config and exit")
+    ap.add_argument("--print-micro-batch", action="store_true",
+                    help="print the config's micro batch size and exit")
+    ap.add_argument("flags", nargs="*", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+
+    if not a.config:
+        fail("--config is required")
+    with open(a.config) as f:
+        cfg = json.load(f)
+    _, mb, gas = resolve_batch(cfg)
+    if a.print_micro_batch:
+        print(mb)
+        return 0
+    make_opt, base_lr = optimizer_spec(cfg)
+    sched = DeepSpeedSchedule(cfg.get("scheduler"), base_lr)
+    if a.print_lr:
+        for k in range(1, a.steps + 1):
+            print("%d %.9g" % (k, sched.lr_for_update(k)))
+        return 0
+    check_precision(cfg)
+    clip = float(cfg.get("gradient_clipping", 0.0) or 0.0)
+    for need in ("onnx", "data", "out"):
+        if not getattr(a, need):
+            fail("--%s is required" % need)
+
+    import numpy as np
+    import torch
+    torch.set_num_threads(a.threads)
+
+    name, mod, margs = load_model_args(a.onnx, a.model, a.flags)
+    if getattr(margs, "dropout", 0.0) != 0.0:
+        fail("the model was exported with dropout %s; parity needs --dropout 0"
+             % margs.dropout)
+    inputs, inits = onnx_graph_info(a.onnx)
+    data = Data(a.data, inputs, mb)
+
+    torch.manual_seed(margs.seed)
+    model = mod.build_model(margs)
+    named_params = load_initializers(model, inits)
+    params = [p for _, p in named_params]
+    if a.float64:
+        model.double()
+    model.train()
+    opt = make_opt(params)
+
+    os.makedirs(a.out, exist_ok=True)
+    rows = []
+    first_mb_loss = None
+    for step in range(a.steps):
+        t0 = time.perf_counter()
+        for p in params:
+            p.grad = None
+        losses = []
+        for j in range(gas):
+            batch = data.micro_batch(step * gas + j)
+            if a.float64:
+                batch = [t.double() if t.is_floating_point() else t for t in batch]
+            loss = model(*batch)
+            losses.append(float(loss.detach()))
+            if first_mb_loss is None:
+                first_mb_loss = loss.detach().clone()
+            (loss / gas).backward()
+        if clip > 0:
+            norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
+        else:
+            norm = grad_norm(params)
+        lr = sched.lr_for_update(step + 1)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        opt.step()
+        dt = time.perf_counter() - t0
+        rows.append((step + 1, sum(losses) / len(losses), lr, norm, dt))
+
+    with open(os.path.join(a.out, "metrics.csv"), "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(["step", "loss", "lr", "grad_norm", "step_time_s"])
+        for s, l, lr, n, dt in rows:
+            w.writerow([s, "%.9g" % l, "%.9g" % lr, "%.9g" % n, "%.6f" % dt])
+    write_safetensors(os.path.join(a.out, "weights.safetensors"),
+                      [(n, p.detach().numpy()) for n, p in named_params])
+    print("reference_train: %s, %d params, %d steps (mb %d x gas %d): loss %.6g -> %.6g"
+          % (name, sum(p.numel() for p in params), a.steps, mb, gas,
+             rows[0][1] if rows else float("nan"),
+             rows[-1][1] if rows else float("nan")), file=sys.stderr)
+
+    if a.self_check and not a.float64:
+        torch.manual_seed(margs.seed)
+        fresh = mod.build_model(margs)
+        fresh.train()
+        fsd = fresh.state_dict()
+        for n, arr in inits.items():
+            if not np.array_equal(fsd[n].detach().numpy(), arr):
+                fail("self-check: initializer %s differs from a fresh build with "
+                     "seed %d" % (n, margs.seed))
+        with torch.no_grad():
+            mb_losses = [fresh(*data.micro_batch(j)) for j in range(gas)]
+        ref = mb_losses[0]
+        if not torch.equal(ref, first_mb_loss):
+            fail("self-check: export-model loss on micro-batch 0 is %.9g, this run "
+                 "computed %.9g" % (float(ref), float(first_mb_loss)))
+        step1 = sum(float(l) for l in mb_losses) / gas
+        if rows and step1 != rows[0][1]:
+            fail("self-check: export-model step-1 loss is %.9g, metrics.csv has %.9g"
+                 % (step1, rows[0][1]))
+        print("reference_train: self-check ok: %d initializers equal a fresh build "
+              "(seed %d); its step-1 loss %.9g (micro-batch 0: %.9g) matches"
+              % (len(inits), margs.seed, step1, float(ref)), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
