@@ -1,0 +1,846 @@
+//===- DsConfig.cpp - DeepSpeed ds_config.json parsing --------------------===//
+//
+// Strict reader for ds_config.json. Each section is read against a table of
+// the keys it may hold, so an unknown key anywhere we interpret is reported
+// with its full path and the nearest known key, and values are type- and
+// range-checked where they are read. See DsConfig.h for the DeepSpeed rules.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/config/DsConfig.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <sstream>
+#include <vector>
+
+namespace dsrt::config {
+namespace {
+
+using json = nlohmann::json;
+using ordered_json = nlohmann::ordered_json;
+
+//===--- key suggestions --------------------------------------------------===//
+
+std::string lower(const std::string &s) {
+  std::string r = s;
+  for (char &c : r)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return r;
+}
+
+/// Optimal-string-alignment distance (Levenshtein plus adjacent swaps), so a
+/// transposed pair like "lr" -> "rl" counts as one edit.
+size_t editDistance(const std::string &a, const std::string &b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1,
+                                     std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i)
+    d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j)
+    d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] =
+          std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+/// " (did you mean 'x'?)" for the closest candidate, ignoring case, within a
+/// budget that grows with the key's length; "" when nothing is close.
+std::string didYouMean(const std::string &key,
+                       const std::vector<std::string> &candidates) {
+  size_t budget = key.size() <= 3 ? 1 : key.size() <= 12 ? 2 : 3;
+  std::string lk = lower(key), best;
+  size_t bestDist = budget + 1;
+  for (const std::string &c : candidates) {
+    size_t dist = editDistance(lk, lower(c));
+    if (dist < bestDist) {
+      bestDist = dist;
+      best = c;
+    }
+  }
+  return best.empty() ? "" : " (did you mean '" + best + "'?)";
+}
+
+std::string join(const std::vector<std::string> &items) {
+  std::string r;
+  for (const std::string &s : items)
+    r += (r.empty() ? "" : ", ") + s;
+  return r;
+}
+
+//===--- parsing with duplicate detection ---------------------------------===//
+
+/// One open JSON container while parsing, to name the path of a duplicate.
+struct Frame {
+  bool isArray = false;
+  std::vector<std::string> keys; // keys seen so far (objects)
+  int64_t index = -1;            // current element (arrays)
+};
+
+std::string framePath(const std::vector<Frame> &frames, size_t upTo) {
+  std::string path;
+  for (size_t i = 0; i < upTo; ++i) {
+    const Frame &f = frames[i];
+    if (f.isArray)
+      path += "[" + std::to_string(f.index) + "]";
+    else if (!f.keys.empty())
+      path += (path.empty() ? "" : ".") + f.keys.back();
+  }
+  return path;
+}
+
+/// nlohmann keeps the last of duplicate keys silently; DeepSpeed rejects them
+/// (dict_raise_error_on_duplicate_keys), so a parser callback tracks the open
+/// containers and throws on the second occurrence of a key.
+json parseStrict(const std::string &text, const std::string &source) {
+  std::vector<Frame> frames;
+  auto noteElement = [&frames] {
+    if (!frames.empty() && frames.back().isArray)
+      ++frames.back().index;
+  };
+  json::parser_callback_t callback = [&](int, json::parse_event_t event,
+                                         json &parsed) {
+    switch (event) {
+    case json::parse_event_t::object_start:
+    case json::parse_event_t::array_start:
+      noteElement();
+      frames.emplace_back();
+      frames.back().isArray = event == json::parse_event_t::array_start;
+      break;
+    case json::parse_event_t::object_end:
+    case json::parse_event_t::array_end:
+      frames.pop_back();
+      break;
+    case json::parse_event_t::key: {
+      std::string key = parsed.get<std::string>();
+      Frame &top = frames.back();
+      if (std::find(top.keys.begin(), top.keys.end(), key) != top.keys.end()) {
+        std::string parent = framePath(frames, frames.size() - 1);
+        throw ConfigError(source + ": duplicate key '" +
+                          (parent.empty() ? key : parent + "." + key) + "'");
+      }
+      top.keys.push_back(key);
+      break;
+    }
+    case json::parse_event_t::value:
+      noteElement();
+      break;
+    }
+    return true;
+  };
+  try {
+    return json::parse(text, callback, /*allow_exceptions=*/true,
+                       /*ignore_comments=*/true);
+  } catch (const json::parse_error &e) {
+    // Line and column of the byte nlohmann stopped at (1-based).
+    size_t byte = std::min<size_t>(e.byte, text.size() + 1);
+    size_t line = 1, column = 1;
+    for (size_t i = 0; i + 1 < byte; ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        column = 1;
+      } else {
+        ++column;
+      }
+    }
+    // Keep nlohmann's description, without its own position prefix.
+    std::string what = e.what();
+    size_t at = what.find("column ");
+    size_t colon = at == std::string::npos ? at : what.find(": ", at);
+    std::string detail =
+        colon == std::string::npos ? what : what.substr(colon + 2);
+    throw ConfigError(source + ":" + std::to_string(line) + ":" +
+                      std::to_string(column) +
+                      ": JSON syntax error: " + detail);
+  }
+}
+
+//===--- typed access -----------------------------------------------------===//
+
+std::string shown(const json &v) {
+  std::string text = v.dump();
+  if (text.size() > 40)
+    text = text.substr(0, 37) + "...";
+  return std::string(v.type_name()) + " " + text;
+}
+
+/// Shortest text that reads back as `v` ("0.1", not "0.10000000000000001").
+std::string formatNumber(double v) {
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, end);
+}
+
+/// One JSON object of the config with its path, reading values by key.
+class Section {
+public:
+  Section(std::string source, const json &obj, std::string path)
+      : source_(std::move(source)), obj_(obj), path_(std::move(path)) {}
+
+  [[noreturn]] void fail(const std::string &message) const {
+    throw ConfigError(source_ + ": " + message);
+  }
+
+  std::string path(const std::string &key) const {
+    return path_.empty() ? key : path_ + "." + key;
+  }
+
+  bool has(const std::string &key) const { return obj_.contains(key); }
+
+  /// Rejects keys not in `known`. `explain` may turn a key into a more
+  /// specific message (e.g. one that belongs to another optimizer).
+  template <typename Explain>
+  void checkKeys(const std::vector<std::string> &known, Explain explain) const {
+    for (auto it = obj_.begin(); it != obj_.end(); ++it) {
+      if (std::find(known.begin(), known.end(), it.key()) != known.end())
+        continue;
+      std::string special = explain(it.key());
+      if (!special.empty())
+        fail(special);
+      fail("unknown key '" + path(it.key()) + "'" +
+           didYouMean(it.key(), known));
+    }
+  }
+  void checkKeys(const std::vector<std::string> &known) const {
+    checkKeys(known, [](const std::string &) { return std::string(); });
+  }
+
+  Section object(const std::string &key) const {
+    const json &v = obj_.at(key);
+    if (!v.is_object())
+      fail("'" + path(key) + "' must be an object, got " + shown(v));
+    return Section(source_, v, path(key));
+  }
+
+  /// object(key), or an empty section when the key is absent.
+  Section optionalObject(const std::string &key) const {
+    static const json empty = json::object();
+    return has(key) ? object(key) : Section(source_, empty, path(key));
+  }
+
+  std::optional<double> number(const std::string &key) const {
+    if (!has(key))
+      return std::nullopt;
+    const json &v = obj_.at(key);
+    if (!v.is_number())
+      fail("'" + path(key) + "' must be a number, got " + shown(v));
+    return v.get<double>();
+  }
+
+  std::optional<int64_t> integer(const std::string &key) const {
+    if (!has(key))
+      return std::nullopt;
+    const json &v = obj_.at(key);
+    if (!v.is_number_integer() ||
+        (v.is_number_unsigned() &&
+         v.get<uint64_t>() >
+             static_cast<uint64_t>(std::numeric_limits<int64_t>::max())))
+      fail("'" + path(key) + "' must be an integer, got " + shown(v));
+    return v.get<int64_t>();
+  }
+
+  std::optional<bool> boolean(const std::string &key) const {
+    if (!has(key))
+      return std::nullopt;
+    const json &v = obj_.at(key);
+    if (!v.is_boolean())
+      fail("'" + path(key) + "' must be true or false, got " + shown(v));
+    return v.get<bool>();
+  }
+
+  std::optional<std::string> string(const std::string &key) const {
+    if (!has(key))
+      return std::nullopt;
+    const json &v = obj_.at(key);
+    if (!v.is_string())
+      fail("'" + path(key) + "' must be a string, got " + shown(v));
+    return v.get<std::string>();
+  }
+
+  const json &raw(const std::string &key) const { return obj_.at(key); }
+
+  /// Range checks, named after the key.
+  void atLeast(const std::string &key, double v, double lo) const {
+    if (!(v >= lo))
+      fail("'" + path(key) + "' must be >= " + formatNumber(lo) + ", got " +
+           formatNumber(v));
+  }
+  void positive(const std::string &key, double v) const {
+    if (!(v > 0))
+      fail("'" + path(key) + "' must be > 0, got " + formatNumber(v));
+  }
+
+private:
+  std::string source_;
+  const json &obj_;
+  std::string path_;
+};
+
+//===--- top level --------------------------------------------------------===//
+
+const std::vector<std::string> &topLevelKeys() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> k = {"train_batch_size",
+                                  "train_micro_batch_size_per_gpu",
+                                  "gradient_accumulation_steps",
+                                  "optimizer",
+                                  "scheduler",
+                                  "gradient_clipping",
+                                  "steps_per_print"};
+    for (const char *s : kDeferredSections)
+      k.push_back(s);
+    return k;
+  }();
+  return keys;
+}
+
+/// Real DeepSpeed options dsc does not implement: rejected with a message
+/// that says so instead of a spelling suggestion.
+const std::vector<std::string> kUnsupportedDeepSpeedKeys = {
+    "amp",
+    "autotuning",
+    "checkpoint",
+    "communication_data_type",
+    "comms_logger",
+    "compression_training",
+    "csv_monitor",
+    "curriculum_learning",
+    "data_efficiency",
+    "data_types",
+    "dataloader_drop_last",
+    "elasticity",
+    "flops_profiler",
+    "gradient_predivide_factor",
+    "memory_breakdown",
+    "prescale_gradients",
+    "sparse_attention",
+    "sparse_gradients",
+    "tensorboard",
+    "wandb",
+    "zero_allow_untested_optimizer",
+    "zero_force_ds_cpu_optimizer",
+};
+
+void readBatch(const Section &top, int64_t worldSize, TrainConfig &cfg) {
+  std::optional<int64_t> train = top.integer("train_batch_size");
+  std::optional<int64_t> micro = top.integer("train_micro_batch_size_per_gpu");
+  std::optional<int64_t> gas = top.integer("gradient_accumulation_steps");
+  if (train)
+    top.positive("train_batch_size", double(*train));
+  if (micro)
+    top.positive("train_micro_batch_size_per_gpu", double(*micro));
+  if (gas)
+    top.positive("gradient_accumulation_steps", double(*gas));
+
+  // DeepSpeedConfig._set_batch_related_parameters: floor division, then the
+  // assertions of _batch_assertion catch what did not divide evenly.
+  if (train && micro && !gas) {
+    gas = *train / *micro / worldSize;
+  } else if (train && gas && !micro) {
+    micro = *train / worldSize / *gas;
+  } else if (micro && gas && !train) {
+    train = *micro * *gas * worldSize;
+  } else if (train && !micro && !gas) {
+    gas = 1;
+    micro = *train / worldSize;
+  } else if (micro && !train && !gas) {
+    gas = 1;
+    train = *micro * worldSize;
+  } else if (!train && !micro) {
+    top.fail("either train_batch_size or train_micro_batch_size_per_gpu "
+             "needs to be provided");
+  }
+
+  std::string derivation =
+      "(train_batch_size " + std::to_string(*train) +
+      ", train_micro_batch_size_per_gpu " + std::to_string(*micro) +
+      ", gradient_accumulation_steps " + std::to_string(*gas) +
+      ", world size " + std::to_string(worldSize) + ")";
+  if (*micro <= 0 || *gas <= 0)
+    top.fail("check batch related parameters: the derived " +
+             std::string(*micro <= 0 ? "train_micro_batch_size_per_gpu"
+                                     : "gradient_accumulation_steps") +
+             " is 0 " + derivation);
+  if (*train != *micro * *gas * worldSize)
+    top.fail("check batch related parameters: train_batch_size is not equal "
+             "to micro_batch_per_gpu * gradient_acc_step * world_size: " +
+             std::to_string(*train) + " != " + std::to_string(*micro) + " * " +
+             std::to_string(*gas) + " * " + std::to_string(worldSize));
+  cfg.trainBatchSize = *train;
+  cfg.microBatchPerGpu = *micro;
+  cfg.gradAccumSteps = *gas;
+}
+
+//===--- optimizer --------------------------------------------------------===//
+
+const std::vector<std::string> kAdamParams = {
+    "lr",          "betas",           "eps",       "weight_decay",
+    "adam_w_mode", "bias_correction", "torch_adam"};
+const std::vector<std::string> kSgdParams = {"lr", "momentum", "dampening",
+                                             "weight_decay", "nesterov"};
+const std::vector<std::string> kOptimizerTypes = {"Adam", "AdamW", "SGD"};
+/// DeepSpeed's own optimizers (config.py DEEPSPEED_OPTIMIZERS) beyond Adam(W).
+const std::vector<std::string> kOtherDeepSpeedOptimizers = {
+    "adagrad", "lamb",    "onebitadam", "zerooneadam", "onebitlamb",
+    "muadam",  "muadamw", "musgd",      "lion",        "muon"};
+
+std::string resolveOptimizerType(const Section &opt, const std::string &name) {
+  // config.py lower-cases names in DEEPSPEED_OPTIMIZERS; anything else goes
+  // to getattr(torch.optim, name), which is case-sensitive.
+  std::string l = lower(name);
+  if (l == "adam")
+    return "Adam";
+  if (l == "adamw")
+    return "AdamW";
+  if (name == "SGD")
+    return "SGD";
+  if (std::find(kOtherDeepSpeedOptimizers.begin(),
+                kOtherDeepSpeedOptimizers.end(),
+                l) != kOtherDeepSpeedOptimizers.end())
+    opt.fail("optimizer '" + name +
+             "' is a DeepSpeed optimizer dsc does not implement (supported: " +
+             join(kOptimizerTypes) + ")");
+  opt.fail("unknown optimizer type '" + name + "' at '" + opt.path("type") +
+           "'" + didYouMean(name, kOptimizerTypes) +
+           "; supported: " + join(kOptimizerTypes));
+}
+
+void readOptimizer(const Section &top, OptimizerConfig &o) {
+  Section opt = top.object("optimizer");
+  opt.checkKeys({"type", "params"});
+  std::optional<std::string> name = opt.string("type");
+  if (!name)
+    opt.fail("'optimizer.type' is required when an optimizer section is "
+             "given");
+  o = OptimizerConfig();
+  o.type = resolveOptimizerType(opt, *name);
+
+  Section params = opt.optionalObject("params");
+  bool sgd = o.type == "SGD";
+  const std::vector<std::string> &known = sgd ? kSgdParams : kAdamParams;
+  const std::vector<std::string> &other = sgd ? kAdamParams : kSgdParams;
+  params.checkKeys(known, [&](const std::string &key) -> std::string {
+    if (key == "max_grad_norm")
+      return "'" + params.path(key) +
+             "' is not supported as an optimizer parameter, please switch to "
+             "using the deepspeed parameter 'gradient_clipping' (engine.py "
+             "rejects it too)";
+    if (std::find(other.begin(), other.end(), key) != other.end())
+      return "'" + params.path(key) + "' is not a parameter of " + o.type +
+             " (it belongs to " + (sgd ? "Adam/AdamW" : "SGD") + ")" +
+             didYouMean(key, known);
+    return "";
+  });
+
+  o.lr = params.number("lr").value_or(1e-3);
+  params.atLeast("lr", o.lr, 0);
+  if (sgd) {
+    o.decoupled = false;
+    o.momentum = params.number("momentum").value_or(0.0);
+    o.dampening = params.number("dampening").value_or(0.0);
+    o.nesterov = params.boolean("nesterov").value_or(false);
+    params.atLeast("momentum", o.momentum, 0);
+    // torch.optim.SGD's own check.
+    if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
+      params.fail("'optimizer.params.nesterov' requires momentum > 0 and "
+                  "dampening 0 (torch.optim.SGD), got momentum " +
+                  formatNumber(o.momentum) + ", dampening " +
+                  formatNumber(o.dampening));
+  } else {
+    // engine.py _configure_basic_optimizer: "AdamW" forces decoupled decay;
+    // "Adam" follows adam_w_mode, default True.
+    o.torchAdam = params.boolean("torch_adam").value_or(false);
+    o.decoupled =
+        o.type == "AdamW" || params.boolean("adam_w_mode").value_or(true);
+    if (o.torchAdam && params.has("bias_correction"))
+      params.fail("'optimizer.params.bias_correction' cannot be used with "
+                  "torch_adam: true (torch.optim.Adam has no such argument)");
+    o.biasCorrection = params.boolean("bias_correction").value_or(true);
+    // torch.optim.AdamW defaults weight_decay to 1e-2; FusedAdam and
+    // torch.optim.Adam to 0.
+    if (o.torchAdam && o.decoupled)
+      o.weightDecay = 1e-2;
+    o.eps = params.number("eps").value_or(1e-8);
+    params.atLeast("eps", o.eps, 0);
+    if (params.has("betas")) {
+      const json &b = params.raw("betas");
+      if (!b.is_array() || b.size() != 2 || !b[0].is_number() ||
+          !b[1].is_number())
+        params.fail("'optimizer.params.betas' must be an array of two "
+                    "numbers, got " +
+                    shown(b));
+      o.beta1 = b[0].get<double>();
+      o.beta2 = b[1].get<double>();
+      for (double beta : {o.beta1, o.beta2})
+        if (!(beta >= 0 && beta < 1))
+          params.fail("'optimizer.params.betas' must lie in [0, 1), got [" +
+                      formatNumber(o.beta1) + ", " + formatNumber(o.beta2) +
+                      "]");
+    }
+  }
+  o.weightDecay = params.number("weight_decay").value_or(o.weightDecay);
+  params.atLeast("weight_decay", o.weightDecay, 0);
+}
+
+//===--- scheduler --------------------------------------------------------===//
+
+enum class Kind { Number, Count, Flag, WarmupType };
+
+/// One scheduler parameter: its constructor default (lr_schedules.py), or
+/// where the default comes from when it depends on another value.
+struct ParamSpec {
+  const char *name;
+  Kind kind;
+  double defaultValue;
+  bool required = false;
+  const char *defaultFrom = nullptr; // another param, or "optimizer.lr"
+  bool strictlyPositive = false;     // > 0 rather than the usual >= 0
+  bool anySign = false;              // no lower bound at all
+};
+
+struct ScheduleSpec {
+  const char *type;
+  std::vector<ParamSpec> params;
+};
+
+ParamSpec warmupType() { return {"warmup_type", Kind::WarmupType, 0}; }
+ParamSpec warmupSteps() {
+  ParamSpec p{"warmup_num_steps", Kind::Count, 1000};
+  p.strictlyPositive = true;
+  return p;
+}
+ParamSpec totalSteps() {
+  ParamSpec p{"total_num_steps", Kind::Count, 0};
+  p.required = true;
+  return p;
+}
+
+const std::vector<ScheduleSpec> &scheduleSpecs() {
+  static const std::vector<ScheduleSpec> specs = [] {
+    ParamSpec rtStep{"lr_range_test_step_size", Kind::Count, 2000};
+    rtStep.strictlyPositive = true;
+    ParamSpec rtRate{"lr_range_test_step_rate", Kind::Number, 1.0};
+    rtRate.anySign = true;
+
+    ParamSpec minLr{"cycle_min_lr", Kind::Number, 0};
+    minLr.required = true;
+    ParamSpec maxLr{"cycle_max_lr", Kind::Number, 0};
+    maxLr.required = true;
+    ParamSpec first{"cycle_first_step_size", Kind::Count, 2000};
+    first.strictlyPositive = true;
+    ParamSpec second{"cycle_second_step_size", Kind::Count, 0};
+    second.defaultFrom = "cycle_first_step_size";
+    second.strictlyPositive = true;
+    ParamSpec secondStairs{"cycle_second_stair_count", Kind::Count, 0};
+    secondStairs.defaultFrom = "cycle_first_stair_count";
+    ParamSpec minMom{"cycle_min_mom", Kind::Number, 0.8};
+    minMom.anySign = true;
+    ParamSpec maxMom{"cycle_max_mom", Kind::Number, 0.9};
+    maxMom.anySign = true;
+    ParamSpec decayMom{"decay_mom_rate", Kind::Number, 0};
+    decayMom.anySign = true;
+    ParamSpec decayLr{"decay_lr_rate", Kind::Number, 0};
+    decayLr.anySign = true;
+
+    ParamSpec warmupMax{"warmup_max_lr", Kind::Number, 0};
+    warmupMax.defaultFrom = "optimizer.lr";
+
+    return std::vector<ScheduleSpec>{
+        {"LRRangeTest",
+         {{"lr_range_test_min_lr", Kind::Number, 1e-3},
+          rtStep,
+          rtRate,
+          {"lr_range_test_staircase", Kind::Flag, 0}}},
+        {"OneCycle",
+         {minLr,
+          maxLr,
+          decayLr,
+          first,
+          second,
+          {"cycle_first_stair_count", Kind::Count, 0},
+          secondStairs,
+          {"decay_step_size", Kind::Count, 0},
+          {"cycle_momentum", Kind::Flag, 1},
+          minMom,
+          maxMom,
+          decayMom}},
+        {"WarmupLR",
+         {{"warmup_min_lr", Kind::Number, 0},
+          warmupMax,
+          warmupSteps(),
+          warmupType()}},
+        {"WarmupDecayLR",
+         {totalSteps(),
+          {"warmup_min_lr", Kind::Number, 0},
+          {"warmup_max_lr", Kind::Number, 0.001},
+          warmupSteps(),
+          warmupType()}},
+        {"WarmupCosineLR",
+         {totalSteps(),
+          {"warmup_min_ratio", Kind::Number, 0},
+          warmupSteps(),
+          {"cos_min_ratio", Kind::Number, 1e-4},
+          warmupType()}},
+    };
+  }();
+  return specs;
+}
+
+/// The SchedulerConfig field behind a Kind::Flag parameter.
+bool &flagField(SchedulerConfig &s, const std::string &name) {
+  return name == "cycle_momentum" ? s.cycleMomentum : s.staircase;
+}
+bool flagField(const SchedulerConfig &s, const std::string &name) {
+  return name == "cycle_momentum" ? s.cycleMomentum : s.staircase;
+}
+
+const ScheduleSpec *findSchedule(const std::string &type) {
+  for (const ScheduleSpec &s : scheduleSpecs())
+    if (type == s.type)
+      return &s;
+  return nullptr;
+}
+
+std::vector<std::string> paramNames(const ScheduleSpec &spec) {
+  std::vector<std::string> names;
+  for (const ParamSpec &p : spec.params)
+    names.push_back(p.name);
+  return names;
+}
+
+void readScheduler(const Section &top, const OptimizerConfig &opt,
+                   SchedulerConfig &s) {
+  Section sched = top.object("scheduler");
+  sched.checkKeys({"type", "params"});
+  std::optional<std::string> type = sched.string("type");
+  if (!type)
+    sched.fail("'scheduler.type' is required when a scheduler section is "
+               "given");
+  // engine.py _scheduler_from_config: getattr(lr_schedules, name), so the
+  // name is case-sensitive.
+  const ScheduleSpec *spec = findSchedule(*type);
+  if (!spec) {
+    std::vector<std::string> types;
+    for (const ScheduleSpec &sp : scheduleSpecs())
+      types.push_back(sp.type);
+    sched.fail("unknown scheduler type '" + *type + "' at 'scheduler.type'" +
+               didYouMean(*type, types) + "; supported: " + join(types));
+  }
+  s = SchedulerConfig();
+  s.type = spec->type;
+
+  Section params = sched.optionalObject("params");
+  std::vector<std::string> known = paramNames(*spec);
+  params.checkKeys(known, [&](const std::string &key) -> std::string {
+    if (key == "last_batch_iteration")
+      return "'" + params.path(key) +
+             "' is not supported: dsc schedules always start at step 0";
+    std::vector<std::string> owners;
+    for (const ScheduleSpec &other : scheduleSpecs()) {
+      std::vector<std::string> names = paramNames(other);
+      if (std::find(names.begin(), names.end(), key) != names.end())
+        owners.push_back(other.type);
+    }
+    if (owners.empty())
+      return "";
+    return "'" + params.path(key) + "' is not a parameter of " + s.type +
+           " (it belongs to " + join(owners) + ")" + didYouMean(key, known);
+  });
+
+  // Plain defaults first, so dependent defaults can read them.
+  for (const ParamSpec &p : spec->params) {
+    switch (p.kind) {
+    case Kind::Flag: {
+      bool v = params.boolean(p.name).value_or(p.defaultValue != 0);
+      flagField(s, p.name) = v;
+      continue;
+    }
+    case Kind::WarmupType: {
+      std::string v = params.string(p.name).value_or("log");
+      if (v != "log" && v != "linear")
+        params.fail("'" + params.path(p.name) + "' must be \"log\" or " +
+                    "\"linear\", got \"" + v + "\"" +
+                    didYouMean(v, {"log", "linear"}));
+      s.warmupType = v;
+      continue;
+    }
+    case Kind::Number:
+    case Kind::Count: {
+      std::optional<double> v;
+      if (p.kind == Kind::Count) {
+        if (std::optional<int64_t> i = params.integer(p.name))
+          v = double(*i);
+      } else {
+        v = params.number(p.name);
+      }
+      if (!v && p.required)
+        params.fail("'" + params.path(p.name) + "' is required by " + s.type);
+      if (v) {
+        if (p.strictlyPositive)
+          params.positive(p.name, *v);
+        else if (!p.anySign)
+          params.atLeast(p.name, *v, 0);
+        s.params[p.name] = *v;
+      } else if (!p.defaultFrom) {
+        s.params[p.name] = p.defaultValue;
+      }
+      continue;
+    }
+    }
+  }
+  for (const ParamSpec &p : spec->params) {
+    if (!p.defaultFrom || s.params.count(p.name))
+      continue;
+    s.params[p.name] = p.defaultFrom == std::string("optimizer.lr")
+                           ? opt.lr
+                           : s.params.at(p.defaultFrom);
+  }
+}
+
+} // namespace
+
+//===--- public API -------------------------------------------------------===//
+
+bool OptimizerConfig::operator==(const OptimizerConfig &o) const {
+  return type == o.type && lr == o.lr && beta1 == o.beta1 && beta2 == o.beta2 &&
+         eps == o.eps && weightDecay == o.weightDecay &&
+         momentum == o.momentum && dampening == o.dampening &&
+         nesterov == o.nesterov && decoupled == o.decoupled &&
+         biasCorrection == o.biasCorrection && torchAdam == o.torchAdam;
+}
+
+double SchedulerConfig::param(const std::string &name) const {
+  auto it = params.find(name);
+  if (it == params.end())
+    throw ConfigError("scheduler " + type + " has no parameter '" + name + "'");
+  return it->second;
+}
+
+bool SchedulerConfig::operator==(const SchedulerConfig &o) const {
+  return type == o.type && params == o.params && warmupType == o.warmupType &&
+         staircase == o.staircase && cycleMomentum == o.cycleMomentum;
+}
+
+bool TrainConfig::operator==(const TrainConfig &o) const {
+  return trainBatchSize == o.trainBatchSize &&
+         microBatchPerGpu == o.microBatchPerGpu &&
+         gradAccumSteps == o.gradAccumSteps && worldSize == o.worldSize &&
+         gradientClipping == o.gradientClipping &&
+         stepsPerPrint == o.stepsPerPrint && optimizer == o.optimizer &&
+         scheduler == o.scheduler && deferred == o.deferred;
+}
+
+TrainConfig defaultConfig() { return TrainConfig(); }
+
+TrainConfig parseDsConfig(const std::string &jsonText,
+                          const std::string &sourceName, int64_t worldSize) {
+  if (worldSize < 1)
+    throw ConfigError(sourceName + ": world size must be >= 1, got " +
+                      std::to_string(worldSize));
+  json root = parseStrict(jsonText, sourceName);
+  if (!root.is_object())
+    throw ConfigError(sourceName + ": the top level must be a JSON object, " +
+                      "got " + shown(root));
+  Section top(sourceName, root, "");
+  top.checkKeys(topLevelKeys(), [&](const std::string &key) -> std::string {
+    if (std::find(kUnsupportedDeepSpeedKeys.begin(),
+                  kUnsupportedDeepSpeedKeys.end(),
+                  key) != kUnsupportedDeepSpeedKeys.end())
+      return "'" + key + "' is a DeepSpeed option dsc does not support";
+    return "";
+  });
+
+  TrainConfig cfg;
+  cfg.worldSize = worldSize;
+  readBatch(top, worldSize, cfg);
+  cfg.gradientClipping = top.number("gradient_clipping").value_or(0.0);
+  top.atLeast("gradient_clipping", cfg.gradientClipping, 0);
+  if (std::optional<int64_t> spp = top.integer("steps_per_print")) {
+    top.positive("steps_per_print", double(*spp));
+    cfg.stepsPerPrint = *spp;
+  }
+  if (top.has("optimizer"))
+    readOptimizer(top, cfg.optimizer);
+  if (top.has("scheduler"))
+    readScheduler(top, cfg.optimizer, cfg.scheduler);
+  for (const char *section : kDeferredSections)
+    if (top.has(section))
+      cfg.deferred[section] = top.raw(section).dump();
+  return cfg;
+}
+
+TrainConfig loadDsConfig(const std::string &path, int64_t worldSize) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw ConfigError(path + ": cannot open the DeepSpeed config");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parseDsConfig(text.str(), path, worldSize);
+}
+
+std::string toJson(const TrainConfig &cfg) {
+  ordered_json root;
+  root["train_batch_size"] = cfg.trainBatchSize;
+  root["train_micro_batch_size_per_gpu"] = cfg.microBatchPerGpu;
+  root["gradient_accumulation_steps"] = cfg.gradAccumSteps;
+  root["gradient_clipping"] = cfg.gradientClipping;
+  if (cfg.stepsPerPrint > 0)
+    root["steps_per_print"] = cfg.stepsPerPrint;
+
+  const OptimizerConfig &o = cfg.optimizer;
+  ordered_json op;
+  op["lr"] = o.lr;
+  if (o.type == "SGD") {
+    op["momentum"] = o.momentum;
+    op["dampening"] = o.dampening;
+    op["weight_decay"] = o.weightDecay;
+    op["nesterov"] = o.nesterov;
+  } else {
+    op["betas"] = {o.beta1, o.beta2};
+    op["eps"] = o.eps;
+    op["weight_decay"] = o.weightDecay;
+    op["adam_w_mode"] = o.decoupled;
+    op["torch_adam"] = o.torchAdam;
+    if (!o.torchAdam)
+      op["bias_correction"] = o.biasCorrection;
+  }
+  root["optimizer"] = {{"type", o.type}, {"params", op}};
+
+  const SchedulerConfig &s = cfg.scheduler;
+  if (const ScheduleSpec *spec = findSchedule(s.type)) {
+    ordered_json sp = ordered_json::object();
+    for (const ParamSpec &p : spec->params) {
+      switch (p.kind) {
+      case Kind::Flag:
+        sp[p.name] = flagField(s, p.name);
+        break;
+      case Kind::WarmupType:
+        sp[p.name] = s.warmupType;
+        break;
+      case Kind::Count:
+        sp[p.name] = static_cast<int64_t>(s.param(p.name));
+        break;
+      case Kind::Number:
+        sp[p.name] = s.param(p.name);
+        break;
+      }
+    }
+    root["scheduler"] = {{"type", s.type}, {"params", sp}};
+  }
+  for (const auto &[name, text] : cfg.deferred)
+    root[name] = ordered_json::parse(text);
+  return root.dump(2);
+}
+
+} // namespace dsrt::config

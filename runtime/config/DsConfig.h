@@ -1,0 +1,151 @@
+//===- DsConfig.h - DeepSpeed ds_config.json parsing ------------*- C++ -*-===//
+//
+// Reads a DeepSpeed ds_config.json into a TrainConfig with every default
+// filled in, following DeepSpeed's own semantics (deepspeed/runtime/config.py,
+// constants.py, engine.py `_configure_basic_optimizer`, lr_schedules.py):
+//
+//  * Batch: train_batch_size = train_micro_batch_size_per_gpu *
+//    gradient_accumulation_steps * worldSize. Any two derive the third with
+//    floor division, as DeepSpeed does; train_batch_size alone means gas 1;
+//    micro batch alone means gas 1. The result is then checked, so 10 with
+//    micro 3 fails with DeepSpeed's "10 != 3 * 3 * 1" message. Neither
+//    train_batch_size nor the micro batch given is an error.
+//  * Optimizer names "adam"/"adamw" are case-insensitive (DeepSpeed
+//    lower-cases names it implements itself); "SGD" is looked up in
+//    torch.optim by DeepSpeed, so it is case-sensitive here too.
+//    "Adam" is FusedAdam with adam_w_mode=True by default, i.e. decoupled
+//    weight decay (AdamW) unless "adam_w_mode": false; "AdamW" is always
+//    decoupled. Defaults are FusedAdam's (lr 1e-3, betas (0.9, 0.999),
+//    eps 1e-8, weight_decay 0, bias_correction true), except with
+//    "torch_adam": true and decoupled decay, where DeepSpeed builds
+//    torch.optim.AdamW whose weight_decay default is 1e-2. SGD defaults are
+//    torch's (lr 1e-3 since torch 2.2, momentum 0, dampening 0, nesterov
+//    false, weight_decay 0).
+//  * No "optimizer" section: DeepSpeed would take the optimizer the Python
+//    script passes in; dsc has no script, so it uses AdamW with the FusedAdam
+//    defaults above (lr 1e-3, decoupled weight decay 0).
+//  * steps_per_print defaults to none (0 here): recent DeepSpeed prints
+//    nothing unless asked (older releases defaulted to 10).
+//  * Scheduler parameters get the defaults of the DeepSpeed scheduler
+//    classes' constructors, which is what the engine calls with
+//    scheduler.params as keyword arguments. WarmupLR's warmup_max_lr defaults
+//    to the optimizer's lr (recent DeepSpeed); WarmupDecayLR's to 0.001.
+//
+// Stricter than DeepSpeed, on purpose: an unknown key (top level, optimizer,
+// optimizer.params, scheduler, scheduler.params) is an error with a "did you
+// mean" suggestion instead of being ignored or failing deep inside Python;
+// an unknown warmup_type is an error instead of a warning that falls back to
+// "log". JSON comments (// and /* */) are accepted, the rest of hjson is not.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSRT_CONFIG_DSCONFIG_H
+#define DSRT_CONFIG_DSCONFIG_H
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+namespace dsrt::config {
+
+/// Every error in a ds_config; the message starts with the source name and
+/// names the key path (e.g. "optimizer.params.lr").
+class ConfigError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+struct OptimizerConfig {
+  /// Canonical name: "Adam", "AdamW" or "SGD".
+  std::string type = "AdamW";
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8; // Adam/AdamW
+  double weightDecay = 0.0;
+  double momentum = 0.0, dampening = 0.0; // SGD
+  bool nesterov = false;                  // SGD
+  /// Decoupled weight decay (AdamW semantics); false means L2 added to the
+  /// gradient (torch.optim.Adam semantics). Always false for SGD.
+  bool decoupled = true;
+  bool biasCorrection = true;
+  /// "torch_adam": DeepSpeed builds torch.optim.Adam(W) instead of FusedAdam.
+  /// The update is the same; only defaults and accepted keys differ.
+  bool torchAdam = false;
+
+  bool operator==(const OptimizerConfig &o) const;
+  bool operator!=(const OptimizerConfig &o) const { return !(*this == o); }
+};
+
+struct SchedulerConfig {
+  /// "" (no scheduler: the optimizer's lr throughout), "WarmupLR",
+  /// "WarmupDecayLR", "WarmupCosineLR", "OneCycle" or "LRRangeTest".
+  std::string type;
+  /// Every numeric parameter of `type` under its DeepSpeed name, defaults
+  /// filled in (integers stored exactly as doubles).
+  std::map<std::string, double> params;
+  /// Warmup schedulers: "log" or "linear".
+  std::string warmupType;
+  /// LRRangeTest: lr_range_test_staircase.
+  bool staircase = false;
+  /// OneCycle: cycle_momentum (DeepSpeed default true). It only acts on
+  /// optimizers with betas (Adam, AdamW); see betasAt() in LrSchedule.h.
+  bool cycleMomentum = false;
+
+  /// params.at(name), with an error naming the scheduler if it is missing.
+  double param(const std::string &name) const;
+
+  bool operator==(const SchedulerConfig &o) const;
+  bool operator!=(const SchedulerConfig &o) const { return !(*this == o); }
+};
+
+/// Top-level ds_config sections that are accepted but not interpreted yet.
+/// Each entry is handled by a later issue, which moves it out of this table.
+/// TrainConfig::deferred keeps their JSON text so nothing is lost meanwhile.
+inline constexpr const char *kDeferredSections[] = {
+    "zero_optimization",        // ZeRO stages, partitioning, offload
+    "fp16",                     // fp16 mixed precision, loss scaling
+    "bf16",                     // bf16 mixed precision
+    "pipeline",                 // pipeline parallelism
+    "activation_checkpointing", // recomputation
+    "wall_clock_breakdown",     // per-phase timers
+};
+
+struct TrainConfig {
+  int64_t trainBatchSize = 1;
+  int64_t microBatchPerGpu = 1;
+  int64_t gradAccumSteps = 1;
+  /// Data-parallel world size the batch relation was checked against. Not a
+  /// ds_config key; it is the argument given to parseDsConfig().
+  int64_t worldSize = 1;
+  double gradientClipping = 0.0; // 0 = off
+  int64_t stepsPerPrint = 0;     // 0 = never
+  OptimizerConfig optimizer;
+  SchedulerConfig scheduler;
+  /// kDeferredSections present in the file -> their JSON text (compact).
+  std::map<std::string, std::string> deferred;
+
+  bool operator==(const TrainConfig &o) const;
+  bool operator!=(const TrainConfig &o) const { return !(*this == o); }
+};
+
+/// What dsc uses when it is given no ds_config at all: batch 1 (micro 1,
+/// gas 1, world 1), AdamW with FusedAdam defaults, no scheduler, no clipping.
+TrainConfig defaultConfig();
+
+/// Parses ds_config JSON text. `sourceName` starts every error message;
+/// `worldSize` is the data-parallel size the batch relation uses.
+/// Throws ConfigError.
+TrainConfig parseDsConfig(const std::string &jsonText,
+                          const std::string &sourceName = "ds_config.json",
+                          int64_t worldSize = 1);
+
+/// Reads and parses the file at `path` (named by its path in errors).
+TrainConfig loadDsConfig(const std::string &path, int64_t worldSize = 1);
+
+/// Canonical form: a ds_config with every default written out (pretty
+/// printed, doubles exact), so it can be baked into a plan and read back:
+/// parseDsConfig(toJson(c), name, c.worldSize) == c.
+std::string toJson(const TrainConfig &cfg);
+
+} // namespace dsrt::config
+
+#endif // DSRT_CONFIG_DSCONFIG_H

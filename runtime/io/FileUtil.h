@@ -1,0 +1,63 @@
+//===- FileUtil.h - shared file plumbing of dsrt_io -------------*- C++ -*-===//
+//
+// The error type of every dsrt_io reader and writer, a read-only memory map
+// of a whole file, and the write-to-temporary-then-rename helper the writers
+// use so that an existing file is never left half overwritten.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSRT_IO_FILEUTIL_H
+#define DSRT_IO_FILEUTIL_H
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace dsrt::io {
+
+/// Every dsrt_io failure; the message starts with the file's path.
+class IoError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A whole file mapped read-only. Movable, not copyable; unmaps on
+/// destruction. An empty file has size() 0 and data() nullptr.
+class MappedFile {
+public:
+  /// Throws IoError naming `path` and the system's reason.
+  static MappedFile open(const std::string &path);
+
+  MappedFile(MappedFile &&other) noexcept;
+  MappedFile &operator=(MappedFile &&other) noexcept;
+  MappedFile(const MappedFile &) = delete;
+  MappedFile &operator=(const MappedFile &) = delete;
+  ~MappedFile();
+
+  const uint8_t *data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string &path() const { return path_; }
+
+private:
+  MappedFile() = default;
+  std::string path_;
+  const uint8_t *data_ = nullptr;
+  size_t size_ = 0;
+};
+
+struct ByteSpan {
+  const void *data;
+  size_t size;
+};
+
+/// Writes the concatenation of `pieces` to `path` through `path`.tmp, which
+/// is fsync'ed and then renamed over `path`: readers see the old file or the
+/// complete new one, never a partial write. Throws IoError (and removes the
+/// temporary) on failure.
+void writeFileAtomically(const std::string &path,
+                         const std::vector<ByteSpan> &pieces);
+
+} // namespace dsrt::io
+
+#endif // DSRT_IO_FILEUTIL_H

@@ -1,0 +1,99 @@
+//===- Metrics.cpp - per-step metrics of a training run -------------------===//
+#include "runtime/io/Metrics.h"
+
+#include "runtime/io/FileUtil.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+namespace dsrt::io {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char *kMetricsFile = "metrics.csv";
+
+/// %.9g keeps a float32 loss exact; nan keeps no sign so tools parse it.
+std::string formatValue(double v, const char *format) {
+  if (std::isnan(v))
+    return "nan";
+  if (std::isinf(v))
+    return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+/// True if `dir` holds a metrics.csv with something in it.
+bool hasMetrics(const fs::path &dir) {
+  std::error_code ec;
+  fs::path file = dir / kMetricsFile;
+  return fs::exists(file, ec) && fs::file_size(file, ec) > 0;
+}
+
+} // namespace
+
+std::string makeRunDir(const std::string &outOrEmpty, std::time_t now) {
+  if (!outOrEmpty.empty()) {
+    fs::path dir(outOrEmpty);
+    std::error_code ec;
+    if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+      throw IoError(outOrEmpty + ": exists and is not a directory; choose "
+                                 "another --out");
+    if (hasMetrics(dir))
+      throw IoError(outOrEmpty + ": already holds the metrics.csv of an "
+                                 "earlier run; choose another --out, or omit "
+                                 "--out to get a new runs/<time> directory");
+    fs::create_directories(dir, ec);
+    if (ec)
+      throw IoError(outOrEmpty +
+                    ": cannot create the run directory: " + ec.message());
+    return outOrEmpty;
+  }
+  std::error_code ec;
+  fs::create_directories("runs", ec);
+  if (ec)
+    throw IoError("runs: cannot create the runs directory: " + ec.message());
+  std::tm local;
+  localtime_r(&now, &local);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &local);
+  // mkdir either claims a name or fails with EEXIST, so concurrent runs
+  // started in the same second still get distinct directories.
+  for (int suffix = 0;; ++suffix) {
+    std::string dir = std::string("runs/") + stamp;
+    if (suffix > 0)
+      dir += "-" + std::to_string(suffix);
+    if (fs::create_directory(dir, ec))
+      return dir;
+    if (ec)
+      throw IoError(dir + ": cannot create the run directory: " + ec.message());
+  }
+}
+
+MetricsWriter::MetricsWriter(const std::string &runDir)
+    : path_((fs::path(runDir) / kMetricsFile).string()) {
+  if (hasMetrics(runDir))
+    throw IoError(path_ + ": already has content; refusing to overwrite the "
+                          "metrics of an earlier run");
+  file_.reset(std::fopen(path_.c_str(), "w"));
+  if (!file_)
+    throw IoError(path_ + ": cannot create: " + std::strerror(errno));
+  if (std::fputs("step,loss,lr,grad_norm,step_time_s\n", file_.get()) < 0 ||
+      std::fflush(file_.get()) != 0)
+    throw IoError(path_ + ": cannot write: " + std::strerror(errno));
+}
+
+void MetricsWriter::write(int64_t step, double loss, double lr, double gradNorm,
+                          double stepTimeS) {
+  std::string row = std::to_string(step) + "," + formatValue(loss, "%.9g") +
+                    "," + formatValue(lr, "%.9g") + "," +
+                    formatValue(gradNorm, "%.9g") + "," +
+                    formatValue(stepTimeS, "%.6f") + "\n";
+  if (std::fputs(row.c_str(), file_.get()) < 0 || std::fflush(file_.get()) != 0)
+    throw IoError(path_ + ": cannot write: " + std::strerror(errno));
+}
+
+} // namespace dsrt::io

@@ -1,0 +1,52 @@
+//===- Metrics.h - per-step metrics of a training run -----------*- C++ -*-===//
+//
+// A run writes its per-step metrics to <run dir>/metrics.csv with the header
+// `step,loss,lr,grad_norm,step_time_s`, one row per optimizer step, flushed
+// as it is written so a crash or a `tail -f` sees every finished step.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSRT_IO_METRICS_H
+#define DSRT_IO_METRICS_H
+
+#include <cstdint>
+#include <cstdio>
+#include <ctime>
+#include <memory>
+#include <string>
+
+namespace dsrt::io {
+
+/// The directory a run writes into.
+///  * `outOrEmpty` empty: creates ./runs/<YYYYmmdd-HHMMSS> from `now` (local
+///    time), adding -1, -2, ... when that name is taken; returns
+///    "runs/<name>".
+///  * otherwise: that directory, created (with parents) if missing. It is
+///    refused if it already holds a non-empty metrics.csv, so a finished run
+///    is never overwritten.
+/// Throws IoError.
+std::string makeRunDir(const std::string &outOrEmpty,
+                       std::time_t now = std::time(nullptr));
+
+/// Appends rows to <runDir>/metrics.csv, which it creates with the header.
+class MetricsWriter {
+public:
+  /// Throws IoError if the file cannot be created or already has content.
+  explicit MetricsWriter(const std::string &runDir);
+
+  /// One row; NaN and infinities are written as nan, inf, -inf.
+  void write(int64_t step, double loss, double lr, double gradNorm,
+             double stepTimeS);
+
+  const std::string &path() const { return path_; }
+
+private:
+  struct Closer {
+    void operator()(std::FILE *f) const { std::fclose(f); }
+  };
+  std::string path_;
+  std::unique_ptr<std::FILE, Closer> file_;
+};
+
+} // namespace dsrt::io
+
+#endif // DSRT_IO_METRICS_H
