@@ -72,7 +72,7 @@ struct Autodiff : impl::AutodiffBase<Autodiff> {
         resultGrads.push_back(grads.lookup(r));
         any |= static_cast<bool>(resultGrads.back());
       }
-      if (!any)
+      if (!any || op->hasTrait<OpTrait::ConstantLike>())
         continue;
       auto rule = dyn_cast<nn::GradientOpInterface>(op);
       if (!rule)

@@ -133,12 +133,11 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
     SmallVector<Value> grads;
     for (auto &p : pairs)
       grads.push_back(p.second);
-    // Without clipping (clip = 0) the norm is still computed for the
-    // metrics, as DeepSpeed reports it.
+    // Without clipping (clip = 0) the op passes the gradients through and
+    // only computes the norm for the metrics, as DeepSpeed reports it.
     auto clipOp = train::ClipGradNormOp::create(b, loc, grads, std::max(0.0, (double)clip));
-    if (clip > 0.0)
-      for (auto [i, g] : llvm::enumerate(clipOp.getClipped()))
-        grads[i] = g;
+    for (auto [i, g] : llvm::enumerate(clipOp.getClipped()))
+      grads[i] = g;
     Value norm = clipOp.getNorm();
 
     SmallVector<Value> newParams;

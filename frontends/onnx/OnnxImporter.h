@@ -6,7 +6,9 @@
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/Support/Error.h"
 
+#include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,15 @@ struct ImportOptions {
 llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 importOnnxFile(mlir::MLIRContext &ctx, const std::string &path,
                const ImportOptions &options);
+
+/// Reads the initializers named in `names` (floating point) from the model
+/// and hands each to `consume` as float32 with its shape. Errors name the
+/// file and the tensor; a name that is not an initializer is an error.
+llvm::Error readFloatInitializers(
+    const std::string &path, const ImportOptions &options,
+    const std::set<std::string> &names,
+    const std::function<void(const std::string &, const std::vector<int64_t> &,
+                             const std::vector<float> &)> &consume);
 
 /// Op types the importer accepts, sorted; for error messages and --help.
 const std::vector<std::string> &supportedOps();

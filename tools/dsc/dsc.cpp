@@ -1,20 +1,25 @@
 //===- dsc.cpp - the dsc compiler driver ---------------------------------===//
 //
-//   dsc model.onnx [--emit=nn] [-o out.mlir] [--explain]
+//   dsc model.onnx [--config ds_config.json] -o plan      # a dsrt plan
+//   dsc model.onnx [--emit=nn|train] [-o out.mlir]        # the IR
 //
-// Imports an ONNX training graph (forward + loss) and prints what dsc made
-// of it. Later phases (autodiff, optimizer, ZeRO, pipeline, plan emission)
-// hang off the same driver.
+// Imports an ONNX training graph (forward + loss), derives the training
+// step (autodiff, gradient accumulation, optimizer, memory plan) with the
+// DeepSpeed settings of --config, and writes the plan directory dsrt runs.
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/nn/NNDialect.h"
 #include "dialects/train/TrainDialect.h"
 #include "frontends/onnx/OnnxImporter.h"
+#include "passes/EmitPlan.h"
 #include "passes/Passes.h"
+#include "runtime/config/DsConfig.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OperationSupport.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -87,23 +92,70 @@ void explain(mlir::ModuleOp module, llvm::raw_ostream &os) {
                      (long long)nParams, (long long)params, params / 1e6, paramBytes / 1e6);
   os << llvm::format("buffers: %lld tensors, %.2f MB (frozen, not trained)\n",
                      (long long)buffers, bufferBytes / 1e6);
-  os << "loss: " << typeString(fn.getResultTypes()[0]) << "\n";
+  for (unsigned i = 0; i < fn.getNumResults(); ++i)
+    if (fn.getResultAttr(i, dsc::train::TrainDialect::kLoss))
+      os << "loss: " << typeString(fn.getResultTypes()[i]) << "\n";
   dsc::printCostReport(module, os);
 }
 
 } // namespace
 
+/// The training-step pipeline with the optimizer settings of `cfg`.
+void buildTrainPipeline(mlir::PassManager &pm, const dsrt::config::TrainConfig &cfg) {
+  pm.addPass(dsc::createAutodiff());
+  dsc::GradientAccumulationOptions ga;
+  ga.steps = cfg.gradAccumSteps;
+  pm.addPass(dsc::createGradientAccumulation(ga));
+  dsc::OptimizerOptions opt;
+  const auto &o = cfg.optimizer;
+  opt.type = o.type == "SGD" ? "sgd" : (o.decoupled ? "adamw" : "adam");
+  opt.lr = o.lr;
+  opt.beta1 = o.beta1;
+  opt.beta2 = o.beta2;
+  opt.eps = o.eps;
+  opt.weightDecay = o.weightDecay;
+  opt.biasCorrection = o.biasCorrection;
+  opt.momentum = o.momentum;
+  opt.dampening = o.dampening;
+  opt.nesterov = o.nesterov;
+  opt.clip = cfg.gradientClipping;
+  opt.schedule = cfg.scheduler.type.empty() ? "constant" : cfg.scheduler.type;
+  for (const auto &[name, value] : cfg.scheduler.params)
+    opt.scheduleParams.push_back(name + ":" + std::to_string(value));
+  pm.addPass(dsc::createOptimizer(opt));
+  pm.addPass(mlir::createCSEPass());
+  pm.addPass(dsc::createMemoryPlan());
+}
+
+/// The model's micro-batch: dim 0 of its inputs (all agree, or 0 if none).
+int64_t modelBatch(mlir::ModuleOp module) {
+  auto fn = *module.getOps<mlir::func::FuncOp>().begin();
+  for (auto arg : fn.getArguments())
+    if (fn.getArgAttr(arg.getArgNumber(), dsc::train::TrainDialect::kInput)) {
+      auto t = mlir::cast<mlir::RankedTensorType>(arg.getType());
+      if (t.getRank() > 0)
+        return t.getShape()[0];
+    }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   CLI::App app{"dsc: ahead-of-time compiler for distributed training"};
-  std::string model, output = "-", emit = "nn", loss, batchSizeText;
+  std::string model, output = "-", emit, loss, batchSizeText, configPath;
   int64_t elide = 1024;
   std::vector<std::string> inputShapes;
   bool doExplain = false;
   app.add_option("model", model, "ONNX model (binary .onnx or textual .onnxtxt) with its loss")
       ->required();
   app.add_option("-o,--output", output, "where to write the result ('-' = stdout)");
-  app.add_option("--emit", emit, "what to produce: nn = the imported IR")
-      ->check(CLI::IsMember({"nn"}));
+  app.add_option("--emit", emit,
+                 "what to produce: plan = a dsrt plan directory (the default with -o DIR), "
+                 "nn = the imported IR (the default without -o or with -o FILE.mlir), "
+                 "train = the IR of the planned training step")
+      ->check(CLI::IsMember({"nn", "train", "plan"}));
+  app.add_option("--config", configPath,
+                 "DeepSpeed ds_config.json: batch sizes, gradient accumulation, "
+                 "optimizer, scheduler, gradient clipping");
   app.add_option("--loss", loss, "graph output to train on (default: the single scalar output)");
   app.add_option("--batch-size", batchSizeText,
                  "value for a dynamic dimension 0 of every input");
@@ -128,9 +180,28 @@ int main(int argc, char **argv) {
     return 1;
   }
 
+  if (emit.empty())
+    emit = (output == "-" || llvm::StringRef(output).ends_with(".mlir")) ? "nn" : "plan";
+  if (emit == "plan" && output == "-") {
+    llvm::errs() << "dsc: error: --emit=plan writes a directory: give it with -o DIR\n";
+    return 1;
+  }
+
+  dsrt::config::TrainConfig cfg;
+  bool haveConfig = !configPath.empty();
+  if (haveConfig) {
+    try {
+      cfg = dsrt::config::loadDsConfig(configPath);
+    } catch (const std::exception &e) {
+      llvm::errs() << "dsc: error: " << e.what() << "\n";
+      return 1;
+    }
+  }
+
   dsc::onnx_import::ImportOptions options;
   options.lossName = loss;
-  options.batchSize = batchSize;
+  // A dynamic batch dimension takes the configured micro-batch size.
+  options.batchSize = batchSize ? batchSize : (haveConfig ? cfg.microBatchPerGpu : 0);
   for (const auto &spec : inputShapes) {
     std::string error;
     if (!parseInputShape(spec, options.inputShapes, error)) {
@@ -144,6 +215,41 @@ int main(int argc, char **argv) {
   if (!module) {
     llvm::errs() << "dsc: error: " << llvm::toString(module.takeError()) << "\n";
     return 1;
+  }
+
+  if (emit != "nn") {
+    int64_t batch = modelBatch(**module);
+    if (haveConfig && batch && batch != cfg.microBatchPerGpu) {
+      llvm::errs() << "dsc: error: " << configPath << ": train_micro_batch_size_per_gpu is "
+                   << cfg.microBatchPerGpu << " but the model's inputs have batch size "
+                   << batch << " (export the model with that batch, or with a dynamic "
+                   << "batch dimension)\n";
+      return 1;
+    }
+    if (!haveConfig) {
+      // No ds_config: the model's batch is the micro-batch, one per step,
+      // and DeepSpeed's defaults for the rest (AdamW, lr 1e-3).
+      cfg = dsrt::config::defaultConfig();
+      cfg.microBatchPerGpu = cfg.trainBatchSize = batch ? batch : 1;
+      cfg.gradAccumSteps = 1;
+    }
+    mlir::PassManager pm(&ctx);
+    buildTrainPipeline(pm, cfg);
+    if (mlir::failed(pm.run(**module)))
+      return 1;
+  }
+  if (emit == "plan") {
+    dsc::EmitPlanOptions planOptions;
+    planOptions.dir = output;
+    planOptions.configJson = dsrt::config::toJson(cfg);
+    planOptions.importOptions = options;
+    if (doExplain) {
+      explain(**module, llvm::outs());
+      planOptions.manifest = &llvm::outs();
+    }
+    if (mlir::failed(dsc::emitPlan(**module, planOptions)))
+      return 1;
+    return 0;
   }
 
   std::error_code ec;

@@ -1,0 +1,562 @@
+//===- EmitPlan.cpp - the planned step as a dsrt plan directory ----------===//
+//
+// Reads a step after memory-plan and writes:
+//   plan.pb              the program (runtime/plan/plan.proto): buffers at
+//                        arena offsets and the instruction lists;
+//   weights.safetensors  the initial parameters and frozen buffers, by name;
+//   manifest.txt         what a person wants to know before running it.
+// Instruction attributes are encoded per op as documented in
+// runtime/core/Ops.cpp, the runtime's table of ops; both sides check arity.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/EmitPlan.h"
+
+#include "dialects/nn/NNDialect.h"
+#include "dialects/train/TrainDialect.h"
+#include "frontends/onnx/OnnxImporter.h"
+#include "runtime/io/SafeTensors.h"
+
+#include "plan.pb.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <fstream>
+
+using namespace mlir;
+
+namespace dsc {
+namespace {
+using train::TrainDialect;
+
+int64_t normalize(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+
+plan::DType dtypeOf(Type t) {
+  Type e = cast<RankedTensorType>(t).getElementType();
+  if (e.isF32())
+    return plan::F32;
+  if (e.isF64())
+    return plan::F64;
+  if (e.isInteger(64))
+    return plan::I64;
+  if (e.isInteger(32))
+    return plan::I32;
+  if (e.isInteger(1))
+    return plan::BOOL;
+  return plan::DTYPE_UNSPECIFIED;
+}
+
+class Emitter {
+public:
+  Emitter(func::FuncOp fn, plan::Plan &p) : fn_(fn), plan_(p) {}
+
+  LogicalResult run() {
+    auto arena = fn_->getAttrOfType<IntegerAttr>("dsc.arena_bytes");
+    auto persistent = fn_->getAttrOfType<IntegerAttr>("dsc.persistent_bytes");
+    if (!arena || !persistent)
+      return fn_.emitError("emit-plan: run memory-plan first (no dsc.arena_bytes)");
+    plan_.set_arena_bytes(arena.getInt());
+    plan_.set_persistent_bytes(persistent.getInt());
+
+    for (BlockArgument a : fn_.getArguments())
+      if (failed(addArgument(a)))
+        return failure();
+    plan::Program *prog = plan_.mutable_program();
+    auto *current = prog->mutable_micro_batch();
+    bool sawAccumulate = false;
+    for (Operation &op : fn_.getBody().front()) {
+      if (auto acc = dyn_cast<train::AccumulateOp>(op)) {
+        if (sawAccumulate)
+          return acc.emitOpError("emit-plan: one accumulate region per step");
+        sawAccumulate = true;
+        // Everything before it is the prologue.
+        prog->mutable_prologue()->Swap(prog->mutable_micro_batch());
+        prog->set_micro_batches(acc.getCount());
+        for (Value sum : acc.getResults()) {
+          auto index = bufferFor(sum);
+          if (failed(index))
+            return failure();
+          plan::Instr *fill = prog->add_prologue();
+          fill->set_op("fill");
+          fill->add_outputs(*index);
+          fill->add_floats(0.0);
+        }
+        for (Operation &inner : acc.getBody().front()) {
+          if (auto yield = dyn_cast<train::YieldOp>(inner)) {
+            for (auto [v, sum] : llvm::zip(yield.getValues(), acc.getResults())) {
+              auto in = bufferFor(v), out = bufferFor(sum);
+              if (failed(in) || failed(out))
+                return failure();
+              plan::Instr *add = prog->add_micro_batch();
+              add->set_op("accumulate");
+              add->add_inputs(*in);
+              add->add_outputs(*out);
+            }
+            continue;
+          }
+          if (failed(emitOp(&inner, *prog->mutable_micro_batch())))
+            return failure();
+        }
+        current = prog->mutable_epilogue();
+        continue;
+      }
+      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+        if (failed(checkResults(ret)))
+          return failure();
+        continue;
+      }
+      if (failed(emitOp(&op, *current)))
+        return failure();
+    }
+    if (!sawAccumulate)
+      prog->set_micro_batches(1);
+    return success();
+  }
+
+  /// Parameter and frozen-buffer names (weights to read).
+  const std::set<std::string> &weightNames() const { return weights_; }
+
+private:
+  FailureOr<int64_t> offsetOf(Value v) {
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      if (arg.getOwner()->getParentOp() == fn_)
+        if (auto o = fn_.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "dsc.offset"))
+          return o.getInt();
+    } else if (auto offsets =
+                   v.getDefiningOp()->getAttrOfType<DenseI64ArrayAttr>("dsc.offsets")) {
+      int64_t o = offsets[cast<OpResult>(v).getResultNumber()];
+      if (o >= 0)
+        return o;
+    }
+    emitError(v.getLoc(), "emit-plan: a value has no planned offset (run memory-plan)");
+    return failure();
+  }
+
+  FailureOr<uint32_t> newBuffer(Value v, plan::Role role, StringRef name) {
+    auto offset = offsetOf(v);
+    if (failed(offset))
+      return failure();
+    plan::DType dtype = dtypeOf(v.getType());
+    if (dtype == plan::DTYPE_UNSPECIFIED) {
+      emitError(v.getLoc(), "emit-plan: element type ")
+          << cast<RankedTensorType>(v.getType()).getElementType()
+          << " has no runtime kernels";
+      return failure();
+    }
+    plan::Buffer *b = plan_.add_buffers();
+    b->set_name(name.str());
+    b->set_dtype(dtype);
+    for (int64_t d : cast<RankedTensorType>(v.getType()).getShape())
+      b->add_shape(d);
+    b->set_offset(*offset);
+    b->set_role(role);
+    uint32_t index = plan_.buffers_size() - 1;
+    buffers_[v] = index;
+    return index;
+  }
+
+  LogicalResult addArgument(BlockArgument a) {
+    unsigned i = a.getArgNumber();
+    auto named = [&](StringRef attr) { return fn_.getArgAttrOfType<StringAttr>(i, attr); };
+    FailureOr<uint32_t> index;
+    if (auto n = named(TrainDialect::kParam)) {
+      index = newBuffer(a, plan::PARAM, n.getValue());
+      weights_.insert(n.getValue().str());
+    } else if (auto n = named(TrainDialect::kBuffer)) {
+      index = newBuffer(a, plan::FROZEN, n.getValue());
+      weights_.insert(n.getValue().str());
+    } else if (auto n = named(TrainDialect::kOptState)) {
+      index = newBuffer(a, plan::OPT_STATE, n.getValue());
+    } else if (auto n = named(TrainDialect::kInput)) {
+      index = newBuffer(a, plan::INPUT, n.getValue());
+      if (succeeded(index)) {
+        auto shape = cast<RankedTensorType>(a.getType()).getShape();
+        if (shape.empty())
+          return fn_.emitError("emit-plan: input '")
+                 << n.getValue() << "' is a scalar; inputs need a batch dimension";
+        if (plan_.micro_batch_size() && plan_.micro_batch_size() != shape[0])
+          return fn_.emitError("emit-plan: inputs disagree on the batch size (")
+                 << plan_.micro_batch_size() << " vs " << shape[0] << " for '"
+                 << n.getValue() << "')";
+        plan_.set_micro_batch_size(shape[0]);
+      }
+    } else if (fn_.getArgAttr(i, TrainDialect::kStep)) {
+      index = newBuffer(a, plan::STEP, "step");
+      if (succeeded(index))
+        plan_.set_step_buffer(*index);
+    } else {
+      return fn_.emitError("emit-plan: argument ") << i << " has no train.* role";
+    }
+    return failure(failed(index));
+  }
+
+  FailureOr<uint32_t> bufferFor(Value v) {
+    if (auto it = buffers_.find(v); it != buffers_.end())
+      return it->second;
+    if (auto cst = v.getDefiningOp<arith::ConstantOp>()) {
+      auto index = newBuffer(v, plan::CONSTANT, "");
+      if (failed(index))
+        return failure();
+      auto dense = dyn_cast<DenseElementsAttr>(cst.getValue());
+      if (!dense)
+        return cst.emitOpError("emit-plan: only dense constants are supported");
+      std::string bytes;
+      Type e = dense.getElementType();
+      for (int64_t k = 0, n = dense.getNumElements(); k < n; ++k) {
+        if (e.isF32()) {
+          float f = dense.getValues<APFloat>()[k].convertToFloat();
+          bytes.append(reinterpret_cast<const char *>(&f), 4);
+        } else if (e.isF64()) {
+          double d = dense.getValues<APFloat>()[k].convertToDouble();
+          bytes.append(reinterpret_cast<const char *>(&d), 8);
+        } else if (e.isInteger(1)) {
+          bytes.push_back(dense.getValues<bool>()[k] ? 1 : 0);
+        } else if (e.isInteger(64)) {
+          int64_t x = dense.getValues<APInt>()[k].getSExtValue();
+          bytes.append(reinterpret_cast<const char *>(&x), 8);
+        } else if (e.isInteger(32)) {
+          int32_t x = (int32_t)dense.getValues<APInt>()[k].getSExtValue();
+          bytes.append(reinterpret_cast<const char *>(&x), 4);
+        } else {
+          return cst.emitOpError("emit-plan: constant of type ") << e << " is not supported";
+        }
+      }
+      plan_.mutable_buffers(*index)->set_data(bytes);
+      return index;
+    }
+    return newBuffer(v, plan::ACTIVATION, "");
+  }
+
+  LogicalResult checkResults(func::ReturnOp ret) {
+    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+      auto index = bufferFor(v);
+      if (failed(index))
+        return failure();
+      if (fn_.getResultAttr(i, TrainDialect::kLoss))
+        plan_.set_loss_buffer(*index);
+      else if (fn_.getResultAttr(i, TrainDialect::kGradNorm))
+        plan_.set_grad_norm_buffer(*index);
+      else if (fn_.getResultAttr(i, TrainDialect::kLr))
+        plan_.set_lr_buffer(*index);
+      else if (fn_.getResultAttr(i, TrainDialect::kUpdated) ||
+               fn_.getResultAttr(i, TrainDialect::kOptState)) {
+        // Updated state must land where the next step reads it.
+        StringRef name =
+            cast<StringAttr>(fn_.getResultAttr(i, TrainDialect::kUpdated)
+                                 ? fn_.getResultAttr(i, TrainDialect::kUpdated)
+                                 : fn_.getResultAttr(i, TrainDialect::kOptState))
+                .getValue();
+        bool inPlace = false;
+        for (int k = 0; k < plan_.buffers_size(); ++k)
+          if (plan_.buffers(k).name() == name.str() &&
+              plan_.buffers(k).offset() == plan_.buffers(*index).offset())
+            inPlace = true;
+        if (!inPlace)
+          return ret.emitOpError("emit-plan: the update of '")
+                 << name << "' is not in place";
+      } else {
+        return ret.emitOpError("emit-plan: result ") << i << " has no train.* role";
+      }
+    }
+    return success();
+  }
+
+  LogicalResult emitOp(Operation *op, google::protobuf::RepeatedPtrField<plan::Instr> &list) {
+    if (isa<arith::ConstantOp>(op))
+      return success(); // a CONSTANT buffer, created at its first use
+    if (auto reshape = dyn_cast<nn::ReshapeOp>(op)) {
+      // A view: a second buffer over the same bytes.
+      auto in = offsetOf(reshape.getInput()), out = offsetOf(reshape.getResult());
+      if (failed(in) || failed(out))
+        return failure();
+      if (*in != *out)
+        return op->emitOpError("emit-plan: reshape is not a view (offsets differ)");
+      return failure(failed(bufferFor(reshape.getResult())));
+    }
+    plan::Instr instr;
+    instr.set_op(op->getName().getStringRef().str());
+    for (Value v : op->getOperands()) {
+      auto index = bufferFor(v);
+      if (failed(index))
+        return failure();
+      instr.add_inputs(*index);
+    }
+    for (Value v : op->getResults()) {
+      auto index = bufferFor(v);
+      if (failed(index))
+        return failure();
+      instr.add_outputs(*index);
+    }
+    if (failed(encodeAttributes(op, instr)))
+      return failure();
+    *list.Add() = std::move(instr);
+    return success();
+  }
+
+  static int64_t reductionCode(nn::Reduction r) {
+    switch (r) {
+    case nn::Reduction::none:
+      return 0;
+    case nn::Reduction::sum:
+      return 1;
+    case nn::Reduction::mean:
+      return 2;
+    }
+    return 2;
+  }
+
+  template <typename LossOp> static void encodeLoss(LossOp op, plan::Instr &instr) {
+    instr.add_ints(reductionCode(op.getReduction()));
+    instr.add_ints(op.getIgnoreIndex().has_value());
+    instr.add_ints(op.getIgnoreIndex().value_or(0));
+  }
+
+  LogicalResult encodeAttributes(Operation *op, plan::Instr &instr) {
+    auto rankOf = [](Value v) { return cast<RankedTensorType>(v.getType()).getRank(); };
+    auto ints = [&](ArrayRef<int64_t> values) {
+      for (int64_t v : values)
+        instr.add_ints(v);
+    };
+    bool ok = true;
+    llvm::TypeSwitch<Operation *>(op)
+        .Case<nn::AddOp, nn::SubOp, nn::MulOp, nn::DivOp, nn::PowOp, nn::MaxOp,
+              nn::MinOp, nn::SelectOp, nn::NegOp, nn::AbsOp, nn::ExpOp, nn::LogOp,
+              nn::SqrtOp, nn::RsqrtOp, nn::ReciprocalOp, nn::TanhOp, nn::ErfOp,
+              nn::ReluOp, nn::SigmoidOp, nn::NotOp, nn::CastOp, nn::BroadcastOp,
+              train::LrScheduleOp>([](Operation *) {})
+        .Case([&](nn::CmpOp o) { instr.add_ints((int64_t)o.getPredicate()); })
+        .Case([&](nn::GeluOp o) {
+          instr.add_ints(o.getApproximation() == nn::GeluApproximation::tanh);
+        })
+        .Case([&](nn::GeluGradOp o) {
+          instr.add_ints(o.getApproximation() == nn::GeluApproximation::tanh);
+        })
+        .Case([&](nn::MatmulOp o) {
+          instr.add_ints(o.getTransposeLhs());
+          instr.add_ints(o.getTransposeRhs());
+        })
+        .Case([&](nn::LayerNormOp o) {
+          instr.add_ints(normalize(o.getAxis(), rankOf(o.getInput())));
+          instr.add_floats(o.getEpsilon().convertToDouble());
+        })
+        .Case([&](nn::LayerNormGradOp o) {
+          instr.add_ints(normalize(o.getAxis(), rankOf(o.getInput())));
+          instr.add_floats(o.getEpsilon().convertToDouble());
+        })
+        .Case<nn::SoftmaxOp, nn::LogSoftmaxOp>([&](auto o) {
+          instr.add_ints(normalize(o.getAxis(), rankOf(o.getInput())));
+        })
+        .Case<nn::SoftmaxGradOp, nn::LogSoftmaxGradOp>([&](auto o) {
+          instr.add_ints(normalize(o.getAxis(), rankOf(o.getOutput())));
+        })
+        .Case<nn::CrossEntropyOp, nn::NllLossOp, nn::CrossEntropyGradOp,
+              nn::NllLossGradOp>([&](auto o) { encodeLoss(o, instr); })
+        .Case([&](nn::GatherOp o) {
+          instr.add_ints(normalize(o.getAxis(), rankOf(o.getData())));
+        })
+        .Case([&](nn::GatherGradOp o) {
+          instr.add_ints(normalize(o.getAxis(), rankOf(o.getDataGrad())));
+        })
+        .Case<nn::ReduceSumOp, nn::ReduceMeanOp, nn::ReduceMaxOp>([&](auto o) {
+          for (int64_t a : o.getAxes())
+            instr.add_ints(normalize(a, rankOf(o.getInput())));
+        })
+        .Case([&](nn::TransposeOp o) { ints(o.getPermutation()); })
+        .Case([&](nn::SliceOp o) {
+          ints(o.getStart());
+          ints(o.getStride());
+        })
+        .Case([&](nn::SliceGradOp o) {
+          ints(o.getStart());
+          ints(o.getStride());
+        })
+        .Case([&](nn::ConcatOp o) {
+          instr.add_ints(normalize(o.getAxis(), rankOf(o.getResult())));
+        })
+        .Case([&](nn::DropoutOp o) {
+          instr.add_ints(o.getRngStream());
+          instr.add_floats(o.getRatio().convertToDouble());
+        })
+        .Case([&](nn::DropoutGradOp o) {
+          instr.add_floats(o.getRatio().convertToDouble());
+        })
+        .Case([&](train::ClipGradNormOp o) {
+          for (auto [g, c] : llvm::zip(o.getGrads(), o.getClipped()))
+            if (buffers_.lookup(g) != buffers_.lookup(c) &&
+                *offsetOf(g) != *offsetOf(c)) {
+              o.emitOpError("emit-plan: clipping must run in place");
+              ok = false;
+            }
+          instr.add_floats(o.getMaxNorm().convertToDouble());
+        })
+        .Case([&](train::AdamOp o) {
+          instr.add_floats(o.getBeta1().convertToDouble());
+          instr.add_floats(o.getBeta2().convertToDouble());
+          instr.add_floats(o.getEps().convertToDouble());
+          instr.add_floats(o.getWeightDecay().convertToDouble());
+          instr.add_ints(o.getDecoupledWeightDecay());
+          instr.add_ints(o.getBiasCorrection());
+        })
+        .Case([&](train::SgdOp o) {
+          instr.add_floats(o.getMomentum().convertToDouble());
+          instr.add_floats(o.getDampening().convertToDouble());
+          instr.add_floats(o.getWeightDecay().convertToDouble());
+          instr.add_ints(o.getNesterov());
+        })
+        .Default([&](Operation *o) {
+          o->emitOpError("emit-plan: no runtime kernel for this op");
+          ok = false;
+        });
+    return success(ok);
+  }
+
+  func::FuncOp fn_;
+  plan::Plan &plan_;
+  llvm::DenseMap<Value, uint32_t> buffers_;
+  std::set<std::string> weights_;
+};
+
+std::string humanBytes(int64_t bytes) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  if (bytes >= (1ll << 30))
+    os << llvm::format("%.2f GiB", bytes / double(1ll << 30));
+  else if (bytes >= (1ll << 20))
+    os << llvm::format("%.2f MiB", bytes / double(1ll << 20));
+  else
+    os << llvm::format("%.1f KiB", bytes / 1024.0);
+  return s;
+}
+
+void writeManifest(const plan::Plan &p, llvm::raw_ostream &os) {
+  int64_t params = 0, paramCount = 0, states = 0, constants = 0;
+  std::vector<const plan::Buffer *> inputs;
+  for (const plan::Buffer &b : p.buffers()) {
+    int64_t n = 1;
+    for (int64_t d : b.shape())
+      n *= d;
+    if (b.role() == plan::PARAM)
+      params += n, ++paramCount;
+    if (b.role() == plan::OPT_STATE)
+      states += n;
+    if (b.role() == plan::CONSTANT)
+      ++constants;
+    if (b.role() == plan::INPUT)
+      inputs.push_back(&b);
+  }
+  os << "dsc plan (format " << p.format_version() << ", " << p.producer() << ")\n";
+  os << "model:            " << p.source_model() << "\n";
+  os << "parameters:       " << params << " in " << paramCount << " tensors ("
+     << humanBytes(params * 4) << " fp32)\n";
+  os << "optimizer states: " << states << " elements (" << humanBytes(states * 4) << ")\n";
+  os << "inputs (per micro-batch of " << p.micro_batch_size() << "):\n";
+  for (const plan::Buffer *b : inputs) {
+    os << "  " << b->name() << ": [";
+    for (int i = 0; i < b->shape_size(); ++i)
+      os << (i ? "," : "") << b->shape(i);
+    os << "] " << plan::DType_Name(b->dtype()) << "\n";
+  }
+  os << "arena:            " << p.arena_bytes() << " bytes (" << humanBytes(p.arena_bytes())
+     << "), planned peak\n";
+  os << "  model state:    " << p.persistent_bytes() << " bytes ("
+     << humanBytes(p.persistent_bytes()) << ")\n";
+  os << "  activations:    " << p.arena_bytes() - p.persistent_bytes() << " bytes ("
+     << humanBytes(p.arena_bytes() - p.persistent_bytes()) << ")\n";
+  const plan::Program &prog = p.program();
+  os << "schedule:         " << prog.prologue_size() << " prologue + "
+     << prog.micro_batches() << " x " << prog.micro_batch_size()
+     << " micro-batch + " << prog.epilogue_size() << " epilogue instructions, "
+     << constants << " constants\n";
+  std::map<std::string, int> kinds;
+  for (const plan::Instr &i : prog.micro_batch())
+    ++kinds[i.op()];
+  os << "micro-batch ops:  ";
+  bool first = true;
+  for (auto &[k, n] : kinds) {
+    os << (first ? "" : ", ") << k << " x" << n;
+    first = false;
+  }
+  os << "\n";
+}
+} // namespace
+
+LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
+  func::FuncOp step;
+  for (auto fn : module.getOps<func::FuncOp>())
+    for (BlockArgument a : fn.getArguments())
+      if (fn.getArgAttr(a.getArgNumber(), TrainDialect::kStep))
+        step = fn;
+  if (!step)
+    return module.emitError("emit-plan: no training step (run autodiff, "
+                            "gradient-accumulation, optimizer and memory-plan first)");
+  plan::Plan p;
+  p.set_format_version(kPlanFormatVersion);
+  p.set_producer("dsc " DSC_VERSION_STRING);
+  auto source = module->getAttrOfType<StringAttr>("dsc.source");
+  if (!source)
+    return module.emitError("emit-plan: the module has no dsc.source (the model to read weights from)");
+  p.set_source_model(source.getValue().str());
+  p.set_config_json(options.configJson);
+  Emitter emitter(step, p);
+  if (failed(emitter.run()))
+    return failure();
+
+  if (auto ec = llvm::sys::fs::create_directories(options.dir))
+    return module.emitError("emit-plan: cannot create '") << options.dir << "': " << ec.message();
+
+  // Weights first: if they cannot be read, no plan.pb is left behind.
+  std::vector<std::pair<std::string, std::pair<std::vector<int64_t>, std::vector<float>>>> weights;
+  if (llvm::Error e = onnx_import::readFloatInitializers(
+          p.source_model(), options.importOptions, emitter.weightNames(),
+          [&](const std::string &name, const std::vector<int64_t> &shape,
+              const std::vector<float> &values) {
+            weights.push_back({name, {shape, values}});
+          }))
+    return module.emitError("emit-plan: ") << llvm::toString(std::move(e));
+  for (const plan::Buffer &b : p.buffers()) {
+    if (b.role() != plan::PARAM && b.role() != plan::FROZEN)
+      continue;
+    for (auto &w : weights)
+      if (w.first == b.name() &&
+          !std::equal(b.shape().begin(), b.shape().end(), w.second.first.begin(),
+                      w.second.first.end()))
+        return module.emitError("emit-plan: initializer '")
+               << b.name() << "' has another shape than the parameter";
+  }
+  std::vector<dsrt::io::TensorRef> refs;
+  for (auto &w : weights)
+    refs.push_back({w.first, dsrt::io::DType::F32, w.second.first, w.second.second.data()});
+  try {
+    dsrt::io::writeSafeTensors(options.dir + "/weights.safetensors", refs,
+                               {{"format", "pt"}, {"producer", "dsc"}});
+  } catch (const std::exception &e) {
+    return module.emitError("emit-plan: ") << e.what();
+  }
+
+  std::string bytes;
+  if (!p.SerializeToString(&bytes))
+    return module.emitError("emit-plan: cannot serialize the plan");
+  {
+    std::ofstream out(options.dir + "/plan.pb.tmp", std::ios::binary);
+    out.write(bytes.data(), bytes.size());
+    if (!out)
+      return module.emitError("emit-plan: cannot write ") << options.dir << "/plan.pb";
+  }
+  if (auto ec = llvm::sys::fs::rename(options.dir + "/plan.pb.tmp", options.dir + "/plan.pb"))
+    return module.emitError("emit-plan: ") << ec.message();
+
+  std::error_code ec;
+  llvm::raw_fd_ostream manifest(options.dir + "/manifest.txt", ec);
+  if (ec)
+    return module.emitError("emit-plan: ") << ec.message();
+  writeManifest(p, manifest);
+  if (options.manifest)
+    writeManifest(p, *options.manifest);
+  return success();
+}
+
+} // namespace dsc

@@ -1,0 +1,30 @@
+//===- EmitPlan.h - write a planned step as a dsrt plan ---------*- C++ -*-===//
+#ifndef DSC_PASSES_EMITPLAN_H
+#define DSC_PASSES_EMITPLAN_H
+
+#include "frontends/onnx/OnnxImporter.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+
+namespace dsc {
+
+/// plan.proto's format_version this compiler writes (dsrt checks it).
+constexpr unsigned kPlanFormatVersion = 1;
+
+struct EmitPlanOptions {
+  std::string dir;                          // the plan directory
+  std::string configJson;                   // canonical ds_config baked in
+  onnx_import::ImportOptions importOptions; // to re-read the weights
+  llvm::raw_ostream *manifest = nullptr;    // also print the manifest here
+};
+
+/// Writes `dir`/plan.pb, weights.safetensors and manifest.txt for the
+/// training step in `module` (after memory-plan). Diagnostics on failure.
+mlir::LogicalResult emitPlan(mlir::ModuleOp module, const EmitPlanOptions &options);
+
+} // namespace dsc
+
+#endif // DSC_PASSES_EMITPLAN_H

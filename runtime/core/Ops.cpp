@@ -1,0 +1,707 @@
+//===- Ops.cpp - the ops a plan may use, their checks and kernels --------===//
+//
+// One entry per op name that dsc's emit-plan writes. Attribute encoding
+// (Instr.ints / Instr.floats), in the order listed:
+//   nn.<binary> (add sub mul div pow max min), nn.<unary>, nn.not,
+//   nn.cast, nn.broadcast, nn.select     -
+//   nn.cmp                 ints: predicate (eq ne lt le gt ge = 0..5)
+//   nn.gelu, nn.gelu_grad  ints: tanh approximation (0/1)
+//   nn.matmul              ints: transpose_lhs, transpose_rhs
+//   nn.layer_norm(_grad)   ints: axis;  floats: epsilon
+//   nn.softmax, nn.log_softmax, and their _grad: ints: axis
+//   nn.cross_entropy, nn.nll_loss, and their _grad:
+//                          ints: reduction (0 none, 1 sum, 2 mean),
+//                                has_ignore_index, ignore_index
+//   nn.gather, nn.gather_grad, nn.concat: ints: axis
+//   nn.reduce_sum/mean/max ints: the reduced axes
+//   nn.transpose           ints: permutation
+//   nn.slice, nn.slice_grad: ints: start[rank], stride[rank]
+//   nn.dropout             ints: rng stream; floats: ratio
+//   nn.dropout_grad        floats: ratio
+//   train.lr_schedule      - (the schedule is the plan's baked config)
+//   train.clip_grad_norm   floats: max_norm (0: only the norm)
+//   train.adam             floats: beta1, beta2, eps, weight_decay;
+//                          ints: decoupled, bias_correction
+//   train.sgd              floats: momentum, dampening, weight_decay;
+//                          ints: nesterov
+//   fill                   floats: value
+//   accumulate             -   (out += in)
+// Axes are non-negative. Every check runs at load time; kernels trust them.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/config/LrSchedule.h"
+#include "runtime/core/Executor.h"
+
+#include <cmath>
+#include <functional>
+#include <map>
+
+namespace dsrt {
+namespace plan = dsc::plan;
+
+namespace {
+
+struct Check {
+  const Instr &i;
+  const std::string &where;
+
+  [[noreturn]] void fail(const std::string &message) const {
+    throw PlanError(where + ": " + message);
+  }
+  void arity(size_t in, size_t out) const {
+    if (i.in.size() != in || i.out.size() != out)
+      fail("expects " + std::to_string(in) + " inputs and " + std::to_string(out) +
+           " outputs, has " + std::to_string(i.in.size()) + " and " + std::to_string(i.out.size()));
+  }
+  void attrs(size_t ints, size_t floats) const {
+    if (i.ints.size() != ints || i.floats.size() != floats)
+      fail("expects " + std::to_string(ints) + " integer and " + std::to_string(floats) +
+           " float attributes, has " + std::to_string(i.ints.size()) + " and " +
+           std::to_string(i.floats.size()));
+  }
+  void dtype(const Tensor *t, plan::DType d, const char *what) const {
+    if (t->dtype != d)
+      fail(std::string(what) + " must be " + plan::DType_Name(d) + ", is " +
+           plan::DType_Name(t->dtype));
+  }
+  void floats(std::initializer_list<const Tensor *> ts) const {
+    for (const Tensor *t : ts)
+      dtype(t, plan::F32, "operand");
+  }
+  void sameShape(const Tensor *a, const Tensor *b) const {
+    if (a->numel != b->numel || a->shape.rank != b->shape.rank ||
+        !std::equal(a->shape.dims, a->shape.dims + a->shape.rank, b->shape.dims))
+      fail("shapes " + shape(a) + " and " + shape(b) + " differ");
+  }
+  void broadcastsTo(const Tensor *a, const Tensor *out) const {
+    int off = out->shape.rank - a->shape.rank;
+    bool ok = off >= 0;
+    for (int d = 0; ok && d < a->shape.rank; ++d)
+      ok = a->shape.dims[d] == 1 || a->shape.dims[d] == out->shape.dims[d + off];
+    if (!ok)
+      fail("operand " + shape(a) + " does not broadcast to " + shape(out));
+  }
+  void inPlace(const Tensor *in, const Tensor *out) const {
+    if (in->offset != out->offset)
+      fail("the update must be in place (result at offset " + std::to_string(out->offset) +
+           ", state at " + std::to_string(in->offset) + ")");
+  }
+  void axis(int64_t a, const Tensor *t) const {
+    if (a < 0 || a >= std::max(t->shape.rank, 1))
+      fail("axis " + std::to_string(a) + " out of range for rank " + std::to_string(t->shape.rank));
+  }
+  static std::string shape(const Tensor *t) {
+    std::string r = "[";
+    for (int d = 0; d < t->shape.rank; ++d)
+      r += (d ? "," : "") + std::to_string(t->shape.dims[d]);
+    return r + "]";
+  }
+};
+
+int64_t prod(const cpu::Shape &s, int from, int to) {
+  int64_t n = 1;
+  for (int d = from; d < to; ++d)
+    n *= s.dims[d];
+  return n;
+}
+
+/// g = {outer, n, inner} around `axis`.
+void splitAround(Instr &i, const Tensor *t, int64_t axis) {
+  i.g[0] = prod(t->shape, 0, (int)axis);
+  i.g[1] = t->shape.rank ? t->shape.dims[axis] : 1;
+  i.g[2] = prod(t->shape, (int)axis + 1, t->shape.rank);
+}
+
+void noteBad(Context &c, int64_t bad, const Instr &i) {
+  if (bad && !c.badIndices)
+    c.badIndexOp = i.op;
+  c.badIndices += bad;
+}
+
+struct OpDef {
+  std::function<void(Instr &, const Check &)> bind; // validates, sets i.run
+};
+
+template <cpu::Binary B> void runBinary(const Instr &i, Context &) {
+  cpu::binary(B, i.in[0]->f32(), i.in[0]->shape, i.in[1]->f32(), i.in[1]->shape,
+              i.out[0]->f32(), i.out[0]->shape);
+}
+template <cpu::Unary U> void runUnary(const Instr &i, Context &) {
+  cpu::unary(U, i.in[0]->f32(), i.out[0]->f32(), i.out[0]->numel);
+}
+
+void bindBinary(Instr &i, const Check &c, KernelFn fn) {
+  c.arity(2, 1);
+  c.attrs(0, 0);
+  c.floats({i.in[0], i.in[1], i.out[0]});
+  c.broadcastsTo(i.in[0], i.out[0]);
+  c.broadcastsTo(i.in[1], i.out[0]);
+  i.run = fn;
+}
+void bindUnary(Instr &i, const Check &c, KernelFn fn) {
+  c.arity(1, 1);
+  c.attrs(0, 0);
+  c.floats({i.in[0], i.out[0]});
+  c.sameShape(i.in[0], i.out[0]);
+  i.run = fn;
+}
+
+cpu::DType kernelDType(plan::DType d) {
+  switch (d) {
+  case plan::F32:
+    return cpu::DType::F32;
+  case plan::F64:
+    return cpu::DType::F64;
+  case plan::I64:
+    return cpu::DType::I64;
+  case plan::I32:
+    return cpu::DType::I32;
+  default:
+    return cpu::DType::Bool;
+  }
+}
+
+const std::map<std::string, OpDef> &table() {
+  static const std::map<std::string, OpDef> ops = [] {
+    std::map<std::string, OpDef> t;
+    auto binary = [&](const char *name, KernelFn fn) {
+      t[name] = {[fn](Instr &i, const Check &c) { bindBinary(i, c, fn); }};
+    };
+    binary("nn.add", runBinary<cpu::Binary::Add>);
+    binary("nn.sub", runBinary<cpu::Binary::Sub>);
+    binary("nn.mul", runBinary<cpu::Binary::Mul>);
+    binary("nn.div", runBinary<cpu::Binary::Div>);
+    binary("nn.pow", runBinary<cpu::Binary::Pow>);
+    binary("nn.max", runBinary<cpu::Binary::Max>);
+    binary("nn.min", runBinary<cpu::Binary::Min>);
+    auto unary = [&](const char *name, KernelFn fn) {
+      t[name] = {[fn](Instr &i, const Check &c) { bindUnary(i, c, fn); }};
+    };
+    unary("nn.neg", runUnary<cpu::Unary::Neg>);
+    unary("nn.abs", runUnary<cpu::Unary::Abs>);
+    unary("nn.exp", runUnary<cpu::Unary::Exp>);
+    unary("nn.log", runUnary<cpu::Unary::Log>);
+    unary("nn.sqrt", runUnary<cpu::Unary::Sqrt>);
+    unary("nn.rsqrt", runUnary<cpu::Unary::Rsqrt>);
+    unary("nn.reciprocal", runUnary<cpu::Unary::Reciprocal>);
+    unary("nn.tanh", runUnary<cpu::Unary::Tanh>);
+    unary("nn.erf", runUnary<cpu::Unary::Erf>);
+    unary("nn.relu", runUnary<cpu::Unary::Relu>);
+    unary("nn.sigmoid", runUnary<cpu::Unary::Sigmoid>);
+
+    t["nn.not"] = {[](Instr &i, const Check &c) {
+      c.arity(1, 1);
+      c.attrs(0, 0);
+      c.dtype(i.in[0], plan::BOOL, "input");
+      c.dtype(i.out[0], plan::BOOL, "result");
+      c.sameShape(i.in[0], i.out[0]);
+      i.run = [](const Instr &i, Context &) {
+        cpu::logicalNot(i.in[0]->u8(), i.out[0]->u8(), i.out[0]->numel);
+      };
+    }};
+    t["nn.gelu"] = {[](Instr &i, const Check &c) {
+      c.arity(1, 1);
+      c.attrs(1, 0);
+      c.floats({i.in[0], i.out[0]});
+      c.sameShape(i.in[0], i.out[0]);
+      i.run = [](const Instr &i, Context &) {
+        cpu::unary(i.ints[0] ? cpu::Unary::GeluTanh : cpu::Unary::GeluErf, i.in[0]->f32(),
+                   i.out[0]->f32(), i.out[0]->numel);
+      };
+    }};
+    t["nn.gelu_grad"] = {[](Instr &i, const Check &c) {
+      c.arity(2, 1);
+      c.attrs(1, 0);
+      c.floats({i.in[0], i.in[1], i.out[0]});
+      c.sameShape(i.in[0], i.out[0]);
+      c.sameShape(i.in[1], i.out[0]);
+      i.run = [](const Instr &i, Context &) {
+        cpu::geluGrad(i.ints[0] != 0, i.in[0]->f32(), i.in[1]->f32(), i.out[0]->f32(),
+                      i.out[0]->numel);
+      };
+    }};
+    t["nn.cmp"] = {[](Instr &i, const Check &c) {
+      c.arity(2, 1);
+      c.attrs(1, 0);
+      if (i.ints[0] < 0 || i.ints[0] > 5)
+        c.fail("unknown comparison predicate " + std::to_string(i.ints[0]));
+      c.dtype(i.out[0], plan::BOOL, "result");
+      if (i.in[0]->dtype != i.in[1]->dtype ||
+          (i.in[0]->dtype != plan::F32 && i.in[0]->dtype != plan::I64))
+        c.fail("operands must both be F32 or both I64");
+      c.broadcastsTo(i.in[0], i.out[0]);
+      c.broadcastsTo(i.in[1], i.out[0]);
+      i.run = i.in[0]->dtype == plan::F32
+                  ? KernelFn([](const Instr &i, Context &) {
+                      cpu::compare(cpu::Cmp(i.ints[0]), i.in[0]->f32(), i.in[0]->shape,
+                                   i.in[1]->f32(), i.in[1]->shape, i.out[0]->u8(),
+                                   i.out[0]->shape);
+                    })
+                  : KernelFn([](const Instr &i, Context &) {
+                      cpu::compareI64(cpu::Cmp(i.ints[0]), i.in[0]->i64(), i.in[0]->shape,
+                                      i.in[1]->i64(), i.in[1]->shape, i.out[0]->u8(),
+                                      i.out[0]->shape);
+                    });
+    }};
+    t["nn.select"] = {[](Instr &i, const Check &c) {
+      c.arity(3, 1);
+      c.attrs(0, 0);
+      c.dtype(i.in[0], plan::BOOL, "condition");
+      c.floats({i.in[1], i.in[2], i.out[0]});
+      for (int k = 0; k < 3; ++k)
+        c.broadcastsTo(i.in[k], i.out[0]);
+      i.run = [](const Instr &i, Context &) {
+        cpu::select(i.in[0]->u8(), i.in[0]->shape, i.in[1]->f32(), i.in[1]->shape,
+                    i.in[2]->f32(), i.in[2]->shape, i.out[0]->f32(), i.out[0]->shape);
+      };
+    }};
+    t["nn.cast"] = {[](Instr &i, const Check &c) {
+      c.arity(1, 1);
+      c.attrs(0, 0);
+      if (i.in[0]->numel != i.out[0]->numel)
+        c.fail("element counts differ");
+      i.run = [](const Instr &i, Context &) {
+        cpu::cast(i.in[0]->data, kernelDType(i.in[0]->dtype), i.out[0]->data,
+                  kernelDType(i.out[0]->dtype), i.out[0]->numel);
+      };
+    }};
+    t["nn.broadcast"] = {[](Instr &i, const Check &c) {
+      c.arity(1, 1);
+      c.attrs(0, 0);
+      c.floats({i.in[0], i.out[0]});
+      c.broadcastsTo(i.in[0], i.out[0]);
+      i.run = [](const Instr &i, Context &) {
+        cpu::broadcastTo(i.in[0]->f32(), i.in[0]->shape, i.out[0]->f32(), i.out[0]->shape);
+      };
+    }};
+    t["nn.matmul"] = {[](Instr &i, const Check &c) {
+      c.arity(2, 1);
+      c.attrs(2, 0);
+      c.floats({i.in[0], i.in[1], i.out[0]});
+      const cpu::Shape &a = i.in[0]->shape, &b = i.in[1]->shape, &o = i.out[0]->shape;
+      if (a.rank < 2 || b.rank < 2 || o.rank < 2)
+        c.fail("operands must have rank >= 2");
+      int64_t m = i.ints[0] ? a.dims[a.rank - 1] : a.dims[a.rank - 2];
+      int64_t k = i.ints[0] ? a.dims[a.rank - 2] : a.dims[a.rank - 1];
+      int64_t k2 = i.ints[1] ? b.dims[b.rank - 1] : b.dims[b.rank - 2];
+      int64_t n = i.ints[1] ? b.dims[b.rank - 2] : b.dims[b.rank - 1];
+      if (k != k2 || o.dims[o.rank - 2] != m || o.dims[o.rank - 1] != n)
+        c.fail("shapes " + Check::shape(i.in[0]) + " x " + Check::shape(i.in[1]) + " -> " +
+               Check::shape(i.out[0]) + " do not multiply");
+      i.run = [](const Instr &i, Context &) {
+        cpu::matmul(i.in[0]->f32(), i.in[0]->shape, i.ints[0] != 0, i.in[1]->f32(),
+                    i.in[1]->shape, i.ints[1] != 0, i.out[0]->f32(), i.out[0]->shape);
+      };
+    }};
+    t["nn.layer_norm"] = {[](Instr &i, const Check &c) {
+      if (i.in.size() != 2 && i.in.size() != 3)
+        c.fail("expects 2 or 3 inputs");
+      c.arity(i.in.size(), 1);
+      c.attrs(1, 1);
+      c.floats({i.in[0], i.in[1], i.out[0]});
+      c.axis(i.ints[0], i.in[0]);
+      c.sameShape(i.in[0], i.out[0]);
+      i.g[0] = prod(i.in[0]->shape, 0, (int)i.ints[0]);
+      i.g[1] = prod(i.in[0]->shape, (int)i.ints[0], i.in[0]->shape.rank);
+      if (i.in[1]->numel != i.g[1] || (i.in.size() == 3 && i.in[2]->numel != i.g[1]))
+        c.fail("scale and bias need " + std::to_string(i.g[1]) + " elements");
+      i.run = [](const Instr &i, Context &) {
+        cpu::layerNorm(i.in[0]->f32(), i.in[1]->f32(), i.in.size() == 3 ? i.in[2]->f32() : nullptr,
+                       i.out[0]->f32(), i.g[0], i.g[1], (float)i.floats[0]);
+      };
+    }};
+    t["nn.layer_norm_grad"] = {[](Instr &i, const Check &c) {
+      c.arity(3, 3);
+      c.attrs(1, 1);
+      c.floats({i.in[0], i.in[1], i.in[2], i.out[0], i.out[1], i.out[2]});
+      c.axis(i.ints[0], i.in[1]);
+      c.sameShape(i.in[0], i.in[1]);
+      c.sameShape(i.in[1], i.out[0]);
+      i.g[0] = prod(i.in[1]->shape, 0, (int)i.ints[0]);
+      i.g[1] = prod(i.in[1]->shape, (int)i.ints[0], i.in[1]->shape.rank);
+      if (i.in[2]->numel != i.g[1] || i.out[1]->numel != i.g[1] || i.out[2]->numel != i.g[1])
+        c.fail("scale and its gradients need " + std::to_string(i.g[1]) + " elements");
+      i.run = [](const Instr &i, Context &) {
+        cpu::layerNormGrad(i.in[0]->f32(), i.in[1]->f32(), i.in[2]->f32(), i.out[0]->f32(),
+                           i.out[1]->f32(), i.out[2]->f32(), i.g[0], i.g[1], (float)i.floats[0]);
+      };
+    }};
+    auto softmaxLike = [&](const char *name, KernelFn fn) {
+      t[name] = {[fn](Instr &i, const Check &c) {
+        c.arity(1, 1);
+        c.attrs(1, 0);
+        c.floats({i.in[0], i.out[0]});
+        c.sameShape(i.in[0], i.out[0]);
+        c.axis(i.ints[0], i.in[0]);
+        splitAround(i, i.in[0], i.ints[0]);
+        i.run = fn;
+      }};
+    };
+    softmaxLike("nn.softmax", [](const Instr &i, Context &) {
+      cpu::softmax(i.in[0]->f32(), i.out[0]->f32(), i.g[0], i.g[1], i.g[2]);
+    });
+    softmaxLike("nn.log_softmax", [](const Instr &i, Context &) {
+      cpu::logSoftmax(i.in[0]->f32(), i.out[0]->f32(), i.g[0], i.g[1], i.g[2]);
+    });
+    auto softmaxGradLike = [&](const char *name, KernelFn fn) {
+      t[name] = {[fn](Instr &i, const Check &c) {
+        c.arity(2, 1);
+        c.attrs(1, 0);
+        c.floats({i.in[0], i.in[1], i.out[0]});
+        c.sameShape(i.in[0], i.out[0]);
+        c.sameShape(i.in[1], i.out[0]);
+        c.axis(i.ints[0], i.in[0]);
+        splitAround(i, i.in[0], i.ints[0]);
+        i.run = fn;
+      }};
+    };
+    softmaxGradLike("nn.softmax_grad", [](const Instr &i, Context &) {
+      cpu::softmaxGrad(i.in[0]->f32(), i.in[1]->f32(), i.out[0]->f32(), i.g[0], i.g[1], i.g[2]);
+    });
+    softmaxGradLike("nn.log_softmax_grad", [](const Instr &i, Context &) {
+      cpu::logSoftmaxGrad(i.in[0]->f32(), i.in[1]->f32(), i.out[0]->f32(), i.g[0], i.g[1],
+                          i.g[2]);
+    });
+
+    // Losses: input [N, C, inner...], labels [N, inner...].
+    auto lossGeometry = [](Instr &i, const Check &c, const Tensor *input, const Tensor *labels) {
+      if (i.ints[0] < 0 || i.ints[0] > 2)
+        c.fail("unknown reduction " + std::to_string(i.ints[0]));
+      if (input->shape.rank < 2)
+        c.fail("input must be [N, C, ...]");
+      c.dtype(labels, plan::I64, "labels");
+      i.g[0] = input->shape.dims[0];
+      i.g[1] = input->shape.dims[1];
+      i.g[2] = prod(input->shape, 2, input->shape.rank);
+      if (labels->numel != i.g[0] * i.g[2])
+        c.fail("labels " + Check::shape(labels) + " do not match input " + Check::shape(input));
+    };
+    auto lossForward = [&](const char *name, bool logits) {
+      t[name] = {[lossGeometry, logits](Instr &i, const Check &c) {
+        c.arity(2, 1);
+        c.attrs(3, 0);
+        c.floats({i.in[0], i.out[0]});
+        lossGeometry(i, c, i.in[0], i.in[1]);
+        int64_t expected = i.ints[0] == 0 ? i.g[0] * i.g[2] : 1;
+        if (i.out[0]->numel != expected)
+          c.fail("loss must have " + std::to_string(expected) + " elements");
+        i.run = logits ? KernelFn([](const Instr &i, Context &ctx) {
+          noteBad(ctx,
+                  cpu::crossEntropy(i.in[0]->f32(), i.in[1]->i64(), i.out[0]->f32(), i.g[0],
+                                    i.g[1], i.g[2], (int)i.ints[0], i.ints[1] != 0, i.ints[2]),
+                  i);
+        })
+                       : KernelFn([](const Instr &i, Context &ctx) {
+                           noteBad(ctx,
+                                   cpu::nllLoss(i.in[0]->f32(), i.in[1]->i64(), i.out[0]->f32(),
+                                                i.g[0], i.g[1], i.g[2], (int)i.ints[0],
+                                                i.ints[1] != 0, i.ints[2]),
+                                   i);
+                         });
+      }};
+    };
+    lossForward("nn.cross_entropy", true);
+    lossForward("nn.nll_loss", false);
+    auto lossBackward = [&](const char *name, bool logits) {
+      t[name] = {[lossGeometry, logits](Instr &i, const Check &c) {
+        c.arity(3, 1);
+        c.attrs(3, 0);
+        c.floats({i.in[0], i.in[2], i.out[0]});
+        c.sameShape(i.in[0], i.out[0]);
+        lossGeometry(i, c, i.in[0], i.in[1]);
+        int64_t expected = i.ints[0] == 0 ? i.g[0] * i.g[2] : 1;
+        if (i.in[2]->numel != expected)
+          c.fail("loss gradient must have " + std::to_string(expected) + " elements");
+        i.run = logits ? KernelFn([](const Instr &i, Context &ctx) {
+          noteBad(ctx,
+                  cpu::crossEntropyGrad(i.in[0]->f32(), i.in[1]->i64(), i.in[2]->f32(),
+                                        i.out[0]->f32(), i.g[0], i.g[1], i.g[2], (int)i.ints[0],
+                                        i.ints[1] != 0, i.ints[2]),
+                  i);
+        })
+                       : KernelFn([](const Instr &i, Context &ctx) {
+                           noteBad(ctx,
+                                   cpu::nllLossGrad(i.in[1]->i64(), i.in[2]->f32(),
+                                                    i.out[0]->f32(), i.g[0], i.g[1], i.g[2],
+                                                    (int)i.ints[0], i.ints[1] != 0, i.ints[2]),
+                                   i);
+                         });
+      }};
+    };
+    lossBackward("nn.cross_entropy_grad", true);
+    lossBackward("nn.nll_loss_grad", false);
+
+    t["nn.gather"] = {[](Instr &i, const Check &c) {
+      c.arity(2, 1);
+      c.attrs(1, 0);
+      c.floats({i.in[0], i.out[0]});
+      c.dtype(i.in[1], plan::I64, "indices");
+      c.axis(i.ints[0], i.in[0]);
+      splitAround(i, i.in[0], i.ints[0]);
+      i.g[3] = i.in[1]->numel;
+      if (i.out[0]->numel != i.g[0] * i.g[3] * i.g[2])
+        c.fail("result " + Check::shape(i.out[0]) + " is not the gathered shape");
+      i.run = [](const Instr &i, Context &ctx) {
+        noteBad(ctx,
+                cpu::gather(i.in[0]->f32(), i.in[1]->i64(), i.out[0]->f32(), i.g[0], i.g[1],
+                            i.g[2], i.g[3]),
+                i);
+      };
+    }};
+    t["nn.gather_grad"] = {[](Instr &i, const Check &c) {
+      c.arity(2, 1);
+      c.attrs(1, 0);
+      c.floats({i.in[0], i.out[0]});
+      c.dtype(i.in[1], plan::I64, "indices");
+      c.axis(i.ints[0], i.out[0]);
+      splitAround(i, i.out[0], i.ints[0]);
+      i.g[3] = i.in[1]->numel;
+      if (i.in[0]->numel != i.g[0] * i.g[3] * i.g[2])
+        c.fail("gradient " + Check::shape(i.in[0]) + " is not the gathered shape");
+      i.run = [](const Instr &i, Context &ctx) {
+        noteBad(ctx,
+                cpu::gatherGrad(i.in[0]->f32(), i.in[1]->i64(), i.out[0]->f32(), i.g[0], i.g[1],
+                                i.g[2], i.g[3]),
+                i);
+      };
+    }};
+    auto reduce = [&](const char *name, cpu::Reduce kind) {
+      t[name] = {[kind](Instr &i, const Check &c) {
+        c.arity(1, 1);
+        c.floats({i.in[0], i.out[0]});
+        if (!i.floats.empty())
+          c.fail("takes no float attributes");
+        uint32_t mask = 0;
+        int64_t kept = 1;
+        for (int64_t a : i.ints) {
+          c.axis(a, i.in[0]);
+          mask |= 1u << a;
+        }
+        for (int d = 0; d < i.in[0]->shape.rank; ++d)
+          if (!(mask & (1u << d)))
+            kept *= i.in[0]->shape.dims[d];
+        if (i.out[0]->numel != kept)
+          c.fail("result " + Check::shape(i.out[0]) + " does not match the reduction");
+        i.g[0] = mask;
+        i.g[1] = (int64_t)kind;
+        i.run = [](const Instr &i, Context &) {
+          cpu::reduce(cpu::Reduce(i.g[1]), i.in[0]->f32(), i.in[0]->shape, (uint32_t)i.g[0],
+                      i.out[0]->f32());
+        };
+      }};
+    };
+    reduce("nn.reduce_sum", cpu::Reduce::Sum);
+    reduce("nn.reduce_mean", cpu::Reduce::Mean);
+    reduce("nn.reduce_max", cpu::Reduce::Max);
+    t["nn.transpose"] = {[](Instr &i, const Check &c) {
+      c.arity(1, 1);
+      c.floats({i.in[0], i.out[0]});
+      int r = i.in[0]->shape.rank;
+      if ((int)i.ints.size() != r || i.out[0]->shape.rank != r)
+        c.fail("permutation needs one entry per dimension");
+      uint32_t seen = 0;
+      for (int d = 0; d < r; ++d) {
+        c.axis(i.ints[d], i.in[0]);
+        seen |= 1u << i.ints[d];
+        if (i.out[0]->shape.dims[d] != i.in[0]->shape.dims[i.ints[d]])
+          c.fail("result shape does not match the permutation");
+      }
+      if (seen != (r ? (1u << r) - 1 : 0))
+        c.fail("not a permutation");
+      i.run = [](const Instr &i, Context &) {
+        cpu::transpose(i.in[0]->f32(), i.in[0]->shape, i.ints.data(), i.out[0]->f32());
+      };
+    }};
+    auto sliceLike = [&](const char *name, bool grad) {
+      t[name] = {[grad](Instr &i, const Check &c) {
+        c.arity(1, 1);
+        c.floats({i.in[0], i.out[0]});
+        const Tensor *big = grad ? i.out[0] : i.in[0], *small = grad ? i.in[0] : i.out[0];
+        int r = big->shape.rank;
+        if ((int)i.ints.size() != 2 * r || small->shape.rank != r)
+          c.fail("needs start and stride per dimension");
+        for (int d = 0; d < r; ++d) {
+          int64_t start = i.ints[d], stride = i.ints[r + d], n = small->shape.dims[d];
+          if (start < 0 || stride <= 0 || (n > 0 && start + (n - 1) * stride >= big->shape.dims[d]))
+            c.fail("dimension " + std::to_string(d) + " slice is out of bounds");
+        }
+        i.run = grad ? KernelFn([](const Instr &i, Context &) {
+          int r = i.out[0]->shape.rank;
+          cpu::sliceGrad(i.in[0]->f32(), i.in[0]->shape, i.ints.data(), i.ints.data() + r,
+                         i.out[0]->f32(), i.out[0]->shape);
+        })
+                     : KernelFn([](const Instr &i, Context &) {
+                         int r = i.in[0]->shape.rank;
+                         cpu::slice(i.in[0]->f32(), i.in[0]->shape, i.ints.data(),
+                                    i.ints.data() + r, i.out[0]->f32(), i.out[0]->shape);
+                       });
+      }};
+    };
+    sliceLike("nn.slice", false);
+    sliceLike("nn.slice_grad", true);
+    t["nn.concat"] = {[](Instr &i, const Check &c) {
+      if (i.in.empty() || i.out.size() != 1)
+        c.fail("expects inputs and one output");
+      c.attrs(1, 0);
+      c.axis(i.ints[0], i.out[0]);
+      int64_t total = 0;
+      for (const Tensor *t : i.in) {
+        c.floats({t});
+        if (t->shape.rank != i.out[0]->shape.rank)
+          c.fail("inputs must have the result's rank");
+        total += t->shape.dims[i.ints[0]];
+        i.shapes.push_back(t->shape);
+      }
+      if (total != i.out[0]->shape.dims[i.ints[0]])
+        c.fail("inputs do not add up to the result along the axis");
+      i.ptrs.assign(i.in.size(), nullptr);
+      i.run = [](const Instr &i, Context &) {
+        cpu::concat(i.ptrs.data(), i.shapes.data(), (int)i.in.size(), (int)i.ints[0],
+                    i.out[0]->f32(), i.out[0]->shape);
+      };
+    }};
+    t["nn.dropout"] = {[](Instr &i, const Check &c) {
+      c.arity(1, 2);
+      c.attrs(1, 1);
+      c.floats({i.in[0], i.out[0]});
+      c.dtype(i.out[1], plan::BOOL, "mask");
+      c.sameShape(i.in[0], i.out[0]);
+      c.sameShape(i.in[0], i.out[1]);
+      if (!(i.floats[0] >= 0 && i.floats[0] < 1))
+        c.fail("ratio must be in [0, 1)");
+      i.run = [](const Instr &i, Context &ctx) {
+        cpu::dropout(i.in[0]->f32(), i.out[0]->f32(), i.out[1]->u8(), i.out[0]->numel,
+                     (float)i.floats[0], ctx.seed, (uint64_t)i.ints[0], ctx.rngCounter);
+      };
+    }};
+    t["nn.dropout_grad"] = {[](Instr &i, const Check &c) {
+      c.arity(2, 1);
+      c.attrs(0, 1);
+      c.floats({i.in[0], i.out[0]});
+      c.dtype(i.in[1], plan::BOOL, "mask");
+      c.sameShape(i.in[0], i.out[0]);
+      c.sameShape(i.in[1], i.out[0]);
+      i.run = [](const Instr &i, Context &) {
+        cpu::dropoutGrad(i.in[0]->f32(), i.in[1]->u8(), i.out[0]->f32(), i.out[0]->numel,
+                         (float)i.floats[0]);
+      };
+    }};
+
+    t["train.lr_schedule"] = {[](Instr &i, const Check &c) {
+      c.arity(1, 1);
+      c.attrs(0, 0);
+      c.dtype(i.in[0], plan::I64, "step");
+      c.dtype(i.out[0], plan::F32, "lr");
+      i.run = [](const Instr &i, Context &ctx) {
+        // DeepSpeed's schedules count updates from 0.
+        *i.out[0]->f32() = (float)config::learningRate(*ctx.config, ctx.step - 1);
+      };
+    }};
+    t["train.clip_grad_norm"] = {[](Instr &i, const Check &c) {
+      size_t n = i.in.size();
+      if (n == 0 || i.out.size() != n + 1)
+        c.fail("expects N gradients, N results and the norm");
+      c.attrs(0, 1);
+      for (size_t k = 0; k < n; ++k) {
+        c.floats({i.in[k], i.out[k]});
+        c.sameShape(i.in[k], i.out[k]);
+      }
+      c.dtype(i.out[n], plan::F32, "norm");
+      if (i.floats[0] < 0)
+        c.fail("max_norm must be >= 0");
+      i.run = [](const Instr &i, Context &) {
+        size_t n = i.in.size();
+        double sq = 0;
+        for (size_t k = 0; k < n; ++k)
+          sq += cpu::sumSquares(i.in[k]->f32(), i.in[k]->numel);
+        double norm = std::sqrt(sq);
+        *i.out[n]->f32() = (float)norm;
+        // torch.nn.utils.clip_grad_norm_ / DeepSpeed: scale when the norm
+        // exceeds max_norm, by max_norm / (norm + 1e-6).
+        double coef = i.floats[0] > 0 ? i.floats[0] / (norm + 1e-6) : 1.0;
+        for (size_t k = 0; k < n; ++k) {
+          if (i.out[k]->data != i.in[k]->data)
+            std::copy(i.in[k]->f32(), i.in[k]->f32() + i.in[k]->numel, i.out[k]->f32());
+          if (coef < 1.0)
+            cpu::scale(i.out[k]->f32(), i.out[k]->numel, (float)coef);
+        }
+      };
+    }};
+    t["train.adam"] = {[](Instr &i, const Check &c) {
+      c.arity(6, 3);
+      c.attrs(2, 4);
+      c.floats({i.in[0], i.in[1], i.in[2], i.in[3], i.in[4]});
+      c.dtype(i.in[5], plan::I64, "step");
+      for (int k = 1; k < 4; ++k)
+        c.sameShape(i.in[0], i.in[k]);
+      for (int k = 0; k < 3; ++k)
+        c.sameShape(i.in[0], i.out[k]);
+      c.inPlace(i.in[0], i.out[0]);
+      c.inPlace(i.in[2], i.out[1]);
+      c.inPlace(i.in[3], i.out[2]);
+      i.run = [](const Instr &i, Context &) {
+        // In place: the outputs view the parameter and state bytes.
+        cpu::adam(i.out[0]->f32(), i.in[1]->f32(), i.out[1]->f32(), i.out[2]->f32(),
+                  i.out[0]->numel, *i.in[4]->f32(), (float)i.floats[0], (float)i.floats[1],
+                  (float)i.floats[2], (float)i.floats[3], i.ints[0] != 0, i.ints[1] != 0,
+                  *i.in[5]->i64());
+      };
+    }};
+    t["train.sgd"] = {[](Instr &i, const Check &c) {
+      bool momentum = i.in.size() == 4;
+      c.arity(momentum ? 4 : 3, momentum ? 2 : 1);
+      c.attrs(1, 3);
+      c.floats({i.in[0], i.in[1], i.in[2], i.out[0]});
+      c.sameShape(i.in[0], i.in[1]);
+      c.sameShape(i.in[0], i.out[0]);
+      c.inPlace(i.in[0], i.out[0]);
+      if (momentum) {
+        c.sameShape(i.in[0], i.in[3]);
+        c.inPlace(i.in[3], i.out[1]);
+      }
+      i.run = [](const Instr &i, Context &ctx) {
+        bool momentum = i.in.size() == 4;
+        cpu::sgd(i.out[0]->f32(), i.in[1]->f32(), momentum ? i.out[1]->f32() : nullptr,
+                 i.out[0]->numel, *i.in[2]->f32(), (float)i.floats[0], (float)i.floats[1],
+                 (float)i.floats[2], i.ints[0] != 0, ctx.step == 1);
+      };
+    }};
+    t["fill"] = {[](Instr &i, const Check &c) {
+      c.arity(0, 1);
+      c.attrs(0, 1);
+      c.floats({i.out[0]});
+      i.run = [](const Instr &i, Context &) {
+        cpu::fill(i.out[0]->f32(), i.out[0]->numel, (float)i.floats[0]);
+      };
+    }};
+    t["accumulate"] = {[](Instr &i, const Check &c) {
+      c.arity(1, 1);
+      c.attrs(0, 0);
+      c.floats({i.in[0], i.out[0]});
+      c.sameShape(i.in[0], i.out[0]);
+      i.run = [](const Instr &i, Context &) {
+        cpu::accumulate(i.in[0]->f32(), i.out[0]->f32(), i.out[0]->numel);
+      };
+    }};
+    return t;
+  }();
+  return ops;
+}
+} // namespace
+
+void bindInstr(Instr &instr, const std::string &where) {
+  auto it = table().find(instr.op);
+  if (it == table().end())
+    throw PlanError(where + ": unknown op '" + instr.op +
+                    "' (the plan was written by a newer dsc?)");
+  it->second.bind(instr, Check{instr, where});
+}
+
+std::vector<std::string> knownOps() {
+  std::vector<std::string> names;
+  for (auto &[name, def] : table())
+    names.push_back(name);
+  return names;
+}
+
+} // namespace dsrt

@@ -1,0 +1,280 @@
+//===- dsrt.cpp - run a dsc plan ------------------------------------------===//
+//
+//   dsrt PLAN --data DATA [--steps N] [--seed S] [--out DIR] [--config F]
+//        [--threads T] [--token-dtype u16|u32] [--export-onnx OUT.onnx]
+//
+// Validates the plan and the data before the first step, then trains:
+// a progress line every steps_per_print steps, metrics.csv every step, and
+// the trained weights (safetensors; optionally written back into the ONNX
+// model) at the end.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/config/DsConfig.h"
+#include "runtime/core/Executor.h"
+#include "runtime/io/Metrics.h"
+#include "runtime/io/Npy.h"
+#include "runtime/io/SafeTensors.h"
+#include "runtime/io/TokenFile.h"
+
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <sys/resource.h>
+
+namespace plan = dsc::plan;
+namespace fs = std::filesystem;
+using dsrt::PlanError;
+using dsrt::Tensor;
+
+namespace {
+
+[[noreturn]] void die(const std::string &message) {
+  std::fprintf(stderr, "dsrt: error: %s\n", message.c_str());
+  std::exit(1);
+}
+
+/// Fills the plan's inputs for micro-batch `k` of the whole run.
+class DataSource {
+public:
+  virtual ~DataSource() = default;
+  virtual void load(int64_t k) = 0;
+  /// Tokens (or samples) one micro-batch consumes, for the throughput.
+  virtual int64_t itemsPerMicroBatch() const = 0;
+  virtual const char *itemName() const = 0;
+};
+
+/// A folder of NAME.npy files, one per input; dim 0 counts samples.
+class NpyFolder : public DataSource {
+public:
+  NpyFolder(const std::string &dir, const std::vector<Tensor *> &inputs, int64_t batch)
+      : inputs_(inputs), batch_(batch) {
+    for (Tensor *t : inputs) {
+      std::string path = (fs::path(dir) / (t->name + ".npy")).string();
+      if (!fs::exists(path))
+        die(path + ": missing; the plan's input '" + t->name + "' is read from it");
+      arrays_.push_back(std::make_unique<dsrt::io::NpyArray>(dsrt::io::readNpy(path)));
+      const dsrt::io::NpyArray &a = *arrays_.back();
+      bool dtypeOk = (t->dtype == plan::F32 && a.dtype == dsrt::io::DType::F32) ||
+                     (t->dtype == plan::I64 && (a.dtype == dsrt::io::DType::I64 ||
+                                                a.dtype == dsrt::io::DType::I32));
+      if (!dtypeOk)
+        die(path + ": dtype " + dsrt::io::dtypeName(a.dtype) + ", the input '" + t->name +
+            "' needs " + (t->dtype == plan::F32 ? "float32" : "int64 (or int32)"));
+      std::vector<int64_t> want(t->shape.dims + 1, t->shape.dims + t->shape.rank);
+      std::vector<int64_t> have(a.shape.begin() + (a.shape.empty() ? 0 : 1), a.shape.end());
+      if (a.shape.empty() || have != want) {
+        want.insert(want.begin(), -1);
+        die(path + ": shape " + dsrt::io::formatShape(a.shape) + ", the input '" + t->name +
+            "' needs [N" + dsrt::io::formatShape(want).substr(3));
+      }
+      if (a.shape[0] < batch)
+        die(path + ": " + std::to_string(a.shape[0]) + " samples, fewer than one micro-batch (" +
+            std::to_string(batch) + ")");
+      if (samples_ && a.shape[0] != samples_)
+        die(path + ": " + std::to_string(a.shape[0]) + " samples, but the other inputs have " +
+            std::to_string(samples_));
+      samples_ = a.shape[0];
+    }
+  }
+  void load(int64_t k) override {
+    for (size_t j = 0; j < inputs_.size(); ++j) {
+      Tensor *t = inputs_[j];
+      const dsrt::io::NpyArray &a = *arrays_[j];
+      int64_t row = t->numel / batch_;
+      for (int64_t i = 0; i < batch_; ++i) {
+        int64_t src = (k * batch_ + i) % samples_;
+        if (a.dtype == dsrt::io::DType::I32) {
+          auto *from = static_cast<const int32_t *>(a.data()) + src * row;
+          std::copy(from, from + row, t->i64() + i * row);
+        } else {
+          size_t bytes = t->bytes() / batch_;
+          std::memcpy(static_cast<char *>(t->data) + i * bytes,
+                      static_cast<const char *>(a.data()) + src * bytes, bytes);
+        }
+      }
+    }
+  }
+  int64_t itemsPerMicroBatch() const override { return batch_; }
+  const char *itemName() const override { return "samples"; }
+
+private:
+  std::vector<Tensor *> inputs_;
+  std::vector<std::unique_ptr<dsrt::io::NpyArray>> arrays_;
+  int64_t batch_, samples_ = 0;
+};
+
+/// A flat token file (nanoGPT / llm.c): the two [B, T] integer inputs get
+/// windows of T tokens and the same windows shifted by one.
+class TokenSource : public DataSource {
+public:
+  TokenSource(const std::string &path, std::optional<dsrt::io::TokenWidth> width,
+              const std::vector<Tensor *> &inputs, int64_t batch)
+      : file_(dsrt::io::TokenFile::open(path, width)), batch_(batch) {
+    if (inputs.size() != 2 || inputs[0]->dtype != plan::I64 || inputs[1]->dtype != plan::I64 ||
+        inputs[0]->shape.rank != 2 || inputs[1]->shape.rank != 2 ||
+        inputs[0]->shape.dims[1] != inputs[1]->shape.dims[1])
+      die(path + ": a token file feeds a model with two int64 [batch, seq] inputs (tokens and "
+                 "next-token targets); this plan's inputs differ, give --data a folder of .npy "
+                 "files named after them");
+    // The targets are the input named like targets/labels, else the second.
+    auto isTarget = [](const std::string &n) {
+      return n.find("target") != std::string::npos || n.find("label") != std::string::npos;
+    };
+    bool swap = isTarget(inputs[0]->name) && !isTarget(inputs[1]->name);
+    tokens_ = inputs[swap ? 1 : 0];
+    targets_ = inputs[swap ? 0 : 1];
+    seq_ = tokens_->shape.dims[1];
+    windows_ = (file_.size() - 1) / seq_;
+    if (windows_ < batch)
+      die(path + ": " + std::to_string(file_.size()) + " tokens, too few for one micro-batch of " +
+          std::to_string(batch) + " x " + std::to_string(seq_) + " (+1) tokens");
+  }
+  void load(int64_t k) override {
+    for (int64_t i = 0; i < batch_; ++i) {
+      int64_t start = ((k * batch_ + i) % windows_) * seq_;
+      file_.copyWindow(start, seq_, tokens_->i64() + i * seq_);
+      file_.copyWindow(start + 1, seq_, targets_->i64() + i * seq_);
+    }
+  }
+  int64_t itemsPerMicroBatch() const override { return batch_ * seq_; }
+  const char *itemName() const override { return "tokens"; }
+
+private:
+  dsrt::io::TokenFile file_;
+  Tensor *tokens_ = nullptr, *targets_ = nullptr;
+  int64_t batch_, seq_ = 0, windows_ = 0;
+};
+
+int64_t peakRssMiB() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss / 1024;
+}
+
+/// The keys dsc bakes into the plan must not differ at run time.
+void checkRuntimeConfig(const dsrt::config::TrainConfig &baked,
+                        const dsrt::config::TrainConfig &given, const std::string &path) {
+  auto differs = [&](bool d, const char *keys) {
+    if (d)
+      die(path + ": " + keys + " differ from the plan's (they are compiled in: recompile with "
+                               "dsc --config " + path + ")");
+  };
+  differs(baked.trainBatchSize != given.trainBatchSize ||
+              baked.microBatchPerGpu != given.microBatchPerGpu ||
+              baked.gradAccumSteps != given.gradAccumSteps,
+          "the batch sizes / gradient_accumulation_steps");
+  differs(baked.optimizer != given.optimizer, "the optimizer settings");
+  differs(baked.gradientClipping != given.gradientClipping, "gradient_clipping");
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  CLI::App app{"dsrt: runs a plan compiled by dsc"};
+  std::string planDir, data, out, configPath, tokenDtype, exportOnnx;
+  int64_t steps = 100, threads = 0;
+  uint64_t seed = 1234;
+  app.add_option("plan", planDir, "plan directory written by dsc -o")->required();
+  app.add_option("--data", data,
+                 "a folder of NAME.npy files (one per input, dim 0 = samples) or a flat token "
+                 "file (uint16/uint32 ids, nanoGPT/llm.c format)")
+      ->required();
+  app.add_option("--steps", steps, "optimizer steps to run")->check(CLI::PositiveNumber);
+  app.add_option("--seed", seed, "seed of the dropout masks");
+  app.add_option("--out", out, "run folder (default: ./runs/<timestamp>)");
+  app.add_option("--config", configPath,
+                 "ds_config.json: steps_per_print and scheduler may change at run time; "
+                 "batch, optimizer and clipping keys must match the plan");
+  app.add_option("--threads", threads, "CPU threads for the kernels (0: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--token-dtype", tokenDtype, "token width of a token file: u16 or u32");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp &e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError &e) {
+    die(std::string(e.what()) + " (see dsrt --help)");
+  }
+
+  try {
+    dsrt::Executor exec(planDir);
+    dsrt::config::TrainConfig cfg = exec.config();
+    if (!configPath.empty()) {
+      dsrt::config::TrainConfig given = dsrt::config::loadDsConfig(configPath);
+      checkRuntimeConfig(cfg, given, configPath);
+      cfg = given;
+      // The step reads the schedule from the executor's config.
+      const_cast<dsrt::config::TrainConfig &>(exec.config()) = given;
+    }
+    if (threads)
+      dsrt::cpu::setNumThreads((int)threads);
+
+    std::unique_ptr<DataSource> source;
+    if (fs::is_directory(data)) {
+      source = std::make_unique<NpyFolder>(data, exec.inputs(), exec.microBatchSize());
+    } else if (fs::exists(data)) {
+      std::optional<dsrt::io::TokenWidth> width;
+      if (!tokenDtype.empty())
+        width = dsrt::io::parseTokenWidth(tokenDtype);
+      source = std::make_unique<TokenSource>(data, width, exec.inputs(), exec.microBatchSize());
+    } else {
+      die("--data " + data + ": no such file or folder");
+    }
+
+    exec.initialize(planDir + "/weights.safetensors", seed);
+    std::string runDir = dsrt::io::makeRunDir(out);
+    dsrt::io::MetricsWriter metrics(runDir);
+    int64_t every = cfg.stepsPerPrint > 0 ? cfg.stepsPerPrint : 10;
+    std::printf("dsrt: %s, %lld steps x %lld micro-batches of %lld, %d threads, arena %.1f MiB, "
+                "run folder %s\n",
+                planDir.c_str(), (long long)steps, (long long)exec.microBatches(),
+                (long long)exec.microBatchSize(), dsrt::cpu::numThreads(),
+                exec.plan().arena_bytes() / 1048576.0, runDir.c_str());
+    std::fflush(stdout);
+
+    using Clock = std::chrono::steady_clock;
+    auto start = Clock::now();
+    auto windowStart = start;
+    int64_t micro = 0, windowItems = 0;
+    for (int64_t s = 1; s <= steps; ++s) {
+      auto t0 = Clock::now();
+      exec.step(s, [&](int64_t k) { source->load(micro + k); });
+      micro += exec.microBatches();
+      double stepTime = std::chrono::duration<double>(Clock::now() - t0).count();
+      metrics.write(s, exec.loss(), exec.lr(), exec.gradNorm(), stepTime);
+      windowItems += source->itemsPerMicroBatch() * exec.microBatches();
+      if (s % every == 0 || s == steps) {
+        auto now = Clock::now();
+        double window = std::chrono::duration<double>(now - windowStart).count();
+        std::printf("step %6lld/%lld | loss %.4f | lr %.3e | grad_norm %.3f | %.0f %s/s | "
+                    "elapsed %.1fs\n",
+                    (long long)s, (long long)steps, exec.loss(), exec.lr(), exec.gradNorm(),
+                    windowItems / std::max(window, 1e-9), source->itemName(),
+                    std::chrono::duration<double>(now - start).count());
+        std::fflush(stdout);
+        windowStart = now;
+        windowItems = 0;
+      }
+    }
+    double total = std::chrono::duration<double>(Clock::now() - start).count();
+
+    std::vector<dsrt::io::TensorRef> refs;
+    for (const Tensor *t : exec.weights())
+      refs.push_back({t->name, dsrt::io::DType::F32,
+                      std::vector<int64_t>(t->shape.dims, t->shape.dims + t->shape.rank),
+                      t->data});
+    std::string weightsPath = runDir + "/weights.safetensors";
+    dsrt::io::writeSafeTensors(weightsPath, refs, {{"format", "pt"}, {"producer", "dsrt"}});
+    std::printf("dsrt: done in %.1fs, peak RSS %lld MiB (planned arena %.1f MiB); weights in %s, "
+                "metrics in %s\n",
+                total, (long long)peakRssMiB(), exec.plan().arena_bytes() / 1048576.0,
+                weightsPath.c_str(), metrics.path().c_str());
+  } catch (const std::exception &e) {
+    die(e.what());
+  }
+  return 0;
+}
