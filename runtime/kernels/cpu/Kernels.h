@@ -86,6 +86,8 @@ void broadcastTo(const float *x, const Shape &xs, float *y, const Shape &ys);
 void matmul(const float *A, const Shape &as, bool transA, const float *B,
             const Shape &bs, bool transB, float *C, const Shape &cs,
             float alpha = 1.0f, float beta = 0.0f);
+/// The GEMM library matmul uses: "dnnl" or "openblas".
+const char *gemmBackend();
 
 //===--- reductions -------------------------------------------------------===//
 

@@ -1,0 +1,87 @@
+//===- Optim.cpp - in-place Adam(W) and SGD steps
+//--------------------------===//
+//
+// Single fused pass per parameter tensor, float arithmetic in the order of
+// torch's CPU single-tensor implementations. The per-range loops take every
+// scalar by value: the float stores could otherwise alias scalars captured
+// by reference, which keeps GCC from vectorizing.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/kernels/cpu/Internal.h"
+
+#include <cmath>
+
+namespace dsrt::cpu {
+using namespace detail;
+
+namespace {
+
+struct AdamScalars {
+  float beta1, beta2, c1, c2, eps, decay, l2, stepSize, bc2Sqrt;
+};
+
+void adamRange(float *__restrict p, const float *__restrict g,
+               float *__restrict m, float *__restrict v, int64_t b, int64_t e,
+               const AdamScalars s) {
+  for (int64_t i = b; i < e; ++i) {
+    const float param = p[i] * s.decay;
+    const float grad = g[i] + s.l2 * param;
+    const float mi = s.beta1 * m[i] + s.c1 * grad;
+    const float vi = s.beta2 * v[i] + s.c2 * grad * grad;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = param - s.stepSize * (mi / (std::sqrt(vi) / s.bc2Sqrt + s.eps));
+  }
+}
+
+void sgdRange(float *__restrict p, const float *__restrict g,
+              float *__restrict buf, int64_t b, int64_t e, const float lr,
+              const float momentum, const float damp, const float wd,
+              const bool nesterov, const bool firstStep) {
+  if (!buf) {
+    for (int64_t i = b; i < e; ++i)
+      p[i] -= lr * (g[i] + wd * p[i]);
+    return;
+  }
+  for (int64_t i = b; i < e; ++i) {
+    const float grad = g[i] + wd * p[i];
+    const float bi = firstStep ? grad : momentum * buf[i] + damp * grad;
+    buf[i] = bi;
+    p[i] -= lr * (nesterov ? grad + momentum * bi : bi);
+  }
+}
+
+} // namespace
+
+void adam(float *p, const float *g, float *m, float *v, int64_t n, float lr,
+          float beta1, float beta2, float eps, float weightDecay,
+          bool decoupled, bool biasCorrection, int64_t step) {
+  float bc1 = 1.0f, bc2Sqrt = 1.0f;
+  if (biasCorrection) {
+    bc1 = float(1.0 - std::pow(double(beta1), double(step)));
+    bc2Sqrt = float(std::sqrt(1.0 - std::pow(double(beta2), double(step))));
+  }
+  const AdamScalars s{beta1,
+                      beta2,
+                      1.0f - beta1,
+                      1.0f - beta2,
+                      eps,
+                      decoupled ? 1.0f - lr * weightDecay : 1.0f,
+                      decoupled ? 0.0f : weightDecay,
+                      lr / bc1,
+                      bc2Sqrt};
+  parallelFor(n, kGrain / 4,
+              [&](int64_t b, int64_t e) { adamRange(p, g, m, v, b, e, s); });
+}
+
+void sgd(float *p, const float *g, float *buf, int64_t n, float lr,
+         float momentum, float dampening, float weightDecay, bool nesterov,
+         bool firstStep) {
+  float *momentumBuf = momentum == 0.0f ? nullptr : buf;
+  parallelFor(n, kGrain / 4, [&](int64_t b, int64_t e) {
+    sgdRange(p, g, momentumBuf, b, e, lr, momentum, 1.0f - dampening,
+             weightDecay, nesterov, firstStep);
+  });
+}
+
+} // namespace dsrt::cpu

@@ -1,0 +1,231 @@
+//===- Reduce.cpp - axis reductions and the global-norm sum of squares ----===//
+//
+// Results never depend on the thread count: threads split the outputs (each
+// output is summed in one fixed order), and whole-tensor reductions sum
+// fixed-size chunks whose partials are then added in chunk order.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/kernels/cpu/Internal.h"
+
+#include <cmath>
+#include <limits>
+
+namespace dsrt::cpu {
+using namespace detail;
+
+namespace {
+
+constexpr int64_t kChunk = 1 << 14;
+
+/// Dims of one kind (kept or reduced) with their strides in x, iterated
+/// in row-major order.
+struct Dims {
+  int rank = 0;
+  int64_t size[kMaxRank];
+  int64_t stride[kMaxRank];
+
+  int64_t count() const {
+    int64_t n = 1;
+    for (int i = 0; i < rank; ++i)
+      n *= size[i];
+    return n;
+  }
+  /// Offset in x of the i-th index in row-major order.
+  int64_t offset(int64_t i) const {
+    int64_t off = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      off += (i % size[d]) * stride[d];
+      i /= size[d];
+    }
+    return off;
+  }
+  /// Calls f(offset) for every index in row-major order.
+  template <class F> void forEach(F &&f) const {
+    int64_t idx[kMaxRank] = {}, off = 0;
+    for (int64_t n = count(); n > 0; --n) {
+      f(off);
+      for (int d = rank - 1; d >= 0; --d) {
+        off += stride[d];
+        if (++idx[d] < size[d])
+          break;
+        off -= stride[d] * size[d];
+        idx[d] = 0;
+      }
+    }
+  }
+};
+
+float rowSum(const float *x, int64_t n) {
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i)
+    s += x[i];
+  return s;
+}
+
+/// Whole-tensor reduction over fixed chunks; sums accumulate in double.
+float reduceAll(Reduce op, const float *x, int64_t n) {
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  double *part = scratch<double, 0>(chunks);
+  parallelFor(chunks, 1, [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c) {
+      const float *p = x + c * kChunk;
+      const int64_t len = std::min(kChunk, n - c * kChunk);
+      if (op == Reduce::Max) {
+        part[c] = rowMax(p, len);
+        continue;
+      }
+      double s = 0.0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t i = 0; i < len; ++i)
+        s += p[i];
+      part[c] = s;
+    }
+  });
+  double r = op == Reduce::Max ? -std::numeric_limits<double>::infinity() : 0.0;
+  for (int64_t c = 0; c < chunks; ++c)
+    r = op == Reduce::Max ? std::max(r, part[c]) : r + part[c];
+  return float(op == Reduce::Mean ? r / double(n) : r);
+}
+
+} // namespace
+
+void reduce(Reduce op, const float *x, const Shape &xs, uint32_t axesMask,
+            float *y) {
+  // Merge adjacent dims of the same kind and drop size-1 dims; x's strides
+  // follow from the merged sizes since x is dense.
+  int rank = 0;
+  int64_t size[kMaxRank];
+  bool reduced[kMaxRank];
+  int64_t outCount = 1, redCount = 1;
+  for (int d = 0; d < xs.rank; ++d) {
+    const bool r = (axesMask >> d) & 1;
+    (r ? redCount : outCount) *= xs.dims[d];
+    if (xs.dims[d] == 1)
+      continue;
+    if (rank > 0 && reduced[rank - 1] == r) {
+      size[rank - 1] *= xs.dims[d];
+    } else {
+      size[rank] = xs.dims[d];
+      reduced[rank++] = r;
+    }
+  }
+  if (outCount == 0)
+    return;
+  if (redCount == 0) {
+    const float empty = op == Reduce::Sum ? 0.0f
+                        : op == Reduce::Mean
+                            ? std::nanf("")
+                            : -std::numeric_limits<float>::infinity();
+    fill(y, outCount, empty);
+    return;
+  }
+  if (redCount == 1) {
+    std::memcpy(y, x, outCount * sizeof(float));
+    return;
+  }
+  if (outCount == 1) {
+    y[0] = reduceAll(op, x, redCount);
+    return;
+  }
+
+  Dims kept, red;
+  int64_t stride = 1;
+  int64_t strides[kMaxRank];
+  for (int d = rank - 1; d >= 0; --d) {
+    strides[d] = stride;
+    stride *= size[d];
+  }
+  for (int d = 0; d < rank; ++d) {
+    Dims &g = reduced[d] ? red : kept;
+    g.size[g.rank] = size[d];
+    g.stride[g.rank++] = strides[d];
+  }
+  const bool mean = op == Reduce::Mean;
+  const float count = float(redCount);
+
+  if (reduced[rank - 1]) {
+    // Innermost dim reduced: every output is a sum of contiguous runs.
+    const int64_t run = red.size[--red.rank];
+    parallelFor(outCount, std::max<int64_t>(1, kGrain / redCount),
+                [&](int64_t b, int64_t e) {
+                  for (int64_t o = b; o < e; ++o) {
+                    const float *base = x + kept.offset(o);
+                    float acc = op == Reduce::Max
+                                    ? -std::numeric_limits<float>::infinity()
+                                    : 0.0f;
+                    red.forEach([&](int64_t off) {
+                      acc = op == Reduce::Max
+                                ? std::max(acc, rowMax(base + off, run))
+                                : acc + rowSum(base + off, run);
+                    });
+                    y[o] = mean ? acc / count : acc;
+                  }
+                });
+    return;
+  }
+
+  // Innermost dim kept: accumulate whole rows of it, threads splitting the
+  // output rows and, when there are few of them, the columns.
+  const int64_t cols = kept.size[--kept.rank];
+  const int64_t outRows = outCount / cols;
+  const int threads = omp_get_max_threads();
+  int64_t colBlock = cols;
+  if (outRows < threads)
+    colBlock = std::max<int64_t>(64, (cols * outRows / threads + 15) / 16 * 16);
+  const int64_t colBlocks = (cols + colBlock - 1) / colBlock;
+  const int64_t work = outRows * colBlocks;
+  parallelFor(work, std::max<int64_t>(1, kGrain / (redCount * colBlock)),
+              [&](int64_t b, int64_t e) {
+                for (int64_t w = b; w < e; ++w) {
+                  const int64_t o = w / colBlocks;
+                  const int64_t c0 = (w % colBlocks) * colBlock;
+                  const int64_t len = std::min(colBlock, cols - c0);
+                  const float *base = x + kept.offset(o) + c0;
+                  float *__restrict out = y + o * cols + c0;
+                  const float init =
+                      op == Reduce::Max
+                          ? -std::numeric_limits<float>::infinity()
+                          : 0.0f;
+                  for (int64_t i = 0; i < len; ++i)
+                    out[i] = init;
+                  red.forEach([&](int64_t off) {
+                    const float *__restrict in = base + off;
+                    if (op == Reduce::Max) {
+                      for (int64_t i = 0; i < len; ++i)
+                        out[i] = maxOf(out[i], in[i]);
+                    } else {
+                      for (int64_t i = 0; i < len; ++i)
+                        out[i] += in[i];
+                    }
+                  });
+                  if (mean) {
+                    const float divisor = count; // not aliased by out
+                    for (int64_t i = 0; i < len; ++i)
+                      out[i] /= divisor;
+                  }
+                }
+              });
+}
+
+double sumSquares(const float *x, int64_t n) {
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  double *part = scratch<double, 0>(chunks);
+  parallelFor(chunks, 1, [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c) {
+      const float *p = x + c * kChunk;
+      const int64_t len = std::min(kChunk, n - c * kChunk);
+      double s = 0.0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t i = 0; i < len; ++i)
+        s += double(p[i]) * double(p[i]);
+      part[c] = s;
+    }
+  });
+  double r = 0.0;
+  for (int64_t c = 0; c < chunks; ++c)
+    r += part[c];
+  return r;
+}
+
+} // namespace dsrt::cpu

@@ -1,0 +1,26 @@
+//===- Threads.cpp - thread count of the dsrt CPU kernels -----------------===//
+//
+// One knob for OpenMP (our loops and oneDNN, which runs on OpenMP) and for
+// OpenBLAS, which has its own pthread pool.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/kernels/cpu/Kernels.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+namespace dsrt::cpu {
+
+// OpenMP's default (OMP_NUM_THREADS or the core count), taken before any
+// setNumThreads call changes it.
+static const int kDefaultThreads = omp_get_max_threads();
+
+void setNumThreads(int n) {
+  int threads = n > 0 ? n : kDefaultThreads;
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);
+}
+
+int numThreads() { return omp_get_max_threads(); }
+
+} // namespace dsrt::cpu

@@ -1,0 +1,188 @@
+//===- DropoutOptimTest.cpp - dropout and the optimizer steps -------------===//
+//
+// Dropout: identity at ratio 0, kept fraction, reproducibility of the
+// counter-based mask. Adam(W) and SGD against float64 implementations of
+// torch's update formulas over several steps.
+//
+//===----------------------------------------------------------------------===//
+#include "TestUtil.h"
+
+namespace dsrt::cpu::test {
+namespace {
+
+std::vector<uint8_t> mask(int64_t n, float ratio, uint64_t seed,
+                          uint64_t stream, uint64_t counter) {
+  auto x = uniform(n, 2300);
+  std::vector<float> y(n);
+  std::vector<uint8_t> m(n);
+  dropout(x.data(), y.data(), m.data(), n, ratio, seed, stream, counter);
+  return m;
+}
+
+TEST(Dropout, RatioZeroIsIdentity) {
+  for (int64_t n : {1, 33, 100000}) {
+    auto x = uniform(n, 2400);
+    std::vector<float> y(n);
+    std::vector<uint8_t> m(n);
+    dropout(x.data(), y.data(), m.data(), n, 0.0f, 1, 2, 3);
+    EXPECT_TRUE(bitEqual(x, y));
+    EXPECT_TRUE(
+        std::all_of(m.begin(), m.end(), [](uint8_t v) { return v == 1; }));
+  }
+}
+
+TEST(Dropout, RatioOneDropsAll) {
+  const int64_t n = 1000;
+  auto x = uniform(n, 2500);
+  std::vector<float> y(n, 1.0f);
+  std::vector<uint8_t> m(n, 1);
+  dropout(x.data(), y.data(), m.data(), n, 1.0f, 1, 2, 3);
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(m[i], 0);
+    ASSERT_EQ(y[i], 0.0f);
+  }
+}
+
+// Kept fraction within 0.01 of 1 - ratio for n = 1e5 (the standard deviation
+// is at most 0.0016). Kept values: relative 1e-6 of x / (1 - ratio).
+TEST(Dropout, KeptFractionAndScaling) {
+  const int64_t n = 100000;
+  auto x = uniform(n, 2600);
+  for (float ratio : {0.1f, 0.5f, 0.9f}) {
+    std::vector<float> y(n);
+    std::vector<uint8_t> m(n);
+    dropout(x.data(), y.data(), m.data(), n, ratio, 42, 7, 3);
+    int64_t kept = 0;
+    std::vector<double> want(n);
+    for (int64_t i = 0; i < n; ++i) {
+      kept += m[i];
+      want[i] = m[i] ? double(x[i]) / (1.0 - ratio) : 0.0;
+    }
+    EXPECT_NEAR(double(kept) / n, 1.0 - ratio, 0.01) << "ratio " << ratio;
+    EXPECT_TRUE(near(y, want, 1e-6, 0)) << "ratio " << ratio;
+
+    auto dy = uniform(n, 2601);
+    std::vector<float> dx(n);
+    dropoutGrad(dy.data(), m.data(), dx.data(), n, ratio);
+    for (int64_t i = 0; i < n; ++i)
+      want[i] = m[i] ? double(dy[i]) / (1.0 - ratio) : 0.0;
+    EXPECT_TRUE(near(dx, want, 1e-6, 0)) << "grad ratio " << ratio;
+  }
+}
+
+TEST(Dropout, MaskIsAFunctionOfSeedStreamCounter) {
+  const int64_t n = 100000;
+  const auto base = mask(n, 0.5f, 1234, 5, 10);
+  EXPECT_TRUE(bitEqual(base, mask(n, 0.5f, 1234, 5, 10)));
+  {
+    ThreadCount t(1);
+    EXPECT_TRUE(bitEqual(base, mask(n, 0.5f, 1234, 5, 10)));
+  }
+  // A prefix of a longer tensor gets the same mask (element i uses draw i).
+  auto longer = mask(n + 77, 0.5f, 1234, 5, 10);
+  longer.resize(n);
+  EXPECT_TRUE(bitEqual(base, longer));
+  // Changing any key part gives a different, uncorrelated mask: about half
+  // of the elements differ at ratio 0.5.
+  auto differing = [&](const std::vector<uint8_t> &other) {
+    int64_t d = 0;
+    for (int64_t i = 0; i < n; ++i)
+      d += base[i] != other[i];
+    return double(d) / n;
+  };
+  EXPECT_NEAR(differing(mask(n, 0.5f, 1234, 5, 11)), 0.5, 0.02);
+  EXPECT_NEAR(differing(mask(n, 0.5f, 1234, 6, 10)), 0.5, 0.02);
+  EXPECT_NEAR(differing(mask(n, 0.5f, 1235, 5, 10)), 0.5, 0.02);
+}
+
+struct AdamConfig {
+  float lr, beta1, beta2, eps, wd;
+  bool decoupled, biasCorrection;
+};
+
+// Float64 torch.optim.Adam / AdamW (single tensor): AdamW decays p first,
+// Adam adds wd * p to the gradient; eps is added after sqrt(v_hat).
+void refAdam(std::vector<double> &p, const std::vector<double> &g,
+             std::vector<double> &m, std::vector<double> &v,
+             const AdamConfig &c, int64_t step) {
+  const double bc1 = c.biasCorrection ? 1 - std::pow(double(c.beta1), step) : 1;
+  const double bc2 = c.biasCorrection ? 1 - std::pow(double(c.beta2), step) : 1;
+  for (size_t i = 0; i < p.size(); ++i) {
+    double grad = g[i];
+    if (c.decoupled)
+      p[i] *= 1 - double(c.lr) * c.wd;
+    else
+      grad += double(c.wd) * p[i];
+    m[i] = c.beta1 * m[i] + (1 - double(c.beta1)) * grad;
+    v[i] = c.beta2 * v[i] + (1 - double(c.beta2)) * grad * grad;
+    p[i] -=
+        double(c.lr) / bc1 * m[i] / (std::sqrt(v[i]) / std::sqrt(bc2) + c.eps);
+  }
+}
+
+// Tolerance over 5 steps: parameters relative 1e-5 / absolute 1e-6; moments
+// relative 1e-5 / absolute 1e-7 (m = beta1 m + (1 - beta1) g cancels, leaving
+// the float rounding of operands up to 0.2 in magnitude).
+TEST(Optim, AdamMatchesTorchFormulas) {
+  const AdamConfig configs[] = {
+      {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, true},
+      {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, false, true},
+      {5e-2f, 0.8f, 0.95f, 1e-6f, 0.0f, true, false},
+      {1e-2f, 0.9f, 0.99f, 1e-8f, 0.1f, false, false},
+  };
+  for (const AdamConfig &c : configs)
+    for (int64_t n : {7, 100003}) {
+      auto p = uniform(n, 2700), m = uniform(n, 2701, -0.01f, 0.01f);
+      auto v = uniform(n, 2702, 0, 1e-4f);
+      auto pd = toDouble(p), md = toDouble(m), vd = toDouble(v);
+      for (int64_t step = 1; step <= 5; ++step) {
+        auto g = uniform(n, 2710 + unsigned(step));
+        adam(p.data(), g.data(), m.data(), v.data(), n, c.lr, c.beta1, c.beta2,
+             c.eps, c.wd, c.decoupled, c.biasCorrection, step);
+        refAdam(pd, toDouble(g), md, vd, c, step);
+      }
+      EXPECT_TRUE(near(p, pd, 1e-5, 1e-6)) << "decoupled " << c.decoupled;
+      EXPECT_TRUE(near(m, md, 1e-5, 1e-7));
+      EXPECT_TRUE(near(v, vd, 1e-5, 1e-7));
+    }
+}
+
+// Tolerance over 5 steps: relative 1e-5, absolute 1e-6.
+TEST(Optim, SgdMatchesTorchFormulas) {
+  struct Config {
+    float lr, momentum, dampening, wd;
+    bool nesterov;
+  };
+  const Config configs[] = {{0.1f, 0.0f, 0.0f, 0.0f, false},
+                            {0.1f, 0.0f, 0.0f, 0.01f, false},
+                            {0.05f, 0.9f, 0.0f, 0.01f, false},
+                            {0.05f, 0.9f, 0.1f, 0.0f, false},
+                            {0.05f, 0.9f, 0.0f, 0.01f, true}};
+  for (const Config &c : configs)
+    for (int64_t n : {7, 100003}) {
+      auto p = uniform(n, 2800);
+      std::vector<float> buf(c.momentum != 0 ? n : 0, std::nanf(""));
+      auto pd = toDouble(p);
+      std::vector<double> bd(n);
+      for (int step = 1; step <= 5; ++step) {
+        auto g = uniform(n, 2810 + step);
+        sgd(p.data(), g.data(), c.momentum != 0 ? buf.data() : nullptr, n, c.lr,
+            c.momentum, c.dampening, c.wd, c.nesterov, step == 1);
+        for (int64_t i = 0; i < n; ++i) {
+          double grad = g[i] + double(c.wd) * pd[i];
+          if (c.momentum != 0) {
+            bd[i] = step == 1
+                        ? grad
+                        : c.momentum * bd[i] + (1 - double(c.dampening)) * grad;
+            grad = c.nesterov ? grad + c.momentum * bd[i] : bd[i];
+          }
+          pd[i] -= c.lr * grad;
+        }
+      }
+      EXPECT_TRUE(near(p, pd, 1e-5, 1e-6))
+          << "momentum " << c.momentum << " nesterov " << c.nesterov;
+    }
+}
+
+} // namespace
+} // namespace dsrt::cpu::test

@@ -1,0 +1,124 @@
+//===- TestUtil.h - helpers for the CPU kernel tests ------------*- C++ -*-===//
+//
+// Random inputs with fixed seeds, numpy-style broadcast indexing for the
+// float64 reference implementations, and tolerance checks that report the
+// first mismatching element.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSRT_TEST_KERNELS_TESTUTIL_H
+#define DSRT_TEST_KERNELS_TESTUTIL_H
+
+#include "runtime/kernels/cpu/Kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <initializer_list>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace dsrt::cpu::test {
+
+inline Shape shape(std::initializer_list<int64_t> dims) {
+  Shape s;
+  for (int64_t d : dims)
+    s.dims[s.rank++] = d;
+  return s;
+}
+
+inline std::string str(const Shape &s) {
+  std::ostringstream os;
+  os << "[";
+  for (int i = 0; i < s.rank; ++i)
+    os << (i ? "," : "") << s.dims[i];
+  os << "]";
+  return os.str();
+}
+
+/// Uniform floats in [lo, hi).
+inline std::vector<float> uniform(int64_t n, unsigned seed, float lo = -1.0f,
+                                  float hi = 1.0f) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = dist(gen);
+  return v;
+}
+
+inline std::vector<double> toDouble(const std::vector<float> &v) {
+  return std::vector<double>(v.begin(), v.end());
+}
+
+/// Row-major multi-index of flat index i in s.
+inline std::vector<int64_t> unravel(int64_t i, const Shape &s) {
+  std::vector<int64_t> idx(s.rank);
+  for (int d = s.rank - 1; d >= 0; --d) {
+    idx[d] = i % s.dims[d];
+    i /= s.dims[d];
+  }
+  return idx;
+}
+
+/// Flat index into `in` of output multi-index `idx` under broadcasting.
+inline int64_t broadcastIndex(const std::vector<int64_t> &idx,
+                              const Shape &in) {
+  int64_t flat = 0;
+  const int shift = int(idx.size()) - in.rank;
+  for (int d = 0; d < in.rank; ++d)
+    flat = flat * in.dims[d] + (in.dims[d] == 1 ? 0 : idx[d + shift]);
+  return flat;
+}
+
+/// |got - want| <= atol + rtol * |want| elementwise (NaN matches NaN, inf
+/// matches the same inf).
+inline ::testing::AssertionResult near(const float *got, const double *want,
+                                       int64_t n, double rtol, double atol) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = got[i], w = want[i];
+    if (std::isnan(w) && std::isnan(g))
+      continue;
+    if (std::isinf(w) && g == w)
+      continue;
+    if (!(std::fabs(g - w) <= atol + rtol * std::fabs(w)))
+      return ::testing::AssertionFailure()
+             << "element " << i << " of " << n << ": got " << g << ", want "
+             << w << " (rtol " << rtol << ", atol " << atol << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+inline ::testing::AssertionResult near(const std::vector<float> &got,
+                                       const std::vector<double> &want,
+                                       double rtol, double atol) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure()
+           << "size " << got.size() << " vs " << want.size();
+  return near(got.data(), want.data(), int64_t(got.size()), rtol, atol);
+}
+
+template <class T>
+::testing::AssertionResult bitEqual(const std::vector<T> &a,
+                                    const std::vector<T> &b) {
+  if (a.size() != b.size() ||
+      std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) != 0)
+    return ::testing::AssertionFailure() << "results differ bitwise";
+  return ::testing::AssertionSuccess();
+}
+
+/// Runs the kernels with `n` threads for the lifetime of the object.
+class ThreadCount {
+public:
+  explicit ThreadCount(int n) : saved(numThreads()) { setNumThreads(n); }
+  ~ThreadCount() { setNumThreads(saved); }
+
+private:
+  int saved;
+};
+
+} // namespace dsrt::cpu::test
+
+#endif // DSRT_TEST_KERNELS_TESTUTIL_H
