@@ -48,6 +48,8 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, help="passed to gpt.py --batch")
     ap.add_argument("--seq", type=int, help="passed to gpt.py --seq")
     ap.add_argument("--steps", type=int, default=10, help="timed steps")
+    ap.add_argument("--flush-denormal", action="store_true",
+                    help="torch.set_flush_denormal(True), as dsrt does")
     ap.add_argument("--warmup-steps", type=int, default=2, help="untimed steps first")
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--weight-decay", type=float, default=0.0)
@@ -68,6 +70,8 @@ def main(argv=None):
     margs = ec.model_args(gpt.main, model_flags)
     B, T, V = margs.batch, margs.seq, margs.vocab
     torch.set_num_threads(a.threads)
+    if a.flush_denormal:
+        torch.set_flush_denormal(True)
     torch.manual_seed(margs.seed)
     model = gpt.build_model(margs)
     model.train()

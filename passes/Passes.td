@@ -16,6 +16,25 @@ def NNCostReport : Pass<"nn-cost-report", "mlir::ModuleOp"> {
   ];
 }
 
+def NNFusion : Pass<"nn-fusion", "mlir::ModuleOp"> {
+  let summary = "Fuse exported op chains into the kernels dsrt has";
+  let description = [{
+    Run on the forward graph before autodiff, so the backward pass uses the
+    fused ops' gradient rules too:
+      * a transpose of the two innermost dimensions feeding nn.matmul
+        becomes the matmul's transpose_lhs / transpose_rhs (a linear
+        layer's weight is no longer copied every step);
+      * x * 0.5 * (1 + erf(x / sqrt(2))) (torch's exact GELU as ONNX
+        exports it, in any operand order) becomes nn.gelu, and
+        0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))) becomes
+        nn.gelu approximation = tanh.
+  }];
+  let statistics = [
+    Statistic<"numTransposesFolded", "transposes-folded", "Transposes folded into matmuls">,
+    Statistic<"numGelus", "gelus", "GELU chains fused">,
+  ];
+}
+
 def Autodiff : Pass<"autodiff", "mlir::ModuleOp"> {
   let summary = "Reverse-mode differentiation of the loss w.r.t. every parameter";
   let description = [{

@@ -3,6 +3,8 @@
 
 #include "runtime/io/SafeTensors.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -196,6 +198,35 @@ std::vector<const Tensor *> Executor::weights() const {
         r.push_back(&t);
     }
   return r;
+}
+
+void Executor::runList(const std::vector<Instr> &list) {
+  if (!profile_) {
+    for (const Instr &i : list)
+      i.run(i, ctx_);
+    return;
+  }
+  for (const Instr &i : list) {
+    auto t0 = std::chrono::steady_clock::now();
+    i.run(i, ctx_);
+    auto &slot = opTime_[i.op];
+    ++slot.first;
+    slot.second += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+}
+
+void Executor::printProfile(std::FILE *out) const {
+  double total = 0;
+  for (auto &[op, v] : opTime_)
+    total += v.second;
+  std::vector<std::pair<double, std::string>> rows;
+  for (auto &[op, v] : opTime_)
+    rows.push_back({v.second, op});
+  std::sort(rows.rbegin(), rows.rend());
+  std::fprintf(out, "%-24s %10s %10s %7s\n", "op", "calls", "seconds", "share");
+  for (auto &[sec, op] : rows)
+    std::fprintf(out, "%-24s %10lld %10.3f %6.1f%%\n", op.c_str(),
+                 (long long)opTime_.at(op).first, sec, 100.0 * sec / std::max(total, 1e-12));
 }
 
 void Executor::beginStep(int64_t stepIndex) {

@@ -16,6 +16,8 @@
 #include "plan.pb.h"
 
 #include <cstdint>
+#include <cstdio>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -100,18 +102,20 @@ public:
   /// micro-batch k of this step.
   template <typename Loader> void step(int64_t stepIndex, Loader &&loadMicroBatch) {
     beginStep(stepIndex);
-    for (const Instr &i : prologue_)
-      i.run(i, ctx_);
+    runList(prologue_);
     for (int64_t k = 0; k < microBatches(); ++k) {
       loadMicroBatch(k);
       ctx_.rngCounter = uint64_t(stepIndex - 1) * uint64_t(microBatches()) + uint64_t(k);
-      for (const Instr &i : micro_)
-        i.run(i, ctx_);
+      runList(micro_);
     }
-    for (const Instr &i : epilogue_)
-      i.run(i, ctx_);
+    runList(epilogue_);
     endStep();
   }
+
+  /// Time every instruction by op kind (dsrt --profile); printProfile()
+  /// writes the table.
+  void enableProfile() { profile_ = true; }
+  void printProfile(std::FILE *out) const;
 
   float loss() const { return *tensors_[plan_.loss_buffer()].f32(); }
   float gradNorm() const { return *tensors_[plan_.grad_norm_buffer()].f32(); }
@@ -121,6 +125,7 @@ private:
   void validateBuffers();
   std::vector<Instr> resolve(const google::protobuf::RepeatedPtrField<dsc::plan::Instr> &list,
                              const char *where);
+  void runList(const std::vector<Instr> &list);
   void beginStep(int64_t stepIndex);
   void endStep();
 
@@ -131,6 +136,8 @@ private:
   std::vector<Tensor *> inputs_;
   std::vector<Instr> prologue_, micro_, epilogue_;
   void *arena_ = nullptr;
+  bool profile_ = false;
+  std::map<std::string, std::pair<int64_t, double>> opTime_; // calls, seconds
   Context ctx_;
 };
 

@@ -102,6 +102,7 @@ void explain(mlir::ModuleOp module, llvm::raw_ostream &os) {
 
 /// The training-step pipeline with the optimizer settings of `cfg`.
 void buildTrainPipeline(mlir::PassManager &pm, const dsrt::config::TrainConfig &cfg) {
+  pm.addPass(dsc::createNNFusion());
   pm.addPass(dsc::createAutodiff());
   dsc::GradientAccumulationOptions ga;
   ga.steps = cfg.gradAccumSteps;
