@@ -1,0 +1,23 @@
+// RUN: dsc-opt %s -split-input-file --gradient-accumulation=steps=2 -verify-diagnostics
+// A step count below 1 is rejected before any function is touched, naming
+// the pass and the option.
+// RUN: not dsc-opt %s --gradient-accumulation=steps=0 2>&1 | FileCheck %s --check-prefix=ZERO
+// RUN: not dsc-opt %s --gradient-accumulation=steps=-3 2>&1 | FileCheck %s --check-prefix=ZERO
+// ZERO: error: gradient-accumulation: steps must be at least 1, got
+// TODO: check the value too ("got 0", "got -3") once the message prints the
+// number instead of a raw byte.
+
+// Every error --gradient-accumulation reports.
+
+// A step whose body already runs in a train.accumulate is not wrapped a
+// second time.
+// expected-error @+1 {{gradients are already accumulated}}
+func.func @twice(%w: tensor<4xf32> {train.param = "w"})
+    -> (tensor<f32> {train.loss}, tensor<4xf32> {train.grad = "w"}) {
+  %0:2 = train.accumulate 2 -> tensor<f32>, tensor<4xf32> {
+  ^bb0(%i: index):
+    %s = nn.reduce_sum %w {axes = array<i64: 0>} : tensor<4xf32> -> tensor<f32>
+    train.yield %s, %w : tensor<f32>, tensor<4xf32>
+  }
+  return %0#0, %0#1 : tensor<f32>, tensor<4xf32>
+}
