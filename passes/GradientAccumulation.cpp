@@ -33,7 +33,7 @@ struct GradientAccumulation
   void runOnOperation() override {
     if (steps < 1) {
       getOperation().emitError("gradient-accumulation: steps must be at least 1, got ")
-          << steps;
+          << (int64_t)steps;
       return signalPassFailure();
     }
     for (auto fn : getOperation().getOps<func::FuncOp>())

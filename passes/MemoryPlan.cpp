@@ -154,14 +154,21 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
       s.end = std::max(s.end, last);
     }
 
-    // An in-place update must be the last reader of the old value.
-    for (Operation *op : order)
-      if (isa<train::AdamOp, train::SgdOp>(op))
-        for (Value operand : op->getOperands().take_front(1))
-          for (OpOperand &use : operand.getUses())
+    // An in-place update must be the last reader of the old value, also
+    // through views (a reshape of the parameter) and of the states.
+    for (Operation *op : order) {
+      if (!isa<train::AdamOp, train::SgdOp>(op))
+        continue;
+      for (Value result : op->getResults())
+        for (Value v : values) {
+          if (leader(v) != leader(result) || v.getDefiningOp() == op)
+            continue;
+          for (OpOperand &use : v.getUses())
             if (pos[use.getOwner()] > pos[op])
               return use.getOwner()->emitOpError(
-                  "reads a parameter after its optimizer update");
+                  "reads a parameter or optimizer state after its optimizer update");
+        }
+    }
 
     // 3. In place: clipping, and elementwise ops over a dying operand.
     auto tryInPlace = [&](Operation *op, Value operand, Value result) {

@@ -43,6 +43,9 @@ Executor::Executor(const std::string &dir) : dir_(dir) {
     throw PlanError(path + ": cannot open (is '" + dir + "' a plan directory written by dsc -o?)");
   std::stringstream buffer;
   buffer << in.rdbuf();
+  if (buffer.str().empty())
+    throw PlanError(path + ": empty file, not a plan");
+  google::protobuf::SetLogHandler(nullptr); // our error says it instead
   if (!plan_.ParseFromString(buffer.str()))
     throw PlanError(path + ": not a valid plan (corrupt or truncated protobuf)");
   if (plan_.format_version() != kPlanFormatVersion)

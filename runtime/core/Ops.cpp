@@ -412,19 +412,16 @@ const std::map<std::string, OpDef> &table() {
         int64_t expected = i.ints[0] == 0 ? i.g[0] * i.g[2] : 1;
         if (i.in[2]->numel != expected)
           c.fail("loss gradient must have " + std::to_string(expected) + " elements");
-        i.run = logits ? KernelFn([](const Instr &i, Context &ctx) {
-          noteBad(ctx,
-                  cpu::crossEntropyGrad(i.in[0]->f32(), i.in[1]->i64(), i.in[2]->f32(),
-                                        i.out[0]->f32(), i.g[0], i.g[1], i.g[2], (int)i.ints[0],
-                                        i.ints[1] != 0, i.ints[2]),
-                  i);
+        // Bad labels are counted once, by the forward op.
+        i.run = logits ? KernelFn([](const Instr &i, Context &) {
+          cpu::crossEntropyGrad(i.in[0]->f32(), i.in[1]->i64(), i.in[2]->f32(), i.out[0]->f32(),
+                                i.g[0], i.g[1], i.g[2], (int)i.ints[0], i.ints[1] != 0,
+                                i.ints[2]);
         })
-                       : KernelFn([](const Instr &i, Context &ctx) {
-                           noteBad(ctx,
-                                   cpu::nllLossGrad(i.in[1]->i64(), i.in[2]->f32(),
-                                                    i.out[0]->f32(), i.g[0], i.g[1], i.g[2],
-                                                    (int)i.ints[0], i.ints[1] != 0, i.ints[2]),
-                                   i);
+                       : KernelFn([](const Instr &i, Context &) {
+                           cpu::nllLossGrad(i.in[1]->i64(), i.in[2]->f32(), i.out[0]->f32(),
+                                            i.g[0], i.g[1], i.g[2], (int)i.ints[0],
+                                            i.ints[1] != 0, i.ints[2]);
                          });
       }};
     };

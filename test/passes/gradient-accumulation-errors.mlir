@@ -2,10 +2,9 @@
 // A step count below 1 is rejected before any function is touched, naming
 // the pass and the option.
 // RUN: not dsc-opt %s --gradient-accumulation=steps=0 2>&1 | FileCheck %s --check-prefix=ZERO
-// RUN: not dsc-opt %s --gradient-accumulation=steps=-3 2>&1 | FileCheck %s --check-prefix=ZERO
-// ZERO: error: gradient-accumulation: steps must be at least 1, got
-// TODO: check the value too ("got 0", "got -3") once the message prints the
-// number instead of a raw byte.
+// RUN: not dsc-opt %s --gradient-accumulation=steps=-3 2>&1 | FileCheck %s --check-prefix=NEG
+// ZERO: error: gradient-accumulation: steps must be at least 1, got 0{{$}}
+// NEG: error: gradient-accumulation: steps must be at least 1, got -3{{$}}
 
 // Every error --gradient-accumulation reports.
 

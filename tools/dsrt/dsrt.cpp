@@ -1,12 +1,11 @@
 //===- dsrt.cpp - run a dsc plan ------------------------------------------===//
 //
 //   dsrt PLAN --data DATA [--steps N] [--seed S] [--out DIR] [--config F]
-//        [--threads T] [--token-dtype u16|u32] [--export-onnx OUT.onnx]
+//        [--threads T] [--token-dtype u16|u32] [--profile]
 //
 // Validates the plan and the data before the first step, then trains:
 // a progress line every steps_per_print steps, metrics.csv every step, and
-// the trained weights (safetensors; optionally written back into the ONNX
-// model) at the end.
+// the trained weights (safetensors) at the end.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/config/DsConfig.h"
@@ -169,7 +168,7 @@ void checkRuntimeConfig(const dsrt::config::TrainConfig &baked,
               baked.gradAccumSteps != given.gradAccumSteps,
           "the batch sizes / gradient_accumulation_steps");
   differs(baked.optimizer != given.optimizer, "the optimizer settings");
-  differs(baked.gradientClipping != given.gradientClipping, "gradient_clipping");
+  differs(baked.gradientClipping != given.gradientClipping, "the gradient_clipping settings");
 }
 
 } // namespace
@@ -185,14 +184,13 @@ int main(int argc, char **argv) {
                  "a folder of NAME.npy files (one per input, dim 0 = samples) or a flat token "
                  "file (uint16/uint32 ids, nanoGPT/llm.c format)")
       ->required();
-  app.add_option("--steps", steps, "optimizer steps to run")->check(CLI::PositiveNumber);
+  app.add_option("--steps", steps, "optimizer steps to run");
   app.add_option("--seed", seed, "seed of the dropout masks");
   app.add_option("--out", out, "run folder (default: ./runs/<timestamp>)");
   app.add_option("--config", configPath,
                  "ds_config.json: steps_per_print and scheduler may change at run time; "
                  "batch, optimizer and clipping keys must match the plan");
-  app.add_option("--threads", threads, "CPU threads for the kernels (0: all cores)")
-      ->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", threads, "CPU threads for the kernels (0: all cores)");
   app.add_flag("--profile", profile, "print the time spent per op kind at the end");
   app.add_option("--token-dtype", tokenDtype, "token width of a token file: u16 or u32");
   try {
@@ -202,6 +200,10 @@ int main(int argc, char **argv) {
   } catch (const CLI::ParseError &e) {
     die(std::string(e.what()) + " (see dsrt --help)");
   }
+  if (steps < 1)
+    die("--steps " + std::to_string(steps) + ": must be at least 1");
+  if (threads < 0)
+    die("--threads " + std::to_string(threads) + ": must be 0 (all cores) or more");
 
   try {
     dsrt::Executor exec(planDir);

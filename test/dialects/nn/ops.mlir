@@ -274,7 +274,7 @@ func.func @dropout(%x: tensor<8x16xf32>) {
 
 // The gradient ops autodiff emits.
 // CHECK-LABEL: func.func @gradient_ops(
-// CHECK:         nn.layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 9.99999974E-6 : f64} : tensor<2x8xf32>, tensor<8xf32>
+// CHECK:         nn.layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 1.000000e-03 : f64} : tensor<2x8xf32>, tensor<8xf32>
 // CHECK:         nn.softmax_grad %{{.*}}, %{{.*}} : tensor<2x8xf32>
 // CHECK:         nn.log_softmax_grad %{{.*}}, %{{.*}} {axis = 0 : i64} : tensor<2x8xf32>
 // CHECK:         nn.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} {ignore_index = -100 : i64} : tensor<2x8xf32>, tensor<2xi64>, tensor<f32>
@@ -286,7 +286,7 @@ func.func @dropout(%x: tensor<8x16xf32>) {
 func.func @gradient_ops(%dy: tensor<2x8xf32>, %x: tensor<2x8xf32>, %g: tensor<8xf32>,
                         %l: tensor<2xi64>, %s: tensor<f32>, %e: tensor<2x3x8xf32>,
                         %i: tensor<2x3xi64>, %d: tensor<2x2xf32>, %m: tensor<2x8xi1>) {
-  %0:3 = nn.layer_norm_grad %dy, %x, %g {epsilon = 1.0e-5 : f64} : tensor<2x8xf32>, tensor<8xf32>
+  %0:3 = nn.layer_norm_grad %dy, %x, %g {epsilon = 1.0e-3 : f64} : tensor<2x8xf32>, tensor<8xf32>
   %1 = nn.softmax_grad %x, %dy : tensor<2x8xf32>
   %2 = nn.log_softmax_grad %x, %dy {axis = 0 : i64} : tensor<2x8xf32>
   %3 = nn.cross_entropy_grad %x, %l, %s {ignore_index = -100 : i64} : tensor<2x8xf32>, tensor<2xi64>, tensor<f32>
