@@ -119,6 +119,10 @@ public:
 
   /// Parameter and frozen-buffer names (weights to read).
   const std::set<std::string> &weightNames() const { return weights_; }
+  /// The buffer of a named argument (parameter, state, input).
+  const plan::Buffer &named(const std::string &name) const {
+    return plan_.buffers(named_.at(name));
+  }
 
 private:
   FailureOr<int64_t> offsetOf(Value v) {
@@ -156,6 +160,8 @@ private:
     b->set_role(role);
     uint32_t index = plan_.buffers_size() - 1;
     buffers_[v] = index;
+    if (!name.empty())
+      named_[name.str()] = index;
     return index;
   }
 
@@ -250,12 +256,9 @@ private:
                                  ? fn_.getResultAttr(i, TrainDialect::kUpdated)
                                  : fn_.getResultAttr(i, TrainDialect::kOptState))
                 .getValue();
-        bool inPlace = false;
-        for (int k = 0; k < plan_.buffers_size(); ++k)
-          if (plan_.buffers(k).name() == name.str() &&
-              plan_.buffers(k).offset() == plan_.buffers(*index).offset())
-            inPlace = true;
-        if (!inPlace)
+        auto state = named_.find(name.str());
+        if (state == named_.end() ||
+            plan_.buffers(state->second).offset() != plan_.buffers(*index).offset())
           return ret.emitOpError("emit-plan: the update of '")
                  << name << "' is not in place";
       } else {
@@ -417,6 +420,7 @@ private:
   func::FuncOp fn_;
   plan::Plan &plan_;
   llvm::DenseMap<Value, uint32_t> buffers_;
+  std::map<std::string, uint32_t> named_;
   std::set<std::string> weights_;
 };
 
@@ -517,15 +521,12 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
             weights.push_back({name, {shape, values}});
           }))
     return module.emitError("emit-plan: ") << llvm::toString(std::move(e));
-  for (const plan::Buffer &b : p.buffers()) {
-    if (b.role() != plan::PARAM && b.role() != plan::FROZEN)
-      continue;
-    for (auto &w : weights)
-      if (w.first == b.name() &&
-          !std::equal(b.shape().begin(), b.shape().end(), w.second.first.begin(),
-                      w.second.first.end()))
-        return module.emitError("emit-plan: initializer '")
-               << b.name() << "' has another shape than the parameter";
+  for (auto &w : weights) {
+    const plan::Buffer &b = emitter.named(w.first);
+    if (!std::equal(b.shape().begin(), b.shape().end(), w.second.first.begin(),
+                    w.second.first.end()))
+      return module.emitError("emit-plan: initializer '")
+             << w.first << "' has another shape than the parameter";
   }
   std::vector<dsrt::io::TensorRef> refs;
   for (auto &w : weights)

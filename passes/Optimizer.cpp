@@ -81,13 +81,21 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
     for (BlockArgument arg : fn.getArguments())
       if (auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), TrainDialect::kParam))
         params[name.getValue()] = arg;
-    SmallVector<std::pair<BlockArgument, Value>> pairs;
+    struct Update {
+      BlockArgument param;
+      Value grad;
+      StringAttr name;
+      SmallVector<Value> states;       // state arguments
+      SmallVector<StringAttr> stateNames;
+    };
+    SmallVector<Update> updates;
     for (unsigned i : gradResults) {
-      StringRef name = fn.getResultAttrOfType<StringAttr>(i, TrainDialect::kGrad).getValue();
-      auto it = params.find(name);
+      auto name = fn.getResultAttrOfType<StringAttr>(i, TrainDialect::kGrad);
+      auto it = params.find(name.getValue());
       if (it == params.end())
-        return fn.emitError("optimizer: gradient of unknown parameter '") << name << "'";
-      pairs.push_back({it->second, ret.getOperand(i)});
+        return fn.emitError("optimizer: gradient of unknown parameter '")
+               << name.getValue() << "'";
+      updates.push_back({it->second, ret.getOperand(i), name, {}, {}});
     }
 
     // New arguments: one or two states per parameter, then the step.
@@ -98,19 +106,16 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
     } else {
       stateNames = {"exp_avg", "exp_avg_sq"};
     }
-    SmallVector<SmallVector<Value>> states(pairs.size());
-    for (auto [i, pair] : llvm::enumerate(pairs)) {
-      StringRef pname = fn.getArgAttrOfType<StringAttr>(pair.first.getArgNumber(),
-                                                        TrainDialect::kParam).getValue();
+    for (Update &u : updates) {
       for (StringRef s : stateNames) {
         unsigned index = fn.getNumArguments();
-        if (failed(fn.insertArgument(index, pair.first.getType(),
-                                     b.getDictionaryAttr(b.getNamedAttr(
-                                         TrainDialect::kOptState,
-                                         b.getStringAttr(pname + "/" + s))),
-                                     loc)))
+        StringAttr stateName = b.getStringAttr(u.name.getValue() + "/" + s);
+        if (failed(fn.insertArgument(
+                index, u.param.getType(),
+                b.getDictionaryAttr(b.getNamedAttr(TrainDialect::kOptState, stateName)), loc)))
           return failure();
-        states[i].push_back(fn.getArgument(index));
+        u.states.push_back(fn.getArgument(index));
+        u.stateNames.push_back(stateName);
       }
     }
     auto stepType = RankedTensorType::get({}, b.getI64Type());
@@ -131,8 +136,8 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
 
     b.setInsertionPoint(ret);
     SmallVector<Value> grads;
-    for (auto &p : pairs)
-      grads.push_back(p.second);
+    for (Update &u : updates)
+      grads.push_back(u.grad);
     // Without clipping (clip = 0) the op passes the gradients through and
     // only computes the norm for the metrics, as DeepSpeed reports it.
     auto clipOp = train::ClipGradNormOp::create(b, loc, grads, std::max(0.0, (double)clip));
@@ -140,38 +145,35 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
       grads[i] = g;
     Value norm = clipOp.getNorm();
 
-    SmallVector<Value> newParams;
-    SmallVector<std::pair<Value, std::string>> newStates;
-    for (auto [i, pair] : llvm::enumerate(pairs)) {
-      Value p = pair.first;
-      StringRef pname =
-          fn.getArgAttrOfType<StringAttr>(pair.first.getArgNumber(), TrainDialect::kParam).getValue();
+    SmallVector<Value> newParams, newStates;
+    SmallVector<StringAttr> newStateNames;
+    for (auto [i, u] : llvm::enumerate(updates)) {
+      Value p = u.param;
+      llvm::append_range(newStateNames, u.stateNames);
       if (kind == "sgd") {
-        Value buffer = states[i].empty() ? Value() : states[i][0];
+        Value buffer = u.states.empty() ? Value() : u.states[0];
         auto op = train::SgdOp::create(
             b, loc, p.getType(), buffer ? buffer.getType() : Type(), p, grads[i], lrValue,
             buffer, b.getF64FloatAttr(momentum), b.getF64FloatAttr(dampening),
             b.getF64FloatAttr(weightDecay), nesterov ? b.getUnitAttr() : UnitAttr());
         newParams.push_back(op.getNewParam());
         if (buffer)
-          newStates.push_back({op.getNewMomentumBuffer(), (pname + "/momentum_buffer").str()});
+          newStates.push_back(op.getNewMomentumBuffer());
       } else {
         Type t = p.getType();
         auto op = train::AdamOp::create(
-            b, loc, t, t, t, p, grads[i], states[i][0], states[i][1], lrValue, step,
+            b, loc, t, t, t, p, grads[i], u.states[0], u.states[1], lrValue, step,
             b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
             b.getF64FloatAttr(weightDecay), kind == "adamw" ? b.getUnitAttr() : UnitAttr(),
             b.getBoolAttr(biasCorrection));
         newParams.push_back(op.getNewParam());
-        newStates.push_back({op.getNewExpAvg(), (pname + "/exp_avg").str()});
-        newStates.push_back({op.getNewExpAvgSq(), (pname + "/exp_avg_sq").str()});
+        newStates.append({op.getNewExpAvg(), op.getNewExpAvgSq()});
       }
     }
 
     // Results: updated params, updated states, loss, grad norm, lr.
     SmallVector<Value> results(newParams);
-    for (auto &s : newStates)
-      results.push_back(s.first);
+    llvm::append_range(results, newStates);
     Value loss = ret.getOperand(*lossIndex);
     results.append({loss, norm, lrValue});
     func::ReturnOp::create(b, ret.getLoc(), results);
@@ -182,11 +184,10 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
     fn.setType(FunctionType::get(ctx, fn.getArgumentTypes(), types));
     fn.setAllResultAttrs(ArrayRef<DictionaryAttr>{});
     unsigned r = 0;
-    for (auto [i, pair] : llvm::enumerate(pairs))
-      fn.setResultAttr(r++, TrainDialect::kUpdated,
-                       fn.getArgAttr(pair.first.getArgNumber(), TrainDialect::kParam));
-    for (auto &s : newStates)
-      fn.setResultAttr(r++, TrainDialect::kOptState, b.getStringAttr(s.second));
+    for (Update &u : updates)
+      fn.setResultAttr(r++, TrainDialect::kUpdated, u.name);
+    for (StringAttr name : newStateNames)
+      fn.setResultAttr(r++, TrainDialect::kOptState, name);
     fn.setResultAttr(r++, TrainDialect::kLoss, b.getUnitAttr());
     fn.setResultAttr(r++, TrainDialect::kGradNorm, b.getUnitAttr());
     fn.setResultAttr(r++, TrainDialect::kLr, b.getUnitAttr());

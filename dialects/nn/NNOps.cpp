@@ -49,6 +49,15 @@ LogicalResult inferBroadcast(std::optional<Location> loc, Type lhs, Type rhs,
   return success();
 }
 
+/// gather's result shape: data[:axis] + indices + data[axis+1:].
+SmallVector<int64_t> gatheredShape(ArrayRef<int64_t> data, ArrayRef<int64_t> indices,
+                                   int64_t axis) {
+  SmallVector<int64_t> shape(data.take_front(axis));
+  llvm::append_range(shape, indices);
+  llvm::append_range(shape, data.drop_front(axis + 1));
+  return shape;
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -225,10 +234,8 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
   auto axis = normalizeAxis(loc, (int64_t)a.getAxis(), data.getRank());
   if (failed(axis))
     return failure();
-  SmallVector<int64_t> shape(data.getShape().take_front(*axis));
-  llvm::append_range(shape, indices.getShape());
-  llvm::append_range(shape, data.getShape().drop_front(*axis + 1));
-  r.push_back(RankedTensorType::get(shape, data.getElementType()));
+  r.push_back(RankedTensorType::get(gatheredShape(data.getShape(), indices.getShape(), *axis),
+                                    data.getElementType()));
   return success();
 }
 int64_t GatherOp::getFlops() { return 0; }
@@ -404,9 +411,7 @@ LogicalResult GatherGradOp::verify() {
   int64_t axis = (int64_t)getAxis() < 0 ? (int64_t)getAxis() + rank : (int64_t)getAxis();
   if (axis < 0 || axis >= rank)
     return emitOpError("axis ") << (int64_t)getAxis() << " is out of range for rank " << rank;
-  SmallVector<int64_t> shape(data.getShape().take_front(axis));
-  llvm::append_range(shape, getIndices().getType().getShape());
-  llvm::append_range(shape, data.getShape().drop_front(axis + 1));
+  auto shape = gatheredShape(data.getShape(), getIndices().getType().getShape(), axis);
   if (ArrayRef<int64_t>(shape) != getGrad().getType().getShape())
     return emitOpError("gradient shape ")
            << shapeStr(getGrad().getType().getShape()) << " is not the gathered shape "

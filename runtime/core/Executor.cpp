@@ -199,13 +199,8 @@ void Executor::initialize(const std::string &weightsPath, uint64_t seed) {
 std::vector<const Tensor *> Executor::weights() const {
   std::vector<const Tensor *> r;
   for (const Tensor &t : tensors_)
-    if (t.role == plan::PARAM && !t.name.empty()) {
-      bool seen = false;
-      for (const Tensor *o : r)
-        seen |= o->name == t.name;
-      if (!seen)
-        r.push_back(&t);
-    }
+    if (t.role == plan::PARAM)
+      r.push_back(&t);
   return r;
 }
 

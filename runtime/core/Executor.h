@@ -95,7 +95,10 @@ public:
 
   /// The data-fed buffers, in plan order.
   const std::vector<Tensor *> &inputs() const { return inputs_; }
-  /// Trained parameters (and frozen buffers), in plan order.
+  /// Replaces the baked config (dsrt --config: the schedule and
+  /// steps_per_print may change at run time).
+  void setConfig(const config::TrainConfig &cfg) { config_ = cfg; }
+  /// Trained parameters, in plan order (one buffer per name).
   std::vector<const Tensor *> weights() const;
 
   /// One optimizer step. `loadMicroBatch(k)` must fill inputs() for

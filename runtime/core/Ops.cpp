@@ -602,6 +602,7 @@ const std::map<std::string, OpDef> &table() {
       for (size_t k = 0; k < n; ++k) {
         c.floats({i.in[k], i.out[k]});
         c.sameShape(i.in[k], i.out[k]);
+        c.inPlace(i.in[k], i.out[k]);
       }
       c.dtype(i.out[n], plan::F32, "norm");
       if (i.floats[0] < 0)
@@ -616,12 +617,9 @@ const std::map<std::string, OpDef> &table() {
         // torch.nn.utils.clip_grad_norm_ / DeepSpeed: scale when the norm
         // exceeds max_norm, by max_norm / (norm + 1e-6).
         double coef = i.floats[0] > 0 ? i.floats[0] / (norm + 1e-6) : 1.0;
-        for (size_t k = 0; k < n; ++k) {
-          if (i.out[k]->data != i.in[k]->data)
-            std::copy(i.in[k]->f32(), i.in[k]->f32() + i.in[k]->numel, i.out[k]->f32());
-          if (coef < 1.0)
+        if (coef < 1.0)
+          for (size_t k = 0; k < n; ++k)
             cpu::scale(i.out[k]->f32(), i.out[k]->numel, (float)coef);
-        }
       };
     }};
     t["train.adam"] = {[](Instr &i, const Check &c) {

@@ -212,8 +212,7 @@ int main(int argc, char **argv) {
       dsrt::config::TrainConfig given = dsrt::config::loadDsConfig(configPath);
       checkRuntimeConfig(cfg, given, configPath);
       cfg = given;
-      // The step reads the schedule from the executor's config.
-      const_cast<dsrt::config::TrainConfig &>(exec.config()) = given;
+      exec.setConfig(given);
     }
     if (threads)
       dsrt::cpu::setNumThreads((int)threads);
