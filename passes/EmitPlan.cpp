@@ -4,6 +4,8 @@
 //   plan.pb              the program (runtime/plan/plan.proto): buffers at
 //                        arena offsets and the instruction lists;
 //   weights.safetensors  the initial parameters and frozen buffers, by name;
+//   model.onnx           the source model without those initializers' data,
+//                        which dsrt --export-onnx fills with trained ones;
 //   manifest.txt         what a person wants to know before running it.
 // Instruction attributes are encoded per op as documented in
 // runtime/core/Ops.cpp, the runtime's table of ops; both sides check arity.
@@ -14,6 +16,7 @@
 #include "dialects/nn/NNDialect.h"
 #include "dialects/train/TrainDialect.h"
 #include "frontends/onnx/OnnxImporter.h"
+#include "runtime/io/FileUtil.h"
 #include "runtime/io/SafeTensors.h"
 
 #include "plan.pb.h"
@@ -25,7 +28,6 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <fstream>
 
 using namespace mlir;
 
@@ -514,12 +516,14 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
 
   // Weights first: if they cannot be read, no plan.pb is left behind.
   std::vector<std::pair<std::string, std::pair<std::vector<int64_t>, std::vector<float>>>> weights;
+  std::string skeleton;
   if (llvm::Error e = onnx_import::readFloatInitializers(
           p.source_model(), options.importOptions, emitter.weightNames(),
           [&](const std::string &name, const std::vector<int64_t> &shape,
               const std::vector<float> &values) {
             weights.push_back({name, {shape, values}});
-          }))
+          },
+          &skeleton))
     return module.emitError("emit-plan: ") << llvm::toString(std::move(e));
   for (auto &w : weights) {
     const plan::Buffer &b = emitter.named(w.first);
@@ -541,14 +545,14 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
   std::string bytes;
   if (!p.SerializeToString(&bytes))
     return module.emitError("emit-plan: cannot serialize the plan");
-  {
-    std::ofstream out(options.dir + "/plan.pb.tmp", std::ios::binary);
-    out.write(bytes.data(), bytes.size());
-    if (!out)
-      return module.emitError("emit-plan: cannot write ") << options.dir << "/plan.pb";
+  try {
+    dsrt::io::writeFileAtomically(options.dir + "/model.onnx",
+                                  {{skeleton.data(), skeleton.size()}});
+    // plan.pb last: a directory with a plan.pb is a complete plan.
+    dsrt::io::writeFileAtomically(options.dir + "/plan.pb", {{bytes.data(), bytes.size()}});
+  } catch (const std::exception &e) {
+    return module.emitError("emit-plan: ") << e.what();
   }
-  if (auto ec = llvm::sys::fs::rename(options.dir + "/plan.pb.tmp", options.dir + "/plan.pb"))
-    return module.emitError("emit-plan: ") << ec.message();
 
   std::error_code ec;
   llvm::raw_fd_ostream manifest(options.dir + "/manifest.txt", ec);

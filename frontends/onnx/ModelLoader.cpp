@@ -134,6 +134,38 @@ static llvm::Error validateExternalData(LoadedModel &m) {
   return llvm::Error::success();
 }
 
+/// The model as the user wrote it, for dsrt --export-onnx to fill with the
+/// trained weights: the initializers in `strip` keep their name, type and
+/// shape but no data; other external tensors come inline so that the
+/// skeleton needs no file beside it.
+static llvm::Error makeSkeleton(LoadedModel &m, const std::set<std::string> &strip) {
+  m.skeleton = std::make_unique<onnx::ModelProto>(m.model);
+  for (auto &t : *m.skeleton->mutable_graph()->mutable_initializer()) {
+    if (strip.count(t.name())) {
+      std::string name = t.name();
+      int32_t type = t.data_type();
+      std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
+      t.Clear();
+      t.set_name(name);
+      t.set_data_type(type);
+      for (int64_t d : dims)
+        t.add_dims(d);
+      continue;
+    }
+    auto it = m.external.find(t.name());
+    if (it == m.external.end())
+      continue;
+    auto bytes = readExternal(it->second);
+    if (!bytes)
+      return err(m.path, "initializer '" + t.name() + "': " +
+                             llvm::toString(bytes.takeError()));
+    t.set_raw_data(std::move(*bytes));
+    t.clear_external_data();
+    t.clear_data_location();
+  }
+  return llvm::Error::success();
+}
+
 /// Integer and bool initializers are compile-time values that shape
 /// inference and folding read: bring their external bytes inline.
 static llvm::Error inlineSmallExternalData(LoadedModel &m) {
@@ -260,7 +292,8 @@ static llvm::Error makeInputsStatic(LoadedModel &m, const ImportOptions &o) {
 }
 
 llvm::Expected<std::unique_ptr<LoadedModel>>
-loadModel(const std::string &path, const ImportOptions &options) {
+loadModel(const std::string &path, const ImportOptions &options,
+          const std::set<std::string> *strip) {
   auto m = std::make_unique<LoadedModel>();
   m->path = path;
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
@@ -316,6 +349,9 @@ loadModel(const std::string &path, const ImportOptions &options) {
   // ONNX 1.12 applies (it follows '..' and symlinks), before the checker.
   if (auto e = validateExternalData(*m))
     return std::move(e);
+  if (strip)
+    if (auto e = makeSkeleton(*m, *strip))
+      return std::move(e);
   if (auto e = inlineSmallExternalData(*m))
     return std::move(e);
 

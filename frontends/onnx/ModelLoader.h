@@ -7,6 +7,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 namespace dsc::onnx_import {
@@ -23,12 +24,18 @@ struct LoadedModel {
     int64_t offset = 0, length = 0;
   };
   std::map<std::string, ExternalRange> external;
+  /// Only when loadModel was given names to strip: the model as written,
+  /// before validation made its inputs static, with the data of those
+  /// initializers removed and every other external tensor brought inline.
+  std::unique_ptr<onnx::ModelProto> skeleton;
 };
 
 /// Parses, checks and shape-infers the model; every error message starts
-/// with the file name.
+/// with the file name. With `strip`, also keeps the model's skeleton (see
+/// LoadedModel::skeleton) without the data of the initializers it names.
 llvm::Expected<std::unique_ptr<LoadedModel>>
-loadModel(const std::string &path, const ImportOptions &options);
+loadModel(const std::string &path, const ImportOptions &options,
+          const std::set<std::string> *strip = nullptr);
 
 /// Reads the bytes of a validated external tensor.
 llvm::Expected<std::string> readExternal(const LoadedModel::ExternalRange &range);

@@ -35,11 +35,14 @@ importOnnxFile(mlir::MLIRContext &ctx, const std::string &path,
 /// Reads the initializers named in `names` (floating point) from the model
 /// and hands each to `consume` as float32 with its shape. Errors name the
 /// file and the tensor; a name that is not an initializer is an error.
+/// With `skeleton`, also serializes into it the model as written with those
+/// initializers' data removed (what dsrt --export-onnx fills back in).
 llvm::Error readFloatInitializers(
     const std::string &path, const ImportOptions &options,
     const std::set<std::string> &names,
     const std::function<void(const std::string &, const std::vector<int64_t> &,
-                             const std::vector<float> &)> &consume);
+                             const std::vector<float> &)> &consume,
+    std::string *skeleton = nullptr);
 
 /// Op types the importer accepts, sorted; for error messages and --help.
 const std::vector<std::string> &supportedOps();

@@ -15,8 +15,9 @@ llvm::Error readFloatInitializers(
     const std::string &path, const ImportOptions &options,
     const std::set<std::string> &names,
     const std::function<void(const std::string &, const std::vector<int64_t> &,
-                             const std::vector<float> &)> &consume) {
-  auto loaded = loadModel(path, options);
+                             const std::vector<float> &)> &consume,
+    std::string *skeleton) {
+  auto loaded = loadModel(path, options, skeleton ? &names : nullptr);
   if (!loaded)
     return loaded.takeError();
   const LoadedModel &model = **loaded;
@@ -47,6 +48,10 @@ llvm::Error readFloatInitializers(
   if (!missing.empty())
     return llvm::createStringError(path + ": no initializer named '" +
                                    *missing.begin() + "'");
+  if (skeleton && !model.skeleton->SerializeToString(skeleton))
+    return llvm::createStringError(path + ": the model without its parameters is still "
+                                          "over 2 GiB (large constants?); protobuf cannot "
+                                          "hold it");
   return llvm::Error::success();
 }
 

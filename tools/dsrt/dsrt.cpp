@@ -1,11 +1,12 @@
 //===- dsrt.cpp - run a dsc plan ------------------------------------------===//
 //
 //   dsrt PLAN --data DATA [--steps N] [--seed S] [--out DIR] [--config F]
-//        [--threads T] [--token-dtype u16|u32] [--profile]
+//        [--threads T] [--token-dtype u16|u32] [--profile] [--export-onnx F]
 //
 // Validates the plan and the data before the first step, then trains:
 // a progress line every steps_per_print steps, metrics.csv every step, and
-// the trained weights (safetensors) at the end.
+// the trained weights (safetensors, and optionally the ONNX model with the
+// trained weights) at the end.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/config/DsConfig.h"
@@ -14,6 +15,7 @@
 #include "runtime/io/Npy.h"
 #include "runtime/io/SafeTensors.h"
 #include "runtime/io/TokenFile.h"
+#include "runtime/onnx/OnnxExport.h"
 
 #include <CLI/CLI.hpp>
 
@@ -193,6 +195,9 @@ int main(int argc, char **argv) {
   app.add_option("--threads", threads, "CPU threads for the kernels (0: all cores)");
   app.add_flag("--profile", profile, "print the time spent per op kind at the end");
   app.add_option("--token-dtype", tokenDtype, "token width of a token file: u16 or u32");
+  app.add_option("--export-onnx", exportOnnx,
+                 "also write the source ONNX model with the trained weights here (weights over "
+                 "2 GiB go to FILE.data beside it)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {
@@ -232,6 +237,20 @@ int main(int argc, char **argv) {
       source = std::make_unique<TokenSource>(data, width, exec.inputs(), exec.microBatchSize());
     } else {
       die("--data " + data + ": no such file or folder");
+    }
+
+    std::string skeleton = planDir + "/model.onnx";
+    if (!exportOnnx.empty()) {
+      std::vector<std::string> names;
+      for (const Tensor *t : exec.weights())
+        names.push_back(t->name);
+      dsrt::onnx_export::checkSkeleton(skeleton, names);
+      fs::path parent = fs::absolute(exportOnnx).parent_path();
+      if (!fs::is_directory(parent))
+        die("--export-onnx " + exportOnnx + ": the folder " + parent.string() +
+            " does not exist");
+      if (fs::is_directory(exportOnnx))
+        die("--export-onnx " + exportOnnx + ": is a folder; give a file name");
     }
 
     exec.initialize(planDir + "/weights.safetensors", seed);
@@ -284,6 +303,14 @@ int main(int argc, char **argv) {
                 "metrics in %s\n",
                 total, (long long)peakRssMiB(), exec.plan().arena_bytes() / 1048576.0,
                 weightsPath.c_str(), metrics.path().c_str());
+    if (!exportOnnx.empty()) {
+      try {
+        dsrt::onnx_export::exportOnnx(skeleton, refs, exportOnnx);
+      } catch (const std::exception &e) {
+        die(std::string(e.what()) + " (the trained weights are in " + weightsPath + ")");
+      }
+      std::printf("dsrt: ONNX model with the trained weights in %s\n", exportOnnx.c_str());
+    }
     if (profile)
       exec.printProfile(stdout);
   } catch (const std::exception &e) {

@@ -1,0 +1,41 @@
+//===- OnnxExport.h - trained weights back into an ONNX model ---*- C++ -*-===//
+//
+// dsc stores the source model in the plan as model.onnx with the data of
+// every trained (and frozen) initializer removed. exportOnnx fills those
+// initializers with the run's weights, in the type the model declares, and
+// writes a model that PyTorch, ONNX Runtime or dsc itself can load.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSRT_ONNX_ONNXEXPORT_H
+#define DSRT_ONNX_ONNXEXPORT_H
+
+#include "runtime/io/SafeTensors.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dsrt::onnx_export {
+
+/// Protobuf cannot hold a message over 2 GiB: larger models keep their
+/// weights in an external data file, as onnx.save_model does.
+inline constexpr uint64_t kInlineLimitBytes = (uint64_t(2) << 30) - (uint64_t(64) << 20);
+
+/// Reads the skeleton at `skeletonPath` and checks that each of `names` is a
+/// floating-point initializer without data. Call it before training, so that
+/// a plan without a model fails before the run rather than after it. Throws
+/// io::IoError.
+void checkSkeleton(const std::string &skeletonPath, const std::vector<std::string> &names);
+
+/// Writes the skeleton with `weights` (float32, matched by name and shape)
+/// to `outPath`. When the model would exceed `inlineLimit` bytes, the
+/// weights go to `outPath`.data beside it, referenced as ONNX external
+/// data. Every initializer without data must get one and every weight must
+/// name such an initializer. Files are replaced atomically; on error
+/// nothing is written. Throws io::IoError.
+void exportOnnx(const std::string &skeletonPath, const std::vector<io::TensorRef> &weights,
+                const std::string &outPath, uint64_t inlineLimit = kInlineLimitBytes);
+
+} // namespace dsrt::onnx_export
+
+#endif // DSRT_ONNX_ONNXEXPORT_H
