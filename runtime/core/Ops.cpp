@@ -26,6 +26,23 @@
 //                          ints: nesterov
 //   fill                   floats: value
 //   accumulate             -   (out += in)
+//   train.sum_sq           -   (k inputs -> f32 scalar: sum of squares)
+//   train.clip_grad_norm   with one more input than outputs: the last input
+//                          is the global sum of squares (sharded gradients)
+// Communication (data-parallel group; the plan's dp ranks). Collectives are
+// non-blocking: the instruction starts one, `dist.wait` with the same
+// handle completes it; until then its inputs must not be written nor its
+// outputs read (the memory plan guarantees it). k inputs, k outputs.
+//   dist.all_reduce        ints: group size, reduce (0 sum 1 avg 2 max
+//                          3 min), handle
+//   dist.reduce_scatter    ints: group size, reduce, handle. Output j is
+//                          chunk `rank` of input j flattened (numel
+//                          divisible by the group size)
+//   dist.all_gather        ints: group size, handle. Output j is the
+//                          concatenation of every rank's input j
+//   dist.wait              ints: handle (0 inputs, 0 outputs)
+//   dist.chunk             ints: group size. 1 input, 1 output: chunk
+//                          `rank` of the flattened input (a local copy)
 // Axes are non-negative. Every check runs at load time; kernels trust them.
 //
 //===----------------------------------------------------------------------===//
