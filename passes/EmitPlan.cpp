@@ -13,7 +13,9 @@
 //===----------------------------------------------------------------------===//
 #include "passes/EmitPlan.h"
 
+#include "dialects/dist/DistDialect.h"
 #include "dialects/nn/NNDialect.h"
+#include "passes/DistUtils.h"
 #include "dialects/train/TrainDialect.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "runtime/io/FileUtil.h"
@@ -54,7 +56,7 @@ plan::DType dtypeOf(Type t) {
 
 class Emitter {
 public:
-  Emitter(func::FuncOp fn, plan::Plan &p) : fn_(fn), plan_(p) {}
+  Emitter(func::FuncOp fn, plan::Plan &p, int64_t dp) : fn_(fn), plan_(p), dp_(dp) {}
 
   LogicalResult run() {
     auto arena = fn_->getAttrOfType<IntegerAttr>("dsc.arena_bytes");
@@ -168,6 +170,19 @@ private:
   }
 
   LogicalResult addArgument(BlockArgument a) {
+    if (failed(addRole(a)))
+      return failure();
+    auto shard = fn_.getArgAttrOfType<DenseI64ArrayAttr>(a.getArgNumber(), distutil::kShardOf);
+    if (shard) {
+      plan::Buffer *b = plan_.mutable_buffers(buffers_.lookup(a));
+      for (int64_t d : shard.asArrayRef())
+        b->add_full_shape(d);
+      b->set_shard_count(dp_);
+    }
+    return success();
+  }
+
+  LogicalResult addRole(BlockArgument a) {
     unsigned i = a.getArgNumber();
     auto named = [&](StringRef attr) { return fn_.getArgAttrOfType<StringAttr>(i, attr); };
     FailureOr<uint32_t> index;
@@ -282,6 +297,26 @@ private:
         return op->emitOpError("emit-plan: reshape is not a view (offsets differ)");
       return failure(failed(bufferFor(reshape.getResult())));
     }
+    if (auto wait = dyn_cast<dist::WaitOp>(op)) {
+      // Completes the collective; its results are views of the
+      // collective's buffers.
+      for (auto [in, out] : llvm::zip(wait.getInputs(), wait.getResults())) {
+        auto a = offsetOf(in), b = offsetOf(out);
+        if (failed(a) || failed(b))
+          return failure();
+        if (*a != *b)
+          return op->emitOpError("emit-plan: a wait's results must share the collective's buffers");
+        if (failed(bufferFor(out)))
+          return failure();
+      }
+      auto handle = handles_.find(wait.getCollective());
+      if (handle == handles_.end())
+        return op->emitOpError("emit-plan: a wait before its collective");
+      plan::Instr *instr = list.Add();
+      instr->set_op("dist.wait");
+      instr->add_ints(handle->second);
+      return success();
+    }
     plan::Instr instr;
     instr.set_op(op->getName().getStringRef().str());
     for (Value v : op->getOperands()) {
@@ -300,6 +335,12 @@ private:
       return failure();
     *list.Add() = std::move(instr);
     return success();
+  }
+
+  int64_t newHandle(Operation *op) {
+    int64_t h = (int64_t)handles_.size();
+    handles_[op] = h;
+    return h;
   }
 
   static int64_t reductionCode(nn::Reduction r) {
@@ -398,6 +439,17 @@ private:
             }
           instr.add_floats(o.getMaxNorm().convertToDouble());
         })
+        .Case<dist::AllReduceOp, dist::ReduceScatterOp>([&](auto o) {
+          instr.add_ints(o.getGroup().getSize());
+          instr.add_ints((int64_t)o.getReduce());
+          instr.add_ints(newHandle(o));
+        })
+        .Case([&](dist::AllGatherOp o) {
+          instr.add_ints(o.getGroup().getSize());
+          instr.add_ints(newHandle(o));
+        })
+        .Case([&](dist::ChunkOp o) { instr.add_ints(o.getGroup().getSize()); })
+        .Case<train::SumSqOp>([](Operation *) {})
         .Case([&](train::AdamOp o) {
           instr.add_floats(o.getBeta1().convertToDouble());
           instr.add_floats(o.getBeta2().convertToDouble());
@@ -421,6 +473,8 @@ private:
 
   func::FuncOp fn_;
   plan::Plan &plan_;
+  int64_t dp_ = 1;
+  llvm::DenseMap<Operation *, int64_t> handles_; // collective -> its handle
   llvm::DenseMap<Value, uint32_t> buffers_;
   std::map<std::string, uint32_t> named_;
   std::set<std::string> weights_;
@@ -507,7 +561,14 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
     return module.emitError("emit-plan: the module has no dsc.source (the model to read weights from)");
   p.set_source_model(source.getValue().str());
   p.set_config_json(options.configJson);
-  Emitter emitter(step, p);
+  int64_t dp = 1, zeroStage = 0;
+  if (auto a = module->getAttrOfType<IntegerAttr>(distutil::kDp))
+    dp = a.getInt();
+  if (auto a = module->getAttrOfType<IntegerAttr>(distutil::kZeroStage))
+    zeroStage = a.getInt();
+  p.set_dp(dp);
+  p.set_zero_stage(zeroStage);
+  Emitter emitter(step, p, dp);
   if (failed(emitter.run()))
     return failure();
 
@@ -527,8 +588,8 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
     return module.emitError("emit-plan: ") << llvm::toString(std::move(e));
   for (auto &w : weights) {
     const plan::Buffer &b = emitter.named(w.first);
-    if (!std::equal(b.shape().begin(), b.shape().end(), w.second.first.begin(),
-                    w.second.first.end()))
+    const auto &shape = b.shard_count() > 1 ? b.full_shape() : b.shape();
+    if (!std::equal(shape.begin(), shape.end(), w.second.first.begin(), w.second.first.end()))
       return module.emitError("emit-plan: initializer '")
              << w.first << "' has another shape than the parameter";
   }

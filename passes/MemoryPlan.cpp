@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
+#include "dialects/dist/DistDialect.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/train/TrainDialect.h"
 
@@ -108,6 +109,9 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
     for (Operation *op : order) {
       if (auto r = dyn_cast<nn::ReshapeOp>(op))
         join(r.getInput(), r.getResult());
+      else if (auto w = dyn_cast<dist::WaitOp>(op))
+        for (auto [in, out] : llvm::zip(w.getInputs(), w.getResults()))
+          join(in, out); // the wait hands over the collective's buffers
       else if (auto adam = dyn_cast<train::AdamOp>(op)) {
         join(adam.getParam(), adam.getNewParam());
         join(adam.getExpAvg(), adam.getNewExpAvg());
@@ -152,6 +156,45 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
         s.begin = def, s.end = last, s.seen = true;
       s.begin = std::min(s.begin, def);
       s.end = std::max(s.end, last);
+    }
+
+    // A non-blocking collective reads its inputs until its wait.
+    for (Operation *op : order)
+      if (auto w = dyn_cast<dist::WaitOp>(op))
+        if (Operation *c = w.getCollective())
+          for (Value in : c->getOperands()) {
+            Storage &s = storage[leader(in)];
+            s.end = std::max(s.end, pos[op]);
+          }
+
+    // A step result that replaces a parameter or state (train.updated,
+    // train.opt_state) is written where the next step reads it: into the
+    // argument's storage, when the argument is no longer read by then (a
+    // parameter all-gathered from its updated chunks, ZeRO 1-2).
+    auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+      Attribute name = fn.getResultAttr(i, TrainDialect::kUpdated);
+      if (!name)
+        name = fn.getResultAttr(i, TrainDialect::kOptState);
+      if (!name)
+        continue;
+      for (BlockArgument a : fn.getArguments()) {
+        unsigned k = a.getArgNumber();
+        if (fn.getArgAttr(k, TrainDialect::kParam) != name &&
+            fn.getArgAttr(k, TrainDialect::kOptState) != name)
+          continue;
+        Value la = leader(a), lv = leader(v);
+        if (la == lv || isa<BlockArgument>(v))
+          break;
+        Storage sa = storage[la], sv = storage[lv];
+        if (sv.kind != Kind::Transient || sa.end > sv.begin || sv.bytes > sa.bytes)
+          break;
+        alias.unionSets(la, lv);
+        Storage merged = sa;
+        merged.end = std::max(sa.end, sv.end);
+        storage[leader(la)] = merged;
+        break;
+      }
     }
 
     // An in-place update must be the last reader of the old value, also

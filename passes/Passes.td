@@ -98,6 +98,103 @@ def Optimizer : Pass<"optimizer", "mlir::ModuleOp"> {
   ];
 }
 
+def DataParallel : Pass<"data-parallel", "mlir::ModuleOp"> {
+  let summary = "Average the gradients over the data-parallel ranks (ZeRO stage 0)";
+  let description = [{
+    After `optimizer`: every gradient reaching `train.clip_grad_norm` is
+    averaged over the `dp` ranks by a `dist.all_reduce avg` (and its
+    `dist.wait`) once per optimizer step, at the accumulation boundary: on
+    the gradient sums after `train.accumulate`, or, with one micro-batch,
+    inside it on the gradient as the backward pass produces it (so it can
+    overlap the rest of the backward pass). Each rank reads its own slice of
+    the global batch (the runtime's data loader); the module records
+    `dist.dp` and `dist.zero_stage = 0`.
+  }];
+  let dependentDialects = ["::dsc::dist::DistDialect"];
+  let options = [
+    Option<"dp", "dp", "int64_t", "2", "data-parallel ranks">,
+  ];
+}
+
+def Zero : Pass<"zero", "mlir::ModuleOp"> {
+  let summary = "Partition optimizer states, gradients and parameters over the ranks (ZeRO 1-3)";
+  let description = [{
+    After `optimizer`. Every tensor is partitioned as a flat vector of n
+    elements zero-padded to `dp` chunks of ceil(n / dp); rank r owns chunk r
+    (a `dist.shard_of` argument attribute gives the full shape).
+      * stage 1: optimizer states are chunks. The gradient sums are
+        reduce-scattered (avg) after the accumulation; each rank updates its
+        chunk of the parameter (`dist.chunk`) and the chunks are all-gathered
+        back into the parameter. Clipping uses the global norm: each rank's
+        `train.sum_sq` of its chunks, all-reduced.
+      * stage 2: also the gradients: the reduce-scatter moves into the
+        micro-batch, right after each gradient is produced, and only the
+        chunk is accumulated.
+      * stage 3: also the parameters, except those of fewer than
+        `persistence-threshold` elements (DeepSpeed's
+        stage3_param_persistence_threshold), which are handled as in stage 2.
+        A partitioned parameter is all-gathered before its first use in the
+        forward pass and again before its first use in the backward pass;
+        the optimizer updates the chunk in place.
+    Collectives come as start + `dist.wait` pairs, one per tensor;
+    `comm-fusion` buckets them and `overlap` moves them.
+  }];
+  let dependentDialects = ["::dsc::dist::DistDialect"];
+  let options = [
+    Option<"stage", "stage", "int64_t", "1", "ZeRO stage (1, 2 or 3)">,
+    Option<"dp", "dp", "int64_t", "2", "data-parallel ranks">,
+    Option<"persistenceThreshold", "persistence-threshold", "int64_t", "100000",
+           "stage 3: parameters with fewer elements stay whole on every rank">,
+  ];
+}
+
+def VerifyZero : Pass<"verify-zero", "mlir::ModuleOp"> {
+  let summary = "Check that a step is partitioned as its ZeRO stage requires";
+  let description = [{
+    Runs after `zero` in dsc's pipeline, and on any IR in tests. With
+    `dist.zero_stage` = s and `dist.dp` = n on the module: at s >= 1 every
+    optimizer state is a chunk (`dist.shard_of`, ceil(numel / n) elements);
+    at s >= 2 every gradient sum of `train.accumulate` is a chunk; at s = 3
+    every parameter above the persistence threshold is a chunk. Collectives
+    must use a group of size n and be completed by a `dist.wait`.
+  }];
+}
+
+def CommFusion : Pass<"comm-fusion", "mlir::ModuleOp"> {
+  let summary = "Fuse collectives of the same kind into buckets";
+  let description = [{
+    Collectives of the same kind, group, reduction and element type that
+    follow each other in a block are fused into one variadic collective (a
+    bucket) while their elements fit in the bucket size: `reduce-bucket`
+    elements for all_reduce and reduce_scatter (DeepSpeed's
+    reduce_bucket_size), `allgather-bucket` for all_gather
+    (allgather_bucket_size, or stage3_prefetch_bucket_size for the
+    parameter gathers of stage 3). A bucket sits at its last member when no
+    member's result is used before it (gradients), or at its first member
+    when every later member's inputs are already available there
+    (parameters). The order is the program order, the same on every rank.
+  }];
+  let options = [
+    Option<"reduceBucket", "reduce-bucket", "int64_t", "500000000",
+           "elements per all_reduce / reduce_scatter bucket">,
+    Option<"allgatherBucket", "allgather-bucket", "int64_t", "500000000",
+           "elements per all_gather bucket">,
+  ];
+}
+
+def Overlap : Pass<"overlap", "mlir::ModuleOp"> {
+  let summary = "Start collectives early and wait for them late";
+  let description = [{
+    Each `dist.wait` moves down to just before the first use of its results,
+    but not past the start of the next collective of the same kind (one
+    bucket in flight per kind, as DeepSpeed's double-buffered buckets, so
+    the bytes held by pending buckets stay bounded). An all_gather of
+    parameters (stage 3) moves up to just after the wait of the previous
+    all_gather: it prefetches one bucket ahead. Compute between start and
+    wait runs while the bucket is in flight.
+  }];
+}
+
 def MemoryPlan : Pass<"memory-plan", "mlir::ModuleOp"> {
   let summary = "Linear schedule, buffer lifetimes and one static arena with offsets";
   let description = [{

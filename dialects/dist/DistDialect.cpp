@@ -66,6 +66,9 @@ LogicalResult AllReduceOp::verify() {
 
 /// Dimension 0 of `out` must be `in`'s times `factor` (gather) or divided
 /// by it (scatter); all other dimensions and the element type are equal.
+/// 1-D tensors may be padded: a scatter of n elements gives chunks of
+/// ceil(n / size) (the input zero-padded to size chunks), and a gather of
+/// chunks of c elements may drop up to c - 1 trailing padding elements.
 static LogicalResult checkDim0(Operation *op, Value in, Value out,
                                int64_t size, bool gather) {
   auto ti = cast<RankedTensorType>(in.getType());
@@ -76,15 +79,27 @@ static LogicalResult checkDim0(Operation *op, Value in, Value out,
       ti.getShape().drop_front() != to.getShape().drop_front())
     return op->emitOpError("result ") << to << " must match input " << ti
                                       << " outside dimension 0";
-  int64_t d = ti.getDimSize(0);
+  int64_t d = ti.getDimSize(0), r = to.getDimSize(0);
+  if (ti.getRank() == 1) {
+    int64_t chunk = gather ? d : (d + size - 1) / size;
+    int64_t full = gather ? r : d;
+    bool ok = gather ? (r > (size - 1) * d && r <= size * d) : r == chunk;
+    if (!ok)
+      return op->emitOpError("result length must be ")
+             << (gather ? "in (" + std::to_string((size - 1) * d) + ", " +
+                              std::to_string(size * d) + "]"
+                        : std::to_string(chunk))
+             << " for " << full << " elements in chunks of " << chunk << ", got " << r;
+    return success();
+  }
   if (!gather && d % size != 0)
     return op->emitOpError("dimension 0 of ")
            << ti << " is not divisible by the group size " << size
            << " (pad the buffer to a multiple of it)";
   int64_t expected = gather ? d * size : d / size;
-  if (to.getDimSize(0) != expected)
+  if (r != expected)
     return op->emitOpError("result dimension 0 must be ")
-           << expected << ", got " << to.getDimSize(0);
+           << expected << ", got " << r;
   return success();
 }
 
@@ -132,6 +147,51 @@ LogicalResult SendOp::verify() {
 }
 LogicalResult RecvOp::verify() {
   return checkPeer(*this, getGroup(), getPeer(), getTag());
+}
+
+Operation *WaitOp::getCollective() {
+  if (getInputs().empty())
+    return nullptr;
+  return getInputs().front().getDefiningOp();
+}
+
+LogicalResult WaitOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                       ValueRange operands, DictionaryAttr,
+                                       OpaqueProperties, RegionRange,
+                                       SmallVectorImpl<Type> &types) {
+  llvm::append_range(types, operands.getTypes());
+  return success();
+}
+
+LogicalResult WaitOp::verify() {
+  Operation *c = getCollective();
+  if (!c || !isa<AllReduceOp, ReduceScatterOp, AllGatherOp>(c))
+    return emitOpError("operands must be the results of one all_reduce, "
+                       "reduce_scatter or all_gather");
+  if (c->getBlock() != (*this)->getBlock())
+    return emitOpError("must be in the block of its collective");
+  if (getInputs().size() != c->getNumResults() ||
+      !llvm::equal(getInputs(), c->getResults()))
+    return emitOpError("must take every result of its collective, in order (")
+           << c->getNumResults() << " results)";
+  if (getInputs().getTypes() != getResults().getTypes())
+    return emitOpError("result types must equal the operand types");
+  return success();
+}
+
+LogicalResult ChunkOp::verify() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto out = cast<RankedTensorType>(getResult().getType());
+  int64_t size = getGroup().getSize();
+  if (in.getRank() != 1 || out.getRank() != 1)
+    return emitOpError("input and result must be 1-D");
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("result element type must equal the input's");
+  int64_t chunk = (in.getDimSize(0) + size - 1) / size;
+  if (out.getDimSize(0) != chunk)
+    return emitOpError("result length must be ")
+           << chunk << " (" << in.getDimSize(0) << " elements in " << size << " chunks)";
+  return success();
 }
 
 #define GET_OP_CLASSES

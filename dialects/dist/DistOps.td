@@ -6,6 +6,7 @@ include "mlir/IR/OpBase.td"
 include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/EnumAttr.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
 
 def Dist_Dialect : Dialect {
   let name = "dist";
@@ -66,6 +67,10 @@ def Dist_AllReduceOp : Dist_Op<"all_reduce"> {
 
 def Dist_ReduceScatterOp : Dist_Op<"reduce_scatter"> {
   let summary = "reduce, then rank r keeps the r-th of `size` equal chunks of dimension 0";
+  let description = [{
+    A 1-D input of n elements is zero-padded to `size` chunks of
+    ceil(n / size): ZeRO shards a flattened tensor of any length.
+  }];
   let arguments = (ins Variadic<Dist_Tensor>:$inputs, Dist_GroupAttr:$group,
                        Dist_ReduceKindAttr:$reduce);
   let results = (outs Variadic<Dist_Tensor>:$results);
@@ -77,6 +82,10 @@ def Dist_ReduceScatterOp : Dist_Op<"reduce_scatter"> {
 
 def Dist_AllGatherOp : Dist_Op<"all_gather"> {
   let summary = "concatenate every rank's tensor along dimension 0, in rank order";
+  let description = [{
+    For 1-D tensors the result may be shorter than `size` chunks by less
+    than one chunk: the padding a reduce_scatter or chunk added is dropped.
+  }];
   let arguments = (ins Variadic<Dist_Tensor>:$inputs, Dist_GroupAttr:$group);
   let results = (outs Variadic<Dist_Tensor>:$results);
   let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($results)";
@@ -109,6 +118,41 @@ def Dist_RecvOp : Dist_Op<"recv"> {
   let arguments = (ins Dist_GroupAttr:$group, I64Attr:$peer, I64Attr:$tag);
   let results = (outs Dist_Tensor:$result);
   let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Dist_WaitOp : Dist_Op<"wait", [DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "completes a collective: its results are ready to read";
+  let description = [{
+    Collectives are non-blocking: `dist.all_reduce` and its kin start the
+    transfer, `dist.wait` on all of their results completes it and returns
+    them, ready. Until the wait, the collective's inputs must stay intact and
+    its results unread: the memory plan keeps the inputs alive up to the wait
+    and the wait's results share the collective's buffers. Passes place the
+    wait (overlap moves it as late as the uses allow).
+  }];
+  let arguments = (ins Variadic<Dist_Tensor>:$inputs);
+  let results = (outs Variadic<Dist_Tensor>:$results);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The collective whose results this completes.
+    ::mlir::Operation *getCollective();
+  }];
+}
+
+def Dist_ChunkOp : Dist_Op<"chunk"> {
+  let summary = "this rank's chunk of a flat tensor (a local copy)";
+  let description = [{
+    Rank r of the group gets elements [r * c, (r + 1) * c) of the 1-D input
+    zero-padded to `size` chunks of c = ceil(n / size): the part of a
+    parameter a ZeRO rank updates. No data
+    moves between ranks; the op is in `dist` because its result depends on
+    the rank.
+  }];
+  let arguments = (ins Dist_Tensor:$input, Dist_GroupAttr:$group);
+  let results = (outs Dist_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
 }
 

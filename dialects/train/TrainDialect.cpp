@@ -160,7 +160,7 @@ void ClipGradNormOp::build(OpBuilder &b, OperationState &state,
                            ValueRange grads, double maxNorm) {
   SmallVector<Type> types(grads.getTypes());
   types.push_back(RankedTensorType::get({}, b.getF32Type()));
-  build(b, state, types, grads, b.getF64FloatAttr(maxNorm));
+  build(b, state, types, grads, /*sum_sq=*/Value(), b.getF64FloatAttr(maxNorm));
 }
 
 LogicalResult ClipGradNormOp::verify() {

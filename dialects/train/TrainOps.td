@@ -117,18 +117,34 @@ def Train_AdamOp : Train_Op<"adam", [Pure,
   let hasVerifier = 1;
 }
 
-def Train_ClipGradNormOp : Train_Op<"clip_grad_norm", [Pure]> {
+def Train_ClipGradNormOp : Train_Op<"clip_grad_norm", [Pure, AttrSizedOperandSegments]> {
   let summary = "scale all gradients so their global L2 norm is at most max_norm";
   let description = [{
     Returns the clipped gradients and the global norm before clipping
     (DeepSpeed's `gradient_clipping`; the norm is what it logs). With
     `max_norm` = 0 the gradients pass unchanged and only the norm is computed.
+    With `sum_sq`, the gradients are shards (ZeRO) and the norm is
+    sqrt(sum_sq), the sum of squares over every rank's shards.
   }];
-  let arguments = (ins Variadic<Train_FloatTensor>:$grads, F64Attr:$max_norm);
+  let arguments = (ins Variadic<Train_FloatTensor>:$grads,
+                       Optional<Train_ScalarF32>:$sum_sq, F64Attr:$max_norm);
   let results = (outs Variadic<Train_FloatTensor>:$clipped, Train_ScalarF32:$norm);
-  let assemblyFormat = "$grads attr-dict `:` type($grads) `->` type($clipped)";
+  let assemblyFormat = [{
+    $grads (`sum_sq` `(` $sum_sq^ `)`)? attr-dict `:` type($grads) `->` type($clipped)
+  }];
   let builders = [OpBuilder<(ins "::mlir::ValueRange":$grads, "double":$maxNorm)>];
   let hasVerifier = 1;
+}
+
+def Train_SumSqOp : Train_Op<"sum_sq", [Pure]> {
+  let summary = "the sum of the squares of every element of several tensors";
+  let description = [{
+    One rank's part of a global gradient norm when gradients are sharded:
+    the ranks' sums are all-reduced and fed to `clip_grad_norm ... sum_sq`.
+  }];
+  let arguments = (ins Variadic<Train_FloatTensor>:$inputs);
+  let results = (outs Train_ScalarF32:$result);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs)";
 }
 
 def Train_LrScheduleOp : Train_Op<"lr_schedule", [Pure]> {

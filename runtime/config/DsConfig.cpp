@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <optional>
@@ -250,6 +251,23 @@ public:
     return v.get<int64_t>();
   }
 
+  /// An integer written either as one or as a float with an integral value
+  /// (DeepSpeed's sizes are often written 5e8).
+  std::optional<int64_t> wholeNumber(const std::string &key) const {
+    if (!has(key))
+      return std::nullopt;
+    const json &v = obj_.at(key);
+    if (v.is_number_float()) {
+      double d = v.get<double>();
+      // [-2^63, 2^63): exactly the doubles that convert to int64_t.
+      if (d == std::floor(d) && d >= -9223372036854775808.0 &&
+          d < 9223372036854775808.0)
+        return static_cast<int64_t>(d);
+      fail("'" + path(key) + "' must be an integer, got " + shown(v));
+    }
+    return integer(key);
+  }
+
   std::optional<bool> boolean(const std::string &key) const {
     if (!has(key))
       return std::nullopt;
@@ -280,6 +298,16 @@ public:
     if (!(v > 0))
       fail("'" + path(key) + "' must be > 0, got " + formatNumber(v));
   }
+  /// Integer range checks: the value printed in full, never as 5e+08.
+  void atLeast(const std::string &key, int64_t v, int64_t lo) const {
+    if (v < lo)
+      fail("'" + path(key) + "' must be >= " + std::to_string(lo) + ", got " +
+           std::to_string(v));
+  }
+  void positive(const std::string &key, int64_t v) const {
+    if (v <= 0)
+      fail("'" + path(key) + "' must be > 0, got " + std::to_string(v));
+  }
 
 private:
   std::string source_;
@@ -297,7 +325,8 @@ const std::vector<std::string> &topLevelKeys() {
                                   "optimizer",
                                   "scheduler",
                                   "gradient_clipping",
-                                  "steps_per_print"};
+                                  "steps_per_print",
+                                  "zero_optimization"};
     for (const char *s : kDeferredSections)
       k.push_back(s);
     return k;
@@ -332,54 +361,242 @@ const std::vector<std::string> kUnsupportedDeepSpeedKeys = {
     "zero_force_ds_cpu_optimizer",
 };
 
+/// a * b, or nullopt when it overflows int64_t.
+std::optional<int64_t> times(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r))
+    return std::nullopt;
+  return r;
+}
+
+/// "9 or 12": the multiples of `unit` around `value` (only positive ones).
+std::string nearMultiples(int64_t value, int64_t unit) {
+  int64_t below = value / unit * unit, above;
+  if (__builtin_add_overflow(below, unit, &above))
+    return std::to_string(below);
+  if (below > 0)
+    return std::to_string(below) + " or " + std::to_string(above);
+  return std::to_string(above);
+}
+
 void readBatch(const Section &top, int64_t worldSize, TrainConfig &cfg) {
   std::optional<int64_t> train = top.integer("train_batch_size");
   std::optional<int64_t> micro = top.integer("train_micro_batch_size_per_gpu");
   std::optional<int64_t> gas = top.integer("gradient_accumulation_steps");
   if (train)
-    top.positive("train_batch_size", double(*train));
+    top.positive("train_batch_size", *train);
   if (micro)
-    top.positive("train_micro_batch_size_per_gpu", double(*micro));
+    top.positive("train_micro_batch_size_per_gpu", *micro);
   if (gas)
-    top.positive("gradient_accumulation_steps", double(*gas));
-
-  // DeepSpeedConfig._set_batch_related_parameters: floor division, then the
-  // assertions of _batch_assertion catch what did not divide evenly.
-  if (train && micro && !gas) {
-    gas = *train / *micro / worldSize;
-  } else if (train && gas && !micro) {
-    micro = *train / worldSize / *gas;
-  } else if (micro && gas && !train) {
-    train = *micro * *gas * worldSize;
-  } else if (train && !micro && !gas) {
-    gas = 1;
-    micro = *train / worldSize;
-  } else if (micro && !train && !gas) {
-    gas = 1;
-    train = *micro * worldSize;
-  } else if (!train && !micro) {
+    top.positive("gradient_accumulation_steps", *gas);
+  if (!train && !micro)
     top.fail("either train_batch_size or train_micro_batch_size_per_gpu "
              "needs to be provided");
+
+  const std::string ranks =
+      "data-parallel ranks " + std::to_string(worldSize);
+  auto tooLarge = [&](const std::string &product) {
+    top.fail(product + " does not fit in 64 bits");
+  };
+
+  // DeepSpeedConfig._set_batch_related_parameters derives the missing value
+  // by floor division and lets _batch_assertion catch the remainder; here a
+  // division that is not exact is the error, stated as such.
+  auto derive = [&](const char *derived, const char *divisorKey,
+                    int64_t divisor, const char *note) {
+    std::string unitText = std::string(divisorKey) + " " +
+                           std::to_string(divisor) + note + " x " + ranks;
+    std::optional<int64_t> unit = times(divisor, worldSize);
+    if (!unit)
+      tooLarge(unitText);
+    if (*train % *unit != 0)
+      top.fail("train_batch_size " + std::to_string(*train) +
+               " is not a multiple of " + unitText + " (= " +
+               std::to_string(*unit) + "), so " + derived +
+               " cannot be derived: set train_batch_size to " +
+               nearMultiples(*train, *unit));
+    return *train / *unit;
+  };
+
+  if (train && micro && !gas) {
+    gas = derive("gradient_accumulation_steps",
+                 "train_micro_batch_size_per_gpu", *micro, "");
+  } else if (train && !micro) {
+    bool defaulted = !gas;
+    if (defaulted)
+      gas = 1;
+    micro = derive("train_micro_batch_size_per_gpu",
+                   "gradient_accumulation_steps", *gas,
+                   defaulted ? " (the default)" : "");
   }
 
-  std::string derivation =
-      "(train_batch_size " + std::to_string(*train) +
-      ", train_micro_batch_size_per_gpu " + std::to_string(*micro) +
-      ", gradient_accumulation_steps " + std::to_string(*gas) +
-      ", world size " + std::to_string(worldSize) + ")";
-  if (*micro <= 0 || *gas <= 0)
-    top.fail("check batch related parameters: the derived " +
-             std::string(*micro <= 0 ? "train_micro_batch_size_per_gpu"
-                                     : "gradient_accumulation_steps") +
-             " is 0 " + derivation);
-  if (*train != *micro * *gas * worldSize)
-    top.fail("check batch related parameters: train_batch_size is not equal "
-             "to micro_batch_per_gpu * gradient_acc_step * world_size: " +
-             std::to_string(*train) + " != " + std::to_string(*micro) + " * " +
-             std::to_string(*gas) + " * " + std::to_string(worldSize));
+  std::string productText =
+      "train_micro_batch_size_per_gpu " + std::to_string(*micro) +
+      " x gradient_accumulation_steps " + std::to_string(gas.value_or(1)) +
+      " x " + ranks;
+  std::optional<int64_t> perRank = times(*micro, gas.value_or(1));
+  std::optional<int64_t> product =
+      perRank ? times(*perRank, worldSize) : std::nullopt;
+  if (!product)
+    tooLarge(productText);
+  if (!train) {
+    if (!gas)
+      gas = 1;
+    train = *product;
+  } else if (*train != *product) {
+    // All three given: name every number and each single change that fits.
+    std::string fix = "set train_batch_size to " + std::to_string(*product);
+    if (std::optional<int64_t> unit = times(*micro, worldSize);
+        unit && *train % *unit == 0)
+      fix += ", or gradient_accumulation_steps to " +
+             std::to_string(*train / *unit);
+    if (*train % *perRank == 0)
+      fix += ", or compile with --dp " + std::to_string(*train / *perRank);
+    top.fail("train_batch_size " + std::to_string(*train) + " != " +
+             productText + " (= " + std::to_string(*product) + "): " + fix);
+  }
   cfg.trainBatchSize = *train;
   cfg.microBatchPerGpu = *micro;
   cfg.gradAccumSteps = *gas;
+}
+
+//===--- zero_optimization ------------------------------------------------===//
+
+/// The keys ZeroConfig holds, as canonical JSON writes them.
+const std::vector<std::string> kZeroKeys = {
+    "stage",
+    "overlap_comm",
+    "contiguous_gradients",
+    "reduce_scatter",
+    "reduce_bucket_size",
+    "allgather_bucket_size",
+    "allgather_partitions",
+    "round_robin_gradients",
+    "sub_group_size",
+    "stage3_prefetch_bucket_size",
+    "stage3_param_persistence_threshold",
+    "stage3_max_live_parameters",
+};
+
+/// DeepSpeedConfigModel allows population by field name as well as by
+/// alias: these field names read the same setting as their stage3_ alias.
+const std::vector<std::pair<std::string, std::string>> kZeroSynonyms = {
+    {"prefetch_bucket_size", "stage3_prefetch_bucket_size"},
+    {"param_persistence_threshold", "stage3_param_persistence_threshold"},
+    {"max_live_parameters", "stage3_max_live_parameters"},
+};
+
+/// DeepSpeedZeroConfig's other keys (current and deprecated). dsc implements
+/// none of them; each is rejected by name rather than ignored, so a config
+/// never silently means less to dsc than it does to DeepSpeed.
+const std::vector<std::string> kUnsupportedZeroKeys = {
+    "allgather_sequential",
+    "cpu_offload",
+    "cpu_offload_param",
+    "cpu_offload_params",
+    "cpu_offload_use_pin_memory",
+    "elastic_checkpoint",
+    "enable_sanity_checks",
+    "gather_16bit_weights_on_model_save",
+    "ignore_unused_parameters",
+    "leaf_module",
+    "legacy_stage1",
+    "load_from_fp32_weights",
+    "log_trace_cache_warnings",
+    "max_reuse_distance",
+    "memory_efficient_linear",
+    "mics_hierarchical_params_gather",
+    "mics_shard_size",
+    "model_persistence_threshold",
+    "module_granularity_threshold",
+    "offload_optimizer",
+    "offload_param",
+    "override_module_apply",
+    "partition_stream_chunk_size",
+    "pipeline_loading_checkpoint",
+    "save_muon_momentum_buffer_in_memory",
+    "stage3_allgather_sequential",
+    "stage3_gather_16bit_weights_on_model_save",
+    "stage3_gather_fp16_weights_on_model_save",
+    "stage3_max_reuse_distance",
+    "stage3_model_persistence_threshold",
+    "stage3_module_granularity_threshold",
+    "stage3_partition_stream_chunk_size",
+    "stage3_use_all_reduce_for_fetch_params",
+    "use_all_reduce_for_fetch_params",
+    "use_multi_rank_bucket_allreduce",
+    "zenflow",
+    "zero_hpz_partition_size",
+    "zero_quantized_gradients",
+    "zero_quantized_nontrainable_weights",
+    "zero_quantized_weights",
+    "zeropp_loco_param",
+};
+
+void readZero(const Section &top, ZeroConfig &z) {
+  const json &raw = top.raw("zero_optimization");
+  if (raw.is_boolean())
+    top.fail("'zero_optimization' must be an object, got " + shown(raw) +
+             " (DeepSpeed's deprecated boolean form; write "
+             "{\"stage\": " + (raw.get<bool>() ? "1" : "0") + "})");
+  Section zero = top.object("zero_optimization");
+
+  std::vector<std::string> known = kZeroKeys;
+  for (const auto &[synonym, key] : kZeroSynonyms)
+    known.push_back(synonym);
+  std::vector<std::string> all = known;
+  all.insert(all.end(), kUnsupportedZeroKeys.begin(),
+             kUnsupportedZeroKeys.end());
+  zero.checkKeys(known, [&](const std::string &key) -> std::string {
+    if (std::find(kUnsupportedZeroKeys.begin(), kUnsupportedZeroKeys.end(),
+                  key) != kUnsupportedZeroKeys.end())
+      return "'" + zero.path(key) + "' is not supported yet by dsc";
+    return "unknown key '" + zero.path(key) + "'" + didYouMean(key, all);
+  });
+
+  z = ZeroConfig();
+  if (std::optional<int64_t> stage = zero.integer("stage")) {
+    if (*stage < 0 || *stage > 3)
+      zero.fail("'zero_optimization.stage' must be 0, 1, 2 or 3, got " +
+                std::to_string(*stage));
+    z.stage = static_cast<int>(*stage);
+  }
+  z.overlapCommSetting = zero.boolean("overlap_comm");
+  z.contiguousGradients =
+      zero.boolean("contiguous_gradients").value_or(z.contiguousGradients);
+  z.reduceScatter = zero.boolean("reduce_scatter").value_or(z.reduceScatter);
+  z.allgatherPartitions =
+      zero.boolean("allgather_partitions").value_or(z.allgatherPartitions);
+  z.roundRobinGradients =
+      zero.boolean("round_robin_gradients").value_or(z.roundRobinGradients);
+
+  auto size = [&](const std::string &key, int64_t &field, bool strictly) {
+    std::string name = key;
+    for (const auto &[synonym, canonical] : kZeroSynonyms) {
+      if (canonical != key || !zero.has(synonym))
+        continue;
+      if (zero.has(key))
+        zero.fail("'" + zero.path(synonym) + "' and '" + zero.path(key) +
+                  "' are the same setting (DeepSpeed accepts either name): "
+                  "give only one");
+      name = synonym;
+    }
+    std::optional<int64_t> v = zero.wholeNumber(name);
+    if (!v)
+      return;
+    if (strictly)
+      zero.positive(name, *v);
+    else
+      zero.atLeast(name, *v, int64_t(0));
+    field = *v;
+  };
+  size("reduce_bucket_size", z.reduceBucketSize, true);
+  size("allgather_bucket_size", z.allgatherBucketSize, true);
+  size("sub_group_size", z.subGroupSize, false);
+  size("stage3_prefetch_bucket_size", z.stage3PrefetchBucketSize, false);
+  size("stage3_param_persistence_threshold",
+       z.stage3ParamPersistenceThreshold, false);
+  size("stage3_max_live_parameters", z.stage3MaxLiveParameters, false);
 }
 
 //===--- optimizer --------------------------------------------------------===//
@@ -732,13 +949,27 @@ bool SchedulerConfig::operator==(const SchedulerConfig &o) const {
          staircase == o.staircase && cycleMomentum == o.cycleMomentum;
 }
 
+bool ZeroConfig::operator==(const ZeroConfig &o) const {
+  return stage == o.stage && reduceBucketSize == o.reduceBucketSize &&
+         allgatherBucketSize == o.allgatherBucketSize &&
+         overlapComm() == o.overlapComm() &&
+         contiguousGradients == o.contiguousGradients &&
+         reduceScatter == o.reduceScatter &&
+         stage3PrefetchBucketSize == o.stage3PrefetchBucketSize &&
+         stage3ParamPersistenceThreshold == o.stage3ParamPersistenceThreshold &&
+         stage3MaxLiveParameters == o.stage3MaxLiveParameters &&
+         allgatherPartitions == o.allgatherPartitions &&
+         roundRobinGradients == o.roundRobinGradients &&
+         subGroupSize == o.subGroupSize;
+}
+
 bool TrainConfig::operator==(const TrainConfig &o) const {
   return trainBatchSize == o.trainBatchSize &&
          microBatchPerGpu == o.microBatchPerGpu &&
          gradAccumSteps == o.gradAccumSteps && worldSize == o.worldSize &&
          gradientClipping == o.gradientClipping &&
          stepsPerPrint == o.stepsPerPrint && optimizer == o.optimizer &&
-         scheduler == o.scheduler && deferred == o.deferred;
+         scheduler == o.scheduler && zero == o.zero && deferred == o.deferred;
 }
 
 TrainConfig defaultConfig() { return TrainConfig(); }
@@ -774,6 +1005,8 @@ TrainConfig parseDsConfig(const std::string &jsonText,
     readOptimizer(top, cfg.optimizer);
   if (top.has("scheduler"))
     readScheduler(top, cfg.optimizer, cfg.scheduler);
+  if (top.has("zero_optimization"))
+    readZero(top, cfg.zero);
   for (const char *section : kDeferredSections)
     if (top.has(section))
       cfg.deferred[section] = top.raw(section).dump();
@@ -838,6 +1071,21 @@ std::string toJson(const TrainConfig &cfg) {
     }
     root["scheduler"] = {{"type", s.type}, {"params", sp}};
   }
+  const ZeroConfig &z = cfg.zero;
+  ordered_json zj;
+  zj["stage"] = z.stage;
+  zj["overlap_comm"] = z.overlapComm();
+  zj["contiguous_gradients"] = z.contiguousGradients;
+  zj["reduce_scatter"] = z.reduceScatter;
+  zj["reduce_bucket_size"] = z.reduceBucketSize;
+  zj["allgather_bucket_size"] = z.allgatherBucketSize;
+  zj["allgather_partitions"] = z.allgatherPartitions;
+  zj["round_robin_gradients"] = z.roundRobinGradients;
+  zj["sub_group_size"] = z.subGroupSize;
+  zj["stage3_prefetch_bucket_size"] = z.stage3PrefetchBucketSize;
+  zj["stage3_param_persistence_threshold"] = z.stage3ParamPersistenceThreshold;
+  zj["stage3_max_live_parameters"] = z.stage3MaxLiveParameters;
+  root["zero_optimization"] = zj;
   for (const auto &[name, text] : cfg.deferred)
     root[name] = ordered_json::parse(text);
   return root.dump(2);

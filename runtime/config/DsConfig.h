@@ -5,11 +5,13 @@
 // constants.py, engine.py `_configure_basic_optimizer`, lr_schedules.py):
 //
 //  * Batch: train_batch_size = train_micro_batch_size_per_gpu *
-//    gradient_accumulation_steps * worldSize. Any two derive the third with
-//    floor division, as DeepSpeed does; train_batch_size alone means gas 1;
-//    micro batch alone means gas 1. The result is then checked, so 10 with
-//    micro 3 fails with DeepSpeed's "10 != 3 * 3 * 1" message. Neither
-//    train_batch_size nor the micro batch given is an error.
+//    gradient_accumulation_steps * worldSize (the data-parallel ranks, dsc's
+//    --dp). Any two derive the third, as DeepSpeed does; train_batch_size
+//    alone or the micro batch alone means gas 1. Where DeepSpeed floor-divides
+//    and then fails its assertion, dsc says which division was not exact and
+//    which train_batch_size values would be; all three given and unequal is an
+//    error that states the four numbers and the keys or flag that fix it.
+//    Neither train_batch_size nor the micro batch given is an error.
 //  * Optimizer names "adam"/"adamw" are case-insensitive (DeepSpeed
 //    lower-cases names it implements itself); "SGD" is looked up in
 //    torch.optim by DeepSpeed, so it is case-sensitive here too.
@@ -26,16 +28,25 @@
 //    defaults above (lr 1e-3, decoupled weight decay 0).
 //  * steps_per_print defaults to none (0 here): recent DeepSpeed prints
 //    nothing unless asked (older releases defaulted to 10).
+//  * zero_optimization: DeepSpeedZeroConfig's keys and defaults
+//    (deepspeed/runtime/zero/config.py), see ZeroConfig. Sizes count elements
+//    and may be written as floats with an integral value (5e8), as DeepSpeed
+//    allows. Each key DeepSpeed accepts under two names (the field name and
+//    its stage3_ alias, e.g. prefetch_bucket_size) is accepted under both,
+//    but not twice. DeepSpeed's other ZeRO keys (offload, quantization, MiCS,
+//    hpZ, ...) are errors saying dsc does not support them yet, whatever
+//    their value; DeepSpeed's deprecated boolean form
+//    ("zero_optimization": true) is an error that gives the object form.
 //  * Scheduler parameters get the defaults of the DeepSpeed scheduler
 //    classes' constructors, which is what the engine calls with
 //    scheduler.params as keyword arguments. WarmupLR's warmup_max_lr defaults
 //    to the optimizer's lr (recent DeepSpeed); WarmupDecayLR's to 0.001.
 //
 // Stricter than DeepSpeed, on purpose: an unknown key (top level, optimizer,
-// optimizer.params, scheduler, scheduler.params) is an error with a "did you
-// mean" suggestion instead of being ignored or failing deep inside Python;
-// an unknown warmup_type is an error instead of a warning that falls back to
-// "log". JSON comments (// and /* */) are accepted, the rest of hjson is not.
+// optimizer.params, scheduler, scheduler.params, zero_optimization) is an
+// error with a "did you mean" suggestion instead of being ignored or failing
+// deep inside Python; an unknown warmup_type is an error instead of a warning
+// that falls back to "log". JSON comments (// and /* */) are accepted, the rest of hjson is not.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSRT_CONFIG_DSCONFIG_H
@@ -43,6 +54,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -97,11 +109,45 @@ struct SchedulerConfig {
   bool operator!=(const SchedulerConfig &o) const { return !(*this == o); }
 };
 
+/// DeepSpeed's "zero_optimization" section (DeepSpeedZeroConfig), every
+/// default filled in. Sizes and thresholds count elements, not bytes.
+struct ZeroConfig {
+  /// 0: plain data parallelism; 1: optimizer states partitioned across the
+  /// data-parallel ranks; 2: and gradients; 3: and parameters.
+  int stage = 0;
+  /// Elements reduced (reduce-scatter / all-reduce) per bucket; > 0.
+  int64_t reduceBucketSize = 500000000;
+  /// Elements all-gathered per bucket (updated partitions); > 0.
+  int64_t allgatherBucketSize = 500000000;
+  /// overlap_comm as written; nullopt means DeepSpeed's default, which depends
+  /// on the stage. Read it through overlapComm().
+  std::optional<bool> overlapCommSetting;
+  bool contiguousGradients = true;
+  bool reduceScatter = true;
+  /// Stage 3 (accepted at every stage, as DeepSpeed does); >= 0.
+  int64_t stage3PrefetchBucketSize = 50000000;
+  int64_t stage3ParamPersistenceThreshold = 100000;
+  int64_t stage3MaxLiveParameters = 1000000000;
+  /// Accepted and kept although they do not change what dsc computes:
+  /// allgather vs broadcasts, CPU-offload copy order, optimizer tile size.
+  bool allgatherPartitions = true;
+  bool roundRobinGradients = false;
+  int64_t subGroupSize = 1000000000; // >= 0
+
+  /// DeepSpeed's rule (overlap_comm_valid): true for stage 3, false for the
+  /// other stages, unless overlap_comm is given.
+  bool overlapComm() const { return overlapCommSetting.value_or(stage == 3); }
+
+  /// Compares overlapComm(), not how it was spelled: an omitted overlap_comm
+  /// equals the value DeepSpeed gives it.
+  bool operator==(const ZeroConfig &o) const;
+  bool operator!=(const ZeroConfig &o) const { return !(*this == o); }
+};
+
 /// Top-level ds_config sections that are accepted but not interpreted yet.
 /// Each entry is handled by a later issue, which moves it out of this table.
 /// TrainConfig::deferred keeps their JSON text so nothing is lost meanwhile.
 inline constexpr const char *kDeferredSections[] = {
-    "zero_optimization",        // ZeRO stages, partitioning, offload
     "fp16",                     // fp16 mixed precision, loss scaling
     "bf16",                     // bf16 mixed precision
     "pipeline",                 // pipeline parallelism
@@ -120,6 +166,7 @@ struct TrainConfig {
   int64_t stepsPerPrint = 0;     // 0 = never
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
+  ZeroConfig zero;
   /// kDeferredSections present in the file -> their JSON text (compact).
   std::map<std::string, std::string> deferred;
 
@@ -128,7 +175,8 @@ struct TrainConfig {
 };
 
 /// What dsc uses when it is given no ds_config at all: batch 1 (micro 1,
-/// gas 1, world 1), AdamW with FusedAdam defaults, no scheduler, no clipping.
+/// gas 1, world 1), AdamW with FusedAdam defaults, no scheduler, no clipping,
+/// ZeRO stage 0 with DeepSpeed's defaults.
 TrainConfig defaultConfig();
 
 /// Parses ds_config JSON text. `sourceName` starts every error message;

@@ -25,6 +25,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <CLI/CLI.hpp>
+#include <optional>
 
 #include <map>
 
@@ -124,6 +125,29 @@ void buildTrainPipeline(mlir::PassManager &pm, const dsrt::config::TrainConfig &
   for (const auto &[name, value] : cfg.scheduler.params)
     opt.scheduleParams.push_back(name + ":" + std::to_string(value));
   pm.addPass(dsc::createOptimizer(opt));
+  const auto &z = cfg.zero;
+  if (cfg.worldSize > 1 || z.stage > 0) {
+    if (z.stage == 0) {
+      dsc::DataParallelOptions dp;
+      dp.dp = cfg.worldSize;
+      pm.addPass(dsc::createDataParallel(dp));
+    } else {
+      dsc::ZeroOptions zero;
+      zero.stage = z.stage;
+      zero.dp = cfg.worldSize;
+      zero.persistenceThreshold = z.stage3ParamPersistenceThreshold;
+      pm.addPass(dsc::createZero(zero));
+    }
+    pm.addPass(dsc::createVerifyZero());
+    dsc::CommFusionOptions fusion;
+    fusion.reduceBucket = z.reduceBucketSize;
+    // Stage 3 gathers parameters ahead of their use in prefetch buckets.
+    fusion.allgatherBucket = z.stage == 3 ? std::max<int64_t>(1, z.stage3PrefetchBucketSize)
+                                          : z.allgatherBucketSize;
+    pm.addPass(dsc::createCommFusion(fusion));
+    if (z.overlapComm())
+      pm.addPass(dsc::createOverlap());
+  }
   pm.addPass(mlir::createCSEPass());
   pm.addPass(dsc::createMemoryPlan());
 }
@@ -143,7 +167,8 @@ int64_t modelBatch(mlir::ModuleOp module) {
 int main(int argc, char **argv) {
   CLI::App app{"dsc: ahead-of-time compiler for distributed training"};
   std::string model, output = "-", emit, loss, batchSizeText, configPath;
-  int64_t elide = 1024;
+  int64_t elide = 1024, dp = 1;
+  std::optional<int64_t> zeroStage;
   std::vector<std::string> inputShapes;
   bool doExplain = false;
   app.add_option("model", model, "ONNX model (binary .onnx or textual .onnxtxt) with its loss")
@@ -161,6 +186,11 @@ int main(int argc, char **argv) {
   app.add_option("--batch-size", batchSizeText,
                  "value for a dynamic dimension 0 of every input");
   app.add_option("--input-shape", inputShapes, "static shape of an input: NAME=DxDx...");
+  app.add_option("--dp", dp, "data-parallel ranks the plan runs on (default 1)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--zero", zeroStage,
+                 "ZeRO stage 0-3 (overrides zero_optimization.stage of the config)")
+      ->check(CLI::Range(0, 3));
   app.add_flag("--explain", doExplain,
                "print a summary (inputs, parameters, cost per op kind) instead of the IR");
   app.add_option("--elide-constants", elide,
@@ -192,7 +222,7 @@ int main(int argc, char **argv) {
   bool haveConfig = !configPath.empty();
   if (haveConfig) {
     try {
-      cfg = dsrt::config::loadDsConfig(configPath);
+      cfg = dsrt::config::loadDsConfig(configPath, dp);
     } catch (const std::exception &e) {
       llvm::errs() << "dsc: error: " << e.what() << "\n";
       return 1;
@@ -231,9 +261,13 @@ int main(int argc, char **argv) {
       // No ds_config: the model's batch is the micro-batch, one per step,
       // and DeepSpeed's defaults for the rest (AdamW, lr 1e-3).
       cfg = dsrt::config::defaultConfig();
-      cfg.microBatchPerGpu = cfg.trainBatchSize = batch ? batch : 1;
+      cfg.microBatchPerGpu = batch ? batch : 1;
       cfg.gradAccumSteps = 1;
+      cfg.worldSize = dp;
+      cfg.trainBatchSize = cfg.microBatchPerGpu * dp;
     }
+    if (zeroStage)
+      cfg.zero.stage = (int)*zeroStage;
     mlir::PassManager pm(&ctx);
     buildTrainPipeline(pm, cfg);
     if (mlir::failed(pm.run(**module)))

@@ -168,9 +168,10 @@ func.func @reduce_scatter_result_dim(%a: tensor<8x4xf32>) {
 
 // -----
 
-// The checks apply to every member of a bucket.
+// The checks apply to every member of a bucket; 1-D inputs are padded to
+// size chunks of ceil(n / size): 12 elements in 4 chunks of 3.
 func.func @reduce_scatter_bucket(%a: tensor<8xf32>, %b: tensor<12xf32>) {
-  // expected-error @+1 {{'dist.reduce_scatter' op result dimension 0 must be 3, got 4}}
+  // expected-error @+1 {{'dist.reduce_scatter' op result length must be 3 for 12 elements in chunks of 3, got 4}}
   %0:2 = dist.reduce_scatter sum %a, %b {group = #dist.group<dp, 4>} : tensor<8xf32>, tensor<12xf32> -> tensor<2xf32>, tensor<4xf32>
   return
 }
@@ -231,6 +232,58 @@ func.func @all_gather_other_dims(%a: tensor<2x4xf32>) {
 func.func @all_gather_result_dim(%a: tensor<2x4xf32>) {
   // expected-error @+1 {{'dist.all_gather' op result dimension 0 must be 8, got 2}}
   %0 = dist.all_gather %a {group = #dist.group<tp, 4>} : tensor<2x4xf32> -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// A 1-D gather of chunks of 3 on 4 ranks gives 10 to 12 elements (padding
+// of at most 2 dropped), not 9.
+func.func @all_gather_padding(%a: tensor<3xf32>) {
+  // expected-error @+1 {{'dist.all_gather' op result length must be in (9, 12] for 9 elements in chunks of 3, got 9}}
+  %0 = dist.all_gather %a {group = #dist.group<dp, 4>} : tensor<3xf32> -> tensor<9xf32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// wait and chunk
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// A wait completes a collective: its operands are that collective's results.
+func.func @wait_not_collective(%a: tensor<4xf32>) {
+  %0 = nn.neg %a : tensor<4xf32>
+  // expected-error @+1 {{'dist.wait' op operands must be the results of one all_reduce, reduce_scatter or all_gather}}
+  %1 = dist.wait %0 : tensor<4xf32>
+  return
+}
+
+// -----
+
+// ... all of them, in order.
+func.func @wait_partial(%a: tensor<4xf32>, %b: tensor<4xf32>) {
+  %0:2 = dist.all_reduce sum %a, %b {group = #dist.group<dp, 2>} : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>, tensor<4xf32>
+  // expected-error @+1 {{'dist.wait' op must take every result of its collective, in order (2 results)}}
+  %1 = dist.wait %0#0 : tensor<4xf32>
+  return
+}
+
+// -----
+
+// A chunk is ceil(n / size) long: 10 elements on 4 ranks -> 3.
+func.func @chunk_length(%a: tensor<10xf32>) {
+  // expected-error @+1 {{'dist.chunk' op result length must be 3 (10 elements in 4 chunks)}}
+  %0 = dist.chunk %a {group = #dist.group<dp, 4>} : tensor<10xf32> -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// Chunks are of flattened (1-D) tensors.
+func.func @chunk_rank(%a: tensor<4x2xf32>) {
+  // expected-error @+1 {{'dist.chunk' op input and result must be 1-D}}
+  %0 = dist.chunk %a {group = #dist.group<dp, 2>} : tensor<4x2xf32> -> tensor<4xf32>
   return
 }
 

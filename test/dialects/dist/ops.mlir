@@ -101,3 +101,21 @@ func.func @ordered(%a: tensor<8xf32>) -> tensor<16xf32> {
   %3 = dist.all_gather %2 {group = #dist.group<dp, 2>} : tensor<8xf32> -> tensor<16xf32>
   return %3 : tensor<16xf32>
 }
+
+// Non-blocking form: the wait returns the collective's results, ready; 1-D
+// shards are padded (10 elements on 4 ranks: chunks of 3, gathered back to
+// 10); a chunk is this rank's part of a flat tensor.
+// CHECK-LABEL: func.func @async(
+// CHECK:         %[[RS:.*]] = dist.reduce_scatter avg %{{.*}} {group = #dist.group<dp, 4>} : tensor<10xf32> -> tensor<3xf32>
+// CHECK-NEXT:    %[[W:.*]] = dist.wait %[[RS]] : tensor<3xf32>
+// CHECK-NEXT:    %[[AG:.*]] = dist.all_gather %[[W]] {group = #dist.group<dp, 4>} : tensor<3xf32> -> tensor<10xf32>
+// CHECK-NEXT:    %[[W2:.*]] = dist.wait %[[AG]] : tensor<10xf32>
+// CHECK-NEXT:    dist.chunk %[[W2]] {group = #dist.group<dp, 4>} : tensor<10xf32> -> tensor<3xf32>
+func.func @async(%a: tensor<10xf32>) -> tensor<3xf32> {
+  %0 = dist.reduce_scatter avg %a {group = #dist.group<dp, 4>} : tensor<10xf32> -> tensor<3xf32>
+  %1 = dist.wait %0 : tensor<3xf32>
+  %2 = dist.all_gather %1 {group = #dist.group<dp, 4>} : tensor<3xf32> -> tensor<10xf32>
+  %3 = dist.wait %2 : tensor<10xf32>
+  %4 = dist.chunk %3 {group = #dist.group<dp, 4>} : tensor<10xf32> -> tensor<3xf32>
+  return %4 : tensor<3xf32>
+}

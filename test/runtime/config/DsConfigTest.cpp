@@ -54,6 +54,8 @@ TEST(DsConfig, DefaultsWithOnlyABatchSize) {
   EXPECT_EQ(c.stepsPerPrint, 0);
   EXPECT_TRUE(c.scheduler.type.empty());
   EXPECT_TRUE(c.deferred.empty());
+  EXPECT_EQ(c.zero, ZeroConfig());
+  EXPECT_EQ(c.zero.stage, 0);
   // No optimizer section: AdamW with FusedAdam's defaults.
   const OptimizerConfig &o = c.optimizer;
   EXPECT_EQ(o.type, "AdamW");
@@ -113,33 +115,122 @@ TEST(DsConfig, BatchDerivations) {
   EXPECT_EQ(c.trainBatchSize, 24);
 }
 
+/// train_batch_size = micro x gas x world for world 1, 2 and 4, whichever
+/// value is derived.
+TEST(DsConfig, BatchRelationAcrossWorldSizes) {
+  for (int64_t world : {1, 2, 4}) {
+    SCOPED_TRACE("world " + std::to_string(world));
+    std::string tbs = std::to_string(4 * 2 * world);
+    TrainConfig all = parse(R"({"train_batch_size": )" + tbs +
+                                R"(, "train_micro_batch_size_per_gpu": 4,
+                                "gradient_accumulation_steps": 2})",
+                            world);
+    EXPECT_EQ(all.trainBatchSize, 8 * world);
+    EXPECT_EQ(all.microBatchPerGpu, 4);
+    EXPECT_EQ(all.gradAccumSteps, 2);
+    EXPECT_EQ(all.worldSize, world);
+    // Any two give the same config.
+    EXPECT_EQ(parse(R"({"train_batch_size": )" + tbs +
+                        R"(, "train_micro_batch_size_per_gpu": 4})",
+                    world),
+              all);
+    EXPECT_EQ(parse(R"({"train_batch_size": )" + tbs +
+                        R"(, "gradient_accumulation_steps": 2})",
+                    world),
+              all);
+    EXPECT_EQ(parse(R"({"train_micro_batch_size_per_gpu": 4,
+                        "gradient_accumulation_steps": 2})",
+                    world),
+              all);
+    // One alone: gas 1.
+    TrainConfig tbsOnly = parse(R"({"train_batch_size": )" + tbs + "}", world);
+    EXPECT_EQ(tbsOnly.microBatchPerGpu, 8);
+    EXPECT_EQ(tbsOnly.gradAccumSteps, 1);
+    TrainConfig microOnly =
+        parse(R"({"train_micro_batch_size_per_gpu": 4})", world);
+    EXPECT_EQ(microOnly.trainBatchSize, 4 * world);
+    EXPECT_EQ(microOnly.gradAccumSteps, 1);
+  }
+}
+
+TEST(DsConfig, BatchMismatchStatesTheNumbersAndTheFix) {
+  // The message of the brief: every fix that makes it hold.
+  EXPECT_EQ(
+      errorOf(R"({"train_batch_size": 16, "train_micro_batch_size_per_gpu": 4,
+                  "gradient_accumulation_steps": 2})"),
+      "ds_config.json: train_batch_size 16 != train_micro_batch_size_per_gpu 4 "
+      "x gradient_accumulation_steps 2 x data-parallel ranks 1 (= 8): set "
+      "train_batch_size to 8, or gradient_accumulation_steps to 4, or compile "
+      "with --dp 2");
+  EXPECT_EQ(
+      errorOf(R"({"train_batch_size": 16, "train_micro_batch_size_per_gpu": 2,
+                  "gradient_accumulation_steps": 2})",
+              2),
+      "ds_config.json: train_batch_size 16 != train_micro_batch_size_per_gpu 2 "
+      "x gradient_accumulation_steps 2 x data-parallel ranks 2 (= 8): set "
+      "train_batch_size to 8, or gradient_accumulation_steps to 4, or compile "
+      "with --dp 4");
+}
+
 TEST(DsConfig, BatchErrors) {
-  // Floor division leaves 10 != 3 * 3 * 1, as DeepSpeed reports it.
+  EXPECT_EQ(
+      errorOf(R"({"train_batch_size": 24, "train_micro_batch_size_per_gpu": 4,
+                  "gradient_accumulation_steps": 2})",
+              4),
+      "ds_config.json: train_batch_size 24 != train_micro_batch_size_per_gpu 4 "
+      "x gradient_accumulation_steps 2 x data-parallel ranks 4 (= 32): set "
+      "train_batch_size to 32, or compile with --dp 3");
+  EXPECT_EQ(
+      errorOf(R"({"train_batch_size": 10, "train_micro_batch_size_per_gpu": 4,
+                  "gradient_accumulation_steps": 2})"),
+      "ds_config.json: train_batch_size 10 != train_micro_batch_size_per_gpu 4 "
+      "x gradient_accumulation_steps 2 x data-parallel ranks 1 (= 8): set "
+      "train_batch_size to 8");
+  // A derivation that does not divide (DeepSpeed floor-divides, then fails
+  // with "10 != 3 * 3 * 1").
   EXPECT_EQ(
       errorOf(
           R"({"train_batch_size": 10, "train_micro_batch_size_per_gpu": 3})"),
-      "ds_config.json: check batch related parameters: train_batch_size is "
-      "not equal to micro_batch_per_gpu * gradient_acc_step * world_size: "
-      "10 != 3 * 3 * 1");
-  EXPECT_EQ(
-      errorOf(R"({"train_batch_size": 16, "train_micro_batch_size_per_gpu": 2,
-                       "gradient_accumulation_steps": 2})",
-              2),
-      "ds_config.json: check batch related parameters: train_batch_size "
-      "is not equal to micro_batch_per_gpu * gradient_acc_step * "
-      "world_size: 16 != 2 * 2 * 2");
+      "ds_config.json: train_batch_size 10 is not a multiple of "
+      "train_micro_batch_size_per_gpu 3 x data-parallel ranks 1 (= 3), so "
+      "gradient_accumulation_steps cannot be derived: set train_batch_size to "
+      "9 or 12");
   EXPECT_EQ(
       errorOf(
           R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 16})"),
-      "ds_config.json: check batch related parameters: the derived "
-      "gradient_accumulation_steps is 0 (train_batch_size 8, "
-      "train_micro_batch_size_per_gpu 16, gradient_accumulation_steps 0, "
-      "world size 1)");
+      "ds_config.json: train_batch_size 8 is not a multiple of "
+      "train_micro_batch_size_per_gpu 16 x data-parallel ranks 1 (= 16), so "
+      "gradient_accumulation_steps cannot be derived: set train_batch_size to "
+      "16");
+  EXPECT_EQ(
+      errorOf(
+          R"({"train_batch_size": 12, "train_micro_batch_size_per_gpu": 2})",
+          4),
+      "ds_config.json: train_batch_size 12 is not a multiple of "
+      "train_micro_batch_size_per_gpu 2 x data-parallel ranks 4 (= 8), so "
+      "gradient_accumulation_steps cannot be derived: set train_batch_size to "
+      "8 or 16");
+  EXPECT_EQ(
+      errorOf(R"({"train_batch_size": 10, "gradient_accumulation_steps": 4})"),
+      "ds_config.json: train_batch_size 10 is not a multiple of "
+      "gradient_accumulation_steps 4 x data-parallel ranks 1 (= 4), so "
+      "train_micro_batch_size_per_gpu cannot be derived: set train_batch_size "
+      "to 8 or 12");
   EXPECT_EQ(errorOf(R"({"train_batch_size": 2})", 4),
-            "ds_config.json: check batch related parameters: the derived "
-            "train_micro_batch_size_per_gpu is 0 (train_batch_size 2, "
-            "train_micro_batch_size_per_gpu 0, gradient_accumulation_steps "
-            "1, world size 4)");
+            "ds_config.json: train_batch_size 2 is not a multiple of "
+            "gradient_accumulation_steps 1 (the default) x data-parallel ranks "
+            "4 (= 4), so train_micro_batch_size_per_gpu cannot be derived: set "
+            "train_batch_size to 4");
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 6})", 4),
+            "ds_config.json: train_batch_size 6 is not a multiple of "
+            "gradient_accumulation_steps 1 (the default) x data-parallel ranks "
+            "4 (= 4), so train_micro_batch_size_per_gpu cannot be derived: set "
+            "train_batch_size to 4 or 8");
+  EXPECT_EQ(errorOf(R"({"train_micro_batch_size_per_gpu": 4611686018427387904,
+                        "gradient_accumulation_steps": 4})"),
+            "ds_config.json: train_micro_batch_size_per_gpu "
+            "4611686018427387904 x gradient_accumulation_steps 4 x "
+            "data-parallel ranks 1 does not fit in 64 bits");
   EXPECT_EQ(errorOf(R"({})"),
             "ds_config.json: either train_batch_size or "
             "train_micro_batch_size_per_gpu needs to be provided");
@@ -390,13 +481,316 @@ TEST(DsConfig, SyntaxErrorsGiveLineAndColumn) {
 
 TEST(DsConfig, DeferredSectionsAreKeptVerbatim) {
   TrainConfig c = parse(R"({"train_batch_size": 8,
-      "zero_optimization": {"stage": 2, "overlap_comm": true},
+      "fp16": {"enabled": false, "loss_scale": 0},
       "bf16": {"enabled": true}, "wall_clock_breakdown": false})");
   ASSERT_EQ(c.deferred.size(), 3u);
-  EXPECT_EQ(c.deferred.at("zero_optimization"),
-            R"({"overlap_comm":true,"stage":2})");
+  EXPECT_EQ(c.deferred.at("fp16"), R"({"enabled":false,"loss_scale":0})");
   EXPECT_EQ(c.deferred.at("bf16"), R"({"enabled":true})");
   EXPECT_EQ(c.deferred.at("wall_clock_breakdown"), "false");
+  for (const char *section : kDeferredSections)
+    EXPECT_NE(std::string(section), "zero_optimization");
+}
+
+//===--- zero_optimization ------------------------------------------------===//
+
+namespace {
+std::string withZero(const std::string &zero) {
+  return R"({"train_batch_size": 8, "zero_optimization": )" + zero + "}";
+}
+ZeroConfig zeroOf(const std::string &zero) {
+  return parse(withZero(zero)).zero;
+}
+} // namespace
+
+TEST(DsConfig, ZeroDefaultsAreDeepSpeeds) {
+  for (const char *text : {"", R"("zero_optimization": {}, )"}) {
+    SCOPED_TRACE(text);
+    ZeroConfig z =
+        parse(std::string("{") + text + R"("train_batch_size": 8})").zero;
+    EXPECT_EQ(z.stage, 0);
+    EXPECT_EQ(z.reduceBucketSize, 500000000);
+    EXPECT_EQ(z.allgatherBucketSize, 500000000);
+    EXPECT_FALSE(z.overlapCommSetting.has_value());
+    EXPECT_FALSE(z.overlapComm());
+    EXPECT_TRUE(z.contiguousGradients);
+    EXPECT_TRUE(z.reduceScatter);
+    EXPECT_EQ(z.stage3PrefetchBucketSize, 50000000);
+    EXPECT_EQ(z.stage3ParamPersistenceThreshold, 100000);
+    EXPECT_EQ(z.stage3MaxLiveParameters, 1000000000);
+    EXPECT_TRUE(z.allgatherPartitions);
+    EXPECT_FALSE(z.roundRobinGradients);
+    EXPECT_EQ(z.subGroupSize, 1000000000);
+    EXPECT_EQ(z, ZeroConfig());
+  }
+  EXPECT_EQ(defaultConfig().zero, ZeroConfig());
+}
+
+TEST(DsConfig, ZeroValuesAreRead) {
+  ZeroConfig z = zeroOf(R"({"stage": 2, "reduce_bucket_size": 1000,
+      "allgather_bucket_size": 2000, "overlap_comm": true,
+      "contiguous_gradients": false, "reduce_scatter": false,
+      "stage3_prefetch_bucket_size": 3000,
+      "stage3_param_persistence_threshold": 0,
+      "stage3_max_live_parameters": 5000, "allgather_partitions": false,
+      "round_robin_gradients": true, "sub_group_size": 6000})");
+  EXPECT_EQ(z.stage, 2);
+  EXPECT_EQ(z.reduceBucketSize, 1000);
+  EXPECT_EQ(z.allgatherBucketSize, 2000);
+  EXPECT_EQ(z.overlapCommSetting, std::optional<bool>(true));
+  EXPECT_TRUE(z.overlapComm());
+  EXPECT_FALSE(z.contiguousGradients);
+  EXPECT_FALSE(z.reduceScatter);
+  EXPECT_EQ(z.stage3PrefetchBucketSize, 3000);
+  EXPECT_EQ(z.stage3ParamPersistenceThreshold, 0);
+  EXPECT_EQ(z.stage3MaxLiveParameters, 5000);
+  EXPECT_FALSE(z.allgatherPartitions);
+  EXPECT_TRUE(z.roundRobinGradients);
+  EXPECT_EQ(z.subGroupSize, 6000);
+  for (int stage : {0, 1, 2, 3})
+    EXPECT_EQ(zeroOf(R"({"stage": )" + std::to_string(stage) + "}").stage,
+              stage);
+}
+
+TEST(DsConfig, ZeroOverlapCommDefaultsByStage) {
+  // DeepSpeed's overlap_comm_valid: stage 3 overlaps unless told otherwise,
+  // the other stages do not.
+  for (int stage : {0, 1, 2, 3}) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    std::string s = std::to_string(stage);
+    ZeroConfig z = zeroOf(R"({"stage": )" + s + "}");
+    EXPECT_FALSE(z.overlapCommSetting.has_value());
+    EXPECT_EQ(z.overlapComm(), stage == 3);
+    EXPECT_TRUE(zeroOf(R"({"stage": )" + s + R"(, "overlap_comm": true})")
+                    .overlapComm());
+    EXPECT_FALSE(zeroOf(R"({"stage": )" + s + R"(, "overlap_comm": false})")
+                     .overlapComm());
+  }
+  // Equality is by effect: the default and the same value written out agree.
+  EXPECT_EQ(zeroOf(R"({"stage": 3})"),
+            zeroOf(R"({"stage": 3, "overlap_comm": true})"));
+  EXPECT_NE(zeroOf(R"({"stage": 3})"),
+            zeroOf(R"({"stage": 3, "overlap_comm": false})"));
+  EXPECT_EQ(zeroOf(R"({"stage": 2})"),
+            zeroOf(R"({"stage": 2, "overlap_comm": false})"));
+  ZeroConfig z;
+  z.stage = 3;
+  EXPECT_TRUE(z.overlapComm());
+  z.overlapCommSetting = false;
+  EXPECT_FALSE(z.overlapComm());
+}
+
+TEST(DsConfig, ZeroSizesMayBeIntegralFloats) {
+  ZeroConfig z = zeroOf(R"({"reduce_bucket_size": 5e8,
+      "allgather_bucket_size": 2e8, "stage3_prefetch_bucket_size": 5.0e7,
+      "stage3_param_persistence_threshold": 1e4,
+      "stage3_max_live_parameters": 1e9, "sub_group_size": 1e12})");
+  EXPECT_EQ(z.reduceBucketSize, 500000000);
+  EXPECT_EQ(z.allgatherBucketSize, 200000000);
+  EXPECT_EQ(z.stage3PrefetchBucketSize, 50000000);
+  EXPECT_EQ(z.stage3ParamPersistenceThreshold, 10000);
+  EXPECT_EQ(z.stage3MaxLiveParameters, 1000000000);
+  EXPECT_EQ(z.subGroupSize, 1000000000000);
+  EXPECT_EQ(zeroOf(R"({"stage3_param_persistence_threshold": 0.0})")
+                .stage3ParamPersistenceThreshold,
+            0);
+  EXPECT_EQ(zeroOf(R"({"reduce_bucket_size": 9.2e18})").reduceBucketSize,
+            9200000000000000000);
+}
+
+TEST(DsConfig, ZeroFieldNamesAreSynonymsOfTheirStage3Aliases) {
+  // DeepSpeed populates by field name as well as by alias.
+  ZeroConfig z = zeroOf(R"({"prefetch_bucket_size": 7,
+      "param_persistence_threshold": 8, "max_live_parameters": 9e3})");
+  EXPECT_EQ(z.stage3PrefetchBucketSize, 7);
+  EXPECT_EQ(z.stage3ParamPersistenceThreshold, 8);
+  EXPECT_EQ(z.stage3MaxLiveParameters, 9000);
+  EXPECT_EQ(errorOf(withZero(R"({"prefetch_bucket_size": 7,
+                "stage3_prefetch_bucket_size": 7})")),
+            "ds_config.json: 'zero_optimization.prefetch_bucket_size' and "
+            "'zero_optimization.stage3_prefetch_bucket_size' are the same "
+            "setting (DeepSpeed accepts either name): give only one");
+  EXPECT_EQ(errorOf(withZero(R"({"max_live_parameters": -1})")),
+            "ds_config.json: 'zero_optimization.max_live_parameters' must be "
+            ">= 0, got -1");
+}
+
+TEST(DsConfig, ZeroErrors) {
+  auto zero = [](const std::string &text) { return errorOf(withZero(text)); };
+  // Stage.
+  EXPECT_EQ(zero(R"({"stage": 4})"),
+            "ds_config.json: 'zero_optimization.stage' must be 0, 1, 2 or 3, "
+            "got 4");
+  EXPECT_EQ(zero(R"({"stage": -1})"),
+            "ds_config.json: 'zero_optimization.stage' must be 0, 1, 2 or 3, "
+            "got -1");
+  EXPECT_EQ(zero(R"({"stage": "3"})"),
+            "ds_config.json: 'zero_optimization.stage' must be an integer, got "
+            "string \"3\"");
+  EXPECT_EQ(zero(R"({"stage": 2.5})"),
+            "ds_config.json: 'zero_optimization.stage' must be an integer, got "
+            "number 2.5");
+  // Sizes: integral, in range.
+  EXPECT_EQ(zero(R"({"reduce_bucket_size": 1.5})"),
+            "ds_config.json: 'zero_optimization.reduce_bucket_size' must be an "
+            "integer, got number 1.5");
+  EXPECT_EQ(zero(R"({"allgather_bucket_size": 5.5e-1})"),
+            "ds_config.json: 'zero_optimization.allgather_bucket_size' must be "
+            "an integer, got number 0.55");
+  EXPECT_EQ(zero(R"({"reduce_bucket_size": "5e8"})"),
+            "ds_config.json: 'zero_optimization.reduce_bucket_size' must be an "
+            "integer, got string \"5e8\"");
+  EXPECT_EQ(zero(R"({"reduce_bucket_size": 1e19})"),
+            "ds_config.json: 'zero_optimization.reduce_bucket_size' must be an "
+            "integer, got number 1e+19");
+  EXPECT_EQ(zero(R"({"stage3_max_live_parameters": 18446744073709551615})"),
+            "ds_config.json: 'zero_optimization.stage3_max_live_parameters' "
+            "must be an integer, got number 18446744073709551615");
+  EXPECT_EQ(zero(R"({"reduce_bucket_size": 0})"),
+            "ds_config.json: 'zero_optimization.reduce_bucket_size' must be > "
+            "0, got 0");
+  EXPECT_EQ(zero(R"({"allgather_bucket_size": -5e8})"),
+            "ds_config.json: 'zero_optimization.allgather_bucket_size' must be "
+            "> 0, got -500000000");
+  EXPECT_EQ(zero(R"({"stage3_prefetch_bucket_size": -1})"),
+            "ds_config.json: 'zero_optimization.stage3_prefetch_bucket_size' "
+            "must be >= 0, got -1");
+  EXPECT_EQ(zero(R"({"stage3_param_persistence_threshold": -1e5})"),
+            "ds_config.json: "
+            "'zero_optimization.stage3_param_persistence_threshold' must be >= "
+            "0, got -100000");
+  EXPECT_EQ(zero(R"({"stage3_max_live_parameters": -2})"),
+            "ds_config.json: 'zero_optimization.stage3_max_live_parameters' "
+            "must be >= 0, got -2");
+  EXPECT_EQ(zero(R"({"sub_group_size": -3})"),
+            "ds_config.json: 'zero_optimization.sub_group_size' must be >= 0, "
+            "got -3");
+  // Flags.
+  EXPECT_EQ(zero(R"({"overlap_comm": 1})"),
+            "ds_config.json: 'zero_optimization.overlap_comm' must be true or "
+            "false, got number 1");
+  EXPECT_EQ(zero(R"({"contiguous_gradients": "true"})"),
+            "ds_config.json: 'zero_optimization.contiguous_gradients' must be "
+            "true or false, got string \"true\"");
+  EXPECT_EQ(zero(R"({"reduce_scatter": null})"),
+            "ds_config.json: 'zero_optimization.reduce_scatter' must be true "
+            "or false, got null null");
+  EXPECT_EQ(zero(R"({"allgather_partitions": 0})"),
+            "ds_config.json: 'zero_optimization.allgather_partitions' must be "
+            "true or false, got number 0");
+  EXPECT_EQ(zero(R"({"round_robin_gradients": []})"),
+            "ds_config.json: 'zero_optimization.round_robin_gradients' must be "
+            "true or false, got array []");
+  // The section itself.
+  EXPECT_EQ(zero("[]"),
+            "ds_config.json: 'zero_optimization' must be an object, got array "
+            "[]");
+  EXPECT_EQ(zero("2"),
+            "ds_config.json: 'zero_optimization' must be an object, got number "
+            "2");
+  EXPECT_EQ(zero("true"),
+            "ds_config.json: 'zero_optimization' must be an object, got "
+            "boolean true (DeepSpeed's deprecated boolean form; write "
+            "{\"stage\": 1})");
+  EXPECT_EQ(zero("false"),
+            "ds_config.json: 'zero_optimization' must be an object, got "
+            "boolean false (DeepSpeed's deprecated boolean form; write "
+            "{\"stage\": 0})");
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "zero_optimization": {
+                "stage": 1, "stage": 2}})"),
+            "ds_config.json: duplicate key 'zero_optimization.stage'");
+}
+
+TEST(DsConfig, ZeroUnknownKeysSuggestTheClosest) {
+  auto zero = [](const std::string &text) { return errorOf(withZero(text)); };
+  EXPECT_EQ(zero(R"({"reduce_bucket_sise": 5e8})"),
+            "ds_config.json: unknown key "
+            "'zero_optimization.reduce_bucket_sise' (did you mean "
+            "'reduce_bucket_size'?)");
+  EXPECT_EQ(zero(R"({"stag": 2})"),
+            "ds_config.json: unknown key 'zero_optimization.stag' (did you "
+            "mean 'stage'?)");
+  EXPECT_EQ(zero(R"({"overlap_com": true})"),
+            "ds_config.json: unknown key 'zero_optimization.overlap_com' (did "
+            "you mean 'overlap_comm'?)");
+  EXPECT_EQ(zero(R"({"Contiguous_Gradients": true})"),
+            "ds_config.json: unknown key "
+            "'zero_optimization.Contiguous_Gradients' (did you mean "
+            "'contiguous_gradients'?)");
+  EXPECT_EQ(zero(R"({"stage3_prefetch_bucket_sizes": 1})"),
+            "ds_config.json: unknown key "
+            "'zero_optimization.stage3_prefetch_bucket_sizes' (did you mean "
+            "'stage3_prefetch_bucket_size'?)");
+  EXPECT_EQ(zero(R"({"prefetch_bucket_sise": 1})"),
+            "ds_config.json: unknown key "
+            "'zero_optimization.prefetch_bucket_sise' (did you mean "
+            "'prefetch_bucket_size'?)");
+  // The suggestion considers every key DeepSpeed knows, unsupported ones too.
+  EXPECT_EQ(zero(R"({"offload_optimiser": {}})"),
+            "ds_config.json: unknown key 'zero_optimization.offload_optimiser' "
+            "(did you mean 'offload_optimizer'?)");
+  EXPECT_EQ(zero(R"({"stage3_max_reuse_distanse": 1})"),
+            "ds_config.json: unknown key "
+            "'zero_optimization.stage3_max_reuse_distanse' (did you mean "
+            "'stage3_max_reuse_distance'?)");
+  EXPECT_EQ(zero(R"({"colour": 1})"),
+            "ds_config.json: unknown key 'zero_optimization.colour'");
+}
+
+TEST(DsConfig, ZeroKeysDscDoesNotImplementSaySo) {
+  const char *unsupported[] = {
+      "offload_optimizer",
+      "offload_param",
+      "stage3_max_reuse_distance",
+      "stage3_gather_16bit_weights_on_model_save",
+      "ignore_unused_parameters",
+      "legacy_stage1",
+      "elastic_checkpoint",
+      "load_from_fp32_weights",
+      "mics_shard_size",
+      "mics_hierarchical_params_gather",
+      "zero_hpz_partition_size",
+      "zero_quantized_weights",
+      "zero_quantized_nontrainable_weights",
+      "zero_quantized_gradients",
+      "zeropp_loco_param",
+      "memory_efficient_linear",
+      "cpu_offload",
+      "cpu_offload_param",
+      "cpu_offload_params",
+      "cpu_offload_use_pin_memory",
+      "model_persistence_threshold",
+      "stage3_model_persistence_threshold",
+      "max_reuse_distance",
+      "gather_16bit_weights_on_model_save",
+      "stage3_gather_fp16_weights_on_model_save",
+      "use_multi_rank_bucket_allreduce",
+      "module_granularity_threshold",
+      "stage3_module_granularity_threshold",
+      "use_all_reduce_for_fetch_params",
+      "stage3_use_all_reduce_for_fetch_params",
+      "allgather_sequential",
+      "stage3_allgather_sequential",
+      "partition_stream_chunk_size",
+      "stage3_partition_stream_chunk_size",
+      "pipeline_loading_checkpoint",
+      "override_module_apply",
+      "log_trace_cache_warnings",
+      "enable_sanity_checks",
+      "save_muon_momentum_buffer_in_memory",
+      "leaf_module",
+      "zenflow",
+  };
+  for (const char *key : unsupported) {
+    std::string k = key;
+    std::string message = errorOf(withZero(R"({"stage": 2, ")" + k +
+                                           R"(": false})"));
+    EXPECT_EQ(message, "ds_config.json: 'zero_optimization." + k +
+                           "' is not supported yet by dsc");
+  }
+  // Whatever the value, even one that disables the feature.
+  EXPECT_EQ(errorOf(withZero(R"({"offload_optimizer": {"device": "none"}})")),
+            "ds_config.json: 'zero_optimization.offload_optimizer' is not "
+            "supported yet by dsc");
 }
 
 //===--- scheduler --------------------------------------------------------===//
@@ -536,13 +930,23 @@ TEST(DsConfig, CanonicalJsonRoundTrips) {
           "params": {"lr_range_test_staircase": true}}})",
       R"({"train_batch_size": 8, "scheduler": {"type": "WarmupDecayLR",
           "params": {"total_num_steps": 50, "warmup_max_lr": 0.1}}})",
+      R"({"train_batch_size": 8, "zero_optimization": {"stage": 1,
+          "overlap_comm": true, "reduce_bucket_size": 5e7}})",
+      R"({"train_batch_size": 8, "zero_optimization": {"stage": 3,
+          "overlap_comm": false, "contiguous_gradients": false,
+          "reduce_scatter": false, "allgather_bucket_size": 1e3,
+          "prefetch_bucket_size": 12, "stage3_param_persistence_threshold": 0,
+          "stage3_max_live_parameters": 1e6, "allgather_partitions": false,
+          "round_robin_gradients": true, "sub_group_size": 0}})",
   };
   for (const char *text : configs) {
-    TrainConfig c = parse(text, 2);
-    std::string canonical = toJson(c);
-    TrainConfig back = parseDsConfig(canonical, "canonical", c.worldSize);
-    EXPECT_EQ(back, c) << canonical;
-    EXPECT_EQ(toJson(back), canonical);
+    for (int64_t world : {1, 2, 4}) {
+      TrainConfig c = parse(text, world);
+      std::string canonical = toJson(c);
+      TrainConfig back = parseDsConfig(canonical, "canonical", c.worldSize);
+      EXPECT_EQ(back, c) << canonical;
+      EXPECT_EQ(toJson(back), canonical);
+    }
   }
 }
 
@@ -567,8 +971,29 @@ TEST(DsConfig, CanonicalJsonSpellsOutDefaults) {
       "torch_adam": false,
       "bias_correction": true
     }
+  },
+  "zero_optimization": {
+    "stage": 0,
+    "overlap_comm": false,
+    "contiguous_gradients": true,
+    "reduce_scatter": true,
+    "reduce_bucket_size": 500000000,
+    "allgather_bucket_size": 500000000,
+    "allgather_partitions": true,
+    "round_robin_gradients": false,
+    "sub_group_size": 1000000000,
+    "stage3_prefetch_bucket_size": 50000000,
+    "stage3_param_persistence_threshold": 100000,
+    "stage3_max_live_parameters": 1000000000
   }
 })");
+  // Stage 3 writes the overlap_comm DeepSpeed gives it.
+  std::string stage3 = toJson(parse(
+      R"({"train_batch_size": 8, "zero_optimization": {"stage": 3}})"));
+  EXPECT_NE(stage3.find(R"("stage": 3,
+    "overlap_comm": true,)"),
+            std::string::npos)
+      << stage3;
 }
 
 //===--- files ------------------------------------------------------------===//

@@ -1,0 +1,112 @@
+//===- DistUtils.h - building blocks of the data-parallel passes -*- C++ -*-===//
+//
+// What data-parallel, zero, comm-fusion and overlap share: the attribute
+// names they record, the chunk size of a flattened tensor, and builders for
+// a collective with its dist.wait.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_PASSES_DISTUTILS_H
+#define DSC_PASSES_DISTUTILS_H
+
+#include "dialects/dist/DistDialect.h"
+#include "dialects/nn/NNDialect.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace dsc::distutil {
+
+/// Argument attribute: this argument is chunk `rank` of a tensor of this
+/// (full) shape, flattened and zero-padded to dp chunks.
+inline constexpr llvm::StringLiteral kShardOf = "dist.shard_of";
+/// Module attributes: data-parallel ranks and ZeRO stage of the step.
+inline constexpr llvm::StringLiteral kDp = "dist.dp";
+inline constexpr llvm::StringLiteral kZeroStage = "dist.zero_stage";
+
+/// Elements of each of `dp` chunks of an n-element tensor.
+inline int64_t chunkSize(int64_t n, int64_t dp) { return (n + dp - 1) / dp; }
+
+inline bool isCollective(mlir::Operation *op) {
+  return mlir::isa<dist::AllReduceOp, dist::ReduceScatterOp, dist::AllGatherOp>(op);
+}
+
+/// The dist.wait completing collective `op` (null when none).
+inline dist::WaitOp waitOf(mlir::Operation *op) {
+  for (mlir::Operation *user : op->getUsers())
+    if (auto w = mlir::dyn_cast<dist::WaitOp>(user))
+      return w;
+  return {};
+}
+
+/// Elements a collective moves (the sum over its inputs).
+inline int64_t elementsOf(mlir::Operation *op) {
+  int64_t n = 0;
+  for (mlir::Value v : op->getOperands())
+    n += mlir::cast<mlir::RankedTensorType>(v.getType()).getNumElements();
+  return n;
+}
+
+/// In a micro-batch body (train.accumulate), the op computing the loss: the
+/// end of the forward pass. Stage 3 gathers do not move or fuse across it, so
+/// a parameter gathered for the backward pass is not held during the forward
+/// pass. Null elsewhere.
+mlir::Operation *forwardEnd(mlir::Block &block);
+
+/// 0 before or at `boundary` (or when there is none), 1 after it.
+inline int phaseOf(mlir::Operation *op, mlir::Operation *boundary) {
+  return boundary && boundary->isBeforeInBlock(op) ? 1 : 0;
+}
+
+inline mlir::Value reshape(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v,
+                           llvm::ArrayRef<int64_t> shape) {
+  auto t = mlir::cast<mlir::RankedTensorType>(v.getType());
+  if (t.getShape() == shape)
+    return v;
+  return nn::ReshapeOp::create(b, loc, mlir::RankedTensorType::get(shape, t.getElementType()),
+                               v);
+}
+
+inline mlir::Value flatten(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v) {
+  auto t = mlir::cast<mlir::RankedTensorType>(v.getType());
+  return reshape(b, loc, v, {t.getNumElements()});
+}
+
+/// Starts `Op` on `inputs` with result types `types` and waits for it right
+/// away; returns the wait's results. (overlap moves the wait later.)
+template <typename Op, typename... Extra>
+llvm::SmallVector<mlir::Value> startAndWait(mlir::OpBuilder &b, mlir::Location loc,
+                                            mlir::TypeRange types, mlir::ValueRange inputs,
+                                            Extra... extra) {
+  auto op = Op::create(b, loc, types, inputs, extra...);
+  auto wait = dist::WaitOp::create(b, loc, op->getResults());
+  return llvm::SmallVector<mlir::Value>(wait.getResults());
+}
+
+inline mlir::Value allReduce(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v,
+                             dist::GroupAttr group, dist::ReduceKind kind) {
+  return startAndWait<dist::AllReduceOp>(
+      b, loc, v.getType(), v, group,
+      dist::ReduceKindAttr::get(b.getContext(), kind))[0];
+}
+
+/// Chunk `rank` of the 1-D `flat`, reduced over the group.
+inline mlir::Value reduceScatter(mlir::OpBuilder &b, mlir::Location loc, mlir::Value flat,
+                                 dist::GroupAttr group, dist::ReduceKind kind) {
+  auto t = mlir::cast<mlir::RankedTensorType>(flat.getType());
+  auto chunk = mlir::RankedTensorType::get({chunkSize(t.getNumElements(), group.getSize())},
+                                           t.getElementType());
+  return startAndWait<dist::ReduceScatterOp>(
+      b, loc, mlir::TypeRange{chunk}, flat, group,
+      dist::ReduceKindAttr::get(b.getContext(), kind))[0];
+}
+
+/// The n-element tensor whose chunks the ranks hold.
+inline mlir::Value allGather(mlir::OpBuilder &b, mlir::Location loc, mlir::Value chunk,
+                             int64_t n, dist::GroupAttr group) {
+  auto t = mlir::cast<mlir::RankedTensorType>(chunk.getType());
+  auto full = mlir::RankedTensorType::get({n}, t.getElementType());
+  return startAndWait<dist::AllGatherOp>(b, loc, mlir::TypeRange{full}, chunk, group)[0];
+}
+
+} // namespace dsc::distutil
+
+#endif // DSC_PASSES_DISTUTILS_H

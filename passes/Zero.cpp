@@ -1,0 +1,265 @@
+//===- Zero.cpp - ZeRO stages 1-3: partition the model state -------------===//
+//
+// Input: a step after `optimizer` (train.accumulate, train.clip_grad_norm,
+// one train.adam / train.sgd per parameter). Each parameter of n elements is
+// viewed flat and zero-padded to dp chunks of c = ceil(n / dp); rank r owns
+// chunk r of the parameter, of its gradient and of its optimizer states.
+//
+//   stage 1  states are chunks; gradient sums reduce-scattered after the
+//            accumulation; the owned chunk of the parameter (dist.chunk) is
+//            updated and all-gathered back into the parameter.
+//   stage 2  + gradients: reduce-scattered inside the micro-batch as they
+//            are produced, only the chunk accumulated.
+//   stage 3  + parameters (above the persistence threshold): the argument
+//            is the chunk; gathered before the forward uses and again
+//            before the backward uses; updated in place as a chunk.
+// Clipping needs the global norm: train.sum_sq of the owned chunks,
+// all-reduced (sum), feeds train.clip_grad_norm ... sum_sq(...).
+//
+//===----------------------------------------------------------------------===//
+#include "passes/DistUtils.h"
+#include "passes/Passes.h"
+
+#include "dialects/train/TrainDialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace dsc {
+#define GEN_PASS_DEF_ZERO
+#include "passes/Passes.h.inc"
+
+using namespace mlir;
+
+namespace {
+using train::TrainDialect;
+
+struct Param {
+  BlockArgument arg;
+  Operation *update = nullptr; // train.adam / train.sgd
+  unsigned gradIndex = 0;      // operand of the clipping
+  int64_t numel = 0;
+  RankedTensorType fullType, chunkType;
+  bool partitioned = false; // stage 3: the argument itself is the chunk
+};
+
+struct Zero : impl::ZeroBase<Zero> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (stage < 1 || stage > 3) {
+      module.emitError("zero: stage must be 1, 2 or 3 (stage 0 is the data-parallel pass), got ")
+          << (int64_t)stage;
+      return signalPassFailure();
+    }
+    if (dp < 1) {
+      module.emitError("zero: dp must be at least 1, got ") << (int64_t)dp;
+      return signalPassFailure();
+    }
+    if (persistenceThreshold < 0) {
+      module.emitError("zero: persistence-threshold must be >= 0");
+      return signalPassFailure();
+    }
+    for (auto fn : module.getOps<func::FuncOp>())
+      if (failed(run(fn)))
+        return signalPassFailure();
+    OpBuilder b(module.getContext());
+    module->setAttr(distutil::kDp, b.getI64IntegerAttr(dp));
+    module->setAttr(distutil::kZeroStage, b.getI64IntegerAttr(stage));
+  }
+
+  /// Marks argument `a` as a chunk of `full` and retypes it.
+  void shardArgument(func::FuncOp fn, BlockArgument a, RankedTensorType full,
+                     RankedTensorType chunk) {
+    OpBuilder b(fn.getContext());
+    fn.setArgAttr(a.getArgNumber(), distutil::kShardOf,
+                  b.getDenseI64ArrayAttr(full.getShape()));
+    a.setType(chunk);
+  }
+
+  LogicalResult run(func::FuncOp fn) {
+    Block &top = fn.getBody().front();
+    auto clips = llvm::to_vector(top.getOps<train::ClipGradNormOp>());
+    if (clips.empty())
+      return success(); // not a training step
+    train::ClipGradNormOp clip = clips[0];
+    if (clips.size() > 1 || clip.getSumSq())
+      return clip.emitOpError("zero: expected one unpartitioned gradient clipping per step");
+    auto accs = llvm::to_vector(top.getOps<train::AccumulateOp>());
+    if (accs.size() != 1)
+      return fn.emitError("zero: expected one train.accumulate (run gradient-accumulation)");
+    train::AccumulateOp acc = accs[0];
+    for (Operation &op : top)
+      if (isa<dist::AllReduceOp, dist::ReduceScatterOp, dist::AllGatherOp>(op))
+        return op.emitOpError("zero: the step already communicates (data-parallel ran?)");
+    MLIRContext *ctx = fn.getContext();
+    auto group = dist::GroupAttr::get(ctx, dist::Axis::dp, dp);
+    OpBuilder b(ctx);
+    Location loc = clip.getLoc();
+
+    // 1. The parameters and their updates.
+    SmallVector<Param> params;
+    for (Operation &op : top) {
+      if (!isa<train::AdamOp, train::SgdOp>(op))
+        continue;
+      Param p;
+      p.update = &op;
+      p.arg = dyn_cast<BlockArgument>(op.getOperand(0));
+      if (!p.arg || !fn.getArgAttr(p.arg.getArgNumber(), TrainDialect::kParam))
+        return op.emitOpError("zero: the updated value is not a train.param argument");
+      auto grad = dyn_cast<OpResult>(op.getOperand(1));
+      if (!grad || grad.getOwner() != clip.getOperation())
+        return op.emitOpError("zero: the gradient does not come from the clipping");
+      p.gradIndex = grad.getResultNumber();
+      p.fullType = cast<RankedTensorType>(p.arg.getType());
+      p.numel = p.fullType.getNumElements();
+      p.chunkType = RankedTensorType::get({distutil::chunkSize(p.numel, dp)},
+                                          p.fullType.getElementType());
+      p.partitioned = stage == 3 && p.numel >= persistenceThreshold;
+      params.push_back(p);
+    }
+    if (params.size() != clip.getGrads().size())
+      return clip.emitOpError("zero: ") << clip.getGrads().size() << " gradients but "
+                                        << params.size() << " parameter updates";
+
+    // 2. Gradient chunks.
+    SmallVector<Value> chunks(params.size());
+    SmallVector<Operation *> dead;
+    Operation *yield = acc.getBody().front().getTerminator();
+    for (Param &p : params) {
+      Value g = clip.getGrads()[p.gradIndex];
+      if (stage == 1) {
+        b.setInsertionPoint(clip);
+        chunks[p.gradIndex] = distutil::reduceScatter(
+            b, g.getLoc(), distutil::flatten(b, g.getLoc(), g), group, dist::ReduceKind::avg);
+        continue;
+      }
+      // Stages 2-3: reduce-scatter where the micro-batch yields the
+      // gradient; the sum (and its 1/N scaling) becomes a chunk.
+      Operation *scale = nullptr;
+      Value sum = g;
+      if (auto mul = g.getDefiningOp<nn::MulOp>())
+        if (mul.getRhs().getDefiningOp<arith::ConstantOp>() &&
+            cast<RankedTensorType>(mul.getRhs().getType()).getRank() == 0) {
+          scale = mul;
+          sum = mul.getLhs();
+        }
+      auto result = dyn_cast<OpResult>(sum);
+      if (!result || result.getOwner() != acc.getOperation())
+        return clip.emitOpError("zero: gradient ")
+               << p.gradIndex << " is not a sum of train.accumulate";
+      OpOperand &y = yield->getOpOperand(result.getResultNumber());
+      b.setInsertionPoint(yield);
+      y.set(distutil::reduceScatter(b, y.get().getLoc(),
+                                    distutil::flatten(b, y.get().getLoc(), y.get()), group,
+                                    dist::ReduceKind::avg));
+      result.setType(p.chunkType);
+      Value chunk = result;
+      if (scale) {
+        b.setInsertionPoint(scale);
+        chunk = nn::MulOp::create(b, scale->getLoc(), p.chunkType, result,
+                                  cast<nn::MulOp>(scale).getRhs());
+        dead.push_back(scale);
+      }
+      chunks[p.gradIndex] = chunk;
+    }
+
+    // 3. Global norm and clipping of the chunks.
+    b.setInsertionPoint(clip);
+    Value sumSq = train::SumSqOp::create(b, loc, RankedTensorType::get({}, b.getF32Type()),
+                                         chunks);
+    sumSq = distutil::allReduce(b, loc, sumSq, group, dist::ReduceKind::sum);
+    SmallVector<Type> clipTypes;
+    for (Value c : chunks)
+      clipTypes.push_back(c.getType());
+    clipTypes.push_back(clip.getNorm().getType());
+    auto newClip = train::ClipGradNormOp::create(b, loc, clipTypes, chunks, sumSq,
+                                                 clip.getMaxNormAttr());
+    clip.getNorm().replaceAllUsesWith(newClip.getNorm());
+
+    // 4. Stage 3: gather the partitioned parameters where the step uses
+    // them, once for the forward uses and once for the backward uses.
+    if (stage == 3) {
+      Block &body = acc.getBody().front();
+      Value loss = yield->getOperand(0);
+      Operation *lossOp = loss.getDefiningOp();
+      for (Param &p : params) {
+        if (!p.partitioned)
+          continue;
+        SmallVector<OpOperand *> forward, backward;
+        for (OpOperand &use : p.arg.getUses()) {
+          Operation *user = body.findAncestorOpInBlock(*use.getOwner());
+          if (!user)
+            continue; // the update, outside the micro-batch
+          bool isForward = lossOp && lossOp->getBlock() == &body &&
+                           !lossOp->isBeforeInBlock(user);
+          (isForward ? forward : backward).push_back(&use);
+        }
+        for (auto *uses : {&forward, &backward}) {
+          if (uses->empty())
+            continue;
+          Operation *first = body.findAncestorOpInBlock(*(*uses)[0]->getOwner());
+          for (OpOperand *u : *uses) {
+            Operation *o = body.findAncestorOpInBlock(*u->getOwner());
+            if (o->isBeforeInBlock(first))
+              first = o;
+          }
+          b.setInsertionPoint(first);
+          Value full = distutil::allGather(b, p.arg.getLoc(), p.arg, p.numel, group);
+          full = distutil::reshape(b, p.arg.getLoc(), full, p.fullType.getShape());
+          for (OpOperand *u : *uses)
+            u->set(full);
+        }
+        shardArgument(fn, p.arg, p.fullType, p.chunkType);
+      }
+    }
+
+    // 5. Updates of the owned chunks.
+    auto ret = cast<func::ReturnOp>(top.getTerminator());
+    for (Param &p : params) {
+      b.setInsertionPoint(clip);
+      Value owned = p.arg;
+      if (!p.partitioned)
+        owned = dist::ChunkOp::create(b, loc, p.chunkType,
+                                      distutil::flatten(b, loc, p.arg), group);
+      Operation *update = b.clone(*p.update);
+      update->setOperand(0, owned);
+      update->setOperand(1, newClip.getClipped()[p.gradIndex]);
+      for (OpResult r : update->getResults())
+        r.setType(p.chunkType);
+      // States: the operands after param and grad that are arguments.
+      for (OpOperand &o : p.update->getOpOperands()) {
+        auto a = dyn_cast<BlockArgument>(o.get());
+        if (a && fn.getArgAttr(a.getArgNumber(), TrainDialect::kOptState) &&
+            a.getType() != p.chunkType)
+          shardArgument(fn, a, cast<RankedTensorType>(a.getType()), p.chunkType);
+      }
+      Value newParam = update->getResult(0);
+      if (!p.partitioned) {
+        newParam = distutil::allGather(b, loc, newParam, p.numel, group);
+        // The view back to the parameter's shape goes where the step
+        // returns it, so nothing reads the gathered value before the end.
+        OpBuilder atEnd(ret);
+        newParam = distutil::reshape(atEnd, loc, newParam, p.fullType.getShape());
+      }
+      for (OpOperand &use : llvm::make_early_inc_range(p.update->getResult(0).getUses()))
+        use.set(newParam);
+      for (unsigned i = 1; i < p.update->getNumResults(); ++i)
+        p.update->getResult(i).replaceAllUsesWith(update->getResult(i));
+    }
+
+    // 6. Erase the replaced ops (users first) and retype the function.
+    for (Param &p : params)
+      p.update->erase();
+    if (!clip->use_empty())
+      return clip.emitOpError("zero: the unpartitioned gradients are still used");
+    clip->erase();
+    for (Operation *op : dead)
+      op->erase();
+    fn.setType(FunctionType::get(ctx, top.getArgumentTypes(), ret.getOperandTypes()));
+    return success();
+  }
+};
+} // namespace
+} // namespace dsc
