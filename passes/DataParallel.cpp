@@ -46,6 +46,13 @@ struct DataParallel : impl::DataParallelBase<DataParallel> {
     if (clips.size() > 1)
       return clips[1].emitOpError("data-parallel: one gradient clipping per step expected");
     train::ClipGradNormOp clip = clips[0];
+    Operation *communicating = nullptr;
+    fn.walk([&](Operation *op) {
+      if (!communicating && distutil::isCollective(op))
+        communicating = op;
+    });
+    if (communicating)
+      return communicating->emitOpError("data-parallel: the step already communicates");
     if (clip.getSumSq())
       return clip.emitOpError("data-parallel: the gradients are already partitioned (zero)");
     auto group = dist::GroupAttr::get(fn.getContext(), dist::Axis::dp, dp);
@@ -60,7 +67,7 @@ struct DataParallel : impl::DataParallelBase<DataParallel> {
       if (acc && acc.getCount() == 1 && result && result.getOwner() == acc) {
         Operation *yield = acc.getBody().front().getTerminator();
         OpOperand &y = yield->getOpOperand(result.getResultNumber());
-        b.setInsertionPoint(yield);
+        b.setInsertionPointAfterValue(y.get());
         y.set(distutil::allReduce(b, g.getLoc(), y.get(), group, dist::ReduceKind::avg));
         continue;
       }

@@ -37,10 +37,13 @@ inline dist::WaitOp waitOf(mlir::Operation *op) {
   return {};
 }
 
-/// Elements a collective moves (the sum over its inputs).
+/// Elements of the whole tensors a collective works on: the inputs of a
+/// reduction, the results of a gather (what bucket sizes count).
 inline int64_t elementsOf(mlir::Operation *op) {
   int64_t n = 0;
-  for (mlir::Value v : op->getOperands())
+  auto values = mlir::isa<dist::AllGatherOp>(op) ? mlir::ValueRange(op->getResults())
+                                                  : mlir::ValueRange(op->getOperands());
+  for (mlir::Value v : values)
     n += mlir::cast<mlir::RankedTensorType>(v.getType()).getNumElements();
   return n;
 }

@@ -90,9 +90,14 @@ struct Zero : impl::ZeroBase<Zero> {
     if (accs.size() != 1)
       return fn.emitError("zero: expected one train.accumulate (run gradient-accumulation)");
     train::AccumulateOp acc = accs[0];
-    for (Operation &op : top)
-      if (isa<dist::AllReduceOp, dist::ReduceScatterOp, dist::AllGatherOp>(op))
-        return op.emitOpError("zero: the step already communicates (data-parallel ran?)");
+    Operation *communicating = nullptr;
+    fn.walk([&](Operation *op) {
+      if (!communicating && distutil::isCollective(op))
+        communicating = op;
+    });
+    if (communicating)
+      return communicating->emitOpError(
+          "zero: the step already communicates (data-parallel ran?)");
     MLIRContext *ctx = fn.getContext();
     auto group = dist::GroupAttr::get(ctx, dist::Axis::dp, dp);
     OpBuilder b(ctx);
@@ -150,7 +155,8 @@ struct Zero : impl::ZeroBase<Zero> {
         return clip.emitOpError("zero: gradient ")
                << p.gradIndex << " is not a sum of train.accumulate";
       OpOperand &y = yield->getOpOperand(result.getResultNumber());
-      b.setInsertionPoint(yield);
+      // Right where the backward pass produces the gradient.
+      b.setInsertionPointAfterValue(y.get());
       y.set(distutil::reduceScatter(b, y.get().getLoc(),
                                     distutil::flatten(b, y.get().getLoc(), y.get()), group,
                                     dist::ReduceKind::avg));

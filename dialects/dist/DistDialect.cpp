@@ -68,7 +68,7 @@ LogicalResult AllReduceOp::verify() {
 /// by it (scatter); all other dimensions and the element type are equal.
 /// 1-D tensors may be padded: a scatter of n elements gives chunks of
 /// ceil(n / size) (the input zero-padded to size chunks), and a gather of
-/// chunks of c elements may drop up to c - 1 trailing padding elements.
+/// chunks of c gives any n with ceil(n / size) = c (the padding dropped).
 static LogicalResult checkDim0(Operation *op, Value in, Value out,
                                int64_t size, bool gather) {
   auto ti = cast<RankedTensorType>(in.getType());
@@ -81,15 +81,17 @@ static LogicalResult checkDim0(Operation *op, Value in, Value out,
                                       << " outside dimension 0";
   int64_t d = ti.getDimSize(0), r = to.getDimSize(0);
   if (ti.getRank() == 1) {
-    int64_t chunk = gather ? d : (d + size - 1) / size;
-    int64_t full = gather ? r : d;
-    bool ok = gather ? (r > (size - 1) * d && r <= size * d) : r == chunk;
-    if (!ok)
+    // n elements make `size` chunks of ceil(n / size).
+    int64_t n = gather ? r : d, chunk = gather ? d : r;
+    if ((n + size - 1) / size != chunk) {
+      if (gather)
+        return op->emitOpError("result length must be in (")
+               << (chunk - 1) * size << ", " << chunk * size << "] to make " << size
+               << " chunks of " << chunk << ", got " << r;
       return op->emitOpError("result length must be ")
-             << (gather ? "in (" + std::to_string((size - 1) * d) + ", " +
-                              std::to_string(size * d) + "]"
-                        : std::to_string(chunk))
-             << " for " << full << " elements in chunks of " << chunk << ", got " << r;
+             << (d + size - 1) / size << " for " << d << " elements in " << size
+             << " chunks, got " << r;
+    }
     return success();
   }
   if (!gather && d % size != 0)

@@ -83,8 +83,9 @@ def Dist_ReduceScatterOp : Dist_Op<"reduce_scatter"> {
 def Dist_AllGatherOp : Dist_Op<"all_gather"> {
   let summary = "concatenate every rank's tensor along dimension 0, in rank order";
   let description = [{
-    For 1-D tensors the result may be shorter than `size` chunks by less
-    than one chunk: the padding a reduce_scatter or chunk added is dropped.
+    For 1-D tensors the result may have any length n with
+    ceil(n / size) = the chunk length: the padding that a reduce_scatter or
+    chunk of n elements added is dropped.
   }];
   let arguments = (ins Variadic<Dist_Tensor>:$inputs, Dist_GroupAttr:$group);
   let results = (outs Variadic<Dist_Tensor>:$results);

@@ -171,7 +171,7 @@ func.func @reduce_scatter_result_dim(%a: tensor<8x4xf32>) {
 // The checks apply to every member of a bucket; 1-D inputs are padded to
 // size chunks of ceil(n / size): 12 elements in 4 chunks of 3.
 func.func @reduce_scatter_bucket(%a: tensor<8xf32>, %b: tensor<12xf32>) {
-  // expected-error @+1 {{'dist.reduce_scatter' op result length must be 3 for 12 elements in chunks of 3, got 4}}
+  // expected-error @+1 {{'dist.reduce_scatter' op result length must be 3 for 12 elements in 4 chunks, got 4}}
   %0:2 = dist.reduce_scatter sum %a, %b {group = #dist.group<dp, 4>} : tensor<8xf32>, tensor<12xf32> -> tensor<2xf32>, tensor<4xf32>
   return
 }
@@ -237,11 +237,11 @@ func.func @all_gather_result_dim(%a: tensor<2x4xf32>) {
 
 // -----
 
-// A 1-D gather of chunks of 3 on 4 ranks gives 10 to 12 elements (padding
-// of at most 2 dropped), not 9.
+// A 1-D gather of chunks of 3 on 4 ranks gives 9 to 12 elements (the
+// padding of the 4 chunks dropped), not 8 (which makes chunks of 2).
 func.func @all_gather_padding(%a: tensor<3xf32>) {
-  // expected-error @+1 {{'dist.all_gather' op result length must be in (9, 12] for 9 elements in chunks of 3, got 9}}
-  %0 = dist.all_gather %a {group = #dist.group<dp, 4>} : tensor<3xf32> -> tensor<9xf32>
+  // expected-error @+1 {{'dist.all_gather' op result length must be in (8, 12] to make 4 chunks of 3, got 8}}
+  %0 = dist.all_gather %a {group = #dist.group<dp, 4>} : tensor<3xf32> -> tensor<8xf32>
   return
 }
 

@@ -1,0 +1,95 @@
+// RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=2 --optimizer="clip=1.0" --zero="stage=1 dp=4" | FileCheck %s --check-prefixes=CHECK,S1
+// RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=2 --optimizer="clip=1.0" --zero="stage=2 dp=4" | FileCheck %s --check-prefixes=CHECK,S2
+// RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=1 --optimizer --zero="stage=3 dp=4 persistence-threshold=10" | FileCheck %s --check-prefix=S3
+// The output verifies and round-trips.
+// RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=2 --optimizer --zero="stage=3 dp=4 persistence-threshold=0" | dsc-opt --verify-zero | FileCheck %s --check-prefix=ROUNDTRIP
+
+// --zero partitions over 4 ranks, per tensor: w1 (18 elements) in chunks
+// of 5, b1 (6) in chunks of 2, w2 (30) in chunks of 8. The module records
+// the stage and dp; chunk arguments carry their full shape.
+// CHECK: module attributes {dist.dp = 4 : i64, dist.zero_stage = {{[12]}} : i64}
+
+// Stages 1 and 2: the parameters stay whole; every optimizer state is a chunk.
+// CHECK-LABEL: func.func @mlp(
+// CHECK-SAME:    %[[W1:[a-z0-9]+]]: tensor<6x3xf32> {train.param = "w1"}, %[[B1:[a-z0-9]+]]: tensor<6xf32> {train.param = "b1"}, %[[W2:[a-z0-9]+]]: tensor<6x5xf32> {train.param = "w2"},
+// CHECK-SAME:    %[[M1:[a-z0-9]+]]: tensor<5xf32> {dist.shard_of = array<i64: 6, 3>, train.opt_state = "w1/exp_avg"}, %{{.*}}: tensor<5xf32> {dist.shard_of = array<i64: 6, 3>, train.opt_state = "w1/exp_avg_sq"},
+// CHECK-SAME:    tensor<2xf32> {dist.shard_of = array<i64: 6>, train.opt_state = "b1/exp_avg"}
+// CHECK-SAME:    tensor<8xf32> {dist.shard_of = array<i64: 6, 5>, train.opt_state = "w2/exp_avg_sq"}
+// CHECK-SAME:    -> (tensor<6x3xf32> {train.updated = "w1"}, tensor<6xf32> {train.updated = "b1"}, tensor<6x5xf32> {train.updated = "w2"}, tensor<5xf32> {train.opt_state = "w1/exp_avg"}
+
+// Stage 1: the full gradient sums are accumulated, then reduce-scattered
+// (avg) once per step, after the 1/2 scaling.
+// S1:          train.accumulate 2 -> tensor<f32>, tensor<6x3xf32>, tensor<6xf32>, tensor<6x5xf32>
+// S1-NOT:      dist.
+// S1:          train.yield
+// S1:          %[[G1:.*]] = nn.mul %{{.*}}#1, %{{.*}} : tensor<6x3xf32>
+// S1:          %[[F1:.*]] = nn.reshape %[[G1]] : tensor<6x3xf32> -> tensor<18xf32>
+// S1-NEXT:     %[[R1:.*]] = dist.reduce_scatter  avg %[[F1]] {group = #dist.group<dp, 4>} : tensor<18xf32> -> tensor<5xf32>
+// S1-NEXT:     %[[C1:.*]] = dist.wait %[[R1]] : tensor<5xf32>
+// S1:          dist.reduce_scatter  avg %{{.*}} : tensor<6xf32> -> tensor<2xf32>
+// S1:          dist.reduce_scatter  avg %{{.*}} : tensor<30xf32> -> tensor<8xf32>
+// S1-NEXT:     %[[C3:.*]] = dist.wait
+
+// Stage 2: the reduce-scatter is in the micro-batch, right where each
+// gradient is produced, and only the chunks are accumulated (and scaled).
+// S2:          train.accumulate 2 -> tensor<f32>, tensor<5xf32>, tensor<2xf32>, tensor<8xf32>
+// S2:          %[[GW1:.*]] = nn.matmul %{{.*}}, %{{.*}} {transpose_lhs} : tensor<4x6xf32>, tensor<4x3xf32> -> tensor<6x3xf32>
+// S2-NEXT:     %[[F1:.*]] = nn.reshape %[[GW1]] : tensor<6x3xf32> -> tensor<18xf32>
+// S2-NEXT:     %[[R1:.*]] = dist.reduce_scatter  avg %[[F1]] {group = #dist.group<dp, 4>} : tensor<18xf32> -> tensor<5xf32>
+// S2-NEXT:     %[[W:.*]] = dist.wait %[[R1]] : tensor<5xf32>
+// S2:          train.yield %{{.*}}, %[[W]], %{{.*}}, %{{.*}} : tensor<f32>, tensor<5xf32>, tensor<2xf32>, tensor<8xf32>
+// S2:          %[[C1:.*]] = nn.mul %{{.*}}#1, %{{.*}} : tensor<5xf32>, tensor<f32> -> tensor<5xf32>
+// S2:          %[[C3:.*]] = nn.mul %{{.*}}#3, %{{.*}} : tensor<8xf32>, tensor<f32> -> tensor<8xf32>
+
+// Both: the global norm from every rank's sum of squares; each rank updates
+// its chunk of the parameter (dist.chunk) and the chunks are gathered back
+// into the whole parameter, returned in its shape.
+// CHECK:       %[[SS:.*]] = train.sum_sq %[[C1]], %{{.*}}, %[[C3]] : tensor<5xf32>, tensor<2xf32>, tensor<8xf32>
+// CHECK-NEXT:  %[[AR:.*]] = dist.all_reduce  sum %[[SS]] {group = #dist.group<dp, 4>} : tensor<f32> -> tensor<f32>
+// CHECK-NEXT:  %[[TOT:.*]] = dist.wait %[[AR]] : tensor<f32>
+// CHECK-NEXT:  %[[CL:.*]]:3, %[[NORM:.*]] = train.clip_grad_norm %[[C1]], %{{.*}}, %[[C3]] sum_sq(%[[TOT]]) {max_norm = 1.000000e+00 : f64}
+// CHECK-NEXT:  %[[FW1:.*]] = nn.reshape %[[W1]] : tensor<6x3xf32> -> tensor<18xf32>
+// CHECK-NEXT:  %[[OWN:.*]] = dist.chunk %[[FW1]] {group = #dist.group<dp, 4>} : tensor<18xf32> -> tensor<5xf32>
+// CHECK-NEXT:  %[[NEW:[a-z_0-9]+]], {{.*}} = train.adam %[[OWN]], %[[CL]]#0, %[[M1]], {{.*}} : tensor<5xf32>
+// CHECK-NEXT:  %[[AG:.*]] = dist.all_gather %[[NEW]] {group = #dist.group<dp, 4>} : tensor<5xf32> -> tensor<18xf32>
+// CHECK-NEXT:  %[[GW:.*]] = dist.wait %[[AG]] : tensor<18xf32>
+// CHECK:       dist.chunk %[[B1]] {group = #dist.group<dp, 4>} : tensor<6xf32> -> tensor<2xf32>
+// CHECK:       dist.all_gather %{{.*}} : tensor<8xf32> -> tensor<30xf32>
+// CHECK:       %[[P1:.*]] = nn.reshape %[[GW]] : tensor<18xf32> -> tensor<6x3xf32>
+// CHECK:       return %[[P1]],
+
+// Stage 3: w1 and w2 (18 and 30 elements, above the threshold of 10) are
+// chunks; b1 (6) stays whole and is handled as in stage 2. A partitioned
+// parameter is gathered before its forward use and again before its
+// backward use (w2 is needed for the input gradient; w1 is not).
+// S3-LABEL: func.func @mlp(
+// S3-SAME:    %[[W1:[a-z0-9]+]]: tensor<5xf32> {dist.shard_of = array<i64: 6, 3>, train.param = "w1"}, %[[B1:[a-z0-9]+]]: tensor<6xf32> {train.param = "b1"}, %[[W2:[a-z0-9]+]]: tensor<8xf32> {dist.shard_of = array<i64: 6, 5>, train.param = "w2"}
+// S3-SAME:    -> (tensor<5xf32> {train.updated = "w1"}, tensor<6xf32> {train.updated = "b1"}, tensor<8xf32> {train.updated = "w2"}
+// S3:         train.accumulate 1
+// S3-NEXT:    ^bb0
+// S3-NEXT:    %[[A1:.*]] = dist.all_gather %[[W1]] {group = #dist.group<dp, 4>} : tensor<5xf32> -> tensor<18xf32>
+// S3-NEXT:    %[[F1:.*]] = dist.wait %[[A1]] : tensor<18xf32>
+// S3-NEXT:    %[[V1:.*]] = nn.reshape %[[F1]] : tensor<18xf32> -> tensor<6x3xf32>
+// S3-NEXT:    nn.matmul %{{.*}}, %[[V1]] {transpose_rhs}
+// S3:         %[[A2:.*]] = dist.all_gather %[[W2]] {{.*}} : tensor<8xf32> -> tensor<30xf32>
+// S3-NEXT:    %[[F2:.*]] = dist.wait %[[A2]]
+// S3-NEXT:    %[[V2:.*]] = nn.reshape %[[F2]]
+// S3-NEXT:    nn.matmul %{{.*}}, %[[V2]] :
+// S3-NEXT:    nn.cross_entropy
+// S3:         nn.cross_entropy_grad
+// S3-NEXT:    %[[A3:.*]] = dist.all_gather %[[W2]] {{.*}} : tensor<8xf32> -> tensor<30xf32>
+// S3-NEXT:    %[[F3:.*]] = dist.wait %[[A3]]
+// S3-NEXT:    %[[V3:.*]] = nn.reshape %[[F3]]
+// S3-NEXT:    nn.matmul %{{.*}}, %[[V3]] {transpose_rhs}
+// S3-NOT:     dist.all_gather
+// S3:         dist.reduce_scatter  avg {{.*}} : tensor<18xf32> -> tensor<5xf32>
+// S3:         train.yield
+// The partitioned parameters are updated in place as chunks; b1 is
+// chunked and gathered.
+// S3:         %[[N1:[a-z_0-9]+]], {{.*}} = train.adam %[[W1]], {{.*}} : tensor<5xf32>
+// S3-NEXT:    dist.chunk %[[B1]]
+// S3:         %[[N3:[a-z_0-9]+]], {{.*}} = train.adam %[[W2]], {{.*}} : tensor<8xf32>
+// S3-NEXT:    return %[[N1]], %{{.*}}, %[[N3]],
+
+// ROUNDTRIP: module attributes {dist.dp = 4 : i64, dist.zero_stage = 3 : i64}
+// ROUNDTRIP: tensor<2xf32> {dist.shard_of = array<i64: 6>, train.param = "b1"}
