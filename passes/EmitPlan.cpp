@@ -492,6 +492,115 @@ std::string humanBytes(int64_t bytes) {
   return s;
 }
 
+int64_t numel(const google::protobuf::RepeatedField<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+/// Per-rank memory by kind of state, and the communication of one step in
+/// the ZeRO paper's units (an all-reduce of n elements moves 2n, a
+/// reduce-scatter or all-gather of an n-element tensor moves n), with P the
+/// number of parameters, so stages 0-2 read 2P and stage 3 up to 3P.
+void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
+  int64_t dp = std::max<int64_t>(1, p.dp()), stage = p.zero_stage();
+  // P: parameters; pad: padding elements when every parameter is split
+  // into dp chunks of ceil(n / dp); Pp/padP: the same over the parameters
+  // stage 3 partitions (the others are persistent, whole on every rank).
+  int64_t P = 0, pad = 0, Pp = 0, padP = 0, paramTensors = 0, stateTensors = 0;
+  int64_t paramBytes = 0, stateBytes = 0;
+  for (const plan::Buffer &b : p.buffers()) {
+    int64_t n = numel(b.shape());
+    bool sharded = b.shard_count() > 1;
+    int64_t full = sharded ? numel(b.full_shape()) : n;
+    int64_t padding = (full + dp - 1) / dp * dp - full;
+    if (b.role() == plan::PARAM) {
+      ++paramTensors;
+      P += full;
+      pad += padding;
+      paramBytes += 4 * n;
+      if (sharded)
+        Pp += full, padP += padding;
+    }
+    if (b.role() == plan::OPT_STATE)
+      ++stateTensors, stateBytes += 4 * n;
+  }
+  int64_t statesPerParam = paramTensors ? stateTensors / paramTensors : 0;
+  const plan::Program &prog = p.program();
+  int64_t gradBytes = 0;
+  std::set<uint32_t> sums;
+  for (const plan::Instr &i : prog.micro_batch())
+    if (i.op() == "accumulate" && p.buffers(i.outputs(0)).shape_size() > 0)
+      sums.insert(i.outputs(0));
+  for (uint32_t b : sums)
+    gradBytes += 4 * numel(p.buffers(b).shape());
+  struct Kind {
+    int64_t calls = 0, elements = 0;
+  };
+  std::map<std::string, Kind> comm;
+  int64_t largestBucket = 0;
+  auto count = [&](const google::protobuf::RepeatedPtrField<plan::Instr> &list,
+                   int64_t times) {
+    for (const plan::Instr &i : list) {
+      if (i.op() != "dist.all_reduce" && i.op() != "dist.reduce_scatter" &&
+          i.op() != "dist.all_gather")
+        continue;
+      int64_t in = 0, out = 0;
+      for (uint32_t b : i.inputs())
+        in += numel(p.buffers(b).shape());
+      for (uint32_t b : i.outputs())
+        out += numel(p.buffers(b).shape());
+      Kind &k = comm[i.op().substr(5)];
+      k.calls += times;
+      k.elements += times * (i.op() == "dist.all_reduce" ? 2 * in
+                             : i.op() == "dist.all_gather" ? out
+                                                           : in);
+      largestBucket = std::max(largestBucket, 4 * std::max(in, out));
+    }
+  };
+  count(prog.prologue(), 1);
+  count(prog.micro_batch(), prog.micro_batches());
+  count(prog.epilogue(), 1);
+  int64_t activations = (int64_t)p.arena_bytes() - (int64_t)p.persistent_bytes() - gradBytes;
+
+  os << "data parallel:    " << dp << " ranks, ZeRO stage " << stage << ", P = " << P
+     << " parameters, padding " << pad << " (chunks of ceil(n/" << dp << ") per tensor)\n";
+  os << "per rank:\n";
+  auto line = [&](const char *what, int64_t bytes, const std::string &formula) {
+    os << "  " << what << bytes << " bytes (" << humanBytes(bytes) << ")" << formula << "\n";
+  };
+  auto whole = [&](int64_t k) {
+    return " = " + std::to_string(k) + "P = " + std::to_string(k) + "*" + std::to_string(P);
+  };
+  auto split = [&](int64_t k, int64_t n, int64_t padding) {
+    return " = " + std::to_string(k) + "(P+pad)/dp = " + std::to_string(k) + "*(" +
+           std::to_string(n) + "+" + std::to_string(padding) + ")/" + std::to_string(dp);
+  };
+  if (stage == 3)
+    line("parameters:     ", paramBytes,
+         " = 4(Pp+pad)/dp + 4(P-Pp) = 4*(" + std::to_string(Pp) + "+" + std::to_string(padP) +
+             ")/" + std::to_string(dp) + " + 4*" + std::to_string(P - Pp) +
+             " (Pp: partitioned, the rest persistent)");
+  else
+    line("parameters:     ", paramBytes, whole(4));
+  line("gradients:      ", gradBytes, stage >= 2 ? split(4, P, pad) : whole(4));
+  line("optimizer:      ", stateBytes,
+       stage >= 1 ? split(4 * statesPerParam, P, pad) : whole(4 * statesPerParam));
+  line("activations:    ", activations, "");
+  line("comm buffers:   ", largestBucket, " (largest bucket, inside the activations)");
+  line("planned peak:   ", (int64_t)p.arena_bytes(), " (the arena)");
+  os << "communication per step (elements; an all-reduce counts 2x):\n";
+  int64_t total = 0, calls = 0;
+  for (auto &[kind, k] : comm) {
+    os << "  " << kind << ": " << k.calls << " calls, " << k.elements << " elements\n";
+    total += k.elements;
+    calls += k.calls;
+  }
+  os << "  total: " << calls << " calls, " << total << " elements = "
+     << llvm::format("%.3f", P ? double(total) / P : 0.0) << " P\n";
+}
+
 void writeManifest(const plan::Plan &p, llvm::raw_ostream &os) {
   int64_t params = 0, paramCount = 0, states = 0, constants = 0;
   std::vector<const plan::Buffer *> inputs;
@@ -531,6 +640,8 @@ void writeManifest(const plan::Plan &p, llvm::raw_ostream &os) {
      << prog.micro_batches() << " x " << prog.micro_batch_size()
      << " micro-batch + " << prog.epilogue_size() << " epilogue instructions, "
      << constants << " constants\n";
+  if (p.dp() > 1 || p.zero_stage() > 0)
+    writeDataParallel(p, os);
   std::map<std::string, int> kinds;
   for (const plan::Instr &i : prog.micro_batch())
     ++kinds[i.op()];
