@@ -238,7 +238,7 @@ struct Zero : impl::ZeroBase<Zero> {
       for (OpOperand &o : p.update->getOpOperands()) {
         auto a = dyn_cast<BlockArgument>(o.get());
         if (a && fn.getArgAttr(a.getArgNumber(), TrainDialect::kOptState) &&
-            a.getType() != p.chunkType)
+            !fn.getArgAttr(a.getArgNumber(), distutil::kShardOf))
           shardArgument(fn, a, cast<RankedTensorType>(a.getType()), p.chunkType);
       }
       Value newParam = update->getResult(0);

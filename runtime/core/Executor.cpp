@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 namespace dsrt {
@@ -36,7 +37,7 @@ std::string shapeString(const cpu::Shape &s) {
 }
 } // namespace
 
-Executor::Executor(const std::string &dir) : dir_(dir) {
+Executor::Executor(const std::string &dir, comm::Communicator *comm) : dir_(dir), comm_(comm) {
   std::string path = dir + "/plan.pb";
   std::ifstream in(path, std::ios::binary);
   if (!in)
@@ -55,16 +56,35 @@ Executor::Executor(const std::string &dir) : dir_(dir) {
   try {
     config_ = plan_.config_json().empty()
                   ? config::defaultConfig()
-                  : config::parseDsConfig(plan_.config_json(), path + " (baked config)");
+                  : config::parseDsConfig(plan_.config_json(), path + " (baked config)",
+                                          std::max<int64_t>(1, plan_.dp()));
   } catch (const config::ConfigError &e) {
     throw PlanError(e.what());
   }
   if (plan_.program().micro_batches() < 1)
     throw PlanError(path + ": micro_batches must be at least 1");
+  dp_ = std::max<int>(1, int(plan_.dp()));
+  if (!comm_) {
+    ownComm_ = std::make_unique<comm::SelfCommunicator>();
+    comm_ = ownComm_.get();
+  }
+  if (comm_->size() != dp_)
+    throw PlanError(path + ": plan compiled for dp=" + std::to_string(dp_) + " but running on " +
+                    std::to_string(comm_->size()) +
+                    (comm_->size() == 1 ? " rank" : " ranks") + ": recompile with --dp " +
+                    std::to_string(comm_->size()) +
+                    (dp_ > 1 && comm_->size() == 1
+                         ? " (or run it with mpirun -np " + std::to_string(dp_) + ")"
+                         : std::string()));
+  ctx_.comm = comm_;
+  ctx_.rank = comm_->rank();
   validateBuffers();
   prologue_ = resolve(plan_.program().prologue(), "prologue");
   micro_ = resolve(plan_.program().micro_batch(), "micro_batch");
   epilogue_ = resolve(plan_.program().epilogue(), "epilogue");
+  validateCollectives(prologue_, "prologue");
+  validateCollectives(micro_, "micro_batch");
+  validateCollectives(epilogue_, "epilogue");
   auto scalar = [&](uint32_t index, plan::DType dtype, const char *what) {
     if (index >= tensors_.size() || tensors_[index].dtype != dtype || tensors_[index].numel != 1)
       throw PlanError(path + ": the " + what + " buffer " + std::to_string(index) +
@@ -117,6 +137,33 @@ void Executor::validateBuffers() {
     if (b.role() == plan::CONSTANT && b.data().size() != bytes)
       throw PlanError(where + ": constant has " + std::to_string(b.data().size()) +
                       " bytes of data for " + std::to_string(bytes) + " bytes");
+    if (b.shard_count() > 1) {
+      if (b.role() != plan::PARAM && b.role() != plan::FROZEN && b.role() != plan::OPT_STATE)
+        throw PlanError(where + ": only parameters, frozen buffers and optimizer states are "
+                                "sharded, this is a " + plan::Role_Name(b.role()));
+      if (b.dtype() != plan::F32)
+        throw PlanError(where + ": a sharded buffer must be F32");
+      if (int64_t(b.shard_count()) != dp_)
+        throw PlanError(where + ": sharded " + std::to_string(b.shard_count()) +
+                        " ways, but the plan runs on dp=" + std::to_string(dp_) + " ranks");
+      if (b.full_shape_size() > cpu::kMaxRank)
+        throw PlanError(where + ": full_shape has rank " + std::to_string(b.full_shape_size()));
+      t.shards = b.shard_count();
+      t.fullShape.rank = b.full_shape_size();
+      t.fullNumel = 1;
+      for (int i = 0; i < b.full_shape_size(); ++i) {
+        int64_t d = b.full_shape(i);
+        if (d < 0 || (d > 0 && t.fullNumel > (int64_t(1) << 50) / d))
+          throw PlanError(where + ": bad full_shape dimension " + std::to_string(d));
+        t.fullShape.dims[i] = d;
+        t.fullNumel *= d;
+      }
+      int64_t chunk = (t.fullNumel + t.shards - 1) / t.shards;
+      if (t.shape.rank != 1 || t.numel != chunk)
+        throw PlanError(where + ": a shard of " + shapeString(t.fullShape) + " over " +
+                        std::to_string(t.shards) + " ranks must have shape [" +
+                        std::to_string(chunk) + "], has " + shapeString(t.shape));
+    }
     if (b.role() == plan::INPUT) {
       if (t.shape.rank == 0 || t.shape.dims[0] != plan_.micro_batch_size())
         throw PlanError(where + ": input's first dimension must be the micro-batch size " +
@@ -150,10 +197,72 @@ Executor::resolve(const google::protobuf::RepeatedPtrField<plan::Instr> &list, c
     }
     instr.ints.assign(p.ints().begin(), p.ints().end());
     instr.floats.assign(p.floats().begin(), p.floats().end());
+    instr.label = "instruction " + std::to_string(k) + " of the " + where;
     bindInstr(instr, name);
+    bool grouped = instr.op == "dist.all_reduce" || instr.op == "dist.reduce_scatter" ||
+                   instr.op == "dist.all_gather" || instr.op == "dist.chunk";
+    if (grouped && instr.ints[0] != dp_)
+      throw PlanError(name + ": group size " + std::to_string(instr.ints[0]) +
+                      " differs from the plan's dp=" + std::to_string(dp_));
     out.push_back(std::move(instr));
   }
   return out;
+}
+
+void Executor::validateCollectives(const std::vector<Instr> &list, const char *where) {
+  struct Open {
+    size_t index;
+    comm::StagingRange staging;
+  };
+  std::map<int64_t, Open> open; // handle -> its start
+  std::vector<comm::StagingRange> live;
+  std::vector<comm::TensorArg> args;
+  auto name = [&](size_t k) {
+    return dir_ + "/plan.pb: " + where + " instruction " + std::to_string(k) + " (" +
+           list[k].op + ")";
+  };
+  for (size_t k = 0; k < list.size(); ++k) {
+    const Instr &i = list[k];
+    if (i.op == "dist.wait") {
+      auto it = open.find(i.ints[0]);
+      if (it == open.end())
+        throw PlanError(name(k) + ": waits for handle " + std::to_string(i.ints[0]) +
+                        ", which no earlier collective of the " + where + " started");
+      open.erase(it);
+      continue;
+    }
+    if (i.comm.empty())
+      continue;
+    int64_t handle = i.ints.back();
+    maxHandle_ = std::max(maxHandle_, handle);
+    if (open.count(handle))
+      throw PlanError(name(k) + ": starts handle " + std::to_string(handle) + ", still pending from " +
+                      list[open[handle].index].label + " (no dist.wait in between)");
+    comm::Kind kind = i.op == "dist.all_reduce"       ? comm::Kind::AllReduce
+                      : i.op == "dist.reduce_scatter" ? comm::Kind::ReduceScatter
+                                                      : comm::Kind::AllGather;
+    args.clear();
+    for (size_t j = 0; j < i.in.size(); ++j)
+      args.push_back({nullptr, nullptr, i.in[j]->numel, i.out[j]->numel});
+    comm::StagingRange staging{0, comm_->stagingElements(kind, args.data(), args.size())};
+    if (staging.length > 0) {
+      live.clear();
+      for (auto &[h, o] : open)
+        if (o.staging.length > 0)
+          live.push_back(o.staging);
+      staging.offset = comm::firstFitOffset(live.data(), live.size(), staging.length);
+      reservation_.stagingElements =
+          std::max(reservation_.stagingElements, staging.offset + staging.length);
+    }
+    open[handle] = {k, staging};
+    reservation_.maxPending = std::max<int>(reservation_.maxPending, int(open.size()));
+    reservation_.maxTensors = std::max<int>(reservation_.maxTensors, int(i.comm.size()));
+  }
+  if (!open.empty()) {
+    size_t k = open.begin()->second.index;
+    throw PlanError(name(k) + ": starts handle " + std::to_string(open.begin()->first) +
+                    ", which no later dist.wait of the " + where + " completes");
+  }
 }
 
 void Executor::initialize(const std::string &weightsPath, uint64_t seed) {
@@ -167,12 +276,23 @@ void Executor::initialize(const std::string &weightsPath, uint64_t seed) {
     if (plan_.buffers(k).role() == plan::CONSTANT)
       std::memcpy(tensors_[k].data, plan_.buffers(k).data().data(), tensors_[k].bytes());
   }
-  // Concat keeps raw input pointers: now that they exist, fill them in.
+  // Concat and the collectives keep raw pointers: now that they exist,
+  // fill them in.
   for (auto *list : {&prologue_, &micro_, &epilogue_})
-    for (Instr &i : *list)
+    for (Instr &i : *list) {
       if (!i.ptrs.empty())
         for (size_t j = 0; j < i.in.size(); ++j)
           i.ptrs[j] = i.in[j]->f32();
+      for (size_t j = 0; j < i.comm.size(); ++j)
+        i.comm[j] = {i.in[j]->f32(), i.out[j]->f32(), i.in[j]->numel, i.out[j]->numel};
+    }
+  // Staging and handles, once: the step loop never allocates.
+  try {
+    comm_->reserve(reservation_);
+  } catch (const comm::CommError &e) {
+    throw PlanError(e.what());
+  }
+  ctx_.handles.assign(size_t(maxHandle_ + 1), comm::Handle());
 
   io::SafeTensorsFile file = io::SafeTensorsFile::open(weightsPath);
   for (Tensor &t : tensors_) {
@@ -181,17 +301,24 @@ void Executor::initialize(const std::string &weightsPath, uint64_t seed) {
     const io::TensorRef *w = file.find(t.name);
     if (!w)
       throw PlanError(weightsPath + ": no tensor '" + t.name + "' (a parameter of the plan)");
-    std::vector<int64_t> shape(t.shape.dims, t.shape.dims + t.shape.rank);
+    const cpu::Shape &whole = t.shards > 1 ? t.fullShape : t.shape;
+    std::vector<int64_t> shape(whole.dims, whole.dims + whole.rank);
     if (w->dtype != io::DType::F32 || w->shape != shape)
       throw PlanError(weightsPath + ": tensor '" + t.name + "' is " + io::dtypeName(w->dtype) + " " +
                       io::formatShape(w->shape) + ", the plan needs float32 " +
                       io::formatShape(shape));
-    std::memcpy(t.data, w->data, t.bytes());
+    // A shard takes chunk `rank` of the flattened tensor; the padding past
+    // its end stays zero (the arena is zeroed).
+    int64_t first = t.shards > 1 ? std::min(t.fullNumel, ctx_.rank * t.numel) : 0;
+    int64_t count = t.shards > 1 ? std::min(t.fullNumel - first, t.numel) : t.numel;
+    const char *from = static_cast<const char *>(w->data) + first * 4;
+    std::memcpy(t.data, from, size_t(count) * 4);
     // Drop the file's pages once copied: the peak stays the arena plus one
     // tensor instead of the arena plus the whole weights file.
-    uintptr_t page = 4096, begin = reinterpret_cast<uintptr_t>(w->data) & ~(page - 1);
-    uintptr_t end = reinterpret_cast<uintptr_t>(w->data) + t.bytes();
-    madvise(reinterpret_cast<void *>(begin), end - begin, MADV_DONTNEED);
+    uintptr_t page = 4096, begin = reinterpret_cast<uintptr_t>(from) & ~(page - 1);
+    uintptr_t end = reinterpret_cast<uintptr_t>(from) + size_t(count) * 4;
+    if (count > 0)
+      madvise(reinterpret_cast<void *>(begin), end - begin, MADV_DONTNEED);
   }
   ctx_.seed = seed;
 }
@@ -204,15 +331,54 @@ std::vector<const Tensor *> Executor::weights() const {
   return r;
 }
 
+std::vector<WholeTensor> Executor::gatherWeights() {
+  std::vector<WholeTensor> r;
+  gathered_.clear();
+  for (const Tensor *t : weights()) {
+    if (t->shards <= 1) {
+      r.push_back({t->name, std::vector<int64_t>(t->shape.dims, t->shape.dims + t->shape.rank),
+                   t->f32()});
+      continue;
+    }
+    // Each chunk to its place in the padded whole; the padding is at the end.
+    gathered_.emplace_back(size_t(t->numel * t->shards));
+    comm::TensorArg arg{t->f32(), gathered_.back().data(), t->numel};
+    bool counting = comm_->counting();
+    comm_->setCounting(false);
+    try {
+      comm_->wait(comm_->allGather(&arg, 1, ("gathering the weight '" + t->name + "'").c_str()));
+    } catch (...) {
+      comm_->setCounting(counting);
+      throw;
+    }
+    comm_->setCounting(counting);
+    r.push_back({t->name,
+                 std::vector<int64_t>(t->fullShape.dims, t->fullShape.dims + t->fullShape.rank),
+                 gathered_.back().data()});
+  }
+  // The views stay valid as gathered_ grows: moving a vector keeps its buffer.
+  return r;
+}
+
+double Executor::globalLoss() {
+  return dp_ > 1 ? comm_->blockingAllReduceScalar(loss(), comm::ReduceOp::Avg) : loss();
+}
+
 void Executor::runList(const std::vector<Instr> &list) {
+  // While a collective is pending, let it advance between kernels.
   if (!profile_) {
-    for (const Instr &i : list)
+    for (const Instr &i : list) {
       i.run(i, ctx_);
+      if (comm_->pending())
+        comm_->progress();
+    }
     return;
   }
   for (const Instr &i : list) {
     auto t0 = std::chrono::steady_clock::now();
     i.run(i, ctx_);
+    if (comm_->pending())
+      comm_->progress();
     auto &slot = opTime_[i.op];
     ++slot.first;
     slot.second += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -237,6 +403,7 @@ void Executor::beginStep(int64_t stepIndex) {
   ctx_.step = stepIndex;
   *tensors_[plan_.step_buffer()].i64() = stepIndex;
   ctx_.badIndices = 0;
+  comm_->resetCounters();
 }
 
 void Executor::endStep() {

@@ -6,10 +6,19 @@
 // arena is allocated once; the step loop calls kernels on pre-resolved
 // pointers and never allocates.
 //
+// Data parallelism: with a Communicator of dp ranks the plan's dp must be
+// dp, every `dist.*` collective is validated (group size, handles paired in
+// one instruction list, shapes), its staging is reserved at initialize(),
+// ZeRO shards (Buffer.shard_count > 1) load chunk `rank` of their tensor,
+// and rank r runs global micro-batch ((step - 1) * micro_batches + k) * dp
+// + r as its micro-batch k (data and dropout), so a run's global batch
+// does not depend on dp.
+//
 //===----------------------------------------------------------------------===//
 #ifndef DSRT_CORE_EXECUTOR_H
 #define DSRT_CORE_EXECUTOR_H
 
+#include "runtime/comm/Communicator.h"
 #include "runtime/config/DsConfig.h"
 #include "runtime/kernels/cpu/Kernels.h"
 
@@ -43,6 +52,11 @@ struct Tensor {
   int64_t numel = 0;
   std::string name;
   dsc::plan::Role role = dsc::plan::ACTIVATION;
+  /// ZeRO shard (shards > 1): this [chunk] buffer is chunk `rank` of the
+  /// tensor of fullShape, flattened and zero-padded to shards * chunk.
+  cpu::Shape fullShape;
+  int64_t fullNumel = 0;
+  int64_t shards = 1;
 
   float *f32() const { return static_cast<float *>(data); }
   int64_t *i64() const { return static_cast<int64_t *>(data); }
@@ -65,6 +79,8 @@ struct Instr {
   int64_t g[4] = {0, 0, 0, 0};
   std::vector<cpu::Shape> shapes; // concat
   std::vector<const float *> ptrs; // concat
+  std::vector<comm::TensorArg> comm; // dist collectives: one per input
+  std::string label; // "instruction 57 of the epilogue"
 };
 
 /// Run state the kernels read.
@@ -72,21 +88,39 @@ struct Context {
   const config::TrainConfig *config = nullptr;
   int64_t step = 0;         // optimizer step, from 1
   uint64_t seed = 0;        // --seed
-  uint64_t rngCounter = 0;  // dropout draw: (step - 1) * micro_batches + micro
+  uint64_t rngCounter = 0;  // dropout draw: the global micro-batch index
   int64_t badIndices = 0;   // gather / loss labels out of range this step
   std::string badIndexOp;   // the first op that saw one
+  comm::Communicator *comm = nullptr; // never null once loaded
+  int rank = 0;                       // in the data-parallel group
+  std::vector<comm::Handle> handles;  // the plan's handle -> its collective
+};
+
+/// A whole trained tensor to write (Executor::gatherWeights).
+struct WholeTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  const float *data = nullptr;
 };
 
 class Executor {
 public:
-  /// Loads `dir`/plan.pb and validates it. Throws PlanError.
-  explicit Executor(const std::string &dir);
+  /// Loads `dir`/plan.pb and validates it for the ranks of `comm` (null:
+  /// one rank). `comm` must outlive the executor. Throws PlanError.
+  explicit Executor(const std::string &dir, comm::Communicator *comm = nullptr);
   ~Executor();
 
   const dsc::plan::Plan &plan() const { return plan_; }
   const config::TrainConfig &config() const { return config_; }
   int64_t microBatches() const { return plan_.program().micro_batches(); }
   int64_t microBatchSize() const { return plan_.micro_batch_size(); }
+  /// Data-parallel ranks (the plan's dp; 1 for dp 0) and this rank.
+  int dp() const { return dp_; }
+  int rank() const { return ctx_.rank; }
+  /// The global micro-batch this rank runs as micro-batch k of `step`.
+  int64_t globalMicroBatch(int64_t step, int64_t k) const {
+    return ((step - 1) * microBatches() + k) * dp_ + ctx_.rank;
+  }
 
   /// Allocates the arena, zeroes it, writes constants, and loads the
   /// parameters and frozen buffers from a safetensors file (names, dtypes
@@ -98,17 +132,25 @@ public:
   /// Replaces the baked config (dsrt --config: the schedule and
   /// steps_per_print may change at run time).
   void setConfig(const config::TrainConfig &cfg) { config_ = cfg; }
-  /// Trained parameters, in plan order (one buffer per name).
+  /// Trained parameters, in plan order (one buffer per name; a ZeRO
+  /// shard is this rank's chunk).
   std::vector<const Tensor *> weights() const;
+  /// The whole trained parameters, in plan order: sharded ones all-gathered
+  /// (not counted in the step's communication) without their padding,
+  /// the others viewing the arena. Valid until the next call or step.
+  /// Collective: every rank must call it. Throws comm::CommError.
+  std::vector<WholeTensor> gatherWeights();
 
-  /// One optimizer step. `loadMicroBatch(k)` must fill inputs() for
-  /// micro-batch k of this step.
+  /// One optimizer step. `loadMicroBatch(g)` must fill inputs() with
+  /// global micro-batch g (globalMicroBatch(stepIndex, k) for micro-batch
+  /// k of this rank).
   template <typename Loader> void step(int64_t stepIndex, Loader &&loadMicroBatch) {
     beginStep(stepIndex);
     runList(prologue_);
     for (int64_t k = 0; k < microBatches(); ++k) {
-      loadMicroBatch(k);
-      ctx_.rngCounter = uint64_t(stepIndex - 1) * uint64_t(microBatches()) + uint64_t(k);
+      int64_t global = globalMicroBatch(stepIndex, k);
+      loadMicroBatch(global);
+      ctx_.rngCounter = uint64_t(global);
       runList(micro_);
     }
     runList(epilogue_);
@@ -123,11 +165,20 @@ public:
   float loss() const { return *tensors_[plan_.loss_buffer()].f32(); }
   float gradNorm() const { return *tensors_[plan_.grad_norm_buffer()].f32(); }
   float lr() const { return *tensors_[plan_.lr_buffer()].f32(); }
+  /// The step's loss averaged over the ranks (collective: every rank must
+  /// call it; not counted). loss() itself is this rank's.
+  double globalLoss();
+  /// The collectives of the last step (see comm::Counters).
+  const comm::Counters &commCounters() const { return comm_->counters(); }
+  comm::Communicator &communicator() { return *comm_; }
 
 private:
   void validateBuffers();
   std::vector<Instr> resolve(const google::protobuf::RepeatedPtrField<dsc::plan::Instr> &list,
                              const char *where);
+  /// Pairs every collective with one later dist.wait of `list` and replays
+  /// them to size the communicator's staging (reservation_).
+  void validateCollectives(const std::vector<Instr> &list, const char *where);
   void runList(const std::vector<Instr> &list);
   void beginStep(int64_t stepIndex);
   void endStep();
@@ -140,6 +191,12 @@ private:
   std::vector<Instr> prologue_, micro_, epilogue_;
   void *arena_ = nullptr;
   bool profile_ = false;
+  int dp_ = 1;
+  std::unique_ptr<comm::Communicator> ownComm_; // one rank, when none is given
+  comm::Communicator *comm_ = nullptr;
+  comm::Reservation reservation_;
+  int64_t maxHandle_ = -1;
+  std::vector<std::vector<float>> gathered_; // gatherWeights' storage
   std::map<std::string, std::pair<int64_t, double>> opTime_; // calls, seconds
   Context ctx_;
 };

@@ -36,13 +36,15 @@
 //   dist.all_reduce        ints: group size, reduce (0 sum 1 avg 2 max
 //                          3 min), handle
 //   dist.reduce_scatter    ints: group size, reduce, handle. Output j is
-//                          chunk `rank` of input j flattened (numel
-//                          divisible by the group size)
+//                          chunk `rank` of input j flattened and
+//                          zero-padded to size chunks of ceil(n / size)
 //   dist.all_gather        ints: group size, handle. Output j is the
-//                          concatenation of every rank's input j
+//                          concatenation of every rank's input j, cut to
+//                          its length (any n with ceil(n / size) = chunk)
 //   dist.wait              ints: handle (0 inputs, 0 outputs)
 //   dist.chunk             ints: group size. 1 input, 1 output: chunk
-//                          `rank` of the flattened input (a local copy)
+//                          `rank` of the flattened input, zero-padded as
+//                          for reduce_scatter (a local copy)
 // Axes are non-negative. Every check runs at load time; kernels trust them.
 //
 //===----------------------------------------------------------------------===//
@@ -50,6 +52,7 @@
 #include "runtime/core/Executor.h"
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <map>
 
@@ -176,6 +179,107 @@ cpu::DType kernelDType(plan::DType d) {
   default:
     return cpu::DType::Bool;
   }
+}
+
+/// The group size, the reduction (all_reduce / reduce_scatter) and the
+/// handle of a collective; k float inputs and k outputs whose sizes fit
+/// `kind`.
+void bindCollective(Instr &i, const Check &c, comm::Kind kind) {
+  bool reduces = kind != comm::Kind::AllGather;
+  if (i.in.empty() || i.in.size() != i.out.size())
+    c.fail("expects k inputs and k outputs (k >= 1), has " + std::to_string(i.in.size()) +
+           " and " + std::to_string(i.out.size()));
+  c.attrs(reduces ? 3 : 2, 0);
+  int64_t group = i.ints[0], handle = i.ints.back();
+  if (group < 1)
+    c.fail("group size " + std::to_string(group) + " must be at least 1");
+  if (reduces && (i.ints[1] < 0 || i.ints[1] > 3))
+    c.fail("unknown reduction " + std::to_string(i.ints[1]) + " (0 sum, 1 avg, 2 max, 3 min)");
+  if (handle < 0 || handle > 65535)
+    c.fail("handle " + std::to_string(handle) + " out of range [0, 65535]");
+  for (size_t j = 0; j < i.in.size(); ++j) {
+    const Tensor *in = i.in[j], *out = i.out[j];
+    c.floats({in, out});
+    std::string which = "operand " + std::to_string(j) + ": ";
+    switch (kind) {
+    case comm::Kind::AllReduce:
+      if (in->numel != out->numel)
+        c.fail(which + "input " + Check::shape(in) + " and output " + Check::shape(out) +
+               " differ in size");
+      break;
+    case comm::Kind::ReduceScatter:
+      if (out->numel != comm::chunkOf(in->numel, group))
+        c.fail(which + "output " + Check::shape(out) + " is not a chunk of ceil(n/" +
+               std::to_string(group) + ") of input " + Check::shape(in));
+      break;
+    case comm::Kind::AllGather:
+      if (comm::chunkOf(out->numel, group) != in->numel)
+        c.fail(which + "output " + Check::shape(out) + " is not " + std::to_string(group) +
+               " chunks of input " + Check::shape(in));
+      break;
+    }
+  }
+  i.comm.assign(i.in.size(), comm::TensorArg());
+}
+
+template <comm::Kind K> void runCollective(const Instr &i, Context &ctx) {
+  comm::Handle h;
+  if (K == comm::Kind::AllReduce)
+    h = ctx.comm->allReduce(i.comm.data(), i.comm.size(), comm::ReduceOp(i.ints[1]),
+                            i.label.c_str());
+  else if (K == comm::Kind::ReduceScatter)
+    h = ctx.comm->reduceScatter(i.comm.data(), i.comm.size(), comm::ReduceOp(i.ints[1]),
+                                i.label.c_str());
+  else
+    h = ctx.comm->allGather(i.comm.data(), i.comm.size(), i.label.c_str());
+  ctx.handles[size_t(i.ints.back())] = h;
+}
+
+void addDistOps(std::map<std::string, OpDef> &t) {
+  t["dist.all_reduce"] = {[](Instr &i, const Check &c) {
+    bindCollective(i, c, comm::Kind::AllReduce);
+    i.run = runCollective<comm::Kind::AllReduce>;
+  }};
+  t["dist.reduce_scatter"] = {[](Instr &i, const Check &c) {
+    bindCollective(i, c, comm::Kind::ReduceScatter);
+    i.run = runCollective<comm::Kind::ReduceScatter>;
+  }};
+  t["dist.all_gather"] = {[](Instr &i, const Check &c) {
+    bindCollective(i, c, comm::Kind::AllGather);
+    i.run = runCollective<comm::Kind::AllGather>;
+  }};
+  t["dist.wait"] = {[](Instr &i, const Check &c) {
+    c.arity(0, 0);
+    c.attrs(1, 0);
+    if (i.ints[0] < 0 || i.ints[0] > 65535)
+      c.fail("handle " + std::to_string(i.ints[0]) + " out of range [0, 65535]");
+    i.run = [](const Instr &i, Context &ctx) { ctx.comm->wait(ctx.handles[size_t(i.ints[0])]); };
+  }};
+  t["dist.chunk"] = {[](Instr &i, const Check &c) {
+    c.arity(1, 1);
+    c.attrs(1, 0);
+    int64_t group = i.ints[0];
+    if (group < 1)
+      c.fail("group size " + std::to_string(group) + " must be at least 1");
+    if (i.in[0]->dtype != i.out[0]->dtype)
+      c.fail("input and output dtypes differ");
+    if (i.out[0]->numel != comm::chunkOf(i.in[0]->numel, group))
+      c.fail("output " + Check::shape(i.out[0]) + " is not a chunk of ceil(n/" +
+             std::to_string(group) + ") of input " + Check::shape(i.in[0]));
+    i.run = [](const Instr &i, Context &ctx) {
+      // Elements [rank * c, (rank + 1) * c) of the input zero-padded to
+      // size chunks of c.
+      int64_t c = i.out[0]->numel, n = i.in[0]->numel;
+      int64_t have = std::max<int64_t>(0, std::min(c, n - ctx.rank * c));
+      size_t esize = i.out[0]->bytes() / size_t(std::max<int64_t>(c, 1));
+      if (have)
+        std::memmove(i.out[0]->data,
+                     static_cast<const char *>(i.in[0]->data) + size_t(ctx.rank * c) * esize,
+                     size_t(have) * esize);
+      std::memset(static_cast<char *>(i.out[0]->data) + size_t(have) * esize, 0,
+                  size_t(c - have) * esize);
+    };
+  }};
 }
 
 const std::map<std::string, OpDef> &table() {
@@ -612,9 +716,13 @@ const std::map<std::string, OpDef> &table() {
       };
     }};
     t["train.clip_grad_norm"] = {[](Instr &i, const Check &c) {
-      size_t n = i.in.size();
-      if (n == 0 || i.out.size() != n + 1)
-        c.fail("expects N gradients, N results and the norm");
+      // N gradients -> N results and the norm; sharded: N gradient shards
+      // and the global sum of squares -> N results and the norm.
+      size_t n = i.out.size() >= 1 ? i.out.size() - 1 : 0;
+      bool sharded = i.in.size() == n + 1;
+      if (n == 0 || (i.in.size() != n && !sharded))
+        c.fail("expects N gradients (and, sharded, the global sum of squares), N results and "
+               "the norm");
       c.attrs(0, 1);
       for (size_t k = 0; k < n; ++k) {
         c.floats({i.in[k], i.out[k]});
@@ -622,13 +730,19 @@ const std::map<std::string, OpDef> &table() {
         c.inPlace(i.in[k], i.out[k]);
       }
       c.dtype(i.out[n], plan::F32, "norm");
+      if (sharded && (i.in[n]->dtype != plan::F32 || i.in[n]->numel != 1))
+        c.fail("the sum of squares (last input) must be an F32 scalar");
       if (i.floats[0] < 0)
         c.fail("max_norm must be >= 0");
+      i.g[0] = sharded;
       i.run = [](const Instr &i, Context &) {
-        size_t n = i.in.size();
+        size_t n = i.out.size() - 1;
         double sq = 0;
-        for (size_t k = 0; k < n; ++k)
-          sq += cpu::sumSquares(i.in[k]->f32(), i.in[k]->numel);
+        if (i.g[0])
+          sq = *i.in[n]->f32();
+        else
+          for (size_t k = 0; k < n; ++k)
+            sq += cpu::sumSquares(i.in[k]->f32(), i.in[k]->numel);
         double norm = std::sqrt(sq);
         *i.out[n]->f32() = (float)norm;
         // torch.nn.utils.clip_grad_norm_ / DeepSpeed: scale when the norm
@@ -678,6 +792,23 @@ const std::map<std::string, OpDef> &table() {
                  (float)i.floats[2], i.ints[0] != 0, ctx.step == 1);
       };
     }};
+    t["train.sum_sq"] = {[](Instr &i, const Check &c) {
+      if (i.in.empty() || i.out.size() != 1)
+        c.fail("expects at least one input and one output");
+      c.attrs(0, 0);
+      for (const Tensor *t : i.in)
+        c.floats({t});
+      c.dtype(i.out[0], plan::F32, "result");
+      if (i.out[0]->numel != 1)
+        c.fail("the result must be a scalar");
+      i.run = [](const Instr &i, Context &) {
+        // In input order, in double: the same on every rank and thread count.
+        double sq = 0;
+        for (const Tensor *t : i.in)
+          sq += cpu::sumSquares(t->f32(), t->numel);
+        *i.out[0]->f32() = (float)sq;
+      };
+    }};
     t["fill"] = {[](Instr &i, const Check &c) {
       c.arity(0, 1);
       c.attrs(0, 1);
@@ -695,6 +826,7 @@ const std::map<std::string, OpDef> &table() {
         cpu::accumulate(i.in[0]->f32(), i.out[0]->f32(), i.out[0]->numel);
       };
     }};
+    addDistOps(t);
     return t;
   }();
   return ops;

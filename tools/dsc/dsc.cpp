@@ -126,7 +126,8 @@ void buildTrainPipeline(mlir::PassManager &pm, const dsrt::config::TrainConfig &
     opt.scheduleParams.push_back(name + ":" + std::to_string(value));
   pm.addPass(dsc::createOptimizer(opt));
   const auto &z = cfg.zero;
-  if (cfg.worldSize > 1 || z.stage > 0) {
+  // On one rank ZeRO has nothing to partition: the plan is a single-rank one.
+  if (cfg.worldSize > 1) {
     if (z.stage == 0) {
       dsc::DataParallelOptions dp;
       dp.dp = cfg.worldSize;

@@ -2,24 +2,36 @@
 //
 //   dsrt PLAN --data DATA [--steps N] [--seed S] [--out DIR] [--config F]
 //        [--threads T] [--token-dtype u16|u32] [--profile] [--export-onnx F]
+//        [--comm-timeout SECONDS]
 //
 // Validates the plan and the data before the first step, then trains:
 // a progress line every steps_per_print steps, metrics.csv every step, and
 // the trained weights (safetensors, and optionally the ONNX model with the
 // trained weights) at the end.
 //
+// `dsrt PLAN --hostfile HOSTS` (or a plan for dp > 1) starts the ranks itself
+// through mpirun, with DeepSpeed's launcher flags (runtime/launch).
+// Under mpirun (a plan compiled with --dp N, run with -np N) every process
+// is one data-parallel rank; rank 0 alone prints, writes the run folder
+// (with the global loss and the step's communication in metrics.csv) and
+// the weights. Any error on any rank aborts every rank.
+//
 //===----------------------------------------------------------------------===//
+#include "runtime/comm/MpiCommunicator.h"
 #include "runtime/config/DsConfig.h"
 #include "runtime/core/Executor.h"
 #include "runtime/io/Metrics.h"
 #include "runtime/io/Npy.h"
 #include "runtime/io/SafeTensors.h"
 #include "runtime/io/TokenFile.h"
+#include "runtime/launch/Launcher.h"
 #include "runtime/onnx/OnnxExport.h"
 
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <xmmintrin.h>
 #include <cstdio>
 #include <cstring>
@@ -34,9 +46,10 @@ using dsrt::Tensor;
 
 namespace {
 
+/// Under mpirun this aborts every rank, so none waits for a dead one.
 [[noreturn]] void die(const std::string &message) {
   std::fprintf(stderr, "dsrt: error: %s\n", message.c_str());
-  std::exit(1);
+  dsrt::comm::abortAll(1);
 }
 
 /// Fills the plan's inputs for micro-batch `k` of the whole run.
@@ -157,6 +170,74 @@ int64_t peakRssMiB() {
   return u.ru_maxrss / 1024;
 }
 
+/// Under mpirun, the communicator of the data-parallel ranks (null
+/// otherwise). Ranks on one node share its cores unless --threads says.
+std::unique_ptr<dsrt::comm::MpiCommunicator> setupComm(double timeoutSeconds, int64_t threads) {
+  if (!dsrt::comm::launchedByMpirun())
+    return nullptr;
+  auto comm = std::make_unique<dsrt::comm::MpiCommunicator>(timeoutSeconds);
+  int local = dsrt::comm::localRanks();
+  if (!threads && local > 1)
+    dsrt::cpu::setNumThreads(std::max(1, dsrt::cpu::numThreads() / local));
+  return comm;
+}
+
+/// metrics.csv; with several ranks (dp > 1) two more columns, the step's
+/// communication: comm_elements (ZeRO-paper units, see comm::Counters) and
+/// comm_calls.
+class RunMetrics {
+public:
+  RunMetrics(const std::string &runDir, bool withComm) : withComm_(withComm) {
+    if (!withComm) {
+      plain_ = std::make_unique<dsrt::io::MetricsWriter>(runDir);
+      path_ = plain_->path();
+      return;
+    }
+    path_ = (fs::path(runDir) / "metrics.csv").string();
+    std::error_code ec;
+    if (fs::exists(path_, ec) && fs::file_size(path_, ec) > 0)
+      die(path_ + ": already has content; refusing to overwrite the metrics of an earlier run");
+    file_ = std::fopen(path_.c_str(), "w");
+    if (!file_)
+      die(path_ + ": cannot create: " + std::strerror(errno));
+    line("step,loss,lr,grad_norm,step_time_s,comm_elements,comm_calls\n");
+  }
+  ~RunMetrics() {
+    if (file_)
+      std::fclose(file_);
+  }
+  void write(int64_t step, double loss, double lr, double gradNorm, double stepTime,
+             const dsrt::comm::Counters &comm) {
+    if (!withComm_)
+      return plain_->write(step, loss, lr, gradNorm, stepTime);
+    char row[256];
+    std::snprintf(row, sizeof row, "%lld,%s,%s,%s,%.6f,%lld,%lld\n", (long long)step,
+                  value(loss).c_str(), value(lr).c_str(), value(gradNorm).c_str(), stepTime,
+                  (long long)comm.elements(), (long long)comm.calls());
+    line(row);
+  }
+  const std::string &path() const { return path_; }
+
+private:
+  static std::string value(double v) { // as MetricsWriter writes them
+    if (std::isnan(v))
+      return "nan";
+    if (std::isinf(v))
+      return v > 0 ? "inf" : "-inf";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.9g", v);
+    return buf;
+  }
+  void line(const char *text) {
+    if (std::fputs(text, file_) < 0 || std::fflush(file_) != 0)
+      die(path_ + ": cannot write: " + std::strerror(errno));
+  }
+  bool withComm_;
+  std::unique_ptr<dsrt::io::MetricsWriter> plain_;
+  std::FILE *file_ = nullptr;
+  std::string path_;
+};
+
 /// The keys dsc bakes into the plan must not differ at run time.
 void checkRuntimeConfig(const dsrt::config::TrainConfig &baked,
                         const dsrt::config::TrainConfig &given, const std::string &path) {
@@ -171,6 +252,14 @@ void checkRuntimeConfig(const dsrt::config::TrainConfig &baked,
           "the batch sizes / gradient_accumulation_steps");
   differs(baked.optimizer != given.optimizer, "the optimizer settings");
   differs(baked.gradientClipping != given.gradientClipping, "the gradient_clipping settings");
+  differs(!(baked.zero == given.zero), "the zero_optimization settings");
+}
+
+/// The exit of a rank that finished (MPI_Finalize under mpirun).
+int finishRank() {
+  std::fflush(stdout);
+  dsrt::comm::finalizeMpi();
+  return 0;
 }
 
 } // namespace
@@ -179,6 +268,7 @@ int main(int argc, char **argv) {
   CLI::App app{"dsrt: runs a plan compiled by dsc"};
   std::string planDir, data, out, configPath, tokenDtype, exportOnnx;
   int64_t steps = 100, threads = 0;
+  double commTimeout = 300;
   bool profile = false;
   uint64_t seed = 1234;
   app.add_option("plan", planDir, "plan directory written by dsc -o")->required();
@@ -198,6 +288,10 @@ int main(int argc, char **argv) {
   app.add_option("--export-onnx", exportOnnx,
                  "also write the source ONNX model with the trained weights here (weights over "
                  "2 GiB go to FILE.data beside it)");
+  app.add_option("--comm-timeout", commTimeout,
+                 "seconds a collective may take before every rank aborts (under mpirun)");
+  dsrt::launch::LaunchOptions launchOptions; // --hostfile, --include, ...
+  launchOptions.addTo(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {
@@ -209,12 +303,23 @@ int main(int argc, char **argv) {
     die("--steps " + std::to_string(steps) + ": must be at least 1");
   if (threads < 0)
     die("--threads " + std::to_string(threads) + ": must be 0 (all cores) or more");
+  if (!(commTimeout > 0))
+    die("--comm-timeout: must be more than 0 seconds");
 
   try {
-    dsrt::Executor exec(planDir);
+    // With --hostfile or a plan for dp > 1, a dsrt that is not itself a rank
+    // starts the ranks through mpirun and supervises them (runtime/launch).
+    if (std::optional<int> status = dsrt::launch::launchIfNeeded(
+            launchOptions, {planDir, out, threads, {argv, argv + argc}}))
+      return *status;
+    if (std::optional<int> rank = dsrt::launch::mpiRank())
+      dsrt::launch::writeRankPidFile(out, *rank);
+    std::unique_ptr<dsrt::comm::MpiCommunicator> comm = setupComm(commTimeout, threads);
+    bool rank0 = !comm || comm->rank() == 0; // prints and writes the results
+    dsrt::Executor exec(planDir, comm.get());
     dsrt::config::TrainConfig cfg = exec.config();
     if (!configPath.empty()) {
-      dsrt::config::TrainConfig given = dsrt::config::loadDsConfig(configPath);
+      dsrt::config::TrainConfig given = dsrt::config::loadDsConfig(configPath, std::max<int64_t>(1, exec.plan().dp()));
       checkRuntimeConfig(cfg, given, configPath);
       cfg = given;
       exec.setConfig(given);
@@ -240,7 +345,7 @@ int main(int argc, char **argv) {
     }
 
     std::string skeleton = planDir + "/model.onnx";
-    if (!exportOnnx.empty()) {
+    if (!exportOnnx.empty() && rank0) {
       std::vector<std::string> names;
       for (const Tensor *t : exec.weights())
         names.push_back(t->name);
@@ -256,33 +361,42 @@ int main(int argc, char **argv) {
     exec.initialize(planDir + "/weights.safetensors", seed);
     if (profile)
       exec.enableProfile();
-    std::string runDir = dsrt::io::makeRunDir(out);
-    dsrt::io::MetricsWriter metrics(runDir);
+    std::string runDir = rank0 ? dsrt::io::makeRunDir(out) : std::string();
+    std::unique_ptr<RunMetrics> metrics;
+    if (rank0)
+      metrics = std::make_unique<RunMetrics>(runDir, exec.dp() > 1);
     int64_t every = cfg.stepsPerPrint > 0 ? cfg.stepsPerPrint : 10;
-    std::printf("dsrt: %s, %lld steps x %lld micro-batches of %lld, %d threads, arena %.1f MiB, "
-                "run folder %s\n",
-                planDir.c_str(), (long long)steps, (long long)exec.microBatches(),
-                (long long)exec.microBatchSize(), dsrt::cpu::numThreads(),
-                exec.plan().arena_bytes() / 1048576.0, runDir.c_str());
-    std::fflush(stdout);
+    if (rank0) {
+      std::printf("dsrt: %s, %lld steps x %lld micro-batches of %lld%s, %d threads, arena %.1f "
+                  "MiB, run folder %s\n",
+                  planDir.c_str(), (long long)steps, (long long)exec.microBatches(),
+                  (long long)exec.microBatchSize(),
+                  exec.dp() > 1 ? (" x " + std::to_string(exec.dp()) + " ranks").c_str() : "",
+                  dsrt::cpu::numThreads(), exec.plan().arena_bytes() / 1048576.0,
+                  runDir.c_str());
+      std::fflush(stdout);
+    }
 
     using Clock = std::chrono::steady_clock;
     auto start = Clock::now();
     auto windowStart = start;
-    int64_t micro = 0, windowItems = 0;
+    int64_t windowItems = 0;
     for (int64_t s = 1; s <= steps; ++s) {
       auto t0 = Clock::now();
-      exec.step(s, [&](int64_t k) { source->load(micro + k); });
-      micro += exec.microBatches();
+      // Rank r reads the global micro-batches r, r + dp, ... of the step.
+      exec.step(s, [&](int64_t global) { source->load(global); });
       double stepTime = std::chrono::duration<double>(Clock::now() - t0).count();
-      metrics.write(s, exec.loss(), exec.lr(), exec.gradNorm(), stepTime);
-      windowItems += source->itemsPerMicroBatch() * exec.microBatches();
+      double loss = exec.globalLoss(); // the same on every rank
+      windowItems += source->itemsPerMicroBatch() * exec.microBatches() * exec.dp();
+      if (!rank0)
+        continue;
+      metrics->write(s, loss, exec.lr(), exec.gradNorm(), stepTime, exec.commCounters());
       if (s % every == 0 || s == steps) {
         auto now = Clock::now();
         double window = std::chrono::duration<double>(now - windowStart).count();
         std::printf("step %6lld/%lld | loss %.4f | lr %.3e | grad_norm %.3f | %.0f %s/s | "
                     "elapsed %.1fs\n",
-                    (long long)s, (long long)steps, exec.loss(), exec.lr(), exec.gradNorm(),
+                    (long long)s, (long long)steps, loss, exec.lr(), exec.gradNorm(),
                     windowItems / std::max(window, 1e-9), source->itemName(),
                     std::chrono::duration<double>(now - start).count());
         std::fflush(stdout);
@@ -292,17 +406,19 @@ int main(int argc, char **argv) {
     }
     double total = std::chrono::duration<double>(Clock::now() - start).count();
 
+    // Every rank takes part in gathering ZeRO shards; rank 0 writes.
+    std::vector<dsrt::WholeTensor> whole = exec.gatherWeights();
+    if (!rank0)
+      return finishRank();
     std::vector<dsrt::io::TensorRef> refs;
-    for (const Tensor *t : exec.weights())
-      refs.push_back({t->name, dsrt::io::DType::F32,
-                      std::vector<int64_t>(t->shape.dims, t->shape.dims + t->shape.rank),
-                      t->data});
+    for (const dsrt::WholeTensor &t : whole)
+      refs.push_back({t.name, dsrt::io::DType::F32, t.shape, t.data});
     std::string weightsPath = runDir + "/weights.safetensors";
     dsrt::io::writeSafeTensors(weightsPath, refs, {{"format", "pt"}, {"producer", "dsrt"}});
     std::printf("dsrt: done in %.1fs, peak RSS %lld MiB (planned arena %.1f MiB); weights in %s, "
                 "metrics in %s\n",
                 total, (long long)peakRssMiB(), exec.plan().arena_bytes() / 1048576.0,
-                weightsPath.c_str(), metrics.path().c_str());
+                weightsPath.c_str(), metrics->path().c_str());
     if (!exportOnnx.empty()) {
       try {
         dsrt::onnx_export::exportOnnx(skeleton, refs, exportOnnx);
@@ -311,10 +427,12 @@ int main(int argc, char **argv) {
       }
       std::printf("dsrt: ONNX model with the trained weights in %s\n", exportOnnx.c_str());
     }
+    if (exec.dp() > 1)
+      std::printf("dsrt: communication per step: %s\n", exec.commCounters().summary().c_str());
     if (profile)
       exec.printProfile(stdout);
   } catch (const std::exception &e) {
     die(e.what());
   }
-  return 0;
+  return finishRank();
 }

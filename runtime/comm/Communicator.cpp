@@ -1,0 +1,256 @@
+//===- Communicator.cpp - pending collectives, staging, counters, timeout -===//
+//
+// The backend-independent half of a communicator: argument checks, the
+// counters, the pool of pending collectives with their staging ranges, and
+// the polling wait with its timeout. SelfCommunicator (one rank) is here too.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/comm/Communicator.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+namespace dsrt::comm {
+
+const char *kindName(Kind kind) {
+  switch (kind) {
+  case Kind::AllReduce:
+    return "all_reduce";
+  case Kind::ReduceScatter:
+    return "reduce_scatter";
+  case Kind::AllGather:
+    return "all_gather";
+  }
+  return "?";
+}
+
+const char *reduceOpName(ReduceOp op) {
+  switch (op) {
+  case ReduceOp::Sum:
+    return "sum";
+  case ReduceOp::Avg:
+    return "avg";
+  case ReduceOp::Max:
+    return "max";
+  case ReduceOp::Min:
+    return "min";
+  }
+  return "?";
+}
+
+int64_t Counters::calls() const {
+  int64_t n = 0;
+  for (const KindCounter &c : kind)
+    n += c.calls;
+  return n;
+}
+
+int64_t Counters::elements() const {
+  int64_t n = 0;
+  for (const KindCounter &c : kind)
+    n += c.elements;
+  return n;
+}
+
+std::string Counters::summary() const {
+  std::string r;
+  for (int k = 0; k < kNumKinds; ++k) {
+    if (!kind[k].calls)
+      continue;
+    r += (r.empty() ? "" : ", ") + std::string(kindName(Kind(k))) + " " +
+         std::to_string(kind[k].calls) + (kind[k].calls == 1 ? " call " : " calls ") +
+         std::to_string(kind[k].elements) + " elements";
+  }
+  return r.empty() ? "none" : r;
+}
+
+int64_t firstFitOffset(const StagingRange *live, size_t count, int64_t length) {
+  // Candidates: 0 and the end of every live range; the lowest one that
+  // overlaps no live range wins (the end of the highest range always does).
+  int64_t best = -1;
+  for (size_t c = 0; c <= count; ++c) {
+    int64_t at = c == count ? 0 : live[c].offset + live[c].length;
+    if (best >= 0 && at >= best)
+      continue;
+    bool free = true;
+    for (size_t j = 0; j < count && free; ++j)
+      free = live[j].length == 0 || at + length <= live[j].offset ||
+             live[j].offset + live[j].length <= at;
+    if (free)
+      best = at;
+  }
+  return best;
+}
+
+Communicator::Communicator(double timeoutSeconds) : timeoutSeconds_(timeoutSeconds) {
+  resizeBookkeeping({0, 8, 64});
+}
+
+Communicator::~Communicator() = default;
+
+void Communicator::resizeBookkeeping(const Reservation &r) {
+  reserved_ = r;
+  slots_.assign(size_t(r.maxPending), Pending());
+  tensorArgs_.assign(size_t(r.maxPending) * size_t(r.maxTensors), TensorArg());
+  numelScratch_.assign(size_t(r.maxTensors), 0);
+  liveScratch_.assign(size_t(r.maxPending), StagingRange());
+}
+
+void Communicator::reserve(const Reservation &r) {
+  if (pendingCount_)
+    throw CommError("rank " + std::to_string(rank()) + ": reserve() while " +
+                    std::to_string(pendingCount_) + " collectives are pending");
+  if (r.stagingElements < 0 || r.maxPending < 1 || r.maxTensors < 1)
+    throw CommError("rank " + std::to_string(rank()) +
+                    ": reserve() needs staging >= 0, maxPending >= 1 and maxTensors >= 1");
+  // Keep the generations so stale handles stay detectable.
+  std::vector<uint32_t> generations;
+  for (const Pending &p : slots_)
+    generations.push_back(p.generation);
+  resizeBookkeeping(r);
+  for (size_t s = 0; s < slots_.size() && s < generations.size(); ++s)
+    slots_[s].generation = generations[s];
+  allocateStaging(r.stagingElements);
+}
+
+Handle Communicator::allReduce(const TensorArg *ts, size_t k, ReduceOp op, const char *what) {
+  return start(Kind::AllReduce, ts, k, op, what);
+}
+
+Handle Communicator::reduceScatter(const TensorArg *ts, size_t k, ReduceOp op,
+                                   const char *what) {
+  return start(Kind::ReduceScatter, ts, k, op, what);
+}
+
+Handle Communicator::allGather(const TensorArg *ts, size_t k, const char *what) {
+  return start(Kind::AllGather, ts, k, ReduceOp::Sum, what);
+}
+
+Handle Communicator::start(Kind kind, const TensorArg *ts, size_t k, ReduceOp op,
+                           const char *what) {
+  // Built only for an error: starting a collective never allocates.
+  auto where = [&] {
+    return "rank " + std::to_string(rank()) + ": " + kindName(kind) +
+           (what ? std::string(" (") + what + ")" : std::string());
+  };
+  if (k == 0)
+    throw CommError(where() + ": no tensors");
+  if (k > size_t(reserved_.maxTensors))
+    throw CommError(where() + ": " + std::to_string(k) + " tensors in one collective, reserve() " +
+                    "allowed " + std::to_string(reserved_.maxTensors));
+  if (pendingCount_ >= reserved_.maxPending)
+    throw CommError(where() + ": more than " + std::to_string(reserved_.maxPending) +
+                    " collectives pending (the reserved number)");
+  int64_t total = 0;
+  for (size_t j = 0; j < k; ++j) {
+    if (ts[j].n < 0 || (ts[j].n > 0 && (!ts[j].in || !ts[j].out)))
+      throw CommError(where() + ": tensor " + std::to_string(j) + " has no buffer or a negative size");
+    if (kind == Kind::AllGather &&
+        chunkOf(gatheredOf(ts[j], size()), size()) != ts[j].n)
+      throw CommError(where() + ": tensor " + std::to_string(j) + ": " +
+                      std::to_string(gatheredOf(ts[j], size())) + " elements are not " +
+                      std::to_string(size()) + " chunks of " + std::to_string(ts[j].n));
+    numelScratch_[j] = kind == Kind::AllGather ? gatheredOf(ts[j], size()) : ts[j].n;
+    total += ts[j].n;
+  }
+
+  int slot = 0;
+  while (slots_[slot].active)
+    ++slot;
+  Pending &p = slots_[slot];
+  p.kind = kind;
+  p.op = op;
+  p.k = k;
+  p.what = what;
+  p.elements = 0; // whole tensors: reduced inputs, gathered outputs
+  for (size_t j = 0; j < k; ++j)
+    p.elements += numelScratch_[j];
+  std::copy(ts, ts + k, tensorArgs_.begin() + size_t(slot) * reserved_.maxTensors);
+
+  p.staging = {0, stagingElements(kind, ts, k)};
+  if (p.staging.length > 0) {
+    size_t live = 0;
+    for (const Pending &q : slots_)
+      if (q.active && q.staging.length > 0)
+        liveScratch_[live++] = q.staging;
+    p.staging.offset = firstFitOffset(liveScratch_.data(), live, p.staging.length);
+    if (p.staging.offset + p.staging.length > reserved_.stagingElements)
+      throw CommError(where() + ": needs " + std::to_string(p.staging.length) +
+                      " staging elements at offset " + std::to_string(p.staging.offset) +
+                      ", reserve() allotted " + std::to_string(reserved_.stagingElements));
+  }
+
+  startCollective(slot); // may throw: the slot is not taken yet
+  p.active = true;
+  ++p.generation;
+  ++pendingCount_;
+  if (counting_) {
+    KindCounter &c = counters_.kind[int(kind)];
+    ++c.calls;
+    c.elements += kind == Kind::AllReduce ? 2 * total : p.elements;
+  }
+  return Handle{slot, p.generation};
+}
+
+void Communicator::wait(Handle h) {
+  if (!h.valid() || h.slot >= int(slots_.size()) || !slots_[h.slot].active ||
+      slots_[h.slot].generation != h.generation)
+    throw CommError("rank " + std::to_string(rank()) + ": wait for handle " +
+                    std::to_string(h.slot) + " which is not a pending collective");
+  int slot = h.slot;
+  auto start = std::chrono::steady_clock::now();
+  for (unsigned spin = 0; !testCollective(slot); ++spin) {
+    double waited = elapsedSince(start);
+    if (waited > timeoutSeconds_) {
+      abortCollective(slot);
+      throw CommError(timeoutMessage(describe(slot), waited));
+    }
+    pause(spin);
+  }
+  finishCollective(slot);
+  slots_[slot].active = false;
+  slots_[slot].staging = {0, 0};
+  --pendingCount_;
+}
+
+std::string Communicator::describe(int slot) const {
+  const Pending &p = slots_[slot];
+  return std::string(kindName(p.kind)) + " of " + std::to_string(p.elements) + " elements (" +
+         (p.what ? std::string(p.what) : "handle " + std::to_string(slot)) + ")";
+}
+
+std::string Communicator::timeoutMessage(const std::string &what, double seconds) const {
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.3g", seconds);
+  return "rank " + std::to_string(rank()) + ": " + what + " did not complete in " + secs +
+         " s: a rank died or the ranks issue different collectives";
+}
+
+double Communicator::elapsedSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void Communicator::pause(unsigned spin) {
+  // Spin briefly (collectives usually finish within microseconds of the
+  // last rank arriving), then back off so a stuck wait does not burn a core.
+  if (spin < 64)
+    std::this_thread::yield();
+  else
+    std::this_thread::sleep_for(std::chrono::microseconds(spin < 1024 ? 20 : 200));
+}
+
+void SelfCommunicator::startCollective(int slot) {
+  // One rank: reduce_scatter's chunk 0 and all_gather's concatenation are
+  // the input itself; Avg divides by 1.
+  const TensorArg *ts = tensors(slot);
+  for (size_t j = 0; j < pendingAt(slot).k; ++j)
+    if (ts[j].out != ts[j].in && ts[j].n)
+      std::memmove(ts[j].out, ts[j].in,
+                   size_t(pendingAt(slot).kind == Kind::AllGather ? gatheredOf(ts[j], 1)
+                                                                  : ts[j].n) *
+                       sizeof(float));
+}
+
+} // namespace dsrt::comm

@@ -1,0 +1,261 @@
+//===- Communicator.h - collectives of the data-parallel group --*- C++ -*-===//
+//
+// The interface the executor runs `dist.*` instructions through. A
+// collective works on k float32 tensors at once (a fused bucket) and is
+// non-blocking: allReduce / reduceScatter / allGather start it and return a
+// Handle, wait(Handle) completes it. Until then its inputs must not be
+// written nor its outputs read. progress() lets pending collectives advance
+// while kernels run.
+//
+// Every wait is bounded by timeoutSeconds(): a collective that does not
+// complete in time (a rank died, or the ranks issue different collectives)
+// throws CommError naming this rank, the operation, the instruction, the
+// element count and the seconds waited; the caller reports it and aborts
+// every rank. The collective then stays pending (waiting again may complete
+// it).
+//
+// Staging memory and bookkeeping are allocated by reserve(), once, before
+// the step loop; starting or completing a collective never allocates.
+//
+// The counters count per kind, in the units of the ZeRO paper: an
+// all_reduce of n elements moves 2n, a reduce_scatter counts its (full)
+// input, an all_gather its (full) output. Backends: MpiCommunicator (CPU
+// ranks), NcclCommunicator (device pointers), SelfCommunicator (one rank).
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSRT_COMM_COMMUNICATOR_H
+#define DSRT_COMM_COMMUNICATOR_H
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace dsrt::comm {
+
+/// A collective that failed or timed out, or a misuse of the API.
+class CommError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class ReduceOp { Sum = 0, Avg = 1, Max = 2, Min = 3 };
+enum class Kind { AllReduce = 0, ReduceScatter = 1, AllGather = 2 };
+constexpr int kNumKinds = 3;
+
+/// "all_reduce", "reduce_scatter", "all_gather".
+const char *kindName(Kind kind);
+/// "sum", "avg", "max", "min".
+const char *reduceOpName(ReduceOp op);
+
+/// One float32 tensor of a bucketed collective. `n` is the element count of
+/// `in`. `out` has n elements (all_reduce); c = ceil(n / size()) elements
+/// (reduce_scatter: chunk `rank` of `in` zero-padded to size() chunks); or
+/// `outN` elements (all_gather: every rank's chunk of c = n elements in rank
+/// order, the padding beyond outN dropped; outN = 0 means n * size()).
+struct TensorArg {
+  const float *in = nullptr;
+  float *out = nullptr;
+  int64_t n = 0;
+  int64_t outN = 0;
+};
+
+/// Elements of chunk of an n-element tensor split into `size` chunks.
+inline int64_t chunkOf(int64_t n, int64_t size) { return (n + size - 1) / size; }
+/// The output elements of an all_gather of `t` over `size` ranks.
+inline int64_t gatheredOf(const TensorArg &t, int64_t size) {
+  return t.outN ? t.outN : t.n * size;
+}
+
+/// A started collective. Default-constructed: none.
+struct Handle {
+  int32_t slot = -1;
+  uint32_t generation = 0;
+  bool valid() const { return slot >= 0; }
+};
+
+struct KindCounter {
+  int64_t calls = 0;
+  int64_t elements = 0;
+};
+
+/// Collectives started since the last resetCounters(), by kind.
+struct Counters {
+  KindCounter kind[kNumKinds];
+
+  const KindCounter &operator[](Kind k) const { return kind[int(k)]; }
+  int64_t calls() const;
+  int64_t elements() const;
+  /// "reduce_scatter 1 call 4096 elements, all_gather 1 call 4096 elements"
+  /// (kinds with calls only; "none" if there were none).
+  std::string summary() const;
+};
+
+/// What reserve() sizes: the staging elements the largest set of
+/// simultaneously pending collectives needs (see stagingElements and
+/// firstFitOffset), how many may be pending at once, and the most tensors
+/// in one collective.
+struct Reservation {
+  int64_t stagingElements = 0;
+  int maxPending = 1;
+  int maxTensors = 1;
+};
+
+/// A live staging range [offset, offset + length).
+struct StagingRange {
+  int64_t offset = 0;
+  int64_t length = 0;
+};
+
+/// The lowest offset at which `length` elements fit between the `live`
+/// ranges (first fit; capacity unbounded). The backends place staging with
+/// it, and the executor replays a plan's starts and waits through it at load
+/// time to size the reservation exactly.
+int64_t firstFitOffset(const StagingRange *live, size_t count, int64_t length);
+
+class Communicator {
+public:
+  virtual ~Communicator();
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// "mpi", "nccl", "self".
+  virtual const char *backend() const = 0;
+
+  /// Staging elements one collective of `kind` on the tensors `ts` (only
+  /// their sizes are read) needs with this backend; 0 when it needs none.
+  virtual int64_t stagingElements(Kind kind, const TensorArg *ts, size_t k) const = 0;
+
+  /// Allocates staging and bookkeeping. Only while nothing is pending.
+  /// Throws CommError.
+  void reserve(const Reservation &r);
+  const Reservation &reservation() const { return reserved_; }
+
+  /// Start a collective on k tensors. `what` names it in errors (for
+  /// example "instruction 57 of the epilogue"); it must stay valid until
+  /// the wait. Throw CommError on misuse (k = 0, more tensors or pending
+  /// collectives than reserved, a size not divisible by size()).
+  Handle allReduce(const TensorArg *ts, size_t k, ReduceOp op, const char *what = nullptr);
+  Handle reduceScatter(const TensorArg *ts, size_t k, ReduceOp op, const char *what = nullptr);
+  Handle allGather(const TensorArg *ts, size_t k, const char *what = nullptr);
+  Handle allReduce(const std::vector<TensorArg> &ts, ReduceOp op, const char *what = nullptr) {
+    return allReduce(ts.data(), ts.size(), op, what);
+  }
+  Handle reduceScatter(const std::vector<TensorArg> &ts, ReduceOp op,
+                       const char *what = nullptr) {
+    return reduceScatter(ts.data(), ts.size(), op, what);
+  }
+  Handle allGather(const std::vector<TensorArg> &ts, const char *what = nullptr) {
+    return allGather(ts.data(), ts.size(), what);
+  }
+
+  /// Completes the collective (Avg: the sum scaled by 1 / size()). Throws
+  /// CommError after timeoutSeconds() or on a failure.
+  void wait(Handle h);
+  /// Lets pending collectives advance (call it between kernels).
+  virtual void progress() = 0;
+  /// Collectives started and not yet waited for.
+  int pending() const { return pendingCount_; }
+
+  /// A blocking all_reduce of one value for metrics (the loss). Not
+  /// counted; bounded by the timeout like wait().
+  virtual double blockingAllReduceScalar(double value, ReduceOp op = ReduceOp::Avg) = 0;
+
+  double timeoutSeconds() const { return timeoutSeconds_; }
+  void setTimeoutSeconds(double seconds) { timeoutSeconds_ = seconds; }
+
+  const Counters &counters() const { return counters_; }
+  void resetCounters() { counters_ = Counters(); }
+  /// While false, collectives are not counted (gathering weights to write).
+  void setCounting(bool on) { counting_ = on; }
+  bool counting() const { return counting_; }
+
+protected:
+  /// What the base class knows about a pending collective; backends keep
+  /// their request state in arrays indexed by the same slot.
+  struct Pending {
+    bool active = false;
+    uint32_t generation = 0;
+    Kind kind = Kind::AllReduce;
+    ReduceOp op = ReduceOp::Sum;
+    size_t k = 0;             // tensors, at tensors(slot)
+    int64_t elements = 0;     // for messages: input (all_gather: output) elements
+    const char *what = nullptr;
+    StagingRange staging{0, 0}; // length 0: none
+  };
+
+  /// Starts with a reservation of 8 pending collectives of up to 64
+  /// tensors and no staging.
+  explicit Communicator(double timeoutSeconds);
+
+  /// Backend hooks. startCollective issues the collective of `slot` (its
+  /// tensors and staging already recorded); testCollective returns true
+  /// once it has completed (and must not block); finishCollective unpacks
+  /// and scales; abortCollective is called once when wait times out.
+  virtual void startCollective(int slot) = 0;
+  virtual bool testCollective(int slot) = 0;
+  virtual void finishCollective(int slot) = 0;
+  virtual void abortCollective(int slot) { (void)slot; }
+  /// Called by reserve() with the new staging size (elements).
+  virtual void allocateStaging(int64_t elements) = 0;
+
+  const Pending &pendingAt(int slot) const { return slots_[slot]; }
+  const TensorArg *tensors(int slot) const { return &tensorArgs_[size_t(slot) * reserved_.maxTensors]; }
+  /// "all_reduce of 1234 elements (instruction 57 of the epilogue)".
+  std::string describe(int slot) const;
+  /// Polls `done` until it returns true (then true) or the timeout passes
+  /// (then false). For the backends' blocking helpers.
+  template <typename Done> bool pollUntil(Done &&done) const {
+    auto start = std::chrono::steady_clock::now();
+    for (unsigned spin = 0;; ++spin) {
+      if (done())
+        return true;
+      if (elapsedSince(start) > timeoutSeconds_)
+        return false;
+      pause(spin);
+    }
+  }
+  static double elapsedSince(std::chrono::steady_clock::time_point start);
+  static void pause(unsigned spin);
+  /// The message of a timed-out collective.
+  std::string timeoutMessage(const std::string &what, double seconds) const;
+
+private:
+  Handle start(Kind kind, const TensorArg *ts, size_t k, ReduceOp op, const char *what);
+  void resizeBookkeeping(const Reservation &r);
+
+  double timeoutSeconds_;
+  Counters counters_;
+  bool counting_ = true;
+  Reservation reserved_{0, 0, 0};
+  std::vector<Pending> slots_;
+  std::vector<TensorArg> tensorArgs_;
+  std::vector<int64_t> numelScratch_;  // maxTensors
+  std::vector<StagingRange> liveScratch_; // maxPending
+  int pendingCount_ = 0;
+};
+
+/// One rank: every collective is a local copy (for plans with dp <= 1 and
+/// for tests). Host pointers.
+class SelfCommunicator : public Communicator {
+public:
+  explicit SelfCommunicator(double timeoutSeconds = 300) : Communicator(timeoutSeconds) {}
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  const char *backend() const override { return "self"; }
+  int64_t stagingElements(Kind, const TensorArg *, size_t) const override { return 0; }
+  void progress() override {}
+  double blockingAllReduceScalar(double value, ReduceOp) override { return value; }
+
+protected:
+  void startCollective(int slot) override;
+  bool testCollective(int) override { return true; }
+  void finishCollective(int) override {}
+  void allocateStaging(int64_t) override {}
+};
+
+} // namespace dsrt::comm
+
+#endif // DSRT_COMM_COMMUNICATOR_H

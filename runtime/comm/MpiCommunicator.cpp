@@ -1,0 +1,379 @@
+//===- MpiCommunicator.cpp - CPU ranks over MPI ---------------------------===//
+#include "runtime/comm/MpiCommunicator.h"
+
+#include <mpi.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace dsrt::comm {
+
+namespace {
+
+/// How a started collective lands in its outputs.
+enum class Mode {
+  Direct,        // MPI wrote the outputs (Avg still to scale)
+  Staged,        // the result is in the staging range: unpack
+  ScatterInInput // reduce_scatter in place: the chunk is at in[0, n/size)
+};
+
+bool overlaps(const float *a, int64_t na, const float *b, int64_t nb) {
+  return a < b + nb && b < a + na;
+}
+
+MPI_Op mpiOp(ReduceOp op) {
+  switch (op) {
+  case ReduceOp::Max:
+    return MPI_MAX;
+  case ReduceOp::Min:
+    return MPI_MIN;
+  default:
+    return MPI_SUM; // Avg: the sum, scaled at completion
+  }
+}
+
+void scale(float *x, int64_t n, float s) {
+  for (int64_t i = 0; i < n; ++i)
+    x[i] *= s;
+}
+
+/// dst[0, n) = src[0, n) * s (s == 1: a copy).
+void copyScaled(float *dst, const float *src, int64_t n, float s) {
+  if (s == 1.0f) {
+    std::memcpy(dst, src, size_t(n) * sizeof(float));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = src[i] * s;
+}
+
+} // namespace
+
+struct MpiCommunicator::Impl {
+  MPI_Comm comm = MPI_COMM_NULL;
+  std::vector<MPI_Request> requests; // per slot
+  std::vector<Mode> modes;           // per slot
+  std::unique_ptr<float[]> staging;
+  int64_t stagingElements = 0;
+};
+
+namespace {
+
+void check(int rc, int rank, const char *call) {
+  if (rc == MPI_SUCCESS)
+    return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  throw CommError("rank " + std::to_string(rank) + ": " + call + " failed: " +
+                  std::string(text, size_t(len)));
+}
+
+int mpiCount(int64_t n, int rank, const char *what) {
+  if (n > INT_MAX)
+    throw CommError("rank " + std::to_string(rank) + ": " + what + " of " + std::to_string(n) +
+                    " elements exceeds MPI's count limit of " + std::to_string(INT_MAX) +
+                    " per call (split the bucket)");
+  return int(n);
+}
+
+} // namespace
+
+bool launchedByMpirun() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE");
+}
+
+int localRanks() {
+  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
+    if (const char *v = std::getenv(name))
+      if (int n = std::atoi(v); n > 0)
+        return n;
+  return 1;
+}
+
+void initMpi() {
+  int initialized = 0, provided = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+      throw CommError("MPI_Init_thread failed");
+  } else {
+    MPI_Query_thread(&provided);
+  }
+  if (provided < MPI_THREAD_FUNNELED)
+    throw CommError("the MPI library provides thread level " + std::to_string(provided) +
+                    ", dsrt needs MPI_THREAD_FUNNELED");
+}
+
+bool mpiActive() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized && !finalized;
+}
+
+void finalizeMpi() {
+  if (mpiActive())
+    MPI_Finalize();
+}
+
+void abortAll(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  if (mpiActive())
+    MPI_Abort(MPI_COMM_WORLD, code);
+  std::exit(code);
+}
+
+MpiCommunicator::MpiCommunicator(double timeoutSeconds)
+    : Communicator(timeoutSeconds), impl_(std::make_unique<Impl>()) {
+  initMpi();
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &impl_->comm), rank_, "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN);
+  impl_->requests.assign(size_t(reservation().maxPending), MPI_REQUEST_NULL);
+  impl_->modes.assign(size_t(reservation().maxPending), Mode::Direct);
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  if (impl_->comm != MPI_COMM_NULL && mpiActive())
+    MPI_Comm_free(&impl_->comm);
+}
+
+/// A tensor whose chunks carry zero padding (n not a multiple of the size,
+/// or a gather dropping padding) goes through staging.
+static bool padded(Kind kind, const TensorArg &t, int64_t S) {
+  if (kind == Kind::ReduceScatter)
+    return t.n % S != 0;
+  if (kind == Kind::AllGather)
+    return gatheredOf(t, S) != t.n * S;
+  return false;
+}
+
+int64_t MpiCommunicator::stagingElements(Kind kind, const TensorArg *ts, size_t k) const {
+  if (k == 1 && !padded(kind, ts[0], size_))
+    return 0;
+  int64_t total = 0;
+  for (size_t j = 0; j < k; ++j)
+    total += kind == Kind::AllReduce       ? ts[j].n
+             : kind == Kind::ReduceScatter ? chunkOf(ts[j].n, size_) * size_
+                                           : ts[j].n * size_;
+  return total;
+}
+
+void MpiCommunicator::allocateStaging(int64_t elements) {
+  impl_->requests.assign(size_t(reservation().maxPending), MPI_REQUEST_NULL);
+  impl_->modes.assign(size_t(reservation().maxPending), Mode::Direct);
+  if (elements != impl_->stagingElements) {
+    impl_->staging.reset(elements ? new float[size_t(elements)] : nullptr);
+    impl_->stagingElements = elements;
+  }
+}
+
+void MpiCommunicator::startCollective(int slot) {
+  const Pending &p = pendingAt(slot);
+  const TensorArg *ts = tensors(slot);
+  const size_t k = p.k;
+  MPI_Request *req = &impl_->requests[slot];
+  Mode &mode = impl_->modes[slot];
+  MPI_Comm comm = impl_->comm;
+  float *stage = impl_->staging.get() + p.staging.offset;
+  const int64_t S = size_;
+
+  switch (p.kind) {
+  case Kind::AllReduce: {
+    const char *call = "MPI_Iallreduce";
+    if (k == 1) {
+      const TensorArg &t = ts[0];
+      int n = mpiCount(t.n, rank_, "all_reduce");
+      mode = Mode::Direct;
+      if (t.in != t.out && !overlaps(t.in, t.n, t.out, t.n)) {
+        check(MPI_Iallreduce(t.in, t.out, n, MPI_FLOAT, mpiOp(p.op), comm, req), rank_, call);
+        return;
+      }
+      if (t.in != t.out)
+        std::memmove(t.out, t.in, size_t(t.n) * sizeof(float));
+      check(MPI_Iallreduce(MPI_IN_PLACE, t.out, n, MPI_FLOAT, mpiOp(p.op), comm, req), rank_,
+            call);
+      return;
+    }
+    int64_t off = 0;
+    for (size_t j = 0; j < k; off += ts[j].n, ++j)
+      std::memcpy(stage + off, ts[j].in, size_t(ts[j].n) * sizeof(float));
+    mode = Mode::Staged;
+    check(MPI_Iallreduce(MPI_IN_PLACE, stage, mpiCount(off, rank_, "all_reduce"), MPI_FLOAT,
+                         mpiOp(p.op), comm, req),
+          rank_, call);
+    return;
+  }
+  case Kind::ReduceScatter: {
+    const char *call = "MPI_Ireduce_scatter_block";
+    if (k == 1 && !padded(Kind::ReduceScatter, ts[0], S)) {
+      const TensorArg &t = ts[0];
+      int c = mpiCount(t.n / S, rank_, "reduce_scatter chunk");
+      if (!overlaps(t.in, t.n, t.out, t.n / S)) {
+        mode = Mode::Direct;
+        check(MPI_Ireduce_scatter_block(t.in, t.out, c, MPI_FLOAT, mpiOp(p.op), comm, req),
+              rank_, call);
+        return;
+      }
+      // The output lies in the input (which dies here): reduce in the
+      // input, whose first chunk then holds the result.
+      mode = Mode::ScatterInInput;
+      check(MPI_Ireduce_scatter_block(MPI_IN_PLACE, const_cast<float *>(t.in), c, MPI_FLOAT,
+                                      mpiOp(p.op), comm, req),
+            rank_, call);
+      return;
+    }
+    // [rank 0: t1 c0, t2 c0, ...][rank 1: t1 c1, t2 c1, ...] ..., each
+    // chunk zero-padded to ceil(n / S).
+    int64_t block = 0;
+    for (size_t j = 0; j < k; ++j)
+      block += chunkOf(ts[j].n, S);
+    for (int64_t r = 0; r < S; ++r) {
+      float *dst = stage + r * block;
+      for (size_t j = 0; j < k; ++j) {
+        int64_t c = chunkOf(ts[j].n, S);
+        int64_t have = std::max<int64_t>(0, std::min(c, ts[j].n - r * c));
+        if (have)
+          std::memcpy(dst, ts[j].in + r * c, size_t(have) * sizeof(float));
+        std::fill(dst + have, dst + c, 0.0f);
+        dst += c;
+      }
+    }
+    mode = Mode::Staged;
+    check(MPI_Ireduce_scatter_block(MPI_IN_PLACE, stage,
+                                    mpiCount(block, rank_, "reduce_scatter chunk"), MPI_FLOAT,
+                                    mpiOp(p.op), comm, req),
+          rank_, call);
+    return;
+  }
+  case Kind::AllGather: {
+    const char *call = "MPI_Iallgather";
+    if (k == 1 && !padded(Kind::AllGather, ts[0], S)) {
+      const TensorArg &t = ts[0];
+      int n = mpiCount(t.n, rank_, "all_gather input");
+      mpiCount(t.n * S, rank_, "all_gather");
+      float *mine = t.out + rank_ * t.n;
+      mode = Mode::Direct;
+      if (t.in != mine && !overlaps(t.in, t.n, t.out, t.n * S)) {
+        check(MPI_Iallgather(t.in, n, MPI_FLOAT, t.out, n, MPI_FLOAT, comm, req), rank_, call);
+        return;
+      }
+      if (t.in != mine)
+        std::memmove(mine, t.in, size_t(t.n) * sizeof(float));
+      check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, t.out, n, MPI_FLOAT, comm, req),
+            rank_, call);
+      return;
+    }
+    int64_t block = 0;
+    for (size_t j = 0; j < k; ++j)
+      block += ts[j].n;
+    float *dst = stage + rank_ * block;
+    for (size_t j = 0; j < k; dst += ts[j].n, ++j)
+      std::memcpy(dst, ts[j].in, size_t(ts[j].n) * sizeof(float));
+    mode = Mode::Staged;
+    mpiCount(block * S, rank_, "all_gather");
+    check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, stage,
+                         mpiCount(block, rank_, "all_gather input"), MPI_FLOAT, comm, req),
+          rank_, call);
+    return;
+  }
+  }
+}
+
+bool MpiCommunicator::testCollective(int slot) {
+  int flag = 0;
+  check(MPI_Test(&impl_->requests[slot], &flag, MPI_STATUS_IGNORE), rank_, "MPI_Test");
+  return flag != 0;
+}
+
+void MpiCommunicator::progress() {
+  int flag = 0;
+  check(MPI_Testall(int(impl_->requests.size()), impl_->requests.data(), &flag,
+                    MPI_STATUSES_IGNORE),
+        rank_, "MPI_Testall");
+}
+
+void MpiCommunicator::finishCollective(int slot) {
+  const Pending &p = pendingAt(slot);
+  const TensorArg *ts = tensors(slot);
+  const size_t k = p.k;
+  const float s = p.op == ReduceOp::Avg ? 1.0f / float(size_) : 1.0f;
+  const float *stage = impl_->staging.get() + p.staging.offset;
+  const int64_t S = size_;
+
+  switch (impl_->modes[slot]) {
+  case Mode::Direct:
+    if (s != 1.0f)
+      for (size_t j = 0; j < k; ++j)
+        scale(ts[j].out, p.kind == Kind::ReduceScatter ? chunkOf(ts[j].n, S) : ts[j].n, s);
+    return;
+  case Mode::ScatterInInput: {
+    int64_t c = ts[0].n / S;
+    std::memmove(ts[0].out, ts[0].in, size_t(c) * sizeof(float));
+    if (s != 1.0f)
+      scale(ts[0].out, c, s);
+    return;
+  }
+  case Mode::Staged:
+    break;
+  }
+  switch (p.kind) {
+  case Kind::AllReduce:
+    for (size_t j = 0; j < k; stage += ts[j].n, ++j)
+      copyScaled(ts[j].out, stage, ts[j].n, s);
+    return;
+  case Kind::ReduceScatter: // this rank's block is at the start
+    for (size_t j = 0; j < k; stage += chunkOf(ts[j].n, S), ++j)
+      copyScaled(ts[j].out, stage, chunkOf(ts[j].n, S), s);
+    return;
+  case Kind::AllGather: {
+    int64_t block = 0;
+    for (size_t j = 0; j < k; ++j)
+      block += ts[j].n;
+    for (int64_t r = 0; r < S; ++r) {
+      const float *src = stage + r * block;
+      for (size_t j = 0; j < k; src += ts[j].n, ++j) {
+        // Drop the padding past the gathered tensor's end.
+        int64_t have = std::max<int64_t>(0, std::min(ts[j].n, gatheredOf(ts[j], S) - r * ts[j].n));
+        if (have)
+          std::memcpy(ts[j].out + r * ts[j].n, src, size_t(have) * sizeof(float));
+      }
+    }
+    return;
+  }
+  }
+}
+
+double MpiCommunicator::blockingAllReduceScalar(double value, ReduceOp op) {
+  double v = value;
+  MPI_Request req = MPI_REQUEST_NULL;
+  check(MPI_Iallreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, mpiOp(op), impl_->comm, &req), rank_,
+        "MPI_Iallreduce");
+  bool done = pollUntil([&] {
+    int flag = 0;
+    check(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), rank_, "MPI_Test");
+    return flag != 0;
+  });
+  if (!done)
+    throw CommError(timeoutMessage("all_reduce of one value (the step's metrics)", timeoutSeconds()));
+  return op == ReduceOp::Avg ? v / size_ : v;
+}
+
+void MpiCommunicator::barrier() {
+  MPI_Request req = MPI_REQUEST_NULL;
+  check(MPI_Ibarrier(impl_->comm, &req), rank_, "MPI_Ibarrier");
+  bool done = pollUntil([&] {
+    int flag = 0;
+    check(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), rank_, "MPI_Test");
+    return flag != 0;
+  });
+  if (!done)
+    throw CommError(timeoutMessage("barrier", timeoutSeconds()));
+}
+
+} // namespace dsrt::comm

@@ -1,0 +1,76 @@
+//===- MpiCommunicator.h - CPU ranks over MPI -------------------*- C++ -*-===//
+//
+// The Communicator of CPU ranks started by mpirun (Open MPI). MPI runs with
+// MPI_THREAD_FUNNELED: every MPI call comes from the main thread (kernels
+// use OpenMP threads in between). Collectives run on a duplicate of
+// MPI_COMM_WORLD with MPI_ERRORS_RETURN, so a failed call becomes a
+// CommError and other traffic on MPI_COMM_WORLD never matches them.
+//
+// A bucket of k > 1 tensors is one MPI call on a staging buffer: all_reduce
+// packs the inputs back to back; reduce_scatter packs them interleaved by
+// destination rank ([rank 0: t1 c0, t2 c0, ...][rank 1: t1 c1, ...]) and
+// reduces in place; all_gather packs this rank's inputs into its block and
+// gathers in place; wait() unpacks (and scales Avg by 1 / size()). A single
+// tensor needs no staging (in place when in == out, or when the input is
+// the output's own chunk).
+//
+// mpi.h stays out of this header: callers need not find MPI's includes.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSRT_COMM_MPICOMMUNICATOR_H
+#define DSRT_COMM_MPICOMMUNICATOR_H
+
+#include "runtime/comm/Communicator.h"
+
+#include <memory>
+
+namespace dsrt::comm {
+
+class MpiCommunicator : public Communicator {
+public:
+  /// Initializes MPI if needed (see initMpi) and duplicates MPI_COMM_WORLD.
+  /// Throws CommError.
+  explicit MpiCommunicator(double timeoutSeconds = 300);
+  ~MpiCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char *backend() const override { return "mpi"; }
+  int64_t stagingElements(Kind kind, const TensorArg *ts, size_t k) const override;
+  void progress() override;
+  double blockingAllReduceScalar(double value, ReduceOp op = ReduceOp::Avg) override;
+
+  /// A barrier on this communicator, bounded by the timeout (tests).
+  void barrier();
+
+protected:
+  void startCollective(int slot) override;
+  bool testCollective(int slot) override;
+  void finishCollective(int slot) override;
+  void allocateStaging(int64_t elements) override;
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int rank_ = 0, size_ = 1;
+};
+
+/// True when mpirun started this process (OMPI_COMM_WORLD_SIZE or PMI_SIZE
+/// is set).
+bool launchedByMpirun();
+/// The number of ranks on this node per mpirun (1 when unknown).
+int localRanks();
+/// MPI_Init_thread(MPI_THREAD_FUNNELED) unless MPI is already initialized.
+/// Throws CommError if the library grants less than FUNNELED.
+void initMpi();
+/// True between initMpi and finalizeMpi.
+bool mpiActive();
+/// MPI_Finalize if MPI is active.
+void finalizeMpi();
+/// MPI_Abort(MPI_COMM_WORLD, code) when MPI is active (every rank exits),
+/// std::exit(code) otherwise.
+[[noreturn]] void abortAll(int code);
+
+} // namespace dsrt::comm
+
+#endif // DSRT_COMM_MPICOMMUNICATOR_H

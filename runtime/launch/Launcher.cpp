@@ -1,0 +1,945 @@
+//===- Launcher.cpp - dsrt starts and supervises its ranks ----------------===//
+//
+// OpenMPI 4.1's mpirun, as this file relies on it:
+//  * `--output-filename DIR` writes DIR/1/rank.N/{stdout,stderr} for every
+//    rank AND copies every rank's output to mpirun's own stdout/stderr; with
+//    `DIR:nocopy` it only writes the files. When rank 0 runs on this machine
+//    the launcher uses :nocopy and relays rank 0's files itself (one rank on
+//    the terminal, not N interleaved); otherwise (rank 0 remote, its files
+//    are written there) it lets mpirun copy every rank's output.
+//  * A failed rank ends the job; mpirun reports it in a help block framed by
+//    lines of 74 dashes (help-orterun.txt, help-mpi-api.txt) and exits
+//    non-zero. Those blocks are parsed (parseMpirunFailure) and replaced by
+//    one line; any other block or line passes through unchanged.
+//  * On SIGINT/SIGTERM mpirun stops every rank and exits 1.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/launch/Launcher.h"
+
+#include "runtime/io/FileUtil.h"
+#include "runtime/io/Metrics.h"
+
+#include "plan.pb.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <regex>
+#include <set>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace dsrt::launch {
+namespace fs = std::filesystem;
+
+namespace {
+
+/// Flags of the launcher only; with --out, they are not passed to the ranks
+/// as given (--out is passed as the launcher decided it).
+constexpr const char *kLauncherOnlyFlags[] = {"--hostfile",  "--include",   "--exclude",
+                                              "--num_nodes", "--num_ranks", "--out"};
+
+/// OpenMPI frames its help messages with lines of 74 dashes.
+bool isHelpRule(const std::string &line) { return line == std::string(74, '-'); }
+
+std::string plural(size_t n, const char *one, const char *many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+/// `s` with every run of whitespace replaced by one space.
+std::string squeezeSpaces(const std::string &s) {
+  std::string r;
+  for (char c : s) {
+    bool space = c == ' ' || c == '\n' || c == '\t' || c == '\r';
+    if (!space)
+      r += c;
+    else if (!r.empty() && r.back() != ' ')
+      r += ' ';
+  }
+  return r;
+}
+
+std::string shellQuote(const std::string &arg) {
+  bool plain = !arg.empty() && std::all_of(arg.begin(), arg.end(), [](char c) {
+    return std::isalnum((unsigned char)c) || std::strchr("@%+=:,./_-", c);
+  });
+  if (plain)
+    return arg;
+  std::string quoted = "'";
+  for (char c : arg)
+    quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+std::string findOnPath(const std::string &name) {
+  const char *path = std::getenv("PATH");
+  if (!path)
+    return "";
+  std::string dirs = path;
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos)
+      end = dirs.size();
+    std::string dir = dirs.substr(start, end - start);
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    std::error_code ec;
+    if (fs::is_regular_file(candidate, ec) && ::access(candidate.c_str(), X_OK) == 0)
+      return candidate;
+    start = end + 1;
+  }
+  return "";
+}
+
+void writeTextFile(const std::string &path, const std::string &text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+  f.flush();
+  if (!f)
+    throw LaunchError(path + ": cannot write: " + std::strerror(errno));
+}
+
+//===----------------------------------------------------------------------===//
+// mpirun's stderr
+//===----------------------------------------------------------------------===//
+
+/// Splits mpirun's stderr into lines and help blocks: a block reporting a
+/// failed rank becomes `failure()`, the "Primary job terminated normally"
+/// banner and the help-aggregation notes are dropped, everything else goes
+/// to `err` unchanged.
+class MpirunStderr {
+public:
+  explicit MpirunStderr(std::FILE *err) : err_(err) {}
+
+  void feed(const char *data, size_t size) {
+    partial_.append(data, size);
+    for (size_t nl; (nl = partial_.find('\n')) != std::string::npos;) {
+      line(partial_.substr(0, nl));
+      partial_.erase(0, nl + 1);
+    }
+  }
+
+  void finish() {
+    if (!partial_.empty())
+      line(partial_);
+    partial_.clear();
+    if (inBlock_)
+      emitBlock();
+    inBlock_ = false;
+  }
+
+  const std::optional<RankFailure> &failure() const { return failure_; }
+  /// mpirun said that a process returned a non-zero exit code.
+  bool sawNonZeroBanner() const { return nonZeroBanner_; }
+
+private:
+  void line(const std::string &text) {
+    if (inBlock_) {
+      block_.push_back(text);
+      if (isHelpRule(text))
+        closeBlock();
+      return;
+    }
+    if (isHelpRule(text)) {
+      inBlock_ = true;
+      block_ = {text};
+      return;
+    }
+    // "[host:pid] 3 more processes have sent help message help-mpi-api.txt /
+    // mpi-abort", "Set MCA parameter "orte_base_help_aggregate" to 0 ...",
+    // and "[host:pid] [[J,0],0] ORTE_ERROR_LOG: Data unpack would read past
+    // end of buffer in file .../show_help.c": a help message of a rank that
+    // was lost because the rank ended first (it happens with MPI_Abort).
+    if (text.find("sent help message") != std::string::npos ||
+        text.find("orte_base_help_aggregate") != std::string::npos ||
+        (text.find("ORTE_ERROR_LOG") != std::string::npos &&
+         text.find("show_help.c") != std::string::npos))
+      return;
+    std::fprintf(err_, "%s\n", text.c_str());
+    std::fflush(err_);
+  }
+
+  void closeBlock() {
+    inBlock_ = false;
+    std::string text;
+    for (const std::string &l : block_)
+      text += l + "\n";
+    if (squeezeSpaces(text).find("Primary job terminated normally, but") != std::string::npos) {
+      nonZeroBanner_ = true;
+      block_.clear();
+      return;
+    }
+    if (std::optional<RankFailure> f = parseMpirunFailure(text)) {
+      if (!failure_)
+        failure_ = f;
+      block_.clear();
+      return;
+    }
+    emitBlock();
+  }
+
+  void emitBlock() {
+    for (const std::string &l : block_)
+      std::fprintf(err_, "%s\n", l.c_str());
+    std::fflush(err_);
+    block_.clear();
+  }
+
+  std::FILE *err_;
+  std::string partial_;
+  bool inBlock_ = false;
+  std::vector<std::string> block_;
+  std::optional<RankFailure> failure_;
+  bool nonZeroBanner_ = false;
+};
+
+//===----------------------------------------------------------------------===//
+// The ranks' log files
+//===----------------------------------------------------------------------===//
+
+/// A file read as it grows; it may not exist yet.
+class FileTail {
+public:
+  explicit FileTail(std::string path) : path_(std::move(path)) {}
+  ~FileTail() {
+    if (fd_ >= 0)
+      ::close(fd_);
+  }
+  FileTail(const FileTail &) = delete;
+  FileTail &operator=(const FileTail &) = delete;
+
+  /// Appends what the file gained since the last call.
+  void read(std::string &into) {
+    if (fd_ < 0 && (fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC)) < 0)
+      return;
+    char buf[65536];
+    for (ssize_t n; (n = ::read(fd_, buf, sizeof buf)) > 0;)
+      into.append(buf, size_t(n));
+  }
+
+private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+/// Relays RUNDIR/logs/<job>/rank.0/{stdout,stderr} to `out` / `err`, and
+/// the other ranks' "dsrt: error:" lines to `err`; an error line that was
+/// already shown (the same from every rank) is shown once.
+class RankRelay {
+public:
+  RankRelay(std::string logsDir, size_t numRanks, std::FILE *out, std::FILE *err)
+      : logsDir_(std::move(logsDir)), numRanks_(numRanks), out_(out), err_(err) {}
+
+  void poll() {
+    if (!findJobDir())
+      return;
+    std::string bytes;
+    stdout0_->read(bytes);
+    if (!bytes.empty()) {
+      std::fwrite(bytes.data(), 1, bytes.size(), out_);
+      std::fflush(out_);
+    }
+    for (size_t r = 0; r < numRanks_; ++r) {
+      stderr_[r]->read(partial_[r]);
+      for (size_t nl; (nl = partial_[r].find('\n')) != std::string::npos;) {
+        stderrLine(r, partial_[r].substr(0, nl));
+        partial_[r].erase(0, nl + 1);
+      }
+    }
+  }
+
+  /// The rank whose "dsrt: error:" line came first (lowest rank first
+  /// within one poll).
+  std::optional<size_t> firstErrorRank() const { return firstErrorRank_; }
+
+  /// After mpirun exited: the rest of the files, unfinished lines included.
+  void finish() {
+    poll();
+    for (size_t r = 0; r < partial_.size(); ++r)
+      if (!partial_[r].empty())
+        stderrLine(r, partial_[r]);
+  }
+
+private:
+  /// mpirun names the job folder by its job number (1 for the first job).
+  bool findJobDir() {
+    if (stdout0_)
+      return true;
+    std::error_code ec;
+    std::optional<long> job;
+    for (fs::directory_iterator it(logsDir_, ec), end; !ec && it != end; it.increment(ec)) {
+      std::string name = it->path().filename().string();
+      if (it->is_directory(ec) && !name.empty() &&
+          std::all_of(name.begin(), name.end(), ::isdigit) && name.size() < 10 &&
+          (!job || std::stol(name) < *job))
+        job = std::stol(name);
+    }
+    if (!job)
+      return false;
+    std::string dir = logsDir_ + "/" + std::to_string(*job) + "/rank.";
+    stdout0_ = std::make_unique<FileTail>(dir + "0/stdout");
+    for (size_t r = 0; r < numRanks_; ++r)
+      stderr_.push_back(std::make_unique<FileTail>(dir + std::to_string(r) + "/stderr"));
+    partial_.resize(numRanks_);
+    return true;
+  }
+
+  void stderrLine(size_t rank, const std::string &line) {
+    bool error = line.rfind("dsrt: error:", 0) == 0;
+    if (error && !firstErrorRank_)
+      firstErrorRank_ = rank;
+    if (error && !shownErrors_.insert(line).second)
+      return;
+    if (rank == 0 || error) {
+      std::fprintf(err_, "%s\n", line.c_str());
+      std::fflush(err_);
+    }
+  }
+
+  std::string logsDir_;
+  size_t numRanks_;
+  std::FILE *out_, *err_;
+  std::unique_ptr<FileTail> stdout0_;
+  std::vector<std::unique_ptr<FileTail>> stderr_;
+  std::vector<std::string> partial_;
+  std::set<std::string> shownErrors_;
+  std::optional<size_t> firstErrorRank_;
+};
+
+//===----------------------------------------------------------------------===//
+// Signals
+//===----------------------------------------------------------------------===//
+
+volatile sig_atomic_t gMpirunPid = 0;
+volatile sig_atomic_t gSignal = 0;
+
+void forwardSignal(int sig) {
+  gSignal = sig;
+  pid_t pid = gMpirunPid;
+  if (pid > 0)
+    ::kill(pid, sig);
+}
+
+/// Forwards SIGINT and SIGTERM to mpirun while it lives.
+class SignalForwarding {
+public:
+  SignalForwarding() {
+    gSignal = 0;
+    gMpirunPid = 0;
+    struct sigaction action = {};
+    action.sa_handler = forwardSignal;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGINT, &action, &oldInt_);
+    ::sigaction(SIGTERM, &action, &oldTerm_);
+  }
+  ~SignalForwarding() {
+    gMpirunPid = 0;
+    ::sigaction(SIGINT, &oldInt_, nullptr);
+    ::sigaction(SIGTERM, &oldTerm_, nullptr);
+  }
+  void setChild(pid_t pid) {
+    gMpirunPid = pid;
+    if (gSignal) // arrived before the pid was known
+      ::kill(pid, gSignal);
+  }
+
+private:
+  struct sigaction oldInt_ = {}, oldTerm_ = {};
+};
+
+/// Reads what is available on a non-blocking fd; false at end of file.
+bool drainFd(int fd, std::string &into) {
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      into.append(buf, size_t(n));
+      continue;
+    }
+    if (n == 0)
+      return false;
+    if (errno == EINTR)
+      continue;
+    return errno == EAGAIN || errno == EWOULDBLOCK;
+  }
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Options and rank side
+//===----------------------------------------------------------------------===//
+
+void LaunchOptions::addTo(CLI::App &app) {
+  const char *group = "Launcher (multi-rank runs through OpenMPI's mpirun)";
+  app.add_option("--hostfile", hostfile,
+                 "DeepSpeed hostfile, one 'hostname slots=N' per line: dsrt starts the "
+                 "plan's ranks there with mpirun")
+      ->group(group);
+  app.add_option("--include", selection.include,
+                 "only these hosts and slots: host1:0,1@host2 (a host alone: all its slots)")
+      ->group(group);
+  app.add_option("--exclude", selection.exclude,
+                 "every host and slot but these (the syntax of --include)")
+      ->group(group);
+  app.add_option_function<int64_t>(
+         "--num_nodes", [this](const int64_t &n) { selection.numNodes = n; },
+         "use the first N hosts of the hostfile")
+      ->group(group);
+  app.add_option_function<int64_t>(
+         "--num_ranks", [this](const int64_t &n) { selection.numRanks = n; },
+         "the TOTAL number of ranks, taken in hostfile order (DeepSpeed's --num_gpus "
+         "counts per node); it must equal the plan's dp")
+      ->group(group);
+}
+
+bool LaunchOptions::anyGiven() const {
+  return !hostfile.empty() || !selection.include.empty() || !selection.exclude.empty() ||
+         selection.numNodes || selection.numRanks;
+}
+
+std::optional<int> mpiRank() {
+  const char *value = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (!value)
+    value = std::getenv("PMI_RANK"); // MPICH's and Slurm's launchers
+  if (!value || !*value)
+    return std::nullopt;
+  char *end = nullptr;
+  long rank = std::strtol(value, &end, 10);
+  if (*end || rank < 0 || rank > (1L << 30))
+    return std::nullopt;
+  return int(rank);
+}
+
+namespace {
+/// Where exit() records this rank's status (see writeRankPidFile).
+char gExitFile[4096];
+
+void recordExitStatus(int status, void *) {
+  int fd = ::open(gExitFile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return;
+  std::string text = std::to_string(status) + "\n";
+  (void)!::write(fd, text.data(), text.size());
+  ::close(fd);
+}
+} // namespace
+
+void writeRankPidFile(const std::string &runDir, int rank) {
+  if (runDir.empty())
+    return;
+  fs::path dir = fs::path(runDir) / "ranks";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw LaunchError(dir.string() + ": cannot create: " + ec.message());
+  std::string path = (dir / (std::to_string(rank) + ".pid")).string();
+  writeTextFile(path + ".tmp", std::to_string(::getpid()) + "\n");
+  if (std::rename((path + ".tmp").c_str(), path.c_str()) != 0)
+    throw LaunchError(path + ": cannot write: " + std::strerror(errno));
+  std::string exitFile = (dir / (std::to_string(rank) + ".exit")).string();
+  if (exitFile.size() < sizeof gExitFile && !gExitFile[0]) {
+    std::memcpy(gExitFile, exitFile.c_str(), exitFile.size() + 1);
+    ::on_exit(recordExitStatus, nullptr);
+  }
+}
+
+std::optional<RankFailure> failureFromExitFiles(const std::string &runDir) {
+  std::optional<RankFailure> first;
+  struct timespec firstTime = {};
+  std::error_code ec;
+  for (fs::directory_iterator it(fs::path(runDir) / "ranks", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    size_t dot = name.find(".exit");
+    if (dot == 0 || dot == std::string::npos || dot + 5 != name.size() ||
+        !std::all_of(name.begin(), name.begin() + dot, ::isdigit) || dot > 9)
+      continue;
+    std::ifstream in(it->path());
+    int status = 0;
+    struct stat st = {};
+    if (!(in >> status) || status == 0 || ::stat(it->path().c_str(), &st) != 0)
+      continue;
+    int rank = std::stoi(name.substr(0, dot));
+    bool earlier = !first || st.st_mtim.tv_sec < firstTime.tv_sec ||
+                   (st.st_mtim.tv_sec == firstTime.tv_sec &&
+                    (st.st_mtim.tv_nsec < firstTime.tv_nsec ||
+                     (st.st_mtim.tv_nsec == firstTime.tv_nsec && rank < first->rank)));
+    if (earlier) {
+      first = RankFailure{RankFailure::ExitStatus, rank, "", status, ""};
+      firstTime = st.st_mtim;
+    }
+  }
+  return first;
+}
+
+//===----------------------------------------------------------------------===//
+// Building blocks
+//===----------------------------------------------------------------------===//
+
+std::optional<uint32_t> readPlanDp(const std::string &planDir) {
+  std::ifstream in(planDir + "/plan.pb", std::ios::binary);
+  if (!in)
+    return std::nullopt;
+  dsc::plan::Plan plan;
+  google::protobuf::SetLogHandler(nullptr);
+  if (!plan.ParseFromIstream(&in))
+    return std::nullopt;
+  return std::max<uint32_t>(plan.dp(), 1);
+}
+
+std::vector<std::string> rankArguments(const std::vector<std::string> &argv,
+                                       const std::string &runDir) {
+  std::vector<std::string> args;
+  for (size_t i = 1; i < argv.size(); ++i) {
+    const std::string &arg = argv[i];
+    bool drop = false;
+    for (const char *flag : kLauncherOnlyFlags) {
+      if (arg == flag) {
+        ++i; // and its value
+        drop = true;
+      } else if (arg.rfind(std::string(flag) + "=", 0) == 0) {
+        drop = true;
+      }
+      if (drop)
+        break;
+    }
+    if (!drop)
+      args.push_back(arg);
+  }
+  args.push_back("--out");
+  args.push_back(runDir);
+  return args;
+}
+
+bool isLocalHost(const std::string &host) {
+  if (host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0)
+    return true;
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0)
+    return false;
+  std::string self = name;
+  return host == self || host == self.substr(0, self.find('.'));
+}
+
+int availableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+    return CPU_COUNT(&set);
+  long n = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? int(n) : 1;
+}
+
+std::vector<std::string> buildMpirunCommand(const MpirunSetup &setup) {
+  std::vector<std::string> hosts; // in rank order
+  std::map<std::string, int> perHost;
+  for (const RankSlot &r : setup.ranks)
+    if (perHost[r.host]++ == 0)
+      hosts.push_back(r.host);
+  int localRanks = 0, mostPerHost = 1;
+  for (const auto &[host, n] : perHost) {
+    if (!setup.fromHostfile || isLocalHost(host))
+      localRanks += n;
+    mostPerHost = std::max(mostPerHost, n);
+  }
+
+  std::vector<std::string> cmd = {setup.mpirun};
+  if (setup.root)
+    cmd.push_back("--allow-run-as-root");
+  if (localRanks > setup.cores)
+    cmd.push_back("--oversubscribe");
+  cmd.insert(cmd.end(), {"-np", std::to_string(setup.ranks.size())});
+  if (setup.fromHostfile) {
+    std::string list;
+    for (const std::string &host : hosts)
+      list += (list.empty() ? "" : ",") + host + ":" + std::to_string(perHost[host]);
+    cmd.insert(cmd.end(), {"--host", list});
+  }
+  cmd.insert(cmd.end(), {"--bind-to", "none", "--map-by", "slot"});
+  if (!setup.userThreads)
+    cmd.insert(cmd.end(),
+               {"-x", "OMP_NUM_THREADS=" + std::to_string(std::max(1, setup.cores / mostPerHost))});
+  cmd.insert(cmd.end(), {"--output-filename",
+                         setup.runDir + "/logs" + (setup.relayFromFiles ? ":nocopy" : "")});
+  cmd.push_back(setup.dsrt);
+  cmd.insert(cmd.end(), setup.args.begin(), setup.args.end());
+  return cmd;
+}
+
+std::optional<RankFailure> parseMpirunFailure(const std::string &text) {
+  std::string flat = squeezeSpaces(text);
+  static const std::regex signal(
+      R"(process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)(?: \(([^)]*)\))?)");
+  static const std::regex exitStatus(
+      R"(exited with non-zero status.*?Process name: \[\[\d+,\d+\],(\d+)\] Exit code: (-?\d+))");
+  static const std::regex abort(
+      R"(MPI_ABORT was invoked on rank (\d+) in communicator \S+ with errorcode (-?\d+))");
+  static const std::regex noFinalize(
+      R"(process rank (\d+) with PID \d+ on node (\S+) exiting improperly)");
+
+  std::optional<RankFailure> first;
+  size_t firstAt = std::string::npos;
+  auto consider = [&](const std::regex &re, auto make) {
+    std::smatch m;
+    if (std::regex_search(flat, m, re) && size_t(m.position(0)) < firstAt) {
+      firstAt = size_t(m.position(0));
+      first = make(m);
+    }
+  };
+  consider(signal, [](const std::smatch &m) {
+    return RankFailure{RankFailure::Signal, std::stoi(m[1]), m[2], std::stoi(m[3]), m[4]};
+  });
+  consider(exitStatus, [](const std::smatch &m) {
+    return RankFailure{RankFailure::ExitStatus, std::stoi(m[1]), "", std::stoi(m[2]), ""};
+  });
+  consider(abort, [](const std::smatch &m) {
+    return RankFailure{RankFailure::MpiAbort, std::stoi(m[1]), "", std::stoi(m[2]), ""};
+  });
+  consider(noFinalize, [](const std::smatch &m) {
+    return RankFailure{RankFailure::NoFinalize, std::stoi(m[1]), m[2], 0, ""};
+  });
+  return first;
+}
+
+std::string describeFailure(const RankFailure &failure, const std::vector<RankSlot> &ranks,
+                            const std::string &logsDir) {
+  std::string host = failure.rank >= 0 && size_t(failure.rank) < ranks.size()
+                         ? ranks[failure.rank].host
+                         : (failure.node.empty() ? "an unknown host" : failure.node);
+  std::string who = "rank " + std::to_string(failure.rank) + " on " + host;
+  std::string what;
+  switch (failure.kind) {
+  case RankFailure::Signal: {
+    std::string name = failure.signalName;
+    if (name.empty())
+      name = ::strsignal(failure.code);
+    what = who + " was killed by signal " + std::to_string(failure.code) + " (" + name + ")";
+    break;
+  }
+  case RankFailure::ExitStatus:
+    what = who + " exited with status " + std::to_string(failure.code);
+    break;
+  case RankFailure::MpiAbort:
+    what = who + " called MPI_Abort with error code " + std::to_string(failure.code);
+    break;
+  case RankFailure::NoFinalize:
+    what = who + " exited before the other ranks finished (without MPI_Finalize)";
+    break;
+  }
+  return what + "; all ranks were stopped (logs in " + logsDir + ")";
+}
+
+//===----------------------------------------------------------------------===//
+// Supervision
+//===----------------------------------------------------------------------===//
+
+SuperviseResult superviseMpirun(const std::vector<std::string> &command,
+                                const std::vector<RankSlot> &ranks, const std::string &runDir,
+                                bool relayFromFiles, std::FILE *out, std::FILE *err) {
+  std::string logsDir = runDir + "/logs";
+  std::error_code ec;
+  fs::create_directories(logsDir, ec);
+  if (ec)
+    return {false, logsDir + ": cannot create: " + ec.message()};
+  std::ofstream stderrLog(logsDir + "/mpirun.stderr", std::ios::binary | std::ios::trunc);
+
+  std::vector<char *> argv;
+  for (const std::string &arg : command)
+    argv.push_back(const_cast<char *>(arg.c_str()));
+  argv.push_back(nullptr);
+
+  int outPipe[2] = {-1, -1}, errPipe[2] = {-1, -1}, execPipe[2] = {-1, -1};
+  auto closePipes = [&] {
+    for (int fd : {outPipe[0], outPipe[1], errPipe[0], errPipe[1], execPipe[0], execPipe[1]})
+      if (fd >= 0)
+        ::close(fd);
+  };
+  if (::pipe2(outPipe, O_CLOEXEC) || ::pipe2(errPipe, O_CLOEXEC) || ::pipe2(execPipe, O_CLOEXEC)) {
+    std::string error = std::string("cannot create pipes for mpirun: ") + std::strerror(errno);
+    closePipes();
+    return {false, error};
+  }
+  std::fflush(out);
+  std::fflush(err);
+
+  SignalForwarding forwarding;
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    std::string error = std::string("cannot start mpirun: ") + std::strerror(errno);
+    closePipes();
+    return {false, error};
+  }
+  if (pid == 0) {
+    // mpirun gets its own process group: a Ctrl-C on the terminal reaches
+    // only dsrt, which forwards it once. If dsrt dies, mpirun is stopped.
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent)
+      ::_exit(127);
+    struct sigaction dfl = {};
+    dfl.sa_handler = SIG_DFL;
+    ::sigaction(SIGINT, &dfl, nullptr);
+    ::sigaction(SIGTERM, &dfl, nullptr);
+    int devNull = ::open("/dev/null", O_RDONLY);
+    if (devNull >= 0)
+      ::dup2(devNull, 0);
+    ::dup2(outPipe[1], 1);
+    ::dup2(errPipe[1], 2);
+    ::execvp(argv[0], argv.data());
+    int error = errno;
+    (void)!::write(execPipe[1], &error, sizeof error);
+    ::_exit(127);
+  }
+  forwarding.setChild(pid);
+  ::close(outPipe[1]);
+  ::close(errPipe[1]);
+  ::close(execPipe[1]);
+  int execError = 0;
+  ssize_t got;
+  while ((got = ::read(execPipe[0], &execError, sizeof execError)) < 0 && errno == EINTR) {
+  }
+  ::close(execPipe[0]);
+  if (got == sizeof execError) {
+    ::close(outPipe[0]);
+    ::close(errPipe[0]);
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    return {false, "cannot run " + command[0] + ": " + std::strerror(execError)};
+  }
+
+  ::fcntl(outPipe[0], F_SETFL, O_NONBLOCK);
+  ::fcntl(errPipe[0], F_SETFL, O_NONBLOCK);
+  MpirunStderr mpirunStderr(err);
+  RankRelay relay(logsDir, ranks.size(), out, err);
+  bool outOpen = true, errOpen = true;
+  int status = 0;
+  auto pump = [&]() {
+    std::string bytes;
+    if (outOpen) {
+      outOpen = drainFd(outPipe[0], bytes);
+      if (!bytes.empty()) {
+        std::fwrite(bytes.data(), 1, bytes.size(), out);
+        std::fflush(out);
+      }
+    }
+    if (errOpen) {
+      bytes.clear();
+      errOpen = drainFd(errPipe[0], bytes);
+      stderrLog.write(bytes.data(), std::streamsize(bytes.size()));
+      stderrLog.flush();
+      mpirunStderr.feed(bytes.data(), bytes.size());
+    }
+    if (relayFromFiles)
+      relay.poll();
+  };
+  for (;;) {
+    pollfd fds[2] = {{outOpen ? outPipe[0] : -1, POLLIN, 0},
+                     {errOpen ? errPipe[0] : -1, POLLIN, 0}};
+    ::poll(fds, 2, 100); // also the pace of the file relay
+    pump();
+    pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid)
+      break;
+    if (done < 0 && errno != EINTR)
+      return {false, std::string("cannot wait for mpirun: ") + std::strerror(errno)};
+  }
+  // mpirun has exited: what is left in the pipes (a process it left behind
+  // may hold them open, so do not wait for their end) and in the files.
+  pump();
+  ::close(outPipe[0]);
+  ::close(errPipe[0]);
+  mpirunStderr.finish();
+  if (relayFromFiles)
+    relay.finish();
+  int signal = gSignal;
+
+  std::string stopped = "all ranks were stopped (logs in " + logsDir + ")";
+  if (signal)
+    return {false, std::string("interrupted by ") + (signal == SIGINT ? "SIGINT" : "SIGTERM") +
+                       ": " + stopped};
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    return {true, ""};
+  if (const std::optional<RankFailure> &failure = mpirunStderr.failure())
+    return {false, describeFailure(*failure, ranks, logsDir)};
+  // mpirun says only "1 process returned a non-zero exit code" when a rank
+  // fails while the others are still starting; the ranks' exit files say
+  // which (local ranks, or every rank on a shared file system).
+  if (WIFEXITED(status))
+    if (std::optional<RankFailure> failure = failureFromExitFiles(runDir))
+      return {false, describeFailure(*failure, ranks, logsDir)};
+  // mpirun's report was lost (see MpirunStderr::line): the rank that
+  // printed the first error is the likely culprit.
+  if (WIFEXITED(status) && relay.firstErrorRank())
+    return {false, "rank " + std::to_string(*relay.firstErrorRank()) + " on " +
+                       ranks[*relay.firstErrorRank()].host + " stopped with status " +
+                       std::to_string(WEXITSTATUS(status)) + " after the error above; " + stopped};
+  if (WIFEXITED(status) && mpirunStderr.sawNonZeroBanner())
+    return {false, "a rank exited with status " + std::to_string(WEXITSTATUS(status)) +
+                       " (mpirun did not say which; each rank's stderr is in " + logsDir +
+                       "/1/rank.N/stderr); " + stopped};
+  if (WIFSIGNALED(status))
+    return {false, "mpirun was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
+                       ::strsignal(WTERMSIG(status)) + "); " + stopped};
+  return {false, "mpirun failed with exit status " + std::to_string(WEXITSTATUS(status)) +
+                     " (its messages are above and in " + logsDir + "/mpirun.stderr); " + stopped};
+}
+
+//===----------------------------------------------------------------------===//
+// The launcher
+//===----------------------------------------------------------------------===//
+
+std::optional<int> launchIfNeeded(const LaunchOptions &options, const LaunchRequest &request) {
+  const Selection &selection = options.selection;
+  std::string firstFlag = !options.hostfile.empty()        ? "--hostfile"
+                          : !selection.include.empty()     ? "--include"
+                          : !selection.exclude.empty()     ? "--exclude"
+                          : selection.numNodes.has_value() ? "--num_nodes"
+                                                           : "--num_ranks";
+  const char *size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (!size)
+    size = std::getenv("PMI_SIZE"); // MPICH's and Slurm's launchers
+  if (size) {
+    if (options.anyGiven()) {
+      std::optional<int> rank = mpiRank();
+      throw LaunchError(firstFlag + ": this dsrt already runs under mpirun (rank " +
+                        (rank ? std::to_string(*rank) : std::string("?")) + " of " + size +
+                        "); the launcher flags are for a dsrt started without mpirun, which "
+                        "starts the ranks itself");
+    }
+    return std::nullopt;
+  }
+
+  std::optional<uint32_t> planDp = readPlanDp(request.planDir);
+  if (!planDp)
+    return std::nullopt; // dsrt's plan checks say what is wrong with it
+  size_t dp = *planDp;
+  std::vector<RankSlot> ranks;
+  bool fromHostfile = !options.hostfile.empty();
+  if (fromHostfile) {
+    Hostfile hostfile = readHostfile(options.hostfile);
+    ranks = selectRanks(hostfile, selection);
+    if (ranks.size() != dp) {
+      Selection all = selection;
+      all.numRanks.reset();
+      size_t available = selectRanks(hostfile, all).size();
+      std::string fix =
+          available >= dp
+              ? "select " + plural(dp, "rank", "ranks") + " with --num_ranks " + std::to_string(dp)
+              : "give the hostfile selection " + plural(dp, "slot", "slots");
+      throw LaunchError("the plan was compiled for dp=" + std::to_string(dp) +
+                        " but the hostfile selection gives " +
+                        plural(ranks.size(), "rank", "ranks") + ": recompile with `dsc ... --dp " +
+                        std::to_string(ranks.size()) + "` or " + fix);
+    }
+  } else {
+    if (!selection.include.empty() || !selection.exclude.empty() || selection.numNodes)
+      throw LaunchError(firstFlag + ": needs --hostfile (without one, dsrt runs the plan's dp "
+                                    "ranks on localhost)");
+    if (selection.numRanks) {
+      int64_t asked = *selection.numRanks;
+      if (asked < 1)
+        throw LaunchError("--num_ranks " + std::to_string(asked) + ": must be at least 1");
+      if (size_t(asked) != dp)
+        throw LaunchError("--num_ranks " + std::to_string(asked) +
+                          ": the plan was compiled for dp=" + std::to_string(dp) +
+                          "; without --hostfile dsrt runs the plan's " +
+                          plural(dp, "rank", "ranks") +
+                          " on localhost (recompile with `dsc "
+                          "... --dp " +
+                          std::to_string(asked) + "` to run " + std::to_string(asked) + ")");
+    }
+    if (dp == 1)
+      return std::nullopt; // one rank: this process runs the plan
+    for (size_t r = 0; r < dp; ++r)
+      ranks.push_back({"localhost", int(r)});
+  }
+
+  MpirunSetup setup;
+  setup.mpirun = findOnPath("mpirun");
+  if (setup.mpirun.empty())
+    throw LaunchError("mpirun: not found on PATH; dsrt starts the ranks of a multi-rank run "
+                      "with OpenMPI's mpirun: install openmpi-bin (apt-get install "
+                      "openmpi-bin)");
+
+  // The run folder, decided once for every rank. mpirun reads what follows
+  // a ':' in --output-filename as options.
+  std::string where = request.out.empty() ? "runs" : request.out;
+  if (fs::absolute(where).string().find(':') != std::string::npos)
+    throw LaunchError((request.out.empty() ? "the run folder " : "--out ") +
+                      fs::absolute(where).string() +
+                      ": contains ':', which mpirun's --output-filename does not accept; "
+                      "choose another --out");
+  std::string runDir = io::makeRunDir(request.out);
+  std::string absRunDir = fs::absolute(runDir).lexically_normal().string();
+  if (absRunDir.size() > 1 && absRunDir.back() == '/')
+    absRunDir.pop_back();
+  for (const char *old : {"logs", "ranks"}) { // an earlier, failed run's
+    std::error_code ec;
+    fs::remove_all(fs::path(absRunDir) / old, ec);
+  }
+  std::string table = "rank host slot\n";
+  for (size_t r = 0; r < ranks.size(); ++r)
+    table += std::to_string(r) + " " + ranks[r].host + " " + std::to_string(ranks[r].slot) + "\n";
+  writeTextFile(runDir + "/ranks.txt", table);
+
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  setup.dsrt = ec ? fs::absolute(request.argv.at(0)).string() : self.string();
+  setup.ranks = ranks;
+  setup.fromHostfile = fromHostfile;
+  setup.runDir = absRunDir;
+  setup.args = rankArguments(request.argv, absRunDir);
+  setup.root = ::getuid() == 0;
+  setup.cores = availableCores();
+  setup.userThreads = request.threads > 0;
+  setup.relayFromFiles = !fromHostfile || isLocalHost(ranks[0].host);
+  std::vector<std::string> command = buildMpirunCommand(setup);
+
+  std::string commandLine;
+  for (const std::string &arg : command)
+    commandLine += (commandLine.empty() ? "" : " ") + shellQuote(arg);
+  fs::create_directories(runDir + "/logs", ec);
+  writeTextFile(runDir + "/logs/mpirun.cmd", commandLine + "\n");
+
+  std::string hosts;
+  std::map<std::string, int> perHost;
+  for (const RankSlot &r : ranks)
+    ++perHost[r.host];
+  for (const RankSlot &r : ranks)
+    if (perHost.count(r.host)) {
+      hosts += (hosts.empty() ? "" : ", ") + r.host + " (" + std::to_string(perHost[r.host]) + ")";
+      perHost.erase(r.host);
+    }
+  std::printf("dsrt: starting %s with mpirun on %s; run folder %s, ranks in %s/ranks.txt, "
+              "every rank's output in %s/logs%s\n",
+              plural(ranks.size(), "rank", "ranks").c_str(), hosts.c_str(), runDir.c_str(),
+              runDir.c_str(), runDir.c_str(), setup.relayFromFiles ? " (rank 0's follows)" : "");
+  std::fflush(stdout);
+
+  SuperviseResult result =
+      superviseMpirun(command, ranks, runDir, setup.relayFromFiles, stdout, stderr);
+  if (!result.ok)
+    throw LaunchError(result.error);
+  std::printf("dsrt: all %s finished; logs in %s/logs\n",
+              plural(ranks.size(), "rank", "ranks").c_str(), runDir.c_str());
+  return 0;
+}
+
+} // namespace dsrt::launch

@@ -1,0 +1,167 @@
+//===- Launcher.h - dsrt starts and supervises its ranks --------*- C++ -*-===//
+//
+// `dsrt PLAN --hostfile hosts` (or a plan compiled for dp > 1) makes dsrt the
+// launcher of a multi-rank run, with DeepSpeed's launcher semantics on top of
+// OpenMPI's mpirun:
+//
+//  * the ranks come from the hostfile and the selection flags (Hostfile.h),
+//    or, without a hostfile, are the plan's dp ranks on localhost; their
+//    number must equal the plan's dp;
+//  * the run folder is decided once (--out, or runs/<timestamp>) and passed
+//    to every rank as an explicit --out; RUNDIR/ranks.txt lists
+//    "rank host slot" before anything starts;
+//  * mpirun starts the same dsrt with the same arguments minus the launcher
+//    flags, on every host through its own ssh launcher; each rank sees
+//    OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE and knows it is a rank;
+//  * every rank's stdout and stderr are kept in RUNDIR/logs/1/rank.N/ (mpirun
+//    --output-filename); rank 0's output is relayed to the terminal, and the
+//    other ranks' own "dsrt: error:" lines too (each distinct line once);
+//  * dsrt waits for mpirun, forwards SIGINT/SIGTERM to it, and turns its
+//    report of a failed rank into one line: "rank 2 on HOST was killed by
+//    signal 9 (Killed); all ranks were stopped (logs in RUNDIR/logs)".
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSRT_LAUNCH_LAUNCHER_H
+#define DSRT_LAUNCH_LAUNCHER_H
+
+#include "runtime/launch/Hostfile.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+} // namespace CLI
+
+namespace dsrt::launch {
+
+/// The launcher-only flags of dsrt. They never reach the ranks.
+struct LaunchOptions {
+  std::string hostfile;
+  Selection selection;
+
+  /// Adds --hostfile, --include, --exclude, --num_nodes and --num_ranks to
+  /// dsrt's command line (group "Launcher").
+  void addTo(CLI::App &app);
+  bool anyGiven() const;
+};
+
+/// What the launcher needs from dsrt's own command line.
+struct LaunchRequest {
+  std::string planDir;           // the plan directory (its plan.pb gives dp)
+  std::string out;               // --out as given ("" when not given)
+  int64_t threads = 0;           // --threads (0: not given)
+  std::vector<std::string> argv; // dsrt's argv, argv[0] included
+};
+
+/// The dp of PLANDIR/plan.pb (0 counts as 1), or nullopt when it cannot be
+/// read or parsed: dsrt's own plan checks then report why.
+std::optional<uint32_t> readPlanDp(const std::string &planDir);
+
+/// This process's rank when it runs under mpirun (OMPI_COMM_WORLD_RANK, or
+/// PMI_RANK of other MPI launchers).
+std::optional<int> mpiRank();
+
+/// Writes this process's pid to RUNDIR/ranks/RANK.pid (nothing when `runDir`
+/// is empty), so that a test or a person can find the rank processes, and
+/// arranges that exit() writes the exit status to RUNDIR/ranks/RANK.exit:
+/// mpirun does not always say which rank failed (a rank that fails while
+/// the others still start), the launcher then reads these. Throws
+/// LaunchError if the pid file cannot be written.
+void writeRankPidFile(const std::string &runDir, int rank);
+
+/// Makes this dsrt the launcher when it is not itself a rank (neither
+/// OMPI_COMM_WORLD_SIZE nor PMI_SIZE set) and --hostfile is given or the plan's dp > 1 (a plan
+/// that cannot be read is left to dsrt's own checks): starts
+/// the ranks through mpirun, relays their output, waits, and returns 0 when
+/// every rank succeeded. Returns nullopt when this process should simply run
+/// the plan (one rank, or a rank of an mpirun job). Throws LaunchError (or
+/// dsrt::io::IoError for the run folder) with one clear message otherwise,
+/// including a failed rank.
+std::optional<int> launchIfNeeded(const LaunchOptions &options, const LaunchRequest &request);
+
+//===----------------------------------------------------------------------===//
+// Building blocks, public for the tests.
+//===----------------------------------------------------------------------===//
+
+/// The arguments of every rank: `argv` without argv[0], the launcher flags
+/// (`--flag value` and `--flag=value`) and any --out, then `--out runDir`.
+std::vector<std::string> rankArguments(const std::vector<std::string> &argv,
+                                       const std::string &runDir);
+
+/// True for localhost, 127.x.x.x, ::1 and this machine's host name (full or
+/// up to the first '.').
+bool isLocalHost(const std::string &host);
+
+/// CPUs this process may run on.
+int availableCores();
+
+struct MpirunSetup {
+  std::string mpirun;            // path of mpirun
+  std::vector<RankSlot> ranks;   // rank r runs on ranks[r].host
+  bool fromHostfile = false;     // --host h1:n1,... instead of -np alone
+  std::string runDir;            // absolute run folder
+  std::string dsrt;              // absolute path of the dsrt binary
+  std::vector<std::string> args; // rankArguments(...)
+  bool root = false;             // uid 0: --allow-run-as-root
+  int cores = 1;                 // cores of this machine
+  bool userThreads = false;      // --threads given: no OMP_NUM_THREADS
+  bool relayFromFiles = true;    // rank 0 is local: ":nocopy" + file relay
+};
+
+/// The mpirun command line:
+///   mpirun [--allow-run-as-root] [--oversubscribe] -np N [--host h1:n1,...]
+///          --bind-to none --map-by slot [-x OMP_NUM_THREADS=T]
+///          --output-filename RUNDIR/logs[:nocopy] DSRT ARGS...
+/// --oversubscribe when more ranks run on this machine than it has cores;
+/// T = cores / (most ranks on one host), at least 1.
+std::vector<std::string> buildMpirunCommand(const MpirunSetup &setup);
+
+/// A failed rank as mpirun reports it on its stderr.
+struct RankFailure {
+  enum Kind { Signal, ExitStatus, MpiAbort, NoFinalize } kind = ExitStatus;
+  int rank = 0;
+  std::string node;       // mpirun's node name, when it says
+  int code = 0;           // signal number, exit status or MPI_Abort code
+  std::string signalName; // "Killed", when mpirun says
+};
+
+/// The failure one of mpirun's messages (OpenMPI 4.1's help texts) reports,
+/// if any: "process rank R with PID P on node N exited on signal S (NAME)",
+/// "exited with non-zero status ... Process name: [[J,1],R] Exit code: C",
+/// "MPI_ABORT was invoked on rank R ... with errorcode C", "process rank R
+/// ... exiting improperly".
+std::optional<RankFailure> parseMpirunFailure(const std::string &text);
+
+/// The first rank (by time) that recorded a non-zero exit status in
+/// RUNDIR/ranks/RANK.exit (see writeRankPidFile), if any.
+std::optional<RankFailure> failureFromExitFiles(const std::string &runDir);
+
+/// "rank 2 on localhost was killed by signal 9 (Killed); all ranks were
+/// stopped (logs in LOGS)"; the host is ranks[rank].host.
+std::string describeFailure(const RankFailure &failure, const std::vector<RankSlot> &ranks,
+                            const std::string &logsDir);
+
+struct SuperviseResult {
+  bool ok = false;
+  std::string error; // one line, without "dsrt: error: ", when !ok
+};
+
+/// Runs `command` (an mpirun command line) and waits for it. mpirun's stdout
+/// goes to `out`; its stderr to `err`, except the messages that report a
+/// failed rank, which become `error` (or, when mpirun names no rank, the
+/// ranks' exit files); all of its stderr is also kept in
+/// RUNDIR/logs/mpirun.stderr. With `relayFromFiles`, rank 0's
+/// RUNDIR/logs/*/rank.0/{stdout,stderr} are relayed to `out` / `err` as they
+/// grow, and the other ranks' "dsrt: error:" lines to `err`, each distinct
+/// line once. SIGINT and SIGTERM are forwarded to mpirun meanwhile.
+SuperviseResult superviseMpirun(const std::vector<std::string> &command,
+                                const std::vector<RankSlot> &ranks, const std::string &runDir,
+                                bool relayFromFiles, std::FILE *out, std::FILE *err);
+
+} // namespace dsrt::launch
+
+#endif // DSRT_LAUNCH_LAUNCHER_H

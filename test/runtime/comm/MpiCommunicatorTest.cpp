@@ -1,0 +1,549 @@
+//===- MpiCommunicatorTest.cpp - collectives over MPI, run by mpirun ------===//
+//
+// Run with `mpirun -np 2` and `-np 4` (ctest does both). Every rank runs
+// every test in the same order; inputs are seeded by (rank, tensor), so each
+// rank computes the reference of every collective locally from all ranks'
+// inputs. Covers the bucketed forms (staged) and the single-tensor forms
+// (direct and in place), Avg/Max/Min, several collectives pending at once,
+// the counters, the staging limit, the timeout (a rank that never joins),
+// and a ZeRO plan run by the executor against a float64 reference, whose
+// steps make no allocation.
+//
+//===----------------------------------------------------------------------===//
+#include "PlanBuilder.h"
+
+#include "runtime/comm/MpiCommunicator.h"
+#include "runtime/core/Executor.h"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <new>
+#include <random>
+
+// Counts C++ allocations, to check that the step loop makes none. (GCC
+// misreads the malloc/free pairing of a replaced operator new.)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+static std::atomic<long> gAllocations{0};
+void *operator new(std::size_t n) {
+  ++gAllocations;
+  if (void *p = std::malloc(n ? n : 1))
+    return p;
+  throw std::bad_alloc();
+}
+void operator delete(void *p) noexcept { std::free(p); }
+void operator delete(void *p, std::size_t) noexcept { std::free(p); }
+
+namespace dsrt::test {
+namespace {
+
+using comm::Kind;
+using comm::ReduceOp;
+using comm::TensorArg;
+
+/// The communicator every test shares (one per process).
+comm::MpiCommunicator &world() {
+  static comm::MpiCommunicator c(/*timeoutSeconds=*/30);
+  return c;
+}
+
+/// Rank `r`'s input `j` of `n` elements.
+std::vector<float> input(int r, int j, int64_t n) {
+  std::mt19937 gen(unsigned(1000 * r + j + 1));
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float &x : v)
+    x = dist(gen);
+  return v;
+}
+
+/// The reduction of input j over all ranks, in double.
+std::vector<double> reduced(int j, int64_t n, ReduceOp op, int size) {
+  std::vector<double> r(static_cast<size_t>(n));
+  for (int q = 0; q < size; ++q) {
+    std::vector<float> v = input(q, j, n);
+    for (int64_t i = 0; i < n; ++i) {
+      double x = v[static_cast<size_t>(i)];
+      if (q == 0)
+        r[static_cast<size_t>(i)] = x;
+      else if (op == ReduceOp::Max)
+        r[static_cast<size_t>(i)] = std::max(r[static_cast<size_t>(i)], x);
+      else if (op == ReduceOp::Min)
+        r[static_cast<size_t>(i)] = std::min(r[static_cast<size_t>(i)], x);
+      else
+        r[static_cast<size_t>(i)] += x;
+    }
+  }
+  if (op == ReduceOp::Avg)
+    for (double &x : r)
+      x /= size;
+  return r;
+}
+
+::testing::AssertionResult near(const float *got, const double *want, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!(std::fabs(got[i] - want[i]) <= 1e-5 + 1e-5 * std::fabs(want[i])))
+      return ::testing::AssertionFailure()
+             << "element " << i << ": got " << got[i] << ", want " << want[i];
+  return ::testing::AssertionSuccess();
+}
+
+/// Reserves room for `pending` collectives of up to 8 tensors and `staging`
+/// elements.
+void reserve(int64_t staging, int pending = 4) {
+  world().reserve({staging, pending, 8});
+  world().resetCounters();
+}
+
+TEST(MpiAllReduce, BucketSumAvgMaxMin) {
+  comm::MpiCommunicator &c = world();
+  const std::vector<int64_t> sizes = {1, 17, 1000, 4099};
+  int64_t total = 0;
+  for (int64_t n : sizes)
+    total += n;
+  reserve(total);
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min}) {
+    std::vector<std::vector<float>> in, out;
+    std::vector<TensorArg> ts;
+    for (size_t j = 0; j < sizes.size(); ++j) {
+      in.push_back(input(c.rank(), int(j), sizes[j]));
+      out.emplace_back(static_cast<size_t>(sizes[j]), -99.0f);
+    }
+    for (size_t j = 0; j < sizes.size(); ++j)
+      ts.push_back({in[j].data(), out[j].data(), sizes[j]});
+    c.wait(c.allReduce(ts, op, "bucket"));
+    for (size_t j = 0; j < sizes.size(); ++j) {
+      std::vector<double> want = reduced(int(j), sizes[j], op, c.size());
+      EXPECT_TRUE(near(out[j].data(), want.data(), sizes[j]))
+          << comm::reduceOpName(op) << " tensor " << j;
+      // The inputs are left alone.
+      EXPECT_EQ(in[j], input(c.rank(), int(j), sizes[j]));
+    }
+  }
+}
+
+TEST(MpiAllReduce, InPlaceBucketAndSingleTensor) {
+  comm::MpiCommunicator &c = world();
+  const std::vector<int64_t> sizes = {33, 7, 1};
+  reserve(41);
+  std::vector<std::vector<float>> buf;
+  std::vector<TensorArg> ts;
+  for (size_t j = 0; j < sizes.size(); ++j)
+    buf.push_back(input(c.rank(), int(j), sizes[j]));
+  for (size_t j = 0; j < sizes.size(); ++j)
+    ts.push_back({buf[j].data(), buf[j].data(), sizes[j]});
+  c.wait(c.allReduce(ts, ReduceOp::Avg));
+  for (size_t j = 0; j < sizes.size(); ++j) {
+    std::vector<double> want = reduced(int(j), sizes[j], ReduceOp::Avg, c.size());
+    EXPECT_TRUE(near(buf[j].data(), want.data(), sizes[j])) << "bucket tensor " << j;
+  }
+  // One tensor: no staging; in place, and out of place.
+  std::vector<float> one = input(c.rank(), 5, 300), other(300);
+  TensorArg inPlace{one.data(), one.data(), 300};
+  c.wait(c.allReduce(&inPlace, 1, ReduceOp::Sum));
+  std::vector<double> want = reduced(5, 300, ReduceOp::Sum, c.size());
+  EXPECT_TRUE(near(one.data(), want.data(), 300));
+  std::vector<float> src = input(c.rank(), 5, 300);
+  TensorArg direct{src.data(), other.data(), 300};
+  c.wait(c.allReduce(&direct, 1, ReduceOp::Avg));
+  want = reduced(5, 300, ReduceOp::Avg, c.size());
+  EXPECT_TRUE(near(other.data(), want.data(), 300));
+}
+
+TEST(MpiReduceScatter, BucketOfDifferentSizes) {
+  comm::MpiCommunicator &c = world();
+  const int S = c.size();
+  const std::vector<int64_t> sizes = {int64_t(S), 7 * int64_t(S), 1000 * int64_t(S)};
+  int64_t total = 0;
+  for (int64_t n : sizes)
+    total += n;
+  reserve(total);
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
+    std::vector<std::vector<float>> in, out;
+    std::vector<TensorArg> ts;
+    for (size_t j = 0; j < sizes.size(); ++j) {
+      in.push_back(input(c.rank(), int(j), sizes[j]));
+      out.emplace_back(static_cast<size_t>(sizes[j] / S), -99.0f);
+    }
+    for (size_t j = 0; j < sizes.size(); ++j)
+      ts.push_back({in[j].data(), out[j].data(), sizes[j]});
+    c.wait(c.reduceScatter(ts, op, "gradient bucket"));
+    for (size_t j = 0; j < sizes.size(); ++j) {
+      std::vector<double> want = reduced(int(j), sizes[j], op, S);
+      int64_t chunk = sizes[j] / S;
+      EXPECT_TRUE(near(out[j].data(), want.data() + c.rank() * chunk, chunk))
+          << comm::reduceOpName(op) << " tensor " << j;
+    }
+  }
+}
+
+TEST(MpiReduceScatter, SingleTensorDirectAndInPlace) {
+  comm::MpiCommunicator &c = world();
+  const int S = c.size();
+  const int64_t n = 12 * S, chunk = 12;
+  reserve(0);
+  std::vector<double> want = reduced(3, n, ReduceOp::Avg, S);
+  std::vector<float> in = input(c.rank(), 3, n), out(static_cast<size_t>(chunk));
+  TensorArg direct{in.data(), out.data(), n};
+  c.wait(c.reduceScatter(&direct, 1, ReduceOp::Avg));
+  EXPECT_TRUE(near(out.data(), want.data() + c.rank() * chunk, chunk));
+  // The output is this rank's chunk of the input itself.
+  std::vector<float> buf = input(c.rank(), 3, n);
+  TensorArg inPlace{buf.data(), buf.data() + c.rank() * chunk, n};
+  c.wait(c.reduceScatter(&inPlace, 1, ReduceOp::Avg));
+  EXPECT_TRUE(near(buf.data() + c.rank() * chunk, want.data() + c.rank() * chunk, chunk));
+}
+
+// ZeRO's padding: tensors of n elements, n not a multiple of the ranks,
+// split into chunks of ceil(n / S) whose tail is zero; the gather drops it
+// again. Alone (staged) and in a bucket with a tensor that divides.
+TEST(MpiReduceScatter, PaddedChunksAndGatherBack) {
+  comm::MpiCommunicator &c = world();
+  const int S = c.size();
+  const int64_t n = 3 * S + 1, m = 2 * S, cn = (n + S - 1) / S, cm = 2;
+  reserve(4 * (cn + cm) * S);
+  std::vector<double> want = reduced(11, n, ReduceOp::Sum, S);
+  std::vector<double> wantM = reduced(12, m, ReduceOp::Sum, S);
+  std::vector<float> in = input(c.rank(), 11, n), inM = input(c.rank(), 12, m);
+  std::vector<float> out(static_cast<size_t>(cn), -1.0f), outM(static_cast<size_t>(cm), -1.0f);
+  TensorArg alone{in.data(), out.data(), n};
+  c.wait(c.reduceScatter(&alone, 1, ReduceOp::Sum));
+  auto expectChunk = [&](const std::vector<float> &got, const std::vector<double> &full,
+                         int64_t len, int64_t chunk) {
+    for (int64_t i = 0; i < chunk; ++i) {
+      int64_t g = c.rank() * chunk + i;
+      double w = g < len ? full[static_cast<size_t>(g)] : 0.0; // padding is zero
+      EXPECT_NEAR(got[static_cast<size_t>(i)], w, 1e-5) << "rank " << c.rank() << " element " << i;
+    }
+  };
+  expectChunk(out, want, n, cn);
+  std::fill(out.begin(), out.end(), -1.0f);
+  TensorArg bucket[2] = {{in.data(), out.data(), n}, {inM.data(), outM.data(), m}};
+  c.wait(c.reduceScatter(bucket, 2, ReduceOp::Sum));
+  expectChunk(out, want, n, cn);
+  expectChunk(outM, wantM, m, cm);
+  // Gathering the chunks back gives the n reduced elements, no padding.
+  std::vector<float> back(static_cast<size_t>(n), -1.0f);
+  TensorArg gather{out.data(), back.data(), cn, n};
+  c.wait(c.allGather(&gather, 1));
+  EXPECT_TRUE(near(back.data(), want.data(), n));
+  EXPECT_EQ(c.counters().kind[int(comm::Kind::AllGather)].elements, n);
+}
+
+TEST(MpiAllGather, BucketOfDifferentSizes) {
+  comm::MpiCommunicator &c = world();
+  const int S = c.size();
+  const std::vector<int64_t> sizes = {1, 5, 300};
+  reserve(306 * S);
+  std::vector<std::vector<float>> in, out;
+  std::vector<TensorArg> ts;
+  for (size_t j = 0; j < sizes.size(); ++j) {
+    in.push_back(input(c.rank(), int(j), sizes[j]));
+    out.emplace_back(static_cast<size_t>(sizes[j] * S), -99.0f);
+  }
+  for (size_t j = 0; j < sizes.size(); ++j)
+    ts.push_back({in[j].data(), out[j].data(), sizes[j]});
+  c.wait(c.allGather(ts, "parameter bucket"));
+  for (size_t j = 0; j < sizes.size(); ++j)
+    for (int q = 0; q < S; ++q) {
+      std::vector<float> want = input(q, int(j), sizes[j]);
+      EXPECT_EQ(std::vector<float>(out[j].begin() + q * sizes[j],
+                                   out[j].begin() + (q + 1) * sizes[j]),
+                want)
+          << "tensor " << j << " from rank " << q;
+    }
+}
+
+TEST(MpiAllGather, SingleTensorDirectAndInPlace) {
+  comm::MpiCommunicator &c = world();
+  const int S = c.size();
+  const int64_t n = 9;
+  reserve(0);
+  std::vector<float> want;
+  for (int q = 0; q < S; ++q) {
+    std::vector<float> v = input(q, 7, n);
+    want.insert(want.end(), v.begin(), v.end());
+  }
+  std::vector<float> in = input(c.rank(), 7, n), out(static_cast<size_t>(n * S));
+  TensorArg direct{in.data(), out.data(), n};
+  c.wait(c.allGather(&direct, 1));
+  EXPECT_EQ(out, want);
+  std::vector<float> buf(static_cast<size_t>(n * S), -1.0f);
+  std::copy(in.begin(), in.end(), buf.begin() + c.rank() * n);
+  TensorArg inPlace{buf.data() + c.rank() * n, buf.data(), n};
+  c.wait(c.allGather(&inPlace, 1));
+  EXPECT_EQ(buf, want);
+}
+
+TEST(MpiCommunicator, SeveralPendingWithStagingAndProgress) {
+  comm::MpiCommunicator &c = world();
+  const int S = c.size();
+  // all_reduce 10 + 20, reduce_scatter 2S + 4S, all_gather (3 + 1) x S:
+  // pending together they need the sum of their staging.
+  reserve(30 + 6 * S + 4 * S, 3);
+  std::vector<float> a = input(c.rank(), 0, 10), b = input(c.rank(), 1, 20);
+  std::vector<float> p = input(c.rank(), 2, 2 * S), q = input(c.rank(), 3, 4 * S);
+  std::vector<float> u = input(c.rank(), 4, 3), v = input(c.rank(), 5, 1);
+  std::vector<float> pc(2), qc(4), uo(static_cast<size_t>(3 * S)), vo(static_cast<size_t>(S));
+  comm::Handle h1 = c.allReduce({{a.data(), a.data(), 10}, {b.data(), b.data(), 20}},
+                                ReduceOp::Sum);
+  comm::Handle h2 = c.reduceScatter({{p.data(), pc.data(), 2 * S}, {q.data(), qc.data(), 4 * S}},
+                                    ReduceOp::Sum);
+  comm::Handle h3 = c.allGather({{u.data(), uo.data(), 3}, {v.data(), vo.data(), 1}});
+  EXPECT_EQ(c.pending(), 3);
+  for (int k = 0; k < 10; ++k)
+    c.progress();
+  c.wait(h3);
+  c.wait(h1);
+  c.wait(h2);
+  EXPECT_EQ(c.pending(), 0);
+  std::vector<double> want = reduced(0, 10, ReduceOp::Sum, S);
+  EXPECT_TRUE(near(a.data(), want.data(), 10));
+  want = reduced(1, 20, ReduceOp::Sum, S);
+  EXPECT_TRUE(near(b.data(), want.data(), 20));
+  want = reduced(2, 2 * S, ReduceOp::Sum, S);
+  EXPECT_TRUE(near(pc.data(), want.data() + 2 * c.rank(), 2));
+  want = reduced(3, 4 * S, ReduceOp::Sum, S);
+  EXPECT_TRUE(near(qc.data(), want.data() + 4 * c.rank(), 4));
+  for (int r = 0; r < S; ++r) {
+    EXPECT_EQ(std::vector<float>(uo.begin() + 3 * r, uo.begin() + 3 * r + 3), input(r, 4, 3));
+    EXPECT_EQ(vo[static_cast<size_t>(r)], input(r, 5, 1)[0]);
+  }
+}
+
+TEST(MpiCommunicator, CountersInZeroPaperUnits) {
+  comm::MpiCommunicator &c = world();
+  const int S = c.size();
+  reserve(64 * S);
+  std::vector<float> a(16 * S), b(8 * S), small(8), big(8 * S);
+  c.wait(c.allReduce({{a.data(), a.data(), 16}, {b.data(), b.data(), 8}}, ReduceOp::Sum));
+  c.wait(c.reduceScatter({{a.data(), small.data(), 8 * S}}, ReduceOp::Avg));
+  c.wait(c.reduceScatter({{a.data(), small.data(), 4 * S}, {b.data(), small.data() + 4, 4 * S}},
+                         ReduceOp::Sum));
+  c.wait(c.allGather({{small.data(), big.data(), 8}}));
+  // Neither the metrics nor gathering outside the step count.
+  c.blockingAllReduceScalar(1.0);
+  c.setCounting(false);
+  c.wait(c.allGather({{small.data(), big.data(), 8}}));
+  c.setCounting(true);
+  const comm::Counters &n = c.counters();
+  EXPECT_EQ(n[Kind::AllReduce].calls, 1);
+  EXPECT_EQ(n[Kind::AllReduce].elements, 2 * 24);
+  EXPECT_EQ(n[Kind::ReduceScatter].calls, 2);
+  EXPECT_EQ(n[Kind::ReduceScatter].elements, 16 * S);
+  EXPECT_EQ(n[Kind::AllGather].calls, 1);
+  EXPECT_EQ(n[Kind::AllGather].elements, 8 * S);
+  EXPECT_EQ(n.calls(), 4);
+  EXPECT_EQ(n.elements(), 48 + 24 * S);
+}
+
+TEST(MpiCommunicator, BlockingScalar) {
+  comm::MpiCommunicator &c = world();
+  const int S = c.size();
+  double r = c.rank();
+  EXPECT_DOUBLE_EQ(c.blockingAllReduceScalar(r, ReduceOp::Sum), S * (S - 1) / 2.0);
+  EXPECT_DOUBLE_EQ(c.blockingAllReduceScalar(r, ReduceOp::Avg), (S - 1) / 2.0);
+  EXPECT_DOUBLE_EQ(c.blockingAllReduceScalar(r, ReduceOp::Max), S - 1);
+  EXPECT_DOUBLE_EQ(c.blockingAllReduceScalar(r, ReduceOp::Min), 0);
+}
+
+TEST(MpiCommunicator, StagingBeyondTheReservationIsAnError) {
+  comm::MpiCommunicator &c = world();
+  reserve(10, 1);
+  std::vector<float> a(8), b(8);
+  std::vector<TensorArg> both = {{a.data(), a.data(), 8}, {b.data(), b.data(), 8}};
+  std::vector<TensorArg> second = {{b.data(), b.data(), 8}};
+  std::string m = DSRT_ERROR_OF(
+      comm::CommError, c.allReduce(both, ReduceOp::Sum, "instruction 3 of the epilogue"));
+  EXPECT_NE(m.find("rank " + std::to_string(c.rank()) +
+                   ": all_reduce (instruction 3 of the epilogue): needs 16 staging elements"),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(c.pending(), 0);
+  // The reservation's pending limit.
+  comm::Handle h = c.allReduce({{a.data(), a.data(), 8}}, ReduceOp::Sum);
+  EXPECT_NE(DSRT_ERROR_OF(comm::CommError, c.allReduce(second, ReduceOp::Sum))
+                .find("more than 1 collectives pending"),
+            std::string::npos);
+  c.wait(h);
+}
+
+TEST(MpiCommunicator, TimeoutNamesRankOperationAndInstruction) {
+  // Rank 0 starts an all_reduce the others do not join (yet): its wait
+  // throws after the timeout. Then the others join, so the collective
+  // completes and nothing is left pending.
+  comm::MpiCommunicator &c = world();
+  comm::MpiCommunicator late(/*timeoutSeconds=*/1.0);
+  std::vector<float> a(8, 1.0f);
+  if (c.rank() == 0) {
+    comm::Handle h = late.allReduce({{a.data(), a.data(), 8}}, ReduceOp::Sum,
+                                    "instruction 57 of the epilogue");
+    auto t0 = std::chrono::steady_clock::now();
+    std::string m = DSRT_ERROR_OF(comm::CommError, late.wait(h));
+    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(m.substr(0, m.find(" did not")),
+              "rank 0: all_reduce of 8 elements (instruction 57 of the epilogue)");
+    EXPECT_NE(m.find("did not complete in 1"), std::string::npos) << m;
+    EXPECT_NE(m.find("a rank died or the ranks issue different collectives"), std::string::npos);
+    EXPECT_GE(waited, 1.0);
+    EXPECT_LT(waited, 3.0);
+    c.barrier();
+    late.setTimeoutSeconds(30);
+    late.wait(h);
+  } else {
+    c.barrier();
+    late.setTimeoutSeconds(30);
+    late.wait(late.allReduce({{a.data(), a.data(), 8}}, ReduceOp::Sum));
+  }
+  EXPECT_EQ(a[0], float(c.size()));
+  EXPECT_EQ(late.pending(), 0);
+}
+
+/// A ZeRO-2-like plan on dp ranks: parameter w (full shape [F], sharded)
+/// with a sharded momentum; the micro-batch all-gathers w (loss = sum of
+/// squares of the whole w) while it accumulates the input x into the
+/// gradient g; the epilogue reduce_scatters g (avg), clips with the global
+/// sum of squares and updates this rank's shard with SGD + momentum.
+PlanBuilder zeroPlan(uint32_t dp, int64_t F, int64_t micro) {
+  const int64_t chunk = (F + dp - 1) / dp, P = chunk * dp;
+  PlanBuilder p(dp, micro, 1);
+  uint32_t w = p.shard("w", plan::PARAM, {F}, dp);
+  uint32_t m = p.shard("w.momentum", plan::OPT_STATE, {F}, dp);
+  uint32_t x = p.buffer("x", plan::F32, {1, P}, plan::INPUT);
+  uint32_t g = p.f32({1, P}), gs = p.f32({chunk}), full = p.f32({P});
+  uint32_t sq = p.f32({}), sqg = p.f32({});
+  std::vector<float> w0;
+  for (int64_t i = 0; i < F; ++i)
+    w0.push_back(0.5f - 0.25f * float(i % 7));
+  p.weight("w", {F}, w0);
+  p.instr(Prologue, "fill", {}, {p.kLr}, {}, {0.1});
+  p.instr(Prologue, "fill", {}, {g}, {}, {0.0});
+  p.instr(MicroBatch, "dist.all_gather", {w}, {full}, {dp, 0});
+  p.instr(MicroBatch, "accumulate", {x}, {g});
+  p.instr(MicroBatch, "dist.wait", {}, {}, {0});
+  p.instr(MicroBatch, "train.sum_sq", {full}, {p.kLoss});
+  p.instr(Epilogue, "dist.reduce_scatter", {g}, {gs}, {dp, 1, 1});
+  p.instr(Epilogue, "dist.wait", {}, {}, {1});
+  p.instr(Epilogue, "train.sum_sq", {gs}, {sq});
+  p.instr(Epilogue, "dist.all_reduce", {sq}, {sqg}, {dp, 0, 2});
+  p.instr(Epilogue, "dist.wait", {}, {}, {2});
+  p.instr(Epilogue, "train.clip_grad_norm", {gs, sqg}, {gs, p.kNorm}, {}, {1.0});
+  p.instr(Epilogue, "train.sgd", {w, gs, p.kLr, m}, {w, m}, {0}, {0.9, 0.0, 0.0});
+  return p;
+}
+
+/// Global micro-batch `global`'s input: zero on the padding.
+float xValue(int64_t global, int64_t i, int64_t F) {
+  return i < F ? float(std::sin(0.37 * double(global) + 0.11 * double(i))) : 0.0f;
+}
+
+TEST(MpiExecutor, ZeroPlanMatchesFloat64Reference) {
+  comm::MpiCommunicator &c = world();
+  const int S = c.size();
+  const int64_t F = 11, micro = 2, steps = 3;
+  const int64_t chunk = (F + S - 1) / S, P = chunk * S;
+  TempDir local;
+  // Every rank writes its own copy of the same plan (no shared file system
+  // is assumed).
+  PlanBuilder p = zeroPlan(uint32_t(S), F, micro);
+  p.write(local.path());
+  Executor exec(local.path(), &c);
+  exec.initialize(local.path() + "/weights.safetensors", 0);
+  EXPECT_EQ(exec.dp(), S);
+  EXPECT_EQ(exec.rank(), c.rank());
+
+  // The reference over all ranks, in double.
+  std::vector<double> w(static_cast<size_t>(P), 0.0), mom(static_cast<size_t>(P), 0.0);
+  for (int64_t i = 0; i < F; ++i)
+    w[static_cast<size_t>(i)] = 0.5f - 0.25f * float(i % 7);
+  std::vector<int64_t> seen;
+  for (int64_t s = 1; s <= steps; ++s) {
+    exec.step(s, [&](int64_t global) {
+      seen.push_back(global);
+      float *in = exec.inputs()[0]->f32();
+      for (int64_t i = 0; i < P; ++i)
+        in[i] = xValue(global, i, F);
+    });
+    std::vector<double> g(static_cast<size_t>(P), 0.0);
+    for (int64_t k = 0; k < micro; ++k)
+      for (int r = 0; r < S; ++r)
+        for (int64_t i = 0; i < P; ++i)
+          g[static_cast<size_t>(i)] += xValue(((s - 1) * micro + k) * S + r, i, F) / S;
+    double norm = 0;
+    for (double v : g)
+      norm += v * v;
+    norm = std::sqrt(norm);
+    double coef = norm > 1.0 ? 1.0 / (norm + 1e-6) : 1.0;
+    double lossWant = 0;
+    for (double v : w)
+      lossWant += v * v; // the loss sees the weights before the update
+    for (int64_t i = 0; i < P; ++i) {
+      mom[static_cast<size_t>(i)] = s == 1 ? g[static_cast<size_t>(i)] * coef : 0.9 * mom[static_cast<size_t>(i)] + g[static_cast<size_t>(i)] * coef;
+      w[static_cast<size_t>(i)] -= 0.1 * mom[static_cast<size_t>(i)];
+    }
+    EXPECT_NEAR(exec.gradNorm(), norm, 1e-5 * norm) << "step " << s;
+    EXPECT_NEAR(exec.globalLoss(), lossWant, 1e-5 * lossWant) << "step " << s;
+    const comm::Counters &n = exec.commCounters();
+    EXPECT_EQ(n.summary(), "all_reduce 1 call 2 elements, reduce_scatter 1 call " +
+                               std::to_string(P) + " elements, all_gather " +
+                               std::to_string(micro) + " calls " + std::to_string(micro * P) +
+                               " elements");
+  }
+  // Rank r ran global micro-batches ((s-1) * micro + k) * S + r.
+  std::vector<int64_t> want;
+  for (int64_t s = 1; s <= steps; ++s)
+    for (int64_t k = 0; k < micro; ++k)
+      want.push_back(((s - 1) * micro + k) * S + c.rank());
+  EXPECT_EQ(seen, want);
+  // This rank's shard, then the gathered whole without the padding.
+  const Tensor *shard = exec.weights()[0];
+  for (int64_t i = 0; i < chunk; ++i)
+    EXPECT_NEAR(shard->f32()[i], w[static_cast<size_t>(c.rank() * chunk + i)], 1e-5) << i;
+  std::vector<WholeTensor> whole = exec.gatherWeights();
+  ASSERT_EQ(whole.size(), 1u);
+  EXPECT_EQ(whole[0].name, "w");
+  EXPECT_EQ(whole[0].shape, std::vector<int64_t>{F});
+  for (int64_t i = 0; i < F; ++i)
+    EXPECT_NEAR(whole[0].data[i], w[static_cast<size_t>(i)], 1e-5) << i;
+  // Gathering the weights does not change the last step's counters.
+  EXPECT_EQ(exec.commCounters()[Kind::AllGather].calls, micro);
+}
+
+TEST(MpiExecutor, StepsDoNotAllocate) {
+  comm::MpiCommunicator &c = world();
+  TempDir local;
+  PlanBuilder p = zeroPlan(uint32_t(c.size()), 11, 2);
+  p.write(local.path());
+  Executor exec(local.path(), &c);
+  exec.initialize(local.path() + "/weights.safetensors", 0);
+  float *in = exec.inputs()[0]->f32();
+  int64_t n = exec.inputs()[0]->numel;
+  auto load = [&](int64_t global) {
+    for (int64_t i = 0; i < n; ++i)
+      in[i] = xValue(global, i, 11);
+  };
+  exec.step(1, load);
+  long before = gAllocations.load();
+  for (int64_t s = 2; s <= 4; ++s)
+    exec.step(s, load);
+  long during = gAllocations.load() - before;
+  EXPECT_EQ(during, 0);
+  // The counter works: gathering the weights (outside the steps) allocates.
+  before = gAllocations.load();
+  EXPECT_EQ(exec.gatherWeights().size(), 1u);
+  EXPECT_GT(gAllocations.load() - before, 0);
+}
+
+} // namespace
+} // namespace dsrt::test
+
+int main(int argc, char **argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  dsrt::comm::initMpi();
+  int failed = RUN_ALL_TESTS();
+  // Every rank exits with the worst result, so mpirun reports any failure.
+  failed = int(dsrt::test::world().blockingAllReduceScalar(failed, dsrt::comm::ReduceOp::Max));
+  dsrt::comm::finalizeMpi();
+  return failed;
+}
