@@ -171,13 +171,14 @@ int64_t peakRssMiB() {
 }
 
 /// Under mpirun, the communicator of the data-parallel ranks (null
-/// otherwise). Ranks on one node share its cores unless --threads says.
+/// otherwise). Ranks on one node share its cores unless --threads or
+/// OMP_NUM_THREADS (which dsrt's launcher sets to cores / local ranks) says.
 std::unique_ptr<dsrt::comm::MpiCommunicator> setupComm(double timeoutSeconds, int64_t threads) {
   if (!dsrt::comm::launchedByMpirun())
     return nullptr;
   auto comm = std::make_unique<dsrt::comm::MpiCommunicator>(timeoutSeconds);
   int local = dsrt::comm::localRanks();
-  if (!threads && local > 1)
+  if (!threads && local > 1 && !std::getenv("OMP_NUM_THREADS"))
     dsrt::cpu::setNumThreads(std::max(1, dsrt::cpu::numThreads() / local));
   return comm;
 }
@@ -405,6 +406,12 @@ int main(int argc, char **argv) {
       }
     }
     double total = std::chrono::duration<double>(Clock::now() - start).count();
+    // The training peak, before whole weights are gathered for writing: the
+    // largest over the ranks.
+    int64_t rss = peakRssMiB();
+    if (exec.dp() > 1)
+      rss = (int64_t)exec.communicator().blockingAllReduceScalar(double(rss),
+                                                                 dsrt::comm::ReduceOp::Max);
 
     // Every rank takes part in gathering ZeRO shards; rank 0 writes.
     std::vector<dsrt::WholeTensor> whole = exec.gatherWeights();
@@ -415,9 +422,10 @@ int main(int argc, char **argv) {
       refs.push_back({t.name, dsrt::io::DType::F32, t.shape, t.data});
     std::string weightsPath = runDir + "/weights.safetensors";
     dsrt::io::writeSafeTensors(weightsPath, refs, {{"format", "pt"}, {"producer", "dsrt"}});
-    std::printf("dsrt: done in %.1fs, peak RSS %lld MiB (planned arena %.1f MiB); weights in %s, "
+    std::printf("dsrt: done in %.1fs, peak RSS %lld MiB%s (planned arena %.1f MiB); weights in %s, "
                 "metrics in %s\n",
-                total, (long long)peakRssMiB(), exec.plan().arena_bytes() / 1048576.0,
+                total, (long long)rss, exec.dp() > 1 ? " per rank (max)" : "",
+                exec.plan().arena_bytes() / 1048576.0,
                 weightsPath.c_str(), metrics->path().c_str());
     if (!exportOnnx.empty()) {
       try {
