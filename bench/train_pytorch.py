@@ -55,7 +55,12 @@ def main(argv=None):
     ap.add_argument("--weight-decay", type=float, default=0.0)
     ap.add_argument("--clip", type=float, default=0.0,
                     help="clip_grad_norm_ max norm (0 = off)")
+    ap.add_argument("--ddp", type=int, default=1, metavar="N",
+                    help="N processes with DistributedDataParallel (gloo), each on its own "
+                         "slice of a global batch of N x batch; rank 0 reports")
     a, model_flags = ap.parse_known_args(argv)
+    if a.ddp > 1 and "RANK" not in os.environ:
+        return launch_ddp(a.ddp, argv if argv is not None else sys.argv[1:])
     model_flags = [f for f in model_flags if f != "--"]
     if a.batch is not None:
         model_flags += ["--batch", str(a.batch)]
@@ -76,6 +81,16 @@ def main(argv=None):
     model = gpt.build_model(margs)
     model.train()
     params = list(model.parameters())
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    if world > 1:
+        import torch.distributed as dist
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+        # gloo cannot broadcast bool buffers (the causal mask); every rank
+        # builds the same ones.
+        DDP = torch.nn.parallel.DistributedDataParallel
+        DDP._set_params_and_buffers_to_ignore_for_model(
+            model, [n for n, b in model.named_buffers() if b.dtype == torch.bool])
+        model = DDP(model, broadcast_buffers=False)
     opt = torch.optim.AdamW(params, lr=a.lr, weight_decay=a.weight_decay)
 
     if a.data:
@@ -93,7 +108,8 @@ def main(argv=None):
         tokens = g.integers(0, V, windows * T + 1).astype(np.uint16)
 
     def batch(step):
-        rows = np.arange(step * B, (step + 1) * B)
+        first = (step * world + rank) * B  # this rank's slice of the global batch
+        rows = np.arange(first, first + B)
         starts = (rows % windows) * T
         w = np.stack([tokens[p:p + T + 1] for p in starts]).astype(np.int64)
         return (torch.from_numpy(np.ascontiguousarray(w[:, :-1])),
@@ -118,11 +134,20 @@ def main(argv=None):
         times.append(time.perf_counter() - t0)
 
     total = sum(times)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    if world > 1:
+        import torch.distributed as dist
+        t = torch.tensor([rss])
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        rss = float(t[0])
+        if rank != 0:
+            return 0
     out = {
-        "tokens_per_s": (B * T * a.steps / total) if total > 0 else None,
+        "tokens_per_s": (world * B * T * a.steps / total) if total > 0 else None,
         "step_time_s": (total / len(times)) if times else None,
         "step_time_median_s": statistics.median(times) if times else None,
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "peak_rss_mib": rss,  # the largest over the ranks
+        "ranks": world,
         "params": sum(p.numel() for p in params),
         "threads": a.threads,
         "batch": B,
@@ -137,6 +162,24 @@ def main(argv=None):
     }
     print(json.dumps(out))
     return 0
+
+
+def launch_ddp(n, argv):
+    """Starts n copies of this script as the ranks of one gloo group on this
+    machine; returns rank 0's exit status after every rank finished."""
+    import socket
+    import subprocess
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    procs = []
+    for r in range(n):
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port))
+        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__)] + argv,
+                                      env=env))
+    codes = [p.wait() for p in procs]
+    return max(codes)
 
 
 if __name__ == "__main__":

@@ -333,6 +333,10 @@ private:
     }
     if (failed(encodeAttributes(op, instr)))
       return failure();
+    if (auto staging = op->getAttrOfType<DenseI64ArrayAttr>("dsc.staging")) {
+      instr.set_staging_offset(staging[0]);
+      instr.set_staging_bytes(staging[1]);
+    }
     *list.Add() = std::move(instr);
     return success();
   }

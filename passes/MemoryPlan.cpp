@@ -45,6 +45,33 @@ bool isInPlaceElementwise(Operation *op) {
              nn::ErfOp, nn::ReluOp, nn::SigmoidOp, nn::GeluOp, nn::AbsOp>(op);
 }
 
+/// Bytes a collective packs its tensors into (dsrt's MPI communicator): a
+/// bucket of k > 1 tensors, or a tensor padded to the group's chunks.
+int64_t stagingBytes(Operation *op) {
+  auto group = op->getAttrOfType<dist::GroupAttr>("group");
+  if (!group)
+    return 0;
+  int64_t S = group.getSize(), k = op->getNumOperands(), total = 0;
+  bool padded = false;
+  for (unsigned j = 0; j < k; ++j) {
+    int64_t n = cast<RankedTensorType>(op->getOperand(j).getType()).getNumElements();
+    int64_t out = cast<RankedTensorType>(op->getResult(j).getType()).getNumElements();
+    if (isa<dist::AllReduceOp>(op)) {
+      total += n;
+    } else if (isa<dist::ReduceScatterOp>(op)) {
+      padded |= n % S != 0;
+      total += (n + S - 1) / S * S;
+    } else {
+      padded |= out != n * S;
+      total += n * S;
+    }
+  }
+  if (k == 1 && !padded)
+    return 0;
+  Type e = cast<RankedTensorType>(op->getOperand(0).getType()).getElementType();
+  return total * (e.getIntOrFloatBitWidth() / 8);
+}
+
 struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
   using Base::Base;
 
@@ -158,14 +185,25 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
       s.end = std::max(s.end, last);
     }
 
-    // A non-blocking collective reads its inputs until its wait.
+    // A non-blocking collective reads its inputs until its wait, and a
+    // bucket (or a padded tensor) is packed into staging bytes that live as
+    // long: planned here like any buffer, so the arena is the whole peak.
+    std::vector<std::pair<Operation *, Storage>> staging;
     for (Operation *op : order)
       if (auto w = dyn_cast<dist::WaitOp>(op))
-        if (Operation *c = w.getCollective())
+        if (Operation *c = w.getCollective()) {
           for (Value in : c->getOperands()) {
             Storage &s = storage[leader(in)];
             s.end = std::max(s.end, pos[op]);
           }
+          if (int64_t bytes = stagingBytes(c)) {
+            Storage s;
+            s.bytes = bytes;
+            s.begin = pos[c];
+            s.end = pos[op];
+            staging.push_back({c, s});
+          }
+        }
 
     // A step result that replaces a parameter or state (train.updated,
     // train.opt_state) is written where the next step reads it: into the
@@ -258,17 +296,17 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
         offset += align(s.bytes);
       }
     int64_t persistent = offset;
-    SmallVector<Value> transient;
+    SmallVector<Storage *> transient;
     for (Value l : leaders)
       if (storage[l].kind == Kind::Transient)
-        transient.push_back(l);
-    llvm::stable_sort(transient, [&](Value a, Value b) {
-      return storage[a].bytes > storage[b].bytes;
-    });
+        transient.push_back(&storage[l]);
+    for (auto &[op, s] : staging)
+      transient.push_back(&s);
+    llvm::stable_sort(transient, [&](Storage *a, Storage *b) { return a->bytes > b->bytes; });
     SmallVector<Storage *> placed;
     int64_t arena = persistent;
-    for (Value l : transient) {
-      Storage &s = storage[l];
+    for (Storage *sp : transient) {
+      Storage &s = *sp;
       SmallVector<std::pair<int64_t, int64_t>> busy;
       for (Storage *o : placed)
         if (o->begin <= s.end && s.begin <= o->end)
@@ -300,6 +338,8 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
                               : -1);
       op->setAttr("dsc.offsets", b.getDenseI64ArrayAttr(offsets));
     }
+    for (auto &[op, s] : staging)
+      op->setAttr("dsc.staging", b.getDenseI64ArrayAttr({s.offset, s.bytes}));
     fn->setAttr("dsc.arena_bytes", b.getI64IntegerAttr(arena));
     fn->setAttr("dsc.persistent_bytes", b.getI64IntegerAttr(persistent));
     return success();

@@ -115,21 +115,23 @@ void Communicator::reserve(const Reservation &r) {
   allocateStaging(r.stagingElements);
 }
 
-Handle Communicator::allReduce(const TensorArg *ts, size_t k, ReduceOp op, const char *what) {
-  return start(Kind::AllReduce, ts, k, op, what);
+Handle Communicator::allReduce(const TensorArg *ts, size_t k, ReduceOp op, const char *what,
+                               float *staging) {
+  return start(Kind::AllReduce, ts, k, op, what, staging);
 }
 
 Handle Communicator::reduceScatter(const TensorArg *ts, size_t k, ReduceOp op,
-                                   const char *what) {
-  return start(Kind::ReduceScatter, ts, k, op, what);
+                                   const char *what, float *staging) {
+  return start(Kind::ReduceScatter, ts, k, op, what, staging);
 }
 
-Handle Communicator::allGather(const TensorArg *ts, size_t k, const char *what) {
-  return start(Kind::AllGather, ts, k, ReduceOp::Sum, what);
+Handle Communicator::allGather(const TensorArg *ts, size_t k, const char *what,
+                               float *staging) {
+  return start(Kind::AllGather, ts, k, ReduceOp::Sum, what, staging);
 }
 
 Handle Communicator::start(Kind kind, const TensorArg *ts, size_t k, ReduceOp op,
-                           const char *what) {
+                           const char *what, float *external) {
   // Built only for an error: starting a collective never allocates.
   auto where = [&] {
     return "rank " + std::to_string(rank()) + ": " + kindName(kind) +
@@ -169,7 +171,8 @@ Handle Communicator::start(Kind kind, const TensorArg *ts, size_t k, ReduceOp op
     p.elements += numelScratch_[j];
   std::copy(ts, ts + k, tensorArgs_.begin() + size_t(slot) * reserved_.maxTensors);
 
-  p.staging = {0, stagingElements(kind, ts, k)};
+  p.external = external;
+  p.staging = {0, external ? 0 : stagingElements(kind, ts, k)};
   if (p.staging.length > 0) {
     size_t live = 0;
     for (const Pending &q : slots_)

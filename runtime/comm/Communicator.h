@@ -137,9 +137,15 @@ public:
   /// example "instruction 57 of the epilogue"); it must stay valid until
   /// the wait. Throw CommError on misuse (k = 0, more tensors or pending
   /// collectives than reserved, a size not divisible by size()).
-  Handle allReduce(const TensorArg *ts, size_t k, ReduceOp op, const char *what = nullptr);
-  Handle reduceScatter(const TensorArg *ts, size_t k, ReduceOp op, const char *what = nullptr);
-  Handle allGather(const TensorArg *ts, size_t k, const char *what = nullptr);
+  /// `staging`, when given, is where a bucket is packed (at least
+  /// stagingElements() floats, untouched until the wait: dsc plans it in
+  /// the arena); otherwise the reserved staging is used.
+  Handle allReduce(const TensorArg *ts, size_t k, ReduceOp op, const char *what = nullptr,
+                   float *staging = nullptr);
+  Handle reduceScatter(const TensorArg *ts, size_t k, ReduceOp op, const char *what = nullptr,
+                       float *staging = nullptr);
+  Handle allGather(const TensorArg *ts, size_t k, const char *what = nullptr,
+                   float *staging = nullptr);
   Handle allReduce(const std::vector<TensorArg> &ts, ReduceOp op, const char *what = nullptr) {
     return allReduce(ts.data(), ts.size(), op, what);
   }
@@ -184,6 +190,7 @@ protected:
     int64_t elements = 0;     // for messages: input (all_gather: output) elements
     const char *what = nullptr;
     StagingRange staging{0, 0}; // length 0: none
+    float *external = nullptr;  // staging given by the caller (planned)
   };
 
   /// Starts with a reservation of 8 pending collectives of up to 64
@@ -223,7 +230,8 @@ protected:
   std::string timeoutMessage(const std::string &what, double seconds) const;
 
 private:
-  Handle start(Kind kind, const TensorArg *ts, size_t k, ReduceOp op, const char *what);
+  Handle start(Kind kind, const TensorArg *ts, size_t k, ReduceOp op, const char *what,
+               float *staging);
   void resizeBookkeeping(const Reservation &r);
 
   double timeoutSeconds_;

@@ -180,7 +180,7 @@ void MpiCommunicator::startCollective(int slot) {
   MPI_Request *req = &impl_->requests[slot];
   Mode &mode = impl_->modes[slot];
   MPI_Comm comm = impl_->comm;
-  float *stage = impl_->staging.get() + p.staging.offset;
+  float *stage = (p.external ? p.external : impl_->staging.get() + p.staging.offset);
   const int64_t S = size_;
 
   switch (p.kind) {
@@ -303,7 +303,7 @@ void MpiCommunicator::finishCollective(int slot) {
   const TensorArg *ts = tensors(slot);
   const size_t k = p.k;
   const float s = p.op == ReduceOp::Avg ? 1.0f / float(size_) : 1.0f;
-  const float *stage = impl_->staging.get() + p.staging.offset;
+  const float *stage = (p.external ? p.external : impl_->staging.get() + p.staging.offset);
   const int64_t S = size_;
 
   switch (impl_->modes[slot]) {

@@ -197,6 +197,14 @@ Executor::resolve(const google::protobuf::RepeatedPtrField<plan::Instr> &list, c
     }
     instr.ints.assign(p.ints().begin(), p.ints().end());
     instr.floats.assign(p.floats().begin(), p.floats().end());
+    instr.stagingOffset = p.staging_offset();
+    instr.stagingBytes = p.staging_bytes();
+    if (instr.stagingBytes &&
+        (instr.stagingOffset % 4 || instr.stagingOffset > plan_.arena_bytes() ||
+         instr.stagingBytes > plan_.arena_bytes() - instr.stagingOffset))
+      throw PlanError(name + ": staging [" + std::to_string(instr.stagingOffset) + ", +" +
+                      std::to_string(instr.stagingBytes) + ") is not inside the arena of " +
+                      std::to_string(plan_.arena_bytes()) + " bytes");
     instr.label = "instruction " + std::to_string(k) + " of the " + where;
     bindInstr(instr, name);
     bool grouped = instr.op == "dist.all_reduce" || instr.op == "dist.reduce_scatter" ||
@@ -245,6 +253,14 @@ void Executor::validateCollectives(const std::vector<Instr> &list, const char *w
     for (size_t j = 0; j < i.in.size(); ++j)
       args.push_back({nullptr, nullptr, i.in[j]->numel, i.out[j]->numel});
     comm::StagingRange staging{0, comm_->stagingElements(kind, args.data(), args.size())};
+    if (i.stagingBytes) {
+      // Planned by dsc in the arena.
+      if (i.stagingBytes < uint64_t(staging.length) * sizeof(float))
+        throw PlanError(name(k) + ": staging of " + std::to_string(i.stagingBytes) +
+                        " bytes, the collective needs " +
+                        std::to_string(staging.length * sizeof(float)));
+      staging.length = 0;
+    }
     if (staging.length > 0) {
       live.clear();
       for (auto &[h, o] : open)
@@ -285,6 +301,8 @@ void Executor::initialize(const std::string &weightsPath, uint64_t seed) {
           i.ptrs[j] = i.in[j]->f32();
       for (size_t j = 0; j < i.comm.size(); ++j)
         i.comm[j] = {i.in[j]->f32(), i.out[j]->f32(), i.in[j]->numel, i.out[j]->numel};
+      if (i.stagingBytes)
+        i.staging = reinterpret_cast<float *>(static_cast<char *>(arena_) + i.stagingOffset);
     }
   // Staging and handles, once: the step loop never allocates.
   try {

@@ -80,6 +80,8 @@ struct Instr {
   std::vector<cpu::Shape> shapes; // concat
   std::vector<const float *> ptrs; // concat
   std::vector<comm::TensorArg> comm; // dist collectives: one per input
+  uint64_t stagingOffset = 0, stagingBytes = 0; // planned staging (arena)
+  float *staging = nullptr;
   std::string label; // "instruction 57 of the epilogue"
 };
 

@@ -226,12 +226,12 @@ template <comm::Kind K> void runCollective(const Instr &i, Context &ctx) {
   comm::Handle h;
   if (K == comm::Kind::AllReduce)
     h = ctx.comm->allReduce(i.comm.data(), i.comm.size(), comm::ReduceOp(i.ints[1]),
-                            i.label.c_str());
+                            i.label.c_str(), i.staging);
   else if (K == comm::Kind::ReduceScatter)
     h = ctx.comm->reduceScatter(i.comm.data(), i.comm.size(), comm::ReduceOp(i.ints[1]),
-                                i.label.c_str());
+                                i.label.c_str(), i.staging);
   else
-    h = ctx.comm->allGather(i.comm.data(), i.comm.size(), i.label.c_str());
+    h = ctx.comm->allGather(i.comm.data(), i.comm.size(), i.label.c_str(), i.staging);
   ctx.handles[size_t(i.ints.back())] = h;
 }
 
