@@ -330,13 +330,20 @@ void Executor::initialize(const std::string &weightsPath, uint64_t seed) {
     int64_t first = t.shards > 1 ? std::min(t.fullNumel, ctx_.rank * t.numel) : 0;
     int64_t count = t.shards > 1 ? std::min(t.fullNumel - first, t.numel) : t.numel;
     const char *from = static_cast<const char *>(w->data) + first * 4;
-    std::memcpy(t.data, from, size_t(count) * 4);
-    // Drop the file's pages once copied: the peak stays the arena plus one
-    // tensor instead of the arena plus the whole weights file.
-    uintptr_t page = 4096, begin = reinterpret_cast<uintptr_t>(from) & ~(page - 1);
-    uintptr_t end = reinterpret_cast<uintptr_t>(from) + size_t(count) * 4;
-    if (count > 0)
+    // Copy in slices and drop the file's pages behind each: the peak stays
+    // the arena plus one slice, not plus the largest tensor (a GPT-2
+    // embedding is 154 MB) or the whole weights file. The mapping is
+    // read-only and file-backed, so a dropped page that the next tensor
+    // shares is simply read again.
+    constexpr size_t kSlice = size_t(8) << 20;
+    size_t bytes = size_t(count) * 4;
+    for (size_t done = 0; done < bytes; done += kSlice) {
+      size_t n = std::min(kSlice, bytes - done);
+      std::memcpy(static_cast<char *>(t.data) + done, from + done, n);
+      uintptr_t page = 4096, begin = reinterpret_cast<uintptr_t>(from + done) & ~(page - 1);
+      uintptr_t end = reinterpret_cast<uintptr_t>(from + done + n);
       madvise(reinterpret_cast<void *>(begin), end - begin, MADV_DONTNEED);
+    }
   }
   ctx_.seed = seed;
 }
