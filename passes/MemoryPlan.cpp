@@ -45,8 +45,11 @@ bool isInPlaceElementwise(Operation *op) {
              nn::ErfOp, nn::ReluOp, nn::SigmoidOp, nn::GeluOp, nn::AbsOp>(op);
 }
 
-/// Bytes a collective packs its tensors into (dsrt's MPI communicator): a
-/// bucket of k > 1 tensors, or a tensor padded to the group's chunks.
+/// Bytes a collective works in (dsrt's MPI communicator, which runs
+/// all-reduce and reduce-scatter as rings of point-to-point messages in
+/// these bytes): for those, dp blocks of the packed tensors plus one block
+/// to receive into; for an all-gather, the packed bucket when it has more
+/// than one tensor or drops padding.
 int64_t stagingBytes(Operation *op) {
   auto group = op->getAttrOfType<dist::GroupAttr>("group");
   if (!group)
@@ -59,17 +62,21 @@ int64_t stagingBytes(Operation *op) {
     if (isa<dist::AllReduceOp>(op)) {
       total += n;
     } else if (isa<dist::ReduceScatterOp>(op)) {
-      padded |= n % S != 0;
-      total += (n + S - 1) / S * S;
+      total += (n + S - 1) / S;
     } else {
       padded |= out != n * S;
       total += n * S;
     }
   }
-  if (k == 1 && !padded)
-    return 0;
+  int64_t elements;
+  if (isa<dist::AllReduceOp>(op))
+    elements = (S + 1) * ((total + S - 1) / S);
+  else if (isa<dist::ReduceScatterOp>(op))
+    elements = (S + 1) * total;
+  else
+    elements = k == 1 && !padded ? 0 : total;
   Type e = cast<RankedTensorType>(op->getOperand(0).getType()).getElementType();
-  return total * (e.getIntOrFloatBitWidth() / 8);
+  return elements * (e.getIntOrFloatBitWidth() / 8);
 }
 
 struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {

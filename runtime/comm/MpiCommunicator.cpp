@@ -14,9 +14,28 @@ namespace {
 
 /// How a started collective lands in its outputs.
 enum class Mode {
-  Direct,        // MPI wrote the outputs (Avg still to scale)
-  Staged,        // the result is in the staging range: unpack
-  ScatterInInput // reduce_scatter in place: the chunk is at in[0, n/size)
+  Direct, // MPI wrote the outputs (Avg still to scale)
+  Staged, // the result is in the staging range: unpack
+  Ring    // dsrt's own ring over point-to-point messages, in staging
+};
+
+/// A reduce-scatter (and, for an all-reduce, the all-gather after it) run
+/// as a ring of size - 1 steps of Isend/Irecv between neighbours, in the
+/// staging bytes dsc planned: size blocks of `block` elements and one more
+/// block to receive into. Unlike MPI's own non-blocking reduce-scatter and
+/// all-reduce (OpenMPI's libnbc), which allocate temporaries as large as
+/// the whole message, nothing outside the plan is allocated.
+struct Ring {
+  bool done = true;
+  bool gather = false;     // all_reduce: an all-gather phase follows
+  bool gathering = false;  // in that phase
+  int step = 0;
+  float *blocks = nullptr; // size x block
+  float *recv = nullptr;   // block
+  int64_t block = 0;
+  int tag = 0;
+  ReduceOp op = ReduceOp::Sum;
+  MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
 };
 
 bool overlaps(const float *a, int64_t na, const float *b, int64_t nb) {
@@ -55,6 +74,8 @@ struct MpiCommunicator::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
   std::vector<MPI_Request> requests; // per slot
   std::vector<Mode> modes;           // per slot
+  std::vector<Ring> rings;           // per slot
+  int nextTag = 0; // same sequence on every rank: collectives start in order
   std::unique_ptr<float[]> staging;
   int64_t stagingElements = 0;
 };
@@ -154,19 +175,108 @@ static bool padded(Kind kind, const TensorArg &t, int64_t S) {
 }
 
 int64_t MpiCommunicator::stagingElements(Kind kind, const TensorArg *ts, size_t k) const {
-  if (k == 1 && !padded(kind, ts[0], size_))
-    return 0;
   int64_t total = 0;
-  for (size_t j = 0; j < k; ++j)
-    total += kind == Kind::AllReduce       ? ts[j].n
-             : kind == Kind::ReduceScatter ? chunkOf(ts[j].n, size_) * size_
-                                           : ts[j].n * size_;
-  return total;
+  switch (kind) {
+  case Kind::AllReduce: // the packed tensors padded to size blocks, + one block
+    for (size_t j = 0; j < k; ++j)
+      total += ts[j].n;
+    return (size_ + 1) * chunkOf(total, size_);
+  case Kind::ReduceScatter: // size blocks of every tensor's chunk, + one block
+    for (size_t j = 0; j < k; ++j)
+      total += chunkOf(ts[j].n, size_);
+    return (size_ + 1) * total;
+  case Kind::AllGather:
+    if (k == 1 && !padded(kind, ts[0], size_))
+      return 0;
+    for (size_t j = 0; j < k; ++j)
+      total += ts[j].n * size_;
+    return total;
+  }
+  return 0;
+}
+
+namespace {
+
+void combine(float *into, const float *from, int64_t n, ReduceOp op) {
+  switch (op) {
+  case ReduceOp::Max:
+    for (int64_t i = 0; i < n; ++i)
+      into[i] = std::max(into[i], from[i]);
+    return;
+  case ReduceOp::Min:
+    for (int64_t i = 0; i < n; ++i)
+      into[i] = std::min(into[i], from[i]);
+    return;
+  default:
+    for (int64_t i = 0; i < n; ++i)
+      into[i] += from[i];
+  }
+}
+
+int mod(int a, int n) { return ((a % n) + n) % n; }
+
+} // namespace
+
+void MpiCommunicator::postRingStep(int slot) {
+  Ring &g = impl_->rings[slot];
+  const int S = size_, r = rank_, s = g.step;
+  int next = mod(r + 1, S), prev = mod(r - 1, S);
+  // Reduce-scatter step s: send block r-s-1, receive block r-s-2 and add it
+  // in; after size-1 steps rank r holds block r reduced. All-gather step s:
+  // send block r-s, receive block r-s-1 in place.
+  int sendIdx = g.gathering ? mod(r - s, S) : mod(r - s - 1, S);
+  int recvIdx = g.gathering ? mod(r - s - 1, S) : mod(r - s - 2, S);
+  int n = mpiCount(g.block, rank_, "ring block");
+  float *into = g.gathering ? g.blocks + recvIdx * g.block : g.recv;
+  check(MPI_Irecv(into, n, MPI_FLOAT, prev, g.tag, impl_->comm, &g.req[0]), rank_, "MPI_Irecv");
+  check(MPI_Isend(g.blocks + sendIdx * g.block, n, MPI_FLOAT, next, g.tag, impl_->comm,
+                  &g.req[1]),
+        rank_, "MPI_Isend");
+}
+
+bool MpiCommunicator::advanceRing(int slot) {
+  Ring &g = impl_->rings[slot];
+  while (!g.done) {
+    int flag = 0;
+    check(MPI_Testall(2, g.req, &flag, MPI_STATUSES_IGNORE), rank_, "MPI_Testall");
+    if (!flag)
+      return false;
+    if (!g.gathering)
+      combine(g.blocks + mod(rank_ - g.step - 2, size_) * g.block, g.recv, g.block, g.op);
+    if (++g.step == size_ - 1) {
+      g.step = 0;
+      if (g.gather && !g.gathering) {
+        g.gathering = true;
+      } else {
+        g.done = true;
+        break;
+      }
+    }
+    postRingStep(slot);
+  }
+  return true;
+}
+
+void MpiCommunicator::startRing(int slot, float *blocks, int64_t block, bool gather,
+                                ReduceOp op) {
+  Ring &g = impl_->rings[slot];
+  g = Ring();
+  g.blocks = blocks;
+  g.recv = blocks + size_ * block;
+  g.block = block;
+  g.gather = gather;
+  g.op = op;
+  g.tag = impl_->nextTag;
+  impl_->nextTag = (impl_->nextTag + 1) % 32768;
+  g.done = size_ == 1 || block == 0;
+  if (!g.done)
+    postRingStep(slot);
 }
 
 void MpiCommunicator::allocateStaging(int64_t elements) {
   impl_->requests.assign(size_t(reservation().maxPending), MPI_REQUEST_NULL);
   impl_->modes.assign(size_t(reservation().maxPending), Mode::Direct);
+  impl_->rings.assign(size_t(reservation().maxPending), Ring());
   if (elements != impl_->stagingElements) {
     impl_->staging.reset(elements ? new float[size_t(elements)] : nullptr);
     impl_->stagingElements = elements;
@@ -185,51 +295,20 @@ void MpiCommunicator::startCollective(int slot) {
 
   switch (p.kind) {
   case Kind::AllReduce: {
-    const char *call = "MPI_Iallreduce";
-    if (k == 1) {
-      const TensorArg &t = ts[0];
-      int n = mpiCount(t.n, rank_, "all_reduce");
-      mode = Mode::Direct;
-      if (t.in != t.out && !overlaps(t.in, t.n, t.out, t.n)) {
-        check(MPI_Iallreduce(t.in, t.out, n, MPI_FLOAT, mpiOp(p.op), comm, req), rank_, call);
-        return;
-      }
-      if (t.in != t.out)
-        std::memmove(t.out, t.in, size_t(t.n) * sizeof(float));
-      check(MPI_Iallreduce(MPI_IN_PLACE, t.out, n, MPI_FLOAT, mpiOp(p.op), comm, req), rank_,
-            call);
-      return;
-    }
+    // Packed and zero-padded to size blocks, reduced by the ring.
     int64_t off = 0;
     for (size_t j = 0; j < k; off += ts[j].n, ++j)
       std::memcpy(stage + off, ts[j].in, size_t(ts[j].n) * sizeof(float));
-    mode = Mode::Staged;
-    check(MPI_Iallreduce(MPI_IN_PLACE, stage, mpiCount(off, rank_, "all_reduce"), MPI_FLOAT,
-                         mpiOp(p.op), comm, req),
-          rank_, call);
+    int64_t block = chunkOf(off, S);
+    std::fill(stage + off, stage + S * block, 0.0f);
+    mode = Mode::Ring;
+    startRing(slot, stage, block, /*gather=*/true, p.op);
     return;
   }
   case Kind::ReduceScatter: {
-    const char *call = "MPI_Ireduce_scatter_block";
-    if (k == 1 && !padded(Kind::ReduceScatter, ts[0], S)) {
-      const TensorArg &t = ts[0];
-      int c = mpiCount(t.n / S, rank_, "reduce_scatter chunk");
-      if (!overlaps(t.in, t.n, t.out, t.n / S)) {
-        mode = Mode::Direct;
-        check(MPI_Ireduce_scatter_block(t.in, t.out, c, MPI_FLOAT, mpiOp(p.op), comm, req),
-              rank_, call);
-        return;
-      }
-      // The output lies in the input (which dies here): reduce in the
-      // input, whose first chunk then holds the result.
-      mode = Mode::ScatterInInput;
-      check(MPI_Ireduce_scatter_block(MPI_IN_PLACE, const_cast<float *>(t.in), c, MPI_FLOAT,
-                                      mpiOp(p.op), comm, req),
-            rank_, call);
-      return;
-    }
     // [rank 0: t1 c0, t2 c0, ...][rank 1: t1 c1, t2 c1, ...] ..., each
-    // chunk zero-padded to ceil(n / S).
+    // chunk zero-padded to ceil(n / S); the ring leaves this rank's
+    // block reduced.
     int64_t block = 0;
     for (size_t j = 0; j < k; ++j)
       block += chunkOf(ts[j].n, S);
@@ -244,11 +323,8 @@ void MpiCommunicator::startCollective(int slot) {
         dst += c;
       }
     }
-    mode = Mode::Staged;
-    check(MPI_Ireduce_scatter_block(MPI_IN_PLACE, stage,
-                                    mpiCount(block, rank_, "reduce_scatter chunk"), MPI_FLOAT,
-                                    mpiOp(p.op), comm, req),
-          rank_, call);
+    mode = Mode::Ring;
+    startRing(slot, stage, block, /*gather=*/false, p.op);
     return;
   }
   case Kind::AllGather: {
@@ -286,12 +362,17 @@ void MpiCommunicator::startCollective(int slot) {
 }
 
 bool MpiCommunicator::testCollective(int slot) {
+  if (impl_->modes[slot] == Mode::Ring)
+    return advanceRing(slot);
   int flag = 0;
   check(MPI_Test(&impl_->requests[slot], &flag, MPI_STATUS_IGNORE), rank_, "MPI_Test");
   return flag != 0;
 }
 
 void MpiCommunicator::progress() {
+  for (size_t slot = 0; slot < impl_->rings.size(); ++slot)
+    if (impl_->modes[slot] == Mode::Ring && !impl_->rings[slot].done)
+      advanceRing(int(slot));
   int flag = 0;
   check(MPI_Testall(int(impl_->requests.size()), impl_->requests.data(), &flag,
                     MPI_STATUSES_IGNORE),
@@ -310,15 +391,19 @@ void MpiCommunicator::finishCollective(int slot) {
   case Mode::Direct:
     if (s != 1.0f)
       for (size_t j = 0; j < k; ++j)
-        scale(ts[j].out, p.kind == Kind::ReduceScatter ? chunkOf(ts[j].n, S) : ts[j].n, s);
+        scale(ts[j].out, ts[j].n, s);
     return;
-  case Mode::ScatterInInput: {
-    int64_t c = ts[0].n / S;
-    std::memmove(ts[0].out, ts[0].in, size_t(c) * sizeof(float));
-    if (s != 1.0f)
-      scale(ts[0].out, c, s);
+  case Mode::Ring:
+    if (p.kind == Kind::AllReduce) {
+      for (size_t j = 0; j < k; stage += ts[j].n, ++j)
+        copyScaled(ts[j].out, stage, ts[j].n, s);
+    } else { // reduce_scatter: this rank's block
+      int64_t block = impl_->rings[slot].block;
+      const float *mine = stage + rank_ * block;
+      for (size_t j = 0; j < k; mine += chunkOf(ts[j].n, S), ++j)
+        copyScaled(ts[j].out, mine, chunkOf(ts[j].n, S), s);
+    }
     return;
-  }
   case Mode::Staged:
     break;
   }

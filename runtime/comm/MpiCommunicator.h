@@ -48,6 +48,9 @@ protected:
   bool testCollective(int slot) override;
   void finishCollective(int slot) override;
   void allocateStaging(int64_t elements) override;
+  void startRing(int slot, float *blocks, int64_t block, bool gather, ReduceOp op);
+  void postRingStep(int slot);
+  bool advanceRing(int slot);
 
 private:
   struct Impl;

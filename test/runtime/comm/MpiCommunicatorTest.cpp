@@ -102,7 +102,7 @@ TEST(MpiAllReduce, BucketSumAvgMaxMin) {
   int64_t total = 0;
   for (int64_t n : sizes)
     total += n;
-  reserve(total);
+  reserve(2 * total);
   for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min}) {
     std::vector<std::vector<float>> in, out;
     std::vector<TensorArg> ts;
@@ -126,7 +126,7 @@ TEST(MpiAllReduce, BucketSumAvgMaxMin) {
 TEST(MpiAllReduce, InPlaceBucketAndSingleTensor) {
   comm::MpiCommunicator &c = world();
   const std::vector<int64_t> sizes = {33, 7, 1};
-  reserve(41);
+  reserve(1 << 16); // all-reduce always stages (ring)
   std::vector<std::vector<float>> buf;
   std::vector<TensorArg> ts;
   for (size_t j = 0; j < sizes.size(); ++j)
@@ -158,7 +158,7 @@ TEST(MpiReduceScatter, BucketOfDifferentSizes) {
   int64_t total = 0;
   for (int64_t n : sizes)
     total += n;
-  reserve(total);
+  reserve(2 * total);
   for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
     std::vector<std::vector<float>> in, out;
     std::vector<TensorArg> ts;
@@ -182,7 +182,7 @@ TEST(MpiReduceScatter, SingleTensorDirectAndInPlace) {
   comm::MpiCommunicator &c = world();
   const int S = c.size();
   const int64_t n = 12 * S, chunk = 12;
-  reserve(0);
+  reserve(1 << 16); // all-reduce and reduce-scatter always stage (rings)
   std::vector<double> want = reduced(3, n, ReduceOp::Avg, S);
   std::vector<float> in = input(c.rank(), 3, n), out(static_cast<size_t>(chunk));
   TensorArg direct{in.data(), out.data(), n};
@@ -202,7 +202,7 @@ TEST(MpiReduceScatter, PaddedChunksAndGatherBack) {
   comm::MpiCommunicator &c = world();
   const int S = c.size();
   const int64_t n = 3 * S + 1, m = 2 * S, cn = (n + S - 1) / S, cm = 2;
-  reserve(4 * (cn + cm) * S);
+  reserve(2 * 4 * (cn + cm) * S);
   std::vector<double> want = reduced(11, n, ReduceOp::Sum, S);
   std::vector<double> wantM = reduced(12, m, ReduceOp::Sum, S);
   std::vector<float> in = input(c.rank(), 11, n), inM = input(c.rank(), 12, m);
@@ -235,7 +235,7 @@ TEST(MpiAllGather, BucketOfDifferentSizes) {
   comm::MpiCommunicator &c = world();
   const int S = c.size();
   const std::vector<int64_t> sizes = {1, 5, 300};
-  reserve(306 * S);
+  reserve(2 * 306 * S);
   std::vector<std::vector<float>> in, out;
   std::vector<TensorArg> ts;
   for (size_t j = 0; j < sizes.size(); ++j) {
@@ -259,7 +259,7 @@ TEST(MpiAllGather, SingleTensorDirectAndInPlace) {
   comm::MpiCommunicator &c = world();
   const int S = c.size();
   const int64_t n = 9;
-  reserve(0);
+  reserve(1 << 16); // all-reduce and reduce-scatter always stage (rings)
   std::vector<float> want;
   for (int q = 0; q < S; ++q) {
     std::vector<float> v = input(q, 7, n);
@@ -279,9 +279,10 @@ TEST(MpiAllGather, SingleTensorDirectAndInPlace) {
 TEST(MpiCommunicator, SeveralPendingWithStagingAndProgress) {
   comm::MpiCommunicator &c = world();
   const int S = c.size();
-  // all_reduce 10 + 20, reduce_scatter 2S + 4S, all_gather (3 + 1) x S:
-  // pending together they need the sum of their staging.
-  reserve(30 + 6 * S + 4 * S, 3);
+  // all_reduce 10 + 20 (ring: S + 1 blocks of ceil(30 / S)), reduce_scatter
+  // 2S + 4S (S + 1 blocks of 2 + 4), all_gather (3 + 1) x S: pending
+  // together they need the sum of their staging.
+  reserve((S + 1) * ((30 + S - 1) / S) + (S + 1) * 6 + 4 * S, 3);
   std::vector<float> a = input(c.rank(), 0, 10), b = input(c.rank(), 1, 20);
   std::vector<float> p = input(c.rank(), 2, 2 * S), q = input(c.rank(), 3, 4 * S);
   std::vector<float> u = input(c.rank(), 4, 3), v = input(c.rank(), 5, 1);
@@ -315,7 +316,7 @@ TEST(MpiCommunicator, SeveralPendingWithStagingAndProgress) {
 TEST(MpiCommunicator, CountersInZeroPaperUnits) {
   comm::MpiCommunicator &c = world();
   const int S = c.size();
-  reserve(64 * S);
+  reserve(2 * 64 * S);
   std::vector<float> a(16 * S), b(8 * S), small(8), big(8 * S);
   c.wait(c.allReduce({{a.data(), a.data(), 16}, {b.data(), b.data(), 8}}, ReduceOp::Sum));
   c.wait(c.reduceScatter({{a.data(), small.data(), 8 * S}}, ReduceOp::Avg));
@@ -352,17 +353,21 @@ TEST(MpiCommunicator, StagingBeyondTheReservationIsAnError) {
   comm::MpiCommunicator &c = world();
   reserve(10, 1);
   std::vector<float> a(8), b(8);
+  // A bucket of 2 x 8 on S ranks needs S + 1 ring blocks of ceil(16 / S).
+  const int S = c.size();
+  const int64_t need = (S + 1) * ((16 + S - 1) / S);
   std::vector<TensorArg> both = {{a.data(), a.data(), 8}, {b.data(), b.data(), 8}};
   std::vector<TensorArg> second = {{b.data(), b.data(), 8}};
   std::string m = DSRT_ERROR_OF(
       comm::CommError, c.allReduce(both, ReduceOp::Sum, "instruction 3 of the epilogue"));
   EXPECT_NE(m.find("rank " + std::to_string(c.rank()) +
-                   ": all_reduce (instruction 3 of the epilogue): needs 16 staging elements"),
+                   ": all_reduce (instruction 3 of the epilogue): needs " +
+                   std::to_string(need) + " staging elements"),
             std::string::npos)
       << m;
   EXPECT_EQ(c.pending(), 0);
-  // The reservation's pending limit.
-  comm::Handle h = c.allReduce({{a.data(), a.data(), 8}}, ReduceOp::Sum);
+  // The reservation's pending limit (a tensor of 2 elements fits in 10).
+  comm::Handle h = c.allReduce({{a.data(), a.data(), 2}}, ReduceOp::Sum);
   EXPECT_NE(DSRT_ERROR_OF(comm::CommError, c.allReduce(second, ReduceOp::Sum))
                 .find("more than 1 collectives pending"),
             std::string::npos);
@@ -375,6 +380,7 @@ TEST(MpiCommunicator, TimeoutNamesRankOperationAndInstruction) {
   // completes and nothing is left pending.
   comm::MpiCommunicator &c = world();
   comm::MpiCommunicator late(/*timeoutSeconds=*/1.0);
+  late.reserve({1 << 10, 4, 8}); // the all-reduce ring's blocks
   std::vector<float> a(8, 1.0f);
   if (c.rank() == 0) {
     comm::Handle h = late.allReduce({{a.data(), a.data(), 8}}, ReduceOp::Sum,
