@@ -46,12 +46,7 @@ struct DataParallel : impl::DataParallelBase<DataParallel> {
     if (clips.size() > 1)
       return clips[1].emitOpError("data-parallel: one gradient clipping per step expected");
     train::ClipGradNormOp clip = clips[0];
-    Operation *communicating = nullptr;
-    fn.walk([&](Operation *op) {
-      if (!communicating && distutil::isCollective(op))
-        communicating = op;
-    });
-    if (communicating)
+    if (Operation *communicating = distutil::firstCollective(fn))
       return communicating->emitOpError("data-parallel: the step already communicates");
     if (clip.getSumSq())
       return clip.emitOpError("data-parallel: the gradients are already partitioned (zero)");

@@ -29,6 +29,17 @@ inline bool isCollective(mlir::Operation *op) {
   return mlir::isa<dist::AllReduceOp, dist::ReduceScatterOp, dist::AllGatherOp>(op);
 }
 
+/// The first collective in `op` (a function), or null: a step that already
+/// communicates is not partitioned again.
+inline mlir::Operation *firstCollective(mlir::Operation *op) {
+  mlir::Operation *found = nullptr;
+  op->walk([&](mlir::Operation *o) {
+    if (!found && isCollective(o))
+      found = o;
+  });
+  return found;
+}
+
 /// The dist.wait completing collective `op` (null when none).
 inline dist::WaitOp waitOf(mlir::Operation *op) {
   for (mlir::Operation *user : op->getUsers())

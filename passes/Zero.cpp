@@ -90,12 +90,7 @@ struct Zero : impl::ZeroBase<Zero> {
     if (accs.size() != 1)
       return fn.emitError("zero: expected one train.accumulate (run gradient-accumulation)");
     train::AccumulateOp acc = accs[0];
-    Operation *communicating = nullptr;
-    fn.walk([&](Operation *op) {
-      if (!communicating && distutil::isCollective(op))
-        communicating = op;
-    });
-    if (communicating)
+    if (Operation *communicating = distutil::firstCollective(fn))
       return communicating->emitOpError(
           "zero: the step already communicates (data-parallel ran?)");
     MLIRContext *ctx = fn.getContext();

@@ -134,6 +134,18 @@ static llvm::Error validateExternalData(LoadedModel &m) {
   return llvm::Error::success();
 }
 
+/// Replaces `t`'s external data reference with its bytes.
+static llvm::Error inlineExternal(const LoadedModel &m, onnx::TensorProto &t,
+                                  const LoadedModel::ExternalRange &range) {
+  auto bytes = readExternal(range);
+  if (!bytes)
+    return err(m.path, "initializer '" + t.name() + "': " + llvm::toString(bytes.takeError()));
+  t.set_raw_data(std::move(*bytes));
+  t.clear_external_data();
+  t.clear_data_location();
+  return llvm::Error::success();
+}
+
 /// The model as the user wrote it, for dsrt --export-onnx to fill with the
 /// trained weights: the initializers in `strip` keep their name, type and
 /// shape but no data; other external tensors come inline so that the
@@ -155,13 +167,8 @@ static llvm::Error makeSkeleton(LoadedModel &m, const std::set<std::string> &str
     auto it = m.external.find(t.name());
     if (it == m.external.end())
       continue;
-    auto bytes = readExternal(it->second);
-    if (!bytes)
-      return err(m.path, "initializer '" + t.name() + "': " +
-                             llvm::toString(bytes.takeError()));
-    t.set_raw_data(std::move(*bytes));
-    t.clear_external_data();
-    t.clear_data_location();
+    if (auto e = inlineExternal(m, t, it->second))
+      return e;
   }
   return llvm::Error::success();
 }
@@ -173,13 +180,8 @@ static llvm::Error inlineSmallExternalData(LoadedModel &m) {
     auto it = m.external.find(t.name());
     if (it == m.external.end() || isFloatDType(t.data_type()))
       continue;
-    auto bytes = readExternal(it->second);
-    if (!bytes)
-      return err(m.path, "initializer '" + t.name() + "': " +
-                             llvm::toString(bytes.takeError()));
-    t.set_raw_data(std::move(*bytes));
-    t.clear_external_data();
-    t.clear_data_location();
+    if (auto e = inlineExternal(m, t, it->second))
+      return e;
     m.external.erase(it);
   }
   return llvm::Error::success();

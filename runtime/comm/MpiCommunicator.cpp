@@ -404,19 +404,10 @@ void MpiCommunicator::finishCollective(int slot) {
         copyScaled(ts[j].out, mine, chunkOf(ts[j].n, S), s);
     }
     return;
-  case Mode::Staged:
+  case Mode::Staged: // only all_gather stages through MPI
     break;
   }
-  switch (p.kind) {
-  case Kind::AllReduce:
-    for (size_t j = 0; j < k; stage += ts[j].n, ++j)
-      copyScaled(ts[j].out, stage, ts[j].n, s);
-    return;
-  case Kind::ReduceScatter: // this rank's block is at the start
-    for (size_t j = 0; j < k; stage += chunkOf(ts[j].n, S), ++j)
-      copyScaled(ts[j].out, stage, chunkOf(ts[j].n, S), s);
-    return;
-  case Kind::AllGather: {
+  {
     int64_t block = 0;
     for (size_t j = 0; j < k; ++j)
       block += ts[j].n;
@@ -429,8 +420,6 @@ void MpiCommunicator::finishCollective(int slot) {
           std::memcpy(ts[j].out + r * ts[j].n, src, size_t(have) * sizeof(float));
       }
     }
-    return;
-  }
   }
 }
 
