@@ -616,7 +616,7 @@ TEST_F(Supervise, WithoutNocopyEveryRankReachesTheTerminal) {
 TEST_F(Supervise, NonZeroExitStopsTheOtherRanks) {
   // mpirun names the rank when the others were running (hence the sleep).
   Captured c = supervise(
-      shJob(3, run(), "if [ $OMPI_COMM_WORLD_RANK = 1 ]; then sleep 2; exit 3; fi; exec sleep 60"),
+      shJob(3, run(), "if [ $OMPI_COMM_WORLD_RANK = 1 ]; then sleep 5; exit 3; fi; exec sleep 60"),
       3, run());
   EXPECT_FALSE(c.result.ok);
   EXPECT_EQ(c.result.error, "rank 1 on localhost exited with status 3" + stopped());
@@ -706,7 +706,7 @@ TEST_F(Supervise, CommandThatCannotRun) {
 
 TEST_F(Supervise, SigtermIsForwardedToMpirun) {
   std::thread sender([] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    std::this_thread::sleep_for(std::chrono::milliseconds(3000));
     ::kill(::getpid(), SIGTERM);
   });
   Captured c = supervise(shJob(2, run(), "exec sleep 60"), 2, run());
