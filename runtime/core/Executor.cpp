@@ -389,6 +389,42 @@ double Executor::globalLoss() {
   return dp_ > 1 ? comm_->blockingAllReduceScalar(loss(), comm::ReduceOp::Avg) : loss();
 }
 
+static int64_t nowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void Executor::recordTimeline(int64_t step) {
+  timelineStep_ = step;
+  timeline_.clear();
+  timeline_.reserve(prologue_.size() + micro_.size() * size_t(microBatches()) +
+                    epilogue_.size());
+}
+
+void Executor::runList(const std::vector<Instr> &list, int which, int64_t micro) {
+  if (!recording_)
+    return runList(list);
+  for (size_t k = 0; k < list.size(); ++k) {
+    const Instr &i = list[k];
+    int64_t t0 = nowUs();
+    i.run(i, ctx_);
+    if (comm_->pending())
+      comm_->progress();
+    timeline_.push_back({&i, which, micro, int64_t(k), t0, nowUs()});
+  }
+}
+
+void Executor::writeTimeline(const std::string &path) const {
+  static const char *lists[] = {"prologue", "micro_batch", "epilogue"};
+  std::string text = "rank,list,micro,index,op,start_us,end_us\n";
+  for (const Event &e : timeline_)
+    text += std::to_string(ctx_.rank) + "," + lists[e.list] + "," + std::to_string(e.micro) +
+            "," + std::to_string(e.index) + "," + e.instr->op + "," +
+            std::to_string(e.startUs) + "," + std::to_string(e.endUs) + "\n";
+  io::writeFileAtomically(path, {{text.data(), text.size()}});
+}
+
 void Executor::runList(const std::vector<Instr> &list) {
   // While a collective is pending, let it advance between kernels.
   if (!profile_) {

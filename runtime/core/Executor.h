@@ -148,16 +148,26 @@ public:
   /// k of this rank).
   template <typename Loader> void step(int64_t stepIndex, Loader &&loadMicroBatch) {
     beginStep(stepIndex);
-    runList(prologue_);
+    recording_ = stepIndex == timelineStep_;
+    runList(prologue_, 0, 0);
     for (int64_t k = 0; k < microBatches(); ++k) {
       int64_t global = globalMicroBatch(stepIndex, k);
       loadMicroBatch(global);
       ctx_.rngCounter = uint64_t(global);
-      runList(micro_);
+      runList(micro_, 1, k);
     }
-    runList(epilogue_);
+    runList(epilogue_, 2, 0);
+    recording_ = false;
     endStep();
   }
+
+  /// Record the start and end of every instruction of step `step`
+  /// (dsrt --timeline); writeTimeline() writes them as CSV: list
+  /// (prologue, micro_batch, epilogue), micro-batch, instruction, op, and
+  /// start/end in microseconds of the system clock, so the ranks of one
+  /// machine share a time axis. Storage is reserved here, not in the step.
+  void recordTimeline(int64_t step);
+  void writeTimeline(const std::string &path) const;
 
   /// Time every instruction by op kind (dsrt --profile); printProfile()
   /// writes the table.
@@ -183,6 +193,7 @@ private:
   void validateCollectives(const std::vector<Instr> &list, const char *where);
   void runList(const std::vector<Instr> &list);
   void beginStep(int64_t stepIndex);
+  void runList(const std::vector<Instr> &list, int which, int64_t micro);
   void endStep();
 
   std::string dir_;
@@ -200,6 +211,14 @@ private:
   int64_t maxHandle_ = -1;
   std::vector<std::vector<float>> gathered_; // gatherWeights' storage
   std::map<std::string, std::pair<int64_t, double>> opTime_; // calls, seconds
+  struct Event {
+    const Instr *instr;
+    int list;
+    int64_t micro, index, startUs, endUs;
+  };
+  std::vector<Event> timeline_;
+  int64_t timelineStep_ = -1;
+  bool recording_ = false;
   Context ctx_;
 };
 

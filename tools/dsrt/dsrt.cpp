@@ -270,7 +270,7 @@ int main(int argc, char **argv) {
   std::string planDir, data, out, configPath, tokenDtype, exportOnnx;
   int64_t steps = 100, threads = 0;
   double commTimeout = 300;
-  bool profile = false;
+  bool profile = false, timeline = false;
   uint64_t seed = 1234;
   app.add_option("plan", planDir, "plan directory written by dsc -o")->required();
   app.add_option("--data", data,
@@ -285,6 +285,9 @@ int main(int argc, char **argv) {
                  "batch, optimizer and clipping keys must match the plan");
   app.add_option("--threads", threads, "CPU threads for the kernels (0: all cores)");
   app.add_flag("--profile", profile, "print the time spent per op kind at the end");
+  app.add_flag("--timeline", timeline,
+               "record every instruction's start and end in the last step: "
+               "RUN/timeline.rank-N.csv per rank (render with tools/render_timeline.py)");
   app.add_option("--token-dtype", tokenDtype, "token width of a token file: u16 or u32");
   app.add_option("--export-onnx", exportOnnx,
                  "also write the source ONNX model with the trained weights here (weights over "
@@ -362,6 +365,11 @@ int main(int argc, char **argv) {
     exec.initialize(planDir + "/weights.safetensors", seed);
     if (profile)
       exec.enableProfile();
+    if (timeline) {
+      if (!rank0 && out.empty())
+        die("--timeline on several ranks needs --out (dsrt's own launcher passes it)");
+      exec.recordTimeline(steps);
+    }
     std::string runDir = rank0 ? dsrt::io::makeRunDir(out) : std::string();
     std::unique_ptr<RunMetrics> metrics;
     if (rank0)
@@ -412,6 +420,11 @@ int main(int argc, char **argv) {
     if (exec.dp() > 1)
       rss = (int64_t)exec.communicator().blockingAllReduceScalar(double(rss),
                                                                  dsrt::comm::ReduceOp::Max);
+
+    if (timeline)
+      exec.writeTimeline((fs::path(rank0 ? runDir : out) /
+                          ("timeline.rank-" + std::to_string(exec.rank()) + ".csv"))
+                             .string());
 
     // Every rank takes part in gathering ZeRO shards; rank 0 writes.
     std::vector<dsrt::WholeTensor> whole = exec.gatherWeights();
