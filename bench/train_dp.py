@@ -28,22 +28,14 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.environ.get("DSC_BIN", os.path.join(REPO, "build", "bin"))
-PY = "/usr/bin/python3"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import BIN, PY, REPO, report, run, token_file  # noqa: E402
 MODEL = ["--layers", "6", "--d-model", "384", "--heads", "6", "--vocab", "256", "--seq", "128"]
 MICRO, SEQ = 4, 128
 
-
-def run(cmd, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if r.returncode:
-        sys.exit(f"bench: {' '.join(cmd)} failed:\n{r.stdout}\n{r.stderr}")
-    return r.stdout
 
 
 def config(path, ga, dp, zero, bucket, micro=MICRO):
@@ -107,8 +99,7 @@ def main():
     ap.add_argument("--skip-gpt2", action="store_true", help="leave out table 3")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="dsc-bench-dp-")
-    run([PY, os.path.join(REPO, "models", "make_tokens.py"), "-o", os.path.join(work, "tok")])
-    a.data = os.path.join(work, "tok", "train.bin")
+    a.data = token_file(work)
     a.model = os.path.join(work, "gpt.onnx")
     run([PY, os.path.join(REPO, "models", "gpt.py"), "-o", a.model, "--dropout", "0",
          "--dynamic-batch", "--batch", str(MICRO)] + MODEL)
@@ -166,10 +157,7 @@ def main():
             f"AdamW; GPT 6 layers d=384 seq {SEQ}, micro-batch {MICRO}\n\n"
             f"Communication per step on 2 ranks:\n\n{table1}\n\n"
             f"Global batch 8 on 1 and 2 ranks:\n\n{table2}{table3}\n")
-    print("\n" + text)
-    if a.markdown:
-        with open(a.markdown, "w") as f:
-            f.write(text)
+    report(text, a.markdown)
 
 
 if __name__ == "__main__":

@@ -18,13 +18,11 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.environ.get("DSC_BIN", os.path.join(REPO, "build", "bin"))
-PY = "/usr/bin/python3"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import BIN, PY, REPO, report, run, token_file  # noqa: E402
 
 PRESETS = {
     "small": ("6 layers, d=384, vocab 256, seq 256, batch 4",
@@ -34,12 +32,6 @@ PRESETS = {
                    ["--size", "gpt2-small", "--seq", "256", "--batch", "2"]),
 }
 
-
-def run(cmd, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if r.returncode:
-        sys.exit(f"bench: {' '.join(cmd)} failed:\n{r.stdout}\n{r.stderr}")
-    return r.stdout
 
 
 def bench_preset(name, flags, a, work):
@@ -88,8 +80,7 @@ def main():
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="dsc-bench-")
     if not a.data:
-        run([PY, os.path.join(REPO, "models", "make_tokens.py"), "-o", os.path.join(work, "tok")])
-        a.data = os.path.join(work, "tok", "train.bin")
+        a.data = token_file(work)
     names = list(PRESETS) if a.preset == "all" else [a.preset]
     lines = ["| model | dsc tok/s | torch tok/s | torch+FTZ tok/s | dsc / torch+FTZ | "
              "dsc RSS MiB | torch RSS MiB | RSS ratio | dsc planned arena MiB | RSS / arena |",
@@ -106,10 +97,7 @@ def main():
         print(lines[-1], flush=True)
     text = (f"threads {a.threads}, {a.warmup} untimed + {a.steps} timed steps, float32, AdamW\n\n"
             + "\n".join(lines) + "\n")
-    print("\n" + text)
-    if a.markdown:
-        with open(a.markdown, "w") as f:
-            f.write(text)
+    report(text, a.markdown)
 
 
 if __name__ == "__main__":

@@ -13,8 +13,6 @@
 #include "passes/DistUtils.h"
 #include "passes/Passes.h"
 
-#include "dialects/train/TrainDialect.h"
-
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 namespace dsc {
@@ -23,16 +21,6 @@ namespace dsc {
 
 using namespace mlir;
 
-Operation *distutil::forwardEnd(Block &block) {
-  auto acc = dyn_cast_or_null<train::AccumulateOp>(block.getParentOp());
-  if (!acc || block.empty())
-    return nullptr;
-  Operation *yield = block.getTerminator();
-  if (yield->getNumOperands() == 0)
-    return nullptr;
-  Operation *def = yield->getOperand(0).getDefiningOp();
-  return def && def->getBlock() == &block ? def : nullptr;
-}
 
 namespace {
 
@@ -144,14 +132,9 @@ struct CommFusion : impl::CommFusionBase<CommFusion> {
 
   LogicalResult fuseBlock(Block &block) {
     using Key = std::tuple<OperationName, Attribute, Attribute, Type>;
-    std::map<Key, Bucket> open;
-    SmallVector<Operation *> collectives;
-    for (Operation &op : block)
-      if (distutil::isCollective(&op)) {
-        if (!distutil::waitOf(&op))
-          return op.emitOpError("comm-fusion: a collective without its dist.wait");
-        collectives.push_back(&op);
-      }
+    auto collectives = distutil::collectivesOf(block, "comm-fusion");
+    if (failed(collectives))
+      return failure();
     auto keyLess = [](const Key &a, const Key &b) {
       auto tie = [](const Key &k) {
         return std::make_tuple(std::get<0>(k).getAsOpaquePointer(),
@@ -163,7 +146,7 @@ struct CommFusion : impl::CommFusionBase<CommFusion> {
     };
     std::map<Key, Bucket, decltype(keyLess)> buckets(keyLess);
     SmallVector<Bucket> done;
-    for (Operation *op : collectives) {
+    for (Operation *op : *collectives) {
       Type elem = cast<RankedTensorType>(op->getOperand(0).getType()).getElementType();
       Key key{op->getName(), op->getAttr("group"), op->getAttr("reduce"), elem};
       int64_t limit = isa<dist::AllGatherOp>(op) ? allgatherBucket : reduceBucket;

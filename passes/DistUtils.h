@@ -10,6 +10,7 @@
 
 #include "dialects/dist/DistDialect.h"
 #include "dialects/nn/NNDialect.h"
+#include "dialects/train/TrainDialect.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -63,7 +64,30 @@ inline int64_t elementsOf(mlir::Operation *op) {
 /// end of the forward pass. Stage 3 gathers do not move or fuse across it, so
 /// a parameter gathered for the backward pass is not held during the forward
 /// pass. Null elsewhere.
-mlir::Operation *forwardEnd(mlir::Block &block);
+inline mlir::Operation *forwardEnd(mlir::Block &block) {
+  auto acc = mlir::dyn_cast_or_null<train::AccumulateOp>(block.getParentOp());
+  if (!acc || block.empty())
+    return nullptr;
+  mlir::Operation *yield = block.getTerminator();
+  if (yield->getNumOperands() == 0)
+    return nullptr;
+  mlir::Operation *def = yield->getOperand(0).getDefiningOp();
+  return def && def->getBlock() == &block ? def : nullptr;
+}
+
+/// The collectives of `block` in program order; an error (naming `pass`) on
+/// one that no dist.wait completes.
+inline mlir::FailureOr<llvm::SmallVector<mlir::Operation *>>
+collectivesOf(mlir::Block &block, llvm::StringRef pass) {
+  llvm::SmallVector<mlir::Operation *> found;
+  for (mlir::Operation &op : block)
+    if (isCollective(&op)) {
+      if (!waitOf(&op))
+        return op.emitOpError(pass) << ": a collective without its dist.wait";
+      found.push_back(&op);
+    }
+  return found;
+}
 
 /// 0 before or at `boundary` (or when there is none), 1 after it.
 inline int phaseOf(mlir::Operation *op, mlir::Operation *boundary) {

@@ -15,6 +15,7 @@
 #include "dialects/dist/DistDialect.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/train/TrainDialect.h"
+#include "runtime/comm/Staging.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -45,36 +46,20 @@ bool isInPlaceElementwise(Operation *op) {
              nn::ErfOp, nn::ReluOp, nn::SigmoidOp, nn::GeluOp, nn::AbsOp>(op);
 }
 
-/// Bytes a collective works in (dsrt's MPI communicator, which runs
-/// all-reduce and reduce-scatter as rings of point-to-point messages in
-/// these bytes): for those, dp blocks of the packed tensors plus one block
-/// to receive into; for an all-gather, the packed bucket when it has more
-/// than one tensor or drops padding.
+/// Bytes a collective works in: what dsrt's MPI communicator stages it in
+/// (runtime/comm/Staging.h), reserved here so the arena is the whole peak.
 int64_t stagingBytes(Operation *op) {
   auto group = op->getAttrOfType<dist::GroupAttr>("group");
   if (!group)
     return 0;
-  int64_t S = group.getSize(), k = op->getNumOperands(), total = 0;
-  bool padded = false;
-  for (unsigned j = 0; j < k; ++j) {
-    int64_t n = cast<RankedTensorType>(op->getOperand(j).getType()).getNumElements();
-    int64_t out = cast<RankedTensorType>(op->getResult(j).getType()).getNumElements();
-    if (isa<dist::AllReduceOp>(op)) {
-      total += n;
-    } else if (isa<dist::ReduceScatterOp>(op)) {
-      total += (n + S - 1) / S;
-    } else {
-      padded |= out != n * S;
-      total += n * S;
-    }
-  }
-  int64_t elements;
-  if (isa<dist::AllReduceOp>(op))
-    elements = (S + 1) * ((total + S - 1) / S);
-  else if (isa<dist::ReduceScatterOp>(op))
-    elements = (S + 1) * total;
-  else
-    elements = k == 1 && !padded ? 0 : total;
+  auto numel = [](Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); };
+  dsrt::comm::Kind kind = isa<dist::AllReduceOp>(op)       ? dsrt::comm::Kind::AllReduce
+                          : isa<dist::ReduceScatterOp>(op) ? dsrt::comm::Kind::ReduceScatter
+                                                           : dsrt::comm::Kind::AllGather;
+  int64_t elements = dsrt::comm::mpiStagingElements(
+      kind, group.getSize(), op->getNumOperands(),
+      [&](size_t j) { return numel(op->getOperand(j)); },
+      [&](size_t j) { return numel(op->getResult(j)); });
   Type e = cast<RankedTensorType>(op->getOperand(0).getType()).getElementType();
   return elements * (e.getIntOrFloatBitWidth() / 8);
 }

@@ -32,13 +32,10 @@ struct Overlap : impl::OverlapBase<Overlap> {
   }
 
   LogicalResult run(Block &block) {
-    SmallVector<Operation *> collectives;
-    for (Operation &op : block)
-      if (distutil::isCollective(&op)) {
-        if (!distutil::waitOf(&op))
-          return op.emitOpError("overlap: a collective without its dist.wait");
-        collectives.push_back(&op);
-      }
+    auto found = distutil::collectivesOf(block, "overlap");
+    if (failed(found))
+      return failure();
+    SmallVector<Operation *> &collectives = *found;
     // 1. Sink the waits.
     for (auto [i, c] : llvm::enumerate(collectives)) {
       dist::WaitOp wait = distutil::waitOf(c);

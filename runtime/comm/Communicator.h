@@ -26,6 +26,8 @@
 #ifndef DSRT_COMM_COMMUNICATOR_H
 #define DSRT_COMM_COMMUNICATOR_H
 
+#include "runtime/comm/Staging.h"
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -42,8 +44,6 @@ public:
 };
 
 enum class ReduceOp { Sum = 0, Avg = 1, Max = 2, Min = 3 };
-enum class Kind { AllReduce = 0, ReduceScatter = 1, AllGather = 2 };
-constexpr int kNumKinds = 3;
 
 /// "all_reduce", "reduce_scatter", "all_gather".
 const char *kindName(Kind kind);
@@ -62,8 +62,6 @@ struct TensorArg {
   int64_t outN = 0;
 };
 
-/// Elements of chunk of an n-element tensor split into `size` chunks.
-inline int64_t chunkOf(int64_t n, int64_t size) { return (n + size - 1) / size; }
 /// The output elements of an all_gather of `t` over `size` ranks.
 inline int64_t gatheredOf(const TensorArg &t, int64_t size) {
   return t.outN ? t.outN : t.n * size;

@@ -164,35 +164,10 @@ MpiCommunicator::~MpiCommunicator() {
     MPI_Comm_free(&impl_->comm);
 }
 
-/// A tensor whose chunks carry zero padding (n not a multiple of the size,
-/// or a gather dropping padding) goes through staging.
-static bool padded(Kind kind, const TensorArg &t, int64_t S) {
-  if (kind == Kind::ReduceScatter)
-    return t.n % S != 0;
-  if (kind == Kind::AllGather)
-    return gatheredOf(t, S) != t.n * S;
-  return false;
-}
-
 int64_t MpiCommunicator::stagingElements(Kind kind, const TensorArg *ts, size_t k) const {
-  int64_t total = 0;
-  switch (kind) {
-  case Kind::AllReduce: // the packed tensors padded to size blocks, + one block
-    for (size_t j = 0; j < k; ++j)
-      total += ts[j].n;
-    return (size_ + 1) * chunkOf(total, size_);
-  case Kind::ReduceScatter: // size blocks of every tensor's chunk, + one block
-    for (size_t j = 0; j < k; ++j)
-      total += chunkOf(ts[j].n, size_);
-    return (size_ + 1) * total;
-  case Kind::AllGather:
-    if (k == 1 && !padded(kind, ts[0], size_))
-      return 0;
-    for (size_t j = 0; j < k; ++j)
-      total += ts[j].n * size_;
-    return total;
-  }
-  return 0;
+  return mpiStagingElements(
+      kind, size_, k, [&](size_t j) { return ts[j].n; },
+      [&](size_t j) { return kind == Kind::AllGather ? gatheredOf(ts[j], size_) : ts[j].n; });
 }
 
 namespace {
@@ -329,7 +304,7 @@ void MpiCommunicator::startCollective(int slot) {
   }
   case Kind::AllGather: {
     const char *call = "MPI_Iallgather";
-    if (k == 1 && !padded(Kind::AllGather, ts[0], S)) {
+    if (k == 1 && gatheredOf(ts[0], S) == ts[0].n * S) { // no padding to drop
       const TensorArg &t = ts[0];
       int n = mpiCount(t.n, rank_, "all_gather input");
       mpiCount(t.n * S, rank_, "all_gather");

@@ -73,26 +73,38 @@ std::string makeRunDir(const std::string &outOrEmpty, std::time_t now) {
   }
 }
 
-MetricsWriter::MetricsWriter(const std::string &runDir)
-    : path_((fs::path(runDir) / kMetricsFile).string()) {
+MetricsWriter::MetricsWriter(const std::string &runDir,
+                             const std::vector<std::string> &extraColumns)
+    : path_((fs::path(runDir) / kMetricsFile).string()),
+      extraColumns_(extraColumns.size()) {
   if (hasMetrics(runDir))
     throw IoError(path_ + ": already has content; refusing to overwrite the "
                           "metrics of an earlier run");
   file_.reset(std::fopen(path_.c_str(), "w"));
   if (!file_)
     throw IoError(path_ + ": cannot create: " + std::strerror(errno));
-  if (std::fputs("step,loss,lr,grad_norm,step_time_s\n", file_.get()) < 0 ||
-      std::fflush(file_.get()) != 0)
-    throw IoError(path_ + ": cannot write: " + std::strerror(errno));
+  std::string header = "step,loss,lr,grad_norm,step_time_s";
+  for (const std::string &c : extraColumns)
+    header += "," + c;
+  line(header + "\n");
 }
 
 void MetricsWriter::write(int64_t step, double loss, double lr, double gradNorm,
-                          double stepTimeS) {
+                          double stepTimeS, const std::vector<int64_t> &extra) {
+  if (extra.size() != extraColumns_)
+    throw IoError(path_ + ": a row with " + std::to_string(extra.size()) +
+                  " extra values for " + std::to_string(extraColumns_) + " extra columns");
   std::string row = std::to_string(step) + "," + formatValue(loss, "%.9g") +
                     "," + formatValue(lr, "%.9g") + "," +
                     formatValue(gradNorm, "%.9g") + "," +
-                    formatValue(stepTimeS, "%.6f") + "\n";
-  if (std::fputs(row.c_str(), file_.get()) < 0 || std::fflush(file_.get()) != 0)
+                    formatValue(stepTimeS, "%.6f");
+  for (int64_t v : extra)
+    row += "," + std::to_string(v);
+  line(row + "\n");
+}
+
+void MetricsWriter::line(const std::string &text) {
+  if (std::fputs(text.c_str(), file_.get()) < 0 || std::fflush(file_.get()) != 0)
     throw IoError(path_ + ": cannot write: " + std::strerror(errno));
 }
 

@@ -1,7 +1,8 @@
 //===- Metrics.h - per-step metrics of a training run -----------*- C++ -*-===//
 //
 // A run writes its per-step metrics to <run dir>/metrics.csv with the header
-// `step,loss,lr,grad_norm,step_time_s`, one row per optimizer step, flushed
+// `step,loss,lr,grad_norm,step_time_s` (and any extra integer columns, e.g.
+// a data-parallel run's communication), one row per optimizer step, flushed
 // as it is written so a crash or a `tail -f` sees every finished step.
 //
 //===----------------------------------------------------------------------===//
@@ -13,6 +14,7 @@
 #include <ctime>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace dsrt::io {
 
@@ -30,12 +32,15 @@ std::string makeRunDir(const std::string &outOrEmpty,
 /// Appends rows to <runDir>/metrics.csv, which it creates with the header.
 class MetricsWriter {
 public:
-  /// Throws IoError if the file cannot be created or already has content.
-  explicit MetricsWriter(const std::string &runDir);
+  /// `extraColumns` follow the five standard ones. Throws IoError if the
+  /// file cannot be created or already has content.
+  explicit MetricsWriter(const std::string &runDir,
+                         const std::vector<std::string> &extraColumns = {});
 
-  /// One row; NaN and infinities are written as nan, inf, -inf.
+  /// One row; NaN and infinities are written as nan, inf, -inf. `extra`
+  /// has one value per extra column.
   void write(int64_t step, double loss, double lr, double gradNorm,
-             double stepTimeS);
+             double stepTimeS, const std::vector<int64_t> &extra = {});
 
   const std::string &path() const { return path_; }
 
@@ -43,7 +48,10 @@ private:
   struct Closer {
     void operator()(std::FILE *f) const { std::fclose(f); }
   };
+  void line(const std::string &text);
+
   std::string path_;
+  size_t extraColumns_ = 0;
   std::unique_ptr<std::FILE, Closer> file_;
 };
 

@@ -183,62 +183,6 @@ std::unique_ptr<dsrt::comm::MpiCommunicator> setupComm(double timeoutSeconds, in
   return comm;
 }
 
-/// metrics.csv; with several ranks (dp > 1) two more columns, the step's
-/// communication: comm_elements (ZeRO-paper units, see comm::Counters) and
-/// comm_calls.
-class RunMetrics {
-public:
-  RunMetrics(const std::string &runDir, bool withComm) : withComm_(withComm) {
-    if (!withComm) {
-      plain_ = std::make_unique<dsrt::io::MetricsWriter>(runDir);
-      path_ = plain_->path();
-      return;
-    }
-    path_ = (fs::path(runDir) / "metrics.csv").string();
-    std::error_code ec;
-    if (fs::exists(path_, ec) && fs::file_size(path_, ec) > 0)
-      die(path_ + ": already has content; refusing to overwrite the metrics of an earlier run");
-    file_ = std::fopen(path_.c_str(), "w");
-    if (!file_)
-      die(path_ + ": cannot create: " + std::strerror(errno));
-    line("step,loss,lr,grad_norm,step_time_s,comm_elements,comm_calls\n");
-  }
-  ~RunMetrics() {
-    if (file_)
-      std::fclose(file_);
-  }
-  void write(int64_t step, double loss, double lr, double gradNorm, double stepTime,
-             const dsrt::comm::Counters &comm) {
-    if (!withComm_)
-      return plain_->write(step, loss, lr, gradNorm, stepTime);
-    char row[256];
-    std::snprintf(row, sizeof row, "%lld,%s,%s,%s,%.6f,%lld,%lld\n", (long long)step,
-                  value(loss).c_str(), value(lr).c_str(), value(gradNorm).c_str(), stepTime,
-                  (long long)comm.elements(), (long long)comm.calls());
-    line(row);
-  }
-  const std::string &path() const { return path_; }
-
-private:
-  static std::string value(double v) { // as MetricsWriter writes them
-    if (std::isnan(v))
-      return "nan";
-    if (std::isinf(v))
-      return v > 0 ? "inf" : "-inf";
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.9g", v);
-    return buf;
-  }
-  void line(const char *text) {
-    if (std::fputs(text, file_) < 0 || std::fflush(file_) != 0)
-      die(path_ + ": cannot write: " + std::strerror(errno));
-  }
-  bool withComm_;
-  std::unique_ptr<dsrt::io::MetricsWriter> plain_;
-  std::FILE *file_ = nullptr;
-  std::string path_;
-};
-
 /// The keys dsc bakes into the plan must not differ at run time.
 void checkRuntimeConfig(const dsrt::config::TrainConfig &baked,
                         const dsrt::config::TrainConfig &given, const std::string &path) {
@@ -371,9 +315,13 @@ int main(int argc, char **argv) {
       exec.recordTimeline(steps);
     }
     std::string runDir = rank0 ? dsrt::io::makeRunDir(out) : std::string();
-    std::unique_ptr<RunMetrics> metrics;
+    // With several ranks, metrics.csv also has the step's communication:
+    // comm_elements (ZeRO-paper units, see comm::Counters) and comm_calls.
+    std::unique_ptr<dsrt::io::MetricsWriter> metrics;
     if (rank0)
-      metrics = std::make_unique<RunMetrics>(runDir, exec.dp() > 1);
+      metrics = std::make_unique<dsrt::io::MetricsWriter>(
+          runDir, exec.dp() > 1 ? std::vector<std::string>{"comm_elements", "comm_calls"}
+                                : std::vector<std::string>{});
     int64_t every = cfg.stepsPerPrint > 0 ? cfg.stepsPerPrint : 10;
     if (rank0) {
       std::printf("dsrt: %s, %lld steps x %lld micro-batches of %lld%s, %d threads, arena %.1f "
@@ -399,7 +347,11 @@ int main(int argc, char **argv) {
       windowItems += source->itemsPerMicroBatch() * exec.microBatches() * exec.dp();
       if (!rank0)
         continue;
-      metrics->write(s, loss, exec.lr(), exec.gradNorm(), stepTime, exec.commCounters());
+      if (exec.dp() > 1)
+        metrics->write(s, loss, exec.lr(), exec.gradNorm(), stepTime,
+                       {exec.commCounters().elements(), exec.commCounters().calls()});
+      else
+        metrics->write(s, loss, exec.lr(), exec.gradNorm(), stepTime);
       if (s % every == 0 || s == steps) {
         auto now = Clock::now();
         double window = std::chrono::duration<double>(now - windowStart).count();

@@ -94,6 +94,18 @@ TEST(Metrics, WritesAFlushedRowPerStep) {
                                        "2,inf,0,-inf,12.500000\n");
 }
 
+// Data-parallel runs add the step's communication as integer columns.
+TEST(Metrics, ExtraIntegerColumns) {
+  TestDir dir;
+  MetricsWriter w(dir.path(), {"comm_elements", "comm_calls"});
+  w.write(1, 2.5, 0.001, 1.0, 0.5, {58112, 2});
+  EXPECT_EQ(test::readBytes(w.path()),
+            "step,loss,lr,grad_norm,step_time_s,comm_elements,comm_calls\n"
+            "1,2.5,0.001,1,0.500000,58112,2\n");
+  EXPECT_EQ(DSRT_ERROR_OF(IoError, w.write(2, 1, 1, 1, 1)),
+            w.path() + ": a row with 0 extra values for 2 extra columns");
+}
+
 TEST(Metrics, RefusesToOverwriteAnEarlierRun) {
   TestDir dir;
   { MetricsWriter w(dir.path()); }

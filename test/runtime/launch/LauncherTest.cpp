@@ -657,9 +657,11 @@ TEST_F(Supervise, EarlyExitWithoutExitFile) {
 }
 
 TEST_F(Supervise, KilledRank) {
+  // As above: the sleep lets every rank start, so mpirun names the one killed.
   Captured c = supervise(
-      shJob(3, run(), "if [ $OMPI_COMM_WORLD_RANK = 2 ]; then kill -9 $$; fi; exec sleep 60"), 3,
-      run());
+      shJob(3, run(),
+            "if [ $OMPI_COMM_WORLD_RANK = 2 ]; then sleep 5; kill -9 $$; fi; exec sleep 60"),
+      3, run());
   EXPECT_FALSE(c.result.ok);
   EXPECT_EQ(c.result.error, "rank 2 on localhost was killed by signal 9 (Killed)" + stopped());
   EXPECT_LT(c.seconds, 40);
