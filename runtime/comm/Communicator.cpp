@@ -54,15 +54,27 @@ int64_t Counters::elements() const {
   return n;
 }
 
+Counters &Counters::operator+=(const Counters &other) {
+  for (int k = 0; k < kNumKinds; ++k) {
+    kind[k].calls += other.kind[k].calls;
+    kind[k].elements += other.kind[k].elements;
+  }
+  p2p.calls += other.p2p.calls;
+  p2p.elements += other.p2p.elements;
+  return *this;
+}
+
 std::string Counters::summary() const {
   std::string r;
-  for (int k = 0; k < kNumKinds; ++k) {
-    if (!kind[k].calls)
-      continue;
-    r += (r.empty() ? "" : ", ") + std::string(kindName(Kind(k))) + " " +
-         std::to_string(kind[k].calls) + (kind[k].calls == 1 ? " call " : " calls ") +
-         std::to_string(kind[k].elements) + " elements";
-  }
+  auto add = [&](const char *name, const KindCounter &c) {
+    if (!c.calls)
+      return;
+    r += (r.empty() ? "" : ", ") + std::string(name) + " " + std::to_string(c.calls) +
+         (c.calls == 1 ? " call " : " calls ") + std::to_string(c.elements) + " elements";
+  };
+  for (int k = 0; k < kNumKinds; ++k)
+    add(kindName(Kind(k)), kind[k]);
+  add("p2p", p2p);
   return r.empty() ? "none" : r;
 }
 
@@ -100,11 +112,11 @@ void Communicator::resizeBookkeeping(const Reservation &r) {
 
 void Communicator::reserve(const Reservation &r) {
   if (pendingCount_)
-    throw CommError("rank " + std::to_string(rank()) + ": reserve() while " +
+    throw CommError(prefix() + "reserve() while " +
                     std::to_string(pendingCount_) + " collectives are pending");
   if (r.stagingElements < 0 || r.maxPending < 1 || r.maxTensors < 1)
-    throw CommError("rank " + std::to_string(rank()) +
-                    ": reserve() needs staging >= 0, maxPending >= 1 and maxTensors >= 1");
+    throw CommError(prefix() +
+                    "reserve() needs staging >= 0, maxPending >= 1 and maxTensors >= 1");
   // Keep the generations so stale handles stay detectable.
   std::vector<uint32_t> generations;
   for (const Pending &p : slots_)
@@ -134,7 +146,7 @@ Handle Communicator::start(Kind kind, const TensorArg *ts, size_t k, ReduceOp op
                            const char *what, float *external) {
   // Built only for an error: starting a collective never allocates.
   auto where = [&] {
-    return "rank " + std::to_string(rank()) + ": " + kindName(kind) +
+    return prefix() + kindName(kind) +
            (what ? std::string(" (") + what + ")" : std::string());
   };
   if (k == 0)
@@ -158,10 +170,9 @@ Handle Communicator::start(Kind kind, const TensorArg *ts, size_t k, ReduceOp op
     total += ts[j].n;
   }
 
-  int slot = 0;
-  while (slots_[slot].active)
-    ++slot;
+  int slot = takeSlot();
   Pending &p = slots_[slot];
+  p.p2p = P2p::None;
   p.kind = kind;
   p.op = op;
   p.k = k;
@@ -186,21 +197,87 @@ Handle Communicator::start(Kind kind, const TensorArg *ts, size_t k, ReduceOp op
   }
 
   startCollective(slot); // may throw: the slot is not taken yet
-  p.active = true;
-  ++p.generation;
-  ++pendingCount_;
   if (counting_) {
     KindCounter &c = counters_.kind[int(kind)];
     ++c.calls;
     c.elements += kind == Kind::AllReduce ? 2 * total : p.elements;
   }
+  return activate(slot);
+}
+
+int Communicator::takeSlot() const {
+  int slot = 0;
+  while (slots_[slot].active)
+    ++slot;
+  return slot;
+}
+
+Handle Communicator::activate(int slot) {
+  Pending &p = slots_[slot];
+  p.active = true;
+  ++p.generation;
+  ++pendingCount_;
   return Handle{slot, p.generation};
+}
+
+Handle Communicator::send(const void *data, size_t bytes, int peer, int tag, const char *what) {
+  return startP2p(P2p::Send, const_cast<void *>(data), bytes, peer, tag, what);
+}
+
+Handle Communicator::recv(void *data, size_t bytes, int peer, int tag, const char *what) {
+  return startP2p(P2p::Recv, data, bytes, peer, tag, what);
+}
+
+Handle Communicator::startP2p(P2p dir, void *data, size_t bytes, int peer, int tag,
+                              const char *what) {
+  // Built only for an error: starting a message never allocates.
+  auto where = [&] {
+    return prefix() + (dir == P2p::Send ? "send to " : "recv from ") +
+           (peer >= 0 && peer < size() ? "rank " + std::to_string(worldRankOf(peer))
+                                       : "peer " + std::to_string(peer)) +
+           (what ? std::string(" (") + what + ")" : std::string());
+  };
+  if (peer < 0 || peer >= size())
+    throw CommError(where() + ": the peer is not a rank of this group of " +
+                    std::to_string(size()));
+  if (tag < 0 || tag > kMaxTag)
+    throw CommError(where() + ": tag " + std::to_string(tag) + " outside [0, " +
+                    std::to_string(kMaxTag) + "]");
+  if (bytes && !data)
+    throw CommError(where() + ": no buffer");
+  if (pendingCount_ >= reserved_.maxPending)
+    throw CommError(where() + ": more than " + std::to_string(reserved_.maxPending) +
+                    " collectives pending (the reserved number)");
+  int slot = takeSlot();
+  Pending &p = slots_[slot];
+  p.p2p = dir;
+  p.peer = peer;
+  p.tag = tag;
+  p.buffer = data;
+  p.bytes = bytes;
+  p.k = 0;
+  p.what = what;
+  p.elements = int64_t(bytes / 4);
+  p.external = nullptr;
+  p.staging = {0, 0};
+  startMessage(slot); // may throw: the slot is not taken yet
+  if (counting_ && dir == P2p::Send) {
+    ++counters_.p2p.calls;
+    counters_.p2p.elements += int64_t(bytes / 4);
+  }
+  return activate(slot);
+}
+
+void Communicator::startMessage(int slot) {
+  (void)slot;
+  throw CommError(prefix() + "the " + std::string(backend()) +
+                  " communicator has no point-to-point messages (one rank)");
 }
 
 void Communicator::wait(Handle h) {
   if (!h.valid() || h.slot >= int(slots_.size()) || !slots_[h.slot].active ||
       slots_[h.slot].generation != h.generation)
-    throw CommError("rank " + std::to_string(rank()) + ": wait for handle " +
+    throw CommError(prefix() + "wait for handle " +
                     std::to_string(h.slot) + " which is not a pending collective");
   int slot = h.slot;
   auto start = std::chrono::steady_clock::now();
@@ -208,27 +285,47 @@ void Communicator::wait(Handle h) {
     double waited = elapsedSince(start);
     if (waited > timeoutSeconds_) {
       abortCollective(slot);
-      throw CommError(timeoutMessage(describe(slot), waited));
+      throw CommError(timeoutMessage(describe(slot), waited, slots_[slot].p2p != P2p::None));
     }
+    // The other group's rings and messages advance meanwhile: the rank we
+    // wait for may itself wait for them.
+    if (companion_ && companion_->pending())
+      companion_->progress();
     pause(spin);
   }
-  finishCollective(slot);
-  slots_[slot].active = false;
-  slots_[slot].staging = {0, 0};
-  --pendingCount_;
+  auto release = [&] {
+    slots_[slot].active = false;
+    slots_[slot].staging = {0, 0};
+    --pendingCount_;
+  };
+  try {
+    finishCollective(slot);
+  } catch (...) {
+    release();
+    throw;
+  }
+  release();
 }
 
 std::string Communicator::describe(int slot) const {
   const Pending &p = slots_[slot];
+  std::string what = p.what ? std::string(p.what) : "handle " + std::to_string(slot);
+  if (p.p2p != P2p::None)
+    return std::string(p.p2p == P2p::Send ? "send of " : "recv of ") + std::to_string(p.bytes) +
+           " bytes " + (p.p2p == P2p::Send ? "to" : "from") + " rank " +
+           std::to_string(worldRankOf(p.peer)) + " (tag " + std::to_string(p.tag) + ", " + what +
+           ")";
   return std::string(kindName(p.kind)) + " of " + std::to_string(p.elements) + " elements (" +
-         (p.what ? std::string(p.what) : "handle " + std::to_string(slot)) + ")";
+         what + ")";
 }
 
-std::string Communicator::timeoutMessage(const std::string &what, double seconds) const {
+std::string Communicator::timeoutMessage(const std::string &what, double seconds,
+                                         bool p2p) const {
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.3g", seconds);
-  return "rank " + std::to_string(rank()) + ": " + what + " did not complete in " + secs +
-         " s: a rank died or the ranks issue different collectives";
+  return prefix() + what + " did not complete in " + secs +
+         (p2p ? " s: a rank died or the ranks' sends and receives do not match"
+              : " s: a rank died or the ranks issue different collectives");
 }
 
 double Communicator::elapsedSince(std::chrono::steady_clock::time_point start) {

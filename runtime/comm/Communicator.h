@@ -1,4 +1,4 @@
-//===- Communicator.h - collectives of the data-parallel group --*- C++ -*-===//
+//===- Communicator.h - collectives and messages of a rank group -*- C++ -*-===//
 //
 // The interface the executor runs `dist.*` instructions through. A
 // collective works on k float32 tensors at once (a fused bucket) and is
@@ -6,6 +6,16 @@
 // Handle, wait(Handle) completes it. Until then its inputs must not be
 // written nor its outputs read. progress() lets pending collectives advance
 // while kernels run.
+//
+// Point-to-point messages (pipeline stages) use the same handles: send /
+// recv start one (bytes, any dtype), wait completes it; a receive whose
+// message has another size is a CommError at the wait. Messages between two
+// ranks with the same tag arrive in the order they were sent.
+//
+// A communicator of the whole world splits into groups (split(color, key),
+// MPI_Comm_split's semantics): the executor of a pipeline plan runs the
+// data-parallel group of its stage and the pipeline group of its
+// data-parallel index. Errors name world ranks.
 //
 // Every wait is bounded by timeoutSeconds(): a collective that does not
 // complete in time (a rank died, or the ranks issue different collectives)
@@ -19,7 +29,8 @@
 //
 // The counters count per kind, in the units of the ZeRO paper: an
 // all_reduce of n elements moves 2n, a reduce_scatter counts its (full)
-// input, an all_gather its (full) output. Backends: MpiCommunicator (CPU
+// input, an all_gather its (full) output. Point-to-point sends count
+// separately (Counters::p2p: messages and their bytes / 4). Backends: MpiCommunicator (CPU
 // ranks), NcclCommunicator (device pointers), SelfCommunicator (one rank).
 //
 //===----------------------------------------------------------------------===//
@@ -31,6 +42,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -79,15 +91,21 @@ struct KindCounter {
   int64_t elements = 0;
 };
 
-/// Collectives started since the last resetCounters(), by kind.
+/// Collectives started since the last resetCounters(), by kind, and the
+/// point-to-point messages sent (calls: messages; elements: bytes / 4).
 struct Counters {
   KindCounter kind[kNumKinds];
+  KindCounter p2p;
 
   const KindCounter &operator[](Kind k) const { return kind[int(k)]; }
+  /// Collectives only (p2p not included).
   int64_t calls() const;
   int64_t elements() const;
+  /// Adds another communicator's counts.
+  Counters &operator+=(const Counters &other);
   /// "reduce_scatter 1 call 4096 elements, all_gather 1 call 4096 elements"
-  /// (kinds with calls only; "none" if there were none).
+  /// then "p2p 4 calls 512 elements" (kinds with calls only; "none" if
+  /// there were none).
   std::string summary() const;
 };
 
@@ -121,6 +139,17 @@ public:
   virtual int size() const = 0;
   /// "mpi", "nccl", "self".
   virtual const char *backend() const = 0;
+  /// The world rank of this communicator's rank `r` (the same number for
+  /// a communicator of the whole world). Errors name world ranks.
+  int worldRankOf(int r) const {
+    return r >= 0 && size_t(r) < worldRanks_.size() ? worldRanks_[size_t(r)] : r;
+  }
+
+  /// The communicator of the ranks that give the same `color`, ordered by
+  /// `key` (ties by rank), like MPI_Comm_split. Every rank of this
+  /// communicator must call it, with nothing pending. The new communicator
+  /// has this one's timeout and the default reservation. Throws CommError.
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
 
   /// Staging elements one collective of `kind` on the tensors `ts` (only
   /// their sizes are read) needs with this backend; 0 when it needs none.
@@ -155,6 +184,18 @@ public:
     return allGather(ts.data(), ts.size(), what);
   }
 
+  /// Tags of point-to-point messages: [0, kMaxTag] (MPI's guaranteed range).
+  static constexpr int kMaxTag = 32767;
+  /// Starts sending `bytes` bytes at `data` to rank `peer` of this
+  /// communicator with `tag`; the bytes must stay unchanged until the wait.
+  /// Takes one pending slot of the reservation (no staging, no tensors).
+  /// Throws CommError (peer or tag out of range, no free slot, a backend
+  /// without messages).
+  Handle send(const void *data, size_t bytes, int peer, int tag, const char *what = nullptr);
+  /// Starts receiving exactly `bytes` bytes from rank `peer` with `tag` into
+  /// `data`. The wait throws CommError if the message has another size.
+  Handle recv(void *data, size_t bytes, int peer, int tag, const char *what = nullptr);
+
   /// Completes the collective (Avg: the sum scaled by 1 / size()). Throws
   /// CommError after timeoutSeconds() or on a failure.
   void wait(Handle h);
@@ -162,6 +203,10 @@ public:
   virtual void progress() = 0;
   /// Collectives started and not yet waited for.
   int pending() const { return pendingCount_; }
+  /// While wait() polls, also let `other`'s pending work advance (the
+  /// executor links the data-parallel and the pipeline group, so a rank
+  /// blocked on one does not stall a ring or a message of the other).
+  void progressWhileWaiting(Communicator *other) { companion_ = other; }
 
   /// A blocking all_reduce of one value for metrics (the loss). Not
   /// counted; bounded by the timeout like wait().
@@ -177,11 +222,18 @@ public:
   bool counting() const { return counting_; }
 
 protected:
-  /// What the base class knows about a pending collective; backends keep
-  /// their request state in arrays indexed by the same slot.
+  /// Point-to-point direction of a pending slot (None: a collective).
+  enum class P2p { None, Send, Recv };
+
+  /// What the base class knows about a pending collective or message;
+  /// backends keep their request state in arrays indexed by the same slot.
   struct Pending {
     bool active = false;
     uint32_t generation = 0;
+    P2p p2p = P2p::None;
+    int peer = 0, tag = 0;     // messages: the peer's rank here, the tag
+    void *buffer = nullptr;    // messages: the bytes sent or received into
+    size_t bytes = 0;
     Kind kind = Kind::AllReduce;
     ReduceOp op = ReduceOp::Sum;
     size_t k = 0;             // tensors, at tensors(slot)
@@ -196,10 +248,14 @@ protected:
   explicit Communicator(double timeoutSeconds);
 
   /// Backend hooks. startCollective issues the collective of `slot` (its
-  /// tensors and staging already recorded); testCollective returns true
-  /// once it has completed (and must not block); finishCollective unpacks
-  /// and scales; abortCollective is called once when wait times out.
+  /// tensors and staging already recorded); startMessage the send or
+  /// receive of `slot` (default: CommError, the backend has none);
+  /// testCollective returns true once either has completed (and must not
+  /// block); finishCollective unpacks and scales, or checks a received
+  /// size (it may throw: the slot is released anyway); abortCollective is
+  /// called once when wait times out.
   virtual void startCollective(int slot) = 0;
+  virtual void startMessage(int slot);
   virtual bool testCollective(int slot) = 0;
   virtual void finishCollective(int slot) = 0;
   virtual void abortCollective(int slot) { (void)slot; }
@@ -208,8 +264,11 @@ protected:
 
   const Pending &pendingAt(int slot) const { return slots_[slot]; }
   const TensorArg *tensors(int slot) const { return &tensorArgs_[size_t(slot) * reserved_.maxTensors]; }
-  /// "all_reduce of 1234 elements (instruction 57 of the epilogue)".
+  /// "all_reduce of 1234 elements (instruction 57 of the epilogue)";
+  /// "recv of 64 bytes from rank 1 (tag 3, instruction 5 of the prologue)".
   std::string describe(int slot) const;
+  /// "rank W: " with this rank's world rank.
+  std::string prefix() const { return "rank " + std::to_string(worldRankOf(rank())) + ": "; }
   /// Polls `done` until it returns true (then true) or the timeout passes
   /// (then false). For the backends' blocking helpers.
   template <typename Done> bool pollUntil(Done &&done) const {
@@ -224,12 +283,18 @@ protected:
   }
   static double elapsedSince(std::chrono::steady_clock::time_point start);
   static void pause(unsigned spin);
-  /// The message of a timed-out collective.
-  std::string timeoutMessage(const std::string &what, double seconds) const;
+  /// The message of a timed-out collective (or message: `p2p`).
+  std::string timeoutMessage(const std::string &what, double seconds, bool p2p = false) const;
+
+  /// Group rank -> world rank (split communicators; empty: the identity).
+  std::vector<int> worldRanks_;
 
 private:
   Handle start(Kind kind, const TensorArg *ts, size_t k, ReduceOp op, const char *what,
                float *staging);
+  Handle startP2p(P2p dir, void *data, size_t bytes, int peer, int tag, const char *what);
+  int takeSlot() const;
+  Handle activate(int slot);
   void resizeBookkeeping(const Reservation &r);
 
   double timeoutSeconds_;
@@ -241,16 +306,21 @@ private:
   std::vector<int64_t> numelScratch_;  // maxTensors
   std::vector<StagingRange> liveScratch_; // maxPending
   int pendingCount_ = 0;
+  Communicator *companion_ = nullptr;
 };
 
 /// One rank: every collective is a local copy (for plans with dp <= 1 and
-/// for tests). Host pointers.
+/// for tests); messages are an error (there is no other rank). Host
+/// pointers.
 class SelfCommunicator : public Communicator {
 public:
   explicit SelfCommunicator(double timeoutSeconds = 300) : Communicator(timeoutSeconds) {}
   int rank() const override { return 0; }
   int size() const override { return 1; }
   const char *backend() const override { return "self"; }
+  std::unique_ptr<Communicator> split(int, int) override {
+    return std::make_unique<SelfCommunicator>(timeoutSeconds());
+  }
   int64_t stagingElements(Kind, const TensorArg *, size_t) const override { return 0; }
   void progress() override {}
   double blockingAllReduceScalar(double value, ReduceOp) override { return value; }

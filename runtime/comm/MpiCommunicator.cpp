@@ -16,7 +16,18 @@ namespace {
 enum class Mode {
   Direct, // MPI wrote the outputs (Avg still to scale)
   Staged, // the result is in the staging range: unpack
-  Ring    // dsrt's own ring over point-to-point messages, in staging
+  Ring,   // dsrt's own ring over point-to-point messages, in staging
+  Message // a send or receive of the plan (dist.send / dist.recv)
+};
+
+/// A pending send or receive. Tested one by one (never by MPI_Testall,
+/// which would drop a receive's status): `done` once MPI completed it, with
+/// the bytes received or the error MPI reported.
+struct Message {
+  MPI_Request req = MPI_REQUEST_NULL;
+  bool done = true;
+  int64_t received = 0;
+  int error = MPI_SUCCESS;
 };
 
 /// A reduce-scatter (and, for an all-reduce, the all-gather after it) run
@@ -71,10 +82,12 @@ void copyScaled(float *dst, const float *src, int64_t n, float s) {
 } // namespace
 
 struct MpiCommunicator::Impl {
-  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm comm = MPI_COMM_NULL;     // collectives
+  MPI_Comm p2p = MPI_COMM_NULL;      // messages (a duplicate: own tag space)
   std::vector<MPI_Request> requests; // per slot
   std::vector<Mode> modes;           // per slot
   std::vector<Ring> rings;           // per slot
+  std::vector<Message> messages;     // per slot
   int nextTag = 0; // same sequence on every rank: collectives start in order
   std::unique_ptr<float[]> staging;
   int64_t stagingElements = 0;
@@ -151,17 +164,55 @@ void abortAll(int code) {
 MpiCommunicator::MpiCommunicator(double timeoutSeconds)
     : Communicator(timeoutSeconds), impl_(std::make_unique<Impl>()) {
   initMpi();
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-  MPI_Comm_size(MPI_COMM_WORLD, &size_);
-  check(MPI_Comm_dup(MPI_COMM_WORLD, &impl_->comm), rank_, "MPI_Comm_dup");
+  int world = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world);
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &impl_->comm), world, "MPI_Comm_dup");
+  adopt();
+}
+
+MpiCommunicator::MpiCommunicator(double timeoutSeconds, Adopt, void *comm)
+    : Communicator(timeoutSeconds), impl_(std::make_unique<Impl>()) {
+  impl_->comm = *static_cast<MPI_Comm *>(comm);
+  adopt();
+}
+
+void MpiCommunicator::adopt() {
+  MPI_Comm_rank(impl_->comm, &rank_);
+  MPI_Comm_size(impl_->comm, &size_);
   MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN);
-  impl_->requests.assign(size_t(reservation().maxPending), MPI_REQUEST_NULL);
-  impl_->modes.assign(size_t(reservation().maxPending), Mode::Direct);
+  // Errors name world ranks.
+  MPI_Group group, world;
+  MPI_Comm_group(impl_->comm, &group);
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  std::vector<int> ranks(size_t(size_), 0);
+  for (int r = 0; r < size_; ++r)
+    ranks[size_t(r)] = r;
+  worldRanks_.assign(size_t(size_), 0);
+  MPI_Group_translate_ranks(group, size_, ranks.data(), world, worldRanks_.data());
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+  check(MPI_Comm_dup(impl_->comm, &impl_->p2p), worldRankOf(rank_), "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(impl_->p2p, MPI_ERRORS_RETURN);
+  allocateStaging(0);
 }
 
 MpiCommunicator::~MpiCommunicator() {
-  if (impl_->comm != MPI_COMM_NULL && mpiActive())
+  if (!mpiActive())
+    return;
+  if (impl_->p2p != MPI_COMM_NULL)
+    MPI_Comm_free(&impl_->p2p);
+  if (impl_->comm != MPI_COMM_NULL)
     MPI_Comm_free(&impl_->comm);
+}
+
+std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
+  if (pending())
+    throw CommError(prefix() + "split while " + std::to_string(pending()) +
+                    " collectives are pending");
+  MPI_Comm comm = MPI_COMM_NULL;
+  check(MPI_Comm_split(impl_->comm, color, key, &comm), worldRankOf(rank_), "MPI_Comm_split");
+  return std::unique_ptr<Communicator>(
+      new MpiCommunicator(timeoutSeconds(), Adopt{}, &comm));
 }
 
 int64_t MpiCommunicator::stagingElements(Kind kind, const TensorArg *ts, size_t k) const {
@@ -201,19 +252,19 @@ void MpiCommunicator::postRingStep(int slot) {
   // send block r-s, receive block r-s-1 in place.
   int sendIdx = g.gathering ? mod(r - s, S) : mod(r - s - 1, S);
   int recvIdx = g.gathering ? mod(r - s - 1, S) : mod(r - s - 2, S);
-  int n = mpiCount(g.block, rank_, "ring block");
+  int n = mpiCount(g.block, worldRankOf(rank_), "ring block");
   float *into = g.gathering ? g.blocks + recvIdx * g.block : g.recv;
-  check(MPI_Irecv(into, n, MPI_FLOAT, prev, g.tag, impl_->comm, &g.req[0]), rank_, "MPI_Irecv");
+  check(MPI_Irecv(into, n, MPI_FLOAT, prev, g.tag, impl_->comm, &g.req[0]), worldRankOf(rank_), "MPI_Irecv");
   check(MPI_Isend(g.blocks + sendIdx * g.block, n, MPI_FLOAT, next, g.tag, impl_->comm,
                   &g.req[1]),
-        rank_, "MPI_Isend");
+        worldRankOf(rank_), "MPI_Isend");
 }
 
 bool MpiCommunicator::advanceRing(int slot) {
   Ring &g = impl_->rings[slot];
   while (!g.done) {
     int flag = 0;
-    check(MPI_Testall(2, g.req, &flag, MPI_STATUSES_IGNORE), rank_, "MPI_Testall");
+    check(MPI_Testall(2, g.req, &flag, MPI_STATUSES_IGNORE), worldRankOf(rank_), "MPI_Testall");
     if (!flag)
       return false;
     if (!g.gathering)
@@ -252,6 +303,7 @@ void MpiCommunicator::allocateStaging(int64_t elements) {
   impl_->requests.assign(size_t(reservation().maxPending), MPI_REQUEST_NULL);
   impl_->modes.assign(size_t(reservation().maxPending), Mode::Direct);
   impl_->rings.assign(size_t(reservation().maxPending), Ring());
+  impl_->messages.assign(size_t(reservation().maxPending), Message());
   if (elements != impl_->stagingElements) {
     impl_->staging.reset(elements ? new float[size_t(elements)] : nullptr);
     impl_->stagingElements = elements;
@@ -306,8 +358,8 @@ void MpiCommunicator::startCollective(int slot) {
     const char *call = "MPI_Iallgather";
     if (k == 1 && gatheredOf(ts[0], S) == ts[0].n * S) { // no padding to drop
       const TensorArg &t = ts[0];
-      int n = mpiCount(t.n, rank_, "all_gather input");
-      mpiCount(t.n * S, rank_, "all_gather");
+      int n = mpiCount(t.n, worldRankOf(rank_), "all_gather input");
+      mpiCount(t.n * S, worldRankOf(rank_), "all_gather");
       float *mine = t.out + rank_ * t.n;
       mode = Mode::Direct;
       if (t.in != mine && !overlaps(t.in, t.n, t.out, t.n * S)) {
@@ -327,31 +379,77 @@ void MpiCommunicator::startCollective(int slot) {
     for (size_t j = 0; j < k; dst += ts[j].n, ++j)
       std::memcpy(dst, ts[j].in, size_t(ts[j].n) * sizeof(float));
     mode = Mode::Staged;
-    mpiCount(block * S, rank_, "all_gather");
+    mpiCount(block * S, worldRankOf(rank_), "all_gather");
     check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, stage,
-                         mpiCount(block, rank_, "all_gather input"), MPI_FLOAT, comm, req),
+                         mpiCount(block, worldRankOf(rank_), "all_gather input"), MPI_FLOAT, comm, req),
           rank_, call);
     return;
   }
   }
 }
 
+void MpiCommunicator::startMessage(int slot) {
+  const Pending &p = pendingAt(slot);
+  Message &m = impl_->messages[slot];
+  int n = mpiCount(int64_t(p.bytes), worldRankOf(rank_), p.p2p == P2p::Send ? "send" : "recv");
+  m = Message();
+  m.done = false;
+  if (p.p2p == P2p::Send)
+    check(MPI_Isend(p.buffer, n, MPI_BYTE, p.peer, p.tag, impl_->p2p, &m.req), worldRankOf(rank_),
+          "MPI_Isend");
+  else
+    check(MPI_Irecv(p.buffer, n, MPI_BYTE, p.peer, p.tag, impl_->p2p, &m.req), worldRankOf(rank_),
+          "MPI_Irecv");
+  impl_->modes[slot] = Mode::Message;
+}
+
+bool MpiCommunicator::testMessage(int slot) {
+  Message &m = impl_->messages[slot];
+  if (m.done)
+    return true;
+  int flag = 0;
+  MPI_Status status;
+  int rc = MPI_Test(&m.req, &flag, &status);
+  if (rc != MPI_SUCCESS) {
+    // A receive of a longer message fails here (MPI_ERR_TRUNCATE); the wait
+    // reports it as a size mismatch.
+    m.done = true;
+    m.error = rc;
+    m.req = MPI_REQUEST_NULL;
+    return true;
+  }
+  if (!flag)
+    return false;
+  m.done = true;
+  if (pendingAt(slot).p2p == P2p::Recv) {
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    m.received = count;
+  }
+  return true;
+}
+
 bool MpiCommunicator::testCollective(int slot) {
+  if (impl_->modes[slot] == Mode::Message)
+    return testMessage(slot);
   if (impl_->modes[slot] == Mode::Ring)
     return advanceRing(slot);
   int flag = 0;
-  check(MPI_Test(&impl_->requests[slot], &flag, MPI_STATUS_IGNORE), rank_, "MPI_Test");
+  check(MPI_Test(&impl_->requests[slot], &flag, MPI_STATUS_IGNORE), worldRankOf(rank_), "MPI_Test");
   return flag != 0;
 }
 
 void MpiCommunicator::progress() {
-  for (size_t slot = 0; slot < impl_->rings.size(); ++slot)
+  for (size_t slot = 0; slot < impl_->rings.size(); ++slot) {
     if (impl_->modes[slot] == Mode::Ring && !impl_->rings[slot].done)
       advanceRing(int(slot));
+    else if (impl_->modes[slot] == Mode::Message && !impl_->messages[slot].done)
+      testMessage(int(slot));
+  }
   int flag = 0;
   check(MPI_Testall(int(impl_->requests.size()), impl_->requests.data(), &flag,
                     MPI_STATUSES_IGNORE),
-        rank_, "MPI_Testall");
+        worldRankOf(rank_), "MPI_Testall");
 }
 
 void MpiCommunicator::finishCollective(int slot) {
@@ -363,6 +461,29 @@ void MpiCommunicator::finishCollective(int slot) {
   const int64_t S = size_;
 
   switch (impl_->modes[slot]) {
+  case Mode::Message: {
+    const Message &m = impl_->messages[slot];
+    if (p.p2p == P2p::Recv && (m.error != MPI_SUCCESS || m.received != int64_t(p.bytes))) {
+      std::string got = m.error == MPI_ERR_TRUNCATE ? "a longer message"
+                        : m.error != MPI_SUCCESS    ? "an error"
+                                                    : std::to_string(m.received) + " bytes";
+      if (m.error != MPI_SUCCESS && m.error != MPI_ERR_TRUNCATE) {
+        char text[MPI_MAX_ERROR_STRING];
+        int len = 0;
+        MPI_Error_string(m.error, text, &len);
+        got += " (" + std::string(text, size_t(len)) + ")";
+      }
+      throw CommError(prefix() + describe(slot) + ": received " + got +
+                      ": the sender's message has another size (the stages' plans disagree)");
+    }
+    if (p.p2p == P2p::Send && m.error != MPI_SUCCESS) {
+      char text[MPI_MAX_ERROR_STRING];
+      int len = 0;
+      MPI_Error_string(m.error, text, &len);
+      throw CommError(prefix() + describe(slot) + " failed: " + std::string(text, size_t(len)));
+    }
+    return;
+  }
   case Mode::Direct:
     if (s != 1.0f)
       for (size_t j = 0; j < k; ++j)
@@ -405,7 +526,7 @@ double MpiCommunicator::blockingAllReduceScalar(double value, ReduceOp op) {
         "MPI_Iallreduce");
   bool done = pollUntil([&] {
     int flag = 0;
-    check(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), rank_, "MPI_Test");
+    check(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), worldRankOf(rank_), "MPI_Test");
     return flag != 0;
   });
   if (!done)
@@ -415,10 +536,10 @@ double MpiCommunicator::blockingAllReduceScalar(double value, ReduceOp op) {
 
 void MpiCommunicator::barrier() {
   MPI_Request req = MPI_REQUEST_NULL;
-  check(MPI_Ibarrier(impl_->comm, &req), rank_, "MPI_Ibarrier");
+  check(MPI_Ibarrier(impl_->comm, &req), worldRankOf(rank_), "MPI_Ibarrier");
   bool done = pollUntil([&] {
     int flag = 0;
-    check(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), rank_, "MPI_Test");
+    check(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), worldRankOf(rank_), "MPI_Test");
     return flag != 0;
   });
   if (!done)

@@ -3,8 +3,11 @@
 // The Communicator of CPU ranks started by mpirun (Open MPI). MPI runs with
 // MPI_THREAD_FUNNELED: every MPI call comes from the main thread (kernels
 // use OpenMP threads in between). Collectives run on a duplicate of
-// MPI_COMM_WORLD with MPI_ERRORS_RETURN, so a failed call becomes a
-// CommError and other traffic on MPI_COMM_WORLD never matches them.
+// MPI_COMM_WORLD (or, for a split communicator, of MPI_Comm_split's
+// result) with MPI_ERRORS_RETURN, so a failed call becomes a CommError and
+// other traffic on MPI_COMM_WORLD never matches them. Point-to-point
+// messages (MPI_Isend / MPI_Irecv of bytes) run on a second duplicate, so
+// their tags never meet the rings' tags.
 //
 // A bucket of k > 1 tensors is one MPI call on a staging buffer: all_reduce
 // packs the inputs back to back; reduce_scatter packs them interleaved by
@@ -36,6 +39,8 @@ public:
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char *backend() const override { return "mpi"; }
+  /// MPI_Comm_split of this communicator (blocking, like MPI_Comm_split).
+  std::unique_ptr<Communicator> split(int color, int key) override;
   int64_t stagingElements(Kind kind, const TensorArg *ts, size_t k) const override;
   void progress() override;
   double blockingAllReduceScalar(double value, ReduceOp op = ReduceOp::Avg) override;
@@ -45,6 +50,7 @@ public:
 
 protected:
   void startCollective(int slot) override;
+  void startMessage(int slot) override;
   bool testCollective(int slot) override;
   void finishCollective(int slot) override;
   void allocateStaging(int64_t elements) override;
@@ -54,6 +60,12 @@ protected:
 
 private:
   struct Impl;
+  struct Adopt {};
+  /// Takes ownership of `comm` (an MPI_Comm, from MPI_Comm_split).
+  MpiCommunicator(double timeoutSeconds, Adopt, void *comm);
+  void adopt();
+  bool testMessage(int slot);
+
   std::unique_ptr<Impl> impl_;
   int rank_ = 0, size_ = 1;
 };

@@ -22,16 +22,16 @@ struct NcclCommunicator::Impl {
 
 namespace {
 
-std::string prefix(int rank) { return "rank " + std::to_string(rank) + ": "; }
+std::string rankPrefix(int rank) { return "rank " + std::to_string(rank) + ": "; }
 
 void checkCuda(cudaError_t rc, int rank, const char *call) {
   if (rc != cudaSuccess)
-    throw CommError(prefix(rank) + call + " failed: " + cudaGetErrorString(rc));
+    throw CommError(rankPrefix(rank) + call + " failed: " + cudaGetErrorString(rc));
 }
 
 void checkNccl(ncclResult_t rc, int rank, const char *call) {
   if (rc != ncclSuccess)
-    throw CommError(prefix(rank) + call + " failed: " + ncclGetErrorString(rc));
+    throw CommError(rankPrefix(rank) + call + " failed: " + ncclGetErrorString(rc));
 }
 
 ncclRedOp_t ncclOp(ReduceOp op) {
@@ -65,15 +65,27 @@ NcclCommunicator::NcclCommunicator(double timeoutSeconds, int device)
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
   int devices = cudaDeviceCount();
   if (devices == 0)
-    throw CommError(prefix(rank_) + "no CUDA device: the NCCL communicator needs one GPU per rank");
+    throw CommError(rankPrefix(rank_) + "no CUDA device: the NCCL communicator needs one GPU per rank");
   if (device < 0) {
     const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
     device = (local ? std::atoi(local) : 0) % devices;
   }
   if (device >= devices)
-    throw CommError(prefix(rank_) + "CUDA device " + std::to_string(device) + " does not exist (" +
+    throw CommError(rankPrefix(rank_) + "CUDA device " + std::to_string(device) + " does not exist (" +
                     std::to_string(devices) + " devices)");
   device_ = device;
+  createStream();
+
+  ncclUniqueId id;
+  if (rank_ == 0)
+    checkNccl(ncclGetUniqueId(&id), rank_, "ncclGetUniqueId");
+  if (MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+    throw CommError(rankPrefix(rank_) + "MPI_Bcast of the NCCL unique id failed");
+  checkNccl(ncclCommInitRank(&impl_->comm, size_, id, rank_), rank_, "ncclCommInitRank");
+  allocateStaging(0);
+}
+
+void NcclCommunicator::createStream() {
   checkCuda(cudaSetDevice(device_), rank_, "cudaSetDevice");
   checkCuda(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking), rank_,
             "cudaStreamCreate");
@@ -81,14 +93,47 @@ NcclCommunicator::NcclCommunicator(double timeoutSeconds, int device)
             "cudaMalloc");
   checkCuda(cudaEventCreateWithFlags(&impl_->scalarDone, cudaEventDisableTiming), rank_,
             "cudaEventCreate");
+}
 
-  ncclUniqueId id;
-  if (rank_ == 0)
-    checkNccl(ncclGetUniqueId(&id), rank_, "ncclGetUniqueId");
-  if (MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
-    throw CommError(prefix(rank_) + "MPI_Bcast of the NCCL unique id failed");
-  checkNccl(ncclCommInitRank(&impl_->comm, size_, id, rank_), rank_, "ncclCommInitRank");
+NcclCommunicator::NcclCommunicator(double timeoutSeconds, Adopt, void *comm, int device,
+                                   std::vector<int> worldRanks)
+    : Communicator(timeoutSeconds), impl_(std::make_unique<Impl>()) {
+  impl_->comm = *static_cast<ncclComm_t *>(comm);
+  device_ = device;
+  worldRanks_ = std::move(worldRanks);
+  checkNccl(ncclCommUserRank(impl_->comm, &rank_), -1, "ncclCommUserRank");
+  checkNccl(ncclCommCount(impl_->comm, &size_), rank_, "ncclCommCount");
+  createStream();
   allocateStaging(0);
+}
+
+std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
+  if (impl_->aborted)
+    throw CommError(prefix() + "the NCCL communicator was aborted after an earlier failure");
+  if (pending())
+    throw CommError(prefix() + "split while " + std::to_string(pending()) +
+                    " collectives are pending");
+  // The world ranks of the new group, for messages: MPI_Comm_split orders
+  // like ncclCommSplit (by key, then by rank).
+  MPI_Comm group = MPI_COMM_NULL;
+  if (MPI_Comm_split(MPI_COMM_WORLD, color, key, &group) != MPI_SUCCESS)
+    throw CommError(prefix() + "MPI_Comm_split failed");
+  int n = 0;
+  MPI_Comm_size(group, &n);
+  MPI_Group g, world;
+  MPI_Comm_group(group, &g);
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  std::vector<int> ranks(static_cast<size_t>(n), 0), worldRanks(static_cast<size_t>(n), 0);
+  for (int r = 0; r < n; ++r)
+    ranks[size_t(r)] = r;
+  MPI_Group_translate_ranks(g, n, ranks.data(), world, worldRanks.data());
+  MPI_Group_free(&g);
+  MPI_Group_free(&world);
+  MPI_Comm_free(&group);
+  ncclComm_t comm = nullptr;
+  checkNccl(ncclCommSplit(impl_->comm, color, key, &comm, nullptr), rank_, "ncclCommSplit");
+  return std::unique_ptr<Communicator>(
+      new NcclCommunicator(timeoutSeconds(), Adopt{}, &comm, device_, std::move(worldRanks)));
 }
 
 NcclCommunicator::~NcclCommunicator() {
@@ -121,7 +166,7 @@ void NcclCommunicator::allocateStaging(int64_t) {
 
 void NcclCommunicator::startCollective(int slot) {
   if (impl_->aborted)
-    throw CommError(prefix(rank_) + "the NCCL communicator was aborted after an earlier failure");
+    throw CommError(rankPrefix(rank_) + "the NCCL communicator was aborted after an earlier failure");
   const Pending &p = pendingAt(slot);
   const TensorArg *ts = tensors(slot);
   ncclComm_t comm = impl_->comm;
@@ -131,7 +176,7 @@ void NcclCommunicator::startCollective(int slot) {
   for (size_t j = 0; j < p.k; ++j)
     if ((p.kind == Kind::ReduceScatter && ts[j].n % size_) ||
         (p.kind == Kind::AllGather && gatheredOf(ts[j], size_) != ts[j].n * size_))
-      throw CommError(prefix(rank_) + "tensor " + std::to_string(j) + " of a " +
+      throw CommError(rankPrefix(rank_) + "tensor " + std::to_string(j) + " of a " +
                       kindName(p.kind) + " is padded to " + std::to_string(size_) +
                       " chunks; the NCCL backend needs sizes divisible by the group size");
   checkNccl(ncclGroupStart(), rank_, "ncclGroupStart");
@@ -157,12 +202,26 @@ void NcclCommunicator::startCollective(int slot) {
   checkCuda(cudaEventRecord(impl_->events[slot], stream), rank_, "cudaEventRecord");
 }
 
+void NcclCommunicator::startMessage(int slot) {
+  if (impl_->aborted)
+    throw CommError(prefix() + "the NCCL communicator was aborted after an earlier failure");
+  const Pending &p = pendingAt(slot);
+  if (p.p2p == P2p::Send)
+    checkNccl(ncclSend(p.buffer, p.bytes, ncclUint8, p.peer, impl_->comm, impl_->stream),
+              worldRankOf(rank_), "ncclSend");
+  else
+    checkNccl(ncclRecv(p.buffer, p.bytes, ncclUint8, p.peer, impl_->comm, impl_->stream),
+              worldRankOf(rank_), "ncclRecv");
+  checkCuda(cudaEventRecord(impl_->events[slot], impl_->stream), worldRankOf(rank_),
+            "cudaEventRecord");
+}
+
 bool NcclCommunicator::testCollective(int slot) {
   ncclResult_t async = ncclSuccess;
   checkNccl(ncclCommGetAsyncError(impl_->comm, &async), rank_, "ncclCommGetAsyncError");
   if (async != ncclSuccess && async != ncclInProgress) {
     abortCollective(slot);
-    throw CommError(prefix(rank_) + describe(slot) + " failed: " + ncclGetErrorString(async));
+    throw CommError(rankPrefix(rank_) + describe(slot) + " failed: " + ncclGetErrorString(async));
   }
   cudaError_t rc = cudaEventQuery(impl_->events[slot]);
   if (rc == cudaErrorNotReady)
@@ -179,7 +238,7 @@ void NcclCommunicator::abortCollective(int) {
 
 double NcclCommunicator::blockingAllReduceScalar(double value, ReduceOp op) {
   if (impl_->aborted)
-    throw CommError(prefix(rank_) + "the NCCL communicator was aborted after an earlier failure");
+    throw CommError(rankPrefix(rank_) + "the NCCL communicator was aborted after an earlier failure");
   cudaStream_t stream = impl_->stream;
   checkCuda(cudaMemcpyAsync(impl_->scalar, &value, sizeof value, cudaMemcpyHostToDevice, stream),
             rank_, "cudaMemcpyAsync");

@@ -10,6 +10,11 @@
 // communicator (ncclCommAbort) and throws CommError; the communicator is
 // unusable afterwards.
 //
+// Point-to-point messages are ncclSend / ncclRecv of bytes on the same
+// stream. NCCL has no tags: the messages between two ranks pair in the
+// order they are issued, which the plans' order guarantees; a size
+// mismatch is not detected. split() is ncclCommSplit.
+//
 // In-place forms are NCCL's: all_reduce with in == out, reduce_scatter with
 // out == in + rank * n / size, all_gather with in == out + rank * n. Other
 // overlaps of inputs and outputs are not supported.
@@ -38,6 +43,7 @@ public:
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char *backend() const override { return "nccl"; }
+  std::unique_ptr<Communicator> split(int color, int key) override;
   int64_t stagingElements(Kind, const TensorArg *, size_t) const override { return 0; }
   void progress() override {}
   double blockingAllReduceScalar(double value, ReduceOp op = ReduceOp::Avg) override;
@@ -48,6 +54,7 @@ public:
 
 protected:
   void startCollective(int slot) override;
+  void startMessage(int slot) override;
   bool testCollective(int slot) override;
   void finishCollective(int) override {}
   void abortCollective(int slot) override;
@@ -55,6 +62,12 @@ protected:
 
 private:
   struct Impl;
+  struct Adopt {};
+  /// A communicator of ncclCommSplit's result on `device` (`comm` points
+  /// to the ncclComm_t).
+  NcclCommunicator(double timeoutSeconds, Adopt, void *comm, int device,
+                   std::vector<int> worldRanks);
+  void createStream();
   std::unique_ptr<Impl> impl_;
   int rank_ = 0, size_ = 1, device_ = 0;
 };

@@ -14,6 +14,19 @@
 // + r as its micro-batch k (data and dropout), so a run's global batch
 // does not depend on dp.
 //
+// Pipeline parallelism (Plan.pp > 1): the executor gets the world
+// communicator of pp * dp ranks; world rank w runs stage w % pp (the plan
+// `stages[w % pp]`) as data-parallel index w / pp. The world splits into
+// the stage's data-parallel group (axis 0) and the index's pipeline group
+// (axis 1); every dist instruction names its group by Instr.axis. A stage
+// runs its whole unrolled schedule (the prologue) once per step; its
+// `load_batch m` instructions call the loader for global micro-batch
+// ((step - 1) * M + m) * dp + index into micro-batch m's INPUT buffers,
+// and dist.send / dist.recv move activations and gradients between the
+// stages. Only the last stage holds the loss (globalLoss() averages it
+// over dp on every rank); gatherWeights() brings every stage's parameters
+// to world rank 0.
+//
 //===----------------------------------------------------------------------===//
 #ifndef DSRT_CORE_EXECUTOR_H
 #define DSRT_CORE_EXECUTOR_H
@@ -30,6 +43,8 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace dsrt {
@@ -83,7 +98,14 @@ struct Instr {
   uint64_t stagingOffset = 0, stagingBytes = 0; // planned staging (arena)
   float *staging = nullptr;
   std::string label; // "instruction 57 of the epilogue"
+  uint32_t axis = 0;       // dist ops: 0 the dp group, 1 the pp group
+  int64_t microBatch = 0;  // pipeline plans: for the timeline
+  uint32_t phase = 0;
 };
+
+/// The loader of a pipeline step: fills `into` (one load_batch's INPUT
+/// buffers) with global micro-batch `global`.
+using LoadFn = void (*)(void *loader, int64_t global, const std::vector<Tensor *> &into);
 
 /// Run state the kernels read.
 struct Context {
@@ -93,9 +115,28 @@ struct Context {
   uint64_t rngCounter = 0;  // dropout draw: the global micro-batch index
   int64_t badIndices = 0;   // gather / loss labels out of range this step
   std::string badIndexOp;   // the first op that saw one
-  comm::Communicator *comm = nullptr; // never null once loaded
+  comm::Communicator *comm = nullptr; // the dp group; never null once loaded
   int rank = 0;                       // in the data-parallel group
-  std::vector<comm::Handle> handles;  // the plan's handle -> its collective
+  /// By Instr.axis: the dp group and the pp group, and this rank in each.
+  comm::Communicator *comms[2] = {nullptr, nullptr};
+  int ranks[2] = {0, 0};
+  /// The plan's handle -> its collective or message, on the communicator
+  /// that started it (one namespace over both axes).
+  struct Started {
+    comm::Communicator *comm = nullptr;
+    comm::Handle handle;
+  };
+  std::vector<Started> handles;
+  /// Pipeline plans: load_batch m reads global micro-batch
+  /// ((step - 1) * microBatches + m) * dp + rank through `load`.
+  bool pipelined = false;
+  int64_t microBatches = 1;
+  int dp = 1;
+  LoadFn load = nullptr;
+  void *loader = nullptr;
+
+  /// A pipeline plan's global micro-batch for micro-batch m of the step.
+  int64_t globalMicroBatch(int64_t m) const { return ((step - 1) * microBatches + m) * dp + rank; }
 };
 
 /// A whole trained tensor to write (Executor::gatherWeights).
@@ -107,18 +148,34 @@ struct WholeTensor {
 
 class Executor {
 public:
-  /// Loads `dir`/plan.pb and validates it for the ranks of `comm` (null:
-  /// one rank). `comm` must outlive the executor. Throws PlanError.
-  explicit Executor(const std::string &dir, comm::Communicator *comm = nullptr);
+  /// Loads `dir`/plan.pb and validates it for the ranks of `world` (null:
+  /// one rank): dp ranks, or pp * dp for a pipeline plan, whose world is
+  /// split here (collective: every rank constructs its executor). `world`
+  /// must outlive the executor. Throws PlanError.
+  explicit Executor(const std::string &dir, comm::Communicator *world = nullptr);
   ~Executor();
 
+  /// The plan this rank runs (a pipeline plan: its stage's).
   const dsc::plan::Plan &plan() const { return plan_; }
   const config::TrainConfig &config() const { return config_; }
-  int64_t microBatches() const { return plan_.program().micro_batches(); }
+  /// Micro-batches per step (a pipeline plan: M, pipeline_micro_batches).
+  int64_t microBatches() const {
+    return pp_ > 1 ? ctx_.microBatches : plan_.program().micro_batches();
+  }
   int64_t microBatchSize() const { return plan_.micro_batch_size(); }
-  /// Data-parallel ranks (the plan's dp; 1 for dp 0) and this rank.
+  /// Data-parallel ranks (the plan's dp; 1 for dp 0) and this rank's index
+  /// among them.
   int dp() const { return dp_; }
   int rank() const { return ctx_.rank; }
+  /// Pipeline stages (1: not a pipeline plan) and this rank's stage.
+  int pp() const { return pp_; }
+  int stage() const { return stage_; }
+  bool pipelined() const { return pp_ > 1; }
+  /// This rank's stage holds the loss (always, without a pipeline).
+  bool hasLoss() const { return hasLoss_; }
+  /// The world: pp * dp ranks, and this rank in it.
+  int worldSize() const { return world_->size(); }
+  int worldRank() const { return world_->rank(); }
   /// The global micro-batch this rank runs as micro-batch k of `step`.
   int64_t globalMicroBatch(int64_t step, int64_t k) const {
     return ((step - 1) * microBatches() + k) * dp_ + ctx_.rank;
@@ -129,43 +186,79 @@ public:
   /// and shapes must match). Throws PlanError / io::IoError.
   void initialize(const std::string &weightsPath, uint64_t seed);
 
-  /// The data-fed buffers, in plan order.
+  /// The data-fed buffers, in plan order (a pipeline plan: those of its
+  /// load_batch of micro-batch 0, in its order; empty for a stage that
+  /// loads nothing). Every other micro-batch's set has the same names,
+  /// dtypes and shapes.
   const std::vector<Tensor *> &inputs() const { return inputs_; }
   /// Replaces the baked config (dsrt --config: the schedule and
   /// steps_per_print may change at run time).
   void setConfig(const config::TrainConfig &cfg) { config_ = cfg; }
-  /// Trained parameters, in plan order (one buffer per name; a ZeRO
-  /// shard is this rank's chunk).
+  /// Trained parameters of this rank's plan, in plan order (one buffer per
+  /// name; a ZeRO shard is this rank's chunk).
   std::vector<const Tensor *> weights() const;
+  /// The name and whole shape of every parameter gatherWeights() returns on
+  /// world rank 0, in its order (a pipeline plan: every stage's).
+  std::vector<std::pair<std::string, std::vector<int64_t>>> allWeights() const;
   /// The whole trained parameters, in plan order: sharded ones all-gathered
   /// (not counted in the step's communication) without their padding,
   /// the others viewing the arena. Valid until the next call or step.
-  /// Collective: every rank must call it. Throws comm::CommError.
+  /// Collective: every rank must call it. A pipeline plan's world rank 0
+  /// gets every stage's parameters (stage order, then plan order; a
+  /// parameter several stages hold, from the first), sent by the other
+  /// stages' data-parallel index 0 (not counted); the other ranks get their
+  /// own stage's. Throws comm::CommError.
   std::vector<WholeTensor> gatherWeights();
 
-  /// One optimizer step. `loadMicroBatch(g)` must fill inputs() with
-  /// global micro-batch g (globalMicroBatch(stepIndex, k) for micro-batch
-  /// k of this rank).
+  /// One optimizer step. `loadMicroBatch(g, into)` must fill the tensors
+  /// `into` (inputs() without a pipeline; a load_batch's INPUT buffers
+  /// with one) with global micro-batch g (globalMicroBatch(stepIndex, k)
+  /// for micro-batch k of this rank). A loader of one argument,
+  /// `loadMicroBatch(g)`, fills inputs() (not for pipeline plans).
   template <typename Loader> void step(int64_t stepIndex, Loader &&loadMicroBatch) {
+    using L = std::remove_reference_t<Loader>;
+    constexpr bool intoForm = std::is_invocable_v<L &, int64_t, const std::vector<Tensor *> &>;
     beginStep(stepIndex);
     recording_ = stepIndex == timelineStep_;
-    runList(prologue_, 0, 0);
-    for (int64_t k = 0; k < microBatches(); ++k) {
-      int64_t global = globalMicroBatch(stepIndex, k);
-      loadMicroBatch(global);
-      ctx_.rngCounter = uint64_t(global);
-      runList(micro_, 1, k);
+    if (pp_ > 1) {
+      if constexpr (intoForm) {
+        ctx_.load = [](void *l, int64_t global, const std::vector<Tensor *> &into) {
+          (*static_cast<L *>(l))(global, into);
+        };
+        ctx_.loader = const_cast<void *>(static_cast<const void *>(&loadMicroBatch));
+      } else {
+        throw PlanError("a pipeline plan's step needs a loader (global, into)");
+      }
+      runList(prologue_, 0, 0);
+      runList(epilogue_, 2, 0);
+      ctx_.load = nullptr;
+      ctx_.loader = nullptr;
+    } else {
+      runList(prologue_, 0, 0);
+      for (int64_t k = 0; k < microBatches(); ++k) {
+        int64_t global = globalMicroBatch(stepIndex, k);
+        if constexpr (intoForm)
+          loadMicroBatch(global, inputs_);
+        else
+          loadMicroBatch(global);
+        ctx_.rngCounter = uint64_t(global);
+        runList(micro_, 1, k);
+      }
+      runList(epilogue_, 2, 0);
     }
-    runList(epilogue_, 2, 0);
     recording_ = false;
     endStep();
   }
 
   /// Record the start and end of every instruction of step `step`
   /// (dsrt --timeline); writeTimeline() writes them as CSV: list
-  /// (prologue, micro_batch, epilogue), micro-batch, instruction, op, and
-  /// start/end in microseconds of the system clock, so the ranks of one
-  /// machine share a time axis. Storage is reserved here, not in the step.
+  /// (prologue, micro_batch, epilogue), micro-batch, instruction, op,
+  /// start/end in microseconds of the system clock (so the ranks of one
+  /// machine share a time axis), then `mb` (the micro-batch the instruction
+  /// works on: a pipeline plan's Instr.micro_batch, else the micro-batch
+  /// list's iteration) and `phase` (Instr.phase: 0 none, 1 forward,
+  /// 2 backward, 3 weight gradient). The rank column is the world rank.
+  /// Storage is reserved here, not in the step.
   void recordTimeline(int64_t step);
   void writeTimeline(const std::string &path) const;
 
@@ -174,17 +267,25 @@ public:
   void enableProfile() { profile_ = true; }
   void printProfile(std::FILE *out) const;
 
-  float loss() const { return *tensors_[plan_.loss_buffer()].f32(); }
+  /// This rank's loss (0 on a pipeline stage without it).
+  float loss() const { return hasLoss_ ? *tensors_[plan_.loss_buffer()].f32() : 0.0f; }
   float gradNorm() const { return *tensors_[plan_.grad_norm_buffer()].f32(); }
   float lr() const { return *tensors_[plan_.lr_buffer()].f32(); }
-  /// The step's loss averaged over the ranks (collective: every rank must
-  /// call it; not counted). loss() itself is this rank's.
+  /// The step's loss averaged over the data-parallel ranks (a pipeline
+  /// plan: of its last stage), the same on every rank (collective: every
+  /// rank must call it; not counted). loss() itself is this rank's.
   double globalLoss();
-  /// The collectives of the last step (see comm::Counters).
-  const comm::Counters &commCounters() const { return comm_->counters(); }
-  comm::Communicator &communicator() { return *comm_; }
+  /// The collectives and messages of the last step, of both groups (see
+  /// comm::Counters).
+  const comm::Counters &commCounters() const { return counters_; }
+  /// The world communicator (all ranks).
+  comm::Communicator &communicator() { return *world_; }
+  /// The communicator of a dist instruction's axis (0 dp, 1 pp).
+  comm::Communicator &group(int axis) { return *ctx_.comms[axis]; }
 
 private:
+  void setupPipeline(dsc::plan::Plan &top, const std::string &path);
+  void validatePipeline();
   void validateBuffers();
   std::vector<Instr> resolve(const google::protobuf::RepeatedPtrField<dsc::plan::Instr> &list,
                              const char *where);
@@ -195,8 +296,14 @@ private:
   void beginStep(int64_t stepIndex);
   void runList(const std::vector<Instr> &list, int which, int64_t micro);
   void endStep();
+  void progressComms() {
+    for (comm::Communicator *c : ctx_.comms)
+      if (c->pending())
+        c->progress();
+  }
 
   std::string dir_;
+  std::string name_; // "DIR/plan.pb", "DIR/plan.pb (stage 1)" in errors
   dsc::plan::Plan plan_;
   config::TrainConfig config_;
   std::vector<Tensor> tensors_;
@@ -205,10 +312,23 @@ private:
   void *arena_ = nullptr;
   bool profile_ = false;
   int dp_ = 1;
-  std::unique_ptr<comm::Communicator> ownComm_; // one rank, when none is given
-  comm::Communicator *comm_ = nullptr;
-  comm::Reservation reservation_;
+  int pp_ = 1, stage_ = 0;
+  bool hasLoss_ = true;
+  std::unique_ptr<comm::Communicator> ownWorld_; // one rank, when none is given
+  std::unique_ptr<comm::Communicator> ownDp_, ownPp_; // split off the world
+  comm::Communicator *world_ = nullptr;
+  comm::Communicator *comm_ = nullptr; // the dp group
+  comm::Reservation reservation_[2];   // by axis
   int64_t maxHandle_ = -1;
+  comm::Counters counters_; // the last step's, both groups
+  /// Pipeline plans: every stage's parameters (name, whole shape), for
+  /// gatherWeights() and allWeights().
+  struct StageParam {
+    std::string name;
+    std::vector<int64_t> shape;
+    int stage = 0;
+  };
+  std::vector<StageParam> stageParams_;
   std::vector<std::vector<float>> gathered_; // gatherWeights' storage
   std::map<std::string, std::pair<int64_t, double>> opTime_; // calls, seconds
   struct Event {

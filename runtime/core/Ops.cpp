@@ -29,10 +29,20 @@
 //   train.sum_sq           -   (k inputs -> f32 scalar: sum of squares)
 //   train.clip_grad_norm   with one more input than outputs: the last input
 //                          is the global sum of squares (sharded gradients)
-// Communication (data-parallel group; the plan's dp ranks). Collectives are
-// non-blocking: the instruction starts one, `dist.wait` with the same
-// handle completes it; until then its inputs must not be written nor its
-// outputs read (the memory plan guarantees it). k inputs, k outputs.
+//   load_batch             ints: micro-batch m (pipeline plans only; 0 <= m
+//                          < pipeline_micro_batches). 0 inputs, k outputs:
+//                          INPUT buffers (the model's inputs this stage
+//                          reads, the same names, order and shapes for
+//                          every m), filled by the data loader with global
+//                          micro-batch ((step - 1) * M + m) * dp + dp index,
+//                          which also becomes the dropout counter.
+// Communication. Instr.axis names the group: 0 the data-parallel group
+// (the ranks of this pipeline stage, the plan's dp), 1 the pipeline group
+// (the ranks of this data-parallel index, one per stage, pp). Collectives
+// and messages are non-blocking: the instruction starts one, `dist.wait`
+// with the same handle completes it; until then its inputs must not be
+// written nor its outputs read (the memory plan guarantees it). Handles
+// are one namespace over both groups. Collectives: k inputs, k outputs.
 //   dist.all_reduce        ints: group size, reduce (0 sum 1 avg 2 max
 //                          3 min), handle
 //   dist.reduce_scatter    ints: group size, reduce, handle. Output j is
@@ -45,6 +55,18 @@
 //   dist.chunk             ints: group size. 1 input, 1 output: chunk
 //                          `rank` of the flattened input, zero-padded as
 //                          for reduce_scatter (a local copy)
+//   dist.send              ints: group size, peer, tag, handle. 1 input
+//                          (any dtype), 0 outputs: its bytes go to the rank
+//                          `peer` steps along the group (+1 the next
+//                          pipeline stage, -1 the previous; inside the
+//                          group). No staging.
+//   dist.recv              ints: group size, peer, tag, handle. 0 inputs,
+//                          1 output (any dtype): filled from the rank `peer`
+//                          steps along the group. Messages pair by (source,
+//                          destination, tag), several with one tag in the
+//                          order sent; a size mismatch fails the wait.
+// Dropout in a pipeline plan draws from the global micro-batch of its
+// Instr.micro_batch (the instructions of several micro-batches interleave).
 // Axes are non-negative. Every check runs at load time; kernels trust them.
 //
 //===----------------------------------------------------------------------===//
@@ -223,16 +245,48 @@ void bindCollective(Instr &i, const Check &c, comm::Kind kind) {
 }
 
 template <comm::Kind K> void runCollective(const Instr &i, Context &ctx) {
+  comm::Communicator *c = ctx.comms[i.axis];
   comm::Handle h;
   if (K == comm::Kind::AllReduce)
-    h = ctx.comm->allReduce(i.comm.data(), i.comm.size(), comm::ReduceOp(i.ints[1]),
-                            i.label.c_str(), i.staging);
+    h = c->allReduce(i.comm.data(), i.comm.size(), comm::ReduceOp(i.ints[1]), i.label.c_str(),
+                     i.staging);
   else if (K == comm::Kind::ReduceScatter)
-    h = ctx.comm->reduceScatter(i.comm.data(), i.comm.size(), comm::ReduceOp(i.ints[1]),
-                                i.label.c_str(), i.staging);
+    h = c->reduceScatter(i.comm.data(), i.comm.size(), comm::ReduceOp(i.ints[1]),
+                         i.label.c_str(), i.staging);
   else
-    h = ctx.comm->allGather(i.comm.data(), i.comm.size(), i.label.c_str(), i.staging);
-  ctx.handles[size_t(i.ints.back())] = h;
+    h = c->allGather(i.comm.data(), i.comm.size(), i.label.c_str(), i.staging);
+  ctx.handles[size_t(i.ints.back())] = {c, h};
+}
+
+/// dist.send / dist.recv: group size, peer (a relative offset), tag, handle.
+void bindMessage(Instr &i, const Check &c, bool send) {
+  c.arity(send ? 1 : 0, send ? 0 : 1);
+  c.attrs(4, 0);
+  int64_t group = i.ints[0], peer = i.ints[1], tag = i.ints[2], handle = i.ints[3];
+  if (group < 1)
+    c.fail("group size " + std::to_string(group) + " must be at least 1");
+  if (peer == 0 || peer <= -group || peer >= group)
+    c.fail("peer " + std::to_string(peer) + " must be a non-zero offset inside the group of " +
+           std::to_string(group));
+  if (tag < 0 || tag > comm::Communicator::kMaxTag)
+    c.fail("tag " + std::to_string(tag) + " out of range [0, " +
+           std::to_string(comm::Communicator::kMaxTag) + "]");
+  if (handle < 0 || handle > 65535)
+    c.fail("handle " + std::to_string(handle) + " out of range [0, 65535]");
+  if (send)
+    i.run = [](const Instr &i, Context &ctx) {
+      comm::Communicator *c = ctx.comms[i.axis];
+      ctx.handles[size_t(i.ints[3])] = {
+          c, c->send(i.in[0]->data, i.in[0]->bytes(), ctx.ranks[i.axis] + int(i.ints[1]),
+                     int(i.ints[2]), i.label.c_str())};
+    };
+  else
+    i.run = [](const Instr &i, Context &ctx) {
+      comm::Communicator *c = ctx.comms[i.axis];
+      ctx.handles[size_t(i.ints[3])] = {
+          c, c->recv(i.out[0]->data, i.out[0]->bytes(), ctx.ranks[i.axis] + int(i.ints[1]),
+                     int(i.ints[2]), i.label.c_str())};
+    };
 }
 
 void addDistOps(std::map<std::string, OpDef> &t) {
@@ -253,7 +307,31 @@ void addDistOps(std::map<std::string, OpDef> &t) {
     c.attrs(1, 0);
     if (i.ints[0] < 0 || i.ints[0] > 65535)
       c.fail("handle " + std::to_string(i.ints[0]) + " out of range [0, 65535]");
-    i.run = [](const Instr &i, Context &ctx) { ctx.comm->wait(ctx.handles[size_t(i.ints[0])]); };
+    i.run = [](const Instr &i, Context &ctx) {
+      const Context::Started &s = ctx.handles[size_t(i.ints[0])];
+      s.comm->wait(s.handle);
+    };
+  }};
+  t["dist.send"] = {[](Instr &i, const Check &c) { bindMessage(i, c, true); }};
+  t["dist.recv"] = {[](Instr &i, const Check &c) { bindMessage(i, c, false); }};
+  t["load_batch"] = {[](Instr &i, const Check &c) {
+    if (!i.in.empty() || i.out.empty())
+      c.fail("expects 0 inputs and at least one output, has " + std::to_string(i.in.size()) +
+             " and " + std::to_string(i.out.size()));
+    c.attrs(1, 0);
+    if (i.ints[0] < 0)
+      c.fail("micro-batch " + std::to_string(i.ints[0]) + " must be non-negative");
+    for (const Tensor *t : i.out)
+      if (t->role != plan::INPUT)
+        c.fail("writes buffer '" + t->name + "', which is a " + plan::Role_Name(t->role) +
+               ", not an INPUT");
+    i.run = [](const Instr &i, Context &ctx) {
+      int64_t global = ctx.globalMicroBatch(i.ints[0]);
+      ctx.rngCounter = uint64_t(global);
+      if (!ctx.load)
+        throw PlanError(i.label + ": load_batch without a data loader");
+      ctx.load(ctx.loader, global, i.out);
+    };
   }};
   t["dist.chunk"] = {[](Instr &i, const Check &c) {
     c.arity(1, 1);
@@ -270,11 +348,12 @@ void addDistOps(std::map<std::string, OpDef> &t) {
       // Elements [rank * c, (rank + 1) * c) of the input zero-padded to
       // size chunks of c.
       int64_t c = i.out[0]->numel, n = i.in[0]->numel;
-      int64_t have = std::max<int64_t>(0, std::min(c, n - ctx.rank * c));
+      int64_t rank = ctx.ranks[i.axis];
+      int64_t have = std::max<int64_t>(0, std::min(c, n - rank * c));
       size_t esize = i.out[0]->bytes() / size_t(std::max<int64_t>(c, 1));
       if (have)
         std::memmove(i.out[0]->data,
-                     static_cast<const char *>(i.in[0]->data) + size_t(ctx.rank * c) * esize,
+                     static_cast<const char *>(i.in[0]->data) + size_t(rank * c) * esize,
                      size_t(have) * esize);
       std::memset(static_cast<char *>(i.out[0]->data) + size_t(have) * esize, 0,
                   size_t(c - have) * esize);
@@ -689,7 +768,9 @@ const std::map<std::string, OpDef> &table() {
         c.fail("ratio must be in [0, 1)");
       i.run = [](const Instr &i, Context &ctx) {
         cpu::dropout(i.in[0]->f32(), i.out[0]->f32(), i.out[1]->u8(), i.out[0]->numel,
-                     (float)i.floats[0], ctx.seed, (uint64_t)i.ints[0], ctx.rngCounter);
+                     (float)i.floats[0], ctx.seed, (uint64_t)i.ints[0],
+                     ctx.pipelined ? uint64_t(ctx.globalMicroBatch(i.microBatch))
+                                   : ctx.rngCounter);
       };
     }};
     t["nn.dropout_grad"] = {[](Instr &i, const Check &c) {

@@ -233,6 +233,9 @@ public:
   }
   void progress() override {}
   double blockingAllReduceScalar(double v, comm::ReduceOp) override { return v; }
+  std::unique_ptr<comm::Communicator> split(int, int) override {
+    return std::make_unique<FakeCommunicator>(1);
+  }
 
 protected:
   void startCollective(int) override {}
