@@ -7,6 +7,7 @@
 // collectives run end to end on one rank.
 //
 //===----------------------------------------------------------------------===//
+#include "PipelinePlan.h"
 #include "PlanBuilder.h"
 
 #include "runtime/core/Executor.h"
@@ -220,12 +221,14 @@ TEST(StagingPlacement, FirstFit) {
   EXPECT_EQ(comm::firstFitOffset(live.data(), live.size(), 6), 10);
 }
 
-/// A communicator of `size` ranks that is never asked to communicate (plan
-/// validation only).
+/// A communicator of `size` ranks, this one `rank`, that is never asked to
+/// communicate (plan validation only). split() returns fakes of the sizes
+/// in `splits`, one per call, ranked by the key.
 class FakeCommunicator : public comm::Communicator {
 public:
-  explicit FakeCommunicator(int size) : Communicator(1), size_(size) {}
-  int rank() const override { return 0; }
+  explicit FakeCommunicator(int size, int rank = 0, std::vector<int> splits = {})
+      : Communicator(1), size_(size), rank_(rank), splits_(std::move(splits)) {}
+  int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char *backend() const override { return "fake"; }
   int64_t stagingElements(comm::Kind, const comm::TensorArg *t, size_t k) const override {
@@ -233,8 +236,10 @@ public:
   }
   void progress() override {}
   double blockingAllReduceScalar(double v, comm::ReduceOp) override { return v; }
-  std::unique_ptr<comm::Communicator> split(int, int) override {
-    return std::make_unique<FakeCommunicator>(1);
+  std::unique_ptr<comm::Communicator> split(int, int key) override {
+    int size = calls_ < splits_.size() ? splits_[calls_] : 1;
+    ++calls_;
+    return std::make_unique<FakeCommunicator>(size, key);
   }
 
 protected:
@@ -244,7 +249,9 @@ protected:
   void allocateStaging(int64_t elements) override { allocated = elements; }
 
 private:
-  int size_;
+  int size_, rank_;
+  std::vector<int> splits_;
+  size_t calls_ = 0;
 
 public:
   int64_t allocated = -1;
@@ -262,17 +269,35 @@ PlanBuilder collectivesPlan(uint32_t dp) {
   return p;
 }
 
+/// The PlanError of loading the plan in `dir` (after "plan.pb: "; a
+/// pipeline stage's from its "(stage N)"), or "no error".
+std::string loadErrorIn(const std::string &dir, comm::Communicator *c) {
+  try {
+    Executor exec(dir, c);
+  } catch (const PlanError &e) {
+    std::string m = e.what();
+    size_t at = m.find("plan.pb");
+    if (at == std::string::npos)
+      return m;
+    m = m.substr(at + 7);
+    return m.rfind(": ", 0) == 0 ? m.substr(2) : m.substr(m.rfind(" ", 0) == 0 ? 1 : 0);
+  }
+  return "no error";
+}
+
 std::string loadError(PlanBuilder &p, comm::Communicator *c = nullptr) {
   TempDir dir;
   p.write(dir.path());
-  try {
-    Executor exec(dir.path(), c);
-  } catch (const PlanError &e) {
-    std::string m = e.what();
-    size_t at = m.find("plan.pb: ");
-    return at == std::string::npos ? m : m.substr(at + 9);
-  }
-  return "no error";
+  return loadErrorIn(dir.path(), c);
+}
+
+/// The error of loading the two-stage pipeline `st` as world rank `rank`
+/// of pp x dp ranks.
+std::string pipelineError(PipelineStages &st, int rank, int dp = 1, int64_t M = 2) {
+  TempDir dir;
+  PlanBuilder::writePipeline(dir.path(), {&st.s0, &st.s1}, M);
+  FakeCommunicator world(2 * dp, rank, {dp, 2});
+  return loadErrorIn(dir.path(), &world);
 }
 
 TEST(ExecutorDp, RankCountMustMatchThePlan) {
@@ -425,6 +450,176 @@ TEST(ExecutorDp, OneRankRunsCollectivesAsCopies) {
   EXPECT_EQ(exec.globalLoss(), exec.loss());
   EXPECT_EQ(exec.commCounters().summary(), "all_reduce 1 call 2 elements, reduce_scatter 1 call "
                                            "4 elements, all_gather 1 call 4 elements");
+}
+
+//===----------------------------------------------------------------------===//
+// Pipeline plans: load-time checks (the runs are in MpiCommunicatorTest)
+//===----------------------------------------------------------------------===//
+
+TEST(ExecutorPipeline, BothStagesLoad) {
+  for (int rank : {0, 1}) {
+    PipelineStages st = pipelinePlan(1, 2, 3);
+    EXPECT_EQ(pipelineError(st, rank), "no error") << "rank " << rank;
+  }
+  // Rank 1 runs stage 1: its inputs are micro-batch 0's targets.
+  PipelineStages st = pipelinePlan(1, 3, 3);
+  TempDir dir;
+  PlanBuilder::writePipeline(dir.path(), {&st.s0, &st.s1}, 3);
+  FakeCommunicator world(2, 1, {1, 2});
+  Executor exec(dir.path(), &world);
+  EXPECT_TRUE(exec.pipelined());
+  EXPECT_EQ(exec.pp(), 2);
+  EXPECT_EQ(exec.stage(), 1);
+  EXPECT_EQ(exec.dp(), 1);
+  EXPECT_TRUE(exec.hasLoss());
+  EXPECT_EQ(exec.microBatches(), 3);
+  ASSERT_EQ(exec.inputs().size(), 1u);
+  EXPECT_EQ(exec.inputs()[0]->name, "t");
+  EXPECT_EQ(exec.group(1).size(), 2);
+  EXPECT_EQ(exec.group(1).rank(), 1);
+  // Every stage's parameters, a tied one once, in stage order.
+  std::vector<std::string> names;
+  for (auto &[name, shape] : exec.allWeights())
+    names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"w0", "tied", "w1"}));
+}
+
+TEST(ExecutorPipeline, WorldMustBePpTimesDp) {
+  PipelineStages st = pipelinePlan(1, 2, 3);
+  TempDir dir;
+  PlanBuilder::writePipeline(dir.path(), {&st.s0, &st.s1}, 2);
+  EXPECT_EQ(loadErrorIn(dir.path(), nullptr),
+            "plan compiled for pp=2 x dp=1 = 2 ranks but running on 1 rank: run it with mpirun "
+            "-np 2 (or recompile for 1 rank)");
+  FakeCommunicator three(3);
+  EXPECT_EQ(loadErrorIn(dir.path(), &three),
+            "plan compiled for pp=2 x dp=1 = 2 ranks but running on 3 ranks: run it with mpirun "
+            "-np 2 (or recompile for 3 ranks)");
+  PipelineStages two = pipelinePlan(2, 2, 3);
+  TempDir dir2;
+  PlanBuilder::writePipeline(dir2.path(), {&two.s0, &two.s1}, 2);
+  FakeCommunicator four(4, 3, {2, 2});
+  EXPECT_EQ(loadErrorIn(dir2.path(), &four), "no error");
+}
+
+TEST(ExecutorPipeline, PeerOutsideThePipeline) {
+  // Stage 1 sends to the next stage, which does not exist.
+  PipelineStages bad = pipelinePlan(1, 2, 3);
+  uint32_t h = bad.s1.f32({1, 3});
+  tagged(bad.s1.instr(Prologue, "dist.send", {h}, {}, {2, +1, 0, 7}), 0, 1, 1);
+  bad.s1.instr(Prologue, "dist.wait", {}, {}, {7});
+  int n = bad.s1.proto().program().prologue_size();
+  EXPECT_EQ(pipelineError(bad, 1),
+            "(stage 1): prologue instruction " + std::to_string(n - 2) +
+                " (dist.send): peer +1 is stage 2, outside the pipeline's 2 stages (this is "
+                "stage 1)");
+  // Stage 0 is fine; the group size must be pp on axis 1.
+  EXPECT_EQ(pipelineError(bad, 0), "no error");
+  PipelineStages size = pipelinePlan(1, 2, 3);
+  tagged(size.s0.instr(Prologue, "dist.recv", {}, {size.s0.f32({2})}, {3, +1, 5, 9}), 0, 1, 1);
+  n = size.s0.proto().program().prologue_size();
+  EXPECT_EQ(pipelineError(size, 0), "(stage 0): prologue instruction " + std::to_string(n - 1) +
+                                        " (dist.recv): group size 3 differs from the plan's pp=2");
+  // A message on the dp group must stay inside it too.
+  PipelineStages dpPeer = pipelinePlan(2, 2, 3);
+  tagged(dpPeer.s0.instr(Prologue, "dist.send", {dpPeer.s0.f32({2})}, {}, {2, -1, 0, 9}), 0, 1, 0);
+  dpPeer.s0.instr(Prologue, "dist.wait", {}, {}, {9});
+  n = dpPeer.s0.proto().program().prologue_size();
+  EXPECT_EQ(pipelineError(dpPeer, 0, 2),
+            "(stage 0): prologue instruction " + std::to_string(n - 2) +
+                " (dist.send): peer -1 is dp rank -1, outside the dp group of 2");
+  EXPECT_EQ(pipelineError(dpPeer, 2, 2), "no error"); // dp index 1 of stage 0
+}
+
+TEST(ExecutorPipeline, LoadBatchChecks) {
+  {
+    PipelineStages st = pipelinePlan(1, 2, 3);
+    TempDir dir;
+    PlanBuilder::writePipeline(dir.path(), {&st.s0, &st.s1}, 1); // M = 1 < 2 loaded
+    FakeCommunicator world(2, 0, {1, 2});
+    EXPECT_EQ(loadErrorIn(dir.path(), &world),
+              "(stage 0): instruction 5 of the prologue (load_batch): micro-batch 1 of a step of 1 "
+              "(pipeline_micro_batches)");
+  }
+  {
+    // An INPUT no load_batch fills.
+    PipelineStages st = pipelinePlan(1, 2, 3);
+    uint32_t extra = st.s0.buffer("x", plan::F32, {1, 3}, plan::INPUT);
+    EXPECT_EQ(pipelineError(st, 0), "(stage 0): buffer " + std::to_string(extra) +
+                                        " ('x') is an INPUT that no load_batch fills");
+  }
+  {
+    // Micro-batch 1's inputs differ from micro-batch 0's.
+    PipelineStages st = pipelinePlan(1, 2, 3);
+    uint32_t other = st.s0.buffer("y", plan::F32, {1, 3}, plan::INPUT);
+    st.s0.instr(Prologue, "load_batch", {}, {other}, {1});
+    EXPECT_EQ(pipelineError(st, 0),
+              "(stage 0): instruction " + std::to_string(st.s0.proto().program().prologue_size() - 1) +
+                  " of the prologue (load_batch): loads micro-batch 1 into y F32 [1,3]; "
+                  "micro-batch 0 into x F32 [1,3]");
+  }
+  {
+    // Only load_batch writes an INPUT; load_batch only writes INPUTs.
+    PipelineStages st = pipelinePlan(1, 2, 3);
+    uint32_t x = 4 + 6; // the first input, after w0, tied and 4 activations
+    ASSERT_EQ(st.s0.at(x).name(), "x");
+    st.s0.instr(Prologue, "fill", {}, {x}, {}, {1.0});
+    EXPECT_EQ(pipelineError(st, 0),
+              "(stage 0): prologue instruction " +
+                  std::to_string(st.s0.proto().program().prologue_size() - 1) +
+                  " (fill): writes the read-only buffer " + std::to_string(x));
+    PipelineStages act = pipelinePlan(1, 2, 3);
+    act.s0.instr(Prologue, "load_batch", {}, {act.s0.f32({1, 3})}, {0});
+    EXPECT_NE(pipelineError(act, 0).find("(load_batch): writes buffer '', which is a ACTIVATION, "
+                                         "not an INPUT"),
+              std::string::npos);
+  }
+  {
+    // load_batch belongs to pipeline plans.
+    PlanBuilder p(1, 1, 1);
+    uint32_t x = p.buffer("x", plan::F32, {1, 2}, plan::INPUT);
+    p.instr(Prologue, "load_batch", {}, {x}, {0});
+    EXPECT_EQ(loadError(p), "prologue instruction 0 (load_batch): load_batch outside a pipeline "
+                            "plan (pp=1: the inputs are loaded before each micro_batch "
+                            "iteration)");
+  }
+}
+
+TEST(ExecutorPipeline, StagePlanChecks) {
+  {
+    PipelineStages st = pipelinePlan(1, 2, 3);
+    st.s0.proto().set_has_loss(true);
+    EXPECT_EQ(pipelineError(st, 0), "2 stages hold the loss (has_loss); a pipeline has one, its "
+                                    "last stage");
+  }
+  {
+    PipelineStages st = pipelinePlan(1, 2, 3);
+    st.s1.proto().set_dp(2);
+    EXPECT_EQ(pipelineError(st, 0), "stage 1 is compiled for dp=2, the pipeline for dp=1");
+  }
+  {
+    PipelineStages st = pipelinePlan(1, 2, 3);
+    st.s1.instr(MicroBatch, "fill", {}, {st.s1.f32({})}, {}, {0.0});
+    EXPECT_EQ(pipelineError(st, 1), "(stage 1): a pipeline stage runs its whole schedule in the "
+                                    "prologue; its micro_batch list has 1 instructions");
+  }
+  {
+    PipelineStages st = pipelinePlan(1, 2, 3);
+    st.s1.weight("w0", {1, 4}, {1, 2, 3, 4});
+    st.s1.buffer("w0", plan::F32, {1, 4}, plan::PARAM);
+    EXPECT_EQ(pipelineError(st, 0),
+              "parameter 'w0' has shape [1, 4] in stage 1 but [1, 3] in stage 0");
+  }
+  // The message ops' own checks.
+  PipelineStages st = pipelinePlan(1, 2, 3);
+  st.s0.instr(Prologue, "dist.send", {st.s0.f32({2})}, {}, {2, 0, 0, 9});
+  EXPECT_NE(pipelineError(st, 0).find("(dist.send): peer 0 must be a non-zero offset inside the "
+                                      "group of 2"),
+            std::string::npos);
+  PipelineStages tag = pipelinePlan(1, 2, 3);
+  tag.s0.instr(Prologue, "dist.recv", {}, {tag.s0.f32({2})}, {2, 1, 40000, 9});
+  EXPECT_NE(pipelineError(tag, 0).find("(dist.recv): tag 40000 out of range [0, 32767]"),
+            std::string::npos);
 }
 
 } // namespace

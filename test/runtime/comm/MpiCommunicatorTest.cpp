@@ -7,9 +7,12 @@
 // (direct and in place), Avg/Max/Min, several collectives pending at once,
 // the counters, the staging limit, the timeout (a rank that never joins),
 // and a ZeRO plan run by the executor against a float64 reference, whose
-// steps make no allocation.
+// steps make no allocation. Pipelines: split communicators, point-to-point
+// messages (order on one tag, sizes, the timeout naming the peer), and a
+// two-stage pipeline plan (pp 2 x dp S/2) against a float64 reference.
 //
 //===----------------------------------------------------------------------===//
+#include "PipelinePlan.h"
 #include "PlanBuilder.h"
 
 #include "runtime/comm/MpiCommunicator.h"
@@ -19,8 +22,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <new>
 #include <random>
+#include <sstream>
 
 // Counts C++ allocations, to check that the step loop makes none. (GCC
 // misreads the malloc/free pairing of a replaced operator new.)
@@ -539,6 +544,349 @@ TEST(MpiExecutor, StepsDoNotAllocate) {
   before = gAllocations.load();
   EXPECT_EQ(exec.gatherWeights().size(), 1u);
   EXPECT_GT(gAllocations.load() - before, 0);
+}
+
+//===----------------------------------------------------------------------===//
+// Split communicators and point-to-point messages
+//===----------------------------------------------------------------------===//
+
+TEST(MpiSplit, GroupsOrderedByKeyNameWorldRanks) {
+  comm::MpiCommunicator &c = world();
+  const int S = c.size(), r = c.rank();
+  // Like a pipeline of 2 stages: the pp group of consecutive ranks (color
+  // r / 2, ordered by r % 2) and the dp group of every other rank.
+  std::unique_ptr<comm::Communicator> pp = c.split(r / 2, r % 2);
+  std::unique_ptr<comm::Communicator> dp = c.split(r % 2, -(r / 2)); // reversed order
+  EXPECT_EQ(pp->size(), 2);
+  EXPECT_EQ(pp->rank(), r % 2);
+  EXPECT_EQ(pp->worldRankOf(0), r - r % 2);
+  EXPECT_EQ(pp->worldRankOf(1), r - r % 2 + 1);
+  EXPECT_EQ(dp->size(), S / 2);
+  EXPECT_EQ(dp->rank(), S / 2 - 1 - r / 2);
+  EXPECT_EQ(dp->worldRankOf(dp->rank()), r);
+  EXPECT_STREQ(dp->backend(), "mpi");
+  // Collectives run inside each group: the sum of the group's world ranks.
+  dp->reserve({1 << 10, 2, 2});
+  pp->reserve({1 << 10, 2, 2});
+  std::vector<float> a = {float(r)}, b = {float(r)};
+  comm::Handle ha = dp->allReduce({{a.data(), a.data(), 1}}, ReduceOp::Sum);
+  comm::Handle hb = pp->allReduce({{b.data(), b.data(), 1}}, ReduceOp::Sum);
+  pp->wait(hb);
+  dp->wait(ha);
+  float dpSum = 0;
+  for (int q = r % 2; q < S; q += 2)
+    dpSum += float(q);
+  EXPECT_EQ(a[0], dpSum);
+  EXPECT_EQ(b[0], float(2 * (r - r % 2) + 1));
+  EXPECT_DOUBLE_EQ(pp->blockingAllReduceScalar(1.0, ReduceOp::Sum), 2.0);
+  // Splitting one rank alone.
+  std::unique_ptr<comm::Communicator> self = c.split(r, 0);
+  EXPECT_EQ(self->size(), 1);
+  EXPECT_EQ(self->worldRankOf(0), r);
+}
+
+TEST(MpiP2p, ManyMessagesOnOneTagArriveInOrder) {
+  comm::MpiCommunicator &c = world();
+  const int S = c.size(), r = c.rank();
+  std::unique_ptr<comm::Communicator> pp = c.split(r / 2, r % 2);
+  // Stage 0 sends K messages of float32 with tag 0 and K of int64 with tag
+  // 1, interleaved, all in flight; stage 1 receives them, tag 1 first,
+  // waiting in reverse order.
+  const int K = 6;
+  pp->reserve({0, 2 * K, 1});
+  pp->resetCounters();
+  std::vector<std::vector<float>> f(K, std::vector<float>(5));
+  std::vector<std::vector<int64_t>> n(K, std::vector<int64_t>(3));
+  std::vector<comm::Handle> hs;
+  if (pp->rank() == 0) {
+    for (int k = 0; k < K; ++k) {
+      for (size_t i = 0; i < 5; ++i)
+        f[k][i] = float(100 * r + 10 * k) + float(i);
+      for (size_t i = 0; i < 3; ++i)
+        n[k][i] = int64_t(1) << 40 | int64_t(k * 3 + int(i));
+      hs.push_back(pp->send(f[k].data(), 5 * sizeof(float), 1, 0, "forward"));
+      hs.push_back(pp->send(n[k].data(), 3 * sizeof(int64_t), 1, 1, "indices"));
+    }
+    EXPECT_EQ(pp->pending(), 2 * K);
+    for (comm::Handle h : hs)
+      pp->wait(h);
+    EXPECT_EQ(pp->counters().p2p.calls, 2 * K);
+    EXPECT_EQ(pp->counters().p2p.elements, K * (5 + 6));
+    EXPECT_EQ(pp->counters().calls(), 0); // not collectives
+    EXPECT_EQ(pp->counters().summary(),
+              "p2p " + std::to_string(2 * K) + " calls " + std::to_string(K * 11) + " elements");
+  } else {
+    for (int k = 0; k < K; ++k)
+      hs.push_back(pp->recv(n[k].data(), 3 * sizeof(int64_t), 0, 1, "indices"));
+    for (int k = 0; k < K; ++k)
+      hs.push_back(pp->recv(f[k].data(), 5 * sizeof(float), 0, 0, "forward"));
+    for (int k = 0; k < 4; ++k)
+      pp->progress();
+    for (auto h = hs.rbegin(); h != hs.rend(); ++h)
+      pp->wait(*h);
+    int from = r - 1;
+    for (int k = 0; k < K; ++k) {
+      for (size_t i = 0; i < 5; ++i)
+        EXPECT_EQ(f[k][i], float(100 * from + 10 * k) + float(i)) << "message " << k;
+      for (size_t i = 0; i < 3; ++i)
+        EXPECT_EQ(n[k][i], int64_t(1) << 40 | int64_t(k * 3 + int(i))) << "message " << k;
+    }
+    EXPECT_EQ(pp->counters().p2p.calls, 0); // receives are not counted
+  }
+  EXPECT_EQ(pp->pending(), 0);
+  (void)S;
+}
+
+TEST(MpiP2p, RingOfNeighboursOnTheWorld) {
+  comm::MpiCommunicator &c = world();
+  const int S = c.size(), r = c.rank();
+  c.reserve({0, 4, 1});
+  std::vector<double> out = {double(r), -double(r)}, in(2, 0.0);
+  comm::Handle hr = c.recv(in.data(), sizeof(double) * 2, (r + S - 1) % S, 7);
+  comm::Handle hs = c.send(out.data(), sizeof(double) * 2, (r + 1) % S, 7);
+  c.wait(hs);
+  c.wait(hr);
+  EXPECT_EQ(in[0], double((r + S - 1) % S));
+  EXPECT_EQ(in[1], -double((r + S - 1) % S));
+  // Misuse.
+  EXPECT_EQ(DSRT_ERROR_OF(comm::CommError, c.send(out.data(), 8, S, 0, "instruction 3")),
+            "rank " + std::to_string(r) + ": send to peer " + std::to_string(S) +
+                " (instruction 3): the peer is not a rank of this group of " + std::to_string(S));
+  EXPECT_NE(DSRT_ERROR_OF(comm::CommError, c.recv(in.data(), 8, 0, 40000))
+                .find("tag 40000 outside [0, 32767]"),
+            std::string::npos);
+  comm::SelfCommunicator one;
+  EXPECT_EQ(DSRT_ERROR_OF(comm::CommError, one.send(out.data(), 8, 0, 0)),
+            "rank 0: the self communicator has no point-to-point messages (one rank)");
+  EXPECT_EQ(one.pending(), 0);
+}
+
+TEST(MpiP2p, ReceivedSizeMustMatch) {
+  comm::MpiCommunicator &c = world();
+  const int r = c.rank();
+  std::unique_ptr<comm::Communicator> pp = c.split(r / 2, r % 2);
+  pp->reserve({0, 2, 1});
+  std::vector<float> buf(8, 1.0f);
+  const std::string partner = std::to_string(r % 2 ? r - 1 : r + 1);
+  if (pp->rank() == 0) {
+    pp->wait(pp->send(buf.data(), 4 * sizeof(float), 1, 2, "short"));
+    pp->wait(pp->send(buf.data(), 8 * sizeof(float), 1, 2, "long"));
+  } else {
+    comm::Handle h = pp->recv(buf.data(), 6 * sizeof(float), 0, 2, "instruction 4 of the prologue");
+    EXPECT_EQ(DSRT_ERROR_OF(comm::CommError, pp->wait(h)),
+              "rank " + std::to_string(r) + ": recv of 24 bytes from rank " + partner +
+                  " (tag 2, instruction 4 of the prologue): received 16 bytes: the sender's "
+                  "message has another size (the stages' plans disagree)");
+    h = pp->recv(buf.data(), 6 * sizeof(float), 0, 2, "instruction 5 of the prologue");
+    EXPECT_NE(DSRT_ERROR_OF(comm::CommError, pp->wait(h)).find("received a longer message"),
+              std::string::npos);
+  }
+  EXPECT_EQ(pp->pending(), 0);
+}
+
+TEST(MpiP2p, RecvTimeoutNamesThePeerAndTag) {
+  // Stage 1 of each pair waits for a message stage 0 sends only after a
+  // barrier: its wait times out, naming both world ranks, the tag and the
+  // instruction; then the message comes and the same wait completes.
+  comm::MpiCommunicator &c = world();
+  const int r = c.rank();
+  std::unique_ptr<comm::Communicator> pp = c.split(r / 2, r % 2);
+  pp->setTimeoutSeconds(1.0);
+  pp->reserve({0, 2, 1});
+  std::vector<float> buf(8, float(r));
+  if (pp->rank() == 1) {
+    comm::Handle h = pp->recv(buf.data(), 32, 0, 9, "instruction 12 of the prologue");
+    std::string m = DSRT_ERROR_OF(comm::CommError, pp->wait(h));
+    EXPECT_EQ(m.substr(0, m.find(" did not")),
+              "rank " + std::to_string(r) + ": recv of 32 bytes from rank " +
+                  std::to_string(r - 1) + " (tag 9, instruction 12 of the prologue)");
+    EXPECT_NE(m.find("did not complete in 1"), std::string::npos) << m;
+    EXPECT_NE(m.find("a rank died or the ranks' sends and receives do not match"),
+              std::string::npos)
+        << m;
+    c.barrier();
+    pp->setTimeoutSeconds(30);
+    pp->wait(h);
+    EXPECT_EQ(buf[7], float(r - 1));
+  } else {
+    c.barrier();
+    pp->wait(pp->send(buf.data(), 32, 1, 9));
+  }
+  EXPECT_EQ(pp->pending(), 0);
+}
+
+//===----------------------------------------------------------------------===//
+// A two-stage pipeline plan
+//===----------------------------------------------------------------------===//
+
+TEST(MpiPipeline, TwoStagesMatchFloat64Reference) {
+  comm::MpiCommunicator &c = world();
+  const int S = c.size(), r = c.rank();
+  const int dp = S / 2, stage = r % 2, index = r / 2;
+  const int64_t M = 3, F = 5, steps = 3;
+  TempDir local;
+  PipelineStages st = pipelinePlan(uint32_t(dp), M, F);
+  PlanBuilder::writePipeline(local.path(), {&st.s0, &st.s1}, M);
+  Executor exec(local.path(), &c);
+  exec.initialize(local.path() + "/weights.safetensors", 0);
+  ASSERT_TRUE(exec.pipelined());
+  EXPECT_EQ(exec.stage(), stage);
+  EXPECT_EQ(exec.rank(), index);
+  EXPECT_EQ(exec.dp(), dp);
+  EXPECT_EQ(exec.worldRank(), r);
+  EXPECT_EQ(exec.microBatches(), M);
+  EXPECT_EQ(exec.group(0).size(), dp);
+  EXPECT_EQ(exec.group(1).size(), 2);
+  ASSERT_EQ(exec.inputs().size(), 1u);
+  EXPECT_EQ(exec.inputs()[0]->name, stage == 0 ? "x" : "t");
+
+  PipelineReference ref(F);
+  std::vector<int64_t> seen;
+  std::vector<const Tensor *> into;
+  auto load = [&](int64_t global, const std::vector<Tensor *> &ts) {
+    seen.push_back(global);
+    into.push_back(ts[0]);
+    for (int64_t i = 0; i < F; ++i)
+      ts[0]->f32()[i] = float(ts[0]->name == "x" ? pipeX(global, i) : pipeT(global, i));
+  };
+  for (int64_t s = 1; s <= steps; ++s) {
+    if (s == steps)
+      exec.recordTimeline(s);
+    exec.step(s, load);
+    ref.step(s, M, dp);
+    EXPECT_NEAR(exec.globalLoss(), ref.loss, 1e-5 * ref.loss) << "step " << s;
+    EXPECT_NEAR(exec.gradNorm(), ref.norm, 1e-5 * ref.norm) << "step " << s;
+    EXPECT_EQ(exec.loss() != 0.0f, stage == 1);
+    EXPECT_FLOAT_EQ(exec.lr(), 0.1f);
+    // M messages each way; the dp average and the pp norm all-reduce.
+    EXPECT_EQ(exec.commCounters().summary(),
+              "all_reduce 2 calls " + std::to_string(2 * F + 2) + " elements, p2p " +
+                  std::to_string(M) + " calls " + std::to_string(M * F) + " elements");
+  }
+  // Each load_batch m read global micro-batch ((s - 1) M + m) dp + index
+  // into micro-batch m's own buffers.
+  std::vector<int64_t> want;
+  for (int64_t s = 1; s <= steps; ++s)
+    for (int64_t m = 0; m < M; ++m)
+      want.push_back(((s - 1) * M + m) * dp + index);
+  EXPECT_EQ(seen, want);
+  EXPECT_EQ(into[0], exec.inputs()[0]);
+  EXPECT_NE(into[1], into[0]);
+  EXPECT_EQ(into[M], into[0]);
+
+  // This stage's weight on every rank; every weight on rank 0.
+  const std::vector<double> &mine = stage == 0 ? ref.w0 : ref.w1;
+  const Tensor *w = exec.weights()[0];
+  EXPECT_EQ(w->name, stage == 0 ? "w0" : "w1");
+  for (int64_t i = 0; i < F; ++i)
+    EXPECT_NEAR(w->f32()[i], mine[size_t(i)], 1e-5) << i;
+  std::vector<WholeTensor> whole = exec.gatherWeights();
+  if (r == 0) {
+    ASSERT_EQ(whole.size(), 3u);
+    EXPECT_EQ(whole[0].name, "w0");
+    EXPECT_EQ(whole[1].name, "tied");
+    EXPECT_EQ(whole[2].name, "w1");
+    EXPECT_EQ(whole[2].shape, (std::vector<int64_t>{1, F}));
+    for (int64_t i = 0; i < F; ++i) {
+      EXPECT_NEAR(whole[0].data[i], ref.w0[size_t(i)], 1e-5) << i;
+      EXPECT_NEAR(whole[2].data[i], ref.w1[size_t(i)], 1e-5) << i;
+    }
+    EXPECT_EQ(std::vector<float>(whole[1].data, whole[1].data + 2), (std::vector<float>{3, 4}));
+  } else {
+    ASSERT_EQ(whole.size(), 2u);
+    EXPECT_EQ(whole[0].name, stage == 0 ? "w0" : "w1");
+  }
+  // Gathering is not counted in the step's communication.
+  EXPECT_EQ(exec.commCounters().p2p.calls, M);
+
+  // The timeline has the micro-batch and phase of every instruction.
+  std::string path = local.path() + "/timeline.csv";
+  exec.writeTimeline(path);
+  std::ifstream in(path);
+  std::string header, line;
+  std::getline(in, header);
+  EXPECT_EQ(header, "rank,list,micro,index,op,start_us,end_us,mb,phase");
+  int sends = 0;
+  while (std::getline(in, line)) {
+    std::vector<std::string> cols;
+    std::stringstream ss(line);
+    for (std::string col; std::getline(ss, col, ',');)
+      cols.push_back(col);
+    ASSERT_EQ(cols.size(), 9u) << line;
+    EXPECT_EQ(cols[0], std::to_string(r));
+    if (cols[4] == "dist.send") {
+      EXPECT_EQ(cols[7], std::to_string(sends)) << line;
+      EXPECT_EQ(cols[8], stage == 0 ? "1" : "2") << line;
+      ++sends;
+    }
+  }
+  EXPECT_EQ(sends, M);
+
+  // Steps do not allocate.
+  long before = gAllocations.load();
+  for (int64_t s = steps + 1; s <= steps + 3; ++s)
+    exec.step(s, load);
+  // (the loader's own vectors grow; count without them)
+  EXPECT_LE(gAllocations.load() - before, 8);
+}
+
+TEST(MpiPipeline, StepsDoNotAllocate) {
+  comm::MpiCommunicator &c = world();
+  const int S = c.size();
+  TempDir local;
+  PipelineStages st = pipelinePlan(uint32_t(S / 2), 2, 7);
+  PlanBuilder::writePipeline(local.path(), {&st.s0, &st.s1}, 2);
+  Executor exec(local.path(), &c);
+  exec.initialize(local.path() + "/weights.safetensors", 0);
+  auto load = [&](int64_t global, const std::vector<Tensor *> &ts) {
+    for (int64_t i = 0; i < ts[0]->numel; ++i)
+      ts[0]->f32()[i] = float(pipeX(global, i));
+  };
+  exec.step(1, load);
+  long before = gAllocations.load();
+  for (int64_t s = 2; s <= 4; ++s)
+    exec.step(s, load);
+  EXPECT_EQ(gAllocations.load() - before, 0);
+}
+
+TEST(MpiPipeline, LoadTimeErrors) {
+  comm::MpiCommunicator &c = world();
+  const int S = c.size(), r = c.rank();
+  {
+    // pp 2 x dp S is twice the world: every rank says so, before splitting.
+    TempDir local;
+    PipelineStages st = pipelinePlan(uint32_t(S), 2, 3);
+    PlanBuilder::writePipeline(local.path(), {&st.s0, &st.s1}, 2);
+    std::string m = DSRT_ERROR_OF(PlanError, Executor(local.path(), &c));
+    EXPECT_NE(m.find("plan.pb: plan compiled for pp=2 x dp=" + std::to_string(S) + " = " +
+                     std::to_string(2 * S) + " ranks but running on " + std::to_string(S) +
+                     " ranks: run it with mpirun -np " + std::to_string(2 * S)),
+              std::string::npos)
+        << m;
+  }
+  {
+    // Stage 1 sends to a stage 2: its ranks fail after the split, stage 0's
+    // load.
+    TempDir local;
+    PipelineStages st = pipelinePlan(uint32_t(S / 2), 2, 3);
+    uint32_t h = st.s1.f32({1, 3});
+    st.s1.instr(Prologue, "dist.send", {h}, {}, {2, +1, 0, 7}).set_axis(1);
+    st.s1.instr(Prologue, "dist.wait", {}, {}, {7});
+    PlanBuilder::writePipeline(local.path(), {&st.s0, &st.s1}, 2);
+    if (r % 2 == 1) {
+      std::string m = DSRT_ERROR_OF(PlanError, Executor(local.path(), &c));
+      EXPECT_NE(m.find("plan.pb (stage 1): prologue instruction " +
+                       std::to_string(st.s1.proto().program().prologue_size() - 2) +
+                       " (dist.send): peer +1 is stage 2, outside the pipeline's 2 stages (this "
+                       "is stage 1)"),
+                std::string::npos)
+          << m;
+    } else {
+      Executor exec(local.path(), &c);
+      EXPECT_EQ(exec.stage(), 0);
+    }
+  }
+  c.barrier();
 }
 
 } // namespace

@@ -105,9 +105,9 @@ public:
   }
   plan::Buffer &at(uint32_t index) { return *plan_.mutable_buffers(int(index)); }
 
-  void instr(List list, const std::string &op, std::initializer_list<uint32_t> in,
-             std::initializer_list<uint32_t> out, std::initializer_list<int64_t> ints = {},
-             std::initializer_list<double> floats = {}) {
+  plan::Instr &instr(List list, const std::string &op, std::initializer_list<uint32_t> in,
+                    std::initializer_list<uint32_t> out, std::initializer_list<int64_t> ints = {},
+                    std::initializer_list<double> floats = {}) {
     plan::Program *p = plan_.mutable_program();
     plan::Instr *i = list == Prologue     ? p->add_prologue()
                      : list == MicroBatch ? p->add_micro_batch()
@@ -121,6 +121,7 @@ public:
       i->add_ints(v);
     for (double v : floats)
       i->add_floats(v);
+    return *i;
   }
 
   void weight(const std::string &name, std::vector<int64_t> shape, std::vector<float> values) {
@@ -133,10 +134,39 @@ public:
     std::ofstream out(dir + "/plan.pb", std::ios::binary);
     plan_.SerializeToOstream(&out);
     out.close();
-    std::vector<io::TensorRef> refs;
-    for (const Weight &w : weights_)
-      refs.push_back({w.name, io::DType::F32, w.shape, w.values.data()});
-    io::writeSafeTensors(dir + "/weights.safetensors", refs, {});
+    writeWeights(dir + "/weights.safetensors", weights_);
+  }
+
+  /// A pipeline plan of `stages` (stage s: stages[s], its `stage` set)
+  /// with M micro-batches per step, and the weights of every stage (a name
+  /// several stages hold, once) into `dir`.
+  static void writePipeline(const std::string &dir, std::vector<PlanBuilder *> stages,
+                            int64_t microBatches) {
+    plan::Plan top;
+    top.set_format_version(1);
+    top.set_producer("PlanBuilder");
+    top.set_pp(uint32_t(stages.size()));
+    top.set_dp(stages[0]->plan_.dp());
+    top.set_pipeline_micro_batches(microBatches);
+    top.set_schedule("gpipe");
+    std::vector<Weight> weights;
+    for (size_t s = 0; s < stages.size(); ++s) {
+      stages[s]->plan_.set_arena_bytes(stages[s]->next_);
+      stages[s]->plan_.set_stage(uint32_t(s));
+      stages[s]->plan_.set_pp(0); // only the top level is a pipeline
+      *top.add_stages() = stages[s]->plan_;
+      for (const Weight &w : stages[s]->weights_) {
+        bool have = false;
+        for (const Weight &o : weights)
+          have |= o.name == w.name;
+        if (!have)
+          weights.push_back(w);
+      }
+    }
+    std::ofstream out(dir + "/plan.pb", std::ios::binary);
+    top.SerializeToOstream(&out);
+    out.close();
+    writeWeights(dir + "/weights.safetensors", weights);
   }
 
   plan::Plan &proto() { return plan_; }
@@ -147,6 +177,12 @@ private:
     std::vector<int64_t> shape;
     std::vector<float> values;
   };
+  static void writeWeights(const std::string &path, const std::vector<Weight> &weights) {
+    std::vector<io::TensorRef> refs;
+    for (const Weight &w : weights)
+      refs.push_back({w.name, io::DType::F32, w.shape, w.values.data()});
+    io::writeSafeTensors(path, refs, {});
+  }
   plan::Plan plan_;
   uint64_t next_ = 0;
   std::vector<Weight> weights_;
