@@ -6,9 +6,18 @@
 // summed as they arrive. The function then returns the loss followed by
 // one gradient per parameter (argument order).
 //
+// A pipeline stage (pipeline-split) also has sinks and sources other than
+// the loss: every float `dist.send` of an activation gets its gradient back
+// by a `dist.recv` from the same peer (tag + 1), and every float
+// `dist.recv` sends its gradient back (zeros when it has none, so the peer
+// never waits forever). The ops of the backward pass are marked
+// `train.backward` in a pipeline stage, which the pipeline schedule reads.
+//
 //===----------------------------------------------------------------------===//
+#include "passes/DistUtils.h"
 #include "passes/Passes.h"
 
+#include "dialects/dist/DistDialect.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/train/TrainDialect.h"
 
@@ -65,7 +74,44 @@ struct Autodiff : impl::AutodiffBase<Autodiff> {
     for (Operation &op : body.without_terminator())
       forward.push_back(&op);
     unsigned before = body.getOperations().size();
+    Operation *lastForward = forward.empty() ? nullptr : forward.back();
+    auto isFloat = [](Value v) {
+      return isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType());
+    };
     for (Operation *op : llvm::reverse(forward)) {
+      // Pipeline boundaries (see the file comment).
+      if (auto send = dyn_cast<dist::SendOp>(op)) {
+        if (!isFloat(send.getInput()))
+          continue;
+        Location loc = send.getLoc();
+        auto recv = dist::RecvOp::create(b, loc, send.getInput().getType(), send.getGroup(),
+                                         send.getPeer(), send.getTag() + 1);
+        auto wait = dist::WaitOp::create(b, loc, recv->getResults());
+        addGrad(send.getInput(), wait.getResult(0));
+        continue;
+      }
+      if (auto recv = dyn_cast<dist::RecvOp>(op)) {
+        if (!isFloat(recv.getResult()))
+          continue;
+        Value g = grads.lookup(recv.getResult());
+        Location loc = recv.getLoc();
+        if (!g) {
+          auto type = cast<RankedTensorType>(recv.getType());
+          g = arith::ConstantOp::create(
+              b, loc, DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), 0.0)));
+        }
+        auto send = dist::SendOp::create(b, loc, g, recv.getGroup(), recv.getPeer(),
+                                         recv.getTag() + 1);
+        dist::WaitOp::create(b, loc, send->getResults());
+        continue;
+      }
+      if (auto wait = dyn_cast<dist::WaitOp>(op)) {
+        // A wait hands its operands through.
+        for (auto [in, out] : llvm::zip(wait.getInputs(), wait.getResults()))
+          if (Value g = grads.lookup(out))
+            addGrad(in, g);
+        continue;
+      }
       SmallVector<Value> resultGrads;
       bool any = false;
       for (Value r : op->getResults()) {
@@ -85,6 +131,10 @@ struct Autodiff : impl::AutodiffBase<Autodiff> {
           addGrad(op->getOperand(i), g);
     }
     numGradientOps += body.getOperations().size() - before;
+    if (fn->hasAttr(distutil::kStage))
+      for (Operation *op = lastForward ? lastForward->getNextNode() : &body.front(); op != ret;
+           op = op->getNextNode())
+        op->setAttr(TrainDialect::kBackward, b.getUnitAttr());
 
     // Results: the original ones, then a gradient per parameter.
     SmallVector<Value> results(ret.getOperands());

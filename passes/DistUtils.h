@@ -22,6 +22,15 @@ inline constexpr llvm::StringLiteral kShardOf = "dist.shard_of";
 /// Module attributes: data-parallel ranks and ZeRO stage of the step.
 inline constexpr llvm::StringLiteral kDp = "dist.dp";
 inline constexpr llvm::StringLiteral kZeroStage = "dist.zero_stage";
+/// Pipelines: module attributes `dist.pp` (stages) and `dist.micro_batches`;
+/// function attribute `dist.stage` (the stage a function is); argument
+/// attribute `dist.tied_copy` (a parameter another, earlier stage also
+/// holds: its gradient is summed with that stage's and counted once in the
+/// gradient norm).
+inline constexpr llvm::StringLiteral kPp = "dist.pp";
+inline constexpr llvm::StringLiteral kMicroBatches = "dist.micro_batches";
+inline constexpr llvm::StringLiteral kStage = "dist.stage";
+inline constexpr llvm::StringLiteral kTiedCopy = "dist.tied_copy";
 
 /// Elements of each of `dp` chunks of an n-element tensor.
 inline int64_t chunkSize(int64_t n, int64_t dp) { return (n + dp - 1) / dp; }

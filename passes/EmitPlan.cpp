@@ -317,15 +317,37 @@ private:
       instr->add_ints(handle->second);
       return success();
     }
+    if (auto load = dyn_cast<train::LoadBatchOp>(op)) {
+      // The inputs of micro-batch k, which the data loader fills.
+      plan::Instr *instr = list.Add();
+      instr->set_op("load_batch");
+      instr->add_ints(load.getMicro());
+      for (auto [v, name] : llvm::zip(load.getInputs(), load.getNames())) {
+        auto index = newBuffer(v, plan::INPUT, cast<StringAttr>(name).getValue());
+        if (failed(index))
+          return failure();
+        int64_t batch = cast<RankedTensorType>(v.getType()).getShape()[0];
+        if (plan_.micro_batch_size() && plan_.micro_batch_size() != batch)
+          return op->emitOpError("emit-plan: inputs disagree on the batch size");
+        plan_.set_micro_batch_size(batch);
+        instr->add_outputs(*index);
+      }
+      markSchedule(op, *instr);
+      return success();
+    }
     plan::Instr instr;
     instr.set_op(op->getName().getStringRef().str());
+    markSchedule(op, instr);
+    if (auto group = op->getAttrOfType<dist::GroupAttr>("group"))
+      instr.set_axis(group.getAxis() == dist::Axis::pp ? 1 : 0);
     for (Value v : op->getOperands()) {
       auto index = bufferFor(v);
       if (failed(index))
         return failure();
       instr.add_inputs(*index);
     }
-    for (Value v : op->getResults()) {
+    // A send's result is its handle, not a buffer.
+    for (Value v : isa<dist::SendOp>(op) ? ValueRange() : ValueRange(op->getResults())) {
       auto index = bufferFor(v);
       if (failed(index))
         return failure();
@@ -339,6 +361,14 @@ private:
     }
     *list.Add() = std::move(instr);
     return success();
+  }
+
+  /// The micro-batch and phase a pipeline schedule gave the op.
+  static void markSchedule(Operation *op, plan::Instr &instr) {
+    if (auto k = op->getAttrOfType<IntegerAttr>(TrainDialect::kMicro))
+      instr.set_micro_batch(k.getInt());
+    if (auto p = op->getAttrOfType<IntegerAttr>(TrainDialect::kPhase))
+      instr.set_phase(p.getInt());
   }
 
   int64_t newHandle(Operation *op) {
@@ -453,6 +483,12 @@ private:
           instr.add_ints(newHandle(o));
         })
         .Case([&](dist::ChunkOp o) { instr.add_ints(o.getGroup().getSize()); })
+        .Case<dist::SendOp, dist::RecvOp>([&](auto o) {
+          instr.add_ints(o.getGroup().getSize());
+          instr.add_ints(o.getPeer());
+          instr.add_ints(o.getTag());
+          instr.add_ints(newHandle(o));
+        })
         .Case<train::SumSqOp>([](Operation *) {})
         .Case([&](train::AdamOp o) {
           instr.add_floats(o.getBeta1().convertToDouble());
@@ -618,8 +654,10 @@ void writeManifest(const plan::Plan &p, llvm::raw_ostream &os) {
       states += n;
     if (b.role() == plan::CONSTANT)
       ++constants;
-    if (b.role() == plan::INPUT)
-      inputs.push_back(&b);
+    if (b.role() == plan::INPUT &&
+        std::none_of(inputs.begin(), inputs.end(),
+                     [&](const plan::Buffer *o) { return o->name() == b.name(); }))
+      inputs.push_back(&b); // a pipeline stage has one copy per micro-batch
   }
   os << "dsc plan (format " << p.format_version() << ", " << p.producer() << ")\n";
   os << "model:            " << p.source_model() << "\n";
@@ -660,14 +698,28 @@ void writeManifest(const plan::Plan &p, llvm::raw_ostream &os) {
 } // namespace
 
 LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
-  func::FuncOp step;
+  // The step: one function, or one per pipeline stage (dist.stage).
+  SmallVector<func::FuncOp> steps;
   for (auto fn : module.getOps<func::FuncOp>())
     for (BlockArgument a : fn.getArguments())
-      if (fn.getArgAttr(a.getArgNumber(), TrainDialect::kStep))
-        step = fn;
-  if (!step)
+      if (fn.getArgAttr(a.getArgNumber(), TrainDialect::kStep)) {
+        steps.push_back(fn);
+        break;
+      }
+  if (steps.empty())
     return module.emitError("emit-plan: no training step (run autodiff, "
                             "gradient-accumulation, optimizer and memory-plan first)");
+  int64_t pp = 1;
+  if (auto a = module->getAttrOfType<IntegerAttr>(distutil::kPp))
+    pp = a.getInt();
+  if ((int64_t)steps.size() != pp)
+    return module.emitError("emit-plan: ") << steps.size() << " training steps for " << pp
+                                           << (pp == 1 ? " stage" : " stages");
+  if (pp > 1)
+    llvm::sort(steps, [](func::FuncOp a, func::FuncOp b) {
+      return a->getAttrOfType<IntegerAttr>(distutil::kStage).getInt() <
+             b->getAttrOfType<IntegerAttr>(distutil::kStage).getInt();
+    });
   plan::Plan p;
   p.set_format_version(kPlanFormatVersion);
   p.set_producer("dsc " DSC_VERSION_STRING);
@@ -683,9 +735,48 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
     zeroStage = a.getInt();
   p.set_dp(dp);
   p.set_zero_stage(zeroStage);
-  Emitter emitter(step, p, dp);
-  if (failed(emitter.run()))
-    return failure();
+  std::vector<std::unique_ptr<Emitter>> emitters;
+  std::set<std::string> weightNames;
+  if (pp == 1) {
+    emitters.push_back(std::make_unique<Emitter>(steps[0], p, dp));
+  } else {
+    p.set_pp(pp);
+    if (auto a = module->getAttrOfType<IntegerAttr>(distutil::kMicroBatches))
+      p.set_pipeline_micro_batches(a.getInt());
+    if (auto a = module->getAttrOfType<StringAttr>("dist.schedule"))
+      p.set_schedule(a.getValue().str());
+    for (int64_t s = 0; s < pp; ++s) {
+      plan::Plan *stage = p.add_stages();
+      stage->set_format_version(kPlanFormatVersion);
+      stage->set_producer(p.producer());
+      stage->set_source_model(p.source_model());
+      stage->set_config_json(p.config_json());
+      stage->set_dp(dp);
+      stage->set_zero_stage(zeroStage);
+      stage->set_pp(pp);
+      stage->set_stage(s);
+      stage->set_has_loss(s + 1 == pp);
+      stage->set_pipeline_micro_batches(p.pipeline_micro_batches());
+      stage->set_schedule(p.schedule());
+      emitters.push_back(std::make_unique<Emitter>(steps[s], *stage, dp));
+    }
+  }
+  for (auto &e : emitters) {
+    if (failed(e->run()))
+      return failure();
+    weightNames.insert(e->weightNames().begin(), e->weightNames().end());
+  }
+  if (pp > 1) {
+    p.set_micro_batch_size(p.stages(0).micro_batch_size());
+    p.set_has_loss(true);
+  }
+  // The buffer of a weight, in the first stage that has it.
+  auto named = [&](const std::string &name) -> const plan::Buffer & {
+    for (auto &e : emitters)
+      if (e->weightNames().count(name))
+        return e->named(name);
+    return emitters[0]->named(name);
+  };
 
   if (auto ec = llvm::sys::fs::create_directories(options.dir))
     return module.emitError("emit-plan: cannot create '") << options.dir << "': " << ec.message();
@@ -694,7 +785,7 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
   std::vector<std::pair<std::string, std::pair<std::vector<int64_t>, std::vector<float>>>> weights;
   std::string skeleton;
   if (llvm::Error e = onnx_import::readFloatInitializers(
-          p.source_model(), options.importOptions, emitter.weightNames(),
+          p.source_model(), options.importOptions, weightNames,
           [&](const std::string &name, const std::vector<int64_t> &shape,
               const std::vector<float> &values) {
             weights.push_back({name, {shape, values}});
@@ -702,7 +793,7 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
           &skeleton))
     return module.emitError("emit-plan: ") << llvm::toString(std::move(e));
   for (auto &w : weights) {
-    const plan::Buffer &b = emitter.named(w.first);
+    const plan::Buffer &b = named(w.first);
     const auto &shape = b.shard_count() > 1 ? b.full_shape() : b.shape();
     if (!std::equal(shape.begin(), shape.end(), w.second.first.begin(), w.second.first.end()))
       return module.emitError("emit-plan: initializer '")
@@ -734,9 +825,42 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
   llvm::raw_fd_ostream manifest(options.dir + "/manifest.txt", ec);
   if (ec)
     return module.emitError("emit-plan: ") << ec.message();
-  writeManifest(p, manifest);
+  auto write = [&](llvm::raw_ostream &os) {
+    if (pp == 1)
+      return writeManifest(p, os);
+    double bubble = 0;
+    if (auto a = module->getAttrOfType<FloatAttr>("dist.bubble"))
+      bubble = a.getValueAsDouble();
+    int64_t layers = 0;
+    if (auto a = module->getAttrOfType<IntegerAttr>("dist.layers"))
+      layers = a.getInt();
+    int64_t M = p.pipeline_micro_batches();
+    os << "pipeline:         " << pp << " stages x " << dp << " data-parallel ranks = "
+       << pp * dp << " ranks (rank = dp_index * " << pp << " + stage), " << layers
+       << " layers, " << M << " micro-batches per step, schedule " << p.schedule() << "\n";
+    os << llvm::format("predicted bubble: %.1f%% (1F1B with equal stages: (P-1)/(M+P-1) = "
+                       "%.1f%%)\n",
+                       100 * bubble, 100.0 * (pp - 1) / double(M + pp - 1));
+    os << "stage  layers    parameters   planned peak\n";
+    for (int64_t s = 0; s < pp; ++s) {
+      const plan::Plan &st = p.stages(s);
+      int64_t params = 0;
+      for (const plan::Buffer &b : st.buffers())
+        if (b.role() == plan::PARAM)
+          params += b.shard_count() > 1 ? numel(b.full_shape()) : numel(b.shape());
+      auto l = steps[s]->getAttrOfType<DenseI64ArrayAttr>("dist.layers");
+      std::string range = l ? std::to_string(l[0]) + "-" + std::to_string(l[1]) : "?";
+      os << llvm::format("%5lld  %-8s %12lld   ", (long long)s, range.c_str(), (long long)params)
+         << humanBytes(st.arena_bytes()) << "\n";
+    }
+    for (int64_t s = 0; s < pp; ++s) {
+      os << "\n== stage " << s << " ==\n";
+      writeManifest(p.stages(s), os);
+    }
+  };
+  write(manifest);
   if (options.manifest)
-    writeManifest(p, *options.manifest);
+    write(*options.manifest);
   return success();
 }
 

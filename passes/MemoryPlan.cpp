@@ -50,8 +50,8 @@ bool isInPlaceElementwise(Operation *op) {
 /// (runtime/comm/Staging.h), reserved here so the arena is the whole peak.
 int64_t stagingBytes(Operation *op) {
   auto group = op->getAttrOfType<dist::GroupAttr>("group");
-  if (!group)
-    return 0;
+  if (!group || isa<dist::SendOp, dist::RecvOp>(op))
+    return 0; // point-to-point moves the buffer itself
   auto numel = [](Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); };
   dsrt::comm::Kind kind = isa<dist::AllReduceOp>(op)       ? dsrt::comm::Kind::AllReduce
                           : isa<dist::ReduceScatterOp>(op) ? dsrt::comm::Kind::ReduceScatter
@@ -128,6 +128,8 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
     for (Operation *op : order) {
       if (auto r = dyn_cast<nn::ReshapeOp>(op))
         join(r.getInput(), r.getResult());
+      else if (auto send = dyn_cast<dist::SendOp>(op))
+        join(send.getInput(), send.getHandle()); // the handle is the buffer in flight
       else if (auto w = dyn_cast<dist::WaitOp>(op))
         for (auto [in, out] : llvm::zip(w.getInputs(), w.getResults()))
           join(in, out); // the wait hands over the collective's buffers

@@ -69,6 +69,62 @@ def GradientAccumulation : Pass<"gradient-accumulation", "mlir::ModuleOp"> {
   ];
 }
 
+def PipelineSplit : Pass<"pipeline-split", "mlir::ModuleOp"> {
+  let summary = "Cut the forward graph into pipeline stages joined by send/recv";
+  let description = [{
+    Before autodiff. Cuts the ops of the step into layers where the fewest
+    activations are live, partitions the layers into `stages` contiguous
+    groups (`uniform`: equal layer counts; `parameters`: balanced parameter
+    elements; `cost`: balanced cost-interface flops, the default) and makes
+    one function per stage (`dist.stage`), with `dist.send` / `dist.recv`
+    on the pp group for every activation a later stage reads. Ops that read
+    only inputs and constants are recomputed on each stage that needs them.
+    A parameter used on several stages is held by each (`dist.tied_copy`
+    on all but the first). See PipelineSplit.cpp.
+  }];
+  let dependentDialects = ["::dsc::dist::DistDialect", "::mlir::arith::ArithDialect"];
+  let options = [
+    Option<"stages", "stages", "int64_t", "2", "pipeline stages">,
+    Option<"method", "method", "std::string", "\"cost\"",
+           "partition method: uniform | parameters | cost">,
+  ];
+  let statistics = [
+    Statistic<"numLayers", "layers", "Layers the step was cut into">,
+    Statistic<"numChannels", "channels", "Activations sent between stages">,
+  ];
+}
+
+def PipelineSchedule : Pass<"pipeline-schedule", "mlir::ModuleOp"> {
+  let summary = "Unroll each stage's micro-batches in 1F1B (or zero-bubble) order";
+  let description = [{
+    After autodiff, instead of gradient-accumulation. Each stage function
+    runs `micro-batches` forward and backward parts in its schedule order
+    (`1f1b`: PipeDream-Flush; `zb-h1`: the backward split into input and
+    weight gradients, weight gradients filling the bubble), each micro-batch
+    reading `train.load_batch k`; gradients are summed over micro-batches
+    and scaled once, tied parameters' gradients summed over their stages,
+    and sends complete before the next send on their channel. Records the
+    predicted bubble fraction as `dist.bubble`. See PipelineSchedule.cpp.
+  }];
+  let dependentDialects = ["::dsc::dist::DistDialect", "::mlir::arith::ArithDialect"];
+  let options = [
+    Option<"microBatches", "micro-batches", "int64_t", "1", "micro-batches per step (M)">,
+    Option<"schedule", "schedule", "std::string", "\"1f1b\"", "1f1b | zb-h1">,
+  ];
+}
+
+def PipelineGradNorm : Pass<"pipeline-grad-norm", "mlir::ModuleOp"> {
+  let summary = "Make the gradient norm of a pipeline stage global over the stages";
+  let description = [{
+    After optimizer and data-parallel / zero: every stage's
+    `train.clip_grad_norm` takes the sum of squares of its own gradients
+    (a `dist.tied_copy` parameter counted on its first stage only),
+    all-reduced over the pp group, so every stage clips by, and reports,
+    the norm of the whole model.
+  }];
+  let dependentDialects = ["::dsc::dist::DistDialect"];
+}
+
 def Optimizer : Pass<"optimizer", "mlir::ModuleOp"> {
   let summary = "Add the optimizer update, gradient clipping and the learning-rate schedule";
   let description = [{

@@ -87,9 +87,13 @@ struct Zero : impl::ZeroBase<Zero> {
     if (clips.size() > 1 || clip.getSumSq())
       return clip.emitOpError("zero: expected one unpartitioned gradient clipping per step");
     auto accs = llvm::to_vector(top.getOps<train::AccumulateOp>());
-    if (accs.size() != 1)
+    // A pipeline stage (pipeline-schedule) has its micro-batches unrolled
+    // and sums the gradients itself: every stage reduces them once per step,
+    // after the flush, as stage 1 does.
+    bool pipelined = fn->hasAttr(distutil::kStage);
+    if (!pipelined && accs.size() != 1)
       return fn.emitError("zero: expected one train.accumulate (run gradient-accumulation)");
-    train::AccumulateOp acc = accs[0];
+    train::AccumulateOp acc = pipelined ? train::AccumulateOp() : accs[0];
     if (Operation *communicating = distutil::firstCollective(fn))
       return communicating->emitOpError(
           "zero: the step already communicates (data-parallel ran?)");
@@ -126,10 +130,10 @@ struct Zero : impl::ZeroBase<Zero> {
     // 2. Gradient chunks.
     SmallVector<Value> chunks(params.size());
     SmallVector<Operation *> dead;
-    Operation *yield = acc.getBody().front().getTerminator();
+    Operation *yield = acc ? acc.getBody().front().getTerminator() : nullptr;
     for (Param &p : params) {
       Value g = clip.getGrads()[p.gradIndex];
-      if (stage == 1) {
+      if (stage == 1 || pipelined) {
         b.setInsertionPoint(clip);
         chunks[p.gradIndex] = distutil::reduceScatter(
             b, g.getLoc(), distutil::flatten(b, g.getLoc(), g), group, dist::ReduceKind::avg);
@@ -168,8 +172,17 @@ struct Zero : impl::ZeroBase<Zero> {
 
     // 3. Global norm and clipping of the chunks.
     b.setInsertionPoint(clip);
-    Value sumSq = train::SumSqOp::create(b, loc, RankedTensorType::get({}, b.getF32Type()),
-                                         chunks);
+    // A parameter another pipeline stage also holds counts there only.
+    SmallVector<Value> counted;
+    for (Param &p : params)
+      if (!fn.getArgAttr(p.arg.getArgNumber(), distutil::kTiedCopy))
+        counted.push_back(chunks[p.gradIndex]);
+    auto scalar = RankedTensorType::get({}, b.getF32Type());
+    Value sumSq = counted.empty()
+                      ? arith::ConstantOp::create(
+                            b, loc, DenseElementsAttr::get(scalar, b.getF32FloatAttr(0)))
+                            .getResult()
+                      : train::SumSqOp::create(b, loc, scalar, counted).getResult();
     sumSq = distutil::allReduce(b, loc, sumSq, group, dist::ReduceKind::sum);
     SmallVector<Type> clipTypes;
     for (Value c : chunks)
@@ -181,7 +194,31 @@ struct Zero : impl::ZeroBase<Zero> {
 
     // 4. Stage 3: gather the partitioned parameters where the step uses
     // them, once for the forward uses and once for the backward uses.
-    if (stage == 3) {
+    if (stage == 3 && pipelined) {
+      // One gather per step, before the first micro-batch's first use.
+      for (Param &p : params) {
+        if (!p.partitioned)
+          continue;
+        SmallVector<OpOperand *> uses;
+        Operation *first = nullptr;
+        for (OpOperand &use : p.arg.getUses()) {
+          if (use.getOwner() == p.update)
+            continue;
+          uses.push_back(&use);
+          Operation *o = top.findAncestorOpInBlock(*use.getOwner());
+          if (!first || o->isBeforeInBlock(first))
+            first = o;
+        }
+        if (first) {
+          b.setInsertionPoint(first);
+          Value full = distutil::allGather(b, p.arg.getLoc(), p.arg, p.numel, group);
+          full = distutil::reshape(b, p.arg.getLoc(), full, p.fullType.getShape());
+          for (OpOperand *u : uses)
+            u->set(full);
+        }
+        shardArgument(fn, p.arg, p.fullType, p.chunkType);
+      }
+    } else if (stage == 3) {
       Block &body = acc.getBody().front();
       Value loss = yield->getOperand(0);
       Operation *lossOp = loss.getDefiningOp();

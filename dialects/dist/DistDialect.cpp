@@ -167,9 +167,9 @@ LogicalResult WaitOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
 
 LogicalResult WaitOp::verify() {
   Operation *c = getCollective();
-  if (!c || !isa<AllReduceOp, ReduceScatterOp, AllGatherOp>(c))
+  if (!c || !isa<AllReduceOp, ReduceScatterOp, AllGatherOp, SendOp, RecvOp>(c))
     return emitOpError("operands must be the results of one all_reduce, "
-                       "reduce_scatter or all_gather");
+                       "reduce_scatter, all_gather, send or recv");
   if (c->getBlock() != (*this)->getBlock())
     return emitOpError("must be in the block of its collective");
   if (getInputs().size() != c->getNumResults() ||

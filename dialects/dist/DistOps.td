@@ -101,21 +101,27 @@ def Dist_BroadcastOp : Dist_Op<"broadcast", [AllTypesMatch<["input", "result"]>]
   let hasVerifier = 1;
 }
 
-def Dist_SendOp : Dist_Op<"send"> {
+def Dist_SendOp : Dist_Op<"send", [AllTypesMatch<["input", "handle"]>]> {
   let summary = "send to the rank `peer` steps away along the group's axis";
   let description = [{
     `peer` is relative (+1 = next pipeline stage), so one program serves
     every rank of a role. A send pairs with the recv of the same `tag`
-    on the peer.
+    on the peer; several messages with one tag arrive in order. The send is
+    non-blocking: its result is a handle (a view of the input) that
+    `dist.wait` completes; until then the input must stay intact.
   }];
   let arguments = (ins Dist_Tensor:$input, Dist_GroupAttr:$group,
                        I64Attr:$peer, I64Attr:$tag);
+  let results = (outs Dist_Tensor:$handle);
   let assemblyFormat = "$input attr-dict `:` type($input)";
   let hasVerifier = 1;
 }
 
 def Dist_RecvOp : Dist_Op<"recv"> {
   let summary = "receive from the rank `peer` steps away along the group's axis";
+  let description = [{
+    Non-blocking: the result is readable after `dist.wait` on it.
+  }];
   let arguments = (ins Dist_GroupAttr:$group, I64Attr:$peer, I64Attr:$tag);
   let results = (outs Dist_Tensor:$result);
   let assemblyFormat = "attr-dict `:` type($result)";
@@ -123,7 +129,7 @@ def Dist_RecvOp : Dist_Op<"recv"> {
 }
 
 def Dist_WaitOp : Dist_Op<"wait", [DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
-  let summary = "completes a collective: its results are ready to read";
+  let summary = "completes a collective, send or recv: its results are ready to read";
   let description = [{
     Collectives are non-blocking: `dist.all_reduce` and its kin start the
     transfer, `dist.wait` on all of their results completes it and returns

@@ -219,6 +219,18 @@ LogicalResult RecomputeOp::verifyRegions() {
   return verifyYield(*this, getBody());
 }
 
+LogicalResult LoadBatchOp::verify() {
+  if (getMicro() < 0)
+    return emitOpError("micro-batch index must be non-negative, got ") << getMicro();
+  if (getNames().size() != getInputs().size())
+    return emitOpError("names ") << getNames().size() << " inputs but has "
+                                 << getInputs().size() << " results";
+  for (Value v : getInputs())
+    if (cast<RankedTensorType>(v.getType()).getRank() == 0)
+      return emitOpError("inputs need a batch dimension; a result is a scalar");
+  return success();
+}
+
 LogicalResult StageOp::verifyRegions() {
   if ((int64_t)getIndex() < 0)
     return emitOpError("stage index must be non-negative, got ") << (int64_t)getIndex();

@@ -44,6 +44,11 @@ def Train_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kUpdated = "train.updated";
     static constexpr ::llvm::StringLiteral kGradNorm = "train.grad_norm";
     static constexpr ::llvm::StringLiteral kLr = "train.lr";
+    /// Op attributes: an op of the backward pass (autodiff); the
+    /// micro-batch and phase of an op in a pipeline schedule.
+    static constexpr ::llvm::StringLiteral kBackward = "train.backward";
+    static constexpr ::llvm::StringLiteral kMicro = "train.micro";
+    static constexpr ::llvm::StringLiteral kPhase = "train.phase";
   }];
 }
 
@@ -201,6 +206,22 @@ def Train_RecomputeOp : Train_Op<"recompute", [
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "(`->` type($results)^)? $body attr-dict";
   let hasRegionVerifier = 1;
+}
+
+def Train_LoadBatchOp : Train_Op<"load_batch"> {
+  let summary = "the model inputs of one micro-batch of the step";
+  let description = [{
+    A pipeline schedule runs several micro-batches at once, so each needs
+    its own inputs: the runtime's data loader fills the results with
+    micro-batch `micro` of the step (0-based), in the order of the step's
+    `train.input` arguments, and runs the micro-batch's dropout with that
+    micro-batch's random stream. It has side effects: it is never merged
+    or removed.
+  }];
+  let arguments = (ins I64Attr:$micro, StrArrayAttr:$names);
+  let results = (outs Variadic<AnyRankedTensor>:$inputs);
+  let assemblyFormat = "$micro $names attr-dict (`:` type($inputs)^)?";
+  let hasVerifier = 1;
 }
 
 def Train_StageOp : Train_Op<"stage", [SingleBlock, RecursiveMemoryEffects]> {

@@ -326,7 +326,8 @@ const std::vector<std::string> &topLevelKeys() {
                                   "scheduler",
                                   "gradient_clipping",
                                   "steps_per_print",
-                                  "zero_optimization"};
+                                  "zero_optimization",
+                                  "pipeline"};
     for (const char *s : kDeferredSections)
       k.push_back(s);
     return k;
@@ -532,6 +533,47 @@ const std::vector<std::string> kUnsupportedZeroKeys = {
     "zero_quantized_weights",
     "zeropp_loco_param",
 };
+
+//===--- pipeline ----------------------------------------------------------===//
+
+void readPipeline(const Section &top, PipelineConfig &p) {
+  Section pipe = top.object("pipeline");
+  const std::vector<std::string> known = {
+      "stages", "partition_method", "schedule", "activation_checkpoint_interval",
+      "seed_layers", "pipe_partitioned", "grad_partitioned", "partition"};
+  pipe.checkKeys(known, [&](const std::string &key) -> std::string {
+    return "unknown key '" + pipe.path(key) + "'" + didYouMean(key, known);
+  });
+  p = PipelineConfig();
+  if (pipe.has("stages") && !(pipe.raw("stages").is_string() &&
+                              pipe.raw("stages").get<std::string>() == "auto")) {
+    std::optional<int64_t> stages = pipe.integer("stages");
+    pipe.positive("stages", *stages);
+    p.stages = *stages;
+  }
+  auto choice = [&](const std::string &key, std::string &field,
+                    const std::vector<std::string> &options) {
+    std::optional<std::string> v = pipe.string(key);
+    if (!v)
+      return;
+    if (std::find(options.begin(), options.end(), *v) == options.end())
+      pipe.fail("'" + pipe.path(key) + "' is '" + *v + "'" + didYouMean(*v, options) +
+                "; supported: " + join(options));
+    field = *v;
+  };
+  choice("partition_method", p.partitionMethod, {"uniform", "parameters", "cost"});
+  choice("schedule", p.schedule, {"1f1b", "zb-h1"});
+  std::string partition;
+  choice("partition", partition, {"best", "uniform", "parameters"});
+  if (std::optional<int64_t> interval = pipe.integer("activation_checkpoint_interval"))
+    if (*interval != 0)
+      pipe.fail("'" + pipe.path("activation_checkpoint_interval") +
+                "' is not supported yet by dsc (activation checkpointing is planned "
+                "separately); remove it or set 0");
+  pipe.boolean("seed_layers");
+  pipe.boolean("pipe_partitioned");
+  pipe.boolean("grad_partitioned");
+}
 
 void readZero(const Section &top, ZeroConfig &z) {
   const json &raw = top.raw("zero_optimization");
@@ -969,7 +1011,8 @@ bool TrainConfig::operator==(const TrainConfig &o) const {
          gradAccumSteps == o.gradAccumSteps && worldSize == o.worldSize &&
          gradientClipping == o.gradientClipping &&
          stepsPerPrint == o.stepsPerPrint && optimizer == o.optimizer &&
-         scheduler == o.scheduler && zero == o.zero && deferred == o.deferred;
+         scheduler == o.scheduler && zero == o.zero && pipeline == o.pipeline &&
+         deferred == o.deferred;
 }
 
 TrainConfig defaultConfig() { return TrainConfig(); }
@@ -1007,6 +1050,8 @@ TrainConfig parseDsConfig(const std::string &jsonText,
     readScheduler(top, cfg.optimizer, cfg.scheduler);
   if (top.has("zero_optimization"))
     readZero(top, cfg.zero);
+  if (top.has("pipeline"))
+    readPipeline(top, cfg.pipeline);
   for (const char *section : kDeferredSections)
     if (top.has(section))
       cfg.deferred[section] = top.raw(section).dump();
@@ -1086,6 +1131,13 @@ std::string toJson(const TrainConfig &cfg) {
   zj["stage3_param_persistence_threshold"] = z.stage3ParamPersistenceThreshold;
   zj["stage3_max_live_parameters"] = z.stage3MaxLiveParameters;
   root["zero_optimization"] = zj;
+  if (cfg.pipeline.stages > 1) {
+    ordered_json pj;
+    pj["stages"] = cfg.pipeline.stages;
+    pj["partition_method"] = cfg.pipeline.partitionMethod;
+    pj["schedule"] = cfg.pipeline.schedule;
+    root["pipeline"] = pj;
+  }
   for (const auto &[name, text] : cfg.deferred)
     root[name] = ordered_json::parse(text);
   return root.dump(2);

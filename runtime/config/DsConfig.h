@@ -150,9 +150,21 @@ struct ZeroConfig {
 inline constexpr const char *kDeferredSections[] = {
     "fp16",                     // fp16 mixed precision, loss scaling
     "bf16",                     // bf16 mixed precision
-    "pipeline",                 // pipeline parallelism
     "activation_checkpointing", // recomputation
     "wall_clock_breakdown",     // per-phase timers
+};
+
+/// The "pipeline" section. DeepSpeed's keys (stages, partition,
+/// seed_layers, activation_checkpoint_interval, pipe_partitioned,
+/// grad_partitioned) plus dsc's partition_method and schedule. The number
+/// of micro-batches is gradient_accumulation_steps, as in DeepSpeed.
+struct PipelineConfig {
+  int64_t stages = 1;                    // 1: no pipeline
+  std::string partitionMethod = "cost";  // uniform | parameters | cost
+  std::string schedule = "1f1b";         // 1f1b | zb-h1
+  bool operator==(const PipelineConfig &o) const {
+    return stages == o.stages && partitionMethod == o.partitionMethod && schedule == o.schedule;
+  }
 };
 
 struct TrainConfig {
@@ -167,6 +179,7 @@ struct TrainConfig {
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
   ZeroConfig zero;
+  PipelineConfig pipeline;
   /// kDeferredSections present in the file -> their JSON text (compact).
   std::map<std::string, std::string> deferred;
 

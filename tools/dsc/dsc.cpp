@@ -104,10 +104,25 @@ void explain(mlir::ModuleOp module, llvm::raw_ostream &os) {
 /// The training-step pipeline with the optimizer settings of `cfg`.
 void buildTrainPipeline(mlir::PassManager &pm, const dsrt::config::TrainConfig &cfg) {
   pm.addPass(dsc::createNNFusion());
+  bool pipelined = cfg.pipeline.stages > 1;
+  if (pipelined) {
+    dsc::PipelineSplitOptions split;
+    split.stages = cfg.pipeline.stages;
+    split.method = cfg.pipeline.partitionMethod;
+    pm.addPass(dsc::createPipelineSplit(split));
+  }
   pm.addPass(dsc::createAutodiff());
-  dsc::GradientAccumulationOptions ga;
-  ga.steps = cfg.gradAccumSteps;
-  pm.addPass(dsc::createGradientAccumulation(ga));
+  if (pipelined) {
+    // The micro-batches are unrolled in schedule order instead of looped.
+    dsc::PipelineScheduleOptions sched;
+    sched.microBatches = cfg.gradAccumSteps;
+    sched.schedule = cfg.pipeline.schedule;
+    pm.addPass(dsc::createPipelineSchedule(sched));
+  } else {
+    dsc::GradientAccumulationOptions ga;
+    ga.steps = cfg.gradAccumSteps;
+    pm.addPass(dsc::createGradientAccumulation(ga));
+  }
   dsc::OptimizerOptions opt;
   const auto &o = cfg.optimizer;
   opt.type = o.type == "SGD" ? "sgd" : (o.decoupled ? "adamw" : "adam");
@@ -149,6 +164,8 @@ void buildTrainPipeline(mlir::PassManager &pm, const dsrt::config::TrainConfig &
     if (z.overlapComm())
       pm.addPass(dsc::createOverlap());
   }
+  if (pipelined)
+    pm.addPass(dsc::createPipelineGradNorm());
   pm.addPass(mlir::createCSEPass());
   pm.addPass(dsc::createMemoryPlan());
 }
@@ -169,7 +186,8 @@ int main(int argc, char **argv) {
   CLI::App app{"dsc: ahead-of-time compiler for distributed training"};
   std::string model, output = "-", emit, loss, batchSizeText, configPath;
   int64_t elide = 1024, dp = 1;
-  std::optional<int64_t> zeroStage;
+  std::optional<int64_t> zeroStage, pp, microBatches;
+  std::optional<std::string> schedule, partition;
   std::vector<std::string> inputShapes;
   bool doExplain = false;
   app.add_option("model", model, "ONNX model (binary .onnx or textual .onnxtxt) with its loss")
@@ -192,6 +210,20 @@ int main(int argc, char **argv) {
   app.add_option("--zero", zeroStage,
                  "ZeRO stage 0-3 (overrides zero_optimization.stage of the config)")
       ->check(CLI::Range(0, 3));
+  app.add_option("--pp", pp,
+                 "pipeline stages (overrides pipeline.stages of the config; the plan runs "
+                 "on pp x dp ranks)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--micro-batches", microBatches,
+                 "micro-batches per step (overrides gradient_accumulation_steps; with --pp "
+                 "and no config the default is 2 x pp)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--schedule", schedule,
+                 "pipeline schedule: 1f1b (the default) or zb-h1 (zero-bubble H1)")
+      ->check(CLI::IsMember({"1f1b", "zb-h1"}));
+  app.add_option("--partition", partition,
+                 "pipeline partition method: cost (the default), parameters or uniform")
+      ->check(CLI::IsMember({"uniform", "parameters", "cost"}));
   app.add_flag("--explain", doExplain,
                "print a summary (inputs, parameters, cost per op kind) instead of the IR");
   app.add_option("--elide-constants", elide,
@@ -269,6 +301,21 @@ int main(int argc, char **argv) {
     }
     if (zeroStage)
       cfg.zero.stage = (int)*zeroStage;
+    if (pp)
+      cfg.pipeline.stages = *pp;
+    if (schedule)
+      cfg.pipeline.schedule = *schedule;
+    if (partition)
+      cfg.pipeline.partitionMethod = *partition;
+    // Micro-batches: --micro-batches, else gradient_accumulation_steps; a
+    // pipeline compiled without a config runs 2 x pp of them.
+    int64_t m = microBatches ? *microBatches
+                : (!haveConfig && cfg.pipeline.stages > 1) ? 2 * cfg.pipeline.stages
+                                                           : cfg.gradAccumSteps;
+    if (m != cfg.gradAccumSteps) {
+      cfg.gradAccumSteps = m;
+      cfg.trainBatchSize = cfg.microBatchPerGpu * m * cfg.worldSize;
+    }
     mlir::PassManager pm(&ctx);
     buildTrainPipeline(pm, cfg);
     if (mlir::failed(pm.run(**module)))

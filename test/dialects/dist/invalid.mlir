@@ -18,7 +18,7 @@ func.func @group_size_zero(%a: tensor<4xf32>) {
 // A negative group size is reported with its value.
 func.func @group_size_negative(%a: tensor<4xf32>) {
   // expected-error @+1 {{group size must be at least 1, got -2}}
-  dist.send %a {group = #dist.group<pp, -2>, peer = 1 : i64, tag = 0 : i64} : tensor<4xf32>
+  %s = dist.send %a {group = #dist.group<pp, -2>, peer = 1 : i64, tag = 0 : i64} : tensor<4xf32>
   return
 }
 
@@ -254,7 +254,7 @@ func.func @all_gather_padding(%a: tensor<3xf32>) {
 // A wait completes a collective: its operands are that collective's results.
 func.func @wait_not_collective(%a: tensor<4xf32>) {
   %0 = nn.neg %a : tensor<4xf32>
-  // expected-error @+1 {{'dist.wait' op operands must be the results of one all_reduce, reduce_scatter or all_gather}}
+  // expected-error @+1 {{'dist.wait' op operands must be the results of one all_reduce, reduce_scatter, all_gather, send or recv}}
   %1 = dist.wait %0 : tensor<4xf32>
   return
 }
@@ -328,7 +328,7 @@ func.func @broadcast_type(%a: tensor<4xf32>) {
 // A send to oneself (peer 0) is rejected.
 func.func @send_peer_zero(%a: tensor<4xf32>) {
   // expected-error @+1 {{'dist.send' op peer offset 0 must be non-zero and within the group of size 4}}
-  dist.send %a {group = #dist.group<pp, 4>, peer = 0 : i64, tag = 0 : i64} : tensor<4xf32>
+  %s = dist.send %a {group = #dist.group<pp, 4>, peer = 0 : i64, tag = 0 : i64} : tensor<4xf32>
   return
 }
 
@@ -337,7 +337,7 @@ func.func @send_peer_zero(%a: tensor<4xf32>) {
 // A forward offset of `size` wraps onto oneself: rejected.
 func.func @send_peer_too_far(%a: tensor<4xf32>) {
   // expected-error @+1 {{'dist.send' op peer offset 4 must be non-zero and within the group of size 4}}
-  dist.send %a {group = #dist.group<pp, 4>, peer = 4 : i64, tag = 0 : i64} : tensor<4xf32>
+  %s = dist.send %a {group = #dist.group<pp, 4>, peer = 4 : i64, tag = 0 : i64} : tensor<4xf32>
   return
 }
 
@@ -346,7 +346,7 @@ func.func @send_peer_too_far(%a: tensor<4xf32>) {
 // send's tag must be non-negative.
 func.func @send_negative_tag(%a: tensor<4xf32>) {
   // expected-error @+1 {{'dist.send' op tag must be non-negative, got -1}}
-  dist.send %a {group = #dist.group<pp, 4>, peer = 1 : i64, tag = -1 : i64} : tensor<4xf32>
+  %s = dist.send %a {group = #dist.group<pp, 4>, peer = 1 : i64, tag = -1 : i64} : tensor<4xf32>
   return
 }
 

@@ -69,20 +69,25 @@ func.func @broadcast(%w: tensor<4x4xf32>, %s: tensor<i64>) {
 }
 
 // Point-to-point: peers are relative offsets in (-size, size), non-zero;
-// tags are non-negative; send has no result, recv's type is written.
+// tags are non-negative; send returns its handle (of the input's type),
+// recv's type is written; dist.wait completes either.
 // CHECK-LABEL: func.func @send_recv(
 // CHECK-SAME:    %[[A:.*]]: tensor<2x16xbf16>)
-// CHECK-NEXT:    dist.send %[[A]] {group = #dist.group<pp, 4>, peer = 1 : i64, tag = 0 : i64} : tensor<2x16xbf16>
+// CHECK-NEXT:    %[[S:.*]] = dist.send %[[A]] {group = #dist.group<pp, 4>, peer = 1 : i64, tag = 0 : i64} : tensor<2x16xbf16>
 // CHECK-NEXT:    %[[R:.*]] = dist.recv {group = #dist.group<pp, 4>, peer = -1 : i64, tag = 0 : i64} : tensor<2x16xbf16>
-// CHECK-NEXT:    dist.send %[[R]] {group = #dist.group<pp, 4>, peer = -3 : i64, tag = 42 : i64} : tensor<2x16xbf16>
+// CHECK-NEXT:    %[[V:.*]] = dist.wait %[[R]] : tensor<2x16xbf16>
+// CHECK-NEXT:    dist.send %[[V]] {group = #dist.group<pp, 4>, peer = -3 : i64, tag = 42 : i64} : tensor<2x16xbf16>
 // CHECK-NEXT:    dist.recv {group = #dist.group<pp, 4>, peer = 3 : i64, tag = 42 : i64} : tensor<2x16xbf16>
 // CHECK-NEXT:    dist.recv {group = #dist.group<world, 2>, peer = 1 : i64, tag = 7 : i64} : tensor<i32>
+// CHECK-NEXT:    dist.wait %[[S]] : tensor<2x16xbf16>
 func.func @send_recv(%a: tensor<2x16xbf16>) {
-  dist.send %a {group = #dist.group<pp, 4>, peer = 1 : i64, tag = 0 : i64} : tensor<2x16xbf16>
+  %s = dist.send %a {group = #dist.group<pp, 4>, peer = 1 : i64, tag = 0 : i64} : tensor<2x16xbf16>
   %0 = dist.recv {group = #dist.group<pp, 4>, peer = -1 : i64, tag = 0 : i64} : tensor<2x16xbf16>
-  dist.send %0 {group = #dist.group<pp, 4>, peer = -3 : i64, tag = 42 : i64} : tensor<2x16xbf16>
+  %v = dist.wait %0 : tensor<2x16xbf16>
+  %s2 = dist.send %v {group = #dist.group<pp, 4>, peer = -3 : i64, tag = 42 : i64} : tensor<2x16xbf16>
   %1 = dist.recv {group = #dist.group<pp, 4>, peer = 3 : i64, tag = 42 : i64} : tensor<2x16xbf16>
   %2 = dist.recv {group = #dist.group<world, 2>, peer = 1 : i64, tag = 7 : i64} : tensor<i32>
+  %w = dist.wait %s : tensor<2x16xbf16>
   return
 }
 
