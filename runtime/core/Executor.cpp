@@ -173,6 +173,7 @@ void Executor::setupPipeline(plan::Plan &top, const std::string &path) {
   stage_ = w % pp_;
   int index = w / pp_;
   std::string config = top.config_json();
+  schedule_ = top.schedule();
   plan_.Swap(top.mutable_stages(stage_));
   top.Clear(); // the other stages' plans are not needed any more
   if (plan_.config_json().empty())

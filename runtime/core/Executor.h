@@ -171,6 +171,8 @@ public:
   int pp() const { return pp_; }
   int stage() const { return stage_; }
   bool pipelined() const { return pp_ > 1; }
+  /// A pipeline plan's schedule ("1f1b", "zb-h1"; for messages).
+  const std::string &schedule() const { return schedule_; }
   /// This rank's stage holds the loss (always, without a pipeline).
   bool hasLoss() const { return hasLoss_; }
   /// The world: pp * dp ranks, and this rank in it.
@@ -313,6 +315,7 @@ private:
   bool profile_ = false;
   int dp_ = 1;
   int pp_ = 1, stage_ = 0;
+  std::string schedule_;
   bool hasLoss_ = true;
   std::unique_ptr<comm::Communicator> ownWorld_; // one rank, when none is given
   std::unique_ptr<comm::Communicator> ownDp_, ownPp_; // split off the world

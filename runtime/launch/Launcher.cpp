@@ -404,7 +404,7 @@ void LaunchOptions::addTo(CLI::App &app) {
   app.add_option_function<int64_t>(
          "--num_ranks", [this](const int64_t &n) { selection.numRanks = n; },
          "the TOTAL number of ranks, taken in hostfile order (DeepSpeed's --num_gpus "
-         "counts per node); it must equal the plan's dp")
+         "counts per node); it must equal the plan's dp (x pp for a pipeline plan)")
       ->group(group);
 }
 
@@ -492,7 +492,7 @@ std::optional<RankFailure> failureFromExitFiles(const std::string &runDir) {
 // Building blocks
 //===----------------------------------------------------------------------===//
 
-std::optional<uint32_t> readPlanDp(const std::string &planDir) {
+std::optional<PlanRanks> readPlanRanks(const std::string &planDir) {
   std::ifstream in(planDir + "/plan.pb", std::ios::binary);
   if (!in)
     return std::nullopt;
@@ -500,7 +500,33 @@ std::optional<uint32_t> readPlanDp(const std::string &planDir) {
   google::protobuf::SetLogHandler(nullptr);
   if (!plan.ParseFromIstream(&in))
     return std::nullopt;
-  return std::max<uint32_t>(plan.dp(), 1);
+  PlanRanks r;
+  r.pp = std::max<uint32_t>(plan.pp(), 1);
+  uint32_t dp = plan.dp();
+  if (!dp && r.pp > 1 && plan.stages_size())
+    dp = plan.stages(0).dp();
+  r.dp = std::max<uint32_t>(dp, 1);
+  return r;
+}
+
+std::optional<uint32_t> readPlanDp(const std::string &planDir) {
+  std::optional<PlanRanks> r = readPlanRanks(planDir);
+  return r ? std::optional<uint32_t>(r->dp) : std::nullopt;
+}
+
+std::string PlanRanks::describe() const {
+  if (pp <= 1)
+    return "dp=" + std::to_string(dp);
+  return "pp=" + std::to_string(pp) + " x dp=" + std::to_string(dp) + " = " +
+         std::to_string(ranks()) + " ranks";
+}
+
+std::string PlanRanks::recompileFor(size_t n) const {
+  if (pp <= 1)
+    return "`dsc ... --dp " + std::to_string(n) + "`";
+  if (n % pp == 0)
+    return "`dsc ... --pp " + std::to_string(pp) + " --dp " + std::to_string(n / pp) + "`";
+  return "`dsc ... --pp P --dp D` with P x D = " + std::to_string(n);
 }
 
 std::vector<std::string> rankArguments(const std::vector<std::string> &argv,
@@ -826,48 +852,50 @@ std::optional<int> launchIfNeeded(const LaunchOptions &options, const LaunchRequ
     return std::nullopt;
   }
 
-  std::optional<uint32_t> planDp = readPlanDp(request.planDir);
-  if (!planDp)
+  std::optional<PlanRanks> planRanks = readPlanRanks(request.planDir);
+  if (!planRanks)
     return std::nullopt; // dsrt's plan checks say what is wrong with it
-  size_t dp = *planDp;
+  // A pipeline plan runs on pp x dp ranks; rank w is stage w % pp, so
+  // mpirun's by-slot mapping puts neighbouring stages on one host first.
+  size_t need = planRanks->ranks();
   std::vector<RankSlot> ranks;
   bool fromHostfile = !options.hostfile.empty();
   if (fromHostfile) {
     Hostfile hostfile = readHostfile(options.hostfile);
     ranks = selectRanks(hostfile, selection);
-    if (ranks.size() != dp) {
+    if (ranks.size() != need) {
       Selection all = selection;
       all.numRanks.reset();
       size_t available = selectRanks(hostfile, all).size();
-      std::string fix =
-          available >= dp
-              ? "select " + plural(dp, "rank", "ranks") + " with --num_ranks " + std::to_string(dp)
-              : "give the hostfile selection " + plural(dp, "slot", "slots");
-      throw LaunchError("the plan was compiled for dp=" + std::to_string(dp) +
+      std::string fix = available >= need ? "select " + plural(need, "rank", "ranks") +
+                                                " with --num_ranks " + std::to_string(need)
+                                          : "give the hostfile selection " +
+                                                plural(need, "slot", "slots");
+      throw LaunchError("the plan was compiled for " + planRanks->describe() +
                         " but the hostfile selection gives " +
-                        plural(ranks.size(), "rank", "ranks") + ": recompile with `dsc ... --dp " +
-                        std::to_string(ranks.size()) + "` or " + fix);
+                        plural(ranks.size(), "rank", "ranks") + ": recompile with " +
+                        planRanks->recompileFor(ranks.size()) + " or " + fix);
     }
   } else {
     if (!selection.include.empty() || !selection.exclude.empty() || selection.numNodes)
-      throw LaunchError(firstFlag + ": needs --hostfile (without one, dsrt runs the plan's dp "
-                                    "ranks on localhost)");
+      throw LaunchError(firstFlag + ": needs --hostfile (without one, dsrt runs the plan's " +
+                        (planRanks->pp > 1 ? plural(need, "rank", "ranks") : "dp ranks") +
+                        " on localhost)");
     if (selection.numRanks) {
       int64_t asked = *selection.numRanks;
       if (asked < 1)
         throw LaunchError("--num_ranks " + std::to_string(asked) + ": must be at least 1");
-      if (size_t(asked) != dp)
+      if (size_t(asked) != need)
         throw LaunchError("--num_ranks " + std::to_string(asked) +
-                          ": the plan was compiled for dp=" + std::to_string(dp) +
+                          ": the plan was compiled for " + planRanks->describe() +
                           "; without --hostfile dsrt runs the plan's " +
-                          plural(dp, "rank", "ranks") +
-                          " on localhost (recompile with `dsc "
-                          "... --dp " +
-                          std::to_string(asked) + "` to run " + std::to_string(asked) + ")");
+                          plural(need, "rank", "ranks") + " on localhost (recompile with " +
+                          planRanks->recompileFor(size_t(asked)) + " to run " +
+                          std::to_string(asked) + ")");
     }
-    if (dp == 1)
+    if (need == 1)
       return std::nullopt; // one rank: this process runs the plan
-    for (size_t r = 0; r < dp; ++r)
+    for (size_t r = 0; r < need; ++r)
       ranks.push_back({"localhost", int(r)});
   }
 
@@ -894,9 +922,15 @@ std::optional<int> launchIfNeeded(const LaunchOptions &options, const LaunchRequ
     std::error_code ec;
     fs::remove_all(fs::path(absRunDir) / old, ec);
   }
-  std::string table = "rank host slot\n";
+  // A pipeline's ranks also say their stage and data-parallel index.
+  bool pipeline = planRanks->pp > 1;
+  std::string table = pipeline ? "rank host slot stage dp_index\n" : "rank host slot\n";
   for (size_t r = 0; r < ranks.size(); ++r)
-    table += std::to_string(r) + " " + ranks[r].host + " " + std::to_string(ranks[r].slot) + "\n";
+    table += std::to_string(r) + " " + ranks[r].host + " " + std::to_string(ranks[r].slot) +
+             (pipeline ? " " + std::to_string(r % planRanks->pp) + " " +
+                             std::to_string(r / planRanks->pp)
+                       : std::string()) +
+             "\n";
   writeTextFile(runDir + "/ranks.txt", table);
 
   std::error_code ec;

@@ -5,8 +5,10 @@
 // OpenMPI's mpirun:
 //
 //  * the ranks come from the hostfile and the selection flags (Hostfile.h),
-//    or, without a hostfile, are the plan's dp ranks on localhost; their
-//    number must equal the plan's dp;
+//    or, without a hostfile, are the plan's ranks on localhost; their
+//    number must equal the plan's dp (pp x dp for a pipeline plan, whose
+//    rank w is stage w % pp: mpirun's by-slot mapping fills a host's slots
+//    with neighbouring stages first);
 //  * the run folder is decided once (--out, or runs/<timestamp>) and passed
 //    to every rank as an explicit --out; RUNDIR/ranks.txt lists
 //    "rank host slot" before anything starts;
@@ -51,14 +53,29 @@ struct LaunchOptions {
 
 /// What the launcher needs from dsrt's own command line.
 struct LaunchRequest {
-  std::string planDir;           // the plan directory (its plan.pb gives dp)
+  std::string planDir;           // the plan directory (its plan.pb gives dp, pp)
   std::string out;               // --out as given ("" when not given)
   int64_t threads = 0;           // --threads (0: not given)
   std::vector<std::string> argv; // dsrt's argv, argv[0] included
 };
 
-/// The dp of PLANDIR/plan.pb (0 counts as 1), or nullopt when it cannot be
-/// read or parsed: dsrt's own plan checks then report why.
+/// The ranks a plan runs on: dp per pipeline stage, pp stages (1: not a
+/// pipeline plan).
+struct PlanRanks {
+  uint32_t dp = 1, pp = 1;
+  size_t ranks() const { return size_t(dp) * pp; }
+  /// "dp=2", or "pp=4 x dp=2 = 8 ranks".
+  std::string describe() const;
+  /// How to recompile for n ranks: "`dsc ... --dp 4`", "`dsc ... --pp 4
+  /// --dp 2`".
+  std::string recompileFor(size_t n) const;
+};
+
+/// The dp and pp of PLANDIR/plan.pb (0 counts as 1; a pipeline plan's dp
+/// from its stages when the top level has none), or nullopt when it cannot
+/// be read or parsed: dsrt's own plan checks then report why.
+std::optional<PlanRanks> readPlanRanks(const std::string &planDir);
+/// readPlanRanks(planDir)->dp.
 std::optional<uint32_t> readPlanDp(const std::string &planDir);
 
 /// This process's rank when it runs under mpirun (OMPI_COMM_WORLD_RANK, or
@@ -74,7 +91,8 @@ std::optional<int> mpiRank();
 void writeRankPidFile(const std::string &runDir, int rank);
 
 /// Makes this dsrt the launcher when it is not itself a rank (neither
-/// OMPI_COMM_WORLD_SIZE nor PMI_SIZE set) and --hostfile is given or the plan's dp > 1 (a plan
+/// OMPI_COMM_WORLD_SIZE nor PMI_SIZE set) and --hostfile is given or the plan needs more than
+/// one rank (a plan
 /// that cannot be read is left to dsrt's own checks): starts
 /// the ranks through mpirun, relays their output, waits, and returns 0 when
 /// every rank succeeded. Returns nullopt when this process should simply run

@@ -14,7 +14,10 @@
 // Under mpirun (a plan compiled with --dp N, run with -np N) every process
 // is one data-parallel rank; rank 0 alone prints, writes the run folder
 // (with the global loss and the step's communication in metrics.csv) and
-// the weights. Any error on any rank aborts every rank.
+// the weights. A pipeline plan (--pp P) runs on P x N ranks: rank w is
+// stage w % P of data-parallel index w / P, loads only the inputs its
+// stage reads, and rank 0 gathers every stage's weights. Any error on any
+// rank aborts every rank.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/comm/MpiCommunicator.h"
@@ -52,11 +55,14 @@ namespace {
   dsrt::comm::abortAll(1);
 }
 
-/// Fills the plan's inputs for micro-batch `k` of the whole run.
+/// Fills a set of the plan's input tensors with micro-batch `k` of the
+/// whole run. The source is built from exec.inputs() (validated there);
+/// every set it loads has the same names, dtypes and shapes in that order
+/// (a pipeline plan has one set per micro-batch of the step).
 class DataSource {
 public:
   virtual ~DataSource() = default;
-  virtual void load(int64_t k) = 0;
+  virtual void load(int64_t k, const std::vector<Tensor *> &into) = 0;
   /// Tokens (or samples) one micro-batch consumes, for the throughput.
   virtual int64_t itemsPerMicroBatch() const = 0;
   virtual const char *itemName() const = 0;
@@ -66,7 +72,7 @@ public:
 class NpyFolder : public DataSource {
 public:
   NpyFolder(const std::string &dir, const std::vector<Tensor *> &inputs, int64_t batch)
-      : inputs_(inputs), batch_(batch) {
+      : batch_(batch) {
     for (Tensor *t : inputs) {
       std::string path = (fs::path(dir) / (t->name + ".npy")).string();
       if (!fs::exists(path))
@@ -95,9 +101,9 @@ public:
       samples_ = a.shape[0];
     }
   }
-  void load(int64_t k) override {
-    for (size_t j = 0; j < inputs_.size(); ++j) {
-      Tensor *t = inputs_[j];
+  void load(int64_t k, const std::vector<Tensor *> &into) override {
+    for (size_t j = 0; j < into.size(); ++j) {
+      Tensor *t = into[j];
       const dsrt::io::NpyArray &a = *arrays_[j];
       int64_t row = t->numel / batch_;
       for (int64_t i = 0; i < batch_; ++i) {
@@ -117,21 +123,24 @@ public:
   const char *itemName() const override { return "samples"; }
 
 private:
-  std::vector<Tensor *> inputs_;
   std::vector<std::unique_ptr<dsrt::io::NpyArray>> arrays_;
   int64_t batch_, samples_ = 0;
 };
 
 /// A flat token file (nanoGPT / llm.c): the two [B, T] integer inputs get
-/// windows of T tokens and the same windows shifted by one.
+/// windows of T tokens and the same windows shifted by one. A pipeline
+/// stage reads what it needs: both, the tokens only (the first stage) or
+/// the targets only (the last), or nothing.
 class TokenSource : public DataSource {
 public:
   TokenSource(const std::string &path, std::optional<dsrt::io::TokenWidth> width,
-              const std::vector<Tensor *> &inputs, int64_t batch)
+              const std::vector<Tensor *> &inputs, int64_t batch, bool pipelineStage)
       : file_(dsrt::io::TokenFile::open(path, width)), batch_(batch) {
-    if (inputs.size() != 2 || inputs[0]->dtype != plan::I64 || inputs[1]->dtype != plan::I64 ||
-        inputs[0]->shape.rank != 2 || inputs[1]->shape.rank != 2 ||
-        inputs[0]->shape.dims[1] != inputs[1]->shape.dims[1])
+    bool ok = pipelineStage ? inputs.size() <= 2 : inputs.size() == 2;
+    for (const Tensor *t : inputs)
+      ok = ok && t->dtype == plan::I64 && t->shape.rank == 2 &&
+           t->shape.dims[1] == inputs[0]->shape.dims[1];
+    if (!ok)
       die(path + ": a token file feeds a model with two int64 [batch, seq] inputs (tokens and "
                  "next-token targets); this plan's inputs differ, give --data a folder of .npy "
                  "files named after them");
@@ -139,20 +148,28 @@ public:
     auto isTarget = [](const std::string &n) {
       return n.find("target") != std::string::npos || n.find("label") != std::string::npos;
     };
-    bool swap = isTarget(inputs[0]->name) && !isTarget(inputs[1]->name);
-    tokens_ = inputs[swap ? 1 : 0];
-    targets_ = inputs[swap ? 0 : 1];
-    seq_ = tokens_->shape.dims[1];
+    if (inputs.size() == 2) {
+      bool swap = isTarget(inputs[0]->name) && !isTarget(inputs[1]->name);
+      tokens_ = swap ? 1 : 0;
+      targets_ = swap ? 0 : 1;
+    } else if (inputs.size() == 1) {
+      (isTarget(inputs[0]->name) ? targets_ : tokens_) = 0;
+    }
+    if (inputs.empty())
+      return; // a middle stage: nothing to load
+    seq_ = inputs[0]->shape.dims[1];
     windows_ = (file_.size() - 1) / seq_;
     if (windows_ < batch)
       die(path + ": " + std::to_string(file_.size()) + " tokens, too few for one micro-batch of " +
           std::to_string(batch) + " x " + std::to_string(seq_) + " (+1) tokens");
   }
-  void load(int64_t k) override {
+  void load(int64_t k, const std::vector<Tensor *> &into) override {
     for (int64_t i = 0; i < batch_; ++i) {
       int64_t start = ((k * batch_ + i) % windows_) * seq_;
-      file_.copyWindow(start, seq_, tokens_->i64() + i * seq_);
-      file_.copyWindow(start + 1, seq_, targets_->i64() + i * seq_);
+      if (tokens_ >= 0)
+        file_.copyWindow(start, seq_, into[size_t(tokens_)]->i64() + i * seq_);
+      if (targets_ >= 0)
+        file_.copyWindow(start + 1, seq_, into[size_t(targets_)]->i64() + i * seq_);
     }
   }
   int64_t itemsPerMicroBatch() const override { return batch_ * seq_; }
@@ -160,7 +177,7 @@ public:
 
 private:
   dsrt::io::TokenFile file_;
-  Tensor *tokens_ = nullptr, *targets_ = nullptr;
+  int tokens_ = -1, targets_ = -1; // positions in the loaded set
   int64_t batch_, seq_ = 0, windows_ = 0;
 };
 
@@ -170,8 +187,8 @@ int64_t peakRssMiB() {
   return u.ru_maxrss / 1024;
 }
 
-/// Under mpirun, the communicator of the data-parallel ranks (null
-/// otherwise). Ranks on one node share its cores unless --threads or
+/// Under mpirun, the communicator of all ranks (null otherwise; the
+/// executor splits it for a pipeline plan). Ranks on one node share its cores unless --threads or
 /// OMP_NUM_THREADS (which dsrt's launcher sets to cores / local ranks) says.
 std::unique_ptr<dsrt::comm::MpiCommunicator> setupComm(double timeoutSeconds, int64_t threads) {
   if (!dsrt::comm::launchedByMpirun())
@@ -267,7 +284,8 @@ int main(int argc, char **argv) {
     dsrt::Executor exec(planDir, comm.get());
     dsrt::config::TrainConfig cfg = exec.config();
     if (!configPath.empty()) {
-      dsrt::config::TrainConfig given = dsrt::config::loadDsConfig(configPath, std::max<int64_t>(1, exec.plan().dp()));
+      // The batch relation counts data-parallel ranks (not pipeline stages).
+      dsrt::config::TrainConfig given = dsrt::config::loadDsConfig(configPath, exec.dp());
       checkRuntimeConfig(cfg, given, configPath);
       cfg = given;
       exec.setConfig(given);
@@ -287,16 +305,17 @@ int main(int argc, char **argv) {
       std::optional<dsrt::io::TokenWidth> width;
       if (!tokenDtype.empty())
         width = dsrt::io::parseTokenWidth(tokenDtype);
-      source = std::make_unique<TokenSource>(data, width, exec.inputs(), exec.microBatchSize());
+      source = std::make_unique<TokenSource>(data, width, exec.inputs(), exec.microBatchSize(),
+                                             exec.pipelined());
     } else {
       die("--data " + data + ": no such file or folder");
     }
 
     std::string skeleton = planDir + "/model.onnx";
     if (!exportOnnx.empty() && rank0) {
-      std::vector<std::string> names;
-      for (const Tensor *t : exec.weights())
-        names.push_back(t->name);
+      std::vector<std::string> names; // every stage's, which rank 0 gathers
+      for (const auto &[name, shape] : exec.allWeights())
+        names.push_back(name);
       dsrt::onnx_export::checkSkeleton(skeleton, names);
       fs::path parent = fs::absolute(exportOnnx).parent_path();
       if (!fs::is_directory(parent))
@@ -316,21 +335,31 @@ int main(int argc, char **argv) {
     }
     std::string runDir = rank0 ? dsrt::io::makeRunDir(out) : std::string();
     // With several ranks, metrics.csv also has the step's communication:
-    // comm_elements (ZeRO-paper units, see comm::Counters) and comm_calls.
+    // comm_elements (ZeRO-paper units, see comm::Counters) and comm_calls:
+    // rank 0's collectives (a pipeline's stage 0; its messages are in the
+    // summary at the end).
+    bool ranks = exec.worldSize() > 1;
     std::unique_ptr<dsrt::io::MetricsWriter> metrics;
     if (rank0)
       metrics = std::make_unique<dsrt::io::MetricsWriter>(
-          runDir, exec.dp() > 1 ? std::vector<std::string>{"comm_elements", "comm_calls"}
-                                : std::vector<std::string>{});
+          runDir, ranks ? std::vector<std::string>{"comm_elements", "comm_calls"}
+                        : std::vector<std::string>{});
     int64_t every = cfg.stepsPerPrint > 0 ? cfg.stepsPerPrint : 10;
     if (rank0) {
+      std::string layout =
+          exec.pipelined()
+              ? " x " + std::to_string(exec.dp()) + " dp ranks, " + std::to_string(exec.pp()) +
+                    "-stage pipeline (" +
+                    (exec.schedule().empty() ? std::string("?") : exec.schedule()) + ", " +
+                    std::to_string(exec.worldSize()) + " ranks)"
+          : exec.dp() > 1 ? " x " + std::to_string(exec.dp()) + " ranks"
+                          : std::string();
       std::printf("dsrt: %s, %lld steps x %lld micro-batches of %lld%s, %d threads, arena %.1f "
-                  "MiB, run folder %s\n",
+                  "MiB%s, run folder %s\n",
                   planDir.c_str(), (long long)steps, (long long)exec.microBatches(),
-                  (long long)exec.microBatchSize(),
-                  exec.dp() > 1 ? (" x " + std::to_string(exec.dp()) + " ranks").c_str() : "",
-                  dsrt::cpu::numThreads(), exec.plan().arena_bytes() / 1048576.0,
-                  runDir.c_str());
+                  (long long)exec.microBatchSize(), layout.c_str(), dsrt::cpu::numThreads(),
+                  exec.plan().arena_bytes() / 1048576.0,
+                  exec.pipelined() ? " (stage 0)" : "", runDir.c_str());
       std::fflush(stdout);
     }
 
@@ -340,14 +369,19 @@ int main(int argc, char **argv) {
     int64_t windowItems = 0;
     for (int64_t s = 1; s <= steps; ++s) {
       auto t0 = Clock::now();
-      // Rank r reads the global micro-batches r, r + dp, ... of the step.
-      exec.step(s, [&](int64_t global) { source->load(global); });
+      // Rank r reads the global micro-batches r, r + dp, ... of the step
+      // (a pipeline's stages: those of their dp index, into the set of the
+      // load_batch that asks).
+      exec.step(s, [&](int64_t global, const std::vector<Tensor *> &into) {
+        source->load(global, into);
+      });
       double stepTime = std::chrono::duration<double>(Clock::now() - t0).count();
       double loss = exec.globalLoss(); // the same on every rank
+      // Items of the step: the pipeline's stages see the same micro-batches.
       windowItems += source->itemsPerMicroBatch() * exec.microBatches() * exec.dp();
       if (!rank0)
         continue;
-      if (exec.dp() > 1)
+      if (ranks)
         metrics->write(s, loss, exec.lr(), exec.gradNorm(), stepTime,
                        {exec.commCounters().elements(), exec.commCounters().calls()});
       else
@@ -369,16 +403,17 @@ int main(int argc, char **argv) {
     // The training peak, before whole weights are gathered for writing: the
     // largest over the ranks.
     int64_t rss = peakRssMiB();
-    if (exec.dp() > 1)
+    if (ranks)
       rss = (int64_t)exec.communicator().blockingAllReduceScalar(double(rss),
                                                                  dsrt::comm::ReduceOp::Max);
 
     if (timeline)
       exec.writeTimeline((fs::path(rank0 ? runDir : out) /
-                          ("timeline.rank-" + std::to_string(exec.rank()) + ".csv"))
+                          ("timeline.rank-" + std::to_string(exec.worldRank()) + ".csv"))
                              .string());
 
-    // Every rank takes part in gathering ZeRO shards; rank 0 writes.
+    // Every rank takes part in gathering ZeRO shards (and a pipeline's
+    // stages send theirs to rank 0); rank 0 writes.
     std::vector<dsrt::WholeTensor> whole = exec.gatherWeights();
     if (!rank0)
       return finishRank();
@@ -389,7 +424,7 @@ int main(int argc, char **argv) {
     dsrt::io::writeSafeTensors(weightsPath, refs, {{"format", "pt"}, {"producer", "dsrt"}});
     std::printf("dsrt: done in %.1fs, peak RSS %lld MiB%s (planned arena %.1f MiB); weights in %s, "
                 "metrics in %s\n",
-                total, (long long)rss, exec.dp() > 1 ? " per rank (max)" : "",
+                total, (long long)rss, ranks ? " per rank (max)" : "",
                 exec.plan().arena_bytes() / 1048576.0,
                 weightsPath.c_str(), metrics->path().c_str());
     if (!exportOnnx.empty()) {
@@ -400,8 +435,10 @@ int main(int argc, char **argv) {
       }
       std::printf("dsrt: ONNX model with the trained weights in %s\n", exportOnnx.c_str());
     }
-    if (exec.dp() > 1)
-      std::printf("dsrt: communication per step: %s\n", exec.commCounters().summary().c_str());
+    if (ranks)
+      std::printf("dsrt: communication per step%s: %s\n",
+                  exec.pipelined() ? " (rank 0, stage 0)" : "",
+                  exec.commCounters().summary().c_str());
     if (profile)
       exec.printProfile(stdout);
   } catch (const std::exception &e) {

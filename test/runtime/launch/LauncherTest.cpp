@@ -441,6 +441,40 @@ TEST(PlanDp, ReadFromPlanPb) {
   EXPECT_FALSE(readPlanDp(dir.file("garbage")));
 }
 
+/// Writes DIR/plan.pb of a pipeline: pp stage plans of `dp` each (the top
+/// level without dp, as dsc may write it).
+void writePipelinePlan(const std::string &dir, uint32_t pp, uint32_t dp) {
+  dsc::plan::Plan plan;
+  plan.set_format_version(1);
+  plan.set_pp(pp);
+  for (uint32_t s = 0; s < pp; ++s) {
+    dsc::plan::Plan *stage = plan.add_stages();
+    stage->set_dp(dp);
+    stage->set_stage(s);
+  }
+  fs::create_directories(dir);
+  writeBytes(dir + "/plan.pb", plan.SerializeAsString());
+}
+
+TEST(PlanDp, PipelinePlansNeedPpTimesDpRanks) {
+  TestDir dir;
+  writePipelinePlan(dir.file("pp4"), 4, 2);
+  std::optional<PlanRanks> r = readPlanRanks(dir.file("pp4"));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->pp, 4u);
+  EXPECT_EQ(r->dp, 2u);
+  EXPECT_EQ(r->ranks(), 8u);
+  EXPECT_EQ(r->describe(), "pp=4 x dp=2 = 8 ranks");
+  EXPECT_EQ(r->recompileFor(12), "`dsc ... --pp 4 --dp 3`");
+  EXPECT_EQ(r->recompileFor(6), "`dsc ... --pp P --dp D` with P x D = 6");
+  EXPECT_EQ(readPlanDp(dir.file("pp4")), 2u);
+  writePlan(dir.file("dp2"), 2);
+  r = readPlanRanks(dir.file("dp2"));
+  EXPECT_EQ(r->ranks(), 2u);
+  EXPECT_EQ(r->describe(), "dp=2");
+  EXPECT_EQ(r->recompileFor(3), "`dsc ... --dp 3`");
+}
+
 class LaunchDecision : public ::testing::Test {
 protected:
   /// A request to run a plan compiled for `dp` (0: no plan.pb at all).
@@ -449,6 +483,15 @@ protected:
     r.planDir = dir_.file("plan-dp" + std::to_string(dp));
     if (dp)
       writePlan(r.planDir, dp);
+    r.out = out;
+    r.argv = {"dsrt", r.planDir, "--data", "data"};
+    return r;
+  }
+  /// A request to run a pipeline plan of pp stages x dp.
+  LaunchRequest pipeline(uint32_t pp, uint32_t dp, const std::string &out = "") {
+    LaunchRequest r;
+    r.planDir = dir_.file("plan-pp" + std::to_string(pp) + "-dp" + std::to_string(dp));
+    writePipelinePlan(r.planDir, pp, dp);
     r.out = out;
     r.argv = {"dsrt", r.planDir, "--data", "data"};
     return r;
@@ -549,6 +592,45 @@ TEST_F(LaunchDecision, RanksMustEqualThePlansDp) {
   options.hostfile = dir_.file("missing");
   EXPECT_EQ(DSRT_ERROR_OF(LaunchError, launchIfNeeded(options, request(2))),
             "--hostfile " + dir_.file("missing") + ": cannot open: No such file or directory");
+}
+
+TEST_F(LaunchDecision, PipelinePlansNeedPpTimesDpRanks) {
+  writeBytes(dir_.file("hosts"), "localhost slots=4\n");
+  LaunchOptions options;
+  options.hostfile = dir_.file("hosts");
+  EXPECT_EQ(DSRT_ERROR_OF(LaunchError, launchIfNeeded(options, pipeline(2, 1))),
+            "the plan was compiled for pp=2 x dp=1 = 2 ranks but the hostfile selection gives 4 "
+            "ranks: recompile with `dsc ... --pp 2 --dp 2` or select 2 ranks with --num_ranks 2");
+  EXPECT_EQ(DSRT_ERROR_OF(LaunchError, launchIfNeeded(options, pipeline(4, 2))),
+            "the plan was compiled for pp=4 x dp=2 = 8 ranks but the hostfile selection gives 4 "
+            "ranks: recompile with `dsc ... --pp 4 --dp 1` or give the hostfile selection 8 "
+            "slots");
+  options.selection.numRanks = 3;
+  EXPECT_EQ(DSRT_ERROR_OF(LaunchError, launchIfNeeded(options, pipeline(4, 1))),
+            "the plan was compiled for pp=4 x dp=1 = 4 ranks but the hostfile selection gives 3 "
+            "ranks: recompile with `dsc ... --pp P --dp D` with P x D = 3 or select 4 ranks "
+            "with --num_ranks 4");
+  LaunchOptions local;
+  local.selection.numRanks = 2;
+  EXPECT_EQ(DSRT_ERROR_OF(LaunchError, launchIfNeeded(local, pipeline(2, 2))),
+            "--num_ranks 2: the plan was compiled for pp=2 x dp=2 = 4 ranks; without --hostfile "
+            "dsrt runs the plan's 4 ranks on localhost (recompile with `dsc ... --pp 2 --dp 1` "
+            "to run 2)");
+  local = LaunchOptions();
+  local.selection.include = "localhost:0";
+  EXPECT_EQ(DSRT_ERROR_OF(LaunchError, launchIfNeeded(local, pipeline(2, 1))),
+            "--include: needs --hostfile (without one, dsrt runs the plan's 2 ranks on "
+            "localhost)");
+  // pp=4 x dp=1 on "localhost slots=4" (or on localhost without a
+  // hostfile) passes the rank checks and reaches mpirun: 4 ranks.
+  fs::create_directories(dir_.file("empty-bin"));
+  ScopedEnv path("PATH", dir_.file("empty-bin").c_str());
+  const std::string missing = "mpirun: not found on PATH; dsrt starts the ranks of a multi-rank "
+                              "run with OpenMPI's mpirun: install openmpi-bin (apt-get install "
+                              "openmpi-bin)";
+  options.selection.numRanks.reset();
+  EXPECT_EQ(DSRT_ERROR_OF(LaunchError, launchIfNeeded(options, pipeline(4, 1))), missing);
+  EXPECT_EQ(DSRT_ERROR_OF(LaunchError, launchIfNeeded(LaunchOptions(), pipeline(2, 1))), missing);
 }
 
 TEST_F(LaunchDecision, MpirunMissing) {
