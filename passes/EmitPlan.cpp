@@ -118,6 +118,9 @@ public:
     }
     if (!sawAccumulate)
       prog->set_micro_batches(1);
+    // A pipeline stage's unrolled schedule is one list, run once per step.
+    if (!sawAccumulate && fn_->hasAttr(distutil::kStage))
+      prog->mutable_prologue()->Swap(prog->mutable_micro_batch());
     return success();
   }
 
@@ -753,7 +756,6 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
       stage->set_config_json(p.config_json());
       stage->set_dp(dp);
       stage->set_zero_stage(zeroStage);
-      stage->set_pp(pp);
       stage->set_stage(s);
       stage->set_has_loss(s + 1 == pp);
       stage->set_pipeline_micro_batches(p.pipeline_micro_batches());
