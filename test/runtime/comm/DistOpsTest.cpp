@@ -295,7 +295,7 @@ std::string loadError(PlanBuilder &p, comm::Communicator *c = nullptr) {
 /// of pp x dp ranks.
 std::string pipelineError(PipelineStages &st, int rank, int dp = 1, int64_t M = 2) {
   TempDir dir;
-  PlanBuilder::writePipeline(dir.path(), {&st.s0, &st.s1}, M);
+  st.write(dir.path(), M);
   FakeCommunicator world(2 * dp, rank, {dp, 2});
   return loadErrorIn(dir.path(), &world);
 }
@@ -464,7 +464,7 @@ TEST(ExecutorPipeline, BothStagesLoad) {
   // Rank 1 runs stage 1: its inputs are micro-batch 0's targets.
   PipelineStages st = pipelinePlan(1, 3, 3);
   TempDir dir;
-  PlanBuilder::writePipeline(dir.path(), {&st.s0, &st.s1}, 3);
+  st.write(dir.path(), 3);
   FakeCommunicator world(2, 1, {1, 2});
   Executor exec(dir.path(), &world);
   EXPECT_TRUE(exec.pipelined());
@@ -487,7 +487,7 @@ TEST(ExecutorPipeline, BothStagesLoad) {
 TEST(ExecutorPipeline, WorldMustBePpTimesDp) {
   PipelineStages st = pipelinePlan(1, 2, 3);
   TempDir dir;
-  PlanBuilder::writePipeline(dir.path(), {&st.s0, &st.s1}, 2);
+  st.write(dir.path(), 2);
   EXPECT_EQ(loadErrorIn(dir.path(), nullptr),
             "plan compiled for pp=2 x dp=1 = 2 ranks but running on 1 rank: run it with mpirun "
             "-np 2 (or recompile for 1 rank)");
@@ -497,7 +497,7 @@ TEST(ExecutorPipeline, WorldMustBePpTimesDp) {
             "-np 2 (or recompile for 3 ranks)");
   PipelineStages two = pipelinePlan(2, 2, 3);
   TempDir dir2;
-  PlanBuilder::writePipeline(dir2.path(), {&two.s0, &two.s1}, 2);
+  two.write(dir2.path(), 2);
   FakeCommunicator four(4, 3, {2, 2});
   EXPECT_EQ(loadErrorIn(dir2.path(), &four), "no error");
 }
@@ -505,10 +505,10 @@ TEST(ExecutorPipeline, WorldMustBePpTimesDp) {
 TEST(ExecutorPipeline, PeerOutsideThePipeline) {
   // Stage 1 sends to the next stage, which does not exist.
   PipelineStages bad = pipelinePlan(1, 2, 3);
-  uint32_t h = bad.s1.f32({1, 3});
-  tagged(bad.s1.instr(Prologue, "dist.send", {h}, {}, {2, +1, 0, 7}), 0, 1, 1);
-  bad.s1.instr(Prologue, "dist.wait", {}, {}, {7});
-  int n = bad.s1.proto().program().prologue_size();
+  uint32_t h = bad.stage(1).f32({1, 3});
+  tagged(bad.stage(1).instr(Prologue, "dist.send", {h}, {}, {2, +1, 0, 7}), 0, 1, 1);
+  bad.stage(1).instr(Prologue, "dist.wait", {}, {}, {7});
+  int n = bad.stage(1).proto().program().prologue_size();
   EXPECT_EQ(pipelineError(bad, 1),
             "(stage 1): prologue instruction " + std::to_string(n - 2) +
                 " (dist.send): peer +1 is stage 2, outside the pipeline's 2 stages (this is "
@@ -516,15 +516,15 @@ TEST(ExecutorPipeline, PeerOutsideThePipeline) {
   // Stage 0 is fine; the group size must be pp on axis 1.
   EXPECT_EQ(pipelineError(bad, 0), "no error");
   PipelineStages size = pipelinePlan(1, 2, 3);
-  tagged(size.s0.instr(Prologue, "dist.recv", {}, {size.s0.f32({2})}, {3, +1, 5, 9}), 0, 1, 1);
-  n = size.s0.proto().program().prologue_size();
+  tagged(size.stage(0).instr(Prologue, "dist.recv", {}, {size.stage(0).f32({2})}, {3, +1, 5, 9}), 0, 1, 1);
+  n = size.stage(0).proto().program().prologue_size();
   EXPECT_EQ(pipelineError(size, 0), "(stage 0): prologue instruction " + std::to_string(n - 1) +
                                         " (dist.recv): group size 3 differs from the plan's pp=2");
   // A message on the dp group must stay inside it too.
   PipelineStages dpPeer = pipelinePlan(2, 2, 3);
-  tagged(dpPeer.s0.instr(Prologue, "dist.send", {dpPeer.s0.f32({2})}, {}, {2, -1, 0, 9}), 0, 1, 0);
-  dpPeer.s0.instr(Prologue, "dist.wait", {}, {}, {9});
-  n = dpPeer.s0.proto().program().prologue_size();
+  tagged(dpPeer.stage(0).instr(Prologue, "dist.send", {dpPeer.stage(0).f32({2})}, {}, {2, -1, 0, 9}), 0, 1, 0);
+  dpPeer.stage(0).instr(Prologue, "dist.wait", {}, {}, {9});
+  n = dpPeer.stage(0).proto().program().prologue_size();
   EXPECT_EQ(pipelineError(dpPeer, 0, 2),
             "(stage 0): prologue instruction " + std::to_string(n - 2) +
                 " (dist.send): peer -1 is dp rank -1, outside the dp group of 2");
@@ -535,7 +535,7 @@ TEST(ExecutorPipeline, LoadBatchChecks) {
   {
     PipelineStages st = pipelinePlan(1, 2, 3);
     TempDir dir;
-    PlanBuilder::writePipeline(dir.path(), {&st.s0, &st.s1}, 1); // M = 1 < 2 loaded
+    st.write(dir.path(), 1); // M = 1 < 2 loaded
     FakeCommunicator world(2, 0, {1, 2});
     EXPECT_EQ(loadErrorIn(dir.path(), &world),
               "(stage 0): instruction 5 of the prologue (load_batch): micro-batch 1 of a step of 1 "
@@ -544,17 +544,17 @@ TEST(ExecutorPipeline, LoadBatchChecks) {
   {
     // An INPUT no load_batch fills.
     PipelineStages st = pipelinePlan(1, 2, 3);
-    uint32_t extra = st.s0.buffer("x", plan::F32, {1, 3}, plan::INPUT);
+    uint32_t extra = st.stage(0).buffer("x", plan::F32, {1, 3}, plan::INPUT);
     EXPECT_EQ(pipelineError(st, 0), "(stage 0): buffer " + std::to_string(extra) +
                                         " ('x') is an INPUT that no load_batch fills");
   }
   {
     // Micro-batch 1's inputs differ from micro-batch 0's.
     PipelineStages st = pipelinePlan(1, 2, 3);
-    uint32_t other = st.s0.buffer("y", plan::F32, {1, 3}, plan::INPUT);
-    st.s0.instr(Prologue, "load_batch", {}, {other}, {1});
+    uint32_t other = st.stage(0).buffer("y", plan::F32, {1, 3}, plan::INPUT);
+    st.stage(0).instr(Prologue, "load_batch", {}, {other}, {1});
     EXPECT_EQ(pipelineError(st, 0),
-              "(stage 0): instruction " + std::to_string(st.s0.proto().program().prologue_size() - 1) +
+              "(stage 0): instruction " + std::to_string(st.stage(0).proto().program().prologue_size() - 1) +
                   " of the prologue (load_batch): loads micro-batch 1 into y F32 [1,3]; "
                   "micro-batch 0 into x F32 [1,3]");
   }
@@ -562,14 +562,14 @@ TEST(ExecutorPipeline, LoadBatchChecks) {
     // Only load_batch writes an INPUT; load_batch only writes INPUTs.
     PipelineStages st = pipelinePlan(1, 2, 3);
     uint32_t x = 4 + 6; // the first input, after w0, tied and 4 activations
-    ASSERT_EQ(st.s0.at(x).name(), "x");
-    st.s0.instr(Prologue, "fill", {}, {x}, {}, {1.0});
+    ASSERT_EQ(st.stage(0).at(x).name(), "x");
+    st.stage(0).instr(Prologue, "fill", {}, {x}, {}, {1.0});
     EXPECT_EQ(pipelineError(st, 0),
               "(stage 0): prologue instruction " +
-                  std::to_string(st.s0.proto().program().prologue_size() - 1) +
+                  std::to_string(st.stage(0).proto().program().prologue_size() - 1) +
                   " (fill): writes the read-only buffer " + std::to_string(x));
     PipelineStages act = pipelinePlan(1, 2, 3);
-    act.s0.instr(Prologue, "load_batch", {}, {act.s0.f32({1, 3})}, {0});
+    act.stage(0).instr(Prologue, "load_batch", {}, {act.stage(0).f32({1, 3})}, {0});
     EXPECT_NE(pipelineError(act, 0).find("(load_batch): writes buffer '', which is a ACTIVATION, "
                                          "not an INPUT"),
               std::string::npos);
@@ -588,36 +588,36 @@ TEST(ExecutorPipeline, LoadBatchChecks) {
 TEST(ExecutorPipeline, StagePlanChecks) {
   {
     PipelineStages st = pipelinePlan(1, 2, 3);
-    st.s0.proto().set_has_loss(true);
+    st.stage(0).proto().set_has_loss(true);
     EXPECT_EQ(pipelineError(st, 0), "2 stages hold the loss (has_loss); a pipeline has one, its "
                                     "last stage");
   }
   {
     PipelineStages st = pipelinePlan(1, 2, 3);
-    st.s1.proto().set_dp(2);
+    st.stage(1).proto().set_dp(2);
     EXPECT_EQ(pipelineError(st, 0), "stage 1 is compiled for dp=2, the pipeline for dp=1");
   }
   {
     PipelineStages st = pipelinePlan(1, 2, 3);
-    st.s1.instr(MicroBatch, "fill", {}, {st.s1.f32({})}, {}, {0.0});
+    st.stage(1).instr(MicroBatch, "fill", {}, {st.stage(1).f32({})}, {}, {0.0});
     EXPECT_EQ(pipelineError(st, 1), "(stage 1): a pipeline stage runs its whole schedule in the "
                                     "prologue; its micro_batch list has 1 instructions");
   }
   {
     PipelineStages st = pipelinePlan(1, 2, 3);
-    st.s1.weight("w0", {1, 4}, {1, 2, 3, 4});
-    st.s1.buffer("w0", plan::F32, {1, 4}, plan::PARAM);
+    st.stage(1).weight("w0", {1, 4}, {1, 2, 3, 4});
+    st.stage(1).buffer("w0", plan::F32, {1, 4}, plan::PARAM);
     EXPECT_EQ(pipelineError(st, 0),
               "parameter 'w0' has shape [1, 4] in stage 1 but [1, 3] in stage 0");
   }
   // The message ops' own checks.
   PipelineStages st = pipelinePlan(1, 2, 3);
-  st.s0.instr(Prologue, "dist.send", {st.s0.f32({2})}, {}, {2, 0, 0, 9});
+  st.stage(0).instr(Prologue, "dist.send", {st.stage(0).f32({2})}, {}, {2, 0, 0, 9});
   EXPECT_NE(pipelineError(st, 0).find("(dist.send): peer 0 must be a non-zero offset inside the "
                                       "group of 2"),
             std::string::npos);
   PipelineStages tag = pipelinePlan(1, 2, 3);
-  tag.s0.instr(Prologue, "dist.recv", {}, {tag.s0.f32({2})}, {2, 1, 40000, 9});
+  tag.stage(0).instr(Prologue, "dist.recv", {}, {tag.stage(0).f32({2})}, {2, 1, 40000, 9});
   EXPECT_NE(pipelineError(tag, 0).find("(dist.recv): tag 40000 out of range [0, 32767]"),
             std::string::npos);
 }
