@@ -68,6 +68,57 @@ public:
   virtual const char *itemName() const = 0;
 };
 
+/// No --data: deterministic random batches, for a first run of a plan
+/// (the card's `dsrt plan --hostfile hosts`) and for benchmarks. Integer
+/// inputs read as indices are uniform in [0, index_bound) (the plan records
+/// the embedding rows or loss classes they index); other integers are 0 or
+/// 1; floats are uniform in [-1, 1). Global micro-batch g draws the same
+/// values on every rank and stage.
+class SyntheticSource : public DataSource {
+public:
+  SyntheticSource(const plan::Plan &p, const std::vector<Tensor *> &inputs, int64_t batch)
+      : batch_(batch) {
+    auto boundOf = [&](const std::string &name) -> int64_t {
+      for (const plan::Buffer &b : p.buffers())
+        if (b.role() == plan::INPUT && b.name() == name && b.index_bound() > 0)
+          return b.index_bound();
+      for (const plan::Plan &st : p.stages())
+        for (const plan::Buffer &b : st.buffers())
+          if (b.role() == plan::INPUT && b.name() == name && b.index_bound() > 0)
+            return b.index_bound();
+      return 2;
+    };
+    for (Tensor *t : inputs)
+      bounds_.push_back(boundOf(t->name));
+  }
+  void load(int64_t k, const std::vector<Tensor *> &into) override {
+    for (size_t j = 0; j < into.size(); ++j) {
+      Tensor *t = into[j];
+      for (int64_t i = 0; i < t->numel; ++i) {
+        uint64_t r = mix(uint64_t(k) * 0x9E3779B97F4A7C15ull + j * 0xD1B54A32D192ED03ull +
+                         uint64_t(i));
+        if (t->dtype == plan::F32)
+          t->f32()[i] = float(double(r >> 11) / double(1ull << 53) * 2.0 - 1.0);
+        else if (t->dtype == plan::I64)
+          t->i64()[i] = int64_t(r % uint64_t(bounds_[j]));
+        else
+          std::memset(t->data, 0, t->bytes());
+      }
+    }
+  }
+  int64_t itemsPerMicroBatch() const override { return batch_; }
+  const char *itemName() const override { return "samples"; }
+
+private:
+  static uint64_t mix(uint64_t z) { // SplitMix64's finalizer
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  std::vector<int64_t> bounds_;
+  int64_t batch_;
+};
+
 /// A folder of NAME.npy files, one per input; dim 0 counts samples.
 class NpyFolder : public DataSource {
 public:
@@ -236,8 +287,8 @@ int main(int argc, char **argv) {
   app.add_option("plan", planDir, "plan directory written by dsc -o")->required();
   app.add_option("--data", data,
                  "a folder of NAME.npy files (one per input, dim 0 = samples) or a flat token "
-                 "file (uint16/uint32 ids, nanoGPT/llm.c format)")
-      ->required();
+                 "file (uint16/uint32 ids, nanoGPT/llm.c format); without it, synthetic "
+                 "random batches (a smoke test)");
   app.add_option("--steps", steps, "optimizer steps to run");
   app.add_option("--seed", seed, "seed of the dropout masks");
   app.add_option("--out", out, "run folder (default: ./runs/<timestamp>)");
@@ -299,7 +350,13 @@ int main(int argc, char **argv) {
     _mm_setcsr(_mm_getcsr() | 0x8040);
 
     std::unique_ptr<DataSource> source;
-    if (fs::is_directory(data)) {
+    if (data.empty()) {
+      if (rank0)
+        std::fprintf(stderr, "dsrt: no --data: training on synthetic random batches (token ids "
+                             "uniform over the vocabulary), a smoke test, not a dataset\n");
+      source = std::make_unique<SyntheticSource>(exec.plan(), exec.inputs(),
+                                                 exec.microBatchSize());
+    } else if (fs::is_directory(data)) {
       source = std::make_unique<NpyFolder>(data, exec.inputs(), exec.microBatchSize());
     } else if (fs::exists(data)) {
       std::optional<dsrt::io::TokenWidth> width;
@@ -348,9 +405,9 @@ int main(int argc, char **argv) {
     if (rank0) {
       std::string layout =
           exec.pipelined()
-              ? " x " + std::to_string(exec.dp()) + " dp ranks, " + std::to_string(exec.pp()) +
-                    "-stage pipeline (" +
-                    (exec.schedule().empty() ? std::string("?") : exec.schedule()) + ", " +
+              ? ", pipeline of " + std::to_string(exec.pp()) + " stages x dp " +
+                    std::to_string(exec.dp()) + " (" +
+                    (exec.schedule().empty() ? std::string() : exec.schedule() + " schedule, ") +
                     std::to_string(exec.worldSize()) + " ranks)"
           : exec.dp() > 1 ? " x " + std::to_string(exec.dp()) + " ranks"
                           : std::string();
