@@ -113,8 +113,11 @@ std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
   if (pending())
     throw CommError(prefix() + "split while " + std::to_string(pending()) +
                     " collectives are pending");
-  // The world ranks of the new group, for messages: MPI_Comm_split orders
-  // like ncclCommSplit (by key, then by rank).
+  // The world ranks of the new group, for messages: MPI_Comm_split of the
+  // world orders like ncclCommSplit (by key, then by rank), so only the
+  // world's communicator splits.
+  if (!worldRanks_.empty())
+    throw CommError(prefix() + "splitting a split NCCL communicator is not supported");
   MPI_Comm group = MPI_COMM_NULL;
   if (MPI_Comm_split(MPI_COMM_WORLD, color, key, &group) != MPI_SUCCESS)
     throw CommError(prefix() + "MPI_Comm_split failed");

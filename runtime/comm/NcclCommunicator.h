@@ -13,7 +13,8 @@
 // Point-to-point messages are ncclSend / ncclRecv of bytes on the same
 // stream. NCCL has no tags: the messages between two ranks pair in the
 // order they are issued, which the plans' order guarantees; a size
-// mismatch is not detected. split() is ncclCommSplit.
+// mismatch is not detected. split() is ncclCommSplit (of the world's
+// communicator only).
 //
 // In-place forms are NCCL's: all_reduce with in == out, reduce_scatter with
 // out == in + rank * n / size, all_gather with in == out + rank * n. Other
