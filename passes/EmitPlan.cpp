@@ -358,12 +358,37 @@ private:
     }
     if (failed(encodeAttributes(op, instr)))
       return failure();
+    recordIndexBound(op);
     if (auto staging = op->getAttrOfType<DenseI64ArrayAttr>("dsc.staging")) {
       instr.set_staging_offset(staging[0]);
       instr.set_staging_bytes(staging[1]);
     }
     *list.Add() = std::move(instr);
     return success();
+  }
+
+  /// An input read as indices: the range its values must lie in.
+  void recordIndexBound(Operation *op) {
+    auto bound = [&](Value indices, int64_t n) {
+      while (auto r = indices.getDefiningOp<nn::ReshapeOp>()) // a view of the input
+        indices = r.getInput();
+      auto it = buffers_.find(indices);
+      if (it == buffers_.end() || n <= 0)
+        return;
+      plan::Buffer *b = plan_.mutable_buffers(it->second);
+      if (b->role() == plan::INPUT && (b->index_bound() == 0 || n < b->index_bound()))
+        b->set_index_bound(n);
+    };
+    auto dim = [](Value v, int64_t axis) {
+      auto t = cast<RankedTensorType>(v.getType());
+      return t.getShape()[axis < 0 ? axis + t.getRank() : axis];
+    };
+    if (auto g = dyn_cast<nn::GatherOp>(op))
+      bound(g.getIndices(), dim(g.getData(), g.getAxis()));
+    else if (auto ce = dyn_cast<nn::CrossEntropyOp>(op))
+      bound(ce.getLabels(), dim(ce.getInput(), 1)); // classes: dimension 1
+    else if (auto nll = dyn_cast<nn::NllLossOp>(op))
+      bound(nll.getLabels(), dim(nll.getInput(), 1));
   }
 
   /// The micro-batch and phase a pipeline schedule gave the op.
@@ -657,10 +682,15 @@ void writeManifest(const plan::Plan &p, llvm::raw_ostream &os) {
       states += n;
     if (b.role() == plan::CONSTANT)
       ++constants;
-    if (b.role() == plan::INPUT &&
-        std::none_of(inputs.begin(), inputs.end(),
-                     [&](const plan::Buffer *o) { return o->name() == b.name(); }))
-      inputs.push_back(&b); // a pipeline stage has one copy per micro-batch
+    if (b.role() == plan::INPUT) {
+      // A pipeline stage has one copy per micro-batch: list the name once.
+      auto same = std::find_if(inputs.begin(), inputs.end(),
+                               [&](const plan::Buffer *o) { return o->name() == b.name(); });
+      if (same == inputs.end())
+        inputs.push_back(&b);
+      else if (b.index_bound() && !(*same)->index_bound())
+        *same = &b;
+    }
   }
   os << "dsc plan (format " << p.format_version() << ", " << p.producer() << ")\n";
   os << "model:            " << p.source_model() << "\n";
@@ -672,7 +702,10 @@ void writeManifest(const plan::Plan &p, llvm::raw_ostream &os) {
     os << "  " << b->name() << ": [";
     for (int i = 0; i < b->shape_size(); ++i)
       os << (i ? "," : "") << b->shape(i);
-    os << "] " << plan::DType_Name(b->dtype()) << "\n";
+    os << "] " << plan::DType_Name(b->dtype());
+    if (b->index_bound())
+      os << ", values in [0, " << b->index_bound() << ")";
+    os << "\n";
   }
   os << "arena:            " << p.arena_bytes() << " bytes (" << humanBytes(p.arena_bytes())
      << "), planned peak\n";
