@@ -94,15 +94,17 @@ public:
   void load(int64_t k, const std::vector<Tensor *> &into) override {
     for (size_t j = 0; j < into.size(); ++j) {
       Tensor *t = into[j];
+      if (t->dtype != plan::F32 && t->dtype != plan::I64) { // masks and the like: zero
+        std::memset(t->data, 0, t->bytes());
+        continue;
+      }
       for (int64_t i = 0; i < t->numel; ++i) {
         uint64_t r = mix(uint64_t(k) * 0x9E3779B97F4A7C15ull + j * 0xD1B54A32D192ED03ull +
                          uint64_t(i));
         if (t->dtype == plan::F32)
           t->f32()[i] = float(double(r >> 11) / double(1ull << 53) * 2.0 - 1.0);
-        else if (t->dtype == plan::I64)
-          t->i64()[i] = int64_t(r % uint64_t(bounds_[j]));
         else
-          std::memset(t->data, 0, t->bytes());
+          t->i64()[i] = int64_t(r % uint64_t(bounds_[j]));
       }
     }
   }
