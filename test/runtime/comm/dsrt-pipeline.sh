@@ -33,8 +33,8 @@ for r in 0 1 2 3; do
 done
 expect "rank,list,micro,index,op,start_us,end_us,mb,phase" run4/timeline.rank-3.csv
 python3 "$RENDER" run4 > render4.txt || { cat render4.txt; fail "render_timeline"; }
-expect "rank 3: step .* ms, .*% waiting for collectives, bubble fraction 0\.[0-9]*" render4.txt
-expect "overall: bubble fraction 0\.[0-9]*" render4.txt
+expect "rank 3: step .* ms, .*% waiting for collectives, bubble fraction [01]\.[0-9]*" render4.txt
+expect "overall: bubble fraction [01]\.[0-9]*" render4.txt
 expect "render_timeline: 4 ranks ->" render4.txt
 expect "forward" run4/timeline.svg
 expect "(F2)</title>" run4/timeline.svg
