@@ -457,11 +457,34 @@ TEST(DsConfig, DuplicateKeysNameTheirPath) {
                 R"({"type": "Adam", "params": {"lr": 1, "eps": 1, "lr": 2}})")),
             "ds_config.json: duplicate key 'optimizer.params.lr'");
   EXPECT_EQ(errorOf(R"({"train_batch_size": 8,
-      "pipeline": {"stages": [{"a": 1}, {"b": 1, "b": 2}]}})"),
-            "ds_config.json: duplicate key 'pipeline.stages[1].b'");
+      "activation_checkpointing": {"stages": [{"a": 1}, {"b": 1, "b": 2}]}})"),
+            "ds_config.json: duplicate key 'activation_checkpointing.stages[1].b'");
   // The same key in sibling objects is fine.
   EXPECT_NO_THROW(parse(R"({"train_batch_size": 8,
-      "pipeline": {"x": {"a": 1}, "y": {"a": 2}}})"));
+      "activation_checkpointing": {"x": {"a": 1}, "y": {"a": 2}}})"));
+}
+
+TEST(DsConfig, PipelineSection) {
+  TrainConfig c = parse(R"({"train_batch_size": 8, "pipeline": {"stages": 4,
+      "partition_method": "parameters", "schedule": "zb-h1", "seed_layers": false,
+      "activation_checkpoint_interval": 0}})");
+  EXPECT_EQ(c.pipeline.stages, 4);
+  EXPECT_EQ(c.pipeline.partitionMethod, "parameters");
+  EXPECT_EQ(c.pipeline.schedule, "zb-h1");
+  // DeepSpeed's "auto" leaves the stage count to the command line.
+  EXPECT_EQ(parse(R"({"train_batch_size": 8, "pipeline": {"stages": "auto"}})").pipeline.stages,
+            1);
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "pipeline": {"stage": 2}})"),
+            "ds_config.json: unknown key 'pipeline.stage' (did you mean 'stages'?)");
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "pipeline": {"schedule": "1F1B"}})"),
+            "ds_config.json: 'pipeline.schedule' is '1F1B' (did you mean '1f1b'?); "
+            "supported: 1f1b, zb-h1");
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "pipeline": {"stages": 0}})"),
+            "ds_config.json: 'pipeline.stages' must be > 0, got 0");
+  EXPECT_NE(errorOf(R"({"train_batch_size": 8,
+      "pipeline": {"activation_checkpoint_interval": 1}})")
+                .find("'pipeline.activation_checkpoint_interval' is not supported yet"),
+            std::string::npos);
 }
 
 TEST(DsConfig, SyntaxErrorsGiveLineAndColumn) {
