@@ -220,8 +220,9 @@ LogicalResult RecomputeOp::verifyRegions() {
 }
 
 LogicalResult LoadBatchOp::verify() {
-  if (getMicro() < 0)
-    return emitOpError("micro-batch index must be non-negative, got ") << getMicro();
+  if (getMicroAttr().getInt() < 0)
+    return emitOpError("micro-batch index must be non-negative, got ")
+           << getMicroAttr().getInt();
   if (getNames().size() != getInputs().size())
     return emitOpError("names ") << getNames().size() << " inputs but has "
                                  << getInputs().size() << " results";

@@ -617,3 +617,30 @@ func.func @norm_not_scalar(%g: tensor<4xf32>) -> (tensor<4xf32> {train.grad_norm
 func.func @two_lrs(%x: tensor<f32>) -> (tensor<f32> {train.lr}, tensor<f32> {train.lr}) {
   return %x, %x : tensor<f32>, tensor<f32>
 }
+
+// -----
+
+// load_batch: a micro-batch index is non-negative.
+func.func @load_batch_negative() {
+  // expected-error @+1 {{'train.load_batch' op micro-batch index must be non-negative, got -1}}
+  %0 = train.load_batch -1 ["x"] : tensor<2x4xi64>
+  return
+}
+
+// -----
+
+// load_batch: one name per result.
+func.func @load_batch_names() {
+  // expected-error @+1 {{'train.load_batch' op names 2 inputs but has 1 results}}
+  %0 = train.load_batch 0 ["x", "y"] : tensor<2x4xi64>
+  return
+}
+
+// -----
+
+// load_batch: inputs have a batch dimension.
+func.func @load_batch_scalar() {
+  // expected-error @+1 {{'train.load_batch' op inputs need a batch dimension; a result is a scalar}}
+  %0 = train.load_batch 0 ["x"] : tensor<i64>
+  return
+}

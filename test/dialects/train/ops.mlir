@@ -234,3 +234,11 @@ func.func @lr_schedule(%s: tensor<i64> {train.step}) -> (tensor<f32> {train.lr})
   %lr = train.lr_schedule "WarmupLR" {lr = 1.0e-3 : f64, warmup_num_steps = 5.0 : f64}, %s
   return %lr : tensor<f32>
 }
+
+// load_batch: the inputs of micro-batch 3, named.
+// CHECK-LABEL: func.func @load_batch(
+// CHECK:         %{{.*}}:2 = train.load_batch 3 ["input_ids", "targets"] : tensor<2x16xi64>, tensor<2x16xi64>
+func.func @load_batch() -> (tensor<2x16xi64>, tensor<2x16xi64>) {
+  %0:2 = train.load_batch 3 ["input_ids", "targets"] : tensor<2x16xi64>, tensor<2x16xi64>
+  return %0#0, %0#1 : tensor<2x16xi64>, tensor<2x16xi64>
+}
