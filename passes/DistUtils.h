@@ -12,6 +12,7 @@
 #include "dialects/nn/NNDialect.h"
 #include "dialects/train/TrainDialect.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 
 namespace dsc::distutil {
@@ -103,6 +104,23 @@ inline int phaseOf(mlir::Operation *op, mlir::Operation *boundary) {
   return boundary && boundary->isBeforeInBlock(op) ? 1 : 0;
 }
 
+/// An op's cost for balancing pipeline stages: its flops, plus the bytes it
+/// moves at one flop per 8 bytes (so a gather, without arithmetic, counts).
+inline double opCost(mlir::Operation *op) {
+  auto c = mlir::dyn_cast<nn::CostOpInterface>(op);
+  if (!c)
+    return 0;
+  return std::max<double>(c.getFlops(), 0) + double(c.getBytesRead() + c.getBytesWritten()) / 8;
+}
+/// train.sum_sq of `values` (a zero scalar when there are none: a stage
+/// whose only parameter is counted on another stage).
+inline mlir::Value sumOfSquares(mlir::OpBuilder &b, mlir::Location loc, mlir::ValueRange values) {
+  auto scalar = mlir::RankedTensorType::get({}, b.getF32Type());
+  if (values.empty())
+    return mlir::arith::ConstantOp::create(
+        b, loc, mlir::DenseElementsAttr::get(scalar, b.getF32FloatAttr(0)));
+  return train::SumSqOp::create(b, loc, scalar, values);
+}
 inline mlir::Value reshape(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v,
                            llvm::ArrayRef<int64_t> shape) {
   auto t = mlir::cast<mlir::RankedTensorType>(v.getType());

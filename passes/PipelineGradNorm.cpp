@@ -12,7 +12,6 @@
 #include "passes/DistUtils.h"
 #include "passes/Passes.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 namespace dsc {
@@ -69,11 +68,7 @@ struct PipelineGradNorm : impl::PipelineGradNormBase<PipelineGradNorm> {
     for (auto [g, c] : llvm::zip(clip.getGrads(), clip.getClipped()))
       if (!isTiedCopy(fn, c))
         own.push_back(g);
-    auto scalar = RankedTensorType::get({}, b.getF32Type());
-    Value sq = own.empty() ? arith::ConstantOp::create(
-                                 b, loc, DenseElementsAttr::get(scalar, b.getF32FloatAttr(0)))
-                                 .getResult()
-                           : train::SumSqOp::create(b, loc, scalar, own).getResult();
+    Value sq = distutil::sumOfSquares(b, loc, own);
     sq = distutil::allReduce(b, loc, sq, group, dist::ReduceKind::sum);
     SmallVector<Type> types(clip.getClipped().getTypes());
     types.push_back(clip.getNorm().getType());

@@ -189,9 +189,7 @@ struct StageStep {
 double costOf(ArrayRef<Operation *> ops) {
   double c = 0;
   for (Operation *op : ops)
-    if (auto cost = dyn_cast<nn::CostOpInterface>(op))
-      c += std::max<double>(cost.getFlops(), 0) +
-           double(cost.getBytesRead() + cost.getBytesWritten()) / 8;
+    c += distutil::opCost(op);
   return c;
 }
 

@@ -220,11 +220,8 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
                 seenParams.insert(v).second)
               w += nn::numElements(v.getType());
           }
-        } else if (auto c = dyn_cast<nn::CostOpInterface>(op)) {
-          // Flops; bytes moved stand in for ops without arithmetic (a
-          // gather), at one flop per byte.
-          w += std::max<double>(c.getFlops(), 0) +
-               double(c.getBytesRead() + c.getBytesWritten()) / 8;
+        } else {
+          w += distutil::opCost(op);
         }
       }
       l.weight = w;

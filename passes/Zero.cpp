@@ -177,12 +177,7 @@ struct Zero : impl::ZeroBase<Zero> {
     for (Param &p : params)
       if (!fn.getArgAttr(p.arg.getArgNumber(), distutil::kTiedCopy))
         counted.push_back(chunks[p.gradIndex]);
-    auto scalar = RankedTensorType::get({}, b.getF32Type());
-    Value sumSq = counted.empty()
-                      ? arith::ConstantOp::create(
-                            b, loc, DenseElementsAttr::get(scalar, b.getF32FloatAttr(0)))
-                            .getResult()
-                      : train::SumSqOp::create(b, loc, scalar, counted).getResult();
+    Value sumSq = distutil::sumOfSquares(b, loc, counted);
     sumSq = distutil::allReduce(b, loc, sumSq, group, dist::ReduceKind::sum);
     SmallVector<Type> clipTypes;
     for (Value c : chunks)

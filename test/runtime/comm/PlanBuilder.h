@@ -22,32 +22,16 @@
 #include <string>
 #include <vector>
 
+#include "test/runtime/io/TestDir.h"
+
 #include <unistd.h>
 
 namespace dsrt::test {
 
 namespace plan = dsc::plan;
 
-/// A fresh directory, removed afterwards.
-class TempDir {
-public:
-  TempDir() {
-    std::string pattern = ::testing::TempDir() + "dsrt_comm_XXXXXX";
-    if (!::mkdtemp(pattern.data()))
-      ADD_FAILURE() << "cannot create a temporary directory";
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir &) = delete;
-  TempDir &operator=(const TempDir &) = delete;
-  const std::string &path() const { return path_; }
-
-private:
-  std::string path_;
-};
+/// A fresh directory, removed afterwards (the io tests' helper).
+using TempDir = dsrt::io::test::TestDir;
 
 enum List { Prologue, MicroBatch, Epilogue };
 
