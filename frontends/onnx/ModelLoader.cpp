@@ -298,6 +298,10 @@ loadModel(const std::string &path, const ImportOptions &options,
           const std::set<std::string> *strip) {
   auto m = std::make_unique<LoadedModel>();
   m->path = path;
+  // A FIFO or a device would block the read (or never end).
+  llvm::sys::fs::file_status st;
+  if (!llvm::sys::fs::status(path, st) && st.type() != llvm::sys::fs::file_type::regular_file)
+    return err(path, "not a regular file (a FIFO, a device or a folder); give the model file");
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/true);
   if (!buffer)
@@ -315,7 +319,15 @@ loadModel(const std::string &path, const ImportOptions &options,
   m->directory = std::string(realDir);
 
   if (looksTextual(path, bytes)) {
-    auto status = onnx::OnnxParser::Parse(m->model, bytes.data());
+    // ONNX's parser throws on some malformed numbers (std::stof on "NaN"),
+    // which would end dsc without a word.
+    onnx::Common::Status status;
+    try {
+      status = onnx::OnnxParser::Parse(m->model, bytes.data());
+    } catch (const std::exception &e) {
+      return err(path, llvm::Twine("not valid textual ONNX: ") + e.what() +
+                           " (a malformed number? textual ONNX has no NaN or infinity literal)");
+    }
     if (!status.IsOK())
       return err(path, "not valid textual ONNX: " + status.ErrorMessage());
   } else {

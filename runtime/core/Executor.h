@@ -52,10 +52,40 @@ namespace dsrt {
 /// plan.proto format versions this runtime runs.
 constexpr unsigned kPlanFormatVersion = 1;
 
+/// What a plan may ask for, checked before anything is allocated or run: a
+/// number in a plan that drives a loop or an allocation is bounded here or
+/// by the plan's own size (one list entry per element). Far above any real
+/// plan, far below what would overflow the arithmetic that follows.
+/// plan.pb's size (its constants included; weights travel apart).
+constexpr uint64_t kMaxPlanFileBytes = uint64_t(1) << 30;
+/// Elements of one buffer, and the product of any of its dimensions (so no
+/// product of one buffer's dimensions overflows, nor one of two buffers').
+constexpr int64_t kMaxPlanElements = int64_t(1) << 50;
+/// The arena (its allocation must also fit the machine's memory).
+constexpr uint64_t kMaxArenaBytes = uint64_t(1) << 50;
+/// dp, pp and the world of pp x dp ranks.
+constexpr int64_t kMaxPlanRanks = int64_t(1) << 16;
+/// micro_batches and pipeline_micro_batches: micro-batches per step.
+constexpr int64_t kMaxMicroBatches = int64_t(1) << 20;
+
 /// A plan that cannot be run; the message names the plan and the place.
 class PlanError : public std::runtime_error {
 public:
   using std::runtime_error::runtime_error;
+};
+
+/// A step whose gradient norm is NaN or infinite. The clipping instruction
+/// throws it before any parameter or optimizer state is updated, on every
+/// rank alike (the norm it sees is reduced over all ranks and stages), so
+/// the weights are still those of the step before.
+class NonFiniteError : public std::runtime_error {
+public:
+  NonFiniteError(int64_t step, double norm)
+      : std::runtime_error("step " + std::to_string(step) + ": the gradient norm is " +
+                           std::to_string(norm)),
+        step(step), norm(norm) {}
+  int64_t step;
+  double norm;
 };
 
 /// A typed view of arena bytes.

@@ -816,7 +816,7 @@ const std::map<std::string, OpDef> &table() {
       if (i.floats[0] < 0)
         c.fail("max_norm must be >= 0");
       i.g[0] = sharded;
-      i.run = [](const Instr &i, Context &) {
+      i.run = [](const Instr &i, Context &ctx) {
         size_t n = i.out.size() - 1;
         double sq = 0;
         if (i.g[0])
@@ -826,6 +826,11 @@ const std::map<std::string, OpDef> &table() {
             sq += cpu::sumSquares(i.in[k]->f32(), i.in[k]->numel);
         double norm = std::sqrt(sq);
         *i.out[n]->f32() = (float)norm;
+        // The updates follow this instruction: stopping here keeps the
+        // weights of the last finite step (DeepSpeed's fp32 optimizer
+        // would apply NaN to every parameter).
+        if (!std::isfinite(norm))
+          throw NonFiniteError(ctx.step, norm);
         // torch.nn.utils.clip_grad_norm_ / DeepSpeed: scale when the norm
         // exceeds max_norm, by max_norm / (norm + 1e-6).
         double coef = i.floats[0] > 0 ? i.floats[0] / (norm + 1e-6) : 1.0;

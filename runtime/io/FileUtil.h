@@ -51,12 +51,18 @@ struct ByteSpan {
   size_t size;
 };
 
+/// Whether writeFileAtomically may replace an existing file.
+enum class Existing { Replace, Refuse };
+
 /// Writes the concatenation of `pieces` to `path` through `path`.tmp, which
 /// is fsync'ed and then renamed over `path`: readers see the old file or the
-/// complete new one, never a partial write. Throws IoError (and removes the
+/// complete new one, never a partial write. With Existing::Refuse the rename
+/// never replaces a file (RENAME_NOREPLACE): an existing `path` is an
+/// IoError, however late it appeared. Throws IoError (and removes the
 /// temporary) on failure.
 void writeFileAtomically(const std::string &path,
-                         const std::vector<ByteSpan> &pieces);
+                         const std::vector<ByteSpan> &pieces,
+                         Existing existing = Existing::Replace);
 
 } // namespace dsrt::io
 

@@ -35,44 +35,6 @@ bool hasMetrics(const fs::path &dir) {
 
 } // namespace
 
-std::string makeRunDir(const std::string &outOrEmpty, std::time_t now) {
-  if (!outOrEmpty.empty()) {
-    fs::path dir(outOrEmpty);
-    std::error_code ec;
-    if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
-      throw IoError(outOrEmpty + ": exists and is not a directory; choose "
-                                 "another --out");
-    if (hasMetrics(dir))
-      throw IoError(outOrEmpty + ": already holds the metrics.csv of an "
-                                 "earlier run; choose another --out, or omit "
-                                 "--out to get a new runs/<time> directory");
-    fs::create_directories(dir, ec);
-    if (ec)
-      throw IoError(outOrEmpty +
-                    ": cannot create the run directory: " + ec.message());
-    return outOrEmpty;
-  }
-  std::error_code ec;
-  fs::create_directories("runs", ec);
-  if (ec)
-    throw IoError("runs: cannot create the runs directory: " + ec.message());
-  std::tm local;
-  localtime_r(&now, &local);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &local);
-  // mkdir either claims a name or fails with EEXIST, so concurrent runs
-  // started in the same second still get distinct directories.
-  for (int suffix = 0;; ++suffix) {
-    std::string dir = std::string("runs/") + stamp;
-    if (suffix > 0)
-      dir += "-" + std::to_string(suffix);
-    if (fs::create_directory(dir, ec))
-      return dir;
-    if (ec)
-      throw IoError(dir + ": cannot create the run directory: " + ec.message());
-  }
-}
-
 MetricsWriter::MetricsWriter(const std::string &runDir,
                              const std::vector<std::string> &extraColumns)
     : path_((fs::path(runDir) / kMetricsFile).string()),

@@ -18,17 +18,6 @@
 
 namespace dsrt::io {
 
-/// The directory a run writes into.
-///  * `outOrEmpty` empty: creates ./runs/<YYYYmmdd-HHMMSS> from `now` (local
-///    time), adding -1, -2, ... when that name is taken; returns
-///    "runs/<name>".
-///  * otherwise: that directory, created (with parents) if missing. It is
-///    refused if it already holds a non-empty metrics.csv, so a finished run
-///    is never overwritten.
-/// Throws IoError.
-std::string makeRunDir(const std::string &outOrEmpty,
-                       std::time_t now = std::time(nullptr));
-
 /// Appends rows to <runDir>/metrics.csv, which it creates with the header.
 class MetricsWriter {
 public:

@@ -18,6 +18,7 @@
 
 #include "runtime/io/FileUtil.h"
 #include "runtime/io/Metrics.h"
+#include "runtime/io/OutputDir.h"
 
 #include "plan.pb.h"
 
@@ -440,8 +441,13 @@ void recordExitStatus(int status, void *) {
 }
 } // namespace
 
+std::string runToken() {
+  const char *token = std::getenv(kRunTokenEnv);
+  return token ? token : "";
+}
+
 void writeRankPidFile(const std::string &runDir, int rank) {
-  if (runDir.empty())
+  if (runDir.empty() || runToken().empty())
     return;
   fs::path dir = fs::path(runDir) / "ranks";
   std::error_code ec;
@@ -601,6 +607,8 @@ std::vector<std::string> buildMpirunCommand(const MpirunSetup &setup) {
   if (!setup.userThreads)
     cmd.insert(cmd.end(),
                {"-x", "OMP_NUM_THREADS=" + std::to_string(std::max(1, setup.cores / mostPerHost))});
+  if (!setup.runToken.empty())
+    cmd.insert(cmd.end(), {"-x", std::string(kRunTokenEnv) + "=" + setup.runToken});
   cmd.insert(cmd.end(), {"--output-filename",
                          setup.runDir + "/logs" + (setup.relayFromFiles ? ":nocopy" : "")});
   cmd.push_back(setup.dsrt);
@@ -914,14 +922,13 @@ std::optional<int> launchIfNeeded(const LaunchOptions &options, const LaunchRequ
                       fs::absolute(where).string() +
                       ": contains ':', which mpirun's --output-filename does not accept; "
                       "choose another --out");
-  std::string runDir = io::makeRunDir(request.out);
+  // A new or empty folder, marked with this run's token: its ranks may
+  // write into it, and nothing an earlier run left is ever deleted.
+  setup.runToken = io::newRunToken();
+  std::string runDir = io::makeRunDir(request.out, setup.runToken);
   std::string absRunDir = fs::absolute(runDir).lexically_normal().string();
   if (absRunDir.size() > 1 && absRunDir.back() == '/')
     absRunDir.pop_back();
-  for (const char *old : {"logs", "ranks"}) { // an earlier, failed run's
-    std::error_code ec;
-    fs::remove_all(fs::path(absRunDir) / old, ec);
-  }
   // A pipeline's ranks also say their stage and data-parallel index.
   bool pipeline = planRanks->pp > 1;
   std::string table = pipeline ? "rank host slot stage dp_index\n" : "rank host slot\n";

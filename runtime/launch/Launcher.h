@@ -82,8 +82,16 @@ std::optional<uint32_t> readPlanDp(const std::string &planDir);
 /// PMI_RANK of other MPI launchers).
 std::optional<int> mpiRank();
 
+/// The environment variable through which dsrt's launcher gives its ranks
+/// the token of the run folder it made for them (io::makeRunDir).
+constexpr const char *kRunTokenEnv = "DSRT_RUN_TOKEN";
+/// The token of the run this rank belongs to, or "" when no dsrt launcher
+/// started it (a plain mpirun or a single process).
+std::string runToken();
+
 /// Writes this process's pid to RUNDIR/ranks/RANK.pid (nothing when `runDir`
-/// is empty), so that a test or a person can find the rank processes, and
+/// is empty or no dsrt launcher started this rank: the folder is then not
+/// the launcher's), so that a test or a person can find the rank processes, and
 /// arranges that exit() writes the exit status to RUNDIR/ranks/RANK.exit:
 /// mpirun does not always say which rank failed (a rank that fails while
 /// the others still start), the launcher then reads these. Throws
@@ -128,11 +136,13 @@ struct MpirunSetup {
   int cores = 1;                 // cores of this machine
   bool userThreads = false;      // --threads given: no OMP_NUM_THREADS
   bool relayFromFiles = true;    // rank 0 is local: ":nocopy" + file relay
+  std::string runToken;          // -x DSRT_RUN_TOKEN (the run folder's owner)
 };
 
 /// The mpirun command line:
 ///   mpirun [--allow-run-as-root] [--oversubscribe] -np N [--host h1:n1,...]
 ///          --bind-to none --map-by slot [-x OMP_NUM_THREADS=T]
+///          [-x DSRT_RUN_TOKEN=TOKEN]
 ///          --output-filename RUNDIR/logs[:nocopy] DSRT ARGS...
 /// --oversubscribe when more ranks run on this machine than it has cores;
 /// T = cores / (most ranks on one host), at least 1.

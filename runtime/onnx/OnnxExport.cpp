@@ -3,6 +3,8 @@
 
 #include "onnx/onnx_pb.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -177,7 +179,7 @@ void exportOnnx(const std::string &skeletonPath, const std::vector<io::TensorRef
     std::string bytes;
     if (!model.SerializeToString(&bytes))
       fail(outPath, "cannot serialize the model");
-    io::writeFileAtomically(outPath, {{bytes.data(), bytes.size()}});
+    io::writeFileAtomically(outPath, {{bytes.data(), bytes.size()}}, io::Existing::Refuse);
     return;
   }
 
@@ -216,8 +218,15 @@ void exportOnnx(const std::string &skeletonPath, const std::vector<io::TensorRef
   std::string bytes;
   if (!model.SerializeToString(&bytes))
     fail(outPath, "cannot serialize the model");
-  io::writeFileAtomically(dataPath, pieces);
-  io::writeFileAtomically(outPath, {{bytes.data(), bytes.size()}});
+  // Neither file replaces one that exists (dsrt checks both at start-up);
+  // a model that cannot be written leaves no orphaned data file.
+  io::writeFileAtomically(dataPath, pieces, io::Existing::Refuse);
+  try {
+    io::writeFileAtomically(outPath, {{bytes.data(), bytes.size()}}, io::Existing::Refuse);
+  } catch (...) {
+    ::unlink(dataPath.c_str());
+    throw;
+  }
 }
 
 } // namespace dsrt::onnx_export

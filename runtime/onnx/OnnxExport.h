@@ -31,8 +31,9 @@ void checkSkeleton(const std::string &skeletonPath, const std::vector<std::strin
 /// to `outPath`. When the model would exceed `inlineLimit` bytes, the
 /// weights go to `outPath`.data beside it, referenced as ONNX external
 /// data. Every initializer without data must get one and every weight must
-/// name such an initializer. Files are replaced atomically; on error
-/// nothing is written. Throws io::IoError.
+/// name such an initializer. Neither file may exist: an existing one is
+/// never written over (io::Existing::Refuse); on error nothing is written.
+/// Throws io::IoError.
 void exportOnnx(const std::string &skeletonPath, const std::vector<io::TensorRef> &weights,
                 const std::string &outPath, uint64_t inlineLimit = kInlineLimitBytes);
 

@@ -14,6 +14,7 @@
 #include "passes/EmitPlan.h"
 #include "passes/Passes.h"
 #include "runtime/config/DsConfig.h"
+#include "runtime/io/OutputDir.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -25,9 +26,11 @@
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <CLI/CLI.hpp>
-#include <optional>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <optional>
 
 namespace {
 
@@ -103,6 +106,32 @@ void explain(mlir::ModuleOp module, llvm::raw_ostream &os) {
 
 /// The training-step pipeline with the optimizer settings of `cfg`.
 void buildTrainPipeline(mlir::PassManager &pm, const dsrt::config::TrainConfig &cfg) {
+/// The first line of every file dsc writes with -o FILE: dsc writes over
+/// an existing file only when it starts with this line.
+constexpr const char *kFileHeader = "// Written by dsc";
+
+/// Whether `output` may be written: a new file, or one dsc wrote earlier,
+/// and never the model it reads. Sets `error` otherwise.
+bool mayWriteFile(const std::string &output, const std::string &model, std::string &error) {
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(output, ec)))
+    return true;
+  if (dsrt::io::isWithin(output, model)) {
+    error = "-o " + output + ": is the input model; dsc never writes over its input";
+    return false;
+  }
+  std::ifstream in(output);
+  std::string first;
+  std::getline(in, first);
+  if (!std::filesystem::is_regular_file(output) ||
+      first.rfind(kFileHeader, 0) != 0) {
+    error = "-o " + output + ": exists and was not written by dsc; dsc never writes over a " +
+            "file it did not create: give a new file name";
+    return false;
+  }
+  return true;
+}
+
   pm.addPass(dsc::createNNFusion());
   bool pipelined = cfg.pipeline.stages > 1;
   if (pipelined) {
@@ -260,6 +289,27 @@ int main(int argc, char **argv) {
       llvm::errs() << "dsc: error: " << e.what() << "\n";
       return 1;
     }
+  // Where the result goes is checked before compiling, so that a wrong -o
+  // fails at once, and nothing of the user's is ever written over.
+  if (emit == "plan") {
+    try {
+      dsrt::io::checkReplaceablePlanDir(output, "-o");
+    } catch (const std::exception &e) {
+      llvm::errs() << "dsc: error: " << e.what() << "\n";
+      return 1;
+    }
+    if (std::filesystem::exists(output) && dsrt::io::isWithin(model, output)) {
+      llvm::errs() << "dsc: error: -o " << output << ": holds the input model " << model
+                   << "; dsc never replaces the folder of its input: choose another -o\n";
+      return 1;
+    }
+  } else if (output != "-") {
+    std::string error;
+    if (!mayWriteFile(output, model, error)) {
+      llvm::errs() << "dsc: error: " << error << "\n";
+      return 1;
+    }
+  }
   }
 
   dsc::onnx_import::ImportOptions options;
@@ -323,7 +373,7 @@ int main(int argc, char **argv) {
   }
   if (emit == "plan") {
     dsc::EmitPlanOptions planOptions;
-    planOptions.dir = output;
+    planOptions.dir = staged->path();
     planOptions.configJson = dsrt::config::toJson(cfg);
     planOptions.importOptions = options;
     if (doExplain) {
@@ -334,6 +384,15 @@ int main(int argc, char **argv) {
       return 1;
     return 0;
   }
+    // Written beside -o and moved into place whole: an earlier plan there
+    // is replaced only once the new one is complete.
+    std::optional<dsrt::io::StagedDir> staged;
+    try {
+      staged.emplace(output, "-o");
+    } catch (const std::exception &e) {
+      llvm::errs() << "dsc: error: " << e.what() << "\n";
+      return 1;
+    }
 
   std::error_code ec;
   auto out = std::make_unique<llvm::ToolOutputFile>(output, ec, llvm::sys::fs::OF_None);
@@ -344,6 +403,12 @@ int main(int argc, char **argv) {
   if (doExplain) {
     explain(**module, out->os());
   } else {
+    try {
+      staged->commit();
+    } catch (const std::exception &e) {
+      llvm::errs() << "dsc: error: " << e.what() << "\n";
+      return 1;
+    }
     mlir::OpPrintingFlags flags;
     if (elide > 0)
       flags.elideLargeElementsAttrs(elide);
@@ -352,3 +417,6 @@ int main(int argc, char **argv) {
   out->keep();
   return 0;
 }
+  if (output != "-")
+    out->os() << kFileHeader << " from " << model << " (--emit=" << emit
+              << "); dsc may write over this file\n";

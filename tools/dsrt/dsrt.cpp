@@ -25,6 +25,7 @@
 #include "runtime/core/Executor.h"
 #include "runtime/io/Metrics.h"
 #include "runtime/io/Npy.h"
+#include "runtime/io/OutputDir.h"
 #include "runtime/io/SafeTensors.h"
 #include "runtime/io/TokenFile.h"
 #include "runtime/launch/Launcher.h"
@@ -271,10 +272,24 @@ void checkRuntimeConfig(const dsrt::config::TrainConfig &baked,
 }
 
 /// The exit of a rank that finished (MPI_Finalize under mpirun).
-int finishRank() {
+int finishRank(int status = 0) {
   std::fflush(stdout);
   dsrt::comm::finalizeMpi();
-  return 0;
+  return status;
+}
+
+/// "nan", "inf" or "-inf" for messages.
+std::string nonFinite(double v) { return std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"; }
+
+/// Fails on a NaN or infinity in this rank's initial parameters (its ZeRO
+/// shard), naming the tensor: such a run can only train NaN.
+void checkFiniteWeights(const dsrt::Executor &exec, const std::string &weightsPath) {
+  for (const Tensor *t : exec.weights())
+    for (int64_t i = 0; i < t->numel; ++i)
+      if (!std::isfinite(t->f32()[i]))
+        die(weightsPath + ": parameter '" + t->name + "' holds " + nonFinite(t->f32()[i]) +
+            (t->shards > 1 ? " (in this rank's shard, element " : " (element ") +
+            std::to_string(i) + "): training from it can only produce NaN");
 }
 
 } // namespace
@@ -382,17 +397,24 @@ int main(int argc, char **argv) {
             " does not exist");
       if (fs::is_directory(exportOnnx))
         die("--export-onnx " + exportOnnx + ": is a folder; give a file name");
+      // Checked now, not after the run: an existing file (the source model,
+      // the plan's model.onnx, an earlier export) is never written over.
+      dsrt::io::checkNewFile(exportOnnx, "--export-onnx");
+      dsrt::io::checkNewFile(exportOnnx + ".data", "--export-onnx (its external data)");
     }
 
     exec.initialize(planDir + "/weights.safetensors", seed);
     if (profile)
       exec.enableProfile();
+    checkFiniteWeights(exec, planDir + "/weights.safetensors");
     if (timeline) {
       if (!rank0 && out.empty())
         die("--timeline on several ranks needs --out (dsrt's own launcher passes it)");
       exec.recordTimeline(steps);
     }
-    std::string runDir = rank0 ? dsrt::io::makeRunDir(out) : std::string();
+    // A new or empty folder (or the one dsrt's launcher made for this run).
+    std::string runDir =
+        rank0 ? dsrt::io::makeRunDir(out, dsrt::launch::runToken()) : std::string();
     // With several ranks, metrics.csv also has the step's communication:
     // comm_elements (ZeRO-paper units, see comm::Counters) and comm_calls:
     // rank 0's collectives (a pipeline's stage 0; its messages are in the
@@ -424,6 +446,13 @@ int main(int argc, char **argv) {
 
     using Clock = std::chrono::steady_clock;
     auto start = Clock::now();
+    // A step whose loss or gradient norm is NaN or infinite ends the run
+    // there, loudly: its number, what was not finite, and the weights of
+    // the last finite step kept. (The norm is checked before the update;
+    // a non-finite loss with a finite norm stops after its update.)
+    int64_t stoppedAt = 0, lastGood = steps;
+    std::string stopReason;
+
     auto windowStart = start;
     int64_t windowItems = 0;
     for (int64_t s = 1; s <= steps; ++s) {
@@ -431,17 +460,32 @@ int main(int argc, char **argv) {
       // Rank r reads the global micro-batches r, r + dp, ... of the step
       // (a pipeline's stages: those of their dp index, into the set of the
       // load_batch that asks).
-      exec.step(s, [&](int64_t global, const std::vector<Tensor *> &into) {
-        source->load(global, into);
-      });
+      try {
+        exec.step(s, [&](int64_t global, const std::vector<Tensor *> &into) {
+          source->load(global, into);
+        });
+      } catch (const dsrt::NonFiniteError &e) {
+        stoppedAt = s;
+        lastGood = s - 1;
+        stopReason = "the gradient norm is " + nonFinite(e.norm);
+      }
       double stepTime = std::chrono::duration<double>(Clock::now() - t0).count();
       double loss = exec.globalLoss(); // the same on every rank
       // Items of the step: the pipeline's stages see the same micro-batches.
       windowItems += source->itemsPerMicroBatch() * exec.microBatches() * exec.dp();
-      if (!rank0)
+      if (!stoppedAt && !std::isfinite(loss)) {
+        stoppedAt = lastGood = s;
+        stopReason = "the loss is " + nonFinite(loss);
+      } else if (stoppedAt && !std::isfinite(loss)) {
+        stopReason = "the loss is " + nonFinite(loss) + " and " + stopReason;
+      }
+      if (!rank0) {
+        if (stoppedAt)
+          break;
         continue;
       if (ranks)
         metrics->write(s, loss, exec.lr(), exec.gradNorm(), stepTime,
+      }
                        {exec.commCounters().elements(), exec.commCounters().calls()});
       else
         metrics->write(s, loss, exec.lr(), exec.gradNorm(), stepTime);
@@ -459,6 +503,8 @@ int main(int argc, char **argv) {
       }
     }
     double total = std::chrono::duration<double>(Clock::now() - start).count();
+      if (stoppedAt)
+        break;
     // The training peak, before whole weights are gathered for writing: the
     // largest over the ranks.
     int64_t rss = peakRssMiB();
@@ -475,12 +521,34 @@ int main(int argc, char **argv) {
     // stages send theirs to rank 0); rank 0 writes.
     std::vector<dsrt::WholeTensor> whole = exec.gatherWeights();
     if (!rank0)
-      return finishRank();
+      return finishRank(stoppedAt ? 1 : 0);
     std::vector<dsrt::io::TensorRef> refs;
     for (const dsrt::WholeTensor &t : whole)
       refs.push_back({t.name, dsrt::io::DType::F32, t.shape, t.data});
     std::string weightsPath = runDir + "/weights.safetensors";
-    dsrt::io::writeSafeTensors(weightsPath, refs, {{"format", "pt"}, {"producer", "dsrt"}});
+    if (stoppedAt) {
+      // The weights after step lastGood; none when the first step failed
+      // (they would be the plan's own).
+      std::string kept = "no weights written (no step finished)";
+      if (lastGood > 0) {
+        dsrt::io::writeSafeTensors(weightsPath, refs,
+                                   {{"format", "pt"},
+                                    {"producer", "dsrt"},
+                                    {"step", std::to_string(lastGood)}});
+        kept = "the weights after step " + std::to_string(lastGood) +
+               " (the last finite step) are in " + weightsPath;
+      }
+      std::fprintf(stderr,
+                   "dsrt: error: step %lld: %s; training stopped (lower the learning rate, "
+                   "enable gradient_clipping, or check the data and the initial weights); "
+                   "%s, metrics in %s\n",
+                   (long long)stoppedAt, stopReason.c_str(), kept.c_str(),
+                   metrics->path().c_str());
+      return finishRank(1);
+    }
+    dsrt::io::writeSafeTensors(weightsPath, refs,
+                               {{"format", "pt"}, {"producer", "dsrt"},
+                                {"step", std::to_string(steps)}});
     std::printf("dsrt: done in %.1fs, peak RSS %lld MiB%s (planned arena %.1f MiB); weights in %s, "
                 "metrics in %s\n",
                 total, (long long)rss, ranks ? " per rank (max)" : "",

@@ -1,4 +1,4 @@
-//===- MetricsTest.cpp - metrics.csv and run directory tests --------------===//
+//===- MetricsTest.cpp - metrics.csv tests --------------------------------===//
 #include "runtime/io/Metrics.h"
 
 #include "runtime/io/FileUtil.h"
@@ -12,68 +12,6 @@
 using namespace dsrt::io;
 using dsrt::io::test::TestDir;
 namespace fs = std::filesystem;
-
-namespace {
-
-/// Runs the test body with `dir` as the working directory.
-class InDir {
-public:
-  explicit InDir(const std::string &dir) : saved_(fs::current_path()) {
-    fs::current_path(dir);
-  }
-  ~InDir() { fs::current_path(saved_); }
-
-private:
-  fs::path saved_;
-};
-
-std::string stampOf(std::time_t t) {
-  std::tm local;
-  localtime_r(&t, &local);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &local);
-  return buf;
-}
-
-} // namespace
-
-TEST(RunDir, TimestampedUnderRunsWithSuffixesWhenTaken) {
-  TestDir dir;
-  InDir cwd(dir.path());
-  std::time_t t = 1700000000;
-  std::string stamp = stampOf(t);
-  EXPECT_EQ(makeRunDir("", t), "runs/" + stamp);
-  EXPECT_EQ(makeRunDir("", t), "runs/" + stamp + "-1");
-  EXPECT_EQ(makeRunDir("", t), "runs/" + stamp + "-2");
-  EXPECT_TRUE(fs::is_directory("runs/" + stamp + "-2"));
-  std::string now = makeRunDir("");
-  EXPECT_EQ(now.rfind("runs/20", 0), 0u) << now;
-  EXPECT_TRUE(fs::is_directory(now));
-}
-
-TEST(RunDir, GivenDirectory) {
-  TestDir dir;
-  std::string out = dir.file("a/b/run");
-  EXPECT_EQ(makeRunDir(out), out);
-  EXPECT_TRUE(fs::is_directory(out));
-  // Reusing it is fine while it has no metrics, or only an empty file.
-  EXPECT_EQ(makeRunDir(out), out);
-  test::writeBytes(out + "/metrics.csv", "");
-  EXPECT_EQ(makeRunDir(out), out);
-  test::writeBytes(out + "/metrics.csv", "step,loss\n");
-  EXPECT_EQ(DSRT_ERROR_OF(IoError, makeRunDir(out)),
-            out + ": already holds the metrics.csv of an earlier run; choose "
-                  "another --out, or omit --out to get a new runs/<time> "
-                  "directory");
-  std::string file = dir.file("plain");
-  test::writeBytes(file, "x");
-  EXPECT_EQ(DSRT_ERROR_OF(IoError, makeRunDir(file)),
-            file + ": exists and is not a directory; choose another --out");
-  std::string under = file + "/run";
-  EXPECT_EQ(DSRT_ERROR_OF(IoError, makeRunDir(under))
-                .rfind(under + ": cannot create the run directory: ", 0),
-            0u);
-}
 
 TEST(Metrics, WritesAFlushedRowPerStep) {
   TestDir dir;

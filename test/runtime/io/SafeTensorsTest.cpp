@@ -49,7 +49,7 @@ TEST(SafeTensors, RoundTrip) {
                     {"h", DType::BF16, {3}, half.data()},
                     {"flag", DType::Bool, {}, &flag}},
                    {{"format", "pt"}, {"step", "12"}});
-  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp." + std::to_string(::getpid())));
 
   std::string bytes = test::readBytes(path);
   uint64_t headerSize = 0;
@@ -124,10 +124,10 @@ TEST(SafeTensors, ReplacesAnExistingFileWhole) {
   std::string message = DSRT_ERROR_OF(
       IoError, writeSafeTensors(target, {{"x", DType::F32, {1}, &one}}));
   EXPECT_EQ(
-      message.rfind(target + ": cannot rename " + target + ".tmp to it: ", 0),
+      message.rfind(target + ": cannot rename its temporary to it: ", 0),
       0u)
       << message;
-  EXPECT_FALSE(std::filesystem::exists(target + ".tmp"));
+  EXPECT_FALSE(std::filesystem::exists(target + ".tmp." + std::to_string(::getpid())));
 }
 
 TEST(SafeTensors, WriteErrors) {

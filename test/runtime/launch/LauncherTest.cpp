@@ -376,6 +376,7 @@ TEST(RankSide, ExitStatusFile) {
   pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
+    ScopedEnv token(kRunTokenEnv, "t");
     writeRankPidFile(dir.path() + "/run", 2);
     std::exit(5);
   }
@@ -407,6 +408,14 @@ TEST(RankSide, ExitStatusFile) {
 
 TEST(RankSide, PidFile) {
   TestDir dir;
+  {
+    // A rank that dsrt's launcher did not start writes nothing into --out:
+    // the folder is not one the launcher made for it.
+    ScopedEnv token(kRunTokenEnv, nullptr);
+    writeRankPidFile(dir.path() + "/run", 3);
+    EXPECT_FALSE(fs::exists(dir.file("run")));
+  }
+  ScopedEnv token(kRunTokenEnv, "t");
   writeRankPidFile(dir.path() + "/run", 3);
   EXPECT_EQ(readBytes(dir.file("run/ranks/3.pid")), std::to_string(::getpid()) + "\n");
   EXPECT_FALSE(fs::exists(dir.file("run/ranks/3.pid.tmp")));
