@@ -1,6 +1,8 @@
 //===- TokenFile.h - flat files of token ids --------------------*- C++ -*-===//
 //
-// A training corpus stored as a flat array of token ids, memory-mapped:
+// A training corpus stored as a flat array of token ids, read with pread
+// (not memory-mapped: a file truncated while training would end a mapped
+// reader with SIGBUS; a short read is an error naming the file):
 //  * nanoGPT's train.bin / val.bin: raw uint16 ids, no header;
 //  * llm.c's .bin files: a header of 256 little-endian int32 (magic, version,
 //    token count, zeros) then the ids; magic 20240520 version 1 means uint16
@@ -18,8 +20,10 @@
 #include "runtime/io/FileUtil.h"
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace dsrt::io {
 
@@ -31,9 +35,10 @@ TokenWidth parseTokenWidth(const std::string &text);
 
 class TokenFile {
 public:
-  /// Maps `path`. `width`, when given, must agree with an llm.c header.
-  /// Throws IoError naming the file (unknown width, size not a multiple of
-  /// the token size, header and size disagreeing, no tokens).
+  /// Opens `path` (a regular file). `width`, when given, must agree with an
+  /// llm.c header. Throws IoError naming the file (not a regular file,
+  /// unknown width, size not a multiple of the token size, header and size
+  /// disagreeing, no tokens).
   static TokenFile open(const std::string &path,
                         std::optional<TokenWidth> width = std::nullopt);
 
@@ -41,19 +46,34 @@ public:
   int64_t size() const { return size_; }
   TokenWidth width() const { return width_; }
   bool hasLlmcHeader() const { return offset_ != 0; }
-  const std::string &path() const { return file_.path(); }
+  const std::string &path() const { return fd_->path; }
 
   /// Copies tokens [start, start + len) into dst as int64. Throws IoError if
-  /// the window is not inside the file.
+  /// the window is not inside the file, or if the file has become shorter
+  /// since it was opened. Allocates only when a window is longer than every
+  /// earlier one.
   void copyWindow(int64_t start, int64_t len, int64_t *dst) const;
 
+  /// One pass over every id: throws IoError naming the first id >= `bound`
+  /// (its position and value) and how many there are, so that a corpus
+  /// tokenized for another vocabulary fails before the first step.
+  void checkIds(int64_t bound, const std::string &what) const;
+
 private:
-  TokenFile(MappedFile file, TokenWidth width, size_t offset, int64_t size)
-      : file_(std::move(file)), width_(width), offset_(offset), size_(size) {}
-  MappedFile file_;
+  struct Fd {
+    int fd = -1;
+    std::string path;
+    ~Fd();
+  };
+  TokenFile(std::shared_ptr<Fd> fd, TokenWidth width, size_t offset, int64_t size)
+      : fd_(std::move(fd)), width_(width), offset_(offset), size_(size) {}
+  /// Reads `bytes` at byte `at` of the ids; throws IoError on a short read.
+  void readIds(uint64_t at, size_t bytes, uint8_t *into) const;
+  std::shared_ptr<Fd> fd_;
   TokenWidth width_;
   size_t offset_; // bytes of header before the first token
   int64_t size_;
+  mutable std::vector<uint8_t> buffer_; // copyWindow's staging
 };
 
 } // namespace dsrt::io

@@ -102,10 +102,6 @@ void explain(mlir::ModuleOp module, llvm::raw_ostream &os) {
   dsc::printCostReport(module, os);
 }
 
-} // namespace
-
-/// The training-step pipeline with the optimizer settings of `cfg`.
-void buildTrainPipeline(mlir::PassManager &pm, const dsrt::config::TrainConfig &cfg) {
 /// The first line of every file dsc writes with -o FILE: dsc writes over
 /// an existing file only when it starts with this line.
 constexpr const char *kFileHeader = "// Written by dsc";
@@ -132,6 +128,10 @@ bool mayWriteFile(const std::string &output, const std::string &model, std::stri
   return true;
 }
 
+} // namespace
+
+/// The training-step pipeline with the optimizer settings of `cfg`.
+void buildTrainPipeline(mlir::PassManager &pm, const dsrt::config::TrainConfig &cfg) {
   pm.addPass(dsc::createNNFusion());
   bool pipelined = cfg.pipeline.stages > 1;
   if (pipelined) {
@@ -279,16 +279,6 @@ int main(int argc, char **argv) {
     llvm::errs() << "dsc: error: --emit=plan writes a directory: give it with -o DIR\n";
     return 1;
   }
-
-  dsrt::config::TrainConfig cfg;
-  bool haveConfig = !configPath.empty();
-  if (haveConfig) {
-    try {
-      cfg = dsrt::config::loadDsConfig(configPath, dp);
-    } catch (const std::exception &e) {
-      llvm::errs() << "dsc: error: " << e.what() << "\n";
-      return 1;
-    }
   // Where the result goes is checked before compiling, so that a wrong -o
   // fails at once, and nothing of the user's is ever written over.
   if (emit == "plan") {
@@ -310,6 +300,16 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
+
+  dsrt::config::TrainConfig cfg;
+  bool haveConfig = !configPath.empty();
+  if (haveConfig) {
+    try {
+      cfg = dsrt::config::loadDsConfig(configPath, dp);
+    } catch (const std::exception &e) {
+      llvm::errs() << "dsc: error: " << e.what() << "\n";
+      return 1;
+    }
   }
 
   dsc::onnx_import::ImportOptions options;
@@ -372,6 +372,15 @@ int main(int argc, char **argv) {
       return 1;
   }
   if (emit == "plan") {
+    // Written beside -o and moved into place whole: an earlier plan there
+    // is replaced only once the new one is complete.
+    std::optional<dsrt::io::StagedDir> staged;
+    try {
+      staged.emplace(output, "-o");
+    } catch (const std::exception &e) {
+      llvm::errs() << "dsc: error: " << e.what() << "\n";
+      return 1;
+    }
     dsc::EmitPlanOptions planOptions;
     planOptions.dir = staged->path();
     planOptions.configJson = dsrt::config::toJson(cfg);
@@ -382,17 +391,14 @@ int main(int argc, char **argv) {
     }
     if (mlir::failed(dsc::emitPlan(**module, planOptions)))
       return 1;
-    return 0;
-  }
-    // Written beside -o and moved into place whole: an earlier plan there
-    // is replaced only once the new one is complete.
-    std::optional<dsrt::io::StagedDir> staged;
     try {
-      staged.emplace(output, "-o");
+      staged->commit();
     } catch (const std::exception &e) {
       llvm::errs() << "dsc: error: " << e.what() << "\n";
       return 1;
     }
+    return 0;
+  }
 
   std::error_code ec;
   auto out = std::make_unique<llvm::ToolOutputFile>(output, ec, llvm::sys::fs::OF_None);
@@ -400,15 +406,12 @@ int main(int argc, char **argv) {
     llvm::errs() << "dsc: error: cannot write '" << output << "': " << ec.message() << "\n";
     return 1;
   }
+  if (output != "-")
+    out->os() << kFileHeader << " from " << model << " (--emit=" << emit
+              << "); dsc may write over this file\n";
   if (doExplain) {
     explain(**module, out->os());
   } else {
-    try {
-      staged->commit();
-    } catch (const std::exception &e) {
-      llvm::errs() << "dsc: error: " << e.what() << "\n";
-      return 1;
-    }
     mlir::OpPrintingFlags flags;
     if (elide > 0)
       flags.elideLargeElementsAttrs(elide);
@@ -417,6 +420,3 @@ int main(int argc, char **argv) {
   out->keep();
   return 0;
 }
-  if (output != "-")
-    out->os() << kFileHeader << " from " << model << " (--emit=" << emit
-              << "); dsc may write over this file\n";

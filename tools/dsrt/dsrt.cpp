@@ -75,22 +75,27 @@ public:
 /// the embedding rows or loss classes they index); other integers are 0 or
 /// 1; floats are uniform in [-1, 1). Global micro-batch g draws the same
 /// values on every rank and stage.
+/// The bound the plan records for integer input `name` (the embedding rows
+/// or loss classes it indexes, in any stage), or 0 if none.
+int64_t indexBound(const plan::Plan &p, const std::string &name) {
+  for (const plan::Buffer &b : p.buffers())
+    if (b.role() == plan::INPUT && b.name() == name && b.index_bound() > 0)
+      return b.index_bound();
+  for (const plan::Plan &st : p.stages())
+    for (const plan::Buffer &b : st.buffers())
+      if (b.role() == plan::INPUT && b.name() == name && b.index_bound() > 0)
+        return b.index_bound();
+  return 0;
+}
+
 class SyntheticSource : public DataSource {
 public:
   SyntheticSource(const plan::Plan &p, const std::vector<Tensor *> &inputs, int64_t batch)
       : batch_(batch) {
-    auto boundOf = [&](const std::string &name) -> int64_t {
-      for (const plan::Buffer &b : p.buffers())
-        if (b.role() == plan::INPUT && b.name() == name && b.index_bound() > 0)
-          return b.index_bound();
-      for (const plan::Plan &st : p.stages())
-        for (const plan::Buffer &b : st.buffers())
-          if (b.role() == plan::INPUT && b.name() == name && b.index_bound() > 0)
-            return b.index_bound();
-      return 2;
-    };
-    for (Tensor *t : inputs)
-      bounds_.push_back(boundOf(t->name));
+    for (Tensor *t : inputs) {
+      int64_t bound = indexBound(p, t->name);
+      bounds_.push_back(bound > 0 ? bound : 2);
+    }
   }
   void load(int64_t k, const std::vector<Tensor *> &into) override {
     for (size_t j = 0; j < into.size(); ++j) {
@@ -188,7 +193,8 @@ private:
 class TokenSource : public DataSource {
 public:
   TokenSource(const std::string &path, std::optional<dsrt::io::TokenWidth> width,
-              const std::vector<Tensor *> &inputs, int64_t batch, bool pipelineStage)
+              const plan::Plan &p, const std::vector<Tensor *> &inputs, int64_t batch,
+              bool pipelineStage)
       : file_(dsrt::io::TokenFile::open(path, width)), batch_(batch) {
     bool ok = pipelineStage ? inputs.size() <= 2 : inputs.size() == 2;
     for (const Tensor *t : inputs)
@@ -216,6 +222,14 @@ public:
     if (windows_ < batch)
       die(path + ": " + std::to_string(file_.size()) + " tokens, too few for one micro-batch of " +
           std::to_string(batch) + " x " + std::to_string(seq_) + " (+1) tokens");
+    // Every id against the vocabulary, once, before the first step: a bad
+    // id would otherwise surface only at the step that reads it.
+    int64_t bound = 0;
+    for (const Tensor *t : inputs)
+      if (int64_t b = indexBound(p, t->name); b > 0)
+        bound = bound ? std::min(bound, b) : b;
+    if (bound > 0)
+      file_.checkIds(bound, "the model's vocabulary");
   }
   void load(int64_t k, const std::vector<Tensor *> &into) override {
     for (int64_t i = 0; i < batch_; ++i) {
@@ -379,8 +393,8 @@ int main(int argc, char **argv) {
       std::optional<dsrt::io::TokenWidth> width;
       if (!tokenDtype.empty())
         width = dsrt::io::parseTokenWidth(tokenDtype);
-      source = std::make_unique<TokenSource>(data, width, exec.inputs(), exec.microBatchSize(),
-                                             exec.pipelined());
+      source = std::make_unique<TokenSource>(data, width, exec.plan(), exec.inputs(),
+                                             exec.microBatchSize(), exec.pipelined());
     } else {
       die("--data " + data + ": no such file or folder");
     }
@@ -404,9 +418,9 @@ int main(int argc, char **argv) {
     }
 
     exec.initialize(planDir + "/weights.safetensors", seed);
+    checkFiniteWeights(exec, planDir + "/weights.safetensors");
     if (profile)
       exec.enableProfile();
-    checkFiniteWeights(exec, planDir + "/weights.safetensors");
     if (timeline) {
       if (!rank0 && out.empty())
         die("--timeline on several ranks needs --out (dsrt's own launcher passes it)");
@@ -444,8 +458,6 @@ int main(int argc, char **argv) {
       std::fflush(stdout);
     }
 
-    using Clock = std::chrono::steady_clock;
-    auto start = Clock::now();
     // A step whose loss or gradient norm is NaN or infinite ends the run
     // there, loudly: its number, what was not finite, and the weights of
     // the last finite step kept. (The norm is checked before the update;
@@ -453,6 +465,8 @@ int main(int argc, char **argv) {
     int64_t stoppedAt = 0, lastGood = steps;
     std::string stopReason;
 
+    using Clock = std::chrono::steady_clock;
+    auto start = Clock::now();
     auto windowStart = start;
     int64_t windowItems = 0;
     for (int64_t s = 1; s <= steps; ++s) {
@@ -471,21 +485,21 @@ int main(int argc, char **argv) {
       }
       double stepTime = std::chrono::duration<double>(Clock::now() - t0).count();
       double loss = exec.globalLoss(); // the same on every rank
-      // Items of the step: the pipeline's stages see the same micro-batches.
-      windowItems += source->itemsPerMicroBatch() * exec.microBatches() * exec.dp();
       if (!stoppedAt && !std::isfinite(loss)) {
         stoppedAt = lastGood = s;
         stopReason = "the loss is " + nonFinite(loss);
       } else if (stoppedAt && !std::isfinite(loss)) {
         stopReason = "the loss is " + nonFinite(loss) + " and " + stopReason;
       }
+      // Items of the step: the pipeline's stages see the same micro-batches.
+      windowItems += source->itemsPerMicroBatch() * exec.microBatches() * exec.dp();
       if (!rank0) {
         if (stoppedAt)
           break;
         continue;
+      }
       if (ranks)
         metrics->write(s, loss, exec.lr(), exec.gradNorm(), stepTime,
-      }
                        {exec.commCounters().elements(), exec.commCounters().calls()});
       else
         metrics->write(s, loss, exec.lr(), exec.gradNorm(), stepTime);
@@ -501,10 +515,10 @@ int main(int argc, char **argv) {
         windowStart = now;
         windowItems = 0;
       }
-    }
-    double total = std::chrono::duration<double>(Clock::now() - start).count();
       if (stoppedAt)
         break;
+    }
+    double total = std::chrono::duration<double>(Clock::now() - start).count();
     // The training peak, before whole weights are gathered for writing: the
     // largest over the ranks.
     int64_t rss = peakRssMiB();

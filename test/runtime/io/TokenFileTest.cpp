@@ -10,6 +10,9 @@
 
 #include <vector>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 using namespace dsrt::io;
 using dsrt::io::test::TestDir;
 
@@ -120,7 +123,8 @@ TEST(TokenFile, Errors) {
   std::string missing = dir.file("missing.bin");
   EXPECT_EQ(errorOf(missing),
             missing + ": cannot open: No such file or directory");
-  EXPECT_EQ(errorOf(dir.path()), dir.path() + ": not a regular file");
+  EXPECT_EQ(errorOf(dir.path()), dir.path() + ": not a regular file (a FIFO, a device or a folder); "
+                                               "give a token file or a folder of .npy files");
 }
 
 TEST(TokenFile, WindowOutsideTheFile) {
@@ -145,4 +149,42 @@ TEST(TokenFile, ParseTokenWidth) {
   EXPECT_EQ(DSRT_ERROR_OF(IoError, parseTokenWidth("int64")),
             "unknown token width 'int64' (expected uint16, u16, uint32 or "
             "u32)");
+}
+
+/// A token file truncated while training: a mapped reader died of SIGBUS
+/// without a word; now the read fails with the file named.
+TEST(TokenFile, TruncatedWhileOpenIsAnErrorNotASignal) {
+  TestDir dir;
+  std::string path = dir.file("train.bin");
+  std::vector<uint16_t> ids(8192);
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = uint16_t(i % 50);
+  test::writeBytes(path, bytesOf(ids));
+  TokenFile f = TokenFile::open(path);
+  std::vector<int64_t> window(16);
+  f.copyWindow(8000, 16, window.data());
+  EXPECT_EQ(window[0], 8000 % 50);
+  ASSERT_EQ(::truncate(path.c_str(), 100), 0);
+  EXPECT_EQ(DSRT_ERROR_OF(IoError, f.copyWindow(8000, 16, window.data())),
+            path + ": the file is shorter than when training started (100 bytes now, 16384 "
+                   "then): it was truncated or rewritten during the run");
+}
+
+TEST(TokenFile, CheckIdsNamesTheFirstOutOfTheVocabulary) {
+  TestDir dir;
+  std::string path = dir.file("train.bin");
+  test::writeBytes(path, bytesOf(std::vector<uint16_t>{1, 2, 9, 3, 12, 0}));
+  TokenFile f = TokenFile::open(path);
+  f.checkIds(13, "the vocabulary");
+  EXPECT_EQ(DSRT_ERROR_OF(IoError, f.checkIds(8, "the model's vocabulary")),
+            path + ": token 2 is 9, outside the model's vocabulary of 8 (ids 0-7); 2 of the 6 "
+                   "tokens are (a corpus tokenized for another vocabulary?)");
+}
+
+TEST(TokenFile, AFifoIsRefusedWithoutWaitingForAWriter) {
+  TestDir dir;
+  std::string path = dir.file("fifo.bin");
+  ASSERT_EQ(::mkfifo(path.c_str(), 0644), 0);
+  EXPECT_EQ(errorOf(path), path + ": not a regular file (a FIFO, a device or a folder); give a "
+                                  "token file or a folder of .npy files");
 }
