@@ -8,16 +8,19 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/config/DsConfig.h"
 
+#include "runtime/io/JsonLimits.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cctype>
+#include <cfloat>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <optional>
-#include <sstream>
 #include <vector>
 
 namespace dsrt::config {
@@ -64,6 +67,11 @@ std::string didYouMean(const std::string &key,
   std::string lk = lower(key), best;
   size_t bestDist = budget + 1;
   for (const std::string &c : candidates) {
+    // Lengths further apart than the budget cannot be within it; skipping
+    // them also keeps a crafted multi-megabyte key from costing a table of
+    // its length x the candidate's.
+    if (key.size() > c.size() + budget || c.size() > key.size() + budget)
+      continue;
     size_t dist = editDistance(lk, lower(c));
     if (dist < bestDist) {
       bestDist = dist;
@@ -101,10 +109,48 @@ std::string framePath(const std::vector<Frame> &frames, size_t upTo) {
   return path;
 }
 
+/// The path of the value the parser is reading when it fails: the innermost
+/// array has not counted that element yet.
+std::string pendingPath(const std::vector<Frame> &frames) {
+  if (frames.empty())
+    return "";
+  const Frame &top = frames.back();
+  std::string path = framePath(frames, frames.size() - 1);
+  if (top.isArray)
+    return path + "[" + std::to_string(top.index + 1) + "]";
+  if (top.keys.empty())
+    return path;
+  return path + (path.empty() ? "" : ".") + top.keys.back();
+}
+
+/// "LINE:COLUMN" of a byte offset (both 1-based), as editors count them.
+std::string lineColumn(const std::string &text, size_t byte) {
+  size_t line = 1, column = 1;
+  for (size_t i = 0; i < byte && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return std::to_string(line) + ":" + std::to_string(column);
+}
+
 /// nlohmann keeps the last of duplicate keys silently; DeepSpeed rejects them
 /// (dict_raise_error_on_duplicate_keys), so a parser callback tracks the open
 /// containers and throws on the second occurrence of a key.
 json parseStrict(const std::string &text, const std::string &source) {
+  // nlohmann recurses per level when it dumps, destroys or reports on a
+  // value: bound the nesting before it sees the text.
+  if (std::optional<io::JsonPosition> at =
+          io::findExcessNesting(text, kMaxNesting, /*comments=*/true))
+    throw ConfigError(source + ":" + std::to_string(at->line) + ":" +
+                      std::to_string(at->column) +
+                      ": JSON nested deeper than " +
+                      std::to_string(kMaxNesting) +
+                      " arrays and objects (the limit for a ds_config, whose "
+                      "own keys nest 4 deep)");
   std::vector<Frame> frames;
   auto noteElement = [&frames] {
     if (!frames.empty() && frames.back().isArray)
@@ -144,26 +190,29 @@ json parseStrict(const std::string &text, const std::string &source) {
     return json::parse(text, callback, /*allow_exceptions=*/true,
                        /*ignore_comments=*/true);
   } catch (const json::parse_error &e) {
-    // Line and column of the byte nlohmann stopped at (1-based).
-    size_t byte = std::min<size_t>(e.byte, text.size() + 1);
-    size_t line = 1, column = 1;
-    for (size_t i = 0; i + 1 < byte; ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        column = 1;
-      } else {
-        ++column;
-      }
-    }
+    // e.byte is 1-based: the byte nlohmann stopped at.
+    std::string position = lineColumn(text, e.byte == 0 ? 0 : e.byte - 1);
     // Keep nlohmann's description, without its own position prefix.
     std::string what = e.what();
     size_t at = what.find("column ");
     size_t colon = at == std::string::npos ? at : what.find(": ", at);
     std::string detail =
         colon == std::string::npos ? what : what.substr(colon + 2);
-    throw ConfigError(source + ":" + std::to_string(line) + ":" +
-                      std::to_string(column) +
-                      ": JSON syntax error: " + detail);
+    throw ConfigError(source + ":" + position + ": JSON syntax error: " +
+                      detail);
+  } catch (const json::out_of_range &e) {
+    // A number beyond double's range (1e400): nlohmann names only the
+    // token, so the open containers give its key path.
+    std::string what = e.what();
+    size_t open = what.find('\''), close = what.rfind('\'');
+    std::string token = open < close ? what.substr(open + 1, close - open - 1)
+                                     : std::string("a number");
+    std::string path = pendingPath(frames);
+    throw ConfigError(source + ": " + (path.empty() ? "" : "'" + path + "': ") +
+                      token + " is out of range (a number must fit in a "
+                              "double)");
+  } catch (const json::exception &e) {
+    throw ConfigError(source + ": JSON error: " + e.what());
   }
 }
 
@@ -199,6 +248,12 @@ public:
 
   bool has(const std::string &key) const { return obj_.contains(key); }
 
+  std::optional<std::string> firstKey() const {
+    if (obj_.empty())
+      return std::nullopt;
+    return obj_.begin().key();
+  }
+
   /// Rejects keys not in `known`. `explain` may turn a key into a more
   /// specific message (e.g. one that belongs to another optimizer).
   template <typename Explain>
@@ -230,42 +285,64 @@ public:
     return has(key) ? object(key) : Section(source_, empty, path(key));
   }
 
+  /// A real number. dsrt trains in float32, so a value beyond float32's
+  /// range would silently become infinite there.
   std::optional<double> number(const std::string &key) const {
     if (!has(key))
       return std::nullopt;
     const json &v = obj_.at(key);
     if (!v.is_number())
       fail("'" + path(key) + "' must be a number, got " + shown(v));
-    return v.get<double>();
+    double d = v.get<double>();
+    if (!(std::fabs(d) <= FLT_MAX))
+      fail("'" + path(key) + "' must lie within float32's range (+-" +
+           formatNumber(FLT_MAX) + ": dsrt trains in float32), got " +
+           formatNumber(d));
+    return d;
   }
 
-  std::optional<int64_t> integer(const std::string &key) const {
-    if (!has(key))
-      return std::nullopt;
-    const json &v = obj_.at(key);
-    if (!v.is_number_integer() ||
-        (v.is_number_unsigned() &&
-         v.get<uint64_t>() >
-             static_cast<uint64_t>(std::numeric_limits<int64_t>::max())))
-      fail("'" + path(key) + "' must be an integer, got " + shown(v));
-    return v.get<int64_t>();
-  }
-
-  /// An integer written either as one or as a float with an integral value
+  /// An integer in [lo, hi], checked in the type the JSON holds, so that
+  /// 2^64 - 1 or 1e30 is out of range rather than wrapped or clamped. With
+  /// `integralFloats`, a float with an integral value is taken too
   /// (DeepSpeed's sizes are often written 5e8).
-  std::optional<int64_t> wholeNumber(const std::string &key) const {
+  std::optional<int64_t> count(const std::string &key, int64_t lo, int64_t hi,
+                               bool integralFloats = false) const {
     if (!has(key))
       return std::nullopt;
     const json &v = obj_.at(key);
-    if (v.is_number_float()) {
-      double d = v.get<double>();
-      // [-2^63, 2^63): exactly the doubles that convert to int64_t.
-      if (d == std::floor(d) && d >= -9223372036854775808.0 &&
-          d < 9223372036854775808.0)
-        return static_cast<int64_t>(d);
+    auto outOfRange = [&](const std::string &got) {
+      fail("'" + path(key) + "' must be between " + std::to_string(lo) +
+           " and " + std::to_string(hi) + ", got " + got);
+    };
+    auto notInteger = [&] {
       fail("'" + path(key) + "' must be an integer, got " + shown(v));
+    };
+    int64_t value = 0;
+    if (v.is_number_unsigned()) {
+      uint64_t u = v.get<uint64_t>();
+      if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        outOfRange(std::to_string(u));
+      value = static_cast<int64_t>(u);
+    } else if (v.is_number_integer()) {
+      value = v.get<int64_t>();
+    } else if (v.is_number_float()) {
+      double d = v.get<double>();
+      if (d != std::floor(d))
+        notInteger();
+      // [-2^63, 2^63): exactly the doubles that convert to int64_t. An
+      // integral value outside the range is reported as such even where
+      // floats are not taken: 99999999999999999999 parses as a float.
+      if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
+        outOfRange(formatNumber(d));
+      value = static_cast<int64_t>(d);
+      if (value >= lo && value <= hi && !integralFloats)
+        notInteger();
+    } else {
+      notInteger();
     }
-    return integer(key);
+    if (value < lo || value > hi)
+      outOfRange(std::to_string(value));
+    return value;
   }
 
   std::optional<bool> boolean(const std::string &key) const {
@@ -288,25 +365,11 @@ public:
 
   const json &raw(const std::string &key) const { return obj_.at(key); }
 
-  /// Range checks, named after the key.
+  /// Range checks of real numbers, named after the key.
   void atLeast(const std::string &key, double v, double lo) const {
     if (!(v >= lo))
       fail("'" + path(key) + "' must be >= " + formatNumber(lo) + ", got " +
            formatNumber(v));
-  }
-  void positive(const std::string &key, double v) const {
-    if (!(v > 0))
-      fail("'" + path(key) + "' must be > 0, got " + formatNumber(v));
-  }
-  /// Integer range checks: the value printed in full, never as 5e+08.
-  void atLeast(const std::string &key, int64_t v, int64_t lo) const {
-    if (v < lo)
-      fail("'" + path(key) + "' must be >= " + std::to_string(lo) + ", got " +
-           std::to_string(v));
-  }
-  void positive(const std::string &key, int64_t v) const {
-    if (v <= 0)
-      fail("'" + path(key) + "' must be > 0, got " + std::to_string(v));
   }
 
 private:
@@ -315,25 +378,80 @@ private:
   std::string path_;
 };
 
+//===--- sections dsc does not implement yet ------------------------------===//
+
+/// A mixed-precision section and its DeepSpeed keys (precision_config.py).
+struct PrecisionSection {
+  const char *name;
+  const char *precision;
+  std::vector<std::string> keys;
+};
+
+const std::vector<PrecisionSection> &precisionSections() {
+  static const std::vector<std::string> bf16Keys = {
+      "enabled", "immediate_grad_update", "check_grad_overflow",
+      "bf16_master_weights_and_grads", "bf16_optimizer_states"};
+  static const std::vector<PrecisionSection> sections = {
+      {"fp16",
+       "fp16",
+       {"enabled", "auto_cast", "loss_scale", "initial_scale_power",
+        "loss_scale_window", "hysteresis", "consecutive_hysteresis",
+        "min_loss_scale", "fp16_master_weights_and_grads"}},
+      {"bf16", "bf16", bf16Keys},
+      {"bfloat16", "bf16", bf16Keys}, // DeepSpeed's older name of bf16
+      {"torch_autocast",
+       "torch autocast",
+       {"enabled", "dtype", "lower_precision_safe_modules"}},
+  };
+  return sections;
+}
+
+/// Until issue 12 implements mixed precision, a section that enables it is
+/// an error; one that asks for nothing ("enabled" false or absent: DeepSpeed
+/// trains in fp32 then) stays accepted, keys checked so that a misspelled
+/// "enabled" is not taken for an absent one.
+void readPrecision(const Section &top, const PrecisionSection &spec) {
+  Section section = top.object(spec.name);
+  section.checkKeys(spec.keys);
+  if (section.boolean("enabled").value_or(false))
+    section.fail("'" + section.path("enabled") + "' is true, but " +
+                 spec.precision +
+                 " mixed precision is not supported yet by dsc (issue 12: "
+                 "dsc trains in float32); remove the section or set "
+                 "\"enabled\": false");
+}
+
+/// DeepSpeed's activation_checkpointing has no "enabled": each of its keys
+/// configures checkpointing, so until issue 13 implements it any key is an
+/// error (an empty section asks for nothing).
+void readActivationCheckpointing(const Section &top) {
+  Section section = top.object("activation_checkpointing");
+  if (std::optional<std::string> key = section.firstKey())
+    section.fail("'" + section.path(*key) +
+                 "': activation checkpointing is not supported yet by dsc "
+                 "(issue 13); remove the activation_checkpointing section");
+}
+
 //===--- top level --------------------------------------------------------===//
 
-const std::vector<std::string> &topLevelKeys() {
-  static const std::vector<std::string> keys = [] {
-    std::vector<std::string> k = {"train_batch_size",
-                                  "train_micro_batch_size_per_gpu",
-                                  "gradient_accumulation_steps",
-                                  "optimizer",
-                                  "scheduler",
-                                  "gradient_clipping",
-                                  "steps_per_print",
-                                  "zero_optimization",
-                                  "pipeline"};
-    for (const char *s : kDeferredSections)
-      k.push_back(s);
-    return k;
-  }();
-  return keys;
-}
+const std::vector<std::string> kTopLevelKeys = {
+    "train_batch_size",
+    "train_micro_batch_size_per_gpu",
+    "gradient_accumulation_steps",
+    "optimizer",
+    "scheduler",
+    "gradient_clipping",
+    "steps_per_print",
+    "wall_clock_breakdown",
+    "zero_optimization",
+    "pipeline",
+    // Read only to reject what they ask for (below).
+    "fp16",
+    "bf16",
+    "bfloat16",
+    "torch_autocast",
+    "activation_checkpointing",
+};
 
 /// Real DeepSpeed options dsc does not implement: rejected with a message
 /// that says so instead of a spelling suggestion.
@@ -381,15 +499,12 @@ std::string nearMultiples(int64_t value, int64_t unit) {
 }
 
 void readBatch(const Section &top, int64_t worldSize, TrainConfig &cfg) {
-  std::optional<int64_t> train = top.integer("train_batch_size");
-  std::optional<int64_t> micro = top.integer("train_micro_batch_size_per_gpu");
-  std::optional<int64_t> gas = top.integer("gradient_accumulation_steps");
-  if (train)
-    top.positive("train_batch_size", *train);
-  if (micro)
-    top.positive("train_micro_batch_size_per_gpu", *micro);
-  if (gas)
-    top.positive("gradient_accumulation_steps", *gas);
+  std::optional<int64_t> train =
+      top.count("train_batch_size", 1, kMaxTrainBatch);
+  std::optional<int64_t> micro =
+      top.count("train_micro_batch_size_per_gpu", 1, kMaxMicroBatch);
+  std::optional<int64_t> gas =
+      top.count("gradient_accumulation_steps", 1, kMaxGradAccumSteps);
   if (!train && !micro)
     top.fail("either train_batch_size or train_micro_batch_size_per_gpu "
              "needs to be provided");
@@ -403,7 +518,8 @@ void readBatch(const Section &top, int64_t worldSize, TrainConfig &cfg) {
   // DeepSpeedConfig._set_batch_related_parameters derives the missing value
   // by floor division and lets _batch_assertion catch the remainder; here a
   // division that is not exact is the error, stated as such.
-  auto derive = [&](const char *derived, const char *divisorKey,
+  // A derived value is bounded like a given one: it is as much a loop count.
+  auto derive = [&](const char *derived, int64_t max, const char *divisorKey,
                     int64_t divisor, const char *note) {
     std::string unitText = std::string(divisorKey) + " " +
                            std::to_string(divisor) + note + " x " + ranks;
@@ -416,17 +532,23 @@ void readBatch(const Section &top, int64_t worldSize, TrainConfig &cfg) {
                std::to_string(*unit) + "), so " + derived +
                " cannot be derived: set train_batch_size to " +
                nearMultiples(*train, *unit));
-    return *train / *unit;
+    int64_t value = *train / *unit;
+    if (value > max)
+      top.fail("train_batch_size " + std::to_string(*train) + " / (" +
+               unitText + ") gives " + derived + " " + std::to_string(value) +
+               ", but it must be between 1 and " + std::to_string(max) +
+               ": lower train_batch_size or raise " + divisorKey);
+    return value;
   };
 
   if (train && micro && !gas) {
-    gas = derive("gradient_accumulation_steps",
+    gas = derive("gradient_accumulation_steps", kMaxGradAccumSteps,
                  "train_micro_batch_size_per_gpu", *micro, "");
   } else if (train && !micro) {
     bool defaulted = !gas;
     if (defaulted)
       gas = 1;
-    micro = derive("train_micro_batch_size_per_gpu",
+    micro = derive("train_micro_batch_size_per_gpu", kMaxMicroBatch,
                    "gradient_accumulation_steps", *gas,
                    defaulted ? " (the default)" : "");
   }
@@ -440,6 +562,10 @@ void readBatch(const Section &top, int64_t worldSize, TrainConfig &cfg) {
       perRank ? times(*perRank, worldSize) : std::nullopt;
   if (!product)
     tooLarge(productText);
+  if (*product > kMaxTrainBatch)
+    top.fail(productText + " (= " + std::to_string(*product) +
+             ") is more than " + std::to_string(kMaxTrainBatch) +
+             ", the largest train_batch_size");
   if (!train) {
     if (!gas)
       gas = 1;
@@ -547,9 +673,7 @@ void readPipeline(const Section &top, PipelineConfig &p) {
   p = PipelineConfig();
   if (pipe.has("stages") && !(pipe.raw("stages").is_string() &&
                               pipe.raw("stages").get<std::string>() == "auto")) {
-    std::optional<int64_t> stages = pipe.integer("stages");
-    pipe.positive("stages", *stages);
-    p.stages = *stages;
+    p.stages = *pipe.count("stages", 1, kMaxPipelineStages);
   }
   auto choice = [&](const std::string &key, std::string &field,
                     const std::vector<std::string> &options) {
@@ -563,14 +687,30 @@ void readPipeline(const Section &top, PipelineConfig &p) {
   };
   choice("partition_method", p.partitionMethod, {"uniform", "parameters", "cost"});
   choice("schedule", p.schedule, {"1f1b", "zb-h1"});
+  // DeepSpeed's "partition" is the same choice as dsc's partition_method;
+  // its default "best" leaves dsc's default (cost).
   std::string partition;
   choice("partition", partition, {"best", "uniform", "parameters"});
-  if (std::optional<int64_t> interval = pipe.integer("activation_checkpoint_interval"))
-    if (*interval != 0)
-      pipe.fail("'" + pipe.path("activation_checkpoint_interval") +
-                "' is not supported yet by dsc (activation checkpointing is planned "
-                "separately); remove it or set 0");
-  pipe.boolean("seed_layers");
+  if (!partition.empty() && partition != "best") {
+    if (pipe.has("partition_method") && p.partitionMethod != partition)
+      pipe.fail("'" + pipe.path("partition") + "' is '" + partition + "' but '" +
+                pipe.path("partition_method") + "' is '" + p.partitionMethod +
+                "': they are the same setting, give only one");
+    p.partitionMethod = partition;
+  }
+  std::optional<int64_t> interval = pipe.count(
+      "activation_checkpoint_interval", 0, std::numeric_limits<int64_t>::max());
+  if (interval.value_or(0) != 0)
+    pipe.fail("'" + pipe.path("activation_checkpoint_interval") +
+              "' is not supported yet by dsc (activation checkpointing is issue "
+              "13); remove it or set 0");
+  if (pipe.boolean("seed_layers").value_or(false))
+    pipe.fail("'" + pipe.path("seed_layers") +
+              "' is not supported: dsc takes the initial weights from the ONNX "
+              "model instead of initializing layers; remove it or set false");
+  // Activations and gradients between stages are partitioned over the
+  // tensor-parallel group; without tensor parallelism (DeepSpeed's
+  // is_model_parallel false) either value computes the same.
   pipe.boolean("pipe_partitioned");
   pipe.boolean("grad_partitioned");
 }
@@ -597,12 +737,8 @@ void readZero(const Section &top, ZeroConfig &z) {
   });
 
   z = ZeroConfig();
-  if (std::optional<int64_t> stage = zero.integer("stage")) {
-    if (*stage < 0 || *stage > 3)
-      zero.fail("'zero_optimization.stage' must be 0, 1, 2 or 3, got " +
-                std::to_string(*stage));
+  if (std::optional<int64_t> stage = zero.count("stage", 0, 3))
     z.stage = static_cast<int>(*stage);
-  }
   z.overlapCommSetting = zero.boolean("overlap_comm");
   z.contiguousGradients =
       zero.boolean("contiguous_gradients").value_or(z.contiguousGradients);
@@ -623,14 +759,10 @@ void readZero(const Section &top, ZeroConfig &z) {
                   "give only one");
       name = synonym;
     }
-    std::optional<int64_t> v = zero.wholeNumber(name);
-    if (!v)
-      return;
-    if (strictly)
-      zero.positive(name, *v);
-    else
-      zero.atLeast(name, *v, int64_t(0));
-    field = *v;
+    if (std::optional<int64_t> v = zero.count(name, strictly ? 1 : 0,
+                                              kMaxElements,
+                                              /*integralFloats=*/true))
+      field = *v;
   };
   size("reduce_bucket_size", z.reduceBucketSize, true);
   size("allgather_bucket_size", z.allgatherBucketSize, true);
@@ -766,6 +898,7 @@ struct ParamSpec {
   const char *defaultFrom = nullptr; // another param, or "optimizer.lr"
   bool strictlyPositive = false;     // > 0 rather than the usual >= 0
   bool anySign = false;              // no lower bound at all
+  bool momentum = false;             // a beta: < 1 as well
 };
 
 struct ScheduleSpec {
@@ -789,8 +922,8 @@ const std::vector<ScheduleSpec> &scheduleSpecs() {
   static const std::vector<ScheduleSpec> specs = [] {
     ParamSpec rtStep{"lr_range_test_step_size", Kind::Count, 2000};
     rtStep.strictlyPositive = true;
+    // Not anySign, unlike DeepSpeed: a negative rate drives the lr below 0.
     ParamSpec rtRate{"lr_range_test_step_rate", Kind::Number, 1.0};
-    rtRate.anySign = true;
 
     ParamSpec minLr{"cycle_min_lr", Kind::Number, 0};
     minLr.required = true;
@@ -804,13 +937,14 @@ const std::vector<ScheduleSpec> &scheduleSpecs() {
     ParamSpec secondStairs{"cycle_second_stair_count", Kind::Count, 0};
     secondStairs.defaultFrom = "cycle_first_stair_count";
     ParamSpec minMom{"cycle_min_mom", Kind::Number, 0.8};
-    minMom.anySign = true;
+    minMom.momentum = true;
     ParamSpec maxMom{"cycle_max_mom", Kind::Number, 0.9};
-    maxMom.anySign = true;
+    maxMom.momentum = true;
     ParamSpec decayMom{"decay_mom_rate", Kind::Number, 0};
     decayMom.anySign = true;
+    // Not anySign, unlike DeepSpeed: lr = min_lr / (1 + rate * t) divides by
+    // zero, then turns negative, for a negative rate.
     ParamSpec decayLr{"decay_lr_rate", Kind::Number, 0};
-    decayLr.anySign = true;
 
     ParamSpec warmupMax{"warmup_max_lr", Kind::Number, 0};
     warmupMax.defaultFrom = "optimizer.lr";
@@ -938,7 +1072,9 @@ void readScheduler(const Section &top, const OptimizerConfig &opt,
     case Kind::Count: {
       std::optional<double> v;
       if (p.kind == Kind::Count) {
-        if (std::optional<int64_t> i = params.integer(p.name))
+        // Step counts are kept as doubles: bounded so they stay exact.
+        if (std::optional<int64_t> i =
+                params.count(p.name, p.strictlyPositive ? 1 : 0, kMaxSteps))
           v = double(*i);
       } else {
         v = params.number(p.name);
@@ -946,10 +1082,12 @@ void readScheduler(const Section &top, const OptimizerConfig &opt,
       if (!v && p.required)
         params.fail("'" + params.path(p.name) + "' is required by " + s.type);
       if (v) {
-        if (p.strictlyPositive)
-          params.positive(p.name, *v);
-        else if (!p.anySign)
+        if (p.kind == Kind::Number && !p.anySign)
           params.atLeast(p.name, *v, 0);
+        if (p.momentum && !(*v < 1))
+          params.fail("'" + params.path(p.name) +
+                      "' must lie in [0, 1) (it becomes Adam's beta1), got " +
+                      formatNumber(*v));
         s.params[p.name] = *v;
       } else if (!p.defaultFrom) {
         s.params[p.name] = p.defaultValue;
@@ -1012,7 +1150,7 @@ bool TrainConfig::operator==(const TrainConfig &o) const {
          gradientClipping == o.gradientClipping &&
          stepsPerPrint == o.stepsPerPrint && optimizer == o.optimizer &&
          scheduler == o.scheduler && zero == o.zero && pipeline == o.pipeline &&
-         deferred == o.deferred;
+         wallClockBreakdown == o.wallClockBreakdown;
 }
 
 TrainConfig defaultConfig() { return TrainConfig(); }
@@ -1027,7 +1165,7 @@ TrainConfig parseDsConfig(const std::string &jsonText,
     throw ConfigError(sourceName + ": the top level must be a JSON object, " +
                       "got " + shown(root));
   Section top(sourceName, root, "");
-  top.checkKeys(topLevelKeys(), [&](const std::string &key) -> std::string {
+  top.checkKeys(kTopLevelKeys, [&](const std::string &key) -> std::string {
     if (std::find(kUnsupportedDeepSpeedKeys.begin(),
                   kUnsupportedDeepSpeedKeys.end(),
                   key) != kUnsupportedDeepSpeedKeys.end())
@@ -1040,10 +1178,7 @@ TrainConfig parseDsConfig(const std::string &jsonText,
   readBatch(top, worldSize, cfg);
   cfg.gradientClipping = top.number("gradient_clipping").value_or(0.0);
   top.atLeast("gradient_clipping", cfg.gradientClipping, 0);
-  if (std::optional<int64_t> spp = top.integer("steps_per_print")) {
-    top.positive("steps_per_print", double(*spp));
-    cfg.stepsPerPrint = *spp;
-  }
+  cfg.stepsPerPrint = top.count("steps_per_print", 1, kMaxSteps).value_or(0);
   if (top.has("optimizer"))
     readOptimizer(top, cfg.optimizer);
   if (top.has("scheduler"))
@@ -1052,19 +1187,40 @@ TrainConfig parseDsConfig(const std::string &jsonText,
     readZero(top, cfg.zero);
   if (top.has("pipeline"))
     readPipeline(top, cfg.pipeline);
-  for (const char *section : kDeferredSections)
-    if (top.has(section))
-      cfg.deferred[section] = top.raw(section).dump();
+  cfg.wallClockBreakdown =
+      top.boolean("wall_clock_breakdown").value_or(false);
+  if (top.has("bf16") && top.has("bfloat16"))
+    top.fail("'bf16' and 'bfloat16' are the same section (DeepSpeed's older "
+             "name): give only one");
+  for (const PrecisionSection &section : precisionSections())
+    if (top.has(section.name))
+      readPrecision(top, section);
+  if (top.has("activation_checkpointing"))
+    readActivationCheckpointing(top);
   return cfg;
 }
 
 TrainConfig loadDsConfig(const std::string &path, int64_t worldSize) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ConfigError(path + ": is a directory, not a DeepSpeed config");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw ConfigError(path + ": cannot open the DeepSpeed config");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parseDsConfig(text.str(), path, worldSize);
+  // Read through a bound rather than by size: --config <(...) is a pipe, and
+  // /dev/zero would otherwise be read until memory runs out.
+  std::string text;
+  char chunk[65536];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    text.append(chunk, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxConfigBytes)
+      throw ConfigError(path + ": larger than " +
+                        std::to_string(kMaxConfigBytes >> 20) +
+                        " MiB, not a DeepSpeed config");
+  }
+  if (in.bad())
+    throw ConfigError(path + ": cannot read the DeepSpeed config");
+  return parseDsConfig(text, path, worldSize);
 }
 
 std::string toJson(const TrainConfig &cfg) {
@@ -1075,6 +1231,7 @@ std::string toJson(const TrainConfig &cfg) {
   root["gradient_clipping"] = cfg.gradientClipping;
   if (cfg.stepsPerPrint > 0)
     root["steps_per_print"] = cfg.stepsPerPrint;
+  root["wall_clock_breakdown"] = cfg.wallClockBreakdown;
 
   const OptimizerConfig &o = cfg.optimizer;
   ordered_json op;
@@ -1138,8 +1295,6 @@ std::string toJson(const TrainConfig &cfg) {
     pj["schedule"] = cfg.pipeline.schedule;
     root["pipeline"] = pj;
   }
-  for (const auto &[name, text] : cfg.deferred)
-    root[name] = ordered_json::parse(text);
   return root.dump(2);
 }
 

@@ -28,6 +28,16 @@
 //    defaults above (lr 1e-3, decoupled weight decay 0).
 //  * steps_per_print defaults to none (0 here): recent DeepSpeed prints
 //    nothing unless asked (older releases defaulted to 10).
+//  * wall_clock_breakdown: true asks for DeepSpeed's per-phase timers; dsrt
+//    honours it with its per-op timing (--profile), see
+//    TrainConfig::wallClockBreakdown.
+//  * Not implemented yet, and never silently ignored: "fp16", "bf16" (and
+//    its older name "bfloat16") and "torch_autocast" with "enabled": true
+//    are errors saying mixed precision is not supported yet (issue 12); a
+//    section that asks for nothing ("enabled" false or absent) is accepted,
+//    its keys checked. Any key under "activation_checkpointing" is an error
+//    saying it is not supported yet (issue 13), as is
+//    pipeline.activation_checkpoint_interval other than 0.
 //  * zero_optimization: DeepSpeedZeroConfig's keys and defaults
 //    (deepspeed/runtime/zero/config.py), see ZeroConfig. Sizes count elements
 //    and may be written as floats with an integral value (5e8), as DeepSpeed
@@ -46,12 +56,23 @@
 // optimizer.params, scheduler, scheduler.params, zero_optimization) is an
 // error with a "did you mean" suggestion instead of being ignored or failing
 // deep inside Python; an unknown warmup_type is an error instead of a warning
-// that falls back to "log". JSON comments (// and /* */) are accepted, the rest of hjson is not.
+// that falls back to "log". JSON comments (// and /* */) are accepted, the
+// rest of hjson is not.
+//
+// Hostile input: every error is a ConfigError naming the source and the key
+// path, never a JSON-library exception or a crash. A text nested deeper than
+// kMaxNesting is rejected before it is parsed (the JSON library recurses per
+// level); a number beyond double's range (1e400) is an error naming its key;
+// real numbers must lie within float32's range (dsrt trains in float32) and
+// the betas and OneCycle's momenta in [0, 1); counts and sizes are
+// range-checked in the type the JSON holds, against the bounds below, so
+// that no loop count or product formed from them can wrap or run for ever.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSRT_CONFIG_DSCONFIG_H
 #define DSRT_CONFIG_DSCONFIG_H
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -144,20 +165,40 @@ struct ZeroConfig {
   bool operator!=(const ZeroConfig &o) const { return !(*this == o); }
 };
 
-/// Top-level ds_config sections that are accepted but not interpreted yet.
-/// Each entry is handled by a later issue, which moves it out of this table.
-/// TrainConfig::deferred keeps their JSON text so nothing is lost meanwhile.
-inline constexpr const char *kDeferredSections[] = {
-    "fp16",                     // fp16 mixed precision, loss scaling
-    "bf16",                     // bf16 mixed precision
-    "activation_checkpointing", // recomputation
-    "wall_clock_breakdown",     // per-phase timers
-};
+// Bounds of what a ds_config may ask for. Each is far beyond any real run
+// and keeps the products dsc and dsrt form from these values (samples per
+// step, bytes per bucket, steps x samples) far from int64 overflow.
+
+/// Samples per rank in one micro-batch (train_micro_batch_size_per_gpu).
+inline constexpr int64_t kMaxMicroBatch = int64_t(1) << 24;
+/// Micro-batches per step (gradient_accumulation_steps): a loop per step,
+/// unrolled by a pipeline schedule.
+inline constexpr int64_t kMaxGradAccumSteps = int64_t(1) << 20;
+/// Samples per step over all ranks (train_batch_size).
+inline constexpr int64_t kMaxTrainBatch = kMaxMicroBatch * kMaxGradAccumSteps;
+/// pipeline.stages: one rank per stage.
+inline constexpr int64_t kMaxPipelineStages = 1024;
+/// ZeRO bucket sizes and thresholds, in elements (DeepSpeed's examples go up
+/// to 1e12); their size in bytes still fits in int64.
+inline constexpr int64_t kMaxElements = int64_t(1) << 53;
+/// Step counts (steps_per_print, scheduler steps): SchedulerConfig keeps them
+/// as doubles, exact up to 2^53.
+inline constexpr int64_t kMaxSteps = int64_t(1) << 53;
+/// Arrays and objects nested in a ds_config text; DeepSpeed's own keys nest 4
+/// deep (optimizer.params.betas[0] counts the top level).
+inline constexpr size_t kMaxNesting = 64;
+/// A ds_config file's size: DeepSpeed's are a few KiB.
+inline constexpr size_t kMaxConfigBytes = size_t(16) << 20;
 
 /// The "pipeline" section. DeepSpeed's keys (stages, partition,
 /// seed_layers, activation_checkpoint_interval, pipe_partitioned,
 /// grad_partitioned) plus dsc's partition_method and schedule. The number
 /// of micro-batches is gradient_accumulation_steps, as in DeepSpeed.
+/// DeepSpeed's "partition" ("uniform", "parameters", or "best": dsc's cost)
+/// sets partitionMethod too; seed_layers: true (per-layer seeded
+/// initialization) is an error, since dsc takes the weights from the model;
+/// pipe_partitioned and grad_partitioned only matter under tensor
+/// parallelism, which dsc does not have, so either value is accepted.
 struct PipelineConfig {
   int64_t stages = 1;                    // 1: no pipeline
   std::string partitionMethod = "cost";  // uniform | parameters | cost
@@ -176,12 +217,13 @@ struct TrainConfig {
   int64_t worldSize = 1;
   double gradientClipping = 0.0; // 0 = off
   int64_t stepsPerPrint = 0;     // 0 = never
+  /// wall_clock_breakdown: DeepSpeed's per-phase timers; dsrt reports its
+  /// per-op and per-phase timing (as with --profile) when it is set.
+  bool wallClockBreakdown = false;
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
   ZeroConfig zero;
   PipelineConfig pipeline;
-  /// kDeferredSections present in the file -> their JSON text (compact).
-  std::map<std::string, std::string> deferred;
 
   bool operator==(const TrainConfig &o) const;
   bool operator!=(const TrainConfig &o) const { return !(*this == o); }
@@ -199,7 +241,8 @@ TrainConfig parseDsConfig(const std::string &jsonText,
                           const std::string &sourceName = "ds_config.json",
                           int64_t worldSize = 1);
 
-/// Reads and parses the file at `path` (named by its path in errors).
+/// Reads and parses the file at `path` (named by its path in errors); a
+/// file larger than kMaxConfigBytes is refused.
 TrainConfig loadDsConfig(const std::string &path, int64_t worldSize = 1);
 
 /// Canonical form: a ds_config with every default written out (pretty

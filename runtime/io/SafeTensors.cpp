@@ -1,6 +1,8 @@
 //===- SafeTensors.cpp - safetensors files --------------------------------===//
 #include "runtime/io/SafeTensors.h"
 
+#include "runtime/io/JsonLimits.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -14,6 +16,9 @@ using ordered_json = nlohmann::ordered_json;
 
 /// The reference implementation refuses headers above 100 MB.
 constexpr uint64_t kMaxHeaderSize = 100'000'000;
+/// A valid header nests 3 deep (header, tensor, shape); nlohmann recurses per
+/// level, so a crafted header is stopped long before the stack is at risk.
+constexpr size_t kMaxHeaderNesting = 64;
 const char *const kMetadataKey = "__metadata__";
 
 struct DTypeName {
@@ -37,6 +42,12 @@ const char *nameOf(DType dtype) {
 /// Parses the header, rejecting a repeated key (nlohmann would keep the last
 /// one, silently dropping a tensor).
 json parseHeader(const std::string &path, const std::string &text) {
+  if (std::optional<JsonPosition> at =
+          findExcessNesting(text, kMaxHeaderNesting, /*comments=*/false))
+    throw IoError(path + ": header nests arrays and objects deeper than " +
+                  std::to_string(kMaxHeaderNesting) + " levels at byte " +
+                  std::to_string(at->byte) +
+                  " of the header (a valid one nests 3)");
   std::vector<std::string> topKeys;
   json::parser_callback_t callback = [&](int d, json::parse_event_t event,
                                          json &parsed) {
@@ -50,7 +61,8 @@ json parseHeader(const std::string &path, const std::string &text) {
   };
   try {
     return json::parse(text, callback);
-  } catch (const json::parse_error &e) {
+  } catch (const json::exception &e) {
+    // parse_error, and out_of_range for a number beyond double's range.
     throw IoError(path + ": header is not valid JSON: " + e.what());
   }
 }

@@ -7,6 +7,8 @@
 // Reading checks what the reference implementation checks: tensors tile the
 // data exactly (sorted by offset: no gap, no overlap, nothing left over) and
 // each tensor's byte range matches its dtype size times its element count.
+// A header nested deeper than 64 arrays and objects is refused before it is
+// parsed (a valid one nests 3; the JSON library recurses per level).
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSRT_IO_SAFETENSORS_H

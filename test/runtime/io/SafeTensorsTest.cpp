@@ -230,3 +230,56 @@ TEST(SafeTensors, EmptyFileHasNoTensors) {
   EXPECT_EQ(test::readBytes(path), fileBytes("{}      ", ""));
   EXPECT_TRUE(SafeTensorsFile::open(path).tensors().empty());
 }
+
+/// A header nested 100,000 levels deep overflowed the stack inside the JSON
+/// library; the nesting is bounded before parsing, closed or not.
+TEST(SafeTensors, DeepNestingIsRefusedBeforeParsing) {
+  TestDir dir;
+  std::string path = dir.file("deep.safetensors");
+  const size_t levels = 100'000;
+  std::string prefix = R"({"__metadata__":{"a":"b"},"x":)";
+  std::string deepDtype = R"({"a":{"shape":[1],"data_offsets":[0,4],"dtype":)" +
+                          std::string(levels, '[') + std::string(levels, ']') +
+                          "}}";
+  for (const std::string &header :
+       {deepDtype, // its error message printed the dtype: a recursive dump
+        prefix + std::string(levels, '[') + std::string(levels, ']') + "}",
+        prefix + std::string(levels, '['),
+        std::string(levels / 2, '{') + "\"a\":" +
+            std::string(levels / 2, '{')}) {
+    test::writeBytes(path, fileBytes(header, ""));
+    std::string error = errorOf(path);
+    EXPECT_EQ(error.rfind(path + ": header nests arrays and objects deeper "
+                                 "than 64 levels at byte ",
+                          0),
+              0u)
+        << error;
+  }
+  // The level past the limit is named by its byte: the first '[', at offset
+  // prefix.size(), opens level 2, so the 64th opens level 65.
+  test::writeBytes(path, fileBytes(prefix + std::string(levels, '['), ""));
+  EXPECT_EQ(errorOf(path),
+            path + ": header nests arrays and objects deeper than 64 levels "
+                   "at byte " +
+                std::to_string(prefix.size() + 63) +
+                " of the header (a valid one nests 3)");
+  // Brackets inside strings, escaped quotes included, do not nest.
+  std::string quoted = "\\\"" + std::string(levels, '[');
+  test::writeBytes(path,
+                   fileBytes(R"({"__metadata__":{"a":")" + quoted + "\"}}", ""));
+  EXPECT_EQ(SafeTensorsFile::open(path).metadata().at("a"),
+            "\"" + std::string(levels, '['));
+}
+
+/// A number beyond double's range escaped as a raw JSON-library exception.
+TEST(SafeTensors, NumberOutOfRangeIsAnIoError) {
+  TestDir dir;
+  std::string path = dir.file("huge.safetensors");
+  test::writeBytes(
+      path,
+      fileBytes(R"({"a":{"dtype":"F32","shape":[1e400],"data_offsets":[0,4]}})",
+                std::string(4, '\0')));
+  std::string error = errorOf(path);
+  EXPECT_EQ(error.rfind(path + ": header is not valid JSON: ", 0), 0u) << error;
+  EXPECT_NE(error.find("1e400"), std::string::npos) << error;
+}
