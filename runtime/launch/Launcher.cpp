@@ -19,6 +19,8 @@
 #include "runtime/io/FileUtil.h"
 #include "runtime/io/Metrics.h"
 #include "runtime/io/OutputDir.h"
+#include "runtime/config/CliChecks.h"
+#include "runtime/plan/Limits.h"
 
 #include "plan.pb.h"
 
@@ -401,11 +403,13 @@ void LaunchOptions::addTo(CLI::App &app) {
   app.add_option_function<int64_t>(
          "--num_nodes", [this](const int64_t &n) { selection.numNodes = n; },
          "use the first N hosts of the hostfile")
+      ->check(cli::integer<int64_t>(1, limits::kMaxRanks))
       ->group(group);
   app.add_option_function<int64_t>(
          "--num_ranks", [this](const int64_t &n) { selection.numRanks = n; },
          "the TOTAL number of ranks, taken in hostfile order (DeepSpeed's --num_gpus "
          "counts per node); it must equal the plan's dp (x pp for a pipeline plan)")
+      ->check(cli::integer<int64_t>(1, limits::kMaxRanks))
       ->group(group);
 }
 
@@ -808,8 +812,26 @@ SuperviseResult superviseMpirun(const std::vector<std::string> &command,
   if (signal)
     return {false, std::string("interrupted by ") + (signal == SIGINT ? "SIGINT" : "SIGTERM") +
                        ": " + stopped};
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    // mpirun can exit 0 without having run a rank (a broken installation, a
+    // wrapper script): every rank on this machine must have left its exit
+    // status, 0, in the run folder (remote ranks write theirs elsewhere).
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      if (!isLocalHost(ranks[r].host))
+        continue;
+      std::ifstream in(runDir + "/ranks/" + std::to_string(r) + ".exit");
+      int rankStatus = -1;
+      if (!(in >> rankStatus))
+        return {false, "mpirun exited with status 0, but rank " + std::to_string(r) +
+                           " never ran to its end (no " + runDir + "/ranks/" +
+                           std::to_string(r) + ".exit): the run did not happen; " + stopped};
+      if (rankStatus != 0)
+        return {false, "rank " + std::to_string(r) + " exited with status " +
+                           std::to_string(rankStatus) + " though mpirun reported success; " +
+                           stopped};
+    }
     return {true, ""};
+  }
   if (const std::optional<RankFailure> &failure = mpirunStderr.failure())
     return {false, describeFailure(*failure, ranks, logsDir)};
   // mpirun says only "1 process returned a non-zero exit code" when a rank
@@ -906,6 +928,20 @@ std::optional<int> launchIfNeeded(const LaunchOptions &options, const LaunchRequ
     for (size_t r = 0; r < need; ++r)
       ranks.push_back({"localhost", int(r)});
   }
+
+  // What this machine can run: ranks beyond a few per core only thrash
+  // (and a plan for --dp 100000 would start 100000 processes).
+  size_t here = 0;
+  for (const RankSlot &r : ranks)
+    here += !fromHostfile || isLocalHost(r.host);
+  int cores = availableCores();
+  if (here > size_t(limits::kMaxRanksPerCore) * size_t(cores))
+    throw LaunchError("the plan needs " + plural(need, "rank", "ranks") + " and " +
+                      std::to_string(here) + " of them would run on this machine, which has " +
+                      plural(size_t(cores), "core", "cores") + ": dsrt starts at most " +
+                      std::to_string(limits::kMaxRanksPerCore) +
+                      " ranks per core; give a --hostfile with more machines, or recompile with " +
+                      planRanks->recompileFor(size_t(limits::kMaxRanksPerCore) * size_t(cores)));
 
   MpirunSetup setup;
   setup.mpirun = findOnPath("mpirun");

@@ -13,8 +13,10 @@
 #include "frontends/onnx/OnnxImporter.h"
 #include "passes/EmitPlan.h"
 #include "passes/Passes.h"
+#include "runtime/config/CliChecks.h"
 #include "runtime/config/DsConfig.h"
 #include "runtime/io/OutputDir.h"
+#include "runtime/plan/Limits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -232,21 +234,24 @@ int main(int argc, char **argv) {
                  "optimizer, scheduler, gradient clipping");
   app.add_option("--loss", loss, "graph output to train on (default: the single scalar output)");
   app.add_option("--batch-size", batchSizeText,
-                 "value for a dynamic dimension 0 of every input");
+                 "value for a dynamic dimension 0 of every input")
+      ->check(dsrt::cli::integer<int64_t>(1, int64_t(1) << 31));
   app.add_option("--input-shape", inputShapes, "static shape of an input: NAME=DxDx...");
+  using dsrt::cli::integer;
+  using dsrt::limits::kMaxRanks;
   app.add_option("--dp", dp, "data-parallel ranks the plan runs on (default 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(integer<int64_t>(1, kMaxRanks));
   app.add_option("--zero", zeroStage,
                  "ZeRO stage 0-3 (overrides zero_optimization.stage of the config)")
-      ->check(CLI::Range(0, 3));
+      ->check(integer<int64_t>(0, 3));
   app.add_option("--pp", pp,
                  "pipeline stages (overrides pipeline.stages of the config; the plan runs "
                  "on pp x dp ranks)")
-      ->check(CLI::PositiveNumber);
+      ->check(integer<int64_t>(1, dsrt::config::kMaxPipelineStages));
   app.add_option("--micro-batches", microBatches,
                  "micro-batches per step (overrides gradient_accumulation_steps; with --pp "
                  "and no config the default is 2 x pp)")
-      ->check(CLI::PositiveNumber);
+      ->check(integer<int64_t>(1, dsrt::config::kMaxGradAccumSteps));
   app.add_option("--schedule", schedule,
                  "pipeline schedule: 1f1b (the default) or zb-h1 (zero-bubble H1)")
       ->check(CLI::IsMember({"1f1b", "zb-h1"}));
@@ -256,7 +261,8 @@ int main(int argc, char **argv) {
   app.add_flag("--explain", doExplain,
                "print a summary (inputs, parameters, cost per op kind) instead of the IR");
   app.add_option("--elide-constants", elide,
-                 "print constants with more elements than this elided (0: never)");
+                 "print constants with more elements than this elided (0: never)")
+      ->check(integer<int64_t>(0));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {
@@ -265,11 +271,12 @@ int main(int argc, char **argv) {
     llvm::errs() << "dsc: error: " << e.what() << " (see dsc --help)\n";
     return 1;
   }
-  int64_t batchSize = 0;
-  if (!batchSizeText.empty() &&
-      (llvm::StringRef(batchSizeText).getAsInteger(10, batchSize) || batchSize <= 0)) {
-    llvm::errs() << "dsc: error: --batch-size '" << batchSizeText
-                 << "' must be a positive integer\n";
+  int64_t batchSize = 0; // checked by its validator
+  if (!batchSizeText.empty())
+    batchSize = std::stoll(batchSizeText);
+  if (pp && dp * *pp > kMaxRanks) {
+    llvm::errs() << "dsc: error: --pp " << *pp << " x --dp " << dp << " = " << dp * *pp
+                 << " ranks: a plan runs on at most " << kMaxRanks << "\n";
     return 1;
   }
 
@@ -328,6 +335,18 @@ int main(int argc, char **argv) {
   auto module = dsc::onnx_import::importOnnxFile(ctx, model, options);
   if (!module) {
     llvm::errs() << "dsc: error: " << llvm::toString(module.takeError()) << "\n";
+    return 1;
+  }
+
+  // --batch-size fixes a dynamic batch dimension; on a model whose batch
+  // is fixed it would change nothing, so it must agree (or it is an error).
+  if (batchSize && modelBatch(**module) != batchSize) {
+    int64_t fixed = modelBatch(**module);
+    llvm::errs() << "dsc: error: --batch-size " << batchSize << ": "
+                 << (fixed ? "the model's inputs have the fixed batch " + std::to_string(fixed)
+                           : std::string("the model has no input with a batch dimension"))
+                 << "; --batch-size sets only a dynamic dimension 0 (export the model with a "
+                    "dynamic batch, e.g. models/*.py --dynamic-batch, or drop the flag)\n";
     return 1;
   }
 

@@ -21,6 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/comm/MpiCommunicator.h"
+#include "runtime/config/CliChecks.h"
 #include "runtime/config/DsConfig.h"
 #include "runtime/core/Executor.h"
 #include "runtime/io/Metrics.h"
@@ -30,6 +31,7 @@
 #include "runtime/io/TokenFile.h"
 #include "runtime/launch/Launcher.h"
 #include "runtime/onnx/OnnxExport.h"
+#include "runtime/plan/Limits.h"
 
 #include <CLI/CLI.hpp>
 
@@ -320,13 +322,18 @@ int main(int argc, char **argv) {
                  "a folder of NAME.npy files (one per input, dim 0 = samples) or a flat token "
                  "file (uint16/uint32 ids, nanoGPT/llm.c format); without it, synthetic "
                  "random batches (a smoke test)");
-  app.add_option("--steps", steps, "optimizer steps to run");
-  app.add_option("--seed", seed, "seed of the dropout masks");
+  using dsrt::cli::integer;
+  // Checked in their own types before conversion (CLI11 would saturate an
+  // overflowing integer); threads against this machine's cores below.
+  app.add_option("--steps", steps, "optimizer steps to run")
+      ->check(integer<int64_t>(1, dsrt::limits::kMaxSteps));
+  app.add_option("--seed", seed, "seed of the dropout masks")->check(integer<uint64_t>(0));
   app.add_option("--out", out, "run folder (default: ./runs/<timestamp>)");
   app.add_option("--config", configPath,
                  "ds_config.json: steps_per_print and scheduler may change at run time; "
                  "batch, optimizer and clipping keys must match the plan");
-  app.add_option("--threads", threads, "CPU threads for the kernels (0: all cores)");
+  app.add_option("--threads", threads, "CPU threads for the kernels (0: all cores)")
+      ->check(integer<int64_t>(0, dsrt::launch::availableCores()));
   app.add_flag("--profile", profile, "print the time spent per op kind at the end");
   app.add_flag("--timeline", timeline,
                "record every instruction's start and end in the last step: "
@@ -336,7 +343,8 @@ int main(int argc, char **argv) {
                  "also write the source ONNX model with the trained weights here (weights over "
                  "2 GiB go to FILE.data beside it)");
   app.add_option("--comm-timeout", commTimeout,
-                 "seconds a collective may take before every rank aborts (under mpirun)");
+                 "seconds a collective may take before every rank aborts (under mpirun)")
+      ->check(dsrt::cli::positiveSeconds(7 * 24 * 3600));
   dsrt::launch::LaunchOptions launchOptions; // --hostfile, --include, ...
   launchOptions.addTo(app);
   try {
@@ -346,12 +354,6 @@ int main(int argc, char **argv) {
   } catch (const CLI::ParseError &e) {
     die(std::string(e.what()) + " (see dsrt --help)");
   }
-  if (steps < 1)
-    die("--steps " + std::to_string(steps) + ": must be at least 1");
-  if (threads < 0)
-    die("--threads " + std::to_string(threads) + ": must be 0 (all cores) or more");
-  if (!(commTimeout > 0))
-    die("--comm-timeout: must be more than 0 seconds");
 
   try {
     // With --hostfile or a plan for dp > 1, a dsrt that is not itself a rank
@@ -365,6 +367,12 @@ int main(int argc, char **argv) {
     bool rank0 = !comm || comm->rank() == 0; // prints and writes the results
     dsrt::Executor exec(planDir, comm.get());
     dsrt::config::TrainConfig cfg = exec.config();
+    // Every micro-batch of the run has a global index (data and dropout):
+    // steps x micro-batches x dp must fit in it.
+    if (__int128(steps) * exec.microBatches() * exec.dp() > (__int128(1) << 62))
+      die("--steps " + std::to_string(steps) + " x " + std::to_string(exec.microBatches()) +
+          " micro-batches x dp " + std::to_string(exec.dp()) +
+          " exceeds the 2^62 micro-batches a run can number; run fewer steps");
     if (!configPath.empty()) {
       // The batch relation counts data-parallel ranks (not pipeline stages).
       dsrt::config::TrainConfig given = dsrt::config::loadDsConfig(configPath, exec.dp());
@@ -372,6 +380,9 @@ int main(int argc, char **argv) {
       cfg = given;
       exec.setConfig(given);
     }
+    // ds_config's wall_clock_breakdown asks for dsrt's per-op timing.
+    if (cfg.wallClockBreakdown)
+      profile = true;
     if (threads)
       dsrt::cpu::setNumThreads((int)threads);
     // Flush denormals to zero on every kernel thread: gradients and Adam

@@ -69,6 +69,13 @@ std::vector<RankSlot> localRanks(int n) {
   return ranks;
 }
 
+/// `script`, then this rank's exit status 0 recorded in RUNDIR/ranks as
+/// dsrt's ranks record it (the launcher checks that every rank ran).
+std::string finishing(const std::string &runDir, const std::string &script) {
+  return script + "; mkdir -p " + runDir + "/ranks && echo 0 > " + runDir +
+         "/ranks/$OMPI_COMM_WORLD_RANK.exit";
+}
+
 /// mpirun running `script` with /bin/sh -c on `np` local ranks.
 std::vector<std::string> shJob(int np, const std::string &runDir, const std::string &script,
                                bool nocopy = true) {
@@ -525,6 +532,24 @@ TEST_F(LaunchDecision, OneRankRunsInProcess) {
   EXPECT_FALSE(launchIfNeeded(hostfile, request(0)));
 }
 
+/// `dsc --dp 100000` then dsrt would have started mpirun -np 100000 here.
+TEST_F(LaunchDecision, RanksBeyondWhatThisMachineCanRun) {
+  int cores = availableCores();
+  uint32_t many = uint32_t(8 * cores + 1);
+  std::string error = DSRT_ERROR_OF(LaunchError, launchIfNeeded(LaunchOptions(), request(many)));
+  EXPECT_EQ(error, "the plan needs " + std::to_string(many) + " ranks and " +
+                       std::to_string(many) + " of them would run on this machine, which has " +
+                       std::to_string(cores) + (cores == 1 ? " core" : " cores") +
+                       ": dsrt starts at most 8 ranks per core; give a --hostfile with more "
+                       "machines, or recompile with `dsc ... --dp " +
+                       std::to_string(8 * cores) + "`");
+  // A hostfile that puts them on this machine is bounded the same way.
+  LaunchOptions hostfile;
+  hostfile.hostfile = dir_.file("hosts");
+  writeBytes(hostfile.hostfile, "localhost slots=" + std::to_string(many) + "\n");
+  EXPECT_EQ(DSRT_ERROR_OF(LaunchError, launchIfNeeded(hostfile, request(many))), error);
+}
+
 TEST_F(LaunchDecision, UnderMpirunThisIsARank) {
   ScopedEnv size("OMPI_COMM_WORLD_SIZE", "2");
   ScopedEnv rank("OMPI_COMM_WORLD_RANK", "1");
@@ -680,8 +705,8 @@ protected:
 
 TEST_F(Supervise, SuccessRelaysRankZeroAndKeepsEveryRanksLogs) {
   Captured c = supervise(shJob(3, run(),
-                               "echo \"out $OMPI_COMM_WORLD_RANK\"; "
-                               "echo \"err $OMPI_COMM_WORLD_RANK\" >&2"),
+                               finishing(run(), "echo \"out $OMPI_COMM_WORLD_RANK\"; "
+                                                "echo \"err $OMPI_COMM_WORLD_RANK\" >&2")),
                          3, run());
   EXPECT_TRUE(c.result.ok) << c.result.error;
   EXPECT_EQ(c.result.error, "");
@@ -697,11 +722,27 @@ TEST_F(Supervise, SuccessRelaysRankZeroAndKeepsEveryRanksLogs) {
 
 TEST_F(Supervise, WithoutNocopyEveryRankReachesTheTerminal) {
   Captured c =
-      supervise(shJob(2, run(), "echo \"out $OMPI_COMM_WORLD_RANK\"", false), 2, run(), false);
+      supervise(shJob(2, run(), finishing(run(), "echo \"out $OMPI_COMM_WORLD_RANK\""), false), 2,
+                run(), false);
   EXPECT_TRUE(c.result.ok) << c.result.error;
   EXPECT_EQ(count(c.out, "out 0\n"), 1u);
   EXPECT_EQ(count(c.out, "out 1\n"), 1u);
   EXPECT_EQ(readBytes(run() + "/logs/1/rank.1/stdout"), "out 1\n");
+}
+
+/// An mpirun that exits 0 without running the ranks (a wrapper, a broken
+/// installation) reported success before.
+TEST_F(Supervise, SuccessWithoutRanksIsAFailure) {
+  Captured c = supervise(shJob(2, run(), "true"), 2, run());
+  EXPECT_FALSE(c.result.ok);
+  EXPECT_EQ(c.result.error, "mpirun exited with status 0, but rank 0 never ran to its end (no " +
+                                run() + "/ranks/0.exit): the run did not happen" + stopped());
+  Captured one = supervise(shJob(2, run(), "[ $OMPI_COMM_WORLD_RANK = 1 ] || { " +
+                                               finishing(run(), "true") + "; }"),
+                           2, run());
+  EXPECT_FALSE(one.result.ok);
+  EXPECT_NE(one.result.error.find("rank 1 never ran to its end"), std::string::npos)
+      << one.result.error;
 }
 
 TEST_F(Supervise, NonZeroExitStopsTheOtherRanks) {
@@ -818,7 +859,8 @@ class MpiRanks : public Supervise {
 protected:
   Captured run3(const char *mode) {
     return supervise({"mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "3", "--bind-to",
-                      "none", "--output-filename", run() + "/logs:nocopy", DSRT_MPI_CHILD, mode},
+                      "none", "--output-filename", run() + "/logs:nocopy", DSRT_MPI_CHILD, mode,
+                      run()},
                      3, run());
   }
   void expectOneErrorLine(const Captured &c) { EXPECT_EQ(c.err, "dsrt: error: rank 1 failed\n"); }

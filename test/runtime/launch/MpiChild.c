@@ -8,6 +8,8 @@
 //   exit0  exit(0) without MPI_Finalize
 //   kill   SIGKILL to itself
 // Each failing rank first prints "dsrt: error: rank 1 failed" to stderr.
+// With a run folder as argv[2], a rank that finishes records its exit
+// status 0 in RUNDIR/ranks/RANK.exit, as dsrt's ranks do.
 //
 //===----------------------------------------------------------------------===*/
 #include <mpi.h>
@@ -36,5 +38,12 @@ int main(int argc, char **argv) {
   }
   MPI_Barrier(MPI_COMM_WORLD);
   MPI_Finalize();
+  if (argc > 2) {
+    char path[4096];
+    snprintf(path, sizeof path, "mkdir -p '%s/ranks' && echo 0 > '%s/ranks/%d.exit'", argv[2],
+             argv[2], rank);
+    if (system(path) != 0)
+      return 1;
+  }
   return 0;
 }
