@@ -10,6 +10,10 @@ the scalar training loss, then calls :func:`main` here, which
   ``--seed``),
 * exports with ``torch.onnx.export(..., training=TrainingMode.TRAINING,
   do_constant_folding=False, output_names=['loss'])``,
+* records which initializers PyTorch trains (``requires_grad``) in the ONNX
+  file's metadata, key ``dsc.trainable`` (see :func:`trainable_initializers`);
+  ``--freeze PATTERN`` sets ``requires_grad=False`` on matching parameters
+  first,
 * writes a sidecar ``OUT.onnx.json`` next to the model: the model name, the
   graph input names and the resolved flags (the argparse namespace), so the
   parity reference (test/e2e/reference_train.py) can rebuild the same model.
@@ -29,6 +33,9 @@ import time
 
 DEFAULT_OPSET = 17
 SIDECAR_FORMAT = 1
+# metadata_props key: JSON list of the initializers that train (dsc reads it;
+# float initializers it does not name are frozen).
+TRAINABLE_KEY = "dsc.trainable"
 
 # Set by model_args(): build_and_export() stores its namespace here and
 # returns without exporting.
@@ -58,7 +65,32 @@ def make_parser(description, presets, default_size="tiny"):
                    help="write the example inputs to DIR/<input_name>.npy")
     p.add_argument("--external-data", action="store_true",
                    help="re-save with all tensors >= 1 KiB in OUT.onnx.data")
+    p.add_argument("--freeze", action="append", default=[], metavar="PATTERN",
+                   help="requires_grad=False for the parameters whose names match "
+                        "this fnmatch pattern (repeatable; one matching nothing is "
+                        "an error)")
     return p
+
+
+def apply_freeze(model, patterns):
+    """Sets requires_grad=False on the parameters whose names (any alias of
+    a tied parameter) match one of the fnmatch ``patterns``. A pattern that
+    matches no parameter raises ValueError."""
+    import fnmatch
+    params = {id(p) for p in model.parameters()}
+    names = {}
+    for name, p in model.state_dict(keep_vars=True).items():
+        if id(p) in params:
+            names.setdefault(id(p), (p, []))[1].append(name)
+    for pat in patterns or []:
+        hit = False
+        for p, aliases in names.values():
+            if any(fnmatch.fnmatchcase(n, pat) for n in aliases):
+                p.requires_grad_(False)
+                hit = True
+        if not hit:
+            raise ValueError("--freeze %r matches no parameter (parameters: %s)"
+                             % (pat, ", ".join(n for _, a in names.values() for n in a)))
 
 
 def resolve(args, presets, keys):
@@ -109,6 +141,8 @@ def _write_sidecar(out, model_name, input_names, args):
     for k, v in sorted(vars(args).items()):
         if isinstance(v, (bool, int, float, str)) or v is None:
             flags[k] = v
+        elif isinstance(v, list) and all(isinstance(x, str) for x in v):
+            flags[k] = list(v)
     doc = {"format": SIDECAR_FORMAT, "model": model_name,
            "inputs": list(input_names), "args": flags}
     with open(sidecar_path(out), "w") as f:
@@ -133,6 +167,64 @@ def model_args(main, argv):
         return _capture[0]
     finally:
         _capture = None
+
+
+def trainable_initializers(model, onnx_model):
+    """Names of the exported initializers that PyTorch trains.
+
+    An initializer is matched to the model's tensor by its name in the
+    state_dict (torch.onnx.export keeps those names; a tied parameter is
+    exported once, under one of its names). An initializer the export
+    renamed is matched by value against the tensors of its dtype and shape;
+    it is classified when every match agrees. Every floating-point
+    initializer must be classified: a guess here would silently train a
+    buffer or freeze a weight, so anything else raises ValueError."""
+    import numpy as np
+    import torch
+    from onnx import numpy_helper
+    sd = model.state_dict(keep_vars=True)
+    trains = {name: isinstance(t, torch.nn.Parameter) and t.requires_grad
+              for name, t in sd.items()}
+    out, unknown = [], []
+    for init in onnx_model.graph.initializer:
+        a = numpy_helper.to_array(init)
+        if a.dtype.kind != "f":
+            continue
+        if init.name in sd:
+            verdict = {trains[init.name]}
+        else:
+            verdict = {trains[n] for n, t in sd.items()
+                       if t.is_floating_point() and tuple(t.shape) == a.shape
+                       and np.array_equal(t.detach().cpu().numpy(), a)}
+        if len(verdict) != 1:
+            unknown.append("%s (%s)" % (init.name, "no tensor of the model has its value"
+                                        if not verdict else
+                                        "equal to both trained and frozen tensors"))
+            continue
+        if verdict.pop():
+            out.append(init.name)
+    if unknown:
+        raise ValueError("cannot tell whether these exported initializers train: %s"
+                         % ", ".join(unknown))
+    return out
+
+
+def _record_trainable(model, out):
+    """Writes TRAINABLE_KEY into the exported file's metadata_props."""
+    import json
+    import onnx
+    m = onnx.load_model(out)
+    names = trainable_initializers(model, m)
+    kept = [(e.key, e.value) for e in m.metadata_props if e.key != TRAINABLE_KEY]
+    del m.metadata_props[:]
+    for k, v in kept:
+        e = m.metadata_props.add()
+        e.key, e.value = k, v
+    entry = m.metadata_props.add()
+    entry.key = TRAINABLE_KEY
+    entry.value = json.dumps(names, separators=(",", ":"))
+    onnx.save_model(m, out)
+    return names
 
 
 def export(model, inputs, input_names, args):
@@ -166,6 +258,7 @@ def export(model, inputs, input_names, args):
         dynamic_axes=dynamic_axes,
     )
     t1 = time.perf_counter()
+    trained = _record_trainable(model, out)
 
     extra = ""
     if args.external_data:
@@ -174,8 +267,12 @@ def export(model, inputs, input_names, args):
     if _model_name:
         _write_sidecar(out, _model_name, input_names, args)
     nparams = sum(p.numel() for p in model.parameters())
-    print("wrote %s (%d bytes%s): %d params, opset %d, export %.2fs" % (
-        out, os.path.getsize(out), extra, nparams, args.opset, t1 - t0),
+    nfrozen = sum(p.numel() for p in model.parameters() if not p.requires_grad)
+    print("wrote %s (%d bytes%s): %d params%s, %d trainable initializers, opset %d, "
+          "export %.2fs" % (
+              out, os.path.getsize(out), extra, nparams,
+              " (%d frozen)" % nfrozen if nfrozen else "", len(trained), args.opset,
+              t1 - t0),
         file=sys.stderr)
 
 
@@ -187,6 +284,10 @@ def build_and_export(args, build_model, make_batch):
     import torch
     torch.manual_seed(args.seed)
     model = build_model(args)
+    try:
+        apply_freeze(model, getattr(args, "freeze", None))
+    except ValueError as e:
+        sys.exit("error: %s" % e)
     inputs, names = make_batch(args)
     global _model_name
     model_file = build_model.__globals__.get("__file__") or sys.argv[0]

@@ -2,9 +2,13 @@
 """GPT-2-style decoder LM + next-token cross-entropy -> ONNX (training mode).
 
 Inputs:  input_ids int64 [batch, seq], targets int64 [batch, seq]
+         (+ key_padding_mask bool [batch, seq], True = padding, with
+         ``--key-padding-mask``)
 Output:  loss float32 scalar (mean cross-entropy over all batch*seq tokens)
 
-Architecture (nanoGPT): token + learned position embeddings, dropout,
+Architecture (nanoGPT): token + learned position embeddings (or, with
+``--pos sinusoidal``, the fixed sinusoidal table of "Attention is all you
+need" as a persistent float buffer ``pos_enc``, which must not train), dropout,
 pre-LayerNorm blocks (x + attn(ln_1(x)); x + mlp(ln_2(x))), causal
 self-attention, MLP d -> 4d -> d with GELU, final LayerNorm, LM head
 (bias-free, optionally tied to the token embedding).
@@ -54,13 +58,15 @@ def build_model(a):
             self.register_buffer(
                 "mask", torch.tril(torch.ones(T, T, dtype=torch.bool)).view(1, 1, T, T))
 
-        def forward(self, x):
+        def forward(self, x, key_padding_mask=None):
             q, k, v = self.c_attn(x).split(d, dim=2)
             q = q.view(-1, T, H, hd).transpose(1, 2)  # [B, H, T, hd]
             k = k.view(-1, T, H, hd).transpose(1, 2)
             v = v.view(-1, T, H, hd).transpose(1, 2)
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
             att = att.masked_fill(~self.mask, float("-inf"))
+            if key_padding_mask is not None:
+                att = att.masked_fill(key_padding_mask.view(-1, 1, 1, T), float("-inf"))
             att = F.softmax(att, dim=-1)
             att = self.attn_dropout(att)
             y = att @ v  # [B, H, T, hd]
@@ -78,8 +84,10 @@ def build_model(a):
             self.register_buffer(
                 "attn_mask", torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1))
 
-        def forward(self, x):
-            y, _ = self.attn(x, x, x, attn_mask=self.attn_mask, need_weights=False)
+        def forward(self, x, key_padding_mask=None):
+            # With both masks bool, MHA ors them (a run-time Or of bools).
+            y, _ = self.attn(x, x, x, attn_mask=self.attn_mask,
+                             key_padding_mask=key_padding_mask, need_weights=False)
             return self.resid_dropout(y)
 
     class MLP(nn.Module):
@@ -101,16 +109,28 @@ def build_model(a):
             self.ln_2 = nn.LayerNorm(d)
             self.mlp = MLP()
 
-        def forward(self, x):
-            x = x + self.attn(self.ln_1(x))
+        def forward(self, x, key_padding_mask=None):
+            x = x + self.attn(self.ln_1(x), key_padding_mask)
             return x + self.mlp(self.ln_2(x))
 
     class GPT(nn.Module):
         def __init__(self):
             super().__init__()
+            modules = dict(wte=nn.Embedding(a.vocab, d))
+            if a.pos == "learned":
+                modules["wpe"] = nn.Embedding(T, d)
+            else:
+                # A persistent float buffer: exported as an initializer like
+                # the weights, but PyTorch never trains it.
+                pos = torch.arange(T, dtype=torch.float32).unsqueeze(1)
+                freq = torch.exp(torch.arange(0, d, 2, dtype=torch.float32)
+                                 * (-math.log(10000.0) / d))
+                table = torch.zeros(T, d)
+                table[:, 0::2] = torch.sin(pos * freq)
+                table[:, 1::2] = torch.cos(pos * freq)
+                self.register_buffer("pos_enc", table)
             self.transformer = nn.ModuleDict(dict(
-                wte=nn.Embedding(a.vocab, d),
-                wpe=nn.Embedding(T, d),
+                **modules,
                 drop=nn.Dropout(a.dropout),
                 h=nn.ModuleList([Block() for _ in range(a.layers)]),
                 ln_f=nn.LayerNorm(d),
@@ -133,12 +153,15 @@ def build_model(a):
             elif isinstance(m, nn.Embedding):
                 nn.init.normal_(m.weight, mean=0.0, std=0.02)
 
-        def forward(self, input_ids, targets):
+        def forward(self, input_ids, targets, key_padding_mask=None):
             tr = self.transformer
-            pos = torch.arange(0, T, dtype=torch.long)  # [T]
-            x = tr.drop(tr.wte(input_ids) + tr.wpe(pos))
+            if a.pos == "learned":
+                pos = torch.arange(0, T, dtype=torch.long)  # [T]
+                x = tr.drop(tr.wte(input_ids) + tr.wpe(pos))
+            else:
+                x = tr.drop(tr.wte(input_ids) + self.pos_enc)
             for block in tr.h:
-                x = block(x)
+                x = block(x, key_padding_mask)
             logits = self.lm_head(tr.ln_f(x))  # [B, T, V]
             return F.cross_entropy(logits.view(-1, a.vocab), targets.view(-1))
 
@@ -151,7 +174,14 @@ def make_batch(a):
     tokens = torch.randint(0, a.vocab, (a.batch, a.seq + 1), generator=g)
     input_ids = tokens[:, :-1].contiguous()
     targets = tokens[:, 1:].contiguous()
-    return (input_ids, targets), ("input_ids", "targets")
+    if not a.key_padding_mask:
+        return (input_ids, targets), ("input_ids", "targets")
+    # Sample 0 unpadded, the others padded at the end (at least one real
+    # token, so no query sees only masked keys).
+    mask = torch.zeros(a.batch, a.seq, dtype=torch.bool)
+    for b in range(1, a.batch):
+        mask[b, int(torch.randint(1, a.seq, (1,), generator=g)):] = True
+    return (input_ids, targets, mask), ("input_ids", "targets", "key_padding_mask")
 
 
 def main(argv=None):
@@ -171,6 +201,12 @@ def main(argv=None):
                    help="lm_head.weight = wte.weight")
     t.add_argument("--untied", dest="tied", action="store_false",
                    help="separate LM head weight")
+    p.add_argument("--key-padding-mask", action="store_true",
+                   help="a third input, bool key_padding_mask [batch, seq] (True = "
+                        "padding), masks attention to those keys")
+    p.add_argument("--pos", choices=["learned", "sinusoidal"], default="learned",
+                   help="learned: the wpe embedding; sinusoidal: a fixed table in the "
+                        "float buffer pos_enc")
     p.add_argument("--dropout", type=float, default=0.1,
                    help="dropout probability everywhere (0 keeps Dropout ops, ratio 0)")
     a = ec.resolve(p.parse_args(argv), PRESETS, KEYS)

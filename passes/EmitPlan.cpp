@@ -126,6 +126,8 @@ public:
 
   /// Parameter and frozen-buffer names (weights to read).
   const std::set<std::string> &weightNames() const { return weights_; }
+  /// Parameter names (the weights dsrt trains and writes back).
+  const std::set<std::string> &paramNames() const { return params_; }
   /// The buffer of a named argument (parameter, state, input).
   const plan::Buffer &named(const std::string &name) const {
     return plan_.buffers(named_.at(name));
@@ -192,6 +194,7 @@ private:
     if (auto n = named(TrainDialect::kParam)) {
       index = newBuffer(a, plan::PARAM, n.getValue());
       weights_.insert(n.getValue().str());
+      params_.insert(n.getValue().str());
     } else if (auto n = named(TrainDialect::kBuffer)) {
       index = newBuffer(a, plan::FROZEN, n.getValue());
       weights_.insert(n.getValue().str());
@@ -545,7 +548,7 @@ private:
   llvm::DenseMap<Operation *, int64_t> handles_; // collective -> its handle
   llvm::DenseMap<Value, uint32_t> buffers_;
   std::map<std::string, uint32_t> named_;
-  std::set<std::string> weights_;
+  std::set<std::string> weights_, params_;
 };
 
 std::string humanBytes(int64_t bytes) {
@@ -772,7 +775,7 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
   p.set_dp(dp);
   p.set_zero_stage(zeroStage);
   std::vector<std::unique_ptr<Emitter>> emitters;
-  std::set<std::string> weightNames;
+  std::set<std::string> weightNames, paramNames;
   if (pp == 1) {
     emitters.push_back(std::make_unique<Emitter>(steps[0], p, dp));
   } else {
@@ -800,6 +803,7 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
     if (failed(e->run()))
       return failure();
     weightNames.insert(e->weightNames().begin(), e->weightNames().end());
+    paramNames.insert(e->paramNames().begin(), e->paramNames().end());
   }
   if (pp > 1) {
     p.set_micro_batch_size(p.stages(0).micro_batch_size());
@@ -825,7 +829,9 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
               const std::vector<float> &values) {
             weights.push_back({name, {shape, values}});
           },
-          &skeleton))
+          // dsrt --export-onnx writes back only what it trains; frozen
+          // tensors keep their data in the skeleton.
+          &skeleton, &paramNames))
     return module.emitError("emit-plan: ") << llvm::toString(std::move(e));
   for (auto &w : weights) {
     const plan::Buffer &b = named(w.first);

@@ -75,6 +75,30 @@ template <typename OpTy> LogicalResult unary(GraphImporter &g) {
   return success();
 }
 
+/// ONNX Or / And on run-time bools (nn.MultiheadAttention ors a causal
+/// mask with the key padding mask). On 0/1 values Or is max and And is min,
+/// so they are computed in float and compared with 0: nn needs no logical
+/// ops and dsrt no kernels for them. Constant operands fold before this.
+template <typename OpTy> LogicalResult logical(GraphImporter &g) {
+  Value a = g.input(0), b = g.input(1);
+  if (!a || !b)
+    return failure();
+  for (Value v : {a, b})
+    if (!cast<RankedTensorType>(v.getType()).getElementType().isInteger(1))
+      return g.fail("expects bool operands");
+  Type f32 = g.builder().getF32Type();
+  auto combined = g.create<OpTy>({castTo(g, a, f32), castTo(g, b, f32)});
+  if (failed(combined))
+    return failure();
+  auto op = g.create<nn::CmpOp>(
+      {*combined, g.scalar(0.0, f32)},
+      {g.attr("predicate", nn::CmpPredicateAttr::get(g.context(), nn::CmpPredicate::ne))});
+  if (failed(op))
+    return failure();
+  g.setOutput(0, *op);
+  return success();
+}
+
 LogicalResult identity(GraphImporter &g) {
   Value x = g.input(0);
   if (!x)
@@ -122,6 +146,8 @@ void registerElementwiseConverters(ConverterTable &t) {
   t["GreaterOrEqual"] = compare<nn::CmpPredicate::ge>;
   t["Where"] = where;
   t["Not"] = unary<nn::NotOp>;
+  t["Or"] = logical<nn::MaxOp>;
+  t["And"] = logical<nn::MinOp>;
   t["Neg"] = unary<nn::NegOp>;
   t["Abs"] = unary<nn::AbsOp>;
   t["Exp"] = unary<nn::ExpOp>;

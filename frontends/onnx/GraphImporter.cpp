@@ -2,10 +2,11 @@
 //
 // Graph inputs become `train.input` arguments and floating-point
 // initializers become arguments too; after import, those with a
-// differentiable path to the loss are `train.param`, the rest (masks and
-// other frozen state) `train.buffer`. Integer and bool initializers and
-// Constant nodes are compile-time values: nodes whose inputs are all
-// compile-time values are folded on the host, so shape subgraphs vanish.
+// differentiable path to the loss that the model (or --freeze) lets train
+// are `train.param`, the rest (masks and other frozen state) `train.buffer`.
+// Integer and bool initializers and Constant nodes are compile-time values:
+// nodes whose inputs are all compile-time values are folded on the host, so
+// shape subgraphs vanish.
 //
 //===----------------------------------------------------------------------===//
 #include "frontends/onnx/GraphImporter.h"
@@ -26,7 +27,7 @@ using namespace mlir;
 namespace dsc::onnx_import {
 
 // Ops evaluated only on compile-time inputs (they have no nn counterpart).
-static const char *const kFoldOnly[] = {"And", "Or", "Range", "Floor", "Ceil"};
+static const char *const kFoldOnly[] = {"Range", "Floor", "Ceil"};
 
 static ConverterTable makeConverters() {
   ConverterTable t;
@@ -263,8 +264,10 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node, int index) 
 }
 
 /// Arguments from which the loss is reachable through operands that the
-/// ops' gradient rules call differentiable are trainable parameters.
-LogicalResult GraphImporter::classifyInitializers(func::FuncOp fn, Value loss) {
+/// ops' gradient rules call differentiable are trainable parameters, unless
+/// `rule` freezes them.
+void GraphImporter::classifyInitializers(func::FuncOp fn, Value loss, const TrainableRule &rule,
+                                         const ImportOptions &options) {
   llvm::DenseSet<Value> needsGrad{loss};
   Block &body = fn.getBody().front();
   for (Operation &op : llvm::reverse(body.getOperations())) {
@@ -277,21 +280,32 @@ LogicalResult GraphImporter::classifyInitializers(func::FuncOp fn, Value loss) {
       if (grad.isDifferentiableOperand(i) && nn::isFloatTensor(operand.getType()))
         needsGrad.insert(operand);
   }
+  std::vector<std::string> trained;
   for (BlockArgument arg : body.getArguments()) {
     auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "dsc.initializer");
     if (!name)
       continue;
     fn.removeArgAttr(arg.getArgNumber(), "dsc.initializer");
+    bool param = needsGrad.contains(arg) && rule.allows(name.str());
+    if (param)
+      trained.push_back(name.str());
     fn.setArgAttr(arg.getArgNumber(),
-                  needsGrad.contains(arg) ? train::TrainDialect::kParam
-                                          : train::TrainDialect::kBuffer,
-                  name);
+                  param ? train::TrainDialect::kParam : train::TrainDialect::kBuffer, name);
   }
-  return success();
+  // Without the exporter's list or --freeze this is a guess: say it.
+  if (options.notes && !rule.listed && options.freeze.empty() && !trained.empty())
+    *options.notes << "dsc: note: " << model_.path << " does not say which initializers are "
+                   << "trainable (no '" << kTrainableKey << "' metadata, no --freeze); "
+                   << "training the " << trained.size()
+                   << " float initializer(s) with a gradient path to the loss: "
+                   << compactNames(trained) << "\n";
 }
 
 llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run(const ImportOptions &options) {
   const onnx::GraphProto &graph = model_.model.graph();
+  auto rule = decideTrainable(model_, options);
+  if (!rule)
+    return rule.takeError();
   ScopedDiagnosticHandler capture(&ctx_, [&](Diagnostic &d) {
     diagnostic_ = d.str();
     return success();
@@ -420,8 +434,7 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run(const ImportOptions &op
       unused.set(arg.getArgNumber());
   if (failed(fn.eraseArguments(unused)))
     return error("internal error: cannot drop unused initializers");
-  if (failed(classifyInitializers(fn, loss)))
-    return error(error_);
+  classifyInitializers(fn, loss, *rule, options);
 
   diagnostic_.clear();
   if (failed(verify(module)))

@@ -13,8 +13,27 @@
 
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 
 namespace dsc::onnx_import {
+
+/// Which floating-point initializers may become train.param (besides
+/// needing a gradient path to the loss); see Trainable.cpp.
+struct TrainableRule {
+  /// The file's kTrainableKey list; none when the file has no such entry.
+  std::optional<std::set<std::string>> listed;
+  /// Those that --freeze patterns match.
+  std::set<std::string> frozen;
+
+  bool allows(const std::string &name) const {
+    return !frozen.count(name) && (!listed || listed->count(name));
+  }
+};
+/// Reads kTrainableKey and matches ImportOptions::freeze; errors name the
+/// file and the pattern or metadata at fault.
+llvm::Expected<TrainableRule> decideTrainable(const LoadedModel &model,
+                                              const ImportOptions &options);
 
 class GraphImporter;
 /// Converts the current node; on failure it has called `fail`.
@@ -82,7 +101,8 @@ private:
   mlir::LogicalResult inferTypes(mlir::Operation *op);
   mlir::Value materialize(const HostTensor &t);
   mlir::LogicalResult importNode(const onnx::NodeProto &node, int index);
-  mlir::LogicalResult classifyInitializers(mlir::func::FuncOp fn, mlir::Value loss);
+  void classifyInitializers(mlir::func::FuncOp fn, mlir::Value loss, const TrainableRule &rule,
+                            const ImportOptions &options);
   llvm::Error error(const llvm::Twine &message);
   const Entry *lookup(int k);
 

@@ -4,7 +4,9 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <functional>
 #include <map>
@@ -21,7 +23,20 @@ struct ImportOptions {
   int64_t batchSize = 0;
   /// Full static shapes for named graph inputs.
   std::map<std::string, std::vector<int64_t>> inputShapes;
+  /// Initializers never to train (dsc --freeze): a glob (`*`, `?`, `[...]`,
+  /// `{a,b}`) matching the whole name, or `/regex/` matching anywhere in it.
+  /// A pattern that matches no initializer is an error.
+  std::vector<std::string> freeze;
+  /// Where to say how the importer decided what it was not told (the
+  /// trainable set of a model without kTrainableKey); null: silent.
+  llvm::raw_ostream *notes = nullptr;
 };
+
+/// The model metadata (metadata_props) key that names the trainable
+/// initializers: a JSON array of initializer names, written by
+/// models/export_common.py from requires_grad. Floating-point initializers
+/// it does not name are frozen (train.buffer).
+inline constexpr const char *kTrainableKey = "dsc.trainable";
 
 /// Reads a binary (.onnx) or textual (.onnxtxt, ONNX's own syntax) model,
 /// validates it (checker, opset 13-17, external data confined to the model's
@@ -35,17 +50,22 @@ importOnnxFile(mlir::MLIRContext &ctx, const std::string &path,
 /// Reads the initializers named in `names` (floating point) from the model
 /// and hands each to `consume` as float32 with its shape. Errors name the
 /// file and the tensor; a name that is not an initializer is an error.
-/// With `skeleton`, also serializes into it the model as written with those
-/// initializers' data removed (what dsrt --export-onnx fills back in).
+/// With `skeleton`, also serializes into it the model as written with the
+/// data of the initializers in `strip` (default: `names`) removed: what dsrt
+/// --export-onnx fills back in.
 llvm::Error readFloatInitializers(
     const std::string &path, const ImportOptions &options,
     const std::set<std::string> &names,
     const std::function<void(const std::string &, const std::vector<int64_t> &,
                              const std::vector<float> &)> &consume,
-    std::string *skeleton = nullptr);
+    std::string *skeleton = nullptr, const std::set<std::string> *strip = nullptr);
 
 /// Op types the importer accepts, sorted; for error messages and --help.
 const std::vector<std::string> &supportedOps();
+
+/// A short list of tensor names for people: names that differ only in one
+/// number are merged ("h.{0..11}.ln_1.weight"), in first-seen order.
+std::string compactNames(llvm::ArrayRef<std::string> names);
 
 } // namespace dsc::onnx_import
 

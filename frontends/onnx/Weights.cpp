@@ -16,8 +16,8 @@ llvm::Error readFloatInitializers(
     const std::set<std::string> &names,
     const std::function<void(const std::string &, const std::vector<int64_t> &,
                              const std::vector<float> &)> &consume,
-    std::string *skeleton) {
-  auto loaded = loadModel(path, options, skeleton ? &names : nullptr);
+    std::string *skeleton, const std::set<std::string> *strip) {
+  auto loaded = loadModel(path, options, skeleton ? (strip ? strip : &names) : nullptr);
   if (!loaded)
     return loaded.takeError();
   const LoadedModel &model = **loaded;

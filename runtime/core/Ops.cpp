@@ -3,7 +3,7 @@
 // One entry per op name that dsc's emit-plan writes. Attribute encoding
 // (Instr.ints / Instr.floats), in the order listed:
 //   nn.<binary> (add sub mul div pow max min), nn.<unary>, nn.not,
-//   nn.cast, nn.broadcast, nn.select     -
+//   nn.cast, nn.broadcast (any dtype), nn.select     -
 //   nn.cmp                 ints: predicate (eq ne lt le gt ge = 0..5)
 //   nn.gelu, nn.gelu_grad  ints: tanh approximation (0/1)
 //   nn.matmul              ints: transpose_lhs, transpose_rhs
@@ -468,10 +468,14 @@ const std::map<std::string, OpDef> &table() {
     t["nn.broadcast"] = {[](Instr &i, const Check &c) {
       c.arity(1, 1);
       c.attrs(0, 0);
-      c.floats({i.in[0], i.out[0]});
+      // Any element type: a bool mask input is broadcast too (the key
+      // padding mask of nn.MultiheadAttention). g[0]: the element size.
+      c.dtype(i.out[0], i.in[0]->dtype, "result");
       c.broadcastsTo(i.in[0], i.out[0]);
+      i.g[0] = i.in[0]->numel ? int64_t(i.in[0]->bytes() / size_t(i.in[0]->numel)) : 1;
       i.run = [](const Instr &i, Context &) {
-        cpu::broadcastTo(i.in[0]->f32(), i.in[0]->shape, i.out[0]->f32(), i.out[0]->shape);
+        cpu::broadcastTo(i.in[0]->data, i.in[0]->shape, i.out[0]->data, i.out[0]->shape,
+                         size_t(i.g[0]));
       };
     }};
     t["nn.matmul"] = {[](Instr &i, const Check &c) {

@@ -236,7 +236,24 @@ NpyArray readNpy(const std::string &path) {
   if (available != nbytes)
     throw IoError(path + ": " + std::to_string(available - nbytes) +
                   " unexpected bytes after the array data");
+  // Kernels read a mask byte as 0 or 1 (a cast to float would turn 2 into
+  // 2.0), and numpy itself never writes anything else.
+  if (dtype == DType::Bool)
+    for (size_t k = 0; k < nbytes; ++k)
+      if (p[offset + k] > 1)
+        throw IoError(path + ": bool element " + std::to_string(k) + " is " +
+                      std::to_string(p[offset + k]) + ", not 0 or 1");
   return NpyArray{dtype, h.shape, offset, std::move(file)};
+}
+
+bool checkInputDType(const NpyArray &a, const std::string &path, DType need,
+                     const std::string &input) {
+  bool widen = need == DType::I64 && a.dtype == DType::I32;
+  if (a.dtype != need && !widen)
+    throw IoError(path + ": dtype " + dtypeName(a.dtype) + ", the input '" + input +
+                  "' needs " + dtypeName(need) + (need == DType::I64 ? " (or int32)" : "") +
+                  (need == DType::Bool ? " (save it with a.astype(bool))" : ""));
+  return widen;
 }
 
 void writeNpy(const std::string &path, DType dtype,

@@ -34,8 +34,16 @@ struct NpyArray {
 };
 
 /// Throws IoError naming `path` and the problem (bad magic, version,
-/// Fortran order, big-endian or unsupported dtype, truncated data...).
+/// Fortran order, big-endian or unsupported dtype, truncated data, a bool
+/// element that is not 0 or 1...).
 NpyArray readNpy(const std::string &path);
+
+/// Checks that `a`, read from `path`, can fill the model input `input` of
+/// element type `need`: the same dtype, or int32 for an int64 input. Throws
+/// IoError naming the file, its dtype, the input and the dtype it needs
+/// otherwise. Returns whether the elements must be widened (int32 -> int64).
+bool checkInputDType(const NpyArray &a, const std::string &path, DType need,
+                     const std::string &input);
 
 /// Writes a C-ordered array of `shape` from `data` (numel * size bytes),
 /// atomically (see writeFileAtomically).

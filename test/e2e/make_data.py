@@ -9,7 +9,9 @@ graph (dim 0 = --samples). The model kind follows from the input names:
 * MLP  (x, targets): x float32 N(0, 1); targets int64 in [0, classes), with
   classes = the length of the last Linear's bias.
 * GPT  (input_ids, targets): a random token row of seq+1 ids in [0, vocab),
-  input_ids = row[:-1] and targets = row[1:] (vocab = rows of wte).
+  input_ids = row[:-1] and targets = row[1:] (vocab = rows of wte). With a
+  bool key_padding_mask (gpt.py --key-padding-mask), about half the rows
+  end in padding (True), after at least one real token.
 * BERT (input_ids, token_type_ids, attention_mask, labels): about half the
   rows end in padding (attention_mask 0, input_ids 0, token type 0);
   token_type_ids 0 then 1 from a random split of the real tokens; ~15% of
@@ -62,13 +64,20 @@ def main(argv=None):
         out["x"] = rng.standard_normal(spec["x"][1], dtype=np.float32)
         out["targets"] = rng.integers(0, classes, spec["targets"][1], dtype=np.int64)
         kind = "mlp (%d classes)" % classes
-    elif names == ["input_ids", "targets"]:
+    elif names in (["input_ids", "targets"], ["input_ids", "key_padding_mask", "targets"]):
         vocab = init_shape("wte.weight")[0]
         B, T = spec["input_ids"][1]
         rows = rng.integers(0, vocab, (B, T + 1), dtype=np.int64)
         out["input_ids"] = np.ascontiguousarray(rows[:, :-1])
         out["targets"] = np.ascontiguousarray(rows[:, 1:])
         kind = "gpt (vocab %d)" % vocab
+        if "key_padding_mask" in names:
+            mask = np.zeros((B, T), bool)
+            for b in range(B):
+                if rng.random() < 0.5 and T > 1:
+                    mask[b, int(rng.integers(1, T)):] = True
+            out["key_padding_mask"] = mask
+            kind += " with a key padding mask"
     elif names == ["attention_mask", "input_ids", "labels", "token_type_ids"]:
         vocab = init_shape("word_embeddings.weight")[0]
         types = init_shape("token_type_embeddings.weight")[0]

@@ -6,8 +6,10 @@ stored in the ONNX file, with the DeepSpeed semantics that ds_config.json
 describes, and writes what dsrt writes:
 
     OUT/metrics.csv          step,loss,lr,grad_norm,step_time_s  (step from 1)
-    OUT/weights.safetensors  final parameters (float32) under their ONNX
-                             initializer names
+    OUT/weights.safetensors  final trainable parameters (float32) under their
+                             ONNX initializer names; parameters with
+                             requires_grad=False (export --freeze) and buffers
+                             are not written, as dsrt writes only what it trains
 
     /usr/bin/python3 test/e2e/reference_train.py --onnx m.onnx \\
         --config ds_config.json --data DATA --steps 20 --out OUT
@@ -306,6 +308,18 @@ def onnx_graph_info(path):
     return inputs, inits
 
 
+def trainable_metadata(path):
+    """The export's list of trainable initializers (export_common.TRAINABLE_KEY),
+    or None when the file has none."""
+    import onnx
+    sys.path.insert(0, MODELS)
+    import export_common as ec
+    for e in onnx.load(path, load_external_data=False).metadata_props:
+        if e.key == ec.TRAINABLE_KEY:
+            return json.loads(e.value)
+    return None
+
+
 def load_model_args(onnx_path, model_name, flags):
     """(model name, module, namespace) from the sidecar or from flags."""
     sys.path.insert(0, MODELS)
@@ -537,7 +551,17 @@ def main(argv=None):
 
     torch.manual_seed(margs.seed)
     model = mod.build_model(margs)
-    named_params = load_initializers(model, inits)
+    ec = sys.modules["export_common"]
+    ec.apply_freeze(model, getattr(margs, "freeze", None))
+    named_all = load_initializers(model, inits)
+    # PyTorch's own rule: what requires_grad trains (the export's metadata
+    # must say the same, or dsc would be told something else).
+    named_params = [(n, p) for n, p in named_all if p.requires_grad]
+    frozen = [(n, p.detach().clone()) for n, p in named_all if not p.requires_grad]
+    trainable = trainable_metadata(a.onnx)
+    if trainable is not None and sorted(trainable) != sorted(n for n, _ in named_params):
+        fail("the ONNX metadata's trainable set %s differs from requires_grad's %s"
+             % (sorted(trainable), sorted(n for n, _ in named_params)))
     params = [p for _, p in named_params]
     if a.float64:
         model.double()
@@ -583,6 +607,10 @@ def main(argv=None):
           % (name, sum(p.numel() for p in params), a.steps, mb, gas,
              rows[0][1] if rows else float("nan"),
              rows[-1][1] if rows else float("nan")), file=sys.stderr)
+
+    for n, before in frozen:
+        if not torch.equal(before, dict(named_all)[n].detach()):
+            fail("frozen parameter %s changed in training" % n)
 
     if a.self_check and not a.float64:
         torch.manual_seed(margs.seed)

@@ -299,23 +299,49 @@ void cast(const void *x, DType from, void *y, DType to, int64_t n) {
   }
 }
 
-void broadcastTo(const float *x, const Shape &xs, float *y, const Shape &ys) {
+namespace {
+/// Elements are copied as unsigned integers of their size: a broadcast
+/// moves bits, whatever the type.
+template <typename T>
+void broadcastElements(const T *x, const Shape &xs, T *y, const Shape &ys) {
   if (ys.numel() == 0)
     return;
   const Shape *in[1] = {&xs};
   Broadcast<1> bc(ys, in);
   bc.forEachRow(
       [&](int64_t o, const int64_t *off, const int64_t *st, int64_t n) {
-        const float *__restrict s = x + off[0];
-        float *__restrict d = y + o;
+        const T *__restrict s = x + off[0];
+        T *__restrict d = y + o;
         if (st[0]) {
-          std::memcpy(d, s, n * sizeof(float));
+          std::memcpy(d, s, n * sizeof(T));
         } else {
-          const float v = *s;
+          const T v = *s;
           for (int64_t i = 0; i < n; ++i)
             d[i] = v;
         }
       });
+}
+} // namespace
+
+void broadcastTo(const float *x, const Shape &xs, float *y, const Shape &ys) {
+  broadcastElements(x, xs, y, ys);
+}
+
+void broadcastTo(const void *x, const Shape &xs, void *y, const Shape &ys,
+                 size_t elementBytes) {
+  switch (elementBytes) {
+  case 1:
+    return broadcastElements(static_cast<const uint8_t *>(x), xs, static_cast<uint8_t *>(y), ys);
+  case 2:
+    return broadcastElements(static_cast<const uint16_t *>(x), xs, static_cast<uint16_t *>(y),
+                             ys);
+  case 4:
+    return broadcastElements(static_cast<const uint32_t *>(x), xs, static_cast<uint32_t *>(y),
+                             ys);
+  case 8:
+    return broadcastElements(static_cast<const uint64_t *>(x), xs, static_cast<uint64_t *>(y),
+                             ys);
+  }
 }
 
 // The scalar is copied into the range loop: a float store through x could

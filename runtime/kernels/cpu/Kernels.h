@@ -16,6 +16,7 @@
 #ifndef DSRT_KERNELS_CPU_KERNELS_H
 #define DSRT_KERNELS_CPU_KERNELS_H
 
+#include <cstddef>
 #include <cstdint>
 
 namespace dsrt::cpu {
@@ -75,6 +76,10 @@ void cast(const void *x, DType from, void *y, DType to, int64_t n);
 
 /// y = x broadcast to `ys`.
 void broadcastTo(const float *x, const Shape &xs, float *y, const Shape &ys);
+/// The same for elements of any type of `elementBytes` (1, 2, 4 or 8)
+/// bytes: bool masks and integer indices broadcast like floats.
+void broadcastTo(const void *x, const Shape &xs, void *y, const Shape &ys,
+                 size_t elementBytes);
 
 //===--- contractions -----------------------------------------------------===//
 

@@ -334,3 +334,44 @@ print('ok')
   EXPECT_EQ(status, 0) << out;
   EXPECT_EQ(out, "ok\n");
 }
+
+TEST(Npy, ReadsBoolMasks) {
+  TestDir dir;
+  std::string path = dir.file("mask.npy");
+  test::writeBytes(path, npyBytes(1, header("|b1", "(2, 3)"), std::string("\1\0\0\1\1\0", 6)));
+  NpyArray a = readNpy(path);
+  EXPECT_EQ(a.dtype, DType::Bool);
+  EXPECT_EQ(a.shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(std::string(static_cast<const char *>(a.data()), 6), std::string("\1\0\0\1\1\0", 6));
+  // Kernels read a mask byte as 0 or 1; numpy never writes anything else.
+  test::writeBytes(path, npyBytes(1, header("|b1", "(3,)"), std::string("\1\0\2", 3)));
+  EXPECT_EQ(errorOf(path), path + ": bool element 2 is 2, not 0 or 1");
+}
+
+// The message names the file's dtype and the one the input needs, whatever
+// the input's type (a bool input once read "needs int64" for an int64 file).
+TEST(Npy, InputDTypeErrorsNameTheDtypeNeeded) {
+  TestDir dir;
+  auto array = [&](const char *descr, const std::string &data) {
+    std::string path = dir.file(std::string(descr + 1) + ".npy");
+    test::writeBytes(path, npyBytes(1, header(descr, "(2,)"), data));
+    return readNpy(path);
+  };
+  NpyArray b1 = array("|b1", std::string("\1\0", 2)), i8 = array("<i8", std::string(16, '\0')),
+           i4 = array("<i4", std::string(8, '\0')), f4 = array("<f4", std::string(8, '\0'));
+  auto error = [](const NpyArray &a, DType need) {
+    return DSRT_ERROR_OF(IoError, checkInputDType(a, "d/x.npy", need, "x"));
+  };
+  EXPECT_EQ(error(i8, DType::Bool),
+            "d/x.npy: dtype int64, the input 'x' needs bool (save it with a.astype(bool))");
+  EXPECT_EQ(error(f4, DType::Bool),
+            "d/x.npy: dtype float32, the input 'x' needs bool (save it with a.astype(bool))");
+  EXPECT_EQ(error(b1, DType::F32), "d/x.npy: dtype bool, the input 'x' needs float32");
+  EXPECT_EQ(error(f4, DType::I64), "d/x.npy: dtype float32, the input 'x' needs int64 (or int32)");
+  EXPECT_EQ(error(b1, DType::I64), "d/x.npy: dtype bool, the input 'x' needs int64 (or int32)");
+  EXPECT_EQ(error(i8, DType::I32), "d/x.npy: dtype int64, the input 'x' needs int32");
+  EXPECT_FALSE(checkInputDType(b1, "b.npy", DType::Bool, "x"));
+  EXPECT_FALSE(checkInputDType(i8, "i.npy", DType::I64, "x"));
+  EXPECT_TRUE(checkInputDType(i4, "i.npy", DType::I64, "x")); // widened
+  EXPECT_FALSE(checkInputDType(f4, "f.npy", DType::F32, "x"));
+}

@@ -421,6 +421,32 @@ TEST(Elementwise, BroadcastTo) {
   }
 }
 
+// Masks and indices broadcast like floats: elements of 1, 2, 4 and 8 bytes.
+TEST(Elementwise, BroadcastToAnyElementSize) {
+  const std::pair<Shape, Shape> cases[] = {
+      {shape({2, 1, 1, 5}), shape({2, 3, 1, 5})}, // a key padding mask over heads
+      {shape({7, 1}), shape({7, 129})},
+      {shape({}), shape({5, 3})},
+  };
+  auto check = [&](auto zero) {
+    using T = decltype(zero);
+    for (const auto &[xs, ys] : cases) {
+      std::vector<T> x(xs.numel());
+      for (size_t i = 0; i < x.size(); ++i)
+        x[i] = T(sizeof(T) == 1 ? i % 2 : i * 2654435761u + 1);
+      std::vector<T> y(ys.numel(), T(0xa5));
+      broadcastTo(x.data(), xs, y.data(), ys, sizeof(T));
+      for (int64_t i = 0; i < ys.numel(); ++i)
+        ASSERT_EQ(y[i], x[broadcastIndex(unravel(i, ys), xs)])
+            << sizeof(T) << " bytes: " << str(xs) << " -> " << str(ys);
+    }
+  };
+  check(uint8_t());
+  check(uint16_t());
+  check(uint32_t());
+  check(uint64_t());
+}
+
 // Exact (one float op per element).
 TEST(Elementwise, ScaleAccumulateFill) {
   for (int64_t n : {1, 7, 100003}) {
