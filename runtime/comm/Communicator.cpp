@@ -285,7 +285,8 @@ void Communicator::wait(Handle h) {
     double waited = elapsedSince(start);
     if (waited > timeoutSeconds_) {
       abortCollective(slot);
-      throw CommError(timeoutMessage(describe(slot), waited, slots_[slot].p2p != P2p::None));
+      throw CommError(timeoutMessage(describe(slot), waited, slots_[slot].p2p != P2p::None) +
+                      missingRanks(describe(slot)));
     }
     // The other group's rings and messages advance meanwhile: the rank we
     // wait for may itself wait for them.

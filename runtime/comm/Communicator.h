@@ -261,6 +261,13 @@ protected:
   virtual void abortCollective(int slot) { (void)slot; }
   /// Called by reserve() with the new staging size (elements).
   virtual void allocateStaging(int64_t elements) = 0;
+  /// After a timeout: which ranks of the group did not arrive, as far as
+  /// this rank can tell (" ranks 2, 3 did not answer ..."), or "" when the
+  /// backend cannot tell. `what` is what this rank waits in.
+  virtual std::string missingRanks(const std::string &what) {
+    (void)what;
+    return "";
+  }
 
   const Pending &pendingAt(int slot) const { return slots_[slot]; }
   const TensorArg *tensors(int slot) const { return &tensorArgs_[size_t(slot) * reserved_.maxTensors]; }

@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -84,6 +85,7 @@ void copyScaled(float *dst, const float *src, int64_t n, float s) {
 struct MpiCommunicator::Impl {
   MPI_Comm comm = MPI_COMM_NULL;     // collectives
   MPI_Comm p2p = MPI_COMM_NULL;      // messages (a duplicate: own tag space)
+  MPI_Comm health = MPI_COMM_NULL;   // missingRanks() after a timeout
   std::vector<MPI_Request> requests; // per slot
   std::vector<Mode> modes;           // per slot
   std::vector<Ring> rings;           // per slot
@@ -193,6 +195,8 @@ void MpiCommunicator::adopt() {
   MPI_Group_free(&world);
   check(MPI_Comm_dup(impl_->comm, &impl_->p2p), worldRankOf(rank_), "MPI_Comm_dup");
   MPI_Comm_set_errhandler(impl_->p2p, MPI_ERRORS_RETURN);
+  check(MPI_Comm_dup(impl_->comm, &impl_->health), worldRankOf(rank_), "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(impl_->health, MPI_ERRORS_RETURN);
   allocateStaging(0);
 }
 
@@ -201,6 +205,8 @@ MpiCommunicator::~MpiCommunicator() {
     return;
   if (impl_->p2p != MPI_COMM_NULL)
     MPI_Comm_free(&impl_->p2p);
+  if (impl_->health != MPI_COMM_NULL)
+    MPI_Comm_free(&impl_->health);
   if (impl_->comm != MPI_COMM_NULL)
     MPI_Comm_free(&impl_->comm);
 }
@@ -529,8 +535,10 @@ double MpiCommunicator::blockingAllReduceScalar(double value, ReduceOp op) {
     check(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), worldRankOf(rank_), "MPI_Test");
     return flag != 0;
   });
-  if (!done)
-    throw CommError(timeoutMessage("all_reduce of one value (the step's metrics)", timeoutSeconds()));
+  if (!done) {
+    std::string what = "all_reduce of one value (the step's metrics)";
+    throw CommError(timeoutMessage(what, timeoutSeconds()) + missingRanks(what));
+  }
   return op == ReduceOp::Avg ? v / size_ : v;
 }
 
@@ -543,7 +551,68 @@ void MpiCommunicator::barrier() {
     return flag != 0;
   });
   if (!done)
-    throw CommError(timeoutMessage("barrier", timeoutSeconds()));
+    throw CommError(timeoutMessage("barrier", timeoutSeconds()) + missingRanks("barrier"));
+}
+
+std::string MpiCommunicator::missingRanks(const std::string &what) {
+  // The other survivors time out within about the spread of their arrival
+  // times: listen that long, but not for ever.
+  const double window = std::min(30.0, std::max(2.0, timeoutSeconds() / 2));
+  constexpr int kText = 160, kTag = 7;
+  struct Slot {
+    char text[kText] = {};
+    MPI_Request recv = MPI_REQUEST_NULL, send = MPI_REQUEST_NULL;
+    bool answered = false;
+  };
+  std::vector<Slot> peers(static_cast<size_t>(size_));
+  char mine[kText] = {};
+  std::snprintf(mine, sizeof mine, "%s", what.c_str());
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_)
+      continue;
+    Slot &s = peers[size_t(r)];
+    if (MPI_Irecv(s.text, kText, MPI_CHAR, r, kTag, impl_->health, &s.recv) != MPI_SUCCESS ||
+        MPI_Isend(mine, kText, MPI_CHAR, r, kTag, impl_->health, &s.send) != MPI_SUCCESS)
+      return ""; // nothing to tell
+  }
+  auto start = std::chrono::steady_clock::now();
+  for (unsigned spin = 0; elapsedSince(start) < window; ++spin) {
+    bool all = true;
+    for (int r = 0; r < size_; ++r) {
+      Slot &s = peers[size_t(r)];
+      if (r == rank_ || s.answered)
+        continue;
+      int flag = 0;
+      if (MPI_Test(&s.recv, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag)
+        s.answered = true;
+      all = all && s.answered;
+    }
+    if (all)
+      break;
+    pause(spin);
+  }
+  // The job is aborted next: the requests still open are left to it.
+  std::string silent, waiting;
+  int nSilent = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_)
+      continue;
+    const Slot &s = peers[size_t(r)];
+    std::string who = std::to_string(worldRankOf(r));
+    if (!s.answered) {
+      silent += (nSilent++ ? ", " : "") + who;
+    } else if (std::string(s.text, strnlen(s.text, kText)) != what) {
+      waiting += "; rank " + who + " waits in " + std::string(s.text, strnlen(s.text, kText));
+    }
+  }
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.3g", window);
+  if (nSilent)
+    return std::string("; rank") + (nSilent > 1 ? "s " : " ") + silent +
+           (nSilent > 1 ? " did" : " did") + " not arrive (no answer within " + secs +
+           " s: stalled, frozen or dead)" + waiting;
+  return "; every rank of the group answered" +
+         (waiting.empty() ? std::string(" and waits in the same operation") : waiting);
 }
 
 } // namespace dsrt::comm

@@ -54,6 +54,11 @@ protected:
   bool testCollective(int slot) override;
   void finishCollective(int slot) override;
   void allocateStaging(int64_t elements) override;
+  /// Every rank that timed out posts what it waits in to every other rank
+  /// on a communicator of its own and listens for theirs for a while: the
+  /// ranks that never answer are the ones that stalled (frozen, dead, or
+  /// computing outside any collective); the answers show who waits where.
+  std::string missingRanks(const std::string &what) override;
   void startRing(int slot, float *blocks, int64_t block, bool gather, ReduceOp op);
   void postRingStep(int slot);
   bool advanceRing(int slot);
