@@ -214,11 +214,13 @@ std::string compactNames(llvm::ArrayRef<std::string> names) {
   for (const std::string &key : order) {
     const Group &g = groups[key];
     size_t runs = g.texts.size() - 1;
-    // The distinct values of each number, in first-seen order.
+    // The distinct values of each number, in first-seen order (a set to
+    // look them up: a model may have 100k initializers).
     std::vector<std::vector<std::string>> values(runs);
+    std::vector<std::set<std::string>> seen(runs);
     for (const auto &member : g.members)
       for (size_t r = 0; r < runs; ++r)
-        if (!llvm::is_contained(values[r], member[r]))
+        if (seen[r].insert(member[r]).second)
           values[r].push_back(member[r]);
     size_t combinations = 1;
     for (const auto &v : values)
