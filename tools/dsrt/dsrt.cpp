@@ -140,13 +140,12 @@ public:
         die(path + ": missing; the plan's input '" + t->name + "' is read from it");
       arrays_.push_back(std::make_unique<dsrt::io::NpyArray>(dsrt::io::readNpy(path)));
       const dsrt::io::NpyArray &a = *arrays_.back();
-      using dsrt::io::DType;
-      DType need = t->dtype == plan::F32   ? DType::F32
-                   : t->dtype == plan::F64 ? DType::F64
-                   : t->dtype == plan::I64 ? DType::I64
-                   : t->dtype == plan::I32 ? DType::I32
-                                           : DType::Bool;
-      widen_.push_back(dsrt::io::checkInputDType(a, path, need, t->name));
+      bool dtypeOk = (t->dtype == plan::F32 && a.dtype == dsrt::io::DType::F32) ||
+                     (t->dtype == plan::I64 && (a.dtype == dsrt::io::DType::I64 ||
+                                                a.dtype == dsrt::io::DType::I32));
+      if (!dtypeOk)
+        die(path + ": dtype " + dsrt::io::dtypeName(a.dtype) + ", the input '" + t->name +
+            "' needs " + (t->dtype == plan::F32 ? "float32" : "int64 (or int32)"));
       std::vector<int64_t> want(t->shape.dims + 1, t->shape.dims + t->shape.rank);
       std::vector<int64_t> have(a.shape.begin() + (a.shape.empty() ? 0 : 1), a.shape.end());
       if (a.shape.empty() || have != want) {
@@ -170,7 +169,7 @@ public:
       int64_t row = t->numel / batch_;
       for (int64_t i = 0; i < batch_; ++i) {
         int64_t src = (k * batch_ + i) % samples_;
-        if (widen_[j]) {
+        if (a.dtype == dsrt::io::DType::I32) {
           auto *from = static_cast<const int32_t *>(a.data()) + src * row;
           std::copy(from, from + row, t->i64() + i * row);
         } else {
@@ -186,7 +185,6 @@ public:
 
 private:
   std::vector<std::unique_ptr<dsrt::io::NpyArray>> arrays_;
-  std::vector<bool> widen_; // int32 file for an int64 input
   int64_t batch_, samples_ = 0;
 };
 
@@ -287,6 +285,7 @@ void checkRuntimeConfig(const dsrt::config::TrainConfig &baked,
   differs(baked.optimizer != given.optimizer, "the optimizer settings");
   differs(baked.gradientClipping != given.gradientClipping, "the gradient_clipping settings");
   differs(!(baked.zero == given.zero), "the zero_optimization settings");
+  differs(!(baked.pipeline == given.pipeline), "the pipeline settings");
 }
 
 /// The exit of a rank that finished (MPI_Finalize under mpirun).
@@ -394,12 +393,17 @@ int main(int argc, char **argv) {
     _mm_setcsr(_mm_getcsr() | 0x8040);
 
     std::unique_ptr<DataSource> source;
+    if (data.empty() && !tokenDtype.empty())
+      die("--token-dtype " + tokenDtype + ": applies only to a token file given with --data");
     if (data.empty()) {
       if (rank0)
         std::fprintf(stderr, "dsrt: no --data: training on synthetic random batches (token ids "
                              "uniform over the vocabulary), a smoke test, not a dataset\n");
       source = std::make_unique<SyntheticSource>(exec.plan(), exec.inputs(),
                                                  exec.microBatchSize());
+    } else if (!tokenDtype.empty() && (fs::is_directory(data) || !fs::exists(data))) {
+      die("--token-dtype " + tokenDtype + ": applies only to a token file, and --data " + data +
+          " is " + (fs::is_directory(data) ? "a folder of .npy files" : "not a file"));
     } else if (fs::is_directory(data)) {
       source = std::make_unique<NpyFolder>(data, exec.inputs(), exec.microBatchSize());
     } else if (fs::exists(data)) {
