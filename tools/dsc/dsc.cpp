@@ -79,6 +79,7 @@ void explain(mlir::ModuleOp module, llvm::raw_ostream &os) {
      << " (opset " << module->getAttrOfType<mlir::IntegerAttr>("dsc.opset").getInt()
      << ")\n";
   int64_t params = 0, paramBytes = 0, buffers = 0, bufferBytes = 0, nParams = 0;
+  std::vector<std::string> frozen;
   os << "inputs:\n";
   for (auto arg : fn.getArguments()) {
     unsigned k = arg.getArgNumber();
@@ -89,7 +90,8 @@ void explain(mlir::ModuleOp module, llvm::raw_ostream &os) {
       params += dsc::nn::numElements(arg.getType());
       paramBytes += dsc::nn::byteSize(arg.getType());
     }
-    if (fn.getArgAttr(k, dsc::train::TrainDialect::kBuffer)) {
+    if (auto name = fn.getArgAttrOfType<mlir::StringAttr>(k, dsc::train::TrainDialect::kBuffer)) {
+      frozen.push_back(name.str());
       ++buffers;
       bufferBytes += dsc::nn::byteSize(arg.getType());
     }
@@ -98,6 +100,8 @@ void explain(mlir::ModuleOp module, llvm::raw_ostream &os) {
                      (long long)nParams, (long long)params, params / 1e6, paramBytes / 1e6);
   os << llvm::format("buffers: %lld tensors, %.2f MB (frozen, not trained)\n",
                      (long long)buffers, bufferBytes / 1e6);
+  if (!frozen.empty())
+    os << "  frozen: " << dsc::onnx_import::compactNames(frozen) << "\n";
   for (unsigned i = 0; i < fn.getNumResults(); ++i)
     if (fn.getResultAttr(i, dsc::train::TrainDialect::kLoss))
       os << "loss: " << typeString(fn.getResultTypes()[i]) << "\n";
@@ -219,7 +223,7 @@ int main(int argc, char **argv) {
   int64_t elide = 1024, dp = 1;
   std::optional<int64_t> zeroStage, pp, microBatches;
   std::optional<std::string> schedule, partition;
-  std::vector<std::string> inputShapes;
+  std::vector<std::string> inputShapes, freeze;
   bool doExplain = false;
   app.add_option("model", model, "ONNX model (binary .onnx or textual .onnxtxt) with its loss")
       ->required();
@@ -237,6 +241,12 @@ int main(int argc, char **argv) {
                  "value for a dynamic dimension 0 of every input")
       ->check(dsrt::cli::integer<int64_t>(1, int64_t(1) << 31));
   app.add_option("--input-shape", inputShapes, "static shape of an input: NAME=DxDx...");
+  app.add_option("--freeze", freeze,
+                 "never train the initializers matching PATTERN (repeatable): a glob over the "
+                 "whole name (* ? [..] {a,b}) or /regex/ (matching anywhere in the name); "
+                 "a pattern matching no initializer is an error")
+      ->type_name("PATTERN")
+      ->allow_extra_args(false);
   using dsrt::cli::integer;
   using dsrt::limits::kMaxRanks;
   app.add_option("--dp", dp, "data-parallel ranks the plan runs on (default 1)")
@@ -327,6 +337,8 @@ int main(int argc, char **argv) {
 
   dsc::onnx_import::ImportOptions options;
   options.lossName = loss;
+  options.freeze = freeze;
+  options.notes = &llvm::errs();
   // A dynamic batch dimension takes the configured micro-batch size.
   options.batchSize = batchSize ? batchSize : (haveConfig ? cfg.microBatchPerGpu : 0);
   for (const auto &spec : inputShapes) {

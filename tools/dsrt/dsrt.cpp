@@ -140,12 +140,13 @@ public:
         die(path + ": missing; the plan's input '" + t->name + "' is read from it");
       arrays_.push_back(std::make_unique<dsrt::io::NpyArray>(dsrt::io::readNpy(path)));
       const dsrt::io::NpyArray &a = *arrays_.back();
-      bool dtypeOk = (t->dtype == plan::F32 && a.dtype == dsrt::io::DType::F32) ||
-                     (t->dtype == plan::I64 && (a.dtype == dsrt::io::DType::I64 ||
-                                                a.dtype == dsrt::io::DType::I32));
-      if (!dtypeOk)
-        die(path + ": dtype " + dsrt::io::dtypeName(a.dtype) + ", the input '" + t->name +
-            "' needs " + (t->dtype == plan::F32 ? "float32" : "int64 (or int32)"));
+      using dsrt::io::DType;
+      DType need = t->dtype == plan::F32   ? DType::F32
+                   : t->dtype == plan::F64 ? DType::F64
+                   : t->dtype == plan::I64 ? DType::I64
+                   : t->dtype == plan::I32 ? DType::I32
+                                           : DType::Bool;
+      widen_.push_back(dsrt::io::checkInputDType(a, path, need, t->name));
       std::vector<int64_t> want(t->shape.dims + 1, t->shape.dims + t->shape.rank);
       std::vector<int64_t> have(a.shape.begin() + (a.shape.empty() ? 0 : 1), a.shape.end());
       if (a.shape.empty() || have != want) {
@@ -169,7 +170,7 @@ public:
       int64_t row = t->numel / batch_;
       for (int64_t i = 0; i < batch_; ++i) {
         int64_t src = (k * batch_ + i) % samples_;
-        if (a.dtype == dsrt::io::DType::I32) {
+        if (widen_[j]) {
           auto *from = static_cast<const int32_t *>(a.data()) + src * row;
           std::copy(from, from + row, t->i64() + i * row);
         } else {
@@ -185,6 +186,7 @@ public:
 
 private:
   std::vector<std::unique_ptr<dsrt::io::NpyArray>> arrays_;
+  std::vector<bool> widen_; // int32 file for an int64 input
   int64_t batch_, samples_ = 0;
 };
 
