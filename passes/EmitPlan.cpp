@@ -6,7 +6,9 @@
 //   weights.safetensors  the initial parameters and frozen buffers, by name;
 //   model.onnx           the source model without those initializers' data,
 //                        which dsrt --export-onnx fills with trained ones;
-//   manifest.txt         what a person wants to know before running it.
+//   manifest.txt         what a person wants to know before running it;
+//   plan.sha256          the SHA-256 of plan.pb and weights.safetensors, which
+//                        dsrt checks (`sha256sum -c plan.sha256` too).
 // Instruction attributes are encoded per op as documented in
 // runtime/core/Ops.cpp, the runtime's table of ops; both sides check arity.
 //
@@ -856,6 +858,11 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
   try {
     dsrt::io::writeFileAtomically(options.dir + "/model.onnx",
                                   {{skeleton.data(), skeleton.size()}});
+    // The checksums dsrt verifies (runtime/io/FileUtil.h), before plan.pb.
+    dsrt::io::writeChecksums(
+        options.dir,
+        {{"plan.pb", dsrt::io::sha256Hex(bytes.data(), bytes.size())},
+         {"weights.safetensors", dsrt::io::sha256File(options.dir + "/weights.safetensors")}});
     // plan.pb last: a directory with a plan.pb is a complete plan.
     dsrt::io::writeFileAtomically(options.dir + "/plan.pb", {{bytes.data(), bytes.size()}});
   } catch (const std::exception &e) {

@@ -6,11 +6,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <sys/mman.h>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
+
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysinfo.h>
 
 namespace dsrt {
 namespace plan = dsc::plan;
@@ -35,28 +38,84 @@ std::string shapeString(const cpu::Shape &s) {
     r += (i ? "," : "") + std::to_string(s.dims[i]);
   return r + "]";
 }
+
+/// What to do about a file of the plan directory that differs from its
+/// checksum, or a checksum list that cannot be used.
+std::string checksumHint(const std::string &dir) {
+  return "recompile the model with dsc; to run a plan changed on purpose, record its checksums "
+         "with: cd " + dir + " && sha256sum plan.pb weights.safetensors > " + io::kChecksumFile;
+}
+
+/// A dimension list whose product, and the product of any of its non-zero
+/// dimensions, stays within kMaxPlanElements (a zero dimension must not
+/// hide huge others: kernels multiply subsets of them). Returns the product.
+int64_t boundedProduct(const google::protobuf::RepeatedField<int64_t> &dims, cpu::Shape &shape,
+                       const std::string &where, const char *what) {
+  shape.rank = dims.size();
+  int64_t nonZero = 1;
+  bool empty = false;
+  for (int i = 0; i < dims.size(); ++i) {
+    int64_t d = dims[i];
+    if (d < 0 || (d > 0 && nonZero > kMaxPlanElements / d))
+      throw PlanError(where + ": bad " + what + " dimension " + std::to_string(d) + " (at most " +
+                      std::to_string(kMaxPlanElements) + " elements)");
+    shape.dims[i] = d;
+    empty |= d == 0;
+    nonZero *= d ? d : 1;
+  }
+  return empty ? 0 : nonZero;
+}
+
+/// RAM and swap: what an allocation can get at most.
+uint64_t machineMemoryBytes() {
+  struct sysinfo si;
+  if (::sysinfo(&si) != 0)
+    return UINT64_MAX;
+  return (uint64_t(si.totalram) + uint64_t(si.totalswap)) * si.mem_unit;
+}
 } // namespace
 
 Executor::Executor(const std::string &dir, comm::Communicator *world)
     : dir_(dir), world_(world) {
   std::string path = dir + "/plan.pb";
   name_ = path;
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
     throw PlanError(path + ": cannot open (is '" + dir + "' a plan directory written by dsc -o?)");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  if (buffer.str().empty())
+  try {
+    io::requireRegularFile(path);
+  } catch (const io::IoError &e) {
+    throw PlanError(e.what());
+  }
+  // Read, not mapped: a plan.pb truncated while it is read must not SIGBUS.
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+      throw PlanError(path + ": cannot open (is '" + dir +
+                      "' a plan directory written by dsc -o?)");
+    char chunk[1 << 16];
+    while (in.read(chunk, sizeof chunk) || in.gcount()) {
+      bytes.append(chunk, size_t(in.gcount()));
+      if (bytes.size() > kMaxPlanFileBytes)
+        throw PlanError(path + ": more than the " + std::to_string(kMaxPlanFileBytes) +
+                        " bytes a plan may have (not a plan?)");
+    }
+  }
+  if (bytes.empty())
     throw PlanError(path + ": empty file, not a plan");
   google::protobuf::SetLogHandler(nullptr); // our error says it instead
   plan::Plan top;
-  if (!top.ParseFromString(buffer.str()))
+  if (!top.ParseFromString(bytes))
     throw PlanError(path + ": not a valid plan (corrupt or truncated protobuf)");
-  buffer = std::stringstream();
   if (top.format_version() != kPlanFormatVersion)
     throw PlanError(path + ": plan format version " + std::to_string(top.format_version()) +
                     ", this dsrt runs version " + std::to_string(kPlanFormatVersion) +
                     " (recompile the model with the matching dsc)");
+  // After the version: a plan of another format may keep its checksums
+  // elsewhere.
+  verifyChecksums(bytes);
+  bytes = std::string();
   if (!world_) {
     ownWorld_ = std::make_unique<comm::SelfCommunicator>();
     world_ = ownWorld_.get();
@@ -65,6 +124,9 @@ Executor::Executor(const std::string &dir, comm::Communicator *world)
     setupPipeline(top, path);
   } else {
     plan_.Swap(&top);
+    if (plan_.dp() > kMaxPlanRanks)
+      throw PlanError(path + ": dp=" + std::to_string(plan_.dp()) + " exceeds the " +
+                      std::to_string(kMaxPlanRanks) + " ranks a plan may have");
     dp_ = std::max<int>(1, int(plan_.dp()));
     if (world_->size() != dp_)
       throw PlanError(path + ": plan compiled for dp=" + std::to_string(dp_) + " but running on " +
@@ -77,8 +139,10 @@ Executor::Executor(const std::string &dir, comm::Communicator *world)
     comm_ = world_;
     // Axis 1 of a plan without a pipeline is this rank alone.
     ownPp_ = std::make_unique<comm::SelfCommunicator>(world_->timeoutSeconds());
-    if (plan_.program().micro_batches() < 1)
-      throw PlanError(path + ": micro_batches must be at least 1");
+    int64_t m = plan_.program().micro_batches();
+    if (m < 1 || m > kMaxMicroBatches)
+      throw PlanError(path + ": micro_batches " + std::to_string(m) + " must lie in [1, " +
+                      std::to_string(kMaxMicroBatches) + "]");
   }
   try {
     config_ = plan_.config_json().empty()
@@ -117,18 +181,49 @@ Executor::Executor(const std::string &dir, comm::Communicator *world)
   ctx_.config = &config_;
 }
 
+void Executor::verifyChecksums(const std::string &planBytes) {
+  std::string list = dir_ + "/" + io::kChecksumFile;
+  std::vector<io::FileChecksum> sums;
+  try {
+    sums = io::readChecksums(dir_);
+  } catch (const io::IoError &e) {
+    throw PlanError(std::string(e.what()) + ": dsc writes the checksums of plan.pb and "
+                    "weights.safetensors there, and dsrt runs only a plan that matches them (" +
+                    checksumHint(dir_) + ")");
+  }
+  auto sumOf = [&](const char *file) {
+    auto it = std::find_if(sums.begin(), sums.end(),
+                           [&](const io::FileChecksum &f) { return f.name == file; });
+    if (it == sums.end())
+      throw PlanError(list + ": no checksum of " + file + " (" + checksumHint(dir_) + ")");
+    return it->sha256;
+  };
+  if (io::sha256Hex(planBytes.data(), planBytes.size()) != sumOf("plan.pb"))
+    throw PlanError(name_ + ": does not match its checksum in " + list +
+                    ": the file was modified after dsc wrote it (" + checksumHint(dir_) + ")");
+  weightsSha256_ = sumOf("weights.safetensors");
+}
+
 void Executor::setupPipeline(plan::Plan &top, const std::string &path) {
-  pp_ = int(top.pp());
+  // Bounded before any int arithmetic: dp and pp are uint32 in the plan.
+  uint64_t pp = top.pp();
+  uint64_t dp =
+      std::max<uint32_t>(1, top.dp() || !top.stages_size() ? top.dp() : top.stages(0).dp());
+  if (pp > uint64_t(kMaxPlanRanks) || dp > uint64_t(kMaxPlanRanks) ||
+      pp * dp > uint64_t(kMaxPlanRanks))
+    throw PlanError(path + ": pp=" + std::to_string(pp) + " x dp=" + std::to_string(dp) +
+                    " exceeds the " + std::to_string(kMaxPlanRanks) + " ranks a plan may have");
+  pp_ = int(pp);
   if (top.stages_size() != pp_)
     throw PlanError(path + ": a pipeline plan of pp=" + std::to_string(pp_) + " has " +
                     std::to_string(top.stages_size()) + " stage plans");
-  dp_ = std::max<int>(1, int(top.dp() ? top.dp() : top.stages(0).dp()));
+  dp_ = int(dp);
   int losses = 0;
   for (int s = 0; s < pp_; ++s) {
     const plan::Plan &st = top.stages(s);
-    if (std::max<int>(1, int(st.dp())) != dp_)
+    if (std::max<uint32_t>(1, st.dp()) != uint32_t(dp_))
       throw PlanError(path + ": stage " + std::to_string(s) + " is compiled for dp=" +
-                      std::to_string(std::max<int>(1, int(st.dp()))) + ", the pipeline for dp=" +
+                      std::to_string(std::max<uint32_t>(1, st.dp())) + ", the pipeline for dp=" +
                       std::to_string(dp_));
     if (st.stages_size() || st.pp() > 1)
       throw PlanError(path + ": stage " + std::to_string(s) + " is itself a pipeline plan");
@@ -138,9 +233,9 @@ void Executor::setupPipeline(plan::Plan &top, const std::string &path) {
     throw PlanError(path + ": " + std::to_string(losses) +
                     " stages hold the loss (has_loss); a pipeline has one, its last stage");
   int64_t m = top.pipeline_micro_batches();
-  if (m < 1)
-    throw PlanError(path + ": pipeline_micro_batches must be at least 1, is " +
-                    std::to_string(m));
+  if (m < 1 || m > kMaxMicroBatches)
+    throw PlanError(path + ": pipeline_micro_batches " + std::to_string(m) + " must lie in [1, " +
+                    std::to_string(kMaxMicroBatches) + "]");
   int need = pp_ * dp_, have = world_->size();
   if (have != need)
     throw PlanError(path + ": plan compiled for pp=" + std::to_string(pp_) + " x dp=" +
@@ -156,8 +251,17 @@ void Executor::setupPipeline(plan::Plan &top, const std::string &path) {
     for (const plan::Buffer &b : top.stages(s).buffers()) {
       if (b.role() != plan::PARAM)
         continue;
-      std::vector<int64_t> shape(b.shard_count() > 1 ? b.full_shape().begin() : b.shape().begin(),
-                                 b.shard_count() > 1 ? b.full_shape().end() : b.shape().end());
+      const auto &dims = b.shard_count() > 1 ? b.full_shape() : b.shape();
+      // World rank 0 allocates every stage's parameters: bounded here, as
+      // its own stage's buffers are by validateBuffers().
+      cpu::Shape bounded;
+      if (dims.size() > cpu::kMaxRank)
+        throw PlanError(path + ": stage " + std::to_string(s) + " parameter '" + b.name() +
+                        "' has rank " + std::to_string(dims.size()));
+      boundedProduct(dims, bounded,
+                     path + ": stage " + std::to_string(s) + " parameter '" + b.name() + "'",
+                     "shape");
+      std::vector<int64_t> shape(dims.begin(), dims.end());
       auto [it, fresh] = seen.emplace(b.name(), stageParams_.size());
       if (fresh) {
         stageParams_.push_back({b.name(), shape, s});
@@ -210,6 +314,7 @@ void Executor::validatePipeline() {
   // every INPUT buffer loaded by one.
   const Instr *first = nullptr;
   std::vector<bool> loaded(tensors_.size(), false);
+  std::vector<std::vector<const Instr *>> loaders(size_t(ctx_.microBatches)); // by micro-batch
   for (const std::vector<Instr> *list : {&prologue_, &epilogue_})
     for (const Instr &i : *list) {
       if (i.op != "load_batch")
@@ -218,6 +323,7 @@ void Executor::validatePipeline() {
         throw PlanError(name_ + ": " + i.label + " (load_batch): micro-batch " +
                         std::to_string(i.ints[0]) + " of a step of " +
                         std::to_string(ctx_.microBatches) + " (pipeline_micro_batches)");
+      loaders[size_t(i.ints[0])].push_back(&i);
       if (!first || (i.ints[0] == 0 && first->ints[0] != 0))
         first = &i;
       for (const Tensor *t : i.out)
@@ -249,6 +355,16 @@ void Executor::validatePipeline() {
                         "; micro-batch " + std::to_string(first->ints[0]) + " into " +
                         describe(inputs_));
     }
+  // A stage that loads data loads every micro-batch of the step, once.
+  for (size_t m = 0; first && m < loaders.size(); ++m)
+    if (loaders[m].size() != 1)
+      throw PlanError(name_ + ": " +
+                      (loaders[m].empty()
+                           ? "no load_batch loads micro-batch " + std::to_string(m)
+                           : loaders[m][1]->label + " (load_batch) loads micro-batch " +
+                                 std::to_string(m) + " again (" + loaders[m][0]->label + " did)") +
+                      "; a stage that loads data loads each of the step's " +
+                      std::to_string(ctx_.microBatches) + " micro-batches once");
   for (size_t k = 0; k < tensors_.size(); ++k)
     if (tensors_[k].role == plan::INPUT && !loaded[k])
       throw PlanError(name_ + ": buffer " + std::to_string(k) + " ('" + tensors_[k].name +
@@ -259,6 +375,13 @@ Executor::~Executor() { std::free(arena_); }
 
 void Executor::validateBuffers() {
   const std::string &path = name_;
+  if (plan_.arena_bytes() > kMaxArenaBytes)
+    throw PlanError(path + ": arena of " + std::to_string(plan_.arena_bytes()) +
+                    " bytes, more than the " + std::to_string(kMaxArenaBytes) +
+                    " a plan may have");
+  if (plan_.micro_batch_size() < 0 || plan_.micro_batch_size() > kMaxPlanElements)
+    throw PlanError(path + ": micro_batch_size " + std::to_string(plan_.micro_batch_size()) +
+                    " out of range");
   tensors_.resize(plan_.buffers_size());
   for (int k = 0; k < plan_.buffers_size(); ++k) {
     const plan::Buffer &b = plan_.buffers(k);
@@ -276,15 +399,7 @@ void Executor::validateBuffers() {
     t.offset = b.offset();
     t.role = b.role();
     t.name = b.name();
-    t.shape.rank = b.shape_size();
-    t.numel = 1;
-    for (int i = 0; i < b.shape_size(); ++i) {
-      int64_t d = b.shape(i);
-      if (d < 0 || (d > 0 && t.numel > (int64_t(1) << 50) / d))
-        throw PlanError(where + ": bad dimension " + std::to_string(d));
-      t.shape.dims[i] = d;
-      t.numel *= d;
-    }
+    t.numel = boundedProduct(b.shape(), t.shape, where, "shape");
     uint64_t bytes = t.bytes();
     if (b.offset() > plan_.arena_bytes() || bytes > plan_.arena_bytes() - b.offset())
       throw PlanError(where + ": bytes [" + std::to_string(b.offset()) + ", " +
@@ -307,21 +422,19 @@ void Executor::validateBuffers() {
       if (b.full_shape_size() > cpu::kMaxRank)
         throw PlanError(where + ": full_shape has rank " + std::to_string(b.full_shape_size()));
       t.shards = b.shard_count();
-      t.fullShape.rank = b.full_shape_size();
-      t.fullNumel = 1;
-      for (int i = 0; i < b.full_shape_size(); ++i) {
-        int64_t d = b.full_shape(i);
-        if (d < 0 || (d > 0 && t.fullNumel > (int64_t(1) << 50) / d))
-          throw PlanError(where + ": bad full_shape dimension " + std::to_string(d));
-        t.fullShape.dims[i] = d;
-        t.fullNumel *= d;
-      }
+      t.fullNumel = boundedProduct(b.full_shape(), t.fullShape, where, "full_shape");
       int64_t chunk = (t.fullNumel + t.shards - 1) / t.shards;
       if (t.shape.rank != 1 || t.numel != chunk)
         throw PlanError(where + ": a shard of " + shapeString(t.fullShape) + " over " +
                         std::to_string(t.shards) + " ranks must have shape [" +
                         std::to_string(chunk) + "], has " + shapeString(t.shape));
     }
+    // The synthetic data source draws index inputs from [0, index_bound).
+    if (b.index_bound() < 0 ||
+        (b.index_bound() > 0 &&
+         (b.role() != plan::INPUT || (b.dtype() != plan::I64 && b.dtype() != plan::I32))))
+      throw PlanError(where + ": index_bound " + std::to_string(b.index_bound()) +
+                      " (only integer INPUT buffers have one, and it is positive)");
     if (b.role() == plan::INPUT) {
       if (t.shape.rank == 0 || t.shape.dims[0] != plan_.micro_batch_size())
         throw PlanError(where + ": input's first dimension must be the micro-batch size " +
@@ -457,6 +570,12 @@ void Executor::validateCollectives(const std::vector<Instr> &list, const char *w
         staging.offset = comm::firstFitOffset(live.data(), live.size(), staging.length);
         reservation.stagingElements =
             std::max(reservation.stagingElements, staging.offset + staging.length);
+        // Bounded at every step, so no offset of the next one overflows.
+        if (reservation.stagingElements > kMaxPlanElements)
+          throw PlanError(name(k) + ": the collectives pending with it need " +
+                          std::to_string(reservation.stagingElements) +
+                          " elements of staging, more than the " +
+                          std::to_string(kMaxPlanElements) + " a plan may have");
       }
       reservation.maxTensors = std::max<int>(reservation.maxTensors, int(i.comm.size()));
     }
@@ -474,11 +593,24 @@ void Executor::validateCollectives(const std::vector<Instr> &list, const char *w
 }
 
 void Executor::initialize(const std::string &weightsPath, uint64_t seed) {
-  size_t bytes = std::max<uint64_t>(plan_.arena_bytes(), 64);
-  arena_ = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  // What this rank allocates, against what the machine has: an allocation
+  // beyond it may well succeed, and then the first touch of its pages
+  // kills the process. Bounded at load time, none of these sums overflows.
+  uint64_t arenaBytes = (std::max<uint64_t>(plan_.arena_bytes(), 64) + 63) / 64 * 64;
+  uint64_t commBytes = 0;
+  for (const comm::Reservation &r : reservation_)
+    commBytes += uint64_t(r.stagingElements) * sizeof(float) +
+                 uint64_t(r.maxPending) * uint64_t(r.maxTensors) * sizeof(comm::TensorArg);
+  if (uint64_t have = machineMemoryBytes(); arenaBytes + commBytes > have)
+    throw PlanError(name_ + ": needs " + std::to_string(arenaBytes + commBytes) +
+                    " bytes (the arena " + std::to_string(arenaBytes) +
+                    ", the collectives' staging " + std::to_string(commBytes) +
+                    "), more than this machine's " + std::to_string(have) +
+                    " bytes of memory and swap");
+  arena_ = std::aligned_alloc(64, arenaBytes);
   if (!arena_)
-    throw PlanError("cannot allocate the arena of " + std::to_string(bytes) + " bytes");
-  std::memset(arena_, 0, bytes);
+    throw PlanError("cannot allocate the arena of " + std::to_string(arenaBytes) + " bytes");
+  std::memset(arena_, 0, arenaBytes);
   for (int k = 0; k < plan_.buffers_size(); ++k) {
     tensors_[k].data = static_cast<char *>(arena_) + plan_.buffers(k).offset();
     if (plan_.buffers(k).role() == plan::CONSTANT)
@@ -504,41 +636,89 @@ void Executor::initialize(const std::string &weightsPath, uint64_t seed) {
     throw PlanError(e.what());
   }
   ctx_.handles.assign(size_t(maxHandle_ + 1), Context::Started());
+  loadWeights(weightsPath);
+  ctx_.seed = seed;
+}
 
-  io::SafeTensorsFile file = io::SafeTensorsFile::open(weightsPath);
+void Executor::loadWeights(const std::string &path) {
+  io::requireRegularFile(path);
+  io::SafeTensorsFile file = io::SafeTensorsFile::open(path);
+  // The header is checked against the plan first; then one pass over the
+  // file, in file order, copies the parameters and hashes every byte (the
+  // plan's own weights are checked against plan.sha256; another file has
+  // no checksum to match). The pass reads through a mapping of its own and
+  // drops each slice's pages behind it: the peak stays the arena plus one
+  // slice, not plus the whole weights file.
+  io::MappedFile bytes = io::MappedFile::open(path);
+  const uint8_t *base = bytes.data();
+  uint64_t size = bytes.size(), header = 0;
+  for (int i = 0; i < 8 && size >= 8; ++i)
+    header |= uint64_t(base[i]) << (8 * i);
+  uint64_t dataStart = 8 + (size >= 8 ? std::min(header, size - 8) : 0);
+  const auto &refs = file.tensors(); // in file order, tiling the data from offset 0
+  auto offsetOf = [&](const io::TensorRef &w) {
+    return dataStart + uint64_t(static_cast<const char *>(w.data) -
+                                static_cast<const char *>(refs.front().data));
+  };
+  // Both mappings must be of the same file (it could be replaced between).
+  if (size < 8 || header > size - 8 ||
+      (refs.empty() ? dataStart != size : offsetOf(refs.back()) + refs.back().nbytes() != size))
+    throw PlanError(path + ": changed while it was being read");
+
+  struct Load {
+    uint64_t begin, end; // in the file
+    char *to;
+  };
+  std::vector<Load> loads;
   for (Tensor &t : tensors_) {
     if (t.role != plan::PARAM && t.role != plan::FROZEN)
       continue;
     const io::TensorRef *w = file.find(t.name);
     if (!w)
-      throw PlanError(weightsPath + ": no tensor '" + t.name + "' (a parameter of the plan)");
+      throw PlanError(path + ": no tensor '" + t.name + "' (a parameter of the plan)");
     const cpu::Shape &whole = t.shards > 1 ? t.fullShape : t.shape;
     std::vector<int64_t> shape(whole.dims, whole.dims + whole.rank);
     if (w->dtype != io::DType::F32 || w->shape != shape)
-      throw PlanError(weightsPath + ": tensor '" + t.name + "' is " + io::dtypeName(w->dtype) + " " +
+      throw PlanError(path + ": tensor '" + t.name + "' is " + io::dtypeName(w->dtype) + " " +
                       io::formatShape(w->shape) + ", the plan needs float32 " +
                       io::formatShape(shape));
     // A shard takes chunk `rank` of the flattened tensor; the padding past
     // its end stays zero (the arena is zeroed).
     int64_t first = t.shards > 1 ? std::min(t.fullNumel, ctx_.rank * t.numel) : 0;
     int64_t count = t.shards > 1 ? std::min(t.fullNumel - first, t.numel) : t.numel;
-    const char *from = static_cast<const char *>(w->data) + first * 4;
-    // Copy in slices and drop the file's pages behind each: the peak stays
-    // the arena plus one slice, not plus the largest tensor (a GPT-2
-    // embedding is 154 MB) or the whole weights file. The mapping is
-    // read-only and file-backed, so a dropped page that the next tensor
-    // shares is simply read again.
-    constexpr size_t kSlice = size_t(8) << 20;
-    size_t bytes = size_t(count) * 4;
-    for (size_t done = 0; done < bytes; done += kSlice) {
-      size_t n = std::min(kSlice, bytes - done);
-      std::memcpy(static_cast<char *>(t.data) + done, from + done, n);
-      uintptr_t page = 4096, begin = reinterpret_cast<uintptr_t>(from + done) & ~(page - 1);
-      uintptr_t end = reinterpret_cast<uintptr_t>(from + done + n);
-      madvise(reinterpret_cast<void *>(begin), end - begin, MADV_DONTNEED);
-    }
+    uint64_t begin = offsetOf(*w) + uint64_t(first) * 4;
+    loads.push_back({begin, begin + uint64_t(count) * 4, static_cast<char *>(t.data)});
   }
-  ctx_.seed = seed;
+  std::sort(loads.begin(), loads.end(),
+            [](const Load &a, const Load &b) { return a.begin < b.begin; });
+
+  struct stat mine, plans;
+  bool verify = !weightsSha256_.empty() && ::stat(path.c_str(), &mine) == 0 &&
+                ::stat((dir_ + "/weights.safetensors").c_str(), &plans) == 0 &&
+                mine.st_dev == plans.st_dev && mine.st_ino == plans.st_ino;
+  io::Sha256 sha;
+  constexpr uint64_t kSlice = uint64_t(8) << 20; // page-aligned slices of the mapping
+  size_t next = 0; // loads before it are complete
+  for (uint64_t at = 0; at < size; at += kSlice) {
+    uint64_t end = std::min(size, at + kSlice);
+    bool touched = verify;
+    for (size_t j = next; j < loads.size() && loads[j].begin < end; ++j) {
+      uint64_t b = std::max(at, loads[j].begin), e = std::min(end, loads[j].end);
+      if (b < e) {
+        std::memcpy(loads[j].to + (b - loads[j].begin), base + b, e - b);
+        touched = true;
+      }
+    }
+    while (next < loads.size() && loads[next].end <= end)
+      ++next;
+    if (verify)
+      sha.update(base + at, end - at);
+    if (touched)
+      ::madvise(const_cast<uint8_t *>(base) + at, end - at, MADV_DONTNEED);
+  }
+  if (verify && sha.hex() != weightsSha256_)
+    throw PlanError(path + ": does not match its checksum in " + dir_ + "/" + io::kChecksumFile +
+                    ": the file was modified after dsc wrote it (" + checksumHint(dir_) + ")");
 }
 
 std::vector<const Tensor *> Executor::weights() const {

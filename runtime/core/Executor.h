@@ -316,9 +316,15 @@ public:
   comm::Communicator &group(int axis) { return *ctx_.comms[axis]; }
 
 private:
+  /// Checks plan.pb's bytes against DIR/plan.sha256 and keeps the weights'
+  /// checksum for initialize().
+  void verifyChecksums(const std::string &planBytes);
   void setupPipeline(dsc::plan::Plan &top, const std::string &path);
   void validatePipeline();
   void validateBuffers();
+  /// Copies the parameters and frozen buffers from a safetensors file
+  /// (initialize()), checking the plan's own against plan.sha256.
+  void loadWeights(const std::string &path);
   std::vector<Instr> resolve(const google::protobuf::RepeatedPtrField<dsc::plan::Instr> &list,
                              const char *where);
   /// Pairs every collective with one later dist.wait of `list` and replays
@@ -336,6 +342,7 @@ private:
 
   std::string dir_;
   std::string name_; // "DIR/plan.pb", "DIR/plan.pb (stage 1)" in errors
+  std::string weightsSha256_; // DIR/weights.safetensors', from plan.sha256
   dsc::plan::Plan plan_;
   config::TrainConfig config_;
   std::vector<Tensor> tensors_;

@@ -67,13 +67,20 @@
 //                          order sent; a size mismatch fails the wait.
 // Dropout in a pipeline plan draws from the global micro-batch of its
 // Instr.micro_batch (the instructions of several micro-batches interleave).
-// Axes are non-negative. Every check runs at load time; kernels trust them.
+// Axes are non-negative. Every check runs at load time; kernels trust them:
+// each shape relation a kernel relies on (element counts, broadcasts, batch
+// dims, the non-concatenated dims), dtypes of every operand, one-element
+// scalars, flags 0/1 and the attribute ranges of the dialects' verifiers.
+// Element counts of different buffers multiply with overflow checks (one
+// buffer's are bounded by the executor), and an empty tensor whose kernel
+// would divide by its zero extent runs no kernel.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/config/LrSchedule.h"
 #include "runtime/core/Executor.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -132,6 +139,46 @@ struct Check {
     if (a < 0 || a >= std::max(t->shape.rank, 1))
       fail("axis " + std::to_string(a) + " out of range for rank " + std::to_string(t->shape.rank));
   }
+  /// A one-element buffer of dtype d (the kernel reads or writes element 0).
+  void scalar(const Tensor *t, plan::DType d, const char *what) const {
+    dtype(t, d, what);
+    if (t->numel != 1)
+      fail(std::string(what) + " must be a scalar (one element), has shape " + shape(t));
+  }
+  void minRank(const Tensor *t, int rank, const char *what) const {
+    if (t->shape.rank < rank)
+      fail(std::string(what) + " " + shape(t) + " must have rank >= " + std::to_string(rank));
+  }
+  /// Integer attribute k is a flag.
+  void flag(size_t k, const char *what) const {
+    if (i.ints[k] != 0 && i.ints[k] != 1)
+      fail(std::string(what) + " must be 0 or 1, is " + std::to_string(i.ints[k]));
+  }
+  /// Float attribute k lies in [lo, hi) (never NaN; hi = inf: finite).
+  void floatIn(size_t k, const char *what, double lo, double hi) const {
+    auto text = [](double v) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%g", v);
+      return std::string(buf);
+    };
+    double v = i.floats[k];
+    if (!(v >= lo && v < hi))
+      fail(std::string(what) + " " + text(v) + " must lie in [" + text(lo) + ", " + text(hi) + ")");
+  }
+  /// a * b for element counts of different buffers: each is bounded by
+  /// kMaxPlanElements, their product need not fit in 64 bits.
+  int64_t mul(int64_t a, int64_t b) const {
+    int64_t r;
+    if (__builtin_mul_overflow(a, b, &r) || r > kMaxPlanElements)
+      fail("element count " + std::to_string(a) + " x " + std::to_string(b) + " is too large");
+    return r;
+  }
+  int64_t add(int64_t a, int64_t b) const {
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r) || r > kMaxPlanElements)
+      fail("element count " + std::to_string(a) + " + " + std::to_string(b) + " is too large");
+    return r;
+  }
   static std::string shape(const Tensor *t) {
     std::string r = "[";
     for (int d = 0; d < t->shape.rank; ++d)
@@ -158,6 +205,28 @@ void noteBad(Context &c, int64_t bad, const Instr &i) {
   if (bad && !c.badIndices)
     c.badIndexOp = i.op;
   c.badIndices += bad;
+}
+
+/// The kernel of an instruction with nothing to compute (an empty tensor,
+/// whose kernel would divide by its zero extent).
+void runNothing(const Instr &, Context &) {}
+
+/// gather / gather_grad with empty rows (g = {outer, A, 0, nIdx}): nothing
+/// moves, but an index outside [-A, A) is still reported.
+void countBadIndices(const Instr &i, Context &ctx) {
+  const int64_t *idx = i.in[1]->i64(), a = i.g[1];
+  int64_t bad = 0;
+  for (int64_t j = 0; j < i.g[3]; ++j)
+    bad += idx[j] < -a || idx[j] >= a;
+  noteBad(ctx, bad, i);
+}
+
+/// Group sizes are checked against the plan's dp / pp after binding; until
+/// then they only need to be sane.
+void groupSize(const Check &c, int64_t group) {
+  if (group < 1 || group > kMaxPlanRanks)
+    c.fail("group size " + std::to_string(group) + " must lie in [1, " +
+           std::to_string(kMaxPlanRanks) + "]");
 }
 
 struct OpDef {
@@ -213,15 +282,18 @@ void bindCollective(Instr &i, const Check &c, comm::Kind kind) {
            " and " + std::to_string(i.out.size()));
   c.attrs(reduces ? 3 : 2, 0);
   int64_t group = i.ints[0], handle = i.ints.back();
-  if (group < 1)
-    c.fail("group size " + std::to_string(group) + " must be at least 1");
+  groupSize(c, group);
   if (reduces && (i.ints[1] < 0 || i.ints[1] > 3))
     c.fail("unknown reduction " + std::to_string(i.ints[1]) + " (0 sum, 1 avg, 2 max, 3 min)");
   if (handle < 0 || handle > 65535)
     c.fail("handle " + std::to_string(handle) + " out of range [0, 65535]");
+  // The communicator sizes a bucket's staging from these sums.
+  int64_t inTotal = 0, outTotal = 0;
   for (size_t j = 0; j < i.in.size(); ++j) {
     const Tensor *in = i.in[j], *out = i.out[j];
     c.floats({in, out});
+    inTotal = c.add(inTotal, in->numel);
+    outTotal = c.add(outTotal, out->numel);
     std::string which = "operand " + std::to_string(j) + ": ";
     switch (kind) {
     case comm::Kind::AllReduce:
@@ -263,8 +335,7 @@ void bindMessage(Instr &i, const Check &c, bool send) {
   c.arity(send ? 1 : 0, send ? 0 : 1);
   c.attrs(4, 0);
   int64_t group = i.ints[0], peer = i.ints[1], tag = i.ints[2], handle = i.ints[3];
-  if (group < 1)
-    c.fail("group size " + std::to_string(group) + " must be at least 1");
+  groupSize(c, group);
   if (peer == 0 || peer <= -group || peer >= group)
     c.fail("peer " + std::to_string(peer) + " must be a non-zero offset inside the group of " +
            std::to_string(group));
@@ -337,8 +408,7 @@ void addDistOps(std::map<std::string, OpDef> &t) {
     c.arity(1, 1);
     c.attrs(1, 0);
     int64_t group = i.ints[0];
-    if (group < 1)
-      c.fail("group size " + std::to_string(group) + " must be at least 1");
+    groupSize(c, group);
     if (i.in[0]->dtype != i.out[0]->dtype)
       c.fail("input and output dtypes differ");
     if (i.out[0]->numel != comm::chunkOf(i.in[0]->numel, group))
@@ -402,6 +472,7 @@ const std::map<std::string, OpDef> &table() {
     t["nn.gelu"] = {[](Instr &i, const Check &c) {
       c.arity(1, 1);
       c.attrs(1, 0);
+      c.flag(0, "tanh approximation");
       c.floats({i.in[0], i.out[0]});
       c.sameShape(i.in[0], i.out[0]);
       i.run = [](const Instr &i, Context &) {
@@ -412,6 +483,7 @@ const std::map<std::string, OpDef> &table() {
     t["nn.gelu_grad"] = {[](Instr &i, const Check &c) {
       c.arity(2, 1);
       c.attrs(1, 0);
+      c.flag(0, "tanh approximation");
       c.floats({i.in[0], i.in[1], i.out[0]});
       c.sameShape(i.in[0], i.out[0]);
       c.sameShape(i.in[1], i.out[0]);
@@ -482,6 +554,8 @@ const std::map<std::string, OpDef> &table() {
       c.arity(2, 1);
       c.attrs(2, 0);
       c.floats({i.in[0], i.in[1], i.out[0]});
+      c.flag(0, "transpose_lhs");
+      c.flag(1, "transpose_rhs");
       const cpu::Shape &a = i.in[0]->shape, &b = i.in[1]->shape, &o = i.out[0]->shape;
       if (a.rank < 2 || b.rank < 2 || o.rank < 2)
         c.fail("operands must have rank >= 2");
@@ -489,9 +563,27 @@ const std::map<std::string, OpDef> &table() {
       int64_t k = i.ints[0] ? a.dims[a.rank - 2] : a.dims[a.rank - 1];
       int64_t k2 = i.ints[1] ? b.dims[b.rank - 1] : b.dims[b.rank - 2];
       int64_t n = i.ints[1] ? b.dims[b.rank - 2] : b.dims[b.rank - 1];
+      std::string shapes = Check::shape(i.in[0]) + " x " + Check::shape(i.in[1]) + " -> " +
+                           Check::shape(i.out[0]);
       if (k != k2 || o.dims[o.rank - 2] != m || o.dims[o.rank - 1] != n)
-        c.fail("shapes " + Check::shape(i.in[0]) + " x " + Check::shape(i.in[1]) + " -> " +
-               Check::shape(i.out[0]) + " do not multiply");
+        c.fail("shapes " + shapes + " do not multiply");
+      // The kernel walks the result's batch index and steps each operand by
+      // it (stride 0 where the operand has 1 or no such dim): the batch dims
+      // must broadcast (numpy) to exactly the result's.
+      int ob = o.rank - 2, ab = a.rank - 2, bb = b.rank - 2;
+      if (ob != std::max(ab, bb))
+        c.fail("batch dimensions of " + shapes + " do not broadcast to the result's");
+      for (int d = 0; d < ob; ++d) {
+        int64_t ad = d >= ob - ab ? a.dims[d - (ob - ab)] : 1;
+        int64_t bd = d >= ob - bb ? b.dims[d - (ob - bb)] : 1;
+        if ((ad != 1 && bd != 1 && ad != bd) || o.dims[d] != (ad == 1 ? bd : ad))
+          c.fail("batch dimensions of " + shapes + " do not broadcast to the result's");
+      }
+      // OpenBLAS takes 32-bit sizes; the kernel may fold the batch into rows.
+      int64_t rows = n ? i.out[0]->numel / n : 0;
+      for (int64_t v : {rows, n, k, a.dims[a.rank - 1], b.dims[b.rank - 1]})
+        if (v > INT32_MAX)
+          c.fail("shapes " + shapes + ": a matrix dimension exceeds 2^31 - 1, the GEMM limit");
       i.run = [](const Instr &i, Context &) {
         cpu::matmul(i.in[0]->f32(), i.in[0]->shape, i.ints[0] != 0, i.in[1]->f32(),
                     i.in[1]->shape, i.ints[1] != 0, i.out[0]->f32(), i.out[0]->shape);
@@ -503,21 +595,26 @@ const std::map<std::string, OpDef> &table() {
       c.arity(i.in.size(), 1);
       c.attrs(1, 1);
       c.floats({i.in[0], i.in[1], i.out[0]});
+      if (i.in.size() == 3)
+        c.floats({i.in[2]});
+      c.floatIn(0, "epsilon", 0, INFINITY);
       c.axis(i.ints[0], i.in[0]);
       c.sameShape(i.in[0], i.out[0]);
       i.g[0] = prod(i.in[0]->shape, 0, (int)i.ints[0]);
       i.g[1] = prod(i.in[0]->shape, (int)i.ints[0], i.in[0]->shape.rank);
       if (i.in[1]->numel != i.g[1] || (i.in.size() == 3 && i.in[2]->numel != i.g[1]))
         c.fail("scale and bias need " + std::to_string(i.g[1]) + " elements");
-      i.run = [](const Instr &i, Context &) {
+      // Empty rows: nothing to normalize (the kernel divides by the row).
+      i.run = i.in[0]->numel == 0 ? runNothing : KernelFn([](const Instr &i, Context &) {
         cpu::layerNorm(i.in[0]->f32(), i.in[1]->f32(), i.in.size() == 3 ? i.in[2]->f32() : nullptr,
                        i.out[0]->f32(), i.g[0], i.g[1], (float)i.floats[0]);
-      };
+      });
     }};
     t["nn.layer_norm_grad"] = {[](Instr &i, const Check &c) {
       c.arity(3, 3);
       c.attrs(1, 1);
       c.floats({i.in[0], i.in[1], i.in[2], i.out[0], i.out[1], i.out[2]});
+      c.floatIn(0, "epsilon", 0, INFINITY);
       c.axis(i.ints[0], i.in[1]);
       c.sameShape(i.in[0], i.in[1]);
       c.sameShape(i.in[1], i.out[0]);
@@ -525,6 +622,15 @@ const std::map<std::string, OpDef> &table() {
       i.g[1] = prod(i.in[1]->shape, (int)i.ints[0], i.in[1]->shape.rank);
       if (i.in[2]->numel != i.g[1] || i.out[1]->numel != i.g[1] || i.out[2]->numel != i.g[1])
         c.fail("scale and its gradients need " + std::to_string(i.g[1]) + " elements");
+      if (i.in[1]->numel == 0) {
+        // No rows (or empty ones): the scale's gradients are empty sums,
+        // and the kernel would divide by the zero extent.
+        i.run = [](const Instr &i, Context &) {
+          cpu::fill(i.out[1]->f32(), i.out[1]->numel, 0.0f);
+          cpu::fill(i.out[2]->f32(), i.out[2]->numel, 0.0f);
+        };
+        return;
+      }
       i.run = [](const Instr &i, Context &) {
         cpu::layerNormGrad(i.in[0]->f32(), i.in[1]->f32(), i.in[2]->f32(), i.out[0]->f32(),
                            i.out[1]->f32(), i.out[2]->f32(), i.g[0], i.g[1], (float)i.floats[0]);
@@ -538,7 +644,8 @@ const std::map<std::string, OpDef> &table() {
         c.sameShape(i.in[0], i.out[0]);
         c.axis(i.ints[0], i.in[0]);
         splitAround(i, i.in[0], i.ints[0]);
-        i.run = fn;
+        // Empty: nothing to compute (the kernel divides by the axis' size).
+        i.run = i.in[0]->numel ? fn : runNothing;
       }};
     };
     softmaxLike("nn.softmax", [](const Instr &i, Context &) {
@@ -556,7 +663,7 @@ const std::map<std::string, OpDef> &table() {
         c.sameShape(i.in[1], i.out[0]);
         c.axis(i.ints[0], i.in[0]);
         splitAround(i, i.in[0], i.ints[0]);
-        i.run = fn;
+        i.run = i.in[0]->numel ? fn : runNothing;
       }};
     };
     softmaxGradLike("nn.softmax_grad", [](const Instr &i, Context &) {
@@ -571,12 +678,16 @@ const std::map<std::string, OpDef> &table() {
     auto lossGeometry = [](Instr &i, const Check &c, const Tensor *input, const Tensor *labels) {
       if (i.ints[0] < 0 || i.ints[0] > 2)
         c.fail("unknown reduction " + std::to_string(i.ints[0]));
+      c.flag(1, "has_ignore_index");
       if (input->shape.rank < 2)
         c.fail("input must be [N, C, ...]");
       c.dtype(labels, plan::I64, "labels");
       i.g[0] = input->shape.dims[0];
       i.g[1] = input->shape.dims[1];
       i.g[2] = prod(input->shape, 2, input->shape.rank);
+      // The kernels divide by C; a loss over no classes means nothing.
+      if (i.g[1] < 1)
+        c.fail("input " + Check::shape(input) + " has no classes (dimension 1 is 0)");
       if (labels->numel != i.g[0] * i.g[2])
         c.fail("labels " + Check::shape(labels) + " do not match input " + Check::shape(input));
     };
@@ -637,34 +748,38 @@ const std::map<std::string, OpDef> &table() {
       c.attrs(1, 0);
       c.floats({i.in[0], i.out[0]});
       c.dtype(i.in[1], plan::I64, "indices");
+      c.minRank(i.in[0], 1, "data");
       c.axis(i.ints[0], i.in[0]);
       splitAround(i, i.in[0], i.ints[0]);
       i.g[3] = i.in[1]->numel;
-      if (i.out[0]->numel != i.g[0] * i.g[3] * i.g[2])
+      if (i.out[0]->numel != c.mul(c.mul(i.g[0], i.g[3]), i.g[2]))
         c.fail("result " + Check::shape(i.out[0]) + " is not the gathered shape");
-      i.run = [](const Instr &i, Context &ctx) {
+      // Empty rows: nothing to copy (the kernel divides by the row length),
+      // but the indices are still checked.
+      i.run = i.g[2] == 0 ? countBadIndices : KernelFn([](const Instr &i, Context &ctx) {
         noteBad(ctx,
                 cpu::gather(i.in[0]->f32(), i.in[1]->i64(), i.out[0]->f32(), i.g[0], i.g[1],
                             i.g[2], i.g[3]),
                 i);
-      };
+      });
     }};
     t["nn.gather_grad"] = {[](Instr &i, const Check &c) {
       c.arity(2, 1);
       c.attrs(1, 0);
       c.floats({i.in[0], i.out[0]});
       c.dtype(i.in[1], plan::I64, "indices");
+      c.minRank(i.out[0], 1, "data gradient");
       c.axis(i.ints[0], i.out[0]);
       splitAround(i, i.out[0], i.ints[0]);
       i.g[3] = i.in[1]->numel;
-      if (i.in[0]->numel != i.g[0] * i.g[3] * i.g[2])
+      if (i.in[0]->numel != c.mul(c.mul(i.g[0], i.g[3]), i.g[2]))
         c.fail("gradient " + Check::shape(i.in[0]) + " is not the gathered shape");
-      i.run = [](const Instr &i, Context &ctx) {
+      i.run = i.g[2] == 0 ? countBadIndices : KernelFn([](const Instr &i, Context &ctx) {
         noteBad(ctx,
                 cpu::gatherGrad(i.in[0]->f32(), i.in[1]->i64(), i.out[0]->f32(), i.g[0], i.g[1],
                                 i.g[2], i.g[3]),
                 i);
-      };
+      });
     }};
     auto reduce = [&](const char *name, cpu::Reduce kind) {
       t[name] = {[kind](Instr &i, const Check &c) {
@@ -719,12 +834,23 @@ const std::map<std::string, OpDef> &table() {
         c.floats({i.in[0], i.out[0]});
         const Tensor *big = grad ? i.out[0] : i.in[0], *small = grad ? i.in[0] : i.out[0];
         int r = big->shape.rank;
+        c.minRank(big, 1, "sliced operand"); // the kernel walks rows of the last dim
         if ((int)i.ints.size() != 2 * r || small->shape.rank != r)
           c.fail("needs start and stride per dimension");
         for (int d = 0; d < r; ++d) {
-          int64_t start = i.ints[d], stride = i.ints[r + d], n = small->shape.dims[d];
-          if (start < 0 || stride <= 0 || (n > 0 && start + (n - 1) * stride >= big->shape.dims[d]))
+          int64_t &start = i.ints[d], &stride = i.ints[r + d], n = small->shape.dims[d];
+          int64_t last = 0;
+          if (start < 0 || stride <= 0 ||
+              (n > 0 && (__builtin_mul_overflow(n - 1, stride, &last) ||
+                         __builtin_add_overflow(start, last, &last) ||
+                         last >= big->shape.dims[d])))
             c.fail("dimension " + std::to_string(d) + " slice is out of bounds");
+          // One element (or none) takes no step: a stride past the end is
+          // then harmless, but the kernel's offset arithmetic would overflow.
+          if (n <= 1)
+            stride = 1;
+          if (n == 0)
+            start = 0;
         }
         i.run = grad ? KernelFn([](const Instr &i, Context &) {
           int r = i.out[0]->shape.rank;
@@ -744,16 +870,27 @@ const std::map<std::string, OpDef> &table() {
       if (i.in.empty() || i.out.size() != 1)
         c.fail("expects inputs and one output");
       c.attrs(1, 0);
+      c.dtype(i.out[0], plan::F32, "result");
+      c.minRank(i.out[0], 1, "result");
       c.axis(i.ints[0], i.out[0]);
+      // The kernel copies rows of the result's inner size from each input:
+      // every dimension but the axis must be the result's.
+      const cpu::Shape &os = i.out[0]->shape;
       int64_t total = 0;
-      for (const Tensor *t : i.in) {
+      for (size_t k = 0; k < i.in.size(); ++k) {
+        const Tensor *t = i.in[k];
         c.floats({t});
-        if (t->shape.rank != i.out[0]->shape.rank)
-          c.fail("inputs must have the result's rank");
-        total += t->shape.dims[i.ints[0]];
+        bool same = t->shape.rank == os.rank;
+        for (int d = 0; same && d < os.rank; ++d)
+          same = d == i.ints[0] || t->shape.dims[d] == os.dims[d];
+        if (!same)
+          c.fail("input " + std::to_string(k) + " " + Check::shape(t) +
+                 " differs from the result " + Check::shape(i.out[0]) + " outside axis " +
+                 std::to_string(i.ints[0]));
+        total = c.add(total, t->shape.dims[i.ints[0]]);
         i.shapes.push_back(t->shape);
       }
-      if (total != i.out[0]->shape.dims[i.ints[0]])
+      if (total != os.dims[i.ints[0]])
         c.fail("inputs do not add up to the result along the axis");
       i.ptrs.assign(i.in.size(), nullptr);
       i.run = [](const Instr &i, Context &) {
@@ -768,8 +905,7 @@ const std::map<std::string, OpDef> &table() {
       c.dtype(i.out[1], plan::BOOL, "mask");
       c.sameShape(i.in[0], i.out[0]);
       c.sameShape(i.in[0], i.out[1]);
-      if (!(i.floats[0] >= 0 && i.floats[0] < 1))
-        c.fail("ratio must be in [0, 1)");
+      c.floatIn(0, "ratio", 0, 1);
       i.run = [](const Instr &i, Context &ctx) {
         cpu::dropout(i.in[0]->f32(), i.out[0]->f32(), i.out[1]->u8(), i.out[0]->numel,
                      (float)i.floats[0], ctx.seed, (uint64_t)i.ints[0],
@@ -780,6 +916,7 @@ const std::map<std::string, OpDef> &table() {
     t["nn.dropout_grad"] = {[](Instr &i, const Check &c) {
       c.arity(2, 1);
       c.attrs(0, 1);
+      c.floatIn(0, "ratio", 0, 1);
       c.floats({i.in[0], i.out[0]});
       c.dtype(i.in[1], plan::BOOL, "mask");
       c.sameShape(i.in[0], i.out[0]);
@@ -793,8 +930,8 @@ const std::map<std::string, OpDef> &table() {
     t["train.lr_schedule"] = {[](Instr &i, const Check &c) {
       c.arity(1, 1);
       c.attrs(0, 0);
-      c.dtype(i.in[0], plan::I64, "step");
-      c.dtype(i.out[0], plan::F32, "lr");
+      c.scalar(i.in[0], plan::I64, "step");
+      c.scalar(i.out[0], plan::F32, "lr");
       i.run = [](const Instr &i, Context &ctx) {
         // DeepSpeed's schedules count updates from 0.
         *i.out[0]->f32() = (float)config::learningRate(*ctx.config, ctx.step - 1);
@@ -814,11 +951,11 @@ const std::map<std::string, OpDef> &table() {
         c.sameShape(i.in[k], i.out[k]);
         c.inPlace(i.in[k], i.out[k]);
       }
-      c.dtype(i.out[n], plan::F32, "norm");
+      c.scalar(i.out[n], plan::F32, "norm");
       if (sharded && (i.in[n]->dtype != plan::F32 || i.in[n]->numel != 1))
         c.fail("the sum of squares (last input) must be an F32 scalar");
-      if (i.floats[0] < 0)
-        c.fail("max_norm must be >= 0");
+      if (!(i.floats[0] >= 0)) // inf: never clip
+        c.fail("max_norm " + std::to_string(i.floats[0]) + " must be >= 0");
       i.g[0] = sharded;
       i.run = [](const Instr &i, Context &ctx) {
         size_t n = i.out.size() - 1;
@@ -846,8 +983,18 @@ const std::map<std::string, OpDef> &table() {
     t["train.adam"] = {[](Instr &i, const Check &c) {
       c.arity(6, 3);
       c.attrs(2, 4);
-      c.floats({i.in[0], i.in[1], i.in[2], i.in[3], i.in[4]});
-      c.dtype(i.in[5], plan::I64, "step");
+      c.floats({i.in[0], i.in[1], i.in[2], i.in[3], i.out[0], i.out[1], i.out[2]});
+      c.scalar(i.in[4], plan::F32, "lr");
+      c.scalar(i.in[5], plan::I64, "step");
+      // What train.adam's verifier accepts.
+      c.floatIn(0, "beta1", 0, 1);
+      c.floatIn(1, "beta2", 0, 1);
+      c.floatIn(2, "eps", 0, INFINITY);
+      if (i.floats[2] == 0)
+        c.fail("eps must be positive");
+      c.floatIn(3, "weight_decay", 0, 1e30);
+      c.flag(0, "decoupled");
+      c.flag(1, "bias_correction");
       for (int k = 1; k < 4; ++k)
         c.sameShape(i.in[0], i.in[k]);
       for (int k = 0; k < 3; ++k)
@@ -867,14 +1014,26 @@ const std::map<std::string, OpDef> &table() {
       bool momentum = i.in.size() == 4;
       c.arity(momentum ? 4 : 3, momentum ? 2 : 1);
       c.attrs(1, 3);
-      c.floats({i.in[0], i.in[1], i.in[2], i.out[0]});
+      c.floats({i.in[0], i.in[1], i.out[0]});
+      c.scalar(i.in[2], plan::F32, "lr");
       c.sameShape(i.in[0], i.in[1]);
       c.sameShape(i.in[0], i.out[0]);
       c.inPlace(i.in[0], i.out[0]);
       if (momentum) {
+        c.floats({i.in[3], i.out[1]});
         c.sameShape(i.in[0], i.in[3]);
+        c.sameShape(i.in[0], i.out[1]);
         c.inPlace(i.in[3], i.out[1]);
       }
+      // What train.sgd's verifier accepts.
+      c.floatIn(0, "momentum", 0, 1);
+      c.floatIn(1, "dampening", 0, 1);
+      c.floatIn(2, "weight_decay", 0, 1e30);
+      c.flag(0, "nesterov");
+      if (momentum != (i.floats[0] > 0))
+        c.fail("a momentum buffer (4 inputs, 2 outputs) is needed exactly when momentum > 0");
+      if (i.ints[0] && (i.floats[0] == 0 || i.floats[1] != 0))
+        c.fail("nesterov needs momentum > 0 and dampening 0");
       i.run = [](const Instr &i, Context &ctx) {
         bool momentum = i.in.size() == 4;
         cpu::sgd(i.out[0]->f32(), i.in[1]->f32(), momentum ? i.out[1]->f32() : nullptr,

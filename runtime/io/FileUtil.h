@@ -64,6 +64,45 @@ void writeFileAtomically(const std::string &path,
                          const std::vector<ByteSpan> &pieces,
                          Existing existing = Existing::Replace);
 
+/// Throws IoError naming `path` unless it is a regular file (symlinks
+/// followed): opening a FIFO blocks until a writer comes, and reading a
+/// device may never end, so every reader of a user's file calls this first.
+void requireRegularFile(const std::string &path);
+
+/// SHA-256 (OpenSSL's, with the CPU's SHA extensions where it has them),
+/// fed in pieces.
+class Sha256 {
+public:
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256 &) = delete;
+  Sha256 &operator=(const Sha256 &) = delete;
+  void update(const void *data, size_t size);
+  /// The digest as 64 lowercase hex digits; ends the hash.
+  std::string hex();
+
+private:
+  void *ctx_; // EVP_MD_CTX
+};
+
+std::string sha256Hex(const void *data, size_t size);
+/// The SHA-256 of a regular file's bytes. Throws IoError.
+std::string sha256File(const std::string &path);
+
+/// A plan directory's checksums: DIR/plan.sha256 in sha256sum's format (a
+/// line "<64 hex digits>  <file name>" per file), so `sha256sum -c
+/// plan.sha256` in the directory checks it too.
+constexpr const char *kChecksumFile = "plan.sha256";
+struct FileChecksum {
+  std::string name; // in the directory
+  std::string sha256;
+};
+/// Writes DIR/plan.sha256 (through a temporary and a rename).
+void writeChecksums(const std::string &dir, const std::vector<FileChecksum> &files);
+/// Reads DIR/plan.sha256. Throws IoError naming it: missing, not a regular
+/// file, or a line that is not "<64 hex digits>  <name>".
+std::vector<FileChecksum> readChecksums(const std::string &dir);
+
 } // namespace dsrt::io
 
 #endif // DSRT_IO_FILEUTIL_H

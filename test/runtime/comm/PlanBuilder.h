@@ -1,9 +1,9 @@
 //===- PlanBuilder.h - small plans written by the comm tests ----*- C++ -*-===//
 //
-// Builds a plan.pb (and its weights.safetensors) in code, so the executor's
-// data-parallel paths are tested without the compiler. Buffers 0-3 are the
-// step, lr, loss and grad_norm scalars every plan needs; buffers are laid
-// out back to back, 8-byte aligned.
+// Builds a plan.pb (and its weights.safetensors and plan.sha256) in code,
+// so the executor's data-parallel paths are tested without the compiler.
+// Buffers 0-3 are the step, lr, loss and grad_norm scalars every plan
+// needs; buffers are laid out back to back, 8-byte aligned.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSRT_TEST_COMM_PLANBUILDER_H
@@ -112,13 +112,23 @@ public:
     weights_.push_back({name, std::move(shape), std::move(values)});
   }
 
-  /// plan.pb and weights.safetensors into `dir`.
+  /// plan.pb, weights.safetensors and their plan.sha256 into `dir`.
   void write(const std::string &dir) {
     plan_.set_arena_bytes(next_);
     std::ofstream out(dir + "/plan.pb", std::ios::binary);
     plan_.SerializeToOstream(&out);
     out.close();
     writeWeights(dir + "/weights.safetensors", weights_);
+    writeChecksums(dir);
+  }
+
+  /// DIR/plan.sha256 for the plan.pb and weights.safetensors in DIR, as dsc
+  /// writes it: dsrt runs no plan without one (a test that edits a plan's
+  /// files calls this again).
+  static void writeChecksums(const std::string &dir) {
+    std::string weights = dir + "/weights.safetensors";
+    io::writeChecksums(dir, {{"plan.pb", io::sha256File(dir + "/plan.pb")},
+                             {"weights.safetensors", io::sha256File(weights)}});
   }
 
   /// A pipeline plan of `stages` (stage s: stages[s], its `stage` set)
@@ -151,6 +161,7 @@ public:
     top.SerializeToOstream(&out);
     out.close();
     writeWeights(dir + "/weights.safetensors", weights);
+    writeChecksums(dir);
   }
 
   plan::Plan &proto() { return plan_; }

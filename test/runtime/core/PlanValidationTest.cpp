@@ -1,0 +1,570 @@
+//===- PlanValidationTest.cpp - crafted plans get an error, not a crash ---===//
+//
+// Regression tests of dsrt's plan loading (issue 11): each crafted plan,
+// plan directory or weights file here crashed, hung, read out of bounds or
+// asked for memory the machine has not before the check it names, and now
+// gets a PlanError (or an io::IoError from the weights reader) saying what
+// is wrong:
+//  * sizes: the arena near 2^64, zero dimensions hiding huge ones, products
+//    of two buffers' element counts, what the machine's memory can hold;
+//  * loop counts: micro_batches, pipeline_micro_batches, dp and pp, one
+//    load_batch per micro-batch;
+//  * the shape relations and attributes every kernel relies on (matmul's
+//    batch dimensions, concat's other dimensions, scalars, dtypes, flags,
+//    ranges), and empty extents a kernel would divide by;
+//  * files: a FIFO or a directory instead of plan.pb, weights or checksums;
+//  * checksums: a byte changed in plan.pb or in its weights after dsc wrote
+//    them.
+//
+//===----------------------------------------------------------------------===//
+#include "test/runtime/comm/PipelinePlan.h"
+#include "test/runtime/comm/PlanBuilder.h"
+
+#include "runtime/core/Executor.h"
+#include "runtime/io/FileUtil.h"
+
+#include <gmock/gmock.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+#include <sys/stat.h>
+
+namespace dsrt::test {
+namespace {
+
+using ::testing::HasSubstr;
+using io::test::readBytes;
+using io::test::writeBytes;
+
+//===--- plans on disk ----------------------------------------------------===//
+
+/// The message of loading the plan in `dir`, or "no error".
+std::string loadError(const std::string &dir, comm::Communicator *world = nullptr) {
+  try {
+    Executor exec(dir, world);
+  } catch (const PlanError &e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+/// Rewrites DIR/plan.pb through `edit` and records the new checksums, as
+/// someone who changes a plan on purpose does: what is tested is then the
+/// plan's content, not its checksum.
+template <class F> void editPlan(const std::string &dir, F &&edit) {
+  plan::Plan p;
+  {
+    std::ifstream in(dir + "/plan.pb", std::ios::binary);
+    ASSERT_TRUE(p.ParseFromIstream(&in));
+  }
+  edit(p);
+  {
+    std::ofstream out(dir + "/plan.pb", std::ios::binary);
+    ASSERT_TRUE(p.SerializeToOstream(&out));
+  }
+  PlanBuilder::writeChecksums(dir);
+}
+
+/// A small valid plan: lr = 0.125, a parameter w [4] scaled by it.
+PlanBuilder smallPlan() {
+  PlanBuilder p(1, 1, 1);
+  uint32_t w = p.buffer("w", plan::F32, {4}, plan::PARAM);
+  p.weight("w", {4}, {1, 2, 3, 4});
+  p.instr(Prologue, "fill", {}, {p.kLr}, {}, {0.125});
+  p.instr(Epilogue, "nn.mul", {w, p.kLr}, {w});
+  return p;
+}
+
+/// A world of `size` ranks that never communicates; split() gives groups of
+/// the sizes in `splits`, ranked by key (the executor's pipeline checks).
+class FakeWorld : public comm::Communicator {
+public:
+  FakeWorld(int size, int rank, std::vector<int> splits = {})
+      : Communicator(1), size_(size), rank_(rank), splits_(std::move(splits)) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char *backend() const override { return "fake"; }
+  int64_t stagingElements(comm::Kind, const comm::TensorArg *, size_t) const override { return 0; }
+  void progress() override {}
+  double blockingAllReduceScalar(double v, comm::ReduceOp) override { return v; }
+  std::unique_ptr<comm::Communicator> split(int, int key) override {
+    int size = calls_ < splits_.size() ? splits_[calls_] : 1;
+    ++calls_;
+    return std::make_unique<FakeWorld>(size, key);
+  }
+
+protected:
+  void startCollective(int) override {}
+  bool testCollective(int) override { return true; }
+  void finishCollective(int) override {}
+  void allocateStaging(int64_t) override {}
+
+private:
+  int size_, rank_;
+  std::vector<int> splits_;
+  size_t calls_ = 0;
+};
+
+//===--- sizes ------------------------------------------------------------===//
+
+TEST(PlanSizes, ArenaNearTwoTo64) {
+  // The arena's size rounded up to 64 bytes wrapped to 0: a tiny allocation
+  // that initialize() then zeroed for 2^64 bytes.
+  TempDir dir;
+  smallPlan().write(dir.path());
+  editPlan(dir.path(), [](plan::Plan &p) { p.set_arena_bytes(UINT64_MAX - 7); });
+  EXPECT_THAT(loadError(dir.path()),
+              HasSubstr("plan.pb: arena of 18446744073709551608 bytes, more than the "
+                        "1125899906842624 a plan may have"));
+}
+
+TEST(PlanSizes, ArenaBeyondTheMachine) {
+  // Allowed by the plan format, not by this machine: refused before it is
+  // allocated and touched.
+  TempDir dir;
+  smallPlan().write(dir.path());
+  editPlan(dir.path(), [](plan::Plan &p) { p.set_arena_bytes(uint64_t(1) << 49); });
+  Executor exec(dir.path());
+  EXPECT_THAT(DSRT_ERROR_OF(PlanError, exec.initialize(dir.path() + "/weights.safetensors", 0)),
+              HasSubstr("bytes of memory and swap"));
+}
+
+TEST(PlanSizes, ZeroDimensionHidesNothing) {
+  // [0, 2^40, 2^40] has no elements, but kernels multiply its other
+  // dimensions (2^80).
+  PlanBuilder p = smallPlan();
+  uint32_t b = p.f32({1});
+  p.at(b).clear_shape();
+  for (int64_t d : {int64_t(0), int64_t(1) << 40, int64_t(1) << 40})
+    p.at(b).add_shape(d);
+  TempDir dir;
+  p.write(dir.path());
+  EXPECT_THAT(loadError(dir.path()), HasSubstr("bad shape dimension 1099511627776"));
+}
+
+TEST(PlanSizes, IndexBound) {
+  for (auto [dtype, bound, role] : {std::tuple{plan::I64, int64_t(-1), plan::INPUT},
+                                    std::tuple{plan::F32, int64_t(10), plan::INPUT},
+                                    std::tuple{plan::I64, int64_t(10), plan::ACTIVATION}}) {
+    PlanBuilder p = smallPlan();
+    uint32_t x = p.buffer(role == plan::INPUT ? "x" : "", dtype, {1}, role);
+    p.at(x).set_index_bound(bound);
+    TempDir dir;
+    p.write(dir.path());
+    EXPECT_THAT(loadError(dir.path()),
+                HasSubstr("index_bound " + std::to_string(bound) + " (only integer INPUT"));
+  }
+}
+
+//===--- loop counts ------------------------------------------------------===//
+
+TEST(PlanCounts, MicroBatches) {
+  // 2^62 micro-batches ran for ever.
+  for (int64_t m : {int64_t(0), kMaxMicroBatches + 1, int64_t(1) << 62}) {
+    TempDir dir;
+    smallPlan().write(dir.path());
+    editPlan(dir.path(), [&](plan::Plan &p) { p.mutable_program()->set_micro_batches(m); });
+    EXPECT_THAT(loadError(dir.path()), HasSubstr("micro_batches " + std::to_string(m) +
+                                                 " must lie in [1, 1048576]"));
+  }
+}
+
+TEST(PlanCounts, DataParallelRanks) {
+  // dp = 2^31 became int -2^31, and then a plan for one rank.
+  TempDir dir;
+  smallPlan().write(dir.path());
+  editPlan(dir.path(), [](plan::Plan &p) { p.set_dp(1u << 31); });
+  EXPECT_THAT(loadError(dir.path()),
+              HasSubstr("dp=2147483648 exceeds the 65536 ranks a plan may have"));
+}
+
+TEST(PlanCounts, PipelineRanksAndMicroBatches) {
+  auto pipelineError = [](auto &&edit) {
+    PipelineStages st = pipelinePlan(1, 2, 3);
+    TempDir dir;
+    st.write(dir.path(), 2);
+    editPlan(dir.path(), edit);
+    return loadError(dir.path());
+  };
+  EXPECT_THAT(pipelineError([](plan::Plan &p) { p.set_dp(1u << 31); }),
+              HasSubstr("pp=2 x dp=2147483648 exceeds the 65536 ranks"));
+  EXPECT_THAT(pipelineError([](plan::Plan &p) { p.set_pp(1u << 31); }),
+              HasSubstr("pp=2147483648 x dp=1 exceeds the 65536 ranks"));
+  EXPECT_THAT(pipelineError([](plan::Plan &p) { p.set_dp(40000); }),
+              HasSubstr("pp=2 x dp=40000 exceeds the 65536 ranks"));
+  EXPECT_THAT(pipelineError([](plan::Plan &p) {
+                p.set_dp(0);
+                p.mutable_stages(1)->set_dp(1u << 31);
+              }),
+              HasSubstr("stage 1 is compiled for dp=2147483648, the pipeline for dp=1"));
+  EXPECT_THAT(pipelineError([](plan::Plan &p) { p.set_pipeline_micro_batches(int64_t(1) << 62); }),
+              HasSubstr("pipeline_micro_batches 4611686018427387904 must lie in [1, 1048576]"));
+}
+
+TEST(PlanCounts, OneLoadBatchPerMicroBatch) {
+  {
+    // Stage 0 loads micro-batches 0 and 1 of a step of 3.
+    PipelineStages st = pipelinePlan(1, 2, 3);
+    TempDir dir;
+    st.write(dir.path(), 3);
+    FakeWorld world(2, 0, {1, 2});
+    EXPECT_THAT(loadError(dir.path(), &world),
+                HasSubstr("(stage 0): no load_batch loads micro-batch 2; a stage that loads data "
+                          "loads each of the step's 3 micro-batches once"));
+  }
+  {
+    // Micro-batch 1 loaded twice.
+    PipelineStages st = pipelinePlan(1, 2, 3);
+    const plan::Instr *second = nullptr;
+    for (const plan::Instr &i : st.stage(0).proto().program().prologue())
+      if (i.op() == "load_batch" && i.ints(0) == 1)
+        second = &i;
+    ASSERT_TRUE(second);
+    uint32_t x1 = second->outputs(0);
+    st.stage(0).instr(Prologue, "load_batch", {}, {x1}, {1});
+    int n = st.stage(0).proto().program().prologue_size();
+    TempDir dir;
+    st.write(dir.path(), 2);
+    FakeWorld world(2, 0, {1, 2});
+    EXPECT_THAT(loadError(dir.path(), &world),
+                HasSubstr("instruction " + std::to_string(n - 1) +
+                          " of the prologue (load_batch) loads micro-batch 1 again"));
+  }
+}
+
+//===--- ops: shapes, dtypes, attributes ----------------------------------===//
+
+/// A tensor for bindInstr, over zeroed storage of its own when small (the
+/// shape checks never read it).
+struct Buf : Tensor {
+  std::vector<uint64_t> storage;
+  explicit Buf(std::vector<int64_t> dims, plan::DType type = plan::F32) {
+    static uint64_t nextOffset = 0;
+    dtype = type;
+    numel = 1;
+    for (int64_t d : dims) {
+      shape.dims[shape.rank++] = d;
+      numel *= d;
+    }
+    offset = nextOffset += 1 << 20; // distinct: nothing is in place by accident
+    if (numel <= (1 << 20)) {
+      storage.assign(size_t(numel) + 1, 0);
+      data = storage.data();
+    }
+  }
+  float *f() const { return f32(); }
+};
+
+Instr makeInstr(const std::string &op, std::vector<Tensor *> in, std::vector<Tensor *> out,
+                std::vector<int64_t> ints, std::vector<double> floats) {
+  Instr i;
+  i.op = op;
+  i.in = std::move(in);
+  i.out = std::move(out);
+  i.ints = std::move(ints);
+  i.floats = std::move(floats);
+  return i;
+}
+
+/// The load-time error of one instruction, or "no error".
+std::string bindError(const std::string &op, std::vector<Tensor *> in, std::vector<Tensor *> out,
+                      std::vector<int64_t> ints = {}, std::vector<double> floats = {}) {
+  Instr i = makeInstr(op, std::move(in), std::move(out), std::move(ints), std::move(floats));
+  try {
+    bindInstr(i, "test");
+  } catch (const PlanError &e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+/// Binds and runs one instruction; returns the context it ran in.
+Context run(const std::string &op, std::vector<Tensor *> in, std::vector<Tensor *> out,
+            std::vector<int64_t> ints = {}, std::vector<double> floats = {}) {
+  Instr i = makeInstr(op, std::move(in), std::move(out), std::move(ints), std::move(floats));
+  bindInstr(i, "test");
+  Context ctx;
+  i.run(i, ctx);
+  return ctx;
+}
+
+TEST(OpChecks, MatmulBatchDimensions) {
+  // B's 2 batches were read as 5: out of bounds.
+  Buf a({5, 3, 4}), b({2, 4, 6}), o({5, 3, 6});
+  EXPECT_EQ(bindError("nn.matmul", {&a, &b}, {&o}, {0, 0}),
+            "test: batch dimensions of [5,3,4] x [2,4,6] -> [5,3,6] do not broadcast to the "
+            "result's");
+  Buf o4({1, 5, 3, 6}), w({4, 6}), one({1, 4, 6}), o53({5, 3, 6});
+  EXPECT_THAT(bindError("nn.matmul", {&a, &w}, {&o4}, {0, 0}), HasSubstr("do not broadcast"));
+  EXPECT_EQ(bindError("nn.matmul", {&a, &w}, {&o53}, {0, 0}), "no error");
+  EXPECT_EQ(bindError("nn.matmul", {&a, &one}, {&o53}, {0, 0}), "no error");
+  EXPECT_EQ(bindError("nn.matmul", {&a, &w}, {&o53}, {0, 2}),
+            "test: transpose_rhs must be 0 or 1, is 2");
+}
+
+TEST(OpChecks, ConcatOtherDimensions) {
+  // The second input's rows were read past its one row.
+  Buf x({2, 3}), y({1, 5}), out({2, 8}), bools({2, 8}, plan::BOOL), s0({}), s1({}), s2({});
+  EXPECT_EQ(bindError("nn.concat", {&x, &y}, {&out}, {1}),
+            "test: input 1 [1,5] differs from the result [2,8] outside axis 1");
+  Buf y2({2, 5});
+  EXPECT_EQ(bindError("nn.concat", {&x, &y2}, {&out}, {1}), "no error");
+  EXPECT_EQ(bindError("nn.concat", {&x, &y2}, {&bools}, {1}),
+            "test: result must be F32, is BOOL");
+  EXPECT_THAT(bindError("nn.concat", {&s0, &s1}, {&s2}, {0}), HasSubstr("must have rank >= 1"));
+}
+
+TEST(OpChecks, ScalarsTheKernelsReadOrWrite) {
+  // Element 0 of an empty buffer at the arena's end lies past it.
+  Buf step({}, plan::I64), empty({0}), emptyStep({0}, plan::I64), lr({});
+  Buf p({3}), g({3}), m({3}), v({3});
+  EXPECT_EQ(bindError("train.lr_schedule", {&step}, {&empty}),
+            "test: lr must be a scalar (one element), has shape [0]");
+  EXPECT_THAT(bindError("train.adam", {&p, &g, &m, &v, &empty, &step}, {&p, &m, &v}, {1, 1},
+                        {0.9, 0.999, 1e-8, 0.0}),
+              HasSubstr("lr must be a scalar"));
+  EXPECT_THAT(bindError("train.adam", {&p, &g, &m, &v, &lr, &emptyStep}, {&p, &m, &v}, {1, 1},
+                        {0.9, 0.999, 1e-8, 0.0}),
+              HasSubstr("step must be a scalar"));
+  EXPECT_THAT(bindError("train.sgd", {&p, &g, &empty}, {&p}, {0}, {0.0, 0.0, 0.0}),
+              HasSubstr("lr must be a scalar"));
+  EXPECT_THAT(bindError("train.clip_grad_norm", {&g}, {&g, &empty}, {}, {1.0}),
+              HasSubstr("norm must be a scalar"));
+}
+
+TEST(OpChecks, DtypesOfEveryOperand) {
+  // A bool buffer of n bytes was read or written as n floats.
+  Buf x({2, 4}), y({2, 4}), scale({4}), boolBias({4}, plan::BOOL);
+  EXPECT_EQ(bindError("nn.layer_norm", {&x, &scale, &boolBias}, {&y}, {1}, {1e-5}),
+            "test: operand must be F32, is BOOL");
+  Buf p({3}), g({3}), lr({}), boolBuf({3}, plan::BOOL);
+  EXPECT_EQ(bindError("train.sgd", {&p, &g, &lr, &boolBuf}, {&p, &boolBuf}, {0}, {0.9, 0.0, 0.0}),
+            "test: operand must be F32, is BOOL");
+}
+
+TEST(OpChecks, AttributeRanges) {
+  Buf x({4}), y({4}), mask({4}, plan::BOOL), p({3}), g({3}), m({3}), v({3}), lr({}),
+      step({}, plan::I64);
+  EXPECT_EQ(bindError("nn.gelu", {&x}, {&y}, {2}), "test: tanh approximation must be 0 or 1, is 2");
+  EXPECT_EQ(bindError("nn.dropout_grad", {&x, &mask}, {&y}, {}, {1.5}),
+            "test: ratio 1.5 must lie in [0, 1)");
+  EXPECT_EQ(bindError("nn.layer_norm", {&x, &x}, {&y}, {0}, {NAN}),
+            "test: epsilon nan must lie in [0, inf)");
+  EXPECT_EQ(bindError("train.adam", {&p, &g, &m, &v, &lr, &step}, {&p, &m, &v}, {1, 1},
+                      {1.0, 0.999, 1e-8, 0.0}),
+            "test: beta1 1 must lie in [0, 1)");
+  EXPECT_EQ(bindError("train.adam", {&p, &g, &m, &v, &lr, &step}, {&p, &m, &v}, {1, 1},
+                      {0.9, 0.999, 0.0, 0.0}),
+            "test: eps must be positive");
+  EXPECT_EQ(bindError("train.sgd", {&p, &g, &lr}, {&p}, {0}, {0.5, 0.0, 0.0}),
+            "test: a momentum buffer (4 inputs, 2 outputs) is needed exactly when momentum > 0");
+  EXPECT_EQ(bindError("train.clip_grad_norm", {&g}, {&g, &lr}, {}, {NAN}),
+            "test: max_norm nan must be >= 0");
+  Buf labels({4}, plan::I64), loss({}), noClasses({4, 0});
+  EXPECT_EQ(bindError("nn.cross_entropy", {&noClasses, &labels}, {&loss}, {2, 0, 0}),
+            "test: input [4,0] has no classes (dimension 1 is 0)");
+  Buf logits({4, 3});
+  EXPECT_EQ(bindError("nn.cross_entropy", {&logits, &labels}, {&loss}, {2, 3, 0}),
+            "test: has_ignore_index must be 0 or 1, is 3");
+  Buf chunk({2});
+  EXPECT_EQ(bindError("dist.all_reduce", {&chunk}, {&chunk}, {int64_t(1) << 40, 0, 1}),
+            "test: group size 1099511627776 must lie in [1, 65536]");
+}
+
+TEST(OpChecks, ElementCountsOfTwoBuffersDoNotOverflow) {
+  // outer 2^30 x 2^20 indices x inner 2^20 = 2^70 wrapped to the 64
+  // elements of the result: a write of 2^70 floats.
+  Buf data({int64_t(1) << 30, 1, int64_t(1) << 20}), idx({int64_t(1) << 20}, plan::I64),
+      out({64});
+  EXPECT_THAT(bindError("nn.gather", {&data, &idx}, {&out}, {1}), HasSubstr("is too large"));
+}
+
+TEST(OpChecks, SliceBounds) {
+  // start + (n - 1) * stride wrapped negative and passed the bound.
+  Buf x({10}), y({3}), scalar({}), scalarOut({});
+  EXPECT_EQ(bindError("nn.slice", {&x}, {&y}, {1, int64_t(1) << 62}),
+            "test: dimension 0 slice is out of bounds");
+  EXPECT_EQ(bindError("nn.slice_grad", {&y}, {&x}, {1, int64_t(1) << 62}),
+            "test: dimension 0 slice is out of bounds");
+  // A scalar has no last dimension to walk.
+  EXPECT_THAT(bindError("nn.slice", {&scalar}, {&scalarOut}, {}), HasSubstr("rank >= 1"));
+  // One element takes no step: any stride is right.
+  Buf x4({4}), one({1});
+  for (int k = 0; k < 4; ++k)
+    x4.f()[k] = float(k);
+  run("nn.slice", {&x4}, {&one}, {2, INT64_MAX});
+  EXPECT_EQ(one.f()[0], 2.0f);
+}
+
+TEST(OpChecks, EmptyExtentsRunNothing) {
+  // Each kernel divided by the zero extent (SIGFPE).
+  Buf x({3, 0}), y({3, 0});
+  run("nn.softmax", {&x}, {&y}, {1});
+  run("nn.log_softmax", {&x}, {&y}, {1});
+  run("nn.softmax_grad", {&x, &x}, {&y}, {1});
+  Buf s0({0});
+  run("nn.layer_norm", {&x, &s0, &s0}, {&y}, {1}, {1e-5});
+  // No rows: the scale's gradients are zero.
+  Buf dy({0, 3}), xr({0, 3}), gamma({3}), dx({0, 3}), dgamma({3}), dbeta({3});
+  for (int k = 0; k < 3; ++k)
+    dgamma.f()[k] = dbeta.f()[k] = 7.0f;
+  run("nn.layer_norm_grad", {&dy, &xr, &gamma}, {&dx, &dgamma, &dbeta}, {1}, {1e-5});
+  for (int k = 0; k < 3; ++k)
+    EXPECT_EQ(dgamma.f()[k] + dbeta.f()[k], 0.0f);
+  // Empty rows: nothing moves, a bad index is still reported.
+  Buf table({5, 0}), idx({3}, plan::I64), rows({3, 0});
+  idx.i64()[2] = 9;
+  EXPECT_EQ(run("nn.gather", {&table, &idx}, {&rows}, {0}).badIndices, 1);
+  EXPECT_EQ(run("nn.gather_grad", {&rows, &idx}, {&table}, {0}).badIndices, 1);
+}
+
+//===--- files ------------------------------------------------------------===//
+
+TEST(PlanFiles, NotRegularFiles) {
+  // Opening a FIFO blocked until a writer came: dsrt hung.
+  {
+    TempDir dir;
+    ASSERT_EQ(::mkfifo(dir.file("plan.pb").c_str(), 0600), 0);
+    EXPECT_EQ(loadError(dir.path()), dir.file("plan.pb") + ": not a regular file (a FIFO)");
+  }
+  {
+    TempDir dir;
+    ASSERT_EQ(::mkdir(dir.file("plan.pb").c_str(), 0700), 0);
+    EXPECT_EQ(loadError(dir.path()), dir.file("plan.pb") + ": not a regular file (a directory)");
+  }
+  {
+    TempDir dir;
+    smallPlan().write(dir.path());
+    std::remove(dir.file("plan.sha256").c_str());
+    ASSERT_EQ(::mkfifo(dir.file("plan.sha256").c_str(), 0600), 0);
+    EXPECT_THAT(loadError(dir.path()), HasSubstr("plan.sha256: not a regular file (a FIFO)"));
+  }
+  {
+    TempDir dir;
+    smallPlan().write(dir.path());
+    std::remove(dir.file("weights.safetensors").c_str());
+    ASSERT_EQ(::mkfifo(dir.file("weights.safetensors").c_str(), 0600), 0);
+    Executor exec(dir.path());
+    EXPECT_EQ(DSRT_ERROR_OF(io::IoError, exec.initialize(dir.file("weights.safetensors"), 0)),
+              dir.file("weights.safetensors") + ": not a regular file (a FIFO)");
+  }
+  // The readers' own open never blocks either.
+  TempDir dir;
+  ASSERT_EQ(::mkfifo(dir.file("fifo").c_str(), 0600), 0);
+  EXPECT_THAT(DSRT_ERROR_OF(io::IoError, io::MappedFile::open(dir.file("fifo"))),
+              HasSubstr("not a regular file"));
+}
+
+//===--- checksums --------------------------------------------------------===//
+
+TEST(PlanChecksums, Sha256) {
+  EXPECT_EQ(io::sha256Hex("abc", 3),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  // A file of several slices hashes as its bytes.
+  TempDir dir;
+  std::string bytes(size_t(20) << 20, '\0');
+  for (size_t k = 0; k < bytes.size(); ++k)
+    bytes[k] = char(k * 2654435761u >> 13);
+  writeBytes(dir.file("big"), bytes);
+  EXPECT_EQ(io::sha256File(dir.file("big")), io::sha256Hex(bytes.data(), bytes.size()));
+  // The list is sha256sum's format.
+  smallPlan().write(dir.path());
+  EXPECT_EQ(std::system(("cd '" + dir.path() + "' && sha256sum --quiet -c plan.sha256").c_str()),
+            0);
+}
+
+TEST(PlanChecksums, FlippedByteInPlan) {
+  // lr 0.125 became 0.1328125: it trained without a word.
+  TempDir dir;
+  smallPlan().write(dir.path());
+  std::string bytes = readBytes(dir.file("plan.pb"));
+  double lr = 0.125;
+  char pattern[sizeof lr];
+  std::memcpy(pattern, &lr, sizeof lr);
+  size_t at = bytes.find(std::string(pattern, sizeof lr));
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 6] ^= 1; // a high mantissa bit
+  writeBytes(dir.file("plan.pb"), bytes);
+  EXPECT_EQ(loadError(dir.path()),
+            dir.file("plan.pb") + ": does not match its checksum in " + dir.path() +
+                "/plan.sha256: the file was modified after dsc wrote it (recompile the model with "
+                "dsc; to run a plan changed on purpose, record its checksums with: cd " +
+                dir.path() + " && sha256sum plan.pb weights.safetensors > plan.sha256)");
+  // Recorded on purpose, it runs with the changed value.
+  PlanBuilder::writeChecksums(dir.path());
+  Executor exec(dir.path());
+  exec.initialize(dir.file("weights.safetensors"), 0);
+  exec.step(1, [](int64_t) {});
+  EXPECT_EQ(exec.lr(), 0.1328125f);
+}
+
+TEST(PlanChecksums, FlippedByteInWeights) {
+  TempDir dir;
+  smallPlan().write(dir.path());
+  std::string bytes = readBytes(dir.file("weights.safetensors"));
+  bytes[bytes.size() - 1] ^= 1; // w[3]: 4.0f becomes 16.0f
+  writeBytes(dir.file("weights.safetensors"), bytes);
+  Executor exec(dir.path());
+  EXPECT_EQ(DSRT_ERROR_OF(PlanError, exec.initialize(dir.file("weights.safetensors"), 0)),
+            dir.file("weights.safetensors") + ": does not match its checksum in " + dir.path() +
+                "/plan.sha256: the file was modified after dsc wrote it (recompile the model with "
+                "dsc; to run a plan changed on purpose, record its checksums with: cd " +
+                dir.path() + " && sha256sum plan.pb weights.safetensors > plan.sha256)");
+  // Weights from elsewhere have no checksum to match (the plan's own are
+  // the only ones plan.sha256 describes).
+  TempDir other;
+  writeBytes(other.file("w.safetensors"), bytes);
+  Executor again(dir.path());
+  again.initialize(other.file("w.safetensors"), 0);
+  EXPECT_EQ(again.weights()[0]->f32()[3], 16.0f);
+}
+
+TEST(PlanChecksums, MissingOrIncompleteList) {
+  TempDir dir;
+  smallPlan().write(dir.path());
+  std::remove(dir.file("plan.sha256").c_str());
+  EXPECT_EQ(loadError(dir.path()),
+            dir.file("plan.sha256") + ": cannot open: No such file or directory: dsc writes the "
+            "checksums of plan.pb and weights.safetensors there, and dsrt runs only a plan that "
+            "matches them (recompile the model with dsc; to run a plan changed on purpose, record "
+            "its checksums with: cd " + dir.path() +
+            " && sha256sum plan.pb weights.safetensors > plan.sha256)");
+  writeBytes(dir.file("plan.sha256"), "not a checksum\n");
+  EXPECT_THAT(loadError(dir.path()),
+              HasSubstr("plan.sha256: line 1 is not '<64 hex digits>  <file name>'"));
+  writeBytes(dir.file("plan.sha256"),
+             io::sha256File(dir.file("plan.pb")) + "  plan.pb\n");
+  EXPECT_THAT(loadError(dir.path()),
+              HasSubstr("plan.sha256: no checksum of weights.safetensors"));
+}
+
+TEST(PlanChecksums, WeightsLoadedInOnePass) {
+  // Parameters larger than a slice (8 MiB), in another order than the
+  // file's, and a ZeRO-like chunk: every byte lands where it belongs.
+  PlanBuilder p(1, 1, 1);
+  const int64_t big = 3'000'000;
+  uint32_t b = p.buffer("b", plan::F32, {3}, plan::PARAM);
+  uint32_t a = p.buffer("a", plan::F32, {big}, plan::PARAM);
+  std::vector<float> values(static_cast<size_t>(big));
+  for (int64_t k = 0; k < big; ++k)
+    values[size_t(k)] = float(k % 1000) - 0.5f;
+  p.weight("a", {big}, values);
+  p.weight("b", {3}, {7, 8, 9});
+  p.instr(Prologue, "fill", {}, {p.kLr}, {}, {0.5});
+  TempDir dir;
+  p.write(dir.path());
+  Executor exec(dir.path());
+  exec.initialize(dir.file("weights.safetensors"), 0);
+  std::vector<const Tensor *> w = exec.weights();
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0]->name, "b");
+  EXPECT_EQ(std::vector<float>(w[0]->f32(), w[0]->f32() + 3), (std::vector<float>{7, 8, 9}));
+  EXPECT_EQ(std::memcmp(w[1]->f32(), values.data(), values.size() * sizeof(float)), 0);
+  (void)a;
+  (void)b;
+}
+
+} // namespace
+} // namespace dsrt::test
