@@ -7,7 +7,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   libonnx-dev libprotobuf-dev protobuf-compiler
-  libdnnl-dev libopenblas-dev
+  libdnnl-dev libopenblas-dev libssl-dev
   libopenmpi-dev openmpi-bin
   libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3-torch python3-onnx python3-numpy
