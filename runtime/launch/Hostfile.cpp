@@ -1,6 +1,8 @@
 //===- Hostfile.cpp - DeepSpeed hostfiles and rank selection --------------===//
 #include "runtime/launch/Hostfile.h"
 
+#include "runtime/io/FileUtil.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -185,6 +187,15 @@ Hostfile readHostfile(const std::string &path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw LaunchError("--hostfile " + path + ": is a folder, not a hostfile");
+  try {
+    io::requireRegularFile(path); // a FIFO would block the read
+  } catch (const io::IoError &e) {
+    throw LaunchError(std::string("--hostfile ") + e.what());
+  }
+  // A hostfile lists machines: a few KiB. Anything far larger is not one.
+  constexpr std::uintmax_t kMaxBytes = 16 << 20;
+  if (std::filesystem::file_size(path, ec) > kMaxBytes)
+    throw LaunchError("--hostfile " + path + ": larger than 16 MiB, not a hostfile");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw LaunchError("--hostfile " + path + ": cannot open: " + std::strerror(errno));

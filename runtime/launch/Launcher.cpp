@@ -503,7 +503,13 @@ std::optional<RankFailure> failureFromExitFiles(const std::string &runDir) {
 //===----------------------------------------------------------------------===//
 
 std::optional<PlanRanks> readPlanRanks(const std::string &planDir) {
-  std::ifstream in(planDir + "/plan.pb", std::ios::binary);
+  // A FIFO would block this read (and a device never end it): leave such a
+  // plan to the executor's checks, which name it.
+  std::string path = planDir + "/plan.pb";
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+    return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
   if (!in)
     return std::nullopt;
   dsc::plan::Plan plan;
