@@ -35,8 +35,22 @@ std::vector<std::string> entriesOf(const fs::path &dir) {
   return names;
 }
 
+/// The first line of `path` if it is a regular file (a FIFO would block).
+std::string firstLine(const fs::path &path) {
+  std::error_code ec;
+  std::string line;
+  if (fs::is_regular_file(path, ec)) {
+    std::ifstream in(path);
+    std::getline(in, line);
+  }
+  return line;
+}
+
 std::set<std::string> markerNames(const fs::path &dir) {
   std::set<std::string> names;
+  std::error_code ec;
+  if (!fs::is_regular_file(dir / kPlanMarker, ec))
+    return names;
   std::ifstream in(dir / kPlanMarker);
   for (std::string line; std::getline(in, line);)
     if (!line.empty())
@@ -215,9 +229,7 @@ std::string makeRunDir(const std::string &outOrEmpty, const std::string &token,
       std::vector<std::string> entries = entriesOf(dir);
       if (entries.empty())
         return claim(outOrEmpty);
-      std::ifstream marker(dir / kRunMarker);
-      std::string owner;
-      std::getline(marker, owner);
+      std::string owner = firstLine(dir / kRunMarker);
       if (!token.empty() && owner == token)
         return outOrEmpty; // the launcher made it for this run
       std::string whose = std::find(entries.begin(), entries.end(), "plan.pb") != entries.end()

@@ -122,11 +122,13 @@ bool mayWriteFile(const std::string &output, const std::string &model, std::stri
     error = "-o " + output + ": is the input model; dsc never writes over its input";
     return false;
   }
-  std::ifstream in(output);
+  // Only a regular file is opened: a FIFO would block the read.
   std::string first;
-  std::getline(in, first);
-  if (!std::filesystem::is_regular_file(output) ||
-      first.rfind(kFileHeader, 0) != 0) {
+  if (std::filesystem::is_regular_file(output, ec)) {
+    std::ifstream in(output);
+    std::getline(in, first);
+  }
+  if (first.rfind(kFileHeader, 0) != 0) {
     error = "-o " + output + ": exists and was not written by dsc; dsc never writes over a " +
             "file it did not create: give a new file name";
     return false;
