@@ -47,6 +47,10 @@ plan::DType dtypeOf(Type t) {
     return plan::F32;
   if (e.isF64())
     return plan::F64;
+  if (e.isBF16())
+    return plan::BF16;
+  if (e.isF16())
+    return plan::F16;
   if (e.isInteger(64))
     return plan::I64;
   if (e.isInteger(32))

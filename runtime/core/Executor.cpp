@@ -26,6 +26,9 @@ size_t Tensor::bytes() const {
   case plan::F32:
   case plan::I32:
     return size_t(numel) * 4;
+  case plan::BF16:
+  case plan::F16:
+    return size_t(numel) * 2;
   default:
     return size_t(numel);
   }

@@ -106,6 +106,8 @@ struct Tensor {
   float *f32() const { return static_cast<float *>(data); }
   int64_t *i64() const { return static_cast<int64_t *>(data); }
   uint8_t *u8() const { return static_cast<uint8_t *>(data); }
+  /// BF16 / F16 elements (raw 16-bit patterns).
+  uint16_t *u16() const { return static_cast<uint16_t *>(data); }
   size_t bytes() const;
 };
 
