@@ -61,6 +61,19 @@ struct GradientAccumulation
                                   body.begin(), Block::iterator(acc));
     b.setInsertionPointToEnd(inner);
     train::YieldOp::create(b, loc, ret.getOperands());
+    // A parameter's low-precision copy (mixed-precision) is the same in
+    // every micro-batch: made once per step, before them (after the
+    // previous step's update).
+    // (Inputs are not: each micro-batch loads its own.)
+    auto isWeight = [&](Value v) {
+      auto arg = dyn_cast<BlockArgument>(v);
+      return arg && arg.getOwner() == &body &&
+             (fn.getArgAttr(arg.getArgNumber(), train::TrainDialect::kParam) ||
+              fn.getArgAttr(arg.getArgNumber(), train::TrainDialect::kBuffer));
+    };
+    for (Operation &op : llvm::make_early_inc_range(*inner))
+      if (auto c = dyn_cast<nn::CastOp>(op); c && isWeight(c.getInput()))
+        c->moveBefore(acc);
 
     b.setInsertionPoint(ret);
     SmallVector<Value> results(acc.getResults());

@@ -35,6 +35,31 @@ def NNFusion : Pass<"nn-fusion", "mlir::ModuleOp"> {
   ];
 }
 
+def MixedPrecision : Pass<"mixed-precision", "mlir::ModuleOp"> {
+  let summary = "Compute in bf16 (or fp16) over fp32 master weights";
+  let description = [{
+    On the forward graph, before autodiff and pipeline-split. Parameters
+    stay fp32; each op that computes in the low precision reads a
+    low-precision copy (one nn.cast per parameter, at the top; the
+    gradient-accumulation pass hoists it out of the micro-batch body).
+    Matmuls, elementwise ops, activations, dropout, the embedding gather,
+    softmax and layer_norm compute in `dtype` (softmax and layer_norm with
+    fp32 statistics, layer_norm's scale and bias fp32); the losses,
+    log_softmax, exp/log/pow/sqrt and the reductions compute in fp32;
+    layout ops, select and cmp follow their inputs. Autodiff then gives
+    fp32 gradients of the parameters (the gradient of a cast is a cast
+    back). The module is marked `train.precision`. See MixedPrecision.cpp
+    for the op table and how it compares with PyTorch's autocast.
+  }];
+  let options = [
+    Option<"dtype", "dtype", "std::string", "\"bf16\"", "the low precision: bf16 or fp16">,
+  ];
+  let statistics = [
+    Statistic<"numCasts", "casts", "Casts inserted (parameter copies and conversions)">,
+    Statistic<"numLowered", "lowered-ops", "Ops computing in the low precision">,
+  ];
+}
+
 def Autodiff : Pass<"autodiff", "mlir::ModuleOp"> {
   let summary = "Reverse-mode differentiation of the loss w.r.t. every parameter";
   let description = [{
@@ -62,7 +87,9 @@ def GradientAccumulation : Pass<"gradient-accumulation", "mlir::ModuleOp"> {
     and adds each micro-batch's gradients in place into one buffer per
     parameter. Afterwards the sums are scaled by 1/steps: the loss is the
     mean over micro-batches and the gradients are those of the mean loss,
-    as DeepSpeed's `gradient_accumulation_steps` gives.
+    as DeepSpeed's `gradient_accumulation_steps` gives. Casts of the
+    function's arguments (mixed-precision's parameter copies) are hoisted
+    before the body: once per step, not once per micro-batch.
   }];
   let options = [
     Option<"steps", "steps", "int64_t", "1", "micro-batches per optimizer step">,
