@@ -378,47 +378,152 @@ private:
   std::string path_;
 };
 
-//===--- sections dsc does not implement yet ------------------------------===//
+//===--- mixed precision --------------------------------------------------===//
 
-/// A mixed-precision section and its DeepSpeed keys (precision_config.py).
-struct PrecisionSection {
-  const char *name;
-  const char *precision;
-  std::vector<std::string> keys;
-};
-
-const std::vector<PrecisionSection> &precisionSections() {
-  static const std::vector<std::string> bf16Keys = {
-      "enabled", "immediate_grad_update", "check_grad_overflow",
-      "bf16_master_weights_and_grads", "bf16_optimizer_states"};
-  static const std::vector<PrecisionSection> sections = {
-      {"fp16",
-       "fp16",
-       {"enabled", "auto_cast", "loss_scale", "initial_scale_power",
-        "loss_scale_window", "hysteresis", "consecutive_hysteresis",
-        "min_loss_scale", "fp16_master_weights_and_grads"}},
-      {"bf16", "bf16", bf16Keys},
-      {"bfloat16", "bf16", bf16Keys}, // DeepSpeed's older name of bf16
-      {"torch_autocast",
-       "torch autocast",
-       {"enabled", "dtype", "lower_precision_safe_modules"}},
+/// DeepSpeed's spellings of the three dtypes (config.py DtypeEnum, which
+/// data_types.grad_accum_dtype goes through; case-sensitive there).
+std::optional<Precision> dtypeFromDeepSpeedName(const std::string &name) {
+  static const std::vector<std::pair<std::string, Precision>> names = {
+      {"fp32", Precision::FP32},           {"float32", Precision::FP32},
+      {"float", Precision::FP32},          {"torch.float32", Precision::FP32},
+      {"bf16", Precision::BF16},           {"bfloat16", Precision::BF16},
+      {"torch.bfloat16", Precision::BF16}, {"fp16", Precision::FP16},
+      {"float16", Precision::FP16},        {"half", Precision::FP16},
+      {"torch.float16", Precision::FP16},
   };
-  return sections;
+  for (const auto &[spelling, dtype] : names)
+    if (name == spelling)
+      return dtype;
+  return std::nullopt;
 }
 
-/// Until issue 12 implements mixed precision, a section that enables it is
-/// an error; one that asks for nothing ("enabled" false or absent: DeepSpeed
-/// trains in fp32 then) stays accepted, keys checked so that a misspelled
-/// "enabled" is not taken for an absent one.
-void readPrecision(const Section &top, const PrecisionSection &spec) {
-  Section section = top.object(spec.name);
-  section.checkKeys(spec.keys);
+const std::vector<std::string> kDtypeNames = {"fp32", "bf16", "fp16"};
+
+/// A dtype-valued key whose DeepSpeed default is None: absent or null
+/// leaves `field` unset. `caseInsensitive`: communication_data_type is
+/// lower-cased by DeepSpeed and takes only the three short names.
+void readDtype(const Section &section, const std::string &key,
+               bool caseInsensitive, std::optional<Precision> &field) {
+  if (!section.has(key) || section.raw(key).is_null())
+    return;
+  std::string name = *section.string(key);
+  std::optional<Precision> dtype;
+  if (caseInsensitive) {
+    for (Precision p : {Precision::FP32, Precision::BF16, Precision::FP16})
+      if (lower(name) == precisionName(p))
+        dtype = p;
+  } else {
+    dtype = dtypeFromDeepSpeedName(name);
+  }
+  if (!dtype)
+    section.fail("'" + section.path(key) + "' is \"" + name + "\"" +
+                 didYouMean(name, kDtypeNames) +
+                 "; supported: " + join(kDtypeNames));
+  field = dtype;
+}
+
+/// A DeepSpeed boolean dsc does not honour: its default (false) is
+/// accepted, true is an error giving `reason`.
+void refuseTrue(const Section &section, const std::string &key,
+                const std::string &reason) {
+  if (section.boolean(key).value_or(false))
+    section.fail("'" + section.path(key) + "' is not supported by dsc: " +
+                 reason + "; remove it or set false");
+}
+
+/// "fp16" (DeepSpeedFP16Config). Every value is range-checked whether or
+/// not fp16 is enabled: dsc --precision fp16 may enable it later.
+void readFp16(const Section &top, Fp16Config &f, bool &enabled) {
+  Section fp16 = top.object("fp16");
+  fp16.checkKeys({"enabled", "auto_cast", "loss_scale", "initial_scale_power",
+                  "loss_scale_window", "hysteresis", "consecutive_hysteresis",
+                  "min_loss_scale", "fp16_master_weights_and_grads"});
+  enabled = fp16.boolean("enabled").value_or(false);
+  f.autoCast = fp16.boolean("auto_cast").value_or(f.autoCast);
+  f.lossScale = fp16.number("loss_scale").value_or(f.lossScale);
+  fp16.atLeast("loss_scale", f.lossScale, 0);
+  f.initialScalePower =
+      fp16.count("initial_scale_power", kMinScalePower, kMaxScalePower)
+          .value_or(f.initialScalePower);
+  f.lossScaleWindow =
+      fp16.count("loss_scale_window", 1, kMaxSteps).value_or(f.lossScaleWindow);
+  f.hysteresis = fp16.count("hysteresis", 1, kMaxSteps).value_or(f.hysteresis);
+  f.consecutiveHysteresis =
+      fp16.boolean("consecutive_hysteresis").value_or(f.consecutiveHysteresis);
+  f.minLossScale = fp16.count("min_loss_scale", 1, kMaxMinLossScale)
+                       .value_or(f.minLossScale);
+  refuseTrue(fp16, "fp16_master_weights_and_grads",
+             "dsc keeps the master weights and gradients in fp32 (DeepSpeed "
+             "keeps them in fp16 only with ZeRO-Offload and DeepSpeedCPUAdam)");
+}
+
+/// "bf16" or its older name "bfloat16" (DeepSpeedBF16Config).
+void readBf16(const Section &top, const std::string &name, Bf16Config &b,
+              bool &enabled) {
+  Section bf16 = top.object(name);
+  bf16.checkKeys({"enabled", "immediate_grad_update", "check_grad_overflow",
+                  "bf16_master_weights_and_grads", "bf16_optimizer_states"});
+  enabled = bf16.boolean("enabled").value_or(false);
+  b.immediateGradUpdate =
+      bf16.boolean("immediate_grad_update").value_or(b.immediateGradUpdate);
+  b.checkGradOverflow =
+      bf16.boolean("check_grad_overflow").value_or(b.checkGradOverflow);
+  refuseTrue(bf16, "bf16_master_weights_and_grads",
+             "dsc keeps the master weights and gradients in fp32");
+  refuseTrue(bf16, "bf16_optimizer_states",
+             "dsc keeps the optimizer states in fp32");
+}
+
+/// "data_types": grad_accum_dtype. param_dtype and buffer_dtype (FSDP's
+/// MixedPrecisionPolicy) are accepted only as their default, null.
+void readDataTypes(const Section &top, PrecisionConfig &p) {
+  Section types = top.object("data_types");
+  types.checkKeys({"grad_accum_dtype", "param_dtype", "buffer_dtype"});
+  readDtype(types, "grad_accum_dtype", /*caseInsensitive=*/false,
+            p.gradAccumDtypeSetting);
+  for (const char *key : {"param_dtype", "buffer_dtype"})
+    if (types.has(key) && !types.raw(key).is_null())
+      types.fail("'" + types.path(key) +
+                 "' is not supported by dsc: parameters compute in the "
+                 "precision bf16/fp16 enables and buffers keep the model's "
+                 "dtype; remove it or set null");
+}
+
+/// DeepSpeed's torch_autocast wraps the forward in torch.autocast; dsc has
+/// no such per-module mode (bf16/fp16 are its mixed precision), so a section
+/// that enables it is an error; one that asks for nothing is accepted.
+void readTorchAutocast(const Section &top) {
+  Section section = top.object("torch_autocast");
+  section.checkKeys({"enabled", "dtype", "lower_precision_safe_modules"});
   if (section.boolean("enabled").value_or(false))
-    section.fail("'" + section.path("enabled") + "' is true, but " +
-                 spec.precision +
-                 " mixed precision is not supported yet by dsc (issue 12: "
-                 "dsc trains in float32); remove the section or set "
-                 "\"enabled\": false");
+    section.fail("'" + section.path("enabled") +
+                 "' is true, but dsc has no torch.autocast mode; use \"bf16\": "
+                 "{\"enabled\": true} (or fp16) for mixed precision, and "
+                 "remove the section or set \"enabled\": false");
+}
+
+void readPrecision(const Section &top, PrecisionConfig &p) {
+  if (top.has("bf16") && top.has("bfloat16"))
+    top.fail("'bf16' and 'bfloat16' are the same section (DeepSpeed's older "
+             "name): give only one");
+  bool fp16 = false, bf16 = false;
+  if (top.has("fp16"))
+    readFp16(top, p.fp16, fp16);
+  std::string bf16Name = top.has("bfloat16") ? "bfloat16" : "bf16";
+  if (top.has(bf16Name))
+    readBf16(top, bf16Name, p.bf16, bf16);
+  // config.py: "bfloat16 and fp16 modes cannot be simultaneously enabled".
+  if (fp16 && bf16)
+    top.fail("'" + bf16Name + ".enabled' and 'fp16.enabled' are both true: "
+             "bf16 and fp16 mixed precision cannot both be enabled; set one "
+             "to false");
+  p.kind = fp16 ? Precision::FP16 : bf16 ? Precision::BF16 : Precision::FP32;
+  if (top.has("data_types"))
+    readDataTypes(top, p);
+  readDtype(top, "communication_data_type", /*caseInsensitive=*/true,
+            p.communicationDataTypeSetting);
+  if (top.has("torch_autocast"))
+    readTorchAutocast(top);
 }
 
 /// DeepSpeed's activation_checkpointing has no "enabled": each of its keys
@@ -445,10 +550,12 @@ const std::vector<std::string> kTopLevelKeys = {
     "wall_clock_breakdown",
     "zero_optimization",
     "pipeline",
-    // Read only to reject what they ask for (below).
     "fp16",
     "bf16",
     "bfloat16",
+    "data_types",
+    "communication_data_type",
+    // Read only to reject what they ask for (below).
     "torch_autocast",
     "activation_checkpointing",
 };
@@ -459,13 +566,11 @@ const std::vector<std::string> kUnsupportedDeepSpeedKeys = {
     "amp",
     "autotuning",
     "checkpoint",
-    "communication_data_type",
     "comms_logger",
     "compression_training",
     "csv_monitor",
     "curriculum_learning",
     "data_efficiency",
-    "data_types",
     "dataloader_drop_last",
     "elasticity",
     "flops_profiler",
@@ -1143,6 +1248,20 @@ bool ZeroConfig::operator==(const ZeroConfig &o) const {
          subGroupSize == o.subGroupSize;
 }
 
+bool Fp16Config::operator==(const Fp16Config &o) const {
+  return autoCast == o.autoCast && lossScale == o.lossScale &&
+         initialScalePower == o.initialScalePower &&
+         lossScaleWindow == o.lossScaleWindow && hysteresis == o.hysteresis &&
+         consecutiveHysteresis == o.consecutiveHysteresis &&
+         minLossScale == o.minLossScale;
+}
+
+bool PrecisionConfig::operator==(const PrecisionConfig &o) const {
+  return kind == o.kind && fp16 == o.fp16 && bf16 == o.bf16 &&
+         gradAccumDtype() == o.gradAccumDtype() &&
+         communicationDataType() == o.communicationDataType();
+}
+
 bool TrainConfig::operator==(const TrainConfig &o) const {
   return trainBatchSize == o.trainBatchSize &&
          microBatchPerGpu == o.microBatchPerGpu &&
@@ -1150,7 +1269,43 @@ bool TrainConfig::operator==(const TrainConfig &o) const {
          gradientClipping == o.gradientClipping &&
          stepsPerPrint == o.stepsPerPrint && optimizer == o.optimizer &&
          scheduler == o.scheduler && zero == o.zero && pipeline == o.pipeline &&
-         wallClockBreakdown == o.wallClockBreakdown;
+         precision == o.precision && wallClockBreakdown == o.wallClockBreakdown;
+}
+
+const char *precisionName(Precision p) {
+  switch (p) {
+  case Precision::FP32:
+    return "fp32";
+  case Precision::BF16:
+    return "bf16";
+  case Precision::FP16:
+    return "fp16";
+  }
+  return "fp32";
+}
+
+Precision precisionFromFlag(const std::string &value) {
+  // Lightning's Trainer(precision=...) names (fabric precision.py
+  // _PRECISION_INPUT_STR): "-mixed" keeps fp32 weights, as dsc does.
+  static const std::vector<std::pair<std::string, Precision>> names = {
+      {"fp32", Precision::FP32},       {"bf16", Precision::BF16},
+      {"fp16", Precision::FP16},       {"32-true", Precision::FP32},
+      {"bf16-mixed", Precision::BF16}, {"16-mixed", Precision::FP16},
+  };
+  for (const auto &[name, p] : names)
+    if (value == name)
+      return p;
+  std::string accepted = "fp32, bf16, fp16 (or Lightning's 32-true, "
+                         "bf16-mixed, 16-mixed)";
+  if (value == "bf16-true" || value == "16-true" || value == "64-true")
+    throw ConfigError("'" + value + "' is not supported: Lightning's -true " +
+                      "modes keep the weights in that type, dsc keeps fp32 " +
+                      "master weights; accepted: " + accepted);
+  std::vector<std::string> all;
+  for (const auto &[name, p] : names)
+    all.push_back(name);
+  throw ConfigError("'" + value + "' is not a precision" +
+                    didYouMean(value, all) + "; accepted: " + accepted);
 }
 
 TrainConfig defaultConfig() { return TrainConfig(); }
@@ -1189,12 +1344,7 @@ TrainConfig parseDsConfig(const std::string &jsonText,
     readPipeline(top, cfg.pipeline);
   cfg.wallClockBreakdown =
       top.boolean("wall_clock_breakdown").value_or(false);
-  if (top.has("bf16") && top.has("bfloat16"))
-    top.fail("'bf16' and 'bfloat16' are the same section (DeepSpeed's older "
-             "name): give only one");
-  for (const PrecisionSection &section : precisionSections())
-    if (top.has(section.name))
-      readPrecision(top, section);
+  readPrecision(top, cfg.precision);
   if (top.has("activation_checkpointing"))
     readActivationCheckpointing(top);
   return cfg;
@@ -1295,6 +1445,25 @@ std::string toJson(const TrainConfig &cfg) {
     pj["schedule"] = cfg.pipeline.schedule;
     root["pipeline"] = pj;
   }
+  const PrecisionConfig &p = cfg.precision;
+  ordered_json fp16;
+  fp16["enabled"] = p.kind == Precision::FP16;
+  fp16["auto_cast"] = p.fp16.autoCast;
+  fp16["loss_scale"] = p.fp16.lossScale;
+  fp16["initial_scale_power"] = p.fp16.initialScalePower;
+  fp16["loss_scale_window"] = p.fp16.lossScaleWindow;
+  fp16["hysteresis"] = p.fp16.hysteresis;
+  fp16["consecutive_hysteresis"] = p.fp16.consecutiveHysteresis;
+  fp16["min_loss_scale"] = p.fp16.minLossScale;
+  root["fp16"] = fp16;
+  ordered_json bf16;
+  bf16["enabled"] = p.kind == Precision::BF16;
+  bf16["immediate_grad_update"] = p.bf16.immediateGradUpdate;
+  bf16["check_grad_overflow"] = p.bf16.checkGradOverflow;
+  root["bf16"] = bf16;
+  root["data_types"] = {
+      {"grad_accum_dtype", precisionName(p.gradAccumDtype())}};
+  root["communication_data_type"] = precisionName(p.communicationDataType());
   return root.dump(2);
 }
 

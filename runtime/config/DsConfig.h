@@ -31,13 +31,17 @@
 //  * wall_clock_breakdown: true asks for DeepSpeed's per-phase timers; dsrt
 //    honours it with its per-op timing (--profile), see
 //    TrainConfig::wallClockBreakdown.
-//  * Not implemented yet, and never silently ignored: "fp16", "bf16" (and
-//    its older name "bfloat16") and "torch_autocast" with "enabled": true
-//    are errors saying mixed precision is not supported yet (issue 12); a
-//    section that asks for nothing ("enabled" false or absent) is accepted,
-//    its keys checked. Any key under "activation_checkpointing" is an error
-//    saying it is not supported yet (issue 13), as is
-//    pipeline.activation_checkpoint_interval other than 0.
+//  * Mixed precision: "bf16" (or its older name "bfloat16", not both),
+//    "fp16", "data_types".grad_accum_dtype and "communication_data_type"
+//    with DeepSpeed's keys and defaults (precision_config.py, config.py),
+//    see PrecisionConfig. Both bf16 and fp16 enabled is an error, as in
+//    DeepSpeed. The parser accepts them; dsc itself refuses bf16/fp16 until
+//    its mixed-precision pass exists (issue 12, tools/dsc/dsc.cpp).
+//    "torch_autocast" with "enabled": true is an error (dsc has no per-module
+//    autocast; bf16/fp16 are its mixed precision).
+//  * Not implemented yet, and never silently ignored: any key under
+//    "activation_checkpointing" is an error saying it is not supported yet
+//    (issue 13), as is pipeline.activation_checkpoint_interval other than 0.
 //  * zero_optimization: DeepSpeedZeroConfig's keys and defaults
 //    (deepspeed/runtime/zero/config.py), see ZeroConfig. Sizes count elements
 //    and may be written as floats with an integral value (5e8), as DeepSpeed
@@ -53,10 +57,13 @@
 //    to the optimizer's lr (recent DeepSpeed); WarmupDecayLR's to 0.001.
 //
 // Stricter than DeepSpeed, on purpose: an unknown key (top level, optimizer,
-// optimizer.params, scheduler, scheduler.params, zero_optimization) is an
-// error with a "did you mean" suggestion instead of being ignored or failing
-// deep inside Python; an unknown warmup_type is an error instead of a warning
-// that falls back to "log". JSON comments (// and /* */) are accepted, the
+// optimizer.params, scheduler, scheduler.params, zero_optimization, fp16,
+// bf16, data_types) is an error with a "did you mean" suggestion instead of
+// being ignored or failing deep inside Python; an unknown warmup_type is an
+// error instead of a warning that falls back to "log"; fp16's scaler
+// settings are range-checked whether or not fp16 is enabled (DeepSpeed checks
+// them only under dynamic scaling), since dsc --precision fp16 may enable it
+// after the config is read. JSON comments (// and /* */) are accepted, the
 // rest of hjson is not.
 //
 // Hostile input: every error is a ConfigError naming the source and the key
@@ -165,6 +172,96 @@ struct ZeroConfig {
   bool operator!=(const ZeroConfig &o) const { return !(*this == o); }
 };
 
+/// A floating-point format of training, under DeepSpeed's names.
+enum class Precision { FP32, BF16, FP16 };
+
+/// "fp32", "bf16" or "fp16".
+const char *precisionName(Precision p);
+
+/// DeepSpeed's "fp16" section (DeepSpeedFP16Config in precision_config.py;
+/// the scaler is DynamicLossScaler in fp16/loss_scaler.py), defaults filled
+/// in. Read whether or not fp16 is enabled.
+struct Fp16Config {
+  /// auto_cast: the model's floating-point inputs are cast to fp16.
+  bool autoCast = false;
+  /// loss_scale: 0 = dynamic loss scaling, > 0 = this static scale.
+  double lossScale = 0.0;
+  /// Dynamic scaling starts at 2^initialScalePower; in [kMinScalePower,
+  /// kMaxScalePower].
+  int64_t initialScalePower = 16;
+  /// loss_scale_window: overflow-free steps before the scale doubles; in
+  /// [1, kMaxSteps].
+  int64_t lossScaleWindow = 1000;
+  /// hysteresis (the scaler's delayed_shift): overflows tolerated before
+  /// the scale halves; in [1, kMaxSteps] (0 would never lower the scale).
+  int64_t hysteresis = 2;
+  /// consecutive_hysteresis: refill the hysteresis after every step without
+  /// an overflow, not only when the scale grows.
+  bool consecutiveHysteresis = false;
+  /// min_loss_scale: the floor of dynamic scaling (an integer in DeepSpeed);
+  /// an overflow at this scale is an error. In [1, kMaxMinLossScale].
+  int64_t minLossScale = 1;
+
+  bool dynamicLossScale() const { return lossScale == 0.0; }
+  bool operator==(const Fp16Config &o) const;
+  bool operator!=(const Fp16Config &o) const { return !(*this == o); }
+};
+
+/// DeepSpeed's "bf16" section (DeepSpeedBF16Config), defaults filled in.
+struct Bf16Config {
+  /// immediate_grad_update: fold each gradient into the fp32 accumulator as
+  /// soon as backward produces it, rather than after the backward pass
+  /// (BF16_Optimizer; some DeepSpeed releases before PR #6976 defaulted it
+  /// to true).
+  bool immediateGradUpdate = false;
+  /// check_grad_overflow: skip the step when a gradient is inf/NaN
+  /// (true since DeepSpeed PR #8035, v0.19.3, matching fp16; false before).
+  bool checkGradOverflow = true;
+
+  bool operator==(const Bf16Config &o) const {
+    return immediateGradUpdate == o.immediateGradUpdate &&
+           checkGradOverflow == o.checkGradOverflow;
+  }
+  bool operator!=(const Bf16Config &o) const { return !(*this == o); }
+};
+
+/// Mixed precision: which of "bf16"/"fp16" is enabled (dsc --precision
+/// overrides it), both sections' settings, data_types.grad_accum_dtype and
+/// communication_data_type. Master weights and optimizer states are fp32:
+/// DeepSpeed's bf16_master_weights_and_grads, bf16_optimizer_states and
+/// fp16_master_weights_and_grads are errors when true.
+struct PrecisionConfig {
+  /// FP32 unless bf16.enabled or fp16.enabled (never both).
+  Precision kind = Precision::FP32;
+  Fp16Config fp16;
+  Bf16Config bf16;
+  /// data_types.grad_accum_dtype as written; nullopt (DeepSpeed's None)
+  /// means DeepSpeed's default. Read it through gradAccumDtype().
+  std::optional<Precision> gradAccumDtypeSetting;
+  /// communication_data_type as written; nullopt means DeepSpeed's default.
+  /// Read it through communicationDataType().
+  std::optional<Precision> communicationDataTypeSetting;
+
+  /// The dtype gradients accumulate in across micro-batches. DeepSpeed's
+  /// rule (engine.py get_data_types): the model's dtype (kind) unless
+  /// grad_accum_dtype is given. (Until DeepSpeed PR #7515, bf16 without
+  /// ZeRO defaulted to fp32.)
+  Precision gradAccumDtype() const {
+    return gradAccumDtypeSetting.value_or(kind);
+  }
+  /// The dtype gradients are reduced in. DeepSpeed's rule (engine.py
+  /// communication_data_type): fp16 under fp16, bf16 under bf16, else fp32,
+  /// unless communication_data_type is given.
+  Precision communicationDataType() const {
+    return communicationDataTypeSetting.value_or(kind);
+  }
+
+  /// Compares gradAccumDtype() and communicationDataType(), not how they
+  /// were spelled: an omitted key equals the value DeepSpeed gives it.
+  bool operator==(const PrecisionConfig &o) const;
+  bool operator!=(const PrecisionConfig &o) const { return !(*this == o); }
+};
+
 // Bounds of what a ds_config may ask for. Each is far beyond any real run
 // and keeps the products dsc and dsrt form from these values (samples per
 // step, bytes per bucket, steps x samples) far from int64 overflow.
@@ -184,6 +281,11 @@ inline constexpr int64_t kMaxElements = int64_t(1) << 53;
 /// Step counts (steps_per_print, scheduler steps): SchedulerConfig keeps them
 /// as doubles, exact up to 2^53.
 inline constexpr int64_t kMaxSteps = int64_t(1) << 53;
+/// fp16.initial_scale_power: 2^power is a normal float32.
+inline constexpr int64_t kMinScalePower = -126;
+inline constexpr int64_t kMaxScalePower = 127;
+/// fp16.min_loss_scale, an integer: exact as a double.
+inline constexpr int64_t kMaxMinLossScale = int64_t(1) << 53;
 /// Arrays and objects nested in a ds_config text; DeepSpeed's own keys nest 4
 /// deep (optimizer.params.betas[0] counts the top level).
 inline constexpr size_t kMaxNesting = 64;
@@ -224,6 +326,7 @@ struct TrainConfig {
   SchedulerConfig scheduler;
   ZeroConfig zero;
   PipelineConfig pipeline;
+  PrecisionConfig precision;
 
   bool operator==(const TrainConfig &o) const;
   bool operator!=(const TrainConfig &o) const { return !(*this == o); }
@@ -244,6 +347,12 @@ TrainConfig parseDsConfig(const std::string &jsonText,
 /// Reads and parses the file at `path` (named by its path in errors); a
 /// file larger than kMaxConfigBytes is refused.
 TrainConfig loadDsConfig(const std::string &path, int64_t worldSize = 1);
+
+/// dsc --precision's value: "fp32", "bf16", "fp16", or PyTorch Lightning's
+/// names of the same modes: "32-true", "bf16-mixed", "16-mixed". Throws
+/// ConfigError saying what is accepted (and why Lightning's "bf16-true",
+/// "16-true" and "64-true" are not) otherwise.
+Precision precisionFromFlag(const std::string &value);
 
 /// Canonical form: a ds_config with every default written out (pretty
 /// printed, doubles exact), so it can be baked into a plan and read back:

@@ -224,7 +224,7 @@ int main(int argc, char **argv) {
   std::string model, output = "-", emit, loss, batchSizeText, configPath;
   int64_t elide = 1024, dp = 1;
   std::optional<int64_t> zeroStage, pp, microBatches;
-  std::optional<std::string> schedule, partition;
+  std::optional<std::string> schedule, partition, precision;
   std::vector<std::string> inputShapes, freeze;
   bool doExplain = false;
   app.add_option("model", model, "ONNX model (binary .onnx or textual .onnxtxt) with its loss")
@@ -270,6 +270,20 @@ int main(int argc, char **argv) {
   app.add_option("--partition", partition,
                  "pipeline partition method: cost (the default), parameters or uniform")
       ->check(CLI::IsMember({"uniform", "parameters", "cost"}));
+  app.add_option("--precision", precision,
+                 "fp32, bf16 or fp16 (bf16/fp16: mixed precision over fp32 master weights); "
+                 "overrides the config's bf16.enabled / fp16.enabled. Lightning's 32-true, "
+                 "bf16-mixed, 16-mixed are accepted as aliases")
+      ->check(CLI::Validator(
+          [](std::string &text) -> std::string {
+            try {
+              dsrt::config::precisionFromFlag(text);
+              return {};
+            } catch (const dsrt::config::ConfigError &e) {
+              return e.what();
+            }
+          },
+          "PRECISION"));
   app.add_flag("--explain", doExplain,
                "print a summary (inputs, parameters, cost per op kind) instead of the IR");
   app.add_option("--elide-constants", elide,
@@ -396,6 +410,20 @@ int main(int argc, char **argv) {
       cfg.pipeline.schedule = *schedule;
     if (partition)
       cfg.pipeline.partitionMethod = *partition;
+    // The flag wins over the config's bf16.enabled / fp16.enabled.
+    if (precision)
+      cfg.precision.kind = dsrt::config::precisionFromFlag(*precision);
+    // Interim (issue 12): the config and the flag are read, but there is no
+    // mixed-precision pass yet. Delete this check when it lands.
+    if (cfg.precision.kind != dsrt::config::Precision::FP32) {
+      llvm::errs() << "dsc: error: "
+                   << (precision ? "--precision " + *precision
+                                 : configPath + " enables " +
+                                       dsrt::config::precisionName(cfg.precision.kind))
+                   << ": mixed precision (bf16/fp16) is not implemented yet: the "
+                      "mixed-precision pass is in progress (issue 12)\n";
+      return 1;
+    }
     if ((schedule || partition) && cfg.pipeline.stages <= 1) {
       llvm::errs() << "dsc: error: " << (schedule ? "--schedule" : "--partition")
                    << ": applies to a pipeline; give --pp P (or pipeline.stages in the "

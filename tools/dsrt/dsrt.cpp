@@ -288,6 +288,8 @@ void checkRuntimeConfig(const dsrt::config::TrainConfig &baked,
   differs(baked.gradientClipping != given.gradientClipping, "the gradient_clipping settings");
   differs(!(baked.zero == given.zero), "the zero_optimization settings");
   differs(!(baked.pipeline == given.pipeline), "the pipeline settings");
+  differs(baked.precision != given.precision,
+          "the bf16 / fp16 / data_types / communication_data_type settings");
 }
 
 /// The exit of a rank that finished (MPI_Finalize under mpirun).

@@ -734,50 +734,374 @@ TEST(DsConfig, LoadRefusesDirectoriesAndEndlessFiles) {
   }
 }
 
-//===--- sections dsc does not implement yet ------------------------------===//
+//===--- mixed precision --------------------------------------------------===//
 
-/// fp16 / bf16 were accepted and ignored: enabling them trained in fp32
-/// without a word.
-TEST(DsConfig, MixedPrecisionIsAnErrorUntilImplemented) {
-  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "fp16": {"enabled": true}})"),
-            "ds_config.json: 'fp16.enabled' is true, but fp16 mixed precision "
-            "is not supported yet by dsc (issue 12: dsc trains in float32); "
-            "remove the section or set \"enabled\": false");
-  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "bf16": {"enabled": true}})"),
-            "ds_config.json: 'bf16.enabled' is true, but bf16 mixed precision "
-            "is not supported yet by dsc (issue 12: dsc trains in float32); "
-            "remove the section or set \"enabled\": false");
-  EXPECT_EQ(
-      errorOf(R"({"train_batch_size": 8, "bfloat16": {"enabled": true}})"),
-      "ds_config.json: 'bfloat16.enabled' is true, but bf16 mixed precision "
-      "is not supported yet by dsc (issue 12: dsc trains in float32); remove "
-      "the section or set \"enabled\": false");
-  EXPECT_NE(errorOf(R"({"train_batch_size": 8,
-                        "torch_autocast": {"enabled": true, "dtype": "bfloat16"}})")
-                .find("'torch_autocast.enabled' is true, but torch autocast "
-                      "mixed precision is not supported yet"),
-            std::string::npos);
-  // Sections that ask for nothing stay accepted.
-  EXPECT_NO_THROW(parse(R"({"train_batch_size": 8,
-      "fp16": {"enabled": false, "loss_scale": 0, "initial_scale_power": 16,
-               "loss_scale_window": 1000, "hysteresis": 2, "min_loss_scale": 1},
-      "bf16": {"enabled": false, "immediate_grad_update": false},
-      "torch_autocast": {"enabled": false}})"));
-  EXPECT_NO_THROW(parse(R"({"train_batch_size": 8, "fp16": {"loss_scale": 0}})"));
-  EXPECT_NO_THROW(parse(R"({"train_batch_size": 8, "bfloat16": {}})"));
-  // A misspelled "enabled" is not taken for an absent one.
-  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "fp16": {"enabeld": true}})"),
-            "ds_config.json: unknown key 'fp16.enabeld' (did you mean "
-            "'enabled'?)");
-  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "bf16": {"enabled": "true"}})"),
-            "ds_config.json: 'bf16.enabled' must be true or false, got string "
-            "\"true\"");
-  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "fp16": true})"),
-            "ds_config.json: 'fp16' must be an object, got boolean true");
+/// DeepSpeed's defaults: DeepSpeedFP16Config / DeepSpeedBF16Config
+/// (precision_config.py), data_types.grad_accum_dtype and
+/// communication_data_type None (constants.py), resolved as engine.py does.
+TEST(DsConfig, MixedPrecisionDefaultsAreDeepSpeeds) {
+  const PrecisionConfig p = parse(R"({"train_batch_size": 8})").precision;
+  EXPECT_EQ(p, PrecisionConfig());
+  EXPECT_EQ(p.kind, Precision::FP32);
+  EXPECT_FALSE(p.fp16.autoCast);
+  EXPECT_EQ(p.fp16.lossScale, 0.0);
+  EXPECT_TRUE(p.fp16.dynamicLossScale());
+  EXPECT_EQ(p.fp16.initialScalePower, 16);
+  EXPECT_EQ(p.fp16.lossScaleWindow, 1000);
+  EXPECT_EQ(p.fp16.hysteresis, 2);
+  EXPECT_FALSE(p.fp16.consecutiveHysteresis);
+  EXPECT_EQ(p.fp16.minLossScale, 1);
+  EXPECT_FALSE(p.bf16.immediateGradUpdate);
+  EXPECT_TRUE(p.bf16.checkGradOverflow);
+  EXPECT_FALSE(p.gradAccumDtypeSetting);
+  EXPECT_FALSE(p.communicationDataTypeSetting);
+  EXPECT_EQ(p.gradAccumDtype(), Precision::FP32);
+  EXPECT_EQ(p.communicationDataType(), Precision::FP32);
+  // Empty sections, and sections that enable nothing, mean the same.
+  EXPECT_EQ(parse(R"({"train_batch_size": 8, "fp16": {}, "bf16": {},
+                      "data_types": {}})")
+                .precision,
+            p);
+  EXPECT_EQ(parse(R"({"train_batch_size": 8, "bfloat16": {"enabled": false}})")
+                .precision,
+            p);
+}
+
+TEST(DsConfig, Bf16IsRead) {
+  for (const char *name : {"bf16", "bfloat16"}) {
+    const PrecisionConfig p =
+        parse(std::string(R"({"train_batch_size": 8, ")") + name +
+              R"(": {"enabled": true}})")
+            .precision;
+    EXPECT_EQ(p.kind, Precision::BF16) << name;
+    // Gradients accumulate and are reduced in the model's dtype by default.
+    EXPECT_EQ(p.gradAccumDtype(), Precision::BF16);
+    EXPECT_EQ(p.communicationDataType(), Precision::BF16);
+    EXPECT_EQ(p.bf16, Bf16Config());
+  }
+  const PrecisionConfig p = parse(R"({"train_batch_size": 8, "bf16": {
+      "enabled": true, "immediate_grad_update": true,
+      "check_grad_overflow": false, "bf16_master_weights_and_grads": false,
+      "bf16_optimizer_states": false}})")
+                                .precision;
+  EXPECT_TRUE(p.bf16.immediateGradUpdate);
+  EXPECT_FALSE(p.bf16.checkGradOverflow);
+  // Settings are read with the section disabled too.
+  EXPECT_FALSE(parse(R"({"train_batch_size": 8, "bf16": {
+                          "check_grad_overflow": false}})")
+                   .precision.bf16.checkGradOverflow);
+}
+
+TEST(DsConfig, Fp16IsRead) {
+  const PrecisionConfig p = parse(R"({"train_batch_size": 8, "fp16": {
+      "enabled": true, "auto_cast": true, "loss_scale": 0,
+      "initial_scale_power": 32, "loss_scale_window": 500, "hysteresis": 1,
+      "consecutive_hysteresis": true, "min_loss_scale": 4,
+      "fp16_master_weights_and_grads": false}})")
+                                .precision;
+  EXPECT_EQ(p.kind, Precision::FP16);
+  EXPECT_TRUE(p.fp16.autoCast);
+  EXPECT_TRUE(p.fp16.dynamicLossScale());
+  EXPECT_EQ(p.fp16.initialScalePower, 32);
+  EXPECT_EQ(p.fp16.lossScaleWindow, 500);
+  EXPECT_EQ(p.fp16.hysteresis, 1);
+  EXPECT_TRUE(p.fp16.consecutiveHysteresis);
+  EXPECT_EQ(p.fp16.minLossScale, 4);
+  EXPECT_EQ(p.gradAccumDtype(), Precision::FP16);
+  EXPECT_EQ(p.communicationDataType(), Precision::FP16);
+  // A static scale, and the extremes of the ranges.
+  const Fp16Config f = parse(R"({"train_batch_size": 8, "fp16": {
+      "enabled": true, "loss_scale": 128.5, "initial_scale_power": -126,
+      "min_loss_scale": 9007199254740992}})")
+                           .precision.fp16;
+  EXPECT_EQ(f.lossScale, 128.5);
+  EXPECT_FALSE(f.dynamicLossScale());
+  EXPECT_EQ(f.initialScalePower, -126);
+  EXPECT_EQ(f.minLossScale, int64_t(1) << 53);
+  EXPECT_EQ(parse(R"({"train_batch_size": 8, "fp16": {"initial_scale_power": 127}})")
+                .precision.fp16.initialScalePower,
+            127);
+}
+
+TEST(DsConfig, Bf16AndFp16BothEnabledIsAnError) {
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "fp16": {"enabled": true},
+                        "bf16": {"enabled": true}})"),
+            "ds_config.json: 'bf16.enabled' and 'fp16.enabled' are both true: "
+            "bf16 and fp16 mixed precision cannot both be enabled; set one to "
+            "false");
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "bfloat16": {"enabled": true},
+                        "fp16": {"enabled": true}})"),
+            "ds_config.json: 'bfloat16.enabled' and 'fp16.enabled' are both "
+            "true: bf16 and fp16 mixed precision cannot both be enabled; set "
+            "one to false");
+  EXPECT_EQ(parse(R"({"train_batch_size": 8, "fp16": {"enabled": true},
+                      "bf16": {"enabled": false}})")
+                .precision.kind,
+            Precision::FP16);
+  EXPECT_EQ(parse(R"({"train_batch_size": 8, "fp16": {"enabled": false},
+                      "bf16": {"enabled": true}})")
+                .precision.kind,
+            Precision::BF16);
   EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "bf16": {"enabled": false},
                         "bfloat16": {"enabled": false}})"),
             "ds_config.json: 'bf16' and 'bfloat16' are the same section "
             "(DeepSpeed's older name): give only one");
+}
+
+TEST(DsConfig, Fp16ValuesAreRangeChecked) {
+  auto fp16 = [](const std::string &body) {
+    return errorOf(R"({"train_batch_size": 8, "fp16": {)" + body + "}}");
+  };
+  EXPECT_EQ(fp16(R"("loss_scale": -1)"),
+            "ds_config.json: 'fp16.loss_scale' must be >= 0, got -1");
+  EXPECT_EQ(fp16(R"("loss_scale": true)"),
+            "ds_config.json: 'fp16.loss_scale' must be a number, got boolean "
+            "true");
+  EXPECT_EQ(fp16(R"("loss_scale": 1e39)"),
+            "ds_config.json: 'fp16.loss_scale' must lie within float32's range "
+            "(+-3.4028234663852886e+38: dsrt trains in float32), got 1e+39");
+  EXPECT_EQ(fp16(R"("initial_scale_power": 128)"),
+            "ds_config.json: 'fp16.initial_scale_power' must be between -126 "
+            "and 127, got 128");
+  EXPECT_EQ(fp16(R"("initial_scale_power": -127)"),
+            "ds_config.json: 'fp16.initial_scale_power' must be between -126 "
+            "and 127, got -127");
+  EXPECT_EQ(fp16(R"("initial_scale_power": 16.5)"),
+            "ds_config.json: 'fp16.initial_scale_power' must be an integer, "
+            "got number 16.5");
+  // Checked with fp16 disabled too: --precision fp16 may enable it.
+  EXPECT_EQ(fp16(R"("enabled": false, "loss_scale_window": 0)"),
+            "ds_config.json: 'fp16.loss_scale_window' must be between 1 and "
+            "9007199254740992, got 0");
+  // Hysteresis 0 would never lower the scale (DynamicLossScaler decrements
+  // it below 1).
+  EXPECT_EQ(fp16(R"("hysteresis": 0)"),
+            "ds_config.json: 'fp16.hysteresis' must be between 1 and "
+            "9007199254740992, got 0");
+  EXPECT_EQ(fp16(R"("min_loss_scale": 0)"),
+            "ds_config.json: 'fp16.min_loss_scale' must be between 1 and "
+            "9007199254740992, got 0");
+  EXPECT_EQ(fp16(R"("min_loss_scale": 0.5)"),
+            "ds_config.json: 'fp16.min_loss_scale' must be an integer, got "
+            "number 0.5");
+  EXPECT_EQ(fp16(R"("min_loss_scale": 9007199254740993)"),
+            "ds_config.json: 'fp16.min_loss_scale' must be between 1 and "
+            "9007199254740992, got 9007199254740993");
+  EXPECT_EQ(fp16(R"("enabled": "true")"),
+            "ds_config.json: 'fp16.enabled' must be true or false, got string "
+            "\"true\"");
+  EXPECT_EQ(fp16(R"("consecutive_hysteresis": 1)"),
+            "ds_config.json: 'fp16.consecutive_hysteresis' must be true or "
+            "false, got number 1");
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "fp16": true})"),
+            "ds_config.json: 'fp16' must be an object, got boolean true");
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "bf16": {"immediate_grad_update": "no"}})"),
+            "ds_config.json: 'bf16.immediate_grad_update' must be true or "
+            "false, got string \"no\"");
+}
+
+TEST(DsConfig, MixedPrecisionUnknownKeysSuggestTheClosest) {
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "fp16": {"enabeld": true}})"),
+            "ds_config.json: unknown key 'fp16.enabeld' (did you mean "
+            "'enabled'?)");
+  EXPECT_EQ(
+      errorOf(R"({"train_batch_size": 8, "fp16": {"loss_scale_windw": 10}})"),
+      "ds_config.json: unknown key 'fp16.loss_scale_windw' (did you mean "
+      "'loss_scale_window'?)");
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8,
+                        "bf16": {"immediate_grad_updates": true}})"),
+            "ds_config.json: unknown key 'bf16.immediate_grad_updates' (did you "
+            "mean 'immediate_grad_update'?)");
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8,
+                        "bfloat16": {"check_grad_overflw": true}})"),
+            "ds_config.json: unknown key 'bfloat16.check_grad_overflw' (did "
+            "you mean 'check_grad_overflow'?)");
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8,
+                        "data_types": {"grad_acum_dtype": "fp32"}})"),
+            "ds_config.json: unknown key 'data_types.grad_acum_dtype' (did you "
+            "mean 'grad_accum_dtype'?)");
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "communication_data_typ": "fp32"})"),
+            "ds_config.json: unknown key 'communication_data_typ' (did you "
+            "mean 'communication_data_type'?)");
+  // fp16's keys are not bf16's.
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "bf16": {"loss_scale": 0}})"),
+            "ds_config.json: unknown key 'bf16.loss_scale'");
+}
+
+/// DeepSpeed options that keep master weights, gradients or optimizer
+/// states in 16 bits: dsc keeps them in fp32, so only false is accepted.
+TEST(DsConfig, SixteenBitMasterWeightsAreRefused) {
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "fp16": {"enabled": true,
+                        "fp16_master_weights_and_grads": true}})"),
+            "ds_config.json: 'fp16.fp16_master_weights_and_grads' is not "
+            "supported by dsc: dsc keeps the master weights and gradients in "
+            "fp32 (DeepSpeed keeps them in fp16 only with ZeRO-Offload and "
+            "DeepSpeedCPUAdam); remove it or set false");
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "bf16": {
+                        "bf16_master_weights_and_grads": true}})"),
+            "ds_config.json: 'bf16.bf16_master_weights_and_grads' is not "
+            "supported by dsc: dsc keeps the master weights and gradients in "
+            "fp32; remove it or set false");
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "bfloat16": {
+                        "bf16_optimizer_states": true}})"),
+            "ds_config.json: 'bfloat16.bf16_optimizer_states' is not supported "
+            "by dsc: dsc keeps the optimizer states in fp32; remove it or set "
+            "false");
+}
+
+TEST(DsConfig, GradAccumDtype) {
+  auto dtype = [](const std::string &value, const char *kind = "") {
+    std::string enable = *kind ? std::string(R"(, ")") + kind +
+                                     R"(": {"enabled": true})"
+                               : "";
+    return parse(R"({"train_batch_size": 8, "data_types": {"grad_accum_dtype": )" +
+                 value + "}" + enable + "}")
+        .precision;
+  };
+  EXPECT_EQ(dtype(R"("fp32")", "bf16").gradAccumDtype(), Precision::FP32);
+  EXPECT_EQ(dtype(R"("bf16")").gradAccumDtype(), Precision::BF16);
+  EXPECT_EQ(dtype(R"("fp16")", "fp16").gradAccumDtype(), Precision::FP16);
+  EXPECT_EQ(dtype(R"("fp32")", "bf16").gradAccumDtypeSetting, Precision::FP32);
+  // DeepSpeed resolves it through DtypeEnum, which takes these spellings.
+  for (const char *name : {"float32", "float", "torch.float32"})
+    EXPECT_EQ(dtype("\"" + std::string(name) + "\"", "bf16").gradAccumDtype(),
+              Precision::FP32)
+        << name;
+  for (const char *name : {"bfloat16", "torch.bfloat16"})
+    EXPECT_EQ(dtype("\"" + std::string(name) + "\"").gradAccumDtype(),
+              Precision::BF16)
+        << name;
+  for (const char *name : {"float16", "half", "torch.float16"})
+    EXPECT_EQ(dtype("\"" + std::string(name) + "\"").gradAccumDtype(),
+              Precision::FP16)
+        << name;
+  // null is DeepSpeed's default (None): the model's dtype.
+  EXPECT_FALSE(dtype("null", "bf16").gradAccumDtypeSetting);
+  EXPECT_EQ(dtype("null", "bf16").gradAccumDtype(), Precision::BF16);
+
+  auto dtypeError = [](const std::string &types) {
+    return errorOf(R"({"train_batch_size": 8, "data_types": )" + types + "}");
+  };
+  EXPECT_EQ(dtypeError(R"({"grad_accum_dtype": "bf17"})"),
+            "ds_config.json: 'data_types.grad_accum_dtype' is \"bf17\" (did "
+            "you mean 'bf16'?); supported: fp32, bf16, fp16");
+  EXPECT_EQ(dtypeError(R"({"grad_accum_dtype": "int8"})"),
+            "ds_config.json: 'data_types.grad_accum_dtype' is \"int8\"; "
+            "supported: fp32, bf16, fp16");
+  // DtypeEnum is case-sensitive.
+  EXPECT_EQ(dtypeError(R"({"grad_accum_dtype": "FP32"})"),
+            "ds_config.json: 'data_types.grad_accum_dtype' is \"FP32\" (did "
+            "you mean 'fp32'?); supported: fp32, bf16, fp16");
+  EXPECT_EQ(dtypeError(R"({"grad_accum_dtype": 32})"),
+            "ds_config.json: 'data_types.grad_accum_dtype' must be a string, "
+            "got number 32");
+  EXPECT_EQ(dtypeError("[]"),
+            "ds_config.json: 'data_types' must be an object, got array []");
+  // FSDP-style param_dtype / buffer_dtype: only their default, null.
+  EXPECT_EQ(dtypeError(R"({"param_dtype": "bf16"})"),
+            "ds_config.json: 'data_types.param_dtype' is not supported by dsc: "
+            "parameters compute in the precision bf16/fp16 enables and buffers "
+            "keep the model's dtype; remove it or set null");
+  EXPECT_EQ(dtypeError(R"({"buffer_dtype": "fp32"})"),
+            "ds_config.json: 'data_types.buffer_dtype' is not supported by "
+            "dsc: parameters compute in the precision bf16/fp16 enables and "
+            "buffers keep the model's dtype; remove it or set null");
+  EXPECT_NO_THROW(parse(R"({"train_batch_size": 8, "data_types": {
+      "param_dtype": null, "buffer_dtype": null}})"));
+}
+
+TEST(DsConfig, CommunicationDataType) {
+  auto comm = [](const std::string &value) {
+    return parse(R"({"train_batch_size": 8, "bf16": {"enabled": true},
+                     "communication_data_type": )" +
+                 value + "}")
+        .precision;
+  };
+  EXPECT_EQ(comm(R"("fp32")").communicationDataType(), Precision::FP32);
+  EXPECT_EQ(comm(R"("fp16")").communicationDataType(), Precision::FP16);
+  EXPECT_EQ(comm(R"("bf16")").communicationDataType(), Precision::BF16);
+  // DeepSpeed lower-cases it.
+  EXPECT_EQ(comm(R"("FP32")").communicationDataType(), Precision::FP32);
+  EXPECT_EQ(comm(R"("Bf16")").communicationDataTypeSetting, Precision::BF16);
+  EXPECT_FALSE(comm("null").communicationDataTypeSetting);
+  EXPECT_EQ(comm("null").communicationDataType(), Precision::BF16);
+  // Only the three short names (get_communication_data_type).
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "communication_data_type": "float16"})"),
+            "ds_config.json: 'communication_data_type' is \"float16\"; "
+            "supported: fp32, bf16, fp16");
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "communication_data_type": "fp61"})"),
+            "ds_config.json: 'communication_data_type' is \"fp61\" (did you "
+            "mean 'fp16'?); supported: fp32, bf16, fp16");
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "communication_data_type": 16})"),
+            "ds_config.json: 'communication_data_type' must be a string, got "
+            "number 16");
+}
+
+/// A dtype left to DeepSpeed's default equals the one it resolves to, so a
+/// plan's canonical config (which writes it out) matches a run-time config
+/// that omits it; a different dtype does not.
+TEST(DsConfig, PrecisionComparesResolvedDtypes) {
+  TrainConfig omitted = parse(R"({"train_batch_size": 8, "bf16": {"enabled": true}})");
+  EXPECT_EQ(omitted, parse(R"({"train_batch_size": 8, "bf16": {"enabled": true},
+      "data_types": {"grad_accum_dtype": "bf16"}, "communication_data_type": "bf16"})"));
+  EXPECT_NE(omitted, parse(R"({"train_batch_size": 8, "bf16": {"enabled": true},
+      "data_types": {"grad_accum_dtype": "fp32"}})"));
+  EXPECT_NE(omitted, parse(R"({"train_batch_size": 8, "bf16": {"enabled": true},
+      "communication_data_type": "fp32"})"));
+  EXPECT_NE(omitted, parse(R"({"train_batch_size": 8})"));
+  EXPECT_NE(omitted, parse(R"({"train_batch_size": 8, "bf16": {"enabled": true,
+      "check_grad_overflow": false}})"));
+  EXPECT_NE(parse(R"({"train_batch_size": 8, "fp16": {"hysteresis": 1}})"),
+            parse(R"({"train_batch_size": 8})"));
+}
+
+TEST(DsConfig, TorchAutocastIsRefused) {
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8,
+                        "torch_autocast": {"enabled": true, "dtype": "bfloat16"}})"),
+            "ds_config.json: 'torch_autocast.enabled' is true, but dsc has no "
+            "torch.autocast mode; use \"bf16\": {\"enabled\": true} (or fp16) "
+            "for mixed precision, and remove the section or set \"enabled\": "
+            "false");
+  EXPECT_NO_THROW(parse(R"({"train_batch_size": 8, "torch_autocast": {"enabled": false}})"));
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "torch_autocast": {"dtyp": "fp16"}})"),
+            "ds_config.json: unknown key 'torch_autocast.dtyp' (did you mean "
+            "'dtype'?)");
+}
+
+/// dsc --precision: dsc's names and Lightning's (fabric precision.py).
+TEST(DsConfig, PrecisionFlag) {
+  EXPECT_EQ(precisionFromFlag("fp32"), Precision::FP32);
+  EXPECT_EQ(precisionFromFlag("bf16"), Precision::BF16);
+  EXPECT_EQ(precisionFromFlag("fp16"), Precision::FP16);
+  EXPECT_EQ(precisionFromFlag("32-true"), Precision::FP32);
+  EXPECT_EQ(precisionFromFlag("bf16-mixed"), Precision::BF16);
+  EXPECT_EQ(precisionFromFlag("16-mixed"), Precision::FP16);
+  for (Precision p : {Precision::FP32, Precision::BF16, Precision::FP16})
+    EXPECT_EQ(precisionFromFlag(precisionName(p)), p);
+  auto flagError = [](const std::string &value) -> std::string {
+    try {
+      precisionFromFlag(value);
+    } catch (const ConfigError &e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "expected a ConfigError for --precision " << value;
+    return "";
+  };
+  EXPECT_EQ(flagError("bf16-true"),
+            "'bf16-true' is not supported: Lightning's -true modes keep the "
+            "weights in that type, dsc keeps fp32 master weights; accepted: "
+            "fp32, bf16, fp16 (or Lightning's 32-true, bf16-mixed, 16-mixed)");
+  EXPECT_EQ(flagError("16-true").rfind("'16-true' is not supported", 0), 0u);
+  EXPECT_EQ(flagError("64-true").rfind("'64-true' is not supported", 0), 0u);
+  EXPECT_EQ(flagError("bf61"),
+            "'bf61' is not a precision (did you mean 'bf16'?); accepted: fp32, "
+            "bf16, fp16 (or Lightning's 32-true, bf16-mixed, 16-mixed)");
+  EXPECT_EQ(flagError("BF16"),
+            "'BF16' is not a precision (did you mean 'bf16'?); accepted: fp32, "
+            "bf16, fp16 (or Lightning's 32-true, bf16-mixed, 16-mixed)");
+  EXPECT_EQ(flagError(""),
+            "'' is not a precision; accepted: fp32, bf16, fp16 (or "
+            "Lightning's 32-true, bf16-mixed, 16-mixed)");
 }
 
 TEST(DsConfig, ActivationCheckpointingIsAnErrorUntilImplemented) {
@@ -1284,6 +1608,21 @@ TEST(DsConfig, CanonicalJsonRoundTrips) {
           "params": {"total_num_steps": 50, "warmup_max_lr": 0.1}}})",
       R"({"train_batch_size": 8, "zero_optimization": {"stage": 1,
           "overlap_comm": true, "reduce_bucket_size": 5e7}})",
+      R"({"train_batch_size": 8, "bf16": {"enabled": true,
+          "immediate_grad_update": true, "check_grad_overflow": false}})",
+      R"({"train_batch_size": 8, "bfloat16": {"enabled": true},
+          "data_types": {"grad_accum_dtype": "fp32"},
+          "communication_data_type": "FP32"})",
+      R"({"train_batch_size": 8, "fp16": {"enabled": true, "auto_cast": true,
+          "loss_scale": 0, "initial_scale_power": 32, "loss_scale_window": 7,
+          "hysteresis": 1, "consecutive_hysteresis": true,
+          "min_loss_scale": 3}})",
+      R"({"train_batch_size": 8, "fp16": {"enabled": true, "loss_scale": 0.25,
+          "initial_scale_power": -3}, "data_types": {"grad_accum_dtype": "half"},
+          "communication_data_type": "bf16"})",
+      R"({"train_batch_size": 8, "fp16": {"hysteresis": 5},
+          "bf16": {"check_grad_overflow": false},
+          "data_types": {"grad_accum_dtype": null}})",
       R"({"train_batch_size": 8, "zero_optimization": {"stage": 3,
           "overlap_comm": false, "contiguous_gradients": false,
           "reduce_scatter": false, "allgather_bucket_size": 1e3,
@@ -1338,8 +1677,40 @@ TEST(DsConfig, CanonicalJsonSpellsOutDefaults) {
     "stage3_prefetch_bucket_size": 50000000,
     "stage3_param_persistence_threshold": 100000,
     "stage3_max_live_parameters": 1000000000
-  }
+  },
+  "fp16": {
+    "enabled": false,
+    "auto_cast": false,
+    "loss_scale": 0.0,
+    "initial_scale_power": 16,
+    "loss_scale_window": 1000,
+    "hysteresis": 2,
+    "consecutive_hysteresis": false,
+    "min_loss_scale": 1
+  },
+  "bf16": {
+    "enabled": false,
+    "immediate_grad_update": false,
+    "check_grad_overflow": true
+  },
+  "data_types": {
+    "grad_accum_dtype": "fp32"
+  },
+  "communication_data_type": "fp32"
 })");
+  // bf16 writes the dtypes DeepSpeed resolves for it.
+  std::string bf16 = toJson(
+      parse(R"({"train_batch_size": 8, "bfloat16": {"enabled": true}})"));
+  EXPECT_NE(bf16.find(R"("bf16": {
+    "enabled": true,)"),
+            std::string::npos)
+      << bf16;
+  EXPECT_NE(bf16.find(R"("data_types": {
+    "grad_accum_dtype": "bf16"
+  },
+  "communication_data_type": "bf16")"),
+            std::string::npos)
+      << bf16;
   // Stage 3 writes the overlap_comm DeepSpeed gives it.
   std::string stage3 = toJson(parse(
       R"({"train_batch_size": 8, "zero_optimization": {"stage": 3}})"));
