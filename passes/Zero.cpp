@@ -41,7 +41,43 @@ struct Param {
   int64_t numel = 0;
   RankedTensorType fullType, chunkType;
   bool partitioned = false; // stage 3: the argument itself is the chunk
+  /// Stage 3 with mixed precision: the low-precision copy of the owned
+  /// chunk, which is what is gathered (null: the fp32 chunk is).
+  Value low;
 };
+
+/// If every use of `p`'s argument but its update is an nn.cast to one
+/// low-precision type (mixed-precision's copy), replaces those casts by one
+/// cast of the chunk (`p.low`, typed as the chunk) whose uses are theirs:
+/// the gathers inserted next then read the low chunk.
+void gatherLowCopies(OpBuilder &b, Block &top, Param &p) {
+  SmallVector<nn::CastOp> casts;
+  for (OpOperand &use : p.arg.getUses()) {
+    if (use.getOwner() == p.update)
+      continue;
+    auto c = dyn_cast<nn::CastOp>(use.getOwner());
+    if (!c || (!casts.empty() && c.getType() != casts.front().getType()))
+      return;
+    casts.push_back(c);
+  }
+  if (casts.empty())
+    return;
+  Type low = cast<RankedTensorType>(casts.front().getType()).getElementType();
+  if (low.getIntOrFloatBitWidth() >= p.fullType.getElementType().getIntOrFloatBitWidth())
+    return;
+  Operation *first = top.findAncestorOpInBlock(*casts.front());
+  for (nn::CastOp c : casts)
+    if (Operation *o = top.findAncestorOpInBlock(*c); o->isBeforeInBlock(first))
+      first = o;
+  b.setInsertionPoint(first);
+  // Typed as the chunk already: shardArgument makes the argument the chunk
+  // before anything verifies.
+  p.low = nn::CastOp::create(b, casts.front().getLoc(), p.chunkType.clone(low), p.arg);
+  for (nn::CastOp c : casts) {
+    c.getResult().replaceAllUsesWith(p.low);
+    c.erase();
+  }
+}
 
 struct Zero : impl::ZeroBase<Zero> {
   using Base::Base;
@@ -188,7 +224,14 @@ struct Zero : impl::ZeroBase<Zero> {
     clip.getNorm().replaceAllUsesWith(newClip.getNorm());
 
     // 4. Stage 3: gather the partitioned parameters where the step uses
-    // them, once for the forward uses and once for the backward uses.
+    // them, once for the forward uses and once for the backward uses. A
+    // parameter the step reads only through its mixed-precision copy
+    // (nn.cast to bf16/fp16, once per step) is gathered as that copy: the
+    // owned chunk is cast, and the gather moves half the bytes.
+    if (stage == 3)
+      for (Param &p : params)
+        if (p.partitioned)
+          gatherLowCopies(b, top, p);
     if (stage == 3 && pipelined) {
       // One gather per step, before the first micro-batch's first use.
       for (Param &p : params) {
@@ -196,7 +239,8 @@ struct Zero : impl::ZeroBase<Zero> {
           continue;
         SmallVector<OpOperand *> uses;
         Operation *first = nullptr;
-        for (OpOperand &use : p.arg.getUses()) {
+        Value source = p.low ? p.low : Value(p.arg);
+        for (OpOperand &use : source.getUses()) {
           if (use.getOwner() == p.update)
             continue;
           uses.push_back(&use);
@@ -206,7 +250,7 @@ struct Zero : impl::ZeroBase<Zero> {
         }
         if (first) {
           b.setInsertionPoint(first);
-          Value full = distutil::allGather(b, p.arg.getLoc(), p.arg, p.numel, group);
+          Value full = distutil::allGather(b, p.arg.getLoc(), source, p.numel, group);
           full = distutil::reshape(b, p.arg.getLoc(), full, p.fullType.getShape());
           for (OpOperand *u : uses)
             u->set(full);
@@ -221,7 +265,8 @@ struct Zero : impl::ZeroBase<Zero> {
         if (!p.partitioned)
           continue;
         SmallVector<OpOperand *> forward, backward;
-        for (OpOperand &use : p.arg.getUses()) {
+        Value source = p.low ? p.low : Value(p.arg);
+        for (OpOperand &use : source.getUses()) {
           Operation *user = body.findAncestorOpInBlock(*use.getOwner());
           if (!user)
             continue; // the update, outside the micro-batch
@@ -239,7 +284,7 @@ struct Zero : impl::ZeroBase<Zero> {
               first = o;
           }
           b.setInsertionPoint(first);
-          Value full = distutil::allGather(b, p.arg.getLoc(), p.arg, p.numel, group);
+          Value full = distutil::allGather(b, p.arg.getLoc(), source, p.numel, group);
           full = distutil::reshape(b, p.arg.getLoc(), full, p.fullType.getShape());
           for (OpOperand *u : *uses)
             u->set(full);

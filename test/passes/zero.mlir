@@ -3,6 +3,24 @@
 // RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=1 --optimizer --zero="stage=3 dp=4 persistence-threshold=10" | FileCheck %s --check-prefix=S3
 // The output verifies and round-trips.
 // RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=2 --optimizer --zero="stage=3 dp=4 persistence-threshold=0" | dsc-opt --verify-zero | FileCheck %s --check-prefix=ROUNDTRIP
+// Mixed precision: stage 3 gathers the bf16 copy of each owned chunk.
+// RUN: dsc-opt %S/Inputs/dp-mlp.mlir --mixed-precision --autodiff --gradient-accumulation=steps=2 --optimizer --zero="stage=3 dp=4 persistence-threshold=10" | FileCheck %s --check-prefix=MP3
+
+// With mixed precision each partitioned parameter's fp32 chunk is cast to
+// bf16 once per step (before the micro-batches), and the forward and
+// backward gathers move bf16 (half the bytes); b1, below the persistence
+// threshold, stays whole and is cast whole (its updated chunk is gathered
+// back in fp32 after the step, as without mixed precision). No fp32
+// parameter is gathered in the micro-batches.
+// MP3-LABEL: func.func @mlp(
+// MP3-SAME:    %[[W1:[a-z0-9]+]]: tensor<5xf32> {dist.shard_of = array<i64: 6, 3>, train.param = "w1"}
+// MP3:         %[[W1L:.*]] = nn.cast %[[W1]] : tensor<5xf32> to tensor<5xbf16>
+// MP3:         %[[W2L:.*]] = nn.cast %{{.*}} : tensor<8xf32> to tensor<8xbf16>
+// MP3:         train.accumulate 2
+// MP3:           dist.all_gather %[[W1L]] {group = #dist.group<dp, 4>} : tensor<5xbf16> -> tensor<18xbf16>
+// MP3:           dist.all_gather %[[W2L]] {group = #dist.group<dp, 4>} : tensor<8xbf16> -> tensor<30xbf16>
+// MP3-NOT:       dist.all_gather {{.*}}xf32>
+// MP3:           dist.reduce_scatter
 
 // --zero partitions over 4 ranks, per tensor: w1 (18 elements) in chunks
 // of 5, b1 (6) in chunks of 2, w2 (30) in chunks of 8. The module records
