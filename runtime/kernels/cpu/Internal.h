@@ -98,9 +98,11 @@ inline float expf(float x) {
   p = p * r + 5.0000001201e-1f;
   p = p * (r * r) + r + 1.0f;
   // 2^n in two factors so that n in [-150, 128] never leaves the normal
-  // exponent range before the final rounding.
+  // exponent range before the final rounding. Shifted unsigned: for a NaN x,
+  // ni is meaningless and may be negative (a signed shift would be UB).
   int32_t e1 = ni >> 1, e2 = ni - e1;
-  return p * asFloat((e1 + 127) << 23) * asFloat((e2 + 127) << 23);
+  return p * asFloat(int32_t(uint32_t(e1 + 127) << 23)) *
+         asFloat(int32_t(uint32_t(e2 + 127) << 23));
 }
 
 /// Numpy broadcasting of NIn inputs to an output shape, with size-1 output
