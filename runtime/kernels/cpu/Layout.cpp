@@ -286,8 +286,9 @@ void concat(const float *const *inputs, const Shape *shapes, int count,
                 for (int64_t w = b; w < e; ++w) {
                   const int64_t o = w / count, i = w % count;
                   const int64_t len = offset[i + 1] - offset[i];
-                  std::memcpy(out + o * outRow + offset[i], inputs[i] + o * len,
-                              len * sizeof(float));
+                  if (len > 0) // an empty input may have no storage (nullptr)
+                    std::memcpy(out + o * outRow + offset[i], inputs[i] + o * len,
+                                len * sizeof(float));
                 }
               });
 }
