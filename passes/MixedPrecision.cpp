@@ -12,16 +12,19 @@
 //     across micro-batches in fp32 (DeepSpeed's BF16_Optimizer default);
 //   * ops are put in one of three classes (the table in policyOf):
 //       low:    matmul, elementwise arithmetic, GELU / ReLU / tanh / erf /
-//               sigmoid, dropout, the embedding gather, softmax and
-//               layer_norm: their float operands are cast to the low type
+//               sigmoid, dropout, softmax and layer_norm: their float
+//               operands are cast to the low type
 //               and they produce it. softmax and layer_norm keep fp32
 //               statistics inside their kernels; layer_norm's scale and
 //               bias stay fp32 (no copy, and their gradients are summed in
 //               fp32 by the kernel);
 //       fp32:   the losses, log_softmax, exp / log / sqrt / rsqrt /
-//               reciprocal / pow and the reductions: their float operands
-//               are cast to fp32 and so is what they produce (the loss, and
-//               every reduction that feeds it, accumulates in fp32);
+//               reciprocal / pow, the reductions and the embedding gather:
+//               their float operands are cast to fp32 and so is what they
+//               produce (the loss, and every reduction that feeds it,
+//               accumulates in fp32; the embedding reads the fp32 table, as
+//               under autocast, so its scatter-add gradient sums in fp32 and
+//               only the gathered rows are cast);
 //       follow: layout ops (transpose, reshape, slice, concat, broadcast)
 //               and select / cmp compute in the type of their inputs: low
 //               if any float input is low, fp32 otherwise;
@@ -65,9 +68,9 @@ Policy policyOf(Operation *op) {
   return llvm::TypeSwitch<Operation *, Policy>(op)
       .Case<nn::MatmulOp, nn::AddOp, nn::SubOp, nn::MulOp, nn::DivOp, nn::MaxOp, nn::MinOp,
             nn::NegOp, nn::AbsOp, nn::TanhOp, nn::ErfOp, nn::ReluOp, nn::SigmoidOp, nn::GeluOp,
-            nn::DropoutOp, nn::GatherOp, nn::SoftmaxOp, nn::LayerNormOp>(
+            nn::DropoutOp, nn::SoftmaxOp, nn::LayerNormOp>(
           [](Operation *) { return Policy::Low; })
-      .Case<nn::CrossEntropyOp, nn::NllLossOp, nn::LogSoftmaxOp, nn::ExpOp, nn::LogOp,
+      .Case<nn::GatherOp, nn::CrossEntropyOp, nn::NllLossOp, nn::LogSoftmaxOp, nn::ExpOp, nn::LogOp,
             nn::SqrtOp, nn::RsqrtOp, nn::ReciprocalOp, nn::PowOp, nn::ReduceSumOp,
             nn::ReduceMeanOp, nn::ReduceMaxOp>([](Operation *) { return Policy::Fp32; })
       .Case<nn::TransposeOp, nn::ReshapeOp, nn::SliceOp, nn::ConcatOp, nn::BroadcastOp,

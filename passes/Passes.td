@@ -42,10 +42,11 @@ def MixedPrecision : Pass<"mixed-precision", "mlir::ModuleOp"> {
     stay fp32; each op that computes in the low precision reads a
     low-precision copy (one nn.cast per parameter, at the top; the
     gradient-accumulation pass hoists it out of the micro-batch body).
-    Matmuls, elementwise ops, activations, dropout, the embedding gather,
-    softmax and layer_norm compute in `dtype` (softmax and layer_norm with
-    fp32 statistics, layer_norm's scale and bias fp32); the losses,
-    log_softmax, exp/log/pow/sqrt and the reductions compute in fp32;
+    Matmuls, elementwise ops, activations, dropout, softmax and layer_norm
+    compute in `dtype` (softmax and layer_norm with fp32 statistics,
+    layer_norm's scale and bias fp32); the losses, log_softmax,
+    exp/log/pow/sqrt, the reductions and the embedding gather compute in
+    fp32;
     layout ops, select and cmp follow their inputs. Autodiff then gives
     fp32 gradients of the parameters (the gradient of a cast is a cast
     back). The module is marked `train.precision`. See MixedPrecision.cpp

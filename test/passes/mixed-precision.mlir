@@ -107,3 +107,24 @@ func.func @classes(%x: tensor<4x4xf32> {train.input = "x"}, %mask: tensor<4x4xi1
   %l = nn.reduce_sum %t {axes = array<i64: 0, 1>} : tensor<4x4xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// An embedding tied to the LM head: the gather reads the fp32 table (its
+// scatter-add gradient sums in fp32) and only the gathered rows are cast;
+// the head's matmul reads the table's one bf16 copy.
+// BF16-LABEL: func.func @tied(
+// BF16-SAME:    %[[IDS:[a-z0-9]+]]: tensor<2x3xi64> {train.input = "ids"}, %{{.*}}: tensor<2x3xi64> {train.input = "targets"}, %[[WTE:[a-z0-9]+]]: tensor<10x4xf32> {train.param = "wte"})
+// BF16-NEXT:    %[[WL:.*]] = nn.cast %[[WTE]] : tensor<10x4xf32> to tensor<10x4xbf16>
+// BF16-NEXT:    %[[E:.*]] = nn.gather %[[WTE]], %[[IDS]] : tensor<10x4xf32>, tensor<2x3xi64> -> tensor<2x3x4xf32>
+// BF16-NEXT:    %[[EL:.*]] = nn.cast %[[E]] : tensor<2x3x4xf32> to tensor<2x3x4xbf16>
+// BF16-NEXT:    %{{.*}} = nn.matmul %[[EL]], %[[WL]] {transpose_rhs} : tensor<2x3x4xbf16>, tensor<10x4xbf16> -> tensor<2x3x10xbf16>
+func.func @tied(%ids: tensor<2x3xi64> {train.input = "ids"}, %t: tensor<2x3xi64> {train.input = "targets"},
+                %wte: tensor<10x4xf32> {train.param = "wte"}) -> (tensor<f32> {train.loss}) {
+  %e = nn.gather %wte, %ids : tensor<10x4xf32>, tensor<2x3xi64> -> tensor<2x3x4xf32>
+  %l = nn.matmul %e, %wte {transpose_rhs} : tensor<2x3x4xf32>, tensor<10x4xf32> -> tensor<2x3x10xf32>
+  %r = nn.reshape %l : tensor<2x3x10xf32> -> tensor<6x10xf32>
+  %tt = nn.reshape %t : tensor<2x3xi64> -> tensor<6xi64>
+  %loss = nn.cross_entropy %r, %tt : tensor<6x10xf32>, tensor<6xi64> -> tensor<f32>
+  return %loss : tensor<f32>
+}
