@@ -2,10 +2,12 @@
 //
 // Broadcasting goes through detail::Broadcast, which reduces every case to
 // rows whose operands have inner stride 0 or 1; the row loops below are
-// specialized on those strides so that they vectorize.
+// specialized on those strides so that they vectorize. The float ops are
+// templates over the element type (float, Bf16, Fp16): 16-bit tensors run
+// the same float loops on tiles widened into stack buffers (Half.h).
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/kernels/cpu/Internal.h"
+#include "runtime/kernels/cpu/Half.h"
 
 #include <cmath>
 #include <type_traits>
@@ -37,6 +39,22 @@ void binaryRow(const T *__restrict a, int64_t sa, const T *__restrict b,
   }
 }
 
+/// binaryRow of a float op on 16-bit rows, a tile at a time.
+template <class T, class Op>
+void binaryRowTiled(const T *a, int64_t sa, const T *b, int64_t sb, T *o,
+                    int64_t n, Op op) {
+  float ab[kTile], bb[kTile], ob[kTile];
+  forTiles<T>(0, n, [&](int64_t t0, int64_t t1) {
+    const int64_t len = t1 - t0;
+    const float *af = widened(a + t0 * sa, ab, sa ? len : 1);
+    const float *bf = widened(b + t0 * sb, bb, sb ? len : 1);
+    binaryRow(af, sa, bf, sb, ob, len, op);
+    narrowInto(ob, o + t0, len);
+  });
+}
+
+/// out = op(a, b) broadcast. A 16-bit result comes from a float op on
+/// widened tiles; other ops (comparisons) take the elements themselves.
 template <class T, class U, class Op>
 void broadcastBinary(const T *a, const Shape &as, const T *b, const Shape &bs,
                      U *out, const Shape &os, Op op) {
@@ -46,42 +64,62 @@ void broadcastBinary(const T *a, const Shape &as, const T *b, const Shape &bs,
   Broadcast<2> bc(os, in);
   bc.forEachRow(
       [&](int64_t o, const int64_t *off, const int64_t *st, int64_t n) {
-        binaryRow(a + off[0], st[0], b + off[1], st[1], out + o, n, op);
+        if constexpr (kIsHalf<T> && std::is_same_v<T, U>)
+          binaryRowTiled(a + off[0], st[0], b + off[1], st[1], out + o, n, op);
+        else
+          binaryRow(a + off[0], st[0], b + off[1], st[1], out + o, n, op);
       });
 }
 
+/// Compares values (16-bit ones by their float value, so -0 == +0 and NaN
+/// compares false, as in float).
 template <class T>
 void compareT(Cmp op, const T *a, const Shape &as, const T *b, const Shape &bs,
               uint8_t *out, const Shape &os) {
+  auto v = [](T x) {
+    if constexpr (kIsHalf<T>)
+      return toFloat(x);
+    else
+      return x;
+  };
   switch (op) {
   case Cmp::Eq:
     return broadcastBinary(a, as, b, bs, out, os,
-                           [](T x, T y) -> uint8_t { return x == y; });
+                           [v](T x, T y) -> uint8_t { return v(x) == v(y); });
   case Cmp::Ne:
     return broadcastBinary(a, as, b, bs, out, os,
-                           [](T x, T y) -> uint8_t { return x != y; });
+                           [v](T x, T y) -> uint8_t { return v(x) != v(y); });
   case Cmp::Lt:
     return broadcastBinary(a, as, b, bs, out, os,
-                           [](T x, T y) -> uint8_t { return x < y; });
+                           [v](T x, T y) -> uint8_t { return v(x) < v(y); });
   case Cmp::Le:
     return broadcastBinary(a, as, b, bs, out, os,
-                           [](T x, T y) -> uint8_t { return x <= y; });
+                           [v](T x, T y) -> uint8_t { return v(x) <= v(y); });
   case Cmp::Gt:
     return broadcastBinary(a, as, b, bs, out, os,
-                           [](T x, T y) -> uint8_t { return x > y; });
+                           [v](T x, T y) -> uint8_t { return v(x) > v(y); });
   case Cmp::Ge:
     return broadcastBinary(a, as, b, bs, out, os,
-                           [](T x, T y) -> uint8_t { return x >= y; });
+                           [v](T x, T y) -> uint8_t { return v(x) >= v(y); });
   }
 }
 
 /// y[i] = f(x[i]); `omp simd` because y may alias x (in-place is fine
-/// lane-wise, but would defeat the compiler's own overlap check).
-template <class F> void unaryOp(const float *x, float *y, int64_t n, F f) {
+/// lane-wise, but would defeat the compiler's own overlap check). 16-bit
+/// tiles are widened before any result is narrowed, so in place is fine
+/// for them too.
+template <class T, class F> void unaryOp(const T *x, T *y, int64_t n, F f) {
   parallelFor(n, kGrain, [&](int64_t b, int64_t e) {
+    float xb[kTile], yb[kTile];
+    forTiles<T>(b, e, [&](int64_t t0, int64_t t1) {
+      const int64_t len = t1 - t0;
+      const float *xs = widened(x + t0, xb, len);
+      float *ys = resultIn(y + t0, yb);
 #pragma omp simd
-    for (int64_t i = b; i < e; ++i)
-      y[i] = f(x[i]);
+      for (int64_t i = 0; i < len; ++i)
+        ys[i] = f(xs[i]);
+      narrowInto(ys, y + t0, len);
+    });
   });
 }
 
@@ -89,10 +127,17 @@ template <class F> void unaryOp(const float *x, float *y, int64_t n, F f) {
 /// smaller tensors.
 constexpr int64_t kScalarCallGrain = kGrain / 8;
 
-template <class F> void unaryCallOp(const float *x, float *y, int64_t n, F f) {
+template <class T, class F> void unaryCallOp(const T *x, T *y, int64_t n, F f) {
   parallelFor(n, kScalarCallGrain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i)
-      y[i] = f(x[i]);
+    float xb[kTile], yb[kTile];
+    forTiles<T>(b, e, [&](int64_t t0, int64_t t1) {
+      const int64_t len = t1 - t0;
+      const float *xs = widened(x + t0, xb, len);
+      float *ys = resultIn(y + t0, yb);
+      for (int64_t i = 0; i < len; ++i)
+        ys[i] = f(xs[i]);
+      narrowInto(ys, y + t0, len);
+    });
   });
 }
 
@@ -107,16 +152,36 @@ inline float geluTanh(float x) {
   return x / (1.0f + detail::expf(-2.0f * u));
 }
 
+/// One element of a cast. 16-bit floats go through their float value;
+/// wider sources reach them through a round-to-odd float (one rounding).
+template <class To, class From> To castValue(From v) {
+  if constexpr (kIsHalf<From>)
+    return castValue<To>(toFloat(v));
+  else if constexpr (std::is_same_v<To, uint8_t>)
+    return v != From(0);
+  else if constexpr (kIsHalf<To> && std::is_same_v<From, float>)
+    return fromFloat<To>(v);
+  else if constexpr (kIsHalf<To>)
+    return fromFloat<To>(roundToOdd(double(v)));
+  else
+    return static_cast<To>(v);
+}
+
 template <class From, class To> void castLoop(const From *x, To *y, int64_t n) {
   parallelFor(n, kGrain, [&](int64_t b, int64_t e) {
-    // Local copies: a byte store could alias the closure's members.
-    const From *__restrict src = x;
-    To *__restrict dst = y;
-    for (int64_t i = b; i < e; ++i) {
-      if constexpr (std::is_same_v<To, uint8_t>)
-        dst[i] = src[i] != From(0);
-      else
-        dst[i] = static_cast<To>(src[i]);
+    // A copy keeps what a round trip through float would not (bf16
+    // denormals); float <-> 16-bit: the vectorized conversions of Convert.cpp.
+    if constexpr (std::is_same_v<From, To>) {
+      std::memcpy(y + b, x + b, (e - b) * sizeof(To));
+    } else if constexpr ((std::is_same_v<From, float> && kIsHalf<To>) ||
+                         (kIsHalf<From> && std::is_same_v<To, float>)) {
+      detail::convert(x + b, y + b, e - b);
+    } else {
+      // Local copies: a byte store could alias the closure's members.
+      const From *__restrict src = x;
+      To *__restrict dst = y;
+      for (int64_t i = b; i < e; ++i)
+        dst[i] = castValue<To>(src[i]);
     }
   });
 }
@@ -134,13 +199,17 @@ void castFrom(const From *x, void *y, DType to, int64_t n) {
     return castLoop(x, static_cast<int32_t *>(y), n);
   case DType::Bool:
     return castLoop(x, static_cast<uint8_t *>(y), n);
+  case DType::BF16:
+    return castLoop(x, static_cast<Bf16 *>(y), n);
+  case DType::F16:
+    return castLoop(x, static_cast<Fp16 *>(y), n);
   }
 }
 
-} // namespace
-
-void binary(Binary op, const float *a, const Shape &as, const float *b,
-            const Shape &bs, float *out, const Shape &os) {
+/// The float kernel's ops; for 16-bit T they run on widened tiles.
+template <class T>
+void binaryT(Binary op, const T *a, const Shape &as, const T *b,
+             const Shape &bs, T *out, const Shape &os) {
   switch (op) {
   case Binary::Add:
     return broadcastBinary(a, as, b, bs, out, os,
@@ -169,7 +238,7 @@ void binary(Binary op, const float *a, const Shape &as, const float *b,
   }
 }
 
-void unary(Unary op, const float *x, float *y, int64_t n) {
+template <class T> void unaryT(Unary op, const T *x, T *y, int64_t n) {
   switch (op) {
   case Unary::Neg:
     return unaryOp(x, y, n, [](float v) { return -v; });
@@ -203,35 +272,138 @@ void unary(Unary op, const float *x, float *y, int64_t n) {
   }
 }
 
-void geluGrad(bool tanhApprox, const float *x, const float *dy, float *dx,
-              int64_t n) {
+template <class T>
+void geluGradT(bool tanhApprox, const T *x, const T *dy, T *dx, int64_t n) {
   if (tanhApprox) {
     // gelu = x s with s = sigmoid(2u): d/dx = s + 2 x u' s (1 - s), and
     // s (1 - s) = e s^2 with e = exp(-2u) avoids the cancellation in 1 - s.
     parallelFor(n, kGrain, [&](int64_t b, int64_t e) {
+      float xb[kTile], gb[kTile], db[kTile];
+      forTiles<T>(b, e, [&](int64_t t0, int64_t t1) {
+        const int64_t len = t1 - t0;
+        const float *xs = widened(x + t0, xb, len);
+        const float *gs = widened(dy + t0, gb, len);
+        float *ds = resultIn(dx + t0, db);
 #pragma omp simd
-      for (int64_t i = b; i < e; ++i) {
-        float v = x[i];
-        float u = kSqrt2OverPi * (v + kGeluC * v * v * v);
-        float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluC * v * v);
-        float ex = detail::expf(-2.0f * u);
-        float s = 1.0f / (1.0f + ex);
-        dx[i] = dy[i] * (s + 2.0f * v * du * ex * s * s);
-      }
+        for (int64_t i = 0; i < len; ++i) {
+          float v = xs[i];
+          float u = kSqrt2OverPi * (v + kGeluC * v * v * v);
+          float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluC * v * v);
+          float ex = detail::expf(-2.0f * u);
+          float s = 1.0f / (1.0f + ex);
+          ds[i] = gs[i] * (s + 2.0f * v * du * ex * s * s);
+        }
+        narrowInto(ds, dx + t0, len);
+      });
     });
     return;
   }
   parallelFor(n, kScalarCallGrain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      float v = x[i];
-      float cdf = 0.5f * (1.0f + std::erf(v * kSqrtHalf));
-      float pdf = kInvSqrt2Pi * detail::expf(-0.5f * v * v);
-      dx[i] = dy[i] * (cdf + v * pdf);
-    }
+    float xb[kTile], gb[kTile], db[kTile];
+    forTiles<T>(b, e, [&](int64_t t0, int64_t t1) {
+      const int64_t len = t1 - t0;
+      const float *xs = widened(x + t0, xb, len);
+      const float *gs = widened(dy + t0, gb, len);
+      float *ds = resultIn(dx + t0, db);
+      for (int64_t i = 0; i < len; ++i) {
+        float v = xs[i];
+        float cdf = 0.5f * (1.0f + std::erf(v * kSqrtHalf));
+        float pdf = kInvSqrt2Pi * detail::expf(-0.5f * v * v);
+        ds[i] = gs[i] * (cdf + v * pdf);
+      }
+      narrowInto(ds, dx + t0, len);
+    });
   });
 }
 
+/// Values move bitwise: T is float or the 16-bit storage word.
+template <class T>
+void selectT(const uint8_t *cond, const Shape &cs, const T *a, const Shape &as,
+             const T *b, const Shape &bs, T *out, const Shape &os) {
+  if (os.numel() == 0)
+    return;
+  const Shape *in[3] = {&cs, &as, &bs};
+  Broadcast<3> bc(os, in);
+  bc.forEachRow(
+      [&](int64_t o, const int64_t *off, const int64_t *st, int64_t n) {
+        const uint8_t *__restrict c = cond + off[0];
+        const T *__restrict x = a + off[1];
+        const T *__restrict y = b + off[2];
+        T *__restrict r = out + o;
+        const int64_t sc = st[0], sx = st[1], sy = st[2];
+        if (sc && sx && sy) {
+          for (int64_t i = 0; i < n; ++i)
+            r[i] = c[i] ? x[i] : y[i];
+        } else if (sc) {
+          // The common masking form: one side is a scalar fill value.
+          for (int64_t i = 0; i < n; ++i)
+            r[i] = c[i] ? x[i * sx] : y[i * sy];
+        } else {
+          const T *__restrict src = *c ? x : y;
+          if (*c ? sx : sy) {
+            std::memcpy(r, src, n * sizeof(T));
+          } else {
+            const T v = *src;
+            for (int64_t i = 0; i < n; ++i)
+              r[i] = v;
+          }
+        }
+      });
+}
+
+template <class T> void accumulateT(const T *x, float *y, int64_t n) {
+  parallelFor(n, kGrain, [&](int64_t b, int64_t e) {
+    const T *__restrict src = x;
+    float *__restrict dst = y;
+    for (int64_t i = b; i < e; ++i)
+      dst[i] += toFloat(src[i]);
+  });
+}
+
+} // namespace
+
+void binary(Binary op, const float *a, const Shape &as, const float *b,
+            const Shape &bs, float *out, const Shape &os) {
+  binaryT(op, a, as, b, bs, out, os);
+}
+void binary(Binary op, const Bf16 *a, const Shape &as, const Bf16 *b,
+            const Shape &bs, Bf16 *out, const Shape &os) {
+  binaryT(op, a, as, b, bs, out, os);
+}
+void binary(Binary op, const Fp16 *a, const Shape &as, const Fp16 *b,
+            const Shape &bs, Fp16 *out, const Shape &os) {
+  binaryT(op, a, as, b, bs, out, os);
+}
+
+void unary(Unary op, const float *x, float *y, int64_t n) {
+  unaryT(op, x, y, n);
+}
+void unary(Unary op, const Bf16 *x, Bf16 *y, int64_t n) { unaryT(op, x, y, n); }
+void unary(Unary op, const Fp16 *x, Fp16 *y, int64_t n) { unaryT(op, x, y, n); }
+
+void geluGrad(bool tanhApprox, const float *x, const float *dy, float *dx,
+              int64_t n) {
+  geluGradT(tanhApprox, x, dy, dx, n);
+}
+void geluGrad(bool tanhApprox, const Bf16 *x, const Bf16 *dy, Bf16 *dx,
+              int64_t n) {
+  geluGradT(tanhApprox, x, dy, dx, n);
+}
+void geluGrad(bool tanhApprox, const Fp16 *x, const Fp16 *dy, Fp16 *dx,
+              int64_t n) {
+  geluGradT(tanhApprox, x, dy, dx, n);
+}
+
 void compare(Cmp op, const float *a, const Shape &as, const float *b,
+             const Shape &bs, uint8_t *out, const Shape &os) {
+  compareT(op, a, as, b, bs, out, os);
+}
+
+void compare(Cmp op, const Bf16 *a, const Shape &as, const Bf16 *b,
+             const Shape &bs, uint8_t *out, const Shape &os) {
+  compareT(op, a, as, b, bs, out, os);
+}
+void compare(Cmp op, const Fp16 *a, const Shape &as, const Fp16 *b,
              const Shape &bs, uint8_t *out, const Shape &os) {
   compareT(op, a, as, b, bs, out, os);
 }
@@ -244,35 +416,21 @@ void compareI64(Cmp op, const int64_t *a, const Shape &as, const int64_t *b,
 void select(const uint8_t *cond, const Shape &cs, const float *a,
             const Shape &as, const float *b, const Shape &bs, float *out,
             const Shape &os) {
-  if (os.numel() == 0)
-    return;
-  const Shape *in[3] = {&cs, &as, &bs};
-  Broadcast<3> bc(os, in);
-  bc.forEachRow(
-      [&](int64_t o, const int64_t *off, const int64_t *st, int64_t n) {
-        const uint8_t *__restrict c = cond + off[0];
-        const float *__restrict x = a + off[1];
-        const float *__restrict y = b + off[2];
-        float *__restrict r = out + o;
-        const int64_t sc = st[0], sx = st[1], sy = st[2];
-        if (sc && sx && sy) {
-          for (int64_t i = 0; i < n; ++i)
-            r[i] = c[i] ? x[i] : y[i];
-        } else if (sc) {
-          // The common masking form: one side is a scalar fill value.
-          for (int64_t i = 0; i < n; ++i)
-            r[i] = c[i] ? x[i * sx] : y[i * sy];
-        } else {
-          const float *__restrict src = *c ? x : y;
-          if (*c ? sx : sy) {
-            std::memcpy(r, src, n * sizeof(float));
-          } else {
-            const float v = *src;
-            for (int64_t i = 0; i < n; ++i)
-              r[i] = v;
-          }
-        }
-      });
+  selectT(cond, cs, a, as, b, bs, out, os);
+}
+void select(const uint8_t *cond, const Shape &cs, const Bf16 *a,
+            const Shape &as, const Bf16 *b, const Shape &bs, Bf16 *out,
+            const Shape &os) {
+  selectT(cond, cs, reinterpret_cast<const uint16_t *>(a), as,
+          reinterpret_cast<const uint16_t *>(b), bs,
+          reinterpret_cast<uint16_t *>(out), os);
+}
+void select(const uint8_t *cond, const Shape &cs, const Fp16 *a,
+            const Shape &as, const Fp16 *b, const Shape &bs, Fp16 *out,
+            const Shape &os) {
+  selectT(cond, cs, reinterpret_cast<const uint16_t *>(a), as,
+          reinterpret_cast<const uint16_t *>(b), bs,
+          reinterpret_cast<uint16_t *>(out), os);
 }
 
 void logicalNot(const uint8_t *x, uint8_t *y, int64_t n) {
@@ -296,6 +454,10 @@ void cast(const void *x, DType from, void *y, DType to, int64_t n) {
     return castFrom(static_cast<const int32_t *>(x), y, to, n);
   case DType::Bool:
     return castFrom(static_cast<const uint8_t *>(x), y, to, n);
+  case DType::BF16:
+    return castFrom(static_cast<const Bf16 *>(x), y, to, n);
+  case DType::F16:
+    return castFrom(static_cast<const Fp16 *>(x), y, to, n);
   }
 }
 
@@ -354,14 +516,9 @@ void scale(float *x, int64_t n, float s) {
   });
 }
 
-void accumulate(const float *x, float *y, int64_t n) {
-  parallelFor(n, kGrain, [&](int64_t b, int64_t e) {
-    const float *__restrict src = x;
-    float *__restrict dst = y;
-    for (int64_t i = b; i < e; ++i)
-      dst[i] += src[i];
-  });
-}
+void accumulate(const float *x, float *y, int64_t n) { accumulateT(x, y, n); }
+void accumulate(const Bf16 *x, float *y, int64_t n) { accumulateT(x, y, n); }
+void accumulate(const Fp16 *x, float *y, int64_t n) { accumulateT(x, y, n); }
 
 void fill(float *x, int64_t n, float v) {
   parallelFor(n, kGrain, [&](int64_t b, int64_t e) {

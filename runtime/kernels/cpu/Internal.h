@@ -80,8 +80,10 @@ inline int32_t asInt(float f) {
 /// exp(x) with a relative error below 1e-7 on the normal range (Cephes
 /// polynomial), written so that loops calling it auto-vectorize (glibc's
 /// expf does not without -ffast-math). Overflows to inf, underflows to 0
-/// (denormal results are approximate), propagates NaN.
-inline float expf(float x) {
+/// (denormal results are approximate), propagates NaN. Always inlined: a
+/// call would stop the vectorization, and GCC's unit-growth limit refuses
+/// inlining in the sources that instantiate kernels for several types.
+inline __attribute__((always_inline)) float expf(float x) {
   float xc = x < -104.0f ? -104.0f : (x > 88.8f ? 88.8f : x);
   // Adding 1.5 * 2^23 rounds to an integer held in the low mantissa bits.
   const float magic = 12582912.0f;

@@ -2,7 +2,8 @@
 //
 // The CPU kernels the dsrt executor calls, one function per plan
 // instruction kind (forward and backward). Contract:
-//   * all float tensors are float32, dense, row-major; integer ids int64;
+//   * float tensors are float32 (bf16 / fp16 where a function takes Bf16 /
+//     Fp16: see "16-bit floats" below), dense, row-major; integer ids int64;
 //     booleans one byte each (0 or 1);
 //   * shapes are `Shape` values (no heap); broadcasting is numpy-style
 //     (right-aligned, size-1 or missing dims stretch);
@@ -33,6 +34,17 @@ struct Shape {
     return n;
   }
 };
+
+/// The bits of a bfloat16 and of an IEEE half: storage types only (the
+/// kernels compute in float), distinct so that the kernels overload on
+/// them. A plan's BF16 / F16 tensor (Tensor::u16()) is reinterpreted as such.
+struct Bf16 {
+  uint16_t bits;
+};
+struct Fp16 {
+  uint16_t bits;
+};
+static_assert(sizeof(Bf16) == 2 && sizeof(Fp16) == 2, "16-bit storage");
 
 /// Number of OpenMP threads the kernels use (0 = OpenMP's default).
 void setNumThreads(int n);
@@ -70,8 +82,11 @@ void select(const uint8_t *cond, const Shape &cs, const float *a,
             const Shape &os);
 void logicalNot(const uint8_t *x, uint8_t *y, int64_t n);
 
-enum class DType { F32, F64, I64, I32, Bool };
+enum class DType { F32, F64, I64, I32, Bool, BF16, F16 };
 /// Elementwise conversion (float -> int truncates toward zero like C++).
+/// To BF16 / F16: round to nearest even (see "16-bit floats"); from F64 and
+/// the integers with a single rounding (exact for integers up to 2^53).
+/// BF16 / F16 to anything: through the exact float value.
 void cast(const void *x, DType from, void *y, DType to, int64_t n);
 
 /// y = x broadcast to `ys`.
@@ -212,6 +227,154 @@ void adam(float *p, const float *g, float *m, float *v, int64_t n, float lr,
 void sgd(float *p, const float *g, float *buf, int64_t n, float lr,
          float momentum, float dampening, float weightDecay, bool nesterov,
          bool firstStep);
+
+//===--- 16-bit floats: bf16 and fp16 storage, float math -----------------===//
+// Same contracts as the float kernels above, with every float tensor of the
+// signature in Bf16 or Fp16 except where a parameter says float. Inputs are
+// widened to float exactly, all arithmetic and every reduction is in float
+// (softmax / log-softmax / layer-norm statistics, dot products), and each
+// output element is rounded once to its storage type:
+//   * float -> bf16: round to nearest even; NaN stays NaN; float denormals
+//     become a zero of the same sign (as AVX512_BF16's vcvtneps2bf16 does);
+//   * float -> fp16: IEEE round to nearest even (fp16 subnormals kept,
+//     overflow to inf); fp16 is storage only, with no fp16 arithmetic.
+// Every path (AVX512_BF16, AVX-512F, portable) gives the same bits.
+
+/// Instruction sets of the conversions (cast, and the 16-bit kernels'
+/// widening and narrowing of their tiles), in increasing order.
+enum class HalfIsa { Portable, Avx512F, Avx512Bf16 };
+/// The set in use: the best this CPU has (detected at the first call), or a
+/// lower one when the environment says DSRT_HALF_ISA=portable|avx512f.
+HalfIsa halfIsa();
+/// Uses `isa`, or the CPU's best if that is lower; returns the set now in
+/// use (for tests and benchmarks).
+HalfIsa setHalfIsa(HalfIsa isa);
+/// The path float <-> bf16 conversions take: "avx512bf16", "avx512f" or
+/// "portable" (fp16 uses vcvtps2ph / vcvtph2ps on both AVX-512 paths).
+const char *bf16Path();
+/// The bf16 GEMM: "onednn <implementation>" (e.g. "onednn
+/// brg:avx512_core_bf16") or "fp32 gemm on widened operands" where oneDNN has
+/// no bf16 kernel better than its reference one for this CPU.
+const char *bf16GemmPath();
+
+/// matmul with 16-bit operands and float accumulation, C in float or in the
+/// operands' type: same shapes, transposes, batch broadcasting and alpha /
+/// beta as the float matmul. They run on oneDNN's matmul primitive
+/// (AVX512_BF16 dot products where the CPU has them), one primitive per
+/// shape created on first use and then reused. Where oneDNN has only its
+/// reference kernel (fp16 without AVX512_FP16; bf16 where bf16GemmPath()
+/// says so) the operands are widened into per-thread scratch and the float
+/// matmul runs.
+void matmul(const Bf16 *A, const Shape &as, bool transA, const Bf16 *B,
+            const Shape &bs, bool transB, float *C, const Shape &cs,
+            float alpha = 1.0f, float beta = 0.0f);
+void matmul(const Bf16 *A, const Shape &as, bool transA, const Bf16 *B,
+            const Shape &bs, bool transB, Bf16 *C, const Shape &cs,
+            float alpha = 1.0f, float beta = 0.0f);
+void matmul(const Fp16 *A, const Shape &as, bool transA, const Fp16 *B,
+            const Shape &bs, bool transB, float *C, const Shape &cs,
+            float alpha = 1.0f, float beta = 0.0f);
+void matmul(const Fp16 *A, const Shape &as, bool transA, const Fp16 *B,
+            const Shape &bs, bool transB, Fp16 *C, const Shape &cs,
+            float alpha = 1.0f, float beta = 0.0f);
+
+void binary(Binary op, const Bf16 *a, const Shape &as, const Bf16 *b,
+            const Shape &bs, Bf16 *out, const Shape &os);
+void binary(Binary op, const Fp16 *a, const Shape &as, const Fp16 *b,
+            const Shape &bs, Fp16 *out, const Shape &os);
+void unary(Unary op, const Bf16 *x, Bf16 *y, int64_t n);
+void unary(Unary op, const Fp16 *x, Fp16 *y, int64_t n);
+void geluGrad(bool tanhApprox, const Bf16 *x, const Bf16 *dy, Bf16 *dx,
+              int64_t n);
+void geluGrad(bool tanhApprox, const Fp16 *x, const Fp16 *dy, Fp16 *dx,
+              int64_t n);
+/// Compared by value (-0 == +0; NaN is unordered), as the float kernel.
+/// (A 16-bit broadcast is broadcastTo with elementBytes 2.)
+void compare(Cmp op, const Bf16 *a, const Shape &as, const Bf16 *b,
+             const Shape &bs, uint8_t *out, const Shape &os);
+void compare(Cmp op, const Fp16 *a, const Shape &as, const Fp16 *b,
+             const Shape &bs, uint8_t *out, const Shape &os);
+void select(const uint8_t *cond, const Shape &cs, const Bf16 *a,
+            const Shape &as, const Bf16 *b, const Shape &bs, Bf16 *out,
+            const Shape &os);
+void select(const uint8_t *cond, const Shape &cs, const Fp16 *a,
+            const Shape &as, const Fp16 *b, const Shape &bs, Fp16 *out,
+            const Shape &os);
+
+/// Reductions of 16-bit tensors into float results (a bias gradient).
+void reduce(Reduce op, const Bf16 *x, const Shape &xs, uint32_t axesMask,
+            float *y);
+void reduce(Reduce op, const Fp16 *x, const Shape &xs, uint32_t axesMask,
+            float *y);
+/// y (float) += x.
+void accumulate(const Bf16 *x, float *y, int64_t n);
+void accumulate(const Fp16 *x, float *y, int64_t n);
+
+void softmax(const Bf16 *x, Bf16 *y, int64_t outer, int64_t n, int64_t inner);
+void softmax(const Fp16 *x, Fp16 *y, int64_t outer, int64_t n, int64_t inner);
+void logSoftmax(const Bf16 *x, Bf16 *y, int64_t outer, int64_t n,
+                int64_t inner);
+void logSoftmax(const Fp16 *x, Fp16 *y, int64_t outer, int64_t n,
+                int64_t inner);
+void softmaxGrad(const Bf16 *y, const Bf16 *dy, Bf16 *dx, int64_t outer,
+                 int64_t n, int64_t inner);
+void softmaxGrad(const Fp16 *y, const Fp16 *dy, Fp16 *dx, int64_t outer,
+                 int64_t n, int64_t inner);
+void logSoftmaxGrad(const Bf16 *y, const Bf16 *dy, Bf16 *dx, int64_t outer,
+                    int64_t n, int64_t inner);
+void logSoftmaxGrad(const Fp16 *y, const Fp16 *dy, Fp16 *dx, int64_t outer,
+                    int64_t n, int64_t inner);
+
+/// gamma, beta and their gradients stay float: they are the fp32 master
+/// parameters themselves (no per-step cast, and dgamma / dbeta feed the
+/// fp32 optimizer directly); x, y, dy, dx are 16-bit.
+void layerNorm(const Bf16 *x, const float *gamma, const float *beta, Bf16 *y,
+               int64_t rows, int64_t cols, float eps);
+void layerNorm(const Fp16 *x, const float *gamma, const float *beta, Fp16 *y,
+               int64_t rows, int64_t cols, float eps);
+void layerNormGrad(const Bf16 *dy, const Bf16 *x, const float *gamma, Bf16 *dx,
+                   float *dgamma, float *dbeta, int64_t rows, int64_t cols,
+                   float eps);
+void layerNormGrad(const Fp16 *dy, const Fp16 *x, const float *gamma, Fp16 *dx,
+                   float *dgamma, float *dbeta, int64_t rows, int64_t cols,
+                   float eps);
+
+/// Embedding from a 16-bit table; its gradient accumulates the 16-bit rows
+/// of dy into a float dtable (same determinism as the float kernel).
+int64_t gather(const Bf16 *data, const int64_t *idx, Bf16 *out, int64_t outer,
+               int64_t A, int64_t inner, int64_t nIdx);
+int64_t gather(const Fp16 *data, const int64_t *idx, Fp16 *out, int64_t outer,
+               int64_t A, int64_t inner, int64_t nIdx);
+int64_t gatherGrad(const Bf16 *dy, const int64_t *idx, float *dtable,
+                   int64_t outer, int64_t A, int64_t inner, int64_t nIdx);
+int64_t gatherGrad(const Fp16 *dy, const int64_t *idx, float *dtable,
+                   int64_t outer, int64_t A, int64_t inner, int64_t nIdx);
+
+void transpose(const Bf16 *x, const Shape &xs, const int64_t *perm, Bf16 *y);
+void transpose(const Fp16 *x, const Shape &xs, const int64_t *perm, Fp16 *y);
+void slice(const Bf16 *x, const Shape &xs, const int64_t *start,
+           const int64_t *stride, Bf16 *y, const Shape &ys);
+void slice(const Fp16 *x, const Shape &xs, const int64_t *start,
+           const int64_t *stride, Fp16 *y, const Shape &ys);
+void sliceGrad(const Bf16 *dy, const Shape &ys, const int64_t *start,
+               const int64_t *stride, Bf16 *dx, const Shape &xs);
+void sliceGrad(const Fp16 *dy, const Shape &ys, const int64_t *start,
+               const int64_t *stride, Fp16 *dx, const Shape &xs);
+void concat(const Bf16 *const *inputs, const Shape *shapes, int count, int axis,
+            Bf16 *out, const Shape &os);
+void concat(const Fp16 *const *inputs, const Shape *shapes, int count, int axis,
+            Fp16 *out, const Shape &os);
+
+/// The same mask as the float dropout for the same (seed, stream, counter),
+/// element for element; kept values are x / (1 - ratio) rounded once.
+void dropout(const Bf16 *x, Bf16 *y, uint8_t *mask, int64_t n, float ratio,
+             uint64_t seed, uint64_t stream, uint64_t counter);
+void dropout(const Fp16 *x, Fp16 *y, uint8_t *mask, int64_t n, float ratio,
+             uint64_t seed, uint64_t stream, uint64_t counter);
+void dropoutGrad(const Bf16 *dy, const uint8_t *mask, Bf16 *dx, int64_t n,
+                 float ratio);
+void dropoutGrad(const Fp16 *dy, const uint8_t *mask, Fp16 *dx, int64_t n,
+                 float ratio);
 
 } // namespace dsrt::cpu
 

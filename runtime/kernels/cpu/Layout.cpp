@@ -4,9 +4,11 @@
 // where contiguous); transposes that move the innermost dim go through
 // cache-sized tiles. gatherGrad buckets the indices per table row so every
 // table row is summed by one thread in index order (deterministic).
+// Each kernel is a template over the element type (float, Bf16, Fp16);
+// gatherGrad sums 16-bit rows into a float table.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/kernels/cpu/Internal.h"
+#include "runtime/kernels/cpu/Half.h"
 
 namespace dsrt::cpu {
 using namespace detail;
@@ -46,17 +48,17 @@ struct Index {
 
 /// Copies rows of `len` elements from x (element stride xs) to contiguous
 /// y, one row per index of `rows`.
-void copyRows(const float *x, float *y, const Index &rows, int64_t len,
-              int64_t xs) {
+template <class T>
+void copyRows(const T *x, T *y, const Index &rows, int64_t len, int64_t xs) {
   parallelFor(rows.count(), std::max<int64_t>(1, kGrain / len),
               [&](int64_t b, int64_t e) {
                 for (int64_t r = b; r < e; ++r) {
                   int64_t xo, yo;
                   rows.offsets(r, xo, yo);
-                  const float *__restrict src = x + xo;
-                  float *__restrict dst = y + yo;
+                  const T *__restrict src = x + xo;
+                  T *__restrict dst = y + yo;
                   if (xs == 1) {
-                    std::memcpy(dst, src, len * sizeof(float));
+                    std::memcpy(dst, src, len * sizeof(T));
                   } else {
                     for (int64_t j = 0; j < len; ++j)
                       dst[j] = src[j * xs];
@@ -88,10 +90,9 @@ int64_t sliceRows(const Shape &xs, const int64_t *start, const int64_t *stride,
   return base;
 }
 
-} // namespace
-
-int64_t gather(const float *data, const int64_t *idx, float *out, int64_t outer,
-               int64_t A, int64_t inner, int64_t nIdx) {
+template <class T>
+int64_t gatherT(const T *data, const int64_t *idx, T *out, int64_t outer,
+                int64_t A, int64_t inner, int64_t nIdx) {
   int64_t bad = 0;
   for (int64_t j = 0; j < nIdx; ++j)
     bad += idx[j] < -A || idx[j] >= A;
@@ -101,19 +102,20 @@ int64_t gather(const float *data, const int64_t *idx, float *out, int64_t outer,
                   const int64_t o = w / nIdx;
                   int64_t k = idx[w % nIdx];
                   k += k < 0 ? A : 0;
-                  float *dst = out + w * inner;
+                  T *dst = out + w * inner;
                   if (k < 0 || k >= A)
-                    std::memset(dst, 0, inner * sizeof(float));
+                    std::memset(dst, 0, inner * sizeof(T));
                   else
                     std::memcpy(dst, data + (o * A + k) * inner,
-                                inner * sizeof(float));
+                                inner * sizeof(T));
                 }
               });
   return bad;
 }
 
-int64_t gatherGrad(const float *dy, const int64_t *idx, float *dtable,
-                   int64_t outer, int64_t A, int64_t inner, int64_t nIdx) {
+template <class T>
+int64_t gatherGradT(const T *dy, const int64_t *idx, float *dtable,
+                    int64_t outer, int64_t A, int64_t inner, int64_t nIdx) {
   // Counting sort of the positions j by table row; stable, so each row's
   // contributions are added in increasing j.
   int64_t *first = scratch<int64_t, 0>(A + 1);
@@ -143,17 +145,18 @@ int64_t gatherGrad(const float *dy, const int64_t *idx, float *dtable,
                   for (int64_t i = 0; i < inner; ++i)
                     dst[i] = 0.0f;
                   for (int64_t t = a ? first[a - 1] : 0; t < first[a]; ++t) {
-                    const float *__restrict src =
+                    const T *__restrict src =
                         dy + (o * nIdx + order[t]) * inner;
                     for (int64_t i = 0; i < inner; ++i)
-                      dst[i] += src[i];
+                      dst[i] += toFloat(src[i]);
                   }
                 }
               });
   return bad;
 }
 
-void transpose(const float *x, const Shape &xs, const int64_t *perm, float *y) {
+template <class T>
+void transposeT(const T *x, const Shape &xs, const int64_t *perm, T *y) {
   const int64_t n = xs.numel();
   if (n == 0)
     return;
@@ -176,7 +179,7 @@ void transpose(const float *x, const Shape &xs, const int64_t *perm, float *y) {
     prev = d;
   }
   if (groups <= 1) {
-    std::memcpy(y, x, n * sizeof(float));
+    std::memcpy(y, x, n * sizeof(T));
     return;
   }
   // Input stride of each group: the product of the sizes of the groups that
@@ -225,8 +228,8 @@ void transpose(const float *x, const Shape &xs, const int64_t *perm, float *y) {
                   const int64_t j0 = (w % tiles) % tilesL * kTile;
                   const int64_t i1 = std::min(P, i0 + kTile);
                   const int64_t j1 = std::min(L, j0 + kTile);
-                  const float *__restrict src = x + xo;
-                  float *__restrict dst = y + yo;
+                  const T *__restrict src = x + xo;
+                  T *__restrict dst = y + yo;
                   for (int64_t i = i0; i < i1; ++i)
                     for (int64_t j = j0; j < j1; ++j)
                       dst[i * yP + j] = src[i + j * s];
@@ -234,8 +237,9 @@ void transpose(const float *x, const Shape &xs, const int64_t *perm, float *y) {
               });
 }
 
-void slice(const float *x, const Shape &xs, const int64_t *start,
-           const int64_t *stride, float *y, const Shape &ys) {
+template <class T>
+void sliceT(const T *x, const Shape &xs, const int64_t *start,
+            const int64_t *stride, T *y, const Shape &ys) {
   if (ys.numel() == 0)
     return;
   Index rows;
@@ -244,9 +248,13 @@ void slice(const float *x, const Shape &xs, const int64_t *start,
   copyRows(x + base, y, rows, ys.dims[ys.rank - 1], innerStride);
 }
 
-void sliceGrad(const float *dy, const Shape &ys, const int64_t *start,
-               const int64_t *stride, float *dx, const Shape &xs) {
-  fill(dx, xs.numel(), 0.0f);
+template <class T>
+void sliceGradT(const T *dy, const Shape &ys, const int64_t *start,
+                const int64_t *stride, T *dx, const Shape &xs) {
+  // All-zero bits are +0 in every element type.
+  parallelFor(xs.numel(), kGrain, [&](int64_t b, int64_t e) {
+    std::memset(dx + b, 0, (e - b) * sizeof(T));
+  });
   if (ys.numel() == 0)
     return;
   Index rows;
@@ -258,16 +266,17 @@ void sliceGrad(const float *dy, const Shape &ys, const int64_t *start,
                 for (int64_t r = b; r < e; ++r) {
                   int64_t xo, yo;
                   rows.offsets(r, xo, yo);
-                  const float *__restrict src = dy + yo;
-                  float *__restrict dst = dx + base + xo;
+                  const T *__restrict src = dy + yo;
+                  T *__restrict dst = dx + base + xo;
                   for (int64_t j = 0; j < len; ++j)
                     dst[j * innerStride] = src[j];
                 }
               });
 }
 
-void concat(const float *const *inputs, const Shape *shapes, int count,
-            int axis, float *out, const Shape &os) {
+template <class T>
+void concatT(const T *const *inputs, const Shape *shapes, int count, int axis,
+             T *out, const Shape &os) {
   int64_t outer = 1, inner = 1;
   for (int d = 0; d < axis; ++d)
     outer *= os.dims[d];
@@ -287,10 +296,82 @@ void concat(const float *const *inputs, const Shape *shapes, int count,
                   const int64_t o = w / count, i = w % count;
                   const int64_t len = offset[i + 1] - offset[i];
                   if (len > 0) // an empty input may have no storage (nullptr)
-                    std::memcpy(out + o * outRow + offset[i], inputs[i] + o * len,
-                                len * sizeof(float));
+                    std::memcpy(out + o * outRow + offset[i],
+                                inputs[i] + o * len, len * sizeof(T));
                 }
               });
+}
+
+} // namespace
+
+int64_t gather(const float *data, const int64_t *idx, float *out, int64_t outer,
+               int64_t A, int64_t inner, int64_t nIdx) {
+  return gatherT(data, idx, out, outer, A, inner, nIdx);
+}
+int64_t gather(const Bf16 *data, const int64_t *idx, Bf16 *out, int64_t outer,
+               int64_t A, int64_t inner, int64_t nIdx) {
+  return gatherT(data, idx, out, outer, A, inner, nIdx);
+}
+int64_t gather(const Fp16 *data, const int64_t *idx, Fp16 *out, int64_t outer,
+               int64_t A, int64_t inner, int64_t nIdx) {
+  return gatherT(data, idx, out, outer, A, inner, nIdx);
+}
+int64_t gatherGrad(const float *dy, const int64_t *idx, float *dtable,
+                   int64_t outer, int64_t A, int64_t inner, int64_t nIdx) {
+  return gatherGradT(dy, idx, dtable, outer, A, inner, nIdx);
+}
+int64_t gatherGrad(const Bf16 *dy, const int64_t *idx, float *dtable,
+                   int64_t outer, int64_t A, int64_t inner, int64_t nIdx) {
+  return gatherGradT(dy, idx, dtable, outer, A, inner, nIdx);
+}
+int64_t gatherGrad(const Fp16 *dy, const int64_t *idx, float *dtable,
+                   int64_t outer, int64_t A, int64_t inner, int64_t nIdx) {
+  return gatherGradT(dy, idx, dtable, outer, A, inner, nIdx);
+}
+void transpose(const float *x, const Shape &xs, const int64_t *perm, float *y) {
+  transposeT(x, xs, perm, y);
+}
+void transpose(const Bf16 *x, const Shape &xs, const int64_t *perm, Bf16 *y) {
+  transposeT(x, xs, perm, y);
+}
+void transpose(const Fp16 *x, const Shape &xs, const int64_t *perm, Fp16 *y) {
+  transposeT(x, xs, perm, y);
+}
+void slice(const float *x, const Shape &xs, const int64_t *start,
+           const int64_t *stride, float *y, const Shape &ys) {
+  sliceT(x, xs, start, stride, y, ys);
+}
+void slice(const Bf16 *x, const Shape &xs, const int64_t *start,
+           const int64_t *stride, Bf16 *y, const Shape &ys) {
+  sliceT(x, xs, start, stride, y, ys);
+}
+void slice(const Fp16 *x, const Shape &xs, const int64_t *start,
+           const int64_t *stride, Fp16 *y, const Shape &ys) {
+  sliceT(x, xs, start, stride, y, ys);
+}
+void sliceGrad(const float *dy, const Shape &ys, const int64_t *start,
+               const int64_t *stride, float *dx, const Shape &xs) {
+  sliceGradT(dy, ys, start, stride, dx, xs);
+}
+void sliceGrad(const Bf16 *dy, const Shape &ys, const int64_t *start,
+               const int64_t *stride, Bf16 *dx, const Shape &xs) {
+  sliceGradT(dy, ys, start, stride, dx, xs);
+}
+void sliceGrad(const Fp16 *dy, const Shape &ys, const int64_t *start,
+               const int64_t *stride, Fp16 *dx, const Shape &xs) {
+  sliceGradT(dy, ys, start, stride, dx, xs);
+}
+void concat(const float *const *inputs, const Shape *shapes, int count,
+            int axis, float *out, const Shape &os) {
+  concatT(inputs, shapes, count, axis, out, os);
+}
+void concat(const Bf16 *const *inputs, const Shape *shapes, int count, int axis,
+            Bf16 *out, const Shape &os) {
+  concatT(inputs, shapes, count, axis, out, os);
+}
+void concat(const Fp16 *const *inputs, const Shape *shapes, int count, int axis,
+            Fp16 *out, const Shape &os) {
+  concatT(inputs, shapes, count, axis, out, os);
 }
 
 } // namespace dsrt::cpu

@@ -2,10 +2,12 @@
 //
 // Results never depend on the thread count: threads split the outputs (each
 // output is summed in one fixed order), and whole-tensor reductions sum
-// fixed-size chunks whose partials are then added in chunk order.
+// fixed-size chunks whose partials are then added in chunk order. reduce is
+// a template over the input's element type (float, Bf16, Fp16); results
+// and accumulators are float (double for whole-tensor sums).
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/kernels/cpu/Internal.h"
+#include "runtime/kernels/cpu/Half.h"
 
 #include <cmath>
 #include <limits>
@@ -55,30 +57,42 @@ struct Dims {
   }
 };
 
-float rowSum(const float *x, int64_t n) {
+template <class T> float rowSum(const T *x, int64_t n) {
   float s = 0.0f;
 #pragma omp simd reduction(+ : s)
   for (int64_t i = 0; i < n; ++i)
-    s += x[i];
+    s += toFloat(x[i]);
   return s;
 }
 
+template <class T> float rowMaxT(const T *x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    return rowMax(x, n);
+  } else {
+    float m = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : m)
+    for (int64_t i = 0; i < n; ++i)
+      m = maxOf(m, toFloat(x[i]));
+    return m;
+  }
+}
+
 /// Whole-tensor reduction over fixed chunks; sums accumulate in double.
-float reduceAll(Reduce op, const float *x, int64_t n) {
+template <class T> float reduceAll(Reduce op, const T *x, int64_t n) {
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   double *part = scratch<double, 0>(chunks);
   parallelFor(chunks, 1, [&](int64_t b, int64_t e) {
     for (int64_t c = b; c < e; ++c) {
-      const float *p = x + c * kChunk;
+      const T *p = x + c * kChunk;
       const int64_t len = std::min(kChunk, n - c * kChunk);
       if (op == Reduce::Max) {
-        part[c] = rowMax(p, len);
+        part[c] = rowMaxT(p, len);
         continue;
       }
       double s = 0.0;
 #pragma omp simd reduction(+ : s)
       for (int64_t i = 0; i < len; ++i)
-        s += p[i];
+        s += toFloat(p[i]);
       part[c] = s;
     }
   });
@@ -88,10 +102,9 @@ float reduceAll(Reduce op, const float *x, int64_t n) {
   return float(op == Reduce::Mean ? r / double(n) : r);
 }
 
-} // namespace
-
-void reduce(Reduce op, const float *x, const Shape &xs, uint32_t axesMask,
-            float *y) {
+template <class T>
+void reduceT(Reduce op, const T *x, const Shape &xs, uint32_t axesMask,
+             float *y) {
   // Merge adjacent dims of the same kind and drop size-1 dims; x's strides
   // follow from the merged sizes since x is dense.
   int rank = 0;
@@ -121,7 +134,11 @@ void reduce(Reduce op, const float *x, const Shape &xs, uint32_t axesMask,
     return;
   }
   if (redCount == 1) {
-    std::memcpy(y, x, outCount * sizeof(float));
+    if constexpr (std::is_same_v<T, float>)
+      std::memcpy(y, x, outCount * sizeof(float));
+    else
+      cast(x, std::is_same_v<T, Bf16> ? DType::BF16 : DType::F16, y, DType::F32,
+           outCount);
     return;
   }
   if (outCount == 1) {
@@ -150,13 +167,13 @@ void reduce(Reduce op, const float *x, const Shape &xs, uint32_t axesMask,
     parallelFor(outCount, std::max<int64_t>(1, kGrain / redCount),
                 [&](int64_t b, int64_t e) {
                   for (int64_t o = b; o < e; ++o) {
-                    const float *base = x + kept.offset(o);
+                    const T *base = x + kept.offset(o);
                     float acc = op == Reduce::Max
                                     ? -std::numeric_limits<float>::infinity()
                                     : 0.0f;
                     red.forEach([&](int64_t off) {
                       acc = op == Reduce::Max
-                                ? std::max(acc, rowMax(base + off, run))
+                                ? std::max(acc, rowMaxT(base + off, run))
                                 : acc + rowSum(base + off, run);
                     });
                     y[o] = mean ? acc / count : acc;
@@ -181,7 +198,7 @@ void reduce(Reduce op, const float *x, const Shape &xs, uint32_t axesMask,
                   const int64_t o = w / colBlocks;
                   const int64_t c0 = (w % colBlocks) * colBlock;
                   const int64_t len = std::min(colBlock, cols - c0);
-                  const float *base = x + kept.offset(o) + c0;
+                  const T *base = x + kept.offset(o) + c0;
                   float *__restrict out = y + o * cols + c0;
                   const float init =
                       op == Reduce::Max
@@ -190,13 +207,13 @@ void reduce(Reduce op, const float *x, const Shape &xs, uint32_t axesMask,
                   for (int64_t i = 0; i < len; ++i)
                     out[i] = init;
                   red.forEach([&](int64_t off) {
-                    const float *__restrict in = base + off;
+                    const T *__restrict in = base + off;
                     if (op == Reduce::Max) {
                       for (int64_t i = 0; i < len; ++i)
-                        out[i] = maxOf(out[i], in[i]);
+                        out[i] = maxOf(out[i], toFloat(in[i]));
                     } else {
                       for (int64_t i = 0; i < len; ++i)
-                        out[i] += in[i];
+                        out[i] += toFloat(in[i]);
                     }
                   });
                   if (mean) {
@@ -206,6 +223,21 @@ void reduce(Reduce op, const float *x, const Shape &xs, uint32_t axesMask,
                   }
                 }
               });
+}
+
+} // namespace
+
+void reduce(Reduce op, const float *x, const Shape &xs, uint32_t axesMask,
+            float *y) {
+  reduceT(op, x, xs, axesMask, y);
+}
+void reduce(Reduce op, const Bf16 *x, const Shape &xs, uint32_t axesMask,
+            float *y) {
+  reduceT(op, x, xs, axesMask, y);
+}
+void reduce(Reduce op, const Fp16 *x, const Shape &xs, uint32_t axesMask,
+            float *y) {
+  reduceT(op, x, xs, axesMask, y);
 }
 
 double sumSquares(const float *x, int64_t n) {

@@ -93,9 +93,14 @@ TEST(Softmax, Gradients) {
     auto x = uniform(n, seed++, -4, 4), dy = uniform(n, seed++);
     for (bool log : {false, true}) {
       std::vector<float> y(n), dx(n);
-      (log ? logSoftmax : softmax)(x.data(), y.data(), d.outer, d.n, d.inner);
-      (log ? logSoftmaxGrad : softmaxGrad)(y.data(), dy.data(), dx.data(),
-                                           d.outer, d.n, d.inner);
+      // The float overloads (the kernels also have 16-bit ones).
+      using Fwd = void (*)(const float *, float *, int64_t, int64_t, int64_t);
+      using Bwd = void (*)(const float *, const float *, float *, int64_t,
+                           int64_t, int64_t);
+      (log ? Fwd(logSoftmax) : Fwd(softmax))(x.data(), y.data(), d.outer, d.n,
+                                             d.inner);
+      (log ? Bwd(logSoftmaxGrad) : Bwd(softmaxGrad))(
+          y.data(), dy.data(), dx.data(), d.outer, d.n, d.inner);
       EXPECT_TRUE(near(dx, refSoftmaxGrad(toDouble(y), toDouble(dy), d, log),
                        1e-5, 1e-6))
           << "log " << log << " " << d.outer << "x" << d.n << "x" << d.inner;

@@ -18,6 +18,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace dsrt::cpu::test {
@@ -117,6 +118,55 @@ public:
 
 private:
   int saved;
+};
+
+//===--- 16-bit floats ----------------------------------------------------===//
+
+/// Rounding facts of a storage format: u is the unit roundoff (the largest
+/// relative error of one rounding to nearest: 2^-p for p significand bits),
+/// tiny the largest absolute error below the normal range (bf16 flushes
+/// float denormals to zero: 2^-126; fp16 keeps subnormals: half of 2^-24).
+template <class T> struct Fmt;
+template <> struct Fmt<Bf16> {
+  static constexpr double u = 0x1p-8, tiny = 0x1p-126;
+  static constexpr DType dtype = DType::BF16;
+};
+template <> struct Fmt<Fp16> {
+  static constexpr double u = 0x1p-11, tiny = 0x1p-25;
+  static constexpr DType dtype = DType::F16;
+};
+
+template <class T> std::vector<T> narrowTo(const std::vector<float> &x) {
+  std::vector<T> y(x.size());
+  cast(x.data(), DType::F32, y.data(), Fmt<T>::dtype, int64_t(x.size()));
+  return y;
+}
+template <class T> std::vector<float> widen(const std::vector<T> &x) {
+  std::vector<float> y(x.size());
+  cast(x.data(), Fmt<T>::dtype, y.data(), DType::F32, int64_t(x.size()));
+  return y;
+}
+template <class T> std::vector<double> widenD(const std::vector<T> &x) {
+  return toDouble(widen(x));
+}
+/// Uniform values already representable in T (so references see exactly
+/// the kernel's inputs).
+template <class T>
+std::vector<T> uniformIn(int64_t n, unsigned seed, float lo = -1.0f,
+                         float hi = 1.0f) {
+  return narrowTo<T>(uniform(n, seed, lo, hi));
+}
+template <class T>
+::testing::AssertionResult near(const std::vector<T> &got,
+                                const std::vector<double> &want, double rtol,
+                                double atol) {
+  return near(widen(got), want, rtol, atol);
+}
+
+struct HalfNames {
+  template <class T> static std::string GetName(int) {
+    return std::is_same_v<T, Bf16> ? "Bf16" : "Fp16";
+  }
 };
 
 } // namespace dsrt::cpu::test

@@ -1,0 +1,196 @@
+//===- Half.h - bf16 / fp16 in the CPU kernels ------------------*- C++ -*-===//
+//
+// The kernels are templates over the element type T in {float, Bf16, Fp16}
+// with float math; this header is how they see 16-bit elements:
+//   * the tile policy (widened / resultIn / narrowInto, rowView / rowOut):
+//     kernels with 16-bit outputs run their float code on float views, a
+//     tile or a few rows at a time, converted with the bulk conversions of
+//     Convert.cpp (AVX512_BF16, AVX-512F or portable, chosen at run time).
+//     For float the views are the arrays themselves, so the float
+//     instantiation is the float kernel as it was. Converting per element
+//     inside the loops costs more than a simple op (GCC vectorizes the
+//     integer rounding below into ~20 instructions per 16 elements, where
+//     vcvtne2ps2bf16 narrows 32 floats in one);
+//   * the element policy (toFloat / fromFloat): inlined per-element
+//     conversions, used where a kernel only reads 16-bit values (reductions,
+//     the embedding gradient, accumulate: a widening is a shift) and by casts
+//     from and to the non-float types.
+//
+// The scalar conversions are branch-free so that loops calling them
+// vectorize (the portable path), and they give the same bits as the
+// hardware (checked over all 2^32 floats against vcvtneps2bf16 and
+// vcvtps2ph, with and without FTZ/DAZ):
+//   * float -> bf16: round to nearest even; NaN stays NaN (quieted, sign
+//     and top payload kept); float denormals become a zero of the same sign
+//     (AVX512_BF16 does that whatever MXCSR says, and dsrt's kernel threads
+//     run with FTZ/DAZ anyway);
+//   * float -> fp16: IEEE round to nearest even, fp16 subnormals kept,
+//     overflow to inf, NaN quieted;
+//   * bf16 / fp16 -> float: exact.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSRT_KERNELS_CPU_HALF_H
+#define DSRT_KERNELS_CPU_HALF_H
+
+#include "runtime/kernels/cpu/Internal.h"
+
+#include <cmath>
+#include <type_traits>
+
+namespace dsrt::cpu::detail {
+
+// The conversions sit in the innermost loops of kernels whose translation
+// units instantiate them three times over; GCC's unit-growth limit would
+// otherwise stop inlining them (and a call stops vectorization).
+#define DSRT_INLINE inline __attribute__((always_inline))
+
+DSRT_INLINE uint32_t bitsOf(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+DSRT_INLINE float floatOf(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+/// c ? a : b on integers, as a mask (GCC if-converts this reliably).
+DSRT_INLINE uint32_t pick(bool c, uint32_t a, uint32_t b) {
+  const uint32_t m = 0u - uint32_t(c);
+  return (a & m) | (b & ~m);
+}
+
+DSRT_INLINE uint16_t bf16Bits(float f) {
+  const uint32_t u = bitsOf(f), a = u & 0x7fffffffu;
+  uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  r = pick((u & 0x7f800000u) == 0, (u >> 16) & 0x8000u, r);
+  r = pick(a > 0x7f800000u, (u >> 16) | 0x40u, r);
+  return uint16_t(r);
+}
+DSRT_INLINE float bf16Value(uint16_t h) { return floatOf(uint32_t(h) << 16); }
+
+DSRT_INLINE uint16_t f16Bits(float f) {
+  const uint32_t u = bitsOf(f), sign = (u >> 16) & 0x8000u;
+  const uint32_t a = u & 0x7fffffffu;
+  // Normal fp16: rebias the exponent, round at bit 13.
+  const uint32_t an = a - (112u << 23);
+  const uint32_t normal = (an + 0xfffu + ((an >> 13) & 1u)) >> 13;
+  // Below 2^-14: adding 0.5f rounds (to nearest even) at the 2^-24 unit.
+  const uint32_t sub = bitsOf(floatOf(a) + 0.5f) - 0x3f000000u;
+  uint32_t h = pick(a < 0x38800000u, sub, normal);
+  h = pick(a >= 0x477ff000u, 0x7c00u, h); // rounds past 65504
+  h = pick(a > 0x7f800000u, 0x7e00u | ((a >> 13) & 0x3ffu), h);
+  return uint16_t(sign | h);
+}
+DSRT_INLINE float f16Value(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16, a = h & 0x7fffu;
+  const uint32_t normal = (a + (112u << 10)) << 13;
+  const uint32_t special =
+      0x7f800000u | ((a & 0x3ffu) << 13) | (uint32_t(a > 0x7c00u) << 22);
+  // Subnormal: a * 2^-24, exact in float.
+  const uint32_t sub = bitsOf(float(int32_t(a)) * 5.9604644775390625e-8f);
+  return floatOf(sign |
+                 pick(a < 0x400u, sub, pick(a >= 0x7c00u, special, normal)));
+}
+
+//===--- the element policy ----------------------------------------------===//
+
+template <class T>
+constexpr bool kIsHalf = std::is_same_v<T, Bf16> || std::is_same_v<T, Fp16>;
+
+DSRT_INLINE float toFloat(float v) { return v; }
+DSRT_INLINE float toFloat(Bf16 v) { return bf16Value(v.bits); }
+DSRT_INLINE float toFloat(Fp16 v) { return f16Value(v.bits); }
+
+template <class T> T fromFloat(float v);
+template <> DSRT_INLINE float fromFloat<float>(float v) { return v; }
+template <> DSRT_INLINE Bf16 fromFloat<Bf16>(float v) { return {bf16Bits(v)}; }
+template <> DSRT_INLINE Fp16 fromFloat<Fp16>(float v) { return {f16Bits(v)}; }
+
+/// d rounded to float with round-to-odd: rounding that float to bf16 or
+/// fp16 (at least two fewer significand bits) then equals rounding d
+/// directly, with no double-rounding error.
+inline float roundToOdd(double d) {
+  float f = float(d);
+  if (double(f) != d && d == d) {
+    uint32_t u = bitsOf(f);
+    if (std::fabs(double(f)) > std::fabs(d))
+      --u; // toward zero
+    f = floatOf(u | 1u);
+  }
+  return f;
+}
+
+//===--- bulk conversions (Convert.cpp), single-threaded -----------------===//
+
+void convert(const float *x, Bf16 *y, int64_t n);
+void convert(const Bf16 *x, float *y, int64_t n);
+void convert(const float *x, Fp16 *y, int64_t n);
+void convert(const Fp16 *x, float *y, int64_t n);
+
+//===--- the tile policy --------------------------------------------------===//
+// A kernel writes `const float *xs = widened(x + t0, buf, len)`, computes
+// into `float *ys = resultIn(y + t0, ybuf)` and ends with `narrowInto(ys,
+// y + t0, len)`: for float these are x, y and nothing.
+
+/// Elements per tile of the elementwise kernels (two or three float
+/// buffers of it on the stack, in L1).
+constexpr int64_t kTile = 512;
+
+/// A float view of x[0..n): x itself, or x widened into buf.
+template <class T>
+DSRT_INLINE const float *widened(const T *x, float *buf, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    (void)buf;
+    (void)n;
+    return x;
+  } else {
+    convert(x, buf, n);
+    return buf;
+  }
+}
+/// Where float results for y[0..n) go: y itself, or buf (then narrowInto).
+template <class T> DSRT_INLINE float *resultIn(T *y, float *buf) {
+  if constexpr (std::is_same_v<T, float>) {
+    (void)buf;
+    return y;
+  } else {
+    (void)y;
+    return buf;
+  }
+}
+template <class T>
+DSRT_INLINE void narrowInto(const float *buf, T *y, int64_t n) {
+  if constexpr (!std::is_same_v<T, float>)
+    convert(buf, y, n);
+}
+/// Row-sized views (a softmax or layer-norm row can be long): the buffers
+/// are per-thread scratch, one Slot per view a kernel holds at once.
+template <int Slot, class T>
+DSRT_INLINE const float *rowView(const T *x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>)
+    return widened(x, nullptr, n);
+  else
+    return widened(x, scratch<float, Slot>(size_t(n)), n);
+}
+template <int Slot, class T> DSRT_INLINE float *rowOut(T *y, int64_t n) {
+  if constexpr (std::is_same_v<T, float>)
+    return resultIn(y, nullptr);
+  else
+    return resultIn(y, scratch<float, Slot>(size_t(n)));
+}
+
+/// f(begin, end) over [b, e): once for float, in tiles of kTile otherwise.
+template <class T, class F>
+DSRT_INLINE void forTiles(int64_t b, int64_t e, F &&f) {
+  if constexpr (std::is_same_v<T, float>) {
+    f(b, e);
+  } else {
+    for (int64_t t = b; t < e; t += kTile)
+      f(t, std::min(e, t + kTile));
+  }
+}
+
+} // namespace dsrt::cpu::detail
+
+#endif // DSRT_KERNELS_CPU_HALF_H

@@ -1,0 +1,308 @@
+//===- MatmulHalf.cpp - bf16 / fp16 matmul, float accumulation ------------===//
+//
+// oneDNN's matmul primitive takes the operands where they are: transposes
+// are strides of the memory descriptors and broadcast batch dims have size
+// 1, so nothing is copied. Creating a primitive costs far more than a small
+// GEMM, so each thread keeps the primitives it made, keyed by everything
+// that shapes them (dims, transposes, types, alpha, beta, thread count); the
+// step loop only swaps data pointers and executes through the C API (no
+// std::unordered_map of arguments, no allocation).
+//
+// Where oneDNN has nothing better than its reference kernel for a type (no
+// fp16 matmul without AVX512_FP16, no bf16 one on pre-AVX-512 CPUs in
+// oneDNN 2.x), the operands are widened into per-thread scratch and the
+// float matmul runs: slower, same results up to float rounding.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/kernels/cpu/Half.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstring>
+#include <string>
+#include <unordered_map>
+
+namespace dsrt::cpu {
+using namespace detail;
+
+namespace {
+
+using dnnl::memory;
+
+template <class T> constexpr memory::data_type dnnlType() {
+  if constexpr (std::is_same_v<T, Bf16>)
+    return memory::data_type::bf16;
+  else if constexpr (std::is_same_v<T, Fp16>)
+    return memory::data_type::f16;
+  else
+    return memory::data_type::f32;
+}
+
+const dnnl::engine &engine() {
+  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+/// oneDNN's reference kernels are correct but far slower than widening to
+/// float and calling the float GEMM.
+bool fastImpl(const dnnl::matmul::primitive_desc &pd) {
+  return std::strncmp(pd.impl_info_str(), "ref", 3) != 0;
+}
+
+/// Everything a primitive depends on; compared and hashed as bytes (the
+/// constructor zeroes the padding).
+struct Key {
+  int32_t in, out, threads, rank;
+  uint32_t alpha, beta;
+  int64_t a[kMaxRank][2], b[kMaxRank][2], c[kMaxRank]; // dims, strides
+  Key() { std::memset(this, 0, sizeof *this); }
+  bool operator==(const Key &o) const {
+    return std::memcmp(this, &o, sizeof *this) == 0;
+  }
+};
+
+static_assert(sizeof(Key) % 8 == 0, "hashed as 64-bit words");
+
+struct KeyHash {
+  size_t operator()(const Key &k) const {
+    uint64_t h = 0, w;
+    for (size_t i = 0; i < sizeof k; i += 8) {
+      std::memcpy(&w, reinterpret_cast<const char *>(&k) + i, 8);
+      h = (h ^ w) * 0x9e3779b97f4a7c15ULL;
+      h ^= h >> 29;
+    }
+    return size_t(h);
+  }
+};
+
+struct Primitive {
+  bool fast = false; // false: use the widening fallback
+  std::string impl;  // oneDNN's name for the kernel it chose
+  dnnl::matmul prim;
+  dnnl::stream stream;
+  memory a, b, c;
+};
+
+/// The memory descriptor of a [.., rows, cols] operand stored row-major, or
+/// stored as [.., cols, rows] when trans (the transpose is in the strides).
+memory::desc operandDesc(memory::data_type t, int rank, const int64_t (*d)[2]) {
+  memory::dims dims(rank), strides(rank);
+  for (int i = 0; i < rank; ++i) {
+    dims[i] = d[i][0];
+    strides[i] = d[i][1];
+  }
+  return memory::desc(dims, t, strides);
+}
+
+Primitive makePrimitive(const Key &k, memory::data_type in,
+                        memory::data_type out, float alpha, float beta) {
+  Primitive p;
+  try {
+    const memory::desc a = operandDesc(in, k.rank, k.a);
+    const memory::desc b = operandDesc(in, k.rank, k.b);
+    // C is dense row-major: its strides follow from its dims.
+    const memory::dims cd(k.c, k.c + k.rank);
+    memory::dims cs(k.rank);
+    int64_t s = 1;
+    for (int i = k.rank - 1; i >= 0; --i) {
+      cs[i] = s;
+      s *= k.c[i];
+    }
+    const memory::desc cDense(cd, out, cs);
+    dnnl::primitive_attr attr;
+    if (alpha != 1.0f)
+      attr.set_output_scales(0, {alpha});
+    if (beta != 0.0f) {
+      dnnl::post_ops ops;
+      ops.append_sum(beta);
+      attr.set_post_ops(ops);
+    }
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, cDense), attr,
+                                    engine());
+    p.impl = pd.impl_info_str();
+    p.fast = fastImpl(pd);
+    if (p.fast) {
+      p.prim = dnnl::matmul(pd);
+      p.stream = dnnl::stream(engine());
+      p.a = memory(a, engine(), DNNL_MEMORY_NONE);
+      p.b = memory(b, engine(), DNNL_MEMORY_NONE);
+      p.c = memory(cDense, engine(), DNNL_MEMORY_NONE);
+    }
+  } catch (const dnnl::error &) {
+    p.fast = false; // unsupported type or shape: the fallback handles it
+  }
+  return p;
+}
+
+/// The number of matrices in a [..., rows, cols] tensor.
+int64_t batchCount(const Shape &s) {
+  int64_t n = 1;
+  for (int d = 0; d < s.rank - 2; ++d)
+    n *= s.dims[d];
+  return n;
+}
+
+/// Fills the key's dims and strides of operand `s` (padded to C's rank):
+/// logical [rows, cols] = [M, K] for A or [K, N] for B.
+void describe(const Shape &s, bool trans, int rank, int64_t (*d)[2]) {
+  const int64_t r = s.dims[s.rank - 2], c = s.dims[s.rank - 1];
+  // Stored [r, c]: logical dims swap when transposed.
+  d[rank - 2][0] = trans ? c : r;
+  d[rank - 1][0] = trans ? r : c;
+  d[rank - 2][1] = trans ? 1 : c;
+  d[rank - 1][1] = trans ? c : 1;
+  int64_t stride = r * c;
+  const int pad = rank - s.rank;
+  for (int i = rank - 3; i >= 0; --i) {
+    const int j = i - pad;
+    const int64_t size = j >= 0 ? s.dims[j] : 1;
+    d[i][0] = size;
+    d[i][1] = stride;
+    stride *= size;
+  }
+}
+
+/// C = beta * C when K == 0.
+template <class TC> void scaleOnly(TC *C, int64_t n, float beta) {
+  if constexpr (std::is_same_v<TC, float>) {
+    if (beta == 0.0f)
+      fill(C, n, 0.0f);
+    else
+      scale(C, n, beta);
+  } else {
+    parallelFor(n, kGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        C[i] = fromFloat<TC>(beta == 0.0f ? 0.0f : beta * toFloat(C[i]));
+    });
+  }
+}
+
+template <class T> void widen(const T *x, float *y, int64_t n) {
+  parallelFor(n, kGrain,
+              [&](int64_t b, int64_t e) { convert(x + b, y + b, e - b); });
+}
+template <class T> void narrow(const float *x, T *y, int64_t n) {
+  parallelFor(n, kGrain,
+              [&](int64_t b, int64_t e) { convert(x + b, y + b, e - b); });
+}
+
+/// The float matmul on widened copies (scratch slots 20-22: no other kernel
+/// runs inside this one).
+template <class T, class TC>
+void widenedMatmul(const T *A, const Shape &as, bool transA, const T *B,
+                   const Shape &bs, bool transB, TC *C, const Shape &cs,
+                   float alpha, float beta) {
+  float *a = scratch<float, 20>(size_t(as.numel()));
+  float *b = scratch<float, 21>(size_t(bs.numel()));
+  widen(A, a, as.numel());
+  widen(B, b, bs.numel());
+  if constexpr (std::is_same_v<TC, float>) {
+    matmul(a, as, transA, b, bs, transB, C, cs, alpha, beta);
+  } else {
+    float *c = scratch<float, 22>(size_t(cs.numel()));
+    if (beta != 0.0f)
+      widen(C, c, cs.numel());
+    matmul(a, as, transA, b, bs, transB, c, cs, alpha, beta);
+    narrow(c, C, cs.numel());
+  }
+}
+
+template <class T, class TC>
+void matmulHalf(const T *A, const Shape &as, bool transA, const T *B,
+                const Shape &bs, bool transB, TC *C, const Shape &cs,
+                float alpha, float beta) {
+  const int cb = cs.rank - 2;
+  const int64_t M = cs.dims[cb], N = cs.dims[cb + 1];
+  const int64_t K = transA ? as.dims[as.rank - 2] : as.dims[as.rank - 1];
+  const int64_t batches = batchCount(cs);
+  if (M == 0 || N == 0 || batches == 0)
+    return;
+  if (K == 0)
+    return scaleOnly(C, batches * M * N, beta);
+
+  Key k;
+  k.in = int32_t(dnnlType<T>());
+  k.out = int32_t(dnnlType<TC>());
+  k.threads = omp_get_max_threads();
+  std::memcpy(&k.alpha, &alpha, sizeof alpha);
+  std::memcpy(&k.beta, &beta, sizeof beta);
+  // A weight shared by every batch (x @ W): the batch is just more rows.
+  if (batches == 1 ||
+      (batchCount(bs) == 1 && batchCount(as) == batches && !transA)) {
+    k.rank = 2;
+    describe(as, transA, 2, k.a);
+    k.a[0][0] *= batches; // [M, K] row-major when batches > 1
+    describe(bs, transB, 2, k.b);
+    k.c[0] = M * batches;
+    k.c[1] = N;
+  } else {
+    k.rank = cs.rank;
+    describe(as, transA, k.rank, k.a);
+    describe(bs, transB, k.rank, k.b);
+    for (int i = 0; i < cs.rank; ++i)
+      k.c[i] = cs.dims[i];
+  }
+
+  thread_local std::unordered_map<Key, Primitive, KeyHash> cache;
+  auto it = cache.find(k);
+  if (it == cache.end())
+    it = cache
+             .emplace(k, makePrimitive(k, dnnlType<T>(), dnnlType<TC>(), alpha,
+                                       beta))
+             .first;
+  Primitive &p = it->second;
+  if (!p.fast)
+    return widenedMatmul(A, as, transA, B, bs, transB, C, cs, alpha, beta);
+
+  dnnl_memory_set_data_handle(p.a.get(), const_cast<T *>(A));
+  dnnl_memory_set_data_handle(p.b.get(), const_cast<T *>(B));
+  dnnl_memory_set_data_handle(p.c.get(), C);
+  const dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, p.a.get()},
+                                   {DNNL_ARG_WEIGHTS, p.b.get()},
+                                   {DNNL_ARG_DST, p.c.get()}};
+  // Only invalid arguments make it fail, and these were checked when the
+  // primitive was created.
+  (void)dnnl_primitive_execute(p.prim.get(), p.stream.get(), 3, args);
+  (void)dnnl_stream_wait(p.stream.get());
+}
+
+} // namespace
+
+const char *bf16GemmPath() {
+  static const std::string path = [] {
+    Key k;
+    k.rank = 2;
+    const Shape s{2, {64, 64}};
+    describe(s, false, 2, k.a);
+    describe(s, false, 2, k.b);
+    k.c[0] = k.c[1] = 64;
+    Primitive p =
+        makePrimitive(k, memory::data_type::bf16, memory::data_type::f32, 1, 0);
+    return p.fast ? "onednn " + p.impl
+                  : std::string("fp32 gemm on widened operands");
+  }();
+  return path.c_str();
+}
+
+void matmul(const Bf16 *A, const Shape &as, bool transA, const Bf16 *B,
+            const Shape &bs, bool transB, float *C, const Shape &cs,
+            float alpha, float beta) {
+  matmulHalf(A, as, transA, B, bs, transB, C, cs, alpha, beta);
+}
+void matmul(const Bf16 *A, const Shape &as, bool transA, const Bf16 *B,
+            const Shape &bs, bool transB, Bf16 *C, const Shape &cs, float alpha,
+            float beta) {
+  matmulHalf(A, as, transA, B, bs, transB, C, cs, alpha, beta);
+}
+void matmul(const Fp16 *A, const Shape &as, bool transA, const Fp16 *B,
+            const Shape &bs, bool transB, float *C, const Shape &cs,
+            float alpha, float beta) {
+  matmulHalf(A, as, transA, B, bs, transB, C, cs, alpha, beta);
+}
+void matmul(const Fp16 *A, const Shape &as, bool transA, const Fp16 *B,
+            const Shape &bs, bool transB, Fp16 *C, const Shape &cs, float alpha,
+            float beta) {
+  matmulHalf(A, as, transA, B, bs, transB, C, cs, alpha, beta);
+}
+
+} // namespace dsrt::cpu
