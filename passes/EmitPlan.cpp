@@ -248,6 +248,10 @@ private:
         } else if (e.isF64()) {
           double d = dense.getValues<APFloat>()[k].convertToDouble();
           bytes.append(reinterpret_cast<const char *>(&d), 8);
+        } else if (e.isBF16() || e.isF16()) {
+          // The 16 bits as the mixed-precision pass rounded them.
+          uint16_t h = (uint16_t)dense.getValues<APFloat>()[k].bitcastToAPInt().getZExtValue();
+          bytes.append(reinterpret_cast<const char *>(&h), 2);
         } else if (e.isInteger(1)) {
           bytes.push_back(dense.getValues<bool>()[k] ? 1 : 0);
         } else if (e.isInteger(64)) {

@@ -46,25 +46,27 @@ struct Param {
   Value low;
 };
 
-/// If every use of `p`'s argument but its update is an nn.cast to one
-/// low-precision type (mixed-precision's copy), replaces those casts by one
-/// cast of the chunk (`p.low`, typed as the chunk) whose uses are theirs:
-/// the gathers inserted next then read the low chunk.
+/// Replaces the casts of `p`'s argument to a narrower float type
+/// (mixed-precision's copy; a tied embedding also reads the fp32 table
+/// directly) by one cast of the chunk (`p.low`, typed as the chunk) whose
+/// uses are theirs: the gathers inserted next read the low chunk for those
+/// uses and the fp32 chunk for the others.
 void gatherLowCopies(OpBuilder &b, Block &top, Param &p) {
   SmallVector<nn::CastOp> casts;
+  unsigned width = p.fullType.getElementType().getIntOrFloatBitWidth();
   for (OpOperand &use : p.arg.getUses()) {
-    if (use.getOwner() == p.update)
-      continue;
     auto c = dyn_cast<nn::CastOp>(use.getOwner());
-    if (!c || (!casts.empty() && c.getType() != casts.front().getType()))
-      return;
+    if (!c || use.getOwner() == p.update)
+      continue;
+    Type e = cast<RankedTensorType>(c.getType()).getElementType();
+    if (!isa<FloatType>(e) || e.getIntOrFloatBitWidth() >= width ||
+        (!casts.empty() && c.getType() != casts.front().getType()))
+      continue;
     casts.push_back(c);
   }
   if (casts.empty())
     return;
   Type low = cast<RankedTensorType>(casts.front().getType()).getElementType();
-  if (low.getIntOrFloatBitWidth() >= p.fullType.getElementType().getIntOrFloatBitWidth())
-    return;
   Operation *first = top.findAncestorOpInBlock(*casts.front());
   for (nn::CastOp c : casts)
     if (Operation *o = top.findAncestorOpInBlock(*c); o->isBeforeInBlock(first))
@@ -237,23 +239,26 @@ struct Zero : impl::ZeroBase<Zero> {
       for (Param &p : params) {
         if (!p.partitioned)
           continue;
-        SmallVector<OpOperand *> uses;
-        Operation *first = nullptr;
-        Value source = p.low ? p.low : Value(p.arg);
-        for (OpOperand &use : source.getUses()) {
-          if (use.getOwner() == p.update)
+        for (Value source : {p.low, Value(p.arg)}) {
+          if (!source)
             continue;
-          uses.push_back(&use);
-          Operation *o = top.findAncestorOpInBlock(*use.getOwner());
-          if (!first || o->isBeforeInBlock(first))
-            first = o;
-        }
-        if (first) {
-          b.setInsertionPoint(first);
-          Value full = distutil::allGather(b, p.arg.getLoc(), source, p.numel, group);
-          full = distutil::reshape(b, p.arg.getLoc(), full, p.fullType.getShape());
-          for (OpOperand *u : uses)
-            u->set(full);
+          SmallVector<OpOperand *> uses;
+          Operation *first = nullptr;
+          for (OpOperand &use : source.getUses()) {
+            if (use.getOwner() == p.update || (p.low && use.getOwner() == p.low.getDefiningOp()))
+              continue;
+            uses.push_back(&use);
+            Operation *o = top.findAncestorOpInBlock(*use.getOwner());
+            if (!first || o->isBeforeInBlock(first))
+              first = o;
+          }
+          if (first) {
+            b.setInsertionPoint(first);
+            Value full = distutil::allGather(b, p.arg.getLoc(), source, p.numel, group);
+            full = distutil::reshape(b, p.arg.getLoc(), full, p.fullType.getShape());
+            for (OpOperand *u : uses)
+              u->set(full);
+          }
         }
         shardArgument(fn, p.arg, p.fullType, p.chunkType);
       }
@@ -264,30 +269,33 @@ struct Zero : impl::ZeroBase<Zero> {
       for (Param &p : params) {
         if (!p.partitioned)
           continue;
-        SmallVector<OpOperand *> forward, backward;
-        Value source = p.low ? p.low : Value(p.arg);
-        for (OpOperand &use : source.getUses()) {
-          Operation *user = body.findAncestorOpInBlock(*use.getOwner());
-          if (!user)
-            continue; // the update, outside the micro-batch
-          bool isForward = lossOp && lossOp->getBlock() == &body &&
-                           !lossOp->isBeforeInBlock(user);
-          (isForward ? forward : backward).push_back(&use);
-        }
-        for (auto *uses : {&forward, &backward}) {
-          if (uses->empty())
+        for (Value source : {p.low, Value(p.arg)}) {
+          if (!source)
             continue;
-          Operation *first = body.findAncestorOpInBlock(*(*uses)[0]->getOwner());
-          for (OpOperand *u : *uses) {
-            Operation *o = body.findAncestorOpInBlock(*u->getOwner());
-            if (o->isBeforeInBlock(first))
-              first = o;
+          SmallVector<OpOperand *> forward, backward;
+          for (OpOperand &use : source.getUses()) {
+            Operation *user = body.findAncestorOpInBlock(*use.getOwner());
+            if (!user)
+              continue; // the update, outside the micro-batch
+            bool isForward = lossOp && lossOp->getBlock() == &body &&
+                             !lossOp->isBeforeInBlock(user);
+            (isForward ? forward : backward).push_back(&use);
           }
-          b.setInsertionPoint(first);
-          Value full = distutil::allGather(b, p.arg.getLoc(), source, p.numel, group);
-          full = distutil::reshape(b, p.arg.getLoc(), full, p.fullType.getShape());
-          for (OpOperand *u : *uses)
-            u->set(full);
+          for (auto *uses : {&forward, &backward}) {
+            if (uses->empty())
+              continue;
+            Operation *first = body.findAncestorOpInBlock(*(*uses)[0]->getOwner());
+            for (OpOperand *u : *uses) {
+              Operation *o = body.findAncestorOpInBlock(*u->getOwner());
+              if (o->isBeforeInBlock(first))
+                first = o;
+            }
+            b.setInsertionPoint(first);
+            Value full = distutil::allGather(b, p.arg.getLoc(), source, p.numel, group);
+            full = distutil::reshape(b, p.arg.getLoc(), full, p.fullType.getShape());
+            for (OpOperand *u : *uses)
+              u->set(full);
+          }
         }
         shardArgument(fn, p.arg, p.fullType, p.chunkType);
       }

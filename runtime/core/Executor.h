@@ -126,6 +126,7 @@ struct Instr {
   int64_t g[4] = {0, 0, 0, 0};
   std::vector<cpu::Shape> shapes; // concat
   std::vector<const float *> ptrs; // concat
+  mutable std::vector<float> scratch; // a 16-bit reduction's float sums
   std::vector<comm::TensorArg> comm; // dist collectives: one per input
   uint64_t stagingOffset = 0, stagingBytes = 0; // planned staging (arena)
   float *staging = nullptr;

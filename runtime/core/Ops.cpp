@@ -117,6 +117,16 @@ struct Check {
     for (const Tensor *t : ts)
       dtype(t, plan::F32, "operand");
   }
+  /// The float type all of `ts` share: F32, or BF16 / F16 (mixed
+  /// precision: 16-bit storage, float math in the kernel).
+  plan::DType sameFloat(std::initializer_list<const Tensor *> ts) const {
+    plan::DType d = (*ts.begin())->dtype;
+    if (d != plan::F32 && d != plan::BF16 && d != plan::F16)
+      fail(std::string("operand must be F32, BF16 or F16, is ") + plan::DType_Name(d));
+    for (const Tensor *t : ts)
+      dtype(t, d, "operand");
+    return d;
+  }
   void sameShape(const Tensor *a, const Tensor *b) const {
     if (a->numel != b->numel || a->shape.rank != b->shape.rank ||
         !std::equal(a->shape.dims, a->shape.dims + a->shape.rank, b->shape.dims))
@@ -201,6 +211,28 @@ void splitAround(Instr &i, const Tensor *t, int64_t axis) {
   i.g[2] = prod(t->shape, (int)axis + 1, t->shape.rank);
 }
 
+/// Element type tags for byFloat.
+template <typename T> struct Tag {
+  using type = T;
+};
+/// A tensor's elements as T (float, cpu::Bf16 or cpu::Fp16).
+template <typename T> T *as(const Tensor *t) { return static_cast<T *>(t->data); }
+
+/// The kernel `make` builds for the element type of float dtype d: `make`
+/// is a generic lambda taking a Tag and returning a captureless kernel
+/// that reads its operands with as<T>() (one instance per type, chosen at
+/// load time, nothing decided in the step).
+template <typename Make> KernelFn byFloat(plan::DType d, Make &&make) {
+  switch (d) {
+  case plan::BF16:
+    return make(Tag<cpu::Bf16>{});
+  case plan::F16:
+    return make(Tag<cpu::Fp16>{});
+  default:
+    return make(Tag<float>{});
+  }
+}
+
 void noteBad(Context &c, int64_t bad, const Instr &i) {
   if (bad && !c.badIndices)
     c.badIndexOp = i.op;
@@ -233,28 +265,32 @@ struct OpDef {
   std::function<void(Instr &, const Check &)> bind; // validates, sets i.run
 };
 
-template <cpu::Binary B> void runBinary(const Instr &i, Context &) {
-  cpu::binary(B, i.in[0]->f32(), i.in[0]->shape, i.in[1]->f32(), i.in[1]->shape,
-              i.out[0]->f32(), i.out[0]->shape);
+template <cpu::Binary B, typename T> void runBinary(const Instr &i, Context &) {
+  cpu::binary(B, as<T>(i.in[0]), i.in[0]->shape, as<T>(i.in[1]), i.in[1]->shape,
+              as<T>(i.out[0]), i.out[0]->shape);
 }
-template <cpu::Unary U> void runUnary(const Instr &i, Context &) {
-  cpu::unary(U, i.in[0]->f32(), i.out[0]->f32(), i.out[0]->numel);
+template <cpu::Unary U, typename T> void runUnary(const Instr &i, Context &) {
+  cpu::unary(U, as<T>(i.in[0]), as<T>(i.out[0]), i.out[0]->numel);
 }
 
-void bindBinary(Instr &i, const Check &c, KernelFn fn) {
+template <cpu::Binary B> void bindBinary(Instr &i, const Check &c) {
   c.arity(2, 1);
   c.attrs(0, 0);
-  c.floats({i.in[0], i.in[1], i.out[0]});
+  plan::DType d = c.sameFloat({i.in[0], i.in[1], i.out[0]});
   c.broadcastsTo(i.in[0], i.out[0]);
   c.broadcastsTo(i.in[1], i.out[0]);
-  i.run = fn;
+  i.run = byFloat(d, [](auto tag) -> KernelFn {
+    return runBinary<B, typename decltype(tag)::type>;
+  });
 }
-void bindUnary(Instr &i, const Check &c, KernelFn fn) {
+template <cpu::Unary U> void bindUnary(Instr &i, const Check &c) {
   c.arity(1, 1);
   c.attrs(0, 0);
-  c.floats({i.in[0], i.out[0]});
+  plan::DType d = c.sameFloat({i.in[0], i.out[0]});
   c.sameShape(i.in[0], i.out[0]);
-  i.run = fn;
+  i.run = byFloat(d, [](auto tag) -> KernelFn {
+    return runUnary<U, typename decltype(tag)::type>;
+  });
 }
 
 cpu::DType kernelDType(plan::DType d) {
@@ -267,6 +303,10 @@ cpu::DType kernelDType(plan::DType d) {
     return cpu::DType::I64;
   case plan::I32:
     return cpu::DType::I32;
+  case plan::BF16:
+    return cpu::DType::BF16;
+  case plan::F16:
+    return cpu::DType::F16;
   default:
     return cpu::DType::Bool;
   }
@@ -434,30 +474,24 @@ void addDistOps(std::map<std::string, OpDef> &t) {
 const std::map<std::string, OpDef> &table() {
   static const std::map<std::string, OpDef> ops = [] {
     std::map<std::string, OpDef> t;
-    auto binary = [&](const char *name, KernelFn fn) {
-      t[name] = {[fn](Instr &i, const Check &c) { bindBinary(i, c, fn); }};
-    };
-    binary("nn.add", runBinary<cpu::Binary::Add>);
-    binary("nn.sub", runBinary<cpu::Binary::Sub>);
-    binary("nn.mul", runBinary<cpu::Binary::Mul>);
-    binary("nn.div", runBinary<cpu::Binary::Div>);
-    binary("nn.pow", runBinary<cpu::Binary::Pow>);
-    binary("nn.max", runBinary<cpu::Binary::Max>);
-    binary("nn.min", runBinary<cpu::Binary::Min>);
-    auto unary = [&](const char *name, KernelFn fn) {
-      t[name] = {[fn](Instr &i, const Check &c) { bindUnary(i, c, fn); }};
-    };
-    unary("nn.neg", runUnary<cpu::Unary::Neg>);
-    unary("nn.abs", runUnary<cpu::Unary::Abs>);
-    unary("nn.exp", runUnary<cpu::Unary::Exp>);
-    unary("nn.log", runUnary<cpu::Unary::Log>);
-    unary("nn.sqrt", runUnary<cpu::Unary::Sqrt>);
-    unary("nn.rsqrt", runUnary<cpu::Unary::Rsqrt>);
-    unary("nn.reciprocal", runUnary<cpu::Unary::Reciprocal>);
-    unary("nn.tanh", runUnary<cpu::Unary::Tanh>);
-    unary("nn.erf", runUnary<cpu::Unary::Erf>);
-    unary("nn.relu", runUnary<cpu::Unary::Relu>);
-    unary("nn.sigmoid", runUnary<cpu::Unary::Sigmoid>);
+    t["nn.add"] = {bindBinary<cpu::Binary::Add>};
+    t["nn.sub"] = {bindBinary<cpu::Binary::Sub>};
+    t["nn.mul"] = {bindBinary<cpu::Binary::Mul>};
+    t["nn.div"] = {bindBinary<cpu::Binary::Div>};
+    t["nn.pow"] = {bindBinary<cpu::Binary::Pow>};
+    t["nn.max"] = {bindBinary<cpu::Binary::Max>};
+    t["nn.min"] = {bindBinary<cpu::Binary::Min>};
+    t["nn.neg"] = {bindUnary<cpu::Unary::Neg>};
+    t["nn.abs"] = {bindUnary<cpu::Unary::Abs>};
+    t["nn.exp"] = {bindUnary<cpu::Unary::Exp>};
+    t["nn.log"] = {bindUnary<cpu::Unary::Log>};
+    t["nn.sqrt"] = {bindUnary<cpu::Unary::Sqrt>};
+    t["nn.rsqrt"] = {bindUnary<cpu::Unary::Rsqrt>};
+    t["nn.reciprocal"] = {bindUnary<cpu::Unary::Reciprocal>};
+    t["nn.tanh"] = {bindUnary<cpu::Unary::Tanh>};
+    t["nn.erf"] = {bindUnary<cpu::Unary::Erf>};
+    t["nn.relu"] = {bindUnary<cpu::Unary::Relu>};
+    t["nn.sigmoid"] = {bindUnary<cpu::Unary::Sigmoid>};
 
     t["nn.not"] = {[](Instr &i, const Check &c) {
       c.arity(1, 1);
@@ -473,24 +507,30 @@ const std::map<std::string, OpDef> &table() {
       c.arity(1, 1);
       c.attrs(1, 0);
       c.flag(0, "tanh approximation");
-      c.floats({i.in[0], i.out[0]});
+      plan::DType d = c.sameFloat({i.in[0], i.out[0]});
       c.sameShape(i.in[0], i.out[0]);
-      i.run = [](const Instr &i, Context &) {
-        cpu::unary(i.ints[0] ? cpu::Unary::GeluTanh : cpu::Unary::GeluErf, i.in[0]->f32(),
-                   i.out[0]->f32(), i.out[0]->numel);
-      };
+      i.run = byFloat(d, [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &) {
+          cpu::unary(i.ints[0] ? cpu::Unary::GeluTanh : cpu::Unary::GeluErf, as<T>(i.in[0]),
+                     as<T>(i.out[0]), i.out[0]->numel);
+        };
+      });
     }};
     t["nn.gelu_grad"] = {[](Instr &i, const Check &c) {
       c.arity(2, 1);
       c.attrs(1, 0);
       c.flag(0, "tanh approximation");
-      c.floats({i.in[0], i.in[1], i.out[0]});
+      plan::DType d = c.sameFloat({i.in[0], i.in[1], i.out[0]});
       c.sameShape(i.in[0], i.out[0]);
       c.sameShape(i.in[1], i.out[0]);
-      i.run = [](const Instr &i, Context &) {
-        cpu::geluGrad(i.ints[0] != 0, i.in[0]->f32(), i.in[1]->f32(), i.out[0]->f32(),
-                      i.out[0]->numel);
-      };
+      i.run = byFloat(d, [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &) {
+          cpu::geluGrad(i.ints[0] != 0, as<T>(i.in[0]), as<T>(i.in[1]), as<T>(i.out[0]),
+                        i.out[0]->numel);
+        };
+      });
     }};
     t["nn.cmp"] = {[](Instr &i, const Check &c) {
       c.arity(2, 1);
@@ -498,16 +538,20 @@ const std::map<std::string, OpDef> &table() {
       if (i.ints[0] < 0 || i.ints[0] > 5)
         c.fail("unknown comparison predicate " + std::to_string(i.ints[0]));
       c.dtype(i.out[0], plan::BOOL, "result");
-      if (i.in[0]->dtype != i.in[1]->dtype ||
-          (i.in[0]->dtype != plan::F32 && i.in[0]->dtype != plan::I64))
-        c.fail("operands must both be F32 or both I64");
+      plan::DType d = i.in[0]->dtype;
+      if (i.in[1]->dtype != d ||
+          (d != plan::F32 && d != plan::BF16 && d != plan::F16 && d != plan::I64))
+        c.fail("operands must both be F32 (or BF16, or F16) or both I64");
       c.broadcastsTo(i.in[0], i.out[0]);
       c.broadcastsTo(i.in[1], i.out[0]);
-      i.run = i.in[0]->dtype == plan::F32
-                  ? KernelFn([](const Instr &i, Context &) {
-                      cpu::compare(cpu::Cmp(i.ints[0]), i.in[0]->f32(), i.in[0]->shape,
-                                   i.in[1]->f32(), i.in[1]->shape, i.out[0]->u8(),
-                                   i.out[0]->shape);
+      i.run = d != plan::I64
+                  ? byFloat(d, [](auto tag) -> KernelFn {
+                      using T = typename decltype(tag)::type;
+                      return [](const Instr &i, Context &) {
+                        cpu::compare(cpu::Cmp(i.ints[0]), as<T>(i.in[0]), i.in[0]->shape,
+                                     as<T>(i.in[1]), i.in[1]->shape, i.out[0]->u8(),
+                                     i.out[0]->shape);
+                      };
                     })
                   : KernelFn([](const Instr &i, Context &) {
                       cpu::compareI64(cpu::Cmp(i.ints[0]), i.in[0]->i64(), i.in[0]->shape,
@@ -519,13 +563,16 @@ const std::map<std::string, OpDef> &table() {
       c.arity(3, 1);
       c.attrs(0, 0);
       c.dtype(i.in[0], plan::BOOL, "condition");
-      c.floats({i.in[1], i.in[2], i.out[0]});
+      plan::DType d = c.sameFloat({i.in[1], i.in[2], i.out[0]});
       for (int k = 0; k < 3; ++k)
         c.broadcastsTo(i.in[k], i.out[0]);
-      i.run = [](const Instr &i, Context &) {
-        cpu::select(i.in[0]->u8(), i.in[0]->shape, i.in[1]->f32(), i.in[1]->shape,
-                    i.in[2]->f32(), i.in[2]->shape, i.out[0]->f32(), i.out[0]->shape);
-      };
+      i.run = byFloat(d, [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &) {
+          cpu::select(i.in[0]->u8(), i.in[0]->shape, as<T>(i.in[1]), i.in[1]->shape,
+                      as<T>(i.in[2]), i.in[2]->shape, as<T>(i.out[0]), i.out[0]->shape);
+        };
+      });
     }};
     t["nn.cast"] = {[](Instr &i, const Check &c) {
       c.arity(1, 1);
@@ -553,7 +600,7 @@ const std::map<std::string, OpDef> &table() {
     t["nn.matmul"] = {[](Instr &i, const Check &c) {
       c.arity(2, 1);
       c.attrs(2, 0);
-      c.floats({i.in[0], i.in[1], i.out[0]});
+      plan::DType dt = c.sameFloat({i.in[0], i.in[1], i.out[0]});
       c.flag(0, "transpose_lhs");
       c.flag(1, "transpose_rhs");
       const cpu::Shape &a = i.in[0]->shape, &b = i.in[1]->shape, &o = i.out[0]->shape;
@@ -584,17 +631,23 @@ const std::map<std::string, OpDef> &table() {
       for (int64_t v : {rows, n, k, a.dims[a.rank - 1], b.dims[b.rank - 1]})
         if (v > INT32_MAX)
           c.fail("shapes " + shapes + ": a matrix dimension exceeds 2^31 - 1, the GEMM limit");
-      i.run = [](const Instr &i, Context &) {
-        cpu::matmul(i.in[0]->f32(), i.in[0]->shape, i.ints[0] != 0, i.in[1]->f32(),
-                    i.in[1]->shape, i.ints[1] != 0, i.out[0]->f32(), i.out[0]->shape);
-      };
+      i.run = byFloat(dt, [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &) {
+          cpu::matmul(as<T>(i.in[0]), i.in[0]->shape, i.ints[0] != 0, as<T>(i.in[1]),
+                      i.in[1]->shape, i.ints[1] != 0, as<T>(i.out[0]), i.out[0]->shape);
+        };
+      });
     }};
     t["nn.layer_norm"] = {[](Instr &i, const Check &c) {
       if (i.in.size() != 2 && i.in.size() != 3)
         c.fail("expects 2 or 3 inputs");
       c.arity(i.in.size(), 1);
       c.attrs(1, 1);
-      c.floats({i.in[0], i.in[1], i.out[0]});
+      // x and y share a float type; scale and bias are fp32 (with mixed
+      // precision they are the master parameters themselves).
+      plan::DType d = c.sameFloat({i.in[0], i.out[0]});
+      c.floats({i.in[1]});
       if (i.in.size() == 3)
         c.floats({i.in[2]});
       c.floatIn(0, "epsilon", 0, INFINITY);
@@ -605,15 +658,21 @@ const std::map<std::string, OpDef> &table() {
       if (i.in[1]->numel != i.g[1] || (i.in.size() == 3 && i.in[2]->numel != i.g[1]))
         c.fail("scale and bias need " + std::to_string(i.g[1]) + " elements");
       // Empty rows: nothing to normalize (the kernel divides by the row).
-      i.run = i.in[0]->numel == 0 ? runNothing : KernelFn([](const Instr &i, Context &) {
-        cpu::layerNorm(i.in[0]->f32(), i.in[1]->f32(), i.in.size() == 3 ? i.in[2]->f32() : nullptr,
-                       i.out[0]->f32(), i.g[0], i.g[1], (float)i.floats[0]);
+      i.run = i.in[0]->numel == 0 ? runNothing : byFloat(d, [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &) {
+          cpu::layerNorm(as<T>(i.in[0]), i.in[1]->f32(),
+                         i.in.size() == 3 ? i.in[2]->f32() : nullptr, as<T>(i.out[0]), i.g[0],
+                         i.g[1], (float)i.floats[0]);
+        };
       });
     }};
     t["nn.layer_norm_grad"] = {[](Instr &i, const Check &c) {
       c.arity(3, 3);
       c.attrs(1, 1);
-      c.floats({i.in[0], i.in[1], i.in[2], i.out[0], i.out[1], i.out[2]});
+      // dy, x and dx share a float type; the scale and its gradients are fp32.
+      plan::DType d = c.sameFloat({i.in[0], i.in[1], i.out[0]});
+      c.floats({i.in[2], i.out[1], i.out[2]});
       c.floatIn(0, "epsilon", 0, INFINITY);
       c.axis(i.ints[0], i.in[1]);
       c.sameShape(i.in[0], i.in[1]);
@@ -631,48 +690,78 @@ const std::map<std::string, OpDef> &table() {
         };
         return;
       }
-      i.run = [](const Instr &i, Context &) {
-        cpu::layerNormGrad(i.in[0]->f32(), i.in[1]->f32(), i.in[2]->f32(), i.out[0]->f32(),
-                           i.out[1]->f32(), i.out[2]->f32(), i.g[0], i.g[1], (float)i.floats[0]);
-      };
+      i.run = byFloat(d, [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &) {
+          cpu::layerNormGrad(as<T>(i.in[0]), as<T>(i.in[1]), i.in[2]->f32(), as<T>(i.out[0]),
+                             i.out[1]->f32(), i.out[2]->f32(), i.g[0], i.g[1],
+                             (float)i.floats[0]);
+        };
+      });
     }};
-    auto softmaxLike = [&](const char *name, KernelFn fn) {
-      t[name] = {[fn](Instr &i, const Check &c) {
-        c.arity(1, 1);
+    // softmax / log_softmax and their gradients: one float type, fp32
+    // statistics inside the kernel. `kernelOf(d)` picks the instance.
+    auto softmaxLike = [&](const char *name, KernelFn (*kernelOf)(plan::DType), bool grad) {
+      t[name] = {[kernelOf, grad](Instr &i, const Check &c) {
+        c.arity(grad ? 2 : 1, 1);
         c.attrs(1, 0);
-        c.floats({i.in[0], i.out[0]});
+        plan::DType d = grad ? c.sameFloat({i.in[0], i.in[1], i.out[0]})
+                             : c.sameFloat({i.in[0], i.out[0]});
         c.sameShape(i.in[0], i.out[0]);
+        if (grad)
+          c.sameShape(i.in[1], i.out[0]);
         c.axis(i.ints[0], i.in[0]);
         splitAround(i, i.in[0], i.ints[0]);
         // Empty: nothing to compute (the kernel divides by the axis' size).
-        i.run = i.in[0]->numel ? fn : runNothing;
+        i.run = i.in[0]->numel ? kernelOf(d) : runNothing;
       }};
     };
-    softmaxLike("nn.softmax", [](const Instr &i, Context &) {
-      cpu::softmax(i.in[0]->f32(), i.out[0]->f32(), i.g[0], i.g[1], i.g[2]);
-    });
-    softmaxLike("nn.log_softmax", [](const Instr &i, Context &) {
-      cpu::logSoftmax(i.in[0]->f32(), i.out[0]->f32(), i.g[0], i.g[1], i.g[2]);
-    });
-    auto softmaxGradLike = [&](const char *name, KernelFn fn) {
-      t[name] = {[fn](Instr &i, const Check &c) {
-        c.arity(2, 1);
-        c.attrs(1, 0);
-        c.floats({i.in[0], i.in[1], i.out[0]});
-        c.sameShape(i.in[0], i.out[0]);
-        c.sameShape(i.in[1], i.out[0]);
-        c.axis(i.ints[0], i.in[0]);
-        splitAround(i, i.in[0], i.ints[0]);
-        i.run = i.in[0]->numel ? fn : runNothing;
-      }};
-    };
-    softmaxGradLike("nn.softmax_grad", [](const Instr &i, Context &) {
-      cpu::softmaxGrad(i.in[0]->f32(), i.in[1]->f32(), i.out[0]->f32(), i.g[0], i.g[1], i.g[2]);
-    });
-    softmaxGradLike("nn.log_softmax_grad", [](const Instr &i, Context &) {
-      cpu::logSoftmaxGrad(i.in[0]->f32(), i.in[1]->f32(), i.out[0]->f32(), i.g[0], i.g[1],
-                          i.g[2]);
-    });
+    softmaxLike(
+        "nn.softmax",
+        [](plan::DType d) {
+          return byFloat(d, [](auto tag) -> KernelFn {
+            using T = typename decltype(tag)::type;
+            return [](const Instr &i, Context &) {
+              cpu::softmax(as<T>(i.in[0]), as<T>(i.out[0]), i.g[0], i.g[1], i.g[2]);
+            };
+          });
+        },
+        false);
+    softmaxLike(
+        "nn.log_softmax",
+        [](plan::DType d) {
+          return byFloat(d, [](auto tag) -> KernelFn {
+            using T = typename decltype(tag)::type;
+            return [](const Instr &i, Context &) {
+              cpu::logSoftmax(as<T>(i.in[0]), as<T>(i.out[0]), i.g[0], i.g[1], i.g[2]);
+            };
+          });
+        },
+        false);
+    softmaxLike(
+        "nn.softmax_grad",
+        [](plan::DType d) {
+          return byFloat(d, [](auto tag) -> KernelFn {
+            using T = typename decltype(tag)::type;
+            return [](const Instr &i, Context &) {
+              cpu::softmaxGrad(as<T>(i.in[0]), as<T>(i.in[1]), as<T>(i.out[0]), i.g[0], i.g[1],
+                               i.g[2]);
+            };
+          });
+        },
+        true);
+    softmaxLike(
+        "nn.log_softmax_grad",
+        [](plan::DType d) {
+          return byFloat(d, [](auto tag) -> KernelFn {
+            using T = typename decltype(tag)::type;
+            return [](const Instr &i, Context &) {
+              cpu::logSoftmaxGrad(as<T>(i.in[0]), as<T>(i.in[1]), as<T>(i.out[0]), i.g[0],
+                                  i.g[1], i.g[2]);
+            };
+          });
+        },
+        true);
 
     // Losses: input [N, C, inner...], labels [N, inner...].
     auto lossGeometry = [](Instr &i, const Check &c, const Tensor *input, const Tensor *labels) {
@@ -784,7 +873,7 @@ const std::map<std::string, OpDef> &table() {
     auto reduce = [&](const char *name, cpu::Reduce kind) {
       t[name] = {[kind](Instr &i, const Check &c) {
         c.arity(1, 1);
-        c.floats({i.in[0], i.out[0]});
+        plan::DType d = c.sameFloat({i.in[0], i.out[0]});
         if (!i.floats.empty())
           c.fail("takes no float attributes");
         uint32_t mask = 0;
@@ -800,10 +889,25 @@ const std::map<std::string, OpDef> &table() {
           c.fail("result " + Check::shape(i.out[0]) + " does not match the reduction");
         i.g[0] = mask;
         i.g[1] = (int64_t)kind;
-        i.run = [](const Instr &i, Context &) {
-          cpu::reduce(cpu::Reduce(i.g[1]), i.in[0]->f32(), i.in[0]->shape, (uint32_t)i.g[0],
-                      i.out[0]->f32());
-        };
+        if (d == plan::F32) {
+          i.run = [](const Instr &i, Context &) {
+            cpu::reduce(cpu::Reduce(i.g[1]), i.in[0]->f32(), i.in[0]->shape, (uint32_t)i.g[0],
+                        i.out[0]->f32());
+          };
+          return;
+        }
+        // A 16-bit reduction (a bias gradient under mixed precision) sums in
+        // float into scratch reserved here, then rounds once into the result.
+        i.scratch.assign(size_t(i.out[0]->numel), 0.0f);
+        i.run = byFloat(d, [](auto tag) -> KernelFn {
+          using T = typename decltype(tag)::type;
+          return [](const Instr &i, Context &) {
+            cpu::reduce(cpu::Reduce(i.g[1]), as<T>(i.in[0]), i.in[0]->shape, (uint32_t)i.g[0],
+                        i.scratch.data());
+            cpu::cast(i.scratch.data(), cpu::DType::F32, i.out[0]->data,
+                      kernelDType(i.out[0]->dtype), i.out[0]->numel);
+          };
+        });
       }};
     };
     reduce("nn.reduce_sum", cpu::Reduce::Sum);
@@ -811,7 +915,7 @@ const std::map<std::string, OpDef> &table() {
     reduce("nn.reduce_max", cpu::Reduce::Max);
     t["nn.transpose"] = {[](Instr &i, const Check &c) {
       c.arity(1, 1);
-      c.floats({i.in[0], i.out[0]});
+      plan::DType dt = c.sameFloat({i.in[0], i.out[0]});
       int r = i.in[0]->shape.rank;
       if ((int)i.ints.size() != r || i.out[0]->shape.rank != r)
         c.fail("permutation needs one entry per dimension");
@@ -824,14 +928,17 @@ const std::map<std::string, OpDef> &table() {
       }
       if (seen != (r ? (1u << r) - 1 : 0))
         c.fail("not a permutation");
-      i.run = [](const Instr &i, Context &) {
-        cpu::transpose(i.in[0]->f32(), i.in[0]->shape, i.ints.data(), i.out[0]->f32());
-      };
+      i.run = byFloat(dt, [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &) {
+          cpu::transpose(as<T>(i.in[0]), i.in[0]->shape, i.ints.data(), as<T>(i.out[0]));
+        };
+      });
     }};
     auto sliceLike = [&](const char *name, bool grad) {
       t[name] = {[grad](Instr &i, const Check &c) {
         c.arity(1, 1);
-        c.floats({i.in[0], i.out[0]});
+        plan::DType dt = c.sameFloat({i.in[0], i.out[0]});
         const Tensor *big = grad ? i.out[0] : i.in[0], *small = grad ? i.in[0] : i.out[0];
         int r = big->shape.rank;
         c.minRank(big, 1, "sliced operand"); // the kernel walks rows of the last dim
@@ -852,15 +959,21 @@ const std::map<std::string, OpDef> &table() {
           if (n == 0)
             start = 0;
         }
-        i.run = grad ? KernelFn([](const Instr &i, Context &) {
-          int r = i.out[0]->shape.rank;
-          cpu::sliceGrad(i.in[0]->f32(), i.in[0]->shape, i.ints.data(), i.ints.data() + r,
-                         i.out[0]->f32(), i.out[0]->shape);
+        i.run = grad ? byFloat(dt, [](auto tag) -> KernelFn {
+          using T = typename decltype(tag)::type;
+          return [](const Instr &i, Context &) {
+            int r = i.out[0]->shape.rank;
+            cpu::sliceGrad(as<T>(i.in[0]), i.in[0]->shape, i.ints.data(), i.ints.data() + r,
+                           as<T>(i.out[0]), i.out[0]->shape);
+          };
         })
-                     : KernelFn([](const Instr &i, Context &) {
-                         int r = i.in[0]->shape.rank;
-                         cpu::slice(i.in[0]->f32(), i.in[0]->shape, i.ints.data(),
-                                    i.ints.data() + r, i.out[0]->f32(), i.out[0]->shape);
+                     : byFloat(dt, [](auto tag) -> KernelFn {
+                         using T = typename decltype(tag)::type;
+                         return [](const Instr &i, Context &) {
+                           int r = i.in[0]->shape.rank;
+                           cpu::slice(as<T>(i.in[0]), i.in[0]->shape, i.ints.data(),
+                                      i.ints.data() + r, as<T>(i.out[0]), i.out[0]->shape);
+                         };
                        });
       }};
     };
@@ -870,7 +983,7 @@ const std::map<std::string, OpDef> &table() {
       if (i.in.empty() || i.out.size() != 1)
         c.fail("expects inputs and one output");
       c.attrs(1, 0);
-      c.dtype(i.out[0], plan::F32, "result");
+      plan::DType dt = c.sameFloat({i.out[0]});
       c.minRank(i.out[0], 1, "result");
       c.axis(i.ints[0], i.out[0]);
       // The kernel copies rows of the result's inner size from each input:
@@ -879,7 +992,7 @@ const std::map<std::string, OpDef> &table() {
       int64_t total = 0;
       for (size_t k = 0; k < i.in.size(); ++k) {
         const Tensor *t = i.in[k];
-        c.floats({t});
+        c.dtype(t, dt, "input");
         bool same = t->shape.rank == os.rank;
         for (int d = 0; same && d < os.rank; ++d)
           same = d == i.ints[0] || t->shape.dims[d] == os.dims[d];
@@ -893,38 +1006,49 @@ const std::map<std::string, OpDef> &table() {
       if (total != os.dims[i.ints[0]])
         c.fail("inputs do not add up to the result along the axis");
       i.ptrs.assign(i.in.size(), nullptr);
-      i.run = [](const Instr &i, Context &) {
-        cpu::concat(i.ptrs.data(), i.shapes.data(), (int)i.in.size(), (int)i.ints[0],
-                    i.out[0]->f32(), i.out[0]->shape);
-      };
+      // i.ptrs holds the inputs' addresses (the executor fills them as
+      // floats); the 16-bit kernels read them as their own type.
+      i.run = byFloat(dt, [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &) {
+          cpu::concat(reinterpret_cast<const T *const *>(i.ptrs.data()), i.shapes.data(),
+                      (int)i.in.size(), (int)i.ints[0], as<T>(i.out[0]), i.out[0]->shape);
+        };
+      });
     }};
     t["nn.dropout"] = {[](Instr &i, const Check &c) {
       c.arity(1, 2);
       c.attrs(1, 1);
-      c.floats({i.in[0], i.out[0]});
+      plan::DType dt = c.sameFloat({i.in[0], i.out[0]});
       c.dtype(i.out[1], plan::BOOL, "mask");
       c.sameShape(i.in[0], i.out[0]);
       c.sameShape(i.in[0], i.out[1]);
       c.floatIn(0, "ratio", 0, 1);
-      i.run = [](const Instr &i, Context &ctx) {
-        cpu::dropout(i.in[0]->f32(), i.out[0]->f32(), i.out[1]->u8(), i.out[0]->numel,
-                     (float)i.floats[0], ctx.seed, (uint64_t)i.ints[0],
-                     ctx.pipelined ? uint64_t(ctx.globalMicroBatch(i.microBatch))
-                                   : ctx.rngCounter);
-      };
+      i.run = byFloat(dt, [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &ctx) {
+          cpu::dropout(as<T>(i.in[0]), as<T>(i.out[0]), i.out[1]->u8(), i.out[0]->numel,
+                       (float)i.floats[0], ctx.seed, (uint64_t)i.ints[0],
+                       ctx.pipelined ? uint64_t(ctx.globalMicroBatch(i.microBatch))
+                                     : ctx.rngCounter);
+        };
+      });
     }};
     t["nn.dropout_grad"] = {[](Instr &i, const Check &c) {
       c.arity(2, 1);
       c.attrs(0, 1);
       c.floatIn(0, "ratio", 0, 1);
-      c.floats({i.in[0], i.out[0]});
+      plan::DType dt = c.sameFloat({i.in[0], i.out[0]});
       c.dtype(i.in[1], plan::BOOL, "mask");
       c.sameShape(i.in[0], i.out[0]);
       c.sameShape(i.in[1], i.out[0]);
-      i.run = [](const Instr &i, Context &) {
-        cpu::dropoutGrad(i.in[0]->f32(), i.in[1]->u8(), i.out[0]->f32(), i.out[0]->numel,
-                         (float)i.floats[0]);
-      };
+      i.run = byFloat(dt, [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &) {
+          cpu::dropoutGrad(as<T>(i.in[0]), i.in[1]->u8(), as<T>(i.out[0]), i.out[0]->numel,
+                           (float)i.floats[0]);
+        };
+      });
     }};
 
     t["train.lr_schedule"] = {[](Instr &i, const Check &c) {

@@ -438,17 +438,26 @@ int main(int argc, char **argv) {
           return 1;
         }
     }
-    // Interim (issue 12): the mixed-precision pass compiles the step
-    // (--emit=train shows it), but dsrt has no bf16/fp16 kernels bound yet,
-    // so no plan is written. Delete this check when the runtime runs them.
-    if (cfg.precision.kind != dsrt::config::Precision::FP32 && emit == "plan") {
-      llvm::errs() << "dsc: error: "
-                   << (precision ? "--precision " + *precision
-                                 : configPath + " enables " +
-                                       dsrt::config::precisionName(cfg.precision.kind))
-                   << ": mixed precision (bf16/fp16) plans are not implemented yet: dsrt "
-                      "cannot run them (issue 12); --emit=train shows the compiled step\n";
-      return 1;
+    // Interim (issue 12): what dsrt cannot run yet is not written as a plan
+    // (--emit=train shows the compiled step): fp16 needs the loss scaler in
+    // the executor, and ZeRO stage 3 gathers bf16 chunks, which dsrt's
+    // communicator does not move yet.
+    if (emit == "plan" && cfg.precision.kind != dsrt::config::Precision::FP32) {
+      std::string why;
+      if (cfg.precision.kind == dsrt::config::Precision::FP16)
+        why = "fp16 plans need the dynamic loss scaler in dsrt, which is not wired yet (use "
+              "bf16)";
+      else if (cfg.zero.stage == 3 && cfg.worldSize > 1)
+        why = "ZeRO stage 3 gathers bf16 parameter chunks, which dsrt's communicator does "
+              "not move yet (use stage 1 or 2)";
+      if (!why.empty()) {
+        llvm::errs() << "dsc: error: "
+                     << (precision ? "--precision " + *precision
+                                   : configPath + " enables " +
+                                         dsrt::config::precisionName(cfg.precision.kind))
+                     << ": " << why << " (issue 12); --emit=train shows the compiled step\n";
+        return 1;
+      }
     }
     if ((schedule || partition) && cfg.pipeline.stages <= 1) {
       llvm::errs() << "dsc: error: " << (schedule ? "--schedule" : "--partition")
