@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every Debian package dsc needs to build, test and benchmark.
+# Installs every Debian package dsc needs to build, test and benchmark
+# (with --sanitizers, also those of the fuzz and sanitizer builds).
 # Idempotent: packages already present are skipped by apt; safe to re-run.
 set -euo pipefail
 
@@ -12,6 +13,13 @@ PACKAGES=(
   libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3-torch python3-onnx python3-numpy
 )
+# Only for scripts/fuzz.sh and scripts/sanitize.sh (install-deps.sh
+# --sanitizers): clang-22 with its sanitizer and libFuzzer runtimes, and LLVM's
+# OpenMP runtime for clang's -fopenmp.
+SANITIZER_PACKAGES=(clang-22 libclang-rt-22-dev libfuzzer-22-dev libomp-22-dev)
+if [ "${1:-}" = --sanitizers ]; then
+  PACKAGES+=("${SANITIZER_PACKAGES[@]}")
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
