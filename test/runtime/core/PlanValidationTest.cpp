@@ -312,7 +312,11 @@ TEST(OpChecks, ConcatOtherDimensions) {
   Buf y2({2, 5});
   EXPECT_EQ(bindError("nn.concat", {&x, &y2}, {&out}, {1}), "no error");
   EXPECT_EQ(bindError("nn.concat", {&x, &y2}, {&bools}, {1}),
-            "test: result must be F32, is BOOL");
+            "test: operand must be F32, BF16 or F16, is BOOL");
+  // 16-bit results take 16-bit inputs of the same type.
+  Buf xb({2, 3}, plan::BF16), yb({2, 5}, plan::BF16), ob({2, 8}, plan::BF16);
+  EXPECT_EQ(bindError("nn.concat", {&xb, &yb}, {&ob}, {1}), "no error");
+  EXPECT_EQ(bindError("nn.concat", {&x, &yb}, {&ob}, {1}), "test: input must be BF16, is F32");
   EXPECT_THAT(bindError("nn.concat", {&s0, &s1}, {&s2}, {0}), HasSubstr("must have rank >= 1"));
 }
 
