@@ -76,7 +76,7 @@ for h in "${harnesses[@]}"; do
   status=$?
   set -e
   # The last status line: "#N ... cov: C ft: F corp: K/..." (fork mode: "#N: cov: ...").
-  last=$(grep -aE '^#[0-9]+:? .*cov: [0-9]+ ft: [0-9]+' "$log" | tail -1 || true)
+  last=$(grep -aE '^#[0-9]+:?[[:space:]].*cov: [0-9]+ ft: [0-9]+' "$log" | tail -1 || true)
   execs=$(grep -aoE 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$' || true)
   [ -n "$execs" ] || execs=$(sed -nE 's/^#([0-9]+).*/\1/p' <<<"$last")
   rate=$(grep -aoE 'stat::average_exec_per_sec: *[0-9]+' "$log" | grep -oE '[0-9]+$' || true)
