@@ -54,6 +54,16 @@ if [ "$smoke" = 1 ]; then
   exit
 fi
 
+# The harnesses' per-input files, in one folder removed at the end (a
+# crashing input leaves its harness's scratch folder behind).
+if [ -z "${DSC_FUZZ_TMPDIR:-}" ]; then
+  tmpbase=/tmp
+  [ ! -w /dev/shm ] || tmpbase=/dev/shm
+  DSC_FUZZ_TMPDIR=$(mktemp -d "$tmpbase/dsc-fuzz-run.XXXXXX")
+  export DSC_FUZZ_TMPDIR
+  trap 'rm -rf "$DSC_FUZZ_TMPDIR"' EXIT
+fi
+
 found=0
 printf '%-16s %12s %8s %7s %7s %7s %8s\n' harness executions exec/s cov ft corpus crashes
 for h in "${harnesses[@]}"; do
