@@ -359,7 +359,9 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run(const ImportOptions &op
     values_[t.name()] = Entry{{}, host};
   }
 
-  auto module = ModuleOp::create(b_, UnknownLoc::get(&ctx_));
+  // Owned from here on: every error return below frees it.
+  OwningOpRef<ModuleOp> owned = ModuleOp::create(b_, UnknownLoc::get(&ctx_));
+  ModuleOp module = *owned;
   module->setAttr("dsc.source", b_.getStringAttr(model_.path));
   module->setAttr("dsc.opset", b_.getI64IntegerAttr(model_.opset));
   b_.setInsertionPointToEnd(module.getBody());
@@ -439,7 +441,7 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run(const ImportOptions &op
   diagnostic_.clear();
   if (failed(verify(module)))
     return error("internal error: the imported IR does not verify: " + diagnostic_);
-  return OwningOpRef<ModuleOp>(module);
+  return owned;
 }
 
 llvm::Expected<OwningOpRef<ModuleOp>>

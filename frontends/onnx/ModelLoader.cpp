@@ -18,6 +18,7 @@
 #include "llvm/Support/Path.h"
 
 #include <climits>
+#include <map>
 
 namespace dsc::onnx_import {
 
@@ -293,6 +294,39 @@ static llvm::Error makeInputsStatic(LoadedModel &m, const ImportOptions &o) {
   return llvm::Error::success();
 }
 
+/// What ONNX 1.12's shape inference reads without checking (found by the
+/// onnx_import fuzzer): LayerNormalization of a rank-0 input, or with an
+/// axis outside [-rank, rank), reads out of bounds inside libonnx. Checked
+/// here for the inputs whose rank is known before inference (graph inputs
+/// and initializers); dsc's importer checks the rest after it.
+llvm::Error checkBeforeShapeInference(const LoadedModel &m) {
+  std::map<std::string, int64_t> ranks;
+  for (const auto &in : m.model.graph().input())
+    if (in.type().has_tensor_type() && in.type().tensor_type().has_shape())
+      ranks[in.name()] = in.type().tensor_type().shape().dim_size();
+  for (const auto &t : m.model.graph().initializer())
+    ranks[t.name()] = t.dims_size();
+  for (int k = 0; k < m.model.graph().node_size(); ++k) {
+    const auto &node = m.model.graph().node(k);
+    if (node.op_type() != "LayerNormalization" || node.input_size() < 1)
+      continue;
+    auto it = ranks.find(node.input(0));
+    if (it == ranks.end())
+      continue;
+    int64_t rank = it->second, axis = -1;
+    for (const auto &a : node.attribute())
+      if (a.name() == "axis")
+        axis = a.i();
+    if (rank < 1 || axis < -rank || axis >= rank)
+      return err(m.path, (node.name().empty() ? "node #" + std::to_string(k)
+                                              : "node '" + node.name() + "'") +
+                             " (LayerNormalization): axis " +
+                             llvm::Twine(axis) + " is out of range for its input '" +
+                             node.input(0) + "' of rank " + llvm::Twine(rank));
+  }
+  return llvm::Error::success();
+}
+
 llvm::Expected<std::unique_ptr<LoadedModel>>
 loadModel(const std::string &path, const ImportOptions &options,
           const std::set<std::string> *strip) {
@@ -376,6 +410,8 @@ loadModel(const std::string &path, const ImportOptions &options,
   }
 
   if (auto e = makeInputsStatic(*m, options))
+    return std::move(e);
+  if (auto e = checkBeforeShapeInference(*m))
     return std::move(e);
 
   try {

@@ -30,6 +30,7 @@
 #include <cctype>
 #include <cerrno>
 #include <csignal>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -485,7 +486,8 @@ std::optional<RankFailure> failureFromExitFiles(const std::string &runDir) {
     struct stat st = {};
     if (!(in >> status) || status == 0 || ::stat(it->path().c_str(), &st) != 0)
       continue;
-    int rank = std::stoi(name.substr(0, dot));
+    int rank = 0; // at most 9 digits: fits
+    std::from_chars(name.data(), name.data() + dot, rank);
     bool earlier = !first || st.st_mtim.tv_sec < firstTime.tv_sec ||
                    (st.st_mtim.tv_sec == firstTime.tv_sec &&
                     (st.st_mtim.tv_nsec < firstTime.tv_nsec ||
@@ -639,24 +641,39 @@ std::optional<RankFailure> parseMpirunFailure(const std::string &text) {
 
   std::optional<RankFailure> first;
   size_t firstAt = std::string::npos;
+  // A number that does not fit an int (a garbled report) is no match:
+  // std::stoi would throw out of the launcher instead.
+  auto number = [](const std::ssub_match &s, int &out) {
+    const char *b = &*s.first, *e = b + s.length();
+    auto [ptr, ec] = std::from_chars(b, e, out);
+    return ec == std::errc() && ptr == e;
+  };
   auto consider = [&](const std::regex &re, auto make) {
     std::smatch m;
-    if (std::regex_search(flat, m, re) && size_t(m.position(0)) < firstAt) {
-      firstAt = size_t(m.position(0));
-      first = make(m);
-    }
+    if (std::regex_search(flat, m, re) && size_t(m.position(0)) < firstAt)
+      if (std::optional<RankFailure> f = make(m)) {
+        firstAt = size_t(m.position(0));
+        first = f;
+      }
   };
-  consider(signal, [](const std::smatch &m) {
-    return RankFailure{RankFailure::Signal, std::stoi(m[1]), m[2], std::stoi(m[3]), m[4]};
+  auto withCode = [&](RankFailure::Kind kind, const std::smatch &m, int codeGroup,
+                      std::string node, std::string what) -> std::optional<RankFailure> {
+    int rank = 0, code = 0;
+    if (!number(m[1], rank) || (codeGroup && !number(m[codeGroup], code)))
+      return std::nullopt;
+    return RankFailure{kind, rank, std::move(node), code, std::move(what)};
+  };
+  consider(signal, [&](const std::smatch &m) {
+    return withCode(RankFailure::Signal, m, 3, m[2], m[4]);
   });
-  consider(exitStatus, [](const std::smatch &m) {
-    return RankFailure{RankFailure::ExitStatus, std::stoi(m[1]), "", std::stoi(m[2]), ""};
+  consider(exitStatus, [&](const std::smatch &m) {
+    return withCode(RankFailure::ExitStatus, m, 2, "", "");
   });
-  consider(abort, [](const std::smatch &m) {
-    return RankFailure{RankFailure::MpiAbort, std::stoi(m[1]), "", std::stoi(m[2]), ""};
+  consider(abort, [&](const std::smatch &m) {
+    return withCode(RankFailure::MpiAbort, m, 2, "", "");
   });
-  consider(noFinalize, [](const std::smatch &m) {
-    return RankFailure{RankFailure::NoFinalize, std::stoi(m[1]), m[2], 0, ""};
+  consider(noFinalize, [&](const std::smatch &m) {
+    return withCode(RankFailure::NoFinalize, m, 0, m[2], "");
   });
   return first;
 }

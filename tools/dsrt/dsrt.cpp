@@ -171,8 +171,15 @@ public:
       for (int64_t i = 0; i < batch_; ++i) {
         int64_t src = (k * batch_ + i) % samples_;
         if (widen_[j]) {
-          auto *from = static_cast<const int32_t *>(a.data()) + src * row;
-          std::copy(from, from + row, t->i64() + i * row);
+          // A version 2/3 .npy header need not leave the data 4-byte
+          // aligned: read each int32 with memcpy.
+          auto *from = static_cast<const char *>(a.data()) + src * row * 4;
+          int64_t *to = t->i64() + i * row;
+          for (int64_t e = 0; e < row; ++e) {
+            int32_t v;
+            std::memcpy(&v, from + e * 4, 4);
+            to[e] = v;
+          }
         } else {
           size_t bytes = t->bytes() / batch_;
           std::memcpy(static_cast<char *>(t->data) + i * bytes,

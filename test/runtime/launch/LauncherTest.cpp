@@ -342,6 +342,20 @@ TEST(MpirunFailure, MpiAbortAndNoFinalize) {
             "MPI_Finalize); all ranks were stopped (logs in L)");
 }
 
+/// A rank number beyond int (a garbled report, found by the hostfile_launch
+/// fuzzer) made std::stoi throw out of the launcher; it is no match now.
+TEST(MpirunFailure, NumbersBeyondIntAreNoMatch) {
+  EXPECT_FALSE(parseMpirunFailure("MPI_ABORT was invoked on rank 3333333333 in communicator "
+                                  "MPI_COMM_WORLD with errorcode 1"));
+  EXPECT_FALSE(parseMpirunFailure("MPI_ABORT was invoked on rank 1 in communicator "
+                                  "MPI_COMM_WORLD with errorcode 99999999999"));
+  std::optional<RankFailure> f = parseMpirunFailure(
+      "MPI_ABORT was invoked on rank 2 in communicator MPI_COMM_WORLD with errorcode 7");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->rank, 2);
+  EXPECT_EQ(f->code, 7);
+}
+
 TEST(MpirunFailure, FirstReportWinsAndOthersAreNotFailures) {
   std::optional<RankFailure> f = parseMpirunFailure(
       "  Process name: [[1,1],0]\n  Exit code:    1\n"
