@@ -326,15 +326,19 @@ int main(int argc, char **argv) {
     return 1;
   }
   // Where the result goes is checked before compiling, so that a wrong -o
-  // fails at once, and nothing of the user's is ever written over.
+  // fails at once, and nothing of the user's is ever written over. A plan
+  // is written beside -o and moved into place whole: an earlier plan there
+  // is replaced only once the new one is complete.
+  std::optional<dsrt::io::StagedDir> staged;
   if (emit == "plan") {
+    bool existed = std::filesystem::exists(output);
     try {
-      dsrt::io::checkReplaceablePlanDir(output, "-o");
+      staged.emplace(output, "-o");
     } catch (const std::exception &e) {
       llvm::errs() << "dsc: error: " << e.what() << "\n";
       return 1;
     }
-    if (std::filesystem::exists(output) && dsrt::io::isWithin(model, output)) {
+    if (existed && dsrt::io::isWithin(model, output)) {
       llvm::errs() << "dsc: error: -o " << output << ": holds the input model " << model
                    << "; dsc never replaces the folder of its input: choose another -o\n";
       return 1;
@@ -480,15 +484,6 @@ int main(int argc, char **argv) {
       return 1;
   }
   if (emit == "plan") {
-    // Written beside -o and moved into place whole: an earlier plan there
-    // is replaced only once the new one is complete.
-    std::optional<dsrt::io::StagedDir> staged;
-    try {
-      staged.emplace(output, "-o");
-    } catch (const std::exception &e) {
-      llvm::errs() << "dsc: error: " << e.what() << "\n";
-      return 1;
-    }
     dsc::EmitPlanOptions planOptions;
     planOptions.dir = staged->path();
     planOptions.configJson = dsrt::config::toJson(cfg);
