@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/DistUtils.h"
+#include "passes/LossScale.h"
 #include "passes/Passes.h"
 
 #include "dialects/dist/DistDialect.h"
@@ -65,10 +66,21 @@ struct Autodiff : impl::AutodiffBase<Autodiff> {
       slot = slot ? nn::AddOp::create(b, g.getLoc(), slot, g).getResult() : g;
     };
     auto lossType = cast<RankedTensorType>(loss.getType());
-    addGrad(loss, arith::ConstantOp::create(
-                      b, loss.getLoc(),
-                      DenseElementsAttr::get(lossType, b.getFloatAttr(
-                                                           lossType.getElementType(), 1.0))));
+    if (scalesLoss(getOperation())) {
+      // fp16: the gradients are those of loss x scale (the seed is the
+      // scale), so small ones survive the fp16 backward pass.
+      if (!lossType.getElementType().isF32() || lossType.getRank() != 0)
+        return fn.emitError("autodiff: loss scaling needs an f32 scalar loss, got ") << lossType;
+      FailureOr<Value> scale = lossScaleArgument(fn);
+      if (failed(scale))
+        return failure();
+      addGrad(loss, *scale);
+    } else {
+      addGrad(loss, arith::ConstantOp::create(
+                        b, loss.getLoc(),
+                        DenseElementsAttr::get(lossType, b.getFloatAttr(
+                                                             lossType.getElementType(), 1.0))));
+    }
 
     SmallVector<Operation *> forward;
     for (Operation &op : body.without_terminator())

@@ -223,6 +223,8 @@ private:
       index = newBuffer(a, plan::STEP, "step");
       if (succeeded(index))
         plan_.set_step_buffer(*index);
+    } else if (fn_.getArgAttr(i, TrainDialect::kLossScale)) {
+      index = newBuffer(a, plan::LOSS_SCALE, "loss_scale");
     } else {
       return fn_.emitError("emit-plan: argument ") << i << " has no train.* role";
     }
@@ -513,6 +515,8 @@ private:
               ok = false;
             }
           instr.add_floats(o.getMaxNorm().convertToDouble());
+          instr.add_ints(o.getSumSq() ? 1 : 0);
+          instr.add_ints(o.getLossScale() ? 1 : 0);
         })
         .Case<dist::AllReduceOp, dist::ReduceScatterOp>([&](auto o) {
           instr.add_ints(o.getGroup().getSize());

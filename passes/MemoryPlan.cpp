@@ -155,8 +155,8 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
           return Kind::OptState;
         if (fn.getArgAttr(i, TrainDialect::kInput))
           return Kind::Input;
-        if (fn.getArgAttr(i, TrainDialect::kStep))
-          return Kind::Step;
+        if (fn.getArgAttr(i, TrainDialect::kStep) || fn.getArgAttr(i, TrainDialect::kLossScale))
+          return Kind::Step; // host-written scalars
         return Kind::Buffer;
       }
       if (isa<arith::ConstantOp>(v.getDefiningOp()))

@@ -8,6 +8,7 @@
 // function the runtime calls with the states in place.
 //
 //===----------------------------------------------------------------------===//
+#include "passes/LossScale.h"
 #include "passes/Passes.h"
 
 #include "dialects/nn/NNDialect.h"
@@ -140,7 +141,15 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
       grads.push_back(u.grad);
     // Without clipping (clip = 0) the op passes the gradients through and
     // only computes the norm for the metrics, as DeepSpeed reports it.
-    auto clipOp = train::ClipGradNormOp::create(b, loc, grads, std::max(0.0, (double)clip));
+    Value lossScale;
+    if (scalesLoss(fn->getParentOfType<ModuleOp>())) {
+      FailureOr<Value> scale = lossScaleArgument(fn);
+      if (failed(scale))
+        return failure();
+      lossScale = *scale;
+    }
+    auto clipOp = train::ClipGradNormOp::create(b, loc, grads, lossScale,
+                                                std::max(0.0, (double)clip));
     for (auto [i, g] : llvm::enumerate(clipOp.getClipped()))
       grads[i] = g;
     Value norm = clipOp.getNorm();

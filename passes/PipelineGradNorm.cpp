@@ -73,7 +73,7 @@ struct PipelineGradNorm : impl::PipelineGradNormBase<PipelineGradNorm> {
     SmallVector<Type> types(clip.getClipped().getTypes());
     types.push_back(clip.getNorm().getType());
     auto global = train::ClipGradNormOp::create(b, loc, types, clip.getGrads(), sq,
-                                                clip.getMaxNormAttr());
+                                                clip.getLossScale(), clip.getMaxNormAttr());
     clip->replaceAllUsesWith(global->getResults());
     clip->erase();
     return success();

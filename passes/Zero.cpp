@@ -222,7 +222,7 @@ struct Zero : impl::ZeroBase<Zero> {
       clipTypes.push_back(c.getType());
     clipTypes.push_back(clip.getNorm().getType());
     auto newClip = train::ClipGradNormOp::create(b, loc, clipTypes, chunks, sumSq,
-                                                 clip.getMaxNormAttr());
+                                                 clip.getLossScale(), clip.getMaxNormAttr());
     clip.getNorm().replaceAllUsesWith(newClip.getNorm());
 
     // 4. Stage 3: gather the partitioned parameters where the step uses

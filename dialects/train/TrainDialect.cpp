@@ -49,7 +49,7 @@ LogicalResult TrainDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                                                      NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
   if (name != kParam && name != kBuffer && name != kInput && name != kOptState &&
-      name != kStep)
+      name != kStep && name != kLossScale)
     return op->emitError("unknown argument attribute '") << name << "'";
   auto fn = dyn_cast<FunctionOpInterface>(op);
   if (!fn)
@@ -59,6 +59,13 @@ LogicalResult TrainDialect::verifyRegionArgAttribute(Operation *op, unsigned,
     if (!isa<UnitAttr>(attr.getValue()) || !isScalarOf(type, /*isFloat=*/false))
       return op->emitError("'train.step' (argument ")
              << argIndex << ") is a unit attribute on a tensor<i64> scalar";
+    return success();
+  }
+  if (name == kLossScale) {
+    if (!isa<UnitAttr>(attr.getValue()) || !isScalarOf(type, /*isFloat=*/true) ||
+        !cast<RankedTensorType>(type).getElementType().isF32())
+      return op->emitError("'train.loss_scale' (argument ")
+             << argIndex << ") is a unit attribute on a tensor<f32> scalar";
     return success();
   }
   auto value = roleName(op, attr, "argument", argIndex);
@@ -157,10 +164,10 @@ LogicalResult AdamOp::verify() {
 }
 
 void ClipGradNormOp::build(OpBuilder &b, OperationState &state,
-                           ValueRange grads, double maxNorm) {
+                           ValueRange grads, Value lossScale, double maxNorm) {
   SmallVector<Type> types(grads.getTypes());
   types.push_back(RankedTensorType::get({}, b.getF32Type()));
-  build(b, state, types, grads, /*sum_sq=*/Value(), b.getF64FloatAttr(maxNorm));
+  build(b, state, types, grads, /*sum_sq=*/Value(), lossScale, b.getF64FloatAttr(maxNorm));
 }
 
 LogicalResult ClipGradNormOp::verify() {

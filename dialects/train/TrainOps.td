@@ -40,6 +40,12 @@ def Train_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kLoss = "train.loss";
     static constexpr ::llvm::StringLiteral kOptState = "train.opt_state";
     static constexpr ::llvm::StringLiteral kStep = "train.step";
+    /// The f32 scalar argument holding fp16's loss scale (the runtime
+    /// writes it before every step): autodiff seeds the backward pass with
+    /// it and clip_grad_norm divides it out.
+    static constexpr ::llvm::StringLiteral kLossScale = "train.loss_scale";
+    /// Module attribute set by mixed-precision: "bf16" or "fp16".
+    static constexpr ::llvm::StringLiteral kPrecision = "train.precision";
     static constexpr ::llvm::StringLiteral kGrad = "train.grad";
     static constexpr ::llvm::StringLiteral kUpdated = "train.updated";
     static constexpr ::llvm::StringLiteral kGradNorm = "train.grad_norm";
@@ -130,14 +136,27 @@ def Train_ClipGradNormOp : Train_Op<"clip_grad_norm", [Pure, AttrSizedOperandSeg
     `max_norm` = 0 the gradients pass unchanged and only the norm is computed.
     With `sum_sq`, the gradients are shards (ZeRO) and the norm is
     sqrt(sum_sq), the sum of squares over every rank's shards.
+
+    With `loss_scale` (fp16), the gradients are those of the loss multiplied
+    by it: the norm is computed on them and divided by the scale, and the
+    results are unscaled and clipped in one multiplication by
+    min(1, max_norm / (norm + 1e-6)) / loss_scale (DeepSpeed's
+    `combined_scale`). A non-finite scaled norm is an overflow: the results
+    are left as they are and the runtime skips this step's parameter
+    updates (train.adam / train.sgd) and does not advance the step, as
+    DeepSpeed's loss scaler does. Without `loss_scale` a non-finite norm
+    stops the run before any update.
   }];
   let arguments = (ins Variadic<Train_FloatTensor>:$grads,
-                       Optional<Train_ScalarF32>:$sum_sq, F64Attr:$max_norm);
+                       Optional<Train_ScalarF32>:$sum_sq,
+                       Optional<Train_ScalarF32>:$loss_scale, F64Attr:$max_norm);
   let results = (outs Variadic<Train_FloatTensor>:$clipped, Train_ScalarF32:$norm);
   let assemblyFormat = [{
-    $grads (`sum_sq` `(` $sum_sq^ `)`)? attr-dict `:` type($grads) `->` type($clipped)
+    $grads (`sum_sq` `(` $sum_sq^ `)`)? (`loss_scale` `(` $loss_scale^ `)`)? attr-dict `:`
+    type($grads) `->` type($clipped)
   }];
-  let builders = [OpBuilder<(ins "::mlir::ValueRange":$grads, "double":$maxNorm)>];
+  let builders = [OpBuilder<(ins "::mlir::ValueRange":$grads, "::mlir::Value":$lossScale,
+                                "double":$maxNorm)>];
   let hasVerifier = 1;
 }
 

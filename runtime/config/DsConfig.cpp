@@ -433,13 +433,19 @@ void refuseTrue(const Section &section, const std::string &key,
 
 /// "fp16" (DeepSpeedFP16Config). Every value is range-checked whether or
 /// not fp16 is enabled: dsc --precision fp16 may enable it later.
-void readFp16(const Section &top, Fp16Config &f, bool &enabled) {
+void readFp16(const Section &top, Fp16Config &f, bool &enabled,
+              std::vector<std::string> &notes) {
   Section fp16 = top.object("fp16");
   fp16.checkKeys({"enabled", "auto_cast", "loss_scale", "initial_scale_power",
                   "loss_scale_window", "hysteresis", "consecutive_hysteresis",
                   "min_loss_scale", "fp16_master_weights_and_grads"});
   enabled = fp16.boolean("enabled").value_or(false);
   f.autoCast = fp16.boolean("auto_cast").value_or(f.autoCast);
+  if (fp16.has("auto_cast"))
+    notes.push_back("'" + fp16.path("auto_cast") +
+                    "' changes nothing in dsc: dsrt feeds the model's float inputs in "
+                    "fp32 and the mixed-precision pass casts them where an fp16 op reads "
+                    "them, with auto_cast true or false");
   f.lossScale = fp16.number("loss_scale").value_or(f.lossScale);
   fp16.atLeast("loss_scale", f.lossScale, 0);
   f.initialScalePower =
@@ -459,7 +465,7 @@ void readFp16(const Section &top, Fp16Config &f, bool &enabled) {
 
 /// "bf16" or its older name "bfloat16" (DeepSpeedBF16Config).
 void readBf16(const Section &top, const std::string &name, Bf16Config &b,
-              bool &enabled) {
+              bool &enabled, std::vector<std::string> &notes) {
   Section bf16 = top.object(name);
   bf16.checkKeys({"enabled", "immediate_grad_update", "check_grad_overflow",
                   "bf16_master_weights_and_grads", "bf16_optimizer_states"});
@@ -468,6 +474,17 @@ void readBf16(const Section &top, const std::string &name, Bf16Config &b,
       bf16.boolean("immediate_grad_update").value_or(b.immediateGradUpdate);
   b.checkGradOverflow =
       bf16.boolean("check_grad_overflow").value_or(b.checkGradOverflow);
+  if (bf16.has("immediate_grad_update"))
+    notes.push_back("'" + bf16.path("immediate_grad_update") +
+                    "' changes nothing in dsc: every micro-batch's gradients are added to "
+                    "the fp32 accumulators as the step's plan orders them (the memory plan "
+                    "decides when the bf16 gradients are freed)");
+  if (bf16.has("check_grad_overflow"))
+    notes.push_back("'" + bf16.path("check_grad_overflow") +
+                    "' changes nothing in dsc: a bf16 run always checks the gradient norm "
+                    "and stops at the first non-finite one, keeping the last finite weights "
+                    "(bf16 has no loss scale to lower, so an overflow means divergence; "
+                    "DeepSpeed >= 0.19.3 skips the step instead)");
   refuseTrue(bf16, "bf16_master_weights_and_grads",
              "dsc keeps the master weights and gradients in fp32");
   refuseTrue(bf16, "bf16_optimizer_states",
@@ -502,16 +519,16 @@ void readTorchAutocast(const Section &top) {
                  "remove the section or set \"enabled\": false");
 }
 
-void readPrecision(const Section &top, PrecisionConfig &p) {
+void readPrecision(const Section &top, PrecisionConfig &p, std::vector<std::string> &notes) {
   if (top.has("bf16") && top.has("bfloat16"))
     top.fail("'bf16' and 'bfloat16' are the same section (DeepSpeed's older "
              "name): give only one");
   bool fp16 = false, bf16 = false;
   if (top.has("fp16"))
-    readFp16(top, p.fp16, fp16);
+    readFp16(top, p.fp16, fp16, notes);
   std::string bf16Name = top.has("bfloat16") ? "bfloat16" : "bf16";
   if (top.has(bf16Name))
-    readBf16(top, bf16Name, p.bf16, bf16);
+    readBf16(top, bf16Name, p.bf16, bf16, notes);
   // config.py: "bfloat16 and fp16 modes cannot be simultaneously enabled".
   if (fp16 && bf16)
     top.fail("'" + bf16Name + ".enabled' and 'fp16.enabled' are both true: "
@@ -1344,7 +1361,7 @@ TrainConfig parseDsConfig(const std::string &jsonText,
     readPipeline(top, cfg.pipeline);
   cfg.wallClockBreakdown =
       top.boolean("wall_clock_breakdown").value_or(false);
-  readPrecision(top, cfg.precision);
+  readPrecision(top, cfg.precision, cfg.notes);
   if (top.has("activation_checkpointing"))
     readActivationCheckpointing(top);
   return cfg;

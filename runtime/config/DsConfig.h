@@ -85,6 +85,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace dsrt::config {
 
@@ -327,6 +328,10 @@ struct TrainConfig {
   ZeroConfig zero;
   PipelineConfig pipeline;
   PrecisionConfig precision;
+  /// Keys the config sets that change nothing in dsc, each with why (dsc
+  /// prints them as notes at compile time instead of ignoring them
+  /// silently). Not part of operator==.
+  std::vector<std::string> notes;
 
   bool operator==(const TrainConfig &o) const;
   bool operator!=(const TrainConfig &o) const { return !(*this == o); }

@@ -182,6 +182,33 @@ Executor::Executor(const std::string &dir, comm::Communicator *world)
   scalar(plan_.lr_buffer(), plan::F32, "lr");
   scalar(plan_.step_buffer(), plan::I64, "step");
   ctx_.config = &config_;
+  // fp16: the loss scale the step reads, and DeepSpeed's scaler moving it.
+  for (size_t k = 0; k < tensors_.size(); ++k) {
+    if (tensors_[k].role != plan::LOSS_SCALE)
+      continue;
+    if (lossScale_)
+      throw PlanError(name_ + ": buffers " + std::to_string(lossScale_ - tensors_.data()) +
+                      " and " + std::to_string(k) + " are both the loss scale");
+    scalar(uint32_t(k), plan::F32, "loss_scale");
+    lossScale_ = &tensors_[k];
+  }
+  if (lossScale_ && config_.precision.kind != config::Precision::FP16)
+    throw PlanError(name_ + ": the plan scales its loss, but its config does not enable fp16");
+  if (lossScale_) {
+    const config::Fp16Config &f = config_.precision.fp16;
+    LossScalerConfig sc;
+    sc.lossScale = f.lossScale;
+    sc.initialScalePower = f.initialScalePower;
+    sc.lossScaleWindow = f.lossScaleWindow;
+    sc.hysteresis = f.hysteresis;
+    sc.consecutiveHysteresis = f.consecutiveHysteresis;
+    sc.minLossScale = double(f.minLossScale);
+    try {
+      scaler_.emplace(sc);
+    } catch (const std::invalid_argument &e) {
+      throw PlanError(name_ + " (baked config): " + e.what());
+    }
+  }
 }
 
 void Executor::verifyChecksums(const std::string &planBytes) {
@@ -896,7 +923,14 @@ void Executor::printProfile(std::FILE *out) const {
 
 void Executor::beginStep(int64_t stepIndex) {
   ctx_.step = stepIndex;
-  *tensors_[plan_.step_buffer()].i64() = stepIndex;
+  // The optimizer's step (Adam's bias correction, the lr schedule) counts
+  // applied updates: a step fp16's loss scaler skipped does not advance it.
+  ctx_.optimizerStep = appliedSteps_ + 1;
+  *tensors_[plan_.step_buffer()].i64() = ctx_.optimizerStep;
+  ctx_.overflow = false;
+  stepScale_ = scaler_ ? scaler_->scale() : 1.0;
+  if (lossScale_)
+    *lossScale_->f32() = float(stepScale_);
   ctx_.badIndices = 0;
   ctx_.comms[0]->resetCounters();
   ctx_.comms[1]->resetCounters();
@@ -905,6 +939,12 @@ void Executor::beginStep(int64_t stepIndex) {
 void Executor::endStep() {
   counters_ = ctx_.comms[0]->counters();
   counters_ += ctx_.comms[1]->counters();
+  // Every rank saw the same overflow flag: the norm that decides it is
+  // reduced over the dp and pp groups (a non-finite sum on any rank is
+  // non-finite on all), so every rank's scaler moves alike.
+  lastSkipped_ = scaler_ ? !scaler_->update(ctx_.overflow) : false;
+  if (!lastSkipped_)
+    ++appliedSteps_;
   if (ctx_.badIndices)
     throw PlanError("step " + std::to_string(ctx_.step) + ": " + std::to_string(ctx_.badIndices) +
                     " index or label values out of range in " + ctx_.badIndexOp +

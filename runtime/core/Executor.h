@@ -33,6 +33,7 @@
 
 #include "runtime/comm/Communicator.h"
 #include "runtime/config/DsConfig.h"
+#include "runtime/core/LossScaler.h"
 #include "runtime/kernels/cpu/Kernels.h"
 
 #include "plan.pb.h"
@@ -41,6 +42,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -143,10 +145,16 @@ using LoadFn = void (*)(void *loader, int64_t global, const std::vector<Tensor *
 /// Run state the kernels read.
 struct Context {
   const config::TrainConfig *config = nullptr;
-  int64_t step = 0;         // optimizer step, from 1
+  int64_t step = 0;         // training step, from 1 (data, dropout, messages)
+  /// The optimizer's step, from 1: step minus the steps fp16's loss scaler
+  /// skipped (what the STEP buffer holds).
+  int64_t optimizerStep = 0;
   uint64_t seed = 0;        // --seed
   uint64_t rngCounter = 0;  // dropout draw: the global micro-batch index
   int64_t badIndices = 0;   // gather / loss labels out of range this step
+  /// fp16: the loss-scaled gradient norm is not finite; the optimizer
+  /// kernels then leave parameters and states as they are.
+  bool overflow = false;
   std::string badIndexOp;   // the first op that saw one
   comm::Communicator *comm = nullptr; // the dp group; never null once loaded
   int rank = 0;                       // in the data-parallel group
@@ -306,6 +314,16 @@ public:
   float loss() const { return hasLoss_ ? *tensors_[plan_.loss_buffer()].f32() : 0.0f; }
   float gradNorm() const { return *tensors_[plan_.grad_norm_buffer()].f32(); }
   float lr() const { return *tensors_[plan_.lr_buffer()].f32(); }
+  /// fp16 plans: the loss scaler (null otherwise). The last step ran with
+  /// lossScale(); stepSkipped() says whether it overflowed and was skipped.
+  const LossScaler *lossScaler() const { return scaler_ ? &*scaler_ : nullptr; }
+  /// The scale the next step multiplies its loss by (1 without fp16).
+  double lossScale() const { return scaler_ ? scaler_->scale() : 1.0; }
+  bool stepSkipped() const { return lastSkipped_; }
+  /// The scale the last step's loss was multiplied by (1 without fp16).
+  double stepLossScale() const { return stepScale_; }
+  /// Optimizer updates applied so far (steps minus skipped steps).
+  int64_t appliedSteps() const { return appliedSteps_; }
   /// The step's loss averaged over the data-parallel ranks (a pipeline
   /// plan: of its last stage), the same on every rank (collective: every
   /// rank must call it; not counted). loss() itself is this rank's.
@@ -382,6 +400,11 @@ private:
   std::vector<Event> timeline_;
   int64_t timelineStep_ = -1;
   bool recording_ = false;
+  Tensor *lossScale_ = nullptr;       // the LOSS_SCALE buffer (fp16 plans)
+  std::optional<LossScaler> scaler_;  // with it
+  int64_t appliedSteps_ = 0;
+  bool lastSkipped_ = false;
+  double stepScale_ = 1.0;
   Context ctx_;
 };
 

@@ -19,7 +19,8 @@
 //   nn.dropout             ints: rng stream; floats: ratio
 //   nn.dropout_grad        floats: ratio
 //   train.lr_schedule      - (the schedule is the plan's baked config)
-//   train.clip_grad_norm   floats: max_norm (0: only the norm)
+//   train.clip_grad_norm   floats: max_norm (0: only the norm); ints:
+//                          has_sum_sq, has_loss_scale (older plans: none)
 //   train.adam             floats: beta1, beta2, eps, weight_decay;
 //                          ints: decoupled, bias_correction
 //   train.sgd              floats: momentum, dampening, weight_decay;
@@ -27,8 +28,10 @@
 //   fill                   floats: value
 //   accumulate             -   (out += in)
 //   train.sum_sq           -   (k inputs -> f32 scalar: sum of squares)
-//   train.clip_grad_norm   with one more input than outputs: the last input
-//                          is the global sum of squares (sharded gradients)
+//                          with has_sum_sq the input after the gradients is
+//                          the global sum of squares (sharded gradients),
+//                          with has_loss_scale the last input is fp16's
+//                          loss scale (overflow: Context::overflow)
 //   load_batch             ints: micro-batch m (pipeline plans only; 0 <= m
 //                          < pipeline_micro_batches). 0 inputs, k outputs:
 //                          INPUT buffers (the model's inputs this stage
@@ -1058,29 +1061,43 @@ const std::map<std::string, OpDef> &table() {
       c.scalar(i.out[0], plan::F32, "lr");
       i.run = [](const Instr &i, Context &ctx) {
         // DeepSpeed's schedules count updates from 0.
-        *i.out[0]->f32() = (float)config::learningRate(*ctx.config, ctx.step - 1);
+        *i.out[0]->f32() = (float)config::learningRate(*ctx.config, *i.in[0]->i64() - 1);
       };
     }};
     t["train.clip_grad_norm"] = {[](Instr &i, const Check &c) {
-      // N gradients -> N results and the norm; sharded: N gradient shards
-      // and the global sum of squares -> N results and the norm.
+      // N gradients [, the global sum of squares (sharded gradients)]
+      // [, the loss scale (fp16)] -> N results and the norm. ints:
+      // has_sum_sq, has_loss_scale (a plan without them: the sum of squares
+      // exactly when there is one more input than outputs - 1).
       size_t n = i.out.size() >= 1 ? i.out.size() - 1 : 0;
-      bool sharded = i.in.size() == n + 1;
-      if (n == 0 || (i.in.size() != n && !sharded))
-        c.fail("expects N gradients (and, sharded, the global sum of squares), N results and "
-               "the norm");
-      c.attrs(0, 1);
+      if (i.ints.size() != 0 && i.ints.size() != 2)
+        c.fail("expects 0 or 2 ints (has_sum_sq, has_loss_scale), got " +
+               std::to_string(i.ints.size()));
+      if (i.ints.size() == 2) {
+        c.flag(0, "has_sum_sq");
+        c.flag(1, "has_loss_scale");
+      }
+      bool sharded = i.ints.size() == 2 ? i.ints[0] != 0 : i.in.size() == n + 1;
+      bool scaled = i.ints.size() == 2 && i.ints[1] != 0;
+      if (n == 0 || i.in.size() != n + sharded + scaled)
+        c.fail("expects N gradients (sharded: then the global sum of squares; fp16: then the "
+               "loss scale), N results and the norm");
+      if (i.floats.size() != 1)
+        c.fail("expects 1 float (max_norm), got " + std::to_string(i.floats.size()));
       for (size_t k = 0; k < n; ++k) {
         c.floats({i.in[k], i.out[k]});
         c.sameShape(i.in[k], i.out[k]);
         c.inPlace(i.in[k], i.out[k]);
       }
       c.scalar(i.out[n], plan::F32, "norm");
-      if (sharded && (i.in[n]->dtype != plan::F32 || i.in[n]->numel != 1))
-        c.fail("the sum of squares (last input) must be an F32 scalar");
+      if (sharded)
+        c.scalar(i.in[n], plan::F32, "sum of squares");
+      if (scaled)
+        c.scalar(i.in[n + sharded], plan::F32, "loss scale");
       if (!(i.floats[0] >= 0)) // inf: never clip
         c.fail("max_norm " + std::to_string(i.floats[0]) + " must be >= 0");
       i.g[0] = sharded;
+      i.g[1] = scaled;
       i.run = [](const Instr &i, Context &ctx) {
         size_t n = i.out.size() - 1;
         double sq = 0;
@@ -1089,17 +1106,27 @@ const std::map<std::string, OpDef> &table() {
         else
           for (size_t k = 0; k < n; ++k)
             sq += cpu::sumSquares(i.in[k]->f32(), i.in[k]->numel);
-        double norm = std::sqrt(sq);
+        double scale = i.g[1] ? double(*i.in[n + i.g[0]]->f32()) : 1.0;
+        double norm = std::sqrt(sq) / scale;
         *i.out[n]->f32() = (float)norm;
-        // The updates follow this instruction: stopping here keeps the
-        // weights of the last finite step (DeepSpeed's fp32 optimizer
+        // The updates follow this instruction. fp16: an overflow skips them
+        // (the loss scaler halves the scale); otherwise stopping here keeps
+        // the weights of the last finite step (DeepSpeed's fp32 optimizer
         // would apply NaN to every parameter).
-        if (!std::isfinite(norm))
+        if (!std::isfinite(norm)) {
+          if (i.g[1]) {
+            ctx.overflow = true;
+            return;
+          }
           throw NonFiniteError(ctx.step, norm);
+        }
         // torch.nn.utils.clip_grad_norm_ / DeepSpeed: scale when the norm
-        // exceeds max_norm, by max_norm / (norm + 1e-6).
+        // exceeds max_norm, by max_norm / (norm + 1e-6); fp16 divides the
+        // loss scale out in the same multiplication (DeepSpeed's
+        // combined_scale).
         double coef = i.floats[0] > 0 ? i.floats[0] / (norm + 1e-6) : 1.0;
-        if (coef < 1.0)
+        coef = std::min(coef, 1.0) / scale;
+        if (coef != 1.0)
           for (size_t k = 0; k < n; ++k)
             cpu::scale(i.out[k]->f32(), i.out[k]->numel, (float)coef);
       };
@@ -1126,7 +1153,9 @@ const std::map<std::string, OpDef> &table() {
       c.inPlace(i.in[0], i.out[0]);
       c.inPlace(i.in[2], i.out[1]);
       c.inPlace(i.in[3], i.out[2]);
-      i.run = [](const Instr &i, Context &) {
+      i.run = [](const Instr &i, Context &ctx) {
+        if (ctx.overflow) // fp16: the loss scaler skips this step
+          return;
         // In place: the outputs view the parameter and state bytes.
         cpu::adam(i.out[0]->f32(), i.in[1]->f32(), i.out[1]->f32(), i.out[2]->f32(),
                   i.out[0]->numel, *i.in[4]->f32(), (float)i.floats[0], (float)i.floats[1],
@@ -1159,10 +1188,12 @@ const std::map<std::string, OpDef> &table() {
       if (i.ints[0] && (i.floats[0] == 0 || i.floats[1] != 0))
         c.fail("nesterov needs momentum > 0 and dampening 0");
       i.run = [](const Instr &i, Context &ctx) {
+        if (ctx.overflow) // fp16: the loss scaler skips this step
+          return;
         bool momentum = i.in.size() == 4;
         cpu::sgd(i.out[0]->f32(), i.in[1]->f32(), momentum ? i.out[1]->f32() : nullptr,
                  i.out[0]->numel, *i.in[2]->f32(), (float)i.floats[0], (float)i.floats[1],
-                 (float)i.floats[2], i.ints[0] != 0, ctx.step == 1);
+                 (float)i.floats[2], i.ints[0] != 0, ctx.optimizerStep == 1);
       };
     }};
     t["train.sum_sq"] = {[](Instr &i, const Check &c) {

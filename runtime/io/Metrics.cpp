@@ -52,7 +52,7 @@ MetricsWriter::MetricsWriter(const std::string &runDir,
 }
 
 void MetricsWriter::write(int64_t step, double loss, double lr, double gradNorm,
-                          double stepTimeS, const std::vector<int64_t> &extra) {
+                          double stepTimeS, const std::vector<double> &extra) {
   if (extra.size() != extraColumns_)
     throw IoError(path_ + ": a row with " + std::to_string(extra.size()) +
                   " extra values for " + std::to_string(extraColumns_) + " extra columns");
@@ -60,8 +60,10 @@ void MetricsWriter::write(int64_t step, double loss, double lr, double gradNorm,
                     "," + formatValue(lr, "%.9g") + "," +
                     formatValue(gradNorm, "%.9g") + "," +
                     formatValue(stepTimeS, "%.6f");
-  for (int64_t v : extra)
-    row += "," + std::to_string(v);
+  // %.17g: integers (counts up to 2^53) print as integers, other values
+  // round-trip.
+  for (double v : extra)
+    row += "," + formatValue(v, "%.17g");
   line(row + "\n");
 }
 

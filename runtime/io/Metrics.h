@@ -1,8 +1,8 @@
 //===- Metrics.h - per-step metrics of a training run -----------*- C++ -*-===//
 //
 // A run writes its per-step metrics to <run dir>/metrics.csv with the header
-// `step,loss,lr,grad_norm,step_time_s` (and any extra integer columns, e.g.
-// a data-parallel run's communication), one row per optimizer step, flushed
+// `step,loss,lr,grad_norm,step_time_s` (and any extra columns, e.g. a
+// data-parallel run's communication, an fp16 run's loss scale), one row per optimizer step, flushed
 // as it is written so a crash or a `tail -f` sees every finished step.
 //
 //===----------------------------------------------------------------------===//
@@ -27,9 +27,9 @@ public:
                          const std::vector<std::string> &extraColumns = {});
 
   /// One row; NaN and infinities are written as nan, inf, -inf. `extra`
-  /// has one value per extra column.
+  /// has one value per extra column (integers up to 2^53 print as such).
   void write(int64_t step, double loss, double lr, double gradNorm,
-             double stepTimeS, const std::vector<int64_t> &extra = {});
+             double stepTimeS, const std::vector<double> &extra = {});
 
   const std::string &path() const { return path_; }
 

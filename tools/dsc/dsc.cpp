@@ -360,6 +360,8 @@ int main(int argc, char **argv) {
       llvm::errs() << "dsc: error: " << e.what() << "\n";
       return 1;
     }
+    for (const std::string &note : cfg.notes)
+      llvm::errs() << "dsc: note: " << configPath << ": " << note << "\n";
   }
 
   dsc::onnx_import::ImportOptions options;
@@ -443,16 +445,12 @@ int main(int argc, char **argv) {
         }
     }
     // Interim (issue 12): what dsrt cannot run yet is not written as a plan
-    // (--emit=train shows the compiled step): fp16 needs the loss scaler in
-    // the executor, and ZeRO stage 3 gathers bf16 chunks, which dsrt's
-    // communicator does not move yet.
+    // (--emit=train shows the compiled step): ZeRO stage 3 gathers 16-bit
+    // chunks, which dsrt's communicator does not move yet.
     if (emit == "plan" && cfg.precision.kind != dsrt::config::Precision::FP32) {
       std::string why;
-      if (cfg.precision.kind == dsrt::config::Precision::FP16)
-        why = "fp16 plans need the dynamic loss scaler in dsrt, which is not wired yet (use "
-              "bf16)";
-      else if (cfg.zero.stage == 3 && cfg.worldSize > 1)
-        why = "ZeRO stage 3 gathers bf16 parameter chunks, which dsrt's communicator does "
+      if (cfg.zero.stage == 3 && cfg.worldSize > 1)
+        why = "ZeRO stage 3 gathers 16-bit parameter chunks, which dsrt's communicator does "
               "not move yet (use stage 1 or 2)";
       if (!why.empty()) {
         llvm::errs() << "dsc: error: "

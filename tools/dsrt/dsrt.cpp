@@ -309,6 +309,13 @@ int finishRank(int status = 0) {
 /// "nan", "inf" or "-inf" for messages.
 std::string nonFinite(double v) { return std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"; }
 
+/// A loss scale as printed: 65536, 4294967296, 0.5.
+std::string fmtG(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
 /// Fails on a NaN or infinity in this rank's initial parameters (its ZeRO
 /// shard), naming the tensor: such a run can only train NaN.
 void checkFiniteWeights(const dsrt::Executor &exec, const std::string &weightsPath) {
@@ -461,12 +468,20 @@ int main(int argc, char **argv) {
     // comm_elements (ZeRO-paper units, see comm::Counters) and comm_calls:
     // rank 0's collectives (a pipeline's stage 0; its messages are in the
     // summary at the end).
+    // An fp16 run adds loss_scale (the scale the step's loss was multiplied
+    // by) and skipped (1: the gradients overflowed and the update was
+    // skipped).
     bool ranks = exec.worldSize() > 1;
+    const dsrt::LossScaler *scaler = exec.lossScaler();
     std::unique_ptr<dsrt::io::MetricsWriter> metrics;
-    if (rank0)
-      metrics = std::make_unique<dsrt::io::MetricsWriter>(
-          runDir, ranks ? std::vector<std::string>{"comm_elements", "comm_calls"}
-                        : std::vector<std::string>{});
+    if (rank0) {
+      std::vector<std::string> extra;
+      if (ranks)
+        extra = {"comm_elements", "comm_calls"};
+      if (scaler)
+        extra.insert(extra.end(), {"loss_scale", "skipped"});
+      metrics = std::make_unique<dsrt::io::MetricsWriter>(runDir, extra);
+    }
     int64_t every = cfg.stepsPerPrint > 0 ? cfg.stepsPerPrint : 10;
     if (rank0) {
       std::string layout =
@@ -510,10 +525,30 @@ int main(int argc, char **argv) {
         stoppedAt = s;
         lastGood = s - 1;
         stopReason = "the gradient norm is " + nonFinite(e.norm);
+      } catch (const dsrt::LossScaleError &e) {
+        // Every rank alike (the overflow is global); the update was not
+        // applied, so the weights are those of the last applied step.
+        stoppedAt = s;
+        lastGood = s - 1;
+        stopReason = e.what();
       }
       double stepTime = std::chrono::duration<double>(Clock::now() - t0).count();
       double loss = exec.globalLoss(); // the same on every rank
-      if (!stoppedAt && !std::isfinite(loss)) {
+      // fp16: an overflow (which a non-finite loss also is) skips the step
+      // instead of stopping the run.
+      bool skipped = scaler && exec.stepSkipped();
+      // Every rank must have skipped alike (the overflow flag comes from
+      // the globally reduced norm); a disagreement would train diverging
+      // replicas, so it stops the run.
+      if (scaler && ranks) {
+        double agree = exec.communicator().blockingAllReduceScalar(skipped ? 1.0 : 0.0,
+                                                                   dsrt::comm::ReduceOp::Sum);
+        if (agree != 0.0 && agree != double(exec.worldSize()))
+          die("step " + std::to_string(s) + ": " + std::to_string(int64_t(agree)) + " of " +
+              std::to_string(exec.worldSize()) +
+              " ranks saw a gradient overflow; every rank must skip the same steps");
+      }
+      if (!stoppedAt && !skipped && !std::isfinite(loss)) {
         stoppedAt = lastGood = s;
         stopReason = "the loss is " + nonFinite(loss);
       } else if (stoppedAt && !std::isfinite(loss)) {
@@ -526,18 +561,34 @@ int main(int argc, char **argv) {
           break;
         continue;
       }
+      std::vector<double> extra;
       if (ranks)
-        metrics->write(s, loss, exec.lr(), exec.gradNorm(), stepTime,
-                       {exec.commCounters().elements(), exec.commCounters().calls()});
-      else
-        metrics->write(s, loss, exec.lr(), exec.gradNorm(), stepTime);
+        extra = {double(exec.commCounters().elements()), double(exec.commCounters().calls())};
+      if (scaler)
+        extra.insert(extra.end(), {exec.stepLossScale(), skipped ? 1.0 : 0.0});
+      metrics->write(s, loss, exec.lr(), exec.gradNorm(), stepTime, extra);
+      if (skipped)
+        std::printf("step %6lld/%lld | gradient overflow at loss scale %.17g: update skipped "
+                    "(%lld so far), loss scale now %.17g\n",
+                    (long long)s, (long long)steps, exec.stepLossScale(),
+                    (long long)scaler->skippedSteps(), scaler->scale());
       if (s % every == 0 || s == steps) {
         auto now = Clock::now();
         double window = std::chrono::duration<double>(now - windowStart).count();
-        std::printf("step %6lld/%lld | loss %.4f | lr %.3e | grad_norm %.3f | %.0f %s/s | "
+        std::string fp16 = scaler ? " | loss scale " + fmtG(scaler->scale()) + " | skipped " +
+                                        std::to_string(scaler->skippedSteps())
+                                  : std::string();
+        double norm = exec.gradNorm();
+        std::string normText = std::isfinite(norm) ? std::string() : nonFinite(norm);
+        if (normText.empty()) {
+          char buf[32];
+          std::snprintf(buf, sizeof buf, "%.3f", norm);
+          normText = buf;
+        }
+        std::printf("step %6lld/%lld | loss %.4f | lr %.3e | grad_norm %s%s | %.0f %s/s | "
                     "elapsed %.1fs\n",
-                    (long long)s, (long long)steps, loss, exec.lr(), exec.gradNorm(),
-                    windowItems / std::max(window, 1e-9), source->itemName(),
+                    (long long)s, (long long)steps, loss, exec.lr(), normText.c_str(),
+                    fp16.c_str(), windowItems / std::max(window, 1e-9), source->itemName(),
                     std::chrono::duration<double>(now - start).count());
         std::fflush(stdout);
         windowStart = now;

@@ -585,6 +585,20 @@ func.func @step_not_i64(%s: tensor<f32> {train.step}) {
 
 // -----
 
+// expected-error @+1 {{'train.loss_scale' (argument 0) is a unit attribute on a tensor<f32> scalar}}
+func.func @loss_scale_f16(%s: tensor<f16> {train.loss_scale}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'train.loss_scale' (argument 1) is a unit attribute on a tensor<f32> scalar}}
+func.func @loss_scale_not_scalar(%g: tensor<4xf32>, %s: tensor<1xf32> {train.loss_scale}) {
+  return
+}
+
+// -----
+
 // expected-error @+1 {{optimizer state 'w/exp_avg' must be a float tensor, got 'tensor<4xi64>'}}
 func.func @opt_state_int(%m: tensor<4xi64> {train.opt_state = "w/exp_avg"}) {
   return

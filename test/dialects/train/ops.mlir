@@ -98,6 +98,17 @@ func.func @clip_grad_norm(%a: tensor<4xf32>, %b: tensor<2x4xbf16>) {
   return
 }
 
+// fp16: the loss scale (after the sum of squares when the gradients are
+// shards) is divided out.
+// CHECK-LABEL: func.func @clip_grad_norm_scaled(
+// CHECK-NEXT:    train.clip_grad_norm %{{.*}} loss_scale(%{{.*}}) {max_norm = 1.000000e+00 : f64} : tensor<4xf32> -> tensor<4xf32>
+// CHECK-NEXT:    train.clip_grad_norm %{{.*}} sum_sq(%{{.*}}) loss_scale(%{{.*}}) {max_norm = 0.000000e+00 : f64} : tensor<4xf32> -> tensor<4xf32>
+func.func @clip_grad_norm_scaled(%a: tensor<4xf32>, %sq: tensor<f32>, %s: tensor<f32>) {
+  %0, %n1 = train.clip_grad_norm %a loss_scale(%s) {max_norm = 1.0} : tensor<4xf32> -> tensor<4xf32>
+  %1, %n2 = train.clip_grad_norm %a sum_sq(%sq) loss_scale(%s) {max_norm = 0.0} : tensor<4xf32> -> tensor<4xf32>
+  return
+}
+
 // train.accumulate runs its body per micro-batch with the index as block
 // argument and yields float tensors that become its results; count 1 and
 // a body with no results are accepted too.

@@ -570,5 +570,78 @@ TEST(PlanChecksums, WeightsLoadedInOnePass) {
   (void)b;
 }
 
+TEST(LossScaling, ClipDividesTheScaleOut) {
+  // Gradients of 1024 x loss: the norm and the results are those of the
+  // loss, in one multiplication (DeepSpeed's combined_scale).
+  Buf g({2}), scale({}), norm({});
+  g.f()[0] = 3 * 1024.0f;
+  g.f()[1] = 4 * 1024.0f;
+  *scale.f() = 1024.0f;
+  Context ctx = run("train.clip_grad_norm", {&g, &scale}, {&g, &norm}, {0, 1}, {0.0});
+  EXPECT_FALSE(ctx.overflow);
+  EXPECT_EQ(*norm.f(), 5.0f);
+  EXPECT_EQ(g.f()[0], 3.0f);
+  EXPECT_EQ(g.f()[1], 4.0f);
+  // Clipping to 1 as well: the unscaled gradients times 1 / (5 + 1e-6).
+  g.f()[0] = 3 * 1024.0f;
+  g.f()[1] = 4 * 1024.0f;
+  run("train.clip_grad_norm", {&g, &scale}, {&g, &norm}, {0, 1}, {1.0});
+  EXPECT_EQ(*norm.f(), 5.0f);
+  EXPECT_FLOAT_EQ(g.f()[0], 0.6f);
+  EXPECT_FLOAT_EQ(g.f()[1], 0.8f);
+  // Sharded: the global sum of squares comes before the scale.
+  Buf sq({});
+  *sq.f() = 25.0f * 1024 * 1024;
+  g.f()[0] = 3 * 1024.0f;
+  run("train.clip_grad_norm", {&g, &sq, &scale}, {&g, &norm}, {1, 1}, {0.0});
+  EXPECT_EQ(*norm.f(), 5.0f);
+  EXPECT_EQ(g.f()[0], 3.0f);
+}
+
+TEST(LossScaling, OverflowSkipsTheUpdateInsteadOfStopping) {
+  Buf g({2}), scale({}), norm({});
+  g.f()[0] = INFINITY;
+  g.f()[1] = 1.0f;
+  *scale.f() = 65536.0f;
+  Context ctx = run("train.clip_grad_norm", {&g, &scale}, {&g, &norm}, {0, 1}, {1.0});
+  EXPECT_TRUE(ctx.overflow);
+  EXPECT_TRUE(std::isinf(*norm.f()));
+  EXPECT_EQ(g.f()[1], 1.0f); // left as it was
+  // Without a loss scale the same gradients stop the run.
+  EXPECT_THROW(run("train.clip_grad_norm", {&g}, {&g, &norm}, {0, 0}, {1.0}), NonFiniteError);
+  // The optimizer kernels leave parameters and states alone on overflow.
+  Buf p({2}), m({2}), v({2}), lr({}), step({}, plan::I64);
+  p.f()[0] = 0.5f;
+  *lr.f() = 0.1f;
+  *step.i64() = 1;
+  Instr adam = makeInstr("train.adam", {&p, &g, &m, &v, &lr, &step}, {&p, &m, &v}, {1, 1},
+                         {0.9, 0.999, 1e-8, 0.0});
+  bindInstr(adam, "test");
+  Context skipped;
+  skipped.overflow = true;
+  adam.run(adam, skipped);
+  EXPECT_EQ(p.f()[0], 0.5f);
+  EXPECT_EQ(m.f()[0], 0.0f);
+  Instr sgd = makeInstr("train.sgd", {&p, &g, &lr}, {&p}, {0}, {0.0, 0.0, 0.0});
+  bindInstr(sgd, "test");
+  sgd.run(sgd, skipped);
+  EXPECT_EQ(p.f()[0], 0.5f);
+}
+
+TEST(LossScaling, ClipOperandChecks) {
+  Buf g({2}), scale({}), norm({}), vec({2});
+  EXPECT_EQ(bindError("train.clip_grad_norm", {&g}, {&g, &norm}, {0, 1}, {1.0}),
+            "test: expects N gradients (sharded: then the global sum of squares; fp16: then the "
+            "loss scale), N results and the norm");
+  EXPECT_EQ(bindError("train.clip_grad_norm", {&g, &scale}, {&g, &norm}, {0, 2}, {1.0}),
+            "test: has_loss_scale must be 0 or 1, is 2");
+  EXPECT_EQ(bindError("train.clip_grad_norm", {&g, &scale}, {&g, &norm}, {1}, {1.0}),
+            "test: expects 0 or 2 ints (has_sum_sq, has_loss_scale), got 1");
+  EXPECT_THAT(bindError("train.clip_grad_norm", {&g, &vec}, {&g, &norm}, {0, 1}, {1.0}),
+              HasSubstr("loss scale must be a scalar"));
+  EXPECT_EQ(bindError("train.clip_grad_norm", {&g, &scale}, {&g, &norm}, {0, 1}, {1.0}),
+            "no error");
+}
+
 } // namespace
 } // namespace dsrt::test

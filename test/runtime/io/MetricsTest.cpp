@@ -44,6 +44,19 @@ TEST(Metrics, ExtraIntegerColumns) {
             w.path() + ": a row with 0 extra values for 2 extra columns");
 }
 
+TEST(Metrics, LossScaleColumns) {
+  // fp16 runs: a dynamic scale of 2^32 and a static fractional one are
+  // written exactly.
+  TestDir dir;
+  MetricsWriter w(dir.path(), {"loss_scale", "skipped"});
+  w.write(1, 2.5, 0.001, NAN, 0.5, {4294967296.0, 1});
+  w.write(2, 2.5, 0.001, 1.0, 0.5, {0.75, 0});
+  EXPECT_EQ(test::readBytes(w.path()),
+            "step,loss,lr,grad_norm,step_time_s,loss_scale,skipped\n"
+            "1,2.5,0.001,nan,0.500000,4294967296,1\n"
+            "2,2.5,0.001,1,0.500000,0.75,0\n");
+}
+
 TEST(Metrics, RefusesToOverwriteAnEarlierRun) {
   TestDir dir;
   { MetricsWriter w(dir.path()); }
