@@ -56,12 +56,14 @@ int64_t stagingBytes(Operation *op) {
   dsrt::comm::Kind kind = isa<dist::AllReduceOp>(op)       ? dsrt::comm::Kind::AllReduce
                           : isa<dist::ReduceScatterOp>(op) ? dsrt::comm::Kind::ReduceScatter
                                                            : dsrt::comm::Kind::AllGather;
-  int64_t elements = dsrt::comm::mpiStagingElements(
+  return dsrt::comm::mpiStagingBytes(
       kind, group.getSize(), op->getNumOperands(),
       [&](size_t j) { return numel(op->getOperand(j)); },
-      [&](size_t j) { return numel(op->getResult(j)); });
-  Type e = cast<RankedTensorType>(op->getOperand(0).getType()).getElementType();
-  return elements * (e.getIntOrFloatBitWidth() / 8);
+      [&](size_t j) { return numel(op->getResult(j)); },
+      [&](size_t j) {
+        Type e = cast<RankedTensorType>(op->getOperand(j).getType()).getElementType();
+        return int64_t(e.getIntOrFloatBitWidth() / 8);
+      });
 }
 
 struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {

@@ -62,16 +62,20 @@ const char *kindName(Kind kind);
 /// "sum", "avg", "max", "min".
 const char *reduceOpName(ReduceOp op);
 
-/// One float32 tensor of a bucketed collective. `n` is the element count of
-/// `in`. `out` has n elements (all_reduce); c = ceil(n / size()) elements
+/// One tensor of a bucketed collective. `n` is the element count of `in`.
+/// `out` has n elements (all_reduce); c = ceil(n / size()) elements
 /// (reduce_scatter: chunk `rank` of `in` zero-padded to size() chunks); or
 /// `outN` elements (all_gather: every rank's chunk of c = n elements in rank
 /// order, the padding beyond outN dropped; outN = 0 means n * size()).
+/// Reductions take float32 (elementBytes 4); an all_gather moves bytes and
+/// also takes 2-byte elements (bf16, fp16: mixed precision's parameter
+/// copies), whose `in` / `out` then address 16-bit elements.
 struct TensorArg {
   const float *in = nullptr;
   float *out = nullptr;
   int64_t n = 0;
   int64_t outN = 0;
+  int elementBytes = 4;
 };
 
 /// The output elements of an all_gather of `t` over `size` ranks.

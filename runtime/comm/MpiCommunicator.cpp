@@ -222,9 +222,11 @@ std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
 }
 
 int64_t MpiCommunicator::stagingElements(Kind kind, const TensorArg *ts, size_t k) const {
-  return mpiStagingElements(
-      kind, size_, k, [&](size_t j) { return ts[j].n; },
-      [&](size_t j) { return kind == Kind::AllGather ? gatheredOf(ts[j], size_) : ts[j].n; });
+  return mpiStagingBytes(
+             kind, size_, k, [&](size_t j) { return ts[j].n; },
+             [&](size_t j) { return kind == Kind::AllGather ? gatheredOf(ts[j], size_) : ts[j].n; },
+             [&](size_t j) { return int64_t(ts[j].elementBytes); }) /
+         int64_t(sizeof(float));
 }
 
 namespace {
@@ -361,33 +363,47 @@ void MpiCommunicator::startCollective(int slot) {
     return;
   }
   case Kind::AllGather: {
+    // Bytes are moved, never added: 2-byte (bf16/fp16) tensors travel as
+    // 16-bit units; a bucket with any of them is packed in 16-bit units.
     const char *call = "MPI_Iallgather";
     if (k == 1 && gatheredOf(ts[0], S) == ts[0].n * S) { // no padding to drop
       const TensorArg &t = ts[0];
+      size_t eb = size_t(t.elementBytes);
+      MPI_Datatype type = eb == 2 ? MPI_UINT16_T : MPI_FLOAT;
       int n = mpiCount(t.n, worldRankOf(rank_), "all_gather input");
       mpiCount(t.n * S, worldRankOf(rank_), "all_gather");
-      float *mine = t.out + rank_ * t.n;
+      char *out = reinterpret_cast<char *>(t.out);
+      const char *in = reinterpret_cast<const char *>(t.in);
+      char *mine = out + size_t(rank_) * size_t(t.n) * eb;
       mode = Mode::Direct;
-      if (t.in != mine && !overlaps(t.in, t.n, t.out, t.n * S)) {
-        check(MPI_Iallgather(t.in, n, MPI_FLOAT, t.out, n, MPI_FLOAT, comm, req), rank_, call);
+      if (in != mine && !overlaps(t.in, t.n * int64_t(eb) / 4, t.out, t.n * S * int64_t(eb) / 4)) {
+        check(MPI_Iallgather(t.in, n, type, t.out, n, type, comm, req), rank_, call);
         return;
       }
-      if (t.in != mine)
-        std::memmove(mine, t.in, size_t(t.n) * sizeof(float));
-      check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, t.out, n, MPI_FLOAT, comm, req),
-            rank_, call);
+      if (in != mine)
+        std::memmove(mine, in, size_t(t.n) * eb);
+      check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, t.out, n, type, comm, req), rank_,
+            call);
       return;
     }
-    int64_t block = 0;
-    for (size_t j = 0; j < k; ++j)
-      block += ts[j].n;
-    float *dst = stage + rank_ * block;
-    for (size_t j = 0; j < k; dst += ts[j].n, ++j)
-      std::memcpy(dst, ts[j].in, size_t(ts[j].n) * sizeof(float));
+    int64_t blockBytes = 0;
+    bool halves = false;
+    for (size_t j = 0; j < k; ++j) {
+      blockBytes += ts[j].n * ts[j].elementBytes;
+      halves |= ts[j].elementBytes == 2;
+    }
+    int64_t unit = halves ? 2 : 4;
+    char *dst = reinterpret_cast<char *>(stage) + rank_ * blockBytes;
+    for (size_t j = 0; j < k; ++j) {
+      size_t bytes = size_t(ts[j].n) * size_t(ts[j].elementBytes);
+      std::memcpy(dst, ts[j].in, bytes);
+      dst += bytes;
+    }
     mode = Mode::Staged;
-    mpiCount(block * S, worldRankOf(rank_), "all_gather");
+    mpiCount(blockBytes / unit * S, worldRankOf(rank_), "all_gather");
     check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, stage,
-                         mpiCount(block, worldRankOf(rank_), "all_gather input"), MPI_FLOAT, comm, req),
+                         mpiCount(blockBytes / unit, worldRankOf(rank_), "all_gather input"),
+                         halves ? MPI_UINT16_T : MPI_FLOAT, comm, req),
           rank_, call);
     return;
   }
@@ -510,16 +526,19 @@ void MpiCommunicator::finishCollective(int slot) {
     break;
   }
   {
-    int64_t block = 0;
+    int64_t blockBytes = 0;
     for (size_t j = 0; j < k; ++j)
-      block += ts[j].n;
+      blockBytes += ts[j].n * ts[j].elementBytes;
     for (int64_t r = 0; r < S; ++r) {
-      const float *src = stage + r * block;
-      for (size_t j = 0; j < k; src += ts[j].n, ++j) {
+      const char *src = reinterpret_cast<const char *>(stage) + r * blockBytes;
+      for (size_t j = 0; j < k; ++j) {
+        size_t eb = size_t(ts[j].elementBytes);
         // Drop the padding past the gathered tensor's end.
         int64_t have = std::max<int64_t>(0, std::min(ts[j].n, gatheredOf(ts[j], S) - r * ts[j].n));
         if (have)
-          std::memcpy(ts[j].out + r * ts[j].n, src, size_t(have) * sizeof(float));
+          std::memcpy(reinterpret_cast<char *>(ts[j].out) + size_t(r * ts[j].n) * eb, src,
+                      size_t(have) * eb);
+        src += size_t(ts[j].n) * eb;
       }
     }
   }

@@ -195,7 +195,8 @@ void NcclCommunicator::startCollective(int slot) {
                              stream);
       break;
     case Kind::AllGather:
-      rc = ncclAllGather(t.in, t.out, size_t(t.n), ncclFloat32, comm, stream);
+      rc = ncclAllGather(t.in, t.out, size_t(t.n), t.elementBytes == 2 ? ncclFloat16 : ncclFloat32,
+                         comm, stream);
       break;
     }
   }

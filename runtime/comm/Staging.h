@@ -19,30 +19,32 @@ constexpr int kNumKinds = 3;
 /// Elements of each of `size` chunks of an n-element tensor.
 inline int64_t chunkOf(int64_t n, int64_t size) { return (n + size - 1) / size; }
 
-/// Elements the MPI communicator stages a collective of k tensors in, over
-/// `size` ranks; in(j) / out(j) give tensor j's input and output elements.
-/// All-reduce and reduce-scatter run as rings in `size` blocks of the
-/// packed, zero-padded tensors plus one block to receive into; an
-/// all-gather is packed only when it is a bucket or drops padding.
-template <typename In, typename Out>
-int64_t mpiStagingElements(Kind kind, int64_t size, size_t k, In in, Out out) {
+/// Bytes the MPI communicator stages a collective of k tensors in, over
+/// `size` ranks; in(j) / out(j) give tensor j's input and output elements,
+/// width(j) its element bytes (4; an all_gather may move 2-byte bf16/fp16
+/// tensors). All-reduce and reduce-scatter run as rings in `size` blocks of
+/// the packed, zero-padded tensors plus one block to receive into; an
+/// all-gather is packed only when it is a bucket or drops padding. The
+/// result is rounded up to whole floats (the staging's unit).
+template <typename In, typename Out, typename Width>
+int64_t mpiStagingBytes(Kind kind, int64_t size, size_t k, In in, Out out, Width width) {
   int64_t total = 0;
   switch (kind) {
   case Kind::AllReduce:
     for (size_t j = 0; j < k; ++j)
       total += in(j);
-    return (size + 1) * chunkOf(total, size);
+    return 4 * (size + 1) * chunkOf(total, size);
   case Kind::ReduceScatter:
     for (size_t j = 0; j < k; ++j)
       total += chunkOf(in(j), size);
-    return (size + 1) * total;
+    return 4 * (size + 1) * total;
   case Kind::AllGather: {
     bool padded = false;
     for (size_t j = 0; j < k; ++j) {
       padded |= out(j) != in(j) * size;
-      total += in(j) * size;
+      total += in(j) * size * width(j);
     }
-    return k == 1 && !padded ? 0 : total;
+    return k == 1 && !padded ? 0 : (total + 3) / 4 * 4;
   }
   }
   return 0;

@@ -334,7 +334,12 @@ void bindCollective(Instr &i, const Check &c, comm::Kind kind) {
   int64_t inTotal = 0, outTotal = 0;
   for (size_t j = 0; j < i.in.size(); ++j) {
     const Tensor *in = i.in[j], *out = i.out[j];
-    c.floats({in, out});
+    // Reductions add float32; an all_gather moves bytes, so mixed
+    // precision's bf16/fp16 parameter copies are gathered as they are.
+    if (reduces)
+      c.floats({in, out});
+    else
+      c.sameFloat({in, out});
     inTotal = c.add(inTotal, in->numel);
     outTotal = c.add(outTotal, out->numel);
     std::string which = "operand " + std::to_string(j) + ": ";

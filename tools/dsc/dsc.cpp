@@ -444,23 +444,6 @@ int main(int argc, char **argv) {
           return 1;
         }
     }
-    // Interim (issue 12): what dsrt cannot run yet is not written as a plan
-    // (--emit=train shows the compiled step): ZeRO stage 3 gathers 16-bit
-    // chunks, which dsrt's communicator does not move yet.
-    if (emit == "plan" && cfg.precision.kind != dsrt::config::Precision::FP32) {
-      std::string why;
-      if (cfg.zero.stage == 3 && cfg.worldSize > 1)
-        why = "ZeRO stage 3 gathers 16-bit parameter chunks, which dsrt's communicator does "
-              "not move yet (use stage 1 or 2)";
-      if (!why.empty()) {
-        llvm::errs() << "dsc: error: "
-                     << (precision ? "--precision " + *precision
-                                   : configPath + " enables " +
-                                         dsrt::config::precisionName(cfg.precision.kind))
-                     << ": " << why << " (issue 12); --emit=train shows the compiled step\n";
-        return 1;
-      }
-    }
     if ((schedule || partition) && cfg.pipeline.stages <= 1) {
       llvm::errs() << "dsc: error: " << (schedule ? "--schedule" : "--partition")
                    << ": applies to a pipeline; give --pp P (or pipeline.stages in the "

@@ -281,6 +281,57 @@ TEST(MpiAllGather, SingleTensorDirectAndInPlace) {
   EXPECT_EQ(buf, want);
 }
 
+/// 16-bit patterns of rank q's tensor j (as bf16 copies would be).
+std::vector<uint16_t> halves(int q, int j, int64_t n) {
+  std::vector<uint16_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    v[static_cast<size_t>(i)] = uint16_t(0x3f80 + 97 * q + 13 * j + i);
+  return v;
+}
+
+TEST(MpiAllGather, SixteenBitTensorsMixedAndPadded) {
+  // ZeRO-3 with mixed precision gathers bf16 copies of odd-sized chunks,
+  // alone (direct) and in buckets with float tensors, padding dropped.
+  comm::MpiCommunicator &c = world();
+  const int S = c.size();
+  reserve(1 << 16);
+  const int64_t n = 7; // odd: 16-bit elements are not whole floats
+  std::vector<uint16_t> in = halves(c.rank(), 0, n), out(static_cast<size_t>(n * S), 0xffff);
+  TensorArg direct{reinterpret_cast<const float *>(in.data()),
+                   reinterpret_cast<float *>(out.data()), n, 0, 2};
+  c.wait(c.allGather(&direct, 1));
+  for (int q = 0; q < S; ++q)
+    EXPECT_EQ(std::vector<uint16_t>(out.begin() + q * n, out.begin() + (q + 1) * n),
+              halves(q, 0, n))
+        << "direct, from rank " << q;
+  // A bucket: a padded 16-bit tensor (n*S - S + 1 elements kept), a float one,
+  // another 16-bit one.
+  std::vector<uint16_t> a = halves(c.rank(), 1, n), b = halves(c.rank(), 2, 3);
+  std::vector<float> f = input(c.rank(), 3, 5);
+  int64_t aKeep = n * S - S + 1;
+  std::vector<uint16_t> aOut(static_cast<size_t>(aKeep), 0xffff), bOut(static_cast<size_t>(3 * S));
+  std::vector<float> fOut(static_cast<size_t>(5 * S));
+  c.wait(c.allGather({{reinterpret_cast<const float *>(a.data()),
+                       reinterpret_cast<float *>(aOut.data()), n, aKeep, 2},
+                      {f.data(), fOut.data(), 5},
+                      {reinterpret_cast<const float *>(b.data()),
+                       reinterpret_cast<float *>(bOut.data()), 3, 0, 2}}));
+  for (int q = 0; q < S; ++q) {
+    std::vector<uint16_t> wantA = halves(q, 1, n);
+    for (int64_t i = 0; i < n && q * n + i < aKeep; ++i)
+      EXPECT_EQ(aOut[size_t(q * n + i)], wantA[size_t(i)]) << "rank " << q << " element " << i;
+    EXPECT_EQ(std::vector<uint16_t>(bOut.begin() + q * 3, bOut.begin() + (q + 1) * 3),
+              halves(q, 2, 3));
+    EXPECT_EQ(std::vector<float>(fOut.begin() + q * 5, fOut.begin() + (q + 1) * 5),
+              input(q, 3, 5));
+  }
+  // Reductions add floats: 16-bit tensors are refused.
+  std::vector<uint16_t> r(4);
+  TensorArg bad{reinterpret_cast<const float *>(r.data()), reinterpret_cast<float *>(r.data()), 4,
+                0, 2};
+  EXPECT_THROW(c.allReduce(&bad, 1, ReduceOp::Sum), comm::CommError);
+}
+
 TEST(MpiCommunicator, SeveralPendingWithStagingAndProgress) {
   comm::MpiCommunicator &c = world();
   const int S = c.size();
