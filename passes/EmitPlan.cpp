@@ -584,6 +584,21 @@ int64_t numel(const google::protobuf::RepeatedField<int64_t> &shape) {
   return n;
 }
 
+int64_t elementBytes(plan::DType d) {
+  switch (d) {
+  case plan::F64:
+  case plan::I64:
+    return 8;
+  case plan::BF16:
+  case plan::F16:
+    return 2;
+  case plan::BOOL:
+    return 1;
+  default:
+    return 4;
+  }
+}
+
 /// Per-rank memory by kind of state, and the communication of one step in
 /// the ZeRO paper's units (an all-reduce of n elements moves 2n, a
 /// reduce-scatter or all-gather of an n-element tensor moves n), with P the
@@ -613,6 +628,26 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
   }
   int64_t statesPerParam = paramTensors ? stateTensors / paramTensors : 0;
   const plan::Program &prog = p.program();
+  // Mixed precision: the 16-bit copies of the parameters (an nn.cast of a
+  // PARAM buffer, whole or its chunk), counted as whole copies.
+  int64_t lowElements = 0, lowHeldElements = 0;
+  const char *lowName = nullptr;
+  {
+    std::set<uint32_t> cast;
+    for (const auto *list : {&prog.prologue(), &prog.micro_batch(), &prog.epilogue()})
+      for (const plan::Instr &i : *list)
+        if (i.op() == "nn.cast" && i.inputs_size() == 1 && i.outputs_size() == 1 &&
+            p.buffers(i.inputs(0)).role() == plan::PARAM &&
+            elementBytes(p.buffers(i.outputs(0)).dtype()) == 2 && cast.insert(i.inputs(0)).second) {
+          const plan::Buffer &b = p.buffers(i.inputs(0));
+          int64_t n = b.shard_count() > 1 ? numel(b.full_shape()) : numel(b.shape());
+          lowElements += n;
+          // Held through the step, except stage 3's gathered-per-use ones.
+          if (stage < 3 || b.shard_count() <= 1)
+            lowHeldElements += n;
+          lowName = p.buffers(i.outputs(0)).dtype() == plan::BF16 ? "bf16" : "fp16";
+        }
+  }
   int64_t gradBytes = 0;
   std::set<uint32_t> sums;
   for (const plan::Instr &i : prog.micro_batch())
@@ -621,7 +656,7 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
   for (uint32_t b : sums)
     gradBytes += 4 * numel(p.buffers(b).shape());
   struct Kind {
-    int64_t calls = 0, elements = 0;
+    int64_t calls = 0, elements = 0, bytes = 0;
   };
   std::map<std::string, Kind> comm;
   int64_t largestBucket = 0;
@@ -638,9 +673,12 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
         out += numel(p.buffers(b).shape());
       Kind &k = comm[i.op().substr(5)];
       k.calls += times;
-      k.elements += times * (i.op() == "dist.all_reduce" ? 2 * in
-                             : i.op() == "dist.all_gather" ? out
-                                                           : in);
+      int64_t moved = i.op() == "dist.all_reduce" ? 2 * in : i.op() == "dist.all_gather" ? out : in;
+      k.elements += times * moved;
+      // One element type per collective in practice; a mixed bucket is
+      // weighed by its first operand's.
+      k.bytes += times * moved *
+                 (i.inputs_size() ? elementBytes(p.buffers(i.inputs(0)).dtype()) : 4);
       largestBucket = std::max(largestBucket, 4 * std::max(in, out));
     }
   };
@@ -667,23 +705,76 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
          " = 4(Pp+pad)/dp + 4(P-Pp) = 4*(" + std::to_string(Pp) + "+" + std::to_string(padP) +
              ")/" + std::to_string(dp) + " + 4*" + std::to_string(P - Pp) +
              " (Pp: partitioned, the rest persistent)");
+  else if (Pp)
+    line("parameters:     ", paramBytes,
+         split(4, P, pad) + (lowName ? " (fp32 master weights)" : ""));
   else
-    line("parameters:     ", paramBytes, whole(4));
-  line("gradients:      ", gradBytes, stage >= 2 ? split(4, P, pad) : whole(4));
+    line("parameters:     ", paramBytes, whole(4) + (lowName ? " (fp32 master weights)" : ""));
+  // The 16-bit copies live through the step (stages 0-2: cast, or
+  // gathered, once per step); stage 3 gathers them per use, transiently.
+  int64_t lowBytes = 2 * lowElements;
+  if (lowName)
+    line("16-bit copies:  ", lowBytes,
+         " = 2P' = 2*" + std::to_string(lowElements) + " (" + lowName + ", " +
+             (stage == 0 ? "cast once per step"
+              : stage < 3 ? "gathered once per step"
+                          : "gathered per use if partitioned, cast once per step if "
+                            "persistent") +
+             "; inside the activations)");
+  line("gradients:      ", gradBytes,
+       (stage >= 2 ? split(4, P, pad) : whole(4)) + (lowName ? " (fp32 accumulation)" : ""));
   line("optimizer:      ", stateBytes,
        stage >= 1 ? split(4 * statesPerParam, P, pad) : whole(4 * statesPerParam));
+  if (lowName) {
+    // The ZeRO paper's mixed-precision model state (Rajbhandari et al.
+    // 2020, section 3.1): 2P 16-bit parameters + 2P 16-bit gradients +
+    // KP fp32 master weights and Adam moments (K = 12), partitioned as the
+    // stage says.
+    int64_t held = paramBytes + 2 * lowHeldElements + gradBytes + stateBytes;
+    int64_t Ppad = P + pad;
+    int64_t paper = stage == 0   ? 16 * P
+                    : stage == 1 ? 4 * P + 12 * Ppad / dp
+                    : stage == 2 ? 2 * P + 14 * Ppad / dp
+                                 : 16 * Ppad / dp;
+    const char *paperFormula = stage == 0   ? "2P + 2P + 12P"
+                               : stage == 1 ? "2P + 2P + 12(P+pad)/dp"
+                               : stage == 2 ? "2P + (2+12)(P+pad)/dp"
+                                            : "(2+2+12)(P+pad)/dp";
+    line("model state:    ", held, " (parameters, 16-bit copies held, gradients, optimizer)");
+    os << "  ZeRO paper:     " << paper << " bytes (" << humanBytes(paper) << ") = "
+       << paperFormula << " (mixed precision, K = 12)\n";
+    if (stage < 3) {
+      // dsc - paper = G/2 (its gradients G are fp32, the paper's 16-bit)
+      // - 2(P - P') (parameters read only in fp32 have no 16-bit copy).
+      os << "  dsc - paper:    " << (held - paper) << " bytes = G/2 - 2(P-P') = " << gradBytes / 2
+         << " - 2*" << (P - lowElements)
+         << " (G: the fp32 gradients above, 16-bit in the paper; P-P': parameters only read in "
+            "fp32, such as layer-norm weights, without a 16-bit copy)\n";
+    } else {
+      os << "  dsc - paper:    " << (held - paper)
+         << " bytes (the same 16 bytes per partitioned parameter: fp32 parameters, gradients "
+            "and moments, 4+4+8, where the paper has 2+2+12"
+         << (held != paper ? "; parameters under stage3_param_persistence_threshold are whole on "
+                             "every rank, with their 16-bit copies"
+                           : "")
+         << ")\n";
+    }
+  }
   line("activations:    ", activations, "");
   line("comm buffers:   ", largestBucket, " (largest bucket, inside the activations)");
   line("planned peak:   ", (int64_t)p.arena_bytes(), " (the arena)");
   os << "communication per step (elements; an all-reduce counts 2x):\n";
-  int64_t total = 0, calls = 0;
+  int64_t total = 0, calls = 0, totalBytes = 0;
   for (auto &[kind, k] : comm) {
-    os << "  " << kind << ": " << k.calls << " calls, " << k.elements << " elements\n";
+    os << "  " << kind << ": " << k.calls << " calls, " << k.elements << " elements, "
+       << k.bytes << " bytes\n";
     total += k.elements;
+    totalBytes += k.bytes;
     calls += k.calls;
   }
   os << "  total: " << calls << " calls, " << total << " elements = "
-     << llvm::format("%.3f", P ? double(total) / P : 0.0) << " P\n";
+     << llvm::format("%.3f", P ? double(total) / P : 0.0) << " P, " << totalBytes << " bytes ("
+     << humanBytes(totalBytes) << ")\n";
 }
 
 void writeManifest(const plan::Plan &p, llvm::raw_ostream &os) {

@@ -13,6 +13,9 @@
 //   stage 3  + parameters (above the persistence threshold): the argument
 //            is the chunk; gathered before the forward uses and again
 //            before the backward uses; updated in place as a chunk.
+// With mixed precision (the module's train.precision), stages 1-2 also
+// partition the fp32 parameters (the master weights) and gather their
+// 16-bit copies once per step, before the micro-batches.
 // Clipping needs the global norm: train.sum_sq of the owned chunks,
 // all-reduced (sum), feeds train.clip_grad_norm ... sum_sq(...).
 //
@@ -140,6 +143,15 @@ struct Zero : impl::ZeroBase<Zero> {
     OpBuilder b(ctx);
     Location loc = clip.getLoc();
 
+    // Mixed precision at stages 1-2: the fp32 master weights are
+    // partitioned with the optimizer states (DeepSpeed's layout: 2P
+    // bytes of 16-bit parameters, 12P/dp of fp32 master and moments), and
+    // each rank gathers the 16-bit copies once per step, before the first
+    // micro-batch (half the bytes of gathering fp32 parameters after the
+    // update, and the same values: the copies are cast from the updated
+    // masters).
+    bool mixed = stage < 3 && fn->getParentOfType<ModuleOp>()->hasAttr(TrainDialect::kPrecision);
+
     // 1. The parameters and their updates.
     SmallVector<Param> params;
     for (Operation &op : top) {
@@ -158,7 +170,7 @@ struct Zero : impl::ZeroBase<Zero> {
       p.numel = p.fullType.getNumElements();
       p.chunkType = RankedTensorType::get({distutil::chunkSize(p.numel, dp)},
                                           p.fullType.getElementType());
-      p.partitioned = stage == 3 && p.numel >= persistenceThreshold;
+      p.partitioned = (stage == 3 && p.numel >= persistenceThreshold) || mixed;
       params.push_back(p);
     }
     if (params.size() != clip.getGrads().size())
@@ -230,11 +242,11 @@ struct Zero : impl::ZeroBase<Zero> {
     // parameter the step reads only through its mixed-precision copy
     // (nn.cast to bf16/fp16, once per step) is gathered as that copy: the
     // owned chunk is cast, and the gather moves half the bytes.
-    if (stage == 3)
+    if (stage == 3 || mixed)
       for (Param &p : params)
         if (p.partitioned)
           gatherLowCopies(b, top, p);
-    if (stage == 3 && pipelined) {
+    if ((stage == 3 && pipelined) || mixed) {
       // One gather per step, before the first micro-batch's first use.
       for (Param &p : params) {
         if (!p.partitioned)

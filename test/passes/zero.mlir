@@ -5,6 +5,22 @@
 // RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=2 --optimizer --zero="stage=3 dp=4 persistence-threshold=0" | dsc-opt --verify-zero | FileCheck %s --check-prefix=ROUNDTRIP
 // Mixed precision: stage 3 gathers the bf16 copy of each owned chunk.
 // RUN: dsc-opt %S/Inputs/dp-mlp.mlir --mixed-precision --autodiff --gradient-accumulation=steps=2 --optimizer --zero="stage=3 dp=4 persistence-threshold=10" | FileCheck %s --check-prefix=MP3
+// RUN: dsc-opt %S/Inputs/dp-mlp.mlir --mixed-precision --autodiff --gradient-accumulation=steps=2 --optimizer --zero="stage=1 dp=4" | FileCheck %s --check-prefix=MP1
+
+// Stages 1-2 with mixed precision partition the fp32 parameters too (the
+// master weights, as DeepSpeed does): each chunk is cast to bf16 and
+// gathered once per step, before the micro-batches; the updated chunk is
+// not gathered back in fp32 after the update.
+// MP1-LABEL: func.func @mlp(
+// MP1-SAME:    %[[W1:[a-z0-9]+]]: tensor<5xf32> {dist.shard_of = array<i64: 6, 3>, train.param = "w1"}
+// MP1:         %[[W1L:.*]] = nn.cast %[[W1]] : tensor<5xf32> to tensor<5xbf16>
+// MP1:         dist.all_gather %[[W1L]] {group = #dist.group<dp, 4>} : tensor<5xbf16> -> tensor<18xbf16>
+// MP1:         train.accumulate 2
+// MP1-NOT:     dist.all_gather
+// MP1:         dist.reduce_scatter
+// MP1:         train.adam %[[W1]],
+// MP1-NOT:     dist.all_gather
+// MP1:         return
 
 // With mixed precision each partitioned parameter's fp32 chunk is cast to
 // bf16 once per step (before the micro-batches), and the forward and
