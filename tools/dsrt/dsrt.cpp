@@ -44,6 +44,7 @@
 #include <filesystem>
 #include <memory>
 #include <sys/resource.h>
+#include <unistd.h>
 
 namespace plan = dsc::plan;
 namespace fs = std::filesystem;
@@ -266,6 +267,17 @@ int64_t peakRssMiB() {
   return u.ru_maxrss / 1024;
 }
 
+/// The resident set now, in MiB (0 where /proc is not readable).
+double currentRssMiB() {
+  std::FILE *f = std::fopen("/proc/self/statm", "r");
+  if (!f)
+    return 0;
+  long long size = 0, resident = 0;
+  int got = std::fscanf(f, "%lld %lld", &size, &resident);
+  std::fclose(f);
+  return got == 2 ? double(resident) * double(sysconf(_SC_PAGESIZE)) / 1048576.0 : 0;
+}
+
 /// Under mpirun, the communicator of all ranks (null otherwise; the
 /// executor splits it for a pipeline plan). Ranks on one node share its cores unless --threads or
 /// OMP_NUM_THREADS (which dsrt's launcher sets to cores / local ranks) says.
@@ -452,6 +464,9 @@ int main(int argc, char **argv) {
       dsrt::io::checkNewFile(exportOnnx + ".data", "--export-onnx (its external data)");
     }
 
+    // What the process holds before the arena (binary, libraries, MPI,
+    // the plan): the peak's part the plan does not predict by design.
+    double baseRss = currentRssMiB();
     exec.initialize(planDir + "/weights.safetensors", seed);
     checkFiniteWeights(exec, planDir + "/weights.safetensors");
     if (profile)
@@ -601,9 +616,19 @@ int main(int argc, char **argv) {
     // The training peak, before whole weights are gathered for writing: the
     // largest over the ranks.
     int64_t rss = peakRssMiB();
-    if (ranks)
+    // Beyond the arena and the start-up footprint: what the plan misses
+    // (kernel scratch, library caches, the loader), the largest over ranks.
+    double arenaMiB = exec.plan().arena_bytes() / 1048576.0;
+    double other = double(rss) - baseRss - arenaMiB;
+    double otherShare = arenaMiB > 0 ? 100.0 * other / arenaMiB : 0;
+    if (ranks) {
       rss = (int64_t)exec.communicator().blockingAllReduceScalar(double(rss),
                                                                  dsrt::comm::ReduceOp::Max);
+      baseRss = exec.communicator().blockingAllReduceScalar(baseRss, dsrt::comm::ReduceOp::Max);
+      other = exec.communicator().blockingAllReduceScalar(other, dsrt::comm::ReduceOp::Max);
+      otherShare =
+          exec.communicator().blockingAllReduceScalar(otherShare, dsrt::comm::ReduceOp::Max);
+    }
 
     if (timeline)
       exec.writeTimeline((fs::path(rank0 ? runDir : out) /
@@ -642,10 +667,11 @@ int main(int argc, char **argv) {
     dsrt::io::writeSafeTensors(weightsPath, refs,
                                {{"format", "pt"}, {"producer", "dsrt"},
                                 {"step", std::to_string(steps)}});
-    std::printf("dsrt: done in %.1fs, peak RSS %lld MiB%s (planned arena %.1f MiB); weights in %s, "
-                "metrics in %s\n",
-                total, (long long)rss, ranks ? " per rank (max)" : "",
-                exec.plan().arena_bytes() / 1048576.0,
+    std::printf("dsrt: done in %.1fs, peak RSS %lld MiB%s (planned arena %.1f MiB%s, %.0f MiB "
+                "before it: binary, libraries, the plan; %.0f MiB other, %.1f%% of the arena); "
+                "weights in %s, metrics in %s\n",
+                total, (long long)rss, ranks ? " per rank (max)" : "", arenaMiB,
+                exec.pipelined() ? " on stage 0" : "", baseRss, other, otherShare,
                 weightsPath.c_str(), metrics->path().c_str());
     if (!exportOnnx.empty()) {
       try {
