@@ -51,6 +51,10 @@ struct DataParallel : impl::DataParallelBase<DataParallel> {
     if (clip.getSumSq())
       return clip.emitOpError("data-parallel: the gradients are already partitioned (zero)");
     auto group = dist::GroupAttr::get(fn.getContext(), dist::Axis::dp, dp);
+    Type comm = distutil::commElementType(fn.getContext(), commDtype);
+    if (!comm)
+      return fn.emitError("data-parallel: comm-dtype must be fp32, bf16 or fp16, not '")
+             << commDtype << "'";
     auto accs = llvm::to_vector(fn.getBody().front().getOps<train::AccumulateOp>());
     train::AccumulateOp acc = accs.empty() ? train::AccumulateOp() : accs[0];
     OpBuilder b(fn.getContext());
@@ -63,11 +67,15 @@ struct DataParallel : impl::DataParallelBase<DataParallel> {
         Operation *yield = acc.getBody().front().getTerminator();
         OpOperand &y = yield->getOpOperand(result.getResultNumber());
         b.setInsertionPointAfterValue(y.get());
-        y.set(distutil::allReduce(b, g.getLoc(), y.get(), group, dist::ReduceKind::avg));
+        distutil::reduceInto(b, g.getLoc(), y.get(), comm, y, [&](Value v) {
+          return distutil::allReduce(b, g.getLoc(), v, group, dist::ReduceKind::avg);
+        });
         continue;
       }
       b.setInsertionPointAfterValue(g);
-      operand.set(distutil::allReduce(b, g.getLoc(), g, group, dist::ReduceKind::avg));
+      distutil::reduceInto(b, g.getLoc(), g, comm, operand, [&](Value v) {
+        return distutil::allReduce(b, g.getLoc(), v, group, dist::ReduceKind::avg);
+      });
     }
     return success();
   }

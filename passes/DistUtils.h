@@ -164,6 +164,43 @@ inline mlir::Value reduceScatter(mlir::OpBuilder &b, mlir::Location loc, mlir::V
       dist::ReduceKindAttr::get(b.getContext(), kind))[0];
 }
 
+/// The element type named by a pass's comm-dtype option ("fp32", "bf16",
+/// "fp16"), or null for another name.
+inline mlir::Type commElementType(mlir::MLIRContext *ctx, llvm::StringRef name) {
+  if (name == "fp32")
+    return mlir::Float32Type::get(ctx);
+  if (name == "bf16")
+    return mlir::BFloat16Type::get(ctx);
+  if (name == "fp16")
+    return mlir::Float16Type::get(ctx);
+  return nullptr;
+}
+
+/// `v` with element type `elem` (an nn.cast, or v itself when it has it).
+inline mlir::Value castElements(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v,
+                                mlir::Type elem) {
+  auto t = mlir::cast<mlir::RankedTensorType>(v.getType());
+  if (t.getElementType() == elem)
+    return v;
+  return nn::CastOp::create(b, loc, t.clone(elem), v);
+}
+
+/// A gradient reduction in communication_data_type `commElem`, read by
+/// `use`: `reduce` gets v cast to it (built at b's insertion point), and
+/// `use` reads the result cast back to v's type, built right before its
+/// owner, so the wait's first use stays late and comm-fusion can still
+/// bucket the reductions (DeepSpeed casts the gradients to
+/// communication_data_type before the reduction and copies the result into
+/// the fp32 gradient).
+template <typename Reduce>
+void reduceInto(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v, mlir::Type commElem,
+                mlir::OpOperand &use, Reduce &&reduce) {
+  mlir::Type own = mlir::cast<mlir::RankedTensorType>(v.getType()).getElementType();
+  mlir::Value r = reduce(castElements(b, loc, v, commElem ? commElem : own));
+  mlir::OpBuilder at(use.getOwner());
+  use.set(castElements(at, loc, r, own));
+}
+
 /// The n-element tensor whose chunks the ranks hold.
 inline mlir::Value allGather(mlir::OpBuilder &b, mlir::Location loc, mlir::Value chunk,
                              int64_t n, dist::GroupAttr group) {

@@ -197,6 +197,9 @@ def DataParallel : Pass<"data-parallel", "mlir::ModuleOp"> {
   let dependentDialects = ["::dsc::dist::DistDialect"];
   let options = [
     Option<"dp", "dp", "int64_t", "2", "data-parallel ranks">,
+    Option<"commDtype", "comm-dtype", "std::string", "\"fp32\"",
+           "the type gradients are all-reduced in (communication_data_type): fp32, bf16 "
+           "or fp16; cast before the reduction and back after">,
   ];
 }
 
@@ -229,6 +232,9 @@ def Zero : Pass<"zero", "mlir::ModuleOp"> {
     Option<"dp", "dp", "int64_t", "2", "data-parallel ranks">,
     Option<"persistenceThreshold", "persistence-threshold", "int64_t", "100000",
            "stage 3: parameters with fewer elements stay whole on every rank">,
+    Option<"commDtype", "comm-dtype", "std::string", "\"fp32\"",
+           "the type gradients are reduce-scattered in (communication_data_type): fp32, "
+           "bf16 or fp16; cast before the reduction and back after">,
   ];
 }
 

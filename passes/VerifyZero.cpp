@@ -8,6 +8,7 @@
 #include "passes/DistUtils.h"
 #include "passes/Passes.h"
 
+#include "dialects/nn/NNDialect.h"
 #include "dialects/train/TrainDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -66,6 +67,9 @@ struct VerifyZero : impl::VerifyZeroBase<VerifyZero> {
           for (auto [k, v] : llvm::enumerate(yield->getOperands())) {
             if (k == 0)
               continue; // the loss
+            // communication_data_type: the reduced chunk cast back.
+            if (auto cast = v.getDefiningOp<nn::CastOp>())
+              v = cast.getInput();
             if (!v.getDefiningOp<dist::WaitOp>() ||
                 !isa<dist::ReduceScatterOp>(v.getDefiningOp<dist::WaitOp>().getCollective())) {
               acc.emitOpError("verify-zero: gradient sum ")

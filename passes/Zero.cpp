@@ -140,6 +140,10 @@ struct Zero : impl::ZeroBase<Zero> {
           "zero: the step already communicates (data-parallel ran?)");
     MLIRContext *ctx = fn.getContext();
     auto group = dist::GroupAttr::get(ctx, dist::Axis::dp, dp);
+    Type comm = distutil::commElementType(ctx, commDtype);
+    if (!comm)
+      return fn.emitError("zero: comm-dtype must be fp32, bf16 or fp16, not '")
+             << commDtype << "'";
     OpBuilder b(ctx);
     Location loc = clip.getLoc();
 
@@ -185,8 +189,12 @@ struct Zero : impl::ZeroBase<Zero> {
       Value g = clip.getGrads()[p.gradIndex];
       if (stage == 1 || pipelined) {
         b.setInsertionPoint(clip);
+        // In communication_data_type (cast back below, after every
+        // reduce-scatter, so comm-fusion can bucket them).
+        Value flat = distutil::flatten(b, g.getLoc(), g);
         chunks[p.gradIndex] = distutil::reduceScatter(
-            b, g.getLoc(), distutil::flatten(b, g.getLoc(), g), group, dist::ReduceKind::avg);
+            b, g.getLoc(), distutil::castElements(b, g.getLoc(), flat, comm), group,
+            dist::ReduceKind::avg);
         continue;
       }
       // Stages 2-3: reduce-scatter where the micro-batch yields the
@@ -204,11 +212,14 @@ struct Zero : impl::ZeroBase<Zero> {
         return clip.emitOpError("zero: gradient ")
                << p.gradIndex << " is not a sum of train.accumulate";
       OpOperand &y = yield->getOpOperand(result.getResultNumber());
-      // Right where the backward pass produces the gradient.
+      // Right where the backward pass produces the gradient, in
+      // communication_data_type, cast back where the micro-batch yields it.
       b.setInsertionPointAfterValue(y.get());
-      y.set(distutil::reduceScatter(b, y.get().getLoc(),
-                                    distutil::flatten(b, y.get().getLoc(), y.get()), group,
-                                    dist::ReduceKind::avg));
+      distutil::reduceInto(b, y.get().getLoc(), distutil::flatten(b, y.get().getLoc(), y.get()),
+                           comm, y, [&](Value v) {
+                             return distutil::reduceScatter(b, v.getLoc(), v, group,
+                                                            dist::ReduceKind::avg);
+                           });
       result.setType(p.chunkType);
       Value chunk = result;
       if (scale) {
@@ -218,6 +229,14 @@ struct Zero : impl::ZeroBase<Zero> {
         dead.push_back(scale);
       }
       chunks[p.gradIndex] = chunk;
+    }
+
+    // Stage 1: the reduced chunks back in the gradients' type.
+    if (stage == 1 || pipelined) {
+      b.setInsertionPoint(clip);
+      for (Param &p : params)
+        chunks[p.gradIndex] = distutil::castElements(b, loc, chunks[p.gradIndex],
+                                                     p.chunkType.getElementType());
     }
 
     // 3. Global norm and clipping of the chunks.

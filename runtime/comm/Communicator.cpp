@@ -161,10 +161,9 @@ Handle Communicator::start(Kind kind, const TensorArg *ts, size_t k, ReduceOp op
   for (size_t j = 0; j < k; ++j) {
     if (ts[j].n < 0 || (ts[j].n > 0 && (!ts[j].in || !ts[j].out)))
       throw CommError(where() + ": tensor " + std::to_string(j) + " has no buffer or a negative size");
-    if (ts[j].elementBytes != 4 && (kind != Kind::AllGather || ts[j].elementBytes != 2))
-      throw CommError(where() + ": tensor " + std::to_string(j) + " has " +
-                      std::to_string(ts[j].elementBytes) +
-                      "-byte elements (reductions take float32; all_gather 4 or 2 bytes)");
+    if (kind != Kind::AllGather && ts[j].type != ts[0].type)
+      throw CommError(where() + ": tensor " + std::to_string(j) +
+                      " has another element type than tensor 0 (a reduction adds one type)");
     if (kind == Kind::AllGather &&
         chunkOf(gatheredOf(ts[j], size()), size()) != ts[j].n)
       throw CommError(where() + ": tensor " + std::to_string(j) + ": " +
@@ -355,7 +354,7 @@ void SelfCommunicator::startCollective(int slot) {
       std::memmove(ts[j].out, ts[j].in,
                    size_t(pendingAt(slot).kind == Kind::AllGather ? gatheredOf(ts[j], 1)
                                                                   : ts[j].n) *
-                       size_t(ts[j].elementBytes));
+                       size_t(ts[j].elementBytes()));
 }
 
 } // namespace dsrt::comm

@@ -67,15 +67,19 @@ const char *reduceOpName(ReduceOp op);
 /// (reduce_scatter: chunk `rank` of `in` zero-padded to size() chunks); or
 /// `outN` elements (all_gather: every rank's chunk of c = n elements in rank
 /// order, the padding beyond outN dropped; outN = 0 means n * size()).
-/// Reductions take float32 (elementBytes 4); an all_gather moves bytes and
-/// also takes 2-byte elements (bf16, fp16: mixed precision's parameter
-/// copies), whose `in` / `out` then address 16-bit elements.
+/// Elements are float32, or bf16 / fp16 (mixed precision: the parameter
+/// copies ZeRO gathers, gradients reduced in communication_data_type),
+/// whose `in` / `out` then address 16-bit elements. A reduction's tensors
+/// share one type and are added in float, each partial sum rounded to the
+/// type (as NCCL does); an all_gather moves bytes and may mix types.
+enum class Elem { F32, BF16, F16 };
 struct TensorArg {
   const float *in = nullptr;
   float *out = nullptr;
   int64_t n = 0;
   int64_t outN = 0;
-  int elementBytes = 4;
+  Elem type = Elem::F32;
+  int elementBytes() const { return type == Elem::F32 ? 4 : 2; }
 };
 
 /// The output elements of an all_gather of `t` over `size` ranks.

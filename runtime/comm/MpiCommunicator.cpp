@@ -1,6 +1,8 @@
 //===- MpiCommunicator.cpp - CPU ranks over MPI ---------------------------===//
 #include "runtime/comm/MpiCommunicator.h"
 
+#include "runtime/kernels/cpu/Half.h"
+
 #include <mpi.h>
 
 #include <algorithm>
@@ -42,9 +44,11 @@ struct Ring {
   bool gather = false;     // all_reduce: an all-gather phase follows
   bool gathering = false;  // in that phase
   int step = 0;
-  float *blocks = nullptr; // size x block
-  float *recv = nullptr;   // block
-  int64_t block = 0;
+  char *blocks = nullptr; // size x block elements
+  char *recv = nullptr;   // block elements
+  int64_t block = 0;      // elements
+  Elem type = Elem::F32;
+  size_t bytes() const { return type == Elem::F32 ? 4 : 2; }
   int tag = 0;
   ReduceOp op = ReduceOp::Sum;
   MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
@@ -70,14 +74,46 @@ void scale(float *x, int64_t n, float s) {
     x[i] *= s;
 }
 
-/// dst[0, n) = src[0, n) * s (s == 1: a copy).
-void copyScaled(float *dst, const float *src, int64_t n, float s) {
+size_t bytesOf(Elem t) { return t == Elem::F32 ? 4 : 2; }
+
+/// Element i of `p` (of type t) as a float, and a float stored as type t
+/// (bf16 / fp16: rounded to nearest even, as the kernels round).
+float load(const void *p, int64_t i, Elem t) {
+  switch (t) {
+  case Elem::BF16:
+    return cpu::detail::bf16Value(static_cast<const uint16_t *>(p)[i]);
+  case Elem::F16:
+    return cpu::detail::f16Value(static_cast<const uint16_t *>(p)[i]);
+  default:
+    return static_cast<const float *>(p)[i];
+  }
+}
+void store(void *p, int64_t i, Elem t, float v) {
+  switch (t) {
+  case Elem::BF16:
+    static_cast<uint16_t *>(p)[i] = cpu::detail::bf16Bits(v);
+    return;
+  case Elem::F16:
+    static_cast<uint16_t *>(p)[i] = cpu::detail::f16Bits(v);
+    return;
+  default:
+    static_cast<float *>(p)[i] = v;
+  }
+}
+
+/// dst[0, n) = src[0, n) * s (s == 1: a copy), elements of type t.
+void copyScaled(void *dst, const void *src, int64_t n, float s, Elem t) {
   if (s == 1.0f) {
-    std::memcpy(dst, src, size_t(n) * sizeof(float));
+    std::memcpy(dst, src, size_t(n) * bytesOf(t));
+    return;
+  }
+  if (t == Elem::F32) {
+    for (int64_t i = 0; i < n; ++i)
+      static_cast<float *>(dst)[i] = static_cast<const float *>(src)[i] * s;
     return;
   }
   for (int64_t i = 0; i < n; ++i)
-    dst[i] = src[i] * s;
+    store(dst, i, t, load(src, i, t) * s);
 }
 
 } // namespace
@@ -225,11 +261,22 @@ int64_t MpiCommunicator::stagingElements(Kind kind, const TensorArg *ts, size_t 
   return mpiStagingBytes(
              kind, size_, k, [&](size_t j) { return ts[j].n; },
              [&](size_t j) { return kind == Kind::AllGather ? gatheredOf(ts[j], size_) : ts[j].n; },
-             [&](size_t j) { return int64_t(ts[j].elementBytes); }) /
+             [&](size_t j) { return int64_t(ts[j].elementBytes()); }) /
          int64_t(sizeof(float));
 }
 
 namespace {
+
+void combine(float *into, const float *from, int64_t n, ReduceOp op);
+
+/// into = into (op) from, for 16-bit elements: added in float, rounded.
+void combine16(void *into, const void *from, int64_t n, ReduceOp op, Elem t) {
+  for (int64_t i = 0; i < n; ++i) {
+    float a = load(into, i, t), b = load(from, i, t);
+    float r = op == ReduceOp::Max ? std::max(a, b) : op == ReduceOp::Min ? std::min(a, b) : a + b;
+    store(into, i, t, r);
+  }
+}
 
 void combine(float *into, const float *from, int64_t n, ReduceOp op) {
   switch (op) {
@@ -261,9 +308,11 @@ void MpiCommunicator::postRingStep(int slot) {
   int sendIdx = g.gathering ? mod(r - s, S) : mod(r - s - 1, S);
   int recvIdx = g.gathering ? mod(r - s - 1, S) : mod(r - s - 2, S);
   int n = mpiCount(g.block, worldRankOf(rank_), "ring block");
-  float *into = g.gathering ? g.blocks + recvIdx * g.block : g.recv;
-  check(MPI_Irecv(into, n, MPI_FLOAT, prev, g.tag, impl_->comm, &g.req[0]), worldRankOf(rank_), "MPI_Irecv");
-  check(MPI_Isend(g.blocks + sendIdx * g.block, n, MPI_FLOAT, next, g.tag, impl_->comm,
+  size_t blockBytes = size_t(g.block) * g.bytes();
+  char *into = g.gathering ? g.blocks + size_t(recvIdx) * blockBytes : g.recv;
+  MPI_Datatype type = g.type == Elem::F32 ? MPI_FLOAT : MPI_UINT16_T;
+  check(MPI_Irecv(into, n, type, prev, g.tag, impl_->comm, &g.req[0]), worldRankOf(rank_), "MPI_Irecv");
+  check(MPI_Isend(g.blocks + size_t(sendIdx) * blockBytes, n, type, next, g.tag, impl_->comm,
                   &g.req[1]),
         worldRankOf(rank_), "MPI_Isend");
 }
@@ -275,8 +324,14 @@ bool MpiCommunicator::advanceRing(int slot) {
     check(MPI_Testall(2, g.req, &flag, MPI_STATUSES_IGNORE), worldRankOf(rank_), "MPI_Testall");
     if (!flag)
       return false;
-    if (!g.gathering)
-      combine(g.blocks + mod(rank_ - g.step - 2, size_) * g.block, g.recv, g.block, g.op);
+    if (!g.gathering) {
+      char *into = g.blocks + size_t(mod(rank_ - g.step - 2, size_)) * size_t(g.block) * g.bytes();
+      if (g.type == Elem::F32)
+        combine(reinterpret_cast<float *>(into), reinterpret_cast<const float *>(g.recv), g.block,
+                g.op);
+      else
+        combine16(into, g.recv, g.block, g.op, g.type);
+    }
     if (++g.step == size_ - 1) {
       g.step = 0;
       if (g.gather && !g.gathering) {
@@ -291,12 +346,13 @@ bool MpiCommunicator::advanceRing(int slot) {
   return true;
 }
 
-void MpiCommunicator::startRing(int slot, float *blocks, int64_t block, bool gather,
-                                ReduceOp op) {
+void MpiCommunicator::startRing(int slot, char *blocks, int64_t block, bool gather, ReduceOp op,
+                                Elem type) {
   Ring &g = impl_->rings[slot];
   g = Ring();
+  g.type = type;
   g.blocks = blocks;
-  g.recv = blocks + size_ * block;
+  g.recv = blocks + size_t(size_) * size_t(block) * g.bytes();
   g.block = block;
   g.gather = gather;
   g.op = op;
@@ -330,36 +386,44 @@ void MpiCommunicator::startCollective(int slot) {
 
   switch (p.kind) {
   case Kind::AllReduce: {
-    // Packed and zero-padded to size blocks, reduced by the ring.
+    // Packed and zero-padded to size blocks, reduced by the ring (zero
+    // bits are +0 in every element type).
+    const Elem type = ts[0].type;
+    const size_t eb = bytesOf(type);
+    char *bytes = reinterpret_cast<char *>(stage);
     int64_t off = 0;
     for (size_t j = 0; j < k; off += ts[j].n, ++j)
-      std::memcpy(stage + off, ts[j].in, size_t(ts[j].n) * sizeof(float));
+      std::memcpy(bytes + size_t(off) * eb, ts[j].in, size_t(ts[j].n) * eb);
     int64_t block = chunkOf(off, S);
-    std::fill(stage + off, stage + S * block, 0.0f);
+    std::memset(bytes + size_t(off) * eb, 0, size_t(S * block - off) * eb);
     mode = Mode::Ring;
-    startRing(slot, stage, block, /*gather=*/true, p.op);
+    startRing(slot, bytes, block, /*gather=*/true, p.op, type);
     return;
   }
   case Kind::ReduceScatter: {
     // [rank 0: t1 c0, t2 c0, ...][rank 1: t1 c1, t2 c1, ...] ..., each
     // chunk zero-padded to ceil(n / S); the ring leaves this rank's
     // block reduced.
+    const Elem type = ts[0].type;
+    const size_t eb = bytesOf(type);
     int64_t block = 0;
     for (size_t j = 0; j < k; ++j)
       block += chunkOf(ts[j].n, S);
+    char *bytes = reinterpret_cast<char *>(stage);
     for (int64_t r = 0; r < S; ++r) {
-      float *dst = stage + r * block;
+      char *dst = bytes + size_t(r * block) * eb;
       for (size_t j = 0; j < k; ++j) {
         int64_t c = chunkOf(ts[j].n, S);
         int64_t have = std::max<int64_t>(0, std::min(c, ts[j].n - r * c));
         if (have)
-          std::memcpy(dst, ts[j].in + r * c, size_t(have) * sizeof(float));
-        std::fill(dst + have, dst + c, 0.0f);
-        dst += c;
+          std::memcpy(dst, reinterpret_cast<const char *>(ts[j].in) + size_t(r * c) * eb,
+                      size_t(have) * eb);
+        std::memset(dst + size_t(have) * eb, 0, size_t(c - have) * eb);
+        dst += size_t(c) * eb;
       }
     }
     mode = Mode::Ring;
-    startRing(slot, stage, block, /*gather=*/false, p.op);
+    startRing(slot, bytes, block, /*gather=*/false, p.op, type);
     return;
   }
   case Kind::AllGather: {
@@ -368,7 +432,7 @@ void MpiCommunicator::startCollective(int slot) {
     const char *call = "MPI_Iallgather";
     if (k == 1 && gatheredOf(ts[0], S) == ts[0].n * S) { // no padding to drop
       const TensorArg &t = ts[0];
-      size_t eb = size_t(t.elementBytes);
+      size_t eb = size_t(t.elementBytes());
       MPI_Datatype type = eb == 2 ? MPI_UINT16_T : MPI_FLOAT;
       int n = mpiCount(t.n, worldRankOf(rank_), "all_gather input");
       mpiCount(t.n * S, worldRankOf(rank_), "all_gather");
@@ -389,13 +453,13 @@ void MpiCommunicator::startCollective(int slot) {
     int64_t blockBytes = 0;
     bool halves = false;
     for (size_t j = 0; j < k; ++j) {
-      blockBytes += ts[j].n * ts[j].elementBytes;
-      halves |= ts[j].elementBytes == 2;
+      blockBytes += ts[j].n * ts[j].elementBytes();
+      halves |= ts[j].elementBytes() == 2;
     }
     int64_t unit = halves ? 2 : 4;
     char *dst = reinterpret_cast<char *>(stage) + rank_ * blockBytes;
     for (size_t j = 0; j < k; ++j) {
-      size_t bytes = size_t(ts[j].n) * size_t(ts[j].elementBytes);
+      size_t bytes = size_t(ts[j].n) * size_t(ts[j].elementBytes());
       std::memcpy(dst, ts[j].in, bytes);
       dst += bytes;
     }
@@ -511,28 +575,32 @@ void MpiCommunicator::finishCollective(int slot) {
       for (size_t j = 0; j < k; ++j)
         scale(ts[j].out, ts[j].n, s);
     return;
-  case Mode::Ring:
+  case Mode::Ring: {
+    const Elem type = ts[0].type;
+    const size_t eb = bytesOf(type);
+    const char *bytes = reinterpret_cast<const char *>(stage);
     if (p.kind == Kind::AllReduce) {
-      for (size_t j = 0; j < k; stage += ts[j].n, ++j)
-        copyScaled(ts[j].out, stage, ts[j].n, s);
+      for (size_t j = 0; j < k; bytes += size_t(ts[j].n) * eb, ++j)
+        copyScaled(ts[j].out, bytes, ts[j].n, s, type);
     } else { // reduce_scatter: this rank's block
       int64_t block = impl_->rings[slot].block;
-      const float *mine = stage + rank_ * block;
-      for (size_t j = 0; j < k; mine += chunkOf(ts[j].n, S), ++j)
-        copyScaled(ts[j].out, mine, chunkOf(ts[j].n, S), s);
+      const char *mine = bytes + size_t(rank_ * block) * eb;
+      for (size_t j = 0; j < k; mine += size_t(chunkOf(ts[j].n, S)) * eb, ++j)
+        copyScaled(ts[j].out, mine, chunkOf(ts[j].n, S), s, type);
     }
     return;
+  }
   case Mode::Staged: // only all_gather stages through MPI
     break;
   }
   {
     int64_t blockBytes = 0;
     for (size_t j = 0; j < k; ++j)
-      blockBytes += ts[j].n * ts[j].elementBytes;
+      blockBytes += ts[j].n * ts[j].elementBytes();
     for (int64_t r = 0; r < S; ++r) {
       const char *src = reinterpret_cast<const char *>(stage) + r * blockBytes;
       for (size_t j = 0; j < k; ++j) {
-        size_t eb = size_t(ts[j].elementBytes);
+        size_t eb = size_t(ts[j].elementBytes());
         // Drop the padding past the gathered tensor's end.
         int64_t have = std::max<int64_t>(0, std::min(ts[j].n, gatheredOf(ts[j], S) - r * ts[j].n));
         if (have)

@@ -59,7 +59,7 @@ protected:
   /// ranks that never answer are the ones that stalled (frozen, dead, or
   /// computing outside any collective); the answers show who waits where.
   std::string missingRanks(const std::string &what) override;
-  void startRing(int slot, float *blocks, int64_t block, bool gather, ReduceOp op);
+  void startRing(int slot, char *blocks, int64_t block, bool gather, ReduceOp op, Elem type);
   void postRingStep(int slot);
   bool advanceRing(int slot);
 

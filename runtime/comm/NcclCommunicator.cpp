@@ -186,17 +186,18 @@ void NcclCommunicator::startCollective(int slot) {
   ncclResult_t rc = ncclSuccess;
   for (size_t j = 0; j < p.k && rc == ncclSuccess; ++j) {
     const TensorArg &t = ts[j];
+    ncclDataType_t type = t.type == Elem::BF16  ? ncclBfloat16
+                          : t.type == Elem::F16 ? ncclFloat16
+                                                : ncclFloat32;
     switch (p.kind) {
     case Kind::AllReduce:
-      rc = ncclAllReduce(t.in, t.out, size_t(t.n), ncclFloat32, ncclOp(p.op), comm, stream);
+      rc = ncclAllReduce(t.in, t.out, size_t(t.n), type, ncclOp(p.op), comm, stream);
       break;
     case Kind::ReduceScatter:
-      rc = ncclReduceScatter(t.in, t.out, size_t(t.n / size_), ncclFloat32, ncclOp(p.op), comm,
-                             stream);
+      rc = ncclReduceScatter(t.in, t.out, size_t(t.n / size_), type, ncclOp(p.op), comm, stream);
       break;
     case Kind::AllGather:
-      rc = ncclAllGather(t.in, t.out, size_t(t.n), t.elementBytes == 2 ? ncclFloat16 : ncclFloat32,
-                         comm, stream);
+      rc = ncclAllGather(t.in, t.out, size_t(t.n), type, comm, stream);
       break;
     }
   }

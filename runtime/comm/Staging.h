@@ -33,11 +33,11 @@ int64_t mpiStagingBytes(Kind kind, int64_t size, size_t k, In in, Out out, Width
   case Kind::AllReduce:
     for (size_t j = 0; j < k; ++j)
       total += in(j);
-    return 4 * (size + 1) * chunkOf(total, size);
+    return (width(0) * (size + 1) * chunkOf(total, size) + 3) / 4 * 4;
   case Kind::ReduceScatter:
     for (size_t j = 0; j < k; ++j)
       total += chunkOf(in(j), size);
-    return 4 * (size + 1) * total;
+    return (width(0) * (size + 1) * total + 3) / 4 * 4;
   case Kind::AllGather: {
     bool padded = false;
     for (size_t j = 0; j < k; ++j) {

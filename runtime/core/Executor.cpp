@@ -19,10 +19,12 @@ namespace dsrt {
 namespace plan = dsc::plan;
 
 namespace {
-/// A collective operand's element bytes (bindCollective allows F32, and
-/// BF16 / F16 for all_gather).
-int commElementBytes(const Tensor &t) {
-  return t.dtype == plan::BF16 || t.dtype == plan::F16 ? 2 : 4;
+/// A collective operand's element type (bindCollective allows F32, BF16
+/// and F16).
+comm::Elem commElem(const Tensor &t) {
+  return t.dtype == plan::BF16 ? comm::Elem::BF16
+         : t.dtype == plan::F16 ? comm::Elem::F16
+                                : comm::Elem::F32;
 }
 } // namespace
 
@@ -591,7 +593,7 @@ void Executor::validateCollectives(const std::vector<Instr> &list, const char *w
       args.clear();
       for (size_t j = 0; j < i.in.size(); ++j)
         args.push_back({nullptr, nullptr, i.in[j]->numel, i.out[j]->numel,
-                        commElementBytes(*i.in[j])});
+                        commElem(*i.in[j])});
       staging.length = c->stagingElements(kind, args.data(), args.size());
       if (i.stagingBytes) {
         // Planned by dsc in the arena.
@@ -664,7 +666,7 @@ void Executor::initialize(const std::string &weightsPath, uint64_t seed) {
           i.ptrs[j] = i.in[j]->f32();
       for (size_t j = 0; j < i.comm.size(); ++j)
         i.comm[j] = {i.in[j]->f32(), i.out[j]->f32(), i.in[j]->numel, i.out[j]->numel,
-                     commElementBytes(*i.in[j])};
+                     commElem(*i.in[j])};
       if (i.stagingBytes)
         i.staging = reinterpret_cast<float *>(static_cast<char *>(arena_) + i.stagingOffset);
     }

@@ -334,12 +334,13 @@ void bindCollective(Instr &i, const Check &c, comm::Kind kind) {
   int64_t inTotal = 0, outTotal = 0;
   for (size_t j = 0; j < i.in.size(); ++j) {
     const Tensor *in = i.in[j], *out = i.out[j];
-    // Reductions add float32; an all_gather moves bytes, so mixed
-    // precision's bf16/fp16 parameter copies are gathered as they are.
-    if (reduces)
-      c.floats({in, out});
-    else
-      c.sameFloat({in, out});
+    // F32, or BF16 / F16 (mixed precision: the parameter copies ZeRO
+    // gathers, gradients reduced in communication_data_type). A reduction
+    // adds one type.
+    c.sameFloat({in, out});
+    if (reduces && in->dtype != i.in[0]->dtype)
+      c.fail("operand " + std::to_string(j) + ": a reduction's operands share one type; operand 0 is " +
+             plan::DType_Name(i.in[0]->dtype) + ", this one " + plan::DType_Name(in->dtype));
     inTotal = c.add(inTotal, in->numel);
     outTotal = c.add(outTotal, out->numel);
     std::string which = "operand " + std::to_string(j) + ": ";

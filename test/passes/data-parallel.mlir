@@ -3,6 +3,20 @@
 // RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=2 --optimizer --data-parallel=dp=4 | dsc-opt --verify-zero | FileCheck %s --check-prefix=GA2
 // RUN: not dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation --optimizer --data-parallel=dp=0 2>&1 | FileCheck %s --check-prefix=DP0
 // RUN: not dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation --optimizer --data-parallel --data-parallel 2>&1 | FileCheck %s --check-prefix=TWICE
+// RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=2 --optimizer --data-parallel="dp=4 comm-dtype=bf16" | FileCheck %s --check-prefix=BF16
+// RUN: not dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=2 --optimizer --data-parallel="dp=4 comm-dtype=fp8" 2>&1 | FileCheck %s --check-prefix=BADCOMM
+
+// comm-dtype (communication_data_type): each gradient is cast to bf16, all-
+// reduced in bf16 (half the bytes), and cast back to fp32 where the
+// clipping reads it, after every all-reduce (so comm-fusion can bucket
+// them); the clipping and the update stay fp32.
+// BF16-LABEL: func.func @mlp(
+// BF16:         %[[L:.*]] = nn.cast %{{.*}} : tensor<6x3xf32> to tensor<6x3xbf16>
+// BF16-NEXT:    %[[R:.*]] = dist.all_reduce avg %[[L]] {group = #dist.group<dp, 4>} : tensor<6x3xbf16> -> tensor<6x3xbf16>
+// BF16-NEXT:    %[[W:.*]] = dist.wait %[[R]] : tensor<6x3xbf16>
+// BF16:         %[[B:.*]] = nn.cast %[[W]] : tensor<6x3xbf16> to tensor<6x3xf32>
+// BF16:         train.clip_grad_norm %[[B]],
+// BADCOMM: error: data-parallel: comm-dtype must be fp32, bf16 or fp16, not 'fp8'
 
 // --data-parallel (ZeRO stage 0) averages every gradient over the ranks
 // once per optimizer step; parameters and states stay whole.

@@ -6,6 +6,26 @@
 // Mixed precision: stage 3 gathers the bf16 copy of each owned chunk.
 // RUN: dsc-opt %S/Inputs/dp-mlp.mlir --mixed-precision --autodiff --gradient-accumulation=steps=2 --optimizer --zero="stage=3 dp=4 persistence-threshold=10" | FileCheck %s --check-prefix=MP3
 // RUN: dsc-opt %S/Inputs/dp-mlp.mlir --mixed-precision --autodiff --gradient-accumulation=steps=2 --optimizer --zero="stage=1 dp=4" | FileCheck %s --check-prefix=MP1
+// RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=2 --optimizer --zero="stage=2 dp=4 comm-dtype=fp16" | dsc-opt --verify-zero | FileCheck %s --check-prefix=COMM2
+// RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=2 --optimizer --zero="stage=1 dp=4 comm-dtype=bf16" | FileCheck %s --check-prefix=COMM1
+
+// comm-dtype (communication_data_type): stage 2 casts each gradient to
+// fp16 where the micro-batch produces it, reduce-scatters the fp16 vector
+// and accumulates the chunk cast back to fp32 (cast at the yield);
+// stage 1 reduce-scatters every gradient sum in bf16, then casts the
+// chunks back before the clipping.
+// COMM2:         train.accumulate 2
+// COMM2:           %[[L:.*]] = nn.cast %{{.*}} : tensor<30xf32> to tensor<30xf16>
+// COMM2-NEXT:      %[[R:.*]] = dist.reduce_scatter avg %[[L]] {group = #dist.group<dp, 4>} : tensor<30xf16> -> tensor<8xf16>
+// COMM2-NEXT:      %[[W:.*]] = dist.wait %[[R]] : tensor<8xf16>
+// COMM2:           %[[B:.*]] = nn.cast %[[W]] : tensor<8xf16> to tensor<8xf32>
+// COMM2:           train.yield %{{.*}}, %{{.*}}, %{{.*}}, %[[B]]
+// COMM1:         train.accumulate 2
+// COMM1:         dist.reduce_scatter avg %{{.*}} : tensor<18xbf16> -> tensor<5xbf16>
+// COMM1:         dist.reduce_scatter avg %{{.*}} : tensor<6xbf16> -> tensor<2xbf16>
+// COMM1:         dist.reduce_scatter avg %{{.*}} : tensor<30xbf16> -> tensor<8xbf16>
+// COMM1:         nn.cast %{{.*}} : tensor<5xbf16> to tensor<5xf32>
+// COMM1:         train.clip_grad_norm
 
 // Stages 1-2 with mixed precision partition the fp32 parameters too (the
 // master weights, as DeepSpeed does): each chunk is cast to bf16 and

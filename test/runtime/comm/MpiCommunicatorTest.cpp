@@ -16,6 +16,7 @@
 #include "PlanBuilder.h"
 
 #include "runtime/comm/MpiCommunicator.h"
+#include "runtime/kernels/cpu/Half.h"
 #include "runtime/core/Executor.h"
 
 #include <atomic>
@@ -298,7 +299,7 @@ TEST(MpiAllGather, SixteenBitTensorsMixedAndPadded) {
   const int64_t n = 7; // odd: 16-bit elements are not whole floats
   std::vector<uint16_t> in = halves(c.rank(), 0, n), out(static_cast<size_t>(n * S), 0xffff);
   TensorArg direct{reinterpret_cast<const float *>(in.data()),
-                   reinterpret_cast<float *>(out.data()), n, 0, 2};
+                   reinterpret_cast<float *>(out.data()), n, 0, comm::Elem::BF16};
   c.wait(c.allGather(&direct, 1));
   for (int q = 0; q < S; ++q)
     EXPECT_EQ(std::vector<uint16_t>(out.begin() + q * n, out.begin() + (q + 1) * n),
@@ -312,10 +313,10 @@ TEST(MpiAllGather, SixteenBitTensorsMixedAndPadded) {
   std::vector<uint16_t> aOut(static_cast<size_t>(aKeep), 0xffff), bOut(static_cast<size_t>(3 * S));
   std::vector<float> fOut(static_cast<size_t>(5 * S));
   c.wait(c.allGather({{reinterpret_cast<const float *>(a.data()),
-                       reinterpret_cast<float *>(aOut.data()), n, aKeep, 2},
+                       reinterpret_cast<float *>(aOut.data()), n, aKeep, comm::Elem::BF16},
                       {f.data(), fOut.data(), 5},
                       {reinterpret_cast<const float *>(b.data()),
-                       reinterpret_cast<float *>(bOut.data()), 3, 0, 2}}));
+                       reinterpret_cast<float *>(bOut.data()), 3, 0, comm::Elem::F16}}));
   for (int q = 0; q < S; ++q) {
     std::vector<uint16_t> wantA = halves(q, 1, n);
     for (int64_t i = 0; i < n && q * n + i < aKeep; ++i)
@@ -325,11 +326,51 @@ TEST(MpiAllGather, SixteenBitTensorsMixedAndPadded) {
     EXPECT_EQ(std::vector<float>(fOut.begin() + q * 5, fOut.begin() + (q + 1) * 5),
               input(q, 3, 5));
   }
-  // Reductions add floats: 16-bit tensors are refused.
+  // A reduction adds one element type.
   std::vector<uint16_t> r(4);
-  TensorArg bad{reinterpret_cast<const float *>(r.data()), reinterpret_cast<float *>(r.data()), 4,
-                0, 2};
-  EXPECT_THROW(c.allReduce(&bad, 1, ReduceOp::Sum), comm::CommError);
+  std::vector<float> r32(4);
+  std::vector<TensorArg> mixed = {{reinterpret_cast<const float *>(r.data()),
+                                   reinterpret_cast<float *>(r.data()), 4, 0, comm::Elem::BF16},
+                                  {r32.data(), r32.data(), 4}};
+  EXPECT_THROW(c.allReduce(mixed, ReduceOp::Sum), comm::CommError);
+}
+
+TEST(MpiAllReduce, SixteenBitSumsInFloatRoundedPerHop) {
+  // communication_data_type bf16 / fp16: the ring adds in float and
+  // rounds every partial sum to the type. Small integers are exact in
+  // both, so the sums are too; avg divides the rounded sum.
+  comm::MpiCommunicator &c = world();
+  const int S = c.size();
+  reserve(1 << 16);
+  for (comm::Elem type : {comm::Elem::BF16, comm::Elem::F16}) {
+    auto bits = [&](float v) {
+      return type == comm::Elem::BF16 ? cpu::detail::bf16Bits(v) : cpu::detail::f16Bits(v);
+    };
+    auto value = [&](uint16_t h) {
+      return type == comm::Elem::BF16 ? cpu::detail::bf16Value(h) : cpu::detail::f16Value(h);
+    };
+    const int64_t n = 11; // not a multiple of S: padded blocks
+    std::vector<uint16_t> a(n), out(n), rs(static_cast<size_t>(comm::chunkOf(n, S)));
+    for (int64_t i = 0; i < n; ++i)
+      a[size_t(i)] = bits(float(c.rank() + 1) * float(i - 5));
+    TensorArg t{reinterpret_cast<const float *>(a.data()), reinterpret_cast<float *>(out.data()),
+                n, 0, type};
+    c.wait(c.allReduce(&t, 1, ReduceOp::Sum));
+    float ranks = float(S * (S + 1) / 2);
+    for (int64_t i = 0; i < n; ++i)
+      EXPECT_EQ(value(out[size_t(i)]), ranks * float(i - 5)) << "element " << i;
+    c.wait(c.allReduce(&t, 1, ReduceOp::Max));
+    for (int64_t i = 0; i < n; ++i)
+      EXPECT_EQ(value(out[size_t(i)]), float(i - 5) * (i >= 5 ? float(S) : 1.0f));
+    TensorArg scatter{reinterpret_cast<const float *>(a.data()),
+                      reinterpret_cast<float *>(rs.data()), n, 0, type};
+    c.wait(c.reduceScatter(&scatter, 1, ReduceOp::Avg));
+    int64_t chunk = comm::chunkOf(n, S);
+    for (int64_t i = 0; i < chunk && c.rank() * chunk + i < n; ++i) {
+      float want = ranks * float(c.rank() * chunk + i - 5) / float(S);
+      EXPECT_EQ(value(rs[size_t(i)]), value(bits(want))) << "chunk element " << i;
+    }
+  }
 }
 
 TEST(MpiCommunicator, SeveralPendingWithStagingAndProgress) {
