@@ -9,8 +9,11 @@ satisfies |a - b| <= rtol * max(|a|, |b|), and both weight files hold the same
 tensor names and shapes with max |a - b| <= atol for each. The lr of every
 step must also agree (--lr-rtol, default 1e-6: a different lr means a
 different schedule convention); grad_norm is shown and only checked with
---grad-rtol. A negative tolerance disables that check. Exits 1 and prints one
-FAIL line per kind of mismatch.
+--grad-rtol. --loss-mean-rtol also bounds the mean over the steps of the
+per-step relative loss difference (off by default): rare large steps pass it,
+a difference in every step does not (parity-gpt-bf16.test). A negative
+tolerance disables that check. Exits 1 and prints one FAIL line per kind of
+mismatch.
 """
 
 import argparse
@@ -83,6 +86,9 @@ def main(argv=None):
     ap.add_argument("--weight-atol", type=float, default=1e-3)
     ap.add_argument("--lr-rtol", type=float, default=1e-6)
     ap.add_argument("--grad-rtol", type=float, default=-1.0)
+    ap.add_argument("--loss-mean-rtol", type=float, default=-1.0,
+                    help="bound on the mean over steps of the relative loss "
+                         "difference (default: not checked)")
     ap.add_argument("-q", "--quiet", action="store_true", help="no per-step table")
     a = ap.parse_args(argv)
 
@@ -115,12 +121,14 @@ def main(argv=None):
             "step", "loss_" + name_a[:9], "loss_" + name_b[:9], "rel", "lr_a",
             "grad_a", "grad_rel"))
     worst_loss = (0.0, None)
+    loss_rels = []
     bad_loss, bad_lr, bad_grad = [], [], []
     for ra, rb in zip(ma, mb):
         s = int(ra["step"])
         lr_ = rel(ra["loss"], rb["loss"])
         if not (math.isfinite(ra["loss"]) and math.isfinite(rb["loss"])):
             lr_ = float("inf")
+        loss_rels.append(lr_)
         if lr_ > worst_loss[0] or worst_loss[1] is None:
             worst_loss = (lr_, s)
         flag = ""
@@ -140,6 +148,10 @@ def main(argv=None):
     if bad_loss:
         failures.append("loss differs by more than rtol %g at step(s) %s"
                         % (a.loss_rtol, bad_loss))
+    mean_loss = sum(loss_rels) / len(loss_rels) if loss_rels else 0.0
+    if a.loss_mean_rtol >= 0 and mean_loss > a.loss_mean_rtol:
+        failures.append("mean loss rel diff %.3g over %d steps exceeds %g"
+                        % (mean_loss, len(loss_rels), a.loss_mean_rtol))
     if bad_lr:
         failures.append("lr differs at step(s) %s (schedule convention?)" % bad_lr)
     if bad_grad:
@@ -178,11 +190,15 @@ def main(argv=None):
           "worst max|diff| %.3g (%s)" % (
               len(ma), worst_loss[0], worst_loss[1], len(set(wa) & set(wb)),
               max(worst[0], 0.0), worst[1]))
+    if a.loss_mean_rtol >= 0:
+        print("compare: mean loss rel diff %.3g (bound %g)" % (mean_loss, a.loss_mean_rtol))
     if failures:
         for f in failures:
             print("compare: FAIL: " + f)
         return 1
-    print("compare: OK (loss rtol %g, weight atol %g)" % (a.loss_rtol, a.weight_atol))
+    print("compare: OK (loss rtol %g, weight atol %g%s)" % (
+        a.loss_rtol, a.weight_atol,
+        ", mean loss rtol %g" % a.loss_mean_rtol if a.loss_mean_rtol >= 0 else ""))
     return 0
 
 

@@ -11,7 +11,10 @@
 #   plan/              dsc MODEL --config CONFIG -o plan
 #   dsrt/ torch/       metrics.csv + weights.safetensors of each run
 # and compare.py decides. Environment: PARITY_STEPS (20), PARITY_SAMPLES (64),
-# PARITY_LOSS_RTOL (1e-4), PARITY_WEIGHT_ATOL (1e-3).
+# PARITY_LOSS_RTOL (1e-4), PARITY_WEIGHT_ATOL (1e-3), PARITY_PRECISION (fp32;
+# bf16: dsc --precision bf16 and reference_train.py --precision bf16, which
+# makes dsc's casts), and compare.py's optional checks PARITY_LOSS_MEAN_RTOL
+# and PARITY_GRAD_RTOL (unset: not checked).
 set -euo pipefail
 
 if [ $# -lt 6 ]; then
@@ -25,6 +28,20 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 STEPS=${PARITY_STEPS:-20}
 SAMPLES=${PARITY_SAMPLES:-64}
+PRECISION=${PARITY_PRECISION:-fp32}
+precision=()
+case "$PRECISION" in
+  fp32) ;;
+  bf16) precision=(--precision bf16) ;;
+  *) echo "parity.sh: PARITY_PRECISION must be fp32 or bf16, not '$PRECISION'" >&2; exit 2 ;;
+esac
+checks=()
+if [ -n "${PARITY_LOSS_MEAN_RTOL:-}" ]; then
+  checks+=(--loss-mean-rtol "$PARITY_LOSS_MEAN_RTOL")
+fi
+if [ -n "${PARITY_GRAD_RTOL:-}" ]; then
+  checks+=(--grad-rtol "$PARITY_GRAD_RTOL")
+fi
 
 rm -rf "$WORK"
 mkdir -p "$WORK"
@@ -43,16 +60,18 @@ echo "== export models/$MODEL.py $* ${forced[*]}"
 echo "== make_data ($SAMPLES samples)"
 "$PY" "$HERE/make_data.py" --onnx "$WORK/model.onnx" --samples "$SAMPLES" -o "$WORK/data"
 
-echo "== dsc compile"
-"$DSC" "$WORK/model.onnx" --config "$CONFIG" -o "$WORK/plan"
+echo "== dsc compile ($PRECISION)"
+"$DSC" "$WORK/model.onnx" --config "$CONFIG" ${precision[@]+"${precision[@]}"} -o "$WORK/plan"
 
 echo "== dsrt train $STEPS steps"
 "$DSRT" "$WORK/plan" --data "$WORK/data" --steps "$STEPS" --seed 0 --out "$WORK/dsrt"
 
-echo "== reference train $STEPS steps"
+echo "== reference train $STEPS steps ($PRECISION)"
 "$PY" "$HERE/reference_train.py" --onnx "$WORK/model.onnx" --config "$CONFIG" \
-  --data "$WORK/data" --steps "$STEPS" --out "$WORK/torch" --self-check
+  --data "$WORK/data" --steps "$STEPS" --out "$WORK/torch" --self-check \
+  ${precision[@]+"${precision[@]}"}
 
 echo "== compare"
 "$PY" "$HERE/compare.py" "$WORK/dsrt" "$WORK/torch" \
-  --loss-rtol "${PARITY_LOSS_RTOL:-1e-4}" --weight-atol "${PARITY_WEIGHT_ATOL:-1e-3}"
+  --loss-rtol "${PARITY_LOSS_RTOL:-1e-4}" --weight-atol "${PARITY_WEIGHT_ATOL:-1e-3}" \
+  ${checks[@]+"${checks[@]}"}

@@ -18,7 +18,8 @@ The model is rebuilt from the sidecar ``m.onnx.json`` that the export writes
 (models/export_common.py); without one, pass ``--model NAME`` followed by the
 export flags (``-- --size tiny --dropout 0``). Dropout must be 0.
 
-Semantics replicated (single rank, float32):
+Semantics replicated (single rank, float32; with ``--precision bf16``, dsc's
+bf16 mixed precision as described in :class:`Bf16Semantics`):
 
 * batch: train_batch_size = micro_batch * gradient_accumulation_steps; any two
   of the three keys determine the third, as DeepSpeed does.
@@ -275,10 +276,14 @@ def optimizer_spec(cfg):
     return make, float(base_lr)
 
 
-def check_precision(cfg):
+def check_precision(cfg, precision="fp32"):
+    """The config's precision sections: none for float32; with --precision
+    bf16 a bf16 section may be there (dsc --precision overrides it too)."""
+    allowed = ("bf16", "bfloat16") if precision == "bf16" else ()
     for key in ("fp16", "bf16", "bfloat16", "amp"):
-        if (cfg.get(key) or {}).get("enabled"):
-            fail("%s.enabled: the parity reference trains in float32 only" % key)
+        if key not in allowed and (cfg.get(key) or {}).get("enabled"):
+            fail("%s.enabled: the parity reference trains in float32 or, with "
+                 "--precision bf16, in bf16 mixed precision" % key)
 
 
 # ---------------------------------------------------------------------------
@@ -477,6 +482,305 @@ class Data:
 
 
 # ---------------------------------------------------------------------------
+# bf16 mixed precision (--precision bf16): dsc's mixed-precision pass, op by op
+# ---------------------------------------------------------------------------
+
+class Bf16Semantics:
+    """A torch function mode that runs the model as a dsc bf16 plan does
+    (passes/MixedPrecision.cpp, the gradient rules of
+    dialects/nn/NNGradients.cpp and dsrt's 16-bit CPU kernels):
+
+    * parameters stay float32: the master weights, which AdamW (with float32
+      states), clipping and the gradient norm see. An op of the *low* class
+      reads a bf16 copy, ``p.to(torch.bfloat16)``, made once per forward and
+      shared by every op that reads it (dsc's one ``nn.cast`` per value;
+      dsc makes it once per step, before the micro-batches, and the weights
+      do not change in between, so the values are the same). The gradients
+      of the copy's uses are summed in bf16 (autograd's buffer of the copy,
+      as dsc adds them in the low type), the cast's backward returns them to
+      float32, and ``param.grad`` accumulates the micro-batches in float32.
+    * low: matmul (F.linear is the export's MatMul then Add: two ops, two
+      roundings), add / sub / mul / div, neg, relu, gelu (one op: dsc's
+      NNFusion folds the exported erf chain into nn.gelu before this pass),
+      softmax, layer_norm, dropout (p = 0 only). Float32 operands are cast
+      to bf16 (one shared cast per value); a Python float constant is
+      rounded to float32, as the ONNX file stores it, then to bf16 (dsc
+      converts constants, round to nearest even). The op computes in float32
+      on the widened bf16 values and rounds its result once,
+      ``f(x.float(), ...).to(torch.bfloat16)``, as dsrt's kernels do
+      (elementwise ops on widened tiles, softmax and layer_norm with float32
+      statistics, the bf16 matmul accumulating in float32: Half.h,
+      MatmulHalf.cpp). layer_norm's scale and bias stay float32, and so do
+      their gradients. Activations are torch.bfloat16 tensors, but no op
+      runs PyTorch's own bf16 CPU kernel: a float32 op followed by one
+      ``.to(torch.bfloat16)`` is one rounding of the float result by
+      construction, which is what dsrt does. On PyTorch 1.13 (random
+      inputs of this model's shapes) the bf16 kernels of matmul (forward and
+      backward), add, mul, erf GELU, softmax and sum give the same bits as
+      that; F.linear with a bias does not (it adds the bias before rounding,
+      dsc rounds the matmul and then the add: 29% of elements differ), nor
+      does tanh GELU (rounds in between: 40% differ), and layer_norm refuses
+      float32 scale and bias with a bf16 input (with bf16 ones, 55% differ).
+    * backward: autograd of ``x.float()`` rounds each low op's float32 input
+      gradient to bf16 once, as dsc's gradient ops do (the two matmuls of a
+      matmul's gradient, gelu_grad, layer_norm_grad, the reduce_sum of a
+      broadcast operand's gradient: each one bf16 result from float math);
+      a bf16 value read twice (the residual stream) gets its two bf16
+      gradients added in bf16, as dsc's nn.add does. Where dsc's rule is not
+      "float math, one rounding", an autograd Function here follows it:
+      softmax_grad reads the *bf16* softmax output (PyTorch's backward reads
+      the float32 one; with it the gradients of the tiny 2-layer GPT's
+      attention and embedding weights differed from dsc's by up to 2e-4,
+      with this rule they are dsc's bits); mul / div round the elementwise
+      product before the reduce_sum of a broadcast operand, and div's
+      divisor gradient is -((dy * y) / r), each rounded.
+    * fp32: embedding (gathers from the float32 table), cross_entropy,
+      nll_loss, log_softmax, exp, log, sqrt, rsqrt, reciprocal, sum, mean,
+      amax: bf16 operands are cast to float32 (one shared cast per value),
+      the op runs in float32.
+    * follow (view, reshape, transpose, split, contiguous, masked_fill,
+      where, cat, comparisons, ...): in their inputs' type, bf16 if any
+      float tensor input is bf16 (the other float inputs are then cast).
+    A torch function with no rule here (tanh, sigmoid, erf, abs, max, min,
+    pow, casts in the model, ...) and a float input is refused, not guessed:
+    dsc builds their gradients from several bf16 ops, each rounded.
+
+    Not matched bit for bit: float32 summation orders, expf / erf
+    implementations and dsrt's flush-to-zero of float denormals, all far
+    below one bf16 rounding (a float32 difference moves a bf16 result only
+    when it straddles a rounding boundary: rare, one bf16 ulp).
+
+    Use ``with semantics.forward():`` around the model call only; the
+    backward pass runs outside the mode."""
+
+    def __init__(self):
+        import torch
+        import torch.nn.functional as F
+        from torch.overrides import TorchFunctionMode
+        T = torch.Tensor
+        self.torch, self.F = torch, F
+        low = self.low = torch.bfloat16
+
+        def R(t):  # float32 math, one rounding to bf16
+            return t.to(low)
+
+        def reduce_to(t, shape):
+            """Sum of a broadcast gradient (float math, one rounding), or t."""
+            if tuple(t.shape) == tuple(shape):
+                return t
+            return R(t.float().sum_to_size(shape))
+
+        def widen(v):
+            return v.float() if isinstance(v, torch.Tensor) else v
+
+        class Softmax(torch.autograd.Function):
+            """dsc softmax (float statistics, bf16 result) and softmax_grad
+            (dx = y * (dy - sum(y * dy)) in float from the bf16 y)."""
+            @staticmethod
+            def forward(ctx, x, dim):
+                y = R(torch.softmax(x.float(), dim))
+                ctx.save_for_backward(y)
+                ctx.dim = dim
+                return y
+
+            @staticmethod
+            def backward(ctx, dy):
+                (y,) = ctx.saved_tensors
+                yf, gf = y.float(), dy.float()
+                return R(yf * (gf - (gf * yf).sum(ctx.dim, keepdim=True))), None
+
+        class Mul(torch.autograd.Function):
+            """a * b; d/da = reduce(R(dy * b)), as dsc's MulOp rule."""
+            @staticmethod
+            def forward(ctx, a, b):
+                ctx.save_for_backward(*[v for v in (a, b) if isinstance(v, torch.Tensor)])
+                ctx.ab = [None if isinstance(v, torch.Tensor) else v for v in (a, b)]
+                return R(widen(a) * widen(b))
+
+            @staticmethod
+            def backward(ctx, dy):
+                saved = list(ctx.saved_tensors)
+                a, b = [saved.pop(0) if v is None else v for v in ctx.ab]
+                da = db = None
+                if ctx.needs_input_grad[0]:
+                    da = reduce_to(R(dy.float() * widen(b)), a.shape)
+                if ctx.needs_input_grad[1]:
+                    db = reduce_to(R(dy.float() * widen(a)), b.shape)
+                return da, db
+
+        class Div(torch.autograd.Function):
+            """a / b; d/da = reduce(R(dy / b)), d/db = reduce(-R(R(dy * y) / b))."""
+            @staticmethod
+            def forward(ctx, a, b):
+                y = R(widen(a) / widen(b))
+                ctx.save_for_backward(*[v for v in (a, b) if isinstance(v, torch.Tensor)], y)
+                ctx.ab = [None if isinstance(v, torch.Tensor) else v for v in (a, b)]
+                return y
+
+            @staticmethod
+            def backward(ctx, dy):
+                saved = list(ctx.saved_tensors)
+                y = saved.pop()
+                a, b = [saved.pop(0) if v is None else v for v in ctx.ab]
+                da = db = None
+                if ctx.needs_input_grad[0]:
+                    da = reduce_to(R(dy.float() / widen(b)), a.shape)
+                if ctx.needs_input_grad[1]:
+                    dyy = R(dy.float() * y.float())
+                    db = reduce_to(-R(dyy.float() / widen(b)), b.shape)
+                return da, db
+
+        self.softmax_fn, self.mul_fn, self.div_fn = Softmax, Mul, Div
+
+        def fs(*f):
+            return set(f)
+        self.matmul = fs(torch.matmul, T.matmul, T.__matmul__, torch.bmm, T.bmm)
+        # (func, swapped operands?)
+        self.muls = {torch.mul: False, T.mul: False, T.__mul__: False, T.__rmul__: True}
+        self.divs = {torch.div: False, T.div: False, T.__truediv__: False,
+                     T.__rtruediv__: True}
+        self.addsub = fs(torch.add, T.add, T.__add__, T.__radd__, torch.sub, T.sub,
+                         T.__sub__, T.__rsub__)
+        self.elementwise = fs(torch.neg, T.neg, T.__neg__, torch.relu, T.relu, F.relu,
+                              F.gelu)
+        self.softmaxes = fs(F.softmax, torch.softmax, T.softmax)
+        self.fp32 = fs(F.embedding, F.cross_entropy, F.nll_loss, F.log_softmax,
+                       torch.log_softmax, T.log_softmax, torch.exp, T.exp, torch.log,
+                       T.log, torch.sqrt, T.sqrt, torch.rsqrt, T.rsqrt, torch.reciprocal,
+                       T.reciprocal, torch.sum, T.sum, torch.mean, T.mean, torch.amax,
+                       T.amax)
+        self.follow = fs(T.view, T.reshape, torch.reshape, T.transpose, torch.transpose,
+                         T.permute, torch.permute, T.t, torch.t, T.split, torch.split,
+                         T.chunk, torch.chunk, T.contiguous, T.unsqueeze, torch.unsqueeze,
+                         T.squeeze, torch.squeeze, T.flatten, torch.flatten, T.expand,
+                         T.__getitem__, T.masked_fill, torch.masked_fill, torch.where,
+                         T.where, torch.cat, torch.concat, T.eq, T.ne, T.lt, T.le, T.gt,
+                         T.ge, T.__eq__, T.__ne__, T.__lt__, T.__le__, T.__gt__, T.__ge__,
+                         torch.eq, torch.ne, torch.lt, torch.le, torch.gt, torch.ge)
+        self.casts = {}  # (id(value), dtype) -> (value, cast): dsc's shared nn.cast
+        sem = self
+
+        class Mode(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                return sem.dispatch(func, args, kwargs or {})
+        self.mode_cls = Mode
+
+    # -- helpers -------------------------------------------------------------
+    def is_float(self, v):
+        return isinstance(v, self.torch.Tensor) and v.is_floating_point()
+
+    def cast(self, v, dtype):
+        """v as dtype: itself, or one cast per value and forward, shared."""
+        if v.dtype == dtype:
+            return v
+        key = (id(v), dtype)
+        hit = self.casts.get(key)
+        if hit is None:
+            hit = (v, v.to(dtype))  # keeps v alive, so id(v) stays its own
+            self.casts[key] = hit
+        return hit[1]
+
+    def as_low(self, v):
+        """An operand of a low op: bf16 tensors, bf16-valued constants."""
+        torch = self.torch
+        if self.is_float(v):
+            return self.cast(v, self.low)
+        if isinstance(v, float):
+            return float(torch.tensor(v, dtype=torch.float32).to(self.low).float())
+        return v
+
+    @staticmethod
+    def widen(v):
+        """Inside a low op's kernel, a bf16 operand as float32: not a graph
+        cast, never shared, so each op rounds its own input gradient."""
+        return v.float() if getattr(v, "dtype", None) is not None and \
+            v.dtype.is_floating_point else v
+
+    def low_op(self, func, args, kwargs):
+        """func in float32 on the widened bf16 operands, rounded once."""
+        args = [self.widen(self.as_low(v)) for v in args]
+        kwargs = {k: self.widen(self.as_low(v)) for k, v in kwargs.items()}
+        return func(*args, **kwargs).to(self.low)
+
+    @staticmethod
+    def refuse(func, why):
+        fail("--precision bf16: %s %s" % (getattr(func, "__name__", func), why))
+
+    # -- the policy ----------------------------------------------------------
+    def dispatch(self, func, args, kwargs):
+        torch, F = self.torch, self.F
+        if func is F.linear:
+            x, w = args[0], args[1]
+            b = args[2] if len(args) > 2 else kwargs.get("bias")
+            y = self.low_op(torch.matmul, [x, self.as_low(w).t()], {})
+            return y if b is None else self.low_op(torch.add, [b, y], {})
+        if func in self.matmul:
+            a, b = args[0], args[1]
+            if kwargs or (a.dim() > 2 and b.dim() > 2 and a.shape[:-2] != b.shape[:-2]) \
+                    or (a.dim() == 2 and b.dim() > 2):
+                self.refuse(func, "with broadcast batch dimensions has no rule (dsc "
+                                  "rounds the batched gradient, then its sum)")
+            return self.low_op(torch.matmul, [a, b], {})
+        if func in self.muls or func in self.divs:
+            swapped = self.muls.get(func, self.divs.get(func))
+            if kwargs or len(args) != 2:
+                self.refuse(func, "with extra arguments has no rule")
+            a, b = (args[1], args[0]) if swapped else (args[0], args[1])
+            fn = self.mul_fn if func in self.muls else self.div_fn
+            return fn.apply(self.as_low(a), self.as_low(b))
+        if func in self.addsub:
+            if kwargs.get("alpha", 1) != 1 or len(args) > 2:
+                self.refuse(func, "with alpha has no rule")
+            return self.low_op(func, args, {})
+        if func in self.elementwise:
+            if func is F.gelu and set(kwargs) - {"approximate"}:
+                self.refuse(func, "with these arguments has no rule")
+            return self.low_op(func, args, kwargs)
+        if func in self.softmaxes:
+            dim = args[1] if len(args) > 1 else kwargs.get("dim")
+            dtype = args[3] if len(args) > 3 else kwargs.get("dtype")
+            if dim is None or dtype is not None:
+                self.refuse(func, "without dim or with dtype has no rule")
+            return self.softmax_fn.apply(self.as_low(args[0]), dim)
+        if func is F.layer_norm:
+            # Float statistics; scale and bias are read as they are (float32).
+            return func(self.widen(self.as_low(args[0])), *args[1:], **kwargs).to(self.low)
+        if func is F.dropout:
+            p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
+            if p != 0.0:
+                self.refuse(func, "p=%s: parity needs dropout 0" % p)
+            return args[0]
+        if func in self.fp32:
+            f32 = torch.float32
+            args = [self.cast(v, f32) if self.is_float(v) else v for v in args]
+            kwargs = {k: self.cast(v, f32) if self.is_float(v) else v
+                      for k, v in kwargs.items()}
+            return func(*args, **kwargs)
+        if func in self.follow:
+            seq = func in (torch.cat, torch.concat)
+            flat = (list(args[0]) + list(args[1:]) if seq else list(args)) \
+                + list(kwargs.values())
+            if any(self.is_float(v) and v.dtype == self.low for v in flat):
+                def lowered(v):
+                    return self.cast(v, self.low) if self.is_float(v) else v
+                args = ([[lowered(v) for v in args[0]]] + list(args[1:]) if seq
+                        else [lowered(v) for v in args])
+                kwargs = {k: lowered(v) for k, v in kwargs.items()}
+            return func(*args, **kwargs)
+        out = func(*args, **kwargs)
+        outs = out if isinstance(out, (tuple, list)) else [out]
+        if any(self.is_float(v) for v in list(args) + list(kwargs.values())) and \
+                any(self.is_float(v) for v in outs):
+            self.refuse(func, "has no mixed-precision rule in the reference")
+        return out
+
+    def forward(self):
+        """The mode for one forward pass, with a fresh set of casts."""
+        self.casts = {}
+        return self.mode_cls()
+
+
+# ---------------------------------------------------------------------------
 # Training
 # ---------------------------------------------------------------------------
 
@@ -511,6 +815,10 @@ def main(argv=None):
     ap.add_argument("--float64", action="store_true",
                     help="train in float64 (to measure how far float32 rounding "
                          "alone moves the metrics; weights are still written as F32)")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="bf16: dsc's mixed precision (float32 master weights and "
+                         "AdamW states, bf16 compute where dsc's pass puts it; see "
+                         "Bf16Semantics)")
     ap.add_argument("--print-lr", action="store_true",
                     help="print the lr of updates 1..--steps for --config and exit")
     ap.add_argument("--print-micro-batch", action="store_true",
@@ -532,7 +840,9 @@ def main(argv=None):
         for k in range(1, a.steps + 1):
             print("%d %.9g" % (k, sched.lr_for_update(k)))
         return 0
-    check_precision(cfg)
+    check_precision(cfg, a.precision)
+    if a.precision == "bf16" and a.float64:
+        fail("--float64 and --precision bf16 exclude each other")
     clip = float(cfg.get("gradient_clipping", 0.0) or 0.0)
     for need in ("onnx", "data", "out"):
         if not getattr(a, need):
@@ -565,6 +875,13 @@ def main(argv=None):
     params = [p for _, p in named_params]
     if a.float64:
         model.double()
+    semantics = Bf16Semantics() if a.precision == "bf16" else None
+
+    def forward(m, batch):
+        if semantics is None:
+            return m(*batch)
+        with semantics.forward():
+            return m(*batch)
     model.train()
     opt = make_opt(params)
 
@@ -580,7 +897,7 @@ def main(argv=None):
             batch = data.micro_batch(step * gas + j)
             if a.float64:
                 batch = [t.double() if t.is_floating_point() else t for t in batch]
-            loss = model(*batch)
+            loss = forward(model, batch)
             losses.append(float(loss.detach()))
             if first_mb_loss is None:
                 first_mb_loss = loss.detach().clone()
@@ -603,8 +920,8 @@ def main(argv=None):
             w.writerow([s, "%.9g" % l, "%.9g" % lr, "%.9g" % n, "%.6f" % dt])
     write_safetensors(os.path.join(a.out, "weights.safetensors"),
                       [(n, p.detach().numpy()) for n, p in named_params])
-    print("reference_train: %s, %d params, %d steps (mb %d x gas %d): loss %.6g -> %.6g"
-          % (name, sum(p.numel() for p in params), a.steps, mb, gas,
+    print("reference_train: %s, %d params, %d steps (mb %d x gas %d, %s): loss %.6g -> %.6g"
+          % (name, sum(p.numel() for p in params), a.steps, mb, gas, a.precision,
              rows[0][1] if rows else float("nan"),
              rows[-1][1] if rows else float("nan")), file=sys.stderr)
 
@@ -622,7 +939,7 @@ def main(argv=None):
                 fail("self-check: initializer %s differs from a fresh build with "
                      "seed %d" % (n, margs.seed))
         with torch.no_grad():
-            mb_losses = [fresh(*data.micro_batch(j)) for j in range(gas)]
+            mb_losses = [forward(fresh, data.micro_batch(j)) for j in range(gas)]
         ref = mb_losses[0]
         if not torch.equal(ref, first_mb_loss):
             fail("self-check: export-model loss on micro-batch 0 is %.9g, this run "
