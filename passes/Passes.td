@@ -80,6 +80,37 @@ def Autodiff : Pass<"autodiff", "mlir::ModuleOp"> {
   ];
 }
 
+def Recompute : Pass<"recompute", "mlir::ModuleOp"> {
+  let summary = "Activation checkpointing: recompute forward activations in the backward pass";
+  let description = [{
+    After autodiff, before gradient-accumulation (or, on pipeline stages,
+    pipeline-schedule). Keeps a set of forward values chosen by `mode` and
+    clones the forward ops that produce every other activation the backward
+    pass reads right before its first backward use (marked
+    `train.recomputed = <layer>`, and `train.backward` on a pipeline
+    stage), so the originals die after the forward pass. `layers`: keep
+    each layer's input (the cut points pipeline-split uses, passes/Layers.h),
+    every `interval`-th; `selective`: keep the layer inputs and the outputs
+    of the GEMMs with a weight, recompute attention scores, softmax,
+    dropout, GELU, layer norm and elementwise ops. Values of arguments and
+    constants only (parameters' copies, masks) and the last layer are
+    always kept. Clones compute the same bits (dropout redraws its mask
+    from its counter-based key). The module gets `train.recompute = {mode,
+    ops, flops}`. See Recompute.cpp.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", "\"layers\"", "none, layers or selective">,
+    Option<"interval", "interval", "int64_t", "1",
+           "layers: keep the input of every interval-th layer">,
+    Option<"checkpoints", "checkpoints", "int64_t", "0",
+           "layers: keep this many layer inputs, evenly spread (DeepSpeed's "
+           "number_checkpoints; 0: use interval)">,
+  ];
+  let statistics = [
+    Statistic<"numRecomputed", "recomputed-ops", "Forward ops cloned into the backward pass">,
+  ];
+}
+
 def GradientAccumulation : Pass<"gradient-accumulation", "mlir::ModuleOp"> {
   let summary = "Run forward and backward once per micro-batch and sum the gradients";
   let description = [{

@@ -25,6 +25,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/DistUtils.h"
+#include "passes/Layers.h"
 #include "passes/Passes.h"
 
 #include "dialects/nn/NNDialect.h"
@@ -43,11 +44,6 @@ using namespace mlir;
 
 namespace {
 using train::TrainDialect;
-
-struct Layer {
-  unsigned first = 0, last = 0; // op indices (inclusive)
-  double weight = 0;
-};
 
 /// Contiguous partition of `w` into `parts` non-empty groups minimizing the
 /// largest group sum; returns the first layer of each group.
@@ -124,79 +120,27 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
       auto a = dyn_cast<BlockArgument>(v);
       return a && fn.getArgAttr(a.getArgNumber(), TrainDialect::kInput);
     };
-    // 1. Replicable ops.
-    llvm::DenseSet<Operation *> replicable;
-    SmallVector<Operation *> ops; // the others, in order
-    for (Operation &op : body.without_terminator()) {
-      bool rep = llvm::all_of(op.getOperands(), [&](Value v) {
-        Operation *def = v.getDefiningOp();
-        return def ? replicable.contains(def) : isInput(v);
-      });
-      if (rep)
-        replicable.insert(&op);
-      else
-        ops.push_back(&op);
-    }
-    if (ops.empty())
-      return fn.emitError("pipeline-split: the loss does not depend on any parameter");
-    llvm::DenseMap<Operation *, unsigned> index;
-    for (auto [i, op] : llvm::enumerate(ops))
-      index[op] = i;
-
-    // 2. Cut points: width(i) = activations defined before op i and read
-    // at or after it.
-    unsigned n = ops.size();
-    SmallVector<int> width(n + 1, 0);
-    for (auto [i, op] : llvm::enumerate(ops))
-      for (Value r : op->getResults()) {
-        unsigned lastUse = i;
-        for (Operation *user : r.getUsers())
-          if (auto it = index.find(user); it != index.end())
-            lastUse = std::max(lastUse, it->second);
-        for (unsigned k = i + 1; k <= lastUse; ++k)
-          ++width[k];
-      }
-    int minWidth = std::numeric_limits<int>::max();
-    for (unsigned k = 1; k < n; ++k)
-      minWidth = std::min(minWidth, width[k]);
+    // 1-2. Replicable ops, cut points and layers (passes/Layers.h).
     auto usesParam = [&](Operation *op) {
       return llvm::any_of(op->getOperands(), [&](Value v) {
         auto a = dyn_cast<BlockArgument>(v);
         return a && (fn.getArgAttr(a.getArgNumber(), TrainDialect::kParam));
       });
     };
-    SmallVector<Layer> layers;
-    unsigned start = 0;
-    bool hasParam = false;
-    // A cut point ends the layer when the layer has parameters and the ops
-    // up to the next cut point use none (an activation function stays with
-    // its linear layer).
-    auto paramsBetween = [&](unsigned from) {
-      for (unsigned k = from; k < n; ++k) {
-        if (usesParam(ops[k]))
-          return true;
-        if (k + 1 < n && width[k + 1] == minWidth)
-          return false;
-      }
-      return true;
-    };
-    for (unsigned k = 0; k < n; ++k) {
-      hasParam |= usesParam(ops[k]);
-      bool cut = k + 1 < n && width[k + 1] == minWidth && paramsBetween(k + 1);
-      if ((cut && hasParam) || k + 1 == n) {
-        layers.push_back({start, k, 0});
-        start = k + 1;
-        hasParam = false;
-      }
-    }
-    // A trailing segment without parameters (the loss) joins the last layer.
-    if (layers.size() > 1 && !llvm::any_of(llvm::ArrayRef(ops).slice(layers.back().first,
-                                                                    layers.back().last -
-                                                                        layers.back().first + 1),
-                                           usesParam)) {
-      layers[layers.size() - 2].last = layers.back().last;
-      layers.pop_back();
-    }
+    SmallVector<Operation *> all;
+    for (Operation &op : body.without_terminator())
+      all.push_back(&op);
+    LayerSplit cut = findLayers(all, isInput, usesParam);
+    if (cut.ops.empty())
+      return fn.emitError("pipeline-split: the loss does not depend on any parameter");
+    SmallVector<Operation *> &ops = cut.ops;
+    llvm::DenseSet<Operation *> &replicable = cut.replicable;
+    llvm::DenseMap<Operation *, unsigned> index;
+    for (auto [i, op] : llvm::enumerate(ops))
+      index[op] = i;
+    SmallVector<Layer> &layers = cut.layers;
+    int minWidth = cut.minWidth;
+    unsigned n = ops.size();
     if ((int64_t)layers.size() < stages)
       return fn.emitError("pipeline-split: ")
              << (int64_t)stages << " stages but the model has only " << layers.size()

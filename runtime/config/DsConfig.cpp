@@ -543,15 +543,51 @@ void readPrecision(const Section &top, PrecisionConfig &p, std::vector<std::stri
     readTorchAutocast(top);
 }
 
-/// DeepSpeed's activation_checkpointing has no "enabled": each of its keys
-/// configures checkpointing, so until issue 13 implements it any key is an
-/// error (an empty section asks for nothing).
-void readActivationCheckpointing(const Section &top) {
-  Section section = top.object("activation_checkpointing");
-  if (std::optional<std::string> key = section.firstKey())
-    section.fail("'" + section.path(*key) +
-                 "': activation checkpointing is not supported yet by dsc "
-                 "(issue 13); remove the activation_checkpointing section");
+/// "activation_checkpointing" (see RecomputeConfig). DeepSpeed's keys are
+/// read with their meaning where dsc has one and a note where it has none;
+/// a DeepSpeed key set to a value that asks for something dsc cannot do is
+/// a note too, never silently dropped.
+void readActivationCheckpointing(const Section &top, TrainConfig &cfg) {
+  Section ac = top.object("activation_checkpointing");
+  ac.checkKeys({"recompute", "interval", "number_checkpoints", "partition_activations",
+                "cpu_checkpointing", "contiguous_memory_optimization",
+                "synchronize_checkpoint_boundary", "profile"});
+  RecomputeConfig &r = cfg.recompute;
+  const std::vector<std::string> modes = {"none", "layers", "selective"};
+  if (std::optional<std::string> m = ac.string("recompute")) {
+    if (std::find(modes.begin(), modes.end(), *m) == modes.end())
+      ac.fail("'" + ac.path("recompute") + "' is '" + *m + "'" + didYouMean(*m, modes) +
+              "; supported: " + join(modes));
+    r.mode = *m;
+  } else if (ac.firstKey()) {
+    r.mode = "layers";
+    cfg.notes.push_back("'activation_checkpointing' without dsc's 'recompute' key: dsc "
+                        "recomputes every layer (it sees the graph, not the blocks wrapped in "
+                        "deepspeed.checkpointing.checkpoint); set 'recompute' to layers, "
+                        "selective or none to choose");
+  }
+  if (std::optional<int64_t> k = ac.count("interval", 1, std::numeric_limits<int64_t>::max()))
+    r.interval = *k;
+  if (std::optional<int64_t> n =
+          ac.count("number_checkpoints", 1, std::numeric_limits<int64_t>::max()))
+    r.numberCheckpoints = *n;
+  if (ac.has("interval") && ac.has("number_checkpoints"))
+    ac.fail("'" + ac.path("interval") + "' and '" + ac.path("number_checkpoints") +
+            "' both choose which layer inputs are kept: give only one");
+  auto note = [&](const char *key, const std::string &why) {
+    if (ac.boolean(key).value_or(false))
+      cfg.notes.push_back("'" + ac.path(key) + "' has no effect in dsc: " + why);
+  };
+  note("partition_activations",
+       "it partitions checkpoints over the tensor-parallel group, and dsc has no tensor "
+       "parallelism yet");
+  note("cpu_checkpointing",
+       "dsrt runs on the CPU, where the checkpoints already are");
+  note("contiguous_memory_optimization",
+       "dsc's memory plan places every checkpoint in the one arena at a planned offset");
+  note("synchronize_checkpoint_boundary",
+       "it synchronizes CUDA streams at checkpoint boundaries, and dsrt runs on the CPU");
+  note("profile", "use dsrt --profile (or wall_clock_breakdown) for per-op timing");
 }
 
 //===--- top level --------------------------------------------------------===//
@@ -820,12 +856,9 @@ void readPipeline(const Section &top, PipelineConfig &p) {
                 "': they are the same setting, give only one");
     p.partitionMethod = partition;
   }
-  std::optional<int64_t> interval = pipe.count(
-      "activation_checkpoint_interval", 0, std::numeric_limits<int64_t>::max());
-  if (interval.value_or(0) != 0)
-    pipe.fail("'" + pipe.path("activation_checkpoint_interval") +
-              "' is not supported yet by dsc (activation checkpointing is issue "
-              "13); remove it or set 0");
+  p.activationCheckpointInterval =
+      pipe.count("activation_checkpoint_interval", 0, std::numeric_limits<int64_t>::max())
+          .value_or(0);
   if (pipe.boolean("seed_layers").value_or(false))
     pipe.fail("'" + pipe.path("seed_layers") +
               "' is not supported: dsc takes the initial weights from the ONNX "
@@ -1286,7 +1319,8 @@ bool TrainConfig::operator==(const TrainConfig &o) const {
          gradientClipping == o.gradientClipping &&
          stepsPerPrint == o.stepsPerPrint && optimizer == o.optimizer &&
          scheduler == o.scheduler && zero == o.zero && pipeline == o.pipeline &&
-         precision == o.precision && wallClockBreakdown == o.wallClockBreakdown;
+         precision == o.precision && wallClockBreakdown == o.wallClockBreakdown &&
+         recompute == o.recompute;
 }
 
 const char *precisionName(Precision p) {
@@ -1363,7 +1397,24 @@ TrainConfig parseDsConfig(const std::string &jsonText,
       top.boolean("wall_clock_breakdown").value_or(false);
   readPrecision(top, cfg.precision, cfg.notes);
   if (top.has("activation_checkpointing"))
-    readActivationCheckpointing(top);
+    readActivationCheckpointing(top, cfg);
+  // pipeline.activation_checkpoint_interval (DeepSpeed's PipelineModule:
+  // checkpoint every k layers, 0 off).
+  if (cfg.pipeline.activationCheckpointInterval > 0) {
+    bool section = top.has("activation_checkpointing");
+    if (section && top.object("activation_checkpointing").has("interval") &&
+        cfg.recompute.interval != cfg.pipeline.activationCheckpointInterval)
+      top.fail("'pipeline.activation_checkpoint_interval' and "
+               "'activation_checkpointing.interval' differ: they are the same setting, give "
+               "only one");
+    if (cfg.recompute.mode == "none" && section &&
+        top.object("activation_checkpointing").has("recompute"))
+      top.fail("'pipeline.activation_checkpoint_interval' asks for checkpoints but "
+               "'activation_checkpointing.recompute' is 'none'");
+    if (cfg.recompute.mode == "none")
+      cfg.recompute.mode = "layers";
+    cfg.recompute.interval = cfg.pipeline.activationCheckpointInterval;
+  }
   return cfg;
 }
 
@@ -1461,6 +1512,15 @@ std::string toJson(const TrainConfig &cfg) {
     pj["partition_method"] = cfg.pipeline.partitionMethod;
     pj["schedule"] = cfg.pipeline.schedule;
     root["pipeline"] = pj;
+  }
+  if (cfg.recompute.mode != "none") {
+    ordered_json aj;
+    aj["recompute"] = cfg.recompute.mode;
+    if (cfg.recompute.numberCheckpoints > 0)
+      aj["number_checkpoints"] = cfg.recompute.numberCheckpoints;
+    else
+      aj["interval"] = cfg.recompute.interval;
+    root["activation_checkpointing"] = aj;
   }
   const PrecisionConfig &p = cfg.precision;
   ordered_json fp16;

@@ -306,8 +306,29 @@ struct PipelineConfig {
   int64_t stages = 1;                    // 1: no pipeline
   std::string partitionMethod = "cost";  // uniform | parameters | cost
   std::string schedule = "1f1b";         // 1f1b | zb-h1
+  /// activation_checkpoint_interval (0: off); folded into
+  /// TrainConfig::recompute, which is what compares.
+  int64_t activationCheckpointInterval = 0;
   bool operator==(const PipelineConfig &o) const {
     return stages == o.stages && partitionMethod == o.partitionMethod && schedule == o.schedule;
+  }
+};
+
+/// Activation checkpointing (dsc's recompute pass). DeepSpeed's
+/// "activation_checkpointing" section configures the checkpoints of the
+/// blocks a user wraps by hand; dsc sees the graph and checkpoints by
+/// itself: its own key "recompute" (none | layers | selective) chooses the
+/// mode, and a section that sets DeepSpeed's keys without it means
+/// "layers". "interval" (dsc) or pipeline.activation_checkpoint_interval
+/// keeps every k-th layer input; number_checkpoints keeps that many, evenly
+/// spread (the compiler turns it into an interval once it knows the
+/// layers).
+struct RecomputeConfig {
+  std::string mode = "none";
+  int64_t interval = 1;
+  int64_t numberCheckpoints = 0; // 0: from interval
+  bool operator==(const RecomputeConfig &o) const {
+    return mode == o.mode && interval == o.interval && numberCheckpoints == o.numberCheckpoints;
   }
 };
 
@@ -328,6 +349,7 @@ struct TrainConfig {
   ZeroConfig zero;
   PipelineConfig pipeline;
   PrecisionConfig precision;
+  RecomputeConfig recompute;
   /// Keys the config sets that change nothing in dsc, each with why (dsc
   /// prints them as notes at compile time instead of ignoring them
   /// silently). Not part of operator==.

@@ -156,6 +156,15 @@ void buildTrainPipeline(mlir::PassManager &pm, const dsrt::config::TrainConfig &
     pm.addPass(dsc::createPipelineSplit(split));
   }
   pm.addPass(dsc::createAutodiff());
+  // Activation checkpointing: on each step (or stage) with its forward and
+  // backward in one block, before the micro-batches are looped or unrolled.
+  if (cfg.recompute.mode != "none") {
+    dsc::RecomputeOptions rc;
+    rc.mode = cfg.recompute.mode;
+    rc.interval = cfg.recompute.interval;
+    rc.checkpoints = cfg.recompute.numberCheckpoints;
+    pm.addPass(dsc::createRecompute(rc));
+  }
   if (pipelined) {
     // The micro-batches are unrolled in schedule order instead of looped.
     dsc::PipelineScheduleOptions sched;
@@ -238,7 +247,7 @@ int main(int argc, char **argv) {
   std::string model, output = "-", emit, loss, batchSizeText, configPath;
   int64_t elide = 1024, dp = 1;
   std::optional<int64_t> zeroStage, pp, microBatches;
-  std::optional<std::string> schedule, partition, precision;
+  std::optional<std::string> schedule, partition, precision, recompute;
   std::vector<std::string> inputShapes, freeze;
   bool doExplain = false;
   app.add_option("model", model, "ONNX model (binary .onnx or textual .onnxtxt) with its loss")
@@ -284,6 +293,12 @@ int main(int argc, char **argv) {
   app.add_option("--partition", partition,
                  "pipeline partition method: cost (the default), parameters or uniform")
       ->check(CLI::IsMember({"uniform", "parameters", "cost"}));
+  app.add_option("--recompute", recompute,
+                 "activation checkpointing: none, layers (recompute each layer's forward in "
+                 "its backward, keeping its input) or selective (keep the GEMM outputs, "
+                 "recompute attention scores, softmax, dropout, GELU, layer norm); overrides "
+                 "the config's activation_checkpointing")
+      ->check(CLI::IsMember({"none", "layers", "selective"}));
   app.add_option("--precision", precision,
                  "fp32, bf16 or fp16 (bf16/fp16: mixed precision over fp32 master weights); "
                  "overrides the config's bf16.enabled / fp16.enabled. Lightning's 32-true, "
@@ -433,6 +448,8 @@ int main(int argc, char **argv) {
     // The flag wins over the config's bf16.enabled / fp16.enabled.
     if (precision)
       cfg.precision.kind = dsrt::config::precisionFromFlag(*precision);
+    if (recompute)
+      cfg.recompute.mode = *recompute;
     // dsc accumulates gradients in fp32 (DeepSpeed's BF16_Optimizer; the
     // issue's choice, where DeepSpeed >= 0.17.5 defaults to the model's
     // dtype); another grad_accum_dtype is refused until it is implemented,

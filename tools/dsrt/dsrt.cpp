@@ -309,6 +309,7 @@ void checkRuntimeConfig(const dsrt::config::TrainConfig &baked,
   differs(!(baked.pipeline == given.pipeline), "the pipeline settings");
   differs(baked.precision != given.precision,
           "the bf16 / fp16 / data_types / communication_data_type settings");
+  differs(!(baked.recompute == given.recompute), "the activation_checkpointing settings");
 }
 
 /// The exit of a rank that finished (MPI_Finalize under mpirun).

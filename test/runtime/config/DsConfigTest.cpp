@@ -485,10 +485,16 @@ TEST(DsConfig, PipelineSection) {
             "supported: 1f1b, zb-h1");
   EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "pipeline": {"stages": 0}})"),
             "ds_config.json: 'pipeline.stages' must be between 1 and 1024, got 0");
-  EXPECT_NE(errorOf(R"({"train_batch_size": 8,
-      "pipeline": {"activation_checkpoint_interval": 1}})")
-                .find("'pipeline.activation_checkpoint_interval' is not supported yet"),
-            std::string::npos);
+  // activation_checkpoint_interval k > 0 turns on layer recompute, every
+  // k-th layer input kept.
+  TrainConfig every2 = parse(R"({"train_batch_size": 8,
+      "pipeline": {"activation_checkpoint_interval": 2}})");
+  EXPECT_EQ(every2.recompute.mode, "layers");
+  EXPECT_EQ(every2.recompute.interval, 2);
+  EXPECT_EQ(parse(R"({"train_batch_size": 8,
+      "pipeline": {"activation_checkpoint_interval": 0}})")
+                .recompute.mode,
+            "none");
 }
 
 TEST(DsConfig, SyntaxErrorsGiveLineAndColumn) {
@@ -534,10 +540,7 @@ TEST(DsConfig, DeepNestingIsRefusedBeforeParsing) {
     return R"({"train_batch_size": 8, "activation_checkpointing": {"x": )" +
            std::string(depth - 2, '[') + std::string(depth - 2, ']') + "}}";
   };
-  EXPECT_EQ(errorOf(nested(64)),
-            "ds_config.json: 'activation_checkpointing.x': activation "
-            "checkpointing is not supported yet by dsc (issue 13); remove the "
-            "activation_checkpointing section");
+  EXPECT_EQ(errorOf(nested(64)), "ds_config.json: unknown key 'activation_checkpointing.x'");
   EXPECT_NE(errorOf(nested(65)).find("JSON nested deeper than 64"),
             std::string::npos);
 
@@ -1104,18 +1107,34 @@ TEST(DsConfig, PrecisionFlag) {
             "Lightning's 32-true, bf16-mixed, 16-mixed)");
 }
 
-TEST(DsConfig, ActivationCheckpointingIsAnErrorUntilImplemented) {
+TEST(DsConfig, ActivationCheckpointing) {
+  // DeepSpeed's keys without dsc's "recompute": layers, with a note for
+  // each key that has no effect in dsc.
+  TrainConfig ds = parse(R"({"train_batch_size": 8, "activation_checkpointing": {
+                "partition_activations": true, "number_checkpoints": 4}})");
+  EXPECT_EQ(ds.recompute.mode, "layers");
+  EXPECT_EQ(ds.recompute.numberCheckpoints, 4);
+  ASSERT_EQ(ds.notes.size(), 2u);
+  EXPECT_NE(ds.notes[1].find("'activation_checkpointing.partition_activations' has no effect"),
+            std::string::npos);
+  EXPECT_EQ(parse(R"({"train_batch_size": 8, "activation_checkpointing": {
+                "recompute": "selective"}})")
+                .recompute.mode,
+            "selective");
+  // An empty section asks for nothing.
+  EXPECT_EQ(parse(R"({"train_batch_size": 8, "activation_checkpointing": {}})").recompute.mode,
+            "none");
   EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "activation_checkpointing": {
-                "partition_activations": false}})"),
-            "ds_config.json: 'activation_checkpointing.partition_activations': "
-            "activation checkpointing is not supported yet by dsc (issue 13); "
-            "remove the activation_checkpointing section");
-  EXPECT_NO_THROW(
-      parse(R"({"train_batch_size": 8, "activation_checkpointing": {}})"));
+                "recompute": "auto"}})"),
+            "ds_config.json: 'activation_checkpointing.recompute' is 'auto'; supported: none, "
+            "layers, selective");
   EXPECT_EQ(
       errorOf(R"({"train_batch_size": 8, "activation_checkpointing": true})"),
       "ds_config.json: 'activation_checkpointing' must be an object, got "
       "boolean true");
+  // The canonical config carries the mode (dsrt compares it).
+  TrainConfig back = parse(toJson(ds));
+  EXPECT_TRUE(back.recompute == ds.recompute);
 }
 
 TEST(DsConfig, WallClockBreakdownIsRead) {

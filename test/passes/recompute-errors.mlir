@@ -1,0 +1,19 @@
+// RUN: dsc-opt %s --recompute=mode=layers -verify-diagnostics
+// RUN: not dsc-opt %S/Inputs/recompute-blocks.mlir --autodiff --recompute=mode=everything 2>&1 | FileCheck %s --check-prefix=MODE
+// RUN: not dsc-opt %S/Inputs/recompute-blocks.mlir --autodiff --recompute="mode=layers interval=0" 2>&1 | FileCheck %s --check-prefix=INTERVAL
+
+// MODE: error: recompute: unknown mode 'everything' (expected none, layers or selective)
+// INTERVAL: error: recompute: interval must be at least 1 and checkpoints at least 0, got 0 and 0
+
+// The pass runs on a step whose forward and backward share one block:
+// after autodiff, before gradient-accumulation wraps them in a region.
+func.func @step(%w: tensor<4xf32> {train.param = "w"})
+    -> (tensor<f32> {train.loss}, tensor<4xf32> {train.grad = "w"}) {
+  // expected-error @+1 {{'train.accumulate' op recompute: runs after autodiff and before gradient-accumulation / pipeline-schedule (no regions yet)}}
+  %0:2 = train.accumulate 2 -> tensor<f32>, tensor<4xf32> {
+  ^bb0(%i: index):
+    %s = nn.reduce_sum %w {axes = array<i64: 0>} : tensor<4xf32> -> tensor<f32>
+    train.yield %s, %w : tensor<f32>, tensor<4xf32>
+  }
+  return %0#0, %0#1 : tensor<f32>, tensor<4xf32>
+}
