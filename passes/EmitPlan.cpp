@@ -71,6 +71,20 @@ public:
       return fn_.emitError("emit-plan: run memory-plan first (no dsc.arena_bytes)");
     plan_.set_arena_bytes(arena.getInt());
     plan_.set_persistent_bytes(persistent.getInt());
+    // Activation checkpointing: what the recompute pass did (module
+    // train.recompute, per function its ops and flops) and the arena the
+    // same step needs without it (dsc compiles it once more to know).
+    if (auto rc = fn_->getParentOfType<ModuleOp>()->getAttrOfType<DictionaryAttr>(
+            "train.recompute")) {
+      if (auto mode = rc.getAs<StringAttr>("mode"))
+        plan_.set_recompute(mode.getValue().str());
+      if (auto ops = fn_->getAttrOfType<IntegerAttr>("train.recomputed_ops"))
+        plan_.set_recomputed_ops(ops.getInt());
+      if (auto flops = fn_->getAttrOfType<FloatAttr>("train.recomputed_flops"))
+        plan_.set_recomputed_flops(flops.getValueAsDouble());
+    }
+    if (auto without = fn_->getAttrOfType<IntegerAttr>("dsc.arena_bytes_without_recompute"))
+      plan_.set_arena_bytes_without_recompute(uint64_t(without.getInt()));
 
     for (BlockArgument a : fn_.getArguments())
       if (failed(addArgument(a)))
@@ -821,6 +835,19 @@ void writeManifest(const plan::Plan &p, llvm::raw_ostream &os) {
      << humanBytes(p.persistent_bytes()) << ")\n";
   os << "  activations:    " << p.arena_bytes() - p.persistent_bytes() << " bytes ("
      << humanBytes(p.arena_bytes() - p.persistent_bytes()) << ")\n";
+  if (!p.recompute().empty() && p.recompute() != "none") {
+    os << "recompute:        " << p.recompute() << ": " << p.recomputed_ops()
+       << " forward ops recomputed per micro-batch, "
+       << llvm::format("%.6f", p.recomputed_flops() / 1e9) << " GFLOP added";
+    if (p.arena_bytes_without_recompute()) {
+      int64_t without = int64_t(p.arena_bytes_without_recompute()) - int64_t(p.persistent_bytes());
+      int64_t with = int64_t(p.arena_bytes()) - int64_t(p.persistent_bytes());
+      os << "; activations " << humanBytes(without) << " without recompute -> "
+         << humanBytes(with) << " ("
+         << llvm::format("%.2fx", with > 0 ? double(without) / double(with) : 0.0) << " less)";
+    }
+    os << "\n";
+  }
   const plan::Program &prog = p.program();
   os << "schedule:         " << prog.prologue_size() << " prologue + "
      << prog.micro_batches() << " x " << prog.micro_batch_size()

@@ -38,16 +38,21 @@ struct LayerSplit {
 
 /// Cuts `forward` (ops of one block, in order). `isInput(v)`: v is a model
 /// input; `usesParam(op)`: op reads a trainable parameter. Values defined
-/// outside `forward` are not activations.
-template <typename IsInput, typename UsesParam>
+/// outside `forward` are not activations; neither are the results of ops
+/// for which `isStatic(op)` holds (functions of the parameters alone, such
+/// as mixed precision's copies: they count as parameters and are in
+/// neither list).
+template <typename IsInput, typename UsesParam, typename IsStatic>
 LayerSplit findLayers(llvm::ArrayRef<mlir::Operation *> forward, IsInput isInput,
-                      UsesParam usesParam) {
+                      UsesParam usesParam, IsStatic isStatic) {
   using namespace mlir;
   LayerSplit cut;
   llvm::DenseSet<Operation *> inForward(forward.begin(), forward.end());
   llvm::DenseSet<Operation *> &replicable = cut.replicable;
   SmallVector<Operation *> &ops = cut.ops;
   for (Operation *op : forward) {
+    if (isStatic(op))
+      continue;
     bool rep = llvm::all_of(op->getOperands(), [&](Value v) {
       Operation *def = v.getDefiningOp();
       return def ? replicable.contains(def) || !inForward.contains(def) : isInput(v);
@@ -122,6 +127,12 @@ LayerSplit findLayers(llvm::ArrayRef<mlir::Operation *> forward, IsInput isInput
     }
   }
   return cut;
+}
+
+template <typename IsInput, typename UsesParam>
+LayerSplit findLayers(llvm::ArrayRef<mlir::Operation *> forward, IsInput isInput,
+                      UsesParam usesParam) {
+  return findLayers(forward, isInput, usesParam, [](mlir::Operation *) { return false; });
 }
 
 } // namespace dsc

@@ -76,9 +76,18 @@ struct Recompute : impl::RecomputeBase<Recompute> {
       return;
     double flops = 0;
     int64_t ops = 0;
-    for (auto fn : module.getOps<func::FuncOp>())
-      if (failed(run(fn, flops, ops)))
+    OpBuilder fb(module.getContext());
+    for (auto fn : module.getOps<func::FuncOp>()) {
+      double fnFlops = 0;
+      int64_t fnOps = 0;
+      if (failed(run(fn, fnFlops, fnOps)))
         return signalPassFailure();
+      // Per step function (a pipeline stage's own), for the plan.
+      fn->setAttr("train.recomputed_ops", fb.getI64IntegerAttr(fnOps));
+      fn->setAttr("train.recomputed_flops", fb.getF64FloatAttr(fnFlops));
+      flops += fnFlops;
+      ops += fnOps;
+    }
     numRecomputed = ops;
     OpBuilder b(module.getContext());
     module->setAttr("train.recompute",
@@ -129,8 +138,32 @@ struct Recompute : impl::RecomputeBase<Recompute> {
     };
     auto isInput = [&](Value v) { return isArg(v, TrainDialect::kInput); };
     auto isParam = [&](Value v) { return isArg(v, TrainDialect::kParam); };
-    auto usesParam = [&](Operation *op) { return llvm::any_of(op->getOperands(), isParam); };
-    LayerSplit cut = findLayers(forward, isInput, usesParam);
+    // Fixed: a function of parameters, buffers and constants only (not of
+    // the micro-batch): the same in every micro-batch (mixed precision's
+    // parameter copies).
+    llvm::DenseSet<Operation *> fixed;
+    llvm::DenseSet<Value> fromParam; // parameters and their fixed copies
+    for (Operation *op : forward) {
+      bool isFixed = llvm::all_of(op->getOperands(), [&](Value v) {
+        Operation *def = v.getDefiningOp();
+        return def ? fixed.contains(def) : !isInput(v);
+      });
+      if (!isFixed)
+        continue;
+      fixed.insert(op);
+      if (llvm::any_of(op->getOperands(), [&](Value v) { return isParam(v) || fromParam.count(v); }))
+        for (Value r : op->getResults())
+          fromParam.insert(r);
+    }
+    // The layers as pipeline-split finds them, looking through the fixed
+    // copies: an op reading a parameter's bf16 copy reads the parameter,
+    // and the copies are not activations.
+    auto usesParam = [&](Operation *op) {
+      return llvm::any_of(op->getOperands(),
+                          [&](Value v) { return isParam(v) || fromParam.count(v); });
+    };
+    LayerSplit cut = findLayers(forward, isInput, usesParam,
+                                [&](Operation *op) { return fixed.contains(op); });
     llvm::DenseMap<Operation *, unsigned> layerOf;
     for (auto [l, layer] : llvm::enumerate(cut.layers))
       for (unsigned k = layer.first; k <= layer.last; ++k)
@@ -143,19 +176,11 @@ struct Recompute : impl::RecomputeBase<Recompute> {
 
     // The keep set.
     llvm::DenseSet<Value> keep;
-    llvm::DenseSet<Operation *> fixed;
     for (Operation *op : forward) {
-      // Fixed: a function of parameters, buffers and constants only (not of
-      // the micro-batch): the same in every micro-batch.
-      bool isFixed = llvm::all_of(op->getOperands(), [&](Value v) {
-        Operation *def = v.getDefiningOp();
-        return def ? fixed.contains(def) : !isInput(v);
-      });
+      bool isFixed = fixed.contains(op);
       bool clonable = isPure(op) && op->getNumRegions() == 0;
       auto it = layerOf.find(op);
       bool inLastLayer = it == layerOf.end() || it->second == lastLayer;
-      if (isFixed)
-        fixed.insert(op);
       if (isFixed || !clonable || inLastLayer) {
         for (Value r : op->getResults())
           keep.insert(r);
@@ -176,12 +201,7 @@ struct Recompute : impl::RecomputeBase<Recompute> {
       }
       if (mode == "selective" && isa<nn::MatmulOp>(op)) {
         // A GEMM with a weight (or its mixed-precision copy).
-        bool weighted = llvm::any_of(op->getOperands(), [&](Value v) {
-          if (isParam(v))
-            return true;
-          Operation *def = v.getDefiningOp();
-          return def && fixed.contains(def) && usesParam(def);
-        });
+        bool weighted = usesParam(op);
         if (weighted)
           for (Value r : op->getResults())
             keep.insert(r);

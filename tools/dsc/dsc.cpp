@@ -483,10 +483,27 @@ int main(int argc, char **argv) {
       cfg.gradAccumSteps = m;
       cfg.trainBatchSize = cfg.microBatchPerGpu * m * cfg.worldSize;
     }
+    // With recompute, the same step without it gives the arena it saves
+    // (--explain and the manifest state both).
+    mlir::OwningOpRef<mlir::ModuleOp> without;
+    if (cfg.recompute.mode != "none" && emit == "plan")
+      without = (*module)->clone();
     mlir::PassManager pm(&ctx);
     buildTrainPipeline(pm, cfg);
     if (mlir::failed(pm.run(**module)))
       return 1;
+    if (without) {
+      dsrt::config::TrainConfig plain = cfg;
+      plain.recompute.mode = "none";
+      mlir::PassManager pm2(&ctx);
+      buildTrainPipeline(pm2, plain);
+      if (mlir::failed(pm2.run(*without)))
+        return 1;
+      for (auto fn : without->getOps<mlir::func::FuncOp>())
+        if (auto arena = fn->getAttrOfType<mlir::IntegerAttr>("dsc.arena_bytes"))
+          if (auto same = (*module)->lookupSymbol<mlir::func::FuncOp>(fn.getSymName()))
+            same->setAttr("dsc.arena_bytes_without_recompute", arena);
+    }
   }
   if (emit == "plan") {
     dsc::EmitPlanOptions planOptions;
