@@ -105,6 +105,9 @@ def Recompute : Pass<"recompute", "mlir::ModuleOp"> {
     Option<"checkpoints", "checkpoints", "int64_t", "0",
            "layers: keep this many layer inputs, evenly spread (DeepSpeed's "
            "number_checkpoints; 0: use interval)">,
+    Option<"limit", "limit", "int64_t", "0",
+           "layers: recompute only the first `limit` layers (whose activations live "
+           "longest); 0: all (dsc --recompute auto searches it)">,
   ];
   let statistics = [
     Statistic<"numRecomputed", "recomputed-ops", "Forward ops cloned into the backward pass">,

@@ -58,6 +58,7 @@ constexpr llvm::StringLiteral kRecomputed = "train.recomputed";
 
 struct Recompute : impl::RecomputeBase<Recompute> {
   using Base::Base;
+  int64_t maxLayers = 0; // layers of the largest step function
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -66,10 +67,10 @@ struct Recompute : impl::RecomputeBase<Recompute> {
           << mode << "' (expected none, layers or selective)";
       return signalPassFailure();
     }
-    if (interval < 1 || checkpoints < 0) {
-      module.emitError("recompute: interval must be at least 1 and checkpoints at least 0, "
-                       "got ")
-          << (int64_t)interval << " and " << (int64_t)checkpoints;
+    if (interval < 1 || checkpoints < 0 || limit < 0) {
+      module.emitError("recompute: interval must be at least 1, checkpoints and limit at "
+                       "least 0, got ")
+          << (int64_t)interval << ", " << (int64_t)checkpoints << " and " << (int64_t)limit;
       return signalPassFailure();
     }
     if (mode == "none")
@@ -90,6 +91,7 @@ struct Recompute : impl::RecomputeBase<Recompute> {
     }
     numRecomputed = ops;
     OpBuilder b(module.getContext());
+    module->setAttr("train.recompute_layers", b.getI64IntegerAttr(maxLayers));
     module->setAttr("train.recompute",
                     b.getDictionaryAttr({b.getNamedAttr("mode", b.getStringAttr(mode)),
                                          b.getNamedAttr("ops", b.getI64IntegerAttr(ops)),
@@ -169,6 +171,7 @@ struct Recompute : impl::RecomputeBase<Recompute> {
       for (unsigned k = layer.first; k <= layer.last; ++k)
         layerOf[cut.ops[k]] = l;
     unsigned lastLayer = cut.layers.empty() ? 0 : cut.layers.size() - 1;
+    maxLayers = std::max<int64_t>(maxLayers, int64_t(cut.layers.size()));
     // number_checkpoints: that many kept layer inputs, evenly spread.
     int64_t every = interval;
     if (checkpoints > 0)
@@ -180,7 +183,8 @@ struct Recompute : impl::RecomputeBase<Recompute> {
       bool isFixed = fixed.contains(op);
       bool clonable = isPure(op) && op->getNumRegions() == 0;
       auto it = layerOf.find(op);
-      bool inLastLayer = it == layerOf.end() || it->second == lastLayer;
+      bool inLastLayer = it == layerOf.end() || it->second == lastLayer ||
+                         (limit > 0 && int64_t(it->second) >= limit);
       if (isFixed || !clonable || inLastLayer) {
         for (Value r : op->getResults())
           keep.insert(r);

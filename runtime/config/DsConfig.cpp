@@ -549,11 +549,12 @@ void readPrecision(const Section &top, PrecisionConfig &p, std::vector<std::stri
 /// a note too, never silently dropped.
 void readActivationCheckpointing(const Section &top, TrainConfig &cfg) {
   Section ac = top.object("activation_checkpointing");
-  ac.checkKeys({"recompute", "interval", "number_checkpoints", "partition_activations",
+  ac.checkKeys({"recompute", "memory_budget", "interval", "number_checkpoints",
+                "partition_activations",
                 "cpu_checkpointing", "contiguous_memory_optimization",
                 "synchronize_checkpoint_boundary", "profile"});
   RecomputeConfig &r = cfg.recompute;
-  const std::vector<std::string> modes = {"none", "layers", "selective"};
+  const std::vector<std::string> modes = {"none", "layers", "selective", "auto"};
   if (std::optional<std::string> m = ac.string("recompute")) {
     if (std::find(modes.begin(), modes.end(), *m) == modes.end())
       ac.fail("'" + ac.path("recompute") + "' is '" + *m + "'" + didYouMean(*m, modes) +
@@ -566,6 +567,22 @@ void readActivationCheckpointing(const Section &top, TrainConfig &cfg) {
                         "deepspeed.checkpointing.checkpoint); set 'recompute' to layers, "
                         "selective or none to choose");
   }
+  if (ac.has("memory_budget")) {
+    const auto &v = ac.raw("memory_budget");
+    std::optional<uint64_t> bytes;
+    if (v.is_number_unsigned())
+      bytes = v.get<uint64_t>();
+    else if (v.is_string())
+      bytes = parseByteSize(v.get<std::string>());
+    if (!bytes || *bytes == 0)
+      ac.fail("'" + ac.path("memory_budget") + "' must be a positive byte count: a number, or "
+              "a string such as \"6GiB\" (K, M, G, T: powers of 1000; KiB, MiB, GiB, TiB: of "
+              "1024)");
+    r.memoryBudget = *bytes;
+  }
+  if (r.mode == "auto" && !r.memoryBudget)
+    ac.fail("'" + ac.path("recompute") + "' is 'auto' but there is no '" +
+            ac.path("memory_budget") + "': auto chooses what to recompute to fit it");
   if (std::optional<int64_t> k = ac.count("interval", 1, std::numeric_limits<int64_t>::max()))
     r.interval = *k;
   if (std::optional<int64_t> n =
@@ -1323,6 +1340,36 @@ bool TrainConfig::operator==(const TrainConfig &o) const {
          recompute == o.recompute;
 }
 
+std::optional<uint64_t> parseByteSize(const std::string &text) {
+  size_t i = 0;
+  uint64_t n = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+    if (n > (std::numeric_limits<uint64_t>::max() - 9) / 10)
+      return std::nullopt;
+    n = n * 10 + uint64_t(text[i++] - '0');
+  }
+  if (i == 0)
+    return std::nullopt;
+  std::string unit = text.substr(i);
+  static const std::pair<const char *, uint64_t> units[] = {
+      {"", 1},
+      {"K", 1000ull},
+      {"M", 1000000ull},
+      {"G", 1000000000ull},
+      {"T", 1000000000000ull},
+      {"KiB", 1ull << 10},
+      {"MiB", 1ull << 20},
+      {"GiB", 1ull << 30},
+      {"TiB", 1ull << 40}};
+  for (auto [name, factor] : units)
+    if (unit == name) {
+      if (n > std::numeric_limits<uint64_t>::max() / factor)
+        return std::nullopt;
+      return n * factor;
+    }
+  return std::nullopt;
+}
+
 const char *precisionName(Precision p) {
   switch (p) {
   case Precision::FP32:
@@ -1513,9 +1560,11 @@ std::string toJson(const TrainConfig &cfg) {
     pj["schedule"] = cfg.pipeline.schedule;
     root["pipeline"] = pj;
   }
-  if (cfg.recompute.mode != "none") {
+  if (cfg.recompute.mode != "none" || cfg.recompute.memoryBudget) {
     ordered_json aj;
     aj["recompute"] = cfg.recompute.mode;
+    if (cfg.recompute.memoryBudget)
+      aj["memory_budget"] = cfg.recompute.memoryBudget;
     if (cfg.recompute.numberCheckpoints > 0)
       aj["number_checkpoints"] = cfg.recompute.numberCheckpoints;
     else

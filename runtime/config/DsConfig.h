@@ -324,13 +324,25 @@ struct PipelineConfig {
 /// spread (the compiler turns it into an interval once it knows the
 /// layers).
 struct RecomputeConfig {
-  std::string mode = "none";
+  std::string mode = "none"; // none | layers | selective | auto
   int64_t interval = 1;
   int64_t numberCheckpoints = 0; // 0: from interval
+  /// memory_budget (dsc): the planned peak per rank must fit it; "auto"
+  /// chooses what to recompute so that it does. 0: none.
+  uint64_t memoryBudget = 0;
+  /// layers: recompute only the first `limit` layers (0: all). Not a
+  /// config key: --recompute auto chooses it.
+  int64_t limit = 0;
   bool operator==(const RecomputeConfig &o) const {
-    return mode == o.mode && interval == o.interval && numberCheckpoints == o.numberCheckpoints;
+    return mode == o.mode && interval == o.interval &&
+           numberCheckpoints == o.numberCheckpoints && memoryBudget == o.memoryBudget;
   }
 };
+
+/// A byte count as written in a flag or a config: digits, then optionally
+/// K, M, G, T (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024), e.g.
+/// "6GiB", "512M", "1000000". Nullopt for anything else or an overflow.
+std::optional<uint64_t> parseByteSize(const std::string &text);
 
 struct TrainConfig {
   int64_t trainBatchSize = 1;

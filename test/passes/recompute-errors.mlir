@@ -3,7 +3,7 @@
 // RUN: not dsc-opt %S/Inputs/recompute-blocks.mlir --autodiff --recompute="mode=layers interval=0" 2>&1 | FileCheck %s --check-prefix=INTERVAL
 
 // MODE: error: recompute: unknown mode 'everything' (expected none, layers or selective)
-// INTERVAL: error: recompute: interval must be at least 1 and checkpoints at least 0, got 0 and 0
+// INTERVAL: error: recompute: interval must be at least 1, checkpoints and limit at least 0, got 0, 0 and 0
 
 // The pass runs on a step whose forward and backward share one block:
 // after autodiff, before gradient-accumulation wraps them in a region.

@@ -16,7 +16,7 @@
 // layers: the layers' inputs are kept (%3, the residual stream, and %1);
 // layer 2 (w3 GEMM + GELU) and layer 0 (the w1 GEMM) are recomputed, each
 // just before its backward.
-// LAYERS:       module attributes {train.recompute = {flops = 1.280000e+03 : f64, mode = "layers", ops = 3 : i64}}
+// LAYERS:       module attributes {train.recompute = {flops = 1.280000e+03 : f64, mode = "layers", ops = 3 : i64}, train.recompute_layers = 4 : i64}
 // LAYERS-LABEL: func.func @blocks(
 // LAYERS:         %[[G0:.*]] = nn.gelu %{{.*}} : tensor<4x8xf32>
 // LAYERS:         %[[H:.*]] = nn.add %{{.*}}, %arg0 : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
@@ -60,3 +60,10 @@
 // ZERO3-NEXT:    %[[W:.*]] = dist.wait %[[G]]
 // ZERO3-NEXT:    %[[W3:.*]] = nn.reshape %[[W]]
 // ZERO3-NEXT:    nn.matmul %{{.*}}, %[[W3]] {train.recomputed = 2 : i64}
+
+// limit=2 (what --recompute auto searches): only the first two layers are
+// recomputed; layer 2 (w3 GEMM + GELU) keeps its activations.
+// RUN: dsc-opt %S/Inputs/recompute-blocks.mlir --autodiff --recompute="mode=layers limit=2" | FileCheck %s --check-prefix=LIMIT
+// LIMIT:     nn.cross_entropy_grad
+// LIMIT-NOT: train.recomputed = 2
+// LIMIT:     nn.matmul %arg0, %arg2 {train.recomputed = 0 : i64}

@@ -163,6 +163,7 @@ void buildTrainPipeline(mlir::PassManager &pm, const dsrt::config::TrainConfig &
     rc.mode = cfg.recompute.mode;
     rc.interval = cfg.recompute.interval;
     rc.checkpoints = cfg.recompute.numberCheckpoints;
+    rc.limit = cfg.recompute.limit;
     pm.addPass(dsc::createRecompute(rc));
   }
   if (pipelined) {
@@ -230,6 +231,119 @@ void buildTrainPipeline(mlir::PassManager &pm, const dsrt::config::TrainConfig &
   pm.addPass(dsc::createMemoryPlan());
 }
 
+/// The planned peak per rank of a compiled module: its largest arena (a
+/// pipeline's stages each have theirs).
+uint64_t planArena(mlir::ModuleOp module) {
+  uint64_t peak = 0;
+  for (auto fn : module.getOps<mlir::func::FuncOp>())
+    if (auto a = fn->getAttrOfType<mlir::IntegerAttr>("dsc.arena_bytes"))
+      peak = std::max<uint64_t>(peak, uint64_t(a.getInt()));
+  return peak;
+}
+
+/// --recompute auto: compiles the step with the candidates of one family,
+/// none, selective, and layers on the first j layers (j = 1..L; the first
+/// layers' activations live longest, so they go first), and keeps the one
+/// with the fewest recomputed flops whose planned peak fits the budget. j
+/// is found by bisection (the peak does not grow with j), so it takes
+/// about 3 + log2(L) compiles. Optimal within that family to one layer;
+/// not over every keep set (a mix of selective and layers, or keeping
+/// particular tensors, can beat it: finding that is the Checkmate ILP).
+std::optional<dsrt::config::RecomputeConfig>
+chooseRecompute(mlir::MLIRContext &ctx, mlir::ModuleOp module,
+                const dsrt::config::TrainConfig &cfg) {
+  struct Try {
+    dsrt::config::RecomputeConfig rc;
+    uint64_t peak = 0;
+    double flops = 0;
+    int64_t layers = 0;
+  };
+  auto attempt = [&](dsrt::config::RecomputeConfig rc) -> std::optional<Try> {
+    dsrt::config::TrainConfig c = cfg;
+    c.recompute = rc;
+    mlir::OwningOpRef<mlir::ModuleOp> copy = module.clone();
+    mlir::PassManager pm(&ctx);
+    buildTrainPipeline(pm, c);
+    if (mlir::failed(pm.run(*copy)))
+      return std::nullopt;
+    Try t{rc, planArena(*copy), 0, 0};
+    if (auto d = (*copy)->getAttrOfType<mlir::DictionaryAttr>("train.recompute"))
+      if (auto f = d.getAs<mlir::FloatAttr>("flops"))
+        t.flops = f.getValueAsDouble();
+    if (auto l = (*copy)->getAttrOfType<mlir::IntegerAttr>("train.recompute_layers"))
+      t.layers = l.getInt();
+    return t;
+  };
+  uint64_t budget = cfg.recompute.memoryBudget;
+  dsrt::config::RecomputeConfig base = cfg.recompute;
+  base.mode = "none";
+  std::optional<Try> none = attempt(base);
+  if (!none)
+    return std::nullopt;
+  auto say = [&](const Try &t, const std::string &what) {
+    llvm::errs() << "dsc: note: --recompute auto: " << what << ": planned peak " << t.peak
+                 << " bytes <= --memory-budget " << budget << " (without recompute: "
+                 << none->peak << ")\n";
+    return t.rc;
+  };
+  if (none->peak <= budget)
+    return say(*none, "nothing to recompute");
+  dsrt::config::RecomputeConfig rc = base;
+  rc.mode = "selective";
+  std::optional<Try> selective = attempt(rc);
+  rc.mode = "layers";
+  rc.limit = 0;
+  std::optional<Try> layers = attempt(rc);
+  if (!selective || !layers)
+    return std::nullopt;
+  std::vector<Try> fit;
+  if (selective->peak <= budget)
+    fit.push_back(*selective);
+  if (layers->peak > budget) {
+    if (fit.empty()) {
+      llvm::errs() << "dsc: error: --memory-budget " << budget
+                   << " bytes: no recomputation fits it; the smallest planned peak is "
+                   << std::min(layers->peak, selective->peak) << " bytes (--recompute "
+                   << (layers->peak <= selective->peak ? "layers" : "selective")
+                   << "; without recompute " << none->peak << ")\n";
+      return std::nullopt;
+    }
+  } else {
+    fit.push_back(*layers);
+    // The fewest first layers that fit.
+    int64_t lo = 1, hi = std::max<int64_t>(1, layers->layers - 1);
+    std::optional<Try> best;
+    while (lo <= hi) {
+      int64_t mid = (lo + hi) / 2;
+      rc.limit = mid;
+      std::optional<Try> t = attempt(rc);
+      if (!t)
+        return std::nullopt;
+      if (t->peak <= budget) {
+        best = t;
+        hi = mid - 1;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    if (best)
+      fit.push_back(*best);
+  }
+  const Try *pick = &fit.front();
+  for (const Try &t : fit)
+    if (t.flops < pick->flops)
+      pick = &t;
+  std::string what = pick->rc.mode == "selective" ? std::string("selective")
+                     : pick->rc.limit > 0
+                         ? "layers on the first " + std::to_string(pick->rc.limit) + " of " +
+                               std::to_string(layers->layers) + " layers"
+                         : std::string("layers");
+  char flops[64];
+  std::snprintf(flops, sizeof flops, ", %.3f GFLOP recomputed per micro-batch",
+                pick->flops / 1e9);
+  return say(*pick, what + flops);
+}
+
 /// The model's micro-batch: dim 0 of its inputs (all agree, or 0 if none).
 int64_t modelBatch(mlir::ModuleOp module) {
   auto fn = *module.getOps<mlir::func::FuncOp>().begin();
@@ -247,7 +361,7 @@ int main(int argc, char **argv) {
   std::string model, output = "-", emit, loss, batchSizeText, configPath;
   int64_t elide = 1024, dp = 1;
   std::optional<int64_t> zeroStage, pp, microBatches;
-  std::optional<std::string> schedule, partition, precision, recompute;
+  std::optional<std::string> schedule, partition, precision, recompute, memoryBudgetText;
   std::vector<std::string> inputShapes, freeze;
   bool doExplain = false;
   app.add_option("model", model, "ONNX model (binary .onnx or textual .onnxtxt) with its loss")
@@ -295,10 +409,22 @@ int main(int argc, char **argv) {
       ->check(CLI::IsMember({"uniform", "parameters", "cost"}));
   app.add_option("--recompute", recompute,
                  "activation checkpointing: none, layers (recompute each layer's forward in "
-                 "its backward, keeping its input) or selective (keep the GEMM outputs, "
-                 "recompute attention scores, softmax, dropout, GELU, layer norm); overrides "
-                 "the config's activation_checkpointing")
-      ->check(CLI::IsMember({"none", "layers", "selective"}));
+                 "its backward, keeping its input), selective (keep the GEMM outputs, "
+                 "recompute attention scores, softmax, dropout, GELU, layer norm) or auto "
+                 "(the least recomputation that fits --memory-budget); overrides the config's "
+                 "activation_checkpointing")
+      ->check(CLI::IsMember({"none", "layers", "selective", "auto"}));
+  app.add_option("--memory-budget", memoryBudgetText,
+                 "the planned peak per rank must fit SIZE (bytes, or K/M/G/T = powers of "
+                 "1000, KiB/MiB/GiB/TiB = of 1024); --recompute auto chooses the least "
+                 "recomputation that fits it")
+      ->check(CLI::Validator(
+          [](std::string &text) -> std::string {
+            std::optional<uint64_t> b = dsrt::config::parseByteSize(text);
+            return b && *b > 0 ? std::string()
+                               : "'" + text + "' is not a size (for example 6GiB, 512M, 1000000)";
+          },
+          "SIZE"));
   app.add_option("--precision", precision,
                  "fp32, bf16 or fp16 (bf16/fp16: mixed precision over fp32 master weights); "
                  "overrides the config's bf16.enabled / fp16.enabled. Lightning's 32-true, "
@@ -450,6 +576,14 @@ int main(int argc, char **argv) {
       cfg.precision.kind = dsrt::config::precisionFromFlag(*precision);
     if (recompute)
       cfg.recompute.mode = *recompute;
+    if (memoryBudgetText)
+      cfg.recompute.memoryBudget = *dsrt::config::parseByteSize(*memoryBudgetText);
+    if (cfg.recompute.mode == "auto" && !cfg.recompute.memoryBudget) {
+      llvm::errs() << "dsc: error: --recompute auto needs --memory-budget (or the config's "
+                      "activation_checkpointing.memory_budget): auto chooses what to recompute "
+                      "to fit it\n";
+      return 1;
+    }
     // dsc accumulates gradients in fp32 (DeepSpeed's BF16_Optimizer; the
     // issue's choice, where DeepSpeed >= 0.17.5 defaults to the model's
     // dtype); another grad_accum_dtype is refused until it is implemented,
@@ -483,17 +617,34 @@ int main(int argc, char **argv) {
       cfg.gradAccumSteps = m;
       cfg.trainBatchSize = cfg.microBatchPerGpu * m * cfg.worldSize;
     }
+    // --recompute auto: the mode (and layer limit) that fits the budget.
+    dsrt::config::TrainConfig compiled = cfg;
+    if (cfg.recompute.mode == "auto") {
+      std::optional<dsrt::config::RecomputeConfig> chosen = chooseRecompute(ctx, **module, cfg);
+      if (!chosen)
+        return 1;
+      compiled.recompute = *chosen;
+    }
     // With recompute, the same step without it gives the arena it saves
     // (--explain and the manifest state both).
     mlir::OwningOpRef<mlir::ModuleOp> without;
-    if (cfg.recompute.mode != "none" && emit == "plan")
+    if (compiled.recompute.mode != "none" && emit == "plan")
       without = (*module)->clone();
     mlir::PassManager pm(&ctx);
-    buildTrainPipeline(pm, cfg);
+    buildTrainPipeline(pm, compiled);
     if (mlir::failed(pm.run(**module)))
       return 1;
+    if (uint64_t budget = cfg.recompute.memoryBudget) {
+      uint64_t peak = planArena(**module);
+      if (peak > budget) {
+        llvm::errs() << "dsc: error: the planned peak per rank, " << peak
+                     << " bytes, exceeds --memory-budget " << budget
+                     << " bytes (--recompute auto chooses what to recompute to fit it)\n";
+        return 1;
+      }
+    }
     if (without) {
-      dsrt::config::TrainConfig plain = cfg;
+      dsrt::config::TrainConfig plain = compiled;
       plain.recompute.mode = "none";
       mlir::PassManager pm2(&ctx);
       buildTrainPipeline(pm2, plain);

@@ -1125,9 +1125,17 @@ TEST(DsConfig, ActivationCheckpointing) {
   EXPECT_EQ(parse(R"({"train_batch_size": 8, "activation_checkpointing": {}})").recompute.mode,
             "none");
   EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "activation_checkpointing": {
-                "recompute": "auto"}})"),
-            "ds_config.json: 'activation_checkpointing.recompute' is 'auto'; supported: none, "
-            "layers, selective");
+                "recompute": "all"}})"),
+            "ds_config.json: 'activation_checkpointing.recompute' is 'all'; supported: none, "
+            "layers, selective, auto");
+  TrainConfig autoCfg = parse(R"({"train_batch_size": 8, "activation_checkpointing": {
+                "recompute": "auto", "memory_budget": "6GiB"}})");
+  EXPECT_EQ(autoCfg.recompute.memoryBudget, uint64_t(6) << 30);
+  EXPECT_EQ(parseByteSize("512M"), std::optional<uint64_t>(512000000));
+  EXPECT_EQ(parseByteSize("3KiB"), std::optional<uint64_t>(3072));
+  EXPECT_EQ(parseByteSize("99999999999999999999"), std::nullopt);
+  EXPECT_EQ(parseByteSize("20000000TiB"), std::nullopt);
+  EXPECT_EQ(parseByteSize("1.5G"), std::nullopt);
   EXPECT_EQ(
       errorOf(R"({"train_batch_size": 8, "activation_checkpointing": true})"),
       "ds_config.json: 'activation_checkpointing' must be an object, got "
