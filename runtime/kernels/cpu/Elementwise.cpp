@@ -7,6 +7,7 @@
 // the same float loops on tiles widened into stack buffers (Half.h).
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/kernels/cpu/Erf.h"
 #include "runtime/kernels/cpu/Half.h"
 
 #include <cmath>
@@ -108,8 +109,9 @@ void compareT(Cmp op, const T *a, const Shape &as, const T *b, const Shape &bs,
 /// lane-wise, but would defeat the compiler's own overlap check). 16-bit
 /// tiles are widened before any result is narrowed, so in place is fine
 /// for them too.
-template <class T, class F> void unaryOp(const T *x, T *y, int64_t n, F f) {
-  parallelFor(n, kGrain, [&](int64_t b, int64_t e) {
+template <class T, class F>
+void unaryOp(const T *x, T *y, int64_t n, F f, int64_t grain = kGrain) {
+  parallelFor(n, grain, [&](int64_t b, int64_t e) {
     float xb[kTile], yb[kTile];
     forTiles<T>(b, e, [&](int64_t t0, int64_t t1) {
       const int64_t len = t1 - t0;
@@ -123,9 +125,32 @@ template <class T, class F> void unaryOp(const T *x, T *y, int64_t n, F f) {
   });
 }
 
-/// Per-element work of std::erf / std::tanh is high enough to thread
+/// Per-element work of std::log / std::tanh is high enough to thread
 /// smaller tensors.
 constexpr int64_t kScalarCallGrain = kGrain / 8;
+/// The vectorized erf and GELU cost ~5x a simple op per element.
+constexpr int64_t kErfGrain = kGrain / 4;
+
+/// unaryOp for the vectorized erf and GELU, whose per-element work dwarfs
+/// a conversion: bf16 inputs are widened inside the loop (a shift), which
+/// saves the tile's widening pass; results still go through the tile.
+template <class T, class F> void unaryMathOp(const T *x, T *y, int64_t n, F f) {
+  if constexpr (!std::is_same_v<T, Bf16>) {
+    unaryOp(x, y, n, f, kErfGrain);
+  } else {
+    parallelFor(n, kErfGrain, [&](int64_t b, int64_t e) {
+      float yb[kTile];
+      forTiles<T>(b, e, [&](int64_t t0, int64_t t1) {
+        const int64_t len = t1 - t0;
+        const Bf16 *xs = x + t0;
+#pragma omp simd
+        for (int64_t i = 0; i < len; ++i)
+          yb[i] = f(toFloat(xs[i]));
+        narrowInto(yb, y + t0, len);
+      });
+    });
+  }
+}
 
 template <class T, class F> void unaryCallOp(const T *x, T *y, int64_t n, F f) {
   parallelFor(n, kScalarCallGrain, [&](int64_t b, int64_t e) {
@@ -141,10 +166,15 @@ template <class T, class F> void unaryCallOp(const T *x, T *y, int64_t n, F f) {
   });
 }
 
-constexpr float kSqrtHalf = 0.70710678118654752f;
 constexpr float kSqrt2OverPi = 0.79788456080286536f;
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 constexpr float kGeluC = 0.044715f;
+
+/// Phi(x) from gaussTail's q = Phi(-|x|): no cancellation in either tail
+/// (1 + erf(x / sqrt 2) loses all its bits for x << 0).
+inline __attribute__((always_inline)) float normalCdf(float x, float q) {
+  return x < 0.0f ? q : 1.0f - q;
+}
 
 /// 0.5 (1 + tanh(u)) == 1 / (1 + exp(-2u)): no cancellation, no tanh call.
 inline float geluTanh(float x) {
@@ -257,15 +287,17 @@ template <class T> void unaryT(Unary op, const T *x, T *y, int64_t n) {
   case Unary::Tanh:
     return unaryCallOp(x, y, n, [](float v) { return std::tanh(v); });
   case Unary::Erf:
-    return unaryCallOp(x, y, n, [](float v) { return std::erf(v); });
+    return unaryMathOp(x, y, n, [](float v) { return detail::erfFloat(v); });
   case Unary::Relu:
     return unaryOp(x, y, n, [](float v) { return v < 0.0f ? 0.0f : v; });
   case Unary::Sigmoid:
     return unaryOp(x, y, n,
                    [](float v) { return 1.0f / (1.0f + detail::expf(-v)); });
   case Unary::GeluErf:
-    return unaryCallOp(x, y, n, [](float v) {
-      return v * 0.5f * (1.0f + std::erf(v * kSqrtHalf));
+    return unaryMathOp(x, y, n, [](float v) {
+      float q, e;
+      gaussTail(v, q, e);
+      return v * normalCdf(v, q);
     });
   case Unary::GeluTanh:
     return unaryOp(x, y, n, [](float v) { return geluTanh(v); });
@@ -298,18 +330,29 @@ void geluGradT(bool tanhApprox, const T *x, const T *dy, T *dx, int64_t n) {
     });
     return;
   }
-  parallelFor(n, kScalarCallGrain, [&](int64_t b, int64_t e) {
+  // d/dx x Phi(x) = Phi(x) + x phi(x); gaussTail's e gives phi too. As in
+  // unaryMathOp, bf16 inputs are widened in the loop.
+  auto grad = [](float v, float g) __attribute__((always_inline)) {
+    float q, ex;
+    gaussTail(v, q, ex);
+    return g * (normalCdf(v, q) + v * (kInvSqrt2Pi * ex));
+  };
+  parallelFor(n, kErfGrain, [&](int64_t b, int64_t e) {
     float xb[kTile], gb[kTile], db[kTile];
     forTiles<T>(b, e, [&](int64_t t0, int64_t t1) {
       const int64_t len = t1 - t0;
-      const float *xs = widened(x + t0, xb, len);
-      const float *gs = widened(dy + t0, gb, len);
       float *ds = resultIn(dx + t0, db);
-      for (int64_t i = 0; i < len; ++i) {
-        float v = xs[i];
-        float cdf = 0.5f * (1.0f + std::erf(v * kSqrtHalf));
-        float pdf = kInvSqrt2Pi * detail::expf(-0.5f * v * v);
-        ds[i] = gs[i] * (cdf + v * pdf);
+      if constexpr (std::is_same_v<T, Bf16>) {
+        const Bf16 *xs = x + t0, *gs = dy + t0;
+#pragma omp simd
+        for (int64_t i = 0; i < len; ++i)
+          ds[i] = grad(toFloat(xs[i]), toFloat(gs[i]));
+      } else {
+        const float *xs = widened(x + t0, xb, len);
+        const float *gs = widened(dy + t0, gb, len);
+#pragma omp simd
+        for (int64_t i = 0; i < len; ++i)
+          ds[i] = grad(xs[i], gs[i]);
       }
       narrowInto(ds, dx + t0, len);
     });
