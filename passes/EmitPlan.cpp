@@ -667,8 +667,12 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
   for (const plan::Instr &i : prog.micro_batch())
     if (i.op() == "accumulate" && p.buffers(i.outputs(0)).shape_size() > 0)
       sums.insert(i.outputs(0));
-  for (uint32_t b : sums)
-    gradBytes += 4 * numel(p.buffers(b).shape());
+  bool lowGrads = false; // grad_accum_dtype bf16 / fp16
+  for (uint32_t b : sums) {
+    int64_t eb = elementBytes(p.buffers(b).dtype());
+    lowGrads |= eb == 2;
+    gradBytes += eb * numel(p.buffers(b).shape());
+  }
   struct Kind {
     int64_t calls = 0, elements = 0, bytes = 0;
   };
@@ -736,7 +740,9 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
                             "persistent") +
              "; inside the activations)");
   line("gradients:      ", gradBytes,
-       (stage >= 2 ? split(4, P, pad) : whole(4)) + (lowName ? " (fp32 accumulation)" : ""));
+       lowGrads ? whole(2) + " (16-bit accumulation, grad_accum_dtype)"
+                : (stage >= 2 ? split(4, P, pad) : whole(4)) +
+                      (lowName ? " (fp32 accumulation)" : ""));
   line("optimizer:      ", stateBytes,
        stage >= 1 ? split(4 * statesPerParam, P, pad) : whole(4 * statesPerParam));
   if (lowName) {

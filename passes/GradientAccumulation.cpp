@@ -75,8 +75,48 @@ struct GradientAccumulation
       if (auto c = dyn_cast<nn::CastOp>(op); c && isWeight(c.getInput()))
         c->moveBefore(acc);
 
+    // grad_accum_dtype bf16/fp16: each gradient is summed in that type
+    // (the gradient of the parameter's 16-bit copy before its cast back, or
+    // the gradient cast down) and cast to fp32 once after the micro-batches.
+    Type accum;
+    if (accumDtype == "bf16")
+      accum = b.getBF16Type();
+    else if (accumDtype == "fp16")
+      accum = b.getF16Type();
+    else if (accumDtype != "fp32")
+      return fn.emitError("gradient-accumulation: accum-dtype must be fp32, bf16 or fp16, not '")
+             << accumDtype << "'";
+    SmallVector<unsigned> narrowed;
+    SmallVector<nn::CastOp> deadCasts; // the casts back, once nothing reads them
+    if (accum) {
+      auto yield = cast<train::YieldOp>(inner->getTerminator());
+      OpBuilder yb(yield);
+      for (unsigned i = 0; i < fn.getNumResults(); ++i) {
+        if (!fn.getResultAttr(i, TrainDialect::kGrad))
+          continue;
+        Value g = yield.getOperand(i);
+        auto type = cast<RankedTensorType>(g.getType());
+        if (!type.getElementType().isF32())
+          continue;
+        Value low;
+        auto c = g.getDefiningOp<nn::CastOp>();
+        if (c && cast<RankedTensorType>(c.getInput().getType()).getElementType() == accum)
+          low = c.getInput();
+        else
+          low = nn::CastOp::create(yb, g.getLoc(), type.clone(accum), g);
+        yield->setOperand(i, low);
+        if (c)
+          deadCasts.push_back(c);
+        acc.getResult(i).setType(type.clone(accum));
+        narrowed.push_back(i);
+      }
+    }
+
     b.setInsertionPoint(ret);
     SmallVector<Value> results(acc.getResults());
+    for (unsigned i : narrowed)
+      results[i] = nn::CastOp::create(
+          b, loc, cast<RankedTensorType>(results[i].getType()).clone(b.getF32Type()), results[i]);
     if (steps > 1)
       for (Value &v : results) {
         auto type = cast<RankedTensorType>(v.getType());
@@ -88,6 +128,9 @@ struct GradientAccumulation
         v = nn::MulOp::create(b, loc, v, inv);
       }
     ret->setOperands(results);
+    for (nn::CastOp c : deadCasts)
+      if (c->use_empty())
+        c->erase();
     return success();
   }
 };

@@ -128,6 +128,9 @@ def GradientAccumulation : Pass<"gradient-accumulation", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"steps", "steps", "int64_t", "1", "micro-batches per optimizer step">,
+    Option<"accumDtype", "accum-dtype", "std::string", "\"fp32\"",
+           "the type the gradients are summed in (grad_accum_dtype): fp32, bf16 or fp16; "
+           "a 16-bit sum is cast to fp32 once, after the micro-batches">,
   ];
 }
 

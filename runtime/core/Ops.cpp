@@ -81,6 +81,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/config/LrSchedule.h"
 #include "runtime/core/Executor.h"
+#include "runtime/kernels/cpu/Half.h"
 
 #include <cmath>
 #include <cstdio>
@@ -1222,19 +1223,38 @@ const std::map<std::string, OpDef> &table() {
     t["fill"] = {[](Instr &i, const Check &c) {
       c.arity(0, 1);
       c.attrs(0, 1);
-      c.floats({i.out[0]});
-      i.run = [](const Instr &i, Context &) {
-        cpu::fill(i.out[0]->f32(), i.out[0]->numel, (float)i.floats[0]);
-      };
+      plan::DType d = c.sameFloat({i.out[0]});
+      if (d == plan::F32)
+        i.run = [](const Instr &i, Context &) {
+          cpu::fill(i.out[0]->f32(), i.out[0]->numel, (float)i.floats[0]);
+        };
+      else
+        // 16-bit sums (grad_accum_dtype bf16 / fp16): the value rounded once.
+        i.run = [](const Instr &i, Context &) {
+          float v = (float)i.floats[0];
+          uint16_t bits = i.out[0]->dtype == plan::BF16 ? cpu::detail::bf16Bits(v)
+                                                        : cpu::detail::f16Bits(v);
+          std::fill(i.out[0]->u16(), i.out[0]->u16() + i.out[0]->numel, bits);
+        };
     }};
     t["accumulate"] = {[](Instr &i, const Check &c) {
       c.arity(1, 1);
       c.attrs(0, 0);
-      c.floats({i.in[0], i.out[0]});
+      plan::DType d = c.sameFloat({i.in[0], i.out[0]});
       c.sameShape(i.in[0], i.out[0]);
-      i.run = [](const Instr &i, Context &) {
-        cpu::accumulate(i.in[0]->f32(), i.out[0]->f32(), i.out[0]->numel);
-      };
+      // out += in; 16-bit sums (grad_accum_dtype) round every addition.
+      i.run = byFloat(d, [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        if constexpr (std::is_same_v<T, float>)
+          return [](const Instr &i, Context &) {
+            cpu::accumulate(i.in[0]->f32(), i.out[0]->f32(), i.out[0]->numel);
+          };
+        else
+          return [](const Instr &i, Context &) {
+            cpu::binary(cpu::Binary::Add, as<T>(i.out[0]), i.out[0]->shape, as<T>(i.in[0]),
+                        i.in[0]->shape, as<T>(i.out[0]), i.out[0]->shape);
+          };
+      });
     }};
     addDistOps(t);
     return t;

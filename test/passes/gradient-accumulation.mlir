@@ -84,3 +84,15 @@ func.func @forward_only(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<f32> {
   %0 = nn.reduce_sum %w {axes = array<i64: 0>} : tensor<4xf32> -> tensor<f32>
   return %0 : tensor<f32>
 }
+
+// accum-dtype=bf16 (grad_accum_dtype): the micro-batch yields each
+// parameter's bf16 gradient (the one before its cast back to fp32; the
+// cast is gone), the sums are bf16, and each is cast to fp32 once after the
+// micro-batches, before the 1/steps scaling. The loss stays fp32.
+// RUN: dsc-opt %S/Inputs/dp-mlp.mlir --mixed-precision --autodiff --gradient-accumulation="steps=2 accum-dtype=bf16" | FileCheck %s --check-prefix=BF16SUM
+// BF16SUM:      %[[S:.*]]:4 = train.accumulate 2 -> tensor<f32>, tensor<6x3xbf16>, tensor<6xbf16>, tensor<6x5xbf16>
+// BF16SUM-NOT:    nn.cast {{.*}}xbf16> to tensor<6x3xf32>
+// BF16SUM:        train.yield
+// BF16SUM:      nn.cast %[[S]]#1 : tensor<6x3xbf16> to tensor<6x3xf32>
+// RUN: not dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation="steps=2 accum-dtype=fp8" 2>&1 | FileCheck %s --check-prefix=BADACC
+// BADACC: error: gradient-accumulation: accum-dtype must be fp32, bf16 or fp16, not 'fp8'

@@ -175,6 +175,8 @@ void buildTrainPipeline(mlir::PassManager &pm, const dsrt::config::TrainConfig &
   } else {
     dsc::GradientAccumulationOptions ga;
     ga.steps = cfg.gradAccumSteps;
+    ga.accumDtype = dsrt::config::precisionName(
+        cfg.precision.gradAccumDtypeSetting.value_or(dsrt::config::Precision::FP32));
     pm.addPass(dsc::createGradientAccumulation(ga));
   }
   dsc::OptimizerOptions opt;
@@ -584,23 +586,19 @@ int main(int argc, char **argv) {
                       "to fit it\n";
       return 1;
     }
-    // dsc accumulates gradients in fp32 (DeepSpeed's BF16_Optimizer; the
-    // issue's choice, where DeepSpeed >= 0.17.5 defaults to the model's
-    // dtype); another grad_accum_dtype is refused until it is implemented,
-    // not accepted and ignored. communication_data_type is honoured (see
-    // buildTrainPipeline).
-    {
-      using dsrt::config::Precision;
-      const auto &pc = cfg.precision;
-      for (auto [key, setting] :
-           {std::pair{"data_types.grad_accum_dtype", pc.gradAccumDtypeSetting}})
-        if (setting && *setting != Precision::FP32) {
-          llvm::errs() << "dsc: error: " << (haveConfig ? configPath : std::string("--config"))
-                       << ": " << key << " " << dsrt::config::precisionName(*setting)
-                       << " is not supported yet: dsc accumulates gradients in "
-                          "fp32 (give \"fp32\" or leave it out)\n";
-          return 1;
-        }
+    // Gradients accumulate in fp32 unless data_types.grad_accum_dtype says
+    // bf16 / fp16 (DeepSpeed >= 0.17.5 defaults to the model's dtype; dsc
+    // keeps BF16_Optimizer's fp32, the choice). A 16-bit sum is
+    // supported where the gradients are summed before any reduction.
+    if (auto setting = cfg.precision.gradAccumDtypeSetting;
+        setting && *setting != dsrt::config::Precision::FP32 &&
+        (cfg.zero.stage >= 2 || cfg.pipeline.stages > 1)) {
+      llvm::errs() << "dsc: error: " << (haveConfig ? configPath : std::string("--config"))
+                   << ": data_types.grad_accum_dtype " << dsrt::config::precisionName(*setting)
+                   << " is supported with ZeRO stages 0-1 without a pipeline (stages 2-3 "
+                      "reduce-scatter each micro-batch's gradient and pipelines sum them in "
+                      "their schedule, both in fp32); give \"fp32\" or leave it out\n";
+      return 1;
     }
     if ((schedule || partition) && cfg.pipeline.stages <= 1) {
       llvm::errs() << "dsc: error: " << (schedule ? "--schedule" : "--partition")
