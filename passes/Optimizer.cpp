@@ -107,26 +107,32 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
     } else {
       stateNames = {"exp_avg", "exp_avg_sq"};
     }
+    // All appended in one insertArguments: one at a time, each insertion
+    // copies the whole signature and argument attribute list (quadratic).
+    unsigned firstNew = fn.getNumArguments();
+    SmallVector<Type> newTypes;
+    SmallVector<DictionaryAttr> newAttrs;
     for (Update &u : updates) {
       for (StringRef s : stateNames) {
-        unsigned index = fn.getNumArguments();
         StringAttr stateName = b.getStringAttr(u.name.getValue() + "/" + s);
-        if (failed(fn.insertArgument(
-                index, u.param.getType(),
-                b.getDictionaryAttr(b.getNamedAttr(TrainDialect::kOptState, stateName)), loc)))
-          return failure();
-        u.states.push_back(fn.getArgument(index));
+        newTypes.push_back(u.param.getType());
+        newAttrs.push_back(
+            b.getDictionaryAttr(b.getNamedAttr(TrainDialect::kOptState, stateName)));
         u.stateNames.push_back(stateName);
       }
     }
-    auto stepType = RankedTensorType::get({}, b.getI64Type());
-    unsigned stepIndex = fn.getNumArguments();
-    if (failed(fn.insertArgument(stepIndex, stepType,
-                                 b.getDictionaryAttr(b.getNamedAttr(
-                                     TrainDialect::kStep, b.getUnitAttr())),
-                                 loc)))
+    newTypes.push_back(RankedTensorType::get({}, b.getI64Type()));
+    newAttrs.push_back(
+        b.getDictionaryAttr(b.getNamedAttr(TrainDialect::kStep, b.getUnitAttr())));
+    SmallVector<unsigned> newIndices(newTypes.size(), firstNew);
+    SmallVector<Location> newLocs(newTypes.size(), loc);
+    if (failed(fn.insertArguments(newIndices, newTypes, newAttrs, newLocs)))
       return failure();
-    Value step = fn.getArgument(stepIndex);
+    unsigned next = firstNew;
+    for (Update &u : updates)
+      for (size_t k = 0; k < stateNames.size(); ++k)
+        u.states.push_back(fn.getArgument(next++));
+    Value step = fn.getArgument(next);
 
     // The learning rate first: it depends only on the step.
     b.setInsertionPointToStart(&body);
@@ -191,15 +197,19 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
     for (Value v : results)
       types.push_back(v.getType());
     fn.setType(FunctionType::get(ctx, fn.getArgumentTypes(), types));
-    fn.setAllResultAttrs(ArrayRef<DictionaryAttr>{});
-    unsigned r = 0;
+    // All result attributes at once (setResultAttr copies the whole list).
+    SmallVector<DictionaryAttr> resultAttrs;
+    auto one = [&](StringRef key, Attribute value) {
+      resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(key, value)));
+    };
     for (Update &u : updates)
-      fn.setResultAttr(r++, TrainDialect::kUpdated, u.name);
+      one(TrainDialect::kUpdated, u.name);
     for (StringAttr name : newStateNames)
-      fn.setResultAttr(r++, TrainDialect::kOptState, name);
-    fn.setResultAttr(r++, TrainDialect::kLoss, b.getUnitAttr());
-    fn.setResultAttr(r++, TrainDialect::kGradNorm, b.getUnitAttr());
-    fn.setResultAttr(r++, TrainDialect::kLr, b.getUnitAttr());
+      one(TrainDialect::kOptState, name);
+    one(TrainDialect::kLoss, b.getUnitAttr());
+    one(TrainDialect::kGradNorm, b.getUnitAttr());
+    one(TrainDialect::kLr, b.getUnitAttr());
+    fn.setAllResultAttrs(resultAttrs);
     return success();
   }
 };
