@@ -13,6 +13,7 @@
 #include "dialects/train/TrainDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
 namespace dsc::distutil {
@@ -32,6 +33,14 @@ inline constexpr llvm::StringLiteral kPp = "dist.pp";
 inline constexpr llvm::StringLiteral kMicroBatches = "dist.micro_batches";
 inline constexpr llvm::StringLiteral kStage = "dist.stage";
 inline constexpr llvm::StringLiteral kTiedCopy = "dist.tied_copy";
+
+/// Whether `fn` is a differentiated step (it returns train.grad results).
+inline bool isDifferentiated(mlir::func::FuncOp fn) {
+  for (unsigned i = 0; i < fn.getNumResults(); ++i)
+    if (fn.getResultAttr(i, train::TrainDialect::kGrad))
+      return true;
+  return false;
+}
 
 /// Elements of each of `dp` chunks of an n-element tensor.
 inline int64_t chunkSize(int64_t n, int64_t dp) { return (n + dp - 1) / dp; }

@@ -8,6 +8,7 @@
 // `loss / gas` is rounding only.
 //
 //===----------------------------------------------------------------------===//
+#include "passes/DistUtils.h"
 #include "passes/Passes.h"
 
 #include "dialects/nn/NNDialect.h"
@@ -42,10 +43,7 @@ struct GradientAccumulation
   }
 
   LogicalResult wrap(func::FuncOp fn) {
-    bool differentiated = false;
-    for (unsigned i = 0; i < fn.getNumResults(); ++i)
-      differentiated |= static_cast<bool>(fn.getResultAttr(i, TrainDialect::kGrad));
-    if (!differentiated)
+    if (!distutil::isDifferentiated(fn))
       return success();
     Block &body = fn.getBody().front();
     if (!body.getOps<train::AccumulateOp>().empty())

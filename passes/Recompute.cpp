@@ -99,10 +99,7 @@ struct Recompute : impl::RecomputeBase<Recompute> {
   }
 
   LogicalResult run(func::FuncOp fn, double &flops, int64_t &count) {
-    bool differentiated = false;
-    for (unsigned i = 0; i < fn.getNumResults(); ++i)
-      differentiated |= static_cast<bool>(fn.getResultAttr(i, TrainDialect::kGrad));
-    if (!differentiated)
+    if (!distutil::isDifferentiated(fn))
       return success();
     Block &body = fn.getBody().front();
     for (Operation &op : body)
