@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <limits>
 
 using onnx::TensorProto;
 
@@ -75,8 +76,14 @@ std::vector<int64_t> HostTensor::ints() const {
   if (!isFloat())
     return i;
   std::vector<int64_t> out(f.size());
+  // Saturate rather than convert out of range (undefined behaviour): a NaN
+  // or huge float used as a shape or index becomes a value the callers'
+  // range checks reject.
+  constexpr double kLimit = 9223372036854775808.0; // 2^63
   for (size_t k = 0; k < f.size(); ++k)
-    out[k] = (int64_t)f[k];
+    out[k] = f[k] >= -kLimit && f[k] < kLimit ? (int64_t)f[k]
+             : f[k] > 0                       ? std::numeric_limits<int64_t>::max()
+                                              : std::numeric_limits<int64_t>::min();
   return out;
 }
 
@@ -256,11 +263,24 @@ HostTensor like(int32_t dtype, std::vector<int64_t> shape) {
   return t;
 }
 
-void push(HostTensor &t, double v) {
-  if (t.isFloat())
+/// Appends `v`, converted to `t`'s element type. A value an integer tensor
+/// cannot hold (NaN, infinity, beyond int64: e.g. 1/0 folded in floats and
+/// cast back) sets `error` instead of being converted, which would be
+/// undefined behaviour and silently wrong shapes.
+void push(HostTensor &t, double v, std::string &error) {
+  if (t.isFloat()) {
     t.f.push_back(v);
-  else
-    t.i.push_back((int64_t)v);
+    return;
+  }
+  // 2^63 is exactly representable; every double below it fits in int64.
+  constexpr double kLimit = 9223372036854775808.0;
+  if (!(v >= -kLimit && v < kLimit)) {
+    if (error.empty())
+      error = "integer result " + std::to_string(v) + " is not representable in int64";
+    t.i.push_back(0);
+    return;
+  }
+  t.i.push_back((int64_t)v);
 }
 
 int64_t normAxis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
@@ -297,7 +317,7 @@ bool elementwise(const std::string &op, const std::vector<const HostTensor *> &i
   if (auto u = unary.find(op); u != unary.end() && in.size() == 1) {
     HostTensor r = like(in[0]->dtype, in[0]->shape);
     for (int64_t k = 0; k < in[0]->size(); ++k)
-      push(r, u->second(in[0]->asDouble(k)));
+      push(r, u->second(in[0]->asDouble(k)), error);
     out.push_back(std::move(r));
     return true;
   }
@@ -334,9 +354,13 @@ bool elementwise(const std::string &op, const std::vector<const HostTensor *> &i
         error = "integer division by zero";
         return true;
       }
-      push(r, (double)((int64_t)x / (int64_t)y));
+      if (x == -9223372036854775808.0 && y == -1) { // INT64_MIN / -1
+        error = "integer division overflows int64";
+        return true;
+      }
+      push(r, (double)((int64_t)x / (int64_t)y), error);
     } else {
-      push(r, b->second.first(x, y));
+      push(r, b->second.first(x, y), error);
     }
   }
   out.push_back(std::move(r));
@@ -373,7 +397,7 @@ foldNode(const onnx::NodeProto &node, const std::vector<const HostTensor *> &in,
     HostTensor r = like(to, in[0]->shape);
     for (int64_t k = 0; k < in[0]->size(); ++k) {
       double v = in[0]->asDouble(k);
-      push(r, to == TensorProto::BOOL ? double(v != 0) : v);
+      push(r, to == TensorProto::BOOL ? double(v != 0) : v, error);
     }
     out.push_back(std::move(r));
     return out;
@@ -387,7 +411,7 @@ foldNode(const onnx::NodeProto &node, const std::vector<const HostTensor *> &in,
     for (int64_t k = 0; k < n; ++k) {
       bool c = in[0]->asInt(sourceIndex(*in[0], shape, k));
       const HostTensor *src = c ? in[1] : in[2];
-      push(r, src->asDouble(sourceIndex(*src, shape, k)));
+      push(r, src->asDouble(sourceIndex(*src, shape, k)), error);
     }
     out.push_back(std::move(r));
     return out;
@@ -413,7 +437,7 @@ foldNode(const onnx::NodeProto &node, const std::vector<const HostTensor *> &in,
                       std::to_string(dim));
         g = g < 0 ? g + dim : g;
         for (int64_t q = 0; q < inner; ++q)
-          push(r, data.asDouble((o * dim + g) * inner + q));
+          push(r, data.asDouble((o * dim + g) * inner + q), error);
       }
     out.push_back(std::move(r));
     return out;
@@ -437,7 +461,7 @@ foldNode(const onnx::NodeProto &node, const std::vector<const HostTensor *> &in,
       for (auto *t : in) {
         int64_t chunk = t->size() / std::max<int64_t>(outer, 1);
         for (int64_t q = 0; q < chunk; ++q)
-          push(r, t->asDouble(o * chunk + q));
+          push(r, t->asDouble(o * chunk + q), error);
       }
     out.push_back(std::move(r));
     return out;
@@ -447,7 +471,7 @@ foldNode(const onnx::NodeProto &node, const std::vector<const HostTensor *> &in,
     if (delta == 0)
       return fail("delta is zero");
     double count = std::max(std::ceil((limit - start) / delta), 0.0);
-    if (count > kMaxFoldElements) {
+    if (!(count <= kMaxFoldElements)) { // also NaN (infinite start or limit)
       char buf[64];
       std::snprintf(buf, sizeof(buf), "%.0f", count);
       return fail(std::string("produces ") + buf +
@@ -456,7 +480,7 @@ foldNode(const onnx::NodeProto &node, const std::vector<const HostTensor *> &in,
     }
     HostTensor r = like(in[0]->dtype, {(int64_t)count});
     for (int64_t k = 0; k < (int64_t)count; ++k)
-      push(r, start + k * delta);
+      push(r, start + k * delta, error);
     out.push_back(std::move(r));
     return out;
   }
@@ -498,7 +522,7 @@ foldNode(const onnx::NodeProto &node, const std::vector<const HostTensor *> &in,
         rem /= shape[k];
         src += (lo[k] + c * st[k]) * ds[k];
       }
-      push(r, data.asDouble(src));
+      push(r, data.asDouble(src), error);
     }
     out.push_back(std::move(r));
     return out;
@@ -532,7 +556,7 @@ foldNode(const onnx::NodeProto &node, const std::vector<const HostTensor *> &in,
         src += (rem % shape[k]) * ds[perm[k]];
         rem /= shape[k];
       }
-      push(r, data.asDouble(src));
+      push(r, data.asDouble(src), error);
     }
     out.push_back(std::move(r));
     return out;
@@ -552,7 +576,7 @@ foldNode(const onnx::NodeProto &node, const std::vector<const HostTensor *> &in,
       return std::nullopt;
     HostTensor r = like(in[0]->dtype, shape);
     for (int64_t k = 0; k < *n; ++k)
-      push(r, in[0]->asDouble(sourceIndex(*in[0], shape, k)));
+      push(r, in[0]->asDouble(sourceIndex(*in[0], shape, k)), error);
     out.push_back(std::move(r));
     return out;
   }
