@@ -100,29 +100,46 @@ public:
         // Everything before it is the prologue.
         prog->mutable_prologue()->Swap(prog->mutable_micro_batch());
         prog->set_micro_batches(acc.getCount());
-        for (Value sum : acc.getResults()) {
+        // Each yielded value is added to its sum right after its sum point
+        // (as memory-plan planned it), or is its sum (one micro-batch).
+        Operation *yield = acc.getBody().front().getTerminator();
+        llvm::DenseMap<Operation *, SmallVector<unsigned>> addAfter;
+        for (auto [i, sum] : llvm::enumerate(acc.getResults())) {
           auto index = bufferFor(sum);
           if (failed(index))
             return failure();
+          if (!cast<RankedTensorType>(sum.getType()).getShape().empty())
+            plan_.mutable_program()->add_gradient_buffers(*index);
+          if (acc.isSumInPlace(i))
+            continue;
           plan::Instr *fill = prog->add_prologue();
           fill->set_op("fill");
           fill->add_outputs(*index);
           fill->add_floats(0.0);
+          addAfter[acc.getSumPoint(i)].push_back(i); // null: at the yield
         }
+        auto addSums = [&](Operation *point) -> LogicalResult {
+          auto found = addAfter.find(point);
+          if (found == addAfter.end())
+            return success();
+          for (unsigned i : found->second) {
+            auto in = bufferFor(yield->getOperand(i)), out = bufferFor(acc.getResult(i));
+            if (failed(in) || failed(out))
+              return failure();
+            plan::Instr *add = prog->add_micro_batch();
+            add->set_op("accumulate");
+            add->add_inputs(*in);
+            add->add_outputs(*out);
+          }
+          return success();
+        };
         for (Operation &inner : acc.getBody().front()) {
-          if (auto yield = dyn_cast<train::YieldOp>(inner)) {
-            for (auto [v, sum] : llvm::zip(yield.getValues(), acc.getResults())) {
-              auto in = bufferFor(v), out = bufferFor(sum);
-              if (failed(in) || failed(out))
-                return failure();
-              plan::Instr *add = prog->add_micro_batch();
-              add->set_op("accumulate");
-              add->add_inputs(*in);
-              add->add_outputs(*out);
-            }
+          if (&inner == yield) {
+            if (failed(addSums(nullptr)))
+              return failure();
             continue;
           }
-          if (failed(emitOp(&inner, *prog->mutable_micro_batch())))
+          if (failed(emitOp(&inner, *prog->mutable_micro_batch())) || failed(addSums(&inner)))
             return failure();
         }
         current = prog->mutable_epilogue();
@@ -663,10 +680,7 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
         }
   }
   int64_t gradBytes = 0;
-  std::set<uint32_t> sums;
-  for (const plan::Instr &i : prog.micro_batch())
-    if (i.op() == "accumulate" && p.buffers(i.outputs(0)).shape_size() > 0)
-      sums.insert(i.outputs(0));
+  std::set<uint32_t> sums(prog.gradient_buffers().begin(), prog.gradient_buffers().end());
   bool lowGrads = false; // grad_accum_dtype bf16 / fp16
   for (uint32_t b : sums) {
     int64_t eb = elementBytes(p.buffers(b).dtype());

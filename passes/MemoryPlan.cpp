@@ -2,7 +2,11 @@
 //
 // The step runs in program order (the schedule is the op order; the
 // micro-batch body of train.accumulate counts once, and values from outside
-// it that the body reads stay live until the body ends). Tensors are grouped
+// it that the body reads stay live until the body ends). A value the body
+// yields is added to its sum right after its sum point
+// (AccumulateOp::getSumPoint), not at the yield, and with one micro-batch
+// it is its sum; positions are even so that the addition has its own odd
+// slot, after which the value may die. Tensors are grouped
 // into storage: a reshape is a view of its operand, optimizer updates and
 // clipping write over their inputs, and an elementwise op writes over an
 // operand whose storage dies at that op. Model state and constants are laid
@@ -215,10 +219,11 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
     llvm::DenseMap<Operation *, int64_t> pos;
     llvm::DenseMap<Operation *, int64_t> regionEnd; // accumulate -> its yield
     SmallVector<Operation *> order;
-    int64_t counter = 1; // 0 is "before the step" (arguments)
+    int64_t counter = 2; // 0 is "before the step" (arguments)
     std::function<void(Block &)> number = [&](Block &block) {
       for (Operation &op : block) {
-        pos[&op] = counter++;
+        pos[&op] = counter;
+        counter += 2;
         order.push_back(&op);
         for (Region &r : op.getRegions())
           for (Block &b : r)
@@ -233,6 +238,10 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
     // that `v` is defined outside of lasts until the region's end.
     auto usePos = [&](OpOperand &use, Value v) {
       Operation *user = use.getOwner();
+      if (isa<train::YieldOp>(user))
+        if (auto acc = dyn_cast<train::AccumulateOp>(user->getParentOp()))
+          if (Operation *point = acc.getSumPoint(use.getOperandNumber()))
+            return pos[point] + 1; // the addition, right after the point
       int64_t p = pos[user];
       Region *defRegion = v.getParentRegion();
       for (Operation *parent = user->getParentOp(); parent && parent != fn;
@@ -272,8 +281,24 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
         join(sgd.getParam(), sgd.getNewParam());
         if (sgd.getMomentumBuffer())
           join(sgd.getMomentumBuffer(), sgd.getNewMomentumBuffer());
+      } else if (auto acc = dyn_cast<train::AccumulateOp>(op)) {
+        Operation *yield = acc.getBody().front().getTerminator();
+        for (unsigned i = 0; i < acc.getNumResults(); ++i)
+          if (acc.isSumInPlace(i))
+            join(yield->getOperand(i), acc.getResult(i));
       }
     }
+    // Where a value comes into being: a sum in place is its yielded value.
+    auto defPos = [&](Value v) -> int64_t {
+      if (isa<BlockArgument>(v))
+        return 0;
+      if (auto acc = dyn_cast<train::AccumulateOp>(v.getDefiningOp())) {
+        unsigned i = cast<OpResult>(v).getResultNumber();
+        if (acc.isSumInPlace(i))
+          return pos[acc.getBody().front().getTerminator()->getOperand(i).getDefiningOp()];
+      }
+      return pos[v.getDefiningOp()];
+    };
 
     llvm::DenseMap<Value, Storage> storage; // keyed by leader
     auto leader = [&](Value v) { return alias.getLeaderValue(v); };
@@ -300,7 +325,7 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
       if (k != Kind::Transient)
         s.kind = k;
       s.bytes = std::max(s.bytes, nn::byteSize(v.getType()));
-      int64_t def = isa<BlockArgument>(v) ? 0 : pos[v.getDefiningOp()];
+      int64_t def = defPos(v);
       int64_t last = def;
       for (OpOperand &use : v.getUses())
         last = std::max(last, usePos(use, v));

@@ -220,6 +220,32 @@ LogicalResult AccumulateOp::verifyRegions() {
   return verifyYield(*this, getBody());
 }
 
+Operation *AccumulateOp::getSumPoint(unsigned i) {
+  Block &body = getBody().front();
+  Value v = body.getTerminator()->getOperand(i);
+  Operation *def = v.getDefiningOp();
+  if (!def || def->getBlock() != &body)
+    return nullptr;
+  Operation *point = def;
+  for (Operation *user : v.getUsers()) {
+    Operation *inBody = body.findAncestorOpInBlock(*user);
+    if (inBody && inBody != body.getTerminator() && point->isBeforeInBlock(inBody))
+      point = inBody;
+  }
+  return point;
+}
+
+bool AccumulateOp::isSumInPlace(unsigned i) {
+  if (getCount() != 1 || !getSumPoint(i))
+    return false;
+  Operation *yield = getBody().front().getTerminator();
+  Value v = yield->getOperand(i);
+  for (unsigned j = 0; j < i; ++j) // a value yielded twice: its first sum
+    if (yield->getOperand(j) == v)
+      return false;
+  return v.getType() == getResult(i).getType();
+}
+
 LogicalResult RecomputeOp::verifyRegions() {
   if (getBody().front().getNumArguments() != 0)
     return emitOpError("body takes no arguments");

@@ -204,12 +204,27 @@ def Train_AccumulateOp : Train_Op<"accumulate", [
     Gradient accumulation: the body runs `count` times with the micro-batch
     index as its block argument; results are the elementwise sums of the
     yielded values, accumulated in place.
+
+    Lowered (memory-plan, emit-plan), a yielded value is added to its sum as
+    soon as the body has computed it and nothing else in the body reads it,
+    not at the yield, so a micro-batch's gradients do not all stay live
+    until the backward pass ends. With one micro-batch a value computed in
+    the body is its sum: no zero fill and no addition.
   }];
   let arguments = (ins I64Attr:$count);
   let results = (outs Variadic<Train_FloatTensor>:$sums);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$count (`->` type($sums)^)? $body attr-dict";
   let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The op of the body after which yielded value `i` is added to its
+    /// sum: its definition or its last other reader in the body; null for
+    /// a value from outside the body (added at the yield).
+    ::mlir::Operation *getSumPoint(unsigned i);
+    /// Whether sum `i` is yielded value `i` itself: one micro-batch, the
+    /// value computed in the body (and, yielded several times, its first).
+    bool isSumInPlace(unsigned i);
+  }];
 }
 
 def Train_RecomputeOp : Train_Op<"recompute", [

@@ -4,7 +4,8 @@
 // RUN: dsc-opt %s --memory-plan | dsc-opt | FileCheck %s
 
 // --memory-plan numbers the ops in program order (arguments are at 0, the
-// first op at 1), gives each buffer a lifetime [definition, last use], and
+// first op at 1; the pass counts in steps of two, the slot between two ops
+// being where a yielded value is added to its sum), gives each buffer a lifetime [definition, last use], and
 // lays out one arena: model state first (parameters, optimizer states,
 // buffers, inputs, the step, constants, in that order and in argument order
 // within a class), every buffer rounded up to the alignment (64 bytes by
@@ -160,6 +161,55 @@ func.func @acc(%w: tensor<4xf32> {train.param = "w"}, %x: tensor<4xf32> {train.i
     train.yield %c : tensor<4xf32>
   }
   return %r : tensor<4xf32>
+}
+
+// A yielded value is added to its sum right after its sum point (its
+// definition, or its last other reader in the body), not at the yield, and
+// may die there: %g1, defined first and read by nothing else, dies after
+// its addition (before %e), so %e takes its offset, while the sums %s1, %s2
+// live through the body. (Positions: %h 1, %g1 2, its addition 2.5, %e 3,
+// %g2 4, yield 5.) 16 B each -> 64.
+//   model state: x 0; persistent 64. %s1 [acc,end] 64, %s2 128;
+//   %h [1,4] 192 (read by %g2); %g1 [1..2.5] 256; %e [3,4] 256 again;
+//   %g2 [4,4.5]: %e dies at %g2 and has its type: in place, 256. arena 320.
+// CHECK-LABEL: func.func @sum_point(
+// CHECK-SAME:    attributes {dsc.arena_bytes = 320 : i64, dsc.persistent_bytes = 64 : i64}
+// CHECK:           nn.exp {{.*}} {dsc.offsets = array<i64: 192>}
+// CHECK-NEXT:      nn.mul {{.*}} {dsc.offsets = array<i64: 256>}
+// CHECK-NEXT:      nn.neg {{.*}} {dsc.offsets = array<i64: 256>}
+// CHECK-NEXT:      nn.add {{.*}} {dsc.offsets = array<i64: 256>}
+// CHECK-NEXT:      train.yield
+// CHECK-NEXT:    } {dsc.offsets = array<i64: 64, 128>}
+func.func @sum_point(%x: tensor<4xf32> {train.input = "x"}) -> (tensor<4xf32>, tensor<4xf32>) {
+  %s1, %s2 = train.accumulate 2 -> tensor<4xf32>, tensor<4xf32> {
+  ^bb0(%i: index):
+    %h = nn.exp %x : tensor<4xf32>
+    %g1 = nn.mul %h, %x : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+    %e = nn.neg %x : tensor<4xf32>
+    %g2 = nn.add %e, %h : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+    train.yield %g1, %g2 : tensor<4xf32>, tensor<4xf32>
+  }
+  return %s1, %s2 : tensor<4xf32>, tensor<4xf32>
+}
+
+// With one micro-batch a value computed in the body is its sum: one buffer
+// from its definition to the sum's last reader (no zero fill, no addition).
+// %c is yielded twice: its first sum is %c itself, the second is a buffer of
+// its own, filled and added to. %x (an argument) is not computed in the body,
+// so its sum is a buffer of its own too.
+//   model state: x 0; persistent 64. %c, %r0 at 64; %r1 128; %r2 192.
+// CHECK-LABEL: func.func @sum_in_place(
+// CHECK-SAME:    attributes {dsc.arena_bytes = 256 : i64, dsc.persistent_bytes = 64 : i64}
+// CHECK:           nn.exp {{.*}} {dsc.offsets = array<i64: 64>}
+// CHECK-NEXT:      train.yield
+// CHECK-NEXT:    } {dsc.offsets = array<i64: 64, 128, 192>}
+func.func @sum_in_place(%x: tensor<4xf32> {train.input = "x"}) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %r0, %r1, %r2 = train.accumulate 1 -> tensor<4xf32>, tensor<4xf32>, tensor<4xf32> {
+  ^bb0(%i: index):
+    %c = nn.exp %x : tensor<4xf32>
+    train.yield %c, %c, %x : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+  }
+  return %r0, %r1, %r2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
 }
 
 // The model-state classes in arena order whatever the argument order:
