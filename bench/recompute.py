@@ -30,7 +30,9 @@ reads `dsc --emit train` (the IR with the memory plan's dsc.offsets) and
 computes, op by op in program order, the bytes of the live micro-batch
 values (union of their arena intervals; a value lives from its op to its
 last use, reshapes are views). It reports the step-long gradient sums
-(the results of train.accumulate, live across the micro-batch), the peak
+(the results of train.accumulate, live across the micro-batches; with one
+micro-batch the gradients are their own sums and count as micro-batch
+values, live from where the backward pass computes them), the peak
 of the micro-batch values, and the peak of those values other than the
 parameter gradients the micro-batch yields -- the forward activations kept
 for (or recomputed in) the backward pass, which is what checkpointing can
@@ -157,15 +159,21 @@ def live_profile(ir_path):
     lines = open(ir_path).read().split("\n")
     start = next(i for i, l in enumerate(lines) if "train.accumulate" in l)
     end = next(i for i in range(start, len(lines)) if "train.yield" in lines[i])
+    count = int(re.search(r"train\.accumulate (\d+)", lines[start]).group(1))
     sums = re.findall(r"tensor<[^>]*>", lines[start].split("->", 1)[1].split("{")[0])
-    sum_bytes = sum(tensor_bytes(t) for t in sums)
+    # With one micro-batch the yielded values are their sums (memory-plan's
+    # AccumulateOp::isSumInPlace): no separate step-long sums; they live
+    # from their definition to the end of the micro-batch. With more, each
+    # is added to its sum at its last other use and dies there.
+    sum_bytes = sum(tensor_bytes(t) for t in sums) if count > 1 else 0
     defs, uses, alias, yielded, bwd = {}, {}, {}, [], None
     for idx, line in enumerate(lines[start + 1:end + 1]):
         s = line.strip()
         if s.startswith("train.yield"):
             yielded = re.findall(r"%[\w#]+", s.split(" : ")[0])
-            for v in yielded:
-                uses[v] = idx
+            if count == 1:
+                for v in yielded:
+                    uses[v] = idx
             continue
         if not s.startswith("%") or " = " not in s:
             continue
