@@ -771,6 +771,39 @@ std::vector<const Tensor *> Executor::weights() const {
   return r;
 }
 
+std::vector<Tensor *> Executor::stateTensors() {
+  std::vector<Tensor *> r;
+  for (Tensor &t : tensors_)
+    if (t.role == plan::PARAM || t.role == plan::OPT_STATE || t.role == plan::FROZEN)
+      r.push_back(&t);
+  return r;
+}
+
+std::vector<const Tensor *> Executor::stateTensors() const {
+  std::vector<const Tensor *> r;
+  for (const Tensor &t : tensors_)
+    if (t.role == plan::PARAM || t.role == plan::OPT_STATE || t.role == plan::FROZEN)
+      r.push_back(&t);
+  return r;
+}
+
+void Executor::restoreProgress(int64_t appliedSteps,
+                               const std::optional<LossScalerState> &scaler) {
+  if (scaler.has_value() != scaler_.has_value())
+    throw PlanError(name_ + (scaler_ ? ": an fp16 plan needs the loss scaler's state, and the "
+                                       "checkpoint has none (saved without fp16)"
+                                     : ": the checkpoint has a loss scaler's state (saved with "
+                                       "fp16) and the plan has no loss scaling"));
+  if (scaler) {
+    try {
+      scaler_->restore(*scaler);
+    } catch (const std::invalid_argument &e) {
+      throw PlanError(name_ + ": the checkpoint's loss scaler state: " + e.what());
+    }
+  }
+  appliedSteps_ = appliedSteps;
+}
+
 std::vector<std::pair<std::string, std::vector<int64_t>>> Executor::allWeights() const {
   std::vector<std::pair<std::string, std::vector<int64_t>>> r;
   if (pp_ > 1) {

@@ -240,6 +240,18 @@ public:
   /// Trained parameters of this rank's plan, in plan order (one buffer per
   /// name; a ZeRO shard is this rank's chunk).
   std::vector<const Tensor *> weights() const;
+  /// The training state this rank holds, in plan order: its PARAM,
+  /// OPT_STATE and FROZEN buffers (a ZeRO shard: its chunk). Checkpoints
+  /// save and restore exactly these.
+  std::vector<Tensor *> stateTensors();
+  std::vector<const Tensor *> stateTensors() const;
+  /// Resumes a run after `appliedSteps` optimizer updates, with fp16's loss
+  /// scaler state (checkpoints; the STEP buffer, the lr schedule and Adam's
+  /// bias correction follow). Throws PlanError for a scaler state without
+  /// fp16 or the reverse.
+  void restoreProgress(int64_t appliedSteps, const std::optional<LossScalerState> &scaler);
+  /// The seed initialize() was given (dropout masks).
+  uint64_t seed() const { return ctx_.seed; }
   /// The name and whole shape of every parameter gatherWeights() returns on
   /// world rank 0, in its order (a pipeline plan: every stage's).
   std::vector<std::pair<std::string, std::vector<int64_t>>> allWeights() const;

@@ -109,37 +109,56 @@ MappedFile::~MappedFile() {
     ::munmap(const_cast<uint8_t *>(data_), size_);
 }
 
-void writeFileAtomically(const std::string &path,
-                         const std::vector<ByteSpan> &pieces, Existing existing) {
+AtomicFile::AtomicFile(std::string path, Existing existing)
+    : path_(std::move(path)), existing_(existing) {
   // A name of this process's own, created exclusively: a file of that name
   // that someone else made is never truncated.
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (fd.get() < 0)
-    throw IoError(systemError(path, "cannot create"));
-  try {
-    for (const ByteSpan &piece : pieces)
-      writeAll(fd.get(), piece.data, piece.size, tmp);
-    if (::fsync(fd.get()) != 0)
-      throw IoError(systemError(tmp, "cannot sync"));
-    if (fd.release() != 0)
-      throw IoError(systemError(tmp, "cannot close"));
-    if (existing == Existing::Refuse) {
-      if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) != 0)
-        throw IoError(errno == EEXIST
-                          ? path + ": exists; not written over (the new file was not kept)"
-                          : systemError(path, "cannot rename its temporary to it"));
-    } else if (::rename(tmp.c_str(), path.c_str()) != 0) {
-      throw IoError(systemError(path, "cannot rename its temporary to it"));
-    }
-  } catch (...) {
-    ::unlink(tmp.c_str());
-    throw;
+  tmp_ = path_ + ".tmp." + std::to_string(::getpid());
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd_ < 0)
+    throw IoError(systemError(path_, "cannot create"));
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0)
+    ::close(fd_);
+  if (!committed_)
+    ::unlink(tmp_.c_str());
+}
+
+void AtomicFile::write(const void *data, size_t size) { writeAll(fd_, data, size, tmp_); }
+
+void AtomicFile::commit() {
+  if (::fsync(fd_) != 0)
+    throw IoError(systemError(tmp_, "cannot sync"));
+  int fd = std::exchange(fd_, -1);
+  if (::close(fd) != 0)
+    throw IoError(systemError(tmp_, "cannot close"));
+  if (existing_ == Existing::Refuse) {
+    if (::renameat2(AT_FDCWD, tmp_.c_str(), AT_FDCWD, path_.c_str(), RENAME_NOREPLACE) != 0)
+      throw IoError(errno == EEXIST
+                        ? path_ + ": exists; not written over (the new file was not kept)"
+                        : systemError(path_, "cannot rename its temporary to it"));
+  } else if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    throw IoError(systemError(path_, "cannot rename its temporary to it"));
   }
+  committed_ = true;
   // Make the rename itself durable; failing here loses nothing written.
-  Fd dir(::open(parentDir(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dir.get() >= 0)
-    ::fsync(dir.get());
+  syncDir(parentDir(path_));
+}
+
+void writeFileAtomically(const std::string &path,
+                         const std::vector<ByteSpan> &pieces, Existing existing) {
+  AtomicFile file(path, existing);
+  for (const ByteSpan &piece : pieces)
+    file.write(piece.data, piece.size);
+  file.commit();
+}
+
+void syncDir(const std::string &dir) {
+  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() >= 0)
+    ::fsync(fd.get());
 }
 
 void requireRegularFile(const std::string &path) {

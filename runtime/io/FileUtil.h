@@ -64,6 +64,30 @@ void writeFileAtomically(const std::string &path,
                          const std::vector<ByteSpan> &pieces,
                          Existing existing = Existing::Replace);
 
+/// writeFileAtomically in pieces that arrive one after another (a file too
+/// large to hold in memory): write() appends to `path`.tmp.PID, commit()
+/// fsyncs it and renames it into place; destroyed uncommitted (an
+/// exception), the temporary is removed and `path` is as it was.
+class AtomicFile {
+public:
+  AtomicFile(std::string path, Existing existing = Existing::Replace);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile &) = delete;
+  AtomicFile &operator=(const AtomicFile &) = delete;
+  void write(const void *data, size_t size);
+  void commit();
+
+private:
+  std::string path_, tmp_;
+  Existing existing_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+/// fsyncs a folder, so that the renames and creations in it are durable
+/// (best effort: a folder that cannot be opened is left as it is).
+void syncDir(const std::string &dir);
+
 /// Throws IoError naming `path` unless it is a regular file (symlinks
 /// followed): opening a FIFO blocks until a writer comes, and reading a
 /// device may never end, so every reader of a user's file calls this first.

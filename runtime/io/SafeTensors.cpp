@@ -75,13 +75,11 @@ uint64_t offsetValue(const std::string &where, const json &v) {
 
 } // namespace
 
-void writeSafeTensors(const std::string &path,
-                      const std::vector<TensorRef> &tensors,
-                      const std::map<std::string, std::string> &metadata) {
+std::string safeTensorsHeader(const std::string &path, const std::vector<TensorRef> &tensors,
+                              const std::map<std::string, std::string> &metadata) {
   ordered_json header = ordered_json::object();
   if (!metadata.empty())
     header[kMetadataKey] = metadata;
-  std::vector<ByteSpan> pieces(2); // the length and the header, set below
   uint64_t offset = 0;
   for (const TensorRef &t : tensors) {
     std::string where = path + ": tensor '" + t.name + "'";
@@ -90,22 +88,30 @@ void writeSafeTensors(const std::string &path,
     if (header.contains(t.name))
       throw IoError(where + " is given twice");
     size_t nbytes = size_t(numElements(t.shape, where)) * dtypeSize(t.dtype);
-    if (nbytes > 0 && !t.data)
-      throw IoError(where + " has no data");
     header[t.name] = {{"dtype", nameOf(t.dtype)},
                       {"shape", t.shape},
                       {"data_offsets", {offset, offset + nbytes}}};
-    pieces.push_back({t.data, nbytes});
     offset += nbytes;
   }
   std::string text = header.dump();
   // Pad with spaces so the data starts 8-aligned, as the reference writer.
   text.append((8 - text.size() % 8) % 8, ' ');
-  uint8_t length[8];
+  std::string out(8, '\0');
   for (int i = 0; i < 8; ++i)
-    length[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
-  pieces[0] = {length, sizeof length};
-  pieces[1] = {text.data(), text.size()};
+    out[i] = char(uint8_t(uint64_t(text.size()) >> (8 * i)));
+  return out + text;
+}
+
+void writeSafeTensors(const std::string &path,
+                      const std::vector<TensorRef> &tensors,
+                      const std::map<std::string, std::string> &metadata) {
+  std::string header = safeTensorsHeader(path, tensors, metadata);
+  std::vector<ByteSpan> pieces{{header.data(), header.size()}};
+  for (const TensorRef &t : tensors) {
+    if (t.nbytes() > 0 && !t.data)
+      throw IoError(path + ": tensor '" + t.name + "' has no data");
+    pieces.push_back({t.data, t.nbytes()});
+  }
   writeFileAtomically(path, pieces);
 }
 

@@ -42,6 +42,12 @@ void writeSafeTensors(const std::string &path,
                       const std::vector<TensorRef> &tensors,
                       const std::map<std::string, std::string> &metadata = {});
 
+/// The first bytes of a safetensors file of `tensors` (their data may be
+/// null): the 8-byte length and the padded JSON header. The tensors' bytes
+/// follow in the order given. Throws IoError naming `path`.
+std::string safeTensorsHeader(const std::string &path, const std::vector<TensorRef> &tensors,
+                              const std::map<std::string, std::string> &metadata = {});
+
 /// A safetensors file mapped read-only; TensorRef::data points into it.
 class SafeTensorsFile {
 public:

@@ -20,6 +20,7 @@
 // rank aborts every rank.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/config/CliChecks.h"
 #include "runtime/config/DsConfig.h"
@@ -342,7 +343,41 @@ void checkFiniteWeights(const dsrt::Executor &exec, const std::string &weightsPa
 
 } // namespace
 
+/// dsrt export CKPT -o FILE: the consolidated weights of a checkpoint.
+int exportMain(int argc, char **argv) {
+  CLI::App app{"dsrt export: writes a checkpoint's float32 parameters (and frozen buffers) as "
+               "one safetensors file, named as in the model (PyTorch's load_state_dict reads "
+               "it), streamed: the peak memory is a few MiB, not the model"};
+  std::string ckpt, out;
+  app.add_option("checkpoint", ckpt, "a checkpoint: --save-dir DIR (its latest) or DIR/TAG")
+      ->required();
+  app.add_option("-o,--output", out, "the safetensors file to write (must not exist)")
+      ->required();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp &e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError &e) {
+    die(std::string(e.what()) + " (see dsrt export --help)");
+  }
+  try {
+    auto start = std::chrono::steady_clock::now();
+    dsrt::checkpoint::Reader reader = dsrt::checkpoint::Reader::open(ckpt);
+    int64_t n = dsrt::checkpoint::exportWeights(reader, out);
+    std::printf("dsrt export: %lld tensors of %s (step %lld) in %s, %.1fs, peak RSS %lld MiB\n",
+                (long long)n, reader.path().c_str(), (long long)reader.progress().step,
+                out.c_str(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                (long long)peakRssMiB());
+  } catch (const std::exception &e) {
+    die(e.what());
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && std::string(argv[1]) == "export")
+    return exportMain(argc - 1, argv + 1);
   CLI::App app{"dsrt: runs a plan compiled by dsc"};
   std::string planDir, data, out, configPath, tokenDtype, exportOnnx;
   int64_t steps = 100, threads = 0;
@@ -377,6 +412,23 @@ int main(int argc, char **argv) {
   app.add_option("--comm-timeout", commTimeout,
                  "seconds a collective may take before every rank aborts (under mpirun)")
       ->check(dsrt::cli::positiveSeconds(7 * 24 * 3600));
+  std::string saveDir, resume;
+  int64_t saveInterval = 0, keep = 0;
+  app.add_option("--save-dir", saveDir,
+                 "save checkpoints here (docs/checkpoints.md): every --save-interval steps and "
+                 "after the last; a new or empty folder, or one dsrt saved into before");
+  app.add_option("--save-interval", saveInterval,
+                 "steps between checkpoints (0: only after the last step)")
+      ->check(integer<int64_t>(0, dsrt::limits::kMaxSteps));
+  app.add_option("--keep", keep,
+                 "keep only the newest K checkpoints, deleting older ones once a new one is "
+                 "complete (0: keep all)")
+      ->check(integer<int64_t>(0, dsrt::limits::kMaxSteps));
+  auto *resumeOpt = app.add_option(
+      "--resume", resume,
+      "continue from a checkpoint (a --save-dir: its latest; or DIR/TAG), saved with any dp, "
+      "pp or ZeRO stage; --steps is the total, counted from the first step");
+  auto *seedOpt = app.get_option("--seed");
   dsrt::launch::LaunchOptions launchOptions; // --hostfile, --include, ...
   launchOptions.addTo(app);
   try {
@@ -399,6 +451,43 @@ int main(int argc, char **argv) {
     bool rank0 = !comm || comm->rank() == 0; // prints and writes the results
     dsrt::Executor exec(planDir, comm.get());
     dsrt::config::TrainConfig cfg = exec.config();
+    if ((saveInterval || keep) && saveDir.empty())
+      die(std::string(saveInterval ? "--save-interval" : "--keep") + " needs --save-dir");
+    // --resume: the checkpoint's progress (its seed drives the dropout
+    // masks, so a different --seed would not continue the same run).
+    std::optional<dsrt::checkpoint::Reader> ckpt;
+    int64_t firstStep = 1;
+    if (!resume.empty()) {
+      ckpt.emplace(dsrt::checkpoint::Reader::open(resume));
+      const dsrt::checkpoint::Progress &g = ckpt->progress();
+      int64_t tbs = exec.microBatchSize() * exec.microBatches() * exec.dp();
+      if (g.trainBatchSize != tbs)
+        die("--resume " + ckpt->path() + ": saved with a global batch of " +
+            std::to_string(g.trainBatchSize) + " samples per step, the plan's is " +
+            std::to_string(tbs) + "; the data position (step x batch) would not continue");
+      if (seedOpt->count() && seed != g.seed)
+        die("--resume " + ckpt->path() + ": the run used --seed " + std::to_string(g.seed) +
+            ", not " + std::to_string(seed) + " (the dropout masks follow the seed); leave "
+            "--seed out to continue it");
+      seed = g.seed;
+      firstStep = g.step + 1;
+      if (firstStep > steps)
+        die("--resume " + ckpt->path() + ": the checkpoint is after step " +
+            std::to_string(g.step) + " and --steps " + std::to_string(steps) +
+            " (the total, counted from the first step) leaves nothing to run");
+    }
+    (void)resumeOpt;
+    auto saveStep = [&](int64_t s) {
+      return !saveDir.empty() && (s == steps || (saveInterval > 0 && s % saveInterval == 0));
+    };
+    // The save folder is checked before any training: a tag this run would
+    // write must not exist yet.
+    if (!saveDir.empty() && rank0) {
+      dsrt::checkpoint::SaveDir dir(saveDir, keep);
+      for (int64_t s = firstStep; s <= steps; ++s)
+        if (saveStep(s))
+          dir.checkFree(s);
+    }
     // Every micro-batch of the run has a global index (data and dropout):
     // steps x micro-batches x dp must fit in it.
     if (__int128(steps) * exec.microBatches() * exec.dp() > (__int128(1) << 62))
@@ -470,6 +559,23 @@ int main(int argc, char **argv) {
     double baseRss = currentRssMiB();
     exec.initialize(planDir + "/weights.safetensors", seed);
     checkFiniteWeights(exec, planDir + "/weights.safetensors");
+    if (ckpt) {
+      dsrt::checkpoint::restore(exec, *ckpt);
+      if (rank0)
+        std::printf("dsrt: resuming %s after step %lld (%lld updates applied)\n",
+                    ckpt->path().c_str(), (long long)ckpt->progress().step,
+                    (long long)ckpt->progress().appliedSteps);
+      ckpt.reset(); // unmaps its files
+    }
+    dsrt::checkpoint::Layout layout;
+    layout.dp = exec.dp();
+    layout.pp = exec.pp();
+    layout.zeroStage = int(exec.plan().zero_stage());
+    layout.configJson = exec.plan().config_json();
+    layout.precision = dsrt::config::precisionName(cfg.precision.kind);
+    for (const dsrt::io::FileChecksum &c : dsrt::io::readChecksums(planDir))
+      if (c.name == "plan.pb")
+        layout.planSha256 = c.sha256;
     if (profile)
       exec.enableProfile();
     if (timeline) {
@@ -528,7 +634,7 @@ int main(int argc, char **argv) {
     auto start = Clock::now();
     auto windowStart = start;
     int64_t windowItems = 0;
-    for (int64_t s = 1; s <= steps; ++s) {
+    for (int64_t s = firstStep; s <= steps; ++s) {
       auto t0 = Clock::now();
       // Rank r reads the global micro-batches r, r + dp, ... of the step
       // (a pipeline's stages: those of their dp index, into the set of the
@@ -572,6 +678,24 @@ int main(int argc, char **argv) {
       }
       // Items of the step: the pipeline's stages see the same micro-batches.
       windowItems += source->itemsPerMicroBatch() * exec.microBatches() * exec.dp();
+      if (!stoppedAt && saveStep(s)) {
+        dsrt::checkpoint::Progress g;
+        g.step = s;
+        g.appliedSteps = exec.appliedSteps();
+        g.seed = exec.seed();
+        g.trainBatchSize = exec.microBatchSize() * exec.microBatches() * exec.dp();
+        g.microBatchSize = exec.microBatchSize();
+        if (scaler)
+          g.scaler = scaler->state();
+        dsrt::checkpoint::SaveResult saved = dsrt::checkpoint::save(
+            saveDir, keep, dsrt::checkpoint::ownedPieces(exec), g, layout, exec.communicator());
+        if (rank0) {
+          std::printf("dsrt: checkpoint %s: %.1f MiB in %.2fs (%.0f MiB/s)\n",
+                      saved.path.c_str(), saved.bytes / 1048576.0, saved.seconds,
+                      saved.bytes / 1048576.0 / std::max(saved.seconds, 1e-9));
+          std::fflush(stdout);
+        }
+      }
       if (!rank0) {
         if (stoppedAt)
           break;

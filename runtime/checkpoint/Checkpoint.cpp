@@ -1,0 +1,532 @@
+//===- Checkpoint.cpp - universal, crash-safe training checkpoints --------===//
+#include "runtime/checkpoint/Checkpoint.h"
+
+#include "runtime/io/OutputDir.h"
+#include "runtime/io/SafeTensors.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace dsrt::checkpoint {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using ordered_json = nlohmann::ordered_json;
+
+namespace {
+
+const char *kindOf(dsc::plan::Role role) {
+  switch (role) {
+  case dsc::plan::PARAM:
+    return "param";
+  case dsc::plan::OPT_STATE:
+    return "opt_state";
+  default:
+    return "frozen";
+  }
+}
+
+std::vector<int64_t> wholeShape(const Tensor &t) {
+  const cpu::Shape &s = t.shards > 1 ? t.fullShape : t.shape;
+  return std::vector<int64_t>(s.dims, s.dims + s.rank);
+}
+
+/// Elements [first, first + count) of the flattened whole tensor that `t`
+/// holds on data-parallel rank `rank` (a ZeRO chunk without its padding).
+std::pair<int64_t, int64_t> heldRange(const Tensor &t, int rank) {
+  if (t.shards <= 1)
+    return {0, t.numel};
+  int64_t first = std::min(t.fullNumel, int64_t(rank) * t.numel);
+  return {first, std::min(t.fullNumel - first, t.numel)};
+}
+
+std::string rankFile(int rank) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "rank-%05d.safetensors", rank);
+  return buf;
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "," : "") + std::to_string(shape[i]);
+  return s;
+}
+
+std::vector<int64_t> parseShape(const std::string &where, const std::string &text) {
+  std::vector<int64_t> shape;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, ',')) {
+    size_t used = 0;
+    long long v = -1;
+    try {
+      v = std::stoll(part, &used);
+    } catch (const std::exception &) {
+    }
+    if (used != part.size() || v < 0)
+      throw CheckpointError(where + ": shape '" + text + "' is not a list of sizes");
+    shape.push_back(v);
+  }
+  return shape;
+}
+
+int64_t numelOf(const std::string &where, const std::vector<int64_t> &shape) {
+  try {
+    return io::numElements(shape, where);
+  } catch (const io::IoError &e) {
+    throw CheckpointError(e.what());
+  }
+}
+
+/// Steps of the tags in `dir` (step-N folders), ascending.
+std::vector<std::pair<int64_t, std::string>> tagsIn(const std::string &dir) {
+  std::vector<std::pair<int64_t, std::string>> tags;
+  std::error_code ec;
+  for (const auto &e : fs::directory_iterator(dir, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind("step-", 0) != 0 || name.size() <= 5 || !e.is_directory())
+      continue;
+    std::string digits = name.substr(5);
+    if (!std::all_of(digits.begin(), digits.end(), ::isdigit) || digits.size() > 18)
+      continue;
+    tags.push_back({std::stoll(digits), name});
+  }
+  std::sort(tags.begin(), tags.end());
+  return tags;
+}
+
+std::string readSmallFile(const std::string &path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+} // namespace
+
+std::string tagFor(int64_t step) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "step-%08lld", (long long)step);
+  return buf;
+}
+
+std::vector<Piece> ownedPieces(const Executor &exec) {
+  std::vector<Piece> pieces;
+  for (const Tensor *t : exec.stateTensors()) {
+    if (t->dtype != dsc::plan::F32)
+      throw CheckpointError("tensor '" + t->name + "' is not float32; checkpoints hold the " +
+                            "float32 training state");
+    if (t->shards <= 1 && exec.rank() != 0)
+      continue; // replicated: data-parallel index 0 writes it
+    auto [first, count] = heldRange(*t, exec.rank());
+    if (count <= 0)
+      continue;
+    pieces.push_back({t->name, kindOf(t->role), wholeShape(*t), first, count, t->f32()});
+  }
+  return pieces;
+}
+
+SaveDir::SaveDir(std::string dir, int64_t keep) : dir_(std::move(dir)), keep_(keep) {
+  std::error_code ec;
+  fs::path d(dir_);
+  if (!fs::exists(fs::symlink_status(d, ec))) {
+    fs::create_directories(d, ec);
+    if (ec)
+      throw CheckpointError("--save-dir " + dir_ + ": cannot create it: " + ec.message());
+  } else if (!fs::is_directory(d, ec)) {
+    throw CheckpointError("--save-dir " + dir_ + ": is not a folder");
+  }
+  if (fs::exists(d / kMarker, ec))
+    return;
+  if (!fs::is_empty(d, ec))
+    throw CheckpointError("--save-dir " + dir_ + ": holds files dsrt did not write (no " +
+                          kMarker + " marker); give a new or empty folder");
+  try {
+    std::string text = "dsrt checkpoints (docs/checkpoints.md)\n";
+    io::writeFileAtomically((d / kMarker).string(), {{text.data(), text.size()}},
+                            io::Existing::Refuse);
+  } catch (const io::IoError &e) {
+    throw CheckpointError(std::string("--save-dir: ") + e.what());
+  }
+}
+
+void SaveDir::checkFree(int64_t step) const {
+  std::error_code ec;
+  fs::path p = fs::path(dir_) / tagFor(step);
+  if (fs::exists(fs::symlink_status(p, ec)))
+    throw CheckpointError("--save-dir " + dir_ + ": " + tagFor(step) +
+                          " exists (an earlier run's checkpoint of that step); dsrt never " +
+                          "writes over it: resume from it, or save into another folder");
+}
+
+SaveResult save(const std::string &dir, int64_t keep, const std::vector<Piece> &pieces,
+                const Progress &progress, const Layout &layout, comm::Communicator &world) {
+  auto start = std::chrono::steady_clock::now();
+  bool root = world.rank() == 0;
+  std::string tag = tagFor(progress.step);
+  std::string final = dir + "/" + tag;
+  // dsrt's own partial folder: a crashed earlier save of this tag leaves it
+  // behind; it is never taken for a checkpoint (no tag name) and is
+  // replaced here.
+  std::string partial = dir + "/." + tag + ".partial";
+  std::string error;
+  auto agree = [&](const char *what) {
+    double failed = world.blockingAllReduceScalar(error.empty() ? 0.0 : 1.0, comm::ReduceOp::Max);
+    if (failed != 0.0) {
+      if (root) {
+        std::error_code ec;
+        fs::remove_all(partial, ec);
+      }
+      throw CheckpointError("checkpoint " + final + ": " +
+                            (error.empty() ? std::string("another rank failed while ") + what
+                                           : error));
+    }
+  };
+
+  if (root) {
+    try {
+      std::error_code ec;
+      if (fs::exists(fs::symlink_status(final, ec)))
+        throw CheckpointError(tag + " exists; not written over");
+      fs::remove_all(partial, ec);
+      if (!fs::create_directory(partial, ec))
+        throw CheckpointError("cannot create " + partial + ": " + ec.message());
+    } catch (const std::exception &e) {
+      error = e.what();
+    }
+  }
+  agree("creating the folder");
+
+  // Every rank: its pieces, one safetensors file (fsynced before renamed).
+  uint64_t bytes = 0;
+  try {
+    std::vector<io::TensorRef> refs;
+    std::map<std::string, std::string> meta{{"format", kFormat},
+                                            {"rank", std::to_string(world.rank())},
+                                            {"step", std::to_string(progress.step)}};
+    for (const Piece &p : pieces) {
+      int64_t numel = numelOf(p.name, p.shape);
+      bool whole = p.start == 0 && p.count == numel;
+      std::string key = whole ? p.name : p.name + "@" + std::to_string(p.start);
+      refs.push_back({key, io::DType::F32,
+                      whole ? p.shape : std::vector<int64_t>{p.count}, p.data});
+      meta["piece:" + key] = p.name;
+      meta["kind:" + key] = p.kind;
+      meta["shape:" + key] = shapeText(p.shape);
+      meta["start:" + key] = std::to_string(p.start);
+      bytes += uint64_t(p.count) * 4;
+    }
+    io::writeSafeTensors(partial + "/" + rankFile(world.rank()), refs, meta);
+  } catch (const std::exception &e) {
+    error = e.what();
+  }
+  agree("writing its file");
+
+  // Rank 0: the index from the files' headers, then the renames.
+  if (root) {
+    try {
+      ordered_json tensors = ordered_json::object();
+      std::map<std::string, ordered_json> entries;
+      for (int r = 0; r < world.size(); ++r) {
+        std::string file = rankFile(r);
+        io::SafeTensorsFile f = io::SafeTensorsFile::open(partial + "/" + file);
+        const auto &meta = f.metadata();
+        for (const io::TensorRef &t : f.tensors()) {
+          auto get = [&](const char *what) {
+            auto it = meta.find(std::string(what) + ":" + t.name);
+            if (it == meta.end())
+              throw CheckpointError(file + ": no " + what + " for '" + t.name + "'");
+            return it->second;
+          };
+          std::string name = get("piece");
+          ordered_json &e = entries[name];
+          if (e.is_null())
+            e = {{"kind", get("kind")},
+                 {"dtype", "F32"},
+                 {"shape", parseShape(file, get("shape"))},
+                 {"pieces", ordered_json::array()}};
+          e["pieces"].push_back({{"file", file},
+                                 {"key", t.name},
+                                 {"start", std::stoll(get("start"))},
+                                 {"count", t.numel()}});
+        }
+      }
+      for (auto &[name, e] : entries)
+        tensors[name] = std::move(e);
+      ordered_json index = {
+          {"format", kFormat},
+          {"version", kVersion},
+          {"producer", "dsrt"},
+          {"tag", tag},
+          {"step", progress.step},
+          {"applied_steps", progress.appliedSteps},
+          {"seed", progress.seed},
+          {"train_batch_size", progress.trainBatchSize},
+          {"micro_batch_size", progress.microBatchSize},
+          {"layout",
+           {{"dp", layout.dp},
+            {"pp", layout.pp},
+            {"zero_stage", layout.zeroStage},
+            {"precision", layout.precision},
+            {"ranks", world.size()}}},
+          {"plan_sha256", layout.planSha256},
+      };
+      if (progress.scaler) {
+        const LossScalerState &s = *progress.scaler;
+        index["loss_scaler"] = {{"scale", s.scale},
+                                {"iteration", s.iteration},
+                                {"last_overflow_iteration", s.lastOverflowIteration},
+                                {"hysteresis", s.hysteresis},
+                                {"skipped_steps", s.skippedSteps}};
+      } else {
+        index["loss_scaler"] = nullptr;
+      }
+      index["config"] = ordered_json::parse(layout.configJson.empty() ? "{}" : layout.configJson);
+      index["tensors"] = std::move(tensors);
+      std::string text = index.dump(1) + "\n";
+      io::writeFileAtomically(partial + "/" + kIndex, {{text.data(), text.size()}},
+                              io::Existing::Refuse);
+      io::syncDir(partial);
+      if (::renameat2(AT_FDCWD, partial.c_str(), AT_FDCWD, final.c_str(), RENAME_NOREPLACE) != 0)
+        throw CheckpointError("cannot rename " + partial + " to " + final + ": " +
+                              std::strerror(errno));
+      io::syncDir(dir);
+      std::string latest = tag + "\n";
+      io::writeFileAtomically(dir + "/" + kLatest, {{latest.data(), latest.size()}});
+      // --keep K: the oldest complete tags go, only now that the new one is
+      // complete and named by `latest`.
+      if (keep > 0) {
+        auto tags = tagsIn(dir);
+        for (size_t i = 0; i + size_t(keep) < tags.size(); ++i) {
+          if (tags[i].second == tag)
+            continue;
+          std::error_code ec;
+          fs::path old = fs::path(dir) / tags[i].second;
+          if (fs::exists(old / kIndex, ec))
+            fs::remove_all(old, ec);
+        }
+      }
+    } catch (const std::exception &e) {
+      error = e.what();
+    }
+  }
+  agree("rank 0 wrote the index");
+  SaveResult r;
+  r.path = final;
+  r.bytes = uint64_t(world.blockingAllReduceScalar(double(bytes), comm::ReduceOp::Sum));
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+struct Reader::Open {
+  io::SafeTensorsFile file;
+};
+
+Reader::Reader(Reader &&) noexcept = default;
+Reader::~Reader() = default;
+
+Reader Reader::open(const std::string &path) {
+  Reader r;
+  std::error_code ec;
+  fs::path p(path);
+  if (!fs::is_directory(p, ec))
+    throw CheckpointError("checkpoint " + path + ": no such folder");
+  if (!fs::exists(p / kIndex, ec)) {
+    if (!fs::exists(p / kLatest, ec))
+      throw CheckpointError("checkpoint " + path + ": neither a checkpoint (no " + kIndex +
+                            ") nor a --save-dir (no " + kLatest + ")");
+    std::string tag = readSmallFile((p / kLatest).string());
+    while (!tag.empty() && (tag.back() == '\n' || tag.back() == ' '))
+      tag.pop_back();
+    if (tag.empty() || tag.find('/') != std::string::npos || tag == "." || tag == "..")
+      throw CheckpointError("checkpoint " + path + ": " + kLatest + " does not name a tag");
+    p /= tag;
+    if (!fs::exists(p / kIndex, ec))
+      throw CheckpointError("checkpoint " + path + ": " + kLatest + " names " + tag +
+                            ", which has no " + kIndex);
+  }
+  r.path_ = p.string();
+  std::string where = (p / kIndex).string();
+  try {
+    io::requireRegularFile(where);
+    r.index_ = json::parse(readSmallFile(where));
+    if (r.index_.value("format", "") != kFormat)
+      throw CheckpointError(where + ": not a dsc checkpoint index (format is not '" +
+                            std::string(kFormat) + "')");
+    if (r.index_.value("version", 0) != kVersion)
+      throw CheckpointError(where + ": version " + r.index_.value("version", json()).dump() +
+                            "; this dsrt reads version " + std::to_string(kVersion));
+    Progress &g = r.progress_;
+    g.step = r.index_.at("step").get<int64_t>();
+    g.appliedSteps = r.index_.at("applied_steps").get<int64_t>();
+    g.seed = r.index_.at("seed").get<uint64_t>();
+    g.trainBatchSize = r.index_.at("train_batch_size").get<int64_t>();
+    g.microBatchSize = r.index_.at("micro_batch_size").get<int64_t>();
+    if (g.step < 1 || g.appliedSteps < 0 || g.appliedSteps > g.step)
+      throw CheckpointError(where + ": step " + std::to_string(g.step) + " and applied_steps " +
+                            std::to_string(g.appliedSteps) + " are inconsistent");
+    const json &ls = r.index_.at("loss_scaler");
+    if (!ls.is_null()) {
+      LossScalerState s;
+      s.scale = ls.at("scale").get<double>();
+      s.iteration = ls.at("iteration").get<int64_t>();
+      s.lastOverflowIteration = ls.at("last_overflow_iteration").get<int64_t>();
+      s.hysteresis = ls.at("hysteresis").get<int64_t>();
+      s.skippedSteps = ls.at("skipped_steps").get<int64_t>();
+      g.scaler = s;
+    }
+    for (const auto &[name, e] : r.index_.at("tensors").items()) {
+      std::string at = where + ": tensor '" + name + "'";
+      Tensor t;
+      t.kind = e.at("kind").get<std::string>();
+      if (e.at("dtype").get<std::string>() != "F32")
+        throw CheckpointError(at + ": dtype is not F32");
+      t.shape = e.at("shape").get<std::vector<int64_t>>();
+      t.numel = numelOf(at, t.shape);
+      std::vector<PieceRef> refs;
+      for (const json &pj : e.at("pieces")) {
+        PieceRef pr{pj.at("file").get<std::string>(), pj.at("key").get<std::string>(),
+                    pj.at("start").get<int64_t>(), pj.at("count").get<int64_t>()};
+        if (pr.file.find('/') != std::string::npos || pr.file.empty() || pr.file[0] == '.')
+          throw CheckpointError(at + ": piece file '" + pr.file + "' is not a file name");
+        if (pr.start < 0 || pr.count <= 0 || pr.start > t.numel - pr.count)
+          throw CheckpointError(at + ": piece [" + std::to_string(pr.start) + ", +" +
+                                std::to_string(pr.count) + ") lies outside its " +
+                                std::to_string(t.numel) + " elements");
+        refs.push_back(std::move(pr));
+      }
+      std::sort(refs.begin(), refs.end(),
+                [](const PieceRef &a, const PieceRef &b) { return a.start < b.start; });
+      r.tensors_[name] = std::move(t);
+      r.pieces_[name] = std::move(refs);
+    }
+  } catch (const json::exception &e) {
+    throw CheckpointError(where + ": " + e.what());
+  } catch (const io::IoError &e) {
+    throw CheckpointError(e.what());
+  }
+  return r;
+}
+
+void Reader::read(const std::string &name, int64_t start, int64_t count, float *dst) const {
+  auto it = pieces_.find(name);
+  if (it == pieces_.end())
+    throw CheckpointError("checkpoint " + path_ + ": no tensor '" + name + "'");
+  int64_t next = start, end = start + count;
+  for (const PieceRef &p : it->second) {
+    if (next >= end)
+      break;
+    if (p.start + p.count <= next)
+      continue;
+    if (p.start > next)
+      break; // a gap
+    auto &slot = open_[p.file];
+    if (!slot) {
+      try {
+        std::string file = path_ + "/" + p.file;
+        io::requireRegularFile(file);
+        slot = std::make_unique<Open>(Open{io::SafeTensorsFile::open(file)});
+      } catch (const io::IoError &e) {
+        throw CheckpointError(std::string(e.what()) + " (a piece of '" + name + "')");
+      }
+    }
+    const io::TensorRef *t = slot->file.find(p.key);
+    if (!t || t->dtype != io::DType::F32 || t->numel() != p.count)
+      throw CheckpointError("checkpoint " + path_ + ": " + p.file + " has no float32 '" + p.key +
+                            "' of " + std::to_string(p.count) + " elements");
+    int64_t upto = std::min(end, p.start + p.count);
+    const float *src = static_cast<const float *>(t->data) + (next - p.start);
+    std::memcpy(dst + (next - start), src, size_t(upto - next) * 4);
+    // Drop the pages behind the copy: a load's peak is the arena, not the
+    // arena plus the checkpoint.
+    uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+    uintptr_t b = (uintptr_t(src) + page - 1) / page * page;
+    uintptr_t e = uintptr_t(src + (upto - next)) / page * page;
+    if (b < e)
+      ::madvise(reinterpret_cast<void *>(b), e - b, MADV_DONTNEED);
+    next = upto;
+  }
+  if (next < end)
+    throw CheckpointError("checkpoint " + path_ + ": elements [" + std::to_string(next) + ", " +
+                          std::to_string(end) + ") of '" + name +
+                          "' are in no piece (a rank's file or index entry is missing)");
+}
+
+void restore(Executor &exec, const Reader &ckpt) {
+  const auto &all = ckpt.tensors();
+  std::set<std::string> held;
+  for (Tensor *t : exec.stateTensors()) {
+    std::string kind = kindOf(t->role);
+    auto it = all.find(t->name);
+    if (it == all.end())
+      throw CheckpointError("checkpoint " + ckpt.path() + ": has no " + kind + " '" + t->name +
+                            "', which the plan trains (a checkpoint of another model or "
+                            "optimizer?)");
+    std::vector<int64_t> shape = wholeShape(*t);
+    if (it->second.shape != shape || it->second.kind != kind)
+      throw CheckpointError("checkpoint " + ckpt.path() + ": '" + t->name + "' is " +
+                            it->second.kind + " " + io::formatShape(it->second.shape) +
+                            ", the plan's is " + kind + " " + io::formatShape(shape));
+    auto [first, count] = heldRange(*t, exec.rank());
+    if (count > 0)
+      ckpt.read(t->name, first, count, t->f32());
+    // A ZeRO chunk's padding stays zero, as when the run started.
+    std::fill(t->f32() + std::max<int64_t>(count, 0), t->f32() + t->numel, 0.0f);
+    held.insert(t->name);
+  }
+  // Nothing saved may be left out: a parameter or state the plan does not
+  // have means another model or optimizer. (A pipeline rank holds only its
+  // stage's tensors: its parameters are checked against every stage's.)
+  std::set<std::string> planParams;
+  for (const auto &[name, shape] : exec.allWeights())
+    planParams.insert(name);
+  for (const auto &[name, t] : all) {
+    bool known = exec.pipelined() ? (t.kind != "param" || planParams.count(name))
+                                   : held.count(name) > 0;
+    if (!known)
+      throw CheckpointError("checkpoint " + ckpt.path() + ": " + t.kind + " '" + name +
+                            "' is not in the plan (a checkpoint of another model or optimizer?)");
+  }
+  exec.restoreProgress(ckpt.progress().appliedSteps, ckpt.progress().scaler);
+}
+
+int64_t exportWeights(const Reader &ckpt, const std::string &out) {
+  std::vector<io::TensorRef> refs;
+  std::vector<std::pair<std::string, int64_t>> order;
+  for (const auto &[name, t] : ckpt.tensors())
+    if (t.kind == "param" || t.kind == "frozen") {
+      refs.push_back({name, io::DType::F32, t.shape, nullptr});
+      order.push_back({name, t.numel});
+    }
+  io::checkNewFile(out, "-o");
+  std::map<std::string, std::string> meta{{"format", "pt"},
+                                          {"producer", "dsrt"},
+                                          {"step", std::to_string(ckpt.progress().step)}};
+  std::string header = io::safeTensorsHeader(out, refs, meta);
+  io::AtomicFile file(out, io::Existing::Refuse);
+  file.write(header.data(), header.size());
+  constexpr int64_t kChunk = int64_t(1) << 20; // 4 MiB of float32 at a time
+  std::vector<float> buf;
+  for (const auto &[name, numel] : order)
+    for (int64_t at = 0; at < numel; at += kChunk) {
+      int64_t n = std::min(kChunk, numel - at);
+      buf.resize(size_t(n));
+      ckpt.read(name, at, n, buf.data());
+      file.write(buf.data(), size_t(n) * 4);
+    }
+  file.commit();
+  return int64_t(order.size());
+}
+
+} // namespace dsrt::checkpoint

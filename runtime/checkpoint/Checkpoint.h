@@ -1,0 +1,175 @@
+//===- Checkpoint.h - universal, crash-safe training checkpoints -*- C++ -*-===//
+//
+// A checkpoint holds every logical tensor of the training state under its
+// model name (fp32 master weights, optimizer states, frozen buffers) and the
+// progress that cannot be recomputed (steps, applied updates, the seed, the
+// loss scaler); everything else (the lr schedule, the data position, the
+// dropout counters, the 16-bit copies of mixed precision) follows from them.
+// docs/checkpoints.md describes the files:
+//
+//   SAVE_DIR/.dsrt-checkpoints          marker: the folder is dsrt's
+//   SAVE_DIR/latest                     the newest complete tag, one line
+//   SAVE_DIR/step-00000010/index.json   progress, plan identity, config and,
+//                                       per tensor, its pieces
+//   SAVE_DIR/step-00000010/rank-00000.safetensors   what world rank 0 owns
+//
+// Each rank writes only what it owns (its ZeRO chunk; a replicated tensor
+// only on data-parallel index 0 of its stage) into a temporary folder;
+// rank 0 then writes the index, fsyncs and renames the folder to its tag and
+// replaces `latest` atomically. A kill at any moment leaves the previous
+// checkpoint and `latest` as they were. Loading reads, for each tensor a
+// rank needs, only the elements it holds (its chunk under any dp, stage or
+// ZeRO stage), from whichever pieces cover them: every checkpoint loads into
+// every layout of the same model and optimizer.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSRT_CHECKPOINT_CHECKPOINT_H
+#define DSRT_CHECKPOINT_CHECKPOINT_H
+
+#include "runtime/comm/Communicator.h"
+#include "runtime/core/Executor.h"
+#include "runtime/core/LossScaler.h"
+#include "runtime/io/FileUtil.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dsrt::checkpoint {
+
+constexpr const char *kMarker = ".dsrt-checkpoints";
+constexpr const char *kLatest = "latest";
+constexpr const char *kIndex = "index.json";
+constexpr const char *kFormat = "dsc-checkpoint";
+constexpr int kVersion = 1;
+
+/// A checkpoint that cannot be written or loaded; the message names the
+/// folder (and the tensor or key at fault).
+class CheckpointError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+/// What a run has done, beyond its tensors.
+struct Progress {
+  int64_t step = 0;         // training steps done (the next is step + 1)
+  int64_t appliedSteps = 0; // optimizer updates applied (fp16 skips some)
+  uint64_t seed = 0;        // dropout masks
+  int64_t trainBatchSize = 0, microBatchSize = 0;
+  std::optional<LossScalerState> scaler;
+};
+
+/// "step-00000010".
+std::string tagFor(int64_t step);
+
+/// One slice of a logical tensor that this rank holds: float32 elements
+/// [start, start + count) of the flattened tensor of `shape`.
+struct Piece {
+  std::string name;
+  std::string kind; // "param", "opt_state", "frozen"
+  std::vector<int64_t> shape;
+  int64_t start = 0, count = 0;
+  const float *data = nullptr;
+};
+
+/// What this rank of `exec` writes: its ZeRO chunks (without padding), and
+/// its replicated tensors when it is data-parallel index 0 of its stage.
+std::vector<Piece> ownedPieces(const Executor &exec);
+
+/// The folder checkpoints are saved into. Rank 0 constructs it before the
+/// first step: a missing folder is created, an empty one or one marked as
+/// dsrt's is taken; anything else is a CheckpointError (dsrt never writes
+/// into a folder of someone else's files). checkFree() refuses tags that
+/// exist already, before any training is done.
+class SaveDir {
+public:
+  SaveDir(std::string dir, int64_t keep);
+  const std::string &path() const { return dir_; }
+  /// Throws CheckpointError if the tag of `step` exists (an earlier run's).
+  void checkFree(int64_t step) const;
+  int64_t keep() const { return keep_; }
+
+private:
+  std::string dir_;
+  int64_t keep_;
+};
+
+/// Plan identity and layout, stored in the index (not needed to load).
+struct Layout {
+  int dp = 1, pp = 1, zeroStage = 0;
+  std::string precision, planSha256;
+  std::string configJson; // the canonical ds_config
+};
+
+/// Saves `pieces` of every rank as the checkpoint of `progress.step`.
+/// Collective over `world`: every rank calls it with its own pieces; only
+/// rank 0 needs `dir` constructed (the others pass its path). Returns the
+/// bytes this rank wrote. Throws CheckpointError on every rank if any rank
+/// failed (the partial folder is removed; `latest` is untouched).
+struct SaveResult {
+  std::string path; // SAVE_DIR/TAG
+  uint64_t bytes = 0; // over all ranks
+  double seconds = 0;
+};
+SaveResult save(const std::string &dir, int64_t keep, const std::vector<Piece> &pieces,
+                const Progress &progress, const Layout &layout, comm::Communicator &world);
+
+/// A checkpoint opened for reading: SAVE_DIR (the tag its `latest` names)
+/// or SAVE_DIR/TAG.
+class Reader {
+public:
+  static Reader open(const std::string &path);
+  Reader(Reader &&) noexcept;
+  ~Reader();
+
+  const std::string &path() const { return path_; } // SAVE_DIR/TAG
+  const Progress &progress() const { return progress_; }
+  const nlohmann::json &index() const { return index_; }
+
+  struct Tensor {
+    std::string kind;
+    std::vector<int64_t> shape;
+    int64_t numel = 0;
+  };
+  /// Every logical tensor, by name.
+  const std::map<std::string, Tensor> &tensors() const { return tensors_; }
+
+  /// Copies float32 elements [start, start + count) of the flattened
+  /// `name` into `dst`. Throws CheckpointError naming the tensor and the
+  /// elements no piece covers, or an unreadable file.
+  void read(const std::string &name, int64_t start, int64_t count, float *dst) const;
+
+private:
+  Reader() = default;
+  struct PieceRef {
+    std::string file, key;
+    int64_t start = 0, count = 0;
+  };
+  struct Open;
+  std::string path_;
+  nlohmann::json index_;
+  Progress progress_;
+  std::map<std::string, Tensor> tensors_;
+  std::map<std::string, std::vector<PieceRef>> pieces_;
+  mutable std::map<std::string, std::unique_ptr<Open>> open_;
+};
+
+/// Loads the tensors `exec` holds from `ckpt` (each rank its own elements)
+/// and its progress. Throws CheckpointError when the checkpoint is of
+/// another model or optimizer: a tensor missing, extra, or of another shape.
+void restore(Executor &exec, const Reader &ckpt);
+
+/// Writes the consolidated float32 parameters (and frozen buffers) of
+/// `ckpt` to `out` as one safetensors file, streamed: the peak memory is one
+/// buffer of a few MiB, not the model. Never writes over an existing file.
+/// Returns the number of tensors written.
+int64_t exportWeights(const Reader &ckpt, const std::string &out);
+
+} // namespace dsrt::checkpoint
+
+#endif // DSRT_CHECKPOINT_CHECKPOINT_H
