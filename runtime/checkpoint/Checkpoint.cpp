@@ -5,6 +5,7 @@
 #include "runtime/io/SafeTensors.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -170,149 +171,256 @@ void SaveDir::checkFree(int64_t step) const {
                           "writes over it: resume from it, or save into another folder");
 }
 
-SaveResult save(const std::string &dir, int64_t keep, const std::vector<Piece> &pieces,
-                const Progress &progress, const Layout &layout, comm::Communicator &world) {
-  auto start = std::chrono::steady_clock::now();
-  bool root = world.rank() == 0;
-  std::string tag = tagFor(progress.step);
-  std::string final = dir + "/" + tag;
-  // dsrt's own partial folder: a crashed earlier save of this tag leaves it
-  // behind; it is never taken for a checkpoint (no tag name) and is
-  // replaced here.
-  std::string partial = dir + "/." + tag + ".partial";
-  std::string error;
-  auto agree = [&](const char *what) {
-    double failed = world.blockingAllReduceScalar(error.empty() ? 0.0 : 1.0, comm::ReduceOp::Max);
-    if (failed != 0.0) {
-      if (root) {
-        std::error_code ec;
-        fs::remove_all(partial, ec);
-      }
-      throw CheckpointError("checkpoint " + final + ": " +
-                            (error.empty() ? std::string("another rank failed while ") + what
-                                           : error));
-    }
-  };
+namespace {
 
-  if (root) {
+/// Writes this rank's pieces as DIR/RANK_FILE (fsynced before renamed).
+uint64_t writeRankFile(const std::string &folder, int rank, int64_t step,
+                       const std::vector<Piece> &pieces) {
+  uint64_t bytes = 0;
+  std::vector<io::TensorRef> refs;
+  std::map<std::string, std::string> meta{
+      {"format", kFormat}, {"rank", std::to_string(rank)}, {"step", std::to_string(step)}};
+  for (const Piece &p : pieces) {
+    int64_t numel = numelOf(p.name, p.shape);
+    bool whole = p.start == 0 && p.count == numel;
+    std::string key = whole ? p.name : p.name + "@" + std::to_string(p.start);
+    refs.push_back(
+        {key, io::DType::F32, whole ? p.shape : std::vector<int64_t>{p.count}, p.data});
+    meta["piece:" + key] = p.name;
+    meta["kind:" + key] = p.kind;
+    meta["shape:" + key] = shapeText(p.shape);
+    meta["start:" + key] = std::to_string(p.start);
+    bytes += uint64_t(p.count) * 4;
+  }
+  io::writeSafeTensors(folder + "/" + rankFile(rank), refs, meta);
+  return bytes;
+}
+
+/// index.json of the rank files in `partial`, from their headers.
+std::string buildIndex(const std::string &partial, int ranks, const std::string &tag,
+                       const Progress &progress, const Layout &layout) {
+  std::map<std::string, ordered_json> entries;
+  for (int r = 0; r < ranks; ++r) {
+    std::string file = rankFile(r);
+    io::SafeTensorsFile f = io::SafeTensorsFile::open(partial + "/" + file);
+    const auto &meta = f.metadata();
+    for (const io::TensorRef &t : f.tensors()) {
+      auto get = [&](const char *what) {
+        auto it = meta.find(std::string(what) + ":" + t.name);
+        if (it == meta.end())
+          throw CheckpointError(file + ": no " + what + " for '" + t.name + "'");
+        return it->second;
+      };
+      std::string name = get("piece");
+      ordered_json &e = entries[name];
+      if (e.is_null())
+        e = {{"kind", get("kind")},
+             {"dtype", "F32"},
+             {"shape", parseShape(file, get("shape"))},
+             {"pieces", ordered_json::array()}};
+      e["pieces"].push_back({{"file", file},
+                             {"key", t.name},
+                             {"start", std::stoll(get("start"))},
+                             {"count", t.numel()}});
+    }
+  }
+  ordered_json tensors = ordered_json::object();
+  for (auto &[name, e] : entries)
+    tensors[name] = std::move(e);
+  ordered_json index = {
+      {"format", kFormat},
+      {"version", kVersion},
+      {"producer", "dsrt"},
+      {"tag", tag},
+      {"step", progress.step},
+      {"applied_steps", progress.appliedSteps},
+      {"seed", progress.seed},
+      {"train_batch_size", progress.trainBatchSize},
+      {"micro_batch_size", progress.microBatchSize},
+      {"layout",
+       {{"dp", layout.dp},
+        {"pp", layout.pp},
+        {"zero_stage", layout.zeroStage},
+        {"precision", layout.precision},
+        {"ranks", ranks}}},
+      {"plan_sha256", layout.planSha256},
+  };
+  if (progress.scaler) {
+    const LossScalerState &st = *progress.scaler;
+    index["loss_scaler"] = {{"scale", st.scale},
+                            {"iteration", st.iteration},
+                            {"last_overflow_iteration", st.lastOverflowIteration},
+                            {"hysteresis", st.hysteresis},
+                            {"skipped_steps", st.skippedSteps}};
+  } else {
+    index["loss_scaler"] = nullptr;
+  }
+  index["config"] = ordered_json::parse(layout.configJson.empty() ? "{}" : layout.configJson);
+  index["tensors"] = std::move(tensors);
+  return index.dump(1) + "\n";
+}
+
+} // namespace
+
+struct Saver::Pending {
+  Progress progress;
+  std::string tag, partial, final;
+  std::chrono::steady_clock::time_point start;
+  double blocked = 0;
+  std::thread writer;
+  std::atomic<bool> done{false};
+  std::string error; // the writer's, read after done
+  uint64_t bytes = 0;
+};
+
+Saver::Saver(std::string dir, int64_t keep, bool async, Layout layout, comm::Communicator &world)
+    : dir_(std::move(dir)), keep_(keep), async_(async), layout_(std::move(layout)),
+      world_(world) {}
+
+Saver::~Saver() {
+  if (pending_ && pending_->writer.joinable())
+    pending_->writer.join();
+}
+
+std::optional<SaveResult> Saver::save(const std::vector<Piece> &pieces,
+                                      const Progress &progress) {
+  std::optional<SaveResult> previous = finish();
+  auto p = std::make_unique<Pending>();
+  p->start = std::chrono::steady_clock::now();
+  p->progress = progress;
+  p->tag = tagFor(progress.step);
+  p->final = dir_ + "/" + p->tag;
+  // dsrt's own partial folder: a crashed earlier save of this tag leaves it
+  // behind; it is never taken for a checkpoint (no tag name, no `latest`)
+  // and is replaced here.
+  p->partial = dir_ + "/." + p->tag + ".partial";
+  std::string error;
+  if (world_.rank() == 0) {
     try {
       std::error_code ec;
-      if (fs::exists(fs::symlink_status(final, ec)))
-        throw CheckpointError(tag + " exists; not written over");
-      fs::remove_all(partial, ec);
-      if (!fs::create_directory(partial, ec))
-        throw CheckpointError("cannot create " + partial + ": " + ec.message());
+      if (fs::exists(fs::symlink_status(p->final, ec)))
+        throw CheckpointError(p->tag + " exists; not written over");
+      fs::remove_all(p->partial, ec);
+      if (!fs::create_directory(p->partial, ec))
+        throw CheckpointError("cannot create " + p->partial + ": " + ec.message());
     } catch (const std::exception &e) {
       error = e.what();
     }
   }
-  agree("creating the folder");
-
-  // Every rank: its pieces, one safetensors file (fsynced before renamed).
-  uint64_t bytes = 0;
-  try {
-    std::vector<io::TensorRef> refs;
-    std::map<std::string, std::string> meta{{"format", kFormat},
-                                            {"rank", std::to_string(world.rank())},
-                                            {"step", std::to_string(progress.step)}};
-    for (const Piece &p : pieces) {
-      int64_t numel = numelOf(p.name, p.shape);
-      bool whole = p.start == 0 && p.count == numel;
-      std::string key = whole ? p.name : p.name + "@" + std::to_string(p.start);
-      refs.push_back({key, io::DType::F32,
-                      whole ? p.shape : std::vector<int64_t>{p.count}, p.data});
-      meta["piece:" + key] = p.name;
-      meta["kind:" + key] = p.kind;
-      meta["shape:" + key] = shapeText(p.shape);
-      meta["start:" + key] = std::to_string(p.start);
-      bytes += uint64_t(p.count) * 4;
-    }
-    io::writeSafeTensors(partial + "/" + rankFile(world.rank()), refs, meta);
-  } catch (const std::exception &e) {
-    error = e.what();
+  pending_ = std::move(p);
+  Pending &q = *pending_;
+  if (world_.blockingAllReduceScalar(error.empty() ? 0.0 : 1.0, comm::ReduceOp::Max) != 0.0) {
+    pending_.reset();
+    throw CheckpointError("checkpoint " + dir_ + "/" + tagFor(progress.step) + ": " +
+                          (error.empty() ? "rank 0 could not create its folder" : error));
   }
-  agree("writing its file");
+  if (!async_) {
+    try {
+      q.bytes = writeRankFile(q.partial, world_.rank(), progress.step, pieces);
+    } catch (const std::exception &e) {
+      q.error = e.what();
+    }
+    q.done = true;
+    commit(q);
+    SaveResult r{q.final, progress.step, q.bytes, 0, 0};
+    r.seconds = r.blocked =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - q.start).count();
+    r.bytes = uint64_t(world_.blockingAllReduceScalar(double(q.bytes), comm::ReduceOp::Sum));
+    pending_.reset();
+    return r;
+  }
+  // Asynchronous: a snapshot in the staging buffer, written by a thread.
+  size_t total = 0;
+  for (const Piece &piece : pieces)
+    total += size_t(piece.count);
+  if (staging_.size() < total)
+    staging_.resize(total);
+  std::vector<Piece> snapshot = pieces;
+  size_t at = 0;
+  for (Piece &piece : snapshot) {
+    std::memcpy(staging_.data() + at, piece.data, size_t(piece.count) * 4);
+    piece.data = staging_.data() + at;
+    at += size_t(piece.count);
+  }
+  q.blocked = std::chrono::duration<double>(std::chrono::steady_clock::now() - q.start).count();
+  int rank = world_.rank();
+  q.writer = std::thread([&q, rank, snapshot = std::move(snapshot)] {
+    try {
+      q.bytes = writeRankFile(q.partial, rank, q.progress.step, snapshot);
+    } catch (const std::exception &e) {
+      q.error = e.what();
+    }
+    q.done = true;
+  });
+  return previous;
+}
 
-  // Rank 0: the index from the files' headers, then the renames.
+std::optional<SaveResult> Saver::poll() {
+  if (!pending_)
+    return std::nullopt;
+  // Every rank has a save in flight at the same steps; commit when all
+  // are written.
+  double written = world_.blockingAllReduceScalar(pending_->done ? 1.0 : 0.0, comm::ReduceOp::Min);
+  if (written == 0.0)
+    return std::nullopt;
+  return finish();
+}
+
+std::optional<SaveResult> Saver::finish() {
+  if (!pending_)
+    return std::nullopt;
+  Pending &q = *pending_;
+  auto wait = std::chrono::steady_clock::now();
+  if (q.writer.joinable())
+    q.writer.join();
+  q.blocked += std::chrono::duration<double>(std::chrono::steady_clock::now() - wait).count();
+  std::unique_ptr<Pending> held = std::move(pending_);
+  commit(q);
+  SaveResult r{q.final, q.progress.step, 0,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - q.start).count(),
+               q.blocked};
+  r.bytes = uint64_t(world_.blockingAllReduceScalar(double(q.bytes), comm::ReduceOp::Sum));
+  return r;
+}
+
+void Saver::commit(Pending &q) {
+  bool root = world_.rank() == 0;
+  std::string error = q.error;
+  auto agree = [&](const char *what) {
+    double failed = world_.blockingAllReduceScalar(error.empty() ? 0.0 : 1.0, comm::ReduceOp::Max);
+    if (failed != 0.0) {
+      if (root) {
+        std::error_code ec;
+        fs::remove_all(q.partial, ec);
+      }
+      throw CheckpointError("checkpoint " + q.final + ": " +
+                            (error.empty() ? std::string("another rank failed while ") + what
+                                           : error));
+    }
+  };
+  agree("writing its file");
   if (root) {
     try {
-      ordered_json tensors = ordered_json::object();
-      std::map<std::string, ordered_json> entries;
-      for (int r = 0; r < world.size(); ++r) {
-        std::string file = rankFile(r);
-        io::SafeTensorsFile f = io::SafeTensorsFile::open(partial + "/" + file);
-        const auto &meta = f.metadata();
-        for (const io::TensorRef &t : f.tensors()) {
-          auto get = [&](const char *what) {
-            auto it = meta.find(std::string(what) + ":" + t.name);
-            if (it == meta.end())
-              throw CheckpointError(file + ": no " + what + " for '" + t.name + "'");
-            return it->second;
-          };
-          std::string name = get("piece");
-          ordered_json &e = entries[name];
-          if (e.is_null())
-            e = {{"kind", get("kind")},
-                 {"dtype", "F32"},
-                 {"shape", parseShape(file, get("shape"))},
-                 {"pieces", ordered_json::array()}};
-          e["pieces"].push_back({{"file", file},
-                                 {"key", t.name},
-                                 {"start", std::stoll(get("start"))},
-                                 {"count", t.numel()}});
-        }
-      }
-      for (auto &[name, e] : entries)
-        tensors[name] = std::move(e);
-      ordered_json index = {
-          {"format", kFormat},
-          {"version", kVersion},
-          {"producer", "dsrt"},
-          {"tag", tag},
-          {"step", progress.step},
-          {"applied_steps", progress.appliedSteps},
-          {"seed", progress.seed},
-          {"train_batch_size", progress.trainBatchSize},
-          {"micro_batch_size", progress.microBatchSize},
-          {"layout",
-           {{"dp", layout.dp},
-            {"pp", layout.pp},
-            {"zero_stage", layout.zeroStage},
-            {"precision", layout.precision},
-            {"ranks", world.size()}}},
-          {"plan_sha256", layout.planSha256},
-      };
-      if (progress.scaler) {
-        const LossScalerState &s = *progress.scaler;
-        index["loss_scaler"] = {{"scale", s.scale},
-                                {"iteration", s.iteration},
-                                {"last_overflow_iteration", s.lastOverflowIteration},
-                                {"hysteresis", s.hysteresis},
-                                {"skipped_steps", s.skippedSteps}};
-      } else {
-        index["loss_scaler"] = nullptr;
-      }
-      index["config"] = ordered_json::parse(layout.configJson.empty() ? "{}" : layout.configJson);
-      index["tensors"] = std::move(tensors);
-      std::string text = index.dump(1) + "\n";
-      io::writeFileAtomically(partial + "/" + kIndex, {{text.data(), text.size()}},
+      std::string text = buildIndex(q.partial, world_.size(), q.tag, q.progress, layout_);
+      io::writeFileAtomically(q.partial + "/" + kIndex, {{text.data(), text.size()}},
                               io::Existing::Refuse);
-      io::syncDir(partial);
-      if (::renameat2(AT_FDCWD, partial.c_str(), AT_FDCWD, final.c_str(), RENAME_NOREPLACE) != 0)
-        throw CheckpointError("cannot rename " + partial + " to " + final + ": " +
+      io::syncDir(q.partial);
+      if (::renameat2(AT_FDCWD, q.partial.c_str(), AT_FDCWD, q.final.c_str(),
+                      RENAME_NOREPLACE) != 0)
+        throw CheckpointError("cannot rename " + q.partial + " to " + q.final + ": " +
                               std::strerror(errno));
-      io::syncDir(dir);
-      std::string latest = tag + "\n";
-      io::writeFileAtomically(dir + "/" + kLatest, {{latest.data(), latest.size()}});
+      io::syncDir(dir_);
+      std::string latest = q.tag + "\n";
+      io::writeFileAtomically(dir_ + "/" + kLatest, {{latest.data(), latest.size()}});
       // --keep K: the oldest complete tags go, only now that the new one is
       // complete and named by `latest`.
-      if (keep > 0) {
-        auto tags = tagsIn(dir);
-        for (size_t i = 0; i + size_t(keep) < tags.size(); ++i) {
-          if (tags[i].second == tag)
+      if (keep_ > 0) {
+        auto tags = tagsIn(dir_);
+        for (size_t i = 0; i + size_t(keep_) < tags.size(); ++i) {
+          if (tags[i].second == q.tag)
             continue;
           std::error_code ec;
-          fs::path old = fs::path(dir) / tags[i].second;
+          fs::path old = fs::path(dir_) / tags[i].second;
           if (fs::exists(old / kIndex, ec))
             fs::remove_all(old, ec);
         }
@@ -322,11 +430,6 @@ SaveResult save(const std::string &dir, int64_t keep, const std::vector<Piece> &
     }
   }
   agree("rank 0 wrote the index");
-  SaveResult r;
-  r.path = final;
-  r.bytes = uint64_t(world.blockingAllReduceScalar(double(bytes), comm::ReduceOp::Sum));
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return r;
 }
 
 struct Reader::Open {

@@ -38,6 +38,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace dsrt::checkpoint {
@@ -106,18 +107,59 @@ struct Layout {
   std::string configJson; // the canonical ds_config
 };
 
-/// Saves `pieces` of every rank as the checkpoint of `progress.step`.
-/// Collective over `world`: every rank calls it with its own pieces; only
-/// rank 0 needs `dir` constructed (the others pass its path). Returns the
-/// bytes this rank wrote. Throws CheckpointError on every rank if any rank
-/// failed (the partial folder is removed; `latest` is untouched).
+/// A completed save.
 struct SaveResult {
-  std::string path; // SAVE_DIR/TAG
+  std::string path;   // SAVE_DIR/TAG
+  int64_t step = 0;
   uint64_t bytes = 0; // over all ranks
-  double seconds = 0;
+  double seconds = 0; // from the save's start to `latest` naming it
+  double blocked = 0; // of which the training loop waited (rank 0)
 };
-SaveResult save(const std::string &dir, int64_t keep, const std::vector<Piece> &pieces,
-                const Progress &progress, const Layout &layout, comm::Communicator &world);
+
+/// Saves checkpoints into a folder, synchronously or asynchronously. Every
+/// call is collective over `world` (every rank, in the same order); only
+/// rank 0 needs the SaveDir constructed (the others pass its path).
+///
+/// Synchronous: save() writes every rank's file, then rank 0 the index,
+/// the rename and `latest`, and returns the result.
+/// Asynchronous: save() copies this rank's pieces into a staging buffer
+/// (the size of what the rank owns, allocated at the first save and
+/// reused) and returns; a thread writes the file while training goes on.
+/// poll(), called after every step, commits the save once every rank's
+/// file is written (one scalar all-reduce per step while a save is in
+/// flight); the next save() or finish() waits for it first. Either way a
+/// checkpoint is complete (and named by `latest`) only after the commit.
+/// Throws CheckpointError on every rank if any rank failed (the partial
+/// folder is removed; `latest` is untouched).
+class Saver {
+public:
+  Saver(std::string dir, int64_t keep, bool async, Layout layout, comm::Communicator &world);
+  ~Saver();
+  Saver(const Saver &) = delete;
+  Saver &operator=(const Saver &) = delete;
+
+  /// Starts (sync: does) the save of `pieces` as the checkpoint of
+  /// `progress.step`. Returns the result of a save it completed: this one
+  /// (sync) or the one before, which it waited for (async).
+  std::optional<SaveResult> save(const std::vector<Piece> &pieces, const Progress &progress);
+  /// Commits an asynchronous save whose files are all written.
+  std::optional<SaveResult> poll();
+  /// Waits for and commits the save in flight, if any.
+  std::optional<SaveResult> finish();
+  bool async() const { return async_; }
+
+private:
+  struct Pending;
+  void begin(const std::string &tag);
+  void commit(Pending &p);
+  std::string dir_;
+  int64_t keep_;
+  bool async_;
+  Layout layout_;
+  comm::Communicator &world_;
+  std::vector<float> staging_;
+  std::unique_ptr<Pending> pending_;
+};
 
 /// A checkpoint opened for reading: SAVE_DIR (the tag its `latest` names)
 /// or SAVE_DIR/TAG.

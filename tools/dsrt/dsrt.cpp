@@ -424,6 +424,11 @@ int main(int argc, char **argv) {
                  "keep only the newest K checkpoints, deleting older ones once a new one is "
                  "complete (0: keep all)")
       ->check(integer<int64_t>(0, dsrt::limits::kMaxSteps));
+  std::string saveMode = "async";
+  app.add_option("--save-mode", saveMode,
+                 "async: training goes on while a snapshot of the state is written (it costs "
+                 "host memory the size of the rank's state); sync: training waits for the save")
+      ->check(CLI::IsMember({"async", "sync"}));
   auto *resumeOpt = app.add_option(
       "--resume", resume,
       "continue from a checkpoint (a --save-dir: its latest; or DIR/TAG), saved with any dp, "
@@ -576,6 +581,21 @@ int main(int argc, char **argv) {
     for (const dsrt::io::FileChecksum &c : dsrt::io::readChecksums(planDir))
       if (c.name == "plan.pb")
         layout.planSha256 = c.sha256;
+    std::unique_ptr<dsrt::checkpoint::Saver> saver;
+    if (!saveDir.empty())
+      saver = std::make_unique<dsrt::checkpoint::Saver>(saveDir, keep, saveMode == "async",
+                                                        layout, exec.communicator());
+    auto reportSave = [&](const std::optional<dsrt::checkpoint::SaveResult> &saved) {
+      if (!saved || !rank0)
+        return;
+      char waited[64] = "";
+      if (saver->async())
+        std::snprintf(waited, sizeof waited, ", training waited %.3fs", saved->blocked);
+      std::printf("dsrt: checkpoint %s: %.1f MiB in %.2fs (%.0f MiB/s)%s\n", saved->path.c_str(),
+                  saved->bytes / 1048576.0, saved->seconds,
+                  saved->bytes / 1048576.0 / std::max(saved->seconds, 1e-9), waited);
+      std::fflush(stdout);
+    };
     if (profile)
       exec.enableProfile();
     if (timeline) {
@@ -678,7 +698,9 @@ int main(int argc, char **argv) {
       }
       // Items of the step: the pipeline's stages see the same micro-batches.
       windowItems += source->itemsPerMicroBatch() * exec.microBatches() * exec.dp();
-      if (!stoppedAt && saveStep(s)) {
+      // Checkpoints (every rank): start one at its steps; otherwise commit
+      // an asynchronous one whose files are written.
+      if (saver && !stoppedAt && saveStep(s)) {
         dsrt::checkpoint::Progress g;
         g.step = s;
         g.appliedSteps = exec.appliedSteps();
@@ -687,14 +709,9 @@ int main(int argc, char **argv) {
         g.microBatchSize = exec.microBatchSize();
         if (scaler)
           g.scaler = scaler->state();
-        dsrt::checkpoint::SaveResult saved = dsrt::checkpoint::save(
-            saveDir, keep, dsrt::checkpoint::ownedPieces(exec), g, layout, exec.communicator());
-        if (rank0) {
-          std::printf("dsrt: checkpoint %s: %.1f MiB in %.2fs (%.0f MiB/s)\n",
-                      saved.path.c_str(), saved.bytes / 1048576.0, saved.seconds,
-                      saved.bytes / 1048576.0 / std::max(saved.seconds, 1e-9));
-          std::fflush(stdout);
-        }
+        reportSave(saver->save(dsrt::checkpoint::ownedPieces(exec), g));
+      } else if (saver) {
+        reportSave(saver->poll());
       }
       if (!rank0) {
         if (stoppedAt)
@@ -737,6 +754,10 @@ int main(int argc, char **argv) {
       if (stoppedAt)
         break;
     }
+    // The save in flight completes (also when the run stopped: it is of
+    // an earlier, finite step).
+    if (saver)
+      reportSave(saver->finish());
     double total = std::chrono::duration<double>(Clock::now() - start).count();
     // The training peak, before whole weights are gathered for writing: the
     // largest over the ranks.
