@@ -607,6 +607,43 @@ void readActivationCheckpointing(const Section &top, TrainConfig &cfg) {
   note("profile", "use dsrt --profile (or wall_clock_breakdown) for per-op timing");
 }
 
+/// "checkpoint": DeepSpeed's keys, where they apply to dsrt's checkpoints
+/// (docs/checkpoints.md); what dsrt always does anyway is a note.
+void readCheckpoint(const Section &top, TrainConfig &cfg) {
+  Section c = top.object("checkpoint");
+  c.checkKeys({"tag_validation", "load_universal", "use_node_local_storage", "parallel_write"});
+  if (std::optional<std::string> v = c.string("tag_validation")) {
+    // DeepSpeed compares it upper-cased.
+    std::string upper = *v;
+    std::transform(upper.begin(), upper.end(), upper.begin(), ::toupper);
+    const std::vector<std::string> modes = {"Ignore", "Warn", "Fail"};
+    if (upper != "IGNORE" && upper != "WARN" && upper != "FAIL")
+      c.fail("'" + c.path("tag_validation") + "' is '" + *v + "'" + didYouMean(*v, modes) +
+             "; DeepSpeed's values: " + join(modes));
+    if (upper != "IGNORE")
+      cfg.notes.push_back("'" + c.path("tag_validation") +
+                          "' checks that every rank saves under the same tag; dsrt's ranks "
+                          "all name the tag after the step, so it always holds");
+  }
+  if (!c.boolean("load_universal").value_or(true))
+    cfg.notes.push_back("'" + c.path("load_universal") +
+                        "' is false, but every dsc checkpoint is universal: dsrt --resume "
+                        "loads it into any dp, pp, ZeRO stage and precision");
+  if (c.boolean("use_node_local_storage").value_or(false))
+    c.fail("'" + c.path("use_node_local_storage") +
+           "' is true: dsrt builds a checkpoint's index from every rank's file in the one "
+           "--save-dir, which must be a folder all ranks share (node-local folders are not "
+           "supported)");
+  if (c.has("parallel_write")) {
+    Section pw = c.object("parallel_write");
+    pw.checkKeys({"pipeline_stage"});
+    if (!pw.boolean("pipeline_stage").value_or(false))
+      cfg.notes.push_back("'" + pw.path("pipeline_stage") +
+                          "' is false, but dsrt always writes in parallel: every rank its own "
+                          "file, pipeline stages included");
+  }
+}
+
 //===--- top level --------------------------------------------------------===//
 
 const std::vector<std::string> kTopLevelKeys = {
@@ -628,6 +665,7 @@ const std::vector<std::string> kTopLevelKeys = {
     // Read only to reject what they ask for (below).
     "torch_autocast",
     "activation_checkpointing",
+    "checkpoint",
 };
 
 /// Real DeepSpeed options dsc does not implement: rejected with a message
@@ -635,7 +673,6 @@ const std::vector<std::string> kTopLevelKeys = {
 const std::vector<std::string> kUnsupportedDeepSpeedKeys = {
     "amp",
     "autotuning",
-    "checkpoint",
     "comms_logger",
     "compression_training",
     "csv_monitor",
@@ -1445,6 +1482,8 @@ TrainConfig parseDsConfig(const std::string &jsonText,
   readPrecision(top, cfg.precision, cfg.notes);
   if (top.has("activation_checkpointing"))
     readActivationCheckpointing(top, cfg);
+  if (top.has("checkpoint"))
+    readCheckpoint(top, cfg);
   // pipeline.activation_checkpoint_interval (DeepSpeed's PipelineModule:
   // checkpoint every k layers, 0 off).
   if (cfg.pipeline.activationCheckpointInterval > 0) {

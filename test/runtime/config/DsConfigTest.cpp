@@ -1107,6 +1107,33 @@ TEST(DsConfig, PrecisionFlag) {
             "Lightning's 32-true, bf16-mixed, 16-mixed)");
 }
 
+TEST(DsConfig, CheckpointSection) {
+  // DeepSpeed's defaults ask for what dsrt does anyway: no note.
+  TrainConfig quiet = parse(R"({"train_batch_size": 8, "checkpoint": {
+                "tag_validation": "Ignore", "load_universal": true,
+                "use_node_local_storage": false, "parallel_write": {"pipeline_stage": true}}})");
+  EXPECT_TRUE(quiet.notes.empty());
+  // What dsrt always does regardless is said, never silently dropped.
+  TrainConfig noted = parse(R"({"train_batch_size": 8, "checkpoint": {
+                "tag_validation": "fail", "load_universal": false,
+                "parallel_write": {"pipeline_stage": false}}})");
+  ASSERT_EQ(noted.notes.size(), 3u);
+  EXPECT_NE(noted.notes[0].find("'checkpoint.tag_validation' checks that every rank"),
+            std::string::npos);
+  EXPECT_NE(noted.notes[1].find("every dsc checkpoint is universal"), std::string::npos);
+  EXPECT_NE(noted.notes[2].find("'checkpoint.parallel_write.pipeline_stage' is false"),
+            std::string::npos);
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "checkpoint": {"tag_validation": "Wran"}})"),
+            "ds_config.json: 'checkpoint.tag_validation' is 'Wran' (did you mean 'Warn'?); "
+            "DeepSpeed's values: Ignore, Warn, Fail");
+  EXPECT_NE(errorOf(R"({"train_batch_size": 8, "checkpoint": {"use_node_local_storage": true}})")
+                .find("must be a folder all ranks share"),
+            std::string::npos);
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "checkpoint": {"tag_validaton": "Warn"}})"),
+            "ds_config.json: unknown key 'checkpoint.tag_validaton' (did you mean "
+            "'tag_validation'?)");
+}
+
 TEST(DsConfig, ActivationCheckpointing) {
   // DeepSpeed's keys without dsc's "recompute": layers, with a note for
   // each key that has no effect in dsc.
