@@ -80,6 +80,31 @@ def Autodiff : Pass<"autodiff", "mlir::ModuleOp"> {
   ];
 }
 
+def TensorParallel : Pass<"tensor-parallel", "mlir::ModuleOp"> {
+  let summary = "Megatron tensor parallelism: split GEMM pairs over the tp group";
+  let description = [{
+    On the forward graph, before mixed-precision and autodiff. A GEMM with a
+    parameter weight and a whole input becomes column parallel (its input
+    through dist.tp_copy, Megatron's f); the split follows elementwise ops,
+    transposes, reshapes, block-aligned slices (a fused QKV projection's
+    q, k, v), attention's batched GEMMs (by heads), softmax and layer norm
+    over other dimensions, to a GEMM that contracts it with a parameter
+    weight: row parallel, followed by dist.tp_reduce (Megatron's g). A split
+    that reaches anything else rolls back the GEMMs it came from, which
+    stay whole with `dist.tp_reason`. The result is the per-rank program:
+    split parameters typed by their local part with `dist.tp_split = [dim,
+    blocks, tp]`. See TensorParallel.cpp.
+  }];
+  let dependentDialects = ["::dsc::dist::DistDialect"];
+  let options = [
+    Option<"tp", "tp", "int64_t", "1", "ranks of the tensor-parallel group">,
+  ];
+  let statistics = [
+    Statistic<"numColumn", "column-gemms", "GEMMs split column parallel">,
+    Statistic<"numRow", "row-gemms", "GEMMs split row parallel">,
+  ];
+}
+
 def Recompute : Pass<"recompute", "mlir::ModuleOp"> {
   let summary = "Activation checkpointing: recompute forward activations in the backward pass";
   let description = [{

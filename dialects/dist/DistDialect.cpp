@@ -198,3 +198,33 @@ LogicalResult ChunkOp::verify() {
 
 #define GET_OP_CLASSES
 #include "dialects/dist/DistOps.cpp.inc"
+
+//===--- tensor parallelism -----------------------------------------------===//
+
+static LogicalResult verifyTpGroup(Operation *op, GroupAttr group) {
+  if (group.getAxis() != Axis::tp)
+    return op->emitOpError("works on the tensor-parallel group, not the ")
+           << stringifyAxis(group.getAxis()) << " group";
+  return success();
+}
+
+LogicalResult TpCopyOp::verify() { return verifyTpGroup(*this, getGroup()); }
+LogicalResult TpReduceOp::verify() { return verifyTpGroup(*this, getGroup()); }
+
+LogicalResult TpCopyOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(1, resultGrads[0] ? TpReduceOp::create(b, getLoc(), resultGrads[0],
+                                                             getGroup())
+                                              .getResult()
+                                        : Value());
+  return success();
+}
+
+LogicalResult TpReduceOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                         SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(1, resultGrads[0] ? TpCopyOp::create(b, getLoc(), resultGrads[0],
+                                                           getGroup())
+                                              .getResult()
+                                        : Value());
+  return success();
+}

@@ -9,6 +9,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "dialects/nn/NNDialect.h"
+
 namespace dsc::dist {
 /// The network: every collective reads and writes it, which orders them.
 struct CommResource

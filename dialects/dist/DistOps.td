@@ -7,6 +7,7 @@ include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/EnumAttr.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
+include "dialects/nn/NNInterfaces.td"
 
 def Dist_Dialect : Dialect {
   let name = "dist";
@@ -160,6 +161,40 @@ def Dist_ChunkOp : Dist_Op<"chunk"> {
   let arguments = (ins Dist_Tensor:$input, Dist_GroupAttr:$group);
   let results = (outs Dist_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+//===--- tensor parallelism: Megatron's f and g ---------------------------===//
+
+def Dist_TpCopyOp : Dist_Op<"tp_copy", [AllTypesMatch<["input", "result"]>,
+    DeclareOpInterfaceMethods<NN_GradientOpInterface, ["buildGradients"]>]> {
+  let summary = "enter a tensor-parallel region: identity forward, all-reduce backward";
+  let description = [{
+    Megatron's f (copy_to_tensor_model_parallel_region): the input is the
+    same on every rank of the tensor-parallel group and every rank computes
+    its part of the region from it, so the input's gradient is the sum of
+    the ranks' gradients. Its gradient rule emits `dist.tp_reduce`.
+    Lowered after autodiff (tensor-parallel-lower): the op disappears.
+  }];
+  let arguments = (ins Dist_Tensor:$input, Dist_GroupAttr:$group);
+  let results = (outs Dist_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Dist_TpReduceOp : Dist_Op<"tp_reduce", [AllTypesMatch<["input", "result"]>,
+    DeclareOpInterfaceMethods<NN_GradientOpInterface, ["buildGradients"]>]> {
+  let summary = "leave a tensor-parallel region: all-reduce forward, identity backward";
+  let description = [{
+    Megatron's g (reduce_from_tensor_model_parallel_region): each rank holds
+    a partial sum (a row-parallel GEMM's), every rank gets the total. The
+    result is the same on every rank, so its gradient passes through
+    unchanged; the gradient rule emits `dist.tp_copy`. Lowered after
+    autodiff (tensor-parallel-lower) to dist.all_reduce sum + dist.wait.
+  }];
+  let arguments = (ins Dist_Tensor:$input, Dist_GroupAttr:$group);
+  let results = (outs Dist_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
   let hasVerifier = 1;
 }
 

@@ -385,3 +385,24 @@ func.func @recv_single_rank_group() {
   %0 = dist.recv {group = #dist.group<pp, 1>, peer = 1 : i64, tag = 0 : i64} : tensor<4xf32>
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Tensor parallelism: Megatron's f and g
+//===----------------------------------------------------------------------===//
+
+// f and g work on the tensor-parallel group only.
+func.func @tp_copy_other_axis(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'dist.tp_copy' op works on the tensor-parallel group, not the dp group}}
+  %0 = dist.tp_copy %a {group = #dist.group<dp, 2>} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @tp_reduce_other_axis(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'dist.tp_reduce' op works on the tensor-parallel group, not the pp group}}
+  %0 = dist.tp_reduce %a {group = #dist.group<pp, 2>} : tensor<4xf32>
+  return
+}

@@ -124,3 +124,13 @@ func.func @async(%a: tensor<10xf32>) -> tensor<3xf32> {
   %4 = dist.chunk %3 {group = #dist.group<dp, 4>} : tensor<10xf32> -> tensor<3xf32>
   return %4 : tensor<3xf32>
 }
+
+// Megatron's f (enter a tensor-parallel region) and g (leave it).
+// CHECK-LABEL: func.func @tp_regions(
+// CHECK-NEXT:    %[[F:.*]] = dist.tp_copy %{{.*}} {group = #dist.group<tp, 2>} : tensor<4x8xf32>
+// CHECK-NEXT:    dist.tp_reduce %[[F]] {group = #dist.group<tp, 2>} : tensor<4x8xf32>
+func.func @tp_regions(%a: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = dist.tp_copy %a {group = #dist.group<tp, 2>} : tensor<4x8xf32>
+  %1 = dist.tp_reduce %0 {group = #dist.group<tp, 2>} : tensor<4x8xf32>
+  return %1 : tensor<4x8xf32>
+}
