@@ -105,6 +105,18 @@ def TensorParallel : Pass<"tensor-parallel", "mlir::ModuleOp"> {
   ];
 }
 
+def TensorParallelLower : Pass<"tensor-parallel-lower", "mlir::ModuleOp"> {
+  let summary = "Lower Megatron's f and g to tp-group collectives; the split gradient norm";
+  let description = [{
+    After autodiff and optimizer, before data-parallel / zero: dist.tp_copy
+    disappears, dist.tp_reduce becomes dist.all_reduce sum + dist.wait on
+    the tensor-parallel group, and train.clip_grad_norm gets its `sum_sq`:
+    the squares of the split parameters' gradients summed over the group,
+    plus those of the whole parameters' once (every rank holds the same).
+  }];
+  let dependentDialects = ["::dsc::dist::DistDialect", "::dsc::nn::NNDialect"];
+}
+
 def Recompute : Pass<"recompute", "mlir::ModuleOp"> {
   let summary = "Activation checkpointing: recompute forward activations in the backward pass";
   let description = [{

@@ -1,0 +1,40 @@
+// RUN: dsc-opt %s --tensor-parallel=tp=2 --autodiff --optimizer="type=adamw clip=1.0" --tensor-parallel-lower | FileCheck %s
+// Without clipping the norm is still computed (and logged): the same sum.
+// RUN: dsc-opt %s --tensor-parallel=tp=2 --autodiff --optimizer="type=adamw" --tensor-parallel-lower | FileCheck %s --check-prefix=NOCLIP
+
+// --tensor-parallel-lower, after autodiff and optimizer: Megatron's f
+// (dist.tp_copy) disappears, g (dist.tp_reduce) becomes an all-reduce sum on
+// the tensor-parallel group and its wait -- one in the forward pass (after
+// the row-parallel GEMM) and one in the backward pass (the gradient of the
+// column-parallel GEMM's input) -- and the global gradient norm sums the
+// squares of the split parameters' gradients (w1, b1, w2) over the group
+// and adds those of the whole one (b2), which every rank holds alike.
+// CHECK-LABEL: func.func @mlp(
+// CHECK-NOT:     dist.tp_copy
+// CHECK-NOT:     dist.tp_reduce
+// CHECK:         nn.matmul {{.*}} {dist.tp = "row"}
+// CHECK-NEXT:    %[[AR:.+]] = dist.all_reduce sum %{{.*}} {group = #dist.group<tp, 2>} : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    dist.wait %[[AR]]
+// CHECK:         dist.all_reduce sum %{{.*}} {group = #dist.group<tp, 2>} : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK:         %[[SPLIT:.+]] = train.sum_sq %{{.*}}, %{{.*}}, %{{.*}} : tensor<8x8xf32>, tensor<8xf32>, tensor<8x8xf32>
+// CHECK-NEXT:    %[[SR:.+]] = dist.all_reduce sum %[[SPLIT]] {group = #dist.group<tp, 2>} : tensor<f32> -> tensor<f32>
+// CHECK-NEXT:    %[[SW:.+]] = dist.wait %[[SR]]
+// CHECK-NEXT:    %[[WHOLE:.+]] = train.sum_sq %{{.*}} : tensor<8xf32>
+// CHECK-NEXT:    %[[SUM:.+]] = nn.add %[[SW]], %[[WHOLE]]
+// CHECK-NEXT:    train.clip_grad_norm {{.*}} sum_sq(%[[SUM]]) {max_norm = 1.000000e+00 : f64}
+// CHECK-NOT:     dist.
+// CHECK:         return
+// NOCLIP:        train.clip_grad_norm {{.*}} sum_sq(%{{.*}}) {max_norm = 0.000000e+00 : f64}
+func.func @mlp(%x: tensor<4x8xf32> {train.input = "x"}, %w1: tensor<16x8xf32> {train.param = "w1"},
+               %b1: tensor<16xf32> {train.param = "b1"}, %w2: tensor<8x16xf32> {train.param = "w2"},
+               %b2: tensor<8xf32> {train.param = "b2"}) -> (tensor<f32> {train.loss}) {
+  %t1 = nn.transpose %w1 {permutation = array<i64: 1, 0>} : tensor<16x8xf32> -> tensor<8x16xf32>
+  %h = nn.matmul %x, %t1 : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %hb = nn.add %b1, %h : tensor<16xf32>, tensor<4x16xf32> -> tensor<4x16xf32>
+  %a = nn.gelu %hb : tensor<4x16xf32>
+  %t2 = nn.transpose %w2 {permutation = array<i64: 1, 0>} : tensor<8x16xf32> -> tensor<16x8xf32>
+  %y = nn.matmul %a, %t2 : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+  %yb = nn.add %b2, %y : tensor<8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  %l = nn.reduce_sum %yb {axes = array<i64: 0, 1>} : tensor<4x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
