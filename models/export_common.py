@@ -14,6 +14,9 @@ the scalar training loss, then calls :func:`main` here, which
   file's metadata, key ``dsc.trainable`` (see :func:`trainable_initializers`);
   ``--freeze PATTERN`` sets ``requires_grad=False`` on matching parameters
   first,
+* records the model's state_dict keys, each with the initializer holding
+  its value (a tied weight's other names included), key ``dsc.state_dict``
+  (see :func:`state_dict_layout`; dsrt export and dsrt --init read it),
 * writes a sidecar ``OUT.onnx.json`` next to the model: the model name, the
   graph input names and the resolved flags (the argparse namespace), so the
   parity reference (test/e2e/reference_train.py) can rebuild the same model.
@@ -36,6 +39,12 @@ SIDECAR_FORMAT = 1
 # metadata_props key: JSON list of the initializers that train (dsc reads it;
 # float initializers it does not name are frozen).
 TRAINABLE_KEY = "dsc.trainable"
+
+# metadata_props key: the model's state_dict as PyTorch names it, entry by
+# entry in state_dict order, each mapped to the initializer that holds its
+# value (dsrt export writes a file load_state_dict(strict=True) reads; dsrt
+# --init accepts such a file). See state_dict_layout().
+STATE_DICT_KEY = "dsc.state_dict"
 
 # Set by model_args(): build_and_export() stores its namespace here and
 # returns without exporting.
@@ -209,20 +218,106 @@ def trainable_initializers(model, onnx_model):
     return out
 
 
-def _record_trainable(model, out):
-    """Writes TRAINABLE_KEY into the exported file's metadata_props."""
-    import json
-    import onnx
-    m = onnx.load_model(out)
-    names = trainable_initializers(model, m)
-    kept = [(e.key, e.value) for e in m.metadata_props if e.key != TRAINABLE_KEY]
+# safetensors dtype names of the tensors a state_dict entry may hold.
+_ST_DTYPES = {"float32": "F32", "float64": "F64", "float16": "F16", "bfloat16": "BF16",
+              "int64": "I64", "int32": "I32", "uint8": "U8", "bool": "BOOL"}
+
+
+def state_dict_layout(model, onnx_model):
+    """The model's state_dict in terms of the exported initializers: a list,
+    in state_dict order, with one item per key:
+
+    * ``[key, initializer]``: the key's value is that initializer's. That is
+      the key itself (torch.onnx keeps state_dict names), the exported name
+      of a tensor the key shares (a tied weight such as ``lm_head.weight =
+      transformer.wte.weight`` is exported once, under one of its names), or
+      an initializer the export renamed, matched by value when exactly one
+      tensor of the model has it;
+    * ``[key, None, dtype, shape, base64]``: no initializer holds it (a
+      buffer or parameter the traced graph does not use): its safetensors
+      dtype, shape and little-endian bytes.
+
+    Raises ValueError when a renamed initializer's tensor is ambiguous (a
+    guess could write one trained weight under another's name)."""
+    import base64
+    import numpy as np
+    import torch
+    from onnx import numpy_helper
+    sd = model.state_dict(keep_vars=True)
+    inits = {i.name: i for i in onnx_model.graph.initializer}
+    # One exported name per tensor: its own name, else any alias's.
+    exported = {}
+    for key, t in sd.items():
+        if key in inits:
+            exported.setdefault(id(t), key)
+    renamed = [n for n in inits if n not in sd]
+    values = {}
+
+    def value(t):
+        return t.detach().cpu().contiguous().numpy() if t.dtype != torch.bfloat16 else None
+
+    out = []
+    for key, t in sd.items():
+        src = exported.get(id(t))
+        if src is None and renamed:
+            a = value(t)
+            hits = []
+            for n in renamed:
+                if n not in values:
+                    values[n] = numpy_helper.to_array(inits[n])
+                b = values[n]
+                if a is not None and b.dtype == a.dtype and b.shape == a.shape \
+                        and np.array_equal(a, b):
+                    hits.append(n)
+            if hits:
+                twins = {id(u) for u in sd.values()
+                         if tuple(u.shape) == tuple(t.shape) and u.dtype == t.dtype
+                         and np.array_equal(value(u), a)}
+                if len(hits) > 1 or len(twins) > 1:
+                    raise ValueError("state_dict entry %s: its value is in initializers %s "
+                                     "and tensors of the model share it; cannot tell which "
+                                     "initializer it is" % (key, ", ".join(hits)))
+                src = hits[0]
+        if src is not None:
+            out.append([key, src])
+            continue
+        dtype = str(t.dtype).replace("torch.", "")
+        if dtype not in _ST_DTYPES:
+            raise ValueError("state_dict entry %s is %s, which is not exported and has no "
+                             "safetensors type here" % (key, dtype))
+        a = t.detach().cpu().contiguous()
+        raw = (a.view(torch.int16).numpy() if dtype == "bfloat16" else a.numpy())
+        out.append([key, None, _ST_DTYPES[dtype], list(a.shape),
+                    base64.b64encode(np.ascontiguousarray(raw).astype(
+                        raw.dtype.newbyteorder("<")).tobytes()).decode("ascii")])
+    return out
+
+
+def _set_metadata(m, key, value):
+    kept = [(e.key, e.value) for e in m.metadata_props if e.key != key]
     del m.metadata_props[:]
     for k, v in kept:
         e = m.metadata_props.add()
         e.key, e.value = k, v
     entry = m.metadata_props.add()
-    entry.key = TRAINABLE_KEY
-    entry.value = json.dumps(names, separators=(",", ":"))
+    entry.key = key
+    entry.value = value
+
+
+def _record_trainable(model, out):
+    """Writes TRAINABLE_KEY and STATE_DICT_KEY into the exported file's
+    metadata_props. A state dict it cannot map is left unrecorded, with a
+    warning: dsrt export then names tensors as the initializers are named."""
+    import json
+    import onnx
+    m = onnx.load_model(out)
+    names = trainable_initializers(model, m)
+    _set_metadata(m, TRAINABLE_KEY, json.dumps(names, separators=(",", ":")))
+    try:
+        layout = state_dict_layout(model, m)
+        _set_metadata(m, STATE_DICT_KEY, json.dumps(layout, separators=(",", ":")))
+    except ValueError as e:
+        print("warning: %s not recorded: %s" % (STATE_DICT_KEY, e), file=sys.stderr)
     onnx.save_model(m, out)
     return names
 

@@ -3,12 +3,14 @@
 
 #include "onnx/onnx_pb.h"
 
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <list>
 #include <map>
 #include <memory>
 
@@ -83,12 +85,8 @@ uint16_t toBf16(float f) {
   return uint16_t(x >> 16);
 }
 
-/// The little-endian bytes of `w` in ONNX type `type`.
-void encode(const io::TensorRef &w, int32_t type, std::string &out) {
-  const float *src = static_cast<const float *>(w.data);
-  size_t n = size_t(w.numel());
-  out.resize(n * elementBytes(type));
-  char *dst = out.data();
+/// The little-endian bytes of `n` floats in ONNX type `type`, at `dst`.
+void encode(const float *src, size_t n, int32_t type, char *dst) {
   switch (type) {
   case Tensor::FLOAT:
     std::memcpy(dst, src, n * 4);
@@ -148,9 +146,56 @@ void checkSkeleton(const std::string &skeletonPath, const std::vector<std::strin
 
 void exportOnnx(const std::string &skeletonPath, const std::vector<io::TensorRef> &weights,
                 const std::string &outPath, uint64_t inlineLimit) {
+  std::vector<WeightSource> sources;
+  for (const io::TensorRef &w : weights) {
+    if (w.dtype != io::DType::F32)
+      fail(outPath, "weight '" + w.name + "' is " + io::dtypeName(w.dtype) + ", not float32");
+    const float *data = static_cast<const float *>(w.data);
+    sources.push_back({w.name, w.shape, [data](int64_t start, int64_t count, float *dst) {
+                         std::memcpy(dst, data + start, size_t(count) * 4);
+                       }});
+  }
+  exportOnnx(skeletonPath, sources, outPath, inlineLimit);
+}
+
+namespace {
+
+/// Protobuf's output straight into an AtomicFile (no serialized copy).
+class AtomicFileStream : public google::protobuf::io::CopyingOutputStream {
+public:
+  explicit AtomicFileStream(io::AtomicFile &file) : file_(file) {}
+  bool Write(const void *buffer, int size) override {
+    file_.write(buffer, size_t(size));
+    return true;
+  }
+
+private:
+  io::AtomicFile &file_;
+};
+
+/// Reads `w` slice by slice and passes each slice, encoded in ONNX type
+/// `type`, to `sink(bytes, size)`.
+template <typename Sink>
+void streamEncoded(const WeightSource &w, int64_t numel, int32_t type, std::vector<float> &buf,
+                   std::string &bytes, Sink sink) {
+  constexpr int64_t kSlice = int64_t(1) << 20; // 4 MiB of float32
+  for (int64_t at = 0; at < numel; at += kSlice) {
+    int64_t n = std::min(kSlice, numel - at);
+    buf.resize(size_t(n));
+    w.read(at, n, buf.data());
+    bytes.resize(size_t(n) * elementBytes(type));
+    encode(buf.data(), size_t(n), type, bytes.data());
+    sink(bytes.data(), bytes.size());
+  }
+}
+
+} // namespace
+
+void exportOnnx(const std::string &skeletonPath, const std::vector<WeightSource> &weights,
+                const std::string &outPath, uint64_t inlineLimit) {
   ::onnx::ModelProto model = readSkeleton(skeletonPath);
   std::vector<std::string> names;
-  for (const io::TensorRef &w : weights)
+  for (const WeightSource &w : weights)
     names.push_back(w.name);
   std::map<std::string, Tensor *> targets = emptyInitializers(model, names, skeletonPath);
   for (const Tensor &t : model.graph().initializer()) {
@@ -163,46 +208,55 @@ void exportOnnx(const std::string &skeletonPath, const std::vector<io::TensorRef
   }
 
   uint64_t total = model.ByteSizeLong();
-  for (const io::TensorRef &w : weights) {
+  std::vector<int64_t> numels;
+  for (const WeightSource &w : weights) {
     const Tensor &t = *targets.at(w.name);
-    if (w.dtype != io::DType::F32)
-      fail(outPath, "weight '" + w.name + "' is " + io::dtypeName(w.dtype) + ", not float32");
     if (!std::equal(t.dims().begin(), t.dims().end(), w.shape.begin(), w.shape.end()))
       fail(skeletonPath, "initializer '" + w.name + "' has shape " + shapeOf(t) +
                              " but the trained weight has " + io::formatShape(w.shape));
-    total += uint64_t(w.numel()) * elementBytes(t.data_type());
+    numels.push_back(io::numElements(w.shape, w.name));
+    total += uint64_t(numels.back()) * elementBytes(t.data_type());
   }
 
+  std::vector<float> buf;
+  std::string bytes;
   if (total <= inlineLimit) {
-    for (const io::TensorRef &w : weights)
-      encode(w, targets.at(w.name)->data_type(), *targets.at(w.name)->mutable_raw_data());
-    std::string bytes;
-    if (!model.SerializeToString(&bytes))
-      fail(outPath, "cannot serialize the model");
-    io::writeFileAtomically(outPath, {{bytes.data(), bytes.size()}}, io::Existing::Refuse);
+    for (size_t i = 0; i < weights.size(); ++i) {
+      Tensor &t = *targets.at(weights[i].name);
+      std::string &raw = *t.mutable_raw_data();
+      raw.clear();
+      raw.reserve(size_t(numels[i]) * elementBytes(t.data_type()));
+      streamEncoded(weights[i], numels[i], t.data_type(), buf, bytes,
+                    [&](const char *data, size_t size) { raw.append(data, size); });
+    }
+    io::AtomicFile file(outPath, io::Existing::Refuse);
+    {
+      AtomicFileStream stream(file);
+      google::protobuf::io::CopyingOutputStreamAdaptor adaptor(&stream);
+      if (!model.SerializeToZeroCopyStream(&adaptor))
+        fail(outPath, "cannot serialize the model");
+      adaptor.Flush();
+    }
+    file.commit();
     return;
   }
 
-  // External data: one file beside the model, tensors 64-byte aligned.
+  // External data: one file beside the model, tensors 64-byte aligned,
+  // streamed slice by slice.
   std::string dataPath = outPath + ".data";
   std::string location = std::filesystem::path(dataPath).filename().string();
   static const char zeros[64] = {};
-  std::vector<io::ByteSpan> pieces;
-  // float32 weights are written from the arena as they are; others are
-  // converted into `converted` (a list: growing it moves no string).
-  std::list<std::string> converted;
+  io::AtomicFile data(dataPath, io::Existing::Refuse);
   uint64_t offset = 0;
-  for (const io::TensorRef &w : weights) {
+  for (size_t i = 0; i < weights.size(); ++i) {
     uint64_t pad = (64 - offset % 64) % 64;
     if (pad)
-      pieces.push_back({zeros, pad});
+      data.write(zeros, pad);
     offset += pad;
-    Tensor &t = *targets.at(w.name);
-    io::ByteSpan span{w.data, w.nbytes()};
-    if (t.data_type() != Tensor::FLOAT) {
-      encode(w, t.data_type(), converted.emplace_back());
-      span = {converted.back().data(), converted.back().size()};
-    }
+    Tensor &t = *targets.at(weights[i].name);
+    uint64_t length = uint64_t(numels[i]) * elementBytes(t.data_type());
+    streamEncoded(weights[i], numels[i], t.data_type(), buf, bytes,
+                  [&](const char *p, size_t size) { data.write(p, size); });
     t.set_data_location(Tensor::EXTERNAL);
     auto entry = [&](const char *key, const std::string &value) {
       auto *kv = t.add_external_data();
@@ -211,18 +265,18 @@ void exportOnnx(const std::string &skeletonPath, const std::vector<io::TensorRef
     };
     entry("location", location);
     entry("offset", std::to_string(offset));
-    entry("length", std::to_string(span.size));
-    pieces.push_back(span);
-    offset += span.size;
+    entry("length", std::to_string(length));
+    offset += length;
   }
-  std::string bytes;
-  if (!model.SerializeToString(&bytes))
+  std::string serialized;
+  if (!model.SerializeToString(&serialized))
     fail(outPath, "cannot serialize the model");
   // Neither file replaces one that exists (dsrt checks both at start-up);
   // a model that cannot be written leaves no orphaned data file.
-  io::writeFileAtomically(dataPath, pieces, io::Existing::Refuse);
+  data.commit();
   try {
-    io::writeFileAtomically(outPath, {{bytes.data(), bytes.size()}}, io::Existing::Refuse);
+    io::writeFileAtomically(outPath, {{serialized.data(), serialized.size()}},
+                            io::Existing::Refuse);
   } catch (...) {
     ::unlink(dataPath.c_str());
     throw;

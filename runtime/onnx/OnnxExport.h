@@ -12,6 +12,7 @@
 #include "runtime/io/SafeTensors.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,22 @@ void checkSkeleton(const std::string &skeletonPath, const std::vector<std::strin
 /// never written over (io::Existing::Refuse); on error nothing is written.
 /// Throws io::IoError.
 void exportOnnx(const std::string &skeletonPath, const std::vector<io::TensorRef> &weights,
+                const std::string &outPath, uint64_t inlineLimit = kInlineLimitBytes);
+
+/// A float32 weight that is read in slices (a checkpoint's, from its
+/// files): read(start, count, dst) copies elements [start, start + count)
+/// of the flattened weight to dst.
+struct WeightSource {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::function<void(int64_t start, int64_t count, float *dst)> read;
+};
+
+/// exportOnnx from weights read slice by slice: with external data, the
+/// peak memory is a slice, not the model; inline (a model under
+/// `inlineLimit`), the model in protobuf once (it is serialized straight
+/// into the file).
+void exportOnnx(const std::string &skeletonPath, const std::vector<WeightSource> &weights,
                 const std::string &outPath, uint64_t inlineLimit = kInlineLimitBytes);
 
 } // namespace dsrt::onnx_export

@@ -21,6 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/checkpoint/Export.h"
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/config/CliChecks.h"
 #include "runtime/config/DsConfig.h"
@@ -32,6 +33,7 @@
 #include "runtime/io/TokenFile.h"
 #include "runtime/launch/Launcher.h"
 #include "runtime/onnx/OnnxExport.h"
+#include "runtime/onnx/StateDict.h"
 #include "runtime/plan/Limits.h"
 
 #include <CLI/CLI.hpp>
@@ -343,16 +345,24 @@ void checkFiniteWeights(const dsrt::Executor &exec, const std::string &weightsPa
 
 } // namespace
 
-/// dsrt export CKPT -o FILE: the consolidated weights of a checkpoint.
+/// dsrt export CKPT [--plan PLAN] [-o FILE] [--onnx FILE]: the consolidated
+/// weights of a checkpoint, as the model's PyTorch state_dict and/or its
+/// ONNX model (runtime/checkpoint/Export.h).
 int exportMain(int argc, char **argv) {
-  CLI::App app{"dsrt export: writes a checkpoint's float32 parameters (and frozen buffers) as "
-               "one safetensors file, named as in the model (PyTorch's load_state_dict reads "
-               "it), streamed: the peak memory is a few MiB, not the model"};
-  std::string ckpt, out;
+  CLI::App app{"dsrt export: writes a checkpoint's weights as the model's PyTorch state_dict "
+               "in one safetensors file (with --plan: load_state_dict(strict=True) takes it) "
+               "and/or as the plan's ONNX model with the trained weights, streamed: the peak "
+               "memory is a few MiB, not the model (an inline ONNX model is held once)"};
+  std::string ckpt, out, planDir, onnxOut;
   app.add_option("checkpoint", ckpt, "a checkpoint: --save-dir DIR (its latest) or DIR/TAG")
       ->required();
-  app.add_option("-o,--output", out, "the safetensors file to write (must not exist)")
-      ->required();
+  app.add_option("-o,--output", out, "the safetensors file to write (must not exist)");
+  app.add_option("--plan", planDir,
+                 "a plan of the checkpoint's model (any layout): its model.onnx names the "
+                 "state_dict's keys (tied weights under each name, the buffers dsc compiled in)");
+  app.add_option("--onnx", onnxOut,
+                 "also write the plan's ONNX model with the trained weights here (needs --plan; "
+                 "weights over 2 GiB go to FILE.data beside it)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {
@@ -360,15 +370,43 @@ int exportMain(int argc, char **argv) {
   } catch (const CLI::ParseError &e) {
     die(std::string(e.what()) + " (see dsrt export --help)");
   }
+  if (out.empty() && onnxOut.empty())
+    die("dsrt export: nothing to write: give -o FILE (safetensors) and/or --onnx FILE");
+  if (!onnxOut.empty() && planDir.empty())
+    die("dsrt export: --onnx needs --plan PLAN (the ONNX model is the plan's model.onnx)");
   try {
     auto start = std::chrono::steady_clock::now();
     dsrt::checkpoint::Reader reader = dsrt::checkpoint::Reader::open(ckpt);
-    int64_t n = dsrt::checkpoint::exportWeights(reader, out);
-    std::printf("dsrt export: %lld tensors of %s (step %lld) in %s, %.1fs, peak RSS %lld MiB\n",
-                (long long)n, reader.path().c_str(), (long long)reader.progress().step,
-                out.c_str(),
+    double weightsMiB = 0;
+    for (const auto &[name, t] : reader.tensors())
+      if (t.kind == "param" || t.kind == "frozen")
+        weightsMiB += double(t.numel) * 4 / 1048576.0;
+    if (!out.empty() && planDir.empty()) {
+      int64_t n = dsrt::checkpoint::exportWeights(reader, out);
+      std::printf("dsrt export: %s: %lld float32 tensors under the model's initializer names\n",
+                  out.c_str(), (long long)n);
+      std::fprintf(stderr, "dsrt export: without --plan, tied weights appear under one name "
+                           "and the buffers dsc compiled in are left out; PyTorch's "
+                           "load_state_dict(strict=True) needs the file --plan PLAN writes\n");
+    } else if (!out.empty()) {
+      dsrt::checkpoint::StateDictExport r =
+          dsrt::checkpoint::exportStateDict(reader, planDir, out);
+      std::printf("dsrt export: %s: the model's state_dict%s, %lld tensors (%lld from the "
+                  "checkpoint, %lld tied, %lld buffers of the model), %.1f MiB\n",
+                  out.c_str(), r.recorded ? "" : " as its initializers (no record of it)",
+                  (long long)r.tensors, (long long)(r.tensors - r.buffers - r.tied),
+                  (long long)r.tied, (long long)r.buffers, r.bytes / 1048576.0);
+    }
+    if (!onnxOut.empty()) {
+      dsrt::checkpoint::exportOnnxModel(reader, planDir, onnxOut);
+      std::printf("dsrt export: %s: the ONNX model with the trained weights\n",
+                  onnxOut.c_str());
+    }
+    std::printf("dsrt export: step %lld of %s in %.1fs, peak RSS %lld MiB (the weights: %.1f "
+                "MiB)\n",
+                (long long)reader.progress().step, reader.path().c_str(),
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-                (long long)peakRssMiB());
+                (long long)peakRssMiB(), weightsMiB);
   } catch (const std::exception &e) {
     die(e.what());
   }
@@ -433,6 +471,10 @@ int main(int argc, char **argv) {
       "--resume", resume,
       "continue from a checkpoint (a --save-dir: its latest; or DIR/TAG), saved with any dp, "
       "pp or ZeRO stage; --steps is the total, counted from the first step");
+  std::string init;
+  app.add_option("--init", init,
+                 "start from these weights instead of the plan's: a safetensors file of the "
+                 "model's PyTorch state_dict (fine-tuning; dsrt export writes one)");
   auto *seedOpt = app.get_option("--seed");
   dsrt::launch::LaunchOptions launchOptions; // --hostfile, --include, ...
   launchOptions.addTo(app);
@@ -443,6 +485,9 @@ int main(int argc, char **argv) {
   } catch (const CLI::ParseError &e) {
     die(std::string(e.what()) + " (see dsrt --help)");
   }
+  if (!init.empty() && !resume.empty())
+    die("--init and --resume exclude each other: --resume continues a run (its weights, "
+        "optimizer state and step), --init starts a new one from other weights");
 
   try {
     // With --hostfile or a plan for dp > 1, a dsrt that is not itself a rank
@@ -482,6 +527,18 @@ int main(int argc, char **argv) {
             " (the total, counted from the first step) leaves nothing to run");
     }
     (void)resumeOpt;
+    // --init: the whole file against the plan's model, before anything is
+    // created (each rank loads only its own tensors later).
+    std::string initialWeights = planDir + "/weights.safetensors";
+    if (!init.empty()) {
+      dsrt::onnx_export::InitCheck c = dsrt::onnx_export::checkInitWeights(init, planDir);
+      initialWeights = init;
+      if (rank0)
+        std::printf("dsrt: initial weights from %s: the plan's %lld weights (other keys "
+                    "checked: %lld tied aliases, %lld buffers of the model)\n",
+                    init.c_str(), (long long)c.weights, (long long)c.tied,
+                    (long long)c.buffers);
+    }
     auto saveStep = [&](int64_t s) {
       return !saveDir.empty() && (s == steps || (saveInterval > 0 && s % saveInterval == 0));
     };
@@ -562,8 +619,8 @@ int main(int argc, char **argv) {
     // What the process holds before the arena (binary, libraries, MPI,
     // the plan): the peak's part the plan does not predict by design.
     double baseRss = currentRssMiB();
-    exec.initialize(planDir + "/weights.safetensors", seed);
-    checkFiniteWeights(exec, planDir + "/weights.safetensors");
+    exec.initialize(initialWeights, seed);
+    checkFiniteWeights(exec, initialWeights);
     if (ckpt) {
       dsrt::checkpoint::restore(exec, *ckpt);
       if (rank0)
