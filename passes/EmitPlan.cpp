@@ -221,6 +221,17 @@ private:
         b->add_full_shape(d);
       b->set_shard_count(dp_);
     }
+    if (auto split = fn_.getArgAttrOfType<DenseI64ArrayAttr>(a.getArgNumber(), "dist.tp_split")) {
+      plan::Buffer *b = plan_.mutable_buffers(buffers_.lookup(a));
+      if (shard)
+        return emitError(a.getLoc(), "emit-plan: a parameter split over both tp and ZeRO is not "
+                                     "supported yet");
+      ArrayRef<int64_t> s = split.asArrayRef(); // dim, blocks, tp
+      for (auto [i, d] : llvm::enumerate(cast<RankedTensorType>(a.getType()).getShape()))
+        b->add_full_shape(int64_t(i) == s[0] ? d * s[2] : d);
+      for (int64_t v : s)
+        b->add_tp_split(v);
+    }
     return success();
   }
 
@@ -388,7 +399,9 @@ private:
     instr.set_op(op->getName().getStringRef().str());
     markSchedule(op, instr);
     if (auto group = op->getAttrOfType<dist::GroupAttr>("group"))
-      instr.set_axis(group.getAxis() == dist::Axis::pp ? 1 : 0);
+      instr.set_axis(group.getAxis() == dist::Axis::pp   ? 1
+                     : group.getAxis() == dist::Axis::tp ? 2
+                                                         : 0);
     for (Value v : op->getOperands()) {
       auto index = bufferFor(v);
       if (failed(index))
@@ -926,6 +939,8 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
     zeroStage = a.getInt();
   p.set_dp(dp);
   p.set_zero_stage(zeroStage);
+  if (auto a = module->getAttrOfType<IntegerAttr>("dist.tp"))
+    p.set_tp(uint32_t(a.getInt()));
   std::vector<std::unique_ptr<Emitter>> emitters;
   std::set<std::string> weightNames, paramNames;
   if (pp == 1) {
@@ -987,7 +1002,7 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
     return module.emitError("emit-plan: ") << llvm::toString(std::move(e));
   for (auto &w : weights) {
     const plan::Buffer &b = named(w.first);
-    const auto &shape = b.shard_count() > 1 ? b.full_shape() : b.shape();
+    const auto &shape = b.full_shape_size() ? b.full_shape() : b.shape();
     if (!std::equal(shape.begin(), shape.end(), w.second.first.begin(), w.second.first.end()))
       return module.emitError("emit-plan: initializer '")
              << w.first << "' has another shape than the parameter";

@@ -65,10 +65,12 @@ struct State {
 int64_t rankOf(Value v) { return cast<RankedTensorType>(v.getType()).getRank(); }
 ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
 
-/// A parameter argument, seen directly or through transpose(W, [1, 0]).
+/// A GEMM's parameter weight W, read as is ([in, out]) or transposed
+/// ([out, in], as nn.Linear stores it: through transpose(W, [1, 0]) or the
+/// GEMM's transpose_rhs).
 struct Weight {
   BlockArgument arg;
-  nn::TransposeOp transpose; // null: W is used as is
+  bool transposed = false;
 };
 
 class Propagation {
@@ -88,14 +90,19 @@ public:
   /// Parameters to split, with how.
   llvm::MapVector<BlockArgument, Split> params;
 
-  std::optional<Weight> weightOf(Value v) const {
+  std::optional<Weight> weightOf(nn::MatmulOp mm) const {
+    if (mm.getTransposeLhs())
+      return std::nullopt;
+    Value v = mm.getRhs();
+    bool t = mm.getTransposeRhs();
     if (auto arg = dyn_cast<BlockArgument>(v))
       if (isParam(arg) && rankOf(arg) == 2)
-        return Weight{arg, nullptr};
-    if (auto t = v.getDefiningOp<nn::TransposeOp>())
-      if (auto arg = dyn_cast<BlockArgument>(t.getInput()))
-        if (isParam(arg) && rankOf(arg) == 2 && t.getPermutation() == ArrayRef<int64_t>{1, 0})
-          return Weight{arg, t};
+        return Weight{arg, t};
+    if (auto tr = v.getDefiningOp<nn::TransposeOp>())
+      if (auto arg = dyn_cast<BlockArgument>(tr.getInput()))
+        if (!t && isParam(arg) && rankOf(arg) == 2 &&
+            tr.getPermutation() == ArrayRef<int64_t>{1, 0})
+          return Weight{arg, true};
     return std::nullopt;
   }
 
@@ -176,12 +183,12 @@ bool Propagation::run(const llvm::DenseSet<Operation *> &banned, std::string &re
     if (auto mm = dyn_cast<nn::MatmulOp>(op)) {
       Value lhs = mm.getLhs(), rhs = mm.getRhs();
       const State *ls = stateOf(lhs), *rs = stateOf(rhs);
-      std::optional<Weight> w = weightOf(rhs);
+      std::optional<Weight> w = weightOf(mm);
       int64_t lr = rankOf(lhs), rr = rankOf(rhs), outRank = rankOf(mm.getResult());
       if (!ls && !rs) {
         // A seed: column parallel, unless banned.
         if (w && !banned.contains(op)) {
-          int64_t n = shapeOf(rhs)[1];
+          int64_t n = shapeOf(mm.getResult()).back(); // output features
           int64_t blocks = 1;
           // The output sliced into k equal blocks along the features (a
           // fused QKV projection), directly or after a bias add.
@@ -201,7 +208,7 @@ bool Propagation::run(const llvm::DenseSet<Operation *> &banned, std::string &re
           seeds.push_back(mm);
           // W [out, in] seen transposed: split W's dim 0; W [in, out]: dim 1.
           std::string why;
-          if (!splitParam(w->arg, Split{w->transpose ? 0 : 1, blocks}, {id}, why)) {
+          if (!splitParam(w->arg, Split{w->transposed ? 0 : 1, blocks}, {id}, why)) {
             reason = "nn.matmul " + why;
             culprits.append(paramSeeds[w->arg].begin(), paramSeeds[w->arg].end());
             return false;
@@ -213,9 +220,9 @@ bool Propagation::run(const llvm::DenseSet<Operation *> &banned, std::string &re
       auto seedsHere = merged({lhs, rhs});
       // Row parallel: the contracted dimension is split, the weight is a
       // parameter.
-      if (ls && !rs && ls->split.dim == lr - 1 && w && rr == 2) {
+      if (ls && !rs && ls->split.dim == lr - 1 && w && rr == 2 && !mm.getTransposeLhs()) {
         std::string why;
-        if (!splitParam(w->arg, Split{w->transpose ? 1 : 0, ls->split.blocks}, seedsHere,
+        if (!splitParam(w->arg, Split{w->transposed ? 1 : 0, ls->split.blocks}, seedsHere,
                         why)) {
           culprits.append(paramSeeds[w->arg].begin(), paramSeeds[w->arg].end());
           return fail(op, why, {lhs}, reason, culprits);
@@ -228,13 +235,14 @@ bool Propagation::run(const llvm::DenseSet<Operation *> &banned, std::string &re
         states[mm.getResult()] = State{ls->split, seedsHere};
         continue;
       }
+      bool plain = !mm.getTransposeLhs() && !mm.getTransposeRhs();
       // Rows of the left operand.
-      if (ls && !rs && ls->split.dim == lr - 2) {
+      if (plain && ls && !rs && ls->split.dim == lr - 2) {
         states[mm.getResult()] = State{Split{outRank - 2, ls->split.blocks}, seedsHere};
         continue;
       }
       // Columns of the right operand.
-      if (!ls && rs && rs->split.dim == rr - 1) {
+      if (plain && !ls && rs && rs->split.dim == rr - 1) {
         states[mm.getResult()] = State{Split{outRank - 1, rs->split.blocks}, seedsHere};
         continue;
       }
@@ -347,6 +355,15 @@ bool Propagation::run(const llvm::DenseSet<Operation *> &banned, std::string &re
       continue;
     }
     if (auto d = dyn_cast<nn::DropoutOp>(op)) {
+      // Its mask is drawn per element index: on a rank's part it would
+      // repeat the other ranks' masks and differ from the unsplit run.
+      if (d.getRatio().convertToDouble() > 0) {
+        fatalOp = op;
+        fatal = "drops out a tensor split over the tensor-parallel group (attention "
+                "probabilities?), whose masks dsc does not yet draw per rank: export the model "
+                "with that dropout at 0, or compile without --tp";
+        return false;
+      }
       states[d.getResult()] = State{s, seedsHere};
       states[d.getMask()] = State{s, seedsHere};
       continue;
@@ -495,7 +512,7 @@ struct TensorParallel : impl::TensorParallelBase<TensorParallel> {
     }
     // The GEMMs with a parameter weight left whole, and why.
     fn.walk([&](nn::MatmulOp mm) {
-      if (mm->hasAttr("dist.tp") || !prop.weightOf(mm.getRhs()))
+      if (mm->hasAttr("dist.tp") || !prop.weightOf(mm))
         return;
       mm->setAttr("dist.tp", b.getStringAttr("replicated"));
       auto it = reasons.find(mm);
@@ -532,6 +549,25 @@ struct TensorParallelLower : impl::TensorParallelLowerBase<TensorParallelLower> 
                                       dist::ReduceKind::sum);
       g.getResult().replaceAllUsesWith(sum);
       g->erase();
+    });
+    // A split parameter's optimizer states are split alike.
+    fn.walk([&](Operation *op) {
+      if (!isa<train::AdamOp, train::SgdOp>(op))
+        return;
+      auto arg = dyn_cast<BlockArgument>(op->getOperand(0));
+      if (!arg || arg.getOwner()->getParentOp() != fn)
+        return;
+      Attribute split = fn.getArgAttr(arg.getArgNumber(), "dist.tp_split");
+      if (!split)
+        return;
+      SmallVector<Value> states;
+      if (auto adam = dyn_cast<train::AdamOp>(op))
+        states = {adam.getExpAvg(), adam.getExpAvgSq()};
+      else if (Value m = cast<train::SgdOp>(op).getMomentumBuffer())
+        states = {m};
+      for (Value st : states)
+        if (auto sa = dyn_cast<BlockArgument>(st); sa && sa.getOwner()->getParentOp() == fn)
+          fn.setArgAttr(sa.getArgNumber(), "dist.tp_split", split);
     });
     // The global gradient norm: a split parameter's gradient is split too,
     // so its squares are summed over the group; a whole one counts once.

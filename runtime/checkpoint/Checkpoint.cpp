@@ -38,7 +38,7 @@ const char *kindOf(dsc::plan::Role role) {
 }
 
 std::vector<int64_t> wholeShape(const Tensor &t) {
-  const cpu::Shape &s = t.shards > 1 ? t.fullShape : t.shape;
+  const cpu::Shape &s = t.whole();
   return std::vector<int64_t>(s.dims, s.dims + s.rank);
 }
 
@@ -130,6 +130,12 @@ std::vector<Piece> ownedPieces(const Executor &exec) {
                             "float32 training state");
     if (t->shards <= 1 && exec.rank() != 0)
       continue; // replicated: data-parallel index 0 writes it
+    if (t->tpDim >= 0) { // a tensor-parallel part: one piece per run
+      for (const TpRun &r : tpRuns(*t, exec.tpRank()))
+        pieces.push_back(
+            {t->name, kindOf(t->role), wholeShape(*t), r.whole, r.count, t->f32() + r.part});
+      continue;
+    }
     auto [first, count] = heldRange(*t, exec.rank());
     if (count <= 0)
       continue;
@@ -581,6 +587,12 @@ void restore(Executor &exec, const Reader &ckpt) {
       throw CheckpointError("checkpoint " + ckpt.path() + ": '" + t->name + "' is " +
                             it->second.kind + " " + io::formatShape(it->second.shape) +
                             ", the plan's is " + kind + " " + io::formatShape(shape));
+    if (t->tpDim >= 0) { // a tensor-parallel part: its runs of the whole
+      for (const TpRun &r : tpRuns(*t, exec.tpRank()))
+        ckpt.read(t->name, r.whole, r.count, t->f32() + r.part);
+      held.insert(t->name);
+      continue;
+    }
     auto [first, count] = heldRange(*t, exec.rank());
     if (count > 0)
       ckpt.read(t->name, first, count, t->f32());

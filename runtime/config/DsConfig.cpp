@@ -644,6 +644,24 @@ void readCheckpoint(const Section &top, TrainConfig &cfg) {
   }
 }
 
+/// "tensor_parallel": DeepSpeed's autotp_size is dsc's --tp. The other keys
+/// configure AutoTP's module replacement, which dsc has no use for.
+void readTensorParallel(const Section &top, TrainConfig &cfg) {
+  Section t = top.object("tensor_parallel");
+  t.checkKeys({"autotp_size"}, [&](const std::string &key) -> std::string {
+    static const std::vector<std::string> autoTp = {
+        "tp", "tp_size", "tp_grain_size", "partition_config", "injection_policy_tuple",
+        "keep_module_on_host", "replace_with_kernel_inject", "tp_overlap_comm"};
+    if (std::find(autoTp.begin(), autoTp.end(), key) == autoTp.end())
+      return "";
+    return "'" + t.path(key) + "' configures DeepSpeed's AutoTP (which modules to replace and "
+           "how); dsc finds the GEMM pairs in the graph itself: give only 'autotp_size' "
+           "(or dsc --tp)";
+  });
+  if (std::optional<int64_t> n = t.count("autotp_size", 1, std::numeric_limits<int32_t>::max()))
+    cfg.tensorParallel = *n;
+}
+
 //===--- top level --------------------------------------------------------===//
 
 const std::vector<std::string> kTopLevelKeys = {
@@ -666,6 +684,7 @@ const std::vector<std::string> kTopLevelKeys = {
     "torch_autocast",
     "activation_checkpointing",
     "checkpoint",
+    "tensor_parallel",
 };
 
 /// Real DeepSpeed options dsc does not implement: rejected with a message
@@ -1484,6 +1503,8 @@ TrainConfig parseDsConfig(const std::string &jsonText,
     readActivationCheckpointing(top, cfg);
   if (top.has("checkpoint"))
     readCheckpoint(top, cfg);
+  if (top.has("tensor_parallel"))
+    readTensorParallel(top, cfg);
   // pipeline.activation_checkpoint_interval (DeepSpeed's PipelineModule:
   // checkpoint every k layers, 0 off).
   if (cfg.pipeline.activationCheckpointInterval > 0) {

@@ -351,6 +351,9 @@ struct TrainConfig {
   /// Data-parallel world size the batch relation was checked against. Not a
   /// ds_config key; it is the argument given to parseDsConfig().
   int64_t worldSize = 1;
+  /// Tensor-parallel ranks per data-parallel index (tensor_parallel.
+  /// autotp_size, dsc --tp); 1: none.
+  int64_t tensorParallel = 1;
   double gradientClipping = 0.0; // 0 = off
   int64_t stepsPerPrint = 0;     // 0 = never
   /// wall_clock_breakdown: DeepSpeed's per-phase timers; dsrt reports its

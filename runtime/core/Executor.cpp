@@ -141,7 +141,28 @@ Executor::Executor(const std::string &dir, comm::Communicator *world)
       throw PlanError(path + ": dp=" + std::to_string(plan_.dp()) + " exceeds the " +
                       std::to_string(kMaxPlanRanks) + " ranks a plan may have");
     dp_ = std::max<int>(1, int(plan_.dp()));
-    if (world_->size() != dp_)
+    if (plan_.tp() > kMaxPlanRanks)
+      throw PlanError(path + ": tp=" + std::to_string(plan_.tp()) + " exceeds the " +
+                      std::to_string(kMaxPlanRanks) + " ranks a plan may have");
+    tp_ = std::max<int>(1, int(plan_.tp()));
+    if (tp_ > 1) {
+      if (int64_t(world_->size()) != int64_t(dp_) * tp_)
+        throw PlanError(path + ": plan compiled for dp=" + std::to_string(dp_) + " x tp=" +
+                        std::to_string(tp_) + " but running on " +
+                        std::to_string(world_->size()) +
+                        (world_->size() == 1 ? " rank" : " ranks"));
+      // tp innermost: world rank w is tp rank w % tp of dp index w / tp.
+      int w = world_->rank();
+      try {
+        ownDp_ = world_->split(w % tp_, w / tp_);
+        ownTp_ = world_->split(w / tp_, w % tp_);
+      } catch (const comm::CommError &e) {
+        throw PlanError(e.what());
+      }
+      comm_ = ownDp_.get();
+      comm_->progressWhileWaiting(ownTp_.get());
+      ownTp_->progressWhileWaiting(comm_);
+    } else if (world_->size() != dp_) {
       throw PlanError(path + ": plan compiled for dp=" + std::to_string(dp_) + " but running on " +
                       std::to_string(world_->size()) +
                       (world_->size() == 1 ? " rank" : " ranks") + ": recompile with --dp " +
@@ -149,7 +170,9 @@ Executor::Executor(const std::string &dir, comm::Communicator *world)
                       (dp_ > 1 && world_->size() == 1
                            ? " (or run it with mpirun -np " + std::to_string(dp_) + ")"
                            : std::string()));
-    comm_ = world_;
+    } else {
+      comm_ = world_;
+    }
     // Axis 1 of a plan without a pipeline is this rank alone.
     ownPp_ = std::make_unique<comm::SelfCommunicator>(world_->timeoutSeconds());
     int64_t m = plan_.program().micro_batches();
@@ -166,10 +189,15 @@ Executor::Executor(const std::string &dir, comm::Communicator *world)
   }
   ctx_.comm = comm_;
   ctx_.rank = comm_->rank();
+  // Axis 2 of a plan without tensor parallelism is this rank alone.
+  if (!ownTp_)
+    ownTp_ = std::make_unique<comm::SelfCommunicator>(world_->timeoutSeconds());
   ctx_.comms[0] = comm_;
   ctx_.comms[1] = ownPp_.get();
+  ctx_.comms[2] = ownTp_.get();
   ctx_.ranks[0] = comm_->rank();
   ctx_.ranks[1] = ownPp_->rank();
+  ctx_.ranks[2] = ownTp_->rank();
   ctx_.dp = dp_;
   ctx_.pipelined = pp_ > 1;
   validateBuffers();
@@ -244,7 +272,23 @@ void Executor::verifyChecksums(const std::string &planBytes) {
   weightsSha256_ = sumOf("weights.safetensors");
 }
 
+std::vector<TpRun> tpRuns(const Tensor &t, int rank) {
+  std::vector<TpRun> runs;
+  const cpu::Shape &f = t.fullShape;
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < f.rank; ++i)
+    (i < t.tpDim ? outer : inner) *= i == t.tpDim ? 1 : f.dims[i];
+  int64_t n = f.dims[t.tpDim], block = n / t.tpBlocks, part = block / t.tpSize;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t k = 0; k < t.tpBlocks; ++k)
+      runs.push_back({(o * n + k * block + rank * part) * inner,
+                      (o * (n / t.tpSize) + k * part) * inner, part * inner});
+  return runs;
+}
+
 void Executor::setupPipeline(plan::Plan &top, const std::string &path) {
+  if (top.tp() > 1)
+    throw PlanError(path + ": tensor parallelism within a pipeline is not supported yet");
   // Bounded before any int arithmetic: dp and pp are uint32 in the plan.
   uint64_t pp = top.pp();
   uint64_t dp =
@@ -469,6 +513,29 @@ void Executor::validateBuffers() {
                         std::to_string(t.shards) + " ranks must have shape [" +
                         std::to_string(chunk) + "], has " + shapeString(t.shape));
     }
+    if (b.tp_split_size()) {
+      const auto &sp = b.tp_split();
+      if (b.tp_split_size() != 3 || sp[2] != tp_ || sp[1] < 1 || sp[0] < 0 ||
+          sp[0] >= int64_t(b.shape_size()) || b.shard_count() > 1 ||
+          (b.role() != plan::PARAM && b.role() != plan::OPT_STATE) || b.dtype() != plan::F32)
+        throw PlanError(where + ": tp_split must be [dim, blocks, " + std::to_string(tp_) +
+                        "] on a float32 parameter or optimizer state without a ZeRO shard");
+      if (b.full_shape_size() != b.shape_size())
+        throw PlanError(where + ": full_shape has rank " + std::to_string(b.full_shape_size()) +
+                        ", the part " + std::to_string(b.shape_size()));
+      t.fullNumel = boundedProduct(b.full_shape(), t.fullShape, where, "full_shape");
+      t.tpDim = sp[0];
+      t.tpBlocks = sp[1];
+      t.tpSize = sp[2];
+      for (int i = 0; i < t.shape.rank; ++i) {
+        int64_t want = i == t.tpDim ? t.fullShape.dims[i] / tp_ : t.fullShape.dims[i];
+        if (t.shape.dims[i] != want || (i == t.tpDim && t.fullShape.dims[i] % (tp_ * t.tpBlocks)))
+          throw PlanError(where + ": a tp part of " + shapeString(t.fullShape) + " split " +
+                          std::to_string(t.tpBlocks) + " block(s) x tp " + std::to_string(tp_) +
+                          " along dimension " + std::to_string(t.tpDim) + " cannot have shape " +
+                          shapeString(t.shape));
+      }
+    }
     // The synthetic data source draws index inputs from [0, index_bound).
     if (b.index_bound() < 0 ||
         (b.index_bound() > 0 &&
@@ -498,8 +565,8 @@ Executor::resolve(const google::protobuf::RepeatedPtrField<plan::Instr> &list, c
     instr.axis = p.axis();
     instr.microBatch = p.micro_batch();
     instr.phase = p.phase();
-    if (p.axis() > 1)
-      throw PlanError(name + ": axis " + std::to_string(p.axis()) + " (0: dp, 1: pp)");
+    if (p.axis() > 2)
+      throw PlanError(name + ": axis " + std::to_string(p.axis()) + " (0: dp, 1: pp, 2: tp)");
     if (instr.op == "load_batch" && pp_ <= 1)
       throw PlanError(name + ": load_batch outside a pipeline plan (pp=1: the inputs are "
                              "loaded before each micro_batch iteration)");
@@ -532,8 +599,8 @@ Executor::resolve(const google::protobuf::RepeatedPtrField<plan::Instr> &list, c
     bool grouped = message || instr.op == "dist.all_reduce" ||
                    instr.op == "dist.reduce_scatter" || instr.op == "dist.all_gather" ||
                    instr.op == "dist.chunk";
-    int groupSize = instr.axis == 0 ? dp_ : pp_;
-    const char *axisName = instr.axis == 0 ? "dp" : "pp";
+    int groupSize = instr.axis == 0 ? dp_ : instr.axis == 1 ? pp_ : tp_;
+    const char *axisName = instr.axis == 0 ? "dp" : instr.axis == 1 ? "pp" : "tp";
     if (grouped && instr.ints[0] != groupSize)
       throw PlanError(name + ": group size " + std::to_string(instr.ints[0]) +
                       " differs from the plan's " + axisName + "=" + std::to_string(groupSize));
@@ -674,6 +741,7 @@ void Executor::initialize(const std::string &weightsPath, uint64_t seed) {
   try {
     ctx_.comms[0]->reserve(reservation_[0]);
     ctx_.comms[1]->reserve(reservation_[1]);
+    ctx_.comms[2]->reserve(reservation_[2]);
   } catch (const comm::CommError &e) {
     throw PlanError(e.what());
   }
@@ -718,7 +786,7 @@ void Executor::loadWeights(const std::string &path) {
     const io::TensorRef *w = file.find(t.name);
     if (!w)
       throw PlanError(path + ": no tensor '" + t.name + "' (a parameter of the plan)");
-    const cpu::Shape &whole = t.shards > 1 ? t.fullShape : t.shape;
+    const cpu::Shape &whole = t.whole();
     std::vector<int64_t> shape(whole.dims, whole.dims + whole.rank);
     if (w->dtype != io::DType::F32 || w->shape != shape)
       throw PlanError(path + ": tensor '" + t.name + "' is " + io::dtypeName(w->dtype) + " " +
@@ -726,6 +794,14 @@ void Executor::loadWeights(const std::string &path) {
                       io::formatShape(shape));
     // A shard takes chunk `rank` of the flattened tensor; the padding past
     // its end stays zero (the arena is zeroed).
+    if (t.tpDim >= 0) { // a tensor-parallel part: its runs
+      for (const TpRun &r : tpRuns(t, ctx_.ranks[2])) {
+        uint64_t begin = offsetOf(*w) + uint64_t(r.whole) * 4;
+        loads.push_back({begin, begin + uint64_t(r.count) * 4,
+                         static_cast<char *>(t.data) + r.part * 4});
+      }
+      continue;
+    }
     int64_t first = t.shards > 1 ? std::min(t.fullNumel, ctx_.rank * t.numel) : 0;
     int64_t count = t.shards > 1 ? std::min(t.fullNumel - first, t.numel) : t.numel;
     uint64_t begin = offsetOf(*w) + uint64_t(first) * 4;
@@ -812,7 +888,7 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> Executor::allWeights()
     return r;
   }
   for (const Tensor *t : weights()) {
-    const cpu::Shape &s = t->shards > 1 ? t->fullShape : t->shape;
+    const cpu::Shape &s = t->whole();
     r.push_back({t->name, std::vector<int64_t>(s.dims, s.dims + s.rank)});
   }
   return r;
@@ -835,6 +911,22 @@ std::vector<WholeTensor> Executor::gatherWeights() {
   // a vector keeps its buffer, but reserve keeps the count simple).
   gathered_.reserve(weights().size() + stageParams_.size());
   for (const Tensor *t : weights()) {
+    if (t->tpDim >= 0) {
+      // The tp group's parts, gathered, each run to its place in the whole.
+      std::vector<float> parts(size_t(t->numel * tp_));
+      comm::TensorArg arg{t->f32(), parts.data(), t->numel};
+      Uncounted quiet(*ownTp_);
+      ownTp_->wait(ownTp_->allGather(&arg, 1, ("gathering the weight '" + t->name + "'").c_str()));
+      gathered_.emplace_back(size_t(t->fullNumel));
+      for (int rank = 0; rank < tp_; ++rank)
+        for (const TpRun &run : tpRuns(*t, rank))
+          std::memcpy(gathered_.back().data() + run.whole,
+                      parts.data() + size_t(rank) * t->numel + run.part, size_t(run.count) * 4);
+      r.push_back({t->name,
+                   std::vector<int64_t>(t->fullShape.dims, t->fullShape.dims + t->fullShape.rank),
+                   gathered_.back().data()});
+      continue;
+    }
     if (t->shards <= 1) {
       r.push_back({t->name, std::vector<int64_t>(t->shape.dims, t->shape.dims + t->shape.rank),
                    t->f32()});
@@ -977,13 +1069,14 @@ void Executor::beginStep(int64_t stepIndex) {
   if (lossScale_)
     *lossScale_->f32() = float(stepScale_);
   ctx_.badIndices = 0;
-  ctx_.comms[0]->resetCounters();
-  ctx_.comms[1]->resetCounters();
+  for (comm::Communicator *c : ctx_.comms)
+    c->resetCounters();
 }
 
 void Executor::endStep() {
   counters_ = ctx_.comms[0]->counters();
   counters_ += ctx_.comms[1]->counters();
+  counters_ += ctx_.comms[2]->counters();
   // Every rank saw the same overflow flag: the norm that decides it is
   // reduced over the dp and pp groups (a non-finite sum on any rank is
   // non-finite on all), so every rank's scaler moves alike.

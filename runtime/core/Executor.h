@@ -104,6 +104,12 @@ struct Tensor {
   cpu::Shape fullShape;
   int64_t fullNumel = 0;
   int64_t shards = 1;
+  /// Tensor parallelism (tpDim >= 0): this buffer is part `tp rank` of the
+  /// tensor of fullShape, whose dimension tpDim is tpBlocks blocks, each cut
+  /// into tpSize parts (plan.proto's Buffer.tp_split).
+  int64_t tpDim = -1, tpBlocks = 1, tpSize = 1;
+  /// The whole tensor's shape (a ZeRO shard's or a tp part's full_shape).
+  const cpu::Shape &whole() const { return shards > 1 || tpDim >= 0 ? fullShape : shape; }
 
   float *f32() const { return static_cast<float *>(data); }
   int64_t *i64() const { return static_cast<int64_t *>(data); }
@@ -112,6 +118,15 @@ struct Tensor {
   uint16_t *u16() const { return static_cast<uint16_t *>(data); }
   size_t bytes() const;
 };
+
+/// A contiguous run of a tensor-parallel part: `count` elements at `whole`
+/// in the flattened whole tensor and at `part` in the rank's buffer.
+struct TpRun {
+  int64_t whole = 0, part = 0, count = 0;
+};
+/// The runs of `t`'s part on tp rank `rank`, in buffer order (one per outer
+/// index and block).
+std::vector<TpRun> tpRuns(const Tensor &t, int rank);
 
 struct Context;
 struct Instr;
@@ -158,9 +173,9 @@ struct Context {
   std::string badIndexOp;   // the first op that saw one
   comm::Communicator *comm = nullptr; // the dp group; never null once loaded
   int rank = 0;                       // in the data-parallel group
-  /// By Instr.axis: the dp group and the pp group, and this rank in each.
-  comm::Communicator *comms[2] = {nullptr, nullptr};
-  int ranks[2] = {0, 0};
+  /// By Instr.axis: the dp, pp and tp groups, and this rank in each.
+  comm::Communicator *comms[3] = {nullptr, nullptr, nullptr};
+  int ranks[3] = {0, 0, 0};
   /// The plan's handle -> its collective or message, on the communicator
   /// that started it (one namespace over both axes).
   struct Started {
@@ -212,6 +227,9 @@ public:
   int pp() const { return pp_; }
   int stage() const { return stage_; }
   bool pipelined() const { return pp_ > 1; }
+  /// Tensor-parallel ranks (1: none) and this rank's place among them.
+  int tp() const { return tp_; }
+  int tpRank() const { return ctx_.ranks[2]; }
   /// A pipeline plan's schedule ("1f1b", "zb-h1"; for messages).
   const std::string &schedule() const { return schedule_; }
   /// This rank's stage holds the loss (always, without a pipeline).
@@ -369,7 +387,7 @@ private:
   void endStep();
   void progressComms() {
     for (comm::Communicator *c : ctx_.comms)
-      if (c->pending())
+      if (c && c->pending())
         c->progress();
   }
 
@@ -388,10 +406,11 @@ private:
   std::string schedule_;
   bool hasLoss_ = true;
   std::unique_ptr<comm::Communicator> ownWorld_; // one rank, when none is given
-  std::unique_ptr<comm::Communicator> ownDp_, ownPp_; // split off the world
+  std::unique_ptr<comm::Communicator> ownDp_, ownPp_, ownTp_; // split off the world
+  int tp_ = 1;
   comm::Communicator *world_ = nullptr;
   comm::Communicator *comm_ = nullptr; // the dp group
-  comm::Reservation reservation_[2];   // by axis
+  comm::Reservation reservation_[3];   // by axis
   int64_t maxHandle_ = -1;
   comm::Counters counters_; // the last step's, both groups
   /// Pipeline plans: every stage's parameters (name, whole shape), for

@@ -524,6 +524,7 @@ std::optional<PlanRanks> readPlanRanks(const std::string &planDir) {
   if (!dp && r.pp > 1 && plan.stages_size())
     dp = plan.stages(0).dp();
   r.dp = std::max<uint32_t>(dp, 1);
+  r.tp = std::max<uint32_t>(plan.tp(), 1);
   return r;
 }
 
@@ -533,13 +534,18 @@ std::optional<uint32_t> readPlanDp(const std::string &planDir) {
 }
 
 std::string PlanRanks::describe() const {
+  std::string tpText = tp > 1 ? " x tp=" + std::to_string(tp) : std::string();
   if (pp <= 1)
-    return "dp=" + std::to_string(dp);
-  return "pp=" + std::to_string(pp) + " x dp=" + std::to_string(dp) + " = " +
+    return "dp=" + std::to_string(dp) + tpText +
+           (tp > 1 ? " = " + std::to_string(ranks()) + " ranks" : std::string());
+  return "pp=" + std::to_string(pp) + " x dp=" + std::to_string(dp) + tpText + " = " +
          std::to_string(ranks()) + " ranks";
 }
 
 std::string PlanRanks::recompileFor(size_t n) const {
+  if (tp > 1)
+    return "`dsc ... --tp " + std::to_string(tp) + " --dp D` with D x " + std::to_string(tp) +
+           " = " + std::to_string(n);
   if (pp <= 1)
     return "`dsc ... --dp " + std::to_string(n) + "`";
   if (n % pp == 0)
@@ -932,7 +938,7 @@ std::optional<int> launchIfNeeded(const LaunchOptions &options, const LaunchRequ
   } else {
     if (!selection.include.empty() || !selection.exclude.empty() || selection.numNodes)
       throw LaunchError(firstFlag + ": needs --hostfile (without one, dsrt runs the plan's " +
-                        (planRanks->pp > 1 ? plural(need, "rank", "ranks") : "dp ranks") +
+                        (planRanks->pp > 1 || planRanks->tp > 1 ? plural(need, "rank", "ranks") : "dp ranks") +
                         " on localhost)");
     if (selection.numRanks) {
       int64_t asked = *selection.numRanks;
@@ -988,15 +994,23 @@ std::optional<int> launchIfNeeded(const LaunchOptions &options, const LaunchRequ
   std::string absRunDir = fs::absolute(runDir).lexically_normal().string();
   if (absRunDir.size() > 1 && absRunDir.back() == '/')
     absRunDir.pop_back();
-  // A pipeline's ranks also say their stage and data-parallel index.
-  bool pipeline = planRanks->pp > 1;
-  std::string table = pipeline ? "rank host slot stage dp_index\n" : "rank host slot\n";
-  for (size_t r = 0; r < ranks.size(); ++r)
-    table += std::to_string(r) + " " + ranks[r].host + " " + std::to_string(ranks[r].slot) +
-             (pipeline ? " " + std::to_string(r % planRanks->pp) + " " +
-                             std::to_string(r / planRanks->pp)
-                       : std::string()) +
-             "\n";
+  // A pipeline's ranks also say their stage and data-parallel index, a
+  // tensor-parallel plan's their tp rank (tp innermost: world rank w is tp
+  // rank w % tp; w / tp is stage (w / tp) % pp of dp index (w / tp) / pp).
+  bool pipeline = planRanks->pp > 1, tensor = planRanks->tp > 1;
+  std::string table = std::string("rank host slot") + (pipeline ? " stage dp_index" : "") +
+                      (tensor ? (pipeline ? " tp_rank" : " dp_index tp_rank") : "") + "\n";
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    size_t rest = r / planRanks->tp;
+    table += std::to_string(r) + " " + ranks[r].host + " " + std::to_string(ranks[r].slot);
+    if (pipeline)
+      table += " " + std::to_string(rest % planRanks->pp) + " " +
+               std::to_string(rest / planRanks->pp);
+    if (tensor)
+      table += (pipeline ? "" : " " + std::to_string(rest)) + " " +
+               std::to_string(r % planRanks->tp);
+    table += "\n";
+  }
   writeTextFile(runDir + "/ranks.txt", table);
 
   std::error_code ec;

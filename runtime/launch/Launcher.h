@@ -62,9 +62,9 @@ struct LaunchRequest {
 /// The ranks a plan runs on: dp per pipeline stage, pp stages (1: not a
 /// pipeline plan).
 struct PlanRanks {
-  uint32_t dp = 1, pp = 1;
-  size_t ranks() const { return size_t(dp) * pp; }
-  /// "dp=2", or "pp=4 x dp=2 = 8 ranks".
+  uint32_t dp = 1, pp = 1, tp = 1;
+  size_t ranks() const { return size_t(dp) * pp * tp; }
+  /// "dp=2", "pp=4 x dp=2 = 8 ranks", "dp=2 x tp=2 = 4 ranks".
   std::string describe() const;
   /// How to recompile for n ranks: "`dsc ... --dp 4`", "`dsc ... --pp 4
   /// --dp 2`".

@@ -9,7 +9,12 @@
 // column-parallel GEMM's input) -- and the global gradient norm sums the
 // squares of the split parameters' gradients (w1, b1, w2) over the group
 // and adds those of the whole one (b2), which every rank holds alike.
+// The optimizer states of a split parameter are split alike.
 // CHECK-LABEL: func.func @mlp(
+// CHECK-SAME:    tensor<8x8xf32> {dist.tp_split = array<i64: 0, 1, 2>, train.opt_state = "w1/exp_avg"}
+// CHECK-SAME:    tensor<8xf32> {dist.tp_split = array<i64: 0, 1, 2>, train.opt_state = "b1/exp_avg_sq"}
+// CHECK-SAME:    tensor<8x8xf32> {dist.tp_split = array<i64: 1, 1, 2>, train.opt_state = "w2/exp_avg"}
+// CHECK-SAME:    tensor<8xf32> {train.opt_state = "b2/exp_avg"}
 // CHECK-NOT:     dist.tp_copy
 // CHECK-NOT:     dist.tp_reduce
 // CHECK:         nn.matmul {{.*}} {dist.tp = "row"}

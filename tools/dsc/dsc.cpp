@@ -141,6 +141,13 @@ bool mayWriteFile(const std::string &output, const std::string &model, std::stri
 /// The training-step pipeline with the optimizer settings of `cfg`.
 void buildTrainPipeline(mlir::PassManager &pm, const dsrt::config::TrainConfig &cfg) {
   pm.addPass(dsc::createNNFusion());
+  // Megatron's splits on the forward graph, before mixed precision casts
+  // the parameters and autodiff derives the backward pass of f and g.
+  if (cfg.tensorParallel > 1) {
+    dsc::TensorParallelOptions tpOptions;
+    tpOptions.tp = cfg.tensorParallel;
+    pm.addPass(dsc::createTensorParallel(tpOptions));
+  }
   // On the forward graph, before the pipeline cut (stages then exchange
   // low-precision activations) and before autodiff (fp32 master gradients).
   if (cfg.precision.kind != dsrt::config::Precision::FP32) {
@@ -196,6 +203,8 @@ void buildTrainPipeline(mlir::PassManager &pm, const dsrt::config::TrainConfig &
   for (const auto &[name, value] : cfg.scheduler.params)
     opt.scheduleParams.push_back(name + ":" + std::to_string(value));
   pm.addPass(dsc::createOptimizer(opt));
+  if (cfg.tensorParallel > 1)
+    pm.addPass(dsc::createTensorParallelLower());
   const auto &z = cfg.zero;
   // Gradients are reduced in fp32 unless communication_data_type says
   // otherwise (DeepSpeed's default is the model's dtype; dsc's is fp32, as
@@ -362,7 +371,7 @@ int main(int argc, char **argv) {
   CLI::App app{"dsc: ahead-of-time compiler for distributed training"};
   std::string model, output = "-", emit, loss, batchSizeText, configPath;
   int64_t elide = 1024, dp = 1;
-  std::optional<int64_t> zeroStage, pp, microBatches;
+  std::optional<int64_t> zeroStage, pp, microBatches, tp;
   std::optional<std::string> schedule, partition, precision, recompute, memoryBudgetText;
   std::vector<std::string> inputShapes, freeze;
   bool doExplain = false;
@@ -399,6 +408,10 @@ int main(int argc, char **argv) {
                  "pipeline stages (overrides pipeline.stages of the config; the plan runs "
                  "on pp x dp ranks)")
       ->check(integer<int64_t>(1, dsrt::config::kMaxPipelineStages));
+  app.add_option("--tp", tp,
+                 "tensor-parallel ranks (Megatron's column/row GEMM splits, found in the graph; "
+                 "overrides tensor_parallel.autotp_size; the plan runs on dp x tp ranks)")
+      ->check(integer<int64_t>(1, kMaxRanks));
   app.add_option("--micro-batches", microBatches,
                  "micro-batches per step (overrides gradient_accumulation_steps; with --pp "
                  "and no config the default is 2 x pp)")
@@ -569,6 +582,18 @@ int main(int argc, char **argv) {
       cfg.zero.stage = (int)*zeroStage;
     if (pp)
       cfg.pipeline.stages = *pp;
+    if (tp)
+      cfg.tensorParallel = *tp;
+    if (cfg.tensorParallel > 1 &&
+        (cfg.worldSize > 1 || cfg.pipeline.stages > 1 || cfg.recompute.mode != "none")) {
+      llvm::errs() << "dsc: error: tensor parallelism (tp " << cfg.tensorParallel
+                   << ") is not yet combined with "
+                   << (cfg.worldSize > 1            ? "data parallelism (--dp)"
+                       : cfg.pipeline.stages > 1 ? "a pipeline (--pp)"
+                                                 : "recompute (--recompute)")
+                   << " in this version: compile with tp alone\n";
+      return 1;
+    }
     if (schedule)
       cfg.pipeline.schedule = *schedule;
     if (partition)

@@ -1107,6 +1107,19 @@ TEST(DsConfig, PrecisionFlag) {
             "Lightning's 32-true, bf16-mixed, 16-mixed)");
 }
 
+TEST(DsConfig, TensorParallelSection) {
+  EXPECT_EQ(parse(R"({"train_batch_size": 8, "tensor_parallel": {"autotp_size": 4}})")
+                .tensorParallel,
+            4);
+  EXPECT_EQ(parse(R"({"train_batch_size": 8})").tensorParallel, 1);
+  EXPECT_NE(errorOf(R"({"train_batch_size": 8, "tensor_parallel": {"tp_grain_size": 64}})")
+                .find("'tensor_parallel.tp_grain_size' configures DeepSpeed's AutoTP"),
+            std::string::npos);
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "tensor_parallel": {"autotp_sise": 2}})"),
+            "ds_config.json: unknown key 'tensor_parallel.autotp_sise' (did you mean "
+            "'autotp_size'?)");
+}
+
 TEST(DsConfig, CheckpointSection) {
   // DeepSpeed's defaults ask for what dsrt does anyway: no note.
   TrainConfig quiet = parse(R"({"train_batch_size": 8, "checkpoint": {
