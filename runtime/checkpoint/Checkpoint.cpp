@@ -107,6 +107,31 @@ std::vector<std::pair<int64_t, std::string>> tagsIn(const std::string &dir) {
   return tags;
 }
 
+constexpr const char *kDeleting = ".deleting";
+
+/// Removes what a kill during an earlier save left in `dir` besides its
+/// .partial folder (which the next save of that tag replaces): a tag
+/// --keep was removing (.step-N.deleting), and the temporary of `latest`
+/// (latest.tmp.PID, io::AtomicFile's name), which would make a later
+/// process of the same pid (a restarted container's pids repeat) fail to
+/// replace `latest`. Only rank 0 of one run writes into a save folder, so
+/// neither can be another process's work in progress.
+void removeLeftovers(const std::string &dir) {
+  std::error_code ec;
+  std::vector<fs::path> found;
+  std::string tmpPrefix = std::string(kLatest) + ".tmp.";
+  for (const auto &e : fs::directory_iterator(dir, ec)) {
+    std::string name = e.path().filename().string();
+    bool deleting = name.rfind(".step-", 0) == 0 && name.size() > std::strlen(kDeleting) &&
+                    name.compare(name.size() - std::strlen(kDeleting), std::string::npos,
+                                 kDeleting) == 0;
+    if (deleting || name.rfind(tmpPrefix, 0) == 0)
+      found.push_back(e.path());
+  }
+  for (const fs::path &f : found)
+    fs::remove_all(f, ec);
+}
+
 std::string readSmallFile(const std::string &path) {
   std::ifstream in(path);
   std::stringstream s;
@@ -416,10 +441,13 @@ void Saver::commit(Pending &q) {
         throw CheckpointError("cannot rename " + q.partial + " to " + q.final + ": " +
                               std::strerror(errno));
       io::syncDir(dir_);
+      removeLeftovers(dir_);
       std::string latest = q.tag + "\n";
       io::writeFileAtomically(dir_ + "/" + kLatest, {{latest.data(), latest.size()}});
       // --keep K: the oldest complete tags go, only now that the new one is
-      // complete and named by `latest`.
+      // complete and named by `latest`. Each leaves the tag names first
+      // (renamed to .step-N.deleting): a kill during a removal must not
+      // leave a tag with its index but not all its files.
       if (keep_ > 0) {
         auto tags = tagsIn(dir_);
         for (size_t i = 0; i + size_t(keep_) < tags.size(); ++i) {
@@ -427,8 +455,10 @@ void Saver::commit(Pending &q) {
             continue;
           std::error_code ec;
           fs::path old = fs::path(dir_) / tags[i].second;
-          if (fs::exists(old / kIndex, ec))
-            fs::remove_all(old, ec);
+          fs::path doomed = fs::path(dir_) / ("." + tags[i].second + kDeleting);
+          if (fs::exists(old / kIndex, ec) &&
+              ::rename(old.c_str(), doomed.c_str()) == 0)
+            fs::remove_all(doomed, ec);
         }
       }
     } catch (const std::exception &e) {
@@ -452,14 +482,38 @@ Reader Reader::open(const std::string &path) {
   if (!fs::is_directory(p, ec))
     throw CheckpointError("checkpoint " + path + ": no such folder");
   if (!fs::exists(p / kIndex, ec)) {
-    if (!fs::exists(p / kLatest, ec))
+    // A save commits when its folder is renamed to the tag (every file and
+    // the index are on disk by then); `latest` is replaced after that. A
+    // kill between the two leaves a complete tag newer than the one
+    // `latest` names (no `latest` at all after the first save): that tag
+    // is the newest checkpoint, and a run resumed from it can save the
+    // steps after it into the same folder.
+    std::string newest;
+    int64_t newestStep = -1, namedStep = -1;
+    std::vector<std::pair<int64_t, std::string>> tags;
+    if (fs::exists(p / kMarker, ec))
+      tags = tagsIn(p.string());
+    for (const auto &[step, name] : tags)
+      if (fs::exists(p / name / kIndex, ec))
+        newest = name, newestStep = step;
+    bool hasLatest = fs::exists(p / kLatest, ec);
+    if (!hasLatest && newest.empty())
       throw CheckpointError("checkpoint " + path + ": neither a checkpoint (no " + kIndex +
                             ") nor a --save-dir (no " + kLatest + ")");
-    std::string tag = readSmallFile((p / kLatest).string());
-    while (!tag.empty() && (tag.back() == '\n' || tag.back() == ' '))
-      tag.pop_back();
-    if (tag.empty() || tag.find('/') != std::string::npos || tag == "." || tag == "..")
-      throw CheckpointError("checkpoint " + path + ": " + kLatest + " does not name a tag");
+    std::string tag;
+    if (hasLatest) {
+      tag = readSmallFile((p / kLatest).string());
+      while (!tag.empty() && (tag.back() == '\n' || tag.back() == ' '))
+        tag.pop_back();
+      if (tag.empty() || tag.find('/') != std::string::npos || tag == "." || tag == "..")
+        throw CheckpointError("checkpoint " + path + ": " + kLatest + " does not name a tag");
+      std::string digits = tag.rfind("step-", 0) == 0 ? tag.substr(5) : "";
+      if (!digits.empty() && digits.size() <= 18 &&
+          std::all_of(digits.begin(), digits.end(), ::isdigit))
+        namedStep = std::stoll(digits);
+    }
+    if (newestStep > namedStep)
+      tag = newest;
     p /= tag;
     if (!fs::exists(p / kIndex, ec))
       throw CheckpointError("checkpoint " + path + ": " + kLatest + " names " + tag +
