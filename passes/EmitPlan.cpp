@@ -824,6 +824,44 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
      << humanBytes(totalBytes) << ")\n";
 }
 
+/// Tensor parallelism: the split GEMMs, those left whole and why, the
+/// per-rank parameters against the whole model, and the tp group's
+/// communication per step (Megatron: per layer and micro-batch, 2
+/// all-reduces of the activations forward and 2 backward).
+void writeTensorParallel(const plan::Plan &p, llvm::raw_ostream &os) {
+  int64_t tp = p.tp(), whole = 0, local = 0, split = 0;
+  for (const plan::Buffer &b : p.buffers())
+    if (b.role() == plan::PARAM) {
+      int64_t n = numel(b.shape());
+      local += n;
+      whole += b.tp_split_size() ? n * tp : n;
+      split += b.tp_split_size() ? n : 0;
+    }
+  os << "tensor parallel:  tp " << tp << " (world rank w: tp rank w % " << tp << ", dp index w / "
+     << tp << "); " << p.tp_column_gemms() << " GEMMs column parallel, " << p.tp_row_gemms()
+     << " row parallel, " << p.tp_whole_gemms_size() << " with a weight left whole\n";
+  for (const std::string &w : p.tp_whole_gemms())
+    os << "  whole: " << w << "\n";
+  os << "  parameters per rank: " << local << " of " << whole << " ("
+     << llvm::format("%.1f%%", whole ? 100.0 * double(local) / double(whole) : 0.0) << "; "
+     << split << " split 1/" << tp << ", " << local - split << " whole on every rank)\n";
+  int64_t calls = 0, elements = 0;
+  const plan::Program &prog = p.program();
+  auto count = [&](const google::protobuf::RepeatedPtrField<plan::Instr> &list, int64_t times) {
+    for (const plan::Instr &i : list)
+      if (i.op() == "dist.all_reduce" && i.axis() == 2) {
+        calls += times;
+        for (uint32_t b : i.inputs())
+          elements += times * numel(p.buffers(b).shape());
+      }
+  };
+  count(prog.prologue(), 1);
+  count(prog.micro_batch(), prog.micro_batches());
+  count(prog.epilogue(), 1);
+  os << "  tp communication per step: " << calls << " all-reduces of " << elements
+     << " elements (" << 2 * elements << " in the ZeRO paper's units, as dsrt counts)\n";
+}
+
 void writeManifest(const plan::Plan &p, llvm::raw_ostream &os) {
   int64_t params = 0, paramCount = 0, states = 0, constants = 0;
   std::vector<const plan::Buffer *> inputs;
@@ -888,6 +926,8 @@ void writeManifest(const plan::Plan &p, llvm::raw_ostream &os) {
      << constants << " constants\n";
   if (p.dp() > 1 || p.zero_stage() > 0)
     writeDataParallel(p, os);
+  if (p.tp() > 1)
+    writeTensorParallel(p, os);
   std::map<std::string, int> kinds;
   for (const plan::Instr &i : prog.micro_batch())
     ++kinds[i.op()];
@@ -939,8 +979,33 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
     zeroStage = a.getInt();
   p.set_dp(dp);
   p.set_zero_stage(zeroStage);
-  if (auto a = module->getAttrOfType<IntegerAttr>("dist.tp"))
+  if (auto a = module->getAttrOfType<IntegerAttr>("dist.tp")) {
     p.set_tp(uint32_t(a.getInt()));
+    // What the tensor-parallel pass split, and what not and why.
+    module.walk([&](nn::MatmulOp mm) {
+      auto kind = mm->getAttrOfType<StringAttr>("dist.tp");
+      if (!kind)
+        return;
+      if (kind.getValue() == "column")
+        p.set_tp_column_gemms(p.tp_column_gemms() + 1);
+      else if (kind.getValue() == "row")
+        p.set_tp_row_gemms(p.tp_row_gemms() + 1);
+      else if (auto reason = mm->getAttrOfType<StringAttr>("dist.tp_reason")) {
+        std::string weight = "?";
+        Value rhs = mm.getRhs();
+        if (auto t = rhs.getDefiningOp<nn::TransposeOp>())
+          rhs = t.getInput();
+        if (auto c = rhs.getDefiningOp<nn::CastOp>())
+          rhs = c.getInput();
+        if (auto arg = dyn_cast<BlockArgument>(rhs))
+          if (auto f = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()))
+            if (auto n = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                        TrainDialect::kParam))
+              weight = n.getValue().str();
+        p.add_tp_whole_gemms(weight + ": " + reason.getValue().str());
+      }
+    });
+  }
   std::vector<std::unique_ptr<Emitter>> emitters;
   std::set<std::string> weightNames, paramNames;
   if (pp == 1) {
