@@ -161,8 +161,9 @@ private:
   std::unique_ptr<Pending> pending_;
 };
 
-/// A checkpoint opened for reading: SAVE_DIR (the tag its `latest` names)
-/// or SAVE_DIR/TAG.
+/// A checkpoint opened for reading: SAVE_DIR (its newest complete tag:
+/// the one `latest` names, or a newer tag a kill left `latest` behind) or
+/// SAVE_DIR/TAG.
 class Reader {
 public:
   static Reader open(const std::string &path);
