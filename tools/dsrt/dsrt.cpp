@@ -622,11 +622,19 @@ int main(int argc, char **argv) {
     exec.initialize(initialWeights, seed);
     checkFiniteWeights(exec, initialWeights);
     if (ckpt) {
+      // Load time (bench/checkpoint.py): the slowest rank's restore.
+      auto restoreStart = std::chrono::steady_clock::now();
       dsrt::checkpoint::restore(exec, *ckpt);
+      double restoreSeconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - restoreStart).count();
+      if (exec.worldSize() > 1)
+        restoreSeconds =
+            exec.communicator().blockingAllReduceScalar(restoreSeconds, dsrt::comm::ReduceOp::Max);
       if (rank0)
-        std::printf("dsrt: resuming %s after step %lld (%lld updates applied)\n",
+        std::printf("dsrt: resuming %s after step %lld (%lld updates applied), restored in "
+                    "%.2fs\n",
                     ckpt->path().c_str(), (long long)ckpt->progress().step,
-                    (long long)ckpt->progress().appliedSteps);
+                    (long long)ckpt->progress().appliedSteps, restoreSeconds);
       ckpt.reset(); // unmaps its files
     }
     dsrt::checkpoint::Layout layout;
