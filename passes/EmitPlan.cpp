@@ -711,6 +711,8 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
       if (i.op() != "dist.all_reduce" && i.op() != "dist.reduce_scatter" &&
           i.op() != "dist.all_gather")
         continue;
+      if (i.axis() == 2)
+        continue; // the tensor-parallel group's: its own section
       int64_t in = 0, out = 0;
       for (uint32_t b : i.inputs())
         in += numel(p.buffers(b).shape());

@@ -203,8 +203,6 @@ void buildTrainPipeline(mlir::PassManager &pm, const dsrt::config::TrainConfig &
   for (const auto &[name, value] : cfg.scheduler.params)
     opt.scheduleParams.push_back(name + ":" + std::to_string(value));
   pm.addPass(dsc::createOptimizer(opt));
-  if (cfg.tensorParallel > 1)
-    pm.addPass(dsc::createTensorParallelLower());
   const auto &z = cfg.zero;
   // Gradients are reduced in fp32 unless communication_data_type says
   // otherwise (DeepSpeed's default is the model's dtype; dsc's is fp32, as
@@ -236,6 +234,11 @@ void buildTrainPipeline(mlir::PassManager &pm, const dsrt::config::TrainConfig &
     if (z.overlapComm())
       pm.addPass(dsc::createOverlap());
   }
+  // After the data-parallel reductions (the gradient norm is taken of the
+  // dp-reduced gradients) and their fusion (f and g lower to tp-group
+  // collectives that never join a dp bucket).
+  if (cfg.tensorParallel > 1)
+    pm.addPass(dsc::createTensorParallelLower());
   if (pipelined)
     pm.addPass(dsc::createPipelineGradNorm());
   pm.addPass(mlir::createCSEPass());
@@ -584,14 +587,15 @@ int main(int argc, char **argv) {
       cfg.pipeline.stages = *pp;
     if (tp)
       cfg.tensorParallel = *tp;
-    if (cfg.tensorParallel > 1 &&
-        (cfg.worldSize > 1 || cfg.pipeline.stages > 1 || cfg.recompute.mode != "none")) {
+    if (cfg.tensorParallel > 1 && ((cfg.worldSize > 1 && cfg.zero.stage > 0) ||
+                                   cfg.pipeline.stages > 1 || cfg.recompute.mode != "none")) {
       llvm::errs() << "dsc: error: tensor parallelism (tp " << cfg.tensorParallel
                    << ") is not yet combined with "
-                   << (cfg.worldSize > 1            ? "data parallelism (--dp)"
-                       : cfg.pipeline.stages > 1 ? "a pipeline (--pp)"
-                                                 : "recompute (--recompute)")
-                   << " in this version: compile with tp alone\n";
+                   << (cfg.pipeline.stages > 1        ? "a pipeline (--pp)"
+                       : cfg.recompute.mode != "none" ? "recompute (--recompute)"
+                                                      : "ZeRO (stages 1-3) over the dp ranks")
+                   << " in this version: compile with tp and data parallelism without ZeRO "
+                      "(--zero 0)\n";
       return 1;
     }
     if (schedule)
