@@ -546,6 +546,11 @@ private:
         })
         .Case([&](nn::DropoutOp o) {
           instr.add_ints(o.getRngStream());
+          // On a tensor-parallel part: [dim, blocks, tp] (its mask bits are
+          // the whole tensor's).
+          if (auto split = o->getAttrOfType<DenseI64ArrayAttr>("dist.tp_split"))
+            for (int64_t v : split.asArrayRef())
+              instr.add_ints(v);
           instr.add_floats(o.getRatio().convertToDouble());
         })
         .Case([&](nn::DropoutGradOp o) {

@@ -355,15 +355,9 @@ bool Propagation::run(const llvm::DenseSet<Operation *> &banned, std::string &re
       continue;
     }
     if (auto d = dyn_cast<nn::DropoutOp>(op)) {
-      // Its mask is drawn per element index: on a rank's part it would
-      // repeat the other ranks' masks and differ from the unsplit run.
-      if (d.getRatio().convertToDouble() > 0) {
-        fatalOp = op;
-        fatal = "drops out a tensor split over the tensor-parallel group (attention "
-                "probabilities?), whose masks dsc does not yet draw per rank: export the model "
-                "with that dropout at 0, or compile without --tp";
-        return false;
-      }
+      // Its mask is drawn per element index: the rewrite marks it with the
+      // split (dist.tp_split), and the runtime draws each rank's part of
+      // the whole tensor's mask, so it equals the unsplit run's.
       states[d.getResult()] = State{s, seedsHere};
       states[d.getMask()] = State{s, seedsHere};
       continue;
@@ -480,8 +474,12 @@ struct TensorParallel : impl::TensorParallelBase<TensorParallel> {
       seed.getLhsMutable().assign(c);
       seed->setAttr("dist.tp", b.getStringAttr("column"));
     }
-    // Local types and slice bounds.
+    // Local types and slice bounds; dropout on a split tensor draws the
+    // whole tensor's mask bits (the runtime maps its part's elements).
     for (auto &[v, st] : prop.states) {
+      if (auto d = v.getDefiningOp<nn::DropoutOp>(); d && v == d.getResult())
+        d->setAttr("dist.tp_split",
+                   b.getDenseI64ArrayAttr({st.split.dim, st.split.blocks, int64_t(tp)}));
       if (auto sl = v.getDefiningOp<nn::SliceOp>()) {
         SmallVector<int64_t> start(sl.getStart()), limit(sl.getLimit());
         start[st.split.dim] /= tp;

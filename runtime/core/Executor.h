@@ -144,6 +144,7 @@ struct Instr {
   std::vector<cpu::Shape> shapes; // concat
   std::vector<const float *> ptrs; // concat
   mutable std::vector<float> scratch; // a 16-bit reduction's float sums
+  Tensor tpWhole; // nn.dropout on a tensor-parallel part: the whole tensor's split
   std::vector<comm::TensorArg> comm; // dist collectives: one per input
   uint64_t stagingOffset = 0, stagingBytes = 0; // planned staging (arena)
   float *staging = nullptr;

@@ -1028,7 +1028,23 @@ const std::map<std::string, OpDef> &table() {
     }};
     t["nn.dropout"] = {[](Instr &i, const Check &c) {
       c.arity(1, 2);
-      c.attrs(1, 1);
+      // ints: stream, then [dim, blocks, tp] on a tensor-parallel part.
+      c.attrs(i.ints.size() == 4 ? 4 : 1, 1);
+      if (i.ints.size() == 4) {
+        // The part's runs of the whole tensor (as for a split parameter).
+        Tensor &whole = i.tpWhole;
+        whole = *i.out[0];
+        whole.tpDim = i.ints[1];
+        whole.tpBlocks = i.ints[2];
+        whole.tpSize = i.ints[3];
+        c.axis(whole.tpDim, i.out[0]);
+        if (whole.tpBlocks < 1 || whole.tpSize < 1)
+          c.fail("tensor-parallel blocks and size must be positive");
+        whole.fullShape = i.out[0]->shape;
+        whole.fullShape.dims[whole.tpDim] *= whole.tpSize;
+        if (i.out[0]->shape.dims[whole.tpDim] % whole.tpBlocks)
+          c.fail("the split dimension does not divide into its blocks");
+      }
       plan::DType dt = c.sameFloat({i.in[0], i.out[0]});
       c.dtype(i.out[1], plan::BOOL, "mask");
       c.sameShape(i.in[0], i.out[0]);
@@ -1037,10 +1053,19 @@ const std::map<std::string, OpDef> &table() {
       i.run = byFloat(dt, [](auto tag) -> KernelFn {
         using T = typename decltype(tag)::type;
         return [](const Instr &i, Context &ctx) {
+          uint64_t counter = ctx.pipelined ? uint64_t(ctx.globalMicroBatch(i.microBatch))
+                                           : ctx.rngCounter;
+          if (i.ints.size() == 4) {
+            // A tensor-parallel rank's part: each run draws the whole
+            // tensor's bits for its elements, as the unsplit run does.
+            for (const TpRun &r : tpRuns(i.tpWhole, ctx.ranks[2]))
+              cpu::dropout(as<T>(i.in[0]) + r.part, as<T>(i.out[0]) + r.part,
+                           i.out[1]->u8() + r.part, r.count, (float)i.floats[0], ctx.seed,
+                           (uint64_t)i.ints[0], counter, uint64_t(r.whole));
+            return;
+          }
           cpu::dropout(as<T>(i.in[0]), as<T>(i.out[0]), i.out[1]->u8(), i.out[0]->numel,
-                       (float)i.floats[0], ctx.seed, (uint64_t)i.ints[0],
-                       ctx.pipelined ? uint64_t(ctx.globalMicroBatch(i.microBatch))
-                                     : ctx.rngCounter);
+                       (float)i.floats[0], ctx.seed, (uint64_t)i.ints[0], counter);
         };
       });
     }};

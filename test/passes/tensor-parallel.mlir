@@ -65,6 +65,9 @@ func.func @mlp(%x: tensor<4x8xf32> {train.input = "x"}, %w1: tensor<16x8xf32> {t
 // CHECK:         nn.reshape {{.*}} : tensor<2x3x4xf32> -> tensor<2x3x1x4xf32>
 // CHECK:         nn.matmul {{.*}} : tensor<2x1x3x4xf32>, tensor<2x1x4x3xf32> -> tensor<2x1x3x3xf32>
 // CHECK:         nn.softmax {{.*}} : tensor<2x1x3x3xf32>
+// Dropout on the split attention probabilities is marked with the split, so
+// that each rank draws its part of the whole tensor's mask.
+// CHECK:         nn.dropout {{.*}} {dist.tp_split = array<i64: 1, 1, 2>, {{.*}} : tensor<2x1x3x3xf32>
 // CHECK:         nn.reshape {{.*}} : tensor<2x3x1x4xf32> -> tensor<2x3x4xf32>
 // CHECK:         nn.matmul {{.*}} {dist.tp = "row"} : tensor<2x3x4xf32>, tensor<4x8xf32> -> tensor<2x3x8xf32>
 // CHECK-NEXT:    dist.tp_reduce
@@ -85,7 +88,8 @@ func.func @attention(%x: tensor<2x3x8xf32> {train.input = "x"},
   %kh = nn.transpose %k4 {permutation = array<i64: 0, 2, 3, 1>} : tensor<2x3x2x4xf32> -> tensor<2x2x4x3xf32>
   %vh = nn.transpose %v4 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x3x2x4xf32> -> tensor<2x2x3x4xf32>
   %s = nn.matmul %qh, %kh : tensor<2x2x3x4xf32>, tensor<2x2x4x3xf32> -> tensor<2x2x3x3xf32>
-  %a = nn.softmax %s : tensor<2x2x3x3xf32>
+  %a0 = nn.softmax %s : tensor<2x2x3x3xf32>
+  %a, %am = nn.dropout %a0 {ratio = 1.000000e-01 : f64, rng_stream = 0 : i64} : tensor<2x2x3x3xf32> -> tensor<2x2x3x3xf32>, tensor<2x2x3x3xi1>
   %o = nn.matmul %a, %vh : tensor<2x2x3x3xf32>, tensor<2x2x3x4xf32> -> tensor<2x2x3x4xf32>
   %ot = nn.transpose %o {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x2x3x4xf32> -> tensor<2x3x2x4xf32>
   %om = nn.reshape %ot : tensor<2x3x2x4xf32> -> tensor<2x3x8xf32>

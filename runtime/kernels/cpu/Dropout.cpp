@@ -33,7 +33,7 @@ float keepScale(float ratio) {
 /// The float kernel's mask, element for element, for any element type.
 template <class T>
 void dropoutT(const T *x, T *y, uint8_t *mask, int64_t n, float ratio,
-              uint64_t seed, uint64_t stream, uint64_t counter) {
+              uint64_t seed, uint64_t stream, uint64_t counter, uint64_t first) {
   uint64_t key = mix64(seed);
   key = mix64(key ^ (stream * 0xd6e8feb86659fd93ULL));
   key = mix64(key ^ (counter * 0xa0761d6478bd642fULL));
@@ -46,9 +46,9 @@ void dropoutT(const T *x, T *y, uint8_t *mask, int64_t n, float ratio,
     float xb[kTile], yb[kTile];
     forTiles<T>(b, e, [&](int64_t t0, int64_t t1) {
       // Locals: the byte stores to the mask could alias the closure's
-      // members. Element t0 + i draws hash t0 + i.
+      // members. Element t0 + i draws hash first + t0 + i.
       const int64_t len = t1 - t0;
-      const uint64_t k = key + uint64_t(t0) * kGolden, thr = threshold;
+      const uint64_t k = key + (first + uint64_t(t0)) * kGolden, thr = threshold;
       const float sc = s;
       const float *__restrict src = widened(x + t0, xb, len);
       float *__restrict dst = resultIn(y + t0, yb);
@@ -85,16 +85,16 @@ void dropoutGradT(const T *dy, const uint8_t *mask, T *dx, int64_t n,
 } // namespace
 
 void dropout(const float *x, float *y, uint8_t *mask, int64_t n, float ratio,
-             uint64_t seed, uint64_t stream, uint64_t counter) {
-  dropoutT(x, y, mask, n, ratio, seed, stream, counter);
+             uint64_t seed, uint64_t stream, uint64_t counter, uint64_t first) {
+  dropoutT(x, y, mask, n, ratio, seed, stream, counter, first);
 }
 void dropout(const Bf16 *x, Bf16 *y, uint8_t *mask, int64_t n, float ratio,
-             uint64_t seed, uint64_t stream, uint64_t counter) {
-  dropoutT(x, y, mask, n, ratio, seed, stream, counter);
+             uint64_t seed, uint64_t stream, uint64_t counter, uint64_t first) {
+  dropoutT(x, y, mask, n, ratio, seed, stream, counter, first);
 }
 void dropout(const Fp16 *x, Fp16 *y, uint8_t *mask, int64_t n, float ratio,
-             uint64_t seed, uint64_t stream, uint64_t counter) {
-  dropoutT(x, y, mask, n, ratio, seed, stream, counter);
+             uint64_t seed, uint64_t stream, uint64_t counter, uint64_t first) {
+  dropoutT(x, y, mask, n, ratio, seed, stream, counter, first);
 }
 
 void dropoutGrad(const float *dy, const uint8_t *mask, float *dx, int64_t n,

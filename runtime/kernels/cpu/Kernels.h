@@ -206,9 +206,11 @@ void concat(const float *const *inputs, const Shape *shapes, int count,
 /// `counter` (the runtime passes step * micro_batches + micro_batch) keeps
 /// its value with probability 1 - ratio. Recomputing with the same
 /// (seed, stream, counter) gives the same mask.
-/// y = keep ? x / (1 - ratio) : 0; mask = keep.
+/// y = keep ? x / (1 - ratio) : 0; mask = keep. `first`: the index of
+/// element 0 in a larger tensor whose mask this is a part of (a tensor-
+/// parallel rank's run), so the part draws the whole tensor's bits.
 void dropout(const float *x, float *y, uint8_t *mask, int64_t n, float ratio,
-             uint64_t seed, uint64_t stream, uint64_t counter);
+             uint64_t seed, uint64_t stream, uint64_t counter, uint64_t first = 0);
 /// dx = mask ? dy / (1 - ratio) : 0.
 void dropoutGrad(const float *dy, const uint8_t *mask, float *dx, int64_t n,
                  float ratio);
@@ -368,9 +370,9 @@ void concat(const Fp16 *const *inputs, const Shape *shapes, int count, int axis,
 /// The same mask as the float dropout for the same (seed, stream, counter),
 /// element for element; kept values are x / (1 - ratio) rounded once.
 void dropout(const Bf16 *x, Bf16 *y, uint8_t *mask, int64_t n, float ratio,
-             uint64_t seed, uint64_t stream, uint64_t counter);
+             uint64_t seed, uint64_t stream, uint64_t counter, uint64_t first = 0);
 void dropout(const Fp16 *x, Fp16 *y, uint8_t *mask, int64_t n, float ratio,
-             uint64_t seed, uint64_t stream, uint64_t counter);
+             uint64_t seed, uint64_t stream, uint64_t counter, uint64_t first = 0);
 void dropoutGrad(const Bf16 *dy, const uint8_t *mask, Bf16 *dx, int64_t n,
                  float ratio);
 void dropoutGrad(const Fp16 *dy, const uint8_t *mask, Fp16 *dx, int64_t n,

@@ -95,6 +95,20 @@ TEST(Dropout, MaskIsAFunctionOfSeedStreamCounter) {
   EXPECT_NEAR(differing(mask(n, 0.5f, 1235, 5, 10)), 0.5, 0.02);
 }
 
+// A part of a larger tensor (a tensor-parallel rank's run) draws the whole
+// tensor's bits for its elements when told where it starts.
+TEST(Dropout, PartWithOffsetDrawsTheWholeMask) {
+  const int64_t n = 10000, first = 3333, count = 4000;
+  const auto whole = mask(n, 0.3f, 7, 2, 9);
+  std::vector<float> x(count, 1.0f), y(count);
+  std::vector<uint8_t> part(count);
+  cpu::dropout(x.data(), y.data(), part.data(), count, 0.3f, 7, 2, 9, first);
+  EXPECT_TRUE(std::equal(part.begin(), part.end(), whole.begin() + first));
+  // Without the offset it is the whole tensor's first elements instead.
+  cpu::dropout(x.data(), y.data(), part.data(), count, 0.3f, 7, 2, 9);
+  EXPECT_TRUE(std::equal(part.begin(), part.end(), whole.begin()));
+}
+
 struct AdamConfig {
   float lr, beta1, beta2, eps, wd;
   bool decoupled, biasCorrection;
