@@ -587,13 +587,12 @@ int main(int argc, char **argv) {
       cfg.pipeline.stages = *pp;
     if (tp)
       cfg.tensorParallel = *tp;
-    if (cfg.tensorParallel > 1 && ((cfg.worldSize > 1 && cfg.zero.stage > 0) ||
-                                   cfg.pipeline.stages > 1 || cfg.recompute.mode != "none")) {
+    if (cfg.tensorParallel > 1 &&
+        ((cfg.worldSize > 1 && cfg.zero.stage > 0) || cfg.pipeline.stages > 1)) {
       llvm::errs() << "dsc: error: tensor parallelism (tp " << cfg.tensorParallel
                    << ") is not yet combined with "
-                   << (cfg.pipeline.stages > 1        ? "a pipeline (--pp)"
-                       : cfg.recompute.mode != "none" ? "recompute (--recompute)"
-                                                      : "ZeRO (stages 1-3) over the dp ranks")
+                   << (cfg.pipeline.stages > 1 ? "a pipeline (--pp)"
+                                               : "ZeRO (stages 1-3) over the dp ranks")
                    << " in this version: compile with tp and data parallelism without ZeRO "
                       "(--zero 0)\n";
       return 1;
