@@ -820,13 +820,14 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
   os << "communication per step (elements; an all-reduce counts 2x):\n";
   int64_t total = 0, calls = 0, totalBytes = 0;
   for (auto &[kind, k] : comm) {
-    os << "  " << kind << ": " << k.calls << " calls, " << k.elements << " elements, "
+    os << "  " << kind << ": " << k.calls << (k.calls == 1 ? " call, " : " calls, ")
+       << k.elements << " elements, "
        << k.bytes << " bytes\n";
     total += k.elements;
     totalBytes += k.bytes;
     calls += k.calls;
   }
-  os << "  total: " << calls << " calls, " << total << " elements = "
+  os << "  total: " << calls << (calls == 1 ? " call, " : " calls, ") << total << " elements = "
      << llvm::format("%.3f", P ? double(total) / P : 0.0) << " P, " << totalBytes << " bytes ("
      << humanBytes(totalBytes) << ")\n";
 }

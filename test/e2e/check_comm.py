@@ -39,7 +39,7 @@ if not m or m.group(1) == "1":
 dp, stage, P = (int(x) for x in m.groups())
 M = int(re.search(r"^schedule: +\d+ prologue \+ (\d+) x", manifest, re.M).group(1))
 predicted = {k: (int(c), int(e)) for k, c, e in
-             re.findall(r"^  (all_reduce|reduce_scatter|all_gather): (\d+) calls, (\d+) elements",
+             re.findall(r"^  (all_reduce|reduce_scatter|all_gather): (\d+) calls?, (\d+) elements",
                         manifest, re.M)}
 line = re.search(r"^dsrt: communication per step: (.*)$", output, re.M)
 if not line:
