@@ -626,6 +626,20 @@ void Reader::read(const std::string &name, int64_t start, int64_t count, float *
                           "' are in no piece (a rank's file or index entry is missing)");
 }
 
+void Reader::writeTo(const std::string &name, io::AtomicFile &file) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end())
+    throw CheckpointError("checkpoint " + path_ + ": no tensor '" + name + "'");
+  constexpr int64_t kSlice = int64_t(1) << 20; // 4 MiB of float32
+  int64_t numel = it->second.numel;
+  std::vector<float> buf(size_t(std::min(kSlice, numel)));
+  for (int64_t at = 0; at < numel; at += kSlice) {
+    int64_t n = std::min(kSlice, numel - at);
+    read(name, at, n, buf.data());
+    file.write(buf.data(), size_t(n) * 4);
+  }
+}
+
 void restore(Executor &exec, const Reader &ckpt) {
   const auto &all = ckpt.tensors();
   std::set<std::string> held;
@@ -672,12 +686,9 @@ void restore(Executor &exec, const Reader &ckpt) {
 
 int64_t exportWeights(const Reader &ckpt, const std::string &out) {
   std::vector<io::TensorRef> refs;
-  std::vector<std::pair<std::string, int64_t>> order;
   for (const auto &[name, t] : ckpt.tensors())
-    if (t.kind == "param" || t.kind == "frozen") {
+    if (t.kind == "param" || t.kind == "frozen")
       refs.push_back({name, io::DType::F32, t.shape, nullptr});
-      order.push_back({name, t.numel});
-    }
   io::checkNewFile(out, "-o");
   std::map<std::string, std::string> meta{{"format", "pt"},
                                           {"producer", "dsrt"},
@@ -685,17 +696,10 @@ int64_t exportWeights(const Reader &ckpt, const std::string &out) {
   std::string header = io::safeTensorsHeader(out, refs, meta);
   io::AtomicFile file(out, io::Existing::Refuse);
   file.write(header.data(), header.size());
-  constexpr int64_t kChunk = int64_t(1) << 20; // 4 MiB of float32 at a time
-  std::vector<float> buf;
-  for (const auto &[name, numel] : order)
-    for (int64_t at = 0; at < numel; at += kChunk) {
-      int64_t n = std::min(kChunk, numel - at);
-      buf.resize(size_t(n));
-      ckpt.read(name, at, n, buf.data());
-      file.write(buf.data(), size_t(n) * 4);
-    }
+  for (const io::TensorRef &r : refs)
+    ckpt.writeTo(r.name, file);
   file.commit();
-  return int64_t(order.size());
+  return int64_t(refs.size());
 }
 
 } // namespace dsrt::checkpoint

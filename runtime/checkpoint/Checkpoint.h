@@ -186,6 +186,9 @@ public:
   /// `name` into `dst`. Throws CheckpointError naming the tensor and the
   /// elements no piece covers, or an unreadable file.
   void read(const std::string &name, int64_t start, int64_t count, float *dst) const;
+  /// Appends the whole float32 tensor `name` to `file`, read in 4 MiB
+  /// slices (an export's peak is one slice, not the model).
+  void writeTo(const std::string &name, io::AtomicFile &file) const;
 
 private:
   Reader() = default;

@@ -88,19 +88,11 @@ StateDictExport exportStateDict(const Reader &ckpt, const std::string &planDir,
   std::string header = io::safeTensorsHeader(out, refs, meta);
   io::AtomicFile file(out, io::Existing::Refuse);
   file.write(header.data(), header.size());
-  constexpr int64_t kChunk = int64_t(1) << 20; // 4 MiB of float32 at a time
-  std::vector<float> buf;
   for (const Source &s : sources) {
-    if (!s.ckpt) {
+    if (s.ckpt)
+      ckpt.writeTo(s.entry->initializer, file);
+    else
       file.write(s.entry->bytes.data(), s.entry->bytes.size());
-      continue;
-    }
-    for (int64_t at = 0; at < s.ckpt->numel; at += kChunk) {
-      int64_t n = std::min(kChunk, s.ckpt->numel - at);
-      buf.resize(size_t(n));
-      ckpt.read(s.entry->initializer, at, n, buf.data());
-      file.write(buf.data(), size_t(n) * 4);
-    }
   }
   file.commit();
   result.tensors = int64_t(refs.size());
