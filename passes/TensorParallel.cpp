@@ -41,7 +41,6 @@
 
 namespace dsc {
 #define GEN_PASS_DEF_TENSORPARALLEL
-#define GEN_PASS_DEF_TENSORPARALLELLOWER
 #include "passes/Passes.h.inc"
 
 using namespace mlir;
@@ -522,96 +521,6 @@ struct TensorParallel : impl::TensorParallelBase<TensorParallel> {
                                          fn.getResultTypes()));
     numColumn += prop.seeds.size();
     numRow += prop.rows.size();
-    return success();
-  }
-};
-struct TensorParallelLower : impl::TensorParallelLowerBase<TensorParallelLower> {
-  void runOnOperation() override {
-    for (auto fn : getOperation().getOps<func::FuncOp>())
-      if (failed(lower(fn)))
-        return signalPassFailure();
-  }
-
-  LogicalResult lower(func::FuncOp fn) {
-    OpBuilder b(fn.getContext());
-    std::optional<dist::GroupAttr> group;
-    fn.walk([&](dist::TpCopyOp f) {
-      group = f.getGroup();
-      f.getResult().replaceAllUsesWith(f.getInput());
-      f->erase();
-    });
-    fn.walk([&](dist::TpReduceOp g) {
-      group = g.getGroup();
-      b.setInsertionPoint(g);
-      Value sum = distutil::allReduce(b, g.getLoc(), g.getInput(), g.getGroup(),
-                                      dist::ReduceKind::sum);
-      g.getResult().replaceAllUsesWith(sum);
-      g->erase();
-    });
-    // A split parameter's optimizer states are split alike.
-    fn.walk([&](Operation *op) {
-      if (!isa<train::AdamOp, train::SgdOp>(op))
-        return;
-      auto arg = dyn_cast<BlockArgument>(op->getOperand(0));
-      if (!arg || arg.getOwner()->getParentOp() != fn)
-        return;
-      Attribute split = fn.getArgAttr(arg.getArgNumber(), "dist.tp_split");
-      if (!split)
-        return;
-      SmallVector<Value> states;
-      if (auto adam = dyn_cast<train::AdamOp>(op))
-        states = {adam.getExpAvg(), adam.getExpAvgSq()};
-      else if (Value m = cast<train::SgdOp>(op).getMomentumBuffer())
-        states = {m};
-      for (Value st : states)
-        if (auto sa = dyn_cast<BlockArgument>(st); sa && sa.getOwner()->getParentOp() == fn)
-          fn.setArgAttr(sa.getArgNumber(), "dist.tp_split", split);
-    });
-    // The global gradient norm: a split parameter's gradient is split too,
-    // so its squares are summed over the group; a whole one counts once.
-    SmallVector<train::ClipGradNormOp> clips;
-    fn.walk([&](train::ClipGradNormOp c) { clips.push_back(c); });
-    if (clips.empty())
-      return success();
-    if (clips.size() > 1)
-      return clips[1].emitOpError("tensor-parallel-lower: one gradient clipping per step");
-    train::ClipGradNormOp clip = clips[0];
-    SmallVector<bool> splitGrad(clip.getGrads().size(), false);
-    bool any = false;
-    fn.walk([&](Operation *op) {
-      if (!isa<train::AdamOp, train::SgdOp>(op))
-        return;
-      auto arg = dyn_cast<BlockArgument>(op->getOperand(0));
-      auto grad = dyn_cast<OpResult>(op->getOperand(1));
-      if (!arg || !grad || grad.getOwner() != clip.getOperation() ||
-          arg.getOwner()->getParentOp() != fn)
-        return;
-      if (fn.getArgAttr(arg.getArgNumber(), "dist.tp_split")) {
-        splitGrad[grad.getResultNumber()] = true;
-        any = true;
-      }
-    });
-    if (!any)
-      return success();
-    if (!group)
-      return clip.emitOpError("tensor-parallel-lower: split parameters but no tp group");
-    if (clip.getSumSq())
-      return clip.emitOpError("tensor-parallel-lower: the gradient norm is already reduced "
-                              "(run before data-parallel / zero)");
-    b.setInsertionPoint(clip);
-    Location loc = clip.getLoc();
-    SmallVector<Value> split, whole;
-    for (auto [i, g] : llvm::enumerate(clip.getGrads()))
-      (splitGrad[i] ? split : whole).push_back(g);
-    Value sumSq = distutil::allReduce(b, loc, distutil::sumOfSquares(b, loc, split), *group,
-                                      dist::ReduceKind::sum);
-    if (!whole.empty())
-      sumSq = nn::AddOp::create(b, loc, sumSq, distutil::sumOfSquares(b, loc, whole));
-    auto newClip = train::ClipGradNormOp::create(b, loc, clip->getResultTypes(), clip.getGrads(),
-                                                 sumSq, clip.getLossScale(),
-                                                 clip.getMaxNormAttr());
-    clip->replaceAllUsesWith(newClip->getResults());
-    clip->erase();
     return success();
   }
 };
