@@ -215,23 +215,25 @@ private:
     if (failed(addRole(a)))
       return failure();
     auto shard = fn_.getArgAttrOfType<DenseI64ArrayAttr>(a.getArgNumber(), distutil::kShardOf);
-    if (shard) {
-      plan::Buffer *b = plan_.mutable_buffers(buffers_.lookup(a));
-      for (int64_t d : shard.asArrayRef())
-        b->add_full_shape(d);
+    auto split = fn_.getArgAttrOfType<DenseI64ArrayAttr>(a.getArgNumber(), "dist.tp_split");
+    plan::Buffer *b = plan_.mutable_buffers(buffers_.lookup(a));
+    // full_shape is the whole logical tensor: a ZeRO shard's unsharded
+    // shape, a tp part's whole shape, or (both) the whole of the tp part a
+    // ZeRO chunk is cut from.
+    ArrayRef<int64_t> full = shard ? shard.asArrayRef()
+                                   : cast<RankedTensorType>(a.getType()).getShape();
+    if (shard)
       b->set_shard_count(dp_);
-    }
-    if (auto split = fn_.getArgAttrOfType<DenseI64ArrayAttr>(a.getArgNumber(), "dist.tp_split")) {
-      plan::Buffer *b = plan_.mutable_buffers(buffers_.lookup(a));
-      if (shard)
-        return emitError(a.getLoc(), "emit-plan: a parameter split over both tp and ZeRO is not "
-                                     "supported yet");
-      ArrayRef<int64_t> s = split.asArrayRef(); // dim, blocks, tp
-      for (auto [i, d] : llvm::enumerate(cast<RankedTensorType>(a.getType()).getShape()))
-        b->add_full_shape(int64_t(i) == s[0] ? d * s[2] : d);
+    ArrayRef<int64_t> s = split ? split.asArrayRef() : ArrayRef<int64_t>(); // dim, blocks, tp
+    if (split) {
+      if (s.size() != 3 || s[0] < 0 || s[0] >= int64_t(full.size()))
+        return emitError(a.getLoc(), "emit-plan: malformed dist.tp_split");
       for (int64_t v : s)
         b->add_tp_split(v);
     }
+    if (shard || split)
+      for (auto [i, d] : llvm::enumerate(full))
+        b->add_full_shape(split && int64_t(i) == s[0] ? d * s[2] : d);
     return success();
   }
 
@@ -840,7 +842,10 @@ void writeTensorParallel(const plan::Plan &p, llvm::raw_ostream &os) {
   int64_t tp = p.tp(), whole = 0, local = 0, split = 0;
   for (const plan::Buffer &b : p.buffers())
     if (b.role() == plan::PARAM) {
-      int64_t n = numel(b.shape());
+      // The tp part (before a ZeRO stage 3 shards it over the dp group).
+      int64_t n = b.tp_split_size() ? numel(b.full_shape()) / tp
+                  : b.shard_count() > 1 ? numel(b.full_shape())
+                                         : numel(b.shape());
       local += n;
       whole += b.tp_split_size() ? n * tp : n;
       split += b.tp_split_size() ? n : 0;

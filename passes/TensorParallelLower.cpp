@@ -25,6 +25,55 @@ namespace dsc {
 using namespace mlir;
 
 namespace {
+/// The parameter argument an update (train.adam / train.sgd) writes: the
+/// argument itself, or under ZeRO 1-2 the argument flattened and chunked.
+BlockArgument updatedParam(func::FuncOp fn, Operation *update) {
+  Value v = update->getOperand(0);
+  while (Operation *def = v.getDefiningOp()) {
+    if (!isa<dist::ChunkOp, nn::ReshapeOp>(def))
+      break;
+    v = def->getOperand(0);
+  }
+  auto arg = dyn_cast<BlockArgument>(v);
+  return arg && arg.getOwner()->getParentOp() == fn ? arg : BlockArgument();
+}
+
+/// Under ZeRO the norm is already `all_reduce_dp(sum_sq(owned chunks))`:
+/// a split parameter's chunks are summed over the tp group first, so the dp
+/// sum counts every element of the whole model once:
+/// `all_reduce_dp(all_reduce_tp(sum_sq(split chunks)) + sum_sq(whole chunks))`.
+LogicalResult splitZeroNorm(func::FuncOp fn, train::ClipGradNormOp clip,
+                            ArrayRef<bool> splitGrad, dist::GroupAttr group) {
+  llvm::DenseSet<Value> split, grads;
+  for (auto [i, g] : llvm::enumerate(clip.getGrads())) {
+    grads.insert(g);
+    if (splitGrad[i])
+      split.insert(g);
+  }
+  SmallVector<train::SumSqOp> sums;
+  fn.walk([&](train::SumSqOp s) {
+    if (llvm::all_of(s->getOperands(), [&](Value v) { return grads.contains(v); }))
+      sums.push_back(s);
+  });
+  if (sums.size() != 1)
+    return clip.emitOpError("tensor-parallel-lower: expected one train.sum_sq of the ZeRO "
+                            "chunks feeding the norm, found ")
+           << sums.size();
+  train::SumSqOp sum = sums[0];
+  SmallVector<Value> splitChunks, wholeChunks;
+  for (Value v : sum->getOperands())
+    (split.contains(v) ? splitChunks : wholeChunks).push_back(v);
+  OpBuilder b(sum);
+  Location loc = sum.getLoc();
+  Value sq = distutil::allReduce(b, loc, distutil::sumOfSquares(b, loc, splitChunks), group,
+                                 dist::ReduceKind::sum);
+  if (!wholeChunks.empty())
+    sq = nn::AddOp::create(b, loc, sq, distutil::sumOfSquares(b, loc, wholeChunks));
+  sum.getResult().replaceAllUsesWith(sq);
+  sum->erase();
+  return success();
+}
+
 struct TensorParallelLower : impl::TensorParallelLowerBase<TensorParallelLower> {
   void runOnOperation() override {
     for (auto fn : getOperation().getOps<func::FuncOp>())
@@ -48,12 +97,13 @@ struct TensorParallelLower : impl::TensorParallelLowerBase<TensorParallelLower> 
       g.getResult().replaceAllUsesWith(sum);
       g->erase();
     });
-    // A split parameter's optimizer states are split alike.
+    // A split parameter's optimizer states are split alike (under ZeRO
+    // both split and sharded: each rank's chunk of its tp part).
     fn.walk([&](Operation *op) {
       if (!isa<train::AdamOp, train::SgdOp>(op))
         return;
-      auto arg = dyn_cast<BlockArgument>(op->getOperand(0));
-      if (!arg || arg.getOwner()->getParentOp() != fn)
+      BlockArgument arg = updatedParam(fn, op);
+      if (!arg)
         return;
       Attribute split = fn.getArgAttr(arg.getArgNumber(), "dist.tp_split");
       if (!split)
@@ -81,10 +131,9 @@ struct TensorParallelLower : impl::TensorParallelLowerBase<TensorParallelLower> 
     fn.walk([&](Operation *op) {
       if (!isa<train::AdamOp, train::SgdOp>(op))
         return;
-      auto arg = dyn_cast<BlockArgument>(op->getOperand(0));
+      BlockArgument arg = updatedParam(fn, op);
       auto grad = dyn_cast<OpResult>(op->getOperand(1));
-      if (!arg || !grad || grad.getOwner() != clip.getOperation() ||
-          arg.getOwner()->getParentOp() != fn)
+      if (!arg || !grad || grad.getOwner() != clip.getOperation())
         return;
       if (fn.getArgAttr(arg.getArgNumber(), "dist.tp_split")) {
         splitGrad[grad.getResultNumber()] = true;
@@ -96,8 +145,7 @@ struct TensorParallelLower : impl::TensorParallelLowerBase<TensorParallelLower> 
     if (!group)
       return clip.emitOpError("tensor-parallel-lower: split parameters but no tp group");
     if (clip.getSumSq())
-      return clip.emitOpError("tensor-parallel-lower: the gradient norm is already reduced "
-                              "(run before data-parallel / zero)");
+      return splitZeroNorm(fn, clip, splitGrad, *group);
     b.setInsertionPoint(clip);
     Location loc = clip.getLoc();
     SmallVector<Value> split, whole;

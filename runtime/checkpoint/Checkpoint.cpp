@@ -42,15 +42,6 @@ std::vector<int64_t> wholeShape(const Tensor &t) {
   return std::vector<int64_t>(s.dims, s.dims + s.rank);
 }
 
-/// Elements [first, first + count) of the flattened whole tensor that `t`
-/// holds on data-parallel rank `rank` (a ZeRO chunk without its padding).
-std::pair<int64_t, int64_t> heldRange(const Tensor &t, int rank) {
-  if (t.shards <= 1)
-    return {0, t.numel};
-  int64_t first = std::min(t.fullNumel, int64_t(rank) * t.numel);
-  return {first, std::min(t.fullNumel - first, t.numel)};
-}
-
 std::string rankFile(int rank) {
   char buf[40];
   std::snprintf(buf, sizeof buf, "rank-%05d.safetensors", rank);
@@ -153,18 +144,14 @@ std::vector<Piece> ownedPieces(const Executor &exec) {
     if (t->dtype != dsc::plan::F32)
       throw CheckpointError("tensor '" + t->name + "' is not float32; checkpoints hold the " +
                             "float32 training state");
-    if (t->shards <= 1 && exec.rank() != 0)
-      continue; // replicated: data-parallel index 0 writes it
-    if (t->tpDim >= 0) { // a tensor-parallel part: one piece per run
-      for (const TpRun &r : tpRuns(*t, exec.tpRank()))
-        pieces.push_back(
-            {t->name, kindOf(t->role), wholeShape(*t), r.whole, r.count, t->f32() + r.part});
+    // Replicated over the dp group: dp index 0 writes it (and of a tensor
+    // whole on every tp rank, tp rank 0).
+    if (t->shards <= 1 && (exec.rank() != 0 || (t->tpDim < 0 && exec.tpRank() != 0)))
       continue;
-    }
-    auto [first, count] = heldRange(*t, exec.rank());
-    if (count <= 0)
-      continue;
-    pieces.push_back({t->name, kindOf(t->role), wholeShape(*t), first, count, t->f32()});
+    // A ZeRO chunk, a tp part's runs, or both.
+    for (const TpRun &r : heldRuns(*t, exec.rank(), exec.tpRank()))
+      pieces.push_back(
+          {t->name, kindOf(t->role), wholeShape(*t), r.whole, r.count, t->f32() + r.part});
   }
   return pieces;
 }
@@ -655,17 +642,10 @@ void restore(Executor &exec, const Reader &ckpt) {
       throw CheckpointError("checkpoint " + ckpt.path() + ": '" + t->name + "' is " +
                             it->second.kind + " " + io::formatShape(it->second.shape) +
                             ", the plan's is " + kind + " " + io::formatShape(shape));
-    if (t->tpDim >= 0) { // a tensor-parallel part: its runs of the whole
-      for (const TpRun &r : tpRuns(*t, exec.tpRank()))
-        ckpt.read(t->name, r.whole, r.count, t->f32() + r.part);
-      held.insert(t->name);
-      continue;
-    }
-    auto [first, count] = heldRange(*t, exec.rank());
-    if (count > 0)
-      ckpt.read(t->name, first, count, t->f32());
     // A ZeRO chunk's padding stays zero, as when the run started.
-    std::fill(t->f32() + std::max<int64_t>(count, 0), t->f32() + t->numel, 0.0f);
+    std::fill(t->f32(), t->f32() + t->numel, 0.0f);
+    for (const TpRun &r : heldRuns(*t, exec.rank(), exec.tpRank()))
+      ckpt.read(t->name, r.whole, r.count, t->f32() + r.part);
     held.insert(t->name);
   }
   // Nothing saved may be left out: a parameter or state the plan does not

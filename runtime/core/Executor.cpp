@@ -286,6 +286,24 @@ std::vector<TpRun> tpRuns(const Tensor &t, int rank) {
   return runs;
 }
 
+std::vector<TpRun> heldRuns(const Tensor &t, int dpRank, int tpRank) {
+  if (t.shards <= 1)
+    return t.tpDim >= 0 ? tpRuns(t, tpRank) : std::vector<TpRun>{{0, 0, t.numel}};
+  // A ZeRO chunk: elements [begin, end) of the flattened tp part (or whole).
+  int64_t partNumel = t.tpDim >= 0 ? t.fullNumel / t.tpSize : t.fullNumel;
+  int64_t begin = std::min(partNumel, int64_t(dpRank) * t.numel);
+  int64_t end = std::min(partNumel, begin + t.numel);
+  std::vector<TpRun> in =
+      t.tpDim >= 0 ? tpRuns(t, tpRank) : std::vector<TpRun>{{0, 0, partNumel}};
+  std::vector<TpRun> out;
+  for (const TpRun &r : in) {
+    int64_t b = std::max(begin, r.part), e = std::min(end, r.part + r.count);
+    if (b < e)
+      out.push_back({r.whole + (b - r.part), b - begin, e - b});
+  }
+  return out;
+}
+
 void Executor::setupPipeline(plan::Plan &top, const std::string &path) {
   if (top.tp() > 1)
     throw PlanError(path + ": tensor parallelism within a pipeline is not supported yet");
@@ -494,6 +512,40 @@ void Executor::validateBuffers() {
     if (b.role() == plan::CONSTANT && b.data().size() != bytes)
       throw PlanError(where + ": constant has " + std::to_string(b.data().size()) +
                       " bytes of data for " + std::to_string(bytes) + " bytes");
+    if (b.shard_count() > 1 || b.tp_split_size()) {
+      if (b.full_shape_size() > cpu::kMaxRank)
+        throw PlanError(where + ": full_shape has rank " + std::to_string(b.full_shape_size()));
+      t.fullNumel = boundedProduct(b.full_shape(), t.fullShape, where, "full_shape");
+    }
+    // The tp part's elements (the whole tensor's without tensor parallelism).
+    int64_t partNumel = t.fullNumel;
+    if (b.tp_split_size()) {
+      const auto &sp = b.tp_split();
+      if (b.tp_split_size() != 3 || sp[2] != tp_ || sp[1] < 1 || sp[0] < 0 ||
+          sp[0] >= int64_t(b.full_shape_size()) ||
+          (b.role() != plan::PARAM && b.role() != plan::OPT_STATE) || b.dtype() != plan::F32)
+        throw PlanError(where + ": tp_split must be [dim, blocks, " + std::to_string(tp_) +
+                        "] on a float32 parameter or optimizer state");
+      t.tpDim = sp[0];
+      t.tpBlocks = sp[1];
+      t.tpSize = sp[2];
+      if (t.fullShape.dims[t.tpDim] % (tp_ * t.tpBlocks))
+        throw PlanError(where + ": dimension " + std::to_string(t.tpDim) + " of " +
+                        shapeString(t.fullShape) + " does not split into " +
+                        std::to_string(t.tpBlocks) + " block(s) x tp " + std::to_string(tp_));
+      partNumel = t.fullNumel / tp_;
+      if (b.shard_count() <= 1) {
+        bool ok = b.full_shape_size() == b.shape_size();
+        for (int i = 0; ok && i < t.shape.rank; ++i)
+          ok = t.shape.dims[i] ==
+               (i == t.tpDim ? t.fullShape.dims[i] / tp_ : t.fullShape.dims[i]);
+        if (!ok)
+          throw PlanError(where + ": a tp part of " + shapeString(t.fullShape) + " split " +
+                          std::to_string(t.tpBlocks) + " block(s) x tp " + std::to_string(tp_) +
+                          " along dimension " + std::to_string(t.tpDim) + " cannot have shape " +
+                          shapeString(t.shape));
+      }
+    }
     if (b.shard_count() > 1) {
       if (b.role() != plan::PARAM && b.role() != plan::FROZEN && b.role() != plan::OPT_STATE)
         throw PlanError(where + ": only parameters, frozen buffers and optimizer states are "
@@ -503,38 +555,15 @@ void Executor::validateBuffers() {
       if (int64_t(b.shard_count()) != dp_)
         throw PlanError(where + ": sharded " + std::to_string(b.shard_count()) +
                         " ways, but the plan runs on dp=" + std::to_string(dp_) + " ranks");
-      if (b.full_shape_size() > cpu::kMaxRank)
-        throw PlanError(where + ": full_shape has rank " + std::to_string(b.full_shape_size()));
       t.shards = b.shard_count();
-      t.fullNumel = boundedProduct(b.full_shape(), t.fullShape, where, "full_shape");
-      int64_t chunk = (t.fullNumel + t.shards - 1) / t.shards;
+      int64_t chunk = (partNumel + t.shards - 1) / t.shards;
       if (t.shape.rank != 1 || t.numel != chunk)
-        throw PlanError(where + ": a shard of " + shapeString(t.fullShape) + " over " +
-                        std::to_string(t.shards) + " ranks must have shape [" +
+        throw PlanError(where + ": a shard of " +
+                        (t.tpDim >= 0 ? "a tp part (" + std::to_string(partNumel) +
+                                            " elements) of " + shapeString(t.fullShape)
+                                      : shapeString(t.fullShape)) +
+                        " over " + std::to_string(t.shards) + " ranks must have shape [" +
                         std::to_string(chunk) + "], has " + shapeString(t.shape));
-    }
-    if (b.tp_split_size()) {
-      const auto &sp = b.tp_split();
-      if (b.tp_split_size() != 3 || sp[2] != tp_ || sp[1] < 1 || sp[0] < 0 ||
-          sp[0] >= int64_t(b.shape_size()) || b.shard_count() > 1 ||
-          (b.role() != plan::PARAM && b.role() != plan::OPT_STATE) || b.dtype() != plan::F32)
-        throw PlanError(where + ": tp_split must be [dim, blocks, " + std::to_string(tp_) +
-                        "] on a float32 parameter or optimizer state without a ZeRO shard");
-      if (b.full_shape_size() != b.shape_size())
-        throw PlanError(where + ": full_shape has rank " + std::to_string(b.full_shape_size()) +
-                        ", the part " + std::to_string(b.shape_size()));
-      t.fullNumel = boundedProduct(b.full_shape(), t.fullShape, where, "full_shape");
-      t.tpDim = sp[0];
-      t.tpBlocks = sp[1];
-      t.tpSize = sp[2];
-      for (int i = 0; i < t.shape.rank; ++i) {
-        int64_t want = i == t.tpDim ? t.fullShape.dims[i] / tp_ : t.fullShape.dims[i];
-        if (t.shape.dims[i] != want || (i == t.tpDim && t.fullShape.dims[i] % (tp_ * t.tpBlocks)))
-          throw PlanError(where + ": a tp part of " + shapeString(t.fullShape) + " split " +
-                          std::to_string(t.tpBlocks) + " block(s) x tp " + std::to_string(tp_) +
-                          " along dimension " + std::to_string(t.tpDim) + " cannot have shape " +
-                          shapeString(t.shape));
-      }
     }
     // The synthetic data source draws index inputs from [0, index_bound).
     if (b.index_bound() < 0 ||
@@ -792,20 +821,13 @@ void Executor::loadWeights(const std::string &path) {
       throw PlanError(path + ": tensor '" + t.name + "' is " + io::dtypeName(w->dtype) + " " +
                       io::formatShape(w->shape) + ", the plan needs float32 " +
                       io::formatShape(shape));
-    // A shard takes chunk `rank` of the flattened tensor; the padding past
-    // its end stays zero (the arena is zeroed).
-    if (t.tpDim >= 0) { // a tensor-parallel part: its runs
-      for (const TpRun &r : tpRuns(t, ctx_.ranks[2])) {
-        uint64_t begin = offsetOf(*w) + uint64_t(r.whole) * 4;
-        loads.push_back({begin, begin + uint64_t(r.count) * 4,
-                         static_cast<char *>(t.data) + r.part * 4});
-      }
-      continue;
+    // Its runs of the whole (a ZeRO chunk's padding stays zero: the arena
+    // is zeroed).
+    for (const TpRun &r : heldRuns(t, ctx_.ranks[0], ctx_.ranks[2])) {
+      uint64_t begin = offsetOf(*w) + uint64_t(r.whole) * 4;
+      loads.push_back(
+          {begin, begin + uint64_t(r.count) * 4, static_cast<char *>(t.data) + r.part * 4});
     }
-    int64_t first = t.shards > 1 ? std::min(t.fullNumel, ctx_.rank * t.numel) : 0;
-    int64_t count = t.shards > 1 ? std::min(t.fullNumel - first, t.numel) : t.numel;
-    uint64_t begin = offsetOf(*w) + uint64_t(first) * 4;
-    loads.push_back({begin, begin + uint64_t(count) * 4, static_cast<char *>(t.data)});
   }
   std::sort(loads.begin(), loads.end(),
             [](const Load &a, const Load &b) { return a.begin < b.begin; });
@@ -911,32 +933,38 @@ std::vector<WholeTensor> Executor::gatherWeights() {
   // a vector keeps its buffer, but reserve keeps the count simple).
   gathered_.reserve(weights().size() + stageParams_.size());
   for (const Tensor *t : weights()) {
-    if (t->tpDim >= 0) {
-      // The tp group's parts, gathered, each run to its place in the whole.
-      std::vector<float> parts(size_t(t->numel * tp_));
-      comm::TensorArg arg{t->f32(), parts.data(), t->numel};
-      Uncounted quiet(*ownTp_);
-      ownTp_->wait(ownTp_->allGather(&arg, 1, ("gathering the weight '" + t->name + "'").c_str()));
-      gathered_.emplace_back(size_t(t->fullNumel));
-      for (int rank = 0; rank < tp_; ++rank)
-        for (const TpRun &run : tpRuns(*t, rank))
-          std::memcpy(gathered_.back().data() + run.whole,
-                      parts.data() + size_t(rank) * t->numel + run.part, size_t(run.count) * 4);
-      r.push_back({t->name,
-                   std::vector<int64_t>(t->fullShape.dims, t->fullShape.dims + t->fullShape.rank),
-                   gathered_.back().data()});
-      continue;
-    }
-    if (t->shards <= 1) {
+    if (t->shards <= 1 && t->tpDim < 0) {
       r.push_back({t->name, std::vector<int64_t>(t->shape.dims, t->shape.dims + t->shape.rank),
                    t->f32()});
       continue;
     }
-    // Each chunk to its place in the padded whole; the padding is at the end.
-    gathered_.emplace_back(size_t(t->numel * t->shards));
-    comm::TensorArg arg{t->f32(), gathered_.back().data(), t->numel};
-    Uncounted quiet(*comm_);
-    comm_->wait(comm_->allGather(&arg, 1, ("gathering the weight '" + t->name + "'").c_str()));
+    // A ZeRO shard: the dp group's chunks, in order, make the tp part (or
+    // the whole) followed by the padding.
+    const float *part = t->f32();
+    int64_t partNumel = t->numel;
+    std::vector<float> chunks;
+    if (t->shards > 1) {
+      chunks.resize(size_t(t->numel * t->shards));
+      comm::TensorArg arg{t->f32(), chunks.data(), t->numel};
+      Uncounted quiet(*comm_);
+      comm_->wait(comm_->allGather(&arg, 1, ("gathering the weight '" + t->name + "'").c_str()));
+      part = chunks.data();
+      partNumel = t->tpDim >= 0 ? t->fullNumel / t->tpSize : t->fullNumel;
+    }
+    gathered_.emplace_back(size_t(t->fullNumel));
+    if (t->tpDim < 0) {
+      std::memcpy(gathered_.back().data(), part, size_t(partNumel) * 4);
+    } else {
+      // The tp group's parts, gathered, each run to its place in the whole.
+      std::vector<float> parts(size_t(partNumel * tp_));
+      comm::TensorArg arg{part, parts.data(), partNumel};
+      Uncounted quiet(*ownTp_);
+      ownTp_->wait(ownTp_->allGather(&arg, 1, ("gathering the weight '" + t->name + "'").c_str()));
+      for (int rank = 0; rank < tp_; ++rank)
+        for (const TpRun &run : tpRuns(*t, rank))
+          std::memcpy(gathered_.back().data() + run.whole,
+                      parts.data() + size_t(rank) * partNumel + run.part, size_t(run.count) * 4);
+    }
     r.push_back({t->name,
                  std::vector<int64_t>(t->fullShape.dims, t->fullShape.dims + t->fullShape.rank),
                  gathered_.back().data()});

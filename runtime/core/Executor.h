@@ -108,6 +108,8 @@ struct Tensor {
   /// tensor of fullShape, whose dimension tpDim is tpBlocks blocks, each cut
   /// into tpSize parts (plan.proto's Buffer.tp_split).
   int64_t tpDim = -1, tpBlocks = 1, tpSize = 1;
+  /// With both, this [chunk] buffer is chunk `rank` of the tp part,
+  /// flattened and zero-padded.
   /// The whole tensor's shape (a ZeRO shard's or a tp part's full_shape).
   const cpu::Shape &whole() const { return shards > 1 || tpDim >= 0 ? fullShape : shape; }
 
@@ -127,6 +129,11 @@ struct TpRun {
 /// The runs of `t`'s part on tp rank `rank`, in buffer order (one per outer
 /// index and block).
 std::vector<TpRun> tpRuns(const Tensor &t, int rank);
+/// The runs of the whole tensor that `t` holds on data-parallel rank
+/// `dpRank` and tp rank `tpRank`, in buffer order (`part` is the offset in
+/// `t`): all of a replicated tensor; a ZeRO chunk without its padding; a tp
+/// part's runs; or, both, the runs of the tp part that fall in the chunk.
+std::vector<TpRun> heldRuns(const Tensor &t, int dpRank, int tpRank);
 
 struct Context;
 struct Instr;

@@ -1,6 +1,8 @@
 // RUN: dsc-opt %s --tensor-parallel=tp=2 --autodiff --optimizer="type=adamw clip=1.0" --tensor-parallel-lower | FileCheck %s
 // Without clipping the norm is still computed (and logged): the same sum.
 // RUN: dsc-opt %s --tensor-parallel=tp=2 --autodiff --optimizer="type=adamw" --tensor-parallel-lower | FileCheck %s --check-prefix=NOCLIP
+// With ZeRO 1 over dp 2 (run before it, as dsc does):
+// RUN: dsc-opt %s --tensor-parallel=tp=2 --autodiff --gradient-accumulation=steps=1 --optimizer="type=adamw clip=1.0" --zero="stage=1 dp=2" --tensor-parallel-lower | FileCheck %s --check-prefix=ZERO
 
 // --tensor-parallel-lower, after autodiff and optimizer: Megatron's f
 // (dist.tp_copy) disappears, g (dist.tp_reduce) becomes an all-reduce sum on
@@ -30,6 +32,25 @@
 // CHECK-NOT:     dist.
 // CHECK:         return
 // NOCLIP:        train.clip_grad_norm {{.*}} sum_sq(%{{.*}}) {max_norm = 0.000000e+00 : f64}
+// ZeRO 1 x tp: a split parameter's optimizer states are ZeRO chunks of its
+// tp part (both attributes); the norm already summed over dp sums the split
+// chunks' squares over tp first and adds the whole chunks' once:
+// all_reduce_dp(all_reduce_tp(sum_sq(split chunks)) + sum_sq(whole chunks)).
+// ZERO-LABEL: func.func @mlp(
+// ZERO-SAME:    tensor<32xf32> {dist.shard_of = array<i64: 8, 8>, dist.tp_split = array<i64: 0, 1, 2>, train.opt_state = "w1/exp_avg"}
+// ZERO-SAME:    tensor<4xf32> {dist.shard_of = array<i64: 8>, train.opt_state = "b2/exp_avg"}
+// ZERO:         %[[W1:.+]] = dist.wait {{.*}} : tensor<32xf32>
+// ZERO:         %[[B1:.+]] = dist.wait {{.*}} : tensor<4xf32>
+// ZERO:         %[[W2:.+]] = dist.wait {{.*}} : tensor<32xf32>
+// ZERO:         %[[B2:.+]] = dist.wait {{.*}} : tensor<4xf32>
+// ZERO-NEXT:    %[[SPLIT:.+]] = train.sum_sq %[[W1]], %[[B1]], %[[W2]] :
+// ZERO-NEXT:    %[[TP:.+]] = dist.all_reduce sum %[[SPLIT]] {group = #dist.group<tp, 2>}
+// ZERO-NEXT:    %[[TPW:.+]] = dist.wait %[[TP]]
+// ZERO-NEXT:    %[[WHOLE:.+]] = train.sum_sq %[[B2]] :
+// ZERO-NEXT:    %[[SUM:.+]] = nn.add %[[TPW]], %[[WHOLE]]
+// ZERO-NEXT:    %[[DP:.+]] = dist.all_reduce sum %[[SUM]] {group = #dist.group<dp, 2>}
+// ZERO-NEXT:    %[[DPW:.+]] = dist.wait %[[DP]]
+// ZERO-NEXT:    train.clip_grad_norm %[[W1]], %[[B1]], %[[W2]], %[[B2]] sum_sq(%[[DPW]])
 func.func @mlp(%x: tensor<4x8xf32> {train.input = "x"}, %w1: tensor<16x8xf32> {train.param = "w1"},
                %b1: tensor<16xf32> {train.param = "b1"}, %w2: tensor<8x16xf32> {train.param = "w2"},
                %b2: tensor<8xf32> {train.param = "b2"}) -> (tensor<f32> {train.loss}) {

@@ -587,14 +587,9 @@ int main(int argc, char **argv) {
       cfg.pipeline.stages = *pp;
     if (tp)
       cfg.tensorParallel = *tp;
-    if (cfg.tensorParallel > 1 &&
-        ((cfg.worldSize > 1 && cfg.zero.stage > 0) || cfg.pipeline.stages > 1)) {
+    if (cfg.tensorParallel > 1 && cfg.pipeline.stages > 1) {
       llvm::errs() << "dsc: error: tensor parallelism (tp " << cfg.tensorParallel
-                   << ") is not yet combined with "
-                   << (cfg.pipeline.stages > 1 ? "a pipeline (--pp)"
-                                               : "ZeRO (stages 1-3) over the dp ranks")
-                   << " in this version: compile with tp and data parallelism without ZeRO "
-                      "(--zero 0)\n";
+                   << ") is not yet combined with a pipeline (--pp) in this version\n";
       return 1;
     }
     if (schedule)
