@@ -850,8 +850,9 @@ void writeTensorParallel(const plan::Plan &p, llvm::raw_ostream &os) {
       whole += b.tp_split_size() ? n * tp : n;
       split += b.tp_split_size() ? n : 0;
     }
-  os << "tensor parallel:  tp " << tp << " (world rank w: tp rank w % " << tp << ", dp index w / "
-     << tp << "); " << p.tp_column_gemms() << " GEMMs column parallel, " << p.tp_row_gemms()
+  os << "tensor parallel:  tp " << tp << " (world rank w: tp rank w % " << tp
+     << (p.schedule().empty() ? ", dp index w / " + std::to_string(tp) : std::string())
+     << "); " << p.tp_column_gemms() << " GEMMs column parallel, " << p.tp_row_gemms()
      << " row parallel, " << p.tp_whole_gemms_size() << " with a weight left whole\n";
   for (const std::string &w : p.tp_whole_gemms())
     os << "  whole: " << w << "\n";
@@ -873,6 +874,34 @@ void writeTensorParallel(const plan::Plan &p, llvm::raw_ostream &os) {
   count(prog.epilogue(), 1);
   os << "  tp communication per step: " << calls << " all-reduces of " << elements
      << " elements (" << 2 * elements << " in the ZeRO paper's units, as dsrt counts)\n";
+}
+
+/// The plan's tp and what the tensor-parallel pass split in `scope` (the
+/// module, or a pipeline stage's step), and what not and why.
+void describeTensorParallel(Operation *scope, int64_t tp, plan::Plan &p) {
+  p.set_tp(uint32_t(tp));
+  scope->walk([&](nn::MatmulOp mm) {
+    auto kind = mm->getAttrOfType<StringAttr>("dist.tp");
+    if (!kind)
+      return;
+    if (kind.getValue() == "column")
+      p.set_tp_column_gemms(p.tp_column_gemms() + 1);
+    else if (kind.getValue() == "row")
+      p.set_tp_row_gemms(p.tp_row_gemms() + 1);
+    else if (auto reason = mm->getAttrOfType<StringAttr>("dist.tp_reason")) {
+      std::string weight = "?";
+      Value rhs = mm.getRhs();
+      if (auto t = rhs.getDefiningOp<nn::TransposeOp>())
+        rhs = t.getInput();
+      if (auto c = rhs.getDefiningOp<nn::CastOp>())
+        rhs = c.getInput();
+      if (auto arg = dyn_cast<BlockArgument>(rhs))
+        if (auto f = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()))
+          if (auto n = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(), TrainDialect::kParam))
+            weight = n.getValue().str();
+      p.add_tp_whole_gemms(weight + ": " + reason.getValue().str());
+    }
+  });
 }
 
 void writeManifest(const plan::Plan &p, llvm::raw_ostream &os) {
@@ -992,33 +1021,11 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
     zeroStage = a.getInt();
   p.set_dp(dp);
   p.set_zero_stage(zeroStage);
-  if (auto a = module->getAttrOfType<IntegerAttr>("dist.tp")) {
-    p.set_tp(uint32_t(a.getInt()));
-    // What the tensor-parallel pass split, and what not and why.
-    module.walk([&](nn::MatmulOp mm) {
-      auto kind = mm->getAttrOfType<StringAttr>("dist.tp");
-      if (!kind)
-        return;
-      if (kind.getValue() == "column")
-        p.set_tp_column_gemms(p.tp_column_gemms() + 1);
-      else if (kind.getValue() == "row")
-        p.set_tp_row_gemms(p.tp_row_gemms() + 1);
-      else if (auto reason = mm->getAttrOfType<StringAttr>("dist.tp_reason")) {
-        std::string weight = "?";
-        Value rhs = mm.getRhs();
-        if (auto t = rhs.getDefiningOp<nn::TransposeOp>())
-          rhs = t.getInput();
-        if (auto c = rhs.getDefiningOp<nn::CastOp>())
-          rhs = c.getInput();
-        if (auto arg = dyn_cast<BlockArgument>(rhs))
-          if (auto f = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()))
-            if (auto n = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                        TrainDialect::kParam))
-              weight = n.getValue().str();
-        p.add_tp_whole_gemms(weight + ": " + reason.getValue().str());
-      }
-    });
-  }
+  int64_t tp = 1;
+  if (auto a = module->getAttrOfType<IntegerAttr>("dist.tp"))
+    tp = a.getInt();
+  if (tp > 1)
+    describeTensorParallel(module, tp, p);
   std::vector<std::unique_ptr<Emitter>> emitters;
   std::set<std::string> weightNames, paramNames;
   if (pp == 1) {
@@ -1037,6 +1044,8 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
       stage->set_config_json(p.config_json());
       stage->set_dp(dp);
       stage->set_zero_stage(zeroStage);
+      if (tp > 1)
+        describeTensorParallel(steps[s], tp, *stage);
       stage->set_stage(s);
       stage->set_has_loss(s + 1 == pp);
       stage->set_pipeline_micro_batches(p.pipeline_micro_batches());
@@ -1126,8 +1135,13 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
     if (auto a = module->getAttrOfType<IntegerAttr>("dist.layers"))
       layers = a.getInt();
     int64_t M = p.pipeline_micro_batches();
-    os << "pipeline:         " << pp << " stages x " << dp << " data-parallel ranks = "
-       << pp * dp << " ranks (rank = dp_index * " << pp << " + stage), " << layers
+    os << "pipeline:         " << pp << " stages x " << dp << " data-parallel ranks"
+       << (tp > 1 ? " x tp " + std::to_string(tp) : std::string()) << " = " << pp * dp * tp
+       << " ranks (rank = "
+       << (tp > 1 ? "(dp_index * " + std::to_string(pp) + " + stage) * " + std::to_string(tp) +
+                        " + tp_rank"
+                  : "dp_index * " + std::to_string(pp) + " + stage")
+       << "), " << layers
        << " layers, " << M << " micro-batches per step, schedule " << p.schedule() << "\n";
     os << llvm::format("predicted bubble: %.1f%% (1F1B with equal stages: (P-1)/(M+P-1) = "
                        "%.1f%%)\n",

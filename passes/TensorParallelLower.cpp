@@ -148,9 +148,22 @@ struct TensorParallelLower : impl::TensorParallelLowerBase<TensorParallelLower> 
       return splitZeroNorm(fn, clip, splitGrad, *group);
     b.setInsertionPoint(clip);
     Location loc = clip.getLoc();
+    // A parameter another pipeline stage also holds (a tied embedding)
+    // counts there only.
+    SmallVector<bool> tiedCopy(clip.getGrads().size(), false);
+    fn.walk([&](Operation *op) {
+      if (!isa<train::AdamOp, train::SgdOp>(op))
+        return;
+      BlockArgument arg = updatedParam(fn, op);
+      auto grad = dyn_cast<OpResult>(op->getOperand(1));
+      if (arg && grad && grad.getOwner() == clip.getOperation() &&
+          fn.getArgAttr(arg.getArgNumber(), distutil::kTiedCopy))
+        tiedCopy[grad.getResultNumber()] = true;
+    });
     SmallVector<Value> split, whole;
     for (auto [i, g] : llvm::enumerate(clip.getGrads()))
-      (splitGrad[i] ? split : whole).push_back(g);
+      if (!tiedCopy[i])
+        (splitGrad[i] ? split : whole).push_back(g);
     Value sumSq = distutil::allReduce(b, loc, distutil::sumOfSquares(b, loc, split), *group,
                                       dist::ReduceKind::sum);
     if (!whole.empty())

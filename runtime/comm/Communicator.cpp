@@ -293,8 +293,9 @@ void Communicator::wait(Handle h) {
     }
     // The other group's rings and messages advance meanwhile: the rank we
     // wait for may itself wait for them.
-    if (companion_ && companion_->pending())
-      companion_->progress();
+    for (Communicator *c : companions_)
+      if (c->pending())
+        c->progress();
     pause(spin);
   }
   auto release = [&] {

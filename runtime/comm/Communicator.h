@@ -39,6 +39,7 @@
 
 #include "runtime/comm/Staging.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -212,9 +213,14 @@ public:
   /// Collectives started and not yet waited for.
   int pending() const { return pendingCount_; }
   /// While wait() polls, also let `other`'s pending work advance (the
-  /// executor links the data-parallel and the pipeline group, so a rank
-  /// blocked on one does not stall a ring or a message of the other).
-  void progressWhileWaiting(Communicator *other) { companion_ = other; }
+  /// executor links its data-parallel, pipeline and tensor-parallel groups,
+  /// so a rank blocked on one does not stall a ring or a message of
+  /// another). Each call adds one.
+  void progressWhileWaiting(Communicator *other) {
+    if (other && other != this &&
+        std::find(companions_.begin(), companions_.end(), other) == companions_.end())
+      companions_.push_back(other);
+  }
 
   /// A blocking all_reduce of one value for metrics (the loss). Not
   /// counted; bounded by the timeout like wait().
@@ -321,7 +327,7 @@ private:
   std::vector<int64_t> numelScratch_;  // maxTensors
   std::vector<StagingRange> liveScratch_; // maxPending
   int pendingCount_ = 0;
-  Communicator *companion_ = nullptr;
+  std::vector<Communicator *> companions_;
 };
 
 /// One rank: every collective is a local copy (for plans with dp <= 1 and

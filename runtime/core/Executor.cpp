@@ -305,17 +305,18 @@ std::vector<TpRun> heldRuns(const Tensor &t, int dpRank, int tpRank) {
 }
 
 void Executor::setupPipeline(plan::Plan &top, const std::string &path) {
-  if (top.tp() > 1)
-    throw PlanError(path + ": tensor parallelism within a pipeline is not supported yet");
-  // Bounded before any int arithmetic: dp and pp are uint32 in the plan.
+  // Bounded before any int arithmetic: dp, pp and tp are uint32 in the plan.
   uint64_t pp = top.pp();
   uint64_t dp =
       std::max<uint32_t>(1, top.dp() || !top.stages_size() ? top.dp() : top.stages(0).dp());
+  uint64_t tp = std::max<uint32_t>(1, top.tp());
   if (pp > uint64_t(kMaxPlanRanks) || dp > uint64_t(kMaxPlanRanks) ||
-      pp * dp > uint64_t(kMaxPlanRanks))
+      tp > uint64_t(kMaxPlanRanks) || pp * dp * tp > uint64_t(kMaxPlanRanks))
     throw PlanError(path + ": pp=" + std::to_string(pp) + " x dp=" + std::to_string(dp) +
-                    " exceeds the " + std::to_string(kMaxPlanRanks) + " ranks a plan may have");
+                    (tp > 1 ? " x tp=" + std::to_string(tp) : std::string()) + " exceeds the " +
+                    std::to_string(kMaxPlanRanks) + " ranks a plan may have");
   pp_ = int(pp);
+  tp_ = int(tp);
   if (top.stages_size() != pp_)
     throw PlanError(path + ": a pipeline plan of pp=" + std::to_string(pp_) + " has " +
                     std::to_string(top.stages_size()) + " stage plans");
@@ -329,6 +330,10 @@ void Executor::setupPipeline(plan::Plan &top, const std::string &path) {
                       std::to_string(dp_));
     if (st.stages_size() || st.pp() > 1)
       throw PlanError(path + ": stage " + std::to_string(s) + " is itself a pipeline plan");
+    if (std::max<uint32_t>(1, st.tp()) != uint32_t(tp_))
+      throw PlanError(path + ": stage " + std::to_string(s) + " is compiled for tp=" +
+                      std::to_string(std::max<uint32_t>(1, st.tp())) + ", the pipeline for tp=" +
+                      std::to_string(tp_));
     losses += st.has_loss();
   }
   if (losses != 1)
@@ -338,11 +343,12 @@ void Executor::setupPipeline(plan::Plan &top, const std::string &path) {
   if (m < 1 || m > kMaxMicroBatches)
     throw PlanError(path + ": pipeline_micro_batches " + std::to_string(m) + " must lie in [1, " +
                     std::to_string(kMaxMicroBatches) + "]");
-  int need = pp_ * dp_, have = world_->size();
+  int need = pp_ * dp_ * tp_, have = world_->size();
   if (have != need)
     throw PlanError(path + ": plan compiled for pp=" + std::to_string(pp_) + " x dp=" +
-                    std::to_string(dp_) + " = " + std::to_string(need) +
-                    " ranks but running on " + std::to_string(have) +
+                    std::to_string(dp_) +
+                    (tp_ > 1 ? " x tp=" + std::to_string(tp_) : std::string()) + " = " +
+                    std::to_string(need) + " ranks but running on " + std::to_string(have) +
                     (have == 1 ? " rank" : " ranks") + ": run it with mpirun -np " +
                     std::to_string(need) + " (or recompile for " + std::to_string(have) +
                     (have == 1 ? " rank)" : " ranks)"));
@@ -353,7 +359,8 @@ void Executor::setupPipeline(plan::Plan &top, const std::string &path) {
     for (const plan::Buffer &b : top.stages(s).buffers()) {
       if (b.role() != plan::PARAM)
         continue;
-      const auto &dims = b.shard_count() > 1 ? b.full_shape() : b.shape();
+      // The whole tensor (of a ZeRO shard or a tp part).
+      const auto &dims = b.full_shape_size() ? b.full_shape() : b.shape();
       // World rank 0 allocates every stage's parameters: bounded here, as
       // its own stage's buffers are by validateBuffers().
       cpu::Shape bounded;
@@ -375,9 +382,12 @@ void Executor::setupPipeline(plan::Plan &top, const std::string &path) {
       }
     }
 
+  // tp innermost, then the stage: world rank w is tp rank w % tp of stage
+  // (w / tp) % pp of dp index (w / tp) / pp (the launcher's rank table).
   int w = world_->rank();
-  stage_ = w % pp_;
-  int index = w / pp_;
+  int tpRank = w % tp_, rest = w / tp_;
+  stage_ = rest % pp_;
+  int index = rest / pp_;
   std::string config = top.config_json();
   schedule_ = top.schedule();
   plan_.Swap(top.mutable_stages(stage_));
@@ -387,22 +397,29 @@ void Executor::setupPipeline(plan::Plan &top, const std::string &path) {
   name_ = path + " (stage " + std::to_string(stage_) + ")";
   hasLoss_ = plan_.has_loss();
   ctx_.microBatches = m;
-  // The stage's data-parallel group (ordered by dp index) and the index's
-  // pipeline group (ordered by stage).
+  // The stage's data-parallel group (ordered by dp index), the index's
+  // pipeline group (ordered by stage) and, with tp, the tensor-parallel
+  // group of one stage and dp index (ordered by tp rank); each group of
+  // the same tp rank.
   try {
-    ownDp_ = world_->split(stage_, index);
-    ownPp_ = world_->split(index, stage_);
+    ownDp_ = world_->split(stage_ * tp_ + tpRank, index);
+    ownPp_ = world_->split(index * tp_ + tpRank, stage_);
+    if (tp_ > 1)
+      ownTp_ = world_->split(rest, tpRank);
   } catch (const comm::CommError &e) {
     throw PlanError(e.what());
   }
   comm_ = ownDp_.get();
   if (comm_->size() != dp_ || comm_->rank() != index || ownPp_->size() != pp_ ||
-      ownPp_->rank() != stage_)
+      ownPp_->rank() != stage_ || (ownTp_ && (ownTp_->size() != tp_ || ownTp_->rank() != tpRank)))
     throw PlanError(name_ + ": splitting the world of " + std::to_string(have) +
                     " ranks gave a dp group of " + std::to_string(comm_->size()) +
                     " and a pp group of " + std::to_string(ownPp_->size()));
-  comm_->progressWhileWaiting(ownPp_.get());
-  ownPp_->progressWhileWaiting(comm_);
+  std::vector<comm::Communicator *> groups{comm_, ownPp_.get(), ownTp_.get()};
+  for (comm::Communicator *a : groups)
+    for (comm::Communicator *b : groups)
+      if (a && b && a != b)
+        a->progressWhileWaiting(b);
   // Checks of this stage's plan alone come after the (collective) splits,
   // so a rank that fails them does not leave the others inside a split.
   if (plan_.program().micro_batch_size())
@@ -971,8 +988,9 @@ std::vector<WholeTensor> Executor::gatherWeights() {
   }
   if (pp_ <= 1)
     return r;
-  // The other stages' parameters to world rank 0: stage s's dp index 0 is
-  // world rank s; blocking messages on the world, one after the other.
+  // The other stages' parameters to world rank 0: stage s's dp index 0
+  // and tp rank 0 is world rank s * tp (tp ranks gathered their parts
+  // above); blocking messages on the world, one after the other.
   Uncounted quiet(*world_);
   int w = world_->rank();
   auto numel = [](const std::vector<int64_t> &shape) {
@@ -989,10 +1007,10 @@ std::vector<WholeTensor> Executor::gatherWeights() {
       std::string what = "gathering the weight '" + p.name + "' of stage " +
                          std::to_string(p.stage);
       world_->wait(world_->recv(gathered_.back().data(), gathered_.back().size() * sizeof(float),
-                                p.stage, 0, what.c_str()));
+                                p.stage * tp_, 0, what.c_str()));
       r.push_back({p.name, p.shape, gathered_.back().data()});
     }
-  } else if (ctx_.rank == 0) {
+  } else if (ctx_.rank == 0 && ctx_.ranks[2] == 0) {
     for (const StageParam &p : stageParams_) {
       if (p.stage != stage_)
         continue;
@@ -1009,9 +1027,9 @@ std::vector<WholeTensor> Executor::gatherWeights() {
 }
 
 double Executor::globalLoss() {
-  if (pp_ > 1) // the last stage's ranks hold it; the others add 0
+  if (pp_ > 1) // the last stage's ranks hold it (each tp rank alike); the others add 0
     return world_->blockingAllReduceScalar(hasLoss_ ? double(loss()) : 0.0, comm::ReduceOp::Sum) /
-           dp_;
+           (dp_ * tp_);
   return dp_ > 1 ? comm_->blockingAllReduceScalar(loss(), comm::ReduceOp::Avg) : loss();
 }
 

@@ -587,11 +587,6 @@ int main(int argc, char **argv) {
       cfg.pipeline.stages = *pp;
     if (tp)
       cfg.tensorParallel = *tp;
-    if (cfg.tensorParallel > 1 && cfg.pipeline.stages > 1) {
-      llvm::errs() << "dsc: error: tensor parallelism (tp " << cfg.tensorParallel
-                   << ") is not yet combined with a pipeline (--pp) in this version\n";
-      return 1;
-    }
     if (schedule)
       cfg.pipeline.schedule = *schedule;
     if (partition)
