@@ -8,10 +8,11 @@ graph (dim 0 = --samples). The model kind follows from the input names:
 
 * MLP  (x, targets): x float32 N(0, 1); targets int64 in [0, classes), with
   classes = the length of the last Linear's bias.
-* GPT  (input_ids, targets): a random token row of seq+1 ids in [0, vocab),
-  input_ids = row[:-1] and targets = row[1:] (vocab = rows of wte). With a
-  bool key_padding_mask (gpt.py --key-padding-mask), about half the rows
-  end in padding (True), after at least one real token.
+* GPT, LLaMA (input_ids, targets): a random token row of seq+1 ids in
+  [0, vocab), input_ids = row[:-1] and targets = row[1:] (vocab = rows of
+  wte or embed_tokens). With a bool key_padding_mask (gpt.py
+  --key-padding-mask), about half the rows end in padding (True), after at
+  least one real token.
 * BERT (input_ids, token_type_ids, attention_mask, labels): about half the
   rows end in padding (attention_mask 0, input_ids 0, token type 0);
   token_type_ids 0 then 1 from a random split of the real tokens; ~15% of
@@ -52,10 +53,10 @@ def main(argv=None):
             sys.exit("make_data: input %s has a symbolic non-batch dimension" % n)
     out = {}
 
-    def init_shape(suffix):
-        hits = [v.shape for k, v in inits.items() if k.endswith(suffix)]
+    def init_shape(*suffixes):
+        hits = [v.shape for k, v in inits.items() if k.endswith(suffixes)]
         if not hits:
-            sys.exit("make_data: no initializer *%s in %s" % (suffix, a.onnx))
+            sys.exit("make_data: no initializer *%s in %s" % (" or *".join(suffixes), a.onnx))
         return hits[0]
 
     if names == ["targets", "x"]:
@@ -65,7 +66,7 @@ def main(argv=None):
         out["targets"] = rng.integers(0, classes, spec["targets"][1], dtype=np.int64)
         kind = "mlp (%d classes)" % classes
     elif names in (["input_ids", "targets"], ["input_ids", "key_padding_mask", "targets"]):
-        vocab = init_shape("wte.weight")[0]
+        vocab = init_shape("wte.weight", "embed_tokens.weight")[0]
         B, T = spec["input_ids"][1]
         rows = rng.integers(0, vocab, (B, T + 1), dtype=np.int64)
         out["input_ids"] = np.ascontiguousarray(rows[:, :-1])

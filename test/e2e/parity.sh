@@ -3,9 +3,9 @@
 #
 #   parity.sh DSC DSRT PYTHON WORKDIR MODEL CONFIG_JSON [export flags...]
 #
-# MODEL is mlp, gpt or bert (models/MODEL.py); PYTHON has torch and onnx
+# MODEL is mlp, gpt, bert or llama (models/MODEL.py); PYTHON has torch and onnx
 # (/usr/bin/python3). WORKDIR is emptied and receives
-#   model.onnx(.json)  the export (--dropout 0 for gpt/bert, --batch = the
+#   model.onnx(.json)  the export (--dropout 0 for gpt/bert/llama, --batch = the
 #                      config's micro batch)
 #   data/              make_data.py output (PARITY_SAMPLES samples, default 64)
 #   plan/              dsc MODEL --config CONFIG -o plan
@@ -49,9 +49,9 @@ mkdir -p "$WORK"
 MB=$("$PY" "$HERE/reference_train.py" --config "$CONFIG" --print-micro-batch)
 forced=(--batch "$MB")
 case "$MODEL" in
-  gpt|bert) forced+=(--dropout 0) ;;
+  gpt|bert|llama) forced+=(--dropout 0) ;;
   mlp) ;;
-  *) echo "parity.sh: unknown model '$MODEL' (mlp, gpt, bert)" >&2; exit 2 ;;
+  *) echo "parity.sh: unknown model '$MODEL' (mlp, gpt, bert, llama)" >&2; exit 2 ;;
 esac
 
 echo "== export models/$MODEL.py $* ${forced[*]}"
