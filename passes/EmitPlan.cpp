@@ -859,21 +859,43 @@ void writeTensorParallel(const plan::Plan &p, llvm::raw_ostream &os) {
   os << "  parameters per rank: " << local << " of " << whole << " ("
      << llvm::format("%.1f%%", whole ? 100.0 * double(local) / double(whole) : 0.0) << "; "
      << split << " split 1/" << tp << ", " << local - split << " whole on every rank)\n";
-  int64_t calls = 0, elements = 0;
+  // all-reduces; with sequence parallelism also all-gathers (counted by
+  // their whole output) and reduce-scatters (by their whole input).
+  int64_t calls = 0, elements = 0, gathers = 0, gathered = 0, scatters = 0, scattered = 0;
   const plan::Program &prog = p.program();
   auto count = [&](const google::protobuf::RepeatedPtrField<plan::Instr> &list, int64_t times) {
-    for (const plan::Instr &i : list)
-      if (i.op() == "dist.all_reduce" && i.axis() == 2) {
+    for (const plan::Instr &i : list) {
+      if (i.axis() != 2)
+        continue;
+      if (i.op() == "dist.all_reduce") {
         calls += times;
         for (uint32_t b : i.inputs())
           elements += times * numel(p.buffers(b).shape());
+      } else if (i.op() == "dist.all_gather") {
+        gathers += times;
+        for (uint32_t b : i.outputs())
+          gathered += times * numel(p.buffers(b).shape());
+      } else if (i.op() == "dist.reduce_scatter") {
+        scatters += times;
+        for (uint32_t b : i.inputs())
+          scattered += times * numel(p.buffers(b).shape());
       }
+    }
   };
   count(prog.prologue(), 1);
   count(prog.micro_batch(), prog.micro_batches());
   count(prog.epilogue(), 1);
   os << "  tp communication per step: " << calls << " all-reduces of " << elements
-     << " elements (" << 2 * elements << " in the ZeRO paper's units, as dsrt counts)\n";
+     << " elements";
+  if (gathers || scatters)
+    os << ", " << gathers << " all-gathers of " << gathered << ", " << scatters
+       << " reduce-scatters of " << scattered;
+  os << " (" << 2 * elements + gathered + scattered
+     << " in the ZeRO paper's units, as dsrt counts)\n";
+  if (gathers || scatters)
+    os << "  sequence parallel: layer norms, dropouts and residual adds on 1/" << tp
+       << " of the tokens; per layer and micro-batch 2 all-gathers + 2 reduce-scatters forward "
+          "and backward each, in place of 2 + 2 all-reduces\n";
 }
 
 /// The plan's tp and what the tensor-parallel pass split in `scope` (the

@@ -105,14 +105,38 @@ def TensorParallel : Pass<"tensor-parallel", "mlir::ModuleOp"> {
   ];
 }
 
+def SequenceParallel : Pass<"sequence-parallel", "mlir::ModuleOp"> {
+  let summary = "Sequence parallelism: token-split layer norm / dropout / residual regions";
+  let description = [{
+    Right after tensor-parallel, on the forward graph (Korthikanti et al.
+    2022): the token-wise ops outside the tensor-parallel regions compute on
+    this rank's part of the tokens. g (dist.tp_reduce) becomes
+    dist.sp_scatter {reduce} (reduce-scatter forward, all-gather backward),
+    f (dist.tp_copy) dist.sp_gather {reduce} (all-gather forward,
+    reduce-scatter backward); values entering the region go through
+    dist.sp_scatter (a local part), values leaving it through dist.sp_gather.
+    Parameters the region reads are marked `dist.sp_partial` (their
+    gradients are summed over the group by tensor-parallel-lower); dropout
+    in the region `dist.tp_split`. See SequenceParallel.cpp.
+  }];
+  let dependentDialects = ["::dsc::dist::DistDialect"];
+  let statistics = [
+    Statistic<"numSplit", "token-split-ops", "ops computing on this rank's tokens">,
+  ];
+}
+
 def TensorParallelLower : Pass<"tensor-parallel-lower", "mlir::ModuleOp"> {
   let summary = "Lower Megatron's f and g to tp-group collectives; the split gradient norm";
   let description = [{
-    After autodiff and optimizer, before data-parallel / zero: dist.tp_copy
-    disappears, dist.tp_reduce becomes dist.all_reduce sum + dist.wait on
-    the tensor-parallel group, and train.clip_grad_norm gets its `sum_sq`:
-    the squares of the split parameters' gradients summed over the group,
-    plus those of the whole parameters' once (every rank holds the same).
+    After autodiff, the optimizer and the data-parallel passes (the
+    gradients are dp-reduced, their buckets fused): dist.tp_copy disappears,
+    dist.tp_reduce becomes dist.all_reduce sum + dist.wait on the
+    tensor-parallel group, dist.sp_gather / dist.sp_scatter become
+    all-gathers, reduce-scatters or local chunks of the flattened tensor,
+    the gradients of `dist.sp_partial` parameters are all-reduced (sum) on
+    the group, and train.clip_grad_norm's sum of squares counts the split
+    parameters' gradients summed over the group plus the whole parameters'
+    once (every rank holds the same).
   }];
   let dependentDialects = ["::dsc::dist::DistDialect", "::dsc::nn::NNDialect"];
 }

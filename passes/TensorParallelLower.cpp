@@ -17,6 +17,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace dsc {
 #define GEN_PASS_DEF_TENSORPARALLELLOWER
@@ -74,6 +75,88 @@ LogicalResult splitZeroNorm(func::FuncOp fn, train::ClipGradNormOp clip,
   return success();
 }
 
+/// dist.sp_gather / dist.sp_scatter on the flattened tensor: an all-gather,
+/// a reduce-scatter (sum) or a local chunk; every part is contiguous.
+void lowerSequenceParallel(func::FuncOp fn, std::optional<dist::GroupAttr> &group) {
+  SmallVector<Operation *> sps;
+  fn.walk([&](Operation *op) {
+    if (isa<dist::SpGatherOp, dist::SpScatterOp>(op))
+      sps.push_back(op);
+  });
+  OpBuilder b(fn.getContext());
+  for (Operation *op : sps) {
+    b.setInsertionPoint(op);
+    Location loc = op->getLoc();
+    Value in = op->getOperand(0);
+    auto out = cast<RankedTensorType>(op->getResult(0).getType());
+    Value flat = distutil::flatten(b, loc, in), r;
+    if (auto g = dyn_cast<dist::SpGatherOp>(op)) {
+      group = g.getGroup();
+      r = distutil::allGather(b, loc, flat, out.getNumElements(), g.getGroup());
+    } else {
+      auto s = cast<dist::SpScatterOp>(op);
+      group = s.getGroup();
+      r = s.getReduce()
+              ? distutil::reduceScatter(b, loc, flat, s.getGroup(), dist::ReduceKind::sum)
+              : dist::ChunkOp::create(
+                    b, loc, RankedTensorType::get({out.getNumElements()}, out.getElementType()),
+                    flat, s.getGroup())
+                    .getResult();
+    }
+    op->getResult(0).replaceAllUsesWith(distutil::reshape(b, loc, r, out.getShape()));
+    op->erase();
+  }
+}
+
+/// The gradients of the parameters a token-split region reads
+/// (`dist.sp_partial`) hold this rank's tokens' part: one all-reduce (sum)
+/// on the tp group, before the norm and the clipping read them (under ZeRO
+/// they are chunks, each the same chunk of the same parameter on every tp
+/// rank, so summing chunks sums the parameter).
+LogicalResult sumPartialGradients(func::FuncOp fn, train::ClipGradNormOp clip,
+                                  std::optional<dist::GroupAttr> group) {
+  llvm::SetVector<Value> grads;
+  fn.walk([&](Operation *op) {
+    if (!isa<train::AdamOp, train::SgdOp>(op))
+      return;
+    BlockArgument arg = updatedParam(fn, op);
+    auto grad = dyn_cast<OpResult>(op->getOperand(1));
+    if (arg && grad && grad.getOwner() == clip.getOperation() &&
+        fn.getArgAttr(arg.getArgNumber(), "dist.sp_partial"))
+      grads.insert(clip.getGrads()[grad.getResultNumber()]);
+  });
+  if (grads.empty())
+    return success();
+  if (!group)
+    return clip.emitOpError("tensor-parallel-lower: sequence-parallel gradients but no tp group");
+  // Before the first reader (the clipping, or ZeRO's sum of squares).
+  Block *block = clip->getBlock();
+  Operation *first = clip;
+  for (Value g : grads)
+    for (Operation *user : g.getUsers())
+      if (Operation *o = block->findAncestorOpInBlock(*user); o && o->isBeforeInBlock(first))
+        first = o;
+  for (Value g : grads)
+    if (Operation *def = g.getDefiningOp();
+        def && (def->getBlock() != block || !def->isBeforeInBlock(first)))
+      return def->emitOpError("tensor-parallel-lower: a sequence-parallel gradient is defined "
+                              "after its first reader");
+  OpBuilder b(first);
+  SmallVector<Type> types;
+  for (Value g : grads)
+    types.push_back(g.getType());
+  SmallVector<Value> summed = distutil::startAndWait<dist::AllReduceOp>(
+      b, clip.getLoc(), types, grads.getArrayRef(), *group,
+      dist::ReduceKindAttr::get(b.getContext(), dist::ReduceKind::sum));
+  Operation *wait = summed[0].getDefiningOp();
+  Operation *start = wait->getOperand(0).getDefiningOp();
+  for (auto [i, g] : llvm::enumerate(grads)) {
+    Value v = g;
+    v.replaceUsesWithIf(summed[i], [&](OpOperand &u) { return u.getOwner() != start; });
+  }
+  return success();
+}
+
 struct TensorParallelLower : impl::TensorParallelLowerBase<TensorParallelLower> {
   void runOnOperation() override {
     for (auto fn : getOperation().getOps<func::FuncOp>())
@@ -117,15 +200,25 @@ struct TensorParallelLower : impl::TensorParallelLowerBase<TensorParallelLower> 
         if (auto sa = dyn_cast<BlockArgument>(st); sa && sa.getOwner()->getParentOp() == fn)
           fn.setArgAttr(sa.getArgNumber(), "dist.tp_split", split);
     });
+    lowerSequenceParallel(fn, group);
     // The global gradient norm: a split parameter's gradient is split too,
     // so its squares are summed over the group; a whole one counts once.
     SmallVector<train::ClipGradNormOp> clips;
     fn.walk([&](train::ClipGradNormOp c) { clips.push_back(c); });
-    if (clips.empty())
+    bool partial = llvm::any_of(fn.getArguments(), [&](BlockArgument a) {
+      return static_cast<bool>(fn.getArgAttr(a.getArgNumber(), "dist.sp_partial"));
+    });
+    if (clips.empty()) {
+      if (partial)
+        return fn.emitError("tensor-parallel-lower: sequence-parallel parameters but no "
+                            "train.clip_grad_norm to sum their gradients before");
       return success();
+    }
     if (clips.size() > 1)
       return clips[1].emitOpError("tensor-parallel-lower: one gradient clipping per step");
     train::ClipGradNormOp clip = clips[0];
+    if (partial && failed(sumPartialGradients(fn, clip, *group)))
+      return failure();
     SmallVector<bool> splitGrad(clip.getGrads().size(), false);
     bool any = false;
     fn.walk([&](Operation *op) {

@@ -228,3 +228,66 @@ LogicalResult TpReduceOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGra
                                         : Value());
   return success();
 }
+
+//===--- sequence parallelism ---------------------------------------------===//
+
+/// `part` is `whole` with dimension `dim` cut into the group's parts, every
+/// dimension before it 1 (so each part is contiguous).
+static LogicalResult verifyTokenSplit(Operation *op, GroupAttr group, int64_t dim, Type wholeT,
+                                      Type partT) {
+  if (failed(verifyTpGroup(op, group)))
+    return failure();
+  auto whole = cast<RankedTensorType>(wholeT), part = cast<RankedTensorType>(partT);
+  if (whole.getElementType() != part.getElementType())
+    return op->emitOpError("result element type must equal the input's");
+  if (whole.getRank() != part.getRank() || dim < 0 || dim >= whole.getRank())
+    return op->emitOpError("dim ") << dim << " must be a dimension of both (ranks "
+                                    << whole.getRank() << " and " << part.getRank() << ")";
+  for (int64_t i = 0; i < whole.getRank(); ++i) {
+    int64_t want = i == dim ? whole.getDimSize(i) / group.getSize() : whole.getDimSize(i);
+    if (i < dim && whole.getDimSize(i) != 1)
+      return op->emitOpError("every dimension before dim ")
+             << dim << " must be 1 (a part must be contiguous), dimension " << i << " is "
+             << whole.getDimSize(i);
+    if (i == dim && whole.getDimSize(i) % group.getSize())
+      return op->emitOpError("dimension ") << dim << " of size " << whole.getDimSize(i)
+                                           << " does not split into " << group.getSize()
+                                           << " parts";
+    if (part.getDimSize(i) != want)
+      return op->emitOpError("the part must be ")
+             << whole << " with dimension " << dim << " cut into " << group.getSize()
+             << " parts, not " << part;
+  }
+  return success();
+}
+
+LogicalResult SpGatherOp::verify() {
+  return verifyTokenSplit(*this, getGroup(), getDim(), getResult().getType(),
+                          getInput().getType());
+}
+LogicalResult SpScatterOp::verify() {
+  return verifyTokenSplit(*this, getGroup(), getDim(), getInput().getType(),
+                          getResult().getType());
+}
+
+LogicalResult SpGatherOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                         SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(1, resultGrads[0]
+                             ? SpScatterOp::create(b, getLoc(), getInput().getType(),
+                                                   resultGrads[0], getGroup(), getDimAttr(),
+                                                   getReduceAttr())
+                                   .getResult()
+                             : Value());
+  return success();
+}
+
+LogicalResult SpScatterOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                          SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(1, resultGrads[0]
+                             ? SpGatherOp::create(b, getLoc(), getInput().getType(),
+                                                  resultGrads[0], getGroup(), getDimAttr(),
+                                                  getReduceAttr())
+                                   .getResult()
+                             : Value());
+  return success();
+}

@@ -198,4 +198,45 @@ def Dist_TpReduceOp : Dist_Op<"tp_reduce", [AllTypesMatch<["input", "result"]>,
   let hasVerifier = 1;
 }
 
+//===--- sequence parallelism (Korthikanti et al. 2022) -------------------===//
+
+def Dist_SpGatherOp : Dist_Op<"sp_gather", [
+    DeclareOpInterfaceMethods<NN_GradientOpInterface, ["buildGradients"]>]> {
+  let summary = "leave a token-split region: all-gather forward";
+  let description = [{
+    The input is this rank's contiguous part of the tokens (dimension `dim`
+    cut into `size` parts, every dimension before it of size 1): the result
+    is the whole tensor, all parts in rank order. Backward, with `reduce`
+    (entering a tensor-parallel region: Megatron's f under sequence
+    parallelism, each rank's gradient partial) the gradient is
+    reduce-scattered; without it (a consumer every rank computes alike)
+    each rank keeps its part. The gradient rule emits `dist.sp_scatter`
+    with the same `reduce`.
+  }];
+  let arguments = (ins Dist_Tensor:$input, Dist_GroupAttr:$group, I64Attr:$dim,
+                       UnitAttr:$reduce);
+  let results = (outs Dist_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Dist_SpScatterOp : Dist_Op<"sp_scatter", [
+    DeclareOpInterfaceMethods<NN_GradientOpInterface, ["buildGradients"]>]> {
+  let summary = "enter a token-split region: reduce-scatter or take this rank's part";
+  let description = [{
+    The result is this rank's contiguous part of dimension `dim` (every
+    dimension before it of size 1). With `reduce` the inputs are partial
+    sums (a row-parallel GEMM's: Megatron's g under sequence parallelism)
+    and are reduce-scattered; without it the input is the same on every
+    rank and the part is a local copy. The gradient rule emits
+    `dist.sp_gather` with the same `reduce`: backward, the parts are
+    all-gathered.
+  }];
+  let arguments = (ins Dist_Tensor:$input, Dist_GroupAttr:$group, I64Attr:$dim,
+                       UnitAttr:$reduce);
+  let results = (outs Dist_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 #endif // DSC_DIST_OPS

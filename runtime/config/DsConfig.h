@@ -354,6 +354,9 @@ struct TrainConfig {
   /// Tensor-parallel ranks per data-parallel index (tensor_parallel.
   /// autotp_size, dsc --tp); 1: none.
   int64_t tensorParallel = 1;
+  /// Sequence parallelism over the tensor-parallel group (dsc
+  /// --sequence-parallel; Megatron's --sequence-parallel, no ds_config key).
+  bool sequenceParallel = false;
   double gradientClipping = 0.0; // 0 = off
   int64_t stepsPerPrint = 0;     // 0 = never
   /// wall_clock_breakdown: DeepSpeed's per-phase timers; dsrt reports its

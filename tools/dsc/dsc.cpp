@@ -147,6 +147,8 @@ void buildTrainPipeline(mlir::PassManager &pm, const dsrt::config::TrainConfig &
     dsc::TensorParallelOptions tpOptions;
     tpOptions.tp = cfg.tensorParallel;
     pm.addPass(dsc::createTensorParallel(tpOptions));
+    if (cfg.sequenceParallel)
+      pm.addPass(dsc::createSequenceParallel());
   }
   // On the forward graph, before the pipeline cut (stages then exchange
   // low-precision activations) and before autodiff (fp32 master gradients).
@@ -415,6 +417,11 @@ int main(int argc, char **argv) {
                  "tensor-parallel ranks (Megatron's column/row GEMM splits, found in the graph; "
                  "overrides tensor_parallel.autotp_size; the plan runs on dp x tp ranks)")
       ->check(integer<int64_t>(1, kMaxRanks));
+  bool sequenceParallel = false;
+  app.add_flag("--sequence-parallel", sequenceParallel,
+               "with --tp: layer norm, dropout and residual regions on each rank's part of the "
+               "tokens, all-gather / reduce-scatter instead of all-reduce (Korthikanti et al. "
+               "2022)");
   app.add_option("--micro-batches", microBatches,
                  "micro-batches per step (overrides gradient_accumulation_steps; with --pp "
                  "and no config the default is 2 x pp)")
@@ -587,6 +594,15 @@ int main(int argc, char **argv) {
       cfg.pipeline.stages = *pp;
     if (tp)
       cfg.tensorParallel = *tp;
+    if (sequenceParallel) {
+      if (cfg.tensorParallel < 2) {
+        llvm::errs() << "dsc: error: --sequence-parallel splits the tokens over the "
+                        "tensor-parallel group: give --tp 2 or more (or "
+                        "tensor_parallel.autotp_size)\n";
+        return 1;
+      }
+      cfg.sequenceParallel = true;
+    }
     if (schedule)
       cfg.pipeline.schedule = *schedule;
     if (partition)

@@ -406,3 +406,56 @@ func.func @tp_reduce_other_axis(%a: tensor<4xf32>) {
   %0 = dist.tp_reduce %a {group = #dist.group<pp, 2>} : tensor<4xf32>
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Sequence parallelism: token-split parts
+//===----------------------------------------------------------------------===//
+
+func.func @sp_other_axis(%a: tensor<4x8xf32>) {
+  // expected-error @+1 {{'dist.sp_scatter' op works on the tensor-parallel group, not the dp group}}
+  %0 = dist.sp_scatter %a {dim = 0 : i64, group = #dist.group<dp, 2>} : tensor<4x8xf32> -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @sp_dim_out_of_range(%a: tensor<2x8xf32>) {
+  // expected-error @+1 {{'dist.sp_gather' op dim 2 must be a dimension of both (ranks 2 and 2)}}
+  %0 = dist.sp_gather %a {dim = 2 : i64, group = #dist.group<tp, 2>} : tensor<2x8xf32> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+// A part of dimension 1 of [2, 6, 8] is not contiguous.
+func.func @sp_not_contiguous(%a: tensor<2x6x8xf32>) {
+  // expected-error @+1 {{'dist.sp_scatter' op every dimension before dim 1 must be 1 (a part must be contiguous), dimension 0 is 2}}
+  %0 = dist.sp_scatter %a {dim = 1 : i64, group = #dist.group<tp, 2>} : tensor<2x6x8xf32> -> tensor<2x3x8xf32>
+  return
+}
+
+// -----
+
+func.func @sp_not_divisible(%a: tensor<3x8xf32>) {
+  // expected-error @+1 {{'dist.sp_scatter' op dimension 0 of size 3 does not split into 2 parts}}
+  %0 = dist.sp_scatter %a {dim = 0 : i64, group = #dist.group<tp, 2>} : tensor<3x8xf32> -> tensor<1x8xf32>
+  return
+}
+
+// -----
+
+func.func @sp_wrong_part(%b: tensor<2x4xf32>) {
+  // expected-error @+1 {{'dist.sp_gather' op the part must be 'tensor<4x8xf32>' with dimension 0 cut into 2 parts, not 'tensor<2x4xf32>'}}
+  %0 = dist.sp_gather %b {dim = 0 : i64, group = #dist.group<tp, 2>} : tensor<2x4xf32> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @sp_element_type(%a: tensor<4x8xf32>) {
+  // expected-error @+1 {{'dist.sp_scatter' op result element type must equal the input's}}
+  %0 = dist.sp_scatter %a {dim = 0 : i64, group = #dist.group<tp, 2>} : tensor<4x8xf32> -> tensor<2x8xbf16>
+  return
+}

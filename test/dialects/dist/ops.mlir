@@ -134,3 +134,14 @@ func.func @tp_regions(%a: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %1 = dist.tp_reduce %0 {group = #dist.group<tp, 2>} : tensor<4x8xf32>
   return %1 : tensor<4x8xf32>
 }
+
+// Sequence parallelism: a token-split region's entry and exit (with
+// `reduce`: Megatron's g and f under sequence parallelism).
+// CHECK-LABEL: func.func @sp_regions(
+// CHECK-NEXT:    %[[S:.*]] = dist.sp_scatter %{{.*}} {dim = 1 : i64, group = #dist.group<tp, 2>, reduce} : tensor<1x6x8xf32> -> tensor<1x3x8xf32>
+// CHECK-NEXT:    dist.sp_gather %[[S]] {dim = 1 : i64, group = #dist.group<tp, 2>} : tensor<1x3x8xf32> -> tensor<1x6x8xf32>
+func.func @sp_regions(%a: tensor<1x6x8xf32>) -> tensor<1x6x8xf32> {
+  %0 = dist.sp_scatter %a {dim = 1 : i64, group = #dist.group<tp, 2>, reduce} : tensor<1x6x8xf32> -> tensor<1x3x8xf32>
+  %1 = dist.sp_gather %0 {dim = 1 : i64, group = #dist.group<tp, 2>} : tensor<1x3x8xf32> -> tensor<1x6x8xf32>
+  return %1 : tensor<1x6x8xf32>
+}

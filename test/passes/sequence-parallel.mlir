@@ -1,0 +1,67 @@
+// RUN: dsc-opt %s --tensor-parallel=tp=2 --sequence-parallel | FileCheck %s
+// RUN: dsc-opt %s --tensor-parallel=tp=2 --sequence-parallel --autodiff --gradient-accumulation=steps=1 --optimizer="type=adamw clip=1.0" --tensor-parallel-lower | FileCheck %s --check-prefix=LOWER
+
+// --sequence-parallel after --tensor-parallel: the layer norm, the bias and
+// residual adds and the dropout outside the MLP's tensor-parallel region
+// compute on this rank's half of the 4 tokens. The input enters through
+// dist.sp_scatter (a local part); f becomes an all-gather (sp_gather
+// reduce: backward a reduce-scatter), g a reduce-scatter (sp_scatter
+// reduce: backward an all-gather); the loss's reduction over every token
+// reads the whole tensor through sp_gather. The layer norm's scale and the
+// row-parallel bias get partial gradients: dist.sp_partial. The position
+// term, computed from a parameter and read whole by a token-split add, goes
+// through f (its gradient summed over the group); the parameter itself is
+// not marked. Dropout draws its part of the whole mask (dist.tp_split).
+// CHECK-LABEL: func.func @block(
+// CHECK-SAME:    %[[X:[a-z0-9]+]]: tensor<4x8xf32> {train.input = "x"}
+// CHECK-SAME:    tensor<8xf32> {dist.sp_partial, train.param = "ln.weight"}
+// CHECK-SAME:    tensor<8xf32> {dist.sp_partial, train.param = "b2"}
+// CHECK-SAME:    tensor<1x8xf32> {train.param = "pos"}
+// CHECK:         %[[XP:.+]] = dist.sp_scatter %[[X]] {dim = 0 : i64, group = #dist.group<tp, 2>} : tensor<4x8xf32> -> tensor<2x8xf32>
+// CHECK:         %[[POS:.+]] = dist.tp_copy %{{.*}} : tensor<1x8xf32>
+// CHECK-NEXT:    %[[X1:.+]] = nn.add %[[XP]], %[[POS]] : tensor<2x8xf32>, tensor<1x8xf32> -> tensor<2x8xf32>
+// CHECK-NEXT:    %[[LN:.+]] = nn.layer_norm %[[X1]], %{{.*}} : tensor<2x8xf32>, tensor<8xf32> -> tensor<2x8xf32>
+// CHECK:         %[[F:.+]] = dist.sp_gather %[[LN]] {dim = 0 : i64, group = #dist.group<tp, 2>, reduce} : tensor<2x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    nn.matmul %[[F]], %{{.*}} {dist.tp = "column"}
+// CHECK:         %[[ROW:.+]] = nn.matmul {{.*}} {dist.tp = "row"}
+// CHECK-NEXT:    %[[G:.+]] = dist.sp_scatter %[[ROW]] {dim = 0 : i64, group = #dist.group<tp, 2>, reduce} : tensor<4x8xf32> -> tensor<2x8xf32>
+// CHECK-NEXT:    %[[YB:.+]] = nn.add %{{.*}}, %[[G]] : tensor<8xf32>, tensor<2x8xf32> -> tensor<2x8xf32>
+// CHECK-NEXT:    %[[R:.+]] = nn.add %[[X1]], %[[YB]] : tensor<2x8xf32>, tensor<2x8xf32> -> tensor<2x8xf32>
+// CHECK-NEXT:    %[[D:.+]], %{{.*}} = nn.dropout %[[R]] {dist.tp_split = array<i64: 0, 1, 2>, {{.*}} : tensor<2x8xf32> -> tensor<2x8xf32>, tensor<2x8xi1>
+// CHECK-NEXT:    %[[OUT:.+]] = dist.sp_gather %[[D]] {dim = 0 : i64, group = #dist.group<tp, 2>} : tensor<2x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    nn.reduce_sum %[[OUT]]
+// CHECK-NOT:     dist.tp_reduce
+
+// Lowered: the parts are chunks of the flattened tensor (all-gather,
+// reduce-scatter sum, or a local dist.chunk); backward, each reverses its
+// forward; the two partial gradients are summed in one all-reduce on the
+// tp group before the norm reads them, and count once in it (they are
+// whole), as does the position parameter's.
+// LOWER-LABEL: func.func @block(
+// LOWER:         %[[ACC:.+]]:7 = train.accumulate
+// LOWER:         dist.chunk %{{.*}} {group = #dist.group<tp, 2>} : tensor<32xf32> -> tensor<16xf32>
+// LOWER:         dist.all_gather %{{.*}} {group = #dist.group<tp, 2>} : tensor<16xf32> -> tensor<32xf32>
+// LOWER:         dist.reduce_scatter sum %{{.*}} {group = #dist.group<tp, 2>} : tensor<32xf32> -> tensor<16xf32>
+// LOWER:         %[[AR:.+]]:2 = dist.all_reduce sum %[[ACC]]#1, %[[ACC]]#5 {group = #dist.group<tp, 2>}
+// LOWER-NEXT:    %[[SUM:.+]]:2 = dist.wait %[[AR]]#0, %[[AR]]#1
+// LOWER:         train.sum_sq %[[SUM]]#0, %[[SUM]]#1, %[[ACC]]#6 :
+// LOWER:         train.clip_grad_norm %[[SUM]]#0, {{.*}}, %[[SUM]]#1, %[[ACC]]#6 sum_sq
+func.func @block(%x: tensor<4x8xf32> {train.input = "x"}, %g: tensor<8xf32> {train.param = "ln.weight"},
+                 %w1: tensor<16x8xf32> {train.param = "w1"}, %b1: tensor<16xf32> {train.param = "b1"},
+                 %w2: tensor<8x16xf32> {train.param = "w2"}, %b2: tensor<8xf32> {train.param = "b2"},
+                 %pos: tensor<1x8xf32> {train.param = "pos"}) -> (tensor<f32> {train.loss}) {
+  %p = nn.mul %pos, %pos : tensor<1x8xf32>, tensor<1x8xf32> -> tensor<1x8xf32>
+  %x1 = nn.add %x, %p : tensor<4x8xf32>, tensor<1x8xf32> -> tensor<4x8xf32>
+  %h0 = nn.layer_norm %x1, %g : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+  %t1 = nn.transpose %w1 {permutation = array<i64: 1, 0>} : tensor<16x8xf32> -> tensor<8x16xf32>
+  %h = nn.matmul %h0, %t1 : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %hb = nn.add %b1, %h : tensor<16xf32>, tensor<4x16xf32> -> tensor<4x16xf32>
+  %a = nn.gelu %hb : tensor<4x16xf32>
+  %t2 = nn.transpose %w2 {permutation = array<i64: 1, 0>} : tensor<8x16xf32> -> tensor<16x8xf32>
+  %y = nn.matmul %a, %t2 : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+  %yb = nn.add %b2, %y : tensor<8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  %r = nn.add %x1, %yb : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  %d, %m = nn.dropout %r {ratio = 1.000000e-01 : f64, rng_stream = 0 : i64} : tensor<4x8xf32> -> tensor<4x8xf32>, tensor<4x8xi1>
+  %l = nn.reduce_sum %d {axes = array<i64: 0, 1>} : tensor<4x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
