@@ -64,7 +64,6 @@ system to test, with about 12 GiB free.
 """
 import argparse
 import csv
-import hashlib
 import json
 import os
 import re
@@ -77,7 +76,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import BIN, PY, REPO, report, run, token_file  # noqa: E402
+from common import (BIN, PY, REPO, busy_cpu_seconds, report, run, sha256,  # noqa: E402
+                    token_file)
 
 MiB = 2.0 ** 20
 DSRT = os.path.join(BIN, "dsrt")
@@ -88,13 +88,6 @@ STEP_RE = re.compile(r"^step\s+(\d+)/\d+ \| loss")
 
 # --------------------------------------------------------------------------
 # Running a process: its lines as they arrive, its peak RSS, the machine's load
-
-def busy_cpu_seconds():
-    """CPU seconds all processes of the machine have used (/proc/stat)."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    return (sum(v[:8]) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")  # minus idle, iowait
-
 
 def run_timed(cmd, log):
     """Runs cmd, stdout+stderr line by line to `log` with their arrival times.
@@ -147,14 +140,6 @@ def parse_run(lines, outdir):
     r["losses"] = {int(x["step"]): x["loss"] for x in rows}
     r["compute"] = {int(x["step"]): float(x["step_time_s"]) for x in rows}
     return r
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 24), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 # --------------------------------------------------------------------------

@@ -1,12 +1,20 @@
-"""What the bench scripts share: where things are, running a command, and
-printing / saving a result."""
+"""What the bench scripts share: where things are, running a command (and
+measuring its peak RSS and the machine's load), dsrt's output, and printing
+/ saving a result."""
+import csv
+import glob
+import hashlib
 import os
+import re
+import statistics
 import subprocess
 import sys
+import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get("DSC_BIN", os.path.join(REPO, "build", "bin"))
 PY = "/usr/bin/python3"
+MiB = 2.0 ** 20
 
 
 def run(cmd, **kw):
@@ -17,9 +25,12 @@ def run(cmd, **kw):
     return r.stdout
 
 
-def token_file(work):
-    """The project's own text as byte tokens (models/make_tokens.py)."""
-    run([PY, os.path.join(REPO, "models", "make_tokens.py"), "-o", os.path.join(work, "tok")])
+def token_file(work, sources=()):
+    """Byte tokens (models/make_tokens.py) of `sources` (files or folders;
+    none: make_tokens.py's default, the project's own text and
+    /usr/share/common-licenses)."""
+    run([PY, os.path.join(REPO, "models", "make_tokens.py"), "-o", os.path.join(work, "tok")]
+        + list(sources))
     return os.path.join(work, "tok", "train.bin")
 
 
@@ -29,3 +40,102 @@ def report(text, markdown):
     if markdown:
         with open(markdown, "w") as f:
             f.write(text)
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 24), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------
+# Running a process: its peak RSS (and each rank's), the machine's load
+
+def busy_cpu_seconds():
+    """CPU seconds all processes of the machine have used (/proc/stat)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v[:8]) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")  # minus idle, iowait
+
+
+def _hwm_mib(pid):
+    """VmHWM (the process's peak RSS so far) in MiB, or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def run_measured(cmd, log, rank_pids=None, interval=0.05):
+    """Runs cmd with stdout+stderr to `log`. Returns (stdout text, ru_maxrss
+    in MiB of that process from os.wait4 -- with the processes it started
+    and waited for, the largest of them --, the mean number of cores other
+    processes kept busy meanwhile, {rank: peak RSS MiB}). The last is
+    sampled while it runs (every `interval` s) from the VmHWM of the pids
+    in the files matching the glob `rank_pids` (dsrt writes
+    RUN/ranks/N.pid for each rank it starts); empty without it. A rank's
+    figure is its high-water mark at the last sample before it exited.
+    Exits with the log's tail if the command fails."""
+    busy0, t0 = busy_cpu_seconds(), time.monotonic()
+    ranks = {}
+    with open(log, "w") as f:
+        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
+        while True:
+            pid, status, ru = os.wait4(p.pid, os.WNOHANG if rank_pids else 0)
+            if pid:
+                break
+            for path in glob.glob(rank_pids):
+                try:
+                    rank = int(os.path.basename(path).split(".")[0])
+                    with open(path) as pf:
+                        rpid = int(pf.read().strip())
+                except (OSError, ValueError):
+                    continue  # not written yet
+                hwm = _hwm_mib(rpid)
+                if hwm is not None:
+                    ranks[rank] = max(ranks.get(rank, 0.0), hwm)
+            time.sleep(interval)
+        p.returncode = os.waitstatus_to_exitcode(status)
+    other = max(0.0, (busy_cpu_seconds() - busy0 - ru.ru_utime - ru.ru_stime)
+                / max(time.monotonic() - t0, 1e-9))
+    out = open(log).read()
+    if p.returncode:
+        sys.exit(f"bench: {' '.join(cmd)} failed ({p.returncode}):\n{out[-4000:]}")
+    return out, ru.ru_maxrss / 1024.0, other, ranks
+
+
+# --------------------------------------------------------------------------
+# What dsrt prints and writes
+
+def metrics(outdir):
+    """The rows of a dsrt run's metrics.csv (step, loss, step_time_s, ...)."""
+    with open(os.path.join(outdir, "metrics.csv")) as f:
+        return list(csv.DictReader(f))
+
+
+def median_step(rows, warmup):
+    """Median step_time_s of the rows after the first `warmup` (the timed steps)."""
+    return statistics.median(float(r["step_time_s"]) for r in rows[warmup:])
+
+
+def dsrt_peak_rss(out):
+    """dsrt's `done ..., peak RSS N MiB` (on several ranks: the largest rank's)."""
+    return int(re.search(r"peak RSS (\d+) MiB", out).group(1))
+
+
+def dsrt_comm(out):
+    """dsrt's `communication per step` line: {kind: (calls, elements)}, the
+    elements in the ZeRO paper's units (an all-reduce of n counts 2n); {}
+    when it printed none (one rank)."""
+    m = re.search(r"^dsrt: communication per step: (.*)$", out, re.M)
+    if not m:
+        return {}
+    return {k: (int(c), int(e)) for k, c, e in re.findall(
+        r"(all_reduce|reduce_scatter|all_gather|send|recv) (\d+) calls? (\d+) elements",
+        m.group(1))}

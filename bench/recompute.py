@@ -39,8 +39,6 @@ for (or recomputed in) the backward pass, which is what checkpointing can
 cut.
 """
 import argparse
-import csv
-import hashlib
 import json
 import os
 import re
@@ -48,11 +46,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from math import prod
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import BIN, PY, REPO, report, run, token_file  # noqa: E402
+from common import (BIN, PY, REPO, dsrt_peak_rss, median_step, metrics,  # noqa: E402
+                    report, run, run_measured, sha256, token_file)
 
 MODES = ["none", "layers", "selective", "auto"]
 MiB = 2.0 ** 20
@@ -86,41 +84,6 @@ def torch_worker(argv):
             return model
         gpt.build_model = build_checkpointed
     return train_pytorch.main(argv)
-
-
-# --------------------------------------------------------------------------
-# Running a process and measuring its peak RSS
-
-def busy_cpu_seconds():
-    """CPU seconds all processes of the machine have used (/proc/stat)."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    return (sum(v[:8]) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")  # minus idle, iowait
-
-
-def run_measured(cmd, log):
-    """Runs cmd with stdout+stderr to `log`; returns (stdout text, ru_maxrss in
-    MiB of that process from os.wait4, the mean number of cores other
-    processes kept busy meanwhile). Exits with the log if it fails."""
-    busy0, t0 = busy_cpu_seconds(), time.monotonic()
-    with open(log, "w") as f:
-        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
-        _, status, ru = os.wait4(p.pid, 0)
-        p.returncode = os.waitstatus_to_exitcode(status)
-    other = max(0.0, (busy_cpu_seconds() - busy0 - ru.ru_utime - ru.ru_stime)
-                / max(time.monotonic() - t0, 1e-9))
-    out = open(log).read()
-    if p.returncode:
-        sys.exit(f"bench: {' '.join(cmd)} failed ({p.returncode}):\n{out[-4000:]}")
-    return out, ru.ru_maxrss / 1024.0, other
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 24), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 # --------------------------------------------------------------------------
@@ -308,14 +271,13 @@ def main():
             tag = f"{kind}-{what}-r{rnd}"
             if kind == "dsc":
                 outdir = os.path.join(work, "run-" + tag)
-                out, rss, other = run_measured(
+                out, rss, other, _ = run_measured(
                     [os.path.join(BIN, "dsrt"), plans[what], "--data", a.data, "--steps",
                      str(a.warmup + a.steps), "--threads", str(a.threads), "--out", outdir],
                     os.path.join(work, tag + ".log"))
-                with open(os.path.join(outdir, "metrics.csv")) as f:
-                    rows = list(csv.DictReader(f))
-                med = statistics.median(float(r["step_time_s"]) for r in rows[a.warmup:])
-                res[c]["rss_dsrt"].append(int(re.search(r"peak RSS (\d+) MiB", out).group(1)))
+                rows = metrics(outdir)
+                med = median_step(rows, a.warmup)
+                res[c]["rss_dsrt"].append(dsrt_peak_rss(out))
                 res[c]["losses"] = [r["loss"] for r in rows]
                 res[c]["weights"] = sha256(os.path.join(outdir, "weights.safetensors"))
             else:
@@ -323,7 +285,7 @@ def main():
                     ["--checkpoint"] if what else []) + [
                     "--data", a.data, "--threads", str(a.threads), "--steps", str(a.steps),
                     "--warmup-steps", str(a.warmup), "--flush-denormal", "--"] + gflags
-                out, rss, other = run_measured(cmd, os.path.join(work, tag + ".log"))
+                out, rss, other, _ = run_measured(cmd, os.path.join(work, tag + ".log"))
                 j = json.loads(out.strip().splitlines()[-1])
                 med = j["step_time_median_s"]
                 res[c]["losses"] = [j["loss_first"], j["loss_last"]]
