@@ -10,12 +10,20 @@
 //  * the split follows the ops that keep the split dimension whole per rank
 //    (elementwise ops, transposes, reshapes that split or merge it as the
 //    outer factor, block-aligned slices, softmax/layer norm/reductions over
-//    other dimensions, GEMMs batched over it), so attention splits by heads
-//    and the fused QKV projection's output, sliced into q, k and v, splits
-//    into `blocks` = 3 blocks, each 1/tp per rank;
+//    other dimensions, GEMMs batched over it, concatenations of operands
+//    split alike), so attention splits by heads, rotary embeddings (halves
+//    of each head's dimensions negated and swapped) follow the heads, and
+//    the fused QKV projection's output, sliced into q, k and v, splits into
+//    `blocks` = 3 blocks, each 1/tp per rank; SwiGLU's gate and up
+//    projections read one input and are two seeds sharing one f;
 //  * a GEMM that contracts the split dimension with a parameter weight is
 //    row parallel: each rank holds a partial sum, made whole by
-//    `dist.tp_reduce` (Megatron's g) right after it.
+//    `dist.tp_reduce` (Megatron's g) right after it;
+//  * a whole value that carries a gradient and enters the split region
+//    broadcast along the split dimension (a per-head RMSNorm's weight) or
+//    as the whole operand of a GEMM over split rows passes through f too:
+//    each rank's gradient of it is a partial sum, which f's gradient (an
+//    all-reduce) completes.
 //
 // A split that reaches anything else (the loss, a reduction over the split
 // dimension, a parameter also used unsplit, a tied embedding) rolls back
@@ -82,6 +90,10 @@ public:
 
   llvm::DenseMap<Value, State> states;
   llvm::SmallVector<nn::MatmulOp> seeds, rows;
+  /// Whole operands that enter the split region through f, in program
+  /// order: the seeds' inputs and the whole values with a gradient that a
+  /// split op reads (their gradient on each rank is a partial sum).
+  llvm::SmallVector<OpOperand *> entries;
   /// A split the model's sizes forbid (heads, features or a parameter not
   /// divisible by blocks x tp): an error at `fatalOp`, not a rollback.
   Operation *fatalOp = nullptr;
@@ -106,6 +118,18 @@ public:
   }
 
 private:
+  /// Whether `v` carries a gradient: a float value computed from a
+  /// parameter (masks, rotary tables and inputs do not).
+  bool hasGradient(Value v) const {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    return t && isa<FloatType>(t.getElementType()) && differentiable_.contains(v);
+  }
+  /// A whole operand of a split op whose gradient the op would only sum
+  /// over this rank's part: it enters through f.
+  void enter(OpOperand &use) {
+    if (hasGradient(use.get()))
+      entries.push_back(&use);
+  }
   bool isParam(BlockArgument a) const {
     return a.getOwner() == &fn_.getBody().front() &&
            fn_.getArgAttr(a.getArgNumber(), train::TrainDialect::kParam);
@@ -144,6 +168,7 @@ private:
   mutable func::FuncOp fn_;
   int64_t tp_;
   llvm::DenseMap<BlockArgument, llvm::SmallVector<unsigned, 4>> paramSeeds;
+  llvm::DenseSet<Value> differentiable_;
   Operation *current = nullptr; // the op being propagated through
 };
 
@@ -156,7 +181,15 @@ bool Propagation::run(const llvm::DenseSet<Operation *> &banned, std::string &re
   rows.clear();
   params.clear();
   paramSeeds.clear();
+  entries.clear();
   Block &body = fn_.getBody().front();
+  differentiable_.clear();
+  for (BlockArgument a : body.getArguments())
+    if (isParam(a))
+      differentiable_.insert(a);
+  for (Operation &op : body)
+    if (llvm::any_of(op.getOperands(), [&](Value v) { return differentiable_.contains(v); }))
+      differentiable_.insert(op.result_begin(), op.result_end());
   auto stateOf = [&](Value v) -> const State * {
     auto it = states.find(v);
     return it == states.end() ? nullptr : &it->second;
@@ -205,6 +238,7 @@ bool Propagation::run(const llvm::DenseSet<Operation *> &banned, std::string &re
             blocks = int64_t(slices.size());
           unsigned id = seeds.size();
           seeds.push_back(mm);
+          entries.push_back(&mm.getLhsMutable());
           // W [out, in] seen transposed: split W's dim 0; W [in, out]: dim 1.
           std::string why;
           if (!splitParam(w->arg, Split{w->transposed ? 0 : 1, blocks}, {id}, why)) {
@@ -235,13 +269,16 @@ bool Propagation::run(const llvm::DenseSet<Operation *> &banned, std::string &re
         continue;
       }
       bool plain = !mm.getTransposeLhs() && !mm.getTransposeRhs();
-      // Rows of the left operand.
+      // Rows of the left operand (the whole right one's gradient sums
+      // over them: it enters through f).
       if (plain && ls && !rs && ls->split.dim == lr - 2) {
+        enter(mm.getRhsMutable());
         states[mm.getResult()] = State{Split{outRank - 2, ls->split.blocks}, seedsHere};
         continue;
       }
       // Columns of the right operand.
       if (plain && !ls && rs && rs->split.dim == rr - 1) {
+        enter(mm.getLhsMutable());
         states[mm.getResult()] = State{Split{outRank - 1, rs->split.blocks}, seedsHere};
         continue;
       }
@@ -316,6 +353,54 @@ bool Propagation::run(const llvm::DenseSet<Operation *> &banned, std::string &re
       states[sl.getResult()] = State{Split{s.dim, (limit - start) / block}, seedsHere};
       continue;
     }
+    if (auto c = dyn_cast<nn::ConcatOp>(op)) {
+      // Rotary embeddings' rotate_half (the halves of each head's dimensions
+      // swapped): along another dimension, every operand split alike;
+      // along the split one, blocks of one size, which append.
+      int64_t axis = c.getAxis() < 0 ? c.getAxis() + rankOf(c.getResult()) : c.getAxis();
+      int64_t blocks = 0, blockSize = -1;
+      for (Value v : c.getInputs()) {
+        const State *vs = stateOf(v);
+        if (!vs)
+          return fail(op, "concatenates a split value with a whole one", splitOperands, reason,
+                      culprits);
+        if (vs->split.dim != s.dim || (axis != s.dim && vs->split.blocks != s.blocks))
+          return fail(op, "concatenates operands split differently", splitOperands, reason,
+                      culprits);
+        int64_t size = shapeOf(v)[s.dim] / vs->split.blocks;
+        if (blockSize >= 0 && size != blockSize)
+          return fail(op, "concatenates blocks of different sizes along the split dimension",
+                      splitOperands, reason, culprits);
+        blockSize = size;
+        blocks += vs->split.blocks;
+      }
+      states[c.getResult()] =
+          State{Split{s.dim, axis == s.dim ? blocks : s.blocks}, seedsHere};
+      continue;
+    }
+    if (isa<nn::ReduceSumOp, nn::ReduceMeanOp, nn::ReduceMaxOp>(op)) {
+      // RMSNorm's mean of squares over a head's dimensions: each rank
+      // reduces its own heads whole.
+      int64_t rank = rankOf(splitOperands.front()), d = s.dim;
+      for (int64_t a : op->getAttrOfType<DenseI64ArrayAttr>("axes").asArrayRef()) {
+        a = a < 0 ? a + rank : a;
+        if (a == s.dim)
+          return fail(op, "reduces over the split dimension", splitOperands, reason, culprits);
+        if (a < s.dim && !op->hasAttr("keepdims"))
+          --d;
+      }
+      states[op->getResult(0)] = State{Split{d, s.blocks}, seedsHere};
+      continue;
+    }
+    if (auto bc = dyn_cast<nn::BroadcastOp>(op)) {
+      // Expanded along other dimensions (grouped-query attention's
+      // repeat_kv): the split dimension keeps its size.
+      int64_t d = s.dim + rankOf(bc.getResult()) - rankOf(bc.getInput());
+      if (shapeOf(bc.getResult())[d] != shapeOf(bc.getInput())[s.dim])
+        return fail(op, "broadcasts along the split dimension", splitOperands, reason, culprits);
+      states[bc.getResult()] = State{Split{d, s.blocks}, seedsHere};
+      continue;
+    }
     // Elementwise (with broadcasting): every operand split alike at the
     // result's dimension, or of size 1 there, or a parameter to split.
     if (isa<nn::AddOp, nn::SubOp, nn::MulOp, nn::DivOp, nn::PowOp, nn::MaxOp, nn::MinOp,
@@ -323,7 +408,8 @@ bool Propagation::run(const llvm::DenseSet<Operation *> &banned, std::string &re
       Value res = op->getResult(0);
       int64_t rr = rankOf(res);
       int64_t at = s.dim + (rr - rankOf(splitOperands.front()));
-      for (Value v : op->getOperands()) {
+      for (OpOperand &use : op->getOpOperands()) {
+        Value v = use.get();
         int64_t vd = at - (rr - rankOf(v));
         const State *vs = stateOf(v);
         if (vs) {
@@ -332,8 +418,12 @@ bool Propagation::run(const llvm::DenseSet<Operation *> &banned, std::string &re
                         culprits);
           continue;
         }
-        if (vd < 0 || shapeOf(v)[vd] == 1)
-          continue; // broadcast along the split dimension
+        if (vd < 0 || shapeOf(v)[vd] == 1) {
+          // Broadcast along the split dimension: whole on every rank (a
+          // per-head norm's weight, the rotary tables, a mask).
+          enter(use);
+          continue;
+        }
         auto arg = dyn_cast<BlockArgument>(v);
         std::string why;
         if (!arg || !isParam(arg))
@@ -461,18 +551,20 @@ struct TensorParallel : impl::TensorParallelBase<TensorParallel> {
                << " (attention heads or features not divisible by tp?)";
 
     OpBuilder b(ctx);
-    // f: the seeds' inputs, once per value.
+    // f: once per value, before its first split reader (entries are in
+    // program order).
     llvm::DenseMap<Value, Value> copies;
-    for (nn::MatmulOp seed : prop.seeds) {
-      Value in = seed.getLhs();
+    for (OpOperand *use : prop.entries) {
+      Value in = use->get();
       Value &c = copies[in];
       if (!c) {
-        b.setInsertionPoint(seed);
-        c = dist::TpCopyOp::create(b, seed.getLoc(), in, group).getResult();
+        b.setInsertionPoint(use->getOwner());
+        c = dist::TpCopyOp::create(b, use->getOwner()->getLoc(), in, group).getResult();
       }
-      seed.getLhsMutable().assign(c);
-      seed->setAttr("dist.tp", b.getStringAttr("column"));
+      use->set(c);
     }
+    for (nn::MatmulOp seed : prop.seeds)
+      seed->setAttr("dist.tp", b.getStringAttr("column"));
     // Local types and slice bounds; dropout on a split tensor draws the
     // whole tensor's mask bits (the runtime maps its part's elements).
     for (auto &[v, st] : prop.states) {
