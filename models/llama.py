@@ -10,7 +10,9 @@ x + mlp(post_attention_layernorm(x))), causal self-attention with separate
 q/k/v projections and rotary position embeddings (rotate_half: the two
 halves of each head's dimensions, cos/sin tables broadcast over heads),
 SwiGLU MLP down(silu(gate(x)) * up(x)), final RMSNorm, untied LM head. No
-Linear has a bias. The rotary tables are persistent float buffers
+Linear has a bias. With ``--kv-heads`` below ``--heads``, grouped-query
+attention (LLaMA-2 70B, LLaMA 3): k and v have fewer heads, each repeated
+for its group of query heads (transformers' repeat_kv: expand + reshape). The rotary tables are persistent float buffers
 ``rotary_emb.cos_cached`` / ``sin_cached`` [seq, head_dim] (initializers
 that never train); the causal mask is the bool buffer ``causal_mask``
 [1, 1, seq, seq] (True = may attend), filled with finfo(float32).min.
@@ -32,7 +34,7 @@ PRESETS = {
     "llama2-7b": dict(layers=32, d_model=4096, heads=32, intermediate=11008,
                       vocab=32000, seq=4096, batch=1),
 }
-KEYS = ["layers", "d_model", "heads", "intermediate", "vocab", "seq", "batch"]
+KEYS = ["layers", "d_model", "heads", "kv_heads", "intermediate", "vocab", "seq", "batch"]
 
 
 def build_model(a):
@@ -43,6 +45,8 @@ def build_model(a):
     d, H, T = a.d_model, a.heads, a.seq
     assert d % H == 0, "--d-model must be divisible by --heads"
     hd = d // H
+    KV = a.kv_heads or H
+    assert H % KV == 0, "--heads must be divisible by --kv-heads"
     assert hd % 2 == 0, "the head size (--d-model / --heads) must be even for rotary"
 
     class RMSNorm(nn.Module):
@@ -82,20 +86,28 @@ def build_model(a):
     def apply_rotary_pos_emb(q, k, cos, sin):
         return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
 
+    def repeat_kv(x):
+        """[B, KV, T, hd] -> [B, H, T, hd], each kv head for H / KV query heads."""
+        if KV == H:
+            return x
+        x = x[:, :, None, :, :].expand(-1, KV, H // KV, T, hd)
+        return x.reshape(-1, H, T, hd)
+
     class Attention(nn.Module):
         def __init__(self):
             super().__init__()
             self.q_proj = nn.Linear(d, d, bias=False)
-            self.k_proj = nn.Linear(d, d, bias=False)
-            self.v_proj = nn.Linear(d, d, bias=False)
+            self.k_proj = nn.Linear(d, KV * hd, bias=False)
+            self.v_proj = nn.Linear(d, KV * hd, bias=False)
             self.o_proj = nn.Linear(d, d, bias=False)
             self.attention_dropout = a.dropout
 
         def forward(self, x, cos, sin, causal_mask):
             q = self.q_proj(x).view(-1, T, H, hd).transpose(1, 2)  # [B, H, T, hd]
-            k = self.k_proj(x).view(-1, T, H, hd).transpose(1, 2)
-            v = self.v_proj(x).view(-1, T, H, hd).transpose(1, 2)
+            k = self.k_proj(x).view(-1, T, KV, hd).transpose(1, 2)
+            v = self.v_proj(x).view(-1, T, KV, hd).transpose(1, 2)
             q, k = apply_rotary_pos_emb(q, k, cos, sin)
+            k, v = repeat_kv(k), repeat_kv(v)
             att = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(hd)
             att = att.masked_fill(~causal_mask, torch.finfo(torch.float32).min)
             att = F.softmax(att, dim=-1)
@@ -180,6 +192,8 @@ def main(argv=None):
     p.add_argument("--layers", type=int)
     p.add_argument("--d-model", type=int)
     p.add_argument("--heads", type=int)
+    p.add_argument("--kv-heads", type=int,
+                   help="key/value heads (grouped-query attention; default: --heads)")
     p.add_argument("--intermediate", type=int, help="SwiGLU width (gate/up outputs)")
     p.add_argument("--vocab", type=int)
     p.add_argument("--seq", type=int, help="sequence length (= context size)")
