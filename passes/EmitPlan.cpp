@@ -444,8 +444,11 @@ private:
       auto t = cast<RankedTensorType>(v.getType());
       return t.getShape()[axis < 0 ? axis + t.getRank() : axis];
     };
-    if (auto g = dyn_cast<nn::GatherOp>(op))
-      bound(g.getIndices(), dim(g.getData(), g.getAxis()));
+    if (auto g = dyn_cast<nn::GatherOp>(op)) {
+      auto parts = g->getAttrOfType<IntegerAttr>("dist.tp_part");
+      bound(g.getIndices(), dim(g.getData(), g.getAxis()) * (parts ? parts.getInt() : 1));
+    } else if (auto v = dyn_cast<nn::VocabCeLossOp>(op))
+      bound(v.getLabels(), v.getClasses());
     else if (auto ce = dyn_cast<nn::CrossEntropyOp>(op))
       bound(ce.getLabels(), dim(ce.getInput(), 1)); // classes: dimension 1
     else if (auto nll = dyn_cast<nn::NllLossOp>(op))
@@ -526,9 +529,20 @@ private:
               nn::NllLossGradOp>([&](auto o) { encodeLoss(o, instr); })
         .Case([&](nn::GatherOp o) {
           instr.add_ints(normalize(o.getAxis(), rankOf(o.getData())));
+          // A vocabulary-parallel part of the table: the number of parts.
+          if (auto parts = o->getAttrOfType<IntegerAttr>("dist.tp_part"))
+            instr.add_ints(parts.getInt());
         })
         .Case([&](nn::GatherGradOp o) {
           instr.add_ints(normalize(o.getAxis(), rankOf(o.getDataGrad())));
+          if (auto parts = o->getAttrOfType<IntegerAttr>("dist.tp_part"))
+            instr.add_ints(parts.getInt());
+        })
+        .Case<nn::VocabCeSumsOp, nn::VocabCeSumsGradOp>(
+            [&](auto o) { instr.add_ints(o.getParts()); })
+        .Case<nn::VocabCeLossOp, nn::VocabCeLossGradOp>([&](auto o) {
+          instr.add_ints(o.getClasses());
+          encodeLoss(o, instr);
         })
         .Case<nn::ReduceSumOp, nn::ReduceMeanOp, nn::ReduceMaxOp>([&](auto o) {
           for (int64_t a : o.getAxes())
@@ -892,6 +906,21 @@ void writeTensorParallel(const plan::Plan &p, llvm::raw_ostream &os) {
        << " reduce-scatters of " << scattered;
   os << " (" << 2 * elements + gathered + scattered
      << " in the ZeRO paper's units, as dsrt counts)\n";
+  // The vocabulary-parallel embedding gathers and cross-entropies.
+  int64_t embeddings = 0, losses = 0, classes = 0;
+  for (const auto *list : {&prog.prologue(), &prog.micro_batch(), &prog.epilogue()})
+    for (const plan::Instr &i : *list) {
+      embeddings += i.op() == "nn.gather" && i.ints_size() == 2;
+      if (i.op() == "nn.vocab_ce_loss" && i.ints_size() > 0) {
+        ++losses;
+        classes = i.ints(0);
+      }
+    }
+  if (losses || embeddings)
+    os << "  vocabulary parallel: " << embeddings << " embedding gather"
+       << (embeddings == 1 ? "" : "s") << " and " << losses << " LM head cross-entropy"
+       << (losses == 1 ? "" : "s") << " over " << classes / std::max<int64_t>(tp, 1) << " of "
+       << classes << " classes per rank\n";
   if (gathers || scatters)
     os << "  sequence parallel: layer norms, dropouts and residual adds on 1/" << tp
        << " of the tokens; per layer and micro-batch 2 all-gathers + 2 reduce-scatters forward "

@@ -102,6 +102,7 @@ def TensorParallel : Pass<"tensor-parallel", "mlir::ModuleOp"> {
   let statistics = [
     Statistic<"numColumn", "column-gemms", "GEMMs split column parallel">,
     Statistic<"numRow", "row-gemms", "GEMMs split row parallel">,
+    Statistic<"numVocabHeads", "vocab-heads", "LM heads and cross-entropies split over the vocabulary">,
   ];
 }
 

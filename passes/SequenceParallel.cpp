@@ -49,6 +49,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace dsc {
@@ -153,9 +154,22 @@ struct SequenceParallel : impl::SequenceParallelBase<SequenceParallel> {
     SmallVector<dist::TpCopyOp> fs;
     fn.walk([&](dist::TpReduceOp g) { gs.push_back(g); });
     fn.walk([&](dist::TpCopyOp f) { fs.push_back(f); });
+    // The hidden states: the type most g's produce (the row-parallel
+    // GEMMs' and the embedding's; not the vocabulary-parallel loss's sums).
+    llvm::MapVector<Type, int> counts;
+    for (dist::TpReduceOp g : gs)
+      ++counts[g.getType()];
+    Type hiddenType;
+    int most = 0;
+    for (auto &[t, n] : counts)
+      if (n > most && cast<RankedTensorType>(t).getRank() >= 2) {
+        most = n;
+        hiddenType = t;
+      }
+    llvm::erase_if(gs, [&](dist::TpReduceOp g) { return g.getType() != hiddenType; });
     if (gs.empty())
       return success(); // nothing was split: nothing between f and g
-    auto hidden = cast<RankedTensorType>(gs[0].getType());
+    auto hidden = cast<RankedTensorType>(hiddenType);
     rank = hidden.getRank();
     dim = 0;
     while (dim < rank && hidden.getDimSize(dim) == 1)
@@ -188,12 +202,8 @@ struct SequenceParallel : impl::SequenceParallelBase<SequenceParallel> {
         if (coversTokens(v))
           add(v);
     };
-    for (dist::TpReduceOp g : gs) {
-      if (!splittable(g.getResult()))
-        return g.emitOpError("sequence-parallel: its activation ")
-               << g.getType() << " does not have the token dimensions " << hidden;
+    for (dist::TpReduceOp g : gs)
       add(g.getResult());
-    }
     for (dist::TpCopyOp f : fs)
       if (splittable(f.getInput()))
         add(f.getInput());

@@ -37,6 +37,7 @@
 //===----------------------------------------------------------------------===//
 #include "passes/DistUtils.h"
 #include "passes/Passes.h"
+#include "passes/VocabParallel.h"
 
 #include "dialects/dist/DistDialect.h"
 #include "dialects/nn/NNDialect.h"
@@ -131,8 +132,10 @@ private:
       entries.push_back(&use);
   }
   bool isParam(BlockArgument a) const {
+    // (not one vocab-parallel already split)
     return a.getOwner() == &fn_.getBody().front() &&
-           fn_.getArgAttr(a.getArgNumber(), train::TrainDialect::kParam);
+           fn_.getArgAttr(a.getArgNumber(), train::TrainDialect::kParam) &&
+           !fn_.getArgAttr(a.getArgNumber(), "dist.tp_split");
   }
   bool fail(Operation *op, const std::string &why, ArrayRef<Value> culpritValues,
             std::string &reason, llvm::SmallVectorImpl<unsigned> &culprits) {
@@ -219,7 +222,7 @@ bool Propagation::run(const llvm::DenseSet<Operation *> &banned, std::string &re
       int64_t lr = rankOf(lhs), rr = rankOf(rhs), outRank = rankOf(mm.getResult());
       if (!ls && !rs) {
         // A seed: column parallel, unless banned.
-        if (w && !banned.contains(op)) {
+        if (w && !banned.contains(op) && !op->hasAttr("dist.tp")) {
           int64_t n = shapeOf(mm.getResult()).back(); // output features
           int64_t blocks = 1;
           // The output sliced into k equal blocks along the features (a
@@ -511,6 +514,11 @@ struct TensorParallel : impl::TensorParallelBase<TensorParallel> {
 
   LogicalResult split(func::FuncOp fn) {
     MLIRContext *ctx = fn.getContext();
+    // The embedding, LM head and loss over the vocabulary first.
+    VocabParallelCounts vocab;
+    if (failed(vocabParallel(fn, tp, vocab)))
+      return failure();
+    numVocabHeads += vocab.heads;
     Propagation prop(fn, tp);
     llvm::DenseSet<Operation *> banned;
     llvm::DenseMap<Operation *, std::string> reasons;

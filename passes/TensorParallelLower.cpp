@@ -172,6 +172,13 @@ struct TensorParallelLower : impl::TensorParallelLowerBase<TensorParallelLower> 
       f.getResult().replaceAllUsesWith(f.getInput());
       f->erase();
     });
+    fn.walk([&](dist::TpMaxOp m) {
+      group = m.getGroup();
+      b.setInsertionPoint(m);
+      m.getResult().replaceAllUsesWith(distutil::allReduce(b, m.getLoc(), m.getInput(),
+                                                           m.getGroup(), dist::ReduceKind::max));
+      m->erase();
+    });
     fn.walk([&](dist::TpReduceOp g) {
       group = g.getGroup();
       b.setInsertionPoint(g);

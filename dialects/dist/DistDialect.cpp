@@ -210,6 +210,13 @@ static LogicalResult verifyTpGroup(Operation *op, GroupAttr group) {
 
 LogicalResult TpCopyOp::verify() { return verifyTpGroup(*this, getGroup()); }
 LogicalResult TpReduceOp::verify() { return verifyTpGroup(*this, getGroup()); }
+LogicalResult TpMaxOp::verify() { return verifyTpGroup(*this, getGroup()); }
+
+LogicalResult TpMaxOp::buildGradients(OpBuilder &, ArrayRef<Value>,
+                                      SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(1, Value());
+  return success();
+}
 
 LogicalResult TpCopyOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                        SmallVectorImpl<Value> &operandGrads) {

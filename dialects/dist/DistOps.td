@@ -198,6 +198,22 @@ def Dist_TpReduceOp : Dist_Op<"tp_reduce", [AllTypesMatch<["input", "result"]>,
   let hasVerifier = 1;
 }
 
+def Dist_TpMaxOp : Dist_Op<"tp_max", [AllTypesMatch<["input", "result"]>,
+    DeclareOpInterfaceMethods<NN_GradientOpInterface, ["buildGradients"]>]> {
+  let summary = "the elementwise maximum over the tensor-parallel group";
+  let description = [{
+    The row maxima of a vocabulary-parallel cross-entropy: each rank has its
+    part's, every rank gets the whole vocabulary's. They only shift the
+    exponent, so nothing depends on them to first order: no gradient.
+    Lowered after autodiff (tensor-parallel-lower) to dist.all_reduce max +
+    dist.wait.
+  }];
+  let arguments = (ins Dist_Tensor:$input, Dist_GroupAttr:$group);
+  let results = (outs Dist_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
 //===--- sequence parallelism (Korthikanti et al. 2022) -------------------===//
 
 def Dist_SpGatherOp : Dist_Op<"sp_gather", [

@@ -91,6 +91,8 @@ DSC_NO_GRADIENT_RULE(LayerNormGradOp)
 DSC_NO_GRADIENT_RULE(SoftmaxGradOp)
 DSC_NO_GRADIENT_RULE(LogSoftmaxGradOp)
 DSC_NO_GRADIENT_RULE(CrossEntropyGradOp)
+DSC_NO_GRADIENT_RULE(VocabCeSumsGradOp)
+DSC_NO_GRADIENT_RULE(VocabCeLossGradOp)
 DSC_NO_GRADIENT_RULE(NllLossGradOp)
 DSC_NO_GRADIENT_RULE(GeluGradOp)
 DSC_NO_GRADIENT_RULE(GatherGradOp)
@@ -325,6 +327,22 @@ LogicalResult CrossEntropyOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, G
   return success();
 }
 
+// The maxima only shift the exponent: the loss does not depend on them.
+LogicalResult VocabCeSumsOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, Grads &g) {
+  g.assign({VocabCeSumsGradOp::create(b, getLoc(), getInput().getType(), getInput(),
+                                      getLabels(), getMax(), dy[0], getParts()),
+            Value(), Value()});
+  return success();
+}
+
+LogicalResult VocabCeLossOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, Grads &g) {
+  g.assign({VocabCeLossGradOp::create(b, getLoc(), getSums().getType(), getSums(),
+                                      getLabels(), dy[0], getClasses(), getReduction(),
+                                      getIgnoreIndexAttr()),
+            Value(), Value()});
+  return success();
+}
+
 LogicalResult NllLossOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, Grads &g) {
   g.assign({NllLossGradOp::create(b, getLoc(), getInput().getType(), getInput(),
                                   getLabels(), dy[0], getReduction(),
@@ -337,9 +355,14 @@ LogicalResult NllLossOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, Grads 
 
 LogicalResult GatherOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, Grads &g) {
   g.assign(2, Value());
-  if (isFloatTensor(getData().getType()))
-    g[0] = GatherGradOp::create(b, getLoc(), getData().getType(), dy[0],
-                                getIndices(), getAxis());
+  if (isFloatTensor(getData().getType())) {
+    auto grad = GatherGradOp::create(b, getLoc(), getData().getType(), dy[0], getIndices(),
+                                     getAxis());
+    // A vocabulary-parallel part scatters its own rows only.
+    if (Attribute part = (*this)->getAttr("dist.tp_part"))
+      grad->setAttr("dist.tp_part", part);
+    g[0] = grad;
+  }
   return success();
 }
 

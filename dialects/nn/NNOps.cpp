@@ -220,6 +220,40 @@ LogicalResult NllLossOp::inferReturnTypes(MLIRContext *,
 int64_t CrossEntropyOp::getFlops() { return 6 * numElements(getInput().getType()); }
 int64_t NllLossOp::getFlops() { return numElements(getLabels().getType()); }
 
+LogicalResult VocabCeSumsOp::verify() {
+  auto in = getInput().getType();
+  if (in.getRank() != 2)
+    return emitOpError("input must be [N, C], not ") << shapeStr(in.getShape());
+  int64_t n = in.getShape()[0];
+  if (getParts() < 1)
+    return emitOpError("parts must be at least 1");
+  if (getLabels().getType().getShape() != ArrayRef<int64_t>{n} ||
+      getMax().getType().getShape() != ArrayRef<int64_t>{n})
+    return emitOpError("labels and max must be [") << n << "]";
+  if (getResult().getType().getShape() != ArrayRef<int64_t>{2, n})
+    return emitOpError("result must be [2, ") << n << "]";
+  return success();
+}
+int64_t VocabCeSumsOp::getFlops() { return 4 * numElements(getInput().getType()); }
+
+LogicalResult VocabCeLossOp::verify() {
+  auto sums = getSums().getType();
+  if (sums.getRank() != 2 || sums.getShape()[0] != 2)
+    return emitOpError("sums must be [2, N], not ") << shapeStr(sums.getShape());
+  int64_t n = sums.getShape()[1];
+  if (getClasses() < 1)
+    return emitOpError("classes must be at least 1");
+  if (getLabels().getType().getShape() != ArrayRef<int64_t>{n} ||
+      getMax().getType().getShape() != ArrayRef<int64_t>{n})
+    return emitOpError("labels and max must be [") << n << "]";
+  auto result = getResult().getType();
+  bool none = getReduction() == Reduction::none;
+  if (none ? result.getShape() != ArrayRef<int64_t>{n} : result.getRank() != 0)
+    return emitOpError("result must be ") << (none ? "[N]" : "a scalar");
+  return success();
+}
+int64_t VocabCeLossOp::getFlops() { return 4 * numElements(getLabels().getType()); }
+
 //===----------------------------------------------------------------------===//
 // Indexing, reductions and layout
 //===----------------------------------------------------------------------===//

@@ -170,6 +170,50 @@ class NN_LossOp<string mnemonic, string what>
 def NN_CrossEntropyOp : NN_LossOp<"cross_entropy", "softmax cross-entropy">;
 def NN_NllLossOp : NN_LossOp<"nll_loss", "negative log-likelihood of log-probabilities">;
 
+// Vocabulary-parallel cross-entropy (Megatron's): the logits of a
+// tensor-parallel rank are its part of the classes; the tp group combines
+// the parts' maxima (dist.tp_max) and sums (dist.tp_reduce) in between.
+
+def NN_VocabCeSumsOp : NN_Op<"vocab_ce_sums", [], ["getFlops"]> {
+  let summary = "a vocabulary part's softmax sums and label logits";
+  let description = [{
+    `input` [N, C] holds classes [r * C, (r + 1) * C) of `parts` * C, where
+    r is this rank in the tensor-parallel group; `max` [N] is every row's
+    maximum over all parts. The result [2, N] holds per row the sum of
+    exp(input - max) over this part, and the label's logit where this part
+    holds the label (else 0): summed over the group they give the
+    log-sum-exp and the label's logit.
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_IntTensor:$labels, NN_FloatTensor:$max,
+                       I64Attr:$parts);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $labels `,` $max attr-dict `:` type($input) `,` type($labels) `,` type($max)
+      `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_VocabCeLossOp : NN_Op<"vocab_ce_loss", [], ["getFlops"]> {
+  let summary = "cross-entropy from the summed vocabulary-part sums";
+  let description = [{
+    `sums` [2, N] are nn.vocab_ce_sums summed over the parts, `max` [N] the
+    rows' maxima: the loss of row n is log(sums[0, n]) + max[n] - sums[1, n].
+    Labels outside [0, classes) (the whole vocabulary) or equal to
+    `ignore_index` add nothing, as in nn.cross_entropy.
+  }];
+  let arguments = (ins NN_FloatTensor:$sums, NN_FloatTensor:$max, NN_IntTensor:$labels,
+      I64Attr:$classes,
+      DefaultValuedAttr<NN_ReductionAttr, "::dsc::nn::Reduction::mean">:$reduction,
+      OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $sums `,` $max `,` $labels attr-dict `:` type($sums) `,` type($max) `,` type($labels)
+      `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Indexing, reductions and layout
 //===----------------------------------------------------------------------===//
@@ -308,6 +352,35 @@ class NN_LossGradOp<string mnemonic, string of>
   }];
 }
 def NN_CrossEntropyGradOp : NN_LossGradOp<"cross_entropy_grad", "cross_entropy">;
+
+def NN_VocabCeSumsGradOp : NN_Op<"vocab_ce_sums_grad", [
+    AllTypesMatch<["input", "input_grad"]>]> {
+  let summary = "input gradient of vocab_ce_sums";
+  let description = [{
+    input_grad = grad[0, n] * exp(input - max) plus grad[1, n] at the
+    label's column where this part holds it.
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_IntTensor:$labels, NN_FloatTensor:$max,
+                       NN_FloatTensor:$grad, I64Attr:$parts);
+  let results = (outs NN_FloatTensor:$input_grad);
+  let assemblyFormat = [{
+    $input `,` $labels `,` $max `,` $grad attr-dict `:` type($input) `,` type($labels) `,`
+      type($max) `,` type($grad)
+  }];
+}
+
+def NN_VocabCeLossGradOp : NN_Op<"vocab_ce_loss_grad", [
+    AllTypesMatch<["sums", "sums_grad"]>]> {
+  let summary = "sums gradient of vocab_ce_loss";
+  let arguments = (ins NN_FloatTensor:$sums, NN_IntTensor:$labels, NN_FloatTensor:$grad,
+      I64Attr:$classes,
+      DefaultValuedAttr<NN_ReductionAttr, "::dsc::nn::Reduction::mean">:$reduction,
+      OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs NN_FloatTensor:$sums_grad);
+  let assemblyFormat = [{
+    $sums `,` $labels `,` $grad attr-dict `:` type($sums) `,` type($labels) `,` type($grad)
+  }];
+}
 def NN_NllLossGradOp : NN_LossGradOp<"nll_loss_grad", "nll_loss">;
 
 def NN_GeluGradOp : NN_Op<"gelu_grad", [SameOperandsAndResultType]> {

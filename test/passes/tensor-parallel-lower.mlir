@@ -64,3 +64,29 @@ func.func @mlp(%x: tensor<4x8xf32> {train.input = "x"}, %w1: tensor<16x8xf32> {t
   %l = nn.reduce_sum %yb {axes = array<i64: 0, 1>} : tensor<4x8xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// The vocabulary-parallel loss: the row maxima's dist.tp_max becomes an
+// all-reduce max, the sums' g an all-reduce sum (forward only: the
+// gradient of the part's logits is local); the embedding's g an all-reduce
+// sum, and the LM head's f one backward.
+// CHECK-LABEL: func.func @vocab(
+// CHECK:         dist.all_reduce sum %{{.*}} {group = #dist.group<tp, 2>} : tensor<4x8xf32>
+// CHECK:         %[[M:.+]] = nn.reduce_max
+// CHECK-NEXT:    %[[AM:.+]] = dist.all_reduce max %[[M]] {group = #dist.group<tp, 2>} : tensor<4xf32> -> tensor<4xf32>
+// CHECK-NEXT:    %[[WM:.+]] = dist.wait %[[AM]]
+// CHECK-NEXT:    %[[S:.+]] = nn.vocab_ce_sums %{{.*}}, %{{.*}}, %[[WM]]
+// CHECK-NEXT:    %[[AS:.+]] = dist.all_reduce sum %[[S]] {group = #dist.group<tp, 2>} : tensor<2x4xf32> -> tensor<2x4xf32>
+// CHECK-NEXT:    %[[WS:.+]] = dist.wait %[[AS]]
+// CHECK-NEXT:    nn.vocab_ce_loss %[[WS]], %[[WM]]
+// CHECK:         nn.vocab_ce_loss_grad
+// CHECK-NEXT:    nn.vocab_ce_sums_grad
+// CHECK:         dist.all_reduce sum %{{.*}} {group = #dist.group<tp, 2>} : tensor<4x8xf32>
+// CHECK:         nn.gather_grad {{.*}} {dist.tp_part = 2 : i64}
+func.func @vocab(%ids: tensor<4xi64> {train.input = "ids"}, %y: tensor<4xi64> {train.input = "y"},
+                 %wte: tensor<8x8xf32> {train.param = "wte"}) -> (tensor<f32> {train.loss}) {
+  %e = nn.gather %wte, %ids : tensor<8x8xf32>, tensor<4xi64> -> tensor<4x8xf32>
+  %h = nn.gelu %e : tensor<4x8xf32>
+  %logits = nn.matmul %h, %wte {transpose_rhs} : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %ce = nn.cross_entropy %logits, %y : tensor<4x8xf32>, tensor<4xi64> -> tensor<f32>
+  return %ce : tensor<f32>
+}

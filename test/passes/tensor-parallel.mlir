@@ -102,9 +102,10 @@ func.func @attention(%x: tensor<2x3x8xf32> {train.input = "x"},
 // -----
 
 // What the split cannot cover stays whole, with the reason: a weight also
-// read whole elsewhere (tied to an embedding gather), and a GEMM whose
-// output feeds the loss directly (an LM head without a vocabulary-parallel
-// cross-entropy).
+// read whole elsewhere (tied to an embedding gather, here by a GEMM that is
+// not an LM head), and a GEMM whose output feeds the loss directly (an LM
+// head whose logits another op reads too, so that no vocabulary-parallel
+// cross-entropy can replace the loss).
 // CHECK-LABEL: func.func @leftovers(
 // CHECK-NOT:     dist.tp_split
 // CHECK-NOT:     dist.tp_copy
@@ -128,7 +129,49 @@ func.func @leftovers(%ids: tensor<4xi64> {train.input = "ids"}, %y: tensor<4xi64
   %ce = nn.cross_entropy %logits, %y : tensor<4x6xf32>, tensor<4xi64> -> tensor<f32>
   %s = nn.reduce_sum %o {axes = array<i64: 0, 1>} : tensor<4x8xf32> -> tensor<f32>
   %l = nn.add %ce, %s : tensor<f32>, tensor<f32> -> tensor<f32>
-  return %l : tensor<f32>
+  %zl = nn.reduce_sum %logits {axes = array<i64: 0, 1>} : tensor<4x6xf32> -> tensor<f32>
+  %l2 = nn.add %l, %zl : tensor<f32>, tensor<f32> -> tensor<f32>
+  return %l2 : tensor<f32>
+}
+
+// -----
+
+// The vocabulary (Megatron's VocabParallelEmbedding, column-parallel output
+// layer and vocab_parallel_cross_entropy): the tied table [V, d] is split
+// along V, each rank gathers its rows (dist.tp_part: the others read as
+// zeros) and g sums the parts; the LM head is column parallel over V (f on
+// its input, its bias split too), and the loss is computed from the parts:
+// this part's row maxima, their maximum over the group (dist.tp_max), the
+// part's softmax sums and label logits, summed by g, then the loss. A
+// position table gathered at constant indices stays whole.
+// CHECK-LABEL: func.func @vocab(
+// CHECK-SAME:    %[[IDS:[a-z0-9]+]]: tensor<4xi64> {train.input = "ids"}, %[[Y:[a-z0-9]+]]: tensor<4xi64> {train.input = "y"}
+// CHECK-SAME:    %[[EMB:[a-z0-9]+]]: tensor<4x8xf32> {dist.tp_split = array<i64: 0, 1, 2>, train.param = "wte"}
+// CHECK-SAME:    tensor<4xf32> {dist.tp_split = array<i64: 0, 1, 2>, train.param = "bias"}
+// CHECK-SAME:    tensor<4x8xf32> {train.param = "wpe"}
+// CHECK:         %[[E:.+]] = nn.gather %[[EMB]], %[[IDS]] {dist.tp_part = 2 : i64} : tensor<4x8xf32>, tensor<4xi64> -> tensor<4x8xf32>
+// CHECK-NEXT:    %[[ES:.+]] = dist.tp_reduce %[[E]] {group = #dist.group<tp, 2>} : tensor<4x8xf32>
+// CHECK:         %[[F:.+]] = dist.tp_copy %{{.*}} {group = #dist.group<tp, 2>} : tensor<4x8xf32>
+// CHECK-NEXT:    %[[LOGITS:.+]] = nn.matmul %[[F]], %[[EMB]] {dist.tp = "column", dist.tp_vocab, transpose_rhs} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x4xf32>
+// CHECK-NEXT:    %[[B:.+]] = nn.add %[[LOGITS]], %{{.*}} : tensor<4x4xf32>, tensor<4xf32> -> tensor<4x4xf32>
+// CHECK-NEXT:    %[[M:.+]] = nn.reduce_max %[[B]] {axes = array<i64: 1>} : tensor<4x4xf32> -> tensor<4xf32>
+// CHECK-NEXT:    %[[MM:.+]] = dist.tp_max %[[M]] {group = #dist.group<tp, 2>} : tensor<4xf32>
+// CHECK-NEXT:    %[[S:.+]] = nn.vocab_ce_sums %[[B]], %[[Y]], %[[MM]] {parts = 2 : i64} : tensor<4x4xf32>, tensor<4xi64>, tensor<4xf32> -> tensor<2x4xf32>
+// CHECK-NEXT:    %[[SS:.+]] = dist.tp_reduce %[[S]] {group = #dist.group<tp, 2>} : tensor<2x4xf32>
+// CHECK-NEXT:    nn.vocab_ce_loss %[[SS]], %[[MM]], %[[Y]] {classes = 8 : i64, ignore_index = -100 : i64} : tensor<2x4xf32>, tensor<4xf32>, tensor<4xi64> -> tensor<f32>
+// CHECK-NOT:     nn.cross_entropy
+func.func @vocab(%ids: tensor<4xi64> {train.input = "ids"}, %y: tensor<4xi64> {train.input = "y"},
+                 %wte: tensor<8x8xf32> {train.param = "wte"},
+                 %bias: tensor<8xf32> {train.param = "bias"},
+                 %wpe: tensor<4x8xf32> {train.param = "wpe"}) -> (tensor<f32> {train.loss}) {
+  %pos = arith.constant dense<[0, 1, 2, 3]> : tensor<4xi64>
+  %e = nn.gather %wte, %ids : tensor<8x8xf32>, tensor<4xi64> -> tensor<4x8xf32>
+  %p = nn.gather %wpe, %pos : tensor<4x8xf32>, tensor<4xi64> -> tensor<4x8xf32>
+  %x = nn.add %e, %p : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  %logits = nn.matmul %x, %wte {transpose_rhs} : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %b = nn.add %logits, %bias : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+  %ce = nn.cross_entropy %b, %y {ignore_index = -100 : i64} : tensor<4x8xf32>, tensor<4xi64> -> tensor<f32>
+  return %ce : tensor<f32>
 }
 
 // -----

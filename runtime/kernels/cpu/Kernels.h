@@ -173,6 +173,28 @@ int64_t nllLossGrad(const int64_t *labels, const float *dloss, float *dlogp,
                     int64_t N, int64_t C, int64_t inner, int reduction,
                     bool hasIgnore, int64_t ignoreIndex);
 
+// Vocabulary-parallel cross entropy over [N, C] logits holding classes
+// [first, first + C) of this rank (Megatron's), in phases around the tp
+// group's all-reduces: the row maxima (all-reduced max), then per sample
+// stats[n] = sum_c exp(x - max) and stats[N + n] = the label's logit if
+// this rank holds it, else 0 (all-reduced sum), then the loss from the
+// summed stats with labels checked against the whole vocabulary `C`
+// (crossEntropyPartLoss; returns the number of bad labels).
+void crossEntropyPartMax(const float *logits, int64_t N, int64_t C, float *rowMax);
+void crossEntropyPartSums(const float *logits, const int64_t *labels, const float *gmax,
+                          int64_t N, int64_t C, int64_t first, float *stats);
+int64_t crossEntropyPartLoss(const float *stats, const float *gmax, const int64_t *labels,
+                             float *loss, int64_t N, int64_t C, int reduction, bool hasIgnore,
+                             int64_t ignoreIndex);
+/// dstats = (dloss-scale / sum, -dloss-scale) per valid sample.
+void crossEntropyPartLossGrad(const float *stats, const int64_t *labels, const float *dloss,
+                              float *dstats, int64_t N, int64_t C, int reduction,
+                              bool hasIgnore, int64_t ignoreIndex);
+/// dlogits = dstats[n] * exp(x - max) + dstats[N + n] at this rank's label.
+void crossEntropyPartSumsGrad(const float *logits, const int64_t *labels, const float *gmax,
+                              const float *dstats, float *dlogits, int64_t N, int64_t C,
+                              int64_t first);
+
 //===--- indexing and layout ----------------------------------------------===//
 
 /// data viewed as [outer, A, inner]; out = [outer, nIdx, inner] with
@@ -181,6 +203,16 @@ int64_t nllLossGrad(const int64_t *labels, const float *dloss, float *dlogp,
 /// zero-filled).
 int64_t gather(const float *data, const int64_t *idx, float *out,
                int64_t outer, int64_t A, int64_t inner, int64_t nIdx);
+/// The vocabulary-parallel embedding: `data` is rows [first, first + A) of
+/// a [whole, inner] table; indices are normalized and checked against
+/// `whole`, the rows of other parts are zeros (the tp group sums them).
+/// Returns the number of indices outside [-whole, whole).
+int64_t gatherPart(const float *data, const int64_t *idx, float *out, int64_t A,
+                   int64_t inner, int64_t nIdx, int64_t first, int64_t whole);
+/// Its backward: dtable (the part, zeroed first) += the dy rows of its
+/// indices.
+int64_t gatherGradPart(const float *dy, const int64_t *idx, float *dtable, int64_t A,
+                       int64_t inner, int64_t nIdx, int64_t first, int64_t whole);
 /// Embedding backward: dtable (zeroed first) += dy rows scattered to idx.
 /// Deterministic (no atomics; same result with any thread count).
 int64_t gatherGrad(const float *dy, const int64_t *idx, float *dtable,

@@ -90,18 +90,25 @@ int64_t sliceRows(const Shape &xs, const int64_t *start, const int64_t *stride,
   return base;
 }
 
+/// Rows [first, first + A) of a table of `whole` rows (a vocabulary-parallel
+/// part; first = 0, whole = A for the whole table): an index is normalized
+/// with `whole`, rows of other parts read as zeros.
 template <class T>
 int64_t gatherT(const T *data, const int64_t *idx, T *out, int64_t outer,
-                int64_t A, int64_t inner, int64_t nIdx) {
+                int64_t A, int64_t inner, int64_t nIdx, int64_t first = 0,
+                int64_t whole = -1) {
+  if (whole < 0)
+    whole = A;
   int64_t bad = 0;
   for (int64_t j = 0; j < nIdx; ++j)
-    bad += idx[j] < -A || idx[j] >= A;
+    bad += idx[j] < -whole || idx[j] >= whole;
   parallelFor(outer * nIdx, std::max<int64_t>(1, kGrain / inner),
               [&](int64_t b, int64_t e) {
                 for (int64_t w = b; w < e; ++w) {
                   const int64_t o = w / nIdx;
                   int64_t k = idx[w % nIdx];
-                  k += k < 0 ? A : 0;
+                  k += k < 0 ? whole : 0;
+                  k -= first;
                   T *dst = out + w * inner;
                   if (k < 0 || k >= A)
                     std::memset(dst, 0, inner * sizeof(T));
@@ -115,7 +122,10 @@ int64_t gatherT(const T *data, const int64_t *idx, T *out, int64_t outer,
 
 template <class T>
 int64_t gatherGradT(const T *dy, const int64_t *idx, float *dtable,
-                    int64_t outer, int64_t A, int64_t inner, int64_t nIdx) {
+                    int64_t outer, int64_t A, int64_t inner, int64_t nIdx,
+                    int64_t part = 0, int64_t whole = -1) {
+  if (whole < 0)
+    whole = A;
   // Counting sort of the positions j by table row; stable, so each row's
   // contributions are added in increasing j.
   int64_t *first = scratch<int64_t, 0>(A + 1);
@@ -123,17 +133,17 @@ int64_t gatherGradT(const T *dy, const int64_t *idx, float *dtable,
   std::fill(first, first + A + 1, 0);
   int64_t bad = 0;
   for (int64_t j = 0; j < nIdx; ++j) {
-    const int64_t k = idx[j] + (idx[j] < 0 ? A : 0);
-    if (k < 0 || k >= A)
+    const int64_t k = idx[j] + (idx[j] < 0 ? whole : 0) - part;
+    if (idx[j] < -whole || idx[j] >= whole)
       ++bad;
-    else
+    else if (k >= 0 && k < A)
       ++first[k + 1];
   }
   for (int64_t a = 0; a < A; ++a)
     first[a + 1] += first[a];
   for (int64_t j = 0; j < nIdx; ++j) {
-    const int64_t k = idx[j] + (idx[j] < 0 ? A : 0);
-    if (k >= 0 && k < A)
+    const int64_t k = idx[j] + (idx[j] < 0 ? whole : 0) - part;
+    if (idx[j] >= -whole && idx[j] < whole && k >= 0 && k < A)
       order[first[k]++] = j;
   }
   // first[a] now holds the end of row a's bucket; its start is first[a-1].
@@ -307,6 +317,14 @@ void concatT(const T *const *inputs, const Shape *shapes, int count, int axis,
 int64_t gather(const float *data, const int64_t *idx, float *out, int64_t outer,
                int64_t A, int64_t inner, int64_t nIdx) {
   return gatherT(data, idx, out, outer, A, inner, nIdx);
+}
+int64_t gatherPart(const float *data, const int64_t *idx, float *out, int64_t A,
+                   int64_t inner, int64_t nIdx, int64_t first, int64_t whole) {
+  return gatherT(data, idx, out, 1, A, inner, nIdx, first, whole);
+}
+int64_t gatherGradPart(const float *dy, const int64_t *idx, float *dtable, int64_t A,
+                       int64_t inner, int64_t nIdx, int64_t first, int64_t whole) {
+  return gatherGradT(dy, idx, dtable, 1, A, inner, nIdx, first, whole);
 }
 int64_t gather(const Bf16 *data, const int64_t *idx, Bf16 *out, int64_t outer,
                int64_t A, int64_t inner, int64_t nIdx) {

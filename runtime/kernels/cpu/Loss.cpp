@@ -242,4 +242,75 @@ int64_t nllLossGrad(const int64_t *labels, const float *dloss, float *dlogp,
   return counts.bad;
 }
 
+
+//===--- vocabulary-parallel cross entropy (Megatron's) ---------------------===//
+
+void crossEntropyPartMax(const float *logits, int64_t N, int64_t C, float *rowMaxOut) {
+  parallelFor(N, std::max<int64_t>(1, kGrain / C), [&](int64_t b, int64_t e) {
+    for (int64_t n = b; n < e; ++n)
+      rowMaxOut[n] = rowMax(logits + n * C, C);
+  });
+}
+
+void crossEntropyPartSums(const float *logits, const int64_t *labels, const float *gmax,
+                          int64_t N, int64_t C, int64_t first, float *stats) {
+  parallelFor(N, std::max<int64_t>(1, kGrain / C), [&](int64_t b, int64_t e) {
+    for (int64_t n = b; n < e; ++n) {
+      const float *__restrict x = logits + n * C;
+      const float m = gmax[n];
+      float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+      for (int64_t c = 0; c < C; ++c)
+        s += detail::expf(x[c] - m);
+      const int64_t k = labels[n] - first;
+      stats[n] = s;
+      stats[N + n] = k >= 0 && k < C ? x[k] : 0.0f;
+    }
+  });
+}
+
+int64_t crossEntropyPartLoss(const float *stats, const float *gmax, const int64_t *labels,
+                             float *loss, int64_t N, int64_t C, int reduction, bool hasIgnore,
+                             int64_t ignoreIndex) {
+  const Labels lab{labels, C, hasIgnore, ignoreIndex};
+  const Counts counts = countLabels(lab, N);
+  float *per = reduction == 0 ? loss : scratch<float, 0>(N);
+  for (int64_t n = 0; n < N; ++n)
+    per[n] = lab.valid(n) ? std::log(stats[n]) + gmax[n] - stats[N + n] : 0.0f;
+  if (reduction != 0)
+    reduceLoss(per, N, reduction, counts.valid, loss);
+  return counts.bad;
+}
+
+void crossEntropyPartLossGrad(const float *stats, const int64_t *labels, const float *dloss,
+                              float *dstats, int64_t N, int64_t C, int reduction,
+                              bool hasIgnore, int64_t ignoreIndex) {
+  const Labels lab{labels, C, hasIgnore, ignoreIndex};
+  const Counts counts = countLabels(lab, N);
+  const GradScale gradScale = makeGradScale(dloss, reduction, counts.valid);
+  for (int64_t n = 0; n < N; ++n) {
+    const bool valid = lab.valid(n);
+    const float g = valid ? gradScale(n) : 0.0f;
+    dstats[n] = valid ? g / stats[n] : 0.0f;
+    dstats[N + n] = -g;
+  }
+}
+
+void crossEntropyPartSumsGrad(const float *logits, const int64_t *labels, const float *gmax,
+                              const float *dstats, float *dlogits, int64_t N, int64_t C,
+                              int64_t first) {
+  parallelFor(N, std::max<int64_t>(1, kGrain / C), [&](int64_t b, int64_t e) {
+    for (int64_t n = b; n < e; ++n) {
+      const float *__restrict x = logits + n * C;
+      float *__restrict d = dlogits + n * C;
+      const float m = gmax[n], ds = dstats[n];
+      for (int64_t c = 0; c < C; ++c)
+        d[c] = ds * detail::expf(x[c] - m);
+      const int64_t k = labels[n] - first;
+      if (k >= 0 && k < C)
+        d[k] += dstats[N + n];
+    }
+  });
+}
+
 } // namespace dsrt::cpu

@@ -459,3 +459,11 @@ func.func @sp_element_type(%a: tensor<4x8xf32>) {
   %0 = dist.sp_scatter %a {dim = 0 : i64, group = #dist.group<tp, 2>} : tensor<4x8xf32> -> tensor<2x8xbf16>
   return
 }
+
+// -----
+
+func.func @tp_max_other_axis(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'dist.tp_max' op works on the tensor-parallel group, not the dp group}}
+  %0 = dist.tp_max %a {group = #dist.group<dp, 2>} : tensor<4xf32>
+  return
+}

@@ -787,3 +787,71 @@ func.func @slice_grad_bounds(%d: tensor<2x3xf32>) {
   %0 = nn.slice_grad %d {start = array<i64: 0, 0>, limit = array<i64: 2, 9>, stride = array<i64: 1, 3>} : tensor<2x3xf32> -> tensor<2x8xf32>
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Vocabulary-parallel cross-entropy
+//===----------------------------------------------------------------------===//
+
+func.func @vocab_sums_rank(%x: tensor<2x3x4xf32>, %y: tensor<2xi64>, %m: tensor<2xf32>) {
+  // expected-error @+1 {{'nn.vocab_ce_sums' op input must be [N, C], not [2,3,4]}}
+  %0 = nn.vocab_ce_sums %x, %y, %m {parts = 2 : i64} : tensor<2x3x4xf32>, tensor<2xi64>, tensor<2xf32> -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
+func.func @vocab_sums_parts(%x: tensor<2x4xf32>, %y: tensor<2xi64>, %m: tensor<2xf32>) {
+  // expected-error @+1 {{'nn.vocab_ce_sums' op parts must be at least 1}}
+  %0 = nn.vocab_ce_sums %x, %y, %m {parts = 0 : i64} : tensor<2x4xf32>, tensor<2xi64>, tensor<2xf32> -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
+func.func @vocab_sums_rows(%x: tensor<2x4xf32>, %y: tensor<3xi64>, %m: tensor<2xf32>) {
+  // expected-error @+1 {{'nn.vocab_ce_sums' op labels and max must be [2]}}
+  %0 = nn.vocab_ce_sums %x, %y, %m {parts = 2 : i64} : tensor<2x4xf32>, tensor<3xi64>, tensor<2xf32> -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
+func.func @vocab_sums_result(%x: tensor<2x4xf32>, %y: tensor<2xi64>, %m: tensor<2xf32>) {
+  // expected-error @+1 {{'nn.vocab_ce_sums' op result must be [2, 2]}}
+  %0 = nn.vocab_ce_sums %x, %y, %m {parts = 2 : i64} : tensor<2x4xf32>, tensor<2xi64>, tensor<2xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @vocab_loss_sums(%s: tensor<3x2xf32>, %m: tensor<2xf32>, %y: tensor<2xi64>) {
+  // expected-error @+1 {{'nn.vocab_ce_loss' op sums must be [2, N], not [3,2]}}
+  %0 = nn.vocab_ce_loss %s, %m, %y {classes = 8 : i64} : tensor<3x2xf32>, tensor<2xf32>, tensor<2xi64> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @vocab_loss_classes(%s: tensor<2x2xf32>, %m: tensor<2xf32>, %y: tensor<2xi64>) {
+  // expected-error @+1 {{'nn.vocab_ce_loss' op classes must be at least 1}}
+  %0 = nn.vocab_ce_loss %s, %m, %y {classes = 0 : i64} : tensor<2x2xf32>, tensor<2xf32>, tensor<2xi64> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @vocab_loss_rows(%s: tensor<2x2xf32>, %m: tensor<3xf32>, %y: tensor<2xi64>) {
+  // expected-error @+1 {{'nn.vocab_ce_loss' op labels and max must be [2]}}
+  %0 = nn.vocab_ce_loss %s, %m, %y {classes = 8 : i64} : tensor<2x2xf32>, tensor<3xf32>, tensor<2xi64> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @vocab_loss_result(%s: tensor<2x2xf32>, %m: tensor<2xf32>, %y: tensor<2xi64>) {
+  // expected-error @+1 {{'nn.vocab_ce_loss' op result must be [N]}}
+  %0 = nn.vocab_ce_loss %s, %m, %y {classes = 8 : i64, reduction = #nn<reduction none>} : tensor<2x2xf32>, tensor<2xf32>, tensor<2xi64> -> tensor<f32>
+  return
+}
