@@ -949,38 +949,61 @@ std::vector<WholeTensor> Executor::gatherWeights() {
   // Every buffer gatherWeights keeps, so that the views stay valid (moving
   // a vector keeps its buffer, but reserve keeps the count simple).
   gathered_.reserve(weights().size() + stageParams_.size());
+  // A sharded or split tensor is assembled on its stage's root (dp index 0,
+  // tp rank 0) only, from blocking messages (not counted): the dp group's
+  // ZeRO chunks to dp index 0, then the tp group's parts to tp rank 0. The
+  // other ranks allocate nothing for it.
+  const bool dpRoot = ctx_.ranks[0] == 0;
   for (const Tensor *t : weights()) {
     if (t->shards <= 1 && t->tpDim < 0) {
       r.push_back({t->name, std::vector<int64_t>(t->shape.dims, t->shape.dims + t->shape.rank),
                    t->f32()});
       continue;
     }
-    // A ZeRO shard: the dp group's chunks, in order, make the tp part (or
-    // the whole) followed by the padding.
+    std::string what = "gathering the weight '" + t->name + "'";
+    // ZeRO: the chunks, in dp order, make the tp part (or the whole)
+    // followed by the padding.
     const float *part = t->f32();
-    int64_t partNumel = t->numel;
+    int64_t partNumel = t->tpDim >= 0 ? t->fullNumel / t->tpSize : t->fullNumel;
     std::vector<float> chunks;
     if (t->shards > 1) {
-      chunks.resize(size_t(t->numel * t->shards));
-      comm::TensorArg arg{t->f32(), chunks.data(), t->numel};
       Uncounted quiet(*comm_);
-      comm_->wait(comm_->allGather(&arg, 1, ("gathering the weight '" + t->name + "'").c_str()));
+      size_t bytes = size_t(t->numel) * sizeof(float);
+      if (!dpRoot) {
+        comm_->wait(comm_->send(t->f32(), bytes, 0, 0, what.c_str()));
+        continue;
+      }
+      chunks.resize(size_t(t->numel * t->shards));
+      std::memcpy(chunks.data(), t->f32(), bytes);
+      for (int k = 1; k < t->shards; ++k)
+        comm_->wait(comm_->recv(chunks.data() + size_t(k) * t->numel, bytes, k, 0, what.c_str()));
       part = chunks.data();
-      partNumel = t->tpDim >= 0 ? t->fullNumel / t->tpSize : t->fullNumel;
+    } else if (!dpRoot) {
+      continue;
+    }
+    if (t->tpDim >= 0 && ctx_.ranks[2] != 0) {
+      Uncounted quiet(*ownTp_);
+      ownTp_->wait(ownTp_->send(part, size_t(partNumel) * sizeof(float), 0, 0, what.c_str()));
+      continue;
     }
     gathered_.emplace_back(size_t(t->fullNumel));
     if (t->tpDim < 0) {
-      std::memcpy(gathered_.back().data(), part, size_t(partNumel) * 4);
+      std::memcpy(gathered_.back().data(), part, size_t(partNumel) * sizeof(float));
     } else {
-      // The tp group's parts, gathered, each run to its place in the whole.
-      std::vector<float> parts(size_t(partNumel * tp_));
-      comm::TensorArg arg{part, parts.data(), partNumel};
+      // Each tp rank's part, its runs to their places in the whole.
+      std::vector<float> other(static_cast<size_t>(partNumel));
       Uncounted quiet(*ownTp_);
-      ownTp_->wait(ownTp_->allGather(&arg, 1, ("gathering the weight '" + t->name + "'").c_str()));
-      for (int rank = 0; rank < tp_; ++rank)
+      for (int rank = 0; rank < tp_; ++rank) {
+        const float *from = part;
+        if (rank > 0) {
+          ownTp_->wait(ownTp_->recv(other.data(), other.size() * sizeof(float), rank, 0,
+                                    what.c_str()));
+          from = other.data();
+        }
         for (const TpRun &run : tpRuns(*t, rank))
-          std::memcpy(gathered_.back().data() + run.whole,
-                      parts.data() + size_t(rank) * partNumel + run.part, size_t(run.count) * 4);
+          std::memcpy(gathered_.back().data() + run.whole, from + run.part,
+                      size_t(run.count) * sizeof(float));
+      }
     }
     r.push_back({t->name,
                  std::vector<int64_t>(t->fullShape.dims, t->fullShape.dims + t->fullShape.rank),

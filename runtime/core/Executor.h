@@ -284,11 +284,12 @@ public:
   /// The whole trained parameters, in plan order: sharded ones all-gathered
   /// (not counted in the step's communication) without their padding,
   /// the others viewing the arena. Valid until the next call or step.
-  /// Collective: every rank must call it. A pipeline plan's world rank 0
-  /// gets every stage's parameters (stage order, then plan order; a
-  /// parameter several stages hold, from the first), sent by the other
-  /// stages' data-parallel index 0 (not counted); the other ranks get their
-  /// own stage's. Throws comm::CommError.
+  /// Collective: every rank must call it. A ZeRO-sharded or tp-split
+  /// parameter is assembled on its stage's dp index 0 and tp rank 0 only
+  /// (the others send their pieces and get no entry for it). A pipeline
+  /// plan's world rank 0 gets every stage's parameters (stage order, then
+  /// plan order; a parameter several stages hold, from the first), sent by
+  /// the other stages' roots (not counted). Throws comm::CommError.
   std::vector<WholeTensor> gatherWeights();
 
   /// One optimizer step. `loadMicroBatch(g, into)` must fill the tensors
