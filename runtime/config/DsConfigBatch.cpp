@@ -1,0 +1,307 @@
+//===- DsConfigBatch.cpp - ds_config batch, zero, pipeline -===//
+//
+// The batch-size relation, zero_optimization and pipeline.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/config/Readers.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dsrt::config::detail {
+
+/// a * b, or nullopt when it overflows int64_t.
+std::optional<int64_t> times(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r))
+    return std::nullopt;
+  return r;
+}
+
+/// "9 or 12": the multiples of `unit` around `value` (only positive ones).
+std::string nearMultiples(int64_t value, int64_t unit) {
+  int64_t below = value / unit * unit, above;
+  if (__builtin_add_overflow(below, unit, &above))
+    return std::to_string(below);
+  if (below > 0)
+    return std::to_string(below) + " or " + std::to_string(above);
+  return std::to_string(above);
+}
+
+void readBatch(const Section &top, int64_t worldSize, TrainConfig &cfg) {
+  std::optional<int64_t> train =
+      top.count("train_batch_size", 1, kMaxTrainBatch);
+  std::optional<int64_t> micro =
+      top.count("train_micro_batch_size_per_gpu", 1, kMaxMicroBatch);
+  std::optional<int64_t> gas =
+      top.count("gradient_accumulation_steps", 1, kMaxGradAccumSteps);
+  if (!train && !micro)
+    top.fail("either train_batch_size or train_micro_batch_size_per_gpu "
+             "needs to be provided");
+
+  const std::string ranks =
+      "data-parallel ranks " + std::to_string(worldSize);
+  auto tooLarge = [&](const std::string &product) {
+    top.fail(product + " does not fit in 64 bits");
+  };
+
+  // DeepSpeedConfig._set_batch_related_parameters derives the missing value
+  // by floor division and lets _batch_assertion catch the remainder; here a
+  // division that is not exact is the error, stated as such.
+  // A derived value is bounded like a given one: it is as much a loop count.
+  auto derive = [&](const char *derived, int64_t max, const char *divisorKey,
+                    int64_t divisor, const char *note) {
+    std::string unitText = std::string(divisorKey) + " " +
+                           std::to_string(divisor) + note + " x " + ranks;
+    std::optional<int64_t> unit = times(divisor, worldSize);
+    if (!unit)
+      tooLarge(unitText);
+    if (*train % *unit != 0)
+      top.fail("train_batch_size " + std::to_string(*train) +
+               " is not a multiple of " + unitText + " (= " +
+               std::to_string(*unit) + "), so " + derived +
+               " cannot be derived: set train_batch_size to " +
+               nearMultiples(*train, *unit));
+    int64_t value = *train / *unit;
+    if (value > max)
+      top.fail("train_batch_size " + std::to_string(*train) + " / (" +
+               unitText + ") gives " + derived + " " + std::to_string(value) +
+               ", but it must be between 1 and " + std::to_string(max) +
+               ": lower train_batch_size or raise " + divisorKey);
+    return value;
+  };
+
+  if (train && micro && !gas) {
+    gas = derive("gradient_accumulation_steps", kMaxGradAccumSteps,
+                 "train_micro_batch_size_per_gpu", *micro, "");
+  } else if (train && !micro) {
+    bool defaulted = !gas;
+    if (defaulted)
+      gas = 1;
+    micro = derive("train_micro_batch_size_per_gpu", kMaxMicroBatch,
+                   "gradient_accumulation_steps", *gas,
+                   defaulted ? " (the default)" : "");
+  }
+
+  std::string productText =
+      "train_micro_batch_size_per_gpu " + std::to_string(*micro) +
+      " x gradient_accumulation_steps " + std::to_string(gas.value_or(1)) +
+      " x " + ranks;
+  std::optional<int64_t> perRank = times(*micro, gas.value_or(1));
+  std::optional<int64_t> product =
+      perRank ? times(*perRank, worldSize) : std::nullopt;
+  if (!product)
+    tooLarge(productText);
+  if (*product > kMaxTrainBatch)
+    top.fail(productText + " (= " + std::to_string(*product) +
+             ") is more than " + std::to_string(kMaxTrainBatch) +
+             ", the largest train_batch_size");
+  if (!train) {
+    if (!gas)
+      gas = 1;
+    train = *product;
+  } else if (*train != *product) {
+    // All three given: name every number and each single change that fits.
+    std::string fix = "set train_batch_size to " + std::to_string(*product);
+    if (std::optional<int64_t> unit = times(*micro, worldSize);
+        unit && *train % *unit == 0)
+      fix += ", or gradient_accumulation_steps to " +
+             std::to_string(*train / *unit);
+    if (*train % *perRank == 0)
+      fix += ", or compile with --dp " + std::to_string(*train / *perRank);
+    top.fail("train_batch_size " + std::to_string(*train) + " != " +
+             productText + " (= " + std::to_string(*product) + "): " + fix);
+  }
+  cfg.trainBatchSize = *train;
+  cfg.microBatchPerGpu = *micro;
+  cfg.gradAccumSteps = *gas;
+}
+
+//===--- zero_optimization ------------------------------------------------===//
+
+/// The keys ZeroConfig holds, as canonical JSON writes them.
+const std::vector<std::string> kZeroKeys = {
+    "stage",
+    "overlap_comm",
+    "contiguous_gradients",
+    "reduce_scatter",
+    "reduce_bucket_size",
+    "allgather_bucket_size",
+    "allgather_partitions",
+    "round_robin_gradients",
+    "sub_group_size",
+    "stage3_prefetch_bucket_size",
+    "stage3_param_persistence_threshold",
+    "stage3_max_live_parameters",
+};
+
+/// DeepSpeedConfigModel allows population by field name as well as by
+/// alias: these field names read the same setting as their stage3_ alias.
+const std::vector<std::pair<std::string, std::string>> kZeroSynonyms = {
+    {"prefetch_bucket_size", "stage3_prefetch_bucket_size"},
+    {"param_persistence_threshold", "stage3_param_persistence_threshold"},
+    {"max_live_parameters", "stage3_max_live_parameters"},
+};
+
+/// DeepSpeedZeroConfig's other keys (current and deprecated). dsc implements
+/// none of them; each is rejected by name rather than ignored, so a config
+/// never silently means less to dsc than it does to DeepSpeed.
+const std::vector<std::string> kUnsupportedZeroKeys = {
+    "allgather_sequential",
+    "cpu_offload",
+    "cpu_offload_param",
+    "cpu_offload_params",
+    "cpu_offload_use_pin_memory",
+    "elastic_checkpoint",
+    "enable_sanity_checks",
+    "gather_16bit_weights_on_model_save",
+    "ignore_unused_parameters",
+    "leaf_module",
+    "legacy_stage1",
+    "load_from_fp32_weights",
+    "log_trace_cache_warnings",
+    "max_reuse_distance",
+    "memory_efficient_linear",
+    "mics_hierarchical_params_gather",
+    "mics_shard_size",
+    "model_persistence_threshold",
+    "module_granularity_threshold",
+    "offload_optimizer",
+    "offload_param",
+    "override_module_apply",
+    "partition_stream_chunk_size",
+    "pipeline_loading_checkpoint",
+    "save_muon_momentum_buffer_in_memory",
+    "stage3_allgather_sequential",
+    "stage3_gather_16bit_weights_on_model_save",
+    "stage3_gather_fp16_weights_on_model_save",
+    "stage3_max_reuse_distance",
+    "stage3_model_persistence_threshold",
+    "stage3_module_granularity_threshold",
+    "stage3_partition_stream_chunk_size",
+    "stage3_use_all_reduce_for_fetch_params",
+    "use_all_reduce_for_fetch_params",
+    "use_multi_rank_bucket_allreduce",
+    "zenflow",
+    "zero_hpz_partition_size",
+    "zero_quantized_gradients",
+    "zero_quantized_nontrainable_weights",
+    "zero_quantized_weights",
+    "zeropp_loco_param",
+};
+
+//===--- pipeline ----------------------------------------------------------===//
+
+void readPipeline(const Section &top, PipelineConfig &p) {
+  Section pipe = top.object("pipeline");
+  const std::vector<std::string> known = {
+      "stages", "partition_method", "schedule", "activation_checkpoint_interval",
+      "seed_layers", "pipe_partitioned", "grad_partitioned", "partition"};
+  pipe.checkKeys(known, [&](const std::string &key) -> std::string {
+    return "unknown key '" + pipe.path(key) + "'" + didYouMean(key, known);
+  });
+  p = PipelineConfig();
+  if (pipe.has("stages") && !(pipe.raw("stages").is_string() &&
+                              pipe.raw("stages").get<std::string>() == "auto")) {
+    p.stages = *pipe.count("stages", 1, kMaxPipelineStages);
+  }
+  auto choice = [&](const std::string &key, std::string &field,
+                    const std::vector<std::string> &options) {
+    std::optional<std::string> v = pipe.string(key);
+    if (!v)
+      return;
+    if (std::find(options.begin(), options.end(), *v) == options.end())
+      pipe.fail("'" + pipe.path(key) + "' is '" + *v + "'" + didYouMean(*v, options) +
+                "; supported: " + join(options));
+    field = *v;
+  };
+  choice("partition_method", p.partitionMethod, {"uniform", "parameters", "cost"});
+  choice("schedule", p.schedule, {"1f1b", "zb-h1"});
+  // DeepSpeed's "partition" is the same choice as dsc's partition_method;
+  // its default "best" leaves dsc's default (cost).
+  std::string partition;
+  choice("partition", partition, {"best", "uniform", "parameters"});
+  if (!partition.empty() && partition != "best") {
+    if (pipe.has("partition_method") && p.partitionMethod != partition)
+      pipe.fail("'" + pipe.path("partition") + "' is '" + partition + "' but '" +
+                pipe.path("partition_method") + "' is '" + p.partitionMethod +
+                "': they are the same setting, give only one");
+    p.partitionMethod = partition;
+  }
+  p.activationCheckpointInterval =
+      pipe.count("activation_checkpoint_interval", 0, std::numeric_limits<int64_t>::max())
+          .value_or(0);
+  if (pipe.boolean("seed_layers").value_or(false))
+    pipe.fail("'" + pipe.path("seed_layers") +
+              "' is not supported: dsc takes the initial weights from the ONNX "
+              "model instead of initializing layers; remove it or set false");
+  // Activations and gradients between stages are partitioned over the
+  // tensor-parallel group; without tensor parallelism (DeepSpeed's
+  // is_model_parallel false) either value computes the same.
+  pipe.boolean("pipe_partitioned");
+  pipe.boolean("grad_partitioned");
+}
+
+void readZero(const Section &top, ZeroConfig &z) {
+  const json &raw = top.raw("zero_optimization");
+  if (raw.is_boolean())
+    top.fail("'zero_optimization' must be an object, got " + shown(raw) +
+             " (DeepSpeed's deprecated boolean form; write "
+             "{\"stage\": " + (raw.get<bool>() ? "1" : "0") + "})");
+  Section zero = top.object("zero_optimization");
+
+  std::vector<std::string> known = kZeroKeys;
+  for (const auto &[synonym, key] : kZeroSynonyms)
+    known.push_back(synonym);
+  std::vector<std::string> all = known;
+  all.insert(all.end(), kUnsupportedZeroKeys.begin(),
+             kUnsupportedZeroKeys.end());
+  zero.checkKeys(known, [&](const std::string &key) -> std::string {
+    if (std::find(kUnsupportedZeroKeys.begin(), kUnsupportedZeroKeys.end(),
+                  key) != kUnsupportedZeroKeys.end())
+      return "'" + zero.path(key) + "' is not supported yet by dsc";
+    return "unknown key '" + zero.path(key) + "'" + didYouMean(key, all);
+  });
+
+  z = ZeroConfig();
+  if (std::optional<int64_t> stage = zero.count("stage", 0, 3))
+    z.stage = static_cast<int>(*stage);
+  z.overlapCommSetting = zero.boolean("overlap_comm");
+  z.contiguousGradients =
+      zero.boolean("contiguous_gradients").value_or(z.contiguousGradients);
+  z.reduceScatter = zero.boolean("reduce_scatter").value_or(z.reduceScatter);
+  z.allgatherPartitions =
+      zero.boolean("allgather_partitions").value_or(z.allgatherPartitions);
+  z.roundRobinGradients =
+      zero.boolean("round_robin_gradients").value_or(z.roundRobinGradients);
+
+  auto size = [&](const std::string &key, int64_t &field, bool strictly) {
+    std::string name = key;
+    for (const auto &[synonym, canonical] : kZeroSynonyms) {
+      if (canonical != key || !zero.has(synonym))
+        continue;
+      if (zero.has(key))
+        zero.fail("'" + zero.path(synonym) + "' and '" + zero.path(key) +
+                  "' are the same setting (DeepSpeed accepts either name): "
+                  "give only one");
+      name = synonym;
+    }
+    if (std::optional<int64_t> v = zero.count(name, strictly ? 1 : 0,
+                                              kMaxElements,
+                                              /*integralFloats=*/true))
+      field = *v;
+  };
+  size("reduce_bucket_size", z.reduceBucketSize, true);
+  size("allgather_bucket_size", z.allgatherBucketSize, true);
+  size("sub_group_size", z.subGroupSize, false);
+  size("stage3_prefetch_bucket_size", z.stage3PrefetchBucketSize, false);
+  size("stage3_param_persistence_threshold",
+       z.stage3ParamPersistenceThreshold, false);
+  size("stage3_max_live_parameters", z.stage3MaxLiveParameters, false);
+}
+
+} // namespace dsrt::config::detail

@@ -1,0 +1,136 @@
+//===- DsConfigFeatures.cpp - ds_config recompute, checkpoint, tp -===//
+//
+// activation_checkpointing, checkpoint and tensor_parallel.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/config/Readers.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dsrt::config::detail {
+
+/// "activation_checkpointing" (see RecomputeConfig). DeepSpeed's keys are
+/// read with their meaning where dsc has one and a note where it has none;
+/// a DeepSpeed key set to a value that asks for something dsc cannot do is
+/// a note too, never silently dropped.
+void readActivationCheckpointing(const Section &top, TrainConfig &cfg) {
+  Section ac = top.object("activation_checkpointing");
+  ac.checkKeys({"recompute", "memory_budget", "interval", "number_checkpoints",
+                "partition_activations",
+                "cpu_checkpointing", "contiguous_memory_optimization",
+                "synchronize_checkpoint_boundary", "profile"});
+  RecomputeConfig &r = cfg.recompute;
+  const std::vector<std::string> modes = {"none", "layers", "selective", "auto"};
+  if (std::optional<std::string> m = ac.string("recompute")) {
+    if (std::find(modes.begin(), modes.end(), *m) == modes.end())
+      ac.fail("'" + ac.path("recompute") + "' is '" + *m + "'" + didYouMean(*m, modes) +
+              "; supported: " + join(modes));
+    r.mode = *m;
+  } else if (ac.firstKey()) {
+    r.mode = "layers";
+    cfg.notes.push_back("'activation_checkpointing' without dsc's 'recompute' key: dsc "
+                        "recomputes every layer (it sees the graph, not the blocks wrapped in "
+                        "deepspeed.checkpointing.checkpoint); set 'recompute' to layers, "
+                        "selective or none to choose");
+  }
+  if (ac.has("memory_budget")) {
+    const auto &v = ac.raw("memory_budget");
+    std::optional<uint64_t> bytes;
+    if (v.is_number_unsigned())
+      bytes = v.get<uint64_t>();
+    else if (v.is_string())
+      bytes = parseByteSize(v.get<std::string>());
+    if (!bytes || *bytes == 0)
+      ac.fail("'" + ac.path("memory_budget") + "' must be a positive byte count: a number, or "
+              "a string such as \"6GiB\" (K, M, G, T: powers of 1000; KiB, MiB, GiB, TiB: of "
+              "1024)");
+    r.memoryBudget = *bytes;
+  }
+  if (r.mode == "auto" && !r.memoryBudget)
+    ac.fail("'" + ac.path("recompute") + "' is 'auto' but there is no '" +
+            ac.path("memory_budget") + "': auto chooses what to recompute to fit it");
+  if (std::optional<int64_t> k = ac.count("interval", 1, std::numeric_limits<int64_t>::max()))
+    r.interval = *k;
+  if (std::optional<int64_t> n =
+          ac.count("number_checkpoints", 1, std::numeric_limits<int64_t>::max()))
+    r.numberCheckpoints = *n;
+  if (ac.has("interval") && ac.has("number_checkpoints"))
+    ac.fail("'" + ac.path("interval") + "' and '" + ac.path("number_checkpoints") +
+            "' both choose which layer inputs are kept: give only one");
+  auto note = [&](const char *key, const std::string &why) {
+    if (ac.boolean(key).value_or(false))
+      cfg.notes.push_back("'" + ac.path(key) + "' has no effect in dsc: " + why);
+  };
+  note("partition_activations",
+       "it partitions checkpoints over the tensor-parallel group, and dsc has no tensor "
+       "parallelism yet");
+  note("cpu_checkpointing",
+       "dsrt runs on the CPU, where the checkpoints already are");
+  note("contiguous_memory_optimization",
+       "dsc's memory plan places every checkpoint in the one arena at a planned offset");
+  note("synchronize_checkpoint_boundary",
+       "it synchronizes CUDA streams at checkpoint boundaries, and dsrt runs on the CPU");
+  note("profile", "use dsrt --profile (or wall_clock_breakdown) for per-op timing");
+}
+
+/// "checkpoint": DeepSpeed's keys, where they apply to dsrt's checkpoints
+/// (docs/checkpoints.md); what dsrt always does anyway is a note.
+void readCheckpoint(const Section &top, TrainConfig &cfg) {
+  Section c = top.object("checkpoint");
+  c.checkKeys({"tag_validation", "load_universal", "use_node_local_storage", "parallel_write"});
+  if (std::optional<std::string> v = c.string("tag_validation")) {
+    // DeepSpeed compares it upper-cased.
+    std::string upper = *v;
+    std::transform(upper.begin(), upper.end(), upper.begin(), ::toupper);
+    const std::vector<std::string> modes = {"Ignore", "Warn", "Fail"};
+    if (upper != "IGNORE" && upper != "WARN" && upper != "FAIL")
+      c.fail("'" + c.path("tag_validation") + "' is '" + *v + "'" + didYouMean(*v, modes) +
+             "; DeepSpeed's values: " + join(modes));
+    if (upper != "IGNORE")
+      cfg.notes.push_back("'" + c.path("tag_validation") +
+                          "' checks that every rank saves under the same tag; dsrt's ranks "
+                          "all name the tag after the step, so it always holds");
+  }
+  if (!c.boolean("load_universal").value_or(true))
+    cfg.notes.push_back("'" + c.path("load_universal") +
+                        "' is false, but every dsc checkpoint is universal: dsrt --resume "
+                        "loads it into any dp, pp, ZeRO stage and precision");
+  if (c.boolean("use_node_local_storage").value_or(false))
+    c.fail("'" + c.path("use_node_local_storage") +
+           "' is true: dsrt builds a checkpoint's index from every rank's file in the one "
+           "--save-dir, which must be a folder all ranks share (node-local folders are not "
+           "supported)");
+  if (c.has("parallel_write")) {
+    Section pw = c.object("parallel_write");
+    pw.checkKeys({"pipeline_stage"});
+    if (!pw.boolean("pipeline_stage").value_or(false))
+      cfg.notes.push_back("'" + pw.path("pipeline_stage") +
+                          "' is false, but dsrt always writes in parallel: every rank its own "
+                          "file, pipeline stages included");
+  }
+}
+
+/// "tensor_parallel": DeepSpeed's autotp_size is dsc's --tp. The other keys
+/// configure AutoTP's module replacement, which dsc has no use for.
+void readTensorParallel(const Section &top, TrainConfig &cfg) {
+  Section t = top.object("tensor_parallel");
+  t.checkKeys({"autotp_size"}, [&](const std::string &key) -> std::string {
+    static const std::vector<std::string> autoTp = {
+        "tp", "tp_size", "tp_grain_size", "partition_config", "injection_policy_tuple",
+        "keep_module_on_host", "replace_with_kernel_inject", "tp_overlap_comm"};
+    if (std::find(autoTp.begin(), autoTp.end(), key) == autoTp.end())
+      return "";
+    return "'" + t.path(key) + "' configures DeepSpeed's AutoTP (which modules to replace and "
+           "how); dsc finds the GEMM pairs in the graph itself: give only 'autotp_size' "
+           "(or dsc --tp)";
+  });
+  if (std::optional<int64_t> n = t.count("autotp_size", 1, std::numeric_limits<int32_t>::max()))
+    cfg.tensorParallel = *n;
+}
+
+} // namespace dsrt::config::detail

@@ -1,0 +1,374 @@
+//===- DsConfigOptimizer.cpp - ds_config optimizer and scheduler -===//
+//
+// The optimizer and scheduler sections against tables of their parameters.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/config/Readers.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dsrt::config::detail {
+
+//===--- optimizer --------------------------------------------------------===//
+
+const std::vector<std::string> kAdamParams = {
+    "lr",          "betas",           "eps",       "weight_decay",
+    "adam_w_mode", "bias_correction", "torch_adam"};
+const std::vector<std::string> kSgdParams = {"lr", "momentum", "dampening",
+                                             "weight_decay", "nesterov"};
+const std::vector<std::string> kOptimizerTypes = {"Adam", "AdamW", "SGD"};
+/// DeepSpeed's own optimizers (config.py DEEPSPEED_OPTIMIZERS) beyond Adam(W).
+const std::vector<std::string> kOtherDeepSpeedOptimizers = {
+    "adagrad", "lamb",    "onebitadam", "zerooneadam", "onebitlamb",
+    "muadam",  "muadamw", "musgd",      "lion",        "muon"};
+
+std::string resolveOptimizerType(const Section &opt, const std::string &name) {
+  // config.py lower-cases names in DEEPSPEED_OPTIMIZERS; anything else goes
+  // to getattr(torch.optim, name), which is case-sensitive.
+  std::string l = lower(name);
+  if (l == "adam")
+    return "Adam";
+  if (l == "adamw")
+    return "AdamW";
+  if (name == "SGD")
+    return "SGD";
+  if (std::find(kOtherDeepSpeedOptimizers.begin(),
+                kOtherDeepSpeedOptimizers.end(),
+                l) != kOtherDeepSpeedOptimizers.end())
+    opt.fail("optimizer '" + name +
+             "' is a DeepSpeed optimizer dsc does not implement (supported: " +
+             join(kOptimizerTypes) + ")");
+  opt.fail("unknown optimizer type '" + name + "' at '" + opt.path("type") +
+           "'" + didYouMean(name, kOptimizerTypes) +
+           "; supported: " + join(kOptimizerTypes));
+}
+
+void readOptimizer(const Section &top, OptimizerConfig &o) {
+  Section opt = top.object("optimizer");
+  opt.checkKeys({"type", "params"});
+  std::optional<std::string> name = opt.string("type");
+  if (!name)
+    opt.fail("'optimizer.type' is required when an optimizer section is "
+             "given");
+  o = OptimizerConfig();
+  o.type = resolveOptimizerType(opt, *name);
+
+  Section params = opt.optionalObject("params");
+  bool sgd = o.type == "SGD";
+  const std::vector<std::string> &known = sgd ? kSgdParams : kAdamParams;
+  const std::vector<std::string> &other = sgd ? kAdamParams : kSgdParams;
+  params.checkKeys(known, [&](const std::string &key) -> std::string {
+    if (key == "max_grad_norm")
+      return "'" + params.path(key) +
+             "' is not supported as an optimizer parameter, please switch to "
+             "using the deepspeed parameter 'gradient_clipping' (engine.py "
+             "rejects it too)";
+    if (std::find(other.begin(), other.end(), key) != other.end())
+      return "'" + params.path(key) + "' is not a parameter of " + o.type +
+             " (it belongs to " + (sgd ? "Adam/AdamW" : "SGD") + ")" +
+             didYouMean(key, known);
+    return "";
+  });
+
+  o.lr = params.number("lr").value_or(1e-3);
+  params.atLeast("lr", o.lr, 0);
+  if (sgd) {
+    o.decoupled = false;
+    o.momentum = params.number("momentum").value_or(0.0);
+    o.dampening = params.number("dampening").value_or(0.0);
+    o.nesterov = params.boolean("nesterov").value_or(false);
+    params.atLeast("momentum", o.momentum, 0);
+    // torch.optim.SGD's own check.
+    if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
+      params.fail("'optimizer.params.nesterov' requires momentum > 0 and "
+                  "dampening 0 (torch.optim.SGD), got momentum " +
+                  formatNumber(o.momentum) + ", dampening " +
+                  formatNumber(o.dampening));
+  } else {
+    // engine.py _configure_basic_optimizer: "AdamW" forces decoupled decay;
+    // "Adam" follows adam_w_mode, default True.
+    o.torchAdam = params.boolean("torch_adam").value_or(false);
+    o.decoupled =
+        o.type == "AdamW" || params.boolean("adam_w_mode").value_or(true);
+    if (o.torchAdam && params.has("bias_correction"))
+      params.fail("'optimizer.params.bias_correction' cannot be used with "
+                  "torch_adam: true (torch.optim.Adam has no such argument)");
+    o.biasCorrection = params.boolean("bias_correction").value_or(true);
+    // torch.optim.AdamW defaults weight_decay to 1e-2; FusedAdam and
+    // torch.optim.Adam to 0.
+    if (o.torchAdam && o.decoupled)
+      o.weightDecay = 1e-2;
+    o.eps = params.number("eps").value_or(1e-8);
+    params.atLeast("eps", o.eps, 0);
+    if (params.has("betas")) {
+      const json &b = params.raw("betas");
+      if (!b.is_array() || b.size() != 2 || !b[0].is_number() ||
+          !b[1].is_number())
+        params.fail("'optimizer.params.betas' must be an array of two "
+                    "numbers, got " +
+                    shown(b));
+      o.beta1 = b[0].get<double>();
+      o.beta2 = b[1].get<double>();
+      for (double beta : {o.beta1, o.beta2})
+        if (!(beta >= 0 && beta < 1))
+          params.fail("'optimizer.params.betas' must lie in [0, 1), got [" +
+                      formatNumber(o.beta1) + ", " + formatNumber(o.beta2) +
+                      "]");
+    }
+  }
+  o.weightDecay = params.number("weight_decay").value_or(o.weightDecay);
+  params.atLeast("weight_decay", o.weightDecay, 0);
+}
+
+//===--- scheduler --------------------------------------------------------===//
+
+enum class Kind { Number, Count, Flag, WarmupType };
+
+/// One scheduler parameter: its constructor default (lr_schedules.py), or
+/// where the default comes from when it depends on another value.
+struct ParamSpec {
+  const char *name;
+  Kind kind;
+  double defaultValue;
+  bool required = false;
+  const char *defaultFrom = nullptr; // another param, or "optimizer.lr"
+  bool strictlyPositive = false;     // > 0 rather than the usual >= 0
+  bool anySign = false;              // no lower bound at all
+  bool momentum = false;             // a beta: < 1 as well
+};
+
+struct ScheduleSpec {
+  const char *type;
+  std::vector<ParamSpec> params;
+};
+
+ParamSpec warmupType() { return {"warmup_type", Kind::WarmupType, 0}; }
+ParamSpec warmupSteps() {
+  ParamSpec p{"warmup_num_steps", Kind::Count, 1000};
+  p.strictlyPositive = true;
+  return p;
+}
+ParamSpec totalSteps() {
+  ParamSpec p{"total_num_steps", Kind::Count, 0};
+  p.required = true;
+  return p;
+}
+
+const std::vector<ScheduleSpec> &scheduleSpecs() {
+  static const std::vector<ScheduleSpec> specs = [] {
+    ParamSpec rtStep{"lr_range_test_step_size", Kind::Count, 2000};
+    rtStep.strictlyPositive = true;
+    // Not anySign, unlike DeepSpeed: a negative rate drives the lr below 0.
+    ParamSpec rtRate{"lr_range_test_step_rate", Kind::Number, 1.0};
+
+    ParamSpec minLr{"cycle_min_lr", Kind::Number, 0};
+    minLr.required = true;
+    ParamSpec maxLr{"cycle_max_lr", Kind::Number, 0};
+    maxLr.required = true;
+    ParamSpec first{"cycle_first_step_size", Kind::Count, 2000};
+    first.strictlyPositive = true;
+    ParamSpec second{"cycle_second_step_size", Kind::Count, 0};
+    second.defaultFrom = "cycle_first_step_size";
+    second.strictlyPositive = true;
+    ParamSpec secondStairs{"cycle_second_stair_count", Kind::Count, 0};
+    secondStairs.defaultFrom = "cycle_first_stair_count";
+    ParamSpec minMom{"cycle_min_mom", Kind::Number, 0.8};
+    minMom.momentum = true;
+    ParamSpec maxMom{"cycle_max_mom", Kind::Number, 0.9};
+    maxMom.momentum = true;
+    ParamSpec decayMom{"decay_mom_rate", Kind::Number, 0};
+    decayMom.anySign = true;
+    // Not anySign, unlike DeepSpeed: lr = min_lr / (1 + rate * t) divides by
+    // zero, then turns negative, for a negative rate.
+    ParamSpec decayLr{"decay_lr_rate", Kind::Number, 0};
+
+    ParamSpec warmupMax{"warmup_max_lr", Kind::Number, 0};
+    warmupMax.defaultFrom = "optimizer.lr";
+
+    return std::vector<ScheduleSpec>{
+        {"LRRangeTest",
+         {{"lr_range_test_min_lr", Kind::Number, 1e-3},
+          rtStep,
+          rtRate,
+          {"lr_range_test_staircase", Kind::Flag, 0}}},
+        {"OneCycle",
+         {minLr,
+          maxLr,
+          decayLr,
+          first,
+          second,
+          {"cycle_first_stair_count", Kind::Count, 0},
+          secondStairs,
+          {"decay_step_size", Kind::Count, 0},
+          {"cycle_momentum", Kind::Flag, 1},
+          minMom,
+          maxMom,
+          decayMom}},
+        {"WarmupLR",
+         {{"warmup_min_lr", Kind::Number, 0},
+          warmupMax,
+          warmupSteps(),
+          warmupType()}},
+        {"WarmupDecayLR",
+         {totalSteps(),
+          {"warmup_min_lr", Kind::Number, 0},
+          {"warmup_max_lr", Kind::Number, 0.001},
+          warmupSteps(),
+          warmupType()}},
+        {"WarmupCosineLR",
+         {totalSteps(),
+          {"warmup_min_ratio", Kind::Number, 0},
+          warmupSteps(),
+          {"cos_min_ratio", Kind::Number, 1e-4},
+          warmupType()}},
+    };
+  }();
+  return specs;
+}
+
+/// The SchedulerConfig field behind a Kind::Flag parameter.
+bool &flagField(SchedulerConfig &s, const std::string &name) {
+  return name == "cycle_momentum" ? s.cycleMomentum : s.staircase;
+}
+bool flagField(const SchedulerConfig &s, const std::string &name) {
+  return name == "cycle_momentum" ? s.cycleMomentum : s.staircase;
+}
+
+const ScheduleSpec *findSchedule(const std::string &type) {
+  for (const ScheduleSpec &s : scheduleSpecs())
+    if (type == s.type)
+      return &s;
+  return nullptr;
+}
+
+std::vector<std::string> paramNames(const ScheduleSpec &spec) {
+  std::vector<std::string> names;
+  for (const ParamSpec &p : spec.params)
+    names.push_back(p.name);
+  return names;
+}
+
+void readScheduler(const Section &top, const OptimizerConfig &opt,
+                   SchedulerConfig &s) {
+  Section sched = top.object("scheduler");
+  sched.checkKeys({"type", "params"});
+  std::optional<std::string> type = sched.string("type");
+  if (!type)
+    sched.fail("'scheduler.type' is required when a scheduler section is "
+               "given");
+  // engine.py _scheduler_from_config: getattr(lr_schedules, name), so the
+  // name is case-sensitive.
+  const ScheduleSpec *spec = findSchedule(*type);
+  if (!spec) {
+    std::vector<std::string> types;
+    for (const ScheduleSpec &sp : scheduleSpecs())
+      types.push_back(sp.type);
+    sched.fail("unknown scheduler type '" + *type + "' at 'scheduler.type'" +
+               didYouMean(*type, types) + "; supported: " + join(types));
+  }
+  s = SchedulerConfig();
+  s.type = spec->type;
+
+  Section params = sched.optionalObject("params");
+  std::vector<std::string> known = paramNames(*spec);
+  params.checkKeys(known, [&](const std::string &key) -> std::string {
+    if (key == "last_batch_iteration")
+      return "'" + params.path(key) +
+             "' is not supported: dsc schedules always start at step 0";
+    std::vector<std::string> owners;
+    for (const ScheduleSpec &other : scheduleSpecs()) {
+      std::vector<std::string> names = paramNames(other);
+      if (std::find(names.begin(), names.end(), key) != names.end())
+        owners.push_back(other.type);
+    }
+    if (owners.empty())
+      return "";
+    return "'" + params.path(key) + "' is not a parameter of " + s.type +
+           " (it belongs to " + join(owners) + ")" + didYouMean(key, known);
+  });
+
+  // Plain defaults first, so dependent defaults can read them.
+  for (const ParamSpec &p : spec->params) {
+    switch (p.kind) {
+    case Kind::Flag: {
+      bool v = params.boolean(p.name).value_or(p.defaultValue != 0);
+      flagField(s, p.name) = v;
+      continue;
+    }
+    case Kind::WarmupType: {
+      std::string v = params.string(p.name).value_or("log");
+      if (v != "log" && v != "linear")
+        params.fail("'" + params.path(p.name) + "' must be \"log\" or " +
+                    "\"linear\", got \"" + v + "\"" +
+                    didYouMean(v, {"log", "linear"}));
+      s.warmupType = v;
+      continue;
+    }
+    case Kind::Number:
+    case Kind::Count: {
+      std::optional<double> v;
+      if (p.kind == Kind::Count) {
+        // Step counts are kept as doubles: bounded so they stay exact.
+        if (std::optional<int64_t> i =
+                params.count(p.name, p.strictlyPositive ? 1 : 0, kMaxSteps))
+          v = double(*i);
+      } else {
+        v = params.number(p.name);
+      }
+      if (!v && p.required)
+        params.fail("'" + params.path(p.name) + "' is required by " + s.type);
+      if (v) {
+        if (p.kind == Kind::Number && !p.anySign)
+          params.atLeast(p.name, *v, 0);
+        if (p.momentum && !(*v < 1))
+          params.fail("'" + params.path(p.name) +
+                      "' must lie in [0, 1) (it becomes Adam's beta1), got " +
+                      formatNumber(*v));
+        s.params[p.name] = *v;
+      } else if (!p.defaultFrom) {
+        s.params[p.name] = p.defaultValue;
+      }
+      continue;
+    }
+    }
+  }
+  for (const ParamSpec &p : spec->params) {
+    if (!p.defaultFrom || s.params.count(p.name))
+      continue;
+    s.params[p.name] = p.defaultFrom == std::string("optimizer.lr")
+                           ? opt.lr
+                           : s.params.at(p.defaultFrom);
+  }
+}
+
+/// The scheduler's params as toJson writes them (nullopt: no known type).
+std::optional<ordered_json> schedulerParamsJson(const SchedulerConfig &s) {
+  const ScheduleSpec *spec = findSchedule(s.type);
+  if (!spec)
+    return std::nullopt;
+  ordered_json sp = ordered_json::object();
+  for (const ParamSpec &p : spec->params) {
+    switch (p.kind) {
+    case Kind::Flag:
+      sp[p.name] = flagField(s, p.name);
+      break;
+    case Kind::WarmupType:
+      sp[p.name] = s.warmupType;
+      break;
+    case Kind::Count:
+      sp[p.name] = static_cast<int64_t>(s.param(p.name));
+      break;
+    case Kind::Number:
+      sp[p.name] = s.param(p.name);
+      break;
+    }
+  }
+  return sp;
+}
+
+} // namespace dsrt::config::detail

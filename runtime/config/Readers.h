@@ -1,0 +1,27 @@
+//===- Readers.h - the ds_config section readers (internal) --------------===//
+#ifndef DSRT_CONFIG_READERS_H
+#define DSRT_CONFIG_READERS_H
+
+#include "runtime/config/Section.h"
+
+namespace dsrt::config::detail {
+
+// DsConfigPrecision.cpp
+void readPrecision(const Section &top, PrecisionConfig &p, std::vector<std::string> &notes);
+// DsConfigFeatures.cpp
+void readActivationCheckpointing(const Section &top, TrainConfig &cfg);
+void readCheckpoint(const Section &top, TrainConfig &cfg);
+void readTensorParallel(const Section &top, TrainConfig &cfg);
+// DsConfigBatch.cpp
+void readBatch(const Section &top, int64_t worldSize, TrainConfig &cfg);
+void readPipeline(const Section &top, PipelineConfig &p);
+void readZero(const Section &top, ZeroConfig &z);
+// DsConfigOptimizer.cpp
+void readOptimizer(const Section &top, OptimizerConfig &o);
+void readScheduler(const Section &top, const OptimizerConfig &opt, SchedulerConfig &s);
+/// The scheduler's params as toJson writes them (nullopt: no known type).
+std::optional<ordered_json> schedulerParamsJson(const SchedulerConfig &s);
+
+} // namespace dsrt::config::detail
+
+#endif // DSRT_CONFIG_READERS_H
