@@ -1,6 +1,8 @@
 //===- Executor.cpp - plan loading, validation and the step loop ---------===//
 #include "runtime/core/Executor.h"
 
+#include "runtime/plan/ElementBytes.h"
+
 #include "runtime/io/SafeTensors.h"
 
 #include <algorithm>
@@ -29,19 +31,7 @@ comm::Elem commElem(const Tensor &t) {
 } // namespace
 
 size_t Tensor::bytes() const {
-  switch (dtype) {
-  case plan::F64:
-  case plan::I64:
-    return size_t(numel) * 8;
-  case plan::F32:
-  case plan::I32:
-    return size_t(numel) * 4;
-  case plan::BF16:
-  case plan::F16:
-    return size_t(numel) * 2;
-  default:
-    return size_t(numel);
-  }
+  return size_t(numel) * size_t(plan_util::elementBytes(dtype));
 }
 
 namespace {

@@ -1,0 +1,391 @@
+//===- PlanManifest.cpp - manifest.txt: a plan explained before the run ---===//
+//
+// What dsc writes next to plan.pb (and --explain prints): inputs, per-rank
+// memory by kind of state, the schedule, the data-parallel and
+// tensor-parallel communication of one step in the ZeRO paper's units,
+// recompute and mixed precision. Read from the plan itself, so that it
+// states what dsrt will run.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/PlanManifest.h"
+
+#include "runtime/plan/ElementBytes.h"
+
+#include "llvm/Support/Format.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace dsc {
+
+using dsrt::plan_util::elementBytes;
+
+std::string humanBytes(int64_t bytes) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  if (bytes >= (1ll << 30))
+    os << llvm::format("%.2f GiB", bytes / double(1ll << 30));
+  else if (bytes >= (1ll << 20))
+    os << llvm::format("%.2f MiB", bytes / double(1ll << 20));
+  else
+    os << llvm::format("%.1f KiB", bytes / 1024.0);
+  return s;
+}
+
+int64_t numel(const google::protobuf::RepeatedField<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+
+namespace {
+
+/// Per-rank memory by kind of state, and the communication of one step in
+/// the ZeRO paper's units (an all-reduce of n elements moves 2n, a
+/// reduce-scatter or all-gather of an n-element tensor moves n), with P the
+/// number of parameters, so stages 0-2 read 2P and stage 3 up to 3P.
+void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
+  int64_t dp = std::max<int64_t>(1, p.dp()), stage = p.zero_stage();
+  // P: parameters; pad: padding elements when every parameter is split
+  // into dp chunks of ceil(n / dp); Pp/padP: the same over the parameters
+  // stage 3 partitions (the others are persistent, whole on every rank).
+  int64_t P = 0, pad = 0, Pp = 0, padP = 0, paramTensors = 0, stateTensors = 0;
+  int64_t paramBytes = 0, stateBytes = 0;
+  for (const plan::Buffer &b : p.buffers()) {
+    int64_t n = numel(b.shape());
+    bool sharded = b.shard_count() > 1;
+    int64_t full = sharded ? numel(b.full_shape()) : n;
+    int64_t padding = (full + dp - 1) / dp * dp - full;
+    if (b.role() == plan::PARAM) {
+      ++paramTensors;
+      P += full;
+      pad += padding;
+      paramBytes += 4 * n;
+      if (sharded)
+        Pp += full, padP += padding;
+    }
+    if (b.role() == plan::OPT_STATE)
+      ++stateTensors, stateBytes += 4 * n;
+  }
+  int64_t statesPerParam = paramTensors ? stateTensors / paramTensors : 0;
+  const plan::Program &prog = p.program();
+  // Mixed precision: the 16-bit copies of the parameters (an nn.cast of a
+  // PARAM buffer, whole or its chunk), counted as whole copies.
+  int64_t lowElements = 0, lowHeldElements = 0;
+  const char *lowName = nullptr;
+  {
+    std::set<uint32_t> cast;
+    for (const auto *list : {&prog.prologue(), &prog.micro_batch(), &prog.epilogue()})
+      for (const plan::Instr &i : *list)
+        if (i.op() == "nn.cast" && i.inputs_size() == 1 && i.outputs_size() == 1 &&
+            p.buffers(i.inputs(0)).role() == plan::PARAM &&
+            elementBytes(p.buffers(i.outputs(0)).dtype()) == 2 && cast.insert(i.inputs(0)).second) {
+          const plan::Buffer &b = p.buffers(i.inputs(0));
+          int64_t n = b.shard_count() > 1 ? numel(b.full_shape()) : numel(b.shape());
+          lowElements += n;
+          // Held through the step, except stage 3's gathered-per-use ones.
+          if (stage < 3 || b.shard_count() <= 1)
+            lowHeldElements += n;
+          lowName = p.buffers(i.outputs(0)).dtype() == plan::BF16 ? "bf16" : "fp16";
+        }
+  }
+  int64_t gradBytes = 0;
+  std::set<uint32_t> sums(prog.gradient_buffers().begin(), prog.gradient_buffers().end());
+  bool lowGrads = false; // grad_accum_dtype bf16 / fp16
+  for (uint32_t b : sums) {
+    int64_t eb = elementBytes(p.buffers(b).dtype());
+    lowGrads |= eb == 2;
+    gradBytes += eb * numel(p.buffers(b).shape());
+  }
+  struct Kind {
+    int64_t calls = 0, elements = 0, bytes = 0;
+  };
+  std::map<std::string, Kind> comm;
+  int64_t largestBucket = 0;
+  auto count = [&](const google::protobuf::RepeatedPtrField<plan::Instr> &list,
+                   int64_t times) {
+    for (const plan::Instr &i : list) {
+      if (i.op() != "dist.all_reduce" && i.op() != "dist.reduce_scatter" &&
+          i.op() != "dist.all_gather")
+        continue;
+      if (i.axis() == 2)
+        continue; // the tensor-parallel group's: its own section
+      int64_t in = 0, out = 0;
+      for (uint32_t b : i.inputs())
+        in += numel(p.buffers(b).shape());
+      for (uint32_t b : i.outputs())
+        out += numel(p.buffers(b).shape());
+      Kind &k = comm[i.op().substr(5)];
+      k.calls += times;
+      int64_t moved = i.op() == "dist.all_reduce" ? 2 * in : i.op() == "dist.all_gather" ? out : in;
+      k.elements += times * moved;
+      // One element type per collective in practice; a mixed bucket is
+      // weighed by its first operand's.
+      k.bytes += times * moved *
+                 (i.inputs_size() ? elementBytes(p.buffers(i.inputs(0)).dtype()) : 4);
+      largestBucket = std::max(largestBucket, 4 * std::max(in, out));
+    }
+  };
+  count(prog.prologue(), 1);
+  count(prog.micro_batch(), prog.micro_batches());
+  count(prog.epilogue(), 1);
+  int64_t activations = (int64_t)p.arena_bytes() - (int64_t)p.persistent_bytes() - gradBytes;
+
+  os << "data parallel:    " << dp << " ranks, ZeRO stage " << stage << ", P = " << P
+     << " parameters, padding " << pad << " (chunks of ceil(n/" << dp << ") per tensor)\n";
+  os << "per rank:\n";
+  auto line = [&](const char *what, int64_t bytes, const std::string &formula) {
+    os << "  " << what << bytes << " bytes (" << humanBytes(bytes) << ")" << formula << "\n";
+  };
+  auto whole = [&](int64_t k) {
+    return " = " + std::to_string(k) + "P = " + std::to_string(k) + "*" + std::to_string(P);
+  };
+  auto split = [&](int64_t k, int64_t n, int64_t padding) {
+    return " = " + std::to_string(k) + "(P+pad)/dp = " + std::to_string(k) + "*(" +
+           std::to_string(n) + "+" + std::to_string(padding) + ")/" + std::to_string(dp);
+  };
+  if (stage == 3)
+    line("parameters:     ", paramBytes,
+         " = 4(Pp+pad)/dp + 4(P-Pp) = 4*(" + std::to_string(Pp) + "+" + std::to_string(padP) +
+             ")/" + std::to_string(dp) + " + 4*" + std::to_string(P - Pp) +
+             " (Pp: partitioned, the rest persistent)");
+  else if (Pp)
+    line("parameters:     ", paramBytes,
+         split(4, P, pad) + (lowName ? " (fp32 master weights)" : ""));
+  else
+    line("parameters:     ", paramBytes, whole(4) + (lowName ? " (fp32 master weights)" : ""));
+  // The 16-bit copies live through the step (stages 0-2: cast, or
+  // gathered, once per step); stage 3 gathers them per use, transiently.
+  int64_t lowBytes = 2 * lowElements;
+  if (lowName)
+    line("16-bit copies:  ", lowBytes,
+         " = 2P' = 2*" + std::to_string(lowElements) + " (" + lowName + ", " +
+             (stage == 0 ? "cast once per step"
+              : stage < 3 ? "gathered once per step"
+                          : "gathered per use if partitioned, cast once per step if "
+                            "persistent") +
+             "; inside the activations)");
+  line("gradients:      ", gradBytes,
+       lowGrads ? whole(2) + " (16-bit accumulation, grad_accum_dtype)"
+                : (stage >= 2 ? split(4, P, pad) : whole(4)) +
+                      (lowName ? " (fp32 accumulation)" : ""));
+  line("optimizer:      ", stateBytes,
+       stage >= 1 ? split(4 * statesPerParam, P, pad) : whole(4 * statesPerParam));
+  if (lowName) {
+    // The ZeRO paper's mixed-precision model state (Rajbhandari et al.
+    // 2020, section 3.1): 2P 16-bit parameters + 2P 16-bit gradients +
+    // KP fp32 master weights and Adam moments (K = 12), partitioned as the
+    // stage says.
+    int64_t held = paramBytes + 2 * lowHeldElements + gradBytes + stateBytes;
+    int64_t Ppad = P + pad;
+    int64_t paper = stage == 0   ? 16 * P
+                    : stage == 1 ? 4 * P + 12 * Ppad / dp
+                    : stage == 2 ? 2 * P + 14 * Ppad / dp
+                                 : 16 * Ppad / dp;
+    const char *paperFormula = stage == 0   ? "2P + 2P + 12P"
+                               : stage == 1 ? "2P + 2P + 12(P+pad)/dp"
+                               : stage == 2 ? "2P + (2+12)(P+pad)/dp"
+                                            : "(2+2+12)(P+pad)/dp";
+    line("model state:    ", held, " (parameters, 16-bit copies held, gradients, optimizer)");
+    os << "  ZeRO paper:     " << paper << " bytes (" << humanBytes(paper) << ") = "
+       << paperFormula << " (mixed precision, K = 12)\n";
+    if (stage < 3) {
+      // dsc - paper = G/2 (its gradients G are fp32, the paper's 16-bit)
+      // - 2(P - P') (parameters read only in fp32 have no 16-bit copy).
+      os << "  dsc - paper:    " << (held - paper) << " bytes = G/2 - 2(P-P') = " << gradBytes / 2
+         << " - 2*" << (P - lowElements)
+         << " (G: the fp32 gradients above, 16-bit in the paper; P-P': parameters only read in "
+            "fp32, such as layer-norm weights, without a 16-bit copy)\n";
+    } else {
+      os << "  dsc - paper:    " << (held - paper)
+         << " bytes (the same 16 bytes per partitioned parameter: fp32 parameters, gradients "
+            "and moments, 4+4+8, where the paper has 2+2+12"
+         << (held != paper ? "; parameters under stage3_param_persistence_threshold are whole on "
+                             "every rank, with their 16-bit copies"
+                           : "")
+         << ")\n";
+    }
+  }
+  line("activations:    ", activations, "");
+  line("comm buffers:   ", largestBucket, " (largest bucket, inside the activations)");
+  line("planned peak:   ", (int64_t)p.arena_bytes(), " (the arena)");
+  os << "communication per step (elements; an all-reduce counts 2x):\n";
+  int64_t total = 0, calls = 0, totalBytes = 0;
+  for (auto &[kind, k] : comm) {
+    os << "  " << kind << ": " << k.calls << (k.calls == 1 ? " call, " : " calls, ")
+       << k.elements << " elements, "
+       << k.bytes << " bytes\n";
+    total += k.elements;
+    totalBytes += k.bytes;
+    calls += k.calls;
+  }
+  os << "  total: " << calls << (calls == 1 ? " call, " : " calls, ") << total << " elements = "
+     << llvm::format("%.3f", P ? double(total) / P : 0.0) << " P, " << totalBytes << " bytes ("
+     << humanBytes(totalBytes) << ")\n";
+}
+
+/// Tensor parallelism: the split GEMMs, those left whole and why, the
+/// per-rank parameters against the whole model, and the tp group's
+/// communication per step (Megatron: per layer and micro-batch, 2
+/// all-reduces of the activations forward and 2 backward).
+void writeTensorParallel(const plan::Plan &p, llvm::raw_ostream &os) {
+  int64_t tp = p.tp(), whole = 0, local = 0, split = 0;
+  for (const plan::Buffer &b : p.buffers())
+    if (b.role() == plan::PARAM) {
+      // The tp part (before a ZeRO stage 3 shards it over the dp group).
+      int64_t n = b.tp_split_size() ? numel(b.full_shape()) / tp
+                  : b.shard_count() > 1 ? numel(b.full_shape())
+                                         : numel(b.shape());
+      local += n;
+      whole += b.tp_split_size() ? n * tp : n;
+      split += b.tp_split_size() ? n : 0;
+    }
+  os << "tensor parallel:  tp " << tp << " (world rank w: tp rank w % " << tp
+     << (p.schedule().empty() ? ", dp index w / " + std::to_string(tp) : std::string())
+     << "); " << p.tp_column_gemms() << " GEMMs column parallel, " << p.tp_row_gemms()
+     << " row parallel, " << p.tp_whole_gemms_size() << " with a weight left whole\n";
+  for (const std::string &w : p.tp_whole_gemms())
+    os << "  whole: " << w << "\n";
+  os << "  parameters per rank: " << local << " of " << whole << " ("
+     << llvm::format("%.1f%%", whole ? 100.0 * double(local) / double(whole) : 0.0) << "; "
+     << split << " split 1/" << tp << ", " << local - split << " whole on every rank)\n";
+  // all-reduces; with sequence parallelism also all-gathers (counted by
+  // their whole output) and reduce-scatters (by their whole input).
+  int64_t calls = 0, elements = 0, gathers = 0, gathered = 0, scatters = 0, scattered = 0;
+  const plan::Program &prog = p.program();
+  auto count = [&](const google::protobuf::RepeatedPtrField<plan::Instr> &list, int64_t times) {
+    for (const plan::Instr &i : list) {
+      if (i.axis() != 2)
+        continue;
+      if (i.op() == "dist.all_reduce") {
+        calls += times;
+        for (uint32_t b : i.inputs())
+          elements += times * numel(p.buffers(b).shape());
+      } else if (i.op() == "dist.all_gather") {
+        gathers += times;
+        for (uint32_t b : i.outputs())
+          gathered += times * numel(p.buffers(b).shape());
+      } else if (i.op() == "dist.reduce_scatter") {
+        scatters += times;
+        for (uint32_t b : i.inputs())
+          scattered += times * numel(p.buffers(b).shape());
+      }
+    }
+  };
+  count(prog.prologue(), 1);
+  count(prog.micro_batch(), prog.micro_batches());
+  count(prog.epilogue(), 1);
+  os << "  tp communication per step: " << calls << " all-reduces of " << elements
+     << " elements";
+  if (gathers || scatters)
+    os << ", " << gathers << " all-gathers of " << gathered << ", " << scatters
+       << " reduce-scatters of " << scattered;
+  os << " (" << 2 * elements + gathered + scattered
+     << " in the ZeRO paper's units, as dsrt counts)\n";
+  // The vocabulary-parallel embedding gathers and cross-entropies.
+  int64_t embeddings = 0, losses = 0, classes = 0;
+  for (const auto *list : {&prog.prologue(), &prog.micro_batch(), &prog.epilogue()})
+    for (const plan::Instr &i : *list) {
+      embeddings += i.op() == "nn.gather" && i.ints_size() == 2;
+      if (i.op() == "nn.vocab_ce_loss" && i.ints_size() > 0) {
+        ++losses;
+        classes = i.ints(0);
+      }
+    }
+  if (losses || embeddings)
+    os << "  vocabulary parallel: " << embeddings << " embedding gather"
+       << (embeddings == 1 ? "" : "s") << " and " << losses << " LM head cross-entropy"
+       << (losses == 1 ? "" : "s") << " over " << classes / std::max<int64_t>(tp, 1) << " of "
+       << classes << " classes per rank\n";
+  if (gathers || scatters)
+    os << "  sequence parallel: layer norms, dropouts and residual adds on 1/" << tp
+       << " of the tokens; per layer and micro-batch 2 all-gathers + 2 reduce-scatters forward "
+          "and backward each, in place of 2 + 2 all-reduces\n";
+}
+
+} // namespace
+
+void writeManifest(const plan::Plan &p, llvm::raw_ostream &os) {
+  int64_t params = 0, paramCount = 0, states = 0, constants = 0;
+  std::vector<const plan::Buffer *> inputs;
+  for (const plan::Buffer &b : p.buffers()) {
+    int64_t n = 1;
+    for (int64_t d : b.shape())
+      n *= d;
+    if (b.role() == plan::PARAM)
+      params += n, ++paramCount;
+    if (b.role() == plan::OPT_STATE)
+      states += n;
+    if (b.role() == plan::CONSTANT)
+      ++constants;
+    if (b.role() == plan::INPUT) {
+      // A pipeline stage has one copy per micro-batch: list the name once.
+      auto same = std::find_if(inputs.begin(), inputs.end(),
+                               [&](const plan::Buffer *o) { return o->name() == b.name(); });
+      if (same == inputs.end())
+        inputs.push_back(&b);
+      else if (b.index_bound() && !(*same)->index_bound())
+        *same = &b;
+    }
+  }
+  os << "dsc plan (format " << p.format_version() << ", " << p.producer() << ")\n";
+  os << "model:            " << p.source_model() << "\n";
+  os << "parameters:       " << params << " in " << paramCount << " tensors ("
+     << humanBytes(params * 4) << " fp32)\n";
+  os << "optimizer states: " << states << " elements (" << humanBytes(states * 4) << ")\n";
+  os << "inputs (per micro-batch of " << p.micro_batch_size() << "):\n";
+  for (const plan::Buffer *b : inputs) {
+    os << "  " << b->name() << ": [";
+    for (int i = 0; i < b->shape_size(); ++i)
+      os << (i ? "," : "") << b->shape(i);
+    os << "] " << plan::DType_Name(b->dtype());
+    if (b->index_bound())
+      os << ", values in [0, " << b->index_bound() << ")";
+    os << "\n";
+  }
+  os << "arena:            " << p.arena_bytes() << " bytes (" << humanBytes(p.arena_bytes())
+     << "), planned peak\n";
+  os << "  model state:    " << p.persistent_bytes() << " bytes ("
+     << humanBytes(p.persistent_bytes()) << ")\n";
+  os << "  activations:    " << p.arena_bytes() - p.persistent_bytes() << " bytes ("
+     << humanBytes(p.arena_bytes() - p.persistent_bytes()) << ")\n";
+  if (!p.recompute().empty() && p.recompute() != "none") {
+    os << "recompute:        " << p.recompute() << ": " << p.recomputed_ops()
+       << " forward ops recomputed per micro-batch, "
+       << llvm::format("%.6f", p.recomputed_flops() / 1e9) << " GFLOP added";
+    if (p.arena_bytes_without_recompute()) {
+      int64_t without = int64_t(p.arena_bytes_without_recompute()) - int64_t(p.persistent_bytes());
+      int64_t with = int64_t(p.arena_bytes()) - int64_t(p.persistent_bytes());
+      os << "; activations " << humanBytes(without) << " without recompute -> "
+         << humanBytes(with) << " ("
+         << llvm::format("%.2fx", with > 0 ? double(without) / double(with) : 0.0) << " less)";
+    }
+    os << "\n";
+  }
+  const plan::Program &prog = p.program();
+  os << "schedule:         " << prog.prologue_size() << " prologue + "
+     << prog.micro_batches() << " x " << prog.micro_batch_size()
+     << " micro-batch + " << prog.epilogue_size() << " epilogue instructions, "
+     << constants << " constants\n";
+  if (p.dp() > 1 || p.zero_stage() > 0)
+    writeDataParallel(p, os);
+  if (p.tp() > 1)
+    writeTensorParallel(p, os);
+  std::map<std::string, int> kinds;
+  for (const plan::Instr &i : prog.micro_batch())
+    ++kinds[i.op()];
+  os << "micro-batch ops:  ";
+  bool first = true;
+  for (auto &[k, n] : kinds) {
+    os << (first ? "" : ", ") << k << " x" << n;
+    first = false;
+  }
+  os << "\n";
+}
+
+} // namespace dsc
