@@ -1,0 +1,257 @@
+//===- OpsInternal.h - what the op tables share (internal) -----*- C++ -*-===//
+//
+// The load-time Check of an instruction, the dtype dispatch of kernels and
+// the entry type of the op tables. Ops.cpp holds the table and the
+// elementwise, GEMM, normalization, reduction and layout ops; OpsLoss.cpp
+// the losses, embeddings and vocabulary-parallel ops; OpsTrain.cpp the
+// optimizer, clipping and accumulation ops; OpsDist.cpp the collectives and
+// messages.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSRT_CORE_OPSINTERNAL_H
+#define DSRT_CORE_OPSINTERNAL_H
+
+#include "runtime/config/LrSchedule.h"
+#include "runtime/core/Executor.h"
+#include "runtime/kernels/cpu/Half.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+
+namespace dsrt::ops {
+namespace plan = dsc::plan;
+
+struct Check {
+  const Instr &i;
+  const std::string &where;
+
+  [[noreturn]] void fail(const std::string &message) const {
+    throw PlanError(where + ": " + message);
+  }
+  void arity(size_t in, size_t out) const {
+    if (i.in.size() != in || i.out.size() != out)
+      fail("expects " + std::to_string(in) + " inputs and " + std::to_string(out) +
+           " outputs, has " + std::to_string(i.in.size()) + " and " + std::to_string(i.out.size()));
+  }
+  void attrs(size_t ints, size_t floats) const {
+    if (i.ints.size() != ints || i.floats.size() != floats)
+      fail("expects " + std::to_string(ints) + " integer and " + std::to_string(floats) +
+           " float attributes, has " + std::to_string(i.ints.size()) + " and " +
+           std::to_string(i.floats.size()));
+  }
+  void dtype(const Tensor *t, plan::DType d, const char *what) const {
+    if (t->dtype != d)
+      fail(std::string(what) + " must be " + plan::DType_Name(d) + ", is " +
+           plan::DType_Name(t->dtype));
+  }
+  void floats(std::initializer_list<const Tensor *> ts) const {
+    for (const Tensor *t : ts)
+      dtype(t, plan::F32, "operand");
+  }
+  /// The float type all of `ts` share: F32, or BF16 / F16 (mixed
+  /// precision: 16-bit storage, float math in the kernel).
+  plan::DType sameFloat(std::initializer_list<const Tensor *> ts) const {
+    plan::DType d = (*ts.begin())->dtype;
+    if (d != plan::F32 && d != plan::BF16 && d != plan::F16)
+      fail(std::string("operand must be F32, BF16 or F16, is ") + plan::DType_Name(d));
+    for (const Tensor *t : ts)
+      dtype(t, d, "operand");
+    return d;
+  }
+  void sameShape(const Tensor *a, const Tensor *b) const {
+    if (a->numel != b->numel || a->shape.rank != b->shape.rank ||
+        !std::equal(a->shape.dims, a->shape.dims + a->shape.rank, b->shape.dims))
+      fail("shapes " + shape(a) + " and " + shape(b) + " differ");
+  }
+  void broadcastsTo(const Tensor *a, const Tensor *out) const {
+    int off = out->shape.rank - a->shape.rank;
+    bool ok = off >= 0;
+    for (int d = 0; ok && d < a->shape.rank; ++d)
+      ok = a->shape.dims[d] == 1 || a->shape.dims[d] == out->shape.dims[d + off];
+    if (!ok)
+      fail("operand " + shape(a) + " does not broadcast to " + shape(out));
+  }
+  void inPlace(const Tensor *in, const Tensor *out) const {
+    if (in->offset != out->offset)
+      fail("the update must be in place (result at offset " + std::to_string(out->offset) +
+           ", state at " + std::to_string(in->offset) + ")");
+  }
+  void axis(int64_t a, const Tensor *t) const {
+    if (a < 0 || a >= std::max(t->shape.rank, 1))
+      fail("axis " + std::to_string(a) + " out of range for rank " + std::to_string(t->shape.rank));
+  }
+  /// A one-element buffer of dtype d (the kernel reads or writes element 0).
+  void scalar(const Tensor *t, plan::DType d, const char *what) const {
+    dtype(t, d, what);
+    if (t->numel != 1)
+      fail(std::string(what) + " must be a scalar (one element), has shape " + shape(t));
+  }
+  void minRank(const Tensor *t, int rank, const char *what) const {
+    if (t->shape.rank < rank)
+      fail(std::string(what) + " " + shape(t) + " must have rank >= " + std::to_string(rank));
+  }
+  /// Integer attribute k is a flag.
+  void flag(size_t k, const char *what) const {
+    if (i.ints[k] != 0 && i.ints[k] != 1)
+      fail(std::string(what) + " must be 0 or 1, is " + std::to_string(i.ints[k]));
+  }
+  /// Float attribute k lies in [lo, hi) (never NaN; hi = inf: finite).
+  void floatIn(size_t k, const char *what, double lo, double hi) const {
+    auto text = [](double v) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%g", v);
+      return std::string(buf);
+    };
+    double v = i.floats[k];
+    if (!(v >= lo && v < hi))
+      fail(std::string(what) + " " + text(v) + " must lie in [" + text(lo) + ", " + text(hi) + ")");
+  }
+  /// a * b for element counts of different buffers: each is bounded by
+  /// kMaxPlanElements, their product need not fit in 64 bits.
+  int64_t mul(int64_t a, int64_t b) const {
+    int64_t r;
+    if (__builtin_mul_overflow(a, b, &r) || r > kMaxPlanElements)
+      fail("element count " + std::to_string(a) + " x " + std::to_string(b) + " is too large");
+    return r;
+  }
+  int64_t add(int64_t a, int64_t b) const {
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r) || r > kMaxPlanElements)
+      fail("element count " + std::to_string(a) + " + " + std::to_string(b) + " is too large");
+    return r;
+  }
+  static std::string shape(const Tensor *t) {
+    std::string r = "[";
+    for (int d = 0; d < t->shape.rank; ++d)
+      r += (d ? "," : "") + std::to_string(t->shape.dims[d]);
+    return r + "]";
+  }
+};
+
+inline int64_t prod(const cpu::Shape &s, int from, int to) {
+  int64_t n = 1;
+  for (int d = from; d < to; ++d)
+    n *= s.dims[d];
+  return n;
+}
+
+/// g = {outer, n, inner} around `axis`.
+inline void splitAround(Instr &i, const Tensor *t, int64_t axis) {
+  i.g[0] = prod(t->shape, 0, (int)axis);
+  i.g[1] = t->shape.rank ? t->shape.dims[axis] : 1;
+  i.g[2] = prod(t->shape, (int)axis + 1, t->shape.rank);
+}
+
+/// Element type tags for byFloat.
+template <typename T> struct Tag {
+  using type = T;
+};
+/// A tensor's elements as T (float, cpu::Bf16 or cpu::Fp16).
+template <typename T> T *as(const Tensor *t) { return static_cast<T *>(t->data); }
+
+/// The kernel `make` builds for the element type of float dtype d: `make`
+/// is a generic lambda taking a Tag and returning a captureless kernel
+/// that reads its operands with as<T>() (one instance per type, chosen at
+/// load time, nothing decided in the step).
+template <typename Make> KernelFn byFloat(plan::DType d, Make &&make) {
+  switch (d) {
+  case plan::BF16:
+    return make(Tag<cpu::Bf16>{});
+  case plan::F16:
+    return make(Tag<cpu::Fp16>{});
+  default:
+    return make(Tag<float>{});
+  }
+}
+
+inline void noteBad(Context &c, int64_t bad, const Instr &i) {
+  if (bad && !c.badIndices)
+    c.badIndexOp = i.op;
+  c.badIndices += bad;
+}
+
+/// The kernel of an instruction with nothing to compute (an empty tensor,
+/// whose kernel would divide by its zero extent).
+inline void runNothing(const Instr &, Context &) {}
+
+/// gather / gather_grad with empty rows (g = {outer, A, 0, nIdx}): nothing
+/// moves, but an index outside [-A, A) is still reported.
+inline void countBadIndices(const Instr &i, Context &ctx) {
+  const int64_t *idx = i.in[1]->i64(), a = i.g[1];
+  int64_t bad = 0;
+  for (int64_t j = 0; j < i.g[3]; ++j)
+    bad += idx[j] < -a || idx[j] >= a;
+  noteBad(ctx, bad, i);
+}
+
+/// Group sizes are checked against the plan's dp / pp after binding; until
+/// then they only need to be sane.
+inline void groupSize(const Check &c, int64_t group) {
+  if (group < 1 || group > kMaxPlanRanks)
+    c.fail("group size " + std::to_string(group) + " must lie in [1, " +
+           std::to_string(kMaxPlanRanks) + "]");
+}
+
+struct OpDef {
+  std::function<void(Instr &, const Check &)> bind; // validates, sets i.run
+};
+
+template <cpu::Binary B, typename T> void runBinary(const Instr &i, Context &) {
+  cpu::binary(B, as<T>(i.in[0]), i.in[0]->shape, as<T>(i.in[1]), i.in[1]->shape,
+              as<T>(i.out[0]), i.out[0]->shape);
+}
+template <cpu::Unary U, typename T> void runUnary(const Instr &i, Context &) {
+  cpu::unary(U, as<T>(i.in[0]), as<T>(i.out[0]), i.out[0]->numel);
+}
+
+template <cpu::Binary B> void bindBinary(Instr &i, const Check &c) {
+  c.arity(2, 1);
+  c.attrs(0, 0);
+  plan::DType d = c.sameFloat({i.in[0], i.in[1], i.out[0]});
+  c.broadcastsTo(i.in[0], i.out[0]);
+  c.broadcastsTo(i.in[1], i.out[0]);
+  i.run = byFloat(d, [](auto tag) -> KernelFn {
+    return runBinary<B, typename decltype(tag)::type>;
+  });
+}
+template <cpu::Unary U> void bindUnary(Instr &i, const Check &c) {
+  c.arity(1, 1);
+  c.attrs(0, 0);
+  plan::DType d = c.sameFloat({i.in[0], i.out[0]});
+  c.sameShape(i.in[0], i.out[0]);
+  i.run = byFloat(d, [](auto tag) -> KernelFn {
+    return runUnary<U, typename decltype(tag)::type>;
+  });
+}
+
+inline cpu::DType kernelDType(plan::DType d) {
+  switch (d) {
+  case plan::F32:
+    return cpu::DType::F32;
+  case plan::F64:
+    return cpu::DType::F64;
+  case plan::I64:
+    return cpu::DType::I64;
+  case plan::I32:
+    return cpu::DType::I32;
+  case plan::BF16:
+    return cpu::DType::BF16;
+  case plan::F16:
+    return cpu::DType::F16;
+  default:
+    return cpu::DType::Bool;
+  }
+}
+
+using OpTable = std::map<std::string, OpDef>;
+void addLossOps(OpTable &t);  // OpsLoss.cpp
+void addTrainOps(OpTable &t); // OpsTrain.cpp
+void addDistOps(OpTable &t);  // OpsDist.cpp
+
+} // namespace dsrt::ops
+
+#endif // DSRT_CORE_OPSINTERNAL_H

@@ -1,0 +1,208 @@
+//===- OpsTrain.cpp - optimizer, clipping, accumulation ops -===//
+//
+// train.lr_schedule, train.clip_grad_norm, train.adam, train.sgd, train.sum_sq, fill and accumulate (see Ops.cpp for the attribute encodings).
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/core/OpsInternal.h"
+
+namespace dsrt::ops {
+
+void addTrainOps(OpTable &t) {
+    t["train.lr_schedule"] = {[](Instr &i, const Check &c) {
+      c.arity(1, 1);
+      c.attrs(0, 0);
+      c.scalar(i.in[0], plan::I64, "step");
+      c.scalar(i.out[0], plan::F32, "lr");
+      i.run = [](const Instr &i, Context &ctx) {
+        // DeepSpeed's schedules count updates from 0.
+        *i.out[0]->f32() = (float)config::learningRate(*ctx.config, *i.in[0]->i64() - 1);
+      };
+    }};
+    t["train.clip_grad_norm"] = {[](Instr &i, const Check &c) {
+      // N gradients [, the global sum of squares (sharded gradients)]
+      // [, the loss scale (fp16)] -> N results and the norm. ints:
+      // has_sum_sq, has_loss_scale (a plan without them: the sum of squares
+      // exactly when there is one more input than outputs - 1).
+      size_t n = i.out.size() >= 1 ? i.out.size() - 1 : 0;
+      if (i.ints.size() != 0 && i.ints.size() != 2)
+        c.fail("expects 0 or 2 ints (has_sum_sq, has_loss_scale), got " +
+               std::to_string(i.ints.size()));
+      if (i.ints.size() == 2) {
+        c.flag(0, "has_sum_sq");
+        c.flag(1, "has_loss_scale");
+      }
+      bool sharded = i.ints.size() == 2 ? i.ints[0] != 0 : i.in.size() == n + 1;
+      bool scaled = i.ints.size() == 2 && i.ints[1] != 0;
+      if (n == 0 || i.in.size() != n + sharded + scaled)
+        c.fail("expects N gradients (sharded: then the global sum of squares; fp16: then the "
+               "loss scale), N results and the norm");
+      if (i.floats.size() != 1)
+        c.fail("expects 1 float (max_norm), got " + std::to_string(i.floats.size()));
+      for (size_t k = 0; k < n; ++k) {
+        c.floats({i.in[k], i.out[k]});
+        c.sameShape(i.in[k], i.out[k]);
+        c.inPlace(i.in[k], i.out[k]);
+      }
+      c.scalar(i.out[n], plan::F32, "norm");
+      if (sharded)
+        c.scalar(i.in[n], plan::F32, "sum of squares");
+      if (scaled)
+        c.scalar(i.in[n + sharded], plan::F32, "loss scale");
+      if (!(i.floats[0] >= 0)) // inf: never clip
+        c.fail("max_norm " + std::to_string(i.floats[0]) + " must be >= 0");
+      i.g[0] = sharded;
+      i.g[1] = scaled;
+      i.run = [](const Instr &i, Context &ctx) {
+        size_t n = i.out.size() - 1;
+        double sq = 0;
+        if (i.g[0])
+          sq = *i.in[n]->f32();
+        else
+          for (size_t k = 0; k < n; ++k)
+            sq += cpu::sumSquares(i.in[k]->f32(), i.in[k]->numel);
+        double scale = i.g[1] ? double(*i.in[n + i.g[0]]->f32()) : 1.0;
+        double norm = std::sqrt(sq) / scale;
+        *i.out[n]->f32() = (float)norm;
+        // The updates follow this instruction. fp16: an overflow skips them
+        // (the loss scaler halves the scale); otherwise stopping here keeps
+        // the weights of the last finite step (DeepSpeed's fp32 optimizer
+        // would apply NaN to every parameter).
+        if (!std::isfinite(norm)) {
+          if (i.g[1]) {
+            ctx.overflow = true;
+            return;
+          }
+          throw NonFiniteError(ctx.step, norm);
+        }
+        // torch.nn.utils.clip_grad_norm_ / DeepSpeed: scale when the norm
+        // exceeds max_norm, by max_norm / (norm + 1e-6); fp16 divides the
+        // loss scale out in the same multiplication (DeepSpeed's
+        // combined_scale).
+        double coef = i.floats[0] > 0 ? i.floats[0] / (norm + 1e-6) : 1.0;
+        coef = std::min(coef, 1.0) / scale;
+        if (coef != 1.0)
+          for (size_t k = 0; k < n; ++k)
+            cpu::scale(i.out[k]->f32(), i.out[k]->numel, (float)coef);
+      };
+    }};
+    t["train.adam"] = {[](Instr &i, const Check &c) {
+      c.arity(6, 3);
+      c.attrs(2, 4);
+      c.floats({i.in[0], i.in[1], i.in[2], i.in[3], i.out[0], i.out[1], i.out[2]});
+      c.scalar(i.in[4], plan::F32, "lr");
+      c.scalar(i.in[5], plan::I64, "step");
+      // What train.adam's verifier accepts.
+      c.floatIn(0, "beta1", 0, 1);
+      c.floatIn(1, "beta2", 0, 1);
+      c.floatIn(2, "eps", 0, INFINITY);
+      if (i.floats[2] == 0)
+        c.fail("eps must be positive");
+      c.floatIn(3, "weight_decay", 0, 1e30);
+      c.flag(0, "decoupled");
+      c.flag(1, "bias_correction");
+      for (int k = 1; k < 4; ++k)
+        c.sameShape(i.in[0], i.in[k]);
+      for (int k = 0; k < 3; ++k)
+        c.sameShape(i.in[0], i.out[k]);
+      c.inPlace(i.in[0], i.out[0]);
+      c.inPlace(i.in[2], i.out[1]);
+      c.inPlace(i.in[3], i.out[2]);
+      i.run = [](const Instr &i, Context &ctx) {
+        if (ctx.overflow) // fp16: the loss scaler skips this step
+          return;
+        // In place: the outputs view the parameter and state bytes.
+        cpu::adam(i.out[0]->f32(), i.in[1]->f32(), i.out[1]->f32(), i.out[2]->f32(),
+                  i.out[0]->numel, *i.in[4]->f32(), (float)i.floats[0], (float)i.floats[1],
+                  (float)i.floats[2], (float)i.floats[3], i.ints[0] != 0, i.ints[1] != 0,
+                  *i.in[5]->i64());
+      };
+    }};
+    t["train.sgd"] = {[](Instr &i, const Check &c) {
+      bool momentum = i.in.size() == 4;
+      c.arity(momentum ? 4 : 3, momentum ? 2 : 1);
+      c.attrs(1, 3);
+      c.floats({i.in[0], i.in[1], i.out[0]});
+      c.scalar(i.in[2], plan::F32, "lr");
+      c.sameShape(i.in[0], i.in[1]);
+      c.sameShape(i.in[0], i.out[0]);
+      c.inPlace(i.in[0], i.out[0]);
+      if (momentum) {
+        c.floats({i.in[3], i.out[1]});
+        c.sameShape(i.in[0], i.in[3]);
+        c.sameShape(i.in[0], i.out[1]);
+        c.inPlace(i.in[3], i.out[1]);
+      }
+      // What train.sgd's verifier accepts.
+      c.floatIn(0, "momentum", 0, 1);
+      c.floatIn(1, "dampening", 0, 1);
+      c.floatIn(2, "weight_decay", 0, 1e30);
+      c.flag(0, "nesterov");
+      if (momentum != (i.floats[0] > 0))
+        c.fail("a momentum buffer (4 inputs, 2 outputs) is needed exactly when momentum > 0");
+      if (i.ints[0] && (i.floats[0] == 0 || i.floats[1] != 0))
+        c.fail("nesterov needs momentum > 0 and dampening 0");
+      i.run = [](const Instr &i, Context &ctx) {
+        if (ctx.overflow) // fp16: the loss scaler skips this step
+          return;
+        bool momentum = i.in.size() == 4;
+        cpu::sgd(i.out[0]->f32(), i.in[1]->f32(), momentum ? i.out[1]->f32() : nullptr,
+                 i.out[0]->numel, *i.in[2]->f32(), (float)i.floats[0], (float)i.floats[1],
+                 (float)i.floats[2], i.ints[0] != 0, ctx.optimizerStep == 1);
+      };
+    }};
+    t["train.sum_sq"] = {[](Instr &i, const Check &c) {
+      if (i.in.empty() || i.out.size() != 1)
+        c.fail("expects at least one input and one output");
+      c.attrs(0, 0);
+      for (const Tensor *t : i.in)
+        c.floats({t});
+      c.dtype(i.out[0], plan::F32, "result");
+      if (i.out[0]->numel != 1)
+        c.fail("the result must be a scalar");
+      i.run = [](const Instr &i, Context &) {
+        // In input order, in double: the same on every rank and thread count.
+        double sq = 0;
+        for (const Tensor *t : i.in)
+          sq += cpu::sumSquares(t->f32(), t->numel);
+        *i.out[0]->f32() = (float)sq;
+      };
+    }};
+    t["fill"] = {[](Instr &i, const Check &c) {
+      c.arity(0, 1);
+      c.attrs(0, 1);
+      plan::DType d = c.sameFloat({i.out[0]});
+      if (d == plan::F32)
+        i.run = [](const Instr &i, Context &) {
+          cpu::fill(i.out[0]->f32(), i.out[0]->numel, (float)i.floats[0]);
+        };
+      else
+        // 16-bit sums (grad_accum_dtype bf16 / fp16): the value rounded once.
+        i.run = [](const Instr &i, Context &) {
+          float v = (float)i.floats[0];
+          uint16_t bits = i.out[0]->dtype == plan::BF16 ? cpu::detail::bf16Bits(v)
+                                                        : cpu::detail::f16Bits(v);
+          std::fill(i.out[0]->u16(), i.out[0]->u16() + i.out[0]->numel, bits);
+        };
+    }};
+    t["accumulate"] = {[](Instr &i, const Check &c) {
+      c.arity(1, 1);
+      c.attrs(0, 0);
+      plan::DType d = c.sameFloat({i.in[0], i.out[0]});
+      c.sameShape(i.in[0], i.out[0]);
+      // out += in; 16-bit sums (grad_accum_dtype) round every addition.
+      i.run = byFloat(d, [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        if constexpr (std::is_same_v<T, float>)
+          return [](const Instr &i, Context &) {
+            cpu::accumulate(i.in[0]->f32(), i.out[0]->f32(), i.out[0]->numel);
+          };
+        else
+          return [](const Instr &i, Context &) {
+            cpu::binary(cpu::Binary::Add, as<T>(i.out[0]), i.out[0]->shape, as<T>(i.in[0]),
+                        i.in[0]->shape, as<T>(i.out[0]), i.out[0]->shape);
+          };
+      });
+    }};
+}
+
+} // namespace dsrt::ops
