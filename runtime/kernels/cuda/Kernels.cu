@@ -1,0 +1,612 @@
+//===- Kernels.cu - the CUDA kernels of dsrt ------------------------------===//
+//
+// See Kernels.h. Elementwise kernels use a grid-stride loop; row kernels
+// (layer norm, softmax, cross-entropy) one block per row with a block-wide
+// reduction in float (a warp shuffle, then one value per warp in shared
+// memory). Dropout reproduces the CPU's splitmix64 mask bit for bit.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/kernels/cuda/Kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <string>
+
+namespace dsrt::cuda {
+namespace {
+
+void check(cudaError_t e, const char *what) {
+  if (e != cudaSuccess)
+    throw CudaError(std::string("CUDA: ") + what + ": " + cudaGetErrorString(e));
+}
+void launched(const char *what) { check(cudaGetLastError(), what); }
+
+cudaStream_t asStream(void *s) { return static_cast<cudaStream_t>(s); }
+
+constexpr int kThreads = 256;
+
+int blocksFor(int64_t n) {
+  int64_t b = (n + kThreads - 1) / kThreads;
+  return int(b < 65535 * 8 ? (b < 1 ? 1 : b) : 65535 * 8);
+}
+
+__device__ __forceinline__ float warpSum(float v) {
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warpMax(float v) {
+  for (int o = 16; o > 0; o >>= 1)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+/// The sum (or max) over the block, returned to every thread.
+template <bool Max> __device__ float blockReduce(float v) {
+  __shared__ float partial[32];
+  v = Max ? warpMax(v) : warpSum(v);
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0)
+    partial[warp] = v;
+  __syncthreads();
+  int warps = (blockDim.x + 31) / 32;
+  float r = threadIdx.x < warps ? partial[threadIdx.x] : (Max ? -INFINITY : 0.0f);
+  if (warp == 0)
+    r = Max ? warpMax(r) : warpSum(r);
+  if (threadIdx.x == 0)
+    partial[0] = r;
+  __syncthreads();
+  r = partial[0];
+  __syncthreads();
+  return r;
+}
+
+//===--- elementwise ------------------------------------------------------===//
+
+__device__ float geluErf(float v) { return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); }
+__device__ float geluTanh(float v) {
+  float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+  return 0.5f * v * (1.0f + tanhf(u));
+}
+
+__global__ void unaryKernel(cpu::Unary op, const float *x, float *y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float v = x[i], r = v;
+    switch (op) {
+    case cpu::Unary::Neg: r = -v; break;
+    case cpu::Unary::Abs: r = fabsf(v); break;
+    case cpu::Unary::Exp: r = expf(v); break;
+    case cpu::Unary::Log: r = logf(v); break;
+    case cpu::Unary::Sqrt: r = sqrtf(v); break;
+    case cpu::Unary::Rsqrt: r = rsqrtf(v); break;
+    case cpu::Unary::Reciprocal: r = 1.0f / v; break;
+    case cpu::Unary::Tanh: r = tanhf(v); break;
+    case cpu::Unary::Erf: r = erff(v); break;
+    case cpu::Unary::Relu: r = v < 0.0f ? 0.0f : v; break;
+    case cpu::Unary::Sigmoid: r = 1.0f / (1.0f + expf(-v)); break;
+    case cpu::Unary::GeluErf: r = geluErf(v); break;
+    case cpu::Unary::GeluTanh: r = geluTanh(v); break;
+    }
+    y[i] = r;
+  }
+}
+
+__global__ void geluGradKernel(bool tanhApprox, const float *x, const float *dy, float *dx,
+                               int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float v = x[i], d;
+    if (tanhApprox) {
+      float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+      float t = tanhf(u);
+      float du = 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * v * v);
+      d = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
+    } else {
+      float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752f));
+      float pdf = 0.3989422804014327f * expf(-0.5f * v * v);
+      d = cdf + v * pdf;
+    }
+    dx[i] = dy[i] * d;
+  }
+}
+
+__global__ void binaryKernel(cpu::Binary op, const float *a, const float *b, int64_t bn,
+                             float *out, int64_t n, int64_t cols) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float x = a[i], y = bn == n ? b[i] : bn == 1 ? b[0] : b[i % cols], r = 0;
+    switch (op) {
+    case cpu::Binary::Add: r = x + y; break;
+    case cpu::Binary::Sub: r = x - y; break;
+    case cpu::Binary::Mul: r = x * y; break;
+    case cpu::Binary::Div: r = x / y; break;
+    case cpu::Binary::Pow: r = powf(x, y); break;
+    case cpu::Binary::Max: r = fmaxf(x, y); break;
+    case cpu::Binary::Min: r = fminf(x, y); break;
+    }
+    out[i] = r;
+  }
+}
+
+//===--- rows: layer norm, softmax ---------------------------------------===//
+
+__global__ void layerNormKernel(const float *x, const float *gamma, const float *beta, float *y,
+                                int64_t cols, float eps) {
+  const float *xr = x + blockIdx.x * cols;
+  float *yr = y + blockIdx.x * cols;
+  float s = 0;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+    s += xr[c];
+  float mean = blockReduce<false>(s) / float(cols);
+  float q = 0;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    float d = xr[c] - mean;
+    q += d * d;
+  }
+  float rstd = rsqrtf(blockReduce<false>(q) / float(cols) + eps);
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+    yr[c] = (xr[c] - mean) * rstd * gamma[c] + (beta ? beta[c] : 0.0f);
+}
+
+/// dx per row; the rows' contributions to dgamma / dbeta go to `partial`
+/// ([rows, 2 * cols]) and are summed by a second kernel (no atomics: the
+/// column sums are in row order, as the CPU's).
+__global__ void layerNormGradKernel(const float *dy, const float *x, const float *gamma,
+                                    float *dx, float *partial, int64_t cols, float eps) {
+  const float *xr = x + blockIdx.x * cols, *dyr = dy + blockIdx.x * cols;
+  float *dxr = dx + blockIdx.x * cols;
+  float s = 0;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+    s += xr[c];
+  float mean = blockReduce<false>(s) / float(cols);
+  float q = 0;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    float d = xr[c] - mean;
+    q += d * d;
+  }
+  float rstd = rsqrtf(blockReduce<false>(q) / float(cols) + eps);
+  float a = 0, b = 0; // sum(dy * gamma), sum(dy * gamma * xhat)
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    float xh = (xr[c] - mean) * rstd, g = dyr[c] * gamma[c];
+    a += g;
+    b += g * xh;
+    partial[blockIdx.x * 2 * cols + c] = dyr[c] * xh;
+    partial[blockIdx.x * 2 * cols + cols + c] = dyr[c];
+  }
+  a = blockReduce<false>(a) / float(cols);
+  b = blockReduce<false>(b) / float(cols);
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    float xh = (xr[c] - mean) * rstd;
+    dxr[c] = rstd * (dyr[c] * gamma[c] - a - xh * b);
+  }
+}
+
+__global__ void columnSumsKernel(const float *partial, float *dgamma, float *dbeta, int64_t rows,
+                                 int64_t cols) {
+  for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < cols;
+       c += int64_t(gridDim.x) * blockDim.x) {
+    float g = 0, b = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      g += partial[r * 2 * cols + c];
+      b += partial[r * 2 * cols + cols + c];
+    }
+    dgamma[c] = g;
+    if (dbeta)
+      dbeta[c] = b;
+  }
+}
+
+__global__ void softmaxKernel(const float *x, float *y, int64_t n) {
+  const float *xr = x + blockIdx.x * n;
+  float *yr = y + blockIdx.x * n;
+  float m = -INFINITY;
+  for (int64_t c = threadIdx.x; c < n; c += blockDim.x)
+    m = fmaxf(m, xr[c]);
+  m = blockReduce<true>(m);
+  float s = 0;
+  for (int64_t c = threadIdx.x; c < n; c += blockDim.x)
+    s += expf(xr[c] - m);
+  float inv = 1.0f / blockReduce<false>(s);
+  for (int64_t c = threadIdx.x; c < n; c += blockDim.x)
+    yr[c] = expf(xr[c] - m) * inv;
+}
+
+__global__ void softmaxGradKernel(const float *y, const float *dy, float *dx, int64_t n) {
+  const float *yr = y + blockIdx.x * n, *dyr = dy + blockIdx.x * n;
+  float *dxr = dx + blockIdx.x * n;
+  float s = 0;
+  for (int64_t c = threadIdx.x; c < n; c += blockDim.x)
+    s += dyr[c] * yr[c];
+  s = blockReduce<false>(s);
+  for (int64_t c = threadIdx.x; c < n; c += blockDim.x)
+    dxr[c] = yr[c] * (dyr[c] - s);
+}
+
+//===--- cross-entropy ----------------------------------------------------===//
+
+__device__ bool validLabel(int64_t l, int64_t C, bool hasIgnore, int64_t ignore) {
+  return !(hasIgnore && l == ignore) && l >= 0 && l < C;
+}
+
+/// per[n] = logsumexp(x_n) - x_n[label] (0 where skipped).
+__global__ void crossEntropyRows(const float *logits, const int64_t *labels, float *per,
+                                 int64_t C, bool hasIgnore, int64_t ignore) {
+  int64_t n = blockIdx.x;
+  int64_t l = labels[n];
+  if (!validLabel(l, C, hasIgnore, ignore)) {
+    if (threadIdx.x == 0)
+      per[n] = 0.0f;
+    return;
+  }
+  const float *xr = logits + n * C;
+  float m = -INFINITY;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+    m = fmaxf(m, xr[c]);
+  m = blockReduce<true>(m);
+  float s = 0;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+    s += expf(xr[c] - m);
+  s = blockReduce<false>(s);
+  if (threadIdx.x == 0)
+    per[n] = logf(s) + m - xr[l];
+}
+
+/// One block: the counts and the reduced loss (double, in index order per
+/// thread then over the block: deterministic).
+__global__ void crossEntropyReduce(const float *per, const int64_t *labels, float *loss,
+                                   int64_t N, int64_t C, int reduction, bool hasIgnore,
+                                   int64_t ignore, int64_t *bad) {
+  __shared__ double sums[kThreads];
+  __shared__ long long valid[kThreads], badCount[kThreads];
+  double s = 0;
+  long long v = 0, b = 0;
+  for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
+    int64_t l = labels[i];
+    if (hasIgnore && l == ignore)
+      continue;
+    if (l >= 0 && l < C) {
+      ++v;
+      s += per[i];
+    } else {
+      ++b;
+    }
+  }
+  sums[threadIdx.x] = s;
+  valid[threadIdx.x] = v;
+  badCount[threadIdx.x] = b;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double t = 0;
+    long long tv = 0, tb = 0;
+    for (int k = 0; k < blockDim.x; ++k) {
+      t += sums[k];
+      tv += valid[k];
+      tb += badCount[k];
+    }
+    if (reduction != 0)
+      loss[0] = float(reduction == 2 ? t / double(tv) : t);
+    if (bad)
+      *bad = tb;
+  }
+}
+
+__global__ void crossEntropyGradRows(const float *logits, const int64_t *labels,
+                                     const float *dloss, float *dlogits, int64_t N, int64_t C,
+                                     int reduction, bool hasIgnore, int64_t ignore,
+                                     const long long *validCount) {
+  int64_t n = blockIdx.x;
+  int64_t l = labels[n];
+  float *d = dlogits + n * C;
+  if (!validLabel(l, C, hasIgnore, ignore)) {
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+      d[c] = 0.0f;
+    return;
+  }
+  const float *xr = logits + n * C;
+  float m = -INFINITY;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+    m = fmaxf(m, xr[c]);
+  m = blockReduce<true>(m);
+  float s = 0;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+    s += expf(xr[c] - m);
+  s = blockReduce<false>(s);
+  float g = reduction == 0   ? dloss[n]
+            : reduction == 2 ? dloss[0] / float(*validCount)
+                             : dloss[0];
+  float k = g / s;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+    d[c] = expf(xr[c] - m) * k - (c == l ? g : 0.0f);
+}
+
+__global__ void countValid(const int64_t *labels, int64_t N, int64_t C, bool hasIgnore,
+                           int64_t ignore, long long *out) {
+  __shared__ long long counts[kThreads];
+  long long v = 0;
+  for (int64_t i = threadIdx.x; i < N; i += blockDim.x)
+    v += validLabel(labels[i], C, hasIgnore, ignore);
+  counts[threadIdx.x] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    long long t = 0;
+    for (int k = 0; k < blockDim.x; ++k)
+      t += counts[k];
+    *out = t;
+  }
+}
+
+//===--- dropout (cpu::dropout's splitmix64 mask) -------------------------===//
+
+__host__ __device__ inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ULL;
+
+__global__ void dropoutKernel(const float *x, float *y, uint8_t *mask, int64_t n, uint64_t key,
+                              uint64_t threshold, float scale, uint64_t first) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    bool keep = (mix64(key + (first + uint64_t(i)) * kGolden) >> 40) >= threshold;
+    mask[i] = keep;
+    y[i] = keep ? x[i] * scale : 0.0f;
+  }
+}
+
+__global__ void dropoutGradKernel(const float *dy, const uint8_t *mask, float *dx, int64_t n,
+                                  float scale) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    dx[i] = mask[i] ? dy[i] * scale : 0.0f;
+}
+
+//===--- embedding, optimizer, norm ---------------------------------------===//
+
+__global__ void gatherKernel(const float *table, const int64_t *idx, float *out, int64_t A,
+                             int64_t inner, int64_t nIdx) {
+  int64_t total = nIdx * inner;
+  for (int64_t w = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; w < total;
+       w += int64_t(gridDim.x) * blockDim.x) {
+    int64_t j = w / inner, e = w % inner;
+    int64_t k = idx[j];
+    k += k < 0 ? A : 0;
+    out[w] = k >= 0 && k < A ? table[k * inner + e] : 0.0f;
+  }
+}
+
+__global__ void gatherGradKernel(const float *dy, const int64_t *idx, float *dtable, int64_t A,
+                                 int64_t inner, int64_t nIdx) {
+  int64_t total = nIdx * inner;
+  for (int64_t w = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; w < total;
+       w += int64_t(gridDim.x) * blockDim.x) {
+    int64_t j = w / inner, e = w % inner;
+    int64_t k = idx[j];
+    k += k < 0 ? A : 0;
+    if (k >= 0 && k < A)
+      atomicAdd(dtable + k * inner + e, dy[w]);
+  }
+}
+
+struct AdamScalars {
+  float beta1, beta2, c1, c2, eps, decay, l2, stepSize, bc2Sqrt;
+};
+
+__global__ void adamKernel(float *p, const float *g, float *m, float *v, int64_t n,
+                           AdamScalars s) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float param = p[i] * s.decay;
+    const float grad = g[i] + s.l2 * param;
+    const float mi = s.beta1 * m[i] + s.c1 * grad;
+    const float vi = s.beta2 * v[i] + s.c2 * grad * grad;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = param - s.stepSize * (mi / (sqrtf(vi) / s.bc2Sqrt + s.eps));
+  }
+}
+
+__global__ void sumSquaresKernel(const float *x, int64_t n, double *out) {
+  double s = 0;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    s += double(x[i]) * double(x[i]);
+  for (int o = 16; o > 0; o >>= 1)
+    s += __shfl_xor_sync(0xffffffffu, s, o);
+  if ((threadIdx.x & 31) == 0)
+    atomicAdd(out, s);
+}
+
+int rowThreads(int64_t cols) {
+  int t = 32;
+  while (t < 1024 && t < cols)
+    t *= 2;
+  return t;
+}
+
+} // namespace
+
+bool deviceAvailable(std::string *why) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    if (why)
+      *why = e != cudaSuccess ? std::string("cudaGetDeviceCount: ") + cudaGetErrorString(e)
+                              : std::string("no CUDA device");
+    cudaGetLastError(); // clear it
+    return false;
+  }
+  return true;
+}
+
+void *deviceAlloc(size_t bytes) {
+  void *p = nullptr;
+  check(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc");
+  return p;
+}
+void deviceFree(void *p) { cudaFree(p); }
+void copyToDevice(void *dst, const void *src, size_t bytes) {
+  check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "copy to the device");
+}
+void copyToHost(void *dst, const void *src, size_t bytes) {
+  check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "copy to the host");
+}
+void synchronize(void *stream) { check(cudaStreamSynchronize(asStream(stream)), "synchronize"); }
+
+void unary(cpu::Unary op, const float *x, float *y, int64_t n, void *stream) {
+  unaryKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(op, x, y, n);
+  launched("unary");
+}
+
+void geluGrad(bool tanhApprox, const float *x, const float *dy, float *dx, int64_t n,
+              void *stream) {
+  geluGradKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(tanhApprox, x, dy, dx, n);
+  launched("gelu_grad");
+}
+
+void binary(cpu::Binary op, const float *a, const float *b, int64_t bElements, float *out,
+            int64_t n, int64_t cols, void *stream) {
+  if (bElements != n && bElements != 1 && bElements != cols)
+    throw CudaError("binary: the second operand must have n, cols or 1 elements");
+  binaryKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(op, a, b, bElements, out, n,
+                                                               cols);
+  launched("binary");
+}
+
+void layerNorm(const float *x, const float *gamma, const float *beta, float *y, int64_t rows,
+               int64_t cols, float eps, void *stream) {
+  if (rows == 0)
+    return;
+  layerNormKernel<<<unsigned(rows), rowThreads(cols), 0, asStream(stream)>>>(x, gamma, beta, y,
+                                                                            cols, eps);
+  launched("layer_norm");
+}
+
+void layerNormGrad(const float *dy, const float *x, const float *gamma, float *dx,
+                   float *dgamma, float *dbeta, int64_t rows, int64_t cols, float eps,
+                   void *stream) {
+  if (rows == 0)
+    return;
+  // The per-row partial products: a scratch buffer for the column sums.
+  float *partial = static_cast<float *>(deviceAlloc(size_t(rows * 2 * cols) * sizeof(float)));
+  layerNormGradKernel<<<unsigned(rows), rowThreads(cols), 0, asStream(stream)>>>(
+      dy, x, gamma, dx, partial, cols, eps);
+  launched("layer_norm_grad");
+  columnSumsKernel<<<blocksFor(cols), kThreads, 0, asStream(stream)>>>(partial, dgamma, dbeta,
+                                                                      rows, cols);
+  launched("layer_norm_grad column sums");
+  synchronize(stream);
+  deviceFree(partial);
+}
+
+void softmax(const float *x, float *y, int64_t rows, int64_t n, void *stream) {
+  if (rows == 0)
+    return;
+  softmaxKernel<<<unsigned(rows), rowThreads(n), 0, asStream(stream)>>>(x, y, n);
+  launched("softmax");
+}
+
+void softmaxGrad(const float *y, const float *dy, float *dx, int64_t rows, int64_t n,
+                 void *stream) {
+  if (rows == 0)
+    return;
+  softmaxGradKernel<<<unsigned(rows), rowThreads(n), 0, asStream(stream)>>>(y, dy, dx, n);
+  launched("softmax_grad");
+}
+
+void crossEntropy(const float *logits, const int64_t *labels, float *loss, int64_t N,
+                  int64_t C, int reduction, bool hasIgnore, int64_t ignoreIndex, int64_t *bad,
+                  void *stream) {
+  float *per = reduction == 0 ? loss : static_cast<float *>(deviceAlloc(size_t(N) * 4));
+  if (N > 0)
+    crossEntropyRows<<<unsigned(N), rowThreads(C), 0, asStream(stream)>>>(logits, labels, per, C,
+                                                                         hasIgnore, ignoreIndex);
+  launched("cross_entropy rows");
+  crossEntropyReduce<<<1, kThreads, 0, asStream(stream)>>>(per, labels, loss, N, C, reduction,
+                                                           hasIgnore, ignoreIndex, bad);
+  launched("cross_entropy reduce");
+  if (per != loss) {
+    synchronize(stream);
+    deviceFree(per);
+  }
+}
+
+void crossEntropyGrad(const float *logits, const int64_t *labels, const float *dloss,
+                      float *dlogits, int64_t N, int64_t C, int reduction, bool hasIgnore,
+                      int64_t ignoreIndex, void *stream) {
+  auto *valid = static_cast<long long *>(deviceAlloc(sizeof(long long)));
+  countValid<<<1, kThreads, 0, asStream(stream)>>>(labels, N, C, hasIgnore, ignoreIndex, valid);
+  launched("cross_entropy_grad count");
+  if (N > 0)
+    crossEntropyGradRows<<<unsigned(N), rowThreads(C), 0, asStream(stream)>>>(
+        logits, labels, dloss, dlogits, N, C, reduction, hasIgnore, ignoreIndex, valid);
+  launched("cross_entropy_grad");
+  synchronize(stream);
+  deviceFree(valid);
+}
+
+void dropout(const float *x, float *y, uint8_t *mask, int64_t n, float ratio, uint64_t seed,
+             uint64_t rngStream, uint64_t counter, uint64_t first, void *stream) {
+  uint64_t key = mix64(seed);
+  key = mix64(key ^ (rngStream * 0xd6e8feb86659fd93ULL));
+  key = mix64(key ^ (counter * 0xa0761d6478bd642fULL));
+  float r = std::fmin(std::fmax(ratio, 0.0f), 1.0f);
+  uint64_t threshold = uint64_t(std::ceil(double(r) * 16777216.0));
+  float scale = r < 1.0f ? 1.0f / (1.0f - r) : 0.0f;
+  dropoutKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, y, mask, n, key, threshold,
+                                                                scale, first);
+  launched("dropout");
+}
+
+void dropoutGrad(const float *dy, const uint8_t *mask, float *dx, int64_t n, float ratio,
+                 void *stream) {
+  float r = std::fmin(std::fmax(ratio, 0.0f), 1.0f);
+  float scale = r < 1.0f ? 1.0f / (1.0f - r) : 0.0f;
+  dropoutGradKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(dy, mask, dx, n, scale);
+  launched("dropout_grad");
+}
+
+void gather(const float *table, const int64_t *idx, float *out, int64_t A, int64_t inner,
+            int64_t nIdx, void *stream) {
+  gatherKernel<<<blocksFor(nIdx * inner), kThreads, 0, asStream(stream)>>>(table, idx, out, A,
+                                                                          inner, nIdx);
+  launched("gather");
+}
+
+void gatherGrad(const float *dy, const int64_t *idx, float *dtable, int64_t A, int64_t inner,
+                int64_t nIdx, void *stream) {
+  check(cudaMemsetAsync(dtable, 0, size_t(A * inner) * sizeof(float), asStream(stream)),
+        "gather_grad zero");
+  gatherGradKernel<<<blocksFor(nIdx * inner), kThreads, 0, asStream(stream)>>>(dy, idx, dtable,
+                                                                              A, inner, nIdx);
+  launched("gather_grad");
+}
+
+void adam(float *p, const float *g, float *m, float *v, int64_t n, float lr, float beta1,
+          float beta2, float eps, float weightDecay, bool decoupled, bool biasCorrection,
+          int64_t step, void *stream) {
+  float bc1 = 1.0f, bc2Sqrt = 1.0f;
+  if (biasCorrection) {
+    bc1 = float(1.0 - std::pow(double(beta1), double(step)));
+    bc2Sqrt = float(std::sqrt(1.0 - std::pow(double(beta2), double(step))));
+  }
+  AdamScalars s{beta1,
+                beta2,
+                1.0f - beta1,
+                1.0f - beta2,
+                eps,
+                decoupled ? 1.0f - lr * weightDecay : 1.0f,
+                decoupled ? 0.0f : weightDecay,
+                lr / bc1,
+                bc2Sqrt};
+  adamKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(p, g, m, v, n, s);
+  launched("adam");
+}
+
+void sumSquares(const float *x, int64_t n, double *out, void *stream) {
+  sumSquaresKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, n, out);
+  launched("sum_sq");
+}
+
+} // namespace dsrt::cuda

@@ -1,0 +1,95 @@
+//===- Kernels.h - the CUDA kernels of dsrt (host interface) ---*- C++ -*-===//
+//
+// The GPU counterparts of runtime/kernels/cpu/Kernels.h, with the same
+// contracts (shapes, attribute meanings, dropout's counter-based mask bit
+// for bit), on device pointers, enqueued on `stream` (a cudaStream_t; null:
+// the default stream) and returning before they finish. Plain C++ here so
+// that the executor and the tests need no CUDA headers; Kernels.cu holds
+// the device code. Statistics (layer norm, softmax, cross-entropy, sums of
+// squares) are computed in float per row with a block reduction: they match
+// the CPU kernels to float rounding, not bit for bit; the tests state the
+// tolerances. Errors (a launch that fails, no device) throw CudaError.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSRT_KERNELS_CUDA_KERNELS_H
+#define DSRT_KERNELS_CUDA_KERNELS_H
+
+#include "runtime/kernels/cpu/Kernels.h"
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace dsrt::cuda {
+
+struct CudaError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Whether a CUDA device can run kernels; `why` says why not.
+bool deviceAvailable(std::string *why = nullptr);
+/// Device memory (throws CudaError), and copies (synchronous).
+void *deviceAlloc(size_t bytes);
+void deviceFree(void *p);
+void copyToDevice(void *dst, const void *src, size_t bytes);
+void copyToHost(void *dst, const void *src, size_t bytes);
+void synchronize(void *stream = nullptr);
+
+/// y = op(x) over n elements (cpu::Unary's ops).
+void unary(cpu::Unary op, const float *x, float *y, int64_t n, void *stream = nullptr);
+/// dx = dy * gelu'(x).
+void geluGrad(bool tanhApprox, const float *x, const float *dy, float *dx, int64_t n,
+              void *stream = nullptr);
+/// out[r, c] = a[r, c] op b[(r, c) broadcast]: b has the same n elements, or
+/// `cols` (a bias along the last dimension), or 1 (a scalar).
+void binary(cpu::Binary op, const float *a, const float *b, int64_t bElements, float *out,
+            int64_t n, int64_t cols, void *stream = nullptr);
+
+/// Layer norm over rows of `cols` (beta may be null), as cpu::layerNorm.
+void layerNorm(const float *x, const float *gamma, const float *beta, float *y, int64_t rows,
+               int64_t cols, float eps, void *stream = nullptr);
+/// As cpu::layerNormGrad (dbeta may be null; dgamma/dbeta overwritten).
+void layerNormGrad(const float *dy, const float *x, const float *gamma, float *dx,
+                   float *dgamma, float *dbeta, int64_t rows, int64_t cols, float eps,
+                   void *stream = nullptr);
+/// Softmax over the last dimension of [rows, n], and its gradient from y.
+void softmax(const float *x, float *y, int64_t rows, int64_t n, void *stream = nullptr);
+void softmaxGrad(const float *y, const float *dy, float *dx, int64_t rows, int64_t n,
+                 void *stream = nullptr);
+
+/// Cross-entropy of [N, C] logits (inner == 1), reduction 0 none, 1 sum,
+/// 2 mean, ignore_index as cpu::crossEntropy; `bad` (device, one int64)
+/// gets the number of labels outside [0, C) that are not ignored.
+void crossEntropy(const float *logits, const int64_t *labels, float *loss, int64_t N,
+                  int64_t C, int reduction, bool hasIgnore, int64_t ignoreIndex, int64_t *bad,
+                  void *stream = nullptr);
+void crossEntropyGrad(const float *logits, const int64_t *labels, const float *dloss,
+                      float *dlogits, int64_t N, int64_t C, int reduction, bool hasIgnore,
+                      int64_t ignoreIndex, void *stream = nullptr);
+
+/// cpu::dropout's mask, bit for bit, for the same (seed, stream, counter,
+/// first); dropoutGrad likewise.
+void dropout(const float *x, float *y, uint8_t *mask, int64_t n, float ratio, uint64_t seed,
+             uint64_t rngStream, uint64_t counter, uint64_t first = 0, void *stream = nullptr);
+void dropoutGrad(const float *dy, const uint8_t *mask, float *dx, int64_t n, float ratio,
+                 void *stream = nullptr);
+
+/// The embedding: out[j, :] = table[idx[j], :] (negative indices count from
+/// the end, rows outside [-A, A) read as zeros); its gradient scatter-adds
+/// dy rows into dtable (zeroed first) with atomics (the order of the
+/// additions is not fixed: float rounding may differ from the CPU's).
+void gather(const float *table, const int64_t *idx, float *out, int64_t A, int64_t inner,
+            int64_t nIdx, void *stream = nullptr);
+void gatherGrad(const float *dy, const int64_t *idx, float *dtable, int64_t A, int64_t inner,
+                int64_t nIdx, void *stream = nullptr);
+
+/// AdamW / Adam as cpu::adam (in place).
+void adam(float *p, const float *g, float *m, float *v, int64_t n, float lr, float beta1,
+          float beta2, float eps, float weightDecay, bool decoupled, bool biasCorrection,
+          int64_t step, void *stream = nullptr);
+/// *out (device, one double) += sum of x[i]^2 over n elements.
+void sumSquares(const float *x, int64_t n, double *out, void *stream = nullptr);
+
+} // namespace dsrt::cuda
+
+#endif // DSRT_KERNELS_CUDA_KERNELS_H
