@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Tensor parallelism against data parallelism, in one run: dsc --tp 2 vs
---dp 2 vs one rank, step time and memory per rank (issue 16).
+"""Tensor parallelism against data parallelism, in one run: dsc --tp 2 (with
+and without --sequence-parallel) vs --dp 2 vs one rank, step time and memory
+per rank (issue 16).
 
     flock /tmp/dsc-build.lock /usr/bin/python3 bench/tensor_parallel.py [--markdown FILE]
 
@@ -12,8 +13,14 @@ clipping), the same global batch of 2 micro-batches per step:
 * one rank: 2 micro-batches (gradient accumulation 2), --threads T;
 * dp 2, ZeRO 0: one micro-batch per rank, --threads T/2 each; the
   gradients all-reduced in buckets of --bucket elements (overlap_comm);
-* tp 2 (Megatron's column/row GEMM splits): both micro-batches on every
-  rank, each rank half of every split GEMM, --threads T/2 each;
+* tp 2 (Megatron's column/row GEMM splits, and the vocabulary-parallel
+  embedding, tied LM head and cross-entropy): both micro-batches on every
+  rank, each rank half of every split GEMM and half of the vocabulary,
+  --threads T/2 each;
+* tp 2 + sequence parallelism (dsc --tp 2 --sequence-parallel, Korthikanti
+  et al. 2022): as tp 2, with the layer norms, residual adds and dropouts
+  on each rank's half of the tokens, all-gathers and reduce-scatters in
+  place of the activation all-reduces;
 * PyTorch eager, one process, the whole global batch as one batch,
   --threads T (bench/train_pytorch.py, flush-to-zero like dsrt); --no-torch
   leaves it out.
@@ -25,31 +32,76 @@ during training (dsrt's own `peak RSS`, ru_maxrss when the steps are done,
 the largest rank's) and of the whole process (VmHWM of each rank's process,
 sampled every 50 ms from the pids dsrt writes to RUN/ranks/N.pid until it
 exits; one rank: ru_maxrss from os.wait4), which also holds what dsrt
-allocates after the steps to gather the whole trained tensors for
-weights.safetensors; the parameter elements per rank (the manifest's
-`parameters per rank` for tp, `parameters` otherwise) against the formula
+allocates after the steps to assemble the whole trained tensors for
+weights.safetensors (on the root rank); the parameter elements per rank
+(the manifest's `parameters per rank` for tp, `parameters` otherwise)
+against the formula
 
     P/tp + R (1 - 1/tp),  i.e. (P - R)/tp + R,
 
-where R are the parameters every tp rank holds whole: the token and
-position embeddings (the tied LM head is the token embedding), every layer
-norm's weight and bias, and the biases of the row-parallel GEMMs (attention
-and MLP output projections, added once after the all-reduce). R is counted
-from the ONNX model's initializers by name; the manifest's split/whole
-figures are dsc's own. And the communication per step dsrt counted, in the
-ZeRO paper's units (an all-reduce of n elements counts 2n), against the
-formulas: tp (Megatron): per layer and micro-batch 2 all-reduces forward
-(after the attention and MLP row-parallel GEMMs) and 2 backward (the input
-gradients of the column-parallel GEMMs), each of b*s*h elements, plus one
-1-element all-reduce of the gradient norm's square sum: 4 L m + 1 calls,
-2 (4 L m b s h + 1) elements; dp ZeRO 0: an all-reduce of the P gradients
-(in the manifest's buckets), 2P elements.
+where R are the parameters every tp rank holds whole: the position
+embedding (wpe), every layer norm's weight and bias, and the biases of the
+row-parallel GEMMs (attention and MLP output projections, added once after
+the reduction). The token embedding (wte, = the tied LM head) is split over
+the vocabulary. R is counted from the ONNX model's initializers by name;
+the manifest's split/whole figures are dsc's own.
+
+The communication per step dsrt counted, per collective, in the ZeRO
+paper's units (an all-reduce of n elements counts 2n, an all-gather or
+reduce-scatter of a whole tensor of n elements counts n), against the
+formulas, with L layers, m micro-batches per step, b x s tokens of width h
+per micro-batch:
+
+* tp (Megatron, vocabulary parallel): per layer and micro-batch 2
+  all-reduces of b*s*h forward (after the attention and MLP row-parallel
+  GEMMs) and 2 backward (the input gradients of the column-parallel GEMMs);
+  per micro-batch 4 more: the vocabulary-parallel embedding's sum (b*s*h)
+  forward, the LM head's input gradient (b*s*h) backward, the
+  cross-entropy's row maxima (b*s) and sums (2*b*s) forward; one
+  1-element all-reduce of the gradient norm's square sum:
+  m (4L + 4) + 1 calls, 2 (m ((4L + 2) b s h + 3 b s) + 1) elements;
+* tp + sequence parallel: per layer and micro-batch 2 all-gathers and 2
+  reduce-scatters of b*s*h forward and 2 and 2 backward; per micro-batch
+  the embedding's parts reduce-scattered into the token-split region
+  (all-gathered backward) and the final layer norm's output all-gathered
+  for the LM head (reduce-scattered backward): m (4L + 2) all-gathers and
+  as many reduce-scatters of b*s*h each; all-reduces: per micro-batch the
+  position embedding's gradient (s*h, read whole by the token-split add)
+  and the cross-entropy's row maxima (b*s) and sums (2*b*s), once per step
+  the partial gradients of the layer norms and row-parallel biases (N
+  elements, one call) and the norm: 3m + 2 calls,
+  2 (m (s h + 3 b s) + N + 1) elements;
+* dp ZeRO 0: an all-reduce of the P gradients (in the manifest's buckets),
+  2P elements.
+
+Activations per rank (one rank, tp 2, tp 2 + SP): the manifest's
+`activations` line (arena minus model state; model state is the fp32
+parameters and AdamW moments, so this includes the fp32 gradient
+accumulators) and that minus 4 bytes per parameter per rank (assuming all
+gradient accumulators are live at the planned peak), against what
+sequence parallelism should save. The token-wise activations tp leaves
+whole are, per micro-batch and at dropout 0 (no masks), (2L + 1) residual
+stream tensors of b*s*h (the layer norms' inputs) and as many layer-norm
+outputs (the column GEMMs' and the LM head's inputs); sequence parallelism
+shrinks them to 1/tp. Counted in fp32, 4 b s h bytes each:
+
+    Korthikanti's set: (4L + 2) * 4 b s h * (1 - 1/tp)   (keeps the 1/tp
+        layer-norm output and all-gathers it again in backward);
+    the layer-norm inputs only: (2L + 1) * 4 b s h * (1 - 1/tp)   (the
+        all-gathered outputs kept whole for the weight gradients; dsc's
+        counted backward has no extra all-gather, so this is what it can
+        save).
+
+These are estimates of tensors, not of dsc's planned peak: its planner
+(fp32, its own fusions, liveness-based reuse of one arena) is not the
+paper's fp16 per-layer accounting, so the measured difference is reported
+beside them, not fitted to them.
 
 Each configuration runs --warmup untimed + --steps timed steps in its own
 process; the configurations alternate --rounds times and each keeps its
 best (lowest) median step. Peak RSS is the largest over the rounds. The
-losses of dp 2 and tp 2 are compared with one rank's (same global batch,
-dropout 0: they should agree to float32 rounding).
+losses of dp 2, tp 2 and tp 2 + SP are compared with one rank's (same
+global batch, dropout 0: they should agree to float32 rounding).
 """
 import argparse
 import json
@@ -63,9 +115,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (BIN, PY, REPO, MiB, dsrt_comm, dsrt_peak_rss,  # noqa: E402
                     median_step, metrics, report, run, run_measured, token_file)
 
-CONFIGS = ["one", "dp2", "tp2"]
+CONFIGS = ["one", "dp2", "tp2", "sp2"]
+TP = ["tp2", "sp2"]
 LABEL = {"one": "dsc, 1 rank (GA 2)", "dp2": "dsc, dp 2 (ZeRO 0)", "tp2": "dsc, tp 2 (GA 2)",
-         "torch": "PyTorch eager, 1 process"}
+         "sp2": "dsc, tp 2 + SP (GA 2)", "torch": "PyTorch eager, 1 process"}
+# The manifest's names of the collectives -> dsrt's.
+KIND = {"all-reduce": "all_reduce", "all-gather": "all_gather", "reduce-scatter": "reduce_scatter"}
 
 
 def read_manifest(plan):
@@ -84,36 +139,50 @@ def read_manifest(plan):
             int(x) for x in tp.groups())
         r["tp_line"] = re.search(r"^tensor parallel:\s+(.*)$", m, re.M).group(1)
         r["tp_whole_why"] = re.findall(r"^\s+whole: (.*)$", m, re.M)
-        c = re.search(r"tp communication per step: (\d+) all-reduces of (\d+) elements "
-                      r"\((\d+) in", m)
-        r["tp_comm"] = (int(c.group(1)), int(c.group(3)))
+        # "N all-reduces of E elements[, N all-gathers of E, N reduce-scatters
+        # of E] (Z in the ZeRO paper's units, ...)": per kind in ZeRO units
+        # (the all-reduces' E counts twice there), as dsrt counts.
+        c = re.search(r"tp communication per step: (.*?) \((\d+) in the ZeRO", m)
+        r["tp_comm_kinds"] = {
+            KIND[k]: (int(n), int(e) * (2 if k == "all-reduce" else 1))
+            for n, k, e in re.findall(r"(\d+) (all-reduce|all-gather|reduce-scatter)s? of (\d+)",
+                                      c.group(1))}
+        r["tp_comm"] = (sum(n for n, _ in r["tp_comm_kinds"].values()), int(c.group(2)))
+        sp = re.search(r"^\s+sequence parallel: (.*)$", m, re.M)
+        r["sp_line"] = sp.group(1) if sp else None
     dp = re.search(r"^\s+total: (\d+) calls?, (\d+) elements", m, re.M)
     if dp:
         r["dp_comm"] = (int(dp.group(1)), int(dp.group(2)))
     return r
 
 
+WPE, LN, RBIAS = ("position embedding (wpe)", "layer norms",
+                  "row-parallel biases (attn.c_proj, mlp.c_proj)")
+
+
 def replicated(model_path):
-    """(P, {kind: elements}) of the ONNX model's trainable initializers (the
-    .weight and .bias tensors; attention masks are buffers): the kinds a tp
-    rank holds whole, by name."""
+    """(P, {kind: elements}, wte elements) of the ONNX model's trainable
+    initializers (the .weight and .bias tensors; attention masks are
+    buffers): the kinds a tp rank holds whole, by name, and the token
+    embedding (= the tied LM head), which vocabulary parallelism splits."""
     import onnx
     from math import prod
     m = onnx.load(model_path, load_external_data=False)
-    total, kinds = 0, {"embeddings (wte = tied LM head, wpe)": 0, "layer norms": 0,
-                       "row-parallel biases (attn.c_proj, mlp.c_proj)": 0}
+    total, wte, kinds = 0, 0, {WPE: 0, LN: 0, RBIAS: 0}
     for t in m.graph.initializer:
         if not t.name.endswith((".weight", ".bias")):
             continue
         n = prod(t.dims)
         total += n
-        if t.name.endswith(("wte.weight", "wpe.weight")):
-            kinds["embeddings (wte = tied LM head, wpe)"] += n
+        if t.name.endswith("wte.weight"):
+            wte += n
+        elif t.name.endswith("wpe.weight"):
+            kinds[WPE] += n
         elif re.search(r"\.ln_(1|2|f)\.", t.name):
-            kinds["layer norms"] += n
+            kinds[LN] += n
         elif t.name.endswith("c_proj.bias"):
-            kinds["row-parallel biases (attn.c_proj, mlp.c_proj)"] += n
-    return total, kinds
+            kinds[RBIAS] += n
+    return total, kinds, wte
 
 
 def config(path, micro, ga, dp, bucket):
@@ -162,13 +231,14 @@ def main():
     model = os.path.join(work, "model.onnx")
     print(run([PY, os.path.join(REPO, "models", "gpt.py"), "-o", model, "--batch", str(a.batch)]
               + gflags).strip(), flush=True)
-    P, kinds = replicated(model)
+    P, kinds, wte = replicated(model)
     R = sum(kinds.values())
 
     # The plans: (config, ga, dp, dsc flags, threads per rank, ranks).
     setup = {"one": (2, 1, [], a.threads, 1),
              "dp2": (1, 2, ["--dp", "2"], a.threads // 2, 2),
-             "tp2": (2, 1, ["--tp", "2"], a.threads // 2, 2)}
+             "tp2": (2, 1, ["--tp", "2"], a.threads // 2, 2),
+             "sp2": (2, 1, ["--tp", "2", "--sequence-parallel"], a.threads // 2, 2)}
     plans, man = {}, {}
     for c in CONFIGS:
         ga, dp, flags, _, _ = setup[c]
@@ -229,19 +299,29 @@ def main():
     rss_max = {c: max(rss[c].values()) for c in configs}
     dsrt_rss = {c: max(res[c]["dsrt_rss"]) for c in CONFIGS}
     params = {"one": man["one"]["params"], "dp2": man["dp2"]["params"],
-              "tp2": man["tp2"].get("tp_params", man["tp2"]["params"])}
-    formula = {"one": P, "dp2": P, "tp2": (P - R) // 2 + R}
+              "tp2": man["tp2"].get("tp_params", man["tp2"]["params"]),
+              "sp2": man["sp2"].get("tp_params", man["sp2"]["params"])}
+    formula = {"one": P, "dp2": P, "tp2": (P - R) // 2 + R, "sp2": (P - R) // 2 + R}
 
-    # Communication formulas (ZeRO units).
-    L, m, bsh = a.layers, 2, a.batch * a.seq * a.d_model
-    comm_formula = {"one": (0, 0), "dp2": (man["dp2"]["dp_comm"][0], 2 * P),
-                    "tp2": (4 * L * m + 1, 2 * (4 * L * m * bsh + 1))}
+    # Communication formulas, per collective (ZeRO units).
+    L, m, b, s, h = a.layers, 2, a.batch, a.seq, a.d_model
+    bsh, bs, N = b * s * h, b * s, kinds[LN] + kinds[RBIAS]
+    comm_formula = {
+        "one": {},
+        "dp2": {"all_reduce": (man["dp2"]["dp_comm"][0], 2 * P)},
+        "tp2": {"all_reduce": (m * (4 * L + 4) + 1, 2 * (m * ((4 * L + 2) * bsh + 3 * bs) + 1))},
+        "sp2": {"all_reduce": (3 * m + 2, 2 * (m * (s * h + 3 * bs) + N + 1)),
+                "reduce_scatter": (m * (4 * L + 2), m * (4 * L + 2) * bsh),
+                "all_gather": (m * (4 * L + 2), m * (4 * L + 2) * bsh)}}
 
-    def comm_text(c):
-        d = res[c].get("comm", {})
+    def kinds_text(d):
         if not d:
             return "none"
-        return ", ".join(f"{k} {n} call{'s' if n != 1 else ''} {e:,}" for k, (n, e) in d.items())
+        return ", ".join(f"{k} {n} call{'s' if n != 1 else ''} {e:,}"
+                         for k, (n, e) in sorted(d.items()))
+
+    def comm_text(c):
+        return kinds_text(res[c].get("comm", {}))
 
     def comm_total(c):
         d = res[c].get("comm", {})
@@ -272,12 +352,13 @@ def main():
     plines = ["| run | parameters per rank (manifest) | formula | value | equal |",
               "|---|---|---|---|---|"]
     for c, f in (("one", "P"), ("dp2", "P (ZeRO 0: every rank holds all)"),
-                 ("tp2", "(P - R)/2 + R")):
+                 ("tp2", "(P - R)/2 + R"), ("sp2", "(P - R)/2 + R")):
         plines.append(f"| {LABEL[c]} | {params[c]:,} | {f} | {formula[c]:,} | "
                       f"{'yes' if params[c] == formula[c] else 'NO'} |")
     rlines = ["| replicated on every tp rank (R) | elements |", "|---|---|"]
     rlines += [f"| {k} | {v:,} |" for k, v in kinds.items()]
     rlines.append(f"| R, total | {R:,} ({R / P:.2%} of P = {P:,}) |")
+    rlines.append(f"| (split over the vocabulary, not in R: wte = tied LM head) | {wte:,} |")
 
     clines = ["| run | dsrt measured: calls / elements | formula | formula: calls / elements "
               "| equal | dsc planned (manifest) |",
@@ -285,22 +366,28 @@ def main():
     ftext = {"one": "none",
              "dp2": f"all-reduce of the P gradients, 2P, in buckets of <= {a.bucket:,} "
                     "elements (calls: the manifest's buckets)",
-             "tp2": f"4 L m + 1 calls, 2 (4 L m b s h + 1) with L={L}, m={m}, b*s*h="
-                    f"{a.batch}*{a.seq}*{a.d_model}={bsh:,}"}
+             "tp2": "all-reduce: m (4L + 4) + 1 calls, 2 (m ((4L + 2) b s h + 3 b s) + 1)",
+             "sp2": "all-reduce: 3m + 2 calls, 2 (m (s h + 3 b s) + N + 1); all-gather and "
+                    "reduce-scatter: m (4L + 2) calls, m (4L + 2) b s h each"}
     for c in CONFIGS:
-        got = comm_total(c)
-        planned = man[c].get("tp_comm") or man[c].get("dp_comm") or (0, 0)
-        clines.append(f"| {LABEL[c]} | {got[0]} / {got[1]:,} | {ftext[c]} | "
-                      f"{comm_formula[c][0]} / {comm_formula[c][1]:,} | "
+        got = res[c].get("comm", {})
+        planned = man[c].get("tp_comm_kinds") or (
+            {"all_reduce": man[c]["dp_comm"]} if "dp_comm" in man[c] else {})
+        clines.append(f"| {LABEL[c]} | {kinds_text(got)} | {ftext[c]} | "
+                      f"{kinds_text(comm_formula[c])} | "
                       f"{'yes' if got == comm_formula[c] else 'NO'} | "
-                      f"{planned[0]} / {planned[1]:,} |")
+                      f"{kinds_text(planned)} |")
+    cvals = (f"L={L}, m={m}, b*s*h={b}*{s}*{h}={bsh:,}, b*s={bs:,}, s*h={s * h:,}, N={N:,} "
+             f"(the layer norms' {kinds[LN]:,} + the row-parallel biases' {kinds[RBIAS]:,})")
+    ctot = "; ".join(f"{LABEL[c]} {comm_total(c)[1]:,}" for c in CONFIGS)
 
     def ratio(x, y):
         return f"{x / y:.2f}x"
     arena = {c: man[c]["arena"] for c in CONFIGS}
     state = {c: man[c]["model_state"] for c in CONFIGS}
     act = {c: man[c]["activations"] for c in CONFIGS}
-    ratios = ["| ratio | tp 2 / dp 2 | tp 2 / 1 rank | dp 2 / 1 rank |", "|---|---|---|---|"]
+    ratios = ["| ratio | tp 2 / dp 2 | tp 2 / 1 rank | dp 2 / 1 rank | tp 2 + SP / tp 2 "
+              "| tp 2 + SP / 1 rank |", "|---|---|---|---|---|---|"]
     for name, d in (("step time", best), ("planned arena per rank", arena),
                     ("planned model state per rank", state),
                     ("planned activations per rank", act),
@@ -308,7 +395,36 @@ def main():
                     ("peak RSS per rank, whole process (largest rank)", rss_max),
                     ("parameters per rank", params)):
         ratios.append(f"| {name} | {ratio(d['tp2'], d['dp2'])} | {ratio(d['tp2'], d['one'])} "
-                      f"| {ratio(d['dp2'], d['one'])} |")
+                      f"| {ratio(d['dp2'], d['one'])} | {ratio(d['sp2'], d['tp2'])} "
+                      f"| {ratio(d['sp2'], d['one'])} |")
+
+    # Activations per rank: planned, without the gradient accumulators, and
+    # what sequence parallelism should save (see the docstring).
+    tpn, tok_bytes = 2, 4 * bsh
+    korth = (4 * L + 2) * tok_bytes * (1 - 1 / tpn)
+    ln_in = (2 * L + 1) * tok_bytes * (1 - 1 / tpn)
+    grads = {c: 4 * params[c] for c in CONFIGS}
+    nograd = {c: act[c] - grads[c] for c in CONFIGS}
+    alines = ["| run | planned activations per rank MiB (arena - model state) "
+              "| of it fp32 gradients MiB (4 x parameters per rank) | activations without "
+              "gradients MiB | vs 1 rank | vs tp 2 | peak RSS per rank MiB, training (dsrt) "
+              "| peak RSS per rank MiB, whole process |", "|---|---|---|---|---|---|---|---|"]
+    for c in ("one", "tp2", "sp2"):
+        alines.append(f"| {LABEL[c]} | {act[c] / MiB:.2f} | {grads[c] / MiB:.2f} | "
+                      f"{nograd[c] / MiB:.2f} | {nograd[c] / nograd['one']:.2f}x | "
+                      f"{nograd[c] / nograd['tp2']:.2f}x | {dsrt_rss[c]} | "
+                      + " / ".join(f"{rss[c][k]:.0f}" for k in sorted(rss[c])) + " |")
+    saved = act["tp2"] - act["sp2"]
+    elines = ["| what | MiB per rank | as a share of tp 2's activations without gradients |",
+              "|---|---|---|",
+              f"| planned: tp 2 - tp 2 + SP (activations line) | {saved / MiB:.2f} | "
+              f"{saved / nograd['tp2']:.1%} |",
+              f"| expected, Korthikanti's token-wise set: (4L + 2) x 4 b s h x (1 - 1/tp) | "
+              f"{korth / MiB:.2f} | {korth / nograd['tp2']:.1%} |",
+              f"| expected, the layer-norm inputs (residual stream) only: (2L + 1) x 4 b s h x "
+              f"(1 - 1/tp) | {ln_in / MiB:.2f} | {ln_in / nograd['tp2']:.1%} |",
+              f"| measured: peak RSS, training (dsrt), tp 2 - tp 2 + SP | "
+              f"{dsrt_rss['tp2'] - dsrt_rss['sp2']} | - |"]
 
     def losses_vs_one(c):
         x, y = res[c]["losses"], res["one"]["losses"]
@@ -328,19 +444,33 @@ def main():
             + f"dsc's tp plan: {man['tp2']['tp_line']}; "
               f"{man['tp2'].get('tp_split', 0):,} split elements per rank, "
               f"{man['tp2'].get('tp_whole', 0):,} whole"
-            + "".join(f"; whole: {w}" for w in man["tp2"].get("tp_whole_why", [])) + ".\n\n"
-            + "Communication per step (ZeRO units: an all-reduce of n elements counts 2n):\n\n"
+            + "".join(f"; whole: {w}" for w in man["tp2"].get("tp_whole_why", [])) + ".\n"
+            + f"dsc's sequence-parallel plan: {man['sp2']['sp_line']}.\n\n"
+            + "Communication per step (ZeRO units: an all-reduce of n elements counts 2n, an "
+              "all-gather or reduce-scatter of a whole n-element tensor n), per collective, "
+              f"with {cvals}:\n\n"
             + "\n".join(clines) + "\n\n"
+            + f"Total elements per step: {ctot}.\n\n"
+            + "Activations per rank (planned: the manifests; gradients: 4 bytes per parameter "
+              "per rank, assumed live at the planned peak; peak RSS: measured, as above):\n\n"
+            + "\n".join(alines) + "\n\n"
+            + f"What sequence parallelism saves per rank, planned and measured, against the "
+              f"token-wise activations of one micro-batch in fp32 (4 b s h = "
+              f"{tok_bytes / MiB:.2f} MiB each; dropout 0, so no masks). Estimates of tensors, not of "
+              "dsc's planner (fp32, its own fusions, liveness-based reuse of one arena), which "
+              "is not Korthikanti et al.'s fp16 per-layer accounting:\n\n"
+            + "\n".join(elines) + "\n\n"
             + f"Median step per round (ms): {per_round}.\n"
             + "Peak RSS per rank, training: dsrt's own figure (ru_maxrss when the steps are "
-              "done, the largest rank's; before dsrt gathers the whole trained tensors to "
-              "write weights.safetensors). Whole process: VmHWM of each rank sampled every "
-              "50 ms until it exits (rank 0 / rank 1; one rank: ru_maxrss from wait4), the "
-              "final gather included. Largest of the rounds. ru_maxrss from wait4 (the "
+              "done, the largest rank's; before dsrt assembles the whole trained tensors on "
+              "rank 0 to write weights.safetensors). Whole process: VmHWM of each rank sampled "
+              "every 50 ms until it exits (rank 0 / rank 1; one rank: ru_maxrss from wait4), "
+              "the final assembly included. Largest of the rounds. ru_maxrss from wait4 (the "
               "largest process of the tree: on 2 ranks the launcher, mpirun or a rank) "
             + ", ".join(f"{c} {max(res[c]['wait4']):.0f}" for c in configs) + " MiB.\n"
             + f"Losses against one rank's, largest relative difference over the steps: dp 2 "
-              f"{losses_vs_one('dp2'):.1e}, tp 2 {losses_vs_one('tp2'):.1e}.\n"
+              f"{losses_vs_one('dp2'):.1e}, tp 2 {losses_vs_one('tp2'):.1e}, tp 2 + SP "
+              f"{losses_vs_one('sp2'):.1e}.\n"
             + f"Other processes kept {statistics.mean(others):.2f} cores busy on average "
               f"during the runs (at most {max(others):.2f}, /proc/stat minus the run's own "
               "CPU time).\n")
