@@ -304,8 +304,8 @@ void writeTensorParallel(const plan::Plan &p, llvm::raw_ostream &os) {
        << classes << " classes per rank\n";
   if (gathers || scatters)
     os << "  sequence parallel: layer norms, dropouts and residual adds on 1/" << tp
-       << " of the tokens; per layer and micro-batch 2 all-gathers + 2 reduce-scatters forward "
-          "and backward each, in place of 2 + 2 all-reduces\n";
+       << " of the tokens; per layer and micro-batch 2 all-gathers + 2 reduce-scatters forward, "
+          "4 + 2 backward (the GEMM inputs gathered again), in place of 2 + 2 all-reduces\n";
 }
 
 } // namespace

@@ -75,6 +75,51 @@ LogicalResult splitZeroNorm(func::FuncOp fn, train::ClipGradNormOp clip,
   return success();
 }
 
+/// Megatron's sequence-parallel backward: the all-gathered input of the
+/// column-parallel GEMMs (f under sequence parallelism) is read again by
+/// their weight gradients; holding the whole tensor until then would keep
+/// tp times the token-split part alive. Each backward use reads a fresh
+/// all-gather of the part instead (one more all-gather per f and
+/// micro-batch), as Megatron's linear layers do, so the token-split
+/// activations really are 1/tp (Korthikanti et al.'s accounting).
+void regatherForBackward(func::FuncOp fn) {
+  SmallVector<dist::SpGatherOp> gathers;
+  fn.walk([&](dist::SpGatherOp g) {
+    if (g.getReduce())
+      gathers.push_back(g);
+  });
+  for (dist::SpGatherOp g : gathers) {
+    Block *block = g->getBlock();
+    // In a micro-batch body the backward pass follows the loss (the first
+    // value the body yields); a pipeline stage marks its backward ops.
+    Operation *lossOp = nullptr;
+    if (isa_and_nonnull<train::AccumulateOp>(block->getParentOp()))
+      lossOp = block->getTerminator()->getOperand(0).getDefiningOp();
+    auto isBackward = [&](Operation *o) {
+      return o && (o->hasAttr(train::TrainDialect::kBackward) ||
+                   (lossOp && lossOp->getBlock() == block && lossOp->isBeforeInBlock(o)));
+    };
+    if (isBackward(g)) // a backward gather (a g's gradient) already is where it is read
+      continue;
+    SmallVector<OpOperand *> uses;
+    Operation *first = nullptr;
+    for (OpOperand &u : g.getResult().getUses()) {
+      Operation *o = block->findAncestorOpInBlock(*u.getOwner());
+      if (!isBackward(o))
+        continue;
+      uses.push_back(&u);
+      if (!first || o->isBeforeInBlock(first))
+        first = o;
+    }
+    if (uses.empty())
+      continue;
+    OpBuilder b(first);
+    Operation *again = b.clone(*g);
+    for (OpOperand *u : uses)
+      u->set(again->getResult(0));
+  }
+}
+
 /// dist.sp_gather / dist.sp_scatter on the flattened tensor: an all-gather,
 /// a reduce-scatter (sum) or a local chunk; every part is contiguous.
 void lowerSequenceParallel(func::FuncOp fn, std::optional<dist::GroupAttr> &group) {
@@ -207,6 +252,7 @@ struct TensorParallelLower : impl::TensorParallelLowerBase<TensorParallelLower> 
         if (auto sa = dyn_cast<BlockArgument>(st); sa && sa.getOwner()->getParentOp() == fn)
           fn.setArgAttr(sa.getArgNumber(), "dist.tp_split", split);
     });
+    regatherForBackward(fn);
     lowerSequenceParallel(fn, group);
     // The global gradient norm: a split parameter's gradient is split too,
     // so its squares are summed over the group; a whole one counts once.

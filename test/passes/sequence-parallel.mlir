@@ -42,6 +42,18 @@
 // LOWER:         dist.chunk %{{.*}} {group = #dist.group<tp, 2>} : tensor<32xf32> -> tensor<16xf32>
 // LOWER:         dist.all_gather %{{.*}} {group = #dist.group<tp, 2>} : tensor<16xf32> -> tensor<32xf32>
 // LOWER:         dist.reduce_scatter sum %{{.*}} {group = #dist.group<tp, 2>} : tensor<32xf32> -> tensor<16xf32>
+// Backward: the loss's gradient chunked (the exit gather's), g's gradient
+// all-gathered; the column GEMM's weight gradient then reads its input
+// all-gathered again from the token-split part (Megatron's backward), not
+// the forward's whole copy:
+// LOWER:         nn.reduce_sum %{{.*}} {axes = array<i64: 0, 1>}
+// LOWER:         dist.chunk
+// LOWER:         dist.all_gather
+// LOWER:         %[[PART:.+]] = nn.reshape %{{.*}} : tensor<2x8xf32> -> tensor<16xf32>
+// LOWER-NEXT:    %[[AG:.+]] = dist.all_gather %[[PART]] {group = #dist.group<tp, 2>} : tensor<16xf32> -> tensor<32xf32>
+// LOWER-NEXT:    %[[AGW:.+]] = dist.wait %[[AG]]
+// LOWER-NEXT:    %[[IN:.+]] = nn.reshape %[[AGW]] : tensor<32xf32> -> tensor<4x8xf32>
+// LOWER-NEXT:    nn.matmul %[[IN]], %{{.*}} {transpose_lhs} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<8x8xf32>
 // LOWER:         %[[AR:.+]]:2 = dist.all_reduce sum %[[ACC]]#1, %[[ACC]]#5 {group = #dist.group<tp, 2>}
 // LOWER-NEXT:    %[[SUM:.+]]:2 = dist.wait %[[AR]]#0, %[[AR]]#1
 // LOWER:         train.sum_sq %[[SUM]]#0, %[[SUM]]#1, %[[ACC]]#6 :
