@@ -61,11 +61,13 @@ per micro-batch:
   1-element all-reduce of the gradient norm's square sum:
   m (4L + 4) + 1 calls, 2 (m ((4L + 2) b s h + 3 b s) + 1) elements;
 * tp + sequence parallel: per layer and micro-batch 2 all-gathers and 2
-  reduce-scatters of b*s*h forward and 2 and 2 backward; per micro-batch
-  the embedding's parts reduce-scattered into the token-split region
-  (all-gathered backward) and the final layer norm's output all-gathered
-  for the LM head (reduce-scattered backward): m (4L + 2) all-gathers and
-  as many reduce-scatters of b*s*h each; all-reduces: per micro-batch the
+  reduce-scatters of b*s*h forward and 2 and 2 backward, plus the 2
+  column GEMMs' inputs all-gathered again backward for their weight
+  gradients (Megatron's backward); per micro-batch the embedding's parts
+  reduce-scattered into the token-split region (all-gathered backward) and
+  the final layer norm's output all-gathered for the LM head
+  (reduce-scattered backward, gathered again for its weight gradient):
+  m (6L + 3) all-gathers and m (4L + 2) reduce-scatters of b*s*h each; all-reduces: per micro-batch the
   position embedding's gradient (s*h, read whole by the token-split add)
   and the cross-entropy's row maxima (b*s) and sums (2*b*s), once per step
   the partial gradients of the layer norms and row-parallel biases (N
@@ -312,7 +314,7 @@ def main():
         "tp2": {"all_reduce": (m * (4 * L + 4) + 1, 2 * (m * ((4 * L + 2) * bsh + 3 * bs) + 1))},
         "sp2": {"all_reduce": (3 * m + 2, 2 * (m * (s * h + 3 * bs) + N + 1)),
                 "reduce_scatter": (m * (4 * L + 2), m * (4 * L + 2) * bsh),
-                "all_gather": (m * (4 * L + 2), m * (4 * L + 2) * bsh)}}
+                "all_gather": (m * (6 * L + 3), m * (6 * L + 3) * bsh)}}
 
     def kinds_text(d):
         if not d:
@@ -367,8 +369,9 @@ def main():
              "dp2": f"all-reduce of the P gradients, 2P, in buckets of <= {a.bucket:,} "
                     "elements (calls: the manifest's buckets)",
              "tp2": "all-reduce: m (4L + 4) + 1 calls, 2 (m ((4L + 2) b s h + 3 b s) + 1)",
-             "sp2": "all-reduce: 3m + 2 calls, 2 (m (s h + 3 b s) + N + 1); all-gather and "
-                    "reduce-scatter: m (4L + 2) calls, m (4L + 2) b s h each"}
+             "sp2": "all-reduce: 3m + 2 calls, 2 (m (s h + 3 b s) + N + 1); all-gather: "
+                    "m (6L + 3) calls, m (6L + 3) b s h; reduce-scatter: m (4L + 2) calls, "
+                    "m (4L + 2) b s h"}
     for c in CONFIGS:
         got = res[c].get("comm", {})
         planned = man[c].get("tp_comm_kinds") or (
