@@ -131,20 +131,26 @@ __global__ void binaryKernel(cpu::Binary op, const float *a, const float *b, int
 
 //===--- rows: layer norm, softmax ---------------------------------------===//
 
-__global__ void layerNormKernel(const float *x, const float *gamma, const float *beta, float *y,
-                                int64_t cols, float eps) {
-  const float *xr = x + blockIdx.x * cols;
-  float *yr = y + blockIdx.x * cols;
+/// A row's mean and 1 / sqrt(biased variance + eps), block-wide.
+__device__ void meanRstd(const float *xr, int64_t cols, float eps, float &mean, float &rstd) {
   float s = 0;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
     s += xr[c];
-  float mean = blockReduce<false>(s) / float(cols);
+  mean = blockReduce<false>(s) / float(cols);
   float q = 0;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
     float d = xr[c] - mean;
     q += d * d;
   }
-  float rstd = rsqrtf(blockReduce<false>(q) / float(cols) + eps);
+  rstd = rsqrtf(blockReduce<false>(q) / float(cols) + eps);
+}
+
+__global__ void layerNormKernel(const float *x, const float *gamma, const float *beta, float *y,
+                                int64_t cols, float eps) {
+  const float *xr = x + blockIdx.x * cols;
+  float *yr = y + blockIdx.x * cols;
+  float mean, rstd;
+  meanRstd(xr, cols, eps, mean, rstd);
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
     yr[c] = (xr[c] - mean) * rstd * gamma[c] + (beta ? beta[c] : 0.0f);
 }
@@ -156,16 +162,8 @@ __global__ void layerNormGradKernel(const float *dy, const float *x, const float
                                     float *dx, float *partial, int64_t cols, float eps) {
   const float *xr = x + blockIdx.x * cols, *dyr = dy + blockIdx.x * cols;
   float *dxr = dx + blockIdx.x * cols;
-  float s = 0;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
-    s += xr[c];
-  float mean = blockReduce<false>(s) / float(cols);
-  float q = 0;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    float d = xr[c] - mean;
-    q += d * d;
-  }
-  float rstd = rsqrtf(blockReduce<false>(q) / float(cols) + eps);
+  float mean, rstd;
+  meanRstd(xr, cols, eps, mean, rstd);
   float a = 0, b = 0; // sum(dy * gamma), sum(dy * gamma * xhat)
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
     float xh = (xr[c] - mean) * rstd, g = dyr[c] * gamma[c];
@@ -197,9 +195,11 @@ __global__ void columnSumsKernel(const float *partial, float *dgamma, float *dbe
   }
 }
 
-__global__ void softmaxKernel(const float *x, float *y, int64_t n) {
-  const float *xr = x + blockIdx.x * n;
-  float *yr = y + blockIdx.x * n;
+/// The row's maximum and sum of exp(x - max), block-wide.
+struct RowStats {
+  float max, sum;
+};
+__device__ RowStats rowStats(const float *xr, int64_t n) {
   float m = -INFINITY;
   for (int64_t c = threadIdx.x; c < n; c += blockDim.x)
     m = fmaxf(m, xr[c]);
@@ -207,9 +207,16 @@ __global__ void softmaxKernel(const float *x, float *y, int64_t n) {
   float s = 0;
   for (int64_t c = threadIdx.x; c < n; c += blockDim.x)
     s += expf(xr[c] - m);
-  float inv = 1.0f / blockReduce<false>(s);
+  return {m, blockReduce<false>(s)};
+}
+
+__global__ void softmaxKernel(const float *x, float *y, int64_t n) {
+  const float *xr = x + blockIdx.x * n;
+  float *yr = y + blockIdx.x * n;
+  RowStats st = rowStats(xr, n);
+  float inv = 1.0f / st.sum;
   for (int64_t c = threadIdx.x; c < n; c += blockDim.x)
-    yr[c] = expf(xr[c] - m) * inv;
+    yr[c] = expf(xr[c] - st.max) * inv;
 }
 
 __global__ void softmaxGradKernel(const float *y, const float *dy, float *dx, int64_t n) {
@@ -240,16 +247,9 @@ __global__ void crossEntropyRows(const float *logits, const int64_t *labels, flo
     return;
   }
   const float *xr = logits + n * C;
-  float m = -INFINITY;
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-    m = fmaxf(m, xr[c]);
-  m = blockReduce<true>(m);
-  float s = 0;
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-    s += expf(xr[c] - m);
-  s = blockReduce<false>(s);
+  RowStats st = rowStats(xr, C);
   if (threadIdx.x == 0)
-    per[n] = logf(s) + m - xr[l];
+    per[n] = logf(st.sum) + st.max - xr[l];
 }
 
 /// One block: the counts and the reduced loss (double, in index order per
@@ -304,14 +304,8 @@ __global__ void crossEntropyGradRows(const float *logits, const int64_t *labels,
     return;
   }
   const float *xr = logits + n * C;
-  float m = -INFINITY;
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-    m = fmaxf(m, xr[c]);
-  m = blockReduce<true>(m);
-  float s = 0;
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-    s += expf(xr[c] - m);
-  s = blockReduce<false>(s);
+  RowStats st = rowStats(xr, C);
+  float m = st.max, s = st.sum;
   float g = reduction == 0   ? dloss[n]
             : reduction == 2 ? dloss[0] / float(*validCount)
                              : dloss[0];
