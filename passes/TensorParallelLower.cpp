@@ -39,6 +39,23 @@ BlockArgument updatedParam(func::FuncOp fn, Operation *update) {
   return arg && arg.getOwner()->getParentOp() == fn ? arg : BlockArgument();
 }
 
+/// Which of the clipping's gradients update a parameter carrying `attr`
+/// (by gradient index).
+SmallVector<bool> gradsOfParamsWith(func::FuncOp fn, train::ClipGradNormOp clip,
+                                    StringRef attr) {
+  SmallVector<bool> marked(clip.getGrads().size(), false);
+  fn.walk([&](Operation *op) {
+    if (!isa<train::AdamOp, train::SgdOp>(op))
+      return;
+    BlockArgument arg = updatedParam(fn, op);
+    auto grad = dyn_cast<OpResult>(op->getOperand(1));
+    if (arg && grad && grad.getOwner() == clip.getOperation() &&
+        fn.getArgAttr(arg.getArgNumber(), attr))
+      marked[grad.getResultNumber()] = true;
+  });
+  return marked;
+}
+
 /// Under ZeRO the norm is already `all_reduce_dp(sum_sq(owned chunks))`:
 /// a split parameter's chunks are summed over the tp group first, so the dp
 /// sum counts every element of the whole model once:
@@ -161,15 +178,9 @@ void lowerSequenceParallel(func::FuncOp fn, std::optional<dist::GroupAttr> &grou
 LogicalResult sumPartialGradients(func::FuncOp fn, train::ClipGradNormOp clip,
                                   std::optional<dist::GroupAttr> group) {
   llvm::SetVector<Value> grads;
-  fn.walk([&](Operation *op) {
-    if (!isa<train::AdamOp, train::SgdOp>(op))
-      return;
-    BlockArgument arg = updatedParam(fn, op);
-    auto grad = dyn_cast<OpResult>(op->getOperand(1));
-    if (arg && grad && grad.getOwner() == clip.getOperation() &&
-        fn.getArgAttr(arg.getArgNumber(), "dist.sp_partial"))
-      grads.insert(clip.getGrads()[grad.getResultNumber()]);
-  });
+  for (auto [i, partial] : llvm::enumerate(gradsOfParamsWith(fn, clip, "dist.sp_partial")))
+    if (partial)
+      grads.insert(clip.getGrads()[i]);
   if (grads.empty())
     return success();
   if (!group)
@@ -272,20 +283,8 @@ struct TensorParallelLower : impl::TensorParallelLowerBase<TensorParallelLower> 
     train::ClipGradNormOp clip = clips[0];
     if (partial && failed(sumPartialGradients(fn, clip, *group)))
       return failure();
-    SmallVector<bool> splitGrad(clip.getGrads().size(), false);
-    bool any = false;
-    fn.walk([&](Operation *op) {
-      if (!isa<train::AdamOp, train::SgdOp>(op))
-        return;
-      BlockArgument arg = updatedParam(fn, op);
-      auto grad = dyn_cast<OpResult>(op->getOperand(1));
-      if (!arg || !grad || grad.getOwner() != clip.getOperation())
-        return;
-      if (fn.getArgAttr(arg.getArgNumber(), "dist.tp_split")) {
-        splitGrad[grad.getResultNumber()] = true;
-        any = true;
-      }
-    });
+    SmallVector<bool> splitGrad = gradsOfParamsWith(fn, clip, "dist.tp_split");
+    bool any = llvm::is_contained(splitGrad, true);
     if (!any)
       return success();
     if (!group)
@@ -296,16 +295,7 @@ struct TensorParallelLower : impl::TensorParallelLowerBase<TensorParallelLower> 
     Location loc = clip.getLoc();
     // A parameter another pipeline stage also holds (a tied embedding)
     // counts there only.
-    SmallVector<bool> tiedCopy(clip.getGrads().size(), false);
-    fn.walk([&](Operation *op) {
-      if (!isa<train::AdamOp, train::SgdOp>(op))
-        return;
-      BlockArgument arg = updatedParam(fn, op);
-      auto grad = dyn_cast<OpResult>(op->getOperand(1));
-      if (arg && grad && grad.getOwner() == clip.getOperation() &&
-          fn.getArgAttr(arg.getArgNumber(), distutil::kTiedCopy))
-        tiedCopy[grad.getResultNumber()] = true;
-    });
+    SmallVector<bool> tiedCopy = gradsOfParamsWith(fn, clip, distutil::kTiedCopy);
     SmallVector<Value> split, whole;
     for (auto [i, g] : llvm::enumerate(clip.getGrads()))
       if (!tiedCopy[i])
