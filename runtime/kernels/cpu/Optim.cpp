@@ -7,6 +7,7 @@
 // by reference, which keeps GCC from vectorizing.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/kernels/cpu/AdamScalars.h"
 #include "runtime/kernels/cpu/Internal.h"
 
 #include <cmath>
@@ -15,10 +16,6 @@ namespace dsrt::cpu {
 using namespace detail;
 
 namespace {
-
-struct AdamScalars {
-  float beta1, beta2, c1, c2, eps, decay, l2, stepSize, bc2Sqrt;
-};
 
 void adamRange(float *__restrict p, const float *__restrict g,
                float *__restrict m, float *__restrict v, int64_t b, int64_t e,
@@ -56,20 +53,8 @@ void sgdRange(float *__restrict p, const float *__restrict g,
 void adam(float *p, const float *g, float *m, float *v, int64_t n, float lr,
           float beta1, float beta2, float eps, float weightDecay,
           bool decoupled, bool biasCorrection, int64_t step) {
-  float bc1 = 1.0f, bc2Sqrt = 1.0f;
-  if (biasCorrection) {
-    bc1 = float(1.0 - std::pow(double(beta1), double(step)));
-    bc2Sqrt = float(std::sqrt(1.0 - std::pow(double(beta2), double(step))));
-  }
-  const AdamScalars s{beta1,
-                      beta2,
-                      1.0f - beta1,
-                      1.0f - beta2,
-                      eps,
-                      decoupled ? 1.0f - lr * weightDecay : 1.0f,
-                      decoupled ? 0.0f : weightDecay,
-                      lr / bc1,
-                      bc2Sqrt};
+  const AdamScalars s =
+      adamScalars(lr, beta1, beta2, eps, weightDecay, decoupled, biasCorrection, step);
   parallelFor(n, kGrain / 4,
               [&](int64_t b, int64_t e) { adamRange(p, g, m, v, b, e, s); });
 }

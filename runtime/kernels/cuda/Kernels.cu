@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/cuda/Kernels.h"
 
+#include "runtime/kernels/cpu/AdamScalars.h"
+
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -383,12 +385,8 @@ __global__ void gatherGradKernel(const float *dy, const int64_t *idx, float *dta
   }
 }
 
-struct AdamScalars {
-  float beta1, beta2, c1, c2, eps, decay, l2, stepSize, bc2Sqrt;
-};
-
 __global__ void adamKernel(float *p, const float *g, float *m, float *v, int64_t n,
-                           AdamScalars s) {
+                           cpu::AdamScalars s) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const float param = p[i] * s.decay;
@@ -580,20 +578,8 @@ void gatherGrad(const float *dy, const int64_t *idx, float *dtable, int64_t A, i
 void adam(float *p, const float *g, float *m, float *v, int64_t n, float lr, float beta1,
           float beta2, float eps, float weightDecay, bool decoupled, bool biasCorrection,
           int64_t step, void *stream) {
-  float bc1 = 1.0f, bc2Sqrt = 1.0f;
-  if (biasCorrection) {
-    bc1 = float(1.0 - std::pow(double(beta1), double(step)));
-    bc2Sqrt = float(std::sqrt(1.0 - std::pow(double(beta2), double(step))));
-  }
-  AdamScalars s{beta1,
-                beta2,
-                1.0f - beta1,
-                1.0f - beta2,
-                eps,
-                decoupled ? 1.0f - lr * weightDecay : 1.0f,
-                decoupled ? 0.0f : weightDecay,
-                lr / bc1,
-                bc2Sqrt};
+  cpu::AdamScalars s =
+      cpu::adamScalars(lr, beta1, beta2, eps, weightDecay, decoupled, biasCorrection, step);
   adamKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(p, g, m, v, n, s);
   launched("adam");
 }
