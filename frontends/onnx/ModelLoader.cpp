@@ -19,6 +19,8 @@
 
 #include <climits>
 #include <map>
+#include <optional>
+#include <set>
 
 namespace dsc::onnx_import {
 
@@ -306,9 +308,35 @@ llvm::Error checkBeforeShapeInference(const LoadedModel &m) {
       ranks[in.name()] = in.type().tensor_type().shape().dim_size();
   for (const auto &t : m.model.graph().initializer())
     ranks[t.name()] = t.dims_size();
+  // Ranks also follow the ops that keep them (elementwise ops broadcast to
+  // the largest operand rank), so that an intermediate input is checked too.
+  static const std::set<std::string> unary = {
+      "Identity", "Relu", "Gelu", "Tanh", "Sigmoid", "Erf", "Neg", "Abs", "Exp", "Log",
+      "Sqrt", "Reciprocal", "Cast", "Dropout", "Softmax", "LogSoftmax", "LayerNormalization"};
+  static const std::set<std::string> binary = {"Add", "Sub", "Mul", "Div", "Pow", "Max",
+                                               "Min", "Where"};
   for (int k = 0; k < m.model.graph().node_size(); ++k) {
     const auto &node = m.model.graph().node(k);
-    if (node.op_type() != "LayerNormalization" || node.input_size() < 1)
+    const std::string &op = node.op_type();
+    std::optional<int64_t> outRank;
+    if (unary.count(op) && node.input_size() >= 1 && ranks.count(node.input(0))) {
+      outRank = ranks[node.input(0)];
+    } else if (binary.count(op) && node.input_size() >= 2) {
+      int64_t r = 0;
+      bool known = true;
+      for (const auto &in : node.input())
+        if (auto it = ranks.find(in); it != ranks.end())
+          r = std::max(r, it->second);
+        else
+          known = false;
+      if (known)
+        outRank = r;
+    }
+    if (outRank && node.domain().empty())
+      for (const auto &out : node.output())
+        if (!out.empty())
+          ranks[out] = *outRank;
+    if (op != "LayerNormalization" || node.input_size() < 1)
       continue;
     auto it = ranks.find(node.input(0));
     if (it == ranks.end())
