@@ -470,7 +470,9 @@ std::string toJson(const TrainConfig &cfg) {
   zj["stage3_param_persistence_threshold"] = z.stage3ParamPersistenceThreshold;
   zj["stage3_max_live_parameters"] = z.stage3MaxLiveParameters;
   root["zero_optimization"] = zj;
-  if (cfg.pipeline.stages > 1) {
+  // Also without stages: a schedule or partition method asked for (the
+  // plan compiled with --pp later keeps them) must read back the same.
+  if (cfg.pipeline.stages > 1 || !(cfg.pipeline == PipelineConfig())) {
     ordered_json pj;
     pj["stages"] = cfg.pipeline.stages;
     pj["partition_method"] = cfg.pipeline.partitionMethod;
