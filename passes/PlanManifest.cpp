@@ -258,8 +258,15 @@ void writeTensorParallel(const plan::Plan &p, llvm::raw_ostream &os) {
   // their whole output) and reduce-scatters (by their whole input).
   int64_t calls = 0, elements = 0, gathers = 0, gathered = 0, scatters = 0, scattered = 0;
   const plan::Program &prog = p.program();
+  // And the vocabulary-parallel embedding gathers and cross-entropies.
+  int64_t embeddings = 0, losses = 0, classes = 0;
   auto count = [&](const google::protobuf::RepeatedPtrField<plan::Instr> &list, int64_t times) {
     for (const plan::Instr &i : list) {
+      embeddings += i.op() == "nn.gather" && i.ints_size() == 2;
+      if (i.op() == "nn.vocab_ce_loss" && i.ints_size() > 0) {
+        ++losses;
+        classes = i.ints(0);
+      }
       if (i.axis() != 2)
         continue;
       if (i.op() == "dist.all_reduce") {
@@ -287,16 +294,6 @@ void writeTensorParallel(const plan::Plan &p, llvm::raw_ostream &os) {
        << " reduce-scatters of " << scattered;
   os << " (" << 2 * elements + gathered + scattered
      << " in the ZeRO paper's units, as dsrt counts)\n";
-  // The vocabulary-parallel embedding gathers and cross-entropies.
-  int64_t embeddings = 0, losses = 0, classes = 0;
-  for (const auto *list : {&prog.prologue(), &prog.micro_batch(), &prog.epilogue()})
-    for (const plan::Instr &i : *list) {
-      embeddings += i.op() == "nn.gather" && i.ints_size() == 2;
-      if (i.op() == "nn.vocab_ce_loss" && i.ints_size() > 0) {
-        ++losses;
-        classes = i.ints(0);
-      }
-    }
   if (losses || embeddings)
     os << "  vocabulary parallel: " << embeddings << " embedding gather"
        << (embeddings == 1 ? "" : "s") << " and " << losses << " LM head cross-entropy"

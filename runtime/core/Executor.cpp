@@ -280,7 +280,7 @@ std::vector<TpRun> heldRuns(const Tensor &t, int dpRank, int tpRank) {
   if (t.shards <= 1)
     return t.tpDim >= 0 ? tpRuns(t, tpRank) : std::vector<TpRun>{{0, 0, t.numel}};
   // A ZeRO chunk: elements [begin, end) of the flattened tp part (or whole).
-  int64_t partNumel = t.tpDim >= 0 ? t.fullNumel / t.tpSize : t.fullNumel;
+  int64_t partNumel = t.partNumel();
   int64_t begin = std::min(partNumel, int64_t(dpRank) * t.numel);
   int64_t end = std::min(partNumel, begin + t.numel);
   std::vector<TpRun> in =
@@ -524,8 +524,6 @@ void Executor::validateBuffers() {
         throw PlanError(where + ": full_shape has rank " + std::to_string(b.full_shape_size()));
       t.fullNumel = boundedProduct(b.full_shape(), t.fullShape, where, "full_shape");
     }
-    // The tp part's elements (the whole tensor's without tensor parallelism).
-    int64_t partNumel = t.fullNumel;
     if (b.tp_split_size()) {
       const auto &sp = b.tp_split();
       if (b.tp_split_size() != 3 || sp[2] != tp_ || sp[1] < 1 || sp[0] < 0 ||
@@ -540,7 +538,6 @@ void Executor::validateBuffers() {
         throw PlanError(where + ": dimension " + std::to_string(t.tpDim) + " of " +
                         shapeString(t.fullShape) + " does not split into " +
                         std::to_string(t.tpBlocks) + " block(s) x tp " + std::to_string(tp_));
-      partNumel = t.fullNumel / tp_;
       if (b.shard_count() <= 1) {
         bool ok = b.full_shape_size() == b.shape_size();
         for (int i = 0; ok && i < t.shape.rank; ++i)
@@ -563,6 +560,7 @@ void Executor::validateBuffers() {
         throw PlanError(where + ": sharded " + std::to_string(b.shard_count()) +
                         " ways, but the plan runs on dp=" + std::to_string(dp_) + " ranks");
       t.shards = b.shard_count();
+      int64_t partNumel = t.partNumel();
       int64_t chunk = (partNumel + t.shards - 1) / t.shards;
       if (t.shape.rank != 1 || t.numel != chunk)
         throw PlanError(where + ": a shard of " +
@@ -954,7 +952,7 @@ std::vector<WholeTensor> Executor::gatherWeights() {
     // ZeRO: the chunks, in dp order, make the tp part (or the whole)
     // followed by the padding.
     const float *part = t->f32();
-    int64_t partNumel = t->tpDim >= 0 ? t->fullNumel / t->tpSize : t->fullNumel;
+    int64_t partNumel = t->partNumel();
     std::vector<float> chunks;
     if (t->shards > 1) {
       Uncounted quiet(*comm_);

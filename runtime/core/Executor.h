@@ -112,6 +112,9 @@ struct Tensor {
   /// flattened and zero-padded.
   /// The whole tensor's shape (a ZeRO shard's or a tp part's full_shape).
   const cpu::Shape &whole() const { return shards > 1 || tpDim >= 0 ? fullShape : shape; }
+  /// Elements of the tp part a ZeRO chunk is cut from (the whole's without
+  /// tensor parallelism); meaningful when shards > 1 or tpDim >= 0.
+  int64_t partNumel() const { return tpDim >= 0 ? fullNumel / tpSize : fullNumel; }
 
   float *f32() const { return static_cast<float *>(data); }
   int64_t *i64() const { return static_cast<int64_t *>(data); }

@@ -360,15 +360,20 @@ __global__ void dropoutGradKernel(const float *dy, const uint8_t *mask, float *d
 
 //===--- embedding, optimizer, norm ---------------------------------------===//
 
+/// The table row of an index (negative ones count from the end), or -1
+/// outside [-A, A).
+__device__ __forceinline__ int64_t tableRow(int64_t k, int64_t A) {
+  k += k < 0 ? A : 0;
+  return k >= 0 && k < A ? k : -1;
+}
+
 __global__ void gatherKernel(const float *table, const int64_t *idx, float *out, int64_t A,
                              int64_t inner, int64_t nIdx) {
   int64_t total = nIdx * inner;
   for (int64_t w = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; w < total;
        w += int64_t(gridDim.x) * blockDim.x) {
-    int64_t j = w / inner, e = w % inner;
-    int64_t k = idx[j];
-    k += k < 0 ? A : 0;
-    out[w] = k >= 0 && k < A ? table[k * inner + e] : 0.0f;
+    int64_t k = tableRow(idx[w / inner], A);
+    out[w] = k >= 0 ? table[k * inner + w % inner] : 0.0f;
   }
 }
 
@@ -377,11 +382,9 @@ __global__ void gatherGradKernel(const float *dy, const int64_t *idx, float *dta
   int64_t total = nIdx * inner;
   for (int64_t w = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; w < total;
        w += int64_t(gridDim.x) * blockDim.x) {
-    int64_t j = w / inner, e = w % inner;
-    int64_t k = idx[j];
-    k += k < 0 ? A : 0;
-    if (k >= 0 && k < A)
-      atomicAdd(dtable + k * inner + e, dy[w]);
+    int64_t k = tableRow(idx[w / inner], A);
+    if (k >= 0)
+      atomicAdd(dtable + k * inner + w % inner, dy[w]);
   }
 }
 
