@@ -21,9 +21,10 @@
 //    gathers the rows it holds (`dist.tp_part` on the gather: the others
 //    read as zeros) and g sums the parts.
 //
-// The vocabulary must divide by tp when the LM head is split (an error
-// that suggests padding it, as Megatron's --make-vocab-size-divisible-by
-// does); an embedding whose table does not divide stays whole.
+// A head whose classes tp does not divide (a classifier's 5 classes, a
+// vocabulary of 97) stays whole, with the reason on the GEMM for the
+// manifest (padding it, as Megatron's --make-vocab-size-divisible-by does,
+// lets it split); so does an embedding whose table does not divide.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/VocabParallel.h"
@@ -163,11 +164,17 @@ LogicalResult vocabParallel(func::FuncOp fn, int64_t tp, VocabParallelCounts &co
     if (!onlyGathers(h->weight, headUse))
       continue; // read elsewhere too: the propagation says why it stays whole
     int64_t V = cast<RankedTensorType>(h->weight.getType()).getDimSize(0);
-    if (V % tp)
-      return ce.emitOpError("tensor-parallel: the vocabulary of ")
-             << V << " classes does not split into tp " << tp
-             << " parts: pad the vocabulary (the LM head and the embedding) to a multiple of "
-             << tp << ", as Megatron's --make-vocab-size-divisible-by does";
+    if (V % tp) {
+      // A classifier's 5 classes, a vocabulary of 97: the head (and its
+      // table) stay whole on every rank; the manifest says why.
+      h->mm->setAttr("dist.tp", b.getStringAttr("replicated"));
+      h->mm->setAttr("dist.tp_reason",
+                     b.getStringAttr("the " + std::to_string(V) + " classes of the head feeding "
+                                     "the loss do not split into tp " + std::to_string(tp) +
+                                     " parts (pad them to a multiple of tp, as Megatron's "
+                                     "--make-vocab-size-divisible-by does, to split the head)"));
+      continue;
+    }
     int64_t part = V / tp;
     Location loc = ce.getLoc();
 

@@ -35,15 +35,3 @@ func.func @features(%x: tensor<4x8xf32> {train.input = "x"}, %w1: tensor<6x8xf32
   %l = nn.reduce_sum %y {axes = array<i64: 0, 1>} : tensor<4x8xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
-
-// -----
-
-// A vocabulary of 6 classes over 4 ranks: the LM head and its
-// cross-entropy cannot split (Megatron pads the vocabulary).
-func.func @vocab(%x: tensor<2x8xf32> {train.input = "x"}, %y: tensor<2xi64> {train.input = "y"},
-                 %head: tensor<6x8xf32> {train.param = "head"}) -> (tensor<f32> {train.loss}) {
-  %logits = nn.matmul %x, %head {transpose_rhs} : tensor<2x8xf32>, tensor<6x8xf32> -> tensor<2x6xf32>
-  // expected-error @+1 {{'nn.cross_entropy' op tensor-parallel: the vocabulary of 6 classes does not split into tp 4 parts: pad the vocabulary (the LM head and the embedding) to a multiple of 4, as Megatron's --make-vocab-size-divisible-by does}}
-  %ce = nn.cross_entropy %logits, %y : tensor<2x6xf32>, tensor<2xi64> -> tensor<f32>
-  return %ce : tensor<f32>
-}

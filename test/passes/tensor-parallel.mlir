@@ -482,3 +482,31 @@ func.func @gqa(%x: tensor<2x3x8xf32> {train.input = "x"},
   %l = nn.reduce_sum %y {axes = array<i64: 0, 1, 2>} : tensor<2x3x8xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// A classifier's 5 classes over tp 2 (and a table of 97 rows feeding it):
+// the head feeding the loss stays whole, with the reason, instead of an
+// error; the hidden GEMMs before it still split.
+// CHECK-LABEL: func.func @classes
+// CHECK-SAME:    %{{.*}}: tensor<97x8xf32> {train.param = "emb"}
+// CHECK-SAME:    %{{.*}}: tensor<5x8xf32> {train.param = "head"}
+// CHECK:         nn.gather
+// CHECK-NOT:     dist.tp_part
+// CHECK:         nn.matmul {{.*}} {dist.tp = "column", transpose_rhs}
+// CHECK:         nn.matmul {{.*}} {dist.tp = "row", transpose_rhs}
+// CHECK:         nn.matmul {{.*}} {dist.tp = "replicated", dist.tp_reason = "the 5 classes of the head feeding the loss do not split into tp 2 parts (pad them to a multiple of tp, as Megatron's --make-vocab-size-divisible-by does, to split the head)", transpose_rhs}
+// CHECK:         nn.cross_entropy
+// CHECK-NOT:     nn.vocab_ce_loss
+func.func @classes(%ids: tensor<2xi64> {train.input = "ids"}, %y: tensor<2xi64> {train.input = "y"},
+                   %emb: tensor<97x8xf32> {train.param = "emb"},
+                   %w1: tensor<16x8xf32> {train.param = "w1"},
+                   %w2: tensor<8x16xf32> {train.param = "w2"},
+                   %head: tensor<5x8xf32> {train.param = "head"}) -> (tensor<f32> {train.loss}) {
+  %x = nn.gather %emb, %ids {axis = 0 : i64} : tensor<97x8xf32>, tensor<2xi64> -> tensor<2x8xf32>
+  %h = nn.matmul %x, %w1 {transpose_rhs} : tensor<2x8xf32>, tensor<16x8xf32> -> tensor<2x16xf32>
+  %z = nn.matmul %h, %w2 {transpose_rhs} : tensor<2x16xf32>, tensor<8x16xf32> -> tensor<2x8xf32>
+  %logits = nn.matmul %z, %head {transpose_rhs} : tensor<2x8xf32>, tensor<5x8xf32> -> tensor<2x5xf32>
+  %ce = nn.cross_entropy %logits, %y : tensor<2x5xf32>, tensor<2xi64> -> tensor<f32>
+  return %ce : tensor<f32>
+}
