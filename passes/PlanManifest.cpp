@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "passes/PlanManifest.h"
 
+#include "runtime/config/DsConfig.h"
 #include "runtime/plan/ElementBytes.h"
 
 #include "llvm/Support/Format.h"
@@ -49,6 +50,107 @@ namespace {
 /// the ZeRO paper's units (an all-reduce of n elements moves 2n, a
 /// reduce-scatter or all-gather of an n-element tensor moves n), with P the
 /// number of parameters, so stages 0-2 read 2P and stage 3 up to 3P.
+/// The 16-bit copies of the parameters (an nn.cast of a PARAM buffer, whole
+/// or its chunk), counted as whole copies.
+struct LowCopies {
+  int64_t elements = 0;
+  /// Held through the step (all but ZeRO-3's gathered-per-use ones).
+  int64_t heldElements = 0;
+  const char *name = nullptr; // "bf16", "fp16", or none
+};
+
+LowCopies lowPrecisionCopies(const plan::Plan &p) {
+  LowCopies low;
+  std::set<uint32_t> cast;
+  const plan::Program &prog = p.program();
+  for (const auto *list : {&prog.prologue(), &prog.micro_batch(), &prog.epilogue()})
+    for (const plan::Instr &i : *list)
+      if (i.op() == "nn.cast" && i.inputs_size() == 1 && i.outputs_size() == 1 &&
+          p.buffers(i.inputs(0)).role() == plan::PARAM &&
+          elementBytes(p.buffers(i.outputs(0)).dtype()) == 2 && cast.insert(i.inputs(0)).second) {
+        const plan::Buffer &b = p.buffers(i.inputs(0));
+        int64_t n = b.shard_count() > 1 ? numel(b.full_shape()) : numel(b.shape());
+        low.elements += n;
+        if (p.zero_stage() < 3 || b.shard_count() <= 1)
+          low.heldElements += n;
+        low.name = p.buffers(i.outputs(0)).dtype() == plan::BF16 ? "bf16" : "fp16";
+      }
+  return low;
+}
+
+/// The precision the plan trains in, as the baked config and the plan's
+/// casts state it: what is 16-bit, what stays fp32, the dtypes gradients
+/// accumulate and travel in, the loss scaler, and the 16-bit copies' bytes.
+void writePrecision(const plan::Plan &p, llvm::raw_ostream &os) {
+  using namespace dsrt::config;
+  TrainConfig cfg;
+  try {
+    AutoValues autos;
+    autos.runLengthAtRun = true;
+    cfg = p.config_json().empty() ? defaultConfig()
+                                  : parseDsConfig(p.config_json(), "baked config",
+                                                  std::max<int64_t>(1, p.dp()), autos);
+  } catch (const ConfigError &e) {
+    os << "precision:        (the baked config does not read back: " << e.what() << ")\n";
+    return;
+  }
+  const PrecisionConfig &pc = cfg.precision;
+  LowCopies low = lowPrecisionCopies(p);
+  if (pc.kind == Precision::FP32) {
+    os << "precision:        fp32 (no mixed precision: weights, activations, gradients, "
+          "optimizer states and collectives in fp32)\n";
+    return;
+  }
+  const char *k = precisionName(pc.kind);
+  os << "precision:        " << k << " mixed: " << k << " compute over fp32 master weights "
+     << "and optimizer states\n";
+  // What the plan does, read from its buffers: the gradient accumulators'
+  // dtype, and the dtype the gradient collectives carry.
+  const plan::Program &prog = p.program();
+  auto dtypeName = [](plan::DType t) {
+    return t == plan::BF16 ? "bf16" : t == plan::F16 ? "fp16" : "fp32";
+  };
+  std::set<std::string> accum, reduced;
+  std::set<uint32_t> grads(prog.gradient_buffers().begin(), prog.gradient_buffers().end());
+  for (uint32_t b : grads)
+    accum.insert(dtypeName(p.buffers(b).dtype()));
+  for (const auto *list : {&prog.micro_batch(), &prog.epilogue()})
+    for (const plan::Instr &i : *list)
+      if ((i.op() == "dist.all_reduce" || i.op() == "dist.reduce_scatter") && i.inputs_size())
+        reduced.insert(dtypeName(p.buffers(i.inputs(0)).dtype()));
+  auto list = [](const std::set<std::string> &s) {
+    std::string r;
+    for (const std::string &x : s)
+      r += (r.empty() ? "" : " and ") + x;
+    return r.empty() ? std::string("-") : r;
+  };
+  os << "  gradients:      accumulated in " << list(accum) << " (data_types.grad_accum_dtype"
+     << (pc.gradAccumDtypeSetting ? "" : " not given: fp32, as BF16_Optimizer keeps them") << ")";
+  if (!reduced.empty())
+    os << ", reduced in " << list(reduced) << " (communication_data_type)";
+  os << "\n";
+  os << "  16-bit copies:  " << 2 * low.heldElements << " bytes per rank ("
+     << humanBytes(2 * low.heldElements) << ") held through the step, " << low.elements
+     << " parameters cast to " << (low.name ? low.name : k)
+     << (p.zero_stage() == 3 && low.heldElements != low.elements
+             ? "; ZeRO-3's partitioned ones gathered per use"
+             : "")
+     << "\n";
+  if (pc.kind == Precision::FP16) {
+    const Fp16Config &f = pc.fp16;
+    if (f.dynamicLossScale())
+      os << "  loss scaler:    dynamic: initial 2^" << f.initialScalePower << ", x2 after "
+         << f.lossScaleWindow << " steps without overflow, /2 after " << f.hysteresis
+         << " overflow(s) (hysteresis" << (f.consecutiveHysteresis ? ", consecutive" : "")
+         << "), min " << f.minLossScale << "; an overflowing step is skipped\n";
+    else
+      os << "  loss scaler:    static, " << f.lossScale << "\n";
+  } else {
+    os << "  loss scaler:    none (bf16 has fp32's range); a non-finite gradient stops the "
+          "run\n";
+  }
+}
+
 void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
   int64_t dp = std::max<int64_t>(1, p.dp()), stage = p.zero_stage();
   // P: parameters; pad: padding elements when every parameter is split
@@ -74,26 +176,10 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
   }
   int64_t statesPerParam = paramTensors ? stateTensors / paramTensors : 0;
   const plan::Program &prog = p.program();
-  // Mixed precision: the 16-bit copies of the parameters (an nn.cast of a
-  // PARAM buffer, whole or its chunk), counted as whole copies.
-  int64_t lowElements = 0, lowHeldElements = 0;
-  const char *lowName = nullptr;
-  {
-    std::set<uint32_t> cast;
-    for (const auto *list : {&prog.prologue(), &prog.micro_batch(), &prog.epilogue()})
-      for (const plan::Instr &i : *list)
-        if (i.op() == "nn.cast" && i.inputs_size() == 1 && i.outputs_size() == 1 &&
-            p.buffers(i.inputs(0)).role() == plan::PARAM &&
-            elementBytes(p.buffers(i.outputs(0)).dtype()) == 2 && cast.insert(i.inputs(0)).second) {
-          const plan::Buffer &b = p.buffers(i.inputs(0));
-          int64_t n = b.shard_count() > 1 ? numel(b.full_shape()) : numel(b.shape());
-          lowElements += n;
-          // Held through the step, except stage 3's gathered-per-use ones.
-          if (stage < 3 || b.shard_count() <= 1)
-            lowHeldElements += n;
-          lowName = p.buffers(i.outputs(0)).dtype() == plan::BF16 ? "bf16" : "fp16";
-        }
-  }
+  // Mixed precision: the 16-bit copies of the parameters.
+  LowCopies low = lowPrecisionCopies(p);
+  int64_t lowElements = low.elements, lowHeldElements = low.heldElements;
+  const char *lowName = low.name;
   int64_t gradBytes = 0;
   std::set<uint32_t> sums(prog.gradient_buffers().begin(), prog.gradient_buffers().end());
   bool lowGrads = false; // grad_accum_dtype bf16 / fp16
@@ -369,6 +455,7 @@ void writeManifest(const plan::Plan &p, llvm::raw_ostream &os) {
      << prog.micro_batches() << " x " << prog.micro_batch_size()
      << " micro-batch + " << prog.epilogue_size() << " epilogue instructions, "
      << constants << " constants\n";
+  writePrecision(p, os);
   if (p.dp() > 1 || p.zero_stage() > 0)
     writeDataParallel(p, os);
   if (p.tp() > 1)

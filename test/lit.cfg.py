@@ -29,3 +29,15 @@ if config.torch_python and os.path.exists(config.torch_python):
     else:
         lit_config.warning("torch/onnx not importable by %s: model tests skipped"
                            % config.torch_python)
+
+# The corpus of real ds_configs (third-party files, read where they lie,
+# never copied): ../shared/ds_configs beside the checkout, or
+# DSC_DS_CONFIGS. Tests that read it say REQUIRES: ds_configs.
+ds_configs = os.environ.get("DSC_DS_CONFIGS",
+                            os.path.join(config.dsc_src_root, "..", "shared", "ds_configs"))
+if os.path.isdir(ds_configs):
+    config.available_features.add("ds_configs")
+    config.substitutions.append(("%ds_configs", os.path.abspath(ds_configs)))
+else:
+    lit_config.warning("no ds_config corpus at %s: ds-config-corpus.test skipped (set "
+                       "DSC_DS_CONFIGS)" % ds_configs)

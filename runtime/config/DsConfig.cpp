@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/config/DsConfig.h"
+#include "runtime/config/KeyTable.h"
 #include "runtime/config/Readers.h"
 
 #include "runtime/io/JsonLimits.h"
@@ -159,54 +160,149 @@ json parseStrict(const std::string &text, const std::string &source) {
   }
 }
 
-//===--- top level --------------------------------------------------------===//
+//===--- hjson's leniencies ------------------------------------------------===//
 
-const std::vector<std::string> kTopLevelKeys = {
-    "train_batch_size",
-    "train_micro_batch_size_per_gpu",
-    "gradient_accumulation_steps",
-    "optimizer",
-    "scheduler",
-    "gradient_clipping",
-    "steps_per_print",
-    "wall_clock_breakdown",
-    "zero_optimization",
-    "pipeline",
-    "fp16",
-    "bf16",
-    "bfloat16",
-    "data_types",
-    "communication_data_type",
-    // Read only to reject what they ask for (below).
-    "torch_autocast",
-    "activation_checkpointing",
-    "checkpoint",
-    "tensor_parallel",
-};
+/// DeepSpeed reads configs with hjson, which takes a comma before a closing
+/// bracket; real configs have them (a pipeline example in DeepSpeedExamples).
+/// Each such comma becomes a space, so positions in later errors stay right.
+/// Strings and comments are skipped as the parser will skip them.
+std::string dropTrailingCommas(const std::string &text) {
+  std::string out = text;
+  enum class State { Json, String, Escape, LineComment, BlockComment } state = State::Json;
+  size_t pendingComma = std::string::npos;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i], next = i + 1 < text.size() ? text[i + 1] : '\0';
+    switch (state) {
+    case State::String:
+      state = c == '\\' ? State::Escape : c == '"' ? State::Json : State::String;
+      continue;
+    case State::Escape:
+      state = State::String;
+      continue;
+    case State::LineComment:
+      if (c == '\n')
+        state = State::Json;
+      continue;
+    case State::BlockComment:
+      if (c == '*' && next == '/') {
+        state = State::Json;
+        ++i;
+      }
+      continue;
+    case State::Json:
+      break;
+    }
+    if (c == '/' && next == '/') {
+      state = State::LineComment;
+      ++i;
+    } else if (c == '/' && next == '*') {
+      state = State::BlockComment;
+      ++i;
+    } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      // whitespace keeps a pending comma pending
+    } else if ((c == '}' || c == ']') && pendingComma != std::string::npos) {
+      out[pendingComma] = ' ';
+      pendingComma = std::string::npos;
+    } else {
+      pendingComma = c == ',' ? i : std::string::npos;
+      if (c == '"')
+        state = State::String;
+    }
+  }
+  return out;
+}
 
-/// Real DeepSpeed options dsc does not implement: rejected with a message
-/// that says so instead of a spelling suggestion.
-const std::vector<std::string> kUnsupportedDeepSpeedKeys = {
-    "amp",
-    "autotuning",
-    "comms_logger",
-    "compression_training",
-    "csv_monitor",
-    "curriculum_learning",
-    "data_efficiency",
-    "dataloader_drop_last",
-    "elasticity",
-    "flops_profiler",
-    "gradient_predivide_factor",
-    "memory_breakdown",
-    "prescale_gradients",
-    "sparse_attention",
-    "sparse_gradients",
-    "tensorboard",
-    "wandb",
-    "zero_allow_untested_optimizer",
-    "zero_force_ds_cpu_optimizer",
-};
+/// The unquoted word at `byte` (an identifier, not true/false/null), if
+/// the parser stopped on one: a template placeholder such as CONFIG_CL_MIN
+/// that a launch script fills in with sed.
+std::optional<std::string> bareWordAt(const std::string &text, size_t byte) {
+  size_t b = byte;
+  auto isWord = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  while (b > 0 && isWord(text[b - 1]))
+    --b;
+  size_t e = b;
+  while (e < text.size() && isWord(text[e]))
+    ++e;
+  if (e == b || std::isdigit(static_cast<unsigned char>(text[b])))
+    return std::nullopt;
+  std::string word = text.substr(b, e - b);
+  if (word == "true" || word == "false" || word == "null")
+    return std::nullopt;
+  return word;
+}
+
+} // namespace
+
+std::string readDsConfigText(const std::string &path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ConfigError(path + ": is a directory, not a DeepSpeed config");
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw ConfigError(path + ": cannot open the DeepSpeed config");
+  // Read through a bound rather than by size: --config <(...) is a pipe, and
+  // /dev/zero would otherwise be read until memory runs out.
+  std::string text;
+  char chunk[65536];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    text.append(chunk, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxConfigBytes)
+      throw ConfigError(path + ": larger than " + std::to_string(kMaxConfigBytes >> 20) +
+                        " MiB, not a DeepSpeed config");
+  }
+  if (in.bad())
+    throw ConfigError(path + ": cannot read the DeepSpeed config");
+  return text;
+}
+
+namespace {
+
+/// The text parsed as DeepSpeed reads it (JSON with comments and trailing
+/// commas), its top level an object.
+json parseRoot(const std::string &jsonText, const std::string &sourceName) {
+  std::string text = dropTrailingCommas(jsonText);
+  json root;
+  try {
+    root = parseStrict(text, sourceName);
+  } catch (const ConfigError &e) {
+    // A placeholder: say so rather than "invalid literal".
+    std::string what = e.what();
+    size_t colon = what.find(": JSON syntax error");
+    if (colon != std::string::npos) {
+      std::string pos = what.substr(sourceName.size() + 1, colon - sourceName.size() - 1);
+      size_t sep = pos.find(':');
+      if (sep != std::string::npos) {
+        size_t line = std::stoul(pos.substr(0, sep)), column = std::stoul(pos.substr(sep + 1));
+        size_t byte = 0;
+        for (size_t l = 1; l < line && byte < text.size(); ++byte)
+          if (text[byte] == '\n')
+            ++l;
+        byte += column - 1;
+        if (byte < text.size())
+          if (std::optional<std::string> word = bareWordAt(text, byte))
+            throw ConfigError(sourceName + ":" + pos + ": unquoted word '" + *word +
+                              "': a template placeholder that a launch script fills in "
+                              "(hjson would read it as the string \"" + *word +
+                              ",\" and DeepSpeed fail later); substitute the value first");
+      }
+    }
+    throw;
+  }
+  if (!root.is_object())
+    throw ConfigError(sourceName + ": the top level must be a JSON object, " + "got " +
+                      shown(root));
+  return root;
+}
+
+void collectAuto(const json &obj, const std::string &path, std::vector<std::string> &out) {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    std::string p = path.empty() ? it.key() : path + "." + it.key();
+    if (it.value().is_object())
+      collectAuto(it.value(), p, out);
+    else if (it.value().is_string() && it.value() == "auto")
+      out.push_back(p);
+  }
+}
 
 } // namespace
 
@@ -228,7 +324,15 @@ double SchedulerConfig::param(const std::string &name) const {
 }
 
 bool SchedulerConfig::operator==(const SchedulerConfig &o) const {
-  return type == o.type && params == o.params && warmupType == o.warmupType &&
+  if (totalStepsFromRun != o.totalStepsFromRun)
+    return false;
+  // A stand-in total_num_steps does not compare.
+  std::map<std::string, double> a = params, b = o.params;
+  if (totalStepsFromRun) {
+    a.erase("total_num_steps");
+    b.erase("total_num_steps");
+  }
+  return type == o.type && a == b && warmupType == o.warmupType &&
          staircase == o.staircase && cycleMomentum == o.cycleMomentum;
 }
 
@@ -339,36 +443,44 @@ Precision precisionFromFlag(const std::string &value) {
 
 TrainConfig defaultConfig() { return TrainConfig(); }
 
-TrainConfig parseDsConfig(const std::string &jsonText,
-                          const std::string &sourceName, int64_t worldSize) {
+std::vector<std::string> autoKeys(const std::string &jsonText, const std::string &sourceName) {
+  std::vector<std::string> out;
+  json root = parseRoot(jsonText, sourceName);
+  collectAuto(root, "", out);
+  // No batch size at all: the micro-batch is filled in too.
+  if (!root.contains("train_batch_size") && !root.contains("train_micro_batch_size_per_gpu"))
+    out.push_back("train_micro_batch_size_per_gpu");
+  return out;
+}
+
+TrainConfig parseDsConfig(const std::string &jsonText, const std::string &sourceName,
+                          int64_t worldSize, const AutoValues &autos) {
   if (worldSize < 1)
     throw ConfigError(sourceName + ": world size must be >= 1, got " +
                       std::to_string(worldSize));
-  json root = parseStrict(jsonText, sourceName);
-  if (!root.is_object())
-    throw ConfigError(sourceName + ": the top level must be a JSON object, " +
-                      "got " + shown(root));
-  Section top(sourceName, root, "");
-  top.checkKeys(kTopLevelKeys, [&](const std::string &key) -> std::string {
-    if (std::find(kUnsupportedDeepSpeedKeys.begin(),
-                  kUnsupportedDeepSpeedKeys.end(),
-                  key) != kUnsupportedDeepSpeedKeys.end())
-      return "'" + key + "' is a DeepSpeed option dsc does not support";
-    return "";
-  });
-
   TrainConfig cfg;
   cfg.worldSize = worldSize;
+  // The key table first: what remains is what the section readers read.
+  bool totalFromRun = false;
+  json root = checkAgainstKeyTable(parseRoot(jsonText, sourceName), sourceName, autos, cfg.notes,
+                                   totalFromRun);
+  Section top(sourceName, root, "");
+  std::vector<std::string> implemented;
+  for (const std::string &key : childKeys(""))
+    if (findKey(key)->kind == KeyKind::Implemented)
+      implemented.push_back(key);
+  top.checkKeys(implemented);
+
   readBatch(top, worldSize, cfg);
-  cfg.gradientClipping = top.number("gradient_clipping").value_or(0.0);
+  cfg.gradientClipping = top.number("gradient_clipping").value_or(cfg.gradientClipping);
   top.atLeast("gradient_clipping", cfg.gradientClipping, 0);
   cfg.stepsPerPrint = top.count("steps_per_print", 1, kMaxSteps).value_or(0);
   if (top.has("optimizer"))
     readOptimizer(top, cfg.optimizer);
   if (top.has("scheduler"))
     readScheduler(top, cfg.optimizer, cfg.scheduler);
-  if (top.has("zero_optimization"))
-    readZero(top, cfg.zero);
+  cfg.scheduler.totalStepsFromRun = totalFromRun;
+  readZero(top, cfg.zero, cfg.notes);
   if (top.has("pipeline"))
     readPipeline(top, cfg.pipeline);
   cfg.wallClockBreakdown =
@@ -400,27 +512,8 @@ TrainConfig parseDsConfig(const std::string &jsonText,
   return cfg;
 }
 
-TrainConfig loadDsConfig(const std::string &path, int64_t worldSize) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw ConfigError(path + ": is a directory, not a DeepSpeed config");
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw ConfigError(path + ": cannot open the DeepSpeed config");
-  // Read through a bound rather than by size: --config <(...) is a pipe, and
-  // /dev/zero would otherwise be read until memory runs out.
-  std::string text;
-  char chunk[65536];
-  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
-    text.append(chunk, static_cast<size_t>(in.gcount()));
-    if (text.size() > kMaxConfigBytes)
-      throw ConfigError(path + ": larger than " +
-                        std::to_string(kMaxConfigBytes >> 20) +
-                        " MiB, not a DeepSpeed config");
-  }
-  if (in.bad())
-    throw ConfigError(path + ": cannot read the DeepSpeed config");
-  return parseDsConfig(text, path, worldSize);
+TrainConfig loadDsConfig(const std::string &path, int64_t worldSize, const AutoValues &autos) {
+  return parseDsConfig(readDsConfigText(path), path, worldSize, autos);
 }
 
 std::string toJson(const TrainConfig &cfg) {
@@ -453,8 +546,11 @@ std::string toJson(const TrainConfig &cfg) {
   root["optimizer"] = {{"type", o.type}, {"params", op}};
 
   const SchedulerConfig &s = cfg.scheduler;
-  if (std::optional<ordered_json> sp = schedulerParamsJson(s))
+  if (std::optional<ordered_json> sp = schedulerParamsJson(s)) {
+    if (s.totalStepsFromRun)
+      (*sp)["total_num_steps"] = "auto";
     root["scheduler"] = {{"type", s.type}, {"params", *sp}};
+  }
   const ZeroConfig &z = cfg.zero;
   ordered_json zj;
   zj["stage"] = z.stage;

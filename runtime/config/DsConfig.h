@@ -130,6 +130,9 @@ struct SchedulerConfig {
   /// OneCycle: cycle_momentum (DeepSpeed default true). It only acts on
   /// optimizers with betas (Adam, AdamW); see betasAt() in LrSchedule.h.
   bool cycleMomentum = false;
+  /// total_num_steps was "auto" (the Hugging Face Trainer's max_steps): the
+  /// run's --steps gives it; until dsrt sets it, params holds a stand-in.
+  bool totalStepsFromRun = false;
 
   /// params.at(name), with an error naming the scheduler if it is missing.
   double param(const std::string &name) const;
@@ -243,18 +246,18 @@ struct PrecisionConfig {
   /// Read it through communicationDataType().
   std::optional<Precision> communicationDataTypeSetting;
 
-  /// The dtype gradients accumulate in across micro-batches. DeepSpeed's
-  /// rule (engine.py get_data_types): the model's dtype (kind) unless
-  /// grad_accum_dtype is given. (Until DeepSpeed PR #7515, bf16 without
-  /// ZeRO defaulted to fp32.)
+  /// The dtype gradients accumulate in across micro-batches: fp32 unless
+  /// grad_accum_dtype is given. dsc's choice, as BF16_Optimizer's; DeepSpeed
+  /// (engine.py get_data_types, since PR #7515) defaults to the model's
+  /// dtype (docs/architecture.md, mixed precision).
   Precision gradAccumDtype() const {
-    return gradAccumDtypeSetting.value_or(kind);
+    return gradAccumDtypeSetting.value_or(Precision::FP32);
   }
-  /// The dtype gradients are reduced in. DeepSpeed's rule (engine.py
-  /// communication_data_type): fp16 under fp16, bf16 under bf16, else fp32,
-  /// unless communication_data_type is given.
+  /// The dtype gradients are reduced in: fp32 unless
+  /// communication_data_type is given (dsc's choice, the dtype it
+  /// accumulates in; DeepSpeed defaults to the model's dtype).
   Precision communicationDataType() const {
-    return communicationDataTypeSetting.value_or(kind);
+    return communicationDataTypeSetting.value_or(Precision::FP32);
   }
 
   /// Compares gradAccumDtype() and communicationDataType(), not how they
@@ -357,7 +360,9 @@ struct TrainConfig {
   /// Sequence parallelism over the tensor-parallel group (dsc
   /// --sequence-parallel; Megatron's --sequence-parallel, no ds_config key).
   bool sequenceParallel = false;
-  double gradientClipping = 0.0; // 0 = off
+  /// The global gradient norm's bound; 0 = off. DeepSpeed's default is 1.0
+  /// since PR #8068 (June 2026; 0, off, before).
+  double gradientClipping = 1.0;
   int64_t stepsPerPrint = 0;     // 0 = never
   /// wall_clock_breakdown: DeepSpeed's per-phase timers; dsrt reports its
   /// per-op and per-phase timing (as with --profile) when it is set.
@@ -377,8 +382,30 @@ struct TrainConfig {
   bool operator!=(const TrainConfig &o) const { return !(*this == o); }
 };
 
+/// What dsc knows that fills in a ds_config's "auto" values (the Hugging
+/// Face Trainer's placeholders): each is resolved from these or named in one
+/// error listing every "auto" key left (KeyCheck.cpp, docs/ds-config.md).
+struct AutoValues {
+  /// train_micro_batch_size_per_gpu: the model's batch (or --batch-size).
+  std::optional<int64_t> microBatch;
+  /// gradient_accumulation_steps: --micro-batches (else the Trainer's 1).
+  std::optional<int64_t> gradAccumSteps;
+  /// bf16.enabled / fp16.enabled: --precision (else fp32).
+  std::optional<Precision> precision;
+  /// ZeRO bucket sizes (hidden^2, 0.9 hidden^2, 10 hidden): the model's
+  /// hidden size.
+  std::optional<int64_t> hiddenSize;
+  /// scheduler.params.total_num_steps: the run's length (dsrt --steps).
+  std::optional<int64_t> totalSteps;
+  /// Without totalSteps: leave total_num_steps to the run
+  /// (SchedulerConfig::totalStepsFromRun) instead of refusing it. dsc sets
+  /// it; dsrt fills the value in from --steps.
+  bool runLengthAtRun = false;
+};
+
 /// What dsc uses when it is given no ds_config at all: batch 1 (micro 1,
-/// gas 1, world 1), AdamW with FusedAdam defaults, no scheduler, no clipping,
+/// gas 1, world 1), AdamW with FusedAdam defaults, no scheduler, clipping at
+/// 1.0 (DeepSpeed's default),
 /// ZeRO stage 0 with DeepSpeed's defaults.
 TrainConfig defaultConfig();
 
@@ -387,11 +414,24 @@ TrainConfig defaultConfig();
 /// Throws ConfigError.
 TrainConfig parseDsConfig(const std::string &jsonText,
                           const std::string &sourceName = "ds_config.json",
-                          int64_t worldSize = 1);
+                          int64_t worldSize = 1, const AutoValues &autos = {});
+
+/// The paths of the keys dsc fills in from what it knows: those whose value
+/// is "auto", and train_micro_batch_size_per_gpu when the config gives no
+/// batch size at all (a cheap look before the model is imported: dsc then
+/// knows what it must resolve). Throws ConfigError on a text that is not a
+/// ds_config.
+std::vector<std::string> autoKeys(const std::string &jsonText,
+                                  const std::string &sourceName = "ds_config.json");
+
+/// Reads the file at `path` (a bound on its size, a named error when it
+/// cannot be read).
+std::string readDsConfigText(const std::string &path);
 
 /// Reads and parses the file at `path` (named by its path in errors); a
 /// file larger than kMaxConfigBytes is refused.
-TrainConfig loadDsConfig(const std::string &path, int64_t worldSize = 1);
+TrainConfig loadDsConfig(const std::string &path, int64_t worldSize = 1,
+                         const AutoValues &autos = {});
 
 /// dsc --precision's value: "fp32", "bf16", "fp16", or PyTorch Lightning's
 /// names of the same modes: "32-true", "bf16-mixed", "16-mixed". Throws

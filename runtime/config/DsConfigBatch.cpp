@@ -147,53 +147,6 @@ const std::vector<std::pair<std::string, std::string>> kZeroSynonyms = {
     {"max_live_parameters", "stage3_max_live_parameters"},
 };
 
-/// DeepSpeedZeroConfig's other keys (current and deprecated). dsc implements
-/// none of them; each is rejected by name rather than ignored, so a config
-/// never silently means less to dsc than it does to DeepSpeed.
-const std::vector<std::string> kUnsupportedZeroKeys = {
-    "allgather_sequential",
-    "cpu_offload",
-    "cpu_offload_param",
-    "cpu_offload_params",
-    "cpu_offload_use_pin_memory",
-    "elastic_checkpoint",
-    "enable_sanity_checks",
-    "gather_16bit_weights_on_model_save",
-    "ignore_unused_parameters",
-    "leaf_module",
-    "legacy_stage1",
-    "load_from_fp32_weights",
-    "log_trace_cache_warnings",
-    "max_reuse_distance",
-    "memory_efficient_linear",
-    "mics_hierarchical_params_gather",
-    "mics_shard_size",
-    "model_persistence_threshold",
-    "module_granularity_threshold",
-    "offload_optimizer",
-    "offload_param",
-    "override_module_apply",
-    "partition_stream_chunk_size",
-    "pipeline_loading_checkpoint",
-    "save_muon_momentum_buffer_in_memory",
-    "stage3_allgather_sequential",
-    "stage3_gather_16bit_weights_on_model_save",
-    "stage3_gather_fp16_weights_on_model_save",
-    "stage3_max_reuse_distance",
-    "stage3_model_persistence_threshold",
-    "stage3_module_granularity_threshold",
-    "stage3_partition_stream_chunk_size",
-    "stage3_use_all_reduce_for_fetch_params",
-    "use_all_reduce_for_fetch_params",
-    "use_multi_rank_bucket_allreduce",
-    "zenflow",
-    "zero_hpz_partition_size",
-    "zero_quantized_gradients",
-    "zero_quantized_nontrainable_weights",
-    "zero_quantized_weights",
-    "zeropp_loco_param",
-};
-
 //===--- pipeline ----------------------------------------------------------===//
 
 void readPipeline(const Section &top, PipelineConfig &p) {
@@ -246,28 +199,39 @@ void readPipeline(const Section &top, PipelineConfig &p) {
   pipe.boolean("grad_partitioned");
 }
 
-void readZero(const Section &top, ZeroConfig &z) {
+void readZero(const Section &top, ZeroConfig &z, std::vector<std::string> &notes) {
+  z = ZeroConfig();
+  std::optional<int64_t> allgatherSize = top.count("allgather_size", 1, kMaxElements);
+  if (!top.has("zero_optimization")) {
+    if (allgatherSize)
+      notes.push_back("'allgather_size' has no effect: DeepSpeed reads it only with the "
+                      "boolean form of zero_optimization");
+    return;
+  }
   const json &raw = top.raw("zero_optimization");
-  if (raw.is_boolean())
-    top.fail("'zero_optimization' must be an object, got " + shown(raw) +
-             " (DeepSpeed's deprecated boolean form; write "
-             "{\"stage\": " + (raw.get<bool>() ? "1" : "0") + "})");
+  if (raw.is_boolean()) {
+    // DeepSpeed's deprecated form (read_zero_config_deprecated): true is
+    // stage 1 with allgather_size as its all-gather bucket.
+    z.stage = raw.get<bool>() ? 1 : 0;
+    if (z.stage)
+      z.allgatherBucketSize = allgatherSize.value_or(z.allgatherBucketSize);
+    notes.push_back(std::string("'zero_optimization': ") + (z.stage ? "true" : "false") +
+                    " is DeepSpeed's deprecated form of {\"stage\": " +
+                    (z.stage ? "1" : "0") + "}, read as such");
+    return;
+  }
+  if (allgatherSize)
+    notes.push_back("'allgather_size' has no effect: DeepSpeed reads it only with the boolean "
+                    "form of zero_optimization; use zero_optimization.allgather_bucket_size");
   Section zero = top.object("zero_optimization");
 
+  // The key table has removed DeepSpeed's other ZeRO keys (offload,
+  // quantization, MiCS, ...) after checking them (KeyCheck.cpp).
   std::vector<std::string> known = kZeroKeys;
   for (const auto &[synonym, key] : kZeroSynonyms)
     known.push_back(synonym);
-  std::vector<std::string> all = known;
-  all.insert(all.end(), kUnsupportedZeroKeys.begin(),
-             kUnsupportedZeroKeys.end());
-  zero.checkKeys(known, [&](const std::string &key) -> std::string {
-    if (std::find(kUnsupportedZeroKeys.begin(), kUnsupportedZeroKeys.end(),
-                  key) != kUnsupportedZeroKeys.end())
-      return "'" + zero.path(key) + "' is not supported yet by dsc";
-    return "unknown key '" + zero.path(key) + "'" + didYouMean(key, all);
-  });
+  zero.checkKeys(known);
 
-  z = ZeroConfig();
   if (std::optional<int64_t> stage = zero.count("stage", 0, 3))
     z.stage = static_cast<int>(*stage);
   z.overlapCommSetting = zero.boolean("overlap_comm");
@@ -290,9 +254,7 @@ void readZero(const Section &top, ZeroConfig &z) {
                   "give only one");
       name = synonym;
     }
-    if (std::optional<int64_t> v = zero.count(name, strictly ? 1 : 0,
-                                              kMaxElements,
-                                              /*integralFloats=*/true))
+    if (std::optional<int64_t> v = zero.count(name, strictly ? 1 : 0, kMaxElements))
       field = *v;
   };
   size("reduce_bucket_size", z.reduceBucketSize, true);

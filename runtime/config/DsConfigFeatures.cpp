@@ -14,6 +14,22 @@
 
 namespace dsrt::config::detail {
 
+/// Whether a section without dsc's "recompute" asks for checkpoints: a
+/// DeepSpeed key away from its default, or dsc's interval / memory_budget.
+/// Lightning writes the section with DeepSpeed's defaults into every config;
+/// that asks for nothing.
+bool asksForCheckpoints(const Section &ac) {
+  for (const char *key : {"partition_activations", "cpu_checkpointing",
+                          "contiguous_memory_optimization", "synchronize_checkpoint_boundary",
+                          "profile"})
+    if (ac.has(key) && ac.raw(key).is_boolean() && ac.raw(key).get<bool>())
+      return true;
+  for (const char *key : {"number_checkpoints", "interval", "memory_budget"})
+    if (ac.has(key) && !ac.raw(key).is_null())
+      return true;
+  return false;
+}
+
 /// "activation_checkpointing" (see RecomputeConfig). DeepSpeed's keys are
 /// read with their meaning where dsc has one and a note where it has none;
 /// a DeepSpeed key set to a value that asks for something dsc cannot do is
@@ -31,7 +47,7 @@ void readActivationCheckpointing(const Section &top, TrainConfig &cfg) {
       ac.fail("'" + ac.path("recompute") + "' is '" + *m + "'" + didYouMean(*m, modes) +
               "; supported: " + join(modes));
     r.mode = *m;
-  } else if (ac.firstKey()) {
+  } else if (asksForCheckpoints(ac)) {
     r.mode = "layers";
     cfg.notes.push_back("'activation_checkpointing' without dsc's 'recompute' key: dsc "
                         "recomputes every layer (it sees the graph, not the blocks wrapped in "
@@ -129,8 +145,9 @@ void readTensorParallel(const Section &top, TrainConfig &cfg) {
            "how); dsc finds the GEMM pairs in the graph itself: give only 'autotp_size' "
            "(or dsc --tp)";
   });
-  if (std::optional<int64_t> n = t.count("autotp_size", 1, std::numeric_limits<int32_t>::max()))
-    cfg.tensorParallel = *n;
+  // DeepSpeed's default 0 means no tensor parallelism, as 1 does.
+  if (std::optional<int64_t> n = t.count("autotp_size", 0, std::numeric_limits<int32_t>::max()))
+    cfg.tensorParallel = std::max<int64_t>(*n, 1);
 }
 
 } // namespace dsrt::config::detail

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <optional>
 #include <string>
@@ -148,11 +149,9 @@ struct ScheduleSpec {
 };
 
 ParamSpec warmupType() { return {"warmup_type", Kind::WarmupType, 0}; }
-ParamSpec warmupSteps() {
-  ParamSpec p{"warmup_num_steps", Kind::Count, 1000};
-  p.strictlyPositive = true;
-  return p;
-}
+/// DeepSpeed takes any count, 0 included, and warms up over max(2, n)
+/// steps (LrSchedule.cpp).
+ParamSpec warmupSteps() { return {"warmup_num_steps", Kind::Count, 1000}; }
 ParamSpec totalSteps() {
   ParamSpec p{"total_num_steps", Kind::Count, 0};
   p.required = true;
@@ -276,10 +275,16 @@ void readScheduler(const Section &top, const OptimizerConfig &opt,
 
   Section params = sched.optionalObject("params");
   std::vector<std::string> known = paramNames(*spec);
+  // Every DeepSpeed scheduler's constructor takes last_batch_iteration,
+  // default -1 (a fresh schedule): that value asks for nothing.
+  if (std::optional<int64_t> last = params.count("last_batch_iteration", INT64_MIN, INT64_MAX);
+      last && *last != -1)
+    params.fail("'" + params.path("last_batch_iteration") + "' is " + std::to_string(*last) +
+                ": not supported by dsc: DeepSpeed starts the schedule after that step; dsc "
+                "schedules start at step 0, and dsrt --resume restores a checkpoint's step "
+                "and schedule; remove it or give -1");
+  known.push_back("last_batch_iteration");
   params.checkKeys(known, [&](const std::string &key) -> std::string {
-    if (key == "last_batch_iteration")
-      return "'" + params.path(key) +
-             "' is not supported: dsc schedules always start at step 0";
     std::vector<std::string> owners;
     for (const ScheduleSpec &other : scheduleSpecs()) {
       std::vector<std::string> names = paramNames(other);

@@ -6,6 +6,12 @@
 
 namespace dsrt::config::detail {
 
+// KeyCheck.cpp: the key table's checks and "auto"; returns the config the
+// section readers read (Inert and Refused keys removed).
+/// `totalStepsFromRun`: scheduler.params.total_num_steps was "auto" and
+/// is left to the run (AutoValues::runLengthAtRun).
+json checkAgainstKeyTable(const json &root, const std::string &source, const AutoValues &autos,
+                          std::vector<std::string> &notes, bool &totalStepsFromRun);
 // DsConfigPrecision.cpp
 void readPrecision(const Section &top, PrecisionConfig &p, std::vector<std::string> &notes);
 // DsConfigFeatures.cpp
@@ -15,7 +21,7 @@ void readTensorParallel(const Section &top, TrainConfig &cfg);
 // DsConfigBatch.cpp
 void readBatch(const Section &top, int64_t worldSize, TrainConfig &cfg);
 void readPipeline(const Section &top, PipelineConfig &p);
-void readZero(const Section &top, ZeroConfig &z);
+void readZero(const Section &top, ZeroConfig &z, std::vector<std::string> &notes);
 // DsConfigOptimizer.cpp
 void readOptimizer(const Section &top, OptimizerConfig &o);
 void readScheduler(const Section &top, const OptimizerConfig &opt, SchedulerConfig &s);

@@ -105,11 +105,12 @@ public:
   }
 
   /// An integer in [lo, hi], checked in the type the JSON holds, so that
-  /// 2^64 - 1 or 1e30 is out of range rather than wrapped or clamped. With
-  /// `integralFloats`, a float with an integral value is taken too
-  /// (DeepSpeed's sizes are often written 5e8).
+  /// 2^64 - 1 or 1e30 is out of range rather than wrapped or clamped. A
+  /// float with an integral value is taken too, as pydantic's lax mode
+  /// takes it for DeepSpeed's int fields (2.0, 1e3, 5e8); `integralFloats`
+  /// false refuses it.
   std::optional<int64_t> count(const std::string &key, int64_t lo, int64_t hi,
-                               bool integralFloats = false) const {
+                               bool integralFloats = true) const {
     if (!has(key))
       return std::nullopt;
     const json &v = obj_.at(key);

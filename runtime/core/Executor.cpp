@@ -21,6 +21,14 @@ namespace dsrt {
 namespace plan = dsc::plan;
 
 namespace {
+/// The baked config may leave total_num_steps to the run (dsrt sets it
+/// from --steps, Executor::setConfig).
+config::AutoValues bakedAutos() {
+  config::AutoValues autos;
+  autos.runLengthAtRun = true;
+  return autos;
+}
+
 /// A collective operand's element type (bindCollective allows F32, BF16
 /// and F16).
 comm::Elem commElem(const Tensor &t) {
@@ -173,7 +181,8 @@ Executor::Executor(const std::string &dir, comm::Communicator *world)
   try {
     config_ = plan_.config_json().empty()
                   ? config::defaultConfig()
-                  : config::parseDsConfig(plan_.config_json(), name_ + " (baked config)", dp_);
+                  : config::parseDsConfig(plan_.config_json(), name_ + " (baked config)", dp_,
+                                          bakedAutos());
   } catch (const config::ConfigError &e) {
     throw PlanError(e.what());
   }

@@ -34,7 +34,7 @@ bf16 mixed precision as described in :class:`Bf16Semantics`):
 * metrics: loss = mean of the (unscaled) micro-batch losses of the step,
   lr = the learning rate used by that step's update, grad_norm = global L2
   norm of the accumulated gradient before clipping.
-* clipping: ``gradient_clipping`` > 0 -> torch.nn.utils.clip_grad_norm_
+* clipping: ``gradient_clipping`` > 0 (DeepSpeed's default 1.0) -> torch.nn.utils.clip_grad_norm_
   (coef = max_norm / (norm + 1e-6), applied when < 1), as DeepSpeed's
   clip_fp32_gradients does.
 * optimizer (DeepSpeed engine._configure_basic_optimizer):
@@ -843,7 +843,8 @@ def main(argv=None):
     check_precision(cfg, a.precision)
     if a.precision == "bf16" and a.float64:
         fail("--float64 and --precision bf16 exclude each other")
-    clip = float(cfg.get("gradient_clipping", 0.0) or 0.0)
+    # DeepSpeed's default is 1.0 since PR #8068 (0, off, before).
+    clip = float(cfg.get("gradient_clipping", 1.0) or 0.0)
     for need in ("onnx", "data", "out"):
         if not getattr(a, need):
             fail("--%s is required" % need)

@@ -15,6 +15,7 @@
 #include "passes/Passes.h"
 #include "runtime/config/CliChecks.h"
 #include "runtime/config/DsConfig.h"
+#include "runtime/config/KeyTable.h"
 #include "runtime/io/OutputDir.h"
 #include "runtime/plan/Limits.h"
 
@@ -31,6 +32,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <map>
 #include <optional>
 
@@ -372,6 +374,33 @@ int64_t modelBatch(mlir::ModuleOp module) {
   return 0;
 }
 
+/// The model's hidden size, as the Hugging Face integration reads
+/// config.hidden_size to fill "auto" bucket sizes: the most common length
+/// among the 1-D parameters (layer-norm weights and biases, most biases), the
+/// larger on a tie; without 1-D parameters, the most common dimension.
+std::optional<int64_t> modelHiddenSize(mlir::ModuleOp module) {
+  auto fn = *module.getOps<mlir::func::FuncOp>().begin();
+  std::map<int64_t, int64_t> vectors, dims;
+  for (auto arg : fn.getArguments()) {
+    if (!fn.getArgAttr(arg.getArgNumber(), dsc::train::TrainDialect::kParam))
+      continue;
+    auto t = mlir::cast<mlir::RankedTensorType>(arg.getType());
+    if (t.getRank() == 1)
+      ++vectors[t.getShape()[0]];
+    for (int64_t d : t.getShape())
+      ++dims[d];
+  }
+  const std::map<int64_t, int64_t> &counts = vectors.empty() ? dims : vectors;
+  std::optional<int64_t> best;
+  int64_t bestCount = 0;
+  for (auto [size, count] : counts)
+    if (count >= bestCount) {
+      best = size;
+      bestCount = count;
+    }
+  return best;
+}
+
 int main(int argc, char **argv) {
   CLI::App app{"dsc: ahead-of-time compiler for distributed training"};
   std::string model, output = "-", emit, loss, batchSizeText, configPath;
@@ -379,9 +408,11 @@ int main(int argc, char **argv) {
   std::optional<int64_t> zeroStage, pp, microBatches, tp;
   std::optional<std::string> schedule, partition, precision, recompute, memoryBudgetText;
   std::vector<std::string> inputShapes, freeze;
-  bool doExplain = false;
-  app.add_option("model", model, "ONNX model (binary .onnx or textual .onnxtxt) with its loss")
-      ->required();
+  bool doExplain = false, printConfig = false, listConfigKeys = false;
+  app.add_option("model", model, "ONNX model (binary .onnx or textual .onnxtxt) with its loss");
+  app.add_flag("--list-config-keys", listConfigKeys,
+               "print every ds_config key DeepSpeed reads and what dsc does with it "
+               "(docs/ds-config-keys.md) and stop");
   app.add_option("-o,--output", output, "where to write the result ('-' = stdout)");
   app.add_option("--emit", emit,
                  "what to produce: plan = a dsrt plan directory (the default with -o DIR), "
@@ -464,6 +495,9 @@ int main(int argc, char **argv) {
             }
           },
           "PRECISION"));
+  app.add_flag("--print-config", printConfig,
+               "print the effective ds_config (DeepSpeed's defaults, this command's flags and "
+               "the \"auto\" values filled in, in DeepSpeed's JSON shape) and stop");
   app.add_flag("--explain", doExplain,
                "print a summary (inputs, parameters, cost per op kind) instead of the IR");
   app.add_option("--elide-constants", elide,
@@ -477,6 +511,18 @@ int main(int argc, char **argv) {
     llvm::errs() << "dsc: error: " << e.what() << " (see dsc --help)\n";
     return 1;
   }
+  if (listConfigKeys) {
+    if (argc != 2) {
+      llvm::errs() << "dsc: error: --list-config-keys takes no model or other flag\n";
+      return 1;
+    }
+    llvm::outs() << dsrt::config::renderKeyTableMarkdown();
+    return 0;
+  }
+  if (model.empty()) {
+    llvm::errs() << "dsc: error: model is required (see dsc --help)\n";
+    return 1;
+  }
   int64_t batchSize = 0; // checked by its validator
   if (!batchSizeText.empty())
     batchSize = std::stoll(batchSizeText);
@@ -486,6 +532,15 @@ int main(int argc, char **argv) {
     return 1;
   }
 
+  if (printConfig) {
+    if (app.count("--output") || app.count("--emit") || doExplain) {
+      llvm::errs() << "dsc: error: --print-config prints the effective config and stops: drop "
+                   << (app.count("--output") ? "-o" : app.count("--emit") ? "--emit" : "--explain")
+                   << "\n";
+      return 1;
+    }
+    emit = "train"; // read the config and the flags as a compile would, write nothing
+  }
   if (emit.empty())
     emit = (output == "-" || llvm::StringRef(output).ends_with(".mlir")) ? "nn" : "plan";
   // Flags that would change nothing are errors, not silently ignored.
@@ -526,23 +581,53 @@ int main(int argc, char **argv) {
 
   dsrt::config::TrainConfig cfg;
   bool haveConfig = !configPath.empty();
+  // "auto" values (the Hugging Face Trainer's) are filled in from the
+  // flags and the model, so a config that has them is read again once the
+  // model is imported; a first reading gives the micro-batch a dynamic
+  // batch dimension takes.
+  std::string configText;
+  std::vector<std::string> autoPaths;
+  dsrt::config::AutoValues autos;
+  autos.gradAccumSteps = microBatches;
+  autos.runLengthAtRun = true; // dsrt --steps gives total_num_steps
+  if (precision)
+    autos.precision = dsrt::config::precisionFromFlag(*precision);
+  bool autoMicro = false;
   if (haveConfig) {
     try {
-      cfg = dsrt::config::loadDsConfig(configPath, dp);
+      configText = dsrt::config::readDsConfigText(configPath);
+      autoPaths = dsrt::config::autoKeys(configText, configPath);
+      autoMicro = std::find(autoPaths.begin(), autoPaths.end(),
+                            "train_micro_batch_size_per_gpu") != autoPaths.end();
+      dsrt::config::AutoValues first = autos;
+      if (!autoPaths.empty()) {
+        // Stand-ins for what only the model tells; read again below.
+        first.microBatch = batchSize ? batchSize : 1;
+        first.hiddenSize = 1;
+        first.totalSteps = 1;
+      }
+      cfg = dsrt::config::parseDsConfig(configText, configPath, dp, first);
     } catch (const std::exception &e) {
       llvm::errs() << "dsc: error: " << e.what() << "\n";
       return 1;
     }
-    for (const std::string &note : cfg.notes)
-      llvm::errs() << "dsc: note: " << configPath << ": " << note << "\n";
+    if (autoPaths.empty())
+      for (const std::string &note : cfg.notes)
+        llvm::errs() << "dsc: note: " << configPath << ": " << note << "\n";
   }
 
   dsc::onnx_import::ImportOptions options;
   options.lossName = loss;
   options.freeze = freeze;
   options.notes = &llvm::errs();
-  // A dynamic batch dimension takes the configured micro-batch size.
-  options.batchSize = batchSize ? batchSize : (haveConfig ? cfg.microBatchPerGpu : 0);
+  // A dynamic batch dimension takes the configured micro-batch size (an
+  // "auto" one is the model's: --batch-size fixes a dynamic one).
+  options.batchSize =
+      batchSize ? batchSize : (haveConfig && !autoMicro ? cfg.microBatchPerGpu : 0);
+  if (autoMicro && !batchSize)
+    llvm::errs() << "dsc: note: " << configPath << ": the micro-batch is the batch dimension of "
+                 << "the model's inputs (train_micro_batch_size_per_gpu is \"auto\" or not "
+                    "given): --batch-size N sets a dynamic one\n";
   for (const auto &spec : inputShapes) {
     std::string error;
     if (!parseInputShape(spec, options.inputShapes, error)) {
@@ -556,6 +641,19 @@ int main(int argc, char **argv) {
   if (!module) {
     llvm::errs() << "dsc: error: " << llvm::toString(module.takeError()) << "\n";
     return 1;
+  }
+  if (!autoPaths.empty()) {
+    if (int64_t batch = modelBatch(**module))
+      autos.microBatch = batch;
+    autos.hiddenSize = modelHiddenSize(**module);
+    try {
+      cfg = dsrt::config::parseDsConfig(configText, configPath, dp, autos);
+    } catch (const std::exception &e) {
+      llvm::errs() << "dsc: error: " << e.what() << "\n";
+      return 1;
+    }
+    for (const std::string &note : cfg.notes)
+      llvm::errs() << "dsc: note: " << configPath << ": " << note << "\n";
   }
 
   // --batch-size fixes a dynamic batch dimension; on a model whose batch
@@ -648,6 +746,10 @@ int main(int argc, char **argv) {
     if (m != cfg.gradAccumSteps) {
       cfg.gradAccumSteps = m;
       cfg.trainBatchSize = cfg.microBatchPerGpu * m * cfg.worldSize;
+    }
+    if (printConfig) {
+      llvm::outs() << dsrt::config::toJson(cfg) << "\n";
+      return 0;
     }
     // --recompute auto: the mode (and layer limit) that fits the budget.
     dsrt::config::TrainConfig compiled = cfg;

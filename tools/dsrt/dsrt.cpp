@@ -561,10 +561,22 @@ int main(int argc, char **argv) {
           " exceeds the 2^62 micro-batches a run can number; run fewer steps");
     if (!configPath.empty()) {
       // The batch relation counts data-parallel ranks (not pipeline stages).
-      dsrt::config::TrainConfig given = dsrt::config::loadDsConfig(configPath, exec.dp());
+      dsrt::config::AutoValues autos;
+      autos.totalSteps = steps;
+      autos.microBatch = exec.microBatchSize();
+      dsrt::config::TrainConfig given = dsrt::config::loadDsConfig(configPath, exec.dp(), autos);
       checkRuntimeConfig(cfg, given, configPath);
       cfg = given;
       exec.setConfig(given);
+    }
+    // total_num_steps "auto" (the Trainer's max_steps): this run's --steps.
+    if (cfg.scheduler.totalStepsFromRun) {
+      cfg.scheduler.params["total_num_steps"] = double(steps);
+      exec.setConfig(cfg);
+      if (rank0)
+        std::fprintf(stderr, "dsrt: note: scheduler %s's total_num_steps is \"auto\": %lld, "
+                             "the run's --steps\n",
+                     cfg.scheduler.type.c_str(), (long long)steps);
     }
     // ds_config's wall_clock_breakdown asks for dsrt's per-op timing.
     if (cfg.wallClockBreakdown)

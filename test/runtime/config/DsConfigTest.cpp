@@ -50,7 +50,8 @@ TEST(DsConfig, DefaultsWithOnlyABatchSize) {
   EXPECT_EQ(c.microBatchPerGpu, 8);
   EXPECT_EQ(c.gradAccumSteps, 1);
   EXPECT_EQ(c.worldSize, 1);
-  EXPECT_EQ(c.gradientClipping, 0.0);
+  // DeepSpeed clips at 1.0 by default since PR #8068.
+  EXPECT_EQ(c.gradientClipping, 1.0);
   EXPECT_EQ(c.stepsPerPrint, 0);
   EXPECT_TRUE(c.scheduler.type.empty());
   EXPECT_FALSE(c.wallClockBreakdown);
@@ -245,9 +246,16 @@ TEST(DsConfig, BatchErrors) {
   EXPECT_EQ(errorOf(R"({"train_batch_size": -8})"),
             "ds_config.json: 'train_batch_size' must be between 1 and "
             "17592186044416, got -8");
-  EXPECT_EQ(errorOf(R"({"train_batch_size": 8.0})"),
+  // An integral float is an integer, as pydantic takes it (2.0, 1e3); a
+  // fractional one is not.
+  EXPECT_EQ(parse(R"({"train_batch_size": 8.0})").trainBatchSize, 8);
+  EXPECT_EQ(parse(R"({"train_batch_size": 1e3})").trainBatchSize, 1000);
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8.5})"),
             "ds_config.json: 'train_batch_size' must be an integer, got number "
-            "8.0");
+            "8.5");
+  EXPECT_EQ(errorOf(R"({"train_batch_size": true})"),
+            "ds_config.json: 'train_batch_size' must be an integer, got boolean "
+            "true");
   EXPECT_EQ(errorOf(R"({"train_micro_batch_size_per_gpu": "4"})"),
             "ds_config.json: 'train_micro_batch_size_per_gpu' must be an "
             "integer, got string \"4\"");
@@ -424,8 +432,16 @@ TEST(DsConfig, UnknownKeysSuggestTheClosest) {
   EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "zero_optimisation": {}})"),
             "ds_config.json: unknown key 'zero_optimisation' (did you mean "
             "'zero_optimization'?)");
-  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "colour": 1})"),
-            "ds_config.json: unknown key 'colour'");
+  // A top-level key DeepSpeed does not read, and that is no likely typo,
+  // is a note (DeepSpeed ignores it; real configs carry "_comment").
+  TrainConfig foreign = parse(R"({"train_batch_size": 8, "colour": 1})");
+  ASSERT_EQ(foreign.notes.size(), 1u);
+  EXPECT_EQ(foreign.notes[0],
+            "'colour' is not a DeepSpeed key: DeepSpeed ignores it, and so does dsc");
+  // Inside a section dsc reads it is an error, as in DeepSpeed's pydantic
+  // sections.
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "fp16": {"colour": 1}})"),
+            "ds_config.json: unknown key 'fp16.colour'");
   EXPECT_EQ(errorOf(withOptimizer(R"({"type": "Adam", "param": {}})")),
             "ds_config.json: unknown key 'optimizer.param' (did you mean "
             "'params'?)");
@@ -447,9 +463,16 @@ TEST(DsConfig, UnknownKeysSuggestTheClosest) {
 }
 
 TEST(DsConfig, UnsupportedDeepSpeedKeysSaySo) {
-  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "tensorboard": {}})"),
-            "ds_config.json: 'tensorboard' is a DeepSpeed option dsc does not "
-            "support");
+  // Switched off, or empty: asks for nothing.
+  EXPECT_NO_THROW(parse(R"({"train_batch_size": 8, "tensorboard": {}})"));
+  EXPECT_NO_THROW(parse(R"({"train_batch_size": 8, "tensorboard": {"enabled": false,
+      "output_path": "logs/"}})"));
+  std::string on = errorOf(R"({"train_batch_size": 8, "tensorboard": {"enabled": true}})");
+  EXPECT_EQ(on.rfind("ds_config.json: 'tensorboard.enabled' is true: not supported by dsc: "
+                     "DeepSpeed's tensorboard monitor; dsrt writes",
+                     0),
+            0u)
+      << on;
 }
 
 //===--- duplicates and syntax --------------------------------------------===//
@@ -498,7 +521,9 @@ TEST(DsConfig, PipelineSection) {
 }
 
 TEST(DsConfig, SyntaxErrorsGiveLineAndColumn) {
-  EXPECT_EQ(errorOf("{\n  \"train_batch_size\": 8,\n}"),
+  // A comma before the closing bracket is hjson's, which DeepSpeed reads.
+  EXPECT_EQ(parse("{\n  \"train_batch_size\": 8,\n}").trainBatchSize, 8);
+  EXPECT_EQ(errorOf("{\n  \"train_batch_size\": 8,,\n}"),
             "ds_config.json:3:1: JSON syntax error: syntax error while parsing "
             "object key - unexpected '}'; expected string literal");
   EXPECT_EQ(
@@ -547,8 +572,8 @@ TEST(DsConfig, DeepNestingIsRefusedBeforeParsing) {
   // Brackets in strings (escaped quotes included) and comments do not nest;
   // a quote inside a comment does not open a string.
   const std::string brackets(levels, '[');
-  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "x": "\")" + brackets + "\"}"),
-            "ds_config.json: unknown key 'x'");
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "fp16": {"x": "\")" + brackets + "\"}}"),
+            "ds_config.json: unknown key 'fp16.x'");
   EXPECT_EQ(parse("{\"train_batch_size\": 8 // " + brackets + "\n /* " +
                   brackets + " */}")
                 .trainBatchSize,
@@ -714,8 +739,8 @@ TEST(DsConfig, BatchCountsAreBounded) {
 TEST(DsConfig, LongUnknownKeyIsCheap) {
   std::string key(1 << 20, 'k');
   std::string error =
-      errorOf(R"({"train_batch_size": 8, ")" + key + R"(": 1})");
-  EXPECT_EQ(error, "ds_config.json: unknown key '" + key + "'");
+      errorOf(R"({"train_batch_size": 8, "fp16": {")" + key + R"(": 1}})");
+  EXPECT_EQ(error, "ds_config.json: unknown key 'fp16." + key + "'");
 }
 
 TEST(DsConfig, LoadRefusesDirectoriesAndEndlessFiles) {
@@ -777,9 +802,10 @@ TEST(DsConfig, Bf16IsRead) {
               R"(": {"enabled": true}})")
             .precision;
     EXPECT_EQ(p.kind, Precision::BF16) << name;
-    // Gradients accumulate and are reduced in the model's dtype by default.
-    EXPECT_EQ(p.gradAccumDtype(), Precision::BF16);
-    EXPECT_EQ(p.communicationDataType(), Precision::BF16);
+    // Gradients accumulate and are reduced in fp32 by default (dsc's
+    // choice; DeepSpeed's is the model's dtype).
+    EXPECT_EQ(p.gradAccumDtype(), Precision::FP32);
+    EXPECT_EQ(p.communicationDataType(), Precision::FP32);
     EXPECT_EQ(p.bf16, Bf16Config());
   }
   const PrecisionConfig p = parse(R"({"train_batch_size": 8, "bf16": {
@@ -810,8 +836,8 @@ TEST(DsConfig, Fp16IsRead) {
   EXPECT_EQ(p.fp16.hysteresis, 1);
   EXPECT_TRUE(p.fp16.consecutiveHysteresis);
   EXPECT_EQ(p.fp16.minLossScale, 4);
-  EXPECT_EQ(p.gradAccumDtype(), Precision::FP16);
-  EXPECT_EQ(p.communicationDataType(), Precision::FP16);
+  EXPECT_EQ(p.gradAccumDtype(), Precision::FP32);
+  EXPECT_EQ(p.communicationDataType(), Precision::FP32);
   // A static scale, and the extremes of the ranges.
   const Fp16Config f = parse(R"({"train_batch_size": 8, "fp16": {
       "enabled": true, "loss_scale": 128.5, "initial_scale_power": -126,
@@ -978,9 +1004,9 @@ TEST(DsConfig, GradAccumDtype) {
     EXPECT_EQ(dtype("\"" + std::string(name) + "\"").gradAccumDtype(),
               Precision::FP16)
         << name;
-  // null is DeepSpeed's default (None): the model's dtype.
+  // null is DeepSpeed's default (None): dsc's fp32.
   EXPECT_FALSE(dtype("null", "bf16").gradAccumDtypeSetting);
-  EXPECT_EQ(dtype("null", "bf16").gradAccumDtype(), Precision::BF16);
+  EXPECT_EQ(dtype("null", "bf16").gradAccumDtype(), Precision::FP32);
 
   auto dtypeError = [](const std::string &types) {
     return errorOf(R"({"train_batch_size": 8, "data_types": )" + types + "}");
@@ -1027,7 +1053,7 @@ TEST(DsConfig, CommunicationDataType) {
   EXPECT_EQ(comm(R"("FP32")").communicationDataType(), Precision::FP32);
   EXPECT_EQ(comm(R"("Bf16")").communicationDataTypeSetting, Precision::BF16);
   EXPECT_FALSE(comm("null").communicationDataTypeSetting);
-  EXPECT_EQ(comm("null").communicationDataType(), Precision::BF16);
+  EXPECT_EQ(comm("null").communicationDataType(), Precision::FP32);
   // Only the three short names (get_communication_data_type).
   EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "communication_data_type": "float16"})"),
             "ds_config.json: 'communication_data_type' is \"float16\"; "
@@ -1040,17 +1066,17 @@ TEST(DsConfig, CommunicationDataType) {
             "number 16");
 }
 
-/// A dtype left to DeepSpeed's default equals the one it resolves to, so a
-/// plan's canonical config (which writes it out) matches a run-time config
-/// that omits it; a different dtype does not.
+/// A dtype left to the default equals the one it resolves to (fp32, dsc's
+/// choice), so a plan's canonical config (which writes it out) matches a
+/// run-time config that omits it; a different dtype does not.
 TEST(DsConfig, PrecisionComparesResolvedDtypes) {
   TrainConfig omitted = parse(R"({"train_batch_size": 8, "bf16": {"enabled": true}})");
   EXPECT_EQ(omitted, parse(R"({"train_batch_size": 8, "bf16": {"enabled": true},
-      "data_types": {"grad_accum_dtype": "bf16"}, "communication_data_type": "bf16"})"));
+      "data_types": {"grad_accum_dtype": "fp32"}, "communication_data_type": "fp32"})"));
   EXPECT_NE(omitted, parse(R"({"train_batch_size": 8, "bf16": {"enabled": true},
-      "data_types": {"grad_accum_dtype": "fp32"}})"));
+      "data_types": {"grad_accum_dtype": "bf16"}})"));
   EXPECT_NE(omitted, parse(R"({"train_batch_size": 8, "bf16": {"enabled": true},
-      "communication_data_type": "fp32"})"));
+      "communication_data_type": "bf16"})"));
   EXPECT_NE(omitted, parse(R"({"train_batch_size": 8})"));
   EXPECT_NE(omitted, parse(R"({"train_batch_size": 8, "bf16": {"enabled": true,
       "check_grad_overflow": false}})"));
@@ -1112,9 +1138,16 @@ TEST(DsConfig, TensorParallelSection) {
                 .tensorParallel,
             4);
   EXPECT_EQ(parse(R"({"train_batch_size": 8})").tensorParallel, 1);
-  EXPECT_NE(errorOf(R"({"train_batch_size": 8, "tensor_parallel": {"tp_grain_size": 64}})")
-                .find("'tensor_parallel.tp_grain_size' configures DeepSpeed's AutoTP"),
+  EXPECT_NE(errorOf(R"({"train_batch_size": 8, "tensor_parallel": {"tp": {"tp_grain_size": 64}}})")
+                .find("'tensor_parallel.tp.tp_grain_size' is number 64: not supported by dsc: "
+                      "the keys besides autotp_size configure DeepSpeed's AutoTP"),
             std::string::npos);
+  // DeepSpeed's default 0 is no tensor parallelism; AutoTP's keys at their
+  // defaults ask for nothing.
+  EXPECT_EQ(parse(R"({"train_batch_size": 8, "tensor_parallel": {"autotp_size": 0,
+      "tp": {"tp_size": 1}, "keep_module_on_host": false}})")
+                .tensorParallel,
+            1);
   EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "tensor_parallel": {"autotp_sise": 2}})"),
             "ds_config.json: unknown key 'tensor_parallel.autotp_sise' (did you mean "
             "'autotp_size'?)");
@@ -1429,14 +1462,16 @@ TEST(DsConfig, ZeroErrors) {
   EXPECT_EQ(zero("2"),
             "ds_config.json: 'zero_optimization' must be an object, got number "
             "2");
-  EXPECT_EQ(zero("true"),
-            "ds_config.json: 'zero_optimization' must be an object, got "
-            "boolean true (DeepSpeed's deprecated boolean form; write "
-            "{\"stage\": 1})");
-  EXPECT_EQ(zero("false"),
-            "ds_config.json: 'zero_optimization' must be an object, got "
-            "boolean false (DeepSpeed's deprecated boolean form; write "
-            "{\"stage\": 0})");
+  // DeepSpeed's deprecated boolean form (the getting-started tutorial's):
+  // true is stage 1, with allgather_size as the all-gather bucket.
+  TrainConfig on = parse(R"({"train_batch_size": 8, "zero_optimization": true,
+      "allgather_size": 2e8})");
+  EXPECT_EQ(on.zero.stage, 1);
+  EXPECT_EQ(on.zero.allgatherBucketSize, 200000000);
+  ASSERT_EQ(on.notes.size(), 1u);
+  EXPECT_EQ(on.notes[0], "'zero_optimization': true is DeepSpeed's deprecated form of "
+                         "{\"stage\": 1}, read as such");
+  EXPECT_EQ(parse(R"({"train_batch_size": 8, "zero_optimization": false})").zero.stage, 0);
   EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "zero_optimization": {
                 "stage": 1, "stage": 2}})"),
             "ds_config.json: duplicate key 'zero_optimization.stage'");
@@ -1479,60 +1514,43 @@ TEST(DsConfig, ZeroUnknownKeysSuggestTheClosest) {
 }
 
 TEST(DsConfig, ZeroKeysDscDoesNotImplementSaySo) {
-  const char *unsupported[] = {
-      "offload_optimizer",
-      "offload_param",
-      "stage3_max_reuse_distance",
-      "stage3_gather_16bit_weights_on_model_save",
-      "ignore_unused_parameters",
-      "legacy_stage1",
-      "elastic_checkpoint",
-      "load_from_fp32_weights",
-      "mics_shard_size",
-      "mics_hierarchical_params_gather",
-      "zero_hpz_partition_size",
-      "zero_quantized_weights",
-      "zero_quantized_nontrainable_weights",
-      "zero_quantized_gradients",
-      "zeropp_loco_param",
-      "memory_efficient_linear",
-      "cpu_offload",
-      "cpu_offload_param",
-      "cpu_offload_params",
-      "cpu_offload_use_pin_memory",
-      "model_persistence_threshold",
-      "stage3_model_persistence_threshold",
-      "max_reuse_distance",
-      "gather_16bit_weights_on_model_save",
-      "stage3_gather_fp16_weights_on_model_save",
-      "use_multi_rank_bucket_allreduce",
-      "module_granularity_threshold",
-      "stage3_module_granularity_threshold",
-      "use_all_reduce_for_fetch_params",
-      "stage3_use_all_reduce_for_fetch_params",
-      "allgather_sequential",
-      "stage3_allgather_sequential",
-      "partition_stream_chunk_size",
-      "stage3_partition_stream_chunk_size",
-      "pipeline_loading_checkpoint",
-      "override_module_apply",
-      "log_trace_cache_warnings",
-      "enable_sanity_checks",
-      "save_muon_momentum_buffer_in_memory",
-      "leaf_module",
-      "zenflow",
-  };
-  for (const char *key : unsupported) {
-    std::string k = key;
-    std::string message = errorOf(withZero(R"({"stage": 2, ")" + k +
-                                           R"(": false})"));
-    EXPECT_EQ(message, "ds_config.json: 'zero_optimization." + k +
-                           "' is not supported yet by dsc");
-  }
-  // Whatever the value, even one that disables the feature.
-  EXPECT_EQ(errorOf(withZero(R"({"offload_optimizer": {"device": "none"}})")),
-            "ds_config.json: 'zero_optimization.offload_optimizer' is not "
-            "supported yet by dsc");
+  // At DeepSpeed's default (or switched off) they ask for nothing.
+  TrainConfig quiet = parse(withZero(R"({"stage": 2, "offload_optimizer": {"device": "none",
+      "pin_memory": true}, "offload_param": null, "cpu_offload": false,
+      "stage3_gather_16bit_weights_on_model_save": false, "zero_quantized_weights": false,
+      "mics_shard_size": -1, "zero_hpz_partition_size": 1, "load_from_fp32_weights": true})"));
+  EXPECT_TRUE(quiet.notes.empty());
+  // Refused features name the key, what DeepSpeed does and what dsc offers.
+  std::string offload = errorOf(withZero(R"({"offload_optimizer": {"device": "cpu"}})"));
+  EXPECT_EQ(offload.rfind("ds_config.json: 'zero_optimization.offload_optimizer.device' is "
+                          "\"cpu\": not supported by dsc: ZeRO-Offload keeps the optimizer "
+                          "state and step in host memory",
+                          0),
+            0u)
+      << offload;
+  EXPECT_NE(errorOf(withZero(R"({"cpu_offload": true})"))
+                .find("'zero_optimization.cpu_offload' is boolean true: not supported by dsc: "
+                      "DeepSpeed's older name for offload_optimizer.device: cpu"),
+            std::string::npos);
+  EXPECT_NE(errorOf(withZero(R"({"zero_quantized_gradients": true})")).find("ZeRO++"),
+            std::string::npos);
+  EXPECT_NE(errorOf(withZero(R"({"mics_shard_size": 8})")).find("MiCS"), std::string::npos);
+  // Accepted whatever the value, with a note where it is not the default.
+  TrainConfig gather = parse(withZero(R"({"stage": 3,
+      "stage3_gather_16bit_weights_on_model_save": true})"));
+  ASSERT_EQ(gather.notes.size(), 1u);
+  EXPECT_NE(gather.notes[0].find("dsrt export writes the whole weights"), std::string::npos);
+  // DeepSpeed's older alias is read as the same key.
+  EXPECT_EQ(parse(withZero(R"({"stage3_gather_fp16_weights_on_model_save": true})")).notes.size(),
+            1u);
+  // Types are DeepSpeed's.
+  EXPECT_EQ(errorOf(withZero(R"({"stage3_max_reuse_distance": false})")),
+            "ds_config.json: 'zero_optimization.stage3_max_reuse_distance' must be an integer, "
+            "got boolean false");
+  // A typo is still one.
+  EXPECT_EQ(errorOf(withZero(R"({"offload_optimiser": {}})")),
+            "ds_config.json: unknown key 'zero_optimization.offload_optimiser' (did you mean "
+            "'offload_optimizer'?)");
 }
 
 //===--- scheduler --------------------------------------------------------===//
@@ -1606,11 +1624,15 @@ TEST(DsConfig, SchedulerErrors) {
             "ds_config.json: 'scheduler.params.total_num_steps' is not a "
             "parameter of WarmupLR (it belongs to WarmupDecayLR, "
             "WarmupCosineLR)");
+  // -1, DeepSpeed's default (a fresh schedule), asks for nothing.
+  EXPECT_NO_THROW(parse(withScheduler(
+      R"({"type": "WarmupLR", "params": {"last_batch_iteration": -1}})")));
   EXPECT_EQ(
       errorOf(withScheduler(
           R"({"type": "WarmupLR", "params": {"last_batch_iteration": 3}})")),
-      "ds_config.json: 'scheduler.params.last_batch_iteration' is not "
-      "supported: dsc schedules always start at step 0");
+      "ds_config.json: 'scheduler.params.last_batch_iteration' is 3: not supported by dsc: "
+      "DeepSpeed starts the schedule after that step; dsc schedules start at step 0, and "
+      "dsrt --resume restores a checkpoint's step and schedule; remove it or give -1");
   EXPECT_EQ(errorOf(withScheduler(
                 R"({"type": "WarmupLR", "params": {"warmup_type": "liner"}})")),
             "ds_config.json: 'scheduler.params.warmup_type' must be \"log\" or "
@@ -1619,10 +1641,14 @@ TEST(DsConfig, SchedulerErrors) {
                 R"({"type": "WarmupLR", "params": {"warmup_type": "exp"}})")),
             "ds_config.json: 'scheduler.params.warmup_type' must be \"log\" or "
             "\"linear\", got \"exp\"");
+  // DeepSpeed warms up over max(2, n) steps, n = 0 included.
+  EXPECT_EQ(parse(withScheduler(R"({"type": "WarmupLR", "params": {"warmup_num_steps": 0}})"))
+                .scheduler.param("warmup_num_steps"),
+            0);
   EXPECT_EQ(errorOf(withScheduler(
-                R"({"type": "WarmupLR", "params": {"warmup_num_steps": 0}})")),
+                R"({"type": "WarmupLR", "params": {"warmup_num_steps": -1}})")),
             "ds_config.json: 'scheduler.params.warmup_num_steps' must be "
-            "between 1 and 9007199254740992, got 0");
+            "between 0 and 9007199254740992, got -1");
   EXPECT_EQ(
       errorOf(withScheduler(
           R"({"type": "WarmupLR", "params": {"warmup_num_steps": 10.5}})")),
@@ -1714,7 +1740,7 @@ TEST(DsConfig, CanonicalJsonSpellsOutDefaults) {
   "train_batch_size": 8,
   "train_micro_batch_size_per_gpu": 8,
   "gradient_accumulation_steps": 1,
-  "gradient_clipping": 0.0,
+  "gradient_clipping": 1.0,
   "wall_clock_breakdown": false,
   "optimizer": {
     "type": "AdamW",
@@ -1765,7 +1791,8 @@ TEST(DsConfig, CanonicalJsonSpellsOutDefaults) {
   },
   "communication_data_type": "fp32"
 })");
-  // bf16 writes the dtypes DeepSpeed resolves for it.
+  // bf16 writes the dtypes dsc uses: fp32 accumulation and reduction
+  // unless the config says otherwise (what --print-config shows).
   std::string bf16 = toJson(
       parse(R"({"train_batch_size": 8, "bfloat16": {"enabled": true}})"));
   EXPECT_NE(bf16.find(R"("bf16": {
@@ -1773,9 +1800,9 @@ TEST(DsConfig, CanonicalJsonSpellsOutDefaults) {
             std::string::npos)
       << bf16;
   EXPECT_NE(bf16.find(R"("data_types": {
-    "grad_accum_dtype": "bf16"
+    "grad_accum_dtype": "fp32"
   },
-  "communication_data_type": "bf16")"),
+  "communication_data_type": "fp32")"),
             std::string::npos)
       << bf16;
   // Stage 3 writes the overlap_comm DeepSpeed gives it.
@@ -1793,13 +1820,13 @@ TEST(DsConfig, LoadFromFileNamesThePath) {
   std::string path = ::testing::TempDir() + "dsconfig_test.json";
   {
     std::ofstream out(path);
-    out << "{\"train_batch_size\": 4, \"foo\": 1}";
+    out << "{\"train_batch_size\": 4, \"fp16\": {\"foo\": 1}}";
   }
   try {
     loadDsConfig(path);
     ADD_FAILURE() << "expected a ConfigError";
   } catch (const ConfigError &e) {
-    EXPECT_EQ(std::string(e.what()), path + ": unknown key 'foo'");
+    EXPECT_EQ(std::string(e.what()), path + ": unknown key 'fp16.foo'");
   }
   {
     std::ofstream out(path);

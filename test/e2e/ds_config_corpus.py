@@ -1,0 +1,206 @@
+"""Every real ds_config of the corpus against a small GPT: it trains, or it is
+refused for a feature dsc does not have yet, named in EXPECTED below.
+
+The corpus (../shared/ds_configs, third-party files listed in its
+SOURCES.md) is read where it lies, never copied. Each file is compiled with
+dsc against a tiny GPT exported with a dynamic batch (--batch-size 2 where
+the config leaves the micro-batch to the model: "auto" or absent); what
+compiles trains --steps steps on synthetic batches, on up to --max-ranks
+local ranks (a plan for more is only compiled). A refusal must contain the
+text listed for its file, and a file listed as refused must not train: the
+list can only shrink as features land.
+
+    ds_config_corpus.py --dsc DSC --dsrt DSRT --model gpt.onnx --corpus DIR --work DIR
+    ... --markdown        the table of docs/ds-config-corpus.md, on stdout
+"""
+import argparse
+import csv
+import math
+import os
+import re
+import subprocess
+import sys
+
+# file (without .json) -> (feature dsc lacks, text the refusal contains)
+OFFLOAD = ("ZeRO-Offload / ZeRO-Infinity (issue 24)", "dsc has no offload yet (issue 24)")
+MONITOR = ("DeepSpeed's monitors (issue 27)", "monitor; dsrt writes")
+STRICT = ("a key DeepSpeed edaa72212 refuses too (its pydantic section forbids it)",
+          "unknown key")
+PRESCALE = ("gradient pre-division (prescale_gradients, gradient_predivide_factor)",
+            "divide")
+EXPECTED = {
+    "accelerate__zero_stage3_offload_config": OFFLOAD,
+    "axolotl__zero2": OFFLOAD,
+    "axolotl__zero3_bf16_cpuoffload_all": OFFLOAD,
+    "bigscience-megatron-deepspeed__ds_config": (
+        "the flops profiler (issue 27)", "'flops_profiler.enabled' is true"),
+    "bigscience-megatron-deepspeed__tests-ds_config_cl": (
+        "curriculum learning", "'curriculum_learning.enabled' is true"),
+    "deepspeed__sdma_allgather-ds_config_zero3_sdma": STRICT,
+    "dolly__ds_z3_bf16_config": MONITOR,
+    "dsexamples__alpaca-lora-zero3-ds_config": OFFLOAD,
+    "dsexamples__autosp_config": (
+        "DeepSpeed-Ulysses sequence parallelism", "'sequence_parallel_size' is number 2"),
+    "dsexamples__autotuning-hf-ds_config_tune": (
+        "the autotuner", "'autotuning.enabled' is true"),
+    "dsexamples__deepspeed_bsz4k_01adam_config_seq512_nccl": (
+        "0/1 Adam (issue 26)", "optimizer 'ZeroOneAdam' is a DeepSpeed optimizer"),
+    "dsexamples__deepspeed_bsz4k_onebit_config_seq128": (
+        "1-bit Adam (issue 26)", "optimizer 'OneBitAdam' is a DeepSpeed optimizer"),
+    "dsexamples__deepspeed_bsz4k_progressive_layer_drop_config_seq128": PRESCALE,
+    "dsexamples__deepspeed_bsz64k_lamb_config_seq128": (
+        "sparse attention (and LAMB, issue 26)", "sparse_attention"),
+    "dsexamples__deepspeed_bsz64k_onebitlamb_config_seq128_nccl": (
+        "1-bit LAMB (issue 26)", "optimizer 'OneBitLamb' is a DeepSpeed optimizer"),
+    "dsexamples__ds_autoep_zero1_qwen3_5_moe": (
+        "expert parallelism", "'expert_parallel.enabled' is true"),
+    "dsexamples__ds_config_W8A8_Qgroup64_fp16": (
+        "DeepSpeed Compression", "'compression_training' is not supported"),
+    "dsexamples__ds_config_gpt_medium_random_ltd": (
+        "data efficiency (random-LTD)", "'data_efficiency.enabled' is true"),
+    "dsexamples__ds_zero_stage_infinity_config": (
+        "a typo DeepSpeed edaa72212 refuses too (stage3_param_persitance_threshold)",
+        "did you mean 'stage3_param_persistence_threshold'"),
+    "dsexamples__training-cifar-ds_config": STRICT,
+    "dsexamples__zf_config": OFFLOAD,
+    "fastchat__deepspeed_config_s3": OFFLOAD,
+    "glm__config_blocklm_10B": OFFLOAD,
+    "habana__deepspeed_config_bert_1.5b": MONITOR,
+    "habana__deepspeed_config_bert_5b_lans": STRICT,
+    "internvl__zero_stage3_config_100b_1e7_offload": OFFLOAD,
+    "llamafactory__ds_z3_alst_config": STRICT,
+    "llamafactory__ds_z3_e4_autotune": ("the autotuner", "'autotuning.enabled' is true"),
+    "llamafactory__ds_z3_e9_quant_grads": (
+        "ZeRO++ quantized communication", "'zero_optimization.zero_quantized_gradients'"),
+    "llamafactory__ds_z3_fp8_config": OFFLOAD,
+    "llamafactory__ds_z3_offload_config": OFFLOAD,
+    "llava__zero3_offload": OFFLOAD,
+    "megatron-deepspeed-ms__ds_config": OFFLOAD,
+    "megatron-deepspeed-ms__ds_config_gpt3-0.125B-tokendropping-graduallyIncrease-lr-3.0e-4":
+        PRESCALE,
+    "megatron-deepspeed-ms__ds_zero2_config_bf16": STRICT,
+    "megatron-deepspeed-ms__examples-ds_config": OFFLOAD,
+    "megatron-deepspeed__universal_checkpointing-ds_config": STRICT,
+    "openrlhf__ddpo_ds_config": OFFLOAD,
+    "stanford_alpaca__default_offload_opt_param": OFFLOAD,
+    "transformers__ds_config_zero2": OFFLOAD,
+    "transformers__ds_config_zero3": OFFLOAD,
+    "trlx__summarize_rlhf-sft-ds_config_gptj": STRICT,
+    "invalid/dsexamples__ds_zero_stage_2_config_curriculum_fixed_linear": (
+        "a template placeholder (CONFIG_CL_MIN), to be filled in before any run",
+        "unquoted word 'CONFIG_CL_MIN': a template placeholder"),
+}
+
+DP = re.compile(r"^data parallel: +(\d+) ranks", re.M)
+PP = re.compile(r"^pipeline: +(\d+) stages", re.M)
+TP = re.compile(r"^tensor parallel: +tp (\d+)", re.M)
+
+
+def run(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    return p.returncode, p.stdout + p.stderr
+
+
+def compile_config(args, path, plan):
+    base = [args.dsc, args.model, "--config", path, "-o", plan]
+    rc, out = run(base)
+    if rc != 0 and "is dynamic; dsc compiles static shapes" in out:
+        # The micro-batch is "auto" or absent: the Trainer's
+        # per_device_train_batch_size, here --batch-size.
+        rc, out = run(base + ["--batch-size", "2"])
+    return rc, out
+
+
+def plan_ranks(plan):
+    with open(os.path.join(plan, "manifest.txt")) as f:
+        text = f.read()
+    ranks = 1
+    for pattern in (DP, PP, TP):
+        m = pattern.search(text)
+        ranks *= int(m.group(1)) if m else 1
+    return ranks
+
+
+def train(args, plan, out):
+    rc, text = run([args.dsrt, plan, "--steps", str(args.steps), "--out", out])
+    if rc != 0:
+        return False, text
+    with open(os.path.join(out, "metrics.csv")) as f:
+        rows = list(csv.DictReader(f))
+    losses = [float(r["loss"]) for r in rows]
+    if len(losses) != args.steps or not all(math.isfinite(l) for l in losses):
+        return False, "metrics.csv: %d steps, losses %s" % (len(losses), losses)
+    return True, "loss %.4f -> %.4f" % (losses[0], losses[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dsc", required=True)
+    ap.add_argument("--dsrt", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--corpus", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--steps", type=int, default=2)
+    ap.add_argument("--max-ranks", type=int, default=2)
+    ap.add_argument("--markdown", action="store_true")
+    args = ap.parse_args()
+
+    names = sorted(f[:-5] for f in os.listdir(args.corpus) if f.endswith(".json"))
+    inv = os.path.join(args.corpus, "invalid")
+    if os.path.isdir(inv):
+        names += sorted("invalid/" + f[:-5] for f in os.listdir(inv) if f.endswith(".json"))
+    failures, rows = [], []
+    trained = compiled = 0
+    refused = {}
+    for i, name in enumerate(names):
+        path = os.path.join(args.corpus, name + ".json")
+        plan = os.path.join(args.work, "plan%d" % i)
+        rc, out = compile_config(args, path, plan)
+        expected = EXPECTED.get(name)
+        if rc != 0:
+            first = out.strip().splitlines()[0] if out.strip() else "(no output)"
+            if expected is None:
+                failures.append("%s: refused, but it should train: %s" % (name, out.strip()))
+            elif expected[1] not in out:
+                failures.append("%s: refused for another reason than %s (%r): %s" %
+                                (name, expected[0], expected[1], out.strip()))
+            refused.setdefault(expected[0] if expected else "(unexpected)", []).append(name)
+            rows.append((name, "refused: " + (expected[0] if expected else first)))
+            continue
+        if expected is not None:
+            failures.append("%s: compiles, but it is listed as refused for %s: remove it from "
+                            "EXPECTED" % (name, expected[0]))
+        ranks = plan_ranks(plan)
+        if ranks > args.max_ranks:
+            compiled += 1
+            rows.append((name, "compiles (%d ranks: not started here)" % ranks))
+            continue
+        ok, what = train(args, plan, os.path.join(args.work, "run%d" % i))
+        if not ok:
+            failures.append("%s: compiled but did not train: %s" % (name, what))
+            rows.append((name, "compiled, training FAILED"))
+            continue
+        trained += 1
+        rows.append((name, "trains %d steps on %d rank%s (%s)" %
+                     (args.steps, ranks, "" if ranks == 1 else "s", what)))
+
+    total_refused = sum(len(v) for v in refused.values())
+    if args.markdown:
+        print("| file | result |\n|---|---|")
+        for name, result in rows:
+            print("| `%s` | %s |" % (name, result))
+        print("\n| refused for | files |\n|---|---|")
+        for feature, files in sorted(refused.items(), key=lambda kv: -len(kv[1])):
+            print("| %s | %d |" % (feature, len(files)))
+    for f in failures:
+        print("ds_config_corpus: FAIL: " + f)
+    print("ds_config_corpus: %d files: %d train, %d compile (more ranks than a test starts), "
+          "%d refused (%s)" % (len(names), trained, compiled, total_refused,
+                               ", ".join("%s: %d" % (k, len(v)) for k, v in
+                                         sorted(refused.items(), key=lambda kv: -len(kv[1])))))
+    print("ds_config_corpus: %s" % ("FAIL" if failures else "OK"))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
