@@ -35,36 +35,32 @@
 //    "fp16", "data_types".grad_accum_dtype and "communication_data_type"
 //    with DeepSpeed's keys and defaults (precision_config.py, config.py),
 //    see PrecisionConfig. Both bf16 and fp16 enabled is an error, as in
-//    DeepSpeed. The parser accepts them; dsc itself refuses bf16/fp16 until
-//    its mixed-precision pass exists (issue 12, tools/dsc/dsc.cpp).
-//    "torch_autocast" with "enabled": true is an error (dsc has no per-module
-//    autocast; bf16/fp16 are its mixed precision).
-//  * Not implemented yet, and never silently ignored: any key under
-//    "activation_checkpointing" is an error saying it is not supported yet
-//    (issue 13), as is pipeline.activation_checkpoint_interval other than 0.
+//    DeepSpeed. "torch_autocast" with "enabled": true is an error (dsc has
+//    no per-module autocast; bf16/fp16 are its mixed precision).
 //  * zero_optimization: DeepSpeedZeroConfig's keys and defaults
-//    (deepspeed/runtime/zero/config.py), see ZeroConfig. Sizes count elements
-//    and may be written as floats with an integral value (5e8), as DeepSpeed
-//    allows. Each key DeepSpeed accepts under two names (the field name and
-//    its stage3_ alias, e.g. prefetch_bucket_size) is accepted under both,
-//    but not twice. DeepSpeed's other ZeRO keys (offload, quantization, MiCS,
-//    hpZ, ...) are errors saying dsc does not support them yet, whatever
-//    their value; DeepSpeed's deprecated boolean form
-//    ("zero_optimization": true) is an error that gives the object form.
+//    (deepspeed/runtime/zero/config.py), see ZeroConfig. Sizes count
+//    elements. Each key DeepSpeed accepts under two names (the field name
+//    and its stage3_ alias, e.g. prefetch_bucket_size) is accepted under
+//    both, but not twice. DeepSpeed's deprecated boolean form
+//    ("zero_optimization": true) is stage 1, as in DeepSpeed.
 //  * Scheduler parameters get the defaults of the DeepSpeed scheduler
 //    classes' constructors, which is what the engine calls with
 //    scheduler.params as keyword arguments. WarmupLR's warmup_max_lr defaults
 //    to the optimizer's lr (recent DeepSpeed); WarmupDecayLR's to 0.001.
 //
-// Stricter than DeepSpeed, on purpose: an unknown key (top level, optimizer,
-// optimizer.params, scheduler, scheduler.params, zero_optimization, fp16,
-// bf16, data_types) is an error with a "did you mean" suggestion instead of
-// being ignored or failing deep inside Python; an unknown warmup_type is an
-// error instead of a warning that falls back to "log"; fp16's scaler
-// settings are range-checked whether or not fp16 is enabled (DeepSpeed checks
-// them only under dynamic scaling), since dsc --precision fp16 may enable it
-// after the config is read. JSON comments (// and /* */) are accepted, the
-// rest of hjson is not.
+// Every key DeepSpeed reads is in the key table (KeyTable.h), which the
+// parser consults first (KeyCheck.cpp): implemented, accepted because it
+// asks for nothing (a note when away from its default), or refused with a
+// reason; integral floats are integers where DeepSpeed takes an int; "auto"
+// is resolved from AutoValues. An unknown key inside a section is an error
+// with a "did you mean" suggestion; at the top level (which DeepSpeed
+// ignores) a note, unless a likely typo. Stricter than DeepSpeed, on
+// purpose: an unknown warmup_type is an error instead of a warning that
+// falls back to "log"; fp16's scaler settings are range-checked whether or
+// not fp16 is enabled (DeepSpeed checks them only under dynamic scaling),
+// since dsc --precision fp16 may enable it after the config is read. JSON
+// comments (// and /* */) and trailing commas are accepted, the rest of
+// hjson is not (docs/ds-config.md).
 //
 // Hostile input: every error is a ConfigError naming the source and the key
 // path, never a JSON-library exception or a crash. A text nested deeper than

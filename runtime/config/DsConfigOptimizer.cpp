@@ -44,6 +44,14 @@ std::string resolveOptimizerType(const Section &opt, const std::string &name) {
     opt.fail("optimizer '" + name +
              "' is a DeepSpeed optimizer dsc does not implement (supported: " +
              join(kOptimizerTypes) + ")");
+  // Anything else DeepSpeed looks up in torch.optim.
+  static const std::vector<std::string> torchOptimizers = {
+      "Adadelta", "Adafactor", "Adagrad", "Adam", "AdamW", "Adamax", "ASGD", "LBFGS",
+      "NAdam", "RAdam", "RMSprop", "Rprop", "SGD", "SparseAdam"};
+  if (std::find(torchOptimizers.begin(), torchOptimizers.end(), name) != torchOptimizers.end())
+    opt.fail("optimizer '" + name + "' is torch.optim." + name +
+             ", which DeepSpeed would build; dsc does not implement it (supported: " +
+             join(kOptimizerTypes) + ")");
   opt.fail("unknown optimizer type '" + name + "' at '" + opt.path("type") +
            "'" + didYouMean(name, kOptimizerTypes) +
            "; supported: " + join(kOptimizerTypes));
@@ -267,6 +275,17 @@ void readScheduler(const Section &top, const OptimizerConfig &opt,
     std::vector<std::string> types;
     for (const ScheduleSpec &sp : scheduleSpecs())
       types.push_back(sp.type);
+    // DeepSpeed falls back to torch.optim.lr_scheduler.
+    static const std::vector<std::string> torchSchedulers = {
+        "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR", "LinearLR",
+        "ExponentialLR", "SequentialLR", "CosineAnnealingLR", "ChainedScheduler",
+        "ReduceLROnPlateau", "CyclicLR", "CosineAnnealingWarmRestarts", "OneCycleLR",
+        "PolynomialLR"};
+    if (std::find(torchSchedulers.begin(), torchSchedulers.end(), *type) !=
+        torchSchedulers.end())
+      sched.fail("scheduler '" + *type + "' is torch.optim.lr_scheduler." + *type +
+                 ", which DeepSpeed would build; dsc implements DeepSpeed's own schedules (" +
+                 join(types) + ")");
     sched.fail("unknown scheduler type '" + *type + "' at 'scheduler.type'" +
                didYouMean(*type, types) + "; supported: " + join(types));
   }

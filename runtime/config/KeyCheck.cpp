@@ -253,8 +253,7 @@ private:
     if (value.is_object() && !spec.freeForm) {
       // Each key inside: a note where it leaves its default (an error for
       // one that is refused, such as DeepCompile's offload).
-      json copy = value;
-      walkStrict(path, tablePath, copy);
+      walkStrict(path, tablePath, value);
       return;
     }
     if (!isDefault(value, spec))
@@ -270,10 +269,8 @@ private:
       bool off = sw && (!value.contains(swKey) || isDefault(value.at(swKey), *sw) ||
                         (value.at(swKey).is_string() && value.at(swKey) == "auto"));
       if (off || spec.freeForm) {
-        if (!spec.freeForm) {
-          json copy = value;
-          walkQuiet(path, tablePath, copy);
-        }
+        if (!spec.freeForm)
+          walkQuiet(path, tablePath, value);
         if (!off)
           refuse("'" + path + "' is not supported by dsc: " + whyOf(tablePath));
         return;
@@ -284,8 +281,7 @@ private:
         return;
       }
       // No switch: each key inside must ask for nothing.
-      json copy = value;
-      walkStrict(path, tablePath, copy);
+      walkStrict(path, tablePath, value);
       return;
     }
     if (spec.type == KeyType::Dict && value.is_boolean() && !value.get<bool>())
@@ -294,48 +290,50 @@ private:
       refuse("'" + path + "' is " + shown(value) + ": not supported by dsc: " + whyOf(tablePath));
   }
 
-  /// The keys inside a section that asks for nothing: names are checked
-  /// (typos are errors), values are not.
-  void walkQuiet(const std::string &section, const std::string &tableSection, json &obj) {
+  /// Calls `visit(spec, path, tablePath, value)` for each key of `obj`
+  /// that the table knows; an unknown one is reported as such.
+  template <typename Visit>
+  void forEachKnown(const std::string &section, const std::string &tableSection,
+                    const json &obj, Visit visit) {
     for (auto it = obj.begin(); it != obj.end(); ++it) {
       std::string path = joinPath(section, it.key()), tablePath;
-      const KeySpec *spec = lookup(tableSection, it.key(), tablePath);
-      if (!spec) {
+      if (const KeySpec *spec = lookup(tableSection, it.key(), tablePath))
+        visit(*spec, path, tablePath, it.value());
+      else
         unknown(section, tableSection, it.key());
-        continue;
-      }
-      if (!(it.value().is_string() && it.value() == "auto"))
-        checkType(*spec, path, it.value());
-      if (it.value().is_object() && !spec->freeForm)
-        walkQuiet(path, tablePath, it.value());
     }
   }
 
-  /// A refused section without a switch: every key in it must hold its
-  /// default.
-  void walkStrict(const std::string &section, const std::string &tableSection, json &obj) {
-    for (auto it = obj.begin(); it != obj.end(); ++it) {
-      std::string path = joinPath(section, it.key()), tablePath;
-      const KeySpec *spec = lookup(tableSection, it.key(), tablePath);
-      if (!spec) {
-        unknown(section, tableSection, it.key());
-        continue;
-      }
-      const json &v = it.value();
-      if (v.is_string() && v == "auto" && spec->type != KeyType::Str)
-        continue;
-      checkType(*spec, path, v);
-      if (spec->kind == KeyKind::Inert) {
-        inert(*spec, path, tablePath, v);
-        continue;
-      }
-      if (v.is_object() && !spec->freeForm) {
-        refused(*spec, path, tablePath, v);
-        continue;
-      }
-      if (!isDefault(v, *spec))
-        refuse("'" + path + "' is " + shown(v) + ": not supported by dsc: " + whyOf(tablePath));
-    }
+  /// The keys inside a section that asks for nothing: names and types are
+  /// checked (typos are errors), values are not.
+  void walkQuiet(const std::string &section, const std::string &tableSection, const json &obj) {
+    forEachKnown(section, tableSection, obj,
+                 [&](const KeySpec &spec, const std::string &path, const std::string &tablePath,
+                     const json &v) {
+                   if (!(v.is_string() && v == "auto"))
+                     checkType(spec, path, v);
+                   if (v.is_object() && !spec.freeForm)
+                     walkQuiet(path, tablePath, v);
+                 });
+  }
+
+  /// A refused section without a switch, or an accepted one: every key in
+  /// it must hold its default (a note for an accepted key that does not).
+  void walkStrict(const std::string &section, const std::string &tableSection, const json &obj) {
+    forEachKnown(section, tableSection, obj,
+                 [&](const KeySpec &spec, const std::string &path, const std::string &tablePath,
+                     const json &v) {
+                   if (v.is_string() && v == "auto" && spec.type != KeyType::Str)
+                     return;
+                   checkType(spec, path, v);
+                   if (spec.kind == KeyKind::Inert)
+                     inert(spec, path, tablePath, v);
+                   else if (v.is_object() && !spec.freeForm)
+                     refused(spec, path, tablePath, v);
+                   else if (!isDefault(v, spec))
+                     refuse("'" + path + "' is " + shown(v) + ": not supported by dsc: " +
+                            whyOf(tablePath));
+                 });
   }
 
   /// "auto": replaces `value` with what dsc resolves, or returns false to

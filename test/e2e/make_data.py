@@ -13,6 +13,8 @@ graph (dim 0 = --samples). The model kind follows from the input names:
   wte or embed_tokens). With a bool key_padding_mask (gpt.py
   --key-padding-mask), about half the rows end in padding (True), after at
   least one real token.
+* classifier (input_ids [N, seq], targets [N]): ids uniform in [0, vocab)
+  (rows of embed), targets in [0, classes) (the length of head.bias).
 * BERT (input_ids, token_type_ids, attention_mask, labels): about half the
   rows end in padding (attention_mask 0, input_ids 0, token type 0);
   token_type_ids 0 then 1 from a random split of the real tokens; ~15% of
@@ -65,6 +67,12 @@ def main(argv=None):
         out["x"] = rng.standard_normal(spec["x"][1], dtype=np.float32)
         out["targets"] = rng.integers(0, classes, spec["targets"][1], dtype=np.int64)
         kind = "mlp (%d classes)" % classes
+    elif names == ["input_ids", "targets"] and len(spec["targets"][1]) == 1:
+        vocab = init_shape("embed.weight")[0]
+        classes = init_shape("head.bias")[0]
+        out["input_ids"] = rng.integers(0, vocab, spec["input_ids"][1], dtype=np.int64)
+        out["targets"] = rng.integers(0, classes, spec["targets"][1], dtype=np.int64)
+        kind = "classifier (vocab %d, %d classes)" % (vocab, classes)
     elif names in (["input_ids", "targets"], ["input_ids", "key_padding_mask", "targets"]):
         vocab = init_shape("wte.weight", "embed_tokens.weight")[0]
         B, T = spec["input_ids"][1]

@@ -49,9 +49,9 @@ mkdir -p "$WORK"
 MB=$("$PY" "$HERE/reference_train.py" --config "$CONFIG" --print-micro-batch)
 forced=(--batch "$MB")
 case "$MODEL" in
-  gpt|bert|llama) forced+=(--dropout 0) ;;
+  gpt|bert|llama|classifier) forced+=(--dropout 0) ;;
   mlp) ;;
-  *) echo "parity.sh: unknown model '$MODEL' (mlp, gpt, bert, llama)" >&2; exit 2 ;;
+  *) echo "parity.sh: unknown model '$MODEL' (mlp, gpt, bert, llama, classifier)" >&2; exit 2 ;;
 esac
 
 echo "== export models/$MODEL.py $* ${forced[*]}"

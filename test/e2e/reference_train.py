@@ -799,7 +799,7 @@ def main(argv=None):
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Export flags for --model go after '--'.")
     ap.add_argument("--onnx", metavar="MODEL.onnx")
-    ap.add_argument("--model", choices=["mlp", "gpt", "bert", "llama"],
+    ap.add_argument("--model", choices=["mlp", "gpt", "bert", "llama", "classifier"],
                     help="model script (default: from MODEL.onnx.json)")
     ap.add_argument("--config", metavar="ds_config.json")
     ap.add_argument("--data", metavar="DATA", help=".npy folder or uint16 token file")

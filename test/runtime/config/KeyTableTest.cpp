@@ -68,8 +68,9 @@ TEST(KeyTable, HoldsEveryDeepSpeedKey) {
     ASSERT_NE(spec, nullptr) << "DeepSpeed reads '" << path
                              << "': add it to runtime/config/KeyTable.cpp";
     EXPECT_FALSE(spec->dscOnly) << path << " is DeepSpeed's, not dsc's own";
-    if (k.type != "any" && spec->type != KeyType::Any)
+    if (k.type != "any" && spec->type != KeyType::Any) {
       EXPECT_EQ(keyTypeName(spec->type), k.type) << path;
+    }
     EXPECT_TRUE(sameDefault(spec->deepSpeedDefault, k.defaultText))
         << path << ": the table says " << (spec->deepSpeedDefault ? spec->deepSpeedDefault : "-")
         << ", DeepSpeed " << k.defaultText;
@@ -144,9 +145,10 @@ TEST(KeyTable, ImplementedKeysAtTheirDefaultParse) {
     // (Not the batch keys, which derive each other, nor dsc's interval,
     // which asks for layer recompute.)
     if (p != "train_batch_size" && p != "train_micro_batch_size_per_gpu" &&
-        p != "gradient_accumulation_steps" && p != "activation_checkpointing.interval")
+        p != "gradient_accumulation_steps" && p != "activation_checkpointing.interval") {
       EXPECT_EQ(parseDsConfig(root.dump()), parseDsConfig(without.dump()))
           << p << " = " << spec.deepSpeedDefault << " is not dsc's default";
+    }
   }
 }
 
