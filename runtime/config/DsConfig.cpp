@@ -372,7 +372,7 @@ bool TrainConfig::operator==(const TrainConfig &o) const {
          stepsPerPrint == o.stepsPerPrint && optimizer == o.optimizer &&
          scheduler == o.scheduler && zero == o.zero && pipeline == o.pipeline &&
          precision == o.precision && wallClockBreakdown == o.wallClockBreakdown &&
-         recompute == o.recompute;
+         recompute == o.recompute && tensorParallel == o.tensorParallel;
 }
 
 std::optional<uint64_t> parseByteSize(const std::string &text) {
@@ -575,6 +575,9 @@ std::string toJson(const TrainConfig &cfg) {
     pj["schedule"] = cfg.pipeline.schedule;
     root["pipeline"] = pj;
   }
+  // Also under --tp: dsrt --config compares it with the plan's.
+  if (cfg.tensorParallel > 1)
+    root["tensor_parallel"] = {{"autotp_size", cfg.tensorParallel}};
   if (cfg.recompute.mode != "none" || cfg.recompute.memoryBudget) {
     ordered_json aj;
     aj["recompute"] = cfg.recompute.mode;

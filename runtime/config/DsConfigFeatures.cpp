@@ -78,13 +78,21 @@ void readActivationCheckpointing(const Section &top, TrainConfig &cfg) {
   if (ac.has("interval") && ac.has("number_checkpoints"))
     ac.fail("'" + ac.path("interval") + "' and '" + ac.path("number_checkpoints") +
             "' both choose which layer inputs are kept: give only one");
+  // They choose what layer recompute keeps: with none there is nothing to
+  // choose, so they would be accepted and ignored.
+  for (const char *key : {"interval", "number_checkpoints"})
+    if (r.mode == "none" && ac.has(key) && !ac.raw(key).is_null())
+      ac.fail("'" + ac.path(key) + "' chooses which layer inputs recompute keeps, but '" +
+              ac.path("recompute") + "' is 'none': set it to layers (or selective), or remove '" +
+              key + "'");
   auto note = [&](const char *key, const std::string &why) {
     if (ac.boolean(key).value_or(false))
       cfg.notes.push_back("'" + ac.path(key) + "' has no effect in dsc: " + why);
   };
   note("partition_activations",
-       "it partitions checkpoints over the tensor-parallel group, and dsc has no tensor "
-       "parallelism yet");
+       "DeepSpeed splits each checkpointed activation over the tensor-parallel group; dsc "
+       "keeps the layer inputs it checkpoints whole on every tensor-parallel rank "
+       "(--sequence-parallel splits the activations of the layer-norm regions instead)");
   note("cpu_checkpointing",
        "dsrt runs on the CPU, where the checkpoints already are");
   note("contiguous_memory_optimization",

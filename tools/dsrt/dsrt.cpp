@@ -313,6 +313,8 @@ void checkRuntimeConfig(const dsrt::config::TrainConfig &baked,
   differs(baked.precision != given.precision,
           "the bf16 / fp16 / data_types / communication_data_type settings");
   differs(!(baked.recompute == given.recompute), "the activation_checkpointing settings");
+  differs(baked.tensorParallel != given.tensorParallel,
+          "the tensor_parallel.autotp_size settings");
 }
 
 /// The exit of a rank that finished (MPI_Finalize under mpirun).

@@ -1195,6 +1195,28 @@ TEST(DsConfig, ActivationCheckpointing) {
   // An empty section asks for nothing.
   EXPECT_EQ(parse(R"({"train_batch_size": 8, "activation_checkpointing": {}})").recompute.mode,
             "none");
+  // The partition note is about what dsc does under tp (it said dsc had
+  // no tensor parallelism).
+  EXPECT_NE(ds.notes[1].find("dsc keeps the layer inputs it checkpoints whole on every "
+                             "tensor-parallel rank"),
+            std::string::npos);
+  // Lightning writes DeepSpeed's keys at their defaults: no recompute.
+  EXPECT_EQ(parse(R"({"train_batch_size": 8, "activation_checkpointing": {
+                "partition_activations": false, "cpu_checkpointing": false,
+                "contiguous_memory_optimization": false,
+                "synchronize_checkpoint_boundary": false}})")
+                .recompute.mode,
+            "none");
+  // Which inputs to keep, with recompute none, was accepted and ignored.
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "activation_checkpointing": {
+                "recompute": "none", "number_checkpoints": 2}})"),
+            "ds_config.json: 'activation_checkpointing.number_checkpoints' chooses which layer "
+            "inputs recompute keeps, but 'activation_checkpointing.recompute' is 'none': set it "
+            "to layers (or selective), or remove 'number_checkpoints'");
+  EXPECT_NE(errorOf(R"({"train_batch_size": 8, "activation_checkpointing": {
+                "recompute": "none", "interval": 2}})")
+                .find("'activation_checkpointing.interval' chooses which layer inputs"),
+            std::string::npos);
   EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "activation_checkpointing": {
                 "recompute": "all"}})"),
             "ds_config.json: 'activation_checkpointing.recompute' is 'all'; supported: none, "
@@ -1214,6 +1236,15 @@ TEST(DsConfig, ActivationCheckpointing) {
   // The canonical config carries the mode (dsrt compares it).
   TrainConfig back = parse(toJson(ds));
   EXPECT_TRUE(back.recompute == ds.recompute);
+}
+
+/// The canonical config carries the tensor-parallel size, so dsrt --config
+/// can compare it with the plan's.
+TEST(DsConfig, CanonicalJsonCarriesTheTensorParallelSize) {
+  TrainConfig tp = parse(R"({"train_batch_size": 8, "tensor_parallel": {"autotp_size": 2}})");
+  EXPECT_NE(toJson(tp).find(R"("autotp_size": 2)"), std::string::npos);
+  EXPECT_EQ(parse(toJson(tp)), tp);
+  EXPECT_NE(tp, parse(R"({"train_batch_size": 8})"));
 }
 
 TEST(DsConfig, WallClockBreakdownIsRead) {
