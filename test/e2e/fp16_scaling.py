@@ -10,18 +10,22 @@ The script runs PLAN again with DSRT into WORK/run-skipped for exactly the
 steps RUN1 skipped at the start (SKIPPED_RUN) and into WORK/run-applied for
 one step more (APPLIED_RUN). Checks, printing one line each:
 
-  skips     RUN1 skips its first steps (the scale 2^32 overflows), then trains
-            with at most a few more skips, and its loss falls;
+  skips     RUN1 skips its first steps (the scale 2^32 overflows), then trains,
+            and its loss falls. How often it overflows later is not asserted:
+            marginal overflows (a gradient near 65504 / scale) depend on the
+            rounding of the kernels the CPU gets (oneDNN picks others on AMX
+            than on AVX-512), not on anything dsc guarantees;
   scale     RUN1's loss_scale and skipped columns are what DeepSpeed's
             DynamicLossScaler.update_scale (replayed from
-            test/runtime/core/loss_scaler_reference.py) gives for its
-            overflow flags;
+            test/runtime/core/loss_scaler_reference.py) gives for its own
+            overflow flags, whatever they are;
   weights   SKIPPED_RUN's trained weights are bitwise the plan's initial ones
             (a skipped step changes nothing), APPLIED_RUN's are not;
   lr        RUN1's lr at the n-th applied step is FP32_RUN's lr at step n: a
             skipped step does not advance the schedule;
   layouts   every OTHER_RUN skipped the same first steps with the same
-            scales, and at most a few later.
+            scales, and its scale column is DeepSpeed's rule replayed on its
+            own flags.
 """
 
 import importlib.util
@@ -69,8 +73,6 @@ def main():
     last = sum(r["loss"] for r in rows[-10:]) / 10
     if k == 0 or k == n:
         fail("expected the first steps skipped and then training: skipped %s" % skipped)
-    if later > 3:
-        fail("%d more skips after step %d (expected a few at most)" % (later, k))
     if not last < first * 0.9:
         fail("the loss did not fall after the skips: %.4f -> %.4f" % (first, last))
     print("fp16_scaling: skips: the first %d of %d steps skipped (scale 2^32 -> %g), %d later; "
@@ -79,13 +81,17 @@ def main():
     # scale: DeepSpeed's scaler fed the same overflow flags (its defaults:
     # window 1000, hysteresis 2, min 1, consecutive_hysteresis off).
     ref = reference_scaler()
-    s = ref.DynamicLossScaler(init_scale=2.0 ** 32, scale_window=1000, min_scale=1,
-                              delayed_shift=2, consecutive_hysteresis=False)
-    for step, (flag, scale) in enumerate(zip(skipped, scales), start=1):
-        if scale != s.cur_scale:
-            fail("step %d ran with loss scale %r, DeepSpeed's scaler says %r"
-                 % (step, scale, s.cur_scale))
-        s.update_scale(bool(flag))
+
+    def replay(name, flags, run_scales):
+        s = ref.DynamicLossScaler(init_scale=2.0 ** 32, scale_window=1000, min_scale=1,
+                                  delayed_shift=2, consecutive_hysteresis=False)
+        for step, (flag, scale) in enumerate(zip(flags, run_scales), start=1):
+            if scale != s.cur_scale:
+                fail("%s: step %d ran with loss scale %r, DeepSpeed's scaler says %r"
+                     % (name, step, scale, s.cur_scale))
+            s.update_scale(bool(flag))
+
+    replay(os.path.basename(run1), skipped, scales)
     print("fp16_scaling: scale: %d steps match DeepSpeed's DynamicLossScaler" % n)
 
     # weights: skipped steps change nothing.
@@ -123,8 +129,9 @@ def main():
 
     # layouts: the same overflow phase everywhere. Later, marginal
     # overflows (a gradient near 65504 / scale) depend on the rounding of
-    # the layout's reductions, so only their number is bounded; within one
-    # multi-rank run dsrt itself stops if the ranks disagree on a skip.
+    # the layout's reductions and the CPU's kernels, so each layout's scale
+    # is checked against its own flags; within one multi-rank run dsrt
+    # itself stops if the ranks disagree on a skip.
     for other in others:
         o = read_metrics(os.path.join(other, "metrics.csv"))
         got = [(int(r["skipped"]), r["loss_scale"]) for r in o]
@@ -133,8 +140,7 @@ def main():
             fail("%s: steps 1-%d skipped/scaled %s, one rank %s"
                  % (other, k + 1, got[:k + 1], want[:k + 1]))
         more = sum(f for f, _ in got[k + 1:])
-        if more > 3:
-            fail("%s: %d skips after step %d (expected a few at most)" % (other, more, k))
+        replay(os.path.basename(other), [f for f, _ in got], [sc for _, sc in got])
         print("fp16_scaling: layouts: %s skipped the same first %d steps with the same scales "
               "(%d later)" % (os.path.basename(other), k, more))
     print("fp16_scaling: OK")
