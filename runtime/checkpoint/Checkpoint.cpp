@@ -123,6 +123,50 @@ void removeLeftovers(const std::string &dir) {
     fs::remove_all(f, ec);
 }
 
+/// `latest` of a save folder, if there is one: a regular file (a FIFO would
+/// block, /dev/zero never end) of a few bytes naming a tag. Throws
+/// CheckpointError for anything else.
+std::optional<std::string> readLatest(const std::string &dir) {
+  std::error_code ec;
+  std::string path = dir + "/" + kLatest;
+  if (!fs::exists(fs::symlink_status(path, ec)))
+    return std::nullopt;
+  try {
+    io::requireRegularFile(path);
+  } catch (const std::exception &e) {
+    throw CheckpointError(std::string(e.what()) + " (" + kLatest + " names the newest tag)");
+  }
+  uintmax_t size = fs::file_size(path, ec);
+  if (ec || size > 4096)
+    throw CheckpointError(path + ": " + (ec ? ec.message() : std::to_string(size) + " bytes") +
+                          "; " + kLatest + " holds one tag name (step-N)");
+  std::ifstream in(path);
+  std::string tag((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!tag.empty() && (tag.back() == '\n' || tag.back() == ' '))
+    tag.pop_back();
+  if (tag.empty() || tag.find('/') != std::string::npos || tag == "." || tag == "..")
+    throw CheckpointError(path + ": does not name a tag");
+  return tag;
+}
+
+/// Whether the checkpoint in `tagDir` is the save that followed `latest`'s
+/// tag: its index records that tag as previous_tag. An index written before
+/// dsrt recorded it (no previous_tag) counts as following, as it did then.
+bool followsLatest(const fs::path &tagDir, const std::string &latest) {
+  try {
+    std::string where = (tagDir / kIndex).string();
+    io::requireRegularFile(where);
+    std::ifstream in(where);
+    json index = json::parse(in);
+    if (!index.contains("previous_tag"))
+      return true;
+    const json &prev = index.at("previous_tag");
+    return prev.is_string() && prev.get<std::string>() == latest;
+  } catch (const std::exception &) {
+    return false;
+  }
+}
+
 std::string readSmallFile(const std::string &path) {
   std::ifstream in(path);
   std::stringstream s;
@@ -216,7 +260,8 @@ uint64_t writeRankFile(const std::string &folder, int rank, int64_t step,
 
 /// index.json of the rank files in `partial`, from their headers.
 std::string buildIndex(const std::string &partial, int ranks, const std::string &tag,
-                       const Progress &progress, const Layout &layout) {
+                       const Progress &progress, const Layout &layout,
+                       const std::optional<std::string> &previous) {
   std::map<std::string, ordered_json> entries;
   for (int r = 0; r < ranks; ++r) {
     std::string file = rankFile(r);
@@ -273,6 +318,7 @@ std::string buildIndex(const std::string &partial, int ranks, const std::string 
   } else {
     index["loss_scaler"] = nullptr;
   }
+  index["previous_tag"] = previous ? ordered_json(*previous) : ordered_json(nullptr);
   index["config"] = ordered_json::parse(layout.configJson.empty() ? "{}" : layout.configJson);
   index["tensors"] = std::move(tensors);
   return index.dump(1) + "\n";
@@ -419,7 +465,12 @@ void Saver::commit(Pending &q) {
   agree("writing its file");
   if (root) {
     try {
-      std::string text = buildIndex(q.partial, world_.size(), q.tag, q.progress, layout_);
+      // The tag `latest` names now: a reader takes this save over it only
+      // if it follows it (a kill between the rename and `latest`), never a
+      // tag an older resume abandoned.
+      std::optional<std::string> previous = readLatest(dir_);
+      std::string text =
+          buildIndex(q.partial, world_.size(), q.tag, q.progress, layout_, previous);
       io::writeFileAtomically(q.partial + "/" + kIndex, {{text.data(), text.size()}},
                               io::Existing::Refuse);
       io::syncDir(q.partial);
@@ -483,28 +534,33 @@ Reader Reader::open(const std::string &path) {
     for (const auto &[step, name] : tags)
       if (fs::exists(p / name / kIndex, ec))
         newest = name, newestStep = step;
-    bool hasLatest = fs::exists(p / kLatest, ec);
+    bool hasLatest = fs::exists(fs::symlink_status(p / kLatest, ec));
     if (!hasLatest && newest.empty())
       throw CheckpointError("checkpoint " + path + ": neither a checkpoint (no " + kIndex +
                             ") nor a --save-dir (no " + kLatest + ")");
     std::string tag;
     if (hasLatest) {
-      tag = readSmallFile((p / kLatest).string());
-      while (!tag.empty() && (tag.back() == '\n' || tag.back() == ' '))
-        tag.pop_back();
-      if (tag.empty() || tag.find('/') != std::string::npos || tag == "." || tag == "..")
-        throw CheckpointError("checkpoint " + path + ": " + kLatest + " does not name a tag");
+      tag = *readLatest(p.string());
       std::string digits = tag.rfind("step-", 0) == 0 ? tag.substr(5) : "";
       if (!digits.empty() && digits.size() <= 18 &&
           std::all_of(digits.begin(), digits.end(), ::isdigit))
         namedStep = std::stoll(digits);
-    }
-    if (newestStep > namedStep)
+      // What `latest` names must be there: a missing or junk name is an
+      // error, never a silent fallback to another tag.
+      if (namedStep < 0 || !fs::exists(p / tag / kIndex, ec))
+        throw CheckpointError("checkpoint " + path + ": " + kLatest + " names " + tag +
+                              (namedStep < 0 ? ", not a checkpoint tag (step-N)"
+                                             : ", which has no " + std::string(kIndex)) +
+                              "; give the checkpoint as " + path + "/step-N");
+      // A newer complete tag is taken only where it is the save after the
+      // one `latest` names (a kill between its rename and the update of
+      // `latest`): one that an older resume abandoned names another.
+      if (newestStep > namedStep && followsLatest(p / newest, tag))
+        tag = newest;
+    } else {
       tag = newest;
+    }
     p /= tag;
-    if (!fs::exists(p / kIndex, ec))
-      throw CheckpointError("checkpoint " + path + ": " + kLatest + " names " + tag +
-                            ", which has no " + kIndex);
   }
   r.path_ = p.string();
   std::string where = (p / kIndex).string();

@@ -69,6 +69,17 @@ inline CLI::Validator positiveSeconds(double hi) {
       need);
 }
 
+/// A path or name that must not be empty: `--resume ""` restarted from step
+/// 1 and `--save-dir ""` saved nothing, each without a word.
+inline CLI::Validator nonEmpty() {
+  return CLI::Validator(
+      [](std::string &text) -> std::string {
+        return text.empty() ? "an empty value names nothing: give one, or leave the option out"
+                            : std::string();
+      },
+      "NONEMPTY");
+}
+
 } // namespace dsrt::cli
 
 #endif // DSRT_CONFIG_CLICHECKS_H

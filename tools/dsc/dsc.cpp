@@ -413,7 +413,8 @@ int main(int argc, char **argv) {
   app.add_flag("--list-config-keys", listConfigKeys,
                "print every ds_config key DeepSpeed reads and what dsc does with it "
                "(docs/ds-config-keys.md) and stop");
-  app.add_option("-o,--output", output, "where to write the result ('-' = stdout)");
+  app.add_option("-o,--output", output, "where to write the result ('-' = stdout)")
+      ->check(dsrt::cli::nonEmpty());
   app.add_option("--emit", emit,
                  "what to produce: plan = a dsrt plan directory (the default with -o DIR), "
                  "nn = the imported IR (the default without -o or with -o FILE.mlir), "
@@ -421,8 +422,10 @@ int main(int argc, char **argv) {
       ->check(CLI::IsMember({"nn", "train", "plan"}));
   app.add_option("--config", configPath,
                  "DeepSpeed ds_config.json: batch sizes, gradient accumulation, "
-                 "optimizer, scheduler, gradient clipping");
-  app.add_option("--loss", loss, "graph output to train on (default: the single scalar output)");
+                 "optimizer, scheduler, gradient clipping")
+      ->check(dsrt::cli::nonEmpty());
+  app.add_option("--loss", loss, "graph output to train on (default: the single scalar output)")
+      ->check(dsrt::cli::nonEmpty());
   app.add_option("--batch-size", batchSizeText,
                  "value for a dynamic dimension 0 of every input")
       ->check(dsrt::cli::integer<int64_t>(1, int64_t(1) << 31));

@@ -357,14 +357,18 @@ int exportMain(int argc, char **argv) {
                "memory is a few MiB, not the model (an inline ONNX model is held once)"};
   std::string ckpt, out, planDir, onnxOut;
   app.add_option("checkpoint", ckpt, "a checkpoint: --save-dir DIR (its latest) or DIR/TAG")
-      ->required();
-  app.add_option("-o,--output", out, "the safetensors file to write (must not exist)");
+      ->required()
+      ->check(dsrt::cli::nonEmpty());
+  app.add_option("-o,--output", out, "the safetensors file to write (must not exist)")
+      ->check(dsrt::cli::nonEmpty());
   app.add_option("--plan", planDir,
                  "a plan of the checkpoint's model (any layout): its model.onnx names the "
-                 "state_dict's keys (tied weights under each name, the buffers dsc compiled in)");
+                 "state_dict's keys (tied weights under each name, the buffers dsc compiled in)")
+      ->check(dsrt::cli::nonEmpty());
   app.add_option("--onnx", onnxOut,
                  "also write the plan's ONNX model with the trained weights here (needs --plan; "
-                 "weights over 2 GiB go to FILE.data beside it)");
+                 "weights over 2 GiB go to FILE.data beside it)")
+      ->check(dsrt::cli::nonEmpty());
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {
@@ -428,27 +432,32 @@ int main(int argc, char **argv) {
   app.add_option("--data", data,
                  "a folder of NAME.npy files (one per input, dim 0 = samples) or a flat token "
                  "file (uint16/uint32 ids, nanoGPT/llm.c format); without it, synthetic "
-                 "random batches (a smoke test)");
+                 "random batches (a smoke test)")
+      ->check(dsrt::cli::nonEmpty());
   using dsrt::cli::integer;
   // Checked in their own types before conversion (CLI11 would saturate an
   // overflowing integer); threads against this machine's cores below.
   app.add_option("--steps", steps, "optimizer steps to run")
       ->check(integer<int64_t>(1, dsrt::limits::kMaxSteps));
   app.add_option("--seed", seed, "seed of the dropout masks")->check(integer<uint64_t>(0));
-  app.add_option("--out", out, "run folder (default: ./runs/<timestamp>)");
+  app.add_option("--out", out, "run folder (default: ./runs/<timestamp>)")
+      ->check(dsrt::cli::nonEmpty());
   app.add_option("--config", configPath,
                  "ds_config.json: steps_per_print and scheduler may change at run time; "
-                 "batch, optimizer and clipping keys must match the plan");
+                 "batch, optimizer and clipping keys must match the plan")
+      ->check(dsrt::cli::nonEmpty());
   app.add_option("--threads", threads, "CPU threads for the kernels (0: all cores)")
       ->check(integer<int64_t>(0, dsrt::launch::availableCores()));
   app.add_flag("--profile", profile, "print the time spent per op kind at the end");
   app.add_flag("--timeline", timeline,
                "record every instruction's start and end in the last step: "
                "RUN/timeline.rank-N.csv per rank (render with tools/render_timeline.py)");
-  app.add_option("--token-dtype", tokenDtype, "token width of a token file: u16 or u32");
+  app.add_option("--token-dtype", tokenDtype, "token width of a token file: u16 or u32")
+      ->check(dsrt::cli::nonEmpty());
   app.add_option("--export-onnx", exportOnnx,
                  "also write the source ONNX model with the trained weights here (weights over "
-                 "2 GiB go to FILE.data beside it)");
+                 "2 GiB go to FILE.data beside it)")
+      ->check(dsrt::cli::nonEmpty());
   app.add_option("--comm-timeout", commTimeout,
                  "seconds a collective may take before every rank aborts (under mpirun)")
       ->check(dsrt::cli::positiveSeconds(7 * 24 * 3600));
@@ -456,7 +465,8 @@ int main(int argc, char **argv) {
   int64_t saveInterval = 0, keep = 0;
   app.add_option("--save-dir", saveDir,
                  "save checkpoints here (docs/checkpoints.md): every --save-interval steps and "
-                 "after the last; a new or empty folder, or one dsrt saved into before");
+                 "after the last; a new or empty folder, or one dsrt saved into before")
+      ->check(dsrt::cli::nonEmpty());
   app.add_option("--save-interval", saveInterval,
                  "steps between checkpoints (0: only after the last step)")
       ->check(integer<int64_t>(0, dsrt::limits::kMaxSteps));
@@ -475,11 +485,13 @@ int main(int argc, char **argv) {
   auto *resumeOpt = app.add_option(
       "--resume", resume,
       "continue from a checkpoint (a --save-dir: its latest; or DIR/TAG), saved with any dp, "
-      "pp or ZeRO stage; --steps is the total, counted from the first step");
+      "pp or ZeRO stage; --steps is the total, counted from the first step")
+      ->check(dsrt::cli::nonEmpty());
   std::string init;
   app.add_option("--init", init,
                  "start from these weights instead of the plan's: a safetensors file of the "
-                 "model's PyTorch state_dict (fine-tuning; dsrt export writes one)");
+                 "model's PyTorch state_dict (fine-tuning; dsrt export writes one)")
+      ->check(dsrt::cli::nonEmpty());
   auto *seedOpt = app.get_option("--seed");
   dsrt::launch::LaunchOptions launchOptions; // --hostfile, --include, ...
   launchOptions.addTo(app);
@@ -490,6 +502,11 @@ int main(int argc, char **argv) {
   } catch (const CLI::ParseError &e) {
     die(std::string(e.what()) + " (see dsrt --help)");
   }
+  // Settings that only apply with another one are not accepted alone.
+  for (const char *flag : {"--save-interval", "--keep", "--save-mode"})
+    if (app.count(flag) && saveDir.empty())
+      die(std::string(flag) + " applies to saving checkpoints: give --save-dir DIR too (or "
+          "leave " + flag + " out)");
   if (!init.empty() && !resume.empty())
     die("--init and --resume exclude each other: --resume continues a run (its weights, "
         "optimizer state and step), --init starts a new one from other weights");
@@ -506,8 +523,10 @@ int main(int argc, char **argv) {
     bool rank0 = !comm || comm->rank() == 0; // prints and writes the results
     dsrt::Executor exec(planDir, comm.get());
     dsrt::config::TrainConfig cfg = exec.config();
-    if ((saveInterval || keep) && saveDir.empty())
-      die(std::string(saveInterval ? "--save-interval" : "--keep") + " needs --save-dir");
+    // A plan for one rank runs without mpirun and has no collective to time.
+    if (app.count("--comm-timeout") && !comm)
+      die("--comm-timeout: the plan runs on one rank, which has no collectives to time out; "
+          "leave it out");
     // --resume: the checkpoint's progress (its seed drives the dropout
     // masks, so a different --seed would not continue the same run).
     std::optional<dsrt::checkpoint::Reader> ckpt;
