@@ -41,3 +41,10 @@ if os.path.isdir(ds_configs):
 else:
     lit_config.warning("no ds_config corpus at %s: ds-config-corpus.test skipped (set "
                        "DSC_DS_CONFIGS)" % ds_configs)
+
+# Kernel-path pins pass through, so the suite can run with oneDNN held to
+# an ISA level (ONEDNN_MAX_CPU_ISA=AVX2, AVX512_CORE, AVX512_CORE_BF16, ...)
+# and dsrt's conversions to one (DSRT_HALF_ISA=portable|avx512f).
+for var in ("ONEDNN_MAX_CPU_ISA", "DSRT_HALF_ISA"):
+    if var in os.environ:
+        config.environment[var] = os.environ[var]
