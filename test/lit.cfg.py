@@ -48,3 +48,14 @@ else:
 for var in ("ONEDNN_MAX_CPU_ISA", "DSRT_HALF_ISA"):
     if var in os.environ:
         config.environment[var] = os.environ[var]
+
+# A small tmpfs stands for a full disk (root only; CI runs as root).
+if os.geteuid() == 0:
+    import subprocess
+    import tempfile
+    probe_dir = tempfile.mkdtemp()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", probe_dir],
+                      capture_output=True).returncode == 0:
+        subprocess.run(["umount", probe_dir], capture_output=True)
+        config.available_features.add("tmpfs")
+    os.rmdir(probe_dir)

@@ -750,6 +750,21 @@ int main(int argc, char **argv) {
     // a non-finite loss with a finite norm stops after its update.)
     int64_t stoppedAt = 0, lastGood = steps;
     std::string stopReason;
+    // A checkpoint that cannot be written (a full disk, a folder made
+    // read-only) stops the run after its step, every rank alike (the save
+    // agrees on failure); the weights are still written to the run folder,
+    // so the run is not lost.
+    std::string saveError;
+    int64_t saveFailedAt = 0;
+    auto guardedSave = [&](int64_t s, auto &&call) {
+      try {
+        reportSave(call());
+      } catch (const dsrt::checkpoint::CheckpointError &e) {
+        saveError = e.what();
+        saveFailedAt = s;
+        saver.reset();
+      }
+    };
 
     using Clock = std::chrono::steady_clock;
     auto start = Clock::now();
@@ -810,12 +825,12 @@ int main(int argc, char **argv) {
         g.microBatchSize = exec.microBatchSize();
         if (scaler)
           g.scaler = scaler->state();
-        reportSave(saver->save(dsrt::checkpoint::ownedPieces(exec), g));
+        guardedSave(s, [&] { return saver->save(dsrt::checkpoint::ownedPieces(exec), g); });
       } else if (saver) {
-        reportSave(saver->poll());
+        guardedSave(s, [&] { return saver->poll(); });
       }
       if (!rank0) {
-        if (stoppedAt)
+        if (stoppedAt || saveFailedAt)
           break;
         continue;
       }
@@ -852,13 +867,13 @@ int main(int argc, char **argv) {
         windowStart = now;
         windowItems = 0;
       }
-      if (stoppedAt)
+      if (stoppedAt || saveFailedAt)
         break;
     }
     // The save in flight completes (also when the run stopped: it is of
     // an earlier, finite step).
     if (saver)
-      reportSave(saver->finish());
+      guardedSave(steps, [&] { return saver->finish(); });
     double total = std::chrono::duration<double>(Clock::now() - start).count();
     // The training peak, before whole weights are gathered for writing: the
     // largest over the ranks.
@@ -886,7 +901,7 @@ int main(int argc, char **argv) {
     // stages send theirs to rank 0); rank 0 writes.
     std::vector<dsrt::WholeTensor> whole = exec.gatherWeights();
     if (!rank0)
-      return finishRank(stoppedAt ? 1 : 0);
+      return finishRank(stoppedAt || saveFailedAt ? 1 : 0);
     std::vector<dsrt::io::TensorRef> refs;
     for (const dsrt::WholeTensor &t : whole)
       refs.push_back({t.name, dsrt::io::DType::F32, t.shape, t.data});
@@ -908,6 +923,20 @@ int main(int argc, char **argv) {
                    "enable gradient_clipping, or check the data and the initial weights); "
                    "%s, metrics in %s\n",
                    (long long)stoppedAt, stopReason.c_str(), kept.c_str(),
+                   metrics->path().c_str());
+      return finishRank(1);
+    }
+    if (saveFailedAt) {
+      // The weights of the last step run (the failed checkpoint's, or the
+      // final one's), so that a failed save never costs the run.
+      int64_t at = std::min(saveFailedAt, steps);
+      dsrt::io::writeSafeTensors(weightsPath, refs,
+                                 {{"format", "pt"}, {"producer", "dsrt"},
+                                  {"step", std::to_string(at)}});
+      std::fprintf(stderr,
+                   "dsrt: error: %s; training stopped after step %lld; its weights are in %s, "
+                   "metrics in %s\n",
+                   saveError.c_str(), (long long)at, weightsPath.c_str(),
                    metrics->path().c_str());
       return finishRank(1);
     }
