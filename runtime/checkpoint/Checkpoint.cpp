@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -210,18 +211,41 @@ SaveDir::SaveDir(std::string dir, int64_t keep) : dir_(std::move(dir)), keep_(ke
   } else if (!fs::is_directory(d, ec)) {
     throw CheckpointError("--save-dir " + dir_ + ": is not a folder");
   }
-  if (fs::exists(d / kMarker, ec))
-    return;
-  if (!fs::is_empty(d, ec))
-    throw CheckpointError("--save-dir " + dir_ + ": holds files dsrt did not write (no " +
-                          kMarker + " marker); give a new or empty folder");
-  try {
-    std::string text = "dsrt checkpoints (docs/checkpoints.md)\n";
-    io::writeFileAtomically((d / kMarker).string(), {{text.data(), text.size()}},
-                            io::Existing::Refuse);
-  } catch (const io::IoError &e) {
-    throw CheckpointError(std::string("--save-dir: ") + e.what());
+  if (!fs::exists(d / kMarker, ec)) {
+    if (!fs::is_empty(d, ec))
+      throw CheckpointError("--save-dir " + dir_ + ": holds files dsrt did not write (no " +
+                            kMarker + " marker); give a new or empty folder");
+    try {
+      std::string text = "dsrt checkpoints (docs/checkpoints.md)\n";
+      io::writeFileAtomically((d / kMarker).string(), {{text.data(), text.size()}},
+                              io::Existing::Refuse);
+    } catch (const io::IoError &e) {
+      // Another run may have marked it an instant before: the lock decides.
+      if (!fs::exists(d / kMarker, ec))
+        throw CheckpointError(std::string("--save-dir: ") + e.what());
+    }
   }
+  std::string marker = (d / kMarker).string();
+  lockFd_ = ::open(marker.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (lockFd_ < 0)
+    throw CheckpointError("--save-dir " + dir_ + ": cannot open " + marker + ": " +
+                          std::strerror(errno));
+  if (::flock(lockFd_, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    ::close(lockFd_);
+    lockFd_ = -1;
+    throw CheckpointError("--save-dir " + dir_ + ": " +
+                          (err == EWOULDBLOCK
+                               ? std::string("another dsrt run is saving into it (it holds the "
+                                             "folder's lock); give this run another folder, "
+                                             "or wait for that one to end")
+                               : std::string("cannot lock it: ") + std::strerror(err)));
+  }
+}
+
+SaveDir::~SaveDir() {
+  if (lockFd_ >= 0)
+    ::close(lockFd_);
 }
 
 void SaveDir::checkFree(int64_t step) const {

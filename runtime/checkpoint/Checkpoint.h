@@ -87,9 +87,18 @@ std::vector<Piece> ownedPieces(const Executor &exec);
 /// dsrt's is taken; anything else is a CheckpointError (dsrt never writes
 /// into a folder of someone else's files). checkFree() refuses tags that
 /// exist already, before any training is done.
+///
+/// One run at a time: the SaveDir holds an exclusive lock (flock) on the
+/// folder's marker for as long as it lives, and a second run's SaveDir on
+/// the same folder is refused while it does (two runs' --keep deleted each
+/// other's checkpoints, and racing saves of a tag mixed their files). The
+/// lock goes with the process, a killed run's too.
 class SaveDir {
 public:
   SaveDir(std::string dir, int64_t keep);
+  ~SaveDir();
+  SaveDir(const SaveDir &) = delete;
+  SaveDir &operator=(const SaveDir &) = delete;
   const std::string &path() const { return dir_; }
   /// Throws CheckpointError if the tag of `step` exists (an earlier run's).
   void checkFree(int64_t step) const;
@@ -98,6 +107,7 @@ public:
 private:
   std::string dir_;
   int64_t keep_;
+  int lockFd_ = -1;
 };
 
 /// Plan identity and layout, stored in the index (not needed to load).

@@ -567,12 +567,13 @@ int main(int argc, char **argv) {
       return !saveDir.empty() && (s == steps || (saveInterval > 0 && s % saveInterval == 0));
     };
     // The save folder is checked before any training: a tag this run would
-    // write must not exist yet.
+    // write must not exist yet. Rank 0 holds its lock until the run ends.
+    std::optional<dsrt::checkpoint::SaveDir> saveDirLock;
     if (!saveDir.empty() && rank0) {
-      dsrt::checkpoint::SaveDir dir(saveDir, keep);
+      saveDirLock.emplace(saveDir, keep);
       for (int64_t s = firstStep; s <= steps; ++s)
         if (saveStep(s))
-          dir.checkFree(s);
+          saveDirLock->checkFree(s);
     }
     // Every micro-batch of the run has a global index (data and dropout):
     // steps x micro-batches x dp must fit in it.
