@@ -124,6 +124,21 @@ void removeLeftovers(const std::string &dir) {
     fs::remove_all(f, ec);
 }
 
+/// Whether a tag folder holds only what a save writes: index.json and the
+/// ranks' rank-NNNNN.safetensors.
+bool onlyDsrtFiles(const fs::path &tagDir) {
+  std::error_code ec;
+  for (const fs::directory_entry &e : fs::directory_iterator(tagDir, ec)) {
+    std::string name = e.path().filename().string();
+    bool rankFile = name.size() == 22 && name.rfind("rank-", 0) == 0 &&
+                    name.compare(10, 12, ".safetensors") == 0 &&
+                    std::all_of(name.begin() + 5, name.begin() + 10, ::isdigit);
+    if (name != kIndex && !rankFile)
+      return false;
+  }
+  return !ec;
+}
+
 /// `latest` of a save folder, if there is one: a regular file (a FIFO would
 /// block, /dev/zero never end) of a few bytes naming a tag. Throws
 /// CheckpointError for anything else.
@@ -518,6 +533,14 @@ void Saver::commit(Pending &q) {
           std::error_code ec;
           fs::path old = fs::path(dir_) / tags[i].second;
           fs::path doomed = fs::path(dir_) / ("." + tags[i].second + kDeleting);
+          // A tag holding a file dsrt did not write (a `dsrt export` saved
+          // there) is kept whole: --keep deletes only dsrt's own files.
+          if (!onlyDsrtFiles(old)) {
+            std::fprintf(stderr, "dsrt: note: --keep %lld: %s holds files dsrt did not write; "
+                                 "it is kept\n",
+                         (long long)keep_, old.c_str());
+            continue;
+          }
           if (fs::exists(old / kIndex, ec) &&
               ::rename(old.c_str(), doomed.c_str()) == 0)
             fs::remove_all(doomed, ec);

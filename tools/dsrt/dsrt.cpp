@@ -380,6 +380,21 @@ int exportMain(int argc, char **argv) {
     die("dsrt export: nothing to write: give -o FILE (safetensors) and/or --onnx FILE");
   if (!onnxOut.empty() && planDir.empty())
     die("dsrt export: --onnx needs --plan PLAN (the ONNX model is the plan's model.onnx)");
+  // Both outputs are checked before either is written (the ONNX model was
+  // checked only after the state_dict had been written).
+  try {
+    if (!out.empty())
+      dsrt::io::checkNewFile(out, "-o");
+    if (!onnxOut.empty()) {
+      dsrt::io::checkNewFile(onnxOut, "--onnx");
+      dsrt::io::checkNewFile(onnxOut + ".data", "--onnx (its external data)");
+    }
+  } catch (const std::exception &e) {
+    die(e.what());
+  }
+  if (!out.empty() && !onnxOut.empty() &&
+      fs::weakly_canonical(out) == fs::weakly_canonical(onnxOut))
+    die("dsrt export: -o and --onnx name the same file, " + out);
   try {
     auto start = std::chrono::steady_clock::now();
     dsrt::checkpoint::Reader reader = dsrt::checkpoint::Reader::open(ckpt);
