@@ -156,7 +156,7 @@ def build_model(a):
         def forward(self, input_ids, targets, key_padding_mask=None):
             tr = self.transformer
             if a.pos == "learned":
-                pos = torch.arange(0, T, dtype=torch.long)  # [T]
+                pos = torch.arange(0, T, dtype=torch.long, device=input_ids.device)  # [T]
                 x = tr.drop(tr.wte(input_ids) + tr.wpe(pos))
             else:
                 x = tr.drop(tr.wte(input_ids) + self.pos_enc)

@@ -17,6 +17,7 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(["dsc", "dsc-opt", "dsrt"], [config.dsc_tools_dir])
 config.substitutions.append(("%models", os.path.join(config.dsc_src_root, "models")))
+config.substitutions.append(("%scripts", os.path.join(config.dsc_src_root, "scripts")))
 config.substitutions.append(("%torch_python", config.torch_python))
 
 # Exports through Debian's torch: tests that need it say REQUIRES: torch.
@@ -59,3 +60,16 @@ if os.geteuid() == 0:
         subprocess.run(["umount", probe_dir], capture_output=True)
         config.available_features.add("tmpfs")
     os.rmdir(probe_dir)
+
+# dsrt's --device defaults to auto (the GPU where there is one): the suite
+# pins the CPU, whose results its tests state; GPU tests say --device cuda
+# and REQUIRES: cuda-device, present where nvidia-smi lists a GPU.
+config.environment["DSRT_DEVICE"] = "cpu"
+import shutil
+import subprocess
+if shutil.which("nvidia-smi") and subprocess.run(
+        ["nvidia-smi", "-L"], capture_output=True).returncode == 0:
+    config.available_features.add("cuda-device")
+else:
+    lit_config.note("no CUDA device (nvidia-smi lists none): the GPU tests "
+                    "(REQUIRES: cuda-device) are skipped")

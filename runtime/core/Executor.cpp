@@ -86,8 +86,8 @@ uint64_t machineMemoryBytes() {
 }
 } // namespace
 
-Executor::Executor(const std::string &dir, comm::Communicator *world)
-    : dir_(dir), world_(world) {
+Executor::Executor(const std::string &dir, comm::Communicator *world, Device device)
+    : dir_(dir), device_(device), world_(world) {
   std::string path = dir + "/plan.pb";
   name_ = path;
   std::error_code ec;
@@ -246,6 +246,8 @@ Executor::Executor(const std::string &dir, comm::Communicator *world)
       throw PlanError(name_ + " (baked config): " + e.what());
     }
   }
+  if (device_ == Device::Cuda)
+    setupDevice();
 }
 
 void Executor::verifyChecksums(const std::string &planBytes) {
@@ -489,7 +491,10 @@ void Executor::validatePipeline() {
                       "') is an INPUT that no load_batch fills");
 }
 
-Executor::~Executor() { std::free(arena_); }
+Executor::~Executor() {
+  destroyDevice();
+  std::free(arena_);
+}
 
 void Executor::validateBuffers() {
   const std::string &path = name_;
@@ -791,6 +796,8 @@ void Executor::initialize(const std::string &weightsPath, uint64_t seed) {
   ctx_.handles.assign(size_t(maxHandle_ + 1), Context::Started());
   loadWeights(weightsPath);
   ctx_.seed = seed;
+  if (device_ == Device::Cuda)
+    initDevice();
 }
 
 void Executor::loadWeights(const std::string &path) {
@@ -876,6 +883,7 @@ void Executor::loadWeights(const std::string &path) {
 }
 
 std::vector<const Tensor *> Executor::weights() const {
+  devicePull();
   std::vector<const Tensor *> r;
   for (const Tensor &t : tensors_)
     if (t.role == plan::PARAM)
@@ -884,6 +892,10 @@ std::vector<const Tensor *> Executor::weights() const {
 }
 
 std::vector<Tensor *> Executor::stateTensors() {
+  // The caller may write them (a restore): the device takes them back
+  // before the next step.
+  devicePull();
+  deviceStale_ = device_ == Device::Cuda;
   std::vector<Tensor *> r;
   for (Tensor &t : tensors_)
     if (t.role == plan::PARAM || t.role == plan::OPT_STATE || t.role == plan::FROZEN)
@@ -892,6 +904,7 @@ std::vector<Tensor *> Executor::stateTensors() {
 }
 
 std::vector<const Tensor *> Executor::stateTensors() const {
+  devicePull();
   std::vector<const Tensor *> r;
   for (const Tensor &t : tensors_)
     if (t.role == plan::PARAM || t.role == plan::OPT_STATE || t.role == plan::FROZEN)
@@ -1073,6 +1086,8 @@ void Executor::runList(const std::vector<Instr> &list, int which, int64_t micro)
     const Instr &i = list[k];
     int64_t t0 = nowUs();
     i.run(i, ctx_);
+    if (device_ == Device::Cuda) // the kernel's end, not its launch
+      deviceSync();
     progressComms();
     timeline_.push_back({&i, which, micro, int64_t(k), t0, nowUs()});
   }
@@ -1103,6 +1118,8 @@ void Executor::runList(const std::vector<Instr> &list) {
   for (const Instr &i : list) {
     auto t0 = std::chrono::steady_clock::now();
     i.run(i, ctx_);
+    if (device_ == Device::Cuda)
+      deviceSync();
     progressComms();
     auto &slot = opTime_[i.op];
     ++slot.first;
@@ -1137,9 +1154,13 @@ void Executor::beginStep(int64_t stepIndex) {
   ctx_.badIndices = 0;
   for (comm::Communicator *c : ctx_.comms)
     c->resetCounters();
+  if (device_ == Device::Cuda)
+    deviceBeginStep();
 }
 
 void Executor::endStep() {
+  if (device_ == Device::Cuda)
+    deviceEndStep();
   counters_ = ctx_.comms[0]->counters();
   counters_ += ctx_.comms[1]->counters();
   counters_ += ctx_.comms[2]->counters();

@@ -51,6 +51,8 @@
 
 namespace dsrt {
 
+struct DeviceState;
+
 /// plan.proto format versions this runtime runs.
 constexpr unsigned kPlanFormatVersion = 1;
 
@@ -76,6 +78,14 @@ public:
   using std::runtime_error::runtime_error;
 };
 
+/// A plan that is sound but that the CUDA device executor cannot run yet
+/// (several ranks, an op or dtype without a CUDA kernel), or no usable
+/// device: `dsrt --device auto` then runs it on the CPU.
+class DeviceUnsupported : public PlanError {
+public:
+  using PlanError::PlanError;
+};
+
 /// A step whose gradient norm is NaN or infinite. The clipping instruction
 /// throws it before any parameter or optimizer state is updated, on every
 /// rank alike (the norm it sees is reduced over all ranks and stages), so
@@ -90,11 +100,21 @@ public:
   double norm;
 };
 
+/// Where a plan's kernels run. Cuda: the arena lives in device memory
+/// (one cudaMalloc of the planned size) and every instruction runs a CUDA
+/// kernel on it (runtime/core/OpsCuda.cpp); a host copy of the arena
+/// stays the place where weights are loaded, inputs are filled, and
+/// checkpoints and weights are read, synchronized at the step's edges.
+enum class Device { Cpu, Cuda };
+
 /// A typed view of arena bytes.
 struct Tensor {
   dsc::plan::DType dtype = dsc::plan::F32;
   cpu::Shape shape;
   void *data = nullptr;
+  /// Device::Cuda: the same buffer in the device arena (what the CUDA
+  /// kernels read and write); `data` is then its host copy.
+  void *dev = nullptr;
   uint64_t offset = 0; // in the arena
   int64_t numel = 0;
   std::string name;
@@ -159,6 +179,7 @@ struct Instr {
   uint64_t stagingOffset = 0, stagingBytes = 0; // planned staging (arena)
   float *staging = nullptr;
   std::string label; // "instruction 57 of the epilogue"
+  int badSlot = -1;        // Device::Cuda: its device counter of bad indices
   uint32_t axis = 0;       // dist ops: 0 the dp group, 1 the pp group
   int64_t microBatch = 0;  // pipeline plans: for the timeline
   uint32_t phase = 0;
@@ -194,6 +215,8 @@ struct Context {
     comm::Handle handle;
   };
   std::vector<Started> handles;
+  /// Device::Cuda: the device executor's state (OpsCuda.cpp).
+  DeviceState *gpu = nullptr;
   /// Pipeline plans: load_batch m reads global micro-batch
   /// ((step - 1) * microBatches + m) * dp + rank through `load`.
   bool pipelined = false;
@@ -219,8 +242,18 @@ public:
   /// one rank): dp ranks, or pp * dp for a pipeline plan, whose world is
   /// split here (collective: every rank constructs its executor). `world`
   /// must outlive the executor. Throws PlanError.
-  explicit Executor(const std::string &dir, comm::Communicator *world = nullptr);
+  explicit Executor(const std::string &dir, comm::Communicator *world = nullptr,
+                    Device device = Device::Cpu);
   ~Executor();
+
+  /// Where the kernels run.
+  Device device() const { return device_; }
+  /// Whether a plan can run on a CUDA device with this dsrt, and why not:
+  /// a build with CUDA, a device present, one rank, and a CUDA kernel for
+  /// every instruction (checked by loading the plan for the device).
+  static bool cudaUsable(std::string *why);
+  /// The CUDA device's name ("" without one).
+  static std::string cudaDeviceName();
 
   /// The plan this rank runs (a pipeline plan: its stage's).
   const dsc::plan::Plan &plan() const { return plan_; }
@@ -326,6 +359,8 @@ public:
           loadMicroBatch(global, inputs_);
         else
           loadMicroBatch(global);
+        if (device_ == Device::Cuda)
+          deviceUpload(inputs_);
         ctx_.rngCounter = uint64_t(global);
         runList(micro_, 1, k);
       }
@@ -352,7 +387,9 @@ public:
   void enableProfile() { profile_ = true; }
   void printProfile(std::FILE *out) const;
 
-  /// This rank's loss (0 on a pipeline stage without it).
+  /// This rank's loss (0 on a pipeline stage without it). With
+  /// Device::Cuda, this and the two below are the host copies, fetched at
+  /// the end of each step.
   float loss() const { return hasLoss_ ? *tensors_[plan_.loss_buffer()].f32() : 0.0f; }
   float gradNorm() const { return *tensors_[plan_.grad_norm_buffer()].f32(); }
   float lr() const { return *tensors_[plan_.lr_buffer()].f32(); }
@@ -397,6 +434,22 @@ private:
   void beginStep(int64_t stepIndex);
   void runList(const std::vector<Instr> &list, int which, int64_t micro);
   void endStep();
+  /// Device::Cuda (OpsCuda.cpp; NoCuda.cpp where dsrt is built without
+  /// CUDA): binds every instruction to its CUDA kernel (throws PlanError
+  /// naming one that has none); allocates the device arena and copies the
+  /// host arena in; copies host buffers in; brings the whole arena to the
+  /// host when the device holds newer values; at a step's start, copies in
+  /// the step and loss-scale scalars (and the state a restore wrote) and
+  /// zeroes the bad-index counters; at its end, fetches the step's scalars
+  /// and bad-index counts; waits for the device; frees it all.
+  void setupDevice();
+  void initDevice();
+  void deviceBeginStep();
+  void deviceUpload(const std::vector<Tensor *> &ts);
+  void devicePull() const;
+  void deviceEndStep();
+  void deviceSync() const;
+  void destroyDevice();
   void progressComms() {
     for (comm::Communicator *c : ctx_.comms)
       if (c && c->pending())
@@ -412,6 +465,12 @@ private:
   std::vector<Tensor *> inputs_;
   std::vector<Instr> prologue_, micro_, epilogue_;
   void *arena_ = nullptr;
+  Device device_ = Device::Cpu;
+  /// Device::Cuda: the device arena holds values the host copy lacks (after
+  /// a step), or the host copy was written (a restore) and the device must
+  /// take it before the next step.
+  mutable bool hostStale_ = false;
+  bool deviceStale_ = false;
   bool profile_ = false;
   int dp_ = 1;
   int pp_ = 1, stage_ = 0;

@@ -438,7 +438,7 @@ int main(int argc, char **argv) {
   if (argc > 1 && std::string(argv[1]) == "export")
     return exportMain(argc - 1, argv + 1);
   CLI::App app{"dsrt: runs a plan compiled by dsc"};
-  std::string planDir, data, out, configPath, tokenDtype, exportOnnx;
+  std::string planDir, data, out, configPath, tokenDtype, exportOnnx, device = "auto";
   int64_t steps = 100, threads = 0;
   double commTimeout = 300;
   bool profile = false, timeline = false;
@@ -463,6 +463,11 @@ int main(int argc, char **argv) {
       ->check(dsrt::cli::nonEmpty());
   app.add_option("--threads", threads, "CPU threads for the kernels (0: all cores)")
       ->check(integer<int64_t>(0, dsrt::launch::availableCores()));
+  app.add_option("--device", device,
+                 "where the kernels run: cuda (a CUDA GPU; plans for one rank in fp32 so far), "
+                 "cpu, or auto (cuda where the plan can run there, else cpu, saying why). "
+                 "Default: $DSRT_DEVICE if set, else auto")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app.add_flag("--profile", profile, "print the time spent per op kind at the end");
   app.add_flag("--timeline", timeline,
                "record every instruction's start and end in the last step: "
@@ -510,6 +515,12 @@ int main(int argc, char **argv) {
   auto *seedOpt = app.get_option("--seed");
   dsrt::launch::LaunchOptions launchOptions; // --hostfile, --include, ...
   launchOptions.addTo(app);
+  // The default device from the environment (the test suite pins cpu).
+  if (const char *env = std::getenv("DSRT_DEVICE")) {
+    device = env;
+    if (device != "auto" && device != "cpu" && device != "cuda")
+      die("DSRT_DEVICE=" + device + ": must be auto, cpu or cuda (the default of --device)");
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {
@@ -536,7 +547,24 @@ int main(int argc, char **argv) {
       dsrt::launch::writeRankPidFile(out, *rank);
     std::unique_ptr<dsrt::comm::MpiCommunicator> comm = setupComm(commTimeout, threads);
     bool rank0 = !comm || comm->rank() == 0; // prints and writes the results
-    dsrt::Executor exec(planDir, comm.get());
+    // --device: auto takes the GPU where the plan can run there; a plan
+    // the device executor cannot run yet (DeviceUnsupported) then runs on
+    // the CPU, with the reason. Without a GPU, auto is simply the CPU.
+    std::unique_ptr<dsrt::Executor> execPtr;
+    std::string whyNotCuda;
+    if (device == "cuda" || (device == "auto" && dsrt::Executor::cudaUsable(&whyNotCuda))) {
+      try {
+        execPtr = std::make_unique<dsrt::Executor>(planDir, comm.get(), dsrt::Device::Cuda);
+      } catch (const dsrt::DeviceUnsupported &e) {
+        if (device == "cuda")
+          throw;
+        if (rank0)
+          std::fprintf(stderr, "dsrt: note: running on the CPU, not the GPU: %s\n", e.what());
+      }
+    }
+    if (!execPtr)
+      execPtr = std::make_unique<dsrt::Executor>(planDir, comm.get(), dsrt::Device::Cpu);
+    dsrt::Executor &exec = *execPtr;
     dsrt::config::TrainConfig cfg = exec.config();
     // A plan for one rank runs without mpirun and has no collective to time.
     if (app.count("--comm-timeout") && !comm)
@@ -751,10 +779,13 @@ int main(int argc, char **argv) {
                     std::to_string(exec.worldSize()) + " ranks)"
           : exec.dp() > 1 ? " x " + std::to_string(exec.dp()) + " ranks"
                           : std::string();
-      std::printf("dsrt: %s, %lld steps x %lld micro-batches of %lld%s, %d threads, arena %.1f "
+      std::string where = exec.device() == dsrt::Device::Cuda
+                              ? "on " + dsrt::Executor::cudaDeviceName()
+                              : std::to_string(dsrt::cpu::numThreads()) + " threads";
+      std::printf("dsrt: %s, %lld steps x %lld micro-batches of %lld%s, %s, arena %.1f "
                   "MiB%s, run folder %s\n",
                   planDir.c_str(), (long long)steps, (long long)exec.microBatches(),
-                  (long long)exec.microBatchSize(), layout.c_str(), dsrt::cpu::numThreads(),
+                  (long long)exec.microBatchSize(), layout.c_str(), where.c_str(),
                   exec.plan().arena_bytes() / 1048576.0,
                   exec.pipelined() ? " (stage 0)" : "", runDir.c_str());
       std::fflush(stdout);

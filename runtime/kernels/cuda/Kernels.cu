@@ -6,32 +6,12 @@
 // memory). Dropout reproduces the CPU's splitmix64 mask bit for bit.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/kernels/cuda/Kernels.h"
+#include "runtime/kernels/cuda/Internal.h"
 
 #include "runtime/kernels/cpu/AdamScalars.h"
 
-#include <cuda_runtime.h>
-
-#include <cmath>
-#include <string>
-
 namespace dsrt::cuda {
 namespace {
-
-void check(cudaError_t e, const char *what) {
-  if (e != cudaSuccess)
-    throw CudaError(std::string("CUDA: ") + what + ": " + cudaGetErrorString(e));
-}
-void launched(const char *what) { check(cudaGetLastError(), what); }
-
-cudaStream_t asStream(void *s) { return static_cast<cudaStream_t>(s); }
-
-constexpr int kThreads = 256;
-
-int blocksFor(int64_t n) {
-  int64_t b = (n + kThreads - 1) / kThreads;
-  return int(b < 65535 * 8 ? (b < 1 ? 1 : b) : 65535 * 8);
-}
 
 __device__ __forceinline__ float warpSum(float v) {
   for (int o = 16; o > 0; o >>= 1)
@@ -65,7 +45,9 @@ template <bool Max> __device__ float blockReduce(float v) {
 
 //===--- elementwise ------------------------------------------------------===//
 
-__device__ float geluErf(float v) { return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); }
+/// x Phi(x) with CUDA's normcdff, accurate in both tails (as the CPU's
+/// Erf.h): 0.5 x (1 + erf(x / sqrt 2)) cancels for x << 0.
+__device__ float geluErf(float v) { return v * normcdff(v); }
 __device__ float geluTanh(float v) {
   float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
   return 0.5f * v * (1.0f + tanhf(u));
@@ -105,7 +87,7 @@ __global__ void geluGradKernel(bool tanhApprox, const float *x, const float *dy,
       float du = 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * v * v);
       d = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
     } else {
-      float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752f));
+      float cdf = normcdff(v);
       float pdf = 0.3989422804014327f * expf(-0.5f * v * v);
       d = cdf + v * pdf;
     }
@@ -117,17 +99,8 @@ __global__ void binaryKernel(cpu::Binary op, const float *a, const float *b, int
                              float *out, int64_t n, int64_t cols) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    float x = a[i], y = bn == n ? b[i] : bn == 1 ? b[0] : b[i % cols], r = 0;
-    switch (op) {
-    case cpu::Binary::Add: r = x + y; break;
-    case cpu::Binary::Sub: r = x - y; break;
-    case cpu::Binary::Mul: r = x * y; break;
-    case cpu::Binary::Div: r = x / y; break;
-    case cpu::Binary::Pow: r = powf(x, y); break;
-    case cpu::Binary::Max: r = fmaxf(x, y); break;
-    case cpu::Binary::Min: r = fminf(x, y); break;
-    }
-    out[i] = r;
+    float y = bn == n ? b[i] : bn == 1 ? b[0] : b[i % cols];
+    out[i] = applyBinary(op, a[i], y);
   }
 }
 
@@ -158,8 +131,8 @@ __global__ void layerNormKernel(const float *x, const float *gamma, const float 
 }
 
 /// dx per row; the rows' contributions to dgamma / dbeta go to `partial`
-/// ([rows, 2 * cols]) and are summed by a second kernel (no atomics: the
-/// column sums are in row order, as the CPU's).
+/// ([rows, 2 * cols]) and are summed by columnSums (no atomics: a fixed
+/// order, the same in every run).
 __global__ void layerNormGradKernel(const float *dy, const float *x, const float *gamma,
                                     float *dx, float *partial, int64_t cols, float eps) {
   const float *xr = x + blockIdx.x * cols, *dyr = dy + blockIdx.x * cols;
@@ -179,21 +152,6 @@ __global__ void layerNormGradKernel(const float *dy, const float *x, const float
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
     float xh = (xr[c] - mean) * rstd;
     dxr[c] = rstd * (dyr[c] * gamma[c] - a - xh * b);
-  }
-}
-
-__global__ void columnSumsKernel(const float *partial, float *dgamma, float *dbeta, int64_t rows,
-                                 int64_t cols) {
-  for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < cols;
-       c += int64_t(gridDim.x) * blockDim.x) {
-    float g = 0, b = 0;
-    for (int64_t r = 0; r < rows; ++r) {
-      g += partial[r * 2 * cols + c];
-      b += partial[r * 2 * cols + cols + c];
-    }
-    dgamma[c] = g;
-    if (dbeta)
-      dbeta[c] = b;
   }
 }
 
@@ -289,7 +247,7 @@ __global__ void crossEntropyReduce(const float *per, const int64_t *labels, floa
     if (reduction != 0)
       loss[0] = float(reduction == 2 ? t / double(tv) : t);
     if (bad)
-      *bad = tb;
+      *bad += tb;
   }
 }
 
@@ -368,12 +326,15 @@ __device__ __forceinline__ int64_t tableRow(int64_t k, int64_t A) {
 }
 
 __global__ void gatherKernel(const float *table, const int64_t *idx, float *out, int64_t A,
-                             int64_t inner, int64_t nIdx) {
+                             int64_t inner, int64_t nIdx, unsigned long long *bad) {
   int64_t total = nIdx * inner;
   for (int64_t w = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; w < total;
        w += int64_t(gridDim.x) * blockDim.x) {
     int64_t k = tableRow(idx[w / inner], A);
     out[w] = k >= 0 ? table[k * inner + w % inner] : 0.0f;
+    // Each index once: at its row's first element.
+    if (k < 0 && bad && w % inner == 0)
+      atomicAdd(bad, 1ull);
   }
 }
 
@@ -435,6 +396,22 @@ bool deviceAvailable(std::string *why) {
   return true;
 }
 
+std::string deviceName() {
+  int dev = 0;
+  cudaDeviceProp prop;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  check(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties");
+  return prop.name;
+}
+
+void deviceMemory(size_t *freeBytes, size_t *totalBytes) {
+  check(cudaMemGetInfo(freeBytes, totalBytes), "cudaMemGetInfo");
+}
+
+void zero(void *p, size_t bytes, void *stream) {
+  check(cudaMemsetAsync(p, 0, bytes, asStream(stream)), "zero");
+}
+
 void *deviceAlloc(size_t bytes) {
   void *p = nullptr;
   check(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc");
@@ -480,19 +457,21 @@ void layerNorm(const float *x, const float *gamma, const float *beta, float *y, 
 
 void layerNormGrad(const float *dy, const float *x, const float *gamma, float *dx,
                    float *dgamma, float *dbeta, int64_t rows, int64_t cols, float eps,
-                   void *stream) {
+                   void *scratch, void *stream) {
   if (rows == 0)
     return;
-  // The per-row partial products: a scratch buffer for the column sums.
-  float *partial = static_cast<float *>(deviceAlloc(size_t(rows * 2 * cols) * sizeof(float)));
+  // The per-row partial products for the column sums.
+  float *partial = static_cast<float *>(scratch);
   layerNormGradKernel<<<unsigned(rows), rowThreads(cols), 0, asStream(stream)>>>(
       dy, x, gamma, dx, partial, cols, eps);
   launched("layer_norm_grad");
-  columnSumsKernel<<<blocksFor(cols), kThreads, 0, asStream(stream)>>>(partial, dgamma, dbeta,
-                                                                      rows, cols);
-  launched("layer_norm_grad column sums");
-  synchronize(stream);
-  deviceFree(partial);
+  // dgamma | dbeta: the partials' column sums (in row slices, then in order).
+  columnSums(partial, rows, 2 * cols, 1.0, dgamma, cols, dbeta,
+             partial + size_t(rows) * size_t(2 * cols), stream);
+}
+
+size_t layerNormGradScratchBytes(int64_t rows, int64_t cols) {
+  return size_t(rows) * size_t(2 * cols) * sizeof(float) + columnSumScratchBytes(rows, 2 * cols);
 }
 
 void softmax(const float *x, float *y, int64_t rows, int64_t n, void *stream) {
@@ -512,8 +491,8 @@ void softmaxGrad(const float *y, const float *dy, float *dx, int64_t rows, int64
 
 void crossEntropy(const float *logits, const int64_t *labels, float *loss, int64_t N,
                   int64_t C, int reduction, bool hasIgnore, int64_t ignoreIndex, int64_t *bad,
-                  void *stream) {
-  float *per = reduction == 0 ? loss : static_cast<float *>(deviceAlloc(size_t(N) * 4));
+                  void *scratch, void *stream) {
+  float *per = reduction == 0 ? loss : static_cast<float *>(scratch);
   if (N > 0)
     crossEntropyRows<<<unsigned(N), rowThreads(C), 0, asStream(stream)>>>(logits, labels, per, C,
                                                                          hasIgnore, ignoreIndex);
@@ -521,25 +500,23 @@ void crossEntropy(const float *logits, const int64_t *labels, float *loss, int64
   crossEntropyReduce<<<1, kThreads, 0, asStream(stream)>>>(per, labels, loss, N, C, reduction,
                                                            hasIgnore, ignoreIndex, bad);
   launched("cross_entropy reduce");
-  if (per != loss) {
-    synchronize(stream);
-    deviceFree(per);
-  }
 }
+
+size_t crossEntropyScratchBytes(int64_t N) { return size_t(N) * sizeof(float); }
 
 void crossEntropyGrad(const float *logits, const int64_t *labels, const float *dloss,
                       float *dlogits, int64_t N, int64_t C, int reduction, bool hasIgnore,
-                      int64_t ignoreIndex, void *stream) {
-  auto *valid = static_cast<long long *>(deviceAlloc(sizeof(long long)));
+                      int64_t ignoreIndex, void *scratch, void *stream) {
+  auto *valid = static_cast<long long *>(scratch);
   countValid<<<1, kThreads, 0, asStream(stream)>>>(labels, N, C, hasIgnore, ignoreIndex, valid);
   launched("cross_entropy_grad count");
   if (N > 0)
     crossEntropyGradRows<<<unsigned(N), rowThreads(C), 0, asStream(stream)>>>(
         logits, labels, dloss, dlogits, N, C, reduction, hasIgnore, ignoreIndex, valid);
   launched("cross_entropy_grad");
-  synchronize(stream);
-  deviceFree(valid);
 }
+
+size_t crossEntropyGradScratchBytes() { return sizeof(long long); }
 
 void dropout(const float *x, float *y, uint8_t *mask, int64_t n, float ratio, uint64_t seed,
              uint64_t rngStream, uint64_t counter, uint64_t first, void *stream) {
@@ -563,9 +540,11 @@ void dropoutGrad(const float *dy, const uint8_t *mask, float *dx, int64_t n, flo
 }
 
 void gather(const float *table, const int64_t *idx, float *out, int64_t A, int64_t inner,
-            int64_t nIdx, void *stream) {
-  gatherKernel<<<blocksFor(nIdx * inner), kThreads, 0, asStream(stream)>>>(table, idx, out, A,
-                                                                          inner, nIdx);
+            int64_t nIdx, int64_t *bad, void *stream) {
+  if (nIdx * inner == 0)
+    return;
+  gatherKernel<<<blocksFor(nIdx * inner), kThreads, 0, asStream(stream)>>>(
+      table, idx, out, A, inner, nIdx, reinterpret_cast<unsigned long long *>(bad));
   launched("gather");
 }
 
@@ -573,6 +552,8 @@ void gatherGrad(const float *dy, const int64_t *idx, float *dtable, int64_t A, i
                 int64_t nIdx, void *stream) {
   check(cudaMemsetAsync(dtable, 0, size_t(A * inner) * sizeof(float), asStream(stream)),
         "gather_grad zero");
+  if (nIdx * inner == 0)
+    return;
   gatherGradKernel<<<blocksFor(nIdx * inner), kThreads, 0, asStream(stream)>>>(dy, idx, dtable,
                                                                               A, inner, nIdx);
   launched("gather_grad");

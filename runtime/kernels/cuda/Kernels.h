@@ -4,8 +4,11 @@
 // contracts (shapes, attribute meanings, dropout's counter-based mask bit
 // for bit), on device pointers, enqueued on `stream` (a cudaStream_t; null:
 // the default stream) and returning before they finish. Plain C++ here so
-// that the executor and the tests need no CUDA headers; Kernels.cu holds
-// the device code. Statistics (layer norm, softmax, cross-entropy, sums of
+// that the executor and the tests need no CUDA headers; Kernels.cu and
+// Layout.cu hold the device code, Gemm.cpp the cuBLAS GEMMs. No kernel
+// allocates: one that needs temporary device memory takes `scratch` of the
+// size its ...ScratchBytes function gives, reserved once by the caller (the
+// executor, at load time). Statistics (layer norm, softmax, cross-entropy, sums of
 // squares) are computed in float per row with a block reduction: they match
 // the CPU kernels to float rounding, not bit for bit; the tests state the
 // tolerances. Errors (a launch that fails, no device) throw CudaError.
@@ -28,12 +31,18 @@ struct CudaError : std::runtime_error {
 
 /// Whether a CUDA device can run kernels; `why` says why not.
 bool deviceAvailable(std::string *why = nullptr);
+/// The current device's name and memory ("NVIDIA H100 80GB HBM3").
+std::string deviceName();
+/// Free and total bytes of the current device's memory.
+void deviceMemory(size_t *freeBytes, size_t *totalBytes);
 /// Device memory (throws CudaError), and copies (synchronous).
 void *deviceAlloc(size_t bytes);
 void deviceFree(void *p);
 void copyToDevice(void *dst, const void *src, size_t bytes);
 void copyToHost(void *dst, const void *src, size_t bytes);
 void synchronize(void *stream = nullptr);
+/// Zeroes `bytes` of device memory (enqueued).
+void zero(void *p, size_t bytes, void *stream = nullptr);
 
 /// y = op(x) over n elements (cpu::Unary's ops).
 void unary(cpu::Unary op, const float *x, float *y, int64_t n, void *stream = nullptr);
@@ -51,21 +60,25 @@ void layerNorm(const float *x, const float *gamma, const float *beta, float *y, 
 /// As cpu::layerNormGrad (dbeta may be null; dgamma/dbeta overwritten).
 void layerNormGrad(const float *dy, const float *x, const float *gamma, float *dx,
                    float *dgamma, float *dbeta, int64_t rows, int64_t cols, float eps,
-                   void *stream = nullptr);
+                   void *scratch, void *stream = nullptr);
+size_t layerNormGradScratchBytes(int64_t rows, int64_t cols);
 /// Softmax over the last dimension of [rows, n], and its gradient from y.
 void softmax(const float *x, float *y, int64_t rows, int64_t n, void *stream = nullptr);
 void softmaxGrad(const float *y, const float *dy, float *dx, int64_t rows, int64_t n,
                  void *stream = nullptr);
 
 /// Cross-entropy of [N, C] logits (inner == 1), reduction 0 none, 1 sum,
-/// 2 mean, ignore_index as cpu::crossEntropy; `bad` (device, one int64)
-/// gets the number of labels outside [0, C) that are not ignored.
+/// 2 mean, ignore_index as cpu::crossEntropy; the number of labels
+/// outside [0, C) that are not ignored is added to `bad` (device, one
+/// int64; may be null).
 void crossEntropy(const float *logits, const int64_t *labels, float *loss, int64_t N,
                   int64_t C, int reduction, bool hasIgnore, int64_t ignoreIndex, int64_t *bad,
-                  void *stream = nullptr);
+                  void *scratch, void *stream = nullptr);
+size_t crossEntropyScratchBytes(int64_t N);
 void crossEntropyGrad(const float *logits, const int64_t *labels, const float *dloss,
                       float *dlogits, int64_t N, int64_t C, int reduction, bool hasIgnore,
-                      int64_t ignoreIndex, void *stream = nullptr);
+                      int64_t ignoreIndex, void *scratch, void *stream = nullptr);
+size_t crossEntropyGradScratchBytes();
 
 /// cpu::dropout's mask, bit for bit, for the same (seed, stream, counter,
 /// first); dropoutGrad likewise.
@@ -75,11 +88,12 @@ void dropoutGrad(const float *dy, const uint8_t *mask, float *dx, int64_t n, flo
                  void *stream = nullptr);
 
 /// The embedding: out[j, :] = table[idx[j], :] (negative indices count from
-/// the end, rows outside [-A, A) read as zeros); its gradient scatter-adds
+/// the end, rows outside [-A, A) read as zeros, and their number is added
+/// to `bad`, device, one int64, when not null); its gradient scatter-adds
 /// dy rows into dtable (zeroed first) with atomics (the order of the
 /// additions is not fixed: float rounding may differ from the CPU's).
 void gather(const float *table, const int64_t *idx, float *out, int64_t A, int64_t inner,
-            int64_t nIdx, void *stream = nullptr);
+            int64_t nIdx, int64_t *bad = nullptr, void *stream = nullptr);
 void gatherGrad(const float *dy, const int64_t *idx, float *dtable, int64_t A, int64_t inner,
                 int64_t nIdx, void *stream = nullptr);
 
@@ -89,6 +103,58 @@ void adam(float *p, const float *g, float *m, float *v, int64_t n, float lr, flo
           int64_t step, void *stream = nullptr);
 /// *out (device, one double) += sum of x[i]^2 over n elements.
 void sumSquares(const float *x, int64_t n, double *out, void *stream = nullptr);
+/// x *= s; x = v (n elements).
+void scale(float *x, int64_t n, float s, void *stream = nullptr);
+void fill(float *x, int64_t n, float v, void *stream = nullptr);
+
+//===--- broadcasts and layouts (Layout.cu) -------------------------------===//
+
+/// As cpu::binary: a and b broadcast (numpy) to `os`.
+void binary(cpu::Binary op, const float *a, const cpu::Shape &as, const float *b,
+            const cpu::Shape &bs, float *out, const cpu::Shape &os, void *stream = nullptr);
+/// As cpu::select: out = cond ? a : b, each broadcast to `os`.
+void select(const uint8_t *cond, const cpu::Shape &cs, const float *a, const cpu::Shape &as,
+            const float *b, const cpu::Shape &bs, float *out, const cpu::Shape &os,
+            void *stream = nullptr);
+/// As cpu::transpose: result dim d is x's dim perm[d].
+void transpose(const float *x, const cpu::Shape &xs, const int64_t *perm, float *y,
+               void *stream = nullptr);
+/// As cpu::slice and cpu::sliceGrad (start and step per dim).
+void slice(const float *x, const cpu::Shape &xs, const int64_t *start, const int64_t *step,
+           float *y, const cpu::Shape &ys, void *stream = nullptr);
+void sliceGrad(const float *dy, const cpu::Shape &ys, const int64_t *start, const int64_t *step,
+               float *dx, const cpu::Shape &xs, void *stream = nullptr);
+/// As cpu::reduce, adding in double. Sums and means over leading axes
+/// (a bias gradient) add row slices in parallel into `scratch` of
+/// reduceScratchBytes, then the slices in order; the others give each
+/// result element one thread adding in row-major order (Max: the maximum).
+size_t reduceScratchBytes(const cpu::Shape &xs, uint32_t axesMask);
+void reduce(cpu::Reduce op, const float *x, const cpu::Shape &xs, uint32_t axesMask, float *y,
+            void *scratch, void *stream = nullptr);
+
+//===--- GEMM (Gemm.cpp, cuBLAS) ------------------------------------------===//
+
+/// A cuBLAS handle with its own workspace (nothing allocated after the
+/// constructor), bound to one stream. Float32 GEMMs in cuBLAS' default
+/// math (float accumulation, no TF32).
+class Blas {
+public:
+  explicit Blas(void *stream = nullptr);
+  ~Blas();
+  Blas(const Blas &) = delete;
+  Blas &operator=(const Blas &) = delete;
+  /// As cpu::matmul: out[..., m, n] = op(a)[..., m, k] op(b)[..., k, n],
+  /// the batch dims broadcast (numpy) to out's. One strided-batched GEMM
+  /// (the batch folded into rows where b has none and a is not
+  /// transposed), else one GEMM per result matrix.
+  void matmul(const float *a, const cpu::Shape &as, bool transA, const float *b,
+              const cpu::Shape &bs, bool transB, float *out, const cpu::Shape &os);
+
+private:
+  void *handle_ = nullptr;
+  void *workspace_ = nullptr;
+  void *stream_ = nullptr;
+};
 
 } // namespace dsrt::cuda
 

@@ -8,6 +8,10 @@
 // (layer norm, softmax, cross-entropy) within 1e-5 relative, 1e-6 absolute
 // (another summation order); the embedding gradient within 1e-6 (atomic
 // additions in no fixed order); the sum of squares (double) within 1e-12.
+// Broadcasts, selects, transposes and slices move or combine elements
+// exactly (bitwise equal); reductions within float rounding (1.2e-7
+// relative) of a float64 reference, since they add in double; GEMMs within 1e-5 relative, 1e-5 absolute
+// (cuBLAS and oneDNN block the k sum differently, both in float).
 // Every test skips, saying why, where no CUDA device is present.
 //
 //===----------------------------------------------------------------------===//
@@ -95,7 +99,8 @@ TEST(CudaKernels, LayerNormAndGrad) {
     Dev<float> gx(x), gg(gamma), gb(beta), gy(x.size()), gdy(dy), gdx(x.size()), gdg(static_cast<size_t>(cols)),
         gdb(static_cast<size_t>(cols));
     gpu::layerNorm(gx.p, gg.p, gb.p, gy.p, rows, cols, 1e-5f);
-    gpu::layerNormGrad(gdy.p, gx.p, gg.p, gdx.p, gdg.p, gdb.p, rows, cols, 1e-5f);
+    Dev<uint8_t> scratch(gpu::layerNormGradScratchBytes(rows, cols));
+    gpu::layerNormGrad(gdy.p, gx.p, gg.p, gdx.p, gdg.p, gdb.p, rows, cols, 1e-5f, scratch.p);
     std::string what = std::to_string(rows) + "x" + std::to_string(cols);
     EXPECT_TRUE(near(gy.host(), toDouble(y), 1e-5, 1e-6)) << what;
     EXPECT_TRUE(near(gdx.host(), toDouble(dx), 1e-4, 1e-5)) << what;
@@ -134,8 +139,10 @@ TEST(CudaKernels, CrossEntropyAndGrad) {
                      -100);
     Dev<float> gx(x), gloss(static_cast<size_t>(total)), gdloss(dloss), gdx(x.size());
     Dev<int64_t> glab(labels), gbad(static_cast<size_t>(1));
-    gpu::crossEntropy(gx.p, glab.p, gloss.p, N, C, reduction, true, -100, gbad.p);
-    gpu::crossEntropyGrad(gx.p, glab.p, gdloss.p, gdx.p, N, C, reduction, true, -100);
+    Dev<uint8_t> scratch(gpu::crossEntropyScratchBytes(N)), gscratch(gpu::crossEntropyGradScratchBytes());
+    gpu::zero(gbad.p, sizeof(int64_t));
+    gpu::crossEntropy(gx.p, glab.p, gloss.p, N, C, reduction, true, -100, gbad.p, scratch.p);
+    gpu::crossEntropyGrad(gx.p, glab.p, gdloss.p, gdx.p, N, C, reduction, true, -100, gscratch.p);
     EXPECT_EQ(gbad.host()[0], bad);
     EXPECT_TRUE(near(gloss.host(), toDouble(loss), 1e-5, 1e-6)) << "reduction " << reduction;
     EXPECT_TRUE(near(gdx.host(), toDouble(dx), 1e-5, 1e-8)) << "reduction " << reduction;
@@ -178,6 +185,181 @@ TEST(CudaKernels, EmbeddingGatherAndGrad) {
   gpu::gatherGrad(gdy.p, gi.p, gdt.p, A, inner, nIdx);
   EXPECT_EQ(gout.host(), out);
   EXPECT_TRUE(near(gdt.host(), toDouble(dtable), 1e-6, 1e-6));
+  // Indices outside [-A, A) read zeros and are counted, once each.
+  std::vector<int64_t> badIdx = {0, A, -A - 1, 5, 3 * A};
+  std::vector<float> badOut(badIdx.size() * inner);
+  int64_t want = gather(table.data(), badIdx.data(), badOut.data(), 1, A, inner,
+                        int64_t(badIdx.size()));
+  Dev<int64_t> gbi(badIdx), gbad(std::vector<int64_t>{0});
+  Dev<float> gbo(badOut.size());
+  gpu::gather(gt.p, gbi.p, gbo.p, A, inner, int64_t(badIdx.size()), gbad.p);
+  EXPECT_EQ(gbad.host()[0], want);
+  EXPECT_EQ(want, 3);
+  EXPECT_EQ(gbo.host(), badOut);
+}
+
+TEST(CudaKernels, BroadcastBinaryAndSelect) {
+  REQUIRE_GPU();
+  // [2,3,4,5] against operands broadcast along leading, middle and last dims.
+  Shape os = shape({2, 3, 4, 5});
+  for (Shape bs : {shape({2, 3, 4, 5}), shape({5}), shape({4, 1}), shape({2, 1, 4, 5}),
+                   shape({1}), shape({3, 1, 1})}) {
+    auto a = uniform(os.numel(), 30), b = uniform(bs.numel(), 31, 0.5f, 2);
+    for (Binary op : {Binary::Add, Binary::Sub, Binary::Mul, Binary::Div, Binary::Max}) {
+      std::vector<float> want(os.numel());
+      binary(op, a.data(), os, b.data(), bs, want.data(), os);
+      Dev<float> da(a), db(b), out(static_cast<size_t>(os.numel()));
+      gpu::binary(op, da.p, os, db.p, bs, out.p, os);
+      EXPECT_EQ(out.host(), want) << str(bs) << " op " << int(op);
+    }
+    // The operands swapped: the broadcast one first.
+    std::vector<float> want(os.numel());
+    binary(Binary::Sub, b.data(), bs, a.data(), os, want.data(), os);
+    Dev<float> da(a), db(b), out(static_cast<size_t>(os.numel()));
+    gpu::binary(Binary::Sub, db.p, bs, da.p, os, out.p, os);
+    EXPECT_EQ(out.host(), want) << "swapped " << str(bs);
+  }
+  // select(cond [4,1] (broadcast), a [2,3,4,5], b [5]).
+  Shape cs = shape({4, 1}), as = os, bs = shape({5});
+  std::vector<uint8_t> cond = {1, 0, 0, 1};
+  auto a = uniform(as.numel(), 32), b = uniform(bs.numel(), 33);
+  std::vector<float> want(os.numel());
+  select(cond.data(), cs, a.data(), as, b.data(), bs, want.data(), os);
+  Dev<uint8_t> dc(cond);
+  Dev<float> da(a), db(b), out(static_cast<size_t>(os.numel()));
+  gpu::select(dc.p, cs, da.p, as, db.p, bs, out.p, os);
+  EXPECT_EQ(out.host(), want);
+}
+
+TEST(CudaKernels, TransposeAndSlice) {
+  REQUIRE_GPU();
+  Shape xs = shape({3, 4, 5, 6});
+  auto x = uniform(xs.numel(), 34);
+  for (std::vector<int64_t> perm : {std::vector<int64_t>{0, 2, 1, 3}, {3, 2, 1, 0}, {1, 3, 0, 2}}) {
+    std::vector<float> want(xs.numel());
+    transpose(x.data(), xs, perm.data(), want.data());
+    Dev<float> dx(x), out(static_cast<size_t>(xs.numel()));
+    gpu::transpose(dx.p, xs, perm.data(), out.p);
+    EXPECT_EQ(out.host(), want) << perm[0] << perm[1] << perm[2] << perm[3];
+  }
+  // A strided slice and its gradient (zeros around the slice).
+  std::vector<int64_t> start = {1, 0, 2, 1}, step = {1, 2, 1, 2};
+  Shape ys = shape({2, 2, 3, 3});
+  std::vector<float> y(ys.numel()), dx(xs.numel());
+  slice(x.data(), xs, start.data(), step.data(), y.data(), ys);
+  auto dy = uniform(ys.numel(), 35);
+  sliceGrad(dy.data(), ys, start.data(), step.data(), dx.data(), xs);
+  Dev<float> gx(x), gy(static_cast<size_t>(ys.numel())), gdy(dy),
+      gdx(std::vector<float>(xs.numel(), 7.0f)); // sliceGrad must zero it
+  gpu::slice(gx.p, xs, start.data(), step.data(), gy.p, ys);
+  gpu::sliceGrad(gdy.p, ys, start.data(), step.data(), gdx.p, xs);
+  EXPECT_EQ(gy.host(), y);
+  EXPECT_EQ(gdx.host(), dx);
+}
+
+TEST(CudaKernels, Reduce) {
+  REQUIRE_GPU();
+  Shape xs = shape({4, 6, 8, 10});
+  auto x = uniform(xs.numel(), 36, -2, 2);
+  for (uint32_t mask : {0x1u, 0x8u, 0x6u, 0x9u, 0xFu, 0x7u})
+    for (Reduce op : {Reduce::Sum, Reduce::Mean, Reduce::Max}) {
+      int64_t kept = 1;
+      for (int d = 0; d < xs.rank; ++d)
+        if (!((mask >> d) & 1u))
+          kept *= xs.dims[d];
+      // A float64 reference: the kernel adds in double and rounds once,
+      // so it is within float rounding of it. (The CPU kernel adds rows
+      // in float, which for these cancelling sums is off by up to the
+      // count x 2^-24 x max |x|.)
+      std::vector<double> want(kept, op == Reduce::Max ? -INFINITY : 0.0);
+      std::vector<int64_t> count(kept, 0);
+      for (int64_t i = 0; i < xs.numel(); ++i) {
+        auto idx = unravel(i, xs);
+        int64_t o = 0;
+        for (int d = 0; d < xs.rank; ++d)
+          if (!((mask >> d) & 1u))
+            o = o * xs.dims[d] + idx[d];
+        want[o] = op == Reduce::Max ? std::max(want[o], double(x[i])) : want[o] + x[i];
+        ++count[o];
+      }
+      if (op == Reduce::Mean)
+        for (int64_t o = 0; o < kept; ++o)
+          want[o] /= double(count[o]);
+      Dev<float> dx(x), out(static_cast<size_t>(kept));
+      Dev<uint8_t> scratch(std::max<size_t>(gpu::reduceScratchBytes(xs, mask), 1));
+      gpu::reduce(op, dx.p, xs, mask, out.p, scratch.p);
+      EXPECT_TRUE(near(out.host(), want, 1.2e-7, 1e-12)) << "mask " << mask << " op " << int(op);
+    }
+}
+
+TEST(CudaKernels, BiasGradientReduction) {
+  REQUIRE_GPU();
+  // [8192, 768] summed over rows, as a GPT-2 bias gradient: row slices in
+  // parallel, then in order; against float64, and the same bits twice.
+  Shape xs = shape({8, 1024, 768});
+  auto x = uniform(xs.numel(), 40, -1, 1);
+  std::vector<double> want(768, 0.0);
+  for (int64_t i = 0; i < xs.numel(); ++i)
+    want[i % 768] += x[i];
+  Dev<float> dx(x), out(size_t(768)), again(size_t(768));
+  Dev<uint8_t> scratch(gpu::reduceScratchBytes(xs, 0x3u));
+  gpu::reduce(Reduce::Sum, dx.p, xs, 0x3u, out.p, scratch.p);
+  gpu::reduce(Reduce::Sum, dx.p, xs, 0x3u, again.p, scratch.p);
+  EXPECT_TRUE(near(out.host(), want, 1.2e-7, 1e-9));
+  EXPECT_EQ(out.host(), again.host());
+}
+
+TEST(CudaKernels, ScaleAndFill) {
+  REQUIRE_GPU();
+  const int64_t n = 4099;
+  auto x = uniform(n, 37);
+  Dev<float> dx(x);
+  gpu::scale(dx.p, n, 0.25f);
+  std::vector<float> want = x;
+  for (float &v : want)
+    v *= 0.25f;
+  EXPECT_EQ(dx.host(), want);
+  gpu::fill(dx.p, n, -3.5f);
+  EXPECT_EQ(dx.host(), std::vector<float>(n, -3.5f));
+}
+
+TEST(CudaKernels, MatmulAgainstCpu) {
+  REQUIRE_GPU();
+  gpu::Blas blas;
+  struct Case {
+    Shape a, b, o;
+    bool ta, tb;
+  };
+  std::vector<Case> cases = {
+      {shape({64, 96}), shape({96, 80}), shape({64, 80}), false, false},
+      {shape({96, 64}), shape({96, 80}), shape({64, 80}), true, false},
+      {shape({64, 96}), shape({80, 96}), shape({64, 80}), false, true},
+      {shape({96, 64}), shape({80, 96}), shape({64, 80}), true, true},
+      // A batch folded into rows (b has none), and one with a transposed.
+      {shape({4, 33, 96}), shape({96, 80}), shape({4, 33, 80}), false, false},
+      {shape({4, 96, 33}), shape({80, 96}), shape({4, 33, 80}), true, true},
+      // Both batched (attention scores), and a shared a.
+      {shape({2, 3, 17, 16}), shape({2, 3, 19, 16}), shape({2, 3, 17, 19}), false, true},
+      {shape({17, 16}), shape({5, 16, 19}), shape({5, 17, 19}), false, false},
+      // A broadcast inside the batch: one GEMM per result matrix.
+      {shape({2, 1, 8, 16}), shape({1, 3, 16, 8}), shape({2, 3, 8, 8}), false, false},
+      // An empty inner dimension: zeros.
+      {shape({5, 0}), shape({0, 7}), shape({5, 7}), false, false},
+  };
+  for (const Case &c : cases) {
+    auto a = uniform(c.a.numel(), 38), b = uniform(c.b.numel(), 39);
+    std::vector<float> want(c.o.numel());
+    matmul(a.data(), c.a, c.ta, b.data(), c.b, c.tb, want.data(), c.o);
+    Dev<float> da(std::max<size_t>(a.size(), 1)), db(std::max<size_t>(b.size(), 1)),
+        out(std::vector<float>(c.o.numel(), 9.0f));
+    if (!a.empty())
+      gpu::copyToDevice(da.p, a.data(), a.size() * sizeof(float));
+    if (!b.empty())
+      gpu::copyToDevice(db.p, b.data(), b.size() * sizeof(float));
+    blas.matmul(da.p, c.a, c.ta, db.p, c.b, c.tb, out.p, c.o);
+    EXPECT_TRUE(near(out.host(), toDouble(want), 1e-5, 1e-5))
+        << str(c.a) << (c.ta ? "^T" : "") << " x " << str(c.b) << (c.tb ? "^T" : "");
+  }
 }
 
 TEST(CudaKernels, AdamAndSumSquares) {

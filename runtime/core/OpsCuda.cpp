@@ -1,0 +1,481 @@
+//===- OpsCuda.cpp - the device executor: plan ops on CUDA kernels --------===//
+//
+// Executor::Device::Cuda. The plan is loaded and validated as for the CPU
+// (bindInstr: shapes, dtypes, attributes and geometry), then every
+// instruction is re-bound here to a kernel of runtime/kernels/cuda on the
+// device arena (Tensor::dev). What runs on the device and what on the host:
+//  * every tensor computation, the optimizer update and the gradient
+//    norm's sum of squares run on the device, in plan order on one stream;
+//  * the step counter and the lr are host values (the executor writes the
+//    STEP buffer; train.lr_schedule computes the lr from the baked config)
+//    copied to the device for the kernels that read them there;
+//  * the clipping instruction brings the sum of squares to the host (one
+//    8-byte copy, the step's one synchronization inside it), decides
+//    clipping, a non-finite norm and fp16's overflow as the CPU does, and
+//    scales the gradients on the device;
+//  * at the step's end the loss, the norm, the lr and the bad-index
+//    counters come back (a few bytes).
+// The arena is one cudaMalloc of the planned size; the kernels' scratch
+// (the largest any instruction needs), the bad-index counters, the sum of
+// squares and the cuBLAS workspace are allocated with it at initialize():
+// the step loop allocates nothing. The host copy of the arena is where
+// weights are loaded, inputs filled and checkpoints read; whole copies
+// move between the two only at those points (devicePull, the state a
+// restore wrote).
+//
+// Not yet on the device (each refused by name, so that `--device auto`
+// runs such a plan on the CPU): plans for several ranks (collectives over
+// NCCL), bf16 and fp16 plans, SGD, and the ops listed in bindCuda's
+// refusal (log_softmax, nll_loss, cast, broadcast, concat, cmp, not, the
+// vocabulary-parallel ops, tensor-parallel dropout, gathers along an axis
+// other than 0, losses and softmaxes over an inner dimension).
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/core/OpsInternal.h"
+#include "runtime/kernels/cuda/Kernels.h"
+
+#include <memory>
+
+namespace dsrt {
+
+struct DeviceState {
+  std::unique_ptr<cuda::Blas> blas;
+  void *arena = nullptr;
+  uint64_t arenaBytes = 0;
+  void *scratch = nullptr;
+  size_t scratchBytes = 0; // the largest any instruction needs
+  int64_t *bad = nullptr;  // one counter per instruction that counts
+  std::vector<const Instr *> badInstrs;
+  std::vector<int64_t> badHost;
+  double *sumSq = nullptr;
+  ~DeviceState() {
+    blas.reset();
+    for (void *p : {arena, scratch, static_cast<void *>(bad), static_cast<void *>(sumSq)})
+      if (p)
+        cuda::deviceFree(p);
+  }
+};
+
+namespace {
+using namespace ops;
+
+template <typename T = float> T *dev(const Tensor *t) { return static_cast<T *>(t->dev); }
+
+/// One op's device binding: sets i.run, adds to the scratch it needs, or
+/// throws DeviceUnsupported.
+struct Binder {
+  Instr &i;
+  const std::string &where;
+  size_t &scratch;
+  std::vector<Instr *> &counting;
+
+  [[noreturn]] void refuse(const std::string &why) const {
+    throw DeviceUnsupported(where + ": " + why);
+  }
+  void floats() const {
+    for (const std::vector<Tensor *> *list : {&i.in, &i.out})
+      for (const Tensor *t : *list)
+        if (t->dtype == plan::BF16 || t->dtype == plan::F16)
+          refuse(std::string("no CUDA kernel for ") + plan::DType_Name(t->dtype) +
+                 " operands yet (mixed precision runs on the CPU)");
+  }
+  void needs(size_t bytes) const { scratch = std::max(scratch, bytes); }
+  void counts() const { counting.push_back(&i); }
+};
+
+cpu::Unary unaryOf(const std::string &op) {
+  static const std::map<std::string, cpu::Unary> m = {
+      {"nn.neg", cpu::Unary::Neg},         {"nn.abs", cpu::Unary::Abs},
+      {"nn.exp", cpu::Unary::Exp},         {"nn.log", cpu::Unary::Log},
+      {"nn.sqrt", cpu::Unary::Sqrt},       {"nn.rsqrt", cpu::Unary::Rsqrt},
+      {"nn.reciprocal", cpu::Unary::Reciprocal}, {"nn.tanh", cpu::Unary::Tanh},
+      {"nn.erf", cpu::Unary::Erf},         {"nn.relu", cpu::Unary::Relu},
+      {"nn.sigmoid", cpu::Unary::Sigmoid}};
+  return m.at(op);
+}
+cpu::Binary binaryOf(const std::string &op) {
+  static const std::map<std::string, cpu::Binary> m = {
+      {"nn.add", cpu::Binary::Add}, {"nn.sub", cpu::Binary::Sub}, {"nn.mul", cpu::Binary::Mul},
+      {"nn.div", cpu::Binary::Div}, {"nn.pow", cpu::Binary::Pow}, {"nn.max", cpu::Binary::Max},
+      {"nn.min", cpu::Binary::Min}};
+  return m.at(op);
+}
+
+bool sameShape(const Tensor *a, const Tensor *b) {
+  return a->shape.rank == b->shape.rank &&
+         std::equal(a->shape.dims, a->shape.dims + a->shape.rank, b->shape.dims);
+}
+
+using BindFn = void (*)(const Binder &);
+
+const std::map<std::string, BindFn> &deviceTable() {
+  static const std::map<std::string, BindFn> t = [] {
+    std::map<std::string, BindFn> t;
+    for (const char *op : {"nn.neg", "nn.abs", "nn.exp", "nn.log", "nn.sqrt", "nn.rsqrt",
+                           "nn.reciprocal", "nn.tanh", "nn.erf", "nn.relu", "nn.sigmoid"})
+      t[op] = [](const Binder &b) {
+        b.floats();
+        b.i.g[3] = int64_t(unaryOf(b.i.op));
+        b.i.run = [](const Instr &i, Context &) {
+          cuda::unary(cpu::Unary(i.g[3]), dev(i.in[0]), dev(i.out[0]), i.out[0]->numel);
+        };
+      };
+    for (const char *op : {"nn.add", "nn.sub", "nn.mul", "nn.div", "nn.pow", "nn.max", "nn.min"})
+      t[op] = [](const Binder &b) {
+        b.floats();
+        // The CPU binding keeps nothing in g for binaries: the op goes there.
+        b.i.g[3] = int64_t(binaryOf(b.i.op));
+        if (sameShape(b.i.in[0], b.i.out[0]) && sameShape(b.i.in[1], b.i.out[0]))
+          b.i.run = [](const Instr &i, Context &) {
+            int64_t n = i.out[0]->numel;
+            cuda::binary(cpu::Binary(i.g[3]), dev(i.in[0]), dev(i.in[1]), n, dev(i.out[0]), n,
+                         n ? n : 1);
+          };
+        else
+          b.i.run = [](const Instr &i, Context &) {
+            cuda::binary(cpu::Binary(i.g[3]), dev(i.in[0]), i.in[0]->shape, dev(i.in[1]),
+                         i.in[1]->shape, dev(i.out[0]), i.out[0]->shape);
+          };
+      };
+    t["nn.gelu"] = [](const Binder &b) {
+      b.floats();
+      b.i.run = [](const Instr &i, Context &) {
+        cuda::unary(i.ints[0] ? cpu::Unary::GeluTanh : cpu::Unary::GeluErf, dev(i.in[0]),
+                    dev(i.out[0]), i.out[0]->numel);
+      };
+    };
+    t["nn.gelu_grad"] = [](const Binder &b) {
+      b.floats();
+      b.i.run = [](const Instr &i, Context &) {
+        cuda::geluGrad(i.ints[0] != 0, dev(i.in[0]), dev(i.in[1]), dev(i.out[0]),
+                       i.out[0]->numel);
+      };
+    };
+    t["nn.select"] = [](const Binder &b) {
+      b.floats();
+      b.i.run = [](const Instr &i, Context &) {
+        cuda::select(dev<uint8_t>(i.in[0]), i.in[0]->shape, dev(i.in[1]), i.in[1]->shape,
+                     dev(i.in[2]), i.in[2]->shape, dev(i.out[0]), i.out[0]->shape);
+      };
+    };
+    t["nn.matmul"] = [](const Binder &b) {
+      b.floats();
+      b.i.run = [](const Instr &i, Context &ctx) {
+        ctx.gpu->blas->matmul(dev(i.in[0]), i.in[0]->shape, i.ints[0] != 0, dev(i.in[1]),
+                              i.in[1]->shape, i.ints[1] != 0, dev(i.out[0]), i.out[0]->shape);
+      };
+    };
+    t["nn.layer_norm"] = [](const Binder &b) {
+      b.floats();
+      b.i.run = [](const Instr &i, Context &) {
+        cuda::layerNorm(dev(i.in[0]), dev(i.in[1]), i.in.size() == 3 ? dev(i.in[2]) : nullptr,
+                        dev(i.out[0]), i.g[0], i.g[1], (float)i.floats[0]);
+      };
+    };
+    t["nn.layer_norm_grad"] = [](const Binder &b) {
+      b.floats();
+      if (b.i.in[1]->numel == 0) {
+        b.i.run = [](const Instr &i, Context &) {
+          cuda::fill(dev(i.out[1]), i.out[1]->numel, 0.0f);
+          cuda::fill(dev(i.out[2]), i.out[2]->numel, 0.0f);
+        };
+        return;
+      }
+      b.needs(cuda::layerNormGradScratchBytes(b.i.g[0], b.i.g[1]));
+      b.i.run = [](const Instr &i, Context &ctx) {
+        cuda::layerNormGrad(dev(i.in[0]), dev(i.in[1]), dev(i.in[2]), dev(i.out[0]),
+                            dev(i.out[1]), dev(i.out[2]), i.g[0], i.g[1], (float)i.floats[0],
+                            ctx.gpu->scratch);
+      };
+    };
+    t["nn.softmax"] = [](const Binder &b) {
+      b.floats();
+      if (b.i.g[2] != 1)
+        b.refuse("the CUDA softmax runs over the last dimension only");
+      b.i.run = [](const Instr &i, Context &) {
+        cuda::softmax(dev(i.in[0]), dev(i.out[0]), i.g[0], i.g[1]);
+      };
+    };
+    t["nn.softmax_grad"] = [](const Binder &b) {
+      b.floats();
+      if (b.i.g[2] != 1)
+        b.refuse("the CUDA softmax gradient runs over the last dimension only");
+      b.i.run = [](const Instr &i, Context &) {
+        cuda::softmaxGrad(dev(i.in[0]), dev(i.in[1]), dev(i.out[0]), i.g[0], i.g[1]);
+      };
+    };
+    t["nn.cross_entropy"] = [](const Binder &b) {
+      b.floats();
+      if (b.i.g[2] != 1)
+        b.refuse("the CUDA cross-entropy takes [N, C] logits (no inner dimensions)");
+      b.needs(cuda::crossEntropyScratchBytes(b.i.g[0]));
+      b.counts();
+      b.i.run = [](const Instr &i, Context &ctx) {
+        cuda::crossEntropy(dev(i.in[0]), dev<int64_t>(i.in[1]), dev(i.out[0]), i.g[0], i.g[1],
+                           (int)i.ints[0], i.ints[1] != 0, i.ints[2], ctx.gpu->bad + i.badSlot,
+                           ctx.gpu->scratch);
+      };
+    };
+    t["nn.cross_entropy_grad"] = [](const Binder &b) {
+      b.floats();
+      if (b.i.g[2] != 1)
+        b.refuse("the CUDA cross-entropy takes [N, C] logits (no inner dimensions)");
+      b.needs(cuda::crossEntropyGradScratchBytes());
+      b.i.run = [](const Instr &i, Context &ctx) {
+        cuda::crossEntropyGrad(dev(i.in[0]), dev<int64_t>(i.in[1]), dev(i.in[2]), dev(i.out[0]),
+                               i.g[0], i.g[1], (int)i.ints[0], i.ints[1] != 0, i.ints[2],
+                               ctx.gpu->scratch);
+      };
+    };
+    t["nn.gather"] = [](const Binder &b) {
+      b.floats();
+      if (b.i.ints.size() != 1 || b.i.g[0] != 1 || b.i.g[2] == 0)
+        b.refuse("the CUDA gather takes rows of a whole table (axis 0, rows not empty)");
+      b.counts();
+      b.i.run = [](const Instr &i, Context &ctx) {
+        cuda::gather(dev(i.in[0]), dev<int64_t>(i.in[1]), dev(i.out[0]), i.g[1], i.g[2], i.g[3],
+                     ctx.gpu->bad + i.badSlot);
+      };
+    };
+    t["nn.gather_grad"] = [](const Binder &b) {
+      b.floats();
+      if (b.i.ints.size() != 1 || b.i.g[0] != 1)
+        b.refuse("the CUDA gather gradient takes rows of a whole table (axis 0)");
+      b.i.run = [](const Instr &i, Context &) {
+        cuda::gatherGrad(dev(i.in[0]), dev<int64_t>(i.in[1]), dev(i.out[0]), i.g[1], i.g[2],
+                         i.g[3]);
+      };
+    };
+    auto reduce = [](const Binder &b) {
+      b.floats();
+      b.needs(cuda::reduceScratchBytes(b.i.in[0]->shape, uint32_t(b.i.g[0])));
+      b.i.run = [](const Instr &i, Context &ctx) {
+        cuda::reduce(cpu::Reduce(i.g[1]), dev(i.in[0]), i.in[0]->shape, uint32_t(i.g[0]),
+                     dev(i.out[0]), ctx.gpu->scratch);
+      };
+    };
+    t["nn.reduce_sum"] = reduce;
+    t["nn.reduce_mean"] = reduce;
+    t["nn.reduce_max"] = reduce;
+    t["nn.transpose"] = [](const Binder &b) {
+      b.floats();
+      b.i.run = [](const Instr &i, Context &) {
+        cuda::transpose(dev(i.in[0]), i.in[0]->shape, i.ints.data(), dev(i.out[0]));
+      };
+    };
+    t["nn.slice"] = [](const Binder &b) {
+      b.floats();
+      b.i.run = [](const Instr &i, Context &) {
+        int r = i.in[0]->shape.rank;
+        cuda::slice(dev(i.in[0]), i.in[0]->shape, i.ints.data(), i.ints.data() + r,
+                    dev(i.out[0]), i.out[0]->shape);
+      };
+    };
+    t["nn.slice_grad"] = [](const Binder &b) {
+      b.floats();
+      b.i.run = [](const Instr &i, Context &) {
+        int r = i.out[0]->shape.rank;
+        cuda::sliceGrad(dev(i.in[0]), i.in[0]->shape, i.ints.data(), i.ints.data() + r,
+                        dev(i.out[0]), i.out[0]->shape);
+      };
+    };
+    t["nn.dropout"] = [](const Binder &b) {
+      b.floats();
+      if (b.i.ints.size() != 1)
+        b.refuse("no CUDA kernel for dropout on a tensor-parallel part yet");
+      b.i.run = [](const Instr &i, Context &ctx) {
+        cuda::dropout(dev(i.in[0]), dev(i.out[0]), dev<uint8_t>(i.out[1]), i.out[0]->numel,
+                      (float)i.floats[0], ctx.seed, (uint64_t)i.ints[0], ctx.rngCounter);
+      };
+    };
+    t["nn.dropout_grad"] = [](const Binder &b) {
+      b.floats();
+      b.i.run = [](const Instr &i, Context &) {
+        cuda::dropoutGrad(dev(i.in[0]), dev<uint8_t>(i.in[1]), dev(i.out[0]), i.out[0]->numel,
+                          (float)i.floats[0]);
+      };
+    };
+    t["fill"] = [](const Binder &b) {
+      b.floats();
+      b.i.run = [](const Instr &i, Context &) {
+        cuda::fill(dev(i.out[0]), i.out[0]->numel, (float)i.floats[0]);
+      };
+    };
+    t["accumulate"] = [](const Binder &b) {
+      b.floats();
+      b.i.run = [](const Instr &i, Context &) {
+        int64_t n = i.out[0]->numel;
+        cuda::binary(cpu::Binary::Add, dev(i.out[0]), dev(i.in[0]), n, dev(i.out[0]), n,
+                     n ? n : 1);
+      };
+    };
+    t["train.lr_schedule"] = [](const Binder &b) {
+      // On the host (the STEP buffer's host copy is the executor's), then
+      // copied to the device for whatever reads it there.
+      b.i.run = [](const Instr &i, Context &ctx) {
+        *i.out[0]->f32() = (float)config::learningRate(*ctx.config, *i.in[0]->i64() - 1);
+        cuda::copyToDevice(i.out[0]->dev, i.out[0]->data, sizeof(float));
+      };
+    };
+    t["train.clip_grad_norm"] = [](const Binder &b) {
+      b.floats();
+      if (b.i.g[0])
+        b.refuse("sharded gradients' norm (ZeRO) needs collectives, not on the device yet");
+      b.i.run = [](const Instr &i, Context &ctx) {
+        size_t n = i.out.size() - 1;
+        DeviceState &g = *ctx.gpu;
+        cuda::zero(g.sumSq, sizeof(double));
+        for (size_t k = 0; k < n; ++k)
+          cuda::sumSquares(dev(i.in[k]), i.in[k]->numel, g.sumSq);
+        double sq = 0;
+        cuda::copyToHost(&sq, g.sumSq, sizeof sq); // waits for the backward pass
+        double scale = i.g[1] ? double(*i.in[n + i.g[0]]->f32()) : 1.0;
+        double norm = std::sqrt(sq) / scale;
+        *i.out[n]->f32() = (float)norm;
+        cuda::copyToDevice(i.out[n]->dev, i.out[n]->data, sizeof(float));
+        // As the CPU kernel (OpsTrain.cpp): fp16 overflow skips the step,
+        // a non-finite norm otherwise stops the run before any update.
+        if (!std::isfinite(norm)) {
+          if (i.g[1]) {
+            ctx.overflow = true;
+            return;
+          }
+          throw NonFiniteError(ctx.step, norm);
+        }
+        double coef = i.floats[0] > 0 ? i.floats[0] / (norm + 1e-6) : 1.0;
+        coef = std::min(coef, 1.0) / scale;
+        if (coef != 1.0)
+          for (size_t k = 0; k < n; ++k)
+            cuda::scale(dev(i.out[k]), i.out[k]->numel, (float)coef);
+      };
+    };
+    t["train.adam"] = [](const Binder &b) {
+      b.floats();
+      b.i.run = [](const Instr &i, Context &ctx) {
+        if (ctx.overflow)
+          return;
+        // lr and step: their host copies (written by the host each step).
+        cuda::adam(dev(i.out[0]), dev(i.in[1]), dev(i.out[1]), dev(i.out[2]), i.out[0]->numel,
+                   *i.in[4]->f32(), (float)i.floats[0], (float)i.floats[1], (float)i.floats[2],
+                   (float)i.floats[3], i.ints[0] != 0, i.ints[1] != 0, *i.in[5]->i64());
+      };
+    };
+    return t;
+  }();
+  return t;
+}
+
+} // namespace
+
+bool Executor::cudaUsable(std::string *why) { return cuda::deviceAvailable(why); }
+std::string Executor::cudaDeviceName() {
+  return cuda::deviceAvailable() ? cuda::deviceName() : std::string();
+}
+
+void Executor::setupDevice() {
+  std::string why;
+  if (!cuda::deviceAvailable(&why))
+    throw DeviceUnsupported(name_ + ": --device cuda: no usable CUDA device (" + why + ")");
+  if (world_->size() > 1)
+    throw DeviceUnsupported(name_ + ": --device cuda runs plans for one rank so far; this plan "
+                                    "runs on " +
+                            std::to_string(world_->size()) +
+                            " ranks (collectives over NCCL are not built into dsrt yet)");
+  auto state = std::make_unique<DeviceState>();
+  std::vector<Instr *> counting;
+  size_t scratch = 0;
+  for (auto *list : {&prologue_, &micro_, &epilogue_})
+    for (Instr &i : *list) {
+      std::string where = name_ + ": " + i.label + " (" + i.op + ")";
+      auto it = deviceTable().find(i.op);
+      if (it == deviceTable().end())
+        throw DeviceUnsupported(where + ": no CUDA kernel for " + i.op + " yet");
+      it->second(Binder{i, where, scratch, counting});
+    }
+  for (size_t k = 0; k < counting.size(); ++k) {
+    counting[k]->badSlot = int(k);
+    state->badInstrs.push_back(counting[k]);
+  }
+  state->badHost.assign(counting.size(), 0);
+  state->scratchBytes = scratch;
+  ctx_.gpu = state.release();
+}
+
+void Executor::initDevice() {
+  DeviceState &g = *ctx_.gpu;
+  g.arenaBytes = (std::max<uint64_t>(plan_.arena_bytes(), 64) + 255) / 256 * 256;
+  size_t freeBytes = 0, totalBytes = 0;
+  cuda::deviceMemory(&freeBytes, &totalBytes);
+  uint64_t want = g.arenaBytes + g.scratchBytes + (uint64_t(32) << 20);
+  if (want > freeBytes)
+    throw PlanError(name_ + ": needs " + std::to_string(want) + " bytes of device memory (the "
+                    "arena " + std::to_string(g.arenaBytes) + ", scratch " +
+                    std::to_string(g.scratchBytes) + ", the cuBLAS workspace 32 MiB); " +
+                    cuda::deviceName() + " has " + std::to_string(freeBytes) + " free of " +
+                    std::to_string(totalBytes));
+  g.arena = cuda::deviceAlloc(g.arenaBytes);
+  g.scratch = cuda::deviceAlloc(std::max<size_t>(g.scratchBytes, 256));
+  g.bad = static_cast<int64_t *>(
+      cuda::deviceAlloc(std::max<size_t>(g.badHost.size(), 1) * sizeof(int64_t)));
+  g.sumSq = static_cast<double *>(cuda::deviceAlloc(sizeof(double)));
+  g.blas = std::make_unique<cuda::Blas>();
+  for (int k = 0; k < plan_.buffers_size(); ++k)
+    tensors_[k].dev = static_cast<char *>(g.arena) + plan_.buffers(k).offset();
+  // The whole host arena: constants, the loaded weights, zeros elsewhere.
+  cuda::copyToDevice(g.arena, arena_, std::max<uint64_t>(plan_.arena_bytes(), 0));
+  hostStale_ = false;
+  deviceStale_ = false;
+}
+
+void Executor::deviceBeginStep() {
+  std::vector<Tensor *> in;
+  if (deviceStale_)
+    for (Tensor &t : tensors_)
+      if (t.role == plan::PARAM || t.role == plan::OPT_STATE || t.role == plan::FROZEN)
+        in.push_back(&t);
+  in.push_back(&tensors_[plan_.step_buffer()]);
+  if (lossScale_)
+    in.push_back(lossScale_);
+  deviceUpload(in);
+  deviceStale_ = false;
+  DeviceState &g = *ctx_.gpu;
+  if (!g.badHost.empty())
+    cuda::zero(g.bad, g.badHost.size() * sizeof(int64_t));
+  hostStale_ = true; // from here on the device moves ahead
+}
+
+void Executor::deviceUpload(const std::vector<Tensor *> &ts) {
+  for (const Tensor *t : ts)
+    if (t->bytes())
+      cuda::copyToDevice(t->dev, t->data, t->bytes());
+}
+
+void Executor::devicePull() const {
+  if (device_ != Device::Cuda || !hostStale_ || !ctx_.gpu || !ctx_.gpu->arena)
+    return;
+  cuda::copyToHost(arena_, ctx_.gpu->arena, plan_.arena_bytes());
+  hostStale_ = false;
+}
+
+void Executor::deviceEndStep() {
+  DeviceState &g = *ctx_.gpu;
+  for (uint32_t b : {plan_.grad_norm_buffer(), plan_.lr_buffer()})
+    cuda::copyToHost(tensors_[b].data, tensors_[b].dev, sizeof(float));
+  if (hasLoss_)
+    cuda::copyToHost(tensors_[plan_.loss_buffer()].data, tensors_[plan_.loss_buffer()].dev,
+                     sizeof(float));
+  if (!g.badHost.empty()) {
+    cuda::copyToHost(g.badHost.data(), g.bad, g.badHost.size() * sizeof(int64_t));
+    for (size_t k = 0; k < g.badHost.size(); ++k)
+      noteBad(ctx_, g.badHost[k], *g.badInstrs[k]);
+  }
+}
+
+void Executor::deviceSync() const { cuda::synchronize(); }
+
+void Executor::destroyDevice() {
+  delete ctx_.gpu;
+  ctx_.gpu = nullptr;
+}
+
+} // namespace dsrt

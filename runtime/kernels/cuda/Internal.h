@@ -1,0 +1,59 @@
+//===- Internal.h - what the CUDA kernel files share (internal) -*- C++ -*-===//
+//
+// Error checks, the launch geometry of the grid-stride kernels and the
+// binary ops' arithmetic, for Kernels.cu and Layout.cu (CUDA sources only).
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSRT_KERNELS_CUDA_INTERNAL_H
+#define DSRT_KERNELS_CUDA_INTERNAL_H
+
+#include "runtime/kernels/cuda/Kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <string>
+
+namespace dsrt::cuda {
+
+inline void check(cudaError_t e, const char *what) {
+  if (e != cudaSuccess)
+    throw CudaError(std::string("CUDA: ") + what + ": " + cudaGetErrorString(e));
+}
+/// After a launch: a bad configuration or an earlier asynchronous fault.
+inline void launched(const char *what) { check(cudaGetLastError(), what); }
+
+inline cudaStream_t asStream(void *s) { return static_cast<cudaStream_t>(s); }
+
+constexpr int kThreads = 256;
+
+/// Blocks of a grid-stride loop over n elements.
+inline int blocksFor(int64_t n) {
+  int64_t b = (n + kThreads - 1) / kThreads;
+  return int(b < 65535 * 8 ? (b < 1 ? 1 : b) : 65535 * 8);
+}
+
+__device__ __forceinline__ float applyBinary(cpu::Binary op, float x, float y) {
+  switch (op) {
+  case cpu::Binary::Add: return x + y;
+  case cpu::Binary::Sub: return x - y;
+  case cpu::Binary::Mul: return x * y;
+  case cpu::Binary::Div: return x / y;
+  case cpu::Binary::Pow: return powf(x, y);
+  // NaN propagates, as torch.maximum / torch.minimum and the CPU kernel.
+  case cpu::Binary::Max: return (x > y || x != x) ? x : y;
+  case cpu::Binary::Min: return (x < y || x != x) ? x : y;
+  }
+  return 0.0f;
+}
+
+/// out[c] (c < split; out2[c - split] beyond, when out2 is not null) =
+/// the sum over rows of x[r * cols + c], divided by `divisor`: double
+/// partial sums over row slices, then added in slice order (Layout.cu).
+size_t columnSumScratchBytes(int64_t rows, int64_t cols);
+void columnSums(const float *x, int64_t rows, int64_t cols, double divisor, float *out,
+                int64_t split, float *out2, void *scratch, void *stream);
+
+} // namespace dsrt::cuda
+
+#endif // DSRT_KERNELS_CUDA_INTERNAL_H

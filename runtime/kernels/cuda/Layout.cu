@@ -1,0 +1,442 @@
+//===- Layout.cu - broadcasts, layouts and reductions on the GPU ----------===//
+//
+// The CUDA counterparts of cpu::binary / cpu::select with numpy
+// broadcasting, cpu::transpose, cpu::slice(Grad) and cpu::reduce. Every
+// kernel walks the elements of its result with a grid-stride loop and
+// finds each operand's element through per-dimension strides (0 along a
+// broadcast dimension), passed by value in a `Walk` (at most kMaxRank
+// dims). Index arithmetic is 32-bit wherever every offset fits (64-bit
+// division costs several times more and made these memory-bound kernels
+// compute-bound), and operands that are whole, a scalar or a block of the
+// result's trailing dims (a bias, a [T, T] mask under [B, H, T, T]) take a
+// flat path: element i % m. Reductions over leading dims (bias and
+// layer-norm gradients: [rows, cols] summed over rows) split the rows into
+// slices whose double partial sums a second kernel adds in slice order:
+// deterministic, and parallel enough for a few hundred columns; other
+// reductions give each output element one thread adding in row-major
+// order in double, as cpu::reduce does.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/kernels/cuda/Internal.h"
+
+#include <algorithm>
+
+namespace dsrt::cuda {
+namespace {
+
+constexpr int kMaxRank = cpu::kMaxRank;
+
+/// The result's dims and, for up to three operands, the stride of each
+/// result dim in that operand (0: broadcast).
+struct Walk {
+  int rank = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t stride[3][kMaxRank] = {};
+};
+
+/// The strides of operand `xs` broadcast (numpy, right-aligned) to `os`.
+void broadcastStrides(const cpu::Shape &xs, const cpu::Shape &os, int64_t *stride) {
+  int off = os.rank - xs.rank;
+  int64_t s = 1;
+  for (int d = xs.rank - 1; d >= 0; --d) {
+    stride[d + off] = xs.dims[d] == 1 ? 0 : s;
+    s *= xs.dims[d];
+  }
+  for (int d = 0; d < off; ++d)
+    stride[d] = 0;
+}
+
+Walk walkOf(const cpu::Shape &os, std::initializer_list<const cpu::Shape *> operands) {
+  Walk w;
+  w.rank = os.rank;
+  for (int d = 0; d < os.rank; ++d)
+    w.dims[d] = os.dims[d];
+  int k = 0;
+  for (const cpu::Shape *s : operands)
+    broadcastStrides(*s, os, w.stride[k++]);
+  return w;
+}
+
+/// Offsets in operands 0..K-1 of result element i, in index type I
+/// (uint32_t where every offset fits).
+template <int K, typename I>
+__device__ __forceinline__ void offsets(const Walk &w, I i, I *off) {
+  for (int k = 0; k < K; ++k)
+    off[k] = 0;
+  for (int d = w.rank - 1; d >= 0; --d) {
+    I dim = I(w.dims[d]);
+    I q = i % dim;
+    i /= dim;
+    for (int k = 0; k < K; ++k)
+      off[k] += q * I(w.stride[k][d]);
+  }
+}
+
+/// Grid-stride loop over [0, n) in index type I.
+#define FOR_EACH(I, i, n)                                                                          \
+  for (I i = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); i < I(n);                             \
+       i += I(gridDim.x) * I(blockDim.x))
+
+bool fits32(int64_t n) { return n < (int64_t(1) << 31); }
+
+/// Operand `xs` under result `os` read as element i % m: m = 0 when it is
+/// the whole result (element i), its element count when it is a scalar
+/// or the result's trailing dims (leading 1s aside); -1 otherwise.
+int64_t flatMod(const cpu::Shape &xs, const cpu::Shape &os) {
+  int lead = 0;
+  while (lead < xs.rank && xs.dims[lead] == 1)
+    ++lead;
+  int r = xs.rank - lead;
+  if (r > os.rank)
+    return -1;
+  for (int d = 0; d < r; ++d)
+    if (xs.dims[lead + d] != os.dims[os.rank - r + d])
+      return -1;
+  int64_t m = xs.numel();
+  return m == os.numel() ? 0 : m;
+}
+
+template <typename I> __device__ __forceinline__ I flatIndex(I i, I m) { return m ? i % m : i; }
+
+template <typename I>
+__global__ void binaryBroadcastKernel(cpu::Binary op, const float *a, const float *b, float *out,
+                                      int64_t n, Walk w) {
+  FOR_EACH(I, i, n) {
+    I off[2];
+    offsets<2>(w, i, off);
+    out[i] = applyBinary(op, a[off[0]], b[off[1]]);
+  }
+}
+template <typename I>
+__global__ void binaryFlatKernel(cpu::Binary op, const float *a, I ma, const float *b, I mb,
+                                 float *out, int64_t n) {
+  FOR_EACH(I, i, n) { out[i] = applyBinary(op, a[flatIndex(i, ma)], b[flatIndex(i, mb)]); }
+}
+
+template <typename I>
+__global__ void selectKernel(const uint8_t *cond, const float *a, const float *b, float *out,
+                             int64_t n, Walk w) {
+  FOR_EACH(I, i, n) {
+    I off[3];
+    offsets<3>(w, i, off);
+    out[i] = cond[off[0]] ? a[off[1]] : b[off[2]];
+  }
+}
+template <typename I>
+__global__ void selectFlatKernel(const uint8_t *cond, I mc, const float *a, I ma, const float *b,
+                                 I mb, float *out, int64_t n) {
+  FOR_EACH(I, i, n) {
+    out[i] = cond[flatIndex(i, mc)] ? a[flatIndex(i, ma)] : b[flatIndex(i, mb)];
+  }
+}
+
+/// y[i] = x[offset of i]: a transpose or a slice (strides and a base in x).
+template <typename I>
+__global__ void stridedCopyKernel(const float *x, int64_t base, float *y, int64_t n, Walk w) {
+  const float *xb = x + base;
+  FOR_EACH(I, i, n) {
+    I off[1];
+    offsets<1>(w, i, off);
+    y[i] = xb[off[0]];
+  }
+}
+
+/// dx[base + offset of i] = dy[i] (dx zeroed first): a slice's gradient.
+template <typename I>
+__global__ void stridedScatterKernel(const float *dy, float *dx, int64_t base, int64_t n, Walk w) {
+  float *db = dx + base;
+  FOR_EACH(I, i, n) {
+    I off[1];
+    offsets<1>(w, i, off);
+    db[off[0]] = dy[i];
+  }
+}
+
+/// Walk 0: the kept dims (their strides in x); walk 1: the reduced ones.
+__global__ void reduceKernel(cpu::Reduce op, const float *x, float *y, int64_t kept,
+                             int64_t reduced, Walk keptW, Walk reducedW) {
+  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < kept;
+       o += int64_t(gridDim.x) * blockDim.x) {
+    int64_t base[1];
+    offsets<1, int64_t>(keptW, o, base);
+    double r = op == cpu::Reduce::Max ? -INFINITY : 0.0;
+    for (int64_t j = 0; j < reduced; ++j) {
+      int64_t off[1];
+      offsets<1, int64_t>(reducedW, j, off);
+      double v = x[base[0] + off[0]];
+      r = op == cpu::Reduce::Max ? fmax(r, v) : r + v;
+    }
+    if (op == cpu::Reduce::Mean)
+      r /= double(reduced);
+    y[o] = float(r);
+  }
+}
+
+__global__ void scaleKernel(float *x, int64_t n, float s) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    x[i] *= s;
+}
+
+__global__ void fillKernel(float *x, int64_t n, float v) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    x[i] = v;
+}
+
+/// Column sums, pass 1: block (x, s) sums columns [32 x, + 32) over row
+/// slice s; thread (c, r) adds rows r, r + 8, ... of its column in double,
+/// then the 8 partials are added in order.
+constexpr int kSumRows = 8;
+__global__ void columnPartialKernel(const float *x, int64_t rows, int64_t cols, int64_t rowsPer,
+                                    double *partial) {
+  __shared__ double part[kSumRows][32];
+  int64_t c = int64_t(blockIdx.x) * 32 + threadIdx.x;
+  int64_t r0 = int64_t(blockIdx.y) * rowsPer, r1 = min(rows, r0 + rowsPer);
+  double s = 0;
+  if (c < cols)
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kSumRows)
+      s += x[r * cols + c];
+  part[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    double t = 0;
+    for (int k = 0; k < kSumRows; ++k)
+      t += part[k][threadIdx.x];
+    partial[int64_t(blockIdx.y) * cols + c] = t;
+  }
+}
+/// Pass 2: the slices' partials in slice order; column c < split goes to
+/// out[c], the others to out2[c - split] (when out2 is not null).
+__global__ void columnFinalKernel(const double *partial, int64_t slices, int64_t cols,
+                                 double divisor, float *out, int64_t split, float *out2) {
+  for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < cols;
+       c += int64_t(gridDim.x) * blockDim.x) {
+    double t = 0;
+    for (int64_t s = 0; s < slices; ++s)
+      t += partial[s * cols + c];
+    float v = float(t / divisor);
+    if (c < split)
+      out[c] = v;
+    else if (out2)
+      out2[c - split] = v;
+  }
+}
+
+/// Row slices for `cols` columns: enough blocks to fill the GPU (about two
+/// per SM of an H100), each slice at least kSumRows rows.
+int64_t columnSlices(int64_t rows, int64_t cols) {
+  int64_t colBlocks = (cols + 31) / 32;
+  int64_t want = (264 + colBlocks - 1) / colBlocks;
+  int64_t most = std::max<int64_t>(1, (rows + kSumRows - 1) / kSumRows);
+  return std::max<int64_t>(1, std::min<int64_t>(std::min(want, most), 65535));
+}
+
+/// The leading reduced dims of a reduction over a prefix of dims (rows),
+/// 0 when the reduced axes are not a leading prefix.
+int leadingPrefix(const cpu::Shape &xs, uint32_t mask) {
+  int p = 0;
+  while (p < xs.rank && ((mask >> p) & 1u))
+    ++p;
+  return p > 0 && (mask >> p) == 0 ? p : 0;
+}
+
+} // namespace
+
+size_t columnSumScratchBytes(int64_t rows, int64_t cols) {
+  return size_t(columnSlices(rows, cols)) * size_t(cols) * sizeof(double);
+}
+
+void columnSums(const float *x, int64_t rows, int64_t cols, double divisor, float *out,
+                int64_t split, float *out2, void *scratch, void *stream) {
+  if (cols == 0)
+    return;
+  int64_t slices = columnSlices(rows, cols);
+  int64_t rowsPer = (rows + slices - 1) / slices;
+  auto *partial = static_cast<double *>(scratch);
+  dim3 grid(unsigned((cols + 31) / 32), unsigned(slices)), block(32, kSumRows);
+  columnPartialKernel<<<grid, block, 0, asStream(stream)>>>(x, rows, cols, rowsPer, partial);
+  launched("column sums");
+  columnFinalKernel<<<blocksFor(cols), kThreads, 0, asStream(stream)>>>(
+      partial, slices, cols, divisor, out, split, out2);
+  launched("column sums (final)");
+}
+
+void binary(cpu::Binary op, const float *a, const cpu::Shape &as, const float *b,
+            const cpu::Shape &bs, float *out, const cpu::Shape &os, void *stream) {
+  int64_t n = os.numel();
+  if (n == 0)
+    return;
+  int64_t ma = flatMod(as, os), mb = flatMod(bs, os);
+  if (fits32(n) && ma >= 0 && mb >= 0)
+    binaryFlatKernel<uint32_t><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
+        op, a, uint32_t(ma), b, uint32_t(mb), out, n);
+  else if (fits32(n))
+    binaryBroadcastKernel<uint32_t><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
+        op, a, b, out, n, walkOf(os, {&as, &bs}));
+  else
+    binaryBroadcastKernel<int64_t><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
+        op, a, b, out, n, walkOf(os, {&as, &bs}));
+  launched("binary (broadcast)");
+}
+
+void select(const uint8_t *cond, const cpu::Shape &cs, const float *a, const cpu::Shape &as,
+            const float *b, const cpu::Shape &bs, float *out, const cpu::Shape &os,
+            void *stream) {
+  int64_t n = os.numel();
+  if (n == 0)
+    return;
+  int64_t mc = flatMod(cs, os), ma = flatMod(as, os), mb = flatMod(bs, os);
+  if (fits32(n) && mc >= 0 && ma >= 0 && mb >= 0)
+    selectFlatKernel<uint32_t><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
+        cond, uint32_t(mc), a, uint32_t(ma), b, uint32_t(mb), out, n);
+  else if (fits32(n))
+    selectKernel<uint32_t><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
+        cond, a, b, out, n, walkOf(os, {&cs, &as, &bs}));
+  else
+    selectKernel<int64_t><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
+        cond, a, b, out, n, walkOf(os, {&cs, &as, &bs}));
+  launched("select");
+}
+
+void transpose(const float *x, const cpu::Shape &xs, const int64_t *perm, float *y,
+               void *stream) {
+  int64_t n = xs.numel();
+  if (n == 0)
+    return;
+  // Result dim d is x's dim perm[d]: its stride is that dim's stride in x.
+  int64_t xStride[kMaxRank];
+  int64_t s = 1;
+  for (int d = xs.rank - 1; d >= 0; --d) {
+    xStride[d] = s;
+    s *= xs.dims[d];
+  }
+  Walk w;
+  w.rank = xs.rank;
+  for (int d = 0; d < xs.rank; ++d) {
+    w.dims[d] = xs.dims[perm[d]];
+    w.stride[0][d] = xStride[perm[d]];
+  }
+  if (fits32(n))
+    stridedCopyKernel<uint32_t><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, 0, y, n, w);
+  else
+    stridedCopyKernel<int64_t><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, 0, y, n, w);
+  launched("transpose");
+}
+
+namespace {
+/// The walk of a slice's elements in the big tensor: dims of the small
+/// one, strides of the big one times the step; `base` the first element.
+Walk sliceWalk(const cpu::Shape &big, const cpu::Shape &small, const int64_t *start,
+               const int64_t *step, int64_t &base) {
+  Walk w;
+  w.rank = small.rank;
+  int64_t s = 1;
+  base = 0;
+  for (int d = big.rank - 1; d >= 0; --d) {
+    w.dims[d] = small.dims[d];
+    w.stride[0][d] = s * step[d];
+    base += start[d] * s;
+    s *= big.dims[d];
+  }
+  return w;
+}
+} // namespace
+
+void slice(const float *x, const cpu::Shape &xs, const int64_t *start, const int64_t *step,
+           float *y, const cpu::Shape &ys, void *stream) {
+  int64_t n = ys.numel();
+  if (n == 0)
+    return;
+  int64_t base;
+  Walk w = sliceWalk(xs, ys, start, step, base);
+  // 32-bit offsets where they stay inside the big tensor's 2^31 elements.
+  if (fits32(xs.numel()))
+    stridedCopyKernel<uint32_t><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, base, y, n, w);
+  else
+    stridedCopyKernel<int64_t><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, base, y, n, w);
+  launched("slice");
+}
+
+void sliceGrad(const float *dy, const cpu::Shape &ys, const int64_t *start, const int64_t *step,
+               float *dx, const cpu::Shape &xs, void *stream) {
+  check(cudaMemsetAsync(dx, 0, size_t(xs.numel()) * sizeof(float), asStream(stream)),
+        "slice_grad zero");
+  int64_t n = ys.numel();
+  if (n == 0)
+    return;
+  int64_t base;
+  Walk w = sliceWalk(xs, ys, start, step, base);
+  if (fits32(xs.numel()))
+    stridedScatterKernel<uint32_t><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(dy, dx, base,
+                                                                                    n, w);
+  else
+    stridedScatterKernel<int64_t><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(dy, dx, base,
+                                                                                   n, w);
+  launched("slice_grad");
+}
+
+size_t reduceScratchBytes(const cpu::Shape &xs, uint32_t axesMask) {
+  int p = leadingPrefix(xs, axesMask);
+  if (!p)
+    return 0;
+  int64_t rows = 1;
+  for (int d = 0; d < p; ++d)
+    rows *= xs.dims[d];
+  return columnSumScratchBytes(rows, xs.numel() / std::max<int64_t>(rows, 1));
+}
+
+void reduce(cpu::Reduce op, const float *x, const cpu::Shape &xs, uint32_t axesMask, float *y,
+            void *scratch, void *stream) {
+  if (int p = leadingPrefix(xs, axesMask); p && op != cpu::Reduce::Max) {
+    int64_t rows = 1;
+    for (int d = 0; d < p; ++d)
+      rows *= xs.dims[d];
+    if (rows == 0 || xs.numel() == 0) {
+      // An empty sum is 0 (a mean of nothing, NaN, as 0.0 / 0).
+      int64_t cols = 1;
+      for (int d = p; d < xs.rank; ++d)
+        cols *= xs.dims[d];
+      fill(y, cols, op == cpu::Reduce::Mean ? NAN : 0.0f, stream);
+      return;
+    }
+    columnSums(x, rows, xs.numel() / rows, op == cpu::Reduce::Mean ? double(rows) : 1.0, y,
+               INT64_MAX, nullptr, scratch, stream);
+    return;
+  }
+  Walk keptW, reducedW;
+  int64_t s = 1, kept = 1, reduced = 1;
+  int64_t stride[kMaxRank];
+  for (int d = xs.rank - 1; d >= 0; --d) {
+    stride[d] = s;
+    s *= xs.dims[d];
+  }
+  for (int d = 0; d < xs.rank; ++d) {
+    Walk &w = (axesMask >> d) & 1u ? reducedW : keptW;
+    w.dims[w.rank] = xs.dims[d];
+    w.stride[0][w.rank] = stride[d];
+    ++w.rank;
+    ((axesMask >> d) & 1u ? reduced : kept) *= xs.dims[d];
+  }
+  if (kept == 0)
+    return;
+  reduceKernel<<<blocksFor(kept), kThreads, 0, asStream(stream)>>>(op, x, y, kept, reduced, keptW,
+                                                                  reducedW);
+  launched("reduce");
+}
+
+void scale(float *x, int64_t n, float s, void *stream) {
+  if (n == 0)
+    return;
+  scaleKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, n, s);
+  launched("scale");
+}
+
+void fill(float *x, int64_t n, float v, void *stream) {
+  if (n == 0)
+    return;
+  fillKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, n, v);
+  launched("fill");
+}
+
+} // namespace dsrt::cuda

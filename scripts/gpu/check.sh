@@ -1,0 +1,75 @@
+#!/bin/bash
+# The GPU checks of dsrt's CUDA backend, in one call on the GPU machine
+# (after scripts/gpu/bundle.sh here):
+#   run(command="scripts/gpu/check.sh", carry=[".gpu"], timeout_s=540)
+# Writes check.log (everything), and the bench's gpu_gpt.md / .json, to $OUT
+# (or .gpu/out). Each step prints "check: NAME: PASS|FAIL (seconds)"; the
+# exit status is the number of failed steps.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+g=$root/.gpu
+out=${OUT:-$g/out}
+mkdir -p "$out"
+exec > >(tee "$out/check.log") 2>&1
+export PYTHONUNBUFFERED=1
+failed=0
+step() { # step NAME TIMEOUT CMD...
+  local name=$1 limit=$2 t0=$SECONDS
+  shift 2
+  echo "=== $name: $*"
+  if timeout "$limit" "$@"; then
+    echo "check: $name: PASS ($((SECONDS - t0)) s)"
+  else
+    echo "check: $name: FAIL, status $? ($((SECONDS - t0)) s)"
+    failed=$((failed + 1))
+  fi
+}
+
+# The Debian libraries dsrt loads; CUDA's own from this machine.
+mkdir -p /tmp/dsrt && tar -C /tmp/dsrt -xJf "$g/libs.tar.xz"
+cudalibs=
+for l in libcublas.so.13 libcublasLt.so.13; do
+  f=$(find /usr/local/cuda*/ /usr/lib /opt -name "$l" 2>/dev/null | head -1)
+  [ -n "$f" ] && cudalibs=$cudalibs:$(dirname "$f")
+done
+export LD_LIBRARY_PATH=/tmp/dsrt/lib$cudalibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+ldd "$g/bin/dsrt" | grep -E "not found|cublas" || true
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+dsrt=$g/bin/dsrt
+run=$out/runs
+mkdir -p "$run"
+
+step kernel-gtests 120 "$g/bin/dsrt_cuda_kernels_test"
+step kernel-memcheck 240 "$sanitizer" --tool memcheck --error-exitcode 9 --leak-check full \
+  "$g/bin/dsrt_cuda_kernels_test"
+# fp32 parity: the same plan, data and seed on the CPU and on the GPU.
+step parity-cpu 120 "$dsrt" "$g/tiny/plan" --device cpu --data "$g/tiny/tokens.bin" \
+  --steps 200 --out "$run/cpu"
+step parity-gpu 120 "$dsrt" "$g/tiny/plan" --device cuda --data "$g/tiny/tokens.bin" \
+  --steps 200 --out "$run/gpu"
+step parity-compare 30 python3 "$root/scripts/gpu/parity.py" "$run/cpu/metrics.csv" \
+  "$run/gpu/metrics.csv" --loss-rtol 1e-5 --steps 50
+# The weights after 200 steps, GPU against CPU.
+step parity-weights 30 python3 - "$run/cpu/weights.safetensors" "$run/gpu/weights.safetensors" <<'PY'
+import sys
+from safetensors.numpy import load_file
+a, b = load_file(sys.argv[1]), load_file(sys.argv[2])
+import numpy as np
+worst = max(float(np.max(np.abs(a[k] - b[k])) / (np.max(np.abs(a[k])) + 1e-30)) for k in a)
+print(f"largest weight difference after 200 steps, relative to each tensor's largest: {worst:.2e}")
+sys.exit(0 if set(a) == set(b) else 1)
+PY
+step e2e-memcheck 240 "$sanitizer" --tool memcheck --error-exitcode 9 "$dsrt" "$g/tiny/plan" \
+  --device cuda --data "$g/tiny/tokens.bin" --steps 3 --out "$run/memcheck"
+# --device auto takes the GPU; --profile times each op kind on it.
+step auto-device 60 bash -c "'$dsrt' '$g/tiny/plan' --steps 20 --profile --out '$run/auto' | tee '$run/auto.txt' && grep -q 'on NVIDIA' '$run/auto.txt'"
+step bench-gpt2 330 python3 "$root/bench/gpu_gpt.py" --plan "$g/gpt2" --dsrt "$dsrt" \
+  --out "$out/bench"
+# Where GPT-2's step goes on the GPU (the bench wrote the plan's weights).
+step profile-gpt2 120 "$dsrt" "$g/gpt2" --device cuda --steps 4 --profile --out "$run/profile"
+cp "$out"/bench/gpu_gpt.md "$out"/bench/gpu_gpt.json "$out/" 2>/dev/null
+rm -rf "$out/bench" "$run"
+echo "check: $failed step(s) failed"
+exit $failed
