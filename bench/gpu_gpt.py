@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """GPT-2 small (124M) training steps on one NVIDIA GPU: dsrt --device cuda
 against PyTorch eager and torch.compile, in one run, on the same model,
-weights, data and batch (fp32, AdamW, clipping 1.0, no dropout).
+weights, data and batch (AdamW, clipping 1.0, no dropout), in fp32 or bf16
+(--precision bf16 with a plan compiled --precision bf16; PyTorch runs its
+forward under torch.autocast(bfloat16) over fp32 parameters).
 
 Runs on the GPU machine (scripts/gpu/check.sh calls it), where PyTorch
 with CUDA is installed; the plan comes from scripts/gpu/bundle.sh, without
@@ -14,7 +16,8 @@ plan.sha256, so that dsrt and PyTorch start from the same weights.
 
 Reports, for each of dsrt, eager and compile: tokens/s (mean over the
 timed steps after --warmup), the ratio to torch.compile, MFU against the
-GPU's measured fp32 GEMM peak (an 8192^3 torch.mm without TF32) with the
+GPU's measured GEMM peak in the run's precision (an 8192^3 torch.mm,
+fp32 without TF32, or bf16) with the
 flops of PaLM's formula (6 N + 12 L T d per token), peak device memory
 (PyTorch: max_memory_allocated; dsrt: the largest nvidia-smi reading of
 its process, against its planned arena) and the losses of the first steps,
@@ -91,7 +94,7 @@ def batches(tok, torch, steps):
     return out
 
 
-def train_torch(torch, model, data, warmup, compiled):
+def train_torch(torch, model, data, warmup, compiled, bf16):
     model = model.cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
                             weight_decay=0.0)
@@ -102,7 +105,8 @@ def train_torch(torch, model, data, warmup, compiled):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = fwd(x, y)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+            loss = fwd(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -141,10 +145,11 @@ def run_dsrt(dsrt, plan, tokens, steps, out):
     return [float(r["loss"]) for r in rows], [float(r["step_time_s"]) for r in rows], peak[0]
 
 
-def fp32_peak(torch):
+def gemm_peak(torch, bf16):
     torch.backends.cuda.matmul.allow_tf32 = False
-    a = torch.randn(8192, 8192, device="cuda")
-    b = torch.randn(8192, 8192, device="cuda")
+    dtype = torch.bfloat16 if bf16 else torch.float32
+    a = torch.randn(8192, 8192, device="cuda", dtype=dtype)
+    b = torch.randn(8192, 8192, device="cuda", dtype=dtype)
     for _ in range(3):
         a @ b
     torch.cuda.synchronize()
@@ -162,7 +167,10 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="the plan's precision (dsc --precision); PyTorch matches it")
     args = p.parse_args()
+    bf16 = args.precision == "bf16"
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 throughout, as dsrt's cuBLAS math
     torch.backends.cudnn.allow_tf32 = False
@@ -187,17 +195,19 @@ def main():
     data = batches(tok, torch, args.steps)
     for name, compiled in (("eager", False), ("compile", True)):
         model.load_state_dict(init)
-        losses, times, peak = train_torch(torch, model, data, args.warmup, compiled)
+        losses, times, peak = train_torch(torch, model, data, args.warmup, compiled, bf16)
         results[name] = dict(losses=losses, times=times, peak=peak)
-    peak_flops = fp32_peak(torch)
+    peak_flops = gemm_peak(torch, bf16)
     L, d = MODEL["layers"], MODEL["d_model"]
     flops_per_token = 6 * n_params + 12 * L * T * d
-    lines = [f"GPT-2 small ({n_params / 1e6:.1f}M params), batch {B} x {T}, fp32 (no TF32), "
+    what = ("bf16 (dsrt: bf16 compute over fp32 master weights; PyTorch: autocast)" if bf16
+            else "fp32 (no TF32)")
+    lines = [f"GPT-2 small ({n_params / 1e6:.1f}M params), batch {B} x {T}, {what}, "
              f"AdamW, {args.steps} steps ({args.warmup} warm-up), "
              f"{torch.cuda.get_device_name()}",
-             f"measured fp32 GEMM peak: {peak_flops / 1e12:.1f} TFLOP/s", "",
-             "| run | tokens/s | vs torch.compile | MFU (fp32 peak) | peak device memory | "
-             "loss step 1 | loss step 3 |",
+             f"measured {args.precision} GEMM peak: {peak_flops / 1e12:.1f} TFLOP/s", "",
+             f"| run | tokens/s | vs torch.compile | MFU ({args.precision} peak) | "
+             "peak device memory | loss step 1 | loss step 3 |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     tps = {k: B * T * len(v["times"]) / sum(v["times"]) for k, v in results.items()}
     for k in ("dsrt", "eager", "compile"):
@@ -211,6 +221,10 @@ def main():
               zip(results["dsrt"]["losses"][:5], results["eager"]["losses"][:5]))
     lines.append(f"largest relative loss difference dsrt vs eager over the first 5 steps: "
                  f"{gap:.2e}")
+    # The gap between PyTorch's own two runs, for scale (bf16 rounds).
+    own = max(abs(a - b) / abs(b) for a, b in
+              zip(results["compile"]["losses"][:5], results["eager"]["losses"][:5]))
+    lines.append(f"the same between torch.compile and eager: {own:.2e}")
     text = "\n".join(lines)
     print(text)
     open(os.path.join(args.out, "gpu_gpt.md"), "w").write(text + "\n")

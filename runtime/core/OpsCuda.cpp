@@ -25,10 +25,13 @@
 //
 // Not yet on the device (each refused by name, so that `--device auto`
 // runs such a plan on the CPU): plans for several ranks (collectives over
-// NCCL), bf16 and fp16 plans, SGD, and the ops listed in bindCuda's
-// refusal (log_softmax, nll_loss, cast, broadcast, concat, cmp, not, the
-// vocabulary-parallel ops, tensor-parallel dropout, gathers along an axis
-// other than 0, losses and softmaxes over an inner dimension).
+// NCCL), fp16 plans, SGD, and log_softmax, nll_loss, broadcast, concat,
+// cmp, not, the vocabulary-parallel ops, tensor-parallel dropout, gathers
+// along an axis other than 0, losses and softmaxes over an inner
+// dimension, casts other than float32 <-> bf16. bf16 plans run: their
+// kernels are the float ones templated on the element type (math in float,
+// each result rounded once as the CPU rounds) and cuBLAS bf16 GEMMs with
+// float accumulation.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/core/OpsInternal.h"
@@ -61,6 +64,11 @@ using namespace ops;
 
 template <typename T = float> T *dev(const Tensor *t) { return static_cast<T *>(t->dev); }
 
+/// The kernel `make` builds for float32 or bf16 (as ops::byFloat).
+template <typename Make> KernelFn byType(plan::DType d, Make &&make) {
+  return d == plan::BF16 ? make(Tag<cpu::Bf16>{}) : make(Tag<float>{});
+}
+
 /// One op's device binding: sets i.run, adds to the scratch it needs, or
 /// throws DeviceUnsupported.
 struct Binder {
@@ -72,12 +80,25 @@ struct Binder {
   [[noreturn]] void refuse(const std::string &why) const {
     throw DeviceUnsupported(where + ": " + why);
   }
+  /// Only float32 operands (the kernel has no 16-bit variant).
   void floats() const {
     for (const std::vector<Tensor *> *list : {&i.in, &i.out})
       for (const Tensor *t : *list)
         if (t->dtype == plan::BF16 || t->dtype == plan::F16)
-          refuse(std::string("no CUDA kernel for ") + plan::DType_Name(t->dtype) +
-                 " operands yet (mixed precision runs on the CPU)");
+          refuse(std::string("no CUDA kernel for ") + plan::DType_Name(t->dtype) + " " + i.op +
+                 " yet");
+  }
+  /// float32 or bf16 operands (templated kernels); fp16 is refused.
+  plan::DType floatOrBf16() const {
+    for (const std::vector<Tensor *> *list : {&i.in, &i.out})
+      for (const Tensor *t : *list)
+        if (t->dtype == plan::F16)
+          refuse(std::string("no CUDA kernels for F16 yet (fp16 plans run on the CPU)"));
+    for (const std::vector<Tensor *> *list : {&i.in, &i.out})
+      for (const Tensor *t : *list)
+        if (t->dtype == plan::BF16)
+          return plan::BF16;
+    return plan::F32;
   }
   void needs(size_t bytes) const { scratch = std::max(scratch, bytes); }
   void counts() const { counting.push_back(&i); }
@@ -114,66 +135,95 @@ const std::map<std::string, BindFn> &deviceTable() {
     for (const char *op : {"nn.neg", "nn.abs", "nn.exp", "nn.log", "nn.sqrt", "nn.rsqrt",
                            "nn.reciprocal", "nn.tanh", "nn.erf", "nn.relu", "nn.sigmoid"})
       t[op] = [](const Binder &b) {
-        b.floats();
         b.i.g[3] = int64_t(unaryOf(b.i.op));
-        b.i.run = [](const Instr &i, Context &) {
-          cuda::unary(cpu::Unary(i.g[3]), dev(i.in[0]), dev(i.out[0]), i.out[0]->numel);
-        };
+        b.i.run = byType(b.floatOrBf16(), [](auto tag) -> KernelFn {
+          using T = typename decltype(tag)::type;
+          return [](const Instr &i, Context &) {
+            cuda::unary(cpu::Unary(i.g[3]), dev<T>(i.in[0]), dev<T>(i.out[0]), i.out[0]->numel);
+          };
+        });
       };
     for (const char *op : {"nn.add", "nn.sub", "nn.mul", "nn.div", "nn.pow", "nn.max", "nn.min"})
       t[op] = [](const Binder &b) {
-        b.floats();
         // The CPU binding keeps nothing in g for binaries: the op goes there.
         b.i.g[3] = int64_t(binaryOf(b.i.op));
-        if (sameShape(b.i.in[0], b.i.out[0]) && sameShape(b.i.in[1], b.i.out[0]))
-          b.i.run = [](const Instr &i, Context &) {
-            int64_t n = i.out[0]->numel;
-            cuda::binary(cpu::Binary(i.g[3]), dev(i.in[0]), dev(i.in[1]), n, dev(i.out[0]), n,
-                         n ? n : 1);
+        bool same = sameShape(b.i.in[0], b.i.out[0]) && sameShape(b.i.in[1], b.i.out[0]);
+        b.i.run = byType(b.floatOrBf16(), [same](auto tag) -> KernelFn {
+          using T = typename decltype(tag)::type;
+          if (same)
+            return [](const Instr &i, Context &) {
+              int64_t n = i.out[0]->numel;
+              cuda::binary(cpu::Binary(i.g[3]), dev<T>(i.in[0]), dev<T>(i.in[1]), n,
+                           dev<T>(i.out[0]), n, n ? n : 1);
+            };
+          return [](const Instr &i, Context &) {
+            cuda::binary(cpu::Binary(i.g[3]), dev<T>(i.in[0]), i.in[0]->shape, dev<T>(i.in[1]),
+                         i.in[1]->shape, dev<T>(i.out[0]), i.out[0]->shape);
           };
-        else
-          b.i.run = [](const Instr &i, Context &) {
-            cuda::binary(cpu::Binary(i.g[3]), dev(i.in[0]), i.in[0]->shape, dev(i.in[1]),
-                         i.in[1]->shape, dev(i.out[0]), i.out[0]->shape);
-          };
+        });
       };
     t["nn.gelu"] = [](const Binder &b) {
-      b.floats();
-      b.i.run = [](const Instr &i, Context &) {
-        cuda::unary(i.ints[0] ? cpu::Unary::GeluTanh : cpu::Unary::GeluErf, dev(i.in[0]),
-                    dev(i.out[0]), i.out[0]->numel);
-      };
+      b.i.run = byType(b.floatOrBf16(), [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &) {
+          cuda::unary(i.ints[0] ? cpu::Unary::GeluTanh : cpu::Unary::GeluErf, dev<T>(i.in[0]),
+                      dev<T>(i.out[0]), i.out[0]->numel);
+        };
+      });
     };
     t["nn.gelu_grad"] = [](const Binder &b) {
-      b.floats();
-      b.i.run = [](const Instr &i, Context &) {
-        cuda::geluGrad(i.ints[0] != 0, dev(i.in[0]), dev(i.in[1]), dev(i.out[0]),
-                       i.out[0]->numel);
-      };
+      b.i.run = byType(b.floatOrBf16(), [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &) {
+          cuda::geluGrad(i.ints[0] != 0, dev<T>(i.in[0]), dev<T>(i.in[1]), dev<T>(i.out[0]),
+                         i.out[0]->numel);
+        };
+      });
     };
     t["nn.select"] = [](const Binder &b) {
-      b.floats();
-      b.i.run = [](const Instr &i, Context &) {
-        cuda::select(dev<uint8_t>(i.in[0]), i.in[0]->shape, dev(i.in[1]), i.in[1]->shape,
-                     dev(i.in[2]), i.in[2]->shape, dev(i.out[0]), i.out[0]->shape);
-      };
+      b.i.run = byType(b.floatOrBf16(), [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &) {
+          cuda::select(dev<uint8_t>(i.in[0]), i.in[0]->shape, dev<T>(i.in[1]), i.in[1]->shape,
+                       dev<T>(i.in[2]), i.in[2]->shape, dev<T>(i.out[0]), i.out[0]->shape);
+        };
+      });
     };
     t["nn.matmul"] = [](const Binder &b) {
-      b.floats();
-      b.i.run = [](const Instr &i, Context &ctx) {
-        ctx.gpu->blas->matmul(dev(i.in[0]), i.in[0]->shape, i.ints[0] != 0, dev(i.in[1]),
-                              i.in[1]->shape, i.ints[1] != 0, dev(i.out[0]), i.out[0]->shape);
-      };
+      b.i.run = byType(b.floatOrBf16(), [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &ctx) {
+          ctx.gpu->blas->matmul(dev<T>(i.in[0]), i.in[0]->shape, i.ints[0] != 0, dev<T>(i.in[1]),
+                                i.in[1]->shape, i.ints[1] != 0, dev<T>(i.out[0]),
+                                i.out[0]->shape);
+        };
+      });
+    };
+    t["nn.cast"] = [](const Binder &b) {
+      plan::DType from = b.i.in[0]->dtype, to = b.i.out[0]->dtype;
+      if (from == plan::F32 && to == plan::BF16)
+        b.i.run = [](const Instr &i, Context &) {
+          cuda::cast(dev(i.in[0]), dev<cpu::Bf16>(i.out[0]), i.out[0]->numel);
+        };
+      else if (from == plan::BF16 && to == plan::F32)
+        b.i.run = [](const Instr &i, Context &) {
+          cuda::cast(dev<cpu::Bf16>(i.in[0]), dev(i.out[0]), i.out[0]->numel);
+        };
+      else
+        b.refuse(std::string("no CUDA cast from ") + plan::DType_Name(from) + " to " +
+                 plan::DType_Name(to) + " yet (float32 <-> bf16 only)");
     };
     t["nn.layer_norm"] = [](const Binder &b) {
-      b.floats();
-      b.i.run = [](const Instr &i, Context &) {
-        cuda::layerNorm(dev(i.in[0]), dev(i.in[1]), i.in.size() == 3 ? dev(i.in[2]) : nullptr,
-                        dev(i.out[0]), i.g[0], i.g[1], (float)i.floats[0]);
-      };
+      b.i.run = byType(b.floatOrBf16(), [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &) {
+          cuda::layerNorm(dev<T>(i.in[0]), dev(i.in[1]), i.in.size() == 3 ? dev(i.in[2]) : nullptr,
+                          dev<T>(i.out[0]), i.g[0], i.g[1], (float)i.floats[0]);
+        };
+      });
     };
     t["nn.layer_norm_grad"] = [](const Binder &b) {
-      b.floats();
+      plan::DType d = b.floatOrBf16();
       if (b.i.in[1]->numel == 0) {
         b.i.run = [](const Instr &i, Context &) {
           cuda::fill(dev(i.out[1]), i.out[1]->numel, 0.0f);
@@ -182,27 +232,34 @@ const std::map<std::string, BindFn> &deviceTable() {
         return;
       }
       b.needs(cuda::layerNormGradScratchBytes(b.i.g[0], b.i.g[1]));
-      b.i.run = [](const Instr &i, Context &ctx) {
-        cuda::layerNormGrad(dev(i.in[0]), dev(i.in[1]), dev(i.in[2]), dev(i.out[0]),
-                            dev(i.out[1]), dev(i.out[2]), i.g[0], i.g[1], (float)i.floats[0],
-                            ctx.gpu->scratch);
-      };
+      b.i.run = byType(d, [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &ctx) {
+          cuda::layerNormGrad(dev<T>(i.in[0]), dev<T>(i.in[1]), dev(i.in[2]), dev<T>(i.out[0]),
+                              dev(i.out[1]), dev(i.out[2]), i.g[0], i.g[1], (float)i.floats[0],
+                              ctx.gpu->scratch);
+        };
+      });
     };
     t["nn.softmax"] = [](const Binder &b) {
-      b.floats();
       if (b.i.g[2] != 1)
         b.refuse("the CUDA softmax runs over the last dimension only");
-      b.i.run = [](const Instr &i, Context &) {
-        cuda::softmax(dev(i.in[0]), dev(i.out[0]), i.g[0], i.g[1]);
-      };
+      b.i.run = byType(b.floatOrBf16(), [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &) {
+          cuda::softmax(dev<T>(i.in[0]), dev<T>(i.out[0]), i.g[0], i.g[1]);
+        };
+      });
     };
     t["nn.softmax_grad"] = [](const Binder &b) {
-      b.floats();
       if (b.i.g[2] != 1)
         b.refuse("the CUDA softmax gradient runs over the last dimension only");
-      b.i.run = [](const Instr &i, Context &) {
-        cuda::softmaxGrad(dev(i.in[0]), dev(i.in[1]), dev(i.out[0]), i.g[0], i.g[1]);
-      };
+      b.i.run = byType(b.floatOrBf16(), [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &) {
+          cuda::softmaxGrad(dev<T>(i.in[0]), dev<T>(i.in[1]), dev<T>(i.out[0]), i.g[0], i.g[1]);
+        };
+      });
     };
     t["nn.cross_entropy"] = [](const Binder &b) {
       b.floats();
@@ -247,53 +304,69 @@ const std::map<std::string, BindFn> &deviceTable() {
       };
     };
     auto reduce = [](const Binder &b) {
-      b.floats();
+      plan::DType d = b.floatOrBf16();
+      if (b.i.in[0]->dtype != b.i.out[0]->dtype)
+        b.refuse("the CUDA reduction keeps its operand's type");
       b.needs(cuda::reduceScratchBytes(b.i.in[0]->shape, uint32_t(b.i.g[0])));
-      b.i.run = [](const Instr &i, Context &ctx) {
-        cuda::reduce(cpu::Reduce(i.g[1]), dev(i.in[0]), i.in[0]->shape, uint32_t(i.g[0]),
-                     dev(i.out[0]), ctx.gpu->scratch);
-      };
+      b.i.run = byType(d, [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &ctx) {
+          cuda::reduce(cpu::Reduce(i.g[1]), dev<T>(i.in[0]), i.in[0]->shape, uint32_t(i.g[0]),
+                       dev<T>(i.out[0]), ctx.gpu->scratch);
+        };
+      });
     };
     t["nn.reduce_sum"] = reduce;
     t["nn.reduce_mean"] = reduce;
     t["nn.reduce_max"] = reduce;
     t["nn.transpose"] = [](const Binder &b) {
-      b.floats();
-      b.i.run = [](const Instr &i, Context &) {
-        cuda::transpose(dev(i.in[0]), i.in[0]->shape, i.ints.data(), dev(i.out[0]));
-      };
+      b.i.run = byType(b.floatOrBf16(), [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &) {
+          cuda::transpose(dev<T>(i.in[0]), i.in[0]->shape, i.ints.data(), dev<T>(i.out[0]));
+        };
+      });
     };
     t["nn.slice"] = [](const Binder &b) {
-      b.floats();
-      b.i.run = [](const Instr &i, Context &) {
-        int r = i.in[0]->shape.rank;
-        cuda::slice(dev(i.in[0]), i.in[0]->shape, i.ints.data(), i.ints.data() + r,
-                    dev(i.out[0]), i.out[0]->shape);
-      };
+      b.i.run = byType(b.floatOrBf16(), [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &) {
+          int r = i.in[0]->shape.rank;
+          cuda::slice(dev<T>(i.in[0]), i.in[0]->shape, i.ints.data(), i.ints.data() + r,
+                      dev<T>(i.out[0]), i.out[0]->shape);
+        };
+      });
     };
     t["nn.slice_grad"] = [](const Binder &b) {
-      b.floats();
-      b.i.run = [](const Instr &i, Context &) {
-        int r = i.out[0]->shape.rank;
-        cuda::sliceGrad(dev(i.in[0]), i.in[0]->shape, i.ints.data(), i.ints.data() + r,
-                        dev(i.out[0]), i.out[0]->shape);
-      };
+      b.i.run = byType(b.floatOrBf16(), [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &) {
+          int r = i.out[0]->shape.rank;
+          cuda::sliceGrad(dev<T>(i.in[0]), i.in[0]->shape, i.ints.data(), i.ints.data() + r,
+                          dev<T>(i.out[0]), i.out[0]->shape);
+        };
+      });
     };
     t["nn.dropout"] = [](const Binder &b) {
-      b.floats();
       if (b.i.ints.size() != 1)
         b.refuse("no CUDA kernel for dropout on a tensor-parallel part yet");
-      b.i.run = [](const Instr &i, Context &ctx) {
-        cuda::dropout(dev(i.in[0]), dev(i.out[0]), dev<uint8_t>(i.out[1]), i.out[0]->numel,
-                      (float)i.floats[0], ctx.seed, (uint64_t)i.ints[0], ctx.rngCounter);
-      };
+      b.i.run = byType(b.floatOrBf16(), [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &ctx) {
+          cuda::dropout(dev<T>(i.in[0]), dev<T>(i.out[0]), dev<uint8_t>(i.out[1]),
+                        i.out[0]->numel, (float)i.floats[0], ctx.seed, (uint64_t)i.ints[0],
+                        ctx.rngCounter);
+        };
+      });
     };
     t["nn.dropout_grad"] = [](const Binder &b) {
-      b.floats();
-      b.i.run = [](const Instr &i, Context &) {
-        cuda::dropoutGrad(dev(i.in[0]), dev<uint8_t>(i.in[1]), dev(i.out[0]), i.out[0]->numel,
-                          (float)i.floats[0]);
-      };
+      b.i.run = byType(b.floatOrBf16(), [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &) {
+          cuda::dropoutGrad(dev<T>(i.in[0]), dev<uint8_t>(i.in[1]), dev<T>(i.out[0]),
+                            i.out[0]->numel, (float)i.floats[0]);
+        };
+      });
     };
     t["fill"] = [](const Binder &b) {
       b.floats();
@@ -302,12 +375,15 @@ const std::map<std::string, BindFn> &deviceTable() {
       };
     };
     t["accumulate"] = [](const Binder &b) {
-      b.floats();
-      b.i.run = [](const Instr &i, Context &) {
-        int64_t n = i.out[0]->numel;
-        cuda::binary(cpu::Binary::Add, dev(i.out[0]), dev(i.in[0]), n, dev(i.out[0]), n,
-                     n ? n : 1);
-      };
+      // 16-bit sums (grad_accum_dtype) round every addition, as on the CPU.
+      b.i.run = byType(b.floatOrBf16(), [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &) {
+          int64_t n = i.out[0]->numel;
+          cuda::binary(cpu::Binary::Add, dev<T>(i.out[0]), dev<T>(i.in[0]), n, dev<T>(i.out[0]),
+                       n, n ? n : 1);
+        };
+      });
     };
     t["train.lr_schedule"] = [](const Binder &b) {
       // On the host (the STEP buffer's host copy is the executor's), then

@@ -7,8 +7,9 @@
 #              lacks (oneDNN, OpenBLAS, protobuf, OpenMPI's libmpi, ...);
 #              libc, libstdc++ and the CUDA libraries come from that machine
 #   tiny/      the bundled tiny GPT's plan and a token file (parity run)
-#   gpt2/      GPT-2 small's plan without its weights (bench/gpu_gpt.py
-#              writes random ones there) and their names and shapes
+#   gpt2/, gpt2-bf16/  GPT-2 small's fp32 and bf16 plans without their
+#              weights (bench/gpu_gpt.py writes PyTorch's initial ones
+#              there), and the weights' names and shapes
 # Then scripts/gpu/check.sh runs there (one call of the device tool):
 #   run(command="scripts/gpu/check.sh", carry=[".gpu"])
 set -euo pipefail
@@ -34,12 +35,16 @@ trap 'rm -rf "$work"' EXIT
 # masks) and a token file of this repository's README and docs.
 $py "$root/models/gpt.py" --size tiny --batch 8 --seq 64 --vocab 256 --layers 2 -o "$work/tiny.onnx" >/dev/null
 "$build/bin/dsc" "$work/tiny.onnx" -o "$out/tiny/plan" >/dev/null
+"$build/bin/dsc" "$work/tiny.onnx" --precision bf16 -o "$out/tiny/plan-bf16" >/dev/null
 $py "$root/models/make_tokens.py" -o "$work/tokens" "$root/README.md" "$root/docs" >/dev/null
 cp "$work/tokens/train.bin" "$out/tiny/tokens.bin"
 # GPT-2 small (124M), fp32, batch 8 x 1024, no dropout: the plan only.
 $py "$root/models/gpt.py" --size gpt2-small --batch 8 --dropout 0 -o "$work/gpt2.onnx" >/dev/null
 "$build/bin/dsc" "$work/gpt2.onnx" -o "$work/gpt2plan" >/dev/null
 cp "$work/gpt2plan/plan.pb" "$work/gpt2plan/plan.sha256" "$work/gpt2plan/manifest.txt" "$out/gpt2/"
+"$build/bin/dsc" "$work/gpt2.onnx" --precision bf16 -o "$work/gpt2bf16" >/dev/null
+mkdir -p "$out/gpt2-bf16"
+cp "$work/gpt2bf16/plan.pb" "$work/gpt2bf16/plan.sha256" "$work/gpt2bf16/manifest.txt" "$out/gpt2-bf16/"
 $py - "$work/gpt2plan/weights.safetensors" "$out/gpt2/weights.json" <<'PY'
 import sys, json, struct
 with open(sys.argv[1], 'rb') as f:
@@ -49,4 +54,5 @@ header.pop('__metadata__', None)
 json.dump({k: {'dtype': v['dtype'], 'shape': v['shape']} for k, v in header.items()},
           open(sys.argv[2], 'w'), indent=1, sort_keys=True)
 PY
+cp "$out/gpt2/weights.json" "$out/gpt2-bf16/"
 du -sh "$out"/* | sed "s|$root/||"

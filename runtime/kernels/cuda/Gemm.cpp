@@ -1,5 +1,6 @@
-//===- Gemm.cpp - float32 GEMMs through cuBLAS ----------------------------===//
+//===- Gemm.cpp - float32 and bf16 GEMMs through cuBLAS -------------------===//
 //
+// Float32 and bf16 (float accumulation) through cublasGemmEx.
 // Row-major C[m, n] = op(A)[m, k] op(B)[k, n] is the column-major
 // C^T[n, m] = op(B)^T op(A)^T, so cuBLAS gets B first. Batches: an operand
 // holding every batch of the result steps by its matrix size, one holding
@@ -71,7 +72,21 @@ Blas::~Blas() {
 
 void Blas::matmul(const float *a, const cpu::Shape &as, bool transA, const float *b,
                   const cpu::Shape &bs, bool transB, float *out, const cpu::Shape &os) {
+  gemm(a, as, transA, b, bs, transB, out, os, CUDA_R_32F, sizeof(float));
+}
+
+void Blas::matmul(const cpu::Bf16 *a, const cpu::Shape &as, bool transA, const cpu::Bf16 *b,
+                  const cpu::Shape &bs, bool transB, cpu::Bf16 *out, const cpu::Shape &os) {
+  gemm(a, as, transA, b, bs, transB, out, os, CUDA_R_16BF, sizeof(cpu::Bf16));
+}
+
+void Blas::gemm(const void *av, const cpu::Shape &as, bool transA, const void *bv,
+                const cpu::Shape &bs, bool transB, void *outv, const cpu::Shape &os,
+                int dataType, size_t elementBytes) {
   auto h = static_cast<cublasHandle_t>(handle_);
+  auto type = cudaDataType_t(dataType);
+  const char *a = static_cast<const char *>(av), *b = static_cast<const char *>(bv);
+  char *out = static_cast<char *>(outv);
   const int64_t M = os.dims[os.rank - 2], N = os.dims[os.rank - 1];
   const int64_t K = transA ? as.dims[as.rank - 2] : as.dims[as.rank - 1];
   const int64_t batches = batchCount(os);
@@ -79,11 +94,9 @@ void Blas::matmul(const float *a, const cpu::Shape &as, bool transA, const float
     return;
   const float one = 1.0f, zero = 0.0f;
   if (K == 0) { // an empty sum
-    check(cudaMemsetAsync(out, 0, size_t(batches * M * N) * sizeof(float),
-                          static_cast<cudaStream_t>(stream_)) == cudaSuccess
-              ? CUBLAS_STATUS_SUCCESS
-              : CUBLAS_STATUS_EXECUTION_FAILED,
-          "zero an empty product");
+    if (cudaMemsetAsync(out, 0, size_t(batches * M * N) * elementBytes,
+                        static_cast<cudaStream_t>(stream_)) != cudaSuccess)
+      throw CudaError("cuBLAS: zeroing an empty product failed");
     return;
   }
   const cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -91,27 +104,31 @@ void Blas::matmul(const float *a, const cpu::Shape &as, bool transA, const float
   const int ldb = int(transB ? K : N), lda = int(transA ? M : K), ldc = int(N);
   const int64_t aBatches = batchCount(as), bBatches = batchCount(bs);
   const int64_t aMatrix = M * K, bMatrix = K * N, cMatrix = M * N;
+  const cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
 
   // b shared by every batch and a's rows contiguous: one GEMM of
   // batches * M rows.
   if (bBatches == 1 && !transA && aBatches == batches) {
-    check(cublasSgemm(h, opB, opA, int(N), int(batches * M), int(K), &one, b, ldb, a, int(K),
-                      &zero, out, ldc),
-          "sgemm");
+    check(cublasGemmEx(h, opB, opA, int(N), int(batches * M), int(K), &one, b, type, ldb, a, type,
+                       int(K), &zero, out, type, ldc, compute, CUBLAS_GEMM_DEFAULT),
+          "gemm");
     return;
   }
   if ((aBatches == batches || aBatches == 1) && (bBatches == batches || bBatches == 1)) {
-    check(cublasSgemmStridedBatched(h, opB, opA, int(N), int(M), int(K), &one, b, ldb,
-                                    bBatches == 1 ? 0 : bMatrix, a, lda,
-                                    aBatches == 1 ? 0 : aMatrix, &zero, out, ldc, cMatrix,
-                                    int(batches)),
-          "sgemm strided batched");
+    check(cublasGemmStridedBatchedEx(h, opB, opA, int(N), int(M), int(K), &one, b, type, ldb,
+                                     bBatches == 1 ? 0 : bMatrix, a, type, lda,
+                                     aBatches == 1 ? 0 : aMatrix, &zero, out, type, ldc, cMatrix,
+                                     int(batches), compute, CUBLAS_GEMM_DEFAULT),
+          "gemm strided batched");
     return;
   }
   for (int64_t k = 0; k < batches; ++k)
-    check(cublasSgemm(h, opB, opA, int(N), int(M), int(K), &one, b + batchOffset(bs, os, k), ldb,
-                      a + batchOffset(as, os, k), lda, &zero, out + k * cMatrix, ldc),
-          "sgemm (broadcast batch)");
+    check(cublasGemmEx(h, opB, opA, int(N), int(M), int(K), &one,
+                       b + batchOffset(bs, os, k) * int64_t(elementBytes), type, ldb,
+                       a + batchOffset(as, os, k) * int64_t(elementBytes), type, lda, &zero,
+                       out + k * cMatrix * int64_t(elementBytes), type, ldc, compute,
+                       CUBLAS_GEMM_DEFAULT),
+          "gemm (broadcast batch)");
 }
 
 } // namespace dsrt::cuda

@@ -33,6 +33,26 @@ inline int blocksFor(int64_t n) {
   return int(b < 65535 * 8 ? (b < 1 ? 1 : b) : 65535 * 8);
 }
 
+/// Elements in float: float as is; bf16 (cpu::Bf16, its bits) widened
+/// exactly and narrowed as the CPU kernels narrow (Half.h's bf16Bits: to
+/// nearest even, a NaN stays a quiet NaN, float denormals become a signed
+/// zero), so that a rounding on the GPU gives the CPU's bits.
+__device__ __forceinline__ float toFloat(float v) { return v; }
+__device__ __forceinline__ float toFloat(cpu::Bf16 v) {
+  return __uint_as_float(uint32_t(v.bits) << 16);
+}
+template <typename T> __device__ __forceinline__ T fromFloat(float v);
+template <> __device__ __forceinline__ float fromFloat<float>(float v) { return v; }
+template <> __device__ __forceinline__ cpu::Bf16 fromFloat<cpu::Bf16>(float f) {
+  const uint32_t u = __float_as_uint(f), a = u & 0x7fffffffu;
+  uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  if ((u & 0x7f800000u) == 0)
+    r = (u >> 16) & 0x8000u;
+  if (a > 0x7f800000u)
+    r = (u >> 16) | 0x40u;
+  return cpu::Bf16{uint16_t(r)};
+}
+
 __device__ __forceinline__ float applyBinary(cpu::Binary op, float x, float y) {
   switch (op) {
   case cpu::Binary::Add: return x + y;
@@ -51,8 +71,9 @@ __device__ __forceinline__ float applyBinary(cpu::Binary op, float x, float y) {
 /// the sum over rows of x[r * cols + c], divided by `divisor`: double
 /// partial sums over row slices, then added in slice order (Layout.cu).
 size_t columnSumScratchBytes(int64_t rows, int64_t cols);
-void columnSums(const float *x, int64_t rows, int64_t cols, double divisor, float *out,
-                int64_t split, float *out2, void *scratch, void *stream);
+template <typename TIn, typename TOut>
+void columnSums(const TIn *x, int64_t rows, int64_t cols, double divisor, TOut *out, int64_t split,
+                TOut *out2, void *scratch, void *stream);
 
 } // namespace dsrt::cuda
 

@@ -53,10 +53,11 @@ __device__ float geluTanh(float v) {
   return 0.5f * v * (1.0f + tanhf(u));
 }
 
-__global__ void unaryKernel(cpu::Unary op, const float *x, float *y, int64_t n) {
+template <typename T>
+__global__ void unaryKernel(cpu::Unary op, const T *x, T *y, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    float v = x[i], r = v;
+    float v = toFloat(x[i]), r = v;
     switch (op) {
     case cpu::Unary::Neg: r = -v; break;
     case cpu::Unary::Abs: r = fabsf(v); break;
@@ -72,15 +73,15 @@ __global__ void unaryKernel(cpu::Unary op, const float *x, float *y, int64_t n) 
     case cpu::Unary::GeluErf: r = geluErf(v); break;
     case cpu::Unary::GeluTanh: r = geluTanh(v); break;
     }
-    y[i] = r;
+    y[i] = fromFloat<T>(r);
   }
 }
 
-__global__ void geluGradKernel(bool tanhApprox, const float *x, const float *dy, float *dx,
-                               int64_t n) {
+template <typename T>
+__global__ void geluGradKernel(bool tanhApprox, const T *x, const T *dy, T *dx, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    float v = x[i], d;
+    float v = toFloat(x[i]), d;
     if (tanhApprox) {
       float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
       float t = tanhf(u);
@@ -91,67 +92,72 @@ __global__ void geluGradKernel(bool tanhApprox, const float *x, const float *dy,
       float pdf = 0.3989422804014327f * expf(-0.5f * v * v);
       d = cdf + v * pdf;
     }
-    dx[i] = dy[i] * d;
+    dx[i] = fromFloat<T>(toFloat(dy[i]) * d);
   }
 }
 
-__global__ void binaryKernel(cpu::Binary op, const float *a, const float *b, int64_t bn,
-                             float *out, int64_t n, int64_t cols) {
+template <typename T>
+__global__ void binaryKernel(cpu::Binary op, const T *a, const T *b, int64_t bn, T *out,
+                             int64_t n, int64_t cols) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    float y = bn == n ? b[i] : bn == 1 ? b[0] : b[i % cols];
-    out[i] = applyBinary(op, a[i], y);
+    T y = bn == n ? b[i] : bn == 1 ? b[0] : b[i % cols];
+    out[i] = fromFloat<T>(applyBinary(op, toFloat(a[i]), toFloat(y)));
   }
 }
 
 //===--- rows: layer norm, softmax ---------------------------------------===//
 
 /// A row's mean and 1 / sqrt(biased variance + eps), block-wide.
-__device__ void meanRstd(const float *xr, int64_t cols, float eps, float &mean, float &rstd) {
+template <typename T>
+__device__ void meanRstd(const T *xr, int64_t cols, float eps, float &mean, float &rstd) {
   float s = 0;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
-    s += xr[c];
+    s += toFloat(xr[c]);
   mean = blockReduce<false>(s) / float(cols);
   float q = 0;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    float d = xr[c] - mean;
+    float d = toFloat(xr[c]) - mean;
     q += d * d;
   }
   rstd = rsqrtf(blockReduce<false>(q) / float(cols) + eps);
 }
 
-__global__ void layerNormKernel(const float *x, const float *gamma, const float *beta, float *y,
+template <typename T>
+__global__ void layerNormKernel(const T *x, const float *gamma, const float *beta, T *y,
                                 int64_t cols, float eps) {
-  const float *xr = x + blockIdx.x * cols;
-  float *yr = y + blockIdx.x * cols;
+  const T *xr = x + blockIdx.x * cols;
+  T *yr = y + blockIdx.x * cols;
   float mean, rstd;
   meanRstd(xr, cols, eps, mean, rstd);
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
-    yr[c] = (xr[c] - mean) * rstd * gamma[c] + (beta ? beta[c] : 0.0f);
+    yr[c] = fromFloat<T>((toFloat(xr[c]) - mean) * rstd * gamma[c] + (beta ? beta[c] : 0.0f));
 }
 
 /// dx per row; the rows' contributions to dgamma / dbeta go to `partial`
 /// ([rows, 2 * cols]) and are summed by columnSums (no atomics: a fixed
 /// order, the same in every run).
-__global__ void layerNormGradKernel(const float *dy, const float *x, const float *gamma,
-                                    float *dx, float *partial, int64_t cols, float eps) {
-  const float *xr = x + blockIdx.x * cols, *dyr = dy + blockIdx.x * cols;
-  float *dxr = dx + blockIdx.x * cols;
+template <typename T>
+__global__ void layerNormGradKernel(const T *dy, const T *x, const float *gamma, T *dx,
+                                    float *partial, int64_t cols, float eps) {
+  const T *xr = x + blockIdx.x * cols, *dyr = dy + blockIdx.x * cols;
+  T *dxr = dx + blockIdx.x * cols;
   float mean, rstd;
   meanRstd(xr, cols, eps, mean, rstd);
   float a = 0, b = 0; // sum(dy * gamma), sum(dy * gamma * xhat)
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    float xh = (xr[c] - mean) * rstd, g = dyr[c] * gamma[c];
+    float d = toFloat(dyr[c]);
+    float xh = (toFloat(xr[c]) - mean) * rstd, g = d * gamma[c];
     a += g;
     b += g * xh;
-    partial[blockIdx.x * 2 * cols + c] = dyr[c] * xh;
-    partial[blockIdx.x * 2 * cols + cols + c] = dyr[c];
+    partial[blockIdx.x * 2 * cols + c] = d * xh;
+    partial[blockIdx.x * 2 * cols + cols + c] = d;
   }
   a = blockReduce<false>(a) / float(cols);
   b = blockReduce<false>(b) / float(cols);
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    float xh = (xr[c] - mean) * rstd;
-    dxr[c] = rstd * (dyr[c] * gamma[c] - a - xh * b);
+    float xh = (toFloat(xr[c]) - mean) * rstd;
+    dxr[c] = fromFloat<T>(rstd * (toFloat(dyr[c]) * gamma[c] - a - xh * b));
   }
 }
 
@@ -159,35 +165,36 @@ __global__ void layerNormGradKernel(const float *dy, const float *x, const float
 struct RowStats {
   float max, sum;
 };
-__device__ RowStats rowStats(const float *xr, int64_t n) {
+template <typename T> __device__ RowStats rowStats(const T *xr, int64_t n) {
   float m = -INFINITY;
   for (int64_t c = threadIdx.x; c < n; c += blockDim.x)
-    m = fmaxf(m, xr[c]);
+    m = fmaxf(m, toFloat(xr[c]));
   m = blockReduce<true>(m);
   float s = 0;
   for (int64_t c = threadIdx.x; c < n; c += blockDim.x)
-    s += expf(xr[c] - m);
+    s += expf(toFloat(xr[c]) - m);
   return {m, blockReduce<false>(s)};
 }
 
-__global__ void softmaxKernel(const float *x, float *y, int64_t n) {
-  const float *xr = x + blockIdx.x * n;
-  float *yr = y + blockIdx.x * n;
+template <typename T> __global__ void softmaxKernel(const T *x, T *y, int64_t n) {
+  const T *xr = x + blockIdx.x * n;
+  T *yr = y + blockIdx.x * n;
   RowStats st = rowStats(xr, n);
   float inv = 1.0f / st.sum;
   for (int64_t c = threadIdx.x; c < n; c += blockDim.x)
-    yr[c] = expf(xr[c] - st.max) * inv;
+    yr[c] = fromFloat<T>(expf(toFloat(xr[c]) - st.max) * inv);
 }
 
-__global__ void softmaxGradKernel(const float *y, const float *dy, float *dx, int64_t n) {
-  const float *yr = y + blockIdx.x * n, *dyr = dy + blockIdx.x * n;
-  float *dxr = dx + blockIdx.x * n;
+template <typename T>
+__global__ void softmaxGradKernel(const T *y, const T *dy, T *dx, int64_t n) {
+  const T *yr = y + blockIdx.x * n, *dyr = dy + blockIdx.x * n;
+  T *dxr = dx + blockIdx.x * n;
   float s = 0;
   for (int64_t c = threadIdx.x; c < n; c += blockDim.x)
-    s += dyr[c] * yr[c];
+    s += toFloat(dyr[c]) * toFloat(yr[c]);
   s = blockReduce<false>(s);
   for (int64_t c = threadIdx.x; c < n; c += blockDim.x)
-    dxr[c] = yr[c] * (dyr[c] - s);
+    dxr[c] = fromFloat<T>(toFloat(yr[c]) * (toFloat(dyr[c]) - s));
 }
 
 //===--- cross-entropy ----------------------------------------------------===//
@@ -299,21 +306,23 @@ __host__ __device__ inline uint64_t mix64(uint64_t z) {
 }
 constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ULL;
 
-__global__ void dropoutKernel(const float *x, float *y, uint8_t *mask, int64_t n, uint64_t key,
+template <typename T>
+__global__ void dropoutKernel(const T *x, T *y, uint8_t *mask, int64_t n, uint64_t key,
                               uint64_t threshold, float scale, uint64_t first) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     bool keep = (mix64(key + (first + uint64_t(i)) * kGolden) >> 40) >= threshold;
     mask[i] = keep;
-    y[i] = keep ? x[i] * scale : 0.0f;
+    y[i] = fromFloat<T>(keep ? toFloat(x[i]) * scale : 0.0f);
   }
 }
 
-__global__ void dropoutGradKernel(const float *dy, const uint8_t *mask, float *dx, int64_t n,
+template <typename T>
+__global__ void dropoutGradKernel(const T *dy, const uint8_t *mask, T *dx, int64_t n,
                                   float scale) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    dx[i] = mask[i] ? dy[i] * scale : 0.0f;
+    dx[i] = fromFloat<T>(mask[i] ? toFloat(dy[i]) * scale : 0.0f);
 }
 
 //===--- embedding, optimizer, norm ---------------------------------------===//
@@ -426,19 +435,20 @@ void copyToHost(void *dst, const void *src, size_t bytes) {
 }
 void synchronize(void *stream) { check(cudaStreamSynchronize(asStream(stream)), "synchronize"); }
 
-void unary(cpu::Unary op, const float *x, float *y, int64_t n, void *stream) {
+template <typename T> void unary(cpu::Unary op, const T *x, T *y, int64_t n, void *stream) {
   unaryKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(op, x, y, n);
   launched("unary");
 }
 
-void geluGrad(bool tanhApprox, const float *x, const float *dy, float *dx, int64_t n,
-              void *stream) {
+template <typename T>
+void geluGrad(bool tanhApprox, const T *x, const T *dy, T *dx, int64_t n, void *stream) {
   geluGradKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(tanhApprox, x, dy, dx, n);
   launched("gelu_grad");
 }
 
-void binary(cpu::Binary op, const float *a, const float *b, int64_t bElements, float *out,
-            int64_t n, int64_t cols, void *stream) {
+template <typename T>
+void binary(cpu::Binary op, const T *a, const T *b, int64_t bElements, T *out, int64_t n,
+            int64_t cols, void *stream) {
   if (bElements != n && bElements != 1 && bElements != cols)
     throw CudaError("binary: the second operand must have n, cols or 1 elements");
   binaryKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(op, a, b, bElements, out, n,
@@ -446,7 +456,8 @@ void binary(cpu::Binary op, const float *a, const float *b, int64_t bElements, f
   launched("binary");
 }
 
-void layerNorm(const float *x, const float *gamma, const float *beta, float *y, int64_t rows,
+template <typename T>
+void layerNorm(const T *x, const float *gamma, const float *beta, T *y, int64_t rows,
                int64_t cols, float eps, void *stream) {
   if (rows == 0)
     return;
@@ -455,9 +466,10 @@ void layerNorm(const float *x, const float *gamma, const float *beta, float *y, 
   launched("layer_norm");
 }
 
-void layerNormGrad(const float *dy, const float *x, const float *gamma, float *dx,
-                   float *dgamma, float *dbeta, int64_t rows, int64_t cols, float eps,
-                   void *scratch, void *stream) {
+template <typename T>
+void layerNormGrad(const T *dy, const T *x, const float *gamma, T *dx, float *dgamma,
+                   float *dbeta, int64_t rows, int64_t cols, float eps, void *scratch,
+                   void *stream) {
   if (rows == 0)
     return;
   // The per-row partial products for the column sums.
@@ -474,15 +486,15 @@ size_t layerNormGradScratchBytes(int64_t rows, int64_t cols) {
   return size_t(rows) * size_t(2 * cols) * sizeof(float) + columnSumScratchBytes(rows, 2 * cols);
 }
 
-void softmax(const float *x, float *y, int64_t rows, int64_t n, void *stream) {
+template <typename T> void softmax(const T *x, T *y, int64_t rows, int64_t n, void *stream) {
   if (rows == 0)
     return;
   softmaxKernel<<<unsigned(rows), rowThreads(n), 0, asStream(stream)>>>(x, y, n);
   launched("softmax");
 }
 
-void softmaxGrad(const float *y, const float *dy, float *dx, int64_t rows, int64_t n,
-                 void *stream) {
+template <typename T>
+void softmaxGrad(const T *y, const T *dy, T *dx, int64_t rows, int64_t n, void *stream) {
   if (rows == 0)
     return;
   softmaxGradKernel<<<unsigned(rows), rowThreads(n), 0, asStream(stream)>>>(y, dy, dx, n);
@@ -518,7 +530,8 @@ void crossEntropyGrad(const float *logits, const int64_t *labels, const float *d
 
 size_t crossEntropyGradScratchBytes() { return sizeof(long long); }
 
-void dropout(const float *x, float *y, uint8_t *mask, int64_t n, float ratio, uint64_t seed,
+template <typename T>
+void dropout(const T *x, T *y, uint8_t *mask, int64_t n, float ratio, uint64_t seed,
              uint64_t rngStream, uint64_t counter, uint64_t first, void *stream) {
   uint64_t key = mix64(seed);
   key = mix64(key ^ (rngStream * 0xd6e8feb86659fd93ULL));
@@ -531,8 +544,8 @@ void dropout(const float *x, float *y, uint8_t *mask, int64_t n, float ratio, ui
   launched("dropout");
 }
 
-void dropoutGrad(const float *dy, const uint8_t *mask, float *dx, int64_t n, float ratio,
-                 void *stream) {
+template <typename T>
+void dropoutGrad(const T *dy, const uint8_t *mask, T *dx, int64_t n, float ratio, void *stream) {
   float r = std::fmin(std::fmax(ratio, 0.0f), 1.0f);
   float scale = r < 1.0f ? 1.0f / (1.0f - r) : 0.0f;
   dropoutGradKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(dy, mask, dx, n, scale);
@@ -566,6 +579,51 @@ void adam(float *p, const float *g, float *m, float *v, int64_t n, float lr, flo
       cpu::adamScalars(lr, beta1, beta2, eps, weightDecay, decoupled, biasCorrection, step);
   adamKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(p, g, m, v, n, s);
   launched("adam");
+}
+
+// The element types of the templated kernels: float and bf16.
+#define DSRT_CUDA_INSTANTIATE(T)                                                                   \
+  template void unary<T>(cpu::Unary, const T *, T *, int64_t, void *);                            \
+  template void geluGrad<T>(bool, const T *, const T *, T *, int64_t, void *);                    \
+  template void binary<T>(cpu::Binary, const T *, const T *, int64_t, T *, int64_t, int64_t,      \
+                          void *);                                                                \
+  template void layerNorm<T>(const T *, const float *, const float *, T *, int64_t, int64_t,      \
+                             float, void *);                                                      \
+  template void layerNormGrad<T>(const T *, const T *, const float *, T *, float *, float *,      \
+                                 int64_t, int64_t, float, void *, void *);                        \
+  template void softmax<T>(const T *, T *, int64_t, int64_t, void *);                             \
+  template void softmaxGrad<T>(const T *, const T *, T *, int64_t, int64_t, void *);              \
+  template void dropout<T>(const T *, T *, uint8_t *, int64_t, float, uint64_t, uint64_t,         \
+                           uint64_t, uint64_t, void *);                                           \
+  template void dropoutGrad<T>(const T *, const uint8_t *, T *, int64_t, float, void *);
+DSRT_CUDA_INSTANTIATE(float)
+DSRT_CUDA_INSTANTIATE(cpu::Bf16)
+#undef DSRT_CUDA_INSTANTIATE
+
+namespace {
+__global__ void castToBf16Kernel(const float *x, cpu::Bf16 *y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = fromFloat<cpu::Bf16>(x[i]);
+}
+__global__ void castToFloatKernel(const cpu::Bf16 *x, float *y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = toFloat(x[i]);
+}
+} // namespace
+
+void cast(const float *x, cpu::Bf16 *y, int64_t n, void *stream) {
+  if (n == 0)
+    return;
+  castToBf16Kernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, y, n);
+  launched("cast to bf16");
+}
+void cast(const cpu::Bf16 *x, float *y, int64_t n, void *stream) {
+  if (n == 0)
+    return;
+  castToFloatKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, y, n);
+  launched("cast to float");
 }
 
 void sumSquares(const float *x, int64_t n, double *out, void *stream) {

@@ -44,27 +44,42 @@ void synchronize(void *stream = nullptr);
 /// Zeroes `bytes` of device memory (enqueued).
 void zero(void *p, size_t bytes, void *stream = nullptr);
 
+// Kernels templated on the element type T are instantiated for float and
+// cpu::Bf16 (bf16 storage: the math is float, each result rounded once to
+// nearest even as the CPU's bf16 kernels round, float denormals to zero).
+
 /// y = op(x) over n elements (cpu::Unary's ops).
-void unary(cpu::Unary op, const float *x, float *y, int64_t n, void *stream = nullptr);
+template <typename T>
+void unary(cpu::Unary op, const T *x, T *y, int64_t n, void *stream = nullptr);
 /// dx = dy * gelu'(x).
-void geluGrad(bool tanhApprox, const float *x, const float *dy, float *dx, int64_t n,
+template <typename T>
+void geluGrad(bool tanhApprox, const T *x, const T *dy, T *dx, int64_t n,
               void *stream = nullptr);
 /// out[r, c] = a[r, c] op b[(r, c) broadcast]: b has the same n elements, or
 /// `cols` (a bias along the last dimension), or 1 (a scalar).
-void binary(cpu::Binary op, const float *a, const float *b, int64_t bElements, float *out,
-            int64_t n, int64_t cols, void *stream = nullptr);
+template <typename T>
+void binary(cpu::Binary op, const T *a, const T *b, int64_t bElements, T *out, int64_t n,
+            int64_t cols, void *stream = nullptr);
+/// float32 <-> bf16 (to nearest even, as cpu::cast).
+void cast(const float *x, cpu::Bf16 *y, int64_t n, void *stream = nullptr);
+void cast(const cpu::Bf16 *x, float *y, int64_t n, void *stream = nullptr);
 
-/// Layer norm over rows of `cols` (beta may be null), as cpu::layerNorm.
-void layerNorm(const float *x, const float *gamma, const float *beta, float *y, int64_t rows,
+/// Layer norm over rows of `cols` (beta may be null), as cpu::layerNorm;
+/// gamma and beta are float (the master parameters) whatever T is.
+template <typename T>
+void layerNorm(const T *x, const float *gamma, const float *beta, T *y, int64_t rows,
                int64_t cols, float eps, void *stream = nullptr);
 /// As cpu::layerNormGrad (dbeta may be null; dgamma/dbeta overwritten).
-void layerNormGrad(const float *dy, const float *x, const float *gamma, float *dx,
-                   float *dgamma, float *dbeta, int64_t rows, int64_t cols, float eps,
-                   void *scratch, void *stream = nullptr);
+template <typename T>
+void layerNormGrad(const T *dy, const T *x, const float *gamma, T *dx, float *dgamma,
+                   float *dbeta, int64_t rows, int64_t cols, float eps, void *scratch,
+                   void *stream = nullptr);
 size_t layerNormGradScratchBytes(int64_t rows, int64_t cols);
 /// Softmax over the last dimension of [rows, n], and its gradient from y.
-void softmax(const float *x, float *y, int64_t rows, int64_t n, void *stream = nullptr);
-void softmaxGrad(const float *y, const float *dy, float *dx, int64_t rows, int64_t n,
+template <typename T>
+void softmax(const T *x, T *y, int64_t rows, int64_t n, void *stream = nullptr);
+template <typename T>
+void softmaxGrad(const T *y, const T *dy, T *dx, int64_t rows, int64_t n,
                  void *stream = nullptr);
 
 /// Cross-entropy of [N, C] logits (inner == 1), reduction 0 none, 1 sum,
@@ -82,9 +97,11 @@ size_t crossEntropyGradScratchBytes();
 
 /// cpu::dropout's mask, bit for bit, for the same (seed, stream, counter,
 /// first); dropoutGrad likewise.
-void dropout(const float *x, float *y, uint8_t *mask, int64_t n, float ratio, uint64_t seed,
+template <typename T>
+void dropout(const T *x, T *y, uint8_t *mask, int64_t n, float ratio, uint64_t seed,
              uint64_t rngStream, uint64_t counter, uint64_t first = 0, void *stream = nullptr);
-void dropoutGrad(const float *dy, const uint8_t *mask, float *dx, int64_t n, float ratio,
+template <typename T>
+void dropoutGrad(const T *dy, const uint8_t *mask, T *dx, int64_t n, float ratio,
                  void *stream = nullptr);
 
 /// The embedding: out[j, :] = table[idx[j], :] (negative indices count from
@@ -110,26 +127,32 @@ void fill(float *x, int64_t n, float v, void *stream = nullptr);
 //===--- broadcasts and layouts (Layout.cu) -------------------------------===//
 
 /// As cpu::binary: a and b broadcast (numpy) to `os`.
-void binary(cpu::Binary op, const float *a, const cpu::Shape &as, const float *b,
-            const cpu::Shape &bs, float *out, const cpu::Shape &os, void *stream = nullptr);
+template <typename T>
+void binary(cpu::Binary op, const T *a, const cpu::Shape &as, const T *b, const cpu::Shape &bs,
+            T *out, const cpu::Shape &os, void *stream = nullptr);
 /// As cpu::select: out = cond ? a : b, each broadcast to `os`.
-void select(const uint8_t *cond, const cpu::Shape &cs, const float *a, const cpu::Shape &as,
-            const float *b, const cpu::Shape &bs, float *out, const cpu::Shape &os,
+template <typename T>
+void select(const uint8_t *cond, const cpu::Shape &cs, const T *a, const cpu::Shape &as,
+            const T *b, const cpu::Shape &bs, T *out, const cpu::Shape &os,
             void *stream = nullptr);
 /// As cpu::transpose: result dim d is x's dim perm[d].
-void transpose(const float *x, const cpu::Shape &xs, const int64_t *perm, float *y,
+template <typename T>
+void transpose(const T *x, const cpu::Shape &xs, const int64_t *perm, T *y,
                void *stream = nullptr);
 /// As cpu::slice and cpu::sliceGrad (start and step per dim).
-void slice(const float *x, const cpu::Shape &xs, const int64_t *start, const int64_t *step,
-           float *y, const cpu::Shape &ys, void *stream = nullptr);
-void sliceGrad(const float *dy, const cpu::Shape &ys, const int64_t *start, const int64_t *step,
-               float *dx, const cpu::Shape &xs, void *stream = nullptr);
+template <typename T>
+void slice(const T *x, const cpu::Shape &xs, const int64_t *start, const int64_t *step, T *y,
+           const cpu::Shape &ys, void *stream = nullptr);
+template <typename T>
+void sliceGrad(const T *dy, const cpu::Shape &ys, const int64_t *start, const int64_t *step,
+               T *dx, const cpu::Shape &xs, void *stream = nullptr);
 /// As cpu::reduce, adding in double. Sums and means over leading axes
 /// (a bias gradient) add row slices in parallel into `scratch` of
 /// reduceScratchBytes, then the slices in order; the others give each
 /// result element one thread adding in row-major order (Max: the maximum).
 size_t reduceScratchBytes(const cpu::Shape &xs, uint32_t axesMask);
-void reduce(cpu::Reduce op, const float *x, const cpu::Shape &xs, uint32_t axesMask, float *y,
+template <typename T>
+void reduce(cpu::Reduce op, const T *x, const cpu::Shape &xs, uint32_t axesMask, T *y,
             void *scratch, void *stream = nullptr);
 
 //===--- GEMM (Gemm.cpp, cuBLAS) ------------------------------------------===//
@@ -149,8 +172,17 @@ public:
   /// transposed), else one GEMM per result matrix.
   void matmul(const float *a, const cpu::Shape &as, bool transA, const float *b,
               const cpu::Shape &bs, bool transB, float *out, const cpu::Shape &os);
+  /// The same on bf16 operands and result: float accumulation
+  /// (CUBLAS_COMPUTE_32F), the result rounded once, as cpu::matmul's bf16
+  /// GEMM.
+  void matmul(const cpu::Bf16 *a, const cpu::Shape &as, bool transA, const cpu::Bf16 *b,
+              const cpu::Shape &bs, bool transB, cpu::Bf16 *out, const cpu::Shape &os);
 
 private:
+  /// Both element types: cudaDataType_t as int (no CUDA header here).
+  void gemm(const void *a, const cpu::Shape &as, bool transA, const void *b,
+            const cpu::Shape &bs, bool transB, void *out, const cpu::Shape &os, int dataType,
+            size_t elementBytes);
   void *handle_ = nullptr;
   void *workspace_ = nullptr;
   void *stream_ = nullptr;

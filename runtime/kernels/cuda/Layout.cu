@@ -98,42 +98,45 @@ int64_t flatMod(const cpu::Shape &xs, const cpu::Shape &os) {
 
 template <typename I> __device__ __forceinline__ I flatIndex(I i, I m) { return m ? i % m : i; }
 
-template <typename I>
-__global__ void binaryBroadcastKernel(cpu::Binary op, const float *a, const float *b, float *out,
-                                      int64_t n, Walk w) {
+template <typename I, typename T>
+__global__ void binaryBroadcastKernel(cpu::Binary op, const T *a, const T *b, T *out, int64_t n,
+                                      Walk w) {
   FOR_EACH(I, i, n) {
     I off[2];
     offsets<2>(w, i, off);
-    out[i] = applyBinary(op, a[off[0]], b[off[1]]);
+    out[i] = fromFloat<T>(applyBinary(op, toFloat(a[off[0]]), toFloat(b[off[1]])));
   }
 }
-template <typename I>
-__global__ void binaryFlatKernel(cpu::Binary op, const float *a, I ma, const float *b, I mb,
-                                 float *out, int64_t n) {
-  FOR_EACH(I, i, n) { out[i] = applyBinary(op, a[flatIndex(i, ma)], b[flatIndex(i, mb)]); }
+template <typename I, typename T>
+__global__ void binaryFlatKernel(cpu::Binary op, const T *a, I ma, const T *b, I mb, T *out,
+                                 int64_t n) {
+  FOR_EACH(I, i, n) {
+    out[i] = fromFloat<T>(
+        applyBinary(op, toFloat(a[flatIndex(i, ma)]), toFloat(b[flatIndex(i, mb)])));
+  }
 }
 
-template <typename I>
-__global__ void selectKernel(const uint8_t *cond, const float *a, const float *b, float *out,
-                             int64_t n, Walk w) {
+template <typename I, typename T>
+__global__ void selectKernel(const uint8_t *cond, const T *a, const T *b, T *out, int64_t n,
+                             Walk w) {
   FOR_EACH(I, i, n) {
     I off[3];
     offsets<3>(w, i, off);
     out[i] = cond[off[0]] ? a[off[1]] : b[off[2]];
   }
 }
-template <typename I>
-__global__ void selectFlatKernel(const uint8_t *cond, I mc, const float *a, I ma, const float *b,
-                                 I mb, float *out, int64_t n) {
+template <typename I, typename T>
+__global__ void selectFlatKernel(const uint8_t *cond, I mc, const T *a, I ma, const T *b, I mb,
+                                 T *out, int64_t n) {
   FOR_EACH(I, i, n) {
     out[i] = cond[flatIndex(i, mc)] ? a[flatIndex(i, ma)] : b[flatIndex(i, mb)];
   }
 }
 
 /// y[i] = x[offset of i]: a transpose or a slice (strides and a base in x).
-template <typename I>
-__global__ void stridedCopyKernel(const float *x, int64_t base, float *y, int64_t n, Walk w) {
-  const float *xb = x + base;
+template <typename I, typename T>
+__global__ void stridedCopyKernel(const T *x, int64_t base, T *y, int64_t n, Walk w) {
+  const T *xb = x + base;
   FOR_EACH(I, i, n) {
     I off[1];
     offsets<1>(w, i, off);
@@ -142,9 +145,9 @@ __global__ void stridedCopyKernel(const float *x, int64_t base, float *y, int64_
 }
 
 /// dx[base + offset of i] = dy[i] (dx zeroed first): a slice's gradient.
-template <typename I>
-__global__ void stridedScatterKernel(const float *dy, float *dx, int64_t base, int64_t n, Walk w) {
-  float *db = dx + base;
+template <typename I, typename T>
+__global__ void stridedScatterKernel(const T *dy, T *dx, int64_t base, int64_t n, Walk w) {
+  T *db = dx + base;
   FOR_EACH(I, i, n) {
     I off[1];
     offsets<1>(w, i, off);
@@ -153,8 +156,9 @@ __global__ void stridedScatterKernel(const float *dy, float *dx, int64_t base, i
 }
 
 /// Walk 0: the kept dims (their strides in x); walk 1: the reduced ones.
-__global__ void reduceKernel(cpu::Reduce op, const float *x, float *y, int64_t kept,
-                             int64_t reduced, Walk keptW, Walk reducedW) {
+template <typename T>
+__global__ void reduceKernel(cpu::Reduce op, const T *x, T *y, int64_t kept, int64_t reduced,
+                             Walk keptW, Walk reducedW) {
   for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < kept;
        o += int64_t(gridDim.x) * blockDim.x) {
     int64_t base[1];
@@ -163,12 +167,12 @@ __global__ void reduceKernel(cpu::Reduce op, const float *x, float *y, int64_t k
     for (int64_t j = 0; j < reduced; ++j) {
       int64_t off[1];
       offsets<1, int64_t>(reducedW, j, off);
-      double v = x[base[0] + off[0]];
+      double v = toFloat(x[base[0] + off[0]]);
       r = op == cpu::Reduce::Max ? fmax(r, v) : r + v;
     }
     if (op == cpu::Reduce::Mean)
       r /= double(reduced);
-    y[o] = float(r);
+    y[o] = fromFloat<T>(float(r));
   }
 }
 
@@ -188,7 +192,8 @@ __global__ void fillKernel(float *x, int64_t n, float v) {
 /// slice s; thread (c, r) adds rows r, r + 8, ... of its column in double,
 /// then the 8 partials are added in order.
 constexpr int kSumRows = 8;
-__global__ void columnPartialKernel(const float *x, int64_t rows, int64_t cols, int64_t rowsPer,
+template <typename T>
+__global__ void columnPartialKernel(const T *x, int64_t rows, int64_t cols, int64_t rowsPer,
                                     double *partial) {
   __shared__ double part[kSumRows][32];
   int64_t c = int64_t(blockIdx.x) * 32 + threadIdx.x;
@@ -196,7 +201,7 @@ __global__ void columnPartialKernel(const float *x, int64_t rows, int64_t cols, 
   double s = 0;
   if (c < cols)
     for (int64_t r = r0 + threadIdx.y; r < r1; r += kSumRows)
-      s += x[r * cols + c];
+      s += toFloat(x[r * cols + c]);
   part[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
   if (threadIdx.y == 0 && c < cols) {
@@ -208,14 +213,15 @@ __global__ void columnPartialKernel(const float *x, int64_t rows, int64_t cols, 
 }
 /// Pass 2: the slices' partials in slice order; column c < split goes to
 /// out[c], the others to out2[c - split] (when out2 is not null).
+template <typename T>
 __global__ void columnFinalKernel(const double *partial, int64_t slices, int64_t cols,
-                                 double divisor, float *out, int64_t split, float *out2) {
+                                  double divisor, T *out, int64_t split, T *out2) {
   for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < cols;
        c += int64_t(gridDim.x) * blockDim.x) {
     double t = 0;
     for (int64_t s = 0; s < slices; ++s)
       t += partial[s * cols + c];
-    float v = float(t / divisor);
+    T v = fromFloat<T>(float(t / divisor));
     if (c < split)
       out[c] = v;
     else if (out2)
@@ -247,8 +253,9 @@ size_t columnSumScratchBytes(int64_t rows, int64_t cols) {
   return size_t(columnSlices(rows, cols)) * size_t(cols) * sizeof(double);
 }
 
-void columnSums(const float *x, int64_t rows, int64_t cols, double divisor, float *out,
-                int64_t split, float *out2, void *scratch, void *stream) {
+template <typename TIn, typename TOut>
+void columnSums(const TIn *x, int64_t rows, int64_t cols, double divisor, TOut *out, int64_t split,
+                TOut *out2, void *scratch, void *stream) {
   if (cols == 0)
     return;
   int64_t slices = columnSlices(rows, cols);
@@ -262,45 +269,49 @@ void columnSums(const float *x, int64_t rows, int64_t cols, double divisor, floa
   launched("column sums (final)");
 }
 
-void binary(cpu::Binary op, const float *a, const cpu::Shape &as, const float *b,
-            const cpu::Shape &bs, float *out, const cpu::Shape &os, void *stream) {
+template void columnSums<float, float>(const float *, int64_t, int64_t, double, float *, int64_t,
+                                       float *, void *, void *);
+
+template <typename T>
+void binary(cpu::Binary op, const T *a, const cpu::Shape &as, const T *b, const cpu::Shape &bs,
+            T *out, const cpu::Shape &os, void *stream) {
   int64_t n = os.numel();
   if (n == 0)
     return;
   int64_t ma = flatMod(as, os), mb = flatMod(bs, os);
   if (fits32(n) && ma >= 0 && mb >= 0)
-    binaryFlatKernel<uint32_t><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
+    binaryFlatKernel<uint32_t, T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
         op, a, uint32_t(ma), b, uint32_t(mb), out, n);
   else if (fits32(n))
-    binaryBroadcastKernel<uint32_t><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
+    binaryBroadcastKernel<uint32_t, T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
         op, a, b, out, n, walkOf(os, {&as, &bs}));
   else
-    binaryBroadcastKernel<int64_t><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
+    binaryBroadcastKernel<int64_t, T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
         op, a, b, out, n, walkOf(os, {&as, &bs}));
   launched("binary (broadcast)");
 }
 
-void select(const uint8_t *cond, const cpu::Shape &cs, const float *a, const cpu::Shape &as,
-            const float *b, const cpu::Shape &bs, float *out, const cpu::Shape &os,
-            void *stream) {
+template <typename T>
+void select(const uint8_t *cond, const cpu::Shape &cs, const T *a, const cpu::Shape &as,
+            const T *b, const cpu::Shape &bs, T *out, const cpu::Shape &os, void *stream) {
   int64_t n = os.numel();
   if (n == 0)
     return;
   int64_t mc = flatMod(cs, os), ma = flatMod(as, os), mb = flatMod(bs, os);
   if (fits32(n) && mc >= 0 && ma >= 0 && mb >= 0)
-    selectFlatKernel<uint32_t><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
+    selectFlatKernel<uint32_t, T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
         cond, uint32_t(mc), a, uint32_t(ma), b, uint32_t(mb), out, n);
   else if (fits32(n))
-    selectKernel<uint32_t><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
+    selectKernel<uint32_t, T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
         cond, a, b, out, n, walkOf(os, {&cs, &as, &bs}));
   else
-    selectKernel<int64_t><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
+    selectKernel<int64_t, T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
         cond, a, b, out, n, walkOf(os, {&cs, &as, &bs}));
   launched("select");
 }
 
-void transpose(const float *x, const cpu::Shape &xs, const int64_t *perm, float *y,
-               void *stream) {
+template <typename T>
+void transpose(const T *x, const cpu::Shape &xs, const int64_t *perm, T *y, void *stream) {
   int64_t n = xs.numel();
   if (n == 0)
     return;
@@ -318,9 +329,9 @@ void transpose(const float *x, const cpu::Shape &xs, const int64_t *perm, float 
     w.stride[0][d] = xStride[perm[d]];
   }
   if (fits32(n))
-    stridedCopyKernel<uint32_t><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, 0, y, n, w);
+    stridedCopyKernel<uint32_t, T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, 0, y, n, w);
   else
-    stridedCopyKernel<int64_t><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, 0, y, n, w);
+    stridedCopyKernel<int64_t, T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, 0, y, n, w);
   launched("transpose");
 }
 
@@ -343,8 +354,9 @@ Walk sliceWalk(const cpu::Shape &big, const cpu::Shape &small, const int64_t *st
 }
 } // namespace
 
-void slice(const float *x, const cpu::Shape &xs, const int64_t *start, const int64_t *step,
-           float *y, const cpu::Shape &ys, void *stream) {
+template <typename T>
+void slice(const T *x, const cpu::Shape &xs, const int64_t *start, const int64_t *step, T *y,
+           const cpu::Shape &ys, void *stream) {
   int64_t n = ys.numel();
   if (n == 0)
     return;
@@ -352,15 +364,18 @@ void slice(const float *x, const cpu::Shape &xs, const int64_t *start, const int
   Walk w = sliceWalk(xs, ys, start, step, base);
   // 32-bit offsets where they stay inside the big tensor's 2^31 elements.
   if (fits32(xs.numel()))
-    stridedCopyKernel<uint32_t><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, base, y, n, w);
+    stridedCopyKernel<uint32_t, T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, base, y, n,
+                                                                                   w);
   else
-    stridedCopyKernel<int64_t><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, base, y, n, w);
+    stridedCopyKernel<int64_t, T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, base, y, n,
+                                                                                  w);
   launched("slice");
 }
 
-void sliceGrad(const float *dy, const cpu::Shape &ys, const int64_t *start, const int64_t *step,
-               float *dx, const cpu::Shape &xs, void *stream) {
-  check(cudaMemsetAsync(dx, 0, size_t(xs.numel()) * sizeof(float), asStream(stream)),
+template <typename T>
+void sliceGrad(const T *dy, const cpu::Shape &ys, const int64_t *start, const int64_t *step, T *dx,
+               const cpu::Shape &xs, void *stream) {
+  check(cudaMemsetAsync(dx, 0, size_t(xs.numel()) * sizeof(T), asStream(stream)),
         "slice_grad zero");
   int64_t n = ys.numel();
   if (n == 0)
@@ -368,10 +383,10 @@ void sliceGrad(const float *dy, const cpu::Shape &ys, const int64_t *start, cons
   int64_t base;
   Walk w = sliceWalk(xs, ys, start, step, base);
   if (fits32(xs.numel()))
-    stridedScatterKernel<uint32_t><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(dy, dx, base,
+    stridedScatterKernel<uint32_t, T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(dy, dx, base,
                                                                                     n, w);
   else
-    stridedScatterKernel<int64_t><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(dy, dx, base,
+    stridedScatterKernel<int64_t, T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(dy, dx, base,
                                                                                    n, w);
   launched("slice_grad");
 }
@@ -386,7 +401,8 @@ size_t reduceScratchBytes(const cpu::Shape &xs, uint32_t axesMask) {
   return columnSumScratchBytes(rows, xs.numel() / std::max<int64_t>(rows, 1));
 }
 
-void reduce(cpu::Reduce op, const float *x, const cpu::Shape &xs, uint32_t axesMask, float *y,
+template <typename T>
+void reduce(cpu::Reduce op, const T *x, const cpu::Shape &xs, uint32_t axesMask, T *y,
             void *scratch, void *stream) {
   if (int p = leadingPrefix(xs, axesMask); p && op != cpu::Reduce::Max) {
     int64_t rows = 1;
@@ -397,11 +413,11 @@ void reduce(cpu::Reduce op, const float *x, const cpu::Shape &xs, uint32_t axesM
       int64_t cols = 1;
       for (int d = p; d < xs.rank; ++d)
         cols *= xs.dims[d];
-      fill(y, cols, op == cpu::Reduce::Mean ? NAN : 0.0f, stream);
+      check(cudaMemsetAsync(y, 0, size_t(cols) * sizeof(T), asStream(stream)), "empty sum");
       return;
     }
     columnSums(x, rows, xs.numel() / rows, op == cpu::Reduce::Mean ? double(rows) : 1.0, y,
-               INT64_MAX, nullptr, scratch, stream);
+               INT64_MAX, static_cast<T *>(nullptr), scratch, stream);
     return;
   }
   Walk keptW, reducedW;
@@ -420,10 +436,26 @@ void reduce(cpu::Reduce op, const float *x, const cpu::Shape &xs, uint32_t axesM
   }
   if (kept == 0)
     return;
-  reduceKernel<<<blocksFor(kept), kThreads, 0, asStream(stream)>>>(op, x, y, kept, reduced, keptW,
-                                                                  reducedW);
+  reduceKernel<T><<<blocksFor(kept), kThreads, 0, asStream(stream)>>>(op, x, y, kept, reduced,
+                                                                     keptW, reducedW);
   launched("reduce");
 }
+
+#define DSRT_CUDA_INSTANTIATE(T)                                                                   \
+  template void binary<T>(cpu::Binary, const T *, const cpu::Shape &, const T *,                  \
+                          const cpu::Shape &, T *, const cpu::Shape &, void *);                   \
+  template void select<T>(const uint8_t *, const cpu::Shape &, const T *, const cpu::Shape &,     \
+                          const T *, const cpu::Shape &, T *, const cpu::Shape &, void *);        \
+  template void transpose<T>(const T *, const cpu::Shape &, const int64_t *, T *, void *);        \
+  template void slice<T>(const T *, const cpu::Shape &, const int64_t *, const int64_t *, T *,    \
+                         const cpu::Shape &, void *);                                             \
+  template void sliceGrad<T>(const T *, const cpu::Shape &, const int64_t *, const int64_t *,     \
+                             T *, const cpu::Shape &, void *);                                    \
+  template void reduce<T>(cpu::Reduce, const T *, const cpu::Shape &, uint32_t, T *, void *,      \
+                          void *);
+DSRT_CUDA_INSTANTIATE(float)
+DSRT_CUDA_INSTANTIATE(cpu::Bf16)
+#undef DSRT_CUDA_INSTANTIATE
 
 void scale(float *x, int64_t n, float s, void *stream) {
   if (n == 0)

@@ -11,7 +11,11 @@
 // Broadcasts, selects, transposes and slices move or combine elements
 // exactly (bitwise equal); reductions within float rounding (1.2e-7
 // relative) of a float64 reference, since they add in double; GEMMs within 1e-5 relative, 1e-5 absolute
-// (cuBLAS and oneDNN block the k sum differently, both in float).
+// (cuBLAS and oneDNN block the k sum differently, both in float). bf16:
+// the kernels round each float result once, as the CPU's do, so moves,
+// masks, casts and exact arithmetic are bitwise equal, and results that
+// went through a transcendental or a reduction within one bf16 unit in the
+// last place (2^-8 relative; 2^-7 for the GEMM, whose float sums differ).
 // Every test skips, saying why, where no CUDA device is present.
 //
 //===----------------------------------------------------------------------===//
@@ -381,6 +385,136 @@ TEST(CudaKernels, AdamAndSumSquares) {
   Dev<float> gg(g);
   gpu::sumSquares(gg.p, n, out.p);
   EXPECT_NEAR(out.host()[0], want, 1e-12 * want);
+}
+
+} // namespace
+} // namespace dsrt::cpu::test
+
+namespace dsrt::cpu::test {
+namespace {
+
+std::vector<Bf16> toBf16(const std::vector<float> &v) {
+  std::vector<Bf16> r(v.size());
+  cast(v.data(), DType::F32, r.data(), DType::BF16, int64_t(v.size()));
+  return r;
+}
+std::vector<double> widen(const std::vector<Bf16> &v) {
+  std::vector<float> f(v.size());
+  cast(v.data(), DType::BF16, f.data(), DType::F32, int64_t(v.size()));
+  return toDouble(f);
+}
+std::vector<uint16_t> bits(const std::vector<Bf16> &v) {
+  std::vector<uint16_t> r;
+  for (Bf16 b : v)
+    r.push_back(b.bits);
+  return r;
+}
+/// Within `ulps` bf16 units in the last place of the larger magnitude.
+::testing::AssertionResult nearBf16(const std::vector<Bf16> &got, const std::vector<Bf16> &want,
+                                    double ulps, double atol = 1e-30) {
+  auto g = widen(got), w = widen(want);
+  for (size_t i = 0; i < g.size(); ++i) {
+    double tol = ulps * std::ldexp(std::max(std::fabs(g[i]), std::fabs(w[i])), -8) + atol;
+    if (!(std::fabs(g[i] - w[i]) <= tol))
+      return ::testing::AssertionFailure() << "element " << i << ": got " << g[i] << ", want "
+                                           << w[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(CudaKernels, Bf16AgainstCpu) {
+  REQUIRE_GPU();
+  // Casts: to nearest even, NaN kept, float denormals to a signed zero.
+  std::vector<float> special = {1.0f, -2.5f, 1.00390625f, 1.01171875f, 3e-39f, -3e-39f,
+                                NAN, INFINITY, -INFINITY, 65504.0f, 1e30f, -0.0f};
+  auto x = uniform(4096, 50, -4, 4);
+  x.insert(x.end(), special.begin(), special.end());
+  const int64_t n = int64_t(x.size());
+  std::vector<Bf16> want = toBf16(x);
+  Dev<float> dx(x);
+  Dev<Bf16> db(static_cast<size_t>(n));
+  gpu::cast(dx.p, db.p, n);
+  EXPECT_EQ(bits(db.host()), bits(want)) << "float -> bf16";
+  Dev<float> back(static_cast<size_t>(n));
+  gpu::cast(db.p, back.p, n);
+  std::vector<float> wantBack(n);
+  cast(want.data(), DType::BF16, wantBack.data(), DType::F32, n);
+  auto gotBack = back.host();
+  EXPECT_EQ(0, std::memcmp(gotBack.data(), wantBack.data(), size_t(n) * 4)) << "bf16 -> float";
+
+  // Elementwise on [64, 96] with a bias [96]: add and mul exact.
+  Shape os = shape({64, 96}), bs = shape({96});
+  auto a16 = toBf16(uniform(os.numel(), 51)), b16 = toBf16(uniform(96, 52));
+  for (Binary op : {Binary::Add, Binary::Mul}) {
+    std::vector<Bf16> w(os.numel());
+    binary(op, a16.data(), os, b16.data(), bs, w.data(), os);
+    Dev<Bf16> ga(a16), gb(b16), go(static_cast<size_t>(os.numel()));
+    gpu::binary(op, ga.p, os, gb.p, bs, go.p, os);
+    EXPECT_EQ(bits(go.host()), bits(w)) << "op " << int(op);
+  }
+  // GELU and its gradient: one transcendental, within one unit.
+  {
+    auto g16 = toBf16(uniform(os.numel(), 53));
+    std::vector<Bf16> y(os.numel()), d(os.numel());
+    unary(Unary::GeluErf, a16.data(), y.data(), os.numel());
+    geluGrad(false, a16.data(), g16.data(), d.data(), os.numel());
+    Dev<Bf16> ga(a16), gg(g16), gy(static_cast<size_t>(os.numel())),
+        gd(static_cast<size_t>(os.numel()));
+    gpu::unary(Unary::GeluErf, ga.p, gy.p, os.numel());
+    gpu::geluGrad(false, ga.p, gg.p, gd.p, os.numel());
+    EXPECT_TRUE(nearBf16(gy.host(), y, 1, 1e-6)) << "gelu";
+    EXPECT_TRUE(nearBf16(gd.host(), d, 1, 1e-6)) << "gelu_grad";
+  }
+  // Transpose and slice: moves, bitwise.
+  {
+    Shape xs = shape({4, 6, 8}), ys = shape({2, 3, 8});
+    std::vector<int64_t> perm = {2, 0, 1}, start = {1, 0, 0}, step = {2, 2, 1};
+    auto t16 = toBf16(uniform(xs.numel(), 54));
+    std::vector<Bf16> wt(xs.numel()), ws(ys.numel());
+    transpose(t16.data(), xs, perm.data(), wt.data());
+    slice(t16.data(), xs, start.data(), step.data(), ws.data(), ys);
+    Dev<Bf16> gt(t16), got(static_cast<size_t>(xs.numel())), gs(static_cast<size_t>(ys.numel()));
+    gpu::transpose(gt.p, xs, perm.data(), got.p);
+    gpu::slice(gt.p, xs, start.data(), step.data(), gs.p, ys);
+    EXPECT_EQ(bits(got.host()), bits(wt));
+    EXPECT_EQ(bits(gs.host()), bits(ws));
+  }
+  // Dropout: the same mask, the kept values scaled and rounded alike.
+  {
+    std::vector<Bf16> y(os.numel());
+    std::vector<uint8_t> mask(os.numel());
+    dropout(a16.data(), y.data(), mask.data(), os.numel(), 0.1f, 7, 2, 3);
+    Dev<Bf16> ga(a16), gy(static_cast<size_t>(os.numel()));
+    Dev<uint8_t> gm(static_cast<size_t>(os.numel()));
+    gpu::dropout(ga.p, gy.p, gm.p, os.numel(), 0.1f, 7, 2, 3);
+    EXPECT_EQ(gm.host(), mask);
+    EXPECT_EQ(bits(gy.host()), bits(y));
+  }
+  // Layer norm (float gamma, beta) and softmax rows: within one unit.
+  {
+    auto gamma = uniform(96, 55, 0.5f, 1.5f), beta = uniform(96, 56);
+    std::vector<Bf16> y(os.numel()), s(os.numel());
+    layerNorm(a16.data(), gamma.data(), beta.data(), y.data(), 64, 96, 1e-5f);
+    softmax(a16.data(), s.data(), 64, 96, 1);
+    Dev<Bf16> ga(a16), gy(static_cast<size_t>(os.numel())), gs(static_cast<size_t>(os.numel()));
+    Dev<float> gg(gamma), gb(beta);
+    gpu::layerNorm(ga.p, gg.p, gb.p, gy.p, 64, 96, 1e-5f);
+    gpu::softmax(ga.p, gs.p, 64, 96);
+    EXPECT_TRUE(nearBf16(gy.host(), y, 1, 1e-6)) << "layer_norm";
+    EXPECT_TRUE(nearBf16(gs.host(), s, 1, 1e-6)) << "softmax";
+  }
+  // GEMM: bf16 operands and result, float sums.
+  {
+    Shape as = shape({4, 33, 96}), ws = shape({96, 80}), cs = shape({4, 33, 80});
+    auto w16 = toBf16(uniform(ws.numel(), 57));
+    auto a3 = toBf16(uniform(as.numel(), 58));
+    std::vector<Bf16> c(cs.numel());
+    matmul(a3.data(), as, false, w16.data(), ws, false, c.data(), cs);
+    Dev<Bf16> ga(a3), gw(w16), gc(static_cast<size_t>(cs.numel()));
+    gpu::Blas blas;
+    blas.matmul(ga.p, as, false, gw.p, ws, false, gc.p, cs);
+    EXPECT_TRUE(nearBf16(gc.host(), c, 2, 1e-3)) << "bf16 GEMM";
+  }
 }
 
 } // namespace
