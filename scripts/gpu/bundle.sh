@@ -36,6 +36,7 @@ trap 'rm -rf "$work"' EXIT
 $py "$root/models/gpt.py" --size tiny --batch 8 --seq 64 --vocab 256 --layers 2 -o "$work/tiny.onnx" >/dev/null
 "$build/bin/dsc" "$work/tiny.onnx" -o "$out/tiny/plan" >/dev/null
 "$build/bin/dsc" "$work/tiny.onnx" --precision bf16 -o "$out/tiny/plan-bf16" >/dev/null
+"$build/bin/dsc" "$work/tiny.onnx" --precision fp16 -o "$out/tiny/plan-fp16" >/dev/null
 $py "$root/models/make_tokens.py" -o "$work/tokens" "$root/README.md" "$root/docs" >/dev/null
 cp "$work/tokens/train.bin" "$out/tiny/tokens.bin"
 # GPT-2 small (124M), fp32, batch 8 x 1024, no dropout: the plan only.
