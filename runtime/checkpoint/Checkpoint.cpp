@@ -111,13 +111,20 @@ constexpr const char *kDeleting = ".deleting";
 void removeLeftovers(const std::string &dir) {
   std::error_code ec;
   std::vector<fs::path> found;
-  std::string tmpPrefix = std::string(kLatest) + ".tmp.";
+  // Exactly the names dsrt gives them (digits where the pid or the step
+  // goes): a user's `latest.tmp.notes` is not dsrt's to delete.
+  auto digitsBetween = [](const std::string &name, const std::string &prefix,
+                          const std::string &suffix) {
+    if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
+        name.compare(name.size() - suffix.size(), std::string::npos, suffix) != 0)
+      return false;
+    return std::all_of(name.begin() + long(prefix.size()), name.end() - long(suffix.size()),
+                       ::isdigit);
+  };
   for (const auto &e : fs::directory_iterator(dir, ec)) {
     std::string name = e.path().filename().string();
-    bool deleting = name.rfind(".step-", 0) == 0 && name.size() > std::strlen(kDeleting) &&
-                    name.compare(name.size() - std::strlen(kDeleting), std::string::npos,
-                                 kDeleting) == 0;
-    if (deleting || name.rfind(tmpPrefix, 0) == 0)
+    if (digitsBetween(name, ".step-", kDeleting) ||
+        digitsBetween(name, std::string(kLatest) + ".tmp.", ""))
       found.push_back(e.path());
   }
   for (const fs::path &f : found)
@@ -404,8 +411,13 @@ std::optional<SaveResult> Saver::save(const std::vector<Piece> &pieces,
       if (fs::exists(fs::symlink_status(p->final, ec)))
         throw CheckpointError(p->tag + " exists; not written over");
       fs::remove_all(p->partial, ec);
+      if (ec)
+        throw CheckpointError("cannot remove " + p->partial + ", which an interrupted save " +
+                              "of this tag left: " + ec.message() +
+                              " (remove it by hand, then run again)");
       if (!fs::create_directory(p->partial, ec))
-        throw CheckpointError("cannot create " + p->partial + ": " + ec.message());
+        throw CheckpointError("cannot create " + p->partial + ": " +
+                              (ec ? ec.message() : std::string("it still exists")));
     } catch (const std::exception &e) {
       error = e.what();
     }

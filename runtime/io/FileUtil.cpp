@@ -126,7 +126,8 @@ AtomicFile::~AtomicFile() {
     ::unlink(tmp_.c_str());
 }
 
-void AtomicFile::write(const void *data, size_t size) { writeAll(fd_, data, size, tmp_); }
+// Errors name the file being written, not its temporary name.
+void AtomicFile::write(const void *data, size_t size) { writeAll(fd_, data, size, path_); }
 
 void AtomicFile::commit() {
   if (::fsync(fd_) != 0)

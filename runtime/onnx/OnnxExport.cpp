@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -161,16 +162,32 @@ void exportOnnx(const std::string &skeletonPath, const std::vector<io::TensorRef
 namespace {
 
 /// Protobuf's output straight into an AtomicFile (no serialized copy).
+/// Write never throws: protobuf's adaptor flushes from its destructor,
+/// and an exception there (a full disk) would end the process. The first
+/// failure is kept, Write returns false from then on, and rethrow() raises
+/// it once protobuf has returned.
 class AtomicFileStream : public google::protobuf::io::CopyingOutputStream {
 public:
   explicit AtomicFileStream(io::AtomicFile &file) : file_(file) {}
   bool Write(const void *buffer, int size) override {
-    file_.write(buffer, size_t(size));
-    return true;
+    if (error_)
+      return false;
+    try {
+      file_.write(buffer, size_t(size));
+      return true;
+    } catch (...) {
+      error_ = std::current_exception();
+      return false;
+    }
+  }
+  void rethrow() const {
+    if (error_)
+      std::rethrow_exception(error_);
   }
 
 private:
   io::AtomicFile &file_;
+  std::exception_ptr error_;
 };
 
 /// Reads `w` slice by slice and passes each slice, encoded in ONNX type
@@ -230,14 +247,16 @@ void exportOnnx(const std::string &skeletonPath, const std::vector<WeightSource>
                     [&](const char *data, size_t size) { raw.append(data, size); });
     }
     io::AtomicFile file(outPath, io::Existing::Refuse);
+    AtomicFileStream stream(file);
     {
-      AtomicFileStream stream(file);
       google::protobuf::io::CopyingOutputStreamAdaptor adaptor(&stream);
-      if (!model.SerializeToZeroCopyStream(&adaptor))
+      bool ok = model.SerializeToZeroCopyStream(&adaptor) && adaptor.Flush();
+      stream.rethrow(); // the write's own error (a full disk), if any
+      if (!ok)
         fail(outPath, "cannot serialize the model");
-      adaptor.Flush();
     }
-    file.commit();
+    stream.rethrow();
+    file.commit(); // not reached on an error: the temporary file goes
     return;
   }
 

@@ -28,6 +28,7 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include <csignal>
 #include <CLI/CLI.hpp>
 
 #include <filesystem>
@@ -402,6 +403,10 @@ std::optional<int64_t> modelHiddenSize(mlir::ModuleOp module) {
 }
 
 int main(int argc, char **argv) {
+  // A write past the file-size limit (ulimit -f) fails with EFBIG and an
+  // error naming the file, instead of SIGXFSZ ending the process with the
+  // output half written.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"dsc: ahead-of-time compiler for distributed training"};
   std::string model, output = "-", emit, loss, batchSizeText, configPath;
   int64_t elide = 1024, dp = 1;

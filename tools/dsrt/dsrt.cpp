@@ -36,6 +36,7 @@
 #include "runtime/onnx/StateDict.h"
 #include "runtime/plan/Limits.h"
 
+#include <csignal>
 #include <CLI/CLI.hpp>
 
 #include <cerrno>
@@ -435,6 +436,10 @@ int exportMain(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+  // A write past the file-size limit (ulimit -f) fails with EFBIG and an
+  // error naming the file, instead of SIGXFSZ ending the process with the
+  // output half written.
+  std::signal(SIGXFSZ, SIG_IGN);
   if (argc > 1 && std::string(argv[1]) == "export")
     return exportMain(argc - 1, argv + 1);
   CLI::App app{"dsrt: runs a plan compiled by dsc"};
@@ -533,6 +538,25 @@ int main(int argc, char **argv) {
     if (app.count(flag) && saveDir.empty())
       die(std::string(flag) + " applies to saving checkpoints: give --save-dir DIR too (or "
           "leave " + flag + " out)");
+  // The run folder holds one run's results and must be new or empty; a
+  // save folder inside it (or holding it) would make each the other's
+  // foreign file, and every retry fail the same way.
+  if (!saveDir.empty() && !out.empty()) {
+    std::error_code ec;
+    fs::path save = fs::weakly_canonical(fs::absolute(saveDir), ec);
+    fs::path run = fs::weakly_canonical(fs::absolute(out), ec);
+    auto within = [](const fs::path &x, const fs::path &root) {
+      fs::path r = x.lexically_relative(root);
+      return !r.empty() && *r.begin() != "..";
+    };
+    if (within(save, run) || within(run, save))
+      die("--save-dir " + saveDir + " and --out " + out + ": " +
+          (save == run ? std::string("the same folder")
+                       : within(save, run) ? "the save folder is inside the run folder"
+                                           : "the run folder is inside the save folder") +
+          "; a run folder holds one run's results and a save folder only checkpoints: "
+          "put them side by side (for example --save-dir " + out + "-ckpt)");
+  }
   if (!init.empty() && !resume.empty())
     die("--init and --resume exclude each other: --resume continues a run (its weights, "
         "optimizer state and step), --init starts a new one from other weights");
