@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -47,6 +48,55 @@ std::string rankFile(int rank) {
   char buf[40];
   std::snprintf(buf, sizeof buf, "rank-%05d.safetensors", rank);
   return buf;
+}
+
+/// Adam's second moment (train.adam's exp_avg_sq state): never negative.
+bool isSecondMoment(const std::string &name) {
+  static const std::string suffix = "/exp_avg_sq";
+  return name.size() > suffix.size() &&
+         name.compare(name.size() - suffix.size(), std::string::npos, suffix) == 0;
+}
+
+std::string valueText(float v) {
+  if (std::isnan(v))
+    return "NaN";
+  if (std::isinf(v))
+    return v > 0 ? "+inf" : "-inf";
+  return "the negative second moment " + std::to_string(v);
+}
+
+/// JSON with every object's keys distinct (nlohmann keeps the last of a
+/// duplicated key silently): a hand-edited or merged index must not load.
+json parseStrict(const std::string &text, const std::string &where) {
+  std::vector<std::set<std::string>> keys;
+  std::string duplicate;
+  json::parser_callback_t check = [&](int, json::parse_event_t event, json &parsed) {
+    if (event == json::parse_event_t::object_start) {
+      keys.emplace_back();
+    } else if (event == json::parse_event_t::object_end) {
+      if (!keys.empty())
+        keys.pop_back();
+    } else if (event == json::parse_event_t::key && !keys.empty() &&
+               !keys.back().insert(parsed.get<std::string>()).second && duplicate.empty()) {
+      duplicate = parsed.get<std::string>();
+    }
+    return true;
+  };
+  json j = json::parse(text, check);
+  if (!duplicate.empty())
+    throw CheckpointError(where + ": the key '" + duplicate + "' appears twice in one object");
+  return j;
+}
+
+/// An integer field (not 2.5, not "2"); `nonNegative`: also >= 0.
+int64_t intField(const json &j, const char *key, const std::string &where,
+                 bool nonNegative = false) {
+  const json &v = j.at(key);
+  if (!v.is_number_integer() || (nonNegative && !v.is_number_unsigned()))
+    throw CheckpointError(where + ": '" + key + "' must be " +
+                          (nonNegative ? "a non-negative integer" : "an integer") + ", is " +
+                          v.dump());
+  return v.get<int64_t>();
 }
 
 std::string shapeText(const std::vector<int64_t> &shape) {
@@ -336,6 +386,11 @@ std::string buildIndex(const std::string &partial, int ranks, const std::string 
   ordered_json tensors = ordered_json::object();
   for (auto &[name, e] : entries)
     tensors[name] = std::move(e);
+  // Each rank file's SHA-256 (the files were just written: read back from
+  // the page cache), so that a changed value is found when it is read.
+  ordered_json files = ordered_json::object();
+  for (int r = 0; r < ranks; ++r)
+    files[rankFile(r)] = {{"sha256", io::sha256File(partial + "/" + rankFile(r))}};
   ordered_json index = {
       {"format", kFormat},
       {"version", kVersion},
@@ -366,6 +421,7 @@ std::string buildIndex(const std::string &partial, int ranks, const std::string 
   }
   index["previous_tag"] = previous ? ordered_json(*previous) : ordered_json(nullptr);
   index["config"] = ordered_json::parse(layout.configJson.empty() ? "{}" : layout.configJson);
+  index["files"] = std::move(files);
   index["tensors"] = std::move(tensors);
   return index.dump(1) + "\n";
 }
@@ -382,6 +438,24 @@ struct Saver::Pending {
   std::string error; // the writer's, read after done
   uint64_t bytes = 0;
 };
+
+/// The first NaN or infinity of `pieces` (or a negative Adam second
+/// moment), as an error message; empty when all are finite.
+std::string firstNonFinite(const std::vector<Piece> &pieces, int64_t step) {
+  for (const Piece &p : pieces) {
+    bool square = isSecondMoment(p.name);
+    for (int64_t i = 0; i < p.count; ++i) {
+      float v = p.data[i];
+      if (std::isfinite(v) && !(square && v < 0))
+        continue;
+      return "step " + std::to_string(step) + ": the " + p.kind + " '" + p.name + "' holds " +
+             valueText(v) + " at element " + std::to_string(p.start + i) +
+             " after the update; the run diverged, and no checkpoint is written (the last one "
+             "written stays `latest`)";
+    }
+  }
+  return std::string();
+}
 
 Saver::Saver(std::string dir, int64_t keep, bool async, Layout layout, comm::Communicator &world)
     : dir_(std::move(dir)), keep_(keep), async_(async), layout_(std::move(layout)),
@@ -404,8 +478,12 @@ std::optional<SaveResult> Saver::save(const std::vector<Piece> &pieces,
   // behind; it is never taken for a checkpoint (no tag name, no `latest`)
   // and is replaced here.
   p->partial = dir_ + "/." + p->tag + ".partial";
-  std::string error;
-  if (world_.rank() == 0) {
+  // A state that is no longer finite (an update that diverged) is never
+  // saved: resuming from it could only train NaN, and `latest` must keep
+  // naming the last good checkpoint. Every rank checks its own pieces; the
+  // vote below stops all of them alike.
+  std::string error = firstNonFinite(pieces, progress.step);
+  if (world_.rank() == 0 && error.empty()) {
     try {
       std::error_code ec;
       if (fs::exists(fs::symlink_status(p->final, ec)))
@@ -425,9 +503,15 @@ std::optional<SaveResult> Saver::save(const std::vector<Piece> &pieces,
   pending_ = std::move(p);
   Pending &q = *pending_;
   if (world_.blockingAllReduceScalar(error.empty() ? 0.0 : 1.0, comm::ReduceOp::Max) != 0.0) {
+    if (world_.rank() == 0) {
+      std::error_code ec;
+      fs::remove_all(q.partial, ec);
+    }
     pending_.reset();
     throw CheckpointError("checkpoint " + dir_ + "/" + tagFor(progress.step) + ": " +
-                          (error.empty() ? "rank 0 could not create its folder" : error));
+                          (error.empty() ? "another rank could not save (its state is not "
+                                           "finite, or rank 0 could not create the folder)"
+                                         : error));
   }
   if (!async_) {
     try {
@@ -625,7 +709,7 @@ Reader Reader::open(const std::string &path) {
   std::string where = (p / kIndex).string();
   try {
     io::requireRegularFile(where);
-    r.index_ = json::parse(readSmallFile(where));
+    r.index_ = parseStrict(readSmallFile(where), where);
     if (r.index_.value("format", "") != kFormat)
       throw CheckpointError(where + ": not a dsc checkpoint index (format is not '" +
                             std::string(kFormat) + "')");
@@ -633,11 +717,12 @@ Reader Reader::open(const std::string &path) {
       throw CheckpointError(where + ": version " + r.index_.value("version", json()).dump() +
                             "; this dsrt reads version " + std::to_string(kVersion));
     Progress &g = r.progress_;
-    g.step = r.index_.at("step").get<int64_t>();
-    g.appliedSteps = r.index_.at("applied_steps").get<int64_t>();
+    g.step = intField(r.index_, "step", where);
+    g.appliedSteps = intField(r.index_, "applied_steps", where);
+    intField(r.index_, "seed", where, /*nonNegative=*/true);
     g.seed = r.index_.at("seed").get<uint64_t>();
-    g.trainBatchSize = r.index_.at("train_batch_size").get<int64_t>();
-    g.microBatchSize = r.index_.at("micro_batch_size").get<int64_t>();
+    g.trainBatchSize = intField(r.index_, "train_batch_size", where);
+    g.microBatchSize = intField(r.index_, "micro_batch_size", where);
     if (g.step < 1 || g.appliedSteps < 0 || g.appliedSteps > g.step)
       throw CheckpointError(where + ": step " + std::to_string(g.step) + " and applied_steps " +
                             std::to_string(g.appliedSteps) + " are inconsistent");
@@ -645,10 +730,10 @@ Reader Reader::open(const std::string &path) {
     if (!ls.is_null()) {
       LossScalerState s;
       s.scale = ls.at("scale").get<double>();
-      s.iteration = ls.at("iteration").get<int64_t>();
-      s.lastOverflowIteration = ls.at("last_overflow_iteration").get<int64_t>();
-      s.hysteresis = ls.at("hysteresis").get<int64_t>();
-      s.skippedSteps = ls.at("skipped_steps").get<int64_t>();
+      s.iteration = intField(ls, "iteration", where);
+      s.lastOverflowIteration = intField(ls, "last_overflow_iteration", where);
+      s.hysteresis = intField(ls, "hysteresis", where);
+      s.skippedSteps = intField(ls, "skipped_steps", where);
       g.scaler = s;
     }
     for (const auto &[name, e] : r.index_.at("tensors").items()) {
@@ -657,12 +742,16 @@ Reader Reader::open(const std::string &path) {
       t.kind = e.at("kind").get<std::string>();
       if (e.at("dtype").get<std::string>() != "F32")
         throw CheckpointError(at + ": dtype is not F32");
+      for (const json &d : e.at("shape"))
+        if (!d.is_number_unsigned())
+          throw CheckpointError(at + ": its shape " + e.at("shape").dump() +
+                                " must hold non-negative integers");
       t.shape = e.at("shape").get<std::vector<int64_t>>();
       t.numel = numelOf(at, t.shape);
       std::vector<PieceRef> refs;
       for (const json &pj : e.at("pieces")) {
         PieceRef pr{pj.at("file").get<std::string>(), pj.at("key").get<std::string>(),
-                    pj.at("start").get<int64_t>(), pj.at("count").get<int64_t>()};
+                    intField(pj, "start", at), intField(pj, "count", at)};
         if (pr.file.find('/') != std::string::npos || pr.file.empty() || pr.file[0] == '.')
           throw CheckpointError(at + ": piece file '" + pr.file + "' is not a file name");
         if (pr.start < 0 || pr.count <= 0 || pr.start > t.numel - pr.count)
@@ -671,11 +760,43 @@ Reader Reader::open(const std::string &path) {
                                 std::to_string(t.numel) + " elements");
         refs.push_back(std::move(pr));
       }
-      std::sort(refs.begin(), refs.end(),
-                [](const PieceRef &a, const PieceRef &b) { return a.start < b.start; });
+      std::sort(refs.begin(), refs.end(), [](const PieceRef &a, const PieceRef &b) {
+        return a.start != b.start ? a.start < b.start : a.count < b.count;
+      });
+      // The pieces tile the tensor: no gap, no partial overlap. A piece
+      // repeated whole is a tensor two pipeline stages hold (a tied
+      // embedding); its copies are compared when it is read.
+      std::vector<PieceRef> primary, copies;
+      int64_t covered = 0;
+      for (PieceRef &pr : refs) {
+        if (!primary.empty() && pr.start == primary.back().start &&
+            pr.count == primary.back().count) {
+          copies.push_back(std::move(pr));
+          continue;
+        }
+        if (pr.start != covered)
+          throw CheckpointError(at + (pr.start > covered ? ": elements [" +
+                                                               std::to_string(covered) + ", " +
+                                                               std::to_string(pr.start) +
+                                                               ") are in no piece"
+                                                         : ": pieces overlap at element " +
+                                                               std::to_string(pr.start)));
+        covered = pr.start + pr.count;
+        primary.push_back(std::move(pr));
+      }
+      if (covered != t.numel)
+        throw CheckpointError(at + ": elements [" + std::to_string(covered) + ", " +
+                              std::to_string(t.numel) + ") are in no piece");
       r.tensors_[name] = std::move(t);
-      r.pieces_[name] = std::move(refs);
+      r.pieces_[name] = std::move(primary);
+      if (!copies.empty())
+        r.copies_[name] = std::move(copies);
     }
+    // The rank files' checksums (checkpoints written before dsrt recorded
+    // them have none).
+    if (r.index_.contains("files"))
+      for (const auto &[file, f] : r.index_.at("files").items())
+        r.sha256_[file] = f.at("sha256").get<std::string>();
   } catch (const json::exception &e) {
     throw CheckpointError(where + ": " + e.what());
   } catch (const io::IoError &e) {
@@ -696,23 +817,17 @@ void Reader::read(const std::string &name, int64_t start, int64_t count, float *
       continue;
     if (p.start > next)
       break; // a gap
-    auto &slot = open_[p.file];
-    if (!slot) {
-      try {
-        std::string file = path_ + "/" + p.file;
-        io::requireRegularFile(file);
-        slot = std::make_unique<Open>(Open{io::SafeTensorsFile::open(file)});
-      } catch (const io::IoError &e) {
-        throw CheckpointError(std::string(e.what()) + " (a piece of '" + name + "')");
-      }
-    }
-    const io::TensorRef *t = slot->file.find(p.key);
-    if (!t || t->dtype != io::DType::F32 || t->numel() != p.count)
-      throw CheckpointError("checkpoint " + path_ + ": " + p.file + " has no float32 '" + p.key +
-                            "' of " + std::to_string(p.count) + " elements");
+    const float *piece = pieceData(name, p);
     int64_t upto = std::min(end, p.start + p.count);
-    const float *src = static_cast<const float *>(t->data) + (next - p.start);
+    const float *src = piece + (next - p.start);
     std::memcpy(dst + (next - start), src, size_t(upto - next) * 4);
+    // Another stage's copy of the same piece must hold the same values.
+    if (auto c = copies_.find(name); c != copies_.end())
+      for (const PieceRef &q : c->second)
+        if (q.start == p.start &&
+            std::memcmp(pieceData(name, q) + (next - p.start), src, size_t(upto - next) * 4))
+          throw CheckpointError("checkpoint " + path_ + ": the copies of '" + name + "' in " +
+                                p.file + " and " + q.file + " differ");
     // Drop the pages behind the copy: a load's peak is the arena, not the
     // arena plus the checkpoint.
     uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
@@ -726,6 +841,39 @@ void Reader::read(const std::string &name, int64_t start, int64_t count, float *
     throw CheckpointError("checkpoint " + path_ + ": elements [" + std::to_string(next) + ", " +
                           std::to_string(end) + ") of '" + name +
                           "' are in no piece (a rank's file or index entry is missing)");
+}
+
+const float *Reader::pieceData(const std::string &name, const PieceRef &p) const {
+  auto &slot = open_[p.file];
+  if (!slot) {
+    std::string file = path_ + "/" + p.file;
+    try {
+      io::requireRegularFile(file);
+      // A file changed since the save, or one from another checkpoint,
+      // must not load: its checksum (recorded in index.json) and the step
+      // in its own header are checked before any value is used.
+      if (auto h = sha256_.find(p.file); h != sha256_.end() && io::sha256File(file) != h->second)
+        throw CheckpointError(file + ": its SHA-256 differs from the one index.json recorded " +
+                              "when dsrt saved it (the file changed after the save)");
+      slot = std::make_unique<Open>(Open{io::SafeTensorsFile::open(file)});
+    } catch (const io::IoError &e) {
+      throw CheckpointError(std::string(e.what()) + " (a piece of '" + name + "')");
+    }
+    const auto &meta = slot->file.metadata();
+    auto step = meta.find("step");
+    if (step == meta.end() || step->second != std::to_string(progress_.step)) {
+      std::string held = step == meta.end() ? "no step" : "step " + step->second;
+      slot.reset();
+      throw CheckpointError(file + ": holds " + held + ", and the checkpoint is of step " +
+                            std::to_string(progress_.step) +
+                            " (a rank file of another checkpoint?)");
+    }
+  }
+  const io::TensorRef *t = slot->file.find(p.key);
+  if (!t || t->dtype != io::DType::F32 || t->numel() != p.count)
+    throw CheckpointError("checkpoint " + path_ + ": " + p.file + " has no float32 '" + p.key +
+                          "' of " + std::to_string(p.count) + " elements");
+  return static_cast<const float *>(t->data);
 }
 
 void Reader::writeTo(const std::string &name, io::AtomicFile &file) const {
@@ -761,6 +909,19 @@ void restore(Executor &exec, const Reader &ckpt) {
     std::fill(t->f32(), t->f32() + t->numel, 0.0f);
     for (const TpRun &r : heldRuns(*t, exec.rank(), exec.tpRank()))
       ckpt.read(t->name, r.whole, r.count, t->f32() + r.part);
+    // As the plan's own weights: a NaN or infinity (or a negative second
+    // moment, whose square root is NaN) can only train NaN.
+    bool square = isSecondMoment(t->name);
+    for (int64_t i = 0; i < t->numel; ++i) {
+      float v = t->f32()[i];
+      if (!std::isfinite(v) || (square && v < 0))
+        throw CheckpointError("checkpoint " + ckpt.path() + ": the " + kind + " '" + t->name +
+                              "' holds " + valueText(v) +
+                              (t->shards > 1 ? " (in this rank's shard, element "
+                                             : " (element ") +
+                              std::to_string(i) +
+                              "): resuming could only train NaN; resume from an earlier tag");
+    }
     held.insert(t->name);
   }
   // Nothing saved may be left out: a parameter or state the plan does not

@@ -207,11 +207,18 @@ private:
     int64_t start = 0, count = 0;
   };
   struct Open;
+  /// The float32 data of piece `p` of `name`, its file opened (and checked:
+  /// checksum, step) on first use.
+  const float *pieceData(const std::string &name, const PieceRef &p) const;
   std::string path_;
   nlohmann::json index_;
   Progress progress_;
   std::map<std::string, Tensor> tensors_;
   std::map<std::string, std::vector<PieceRef>> pieces_;
+  /// Whole repeated pieces (a tensor two pipeline stages hold), by tensor.
+  std::map<std::string, std::vector<PieceRef>> copies_;
+  /// index.json's "files": each rank file's SHA-256.
+  std::map<std::string, std::string> sha256_;
   mutable std::map<std::string, std::unique_ptr<Open>> open_;
 };
 
