@@ -890,7 +890,7 @@ void Reader::writeTo(const std::string &name, io::AtomicFile &file) const {
   }
 }
 
-void restore(Executor &exec, const Reader &ckpt) {
+std::string restore(Executor &exec, const Reader &ckpt) {
   const auto &all = ckpt.tensors();
   std::set<std::string> held;
   for (Tensor *t : exec.stateTensors()) {
@@ -937,7 +937,7 @@ void restore(Executor &exec, const Reader &ckpt) {
       throw CheckpointError("checkpoint " + ckpt.path() + ": " + t.kind + " '" + name +
                             "' is not in the plan (a checkpoint of another model or optimizer?)");
   }
-  exec.restoreProgress(ckpt.progress().appliedSteps, ckpt.progress().scaler);
+  return exec.restoreProgress(ckpt.progress().appliedSteps, ckpt.progress().scaler);
 }
 
 int64_t exportWeights(const Reader &ckpt, const std::string &out) {

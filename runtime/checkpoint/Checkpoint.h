@@ -224,8 +224,10 @@ private:
 
 /// Loads the tensors `exec` holds from `ckpt` (each rank its own elements)
 /// and its progress. Throws CheckpointError when the checkpoint is of
-/// another model or optimizer: a tensor missing, extra, or of another shape.
-void restore(Executor &exec, const Reader &ckpt);
+/// another model or optimizer: a tensor missing, extra, or of another shape,
+/// or a value that is not finite. Returns a note for the user when the
+/// checkpoint crosses fp16 loss scaling (Executor::restoreProgress), else "".
+std::string restore(Executor &exec, const Reader &ckpt);
 
 /// Writes the consolidated float32 parameters (and frozen buffers) of
 /// `ckpt` to `out` as one safetensors file, streamed: the peak memory is one

@@ -912,14 +912,17 @@ std::vector<const Tensor *> Executor::stateTensors() const {
   return r;
 }
 
-void Executor::restoreProgress(int64_t appliedSteps,
-                               const std::optional<LossScalerState> &scaler) {
-  if (scaler.has_value() != scaler_.has_value())
-    throw PlanError(name_ + (scaler_ ? ": an fp16 plan needs the loss scaler's state, and the "
-                                       "checkpoint has none (saved without fp16)"
-                                     : ": the checkpoint has a loss scaler's state (saved with "
-                                       "fp16) and the plan has no loss scaling"));
-  if (scaler) {
+std::string Executor::restoreProgress(int64_t appliedSteps,
+                                     const std::optional<LossScalerState> &scaler) {
+  std::string note;
+  if (scaler && !scaler_) {
+    note = "the checkpoint was saved with fp16 loss scaling (scale " +
+           std::to_string(scaler->scale) + "); this plan does not scale its loss, so its "
+           "scaler state is left aside";
+  } else if (!scaler && scaler_) {
+    note = "the checkpoint was saved without fp16 loss scaling; this fp16 plan's loss scaler "
+           "starts afresh from its config (scale " + std::to_string(scaler_->scale()) + ")";
+  } else if (scaler) {
     try {
       scaler_->restore(*scaler);
     } catch (const std::invalid_argument &e) {
@@ -927,6 +930,7 @@ void Executor::restoreProgress(int64_t appliedSteps,
     }
   }
   appliedSteps_ = appliedSteps;
+  return note;
 }
 
 std::vector<std::pair<std::string, std::vector<int64_t>>> Executor::allWeights() const {

@@ -309,9 +309,14 @@ public:
   std::vector<const Tensor *> stateTensors() const;
   /// Resumes a run after `appliedSteps` optimizer updates, with fp16's loss
   /// scaler state (checkpoints; the STEP buffer, the lr schedule and Adam's
-  /// bias correction follow). Throws PlanError for a scaler state without
-  /// fp16 or the reverse.
-  void restoreProgress(int64_t appliedSteps, const std::optional<LossScalerState> &scaler);
+  /// bias correction follow). Across precisions, as DeepSpeed's universal
+  /// checkpoints: a checkpoint of an fp16 run resumes a plan without loss
+  /// scaling with its scaler state left aside, and one without a scaler
+  /// state resumes an fp16 plan with the scaler starting afresh from the
+  /// config; the returned note says which (empty otherwise). Throws
+  /// PlanError for a scaler state the config's scaler cannot take.
+  std::string restoreProgress(int64_t appliedSteps,
+                              const std::optional<LossScalerState> &scaler);
   /// The seed initialize() was given (dropout masks).
   uint64_t seed() const { return ctx_.seed; }
   /// The name and whole shape of every parameter gatherWeights() returns on

@@ -728,7 +728,9 @@ int main(int argc, char **argv) {
     if (ckpt) {
       // Load time (bench/checkpoint.py): the slowest rank's restore.
       auto restoreStart = std::chrono::steady_clock::now();
-      dsrt::checkpoint::restore(exec, *ckpt);
+      std::string note = dsrt::checkpoint::restore(exec, *ckpt);
+      if (rank0 && !note.empty())
+        std::fprintf(stderr, "dsrt: note: --resume %s: %s\n", ckpt->path().c_str(), note.c_str());
       double restoreSeconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - restoreStart).count();
       if (exec.worldSize() > 1)
