@@ -8,6 +8,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include <unistd.h>
+
 namespace dsrt::io {
 namespace {
 
@@ -68,8 +70,16 @@ void MetricsWriter::write(int64_t step, double loss, double lr, double gradNorm,
 }
 
 void MetricsWriter::line(const std::string &text) {
-  if (std::fputs(text.c_str(), file_.get()) < 0 || std::fflush(file_.get()) != 0)
-    throw IoError(path_ + ": cannot write: " + std::strerror(errno));
+  long before = std::ftell(file_.get());
+  if (std::fputs(text.c_str(), file_.get()) < 0 || std::fflush(file_.get()) != 0) {
+    int error = errno;
+    // A line that did not fit is taken back whole: the file keeps only
+    // complete rows (what a CSV reader expects), never half of one.
+    std::clearerr(file_.get());
+    if (before >= 0 && ::ftruncate(::fileno(file_.get()), before) == 0)
+      std::fseek(file_.get(), before, SEEK_SET);
+    throw IoError(path_ + ": cannot write: " + std::strerror(error));
+  }
 }
 
 } // namespace dsrt::io

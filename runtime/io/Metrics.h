@@ -28,6 +28,8 @@ public:
 
   /// One row; NaN and infinities are written as nan, inf, -inf. `extra`
   /// has one value per extra column (integers up to 2^53 print as such).
+  /// Throws IoError when the row cannot be written (a full disk), leaving
+  /// the file with its complete rows only.
   void write(int64_t step, double loss, double lr, double gradNorm,
              double stepTimeS, const std::vector<double> &extra = {});
 

@@ -756,9 +756,11 @@ int main(int argc, char **argv) {
     if (!saveDir.empty())
       saver = std::make_unique<dsrt::checkpoint::Saver>(saveDir, keep, saveMode == "async",
                                                         layout, exec.communicator());
+    dsrt::checkpoint::SaveResult lastSaved; // the newest committed checkpoint
     auto reportSave = [&](const std::optional<dsrt::checkpoint::SaveResult> &saved) {
       if (!saved || !rank0)
         return;
+      lastSaved = *saved;
       char waited[64] = "";
       if (saver->async())
         std::snprintf(waited, sizeof waited, ", training waited %.3fs", saved->blocked);
@@ -829,6 +831,14 @@ int main(int argc, char **argv) {
     // so the run is not lost.
     std::string saveError;
     int64_t saveFailedAt = 0;
+    // metrics.csv on a full disk: the error and the first step without a row.
+    std::string metricsError;
+    int64_t metricsFailedAt = 0;
+    auto metricsNote = [&] {
+      if (!metricsError.empty())
+        std::fprintf(stderr, "dsrt: error: %s: metrics.csv has no rows from step %lld on\n",
+                     metricsError.c_str(), (long long)metricsFailedAt);
+    };
     auto guardedSave = [&](int64_t s, auto &&call) {
       try {
         reportSave(call());
@@ -912,7 +922,22 @@ int main(int argc, char **argv) {
         extra = {double(exec.commCounters().elements()), double(exec.commCounters().calls())};
       if (scaler)
         extra.insert(extra.end(), {exec.stepLossScale(), skipped ? 1.0 : 0.0});
-      metrics->write(s, loss, exec.lr(), exec.gradNorm(), stepTime, extra);
+      // metrics.csv that cannot be written (a full disk) does not cost the
+      // run: training goes on (every rank in step), checkpoints and the
+      // final weights are still written, and dsrt exits with status 1.
+      if (metricsError.empty()) {
+        try {
+          metrics->write(s, loss, exec.lr(), exec.gradNorm(), stepTime, extra);
+        } catch (const dsrt::io::IoError &e) {
+          metricsError = e.what();
+          metricsFailedAt = s;
+          std::fprintf(stderr,
+                       "dsrt: error: step %lld: %s; training goes on without metrics (the "
+                       "checkpoints and the final weights are still written), and dsrt will "
+                       "exit with status 1\n",
+                       (long long)s, metricsError.c_str());
+        }
+      }
       if (skipped)
         std::printf("step %6lld/%lld | gradient overflow at loss scale %.17g: update skipped "
                     "(%lld so far), loss scale now %.17g\n",
@@ -997,6 +1022,7 @@ int main(int argc, char **argv) {
                    "%s, metrics in %s\n",
                    (long long)stoppedAt, stopReason.c_str(), kept.c_str(),
                    metrics->path().c_str());
+      metricsNote();
       return finishRank(1);
     }
     if (saveFailedAt) {
@@ -1011,11 +1037,26 @@ int main(int argc, char **argv) {
                    "metrics in %s\n",
                    saveError.c_str(), (long long)at, weightsPath.c_str(),
                    metrics->path().c_str());
+      metricsNote();
       return finishRank(1);
     }
-    dsrt::io::writeSafeTensors(weightsPath, refs,
-                               {{"format", "pt"}, {"producer", "dsrt"},
-                                {"step", std::to_string(steps)}});
+    try {
+      dsrt::io::writeSafeTensors(weightsPath, refs,
+                                 {{"format", "pt"}, {"producer", "dsrt"},
+                                  {"step", std::to_string(steps)}});
+    } catch (const dsrt::io::IoError &e) {
+      // Where the trained weights are, when the run folder cannot take
+      // them (a full disk): the last step's checkpoint, if one was saved.
+      std::string where =
+          lastSaved.step == steps
+              ? "; the trained weights are in the checkpoint " + lastSaved.path +
+                    " (dsrt export " + lastSaved.path + " -o FILE writes them elsewhere)"
+              : std::string("; the trained weights are lost (save checkpoints with "
+                            "--save-dir to keep them)");
+      std::fprintf(stderr, "dsrt: error: %s%s\n", e.what(), where.c_str());
+      metricsNote();
+      return finishRank(1);
+    }
     std::printf("dsrt: done in %.1fs, peak RSS %lld MiB%s (planned arena %.1f MiB%s, %.0f MiB "
                 "before it: binary, libraries, the plan; %.0f MiB other, %.1f%% of the arena); "
                 "weights in %s, metrics in %s\n",
@@ -1036,6 +1077,10 @@ int main(int argc, char **argv) {
                   exec.commCounters().summary().c_str());
     if (profile)
       exec.printProfile(stdout);
+    if (!metricsError.empty()) {
+      metricsNote();
+      return finishRank(1);
+    }
   } catch (const std::exception &e) {
     die(e.what());
   }
