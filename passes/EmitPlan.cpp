@@ -23,6 +23,7 @@
 #include "frontends/onnx/OnnxImporter.h"
 #include "runtime/io/FileUtil.h"
 #include "runtime/io/SafeTensors.h"
+#include "runtime/plan/Version.h"
 
 #include "plan.pb.h"
 
@@ -685,7 +686,7 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
              b->getAttrOfType<IntegerAttr>(distutil::kStage).getInt();
     });
   plan::Plan p;
-  p.set_format_version(kPlanFormatVersion);
+  p.set_format_version(dsrt::kPlanFormatVersion);
   p.set_producer("dsc " DSC_VERSION_STRING);
   auto source = module->getAttrOfType<StringAttr>("dsc.source");
   if (!source)
@@ -716,7 +717,7 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
       p.set_schedule(a.getValue().str());
     for (int64_t s = 0; s < pp; ++s) {
       plan::Plan *stage = p.add_stages();
-      stage->set_format_version(kPlanFormatVersion);
+      stage->set_format_version(dsrt::kPlanFormatVersion);
       stage->set_producer(p.producer());
       stage->set_source_model(p.source_model());
       stage->set_config_json(p.config_json());

@@ -11,8 +11,6 @@
 
 namespace dsc {
 
-/// plan.proto's format_version this compiler writes (dsrt checks it).
-constexpr unsigned kPlanFormatVersion = 1;
 
 struct EmitPlanOptions {
   std::string dir;                          // the plan directory

@@ -1,7 +1,7 @@
 //===- MpiCommunicator.cpp - CPU ranks over MPI ---------------------------===//
 #include "runtime/comm/MpiCommunicator.h"
 
-#include "runtime/kernels/cpu/Half.h"
+#include "runtime/half/HalfBits.h"
 
 #include <mpi.h>
 
@@ -81,9 +81,9 @@ size_t bytesOf(Elem t) { return t == Elem::F32 ? 4 : 2; }
 float load(const void *p, int64_t i, Elem t) {
   switch (t) {
   case Elem::BF16:
-    return cpu::detail::bf16Value(static_cast<const uint16_t *>(p)[i]);
+    return half::bf16Value(static_cast<const uint16_t *>(p)[i]);
   case Elem::F16:
-    return cpu::detail::f16Value(static_cast<const uint16_t *>(p)[i]);
+    return half::f16Value(static_cast<const uint16_t *>(p)[i]);
   default:
     return static_cast<const float *>(p)[i];
   }
@@ -91,10 +91,10 @@ float load(const void *p, int64_t i, Elem t) {
 void store(void *p, int64_t i, Elem t, float v) {
   switch (t) {
   case Elem::BF16:
-    static_cast<uint16_t *>(p)[i] = cpu::detail::bf16Bits(v);
+    static_cast<uint16_t *>(p)[i] = half::bf16Bits(v);
     return;
   case Elem::F16:
-    static_cast<uint16_t *>(p)[i] = cpu::detail::f16Bits(v);
+    static_cast<uint16_t *>(p)[i] = half::f16Bits(v);
     return;
   default:
     static_cast<float *>(p)[i] = v;

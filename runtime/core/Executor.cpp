@@ -5,6 +5,10 @@
 
 #include "runtime/io/SafeTensors.h"
 
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
+#include <google/protobuf/unknown_field_set.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -86,6 +90,39 @@ uint64_t machineMemoryBytes() {
 }
 } // namespace
 
+namespace {
+/// The first field of `msg` (or of a message inside it) that this dsrt's
+/// plan.proto does not define, as "Plan.program.prologue[3]: field 12";
+/// empty when there is none. proto3 keeps unknown fields instead of
+/// failing the parse: a plan from a newer dsc would otherwise run with
+/// what it says about them ignored.
+std::string firstUnknownField(const google::protobuf::Message &msg, const std::string &where) {
+  const google::protobuf::Reflection *r = msg.GetReflection();
+  const google::protobuf::UnknownFieldSet &unknown = r->GetUnknownFields(msg);
+  if (unknown.field_count() > 0)
+    return where + ": field " + std::to_string(unknown.field(0).number());
+  std::vector<const google::protobuf::FieldDescriptor *> fields;
+  r->ListFields(msg, &fields);
+  for (const google::protobuf::FieldDescriptor *f : fields) {
+    if (f->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE)
+      continue;
+    if (f->is_repeated()) {
+      for (int i = 0; i < r->FieldSize(msg, f); ++i) {
+        std::string found = firstUnknownField(r->GetRepeatedMessage(msg, f, i),
+                                              where + "." + f->name() + "[" + std::to_string(i) + "]");
+        if (!found.empty())
+          return found;
+      }
+    } else {
+      std::string found = firstUnknownField(r->GetMessage(msg, f), where + "." + f->name());
+      if (!found.empty())
+        return found;
+    }
+  }
+  return std::string();
+}
+} // namespace
+
 Executor::Executor(const std::string &dir, comm::Communicator *world, Device device)
     : dir_(dir), device_(device), world_(world) {
   std::string path = dir + "/plan.pb";
@@ -119,13 +156,26 @@ Executor::Executor(const std::string &dir, comm::Communicator *world, Device dev
   plan::Plan top;
   if (!top.ParseFromString(bytes))
     throw PlanError(path + ": not a valid plan (corrupt or truncated protobuf)");
-  if (top.format_version() != kPlanFormatVersion)
-    throw PlanError(path + ": plan format version " + std::to_string(top.format_version()) +
-                    ", this dsrt runs version " + std::to_string(kPlanFormatVersion) +
-                    " (recompile the model with the matching dsc)");
+  unsigned version = top.format_version();
+  if (version < kOldestPlanFormatVersion || version > kPlanFormatVersion)
+    throw PlanError(path + ": plan format version " + std::to_string(version) +
+                    ", this dsrt runs versions " + std::to_string(kOldestPlanFormatVersion) +
+                    " to " + std::to_string(kPlanFormatVersion) +
+                    (version > kPlanFormatVersion
+                         ? " (the plan was written by a newer dsc: run it with the dsrt of "
+                           "that release, or recompile the model with this one's dsc)"
+                         : " (recompile the model with this release's dsc)"));
   // After the version: a plan of another format may keep its checksums
   // elsewhere.
   verifyChecksums(bytes);
+  // After the checksums (a corrupt plan.pb is reported as such): proto3
+  // keeps a field it does not know and carries on: a newer dsc's
+  // field would be ignored without a word.
+  if (std::string unknown = firstUnknownField(top, "Plan"); !unknown.empty())
+    throw PlanError(path + ": " + unknown + " is not in this dsrt's plan.proto (format version " +
+                    std::to_string(kPlanFormatVersion) + "; the plan says " +
+                    std::to_string(version) +
+                    "): written by a newer dsc, or not a plan; refusing rather than ignoring it");
   bytes = std::string();
   if (!world_) {
     ownWorld_ = std::make_unique<comm::SelfCommunicator>();

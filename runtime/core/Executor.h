@@ -34,6 +34,7 @@
 #include "runtime/comm/Communicator.h"
 #include "runtime/config/DsConfig.h"
 #include "runtime/core/LossScaler.h"
+#include "runtime/plan/Version.h"
 #include "runtime/kernels/cpu/Kernels.h"
 
 #include "plan.pb.h"
@@ -53,8 +54,6 @@ namespace dsrt {
 
 struct DeviceState;
 
-/// plan.proto format versions this runtime runs.
-constexpr unsigned kPlanFormatVersion = 1;
 
 /// What a plan may ask for, checked before anything is allocated or run: a
 /// number in a plan that drives a loop or an allocation is bounded here or

@@ -1,6 +1,8 @@
 //===- OnnxExport.cpp - trained weights back into an ONNX model ----------===//
 #include "runtime/onnx/OnnxExport.h"
 
+#include "runtime/half/HalfBits.h"
+
 #include "onnx/onnx_pb.h"
 
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
@@ -53,39 +55,6 @@ size_t elementBytes(int32_t type) {
   }
 }
 
-/// IEEE binary16, round to nearest even; overflow gives infinity.
-uint16_t toHalf(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  uint16_t sign = uint16_t((x >> 16) & 0x8000);
-  uint32_t abs = x & 0x7fffffff;
-  if (abs > 0x7f800000) // NaN: keep it quiet
-    return sign | 0x7e00;
-  if (abs >= 0x477ff000) // rounds to >= 65520: infinity
-    return sign | 0x7c00;
-  if (abs < 0x38800000) { // below the smallest normal half: subnormal or 0
-    // Scale so that the half subnormal unit (2^-24) is 1, then round.
-    float scaled = std::fabs(f) * 16777216.0f; // exact: a power of two
-    return sign | uint16_t(std::nearbyint(scaled));
-  }
-  uint32_t mant = abs & 0x7fffff, exp = (abs >> 23) - 127 + 15;
-  uint32_t half = (exp << 10) | (mant >> 13);
-  uint32_t rest = mant & 0x1fff;
-  if (rest > 0x1000 || (rest == 0x1000 && (half & 1)))
-    ++half; // may carry into the exponent, which is the right answer
-  return sign | uint16_t(half);
-}
-
-/// bfloat16: the top half of the float, rounded to nearest even.
-uint16_t toBf16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if ((x & 0x7fffffff) > 0x7f800000)
-    return uint16_t((x >> 16) | 0x40);
-  x += 0x7fff + ((x >> 16) & 1);
-  return uint16_t(x >> 16);
-}
-
 /// The little-endian bytes of `n` floats in ONNX type `type`, at `dst`.
 void encode(const float *src, size_t n, int32_t type, char *dst) {
   switch (type) {
@@ -101,7 +70,9 @@ void encode(const float *src, size_t n, int32_t type, char *dst) {
   case Tensor::FLOAT16:
   case Tensor::BFLOAT16:
     for (size_t i = 0; i < n; ++i) {
-      uint16_t h = type == Tensor::FLOAT16 ? toHalf(src[i]) : toBf16(src[i]);
+      // dsrt's one rounding (runtime/half/HalfBits.h): bf16 flushes
+      // float denormals to zero, as the kernels that trained them.
+      uint16_t h = type == Tensor::FLOAT16 ? half::f16Bits(src[i]) : half::bf16Bits(src[i]);
       std::memcpy(dst + 2 * i, &h, 2);
     }
     break;

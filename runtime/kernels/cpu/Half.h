@@ -16,22 +16,15 @@
 //     the embedding gradient, accumulate: a widening is a shift) and by casts
 //     from and to the non-float types.
 //
-// The scalar conversions are branch-free so that loops calling them
-// vectorize (the portable path), and they give the same bits as the
-// hardware (checked over all 2^32 floats against vcvtneps2bf16 and
-// vcvtps2ph, with and without FTZ/DAZ):
-//   * float -> bf16: round to nearest even; NaN stays NaN (quieted, sign
-//     and top payload kept); float denormals become a zero of the same sign
-//     (AVX512_BF16 does that whatever MXCSR says, and dsrt's kernel threads
-//     run with FTZ/DAZ anyway);
-//   * float -> fp16: IEEE round to nearest even, fp16 subnormals kept,
-//     overflow to inf, NaN quieted;
-//   * bf16 / fp16 -> float: exact.
+// The scalar conversions and their rounding (float denormals flush to zero
+// in bf16; fp16 keeps its subnormals) are runtime/half/HalfBits.h's, shared
+// with the CUDA kernels, the collectives and the ONNX writer.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSRT_KERNELS_CPU_HALF_H
 #define DSRT_KERNELS_CPU_HALF_H
 
+#include "runtime/half/HalfBits.h"
 #include "runtime/kernels/cpu/Internal.h"
 
 #include <cmath>
@@ -44,54 +37,15 @@ namespace dsrt::cpu::detail {
 // otherwise stop inlining them (and a call stops vectorization).
 #define DSRT_INLINE inline __attribute__((always_inline))
 
-DSRT_INLINE uint32_t bitsOf(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
-DSRT_INLINE float floatOf(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-/// c ? a : b on integers, as a mask (GCC if-converts this reliably).
-DSRT_INLINE uint32_t pick(bool c, uint32_t a, uint32_t b) {
-  const uint32_t m = 0u - uint32_t(c);
-  return (a & m) | (b & ~m);
-}
-
-DSRT_INLINE uint16_t bf16Bits(float f) {
-  const uint32_t u = bitsOf(f), a = u & 0x7fffffffu;
-  uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  r = pick((u & 0x7f800000u) == 0, (u >> 16) & 0x8000u, r);
-  r = pick(a > 0x7f800000u, (u >> 16) | 0x40u, r);
-  return uint16_t(r);
-}
-DSRT_INLINE float bf16Value(uint16_t h) { return floatOf(uint32_t(h) << 16); }
-
-DSRT_INLINE uint16_t f16Bits(float f) {
-  const uint32_t u = bitsOf(f), sign = (u >> 16) & 0x8000u;
-  const uint32_t a = u & 0x7fffffffu;
-  // Normal fp16: rebias the exponent, round at bit 13.
-  const uint32_t an = a - (112u << 23);
-  const uint32_t normal = (an + 0xfffu + ((an >> 13) & 1u)) >> 13;
-  // Below 2^-14: adding 0.5f rounds (to nearest even) at the 2^-24 unit.
-  const uint32_t sub = bitsOf(floatOf(a) + 0.5f) - 0x3f000000u;
-  uint32_t h = pick(a < 0x38800000u, sub, normal);
-  h = pick(a >= 0x477ff000u, 0x7c00u, h); // rounds past 65504
-  h = pick(a > 0x7f800000u, 0x7e00u | ((a >> 13) & 0x3ffu), h);
-  return uint16_t(sign | h);
-}
-DSRT_INLINE float f16Value(uint16_t h) {
-  const uint32_t sign = uint32_t(h & 0x8000u) << 16, a = h & 0x7fffu;
-  const uint32_t normal = (a + (112u << 10)) << 13;
-  const uint32_t special =
-      0x7f800000u | ((a & 0x3ffu) << 13) | (uint32_t(a > 0x7c00u) << 22);
-  // Subnormal: a * 2^-24, exact in float.
-  const uint32_t sub = bitsOf(float(int32_t(a)) * 5.9604644775390625e-8f);
-  return floatOf(sign |
-                 pick(a < 0x400u, sub, pick(a >= 0x7c00u, special, normal)));
-}
+// The scalar conversions, one definition for the CPU and CUDA kernels,
+// the collectives and the ONNX writer (runtime/half/HalfBits.h).
+using half::bf16Bits;
+using half::bf16Value;
+using half::bitsOf;
+using half::f16Bits;
+using half::f16Value;
+using half::floatOf;
+using half::pick;
 
 //===--- the element policy ----------------------------------------------===//
 

@@ -7,6 +7,7 @@
 #ifndef DSRT_KERNELS_CUDA_INTERNAL_H
 #define DSRT_KERNELS_CUDA_INTERNAL_H
 
+#include "runtime/half/HalfBits.h"
 #include "runtime/kernels/cuda/Kernels.h"
 
 #include <cuda_runtime.h>
@@ -34,23 +35,14 @@ inline int blocksFor(int64_t n) {
 }
 
 /// Elements in float: float as is; bf16 (cpu::Bf16, its bits) widened
-/// exactly and narrowed as the CPU kernels narrow (Half.h's bf16Bits: to
-/// nearest even, a NaN stays a quiet NaN, float denormals become a signed
-/// zero), so that a rounding on the GPU gives the CPU's bits.
+/// exactly and narrowed by runtime/half/HalfBits.h, the CPU kernels' own
+/// rounding, so that a rounding on the GPU gives the CPU's bits.
 __device__ __forceinline__ float toFloat(float v) { return v; }
-__device__ __forceinline__ float toFloat(cpu::Bf16 v) {
-  return __uint_as_float(uint32_t(v.bits) << 16);
-}
+__device__ __forceinline__ float toFloat(cpu::Bf16 v) { return half::bf16Value(v.bits); }
 template <typename T> __device__ __forceinline__ T fromFloat(float v);
 template <> __device__ __forceinline__ float fromFloat<float>(float v) { return v; }
 template <> __device__ __forceinline__ cpu::Bf16 fromFloat<cpu::Bf16>(float f) {
-  const uint32_t u = __float_as_uint(f), a = u & 0x7fffffffu;
-  uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  if ((u & 0x7f800000u) == 0)
-    r = (u >> 16) & 0x8000u;
-  if (a > 0x7f800000u)
-    r = (u >> 16) | 0x40u;
-  return cpu::Bf16{uint16_t(r)};
+  return cpu::Bf16{half::bf16Bits(f)};
 }
 
 __device__ __forceinline__ float applyBinary(cpu::Binary op, float x, float y) {

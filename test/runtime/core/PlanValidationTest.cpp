@@ -17,6 +17,7 @@
 //    them.
 //
 //===----------------------------------------------------------------------===//
+#include <google/protobuf/unknown_field_set.h>
 #include "test/runtime/comm/PipelinePlan.h"
 #include "test/runtime/comm/PlanBuilder.h"
 
@@ -106,6 +107,46 @@ private:
   std::vector<int> splits_;
   size_t calls_ = 0;
 };
+
+//===--- format -----------------------------------------------------------===//
+
+TEST(PlanFormat, UnknownFieldsAnywhereAreRefused) {
+  // proto3 parses a field it does not know and keeps it aside: a newer
+  // dsc's field, inside any message of the plan, must stop dsrt by name.
+  TempDir dir;
+  smallPlan().write(dir.path());
+  EXPECT_EQ(loadError(dir.path()), "no error");
+  auto unknown = [](google::protobuf::Message *m) {
+    return m->GetReflection()->MutableUnknownFields(m);
+  };
+  editPlan(dir.path(), [&](plan::Plan &p) { unknown(p.mutable_buffers(2))->AddVarint(42, 7); });
+  EXPECT_THAT(loadError(dir.path()),
+              HasSubstr("plan.pb: Plan.buffers[2]: field 42 is not in this dsrt's plan.proto"));
+  editPlan(dir.path(), [&](plan::Plan &p) {
+    unknown(p.mutable_buffers(2))->Clear();
+    unknown(p.mutable_program()->mutable_prologue(0))->AddFixed32(17, 1);
+  });
+  EXPECT_THAT(loadError(dir.path()),
+              HasSubstr("plan.pb: Plan.program.prologue[0]: field 17 is not in this dsrt's "
+                        "plan.proto"));
+}
+
+TEST(PlanFormat, VersionsThisDsrtRuns) {
+  TempDir dir;
+  smallPlan().write(dir.path());
+  for (unsigned v = 0; v <= kPlanFormatVersion + 1; ++v) {
+    editPlan(dir.path(), [v](plan::Plan &p) { p.set_format_version(v); });
+    bool runs = v >= kOldestPlanFormatVersion && v <= kPlanFormatVersion;
+    if (runs)
+      EXPECT_EQ(loadError(dir.path()), "no error") << "version " << v;
+    else
+      EXPECT_THAT(loadError(dir.path()),
+                  HasSubstr("plan format version " + std::to_string(v) + ", this dsrt runs "
+                            "versions " + std::to_string(kOldestPlanFormatVersion) + " to " +
+                            std::to_string(kPlanFormatVersion)))
+          << "version " << v;
+  }
+}
 
 //===--- sizes ------------------------------------------------------------===//
 

@@ -1,0 +1,31 @@
+//===- Version.h - plan.proto's format version ------------------*- C++ -*-===//
+//
+// The one definition of the plan format's version, for dsc (which writes
+// kPlanFormatVersion) and dsrt (which runs versions kOldestPlanFormatVersion
+// to kPlanFormatVersion and refuses the others, naming both). The rule for
+// bumping it is in docs/architecture.md ("Plan format versions"): bump when
+// a plan this dsc writes could be run wrongly by a dsrt of the previous
+// version (a new field or op whose meaning an older dsrt would ignore, a
+// changed meaning); keep an older version runnable while this dsrt runs it
+// exactly as it was meant. Independently of the version, dsrt refuses a
+// plan with a field its plan.proto does not define (proto3 would keep and
+// ignore it).
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSRT_PLAN_VERSION_H
+#define DSRT_PLAN_VERSION_H
+
+namespace dsrt {
+
+/// Version 1: the first format (data parallelism, ZeRO, pipelines).
+/// Version 2: the format of tensor parallelism (Buffer.tp_split, axis 2),
+/// fp16 loss scaling (LOSS_SCALE buffers, clipping's has_loss_scale) and
+/// recompute, which plans have used while still saying 1; a dsrt of
+/// version 1 refuses them now. dsrt still runs version-1 plans: their
+/// fields mean what they meant.
+constexpr unsigned kPlanFormatVersion = 2;
+constexpr unsigned kOldestPlanFormatVersion = 1;
+
+} // namespace dsrt
+
+#endif // DSRT_PLAN_VERSION_H
