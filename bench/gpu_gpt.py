@@ -24,7 +24,6 @@ its process, against its planned arena) and the losses of the first steps,
 which must agree (same weights, same data).
 """
 import argparse
-import hashlib
 import json
 import os
 import re
@@ -35,18 +34,12 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "models"))
+sys.path.insert(0, os.path.join(REPO, "bench"))
+from common import sha256  # noqa: E402  (the standard library only)
 
 MODEL = dict(layers=12, d_model=768, heads=12, vocab=50257, seq=1024, batch=8,
              attn="manual", gelu="erf", tied=True, key_padding_mask=False,
              pos="learned", dropout=0.0, seed=0)
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 24), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def build(torch):

@@ -405,24 +405,12 @@ const std::map<std::string, BindFn> &deviceTable() {
           cuda::sumSquares(dev(i.in[k]), i.in[k]->numel, g.sumSq);
         double sq = 0;
         cuda::copyToHost(&sq, g.sumSq, sizeof sq); // waits for the backward pass
-        double scale = i.g[1] ? double(*i.in[n + i.g[0]]->f32()) : 1.0;
-        double norm = std::sqrt(sq) / scale;
-        *i.out[n]->f32() = (float)norm;
+        // The CPU kernel's decision (OpsInternal.h), on the host.
+        std::optional<double> coef = clipFactor(i, ctx, sq);
         cuda::copyToDevice(i.out[n]->dev, i.out[n]->data, sizeof(float));
-        // As the CPU kernel (OpsTrain.cpp): fp16 overflow skips the step,
-        // a non-finite norm otherwise stops the run before any update.
-        if (!std::isfinite(norm)) {
-          if (i.g[1]) {
-            ctx.overflow = true;
-            return;
-          }
-          throw NonFiniteError(ctx.step, norm);
-        }
-        double coef = i.floats[0] > 0 ? i.floats[0] / (norm + 1e-6) : 1.0;
-        coef = std::min(coef, 1.0) / scale;
-        if (coef != 1.0)
+        if (coef && *coef != 1.0)
           for (size_t k = 0; k < n; ++k)
-            cuda::scale(dev(i.out[k]), i.out[k]->numel, (float)coef);
+            cuda::scale(dev(i.out[k]), i.out[k]->numel, (float)*coef);
       };
     };
     t["train.adam"] = [](const Binder &b) {

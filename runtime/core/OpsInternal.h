@@ -20,6 +20,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 
 namespace dsrt::ops {
@@ -194,6 +195,33 @@ inline void groupSize(const Check &c, int64_t group) {
   if (group < 1 || group > kMaxPlanRanks)
     c.fail("group size " + std::to_string(group) + " must lie in [1, " +
            std::to_string(kMaxPlanRanks) + "]");
+}
+
+/// train.clip_grad_norm's decision, one for the CPU and the CUDA kernels:
+/// from the global sum of squares `sq` (and fp16's loss scale, the input
+/// after the sum when the plan has one), writes the norm into the norm
+/// buffer's host copy and returns the factor the gradients are multiplied
+/// by (1: left as they are): torch.nn.utils.clip_grad_norm_'s and
+/// DeepSpeed's max_norm / (norm + 1e-6) when the norm exceeds max_norm,
+/// with fp16's loss scale divided out in the same multiplication
+/// (DeepSpeed's combined_scale). A non-finite norm stops the step before
+/// any update: fp16 sets Context::overflow and returns nothing (the loss
+/// scaler skips the step); otherwise it throws NonFiniteError (DeepSpeed's
+/// fp32 optimizer would apply NaN to every parameter).
+inline std::optional<double> clipFactor(const Instr &i, Context &ctx, double sq) {
+  size_t n = i.out.size() - 1;
+  double scale = i.g[1] ? double(*i.in[n + i.g[0]]->f32()) : 1.0;
+  double norm = std::sqrt(sq) / scale;
+  *i.out[n]->f32() = (float)norm;
+  if (!std::isfinite(norm)) {
+    if (i.g[1]) {
+      ctx.overflow = true;
+      return std::nullopt;
+    }
+    throw NonFiniteError(ctx.step, norm);
+  }
+  double coef = i.floats[0] > 0 ? i.floats[0] / (norm + 1e-6) : 1.0;
+  return std::min(coef, 1.0) / scale;
 }
 
 struct OpDef {

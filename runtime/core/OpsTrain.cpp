@@ -60,29 +60,11 @@ void addTrainOps(OpTable &t) {
         else
           for (size_t k = 0; k < n; ++k)
             sq += cpu::sumSquares(i.in[k]->f32(), i.in[k]->numel);
-        double scale = i.g[1] ? double(*i.in[n + i.g[0]]->f32()) : 1.0;
-        double norm = std::sqrt(sq) / scale;
-        *i.out[n]->f32() = (float)norm;
-        // The updates follow this instruction. fp16: an overflow skips them
-        // (the loss scaler halves the scale); otherwise stopping here keeps
-        // the weights of the last finite step (DeepSpeed's fp32 optimizer
-        // would apply NaN to every parameter).
-        if (!std::isfinite(norm)) {
-          if (i.g[1]) {
-            ctx.overflow = true;
-            return;
-          }
-          throw NonFiniteError(ctx.step, norm);
-        }
-        // torch.nn.utils.clip_grad_norm_ / DeepSpeed: scale when the norm
-        // exceeds max_norm, by max_norm / (norm + 1e-6); fp16 divides the
-        // loss scale out in the same multiplication (DeepSpeed's
-        // combined_scale).
-        double coef = i.floats[0] > 0 ? i.floats[0] / (norm + 1e-6) : 1.0;
-        coef = std::min(coef, 1.0) / scale;
-        if (coef != 1.0)
+        // The updates follow this instruction (clipFactor: the decision).
+        std::optional<double> coef = clipFactor(i, ctx, sq);
+        if (coef && *coef != 1.0)
           for (size_t k = 0; k < n; ++k)
-            cpu::scale(i.out[k]->f32(), i.out[k]->numel, (float)coef);
+            cpu::scale(i.out[k]->f32(), i.out[k]->numel, (float)*coef);
       };
     }};
     t["train.adam"] = {[](Instr &i, const Check &c) {

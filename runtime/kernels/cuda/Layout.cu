@@ -79,6 +79,15 @@ __device__ __forceinline__ void offsets(const Walk &w, I i, I *off) {
 
 bool fits32(int64_t n) { return n < (int64_t(1) << 31); }
 
+/// Calls launch(I{}) with the index type I of kernels whose offsets stay
+/// below `extent`: uint32_t where they fit, else int64_t.
+template <typename Launch> void byIndexWidth(int64_t extent, Launch &&launch) {
+  if (fits32(extent))
+    launch(uint32_t{});
+  else
+    launch(int64_t{});
+}
+
 /// Operand `xs` under result `os` read as element i % m: m = 0 when it is
 /// the whole result (element i), its element count when it is a scalar
 /// or the result's trailing dims (leading 1s aside); -1 otherwise.
@@ -282,12 +291,11 @@ void binary(cpu::Binary op, const T *a, const cpu::Shape &as, const T *b, const 
   if (fits32(n) && ma >= 0 && mb >= 0)
     binaryFlatKernel<uint32_t, T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
         op, a, uint32_t(ma), b, uint32_t(mb), out, n);
-  else if (fits32(n))
-    binaryBroadcastKernel<uint32_t, T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
-        op, a, b, out, n, walkOf(os, {&as, &bs}));
   else
-    binaryBroadcastKernel<int64_t, T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
-        op, a, b, out, n, walkOf(os, {&as, &bs}));
+    byIndexWidth(n, [&](auto index) {
+      binaryBroadcastKernel<decltype(index), T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
+          op, a, b, out, n, walkOf(os, {&as, &bs}));
+    });
   launched("binary (broadcast)");
 }
 
@@ -301,12 +309,11 @@ void select(const uint8_t *cond, const cpu::Shape &cs, const T *a, const cpu::Sh
   if (fits32(n) && mc >= 0 && ma >= 0 && mb >= 0)
     selectFlatKernel<uint32_t, T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
         cond, uint32_t(mc), a, uint32_t(ma), b, uint32_t(mb), out, n);
-  else if (fits32(n))
-    selectKernel<uint32_t, T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
-        cond, a, b, out, n, walkOf(os, {&cs, &as, &bs}));
   else
-    selectKernel<int64_t, T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
-        cond, a, b, out, n, walkOf(os, {&cs, &as, &bs}));
+    byIndexWidth(n, [&](auto index) {
+      selectKernel<decltype(index), T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
+          cond, a, b, out, n, walkOf(os, {&cs, &as, &bs}));
+    });
   launched("select");
 }
 
@@ -328,10 +335,10 @@ void transpose(const T *x, const cpu::Shape &xs, const int64_t *perm, T *y, void
     w.dims[d] = xs.dims[perm[d]];
     w.stride[0][d] = xStride[perm[d]];
   }
-  if (fits32(n))
-    stridedCopyKernel<uint32_t, T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, 0, y, n, w);
-  else
-    stridedCopyKernel<int64_t, T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, 0, y, n, w);
+  byIndexWidth(n, [&](auto index) {
+    stridedCopyKernel<decltype(index), T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
+        x, 0, y, n, w);
+  });
   launched("transpose");
 }
 
@@ -362,13 +369,11 @@ void slice(const T *x, const cpu::Shape &xs, const int64_t *start, const int64_t
     return;
   int64_t base;
   Walk w = sliceWalk(xs, ys, start, step, base);
-  // 32-bit offsets where they stay inside the big tensor's 2^31 elements.
-  if (fits32(xs.numel()))
-    stridedCopyKernel<uint32_t, T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, base, y, n,
-                                                                                   w);
-  else
-    stridedCopyKernel<int64_t, T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, base, y, n,
-                                                                                  w);
+  // Offsets run over the big tensor.
+  byIndexWidth(xs.numel(), [&](auto index) {
+    stridedCopyKernel<decltype(index), T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
+        x, base, y, n, w);
+  });
   launched("slice");
 }
 
@@ -382,12 +387,10 @@ void sliceGrad(const T *dy, const cpu::Shape &ys, const int64_t *start, const in
     return;
   int64_t base;
   Walk w = sliceWalk(xs, ys, start, step, base);
-  if (fits32(xs.numel()))
-    stridedScatterKernel<uint32_t, T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(dy, dx, base,
-                                                                                    n, w);
-  else
-    stridedScatterKernel<int64_t, T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(dy, dx, base,
-                                                                                   n, w);
+  byIndexWidth(xs.numel(), [&](auto index) {
+    stridedScatterKernel<decltype(index), T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
+        dy, dx, base, n, w);
+  });
   launched("slice_grad");
 }
 
