@@ -17,34 +17,21 @@
 #ifndef DSRT_KERNELS_CPU_KERNELS_H
 #define DSRT_KERNELS_CPU_KERNELS_H
 
+#include "runtime/kernels/common/Contracts.h"
+
 #include <cstddef>
 #include <cstdint>
 
 namespace dsrt::cpu {
 
-constexpr int kMaxRank = 8;
-
-struct Shape {
-  int rank = 0;
-  int64_t dims[kMaxRank] = {};
-  int64_t numel() const {
-    int64_t n = 1;
-    for (int i = 0; i < rank; ++i)
-      n *= dims[i];
-    return n;
-  }
-};
-
-/// The bits of a bfloat16 and of an IEEE half: storage types only (the
-/// kernels compute in float), distinct so that the kernels overload on
-/// them. A plan's BF16 / F16 tensor (Tensor::u16()) is reinterpreted as such.
-struct Bf16 {
-  uint16_t bits;
-};
-struct Fp16 {
-  uint16_t bits;
-};
-static_assert(sizeof(Bf16) == 2 && sizeof(Fp16) == 2, "16-bit storage");
+// The contracts the CPU and CUDA kernels share (common/Contracts.h).
+using kernels::Bf16;
+using kernels::Binary;
+using kernels::Fp16;
+using kernels::kMaxRank;
+using kernels::Reduce;
+using kernels::Shape;
+using kernels::Unary;
 
 /// Number of OpenMP threads the kernels use (0 = OpenMP's default).
 void setNumThreads(int n);
@@ -52,17 +39,11 @@ int numThreads();
 
 //===--- elementwise ------------------------------------------------------===//
 
-enum class Binary { Add, Sub, Mul, Div, Pow, Max, Min };
 /// out = a op b with a, b broadcast to `os`. Fast paths: same shape, scalar
 /// operand, and an operand that broadcasts along leading dims (a bias).
 void binary(Binary op, const float *a, const Shape &as, const float *b,
             const Shape &bs, float *out, const Shape &os);
 
-enum class Unary {
-  Neg, Abs, Exp, Log, Sqrt, Rsqrt, Reciprocal, Tanh, Erf, Relu, Sigmoid,
-  GeluErf,  // x * 0.5 * (1 + erf(x / sqrt(2)))
-  GeluTanh, // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-};
 /// y = op(x) over n elements; y may alias x.
 void unary(Unary op, const float *x, float *y, int64_t n);
 
@@ -111,7 +92,6 @@ const char *gemmBackend();
 
 //===--- reductions -------------------------------------------------------===//
 
-enum class Reduce { Sum, Mean, Max };
 /// y = reduce x over the axes whose bit is set in `axesMask`; y has x's
 /// element order with the reduced dims removed (same as keepdims layout).
 void reduce(Reduce op, const float *x, const Shape &xs, uint32_t axesMask,

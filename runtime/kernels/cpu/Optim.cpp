@@ -7,7 +7,7 @@
 // by reference, which keeps GCC from vectorizing.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/kernels/cpu/AdamScalars.h"
+#include "runtime/kernels/common/AdamScalars.h"
 #include "runtime/kernels/cpu/Internal.h"
 
 #include <cmath>
@@ -19,7 +19,7 @@ namespace {
 
 void adamRange(float *__restrict p, const float *__restrict g,
                float *__restrict m, float *__restrict v, int64_t b, int64_t e,
-               const AdamScalars s) {
+               const kernels::AdamScalars s) {
   for (int64_t i = b; i < e; ++i) {
     const float param = p[i] * s.decay;
     const float grad = g[i] + s.l2 * param;
@@ -53,8 +53,8 @@ void sgdRange(float *__restrict p, const float *__restrict g,
 void adam(float *p, const float *g, float *m, float *v, int64_t n, float lr,
           float beta1, float beta2, float eps, float weightDecay,
           bool decoupled, bool biasCorrection, int64_t step) {
-  const AdamScalars s =
-      adamScalars(lr, beta1, beta2, eps, weightDecay, decoupled, biasCorrection, step);
+  const kernels::AdamScalars s =
+      kernels::adamScalars(lr, beta1, beta2, eps, weightDecay, decoupled, biasCorrection, step);
   parallelFor(n, kGrain / 4,
               [&](int64_t b, int64_t e) { adamRange(p, g, m, v, b, e, s); });
 }

@@ -26,7 +26,7 @@ void check(cublasStatus_t s, const char *what) {
 /// cuBLAS' recommended workspace on Hopper.
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 
-int64_t batchCount(const cpu::Shape &s) {
+int64_t batchCount(const kernels::Shape &s) {
   int64_t n = 1;
   for (int d = 0; d + 2 < s.rank; ++d)
     n *= s.dims[d];
@@ -35,7 +35,7 @@ int64_t batchCount(const cpu::Shape &s) {
 
 /// Offset (in elements) of result batch `b`'s matrix in operand `s`
 /// (batch dims broadcast right-aligned to `os`'s).
-int64_t batchOffset(const cpu::Shape &s, const cpu::Shape &os, int64_t b) {
+int64_t batchOffset(const kernels::Shape &s, const kernels::Shape &os, int64_t b) {
   int ob = os.rank - 2, sb = s.rank - 2;
   int64_t matrix = s.dims[s.rank - 2] * s.dims[s.rank - 1];
   int64_t off = 0, stride = matrix;
@@ -70,18 +70,18 @@ Blas::~Blas() {
   deviceFree(workspace_);
 }
 
-void Blas::matmul(const float *a, const cpu::Shape &as, bool transA, const float *b,
-                  const cpu::Shape &bs, bool transB, float *out, const cpu::Shape &os) {
+void Blas::matmul(const float *a, const kernels::Shape &as, bool transA, const float *b,
+                  const kernels::Shape &bs, bool transB, float *out, const kernels::Shape &os) {
   gemm(a, as, transA, b, bs, transB, out, os, CUDA_R_32F, sizeof(float));
 }
 
-void Blas::matmul(const cpu::Bf16 *a, const cpu::Shape &as, bool transA, const cpu::Bf16 *b,
-                  const cpu::Shape &bs, bool transB, cpu::Bf16 *out, const cpu::Shape &os) {
-  gemm(a, as, transA, b, bs, transB, out, os, CUDA_R_16BF, sizeof(cpu::Bf16));
+void Blas::matmul(const kernels::Bf16 *a, const kernels::Shape &as, bool transA, const kernels::Bf16 *b,
+                  const kernels::Shape &bs, bool transB, kernels::Bf16 *out, const kernels::Shape &os) {
+  gemm(a, as, transA, b, bs, transB, out, os, CUDA_R_16BF, sizeof(kernels::Bf16));
 }
 
-void Blas::gemm(const void *av, const cpu::Shape &as, bool transA, const void *bv,
-                const cpu::Shape &bs, bool transB, void *outv, const cpu::Shape &os,
+void Blas::gemm(const void *av, const kernels::Shape &as, bool transA, const void *bv,
+                const kernels::Shape &bs, bool transB, void *outv, const kernels::Shape &os,
                 int dataType, size_t elementBytes) {
   auto h = static_cast<cublasHandle_t>(handle_);
   auto type = cudaDataType_t(dataType);

@@ -34,27 +34,27 @@ inline int blocksFor(int64_t n) {
   return int(b < 65535 * 8 ? (b < 1 ? 1 : b) : 65535 * 8);
 }
 
-/// Elements in float: float as is; bf16 (cpu::Bf16, its bits) widened
+/// Elements in float: float as is; bf16 (kernels::Bf16, its bits) widened
 /// exactly and narrowed by runtime/half/HalfBits.h, the CPU kernels' own
 /// rounding, so that a rounding on the GPU gives the CPU's bits.
 __device__ __forceinline__ float toFloat(float v) { return v; }
-__device__ __forceinline__ float toFloat(cpu::Bf16 v) { return half::bf16Value(v.bits); }
+__device__ __forceinline__ float toFloat(kernels::Bf16 v) { return half::bf16Value(v.bits); }
 template <typename T> __device__ __forceinline__ T fromFloat(float v);
 template <> __device__ __forceinline__ float fromFloat<float>(float v) { return v; }
-template <> __device__ __forceinline__ cpu::Bf16 fromFloat<cpu::Bf16>(float f) {
-  return cpu::Bf16{half::bf16Bits(f)};
+template <> __device__ __forceinline__ kernels::Bf16 fromFloat<kernels::Bf16>(float f) {
+  return kernels::Bf16{half::bf16Bits(f)};
 }
 
-__device__ __forceinline__ float applyBinary(cpu::Binary op, float x, float y) {
+__device__ __forceinline__ float applyBinary(kernels::Binary op, float x, float y) {
   switch (op) {
-  case cpu::Binary::Add: return x + y;
-  case cpu::Binary::Sub: return x - y;
-  case cpu::Binary::Mul: return x * y;
-  case cpu::Binary::Div: return x / y;
-  case cpu::Binary::Pow: return powf(x, y);
+  case kernels::Binary::Add: return x + y;
+  case kernels::Binary::Sub: return x - y;
+  case kernels::Binary::Mul: return x * y;
+  case kernels::Binary::Div: return x / y;
+  case kernels::Binary::Pow: return powf(x, y);
   // NaN propagates, as torch.maximum / torch.minimum and the CPU kernel.
-  case cpu::Binary::Max: return (x > y || x != x) ? x : y;
-  case cpu::Binary::Min: return (x < y || x != x) ? x : y;
+  case kernels::Binary::Max: return (x > y || x != x) ? x : y;
+  case kernels::Binary::Min: return (x < y || x != x) ? x : y;
   }
   return 0.0f;
 }

@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/cuda/Internal.h"
 
-#include "runtime/kernels/cpu/AdamScalars.h"
+#include "runtime/kernels/common/AdamScalars.h"
 
 namespace dsrt::cuda {
 namespace {
@@ -54,24 +54,24 @@ __device__ float geluTanh(float v) {
 }
 
 template <typename T>
-__global__ void unaryKernel(cpu::Unary op, const T *x, T *y, int64_t n) {
+__global__ void unaryKernel(kernels::Unary op, const T *x, T *y, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     float v = toFloat(x[i]), r = v;
     switch (op) {
-    case cpu::Unary::Neg: r = -v; break;
-    case cpu::Unary::Abs: r = fabsf(v); break;
-    case cpu::Unary::Exp: r = expf(v); break;
-    case cpu::Unary::Log: r = logf(v); break;
-    case cpu::Unary::Sqrt: r = sqrtf(v); break;
-    case cpu::Unary::Rsqrt: r = rsqrtf(v); break;
-    case cpu::Unary::Reciprocal: r = 1.0f / v; break;
-    case cpu::Unary::Tanh: r = tanhf(v); break;
-    case cpu::Unary::Erf: r = erff(v); break;
-    case cpu::Unary::Relu: r = v < 0.0f ? 0.0f : v; break;
-    case cpu::Unary::Sigmoid: r = 1.0f / (1.0f + expf(-v)); break;
-    case cpu::Unary::GeluErf: r = geluErf(v); break;
-    case cpu::Unary::GeluTanh: r = geluTanh(v); break;
+    case kernels::Unary::Neg: r = -v; break;
+    case kernels::Unary::Abs: r = fabsf(v); break;
+    case kernels::Unary::Exp: r = expf(v); break;
+    case kernels::Unary::Log: r = logf(v); break;
+    case kernels::Unary::Sqrt: r = sqrtf(v); break;
+    case kernels::Unary::Rsqrt: r = rsqrtf(v); break;
+    case kernels::Unary::Reciprocal: r = 1.0f / v; break;
+    case kernels::Unary::Tanh: r = tanhf(v); break;
+    case kernels::Unary::Erf: r = erff(v); break;
+    case kernels::Unary::Relu: r = v < 0.0f ? 0.0f : v; break;
+    case kernels::Unary::Sigmoid: r = 1.0f / (1.0f + expf(-v)); break;
+    case kernels::Unary::GeluErf: r = geluErf(v); break;
+    case kernels::Unary::GeluTanh: r = geluTanh(v); break;
     }
     y[i] = fromFloat<T>(r);
   }
@@ -97,7 +97,7 @@ __global__ void geluGradKernel(bool tanhApprox, const T *x, const T *dy, T *dx, 
 }
 
 template <typename T>
-__global__ void binaryKernel(cpu::Binary op, const T *a, const T *b, int64_t bn, T *out,
+__global__ void binaryKernel(kernels::Binary op, const T *a, const T *b, int64_t bn, T *out,
                              int64_t n, int64_t cols) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -359,7 +359,7 @@ __global__ void gatherGradKernel(const float *dy, const int64_t *idx, float *dta
 }
 
 __global__ void adamKernel(float *p, const float *g, float *m, float *v, int64_t n,
-                           cpu::AdamScalars s) {
+                           kernels::AdamScalars s) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const float param = p[i] * s.decay;
@@ -435,7 +435,7 @@ void copyToHost(void *dst, const void *src, size_t bytes) {
 }
 void synchronize(void *stream) { check(cudaStreamSynchronize(asStream(stream)), "synchronize"); }
 
-template <typename T> void unary(cpu::Unary op, const T *x, T *y, int64_t n, void *stream) {
+template <typename T> void unary(kernels::Unary op, const T *x, T *y, int64_t n, void *stream) {
   unaryKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(op, x, y, n);
   launched("unary");
 }
@@ -447,7 +447,7 @@ void geluGrad(bool tanhApprox, const T *x, const T *dy, T *dx, int64_t n, void *
 }
 
 template <typename T>
-void binary(cpu::Binary op, const T *a, const T *b, int64_t bElements, T *out, int64_t n,
+void binary(kernels::Binary op, const T *a, const T *b, int64_t bElements, T *out, int64_t n,
             int64_t cols, void *stream) {
   if (bElements != n && bElements != 1 && bElements != cols)
     throw CudaError("binary: the second operand must have n, cols or 1 elements");
@@ -575,17 +575,17 @@ void gatherGrad(const float *dy, const int64_t *idx, float *dtable, int64_t A, i
 void adam(float *p, const float *g, float *m, float *v, int64_t n, float lr, float beta1,
           float beta2, float eps, float weightDecay, bool decoupled, bool biasCorrection,
           int64_t step, void *stream) {
-  cpu::AdamScalars s =
-      cpu::adamScalars(lr, beta1, beta2, eps, weightDecay, decoupled, biasCorrection, step);
+  kernels::AdamScalars s =
+      kernels::adamScalars(lr, beta1, beta2, eps, weightDecay, decoupled, biasCorrection, step);
   adamKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(p, g, m, v, n, s);
   launched("adam");
 }
 
 // The element types of the templated kernels: float and bf16.
 #define DSRT_CUDA_INSTANTIATE(T)                                                                   \
-  template void unary<T>(cpu::Unary, const T *, T *, int64_t, void *);                            \
+  template void unary<T>(kernels::Unary, const T *, T *, int64_t, void *);                            \
   template void geluGrad<T>(bool, const T *, const T *, T *, int64_t, void *);                    \
-  template void binary<T>(cpu::Binary, const T *, const T *, int64_t, T *, int64_t, int64_t,      \
+  template void binary<T>(kernels::Binary, const T *, const T *, int64_t, T *, int64_t, int64_t,      \
                           void *);                                                                \
   template void layerNorm<T>(const T *, const float *, const float *, T *, int64_t, int64_t,      \
                              float, void *);                                                      \
@@ -597,29 +597,29 @@ void adam(float *p, const float *g, float *m, float *v, int64_t n, float lr, flo
                            uint64_t, uint64_t, void *);                                           \
   template void dropoutGrad<T>(const T *, const uint8_t *, T *, int64_t, float, void *);
 DSRT_CUDA_INSTANTIATE(float)
-DSRT_CUDA_INSTANTIATE(cpu::Bf16)
+DSRT_CUDA_INSTANTIATE(kernels::Bf16)
 #undef DSRT_CUDA_INSTANTIATE
 
 namespace {
-__global__ void castToBf16Kernel(const float *x, cpu::Bf16 *y, int64_t n) {
+__global__ void castToBf16Kernel(const float *x, kernels::Bf16 *y, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = fromFloat<cpu::Bf16>(x[i]);
+    y[i] = fromFloat<kernels::Bf16>(x[i]);
 }
-__global__ void castToFloatKernel(const cpu::Bf16 *x, float *y, int64_t n) {
+__global__ void castToFloatKernel(const kernels::Bf16 *x, float *y, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     y[i] = toFloat(x[i]);
 }
 } // namespace
 
-void cast(const float *x, cpu::Bf16 *y, int64_t n, void *stream) {
+void cast(const float *x, kernels::Bf16 *y, int64_t n, void *stream) {
   if (n == 0)
     return;
   castToBf16Kernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, y, n);
   launched("cast to bf16");
 }
-void cast(const cpu::Bf16 *x, float *y, int64_t n, void *stream) {
+void cast(const kernels::Bf16 *x, float *y, int64_t n, void *stream) {
   if (n == 0)
     return;
   castToFloatKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, y, n);

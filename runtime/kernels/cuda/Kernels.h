@@ -17,7 +17,7 @@
 #ifndef DSRT_KERNELS_CUDA_KERNELS_H
 #define DSRT_KERNELS_CUDA_KERNELS_H
 
-#include "runtime/kernels/cpu/Kernels.h"
+#include "runtime/kernels/common/Contracts.h"
 
 #include <cstdint>
 #include <stdexcept>
@@ -45,12 +45,12 @@ void synchronize(void *stream = nullptr);
 void zero(void *p, size_t bytes, void *stream = nullptr);
 
 // Kernels templated on the element type T are instantiated for float and
-// cpu::Bf16 (bf16 storage: the math is float, each result rounded once to
+// kernels::Bf16 (bf16 storage: the math is float, each result rounded once to
 // nearest even as the CPU's bf16 kernels round, float denormals to zero).
 
-/// y = op(x) over n elements (cpu::Unary's ops).
+/// y = op(x) over n elements (kernels::Unary's ops).
 template <typename T>
-void unary(cpu::Unary op, const T *x, T *y, int64_t n, void *stream = nullptr);
+void unary(kernels::Unary op, const T *x, T *y, int64_t n, void *stream = nullptr);
 /// dx = dy * gelu'(x).
 template <typename T>
 void geluGrad(bool tanhApprox, const T *x, const T *dy, T *dx, int64_t n,
@@ -58,11 +58,11 @@ void geluGrad(bool tanhApprox, const T *x, const T *dy, T *dx, int64_t n,
 /// out[r, c] = a[r, c] op b[(r, c) broadcast]: b has the same n elements, or
 /// `cols` (a bias along the last dimension), or 1 (a scalar).
 template <typename T>
-void binary(cpu::Binary op, const T *a, const T *b, int64_t bElements, T *out, int64_t n,
+void binary(kernels::Binary op, const T *a, const T *b, int64_t bElements, T *out, int64_t n,
             int64_t cols, void *stream = nullptr);
 /// float32 <-> bf16 (to nearest even, as cpu::cast).
-void cast(const float *x, cpu::Bf16 *y, int64_t n, void *stream = nullptr);
-void cast(const cpu::Bf16 *x, float *y, int64_t n, void *stream = nullptr);
+void cast(const float *x, kernels::Bf16 *y, int64_t n, void *stream = nullptr);
+void cast(const kernels::Bf16 *x, float *y, int64_t n, void *stream = nullptr);
 
 /// Layer norm over rows of `cols` (beta may be null), as cpu::layerNorm;
 /// gamma and beta are float (the master parameters) whatever T is.
@@ -128,31 +128,31 @@ void fill(float *x, int64_t n, float v, void *stream = nullptr);
 
 /// As cpu::binary: a and b broadcast (numpy) to `os`.
 template <typename T>
-void binary(cpu::Binary op, const T *a, const cpu::Shape &as, const T *b, const cpu::Shape &bs,
-            T *out, const cpu::Shape &os, void *stream = nullptr);
+void binary(kernels::Binary op, const T *a, const kernels::Shape &as, const T *b, const kernels::Shape &bs,
+            T *out, const kernels::Shape &os, void *stream = nullptr);
 /// As cpu::select: out = cond ? a : b, each broadcast to `os`.
 template <typename T>
-void select(const uint8_t *cond, const cpu::Shape &cs, const T *a, const cpu::Shape &as,
-            const T *b, const cpu::Shape &bs, T *out, const cpu::Shape &os,
+void select(const uint8_t *cond, const kernels::Shape &cs, const T *a, const kernels::Shape &as,
+            const T *b, const kernels::Shape &bs, T *out, const kernels::Shape &os,
             void *stream = nullptr);
 /// As cpu::transpose: result dim d is x's dim perm[d].
 template <typename T>
-void transpose(const T *x, const cpu::Shape &xs, const int64_t *perm, T *y,
+void transpose(const T *x, const kernels::Shape &xs, const int64_t *perm, T *y,
                void *stream = nullptr);
 /// As cpu::slice and cpu::sliceGrad (start and step per dim).
 template <typename T>
-void slice(const T *x, const cpu::Shape &xs, const int64_t *start, const int64_t *step, T *y,
-           const cpu::Shape &ys, void *stream = nullptr);
+void slice(const T *x, const kernels::Shape &xs, const int64_t *start, const int64_t *step, T *y,
+           const kernels::Shape &ys, void *stream = nullptr);
 template <typename T>
-void sliceGrad(const T *dy, const cpu::Shape &ys, const int64_t *start, const int64_t *step,
-               T *dx, const cpu::Shape &xs, void *stream = nullptr);
+void sliceGrad(const T *dy, const kernels::Shape &ys, const int64_t *start, const int64_t *step,
+               T *dx, const kernels::Shape &xs, void *stream = nullptr);
 /// As cpu::reduce, adding in double. Sums and means over leading axes
 /// (a bias gradient) add row slices in parallel into `scratch` of
 /// reduceScratchBytes, then the slices in order; the others give each
 /// result element one thread adding in row-major order (Max: the maximum).
-size_t reduceScratchBytes(const cpu::Shape &xs, uint32_t axesMask);
+size_t reduceScratchBytes(const kernels::Shape &xs, uint32_t axesMask);
 template <typename T>
-void reduce(cpu::Reduce op, const T *x, const cpu::Shape &xs, uint32_t axesMask, T *y,
+void reduce(kernels::Reduce op, const T *x, const kernels::Shape &xs, uint32_t axesMask, T *y,
             void *scratch, void *stream = nullptr);
 
 //===--- GEMM (Gemm.cpp, cuBLAS) ------------------------------------------===//
@@ -170,18 +170,18 @@ public:
   /// the batch dims broadcast (numpy) to out's. One strided-batched GEMM
   /// (the batch folded into rows where b has none and a is not
   /// transposed), else one GEMM per result matrix.
-  void matmul(const float *a, const cpu::Shape &as, bool transA, const float *b,
-              const cpu::Shape &bs, bool transB, float *out, const cpu::Shape &os);
+  void matmul(const float *a, const kernels::Shape &as, bool transA, const float *b,
+              const kernels::Shape &bs, bool transB, float *out, const kernels::Shape &os);
   /// The same on bf16 operands and result: float accumulation
   /// (CUBLAS_COMPUTE_32F), the result rounded once, as cpu::matmul's bf16
   /// GEMM.
-  void matmul(const cpu::Bf16 *a, const cpu::Shape &as, bool transA, const cpu::Bf16 *b,
-              const cpu::Shape &bs, bool transB, cpu::Bf16 *out, const cpu::Shape &os);
+  void matmul(const kernels::Bf16 *a, const kernels::Shape &as, bool transA, const kernels::Bf16 *b,
+              const kernels::Shape &bs, bool transB, kernels::Bf16 *out, const kernels::Shape &os);
 
 private:
   /// Both element types: cudaDataType_t as int (no CUDA header here).
-  void gemm(const void *a, const cpu::Shape &as, bool transA, const void *b,
-            const cpu::Shape &bs, bool transB, void *out, const cpu::Shape &os, int dataType,
+  void gemm(const void *a, const kernels::Shape &as, bool transA, const void *b,
+            const kernels::Shape &bs, bool transB, void *out, const kernels::Shape &os, int dataType,
             size_t elementBytes);
   void *handle_ = nullptr;
   void *workspace_ = nullptr;

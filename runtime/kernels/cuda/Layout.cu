@@ -24,7 +24,7 @@
 namespace dsrt::cuda {
 namespace {
 
-constexpr int kMaxRank = cpu::kMaxRank;
+constexpr int kMaxRank = kernels::kMaxRank;
 
 /// The result's dims and, for up to three operands, the stride of each
 /// result dim in that operand (0: broadcast).
@@ -35,7 +35,7 @@ struct Walk {
 };
 
 /// The strides of operand `xs` broadcast (numpy, right-aligned) to `os`.
-void broadcastStrides(const cpu::Shape &xs, const cpu::Shape &os, int64_t *stride) {
+void broadcastStrides(const kernels::Shape &xs, const kernels::Shape &os, int64_t *stride) {
   int off = os.rank - xs.rank;
   int64_t s = 1;
   for (int d = xs.rank - 1; d >= 0; --d) {
@@ -46,13 +46,13 @@ void broadcastStrides(const cpu::Shape &xs, const cpu::Shape &os, int64_t *strid
     stride[d] = 0;
 }
 
-Walk walkOf(const cpu::Shape &os, std::initializer_list<const cpu::Shape *> operands) {
+Walk walkOf(const kernels::Shape &os, std::initializer_list<const kernels::Shape *> operands) {
   Walk w;
   w.rank = os.rank;
   for (int d = 0; d < os.rank; ++d)
     w.dims[d] = os.dims[d];
   int k = 0;
-  for (const cpu::Shape *s : operands)
+  for (const kernels::Shape *s : operands)
     broadcastStrides(*s, os, w.stride[k++]);
   return w;
 }
@@ -91,7 +91,7 @@ template <typename Launch> void byIndexWidth(int64_t extent, Launch &&launch) {
 /// Operand `xs` under result `os` read as element i % m: m = 0 when it is
 /// the whole result (element i), its element count when it is a scalar
 /// or the result's trailing dims (leading 1s aside); -1 otherwise.
-int64_t flatMod(const cpu::Shape &xs, const cpu::Shape &os) {
+int64_t flatMod(const kernels::Shape &xs, const kernels::Shape &os) {
   int lead = 0;
   while (lead < xs.rank && xs.dims[lead] == 1)
     ++lead;
@@ -108,7 +108,7 @@ int64_t flatMod(const cpu::Shape &xs, const cpu::Shape &os) {
 template <typename I> __device__ __forceinline__ I flatIndex(I i, I m) { return m ? i % m : i; }
 
 template <typename I, typename T>
-__global__ void binaryBroadcastKernel(cpu::Binary op, const T *a, const T *b, T *out, int64_t n,
+__global__ void binaryBroadcastKernel(kernels::Binary op, const T *a, const T *b, T *out, int64_t n,
                                       Walk w) {
   FOR_EACH(I, i, n) {
     I off[2];
@@ -117,7 +117,7 @@ __global__ void binaryBroadcastKernel(cpu::Binary op, const T *a, const T *b, T 
   }
 }
 template <typename I, typename T>
-__global__ void binaryFlatKernel(cpu::Binary op, const T *a, I ma, const T *b, I mb, T *out,
+__global__ void binaryFlatKernel(kernels::Binary op, const T *a, I ma, const T *b, I mb, T *out,
                                  int64_t n) {
   FOR_EACH(I, i, n) {
     out[i] = fromFloat<T>(
@@ -166,20 +166,20 @@ __global__ void stridedScatterKernel(const T *dy, T *dx, int64_t base, int64_t n
 
 /// Walk 0: the kept dims (their strides in x); walk 1: the reduced ones.
 template <typename T>
-__global__ void reduceKernel(cpu::Reduce op, const T *x, T *y, int64_t kept, int64_t reduced,
+__global__ void reduceKernel(kernels::Reduce op, const T *x, T *y, int64_t kept, int64_t reduced,
                              Walk keptW, Walk reducedW) {
   for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < kept;
        o += int64_t(gridDim.x) * blockDim.x) {
     int64_t base[1];
     offsets<1, int64_t>(keptW, o, base);
-    double r = op == cpu::Reduce::Max ? -INFINITY : 0.0;
+    double r = op == kernels::Reduce::Max ? -INFINITY : 0.0;
     for (int64_t j = 0; j < reduced; ++j) {
       int64_t off[1];
       offsets<1, int64_t>(reducedW, j, off);
       double v = toFloat(x[base[0] + off[0]]);
-      r = op == cpu::Reduce::Max ? fmax(r, v) : r + v;
+      r = op == kernels::Reduce::Max ? fmax(r, v) : r + v;
     }
-    if (op == cpu::Reduce::Mean)
+    if (op == kernels::Reduce::Mean)
       r /= double(reduced);
     y[o] = fromFloat<T>(float(r));
   }
@@ -249,7 +249,7 @@ int64_t columnSlices(int64_t rows, int64_t cols) {
 
 /// The leading reduced dims of a reduction over a prefix of dims (rows),
 /// 0 when the reduced axes are not a leading prefix.
-int leadingPrefix(const cpu::Shape &xs, uint32_t mask) {
+int leadingPrefix(const kernels::Shape &xs, uint32_t mask) {
   int p = 0;
   while (p < xs.rank && ((mask >> p) & 1u))
     ++p;
@@ -282,8 +282,8 @@ template void columnSums<float, float>(const float *, int64_t, int64_t, double, 
                                        float *, void *, void *);
 
 template <typename T>
-void binary(cpu::Binary op, const T *a, const cpu::Shape &as, const T *b, const cpu::Shape &bs,
-            T *out, const cpu::Shape &os, void *stream) {
+void binary(kernels::Binary op, const T *a, const kernels::Shape &as, const T *b, const kernels::Shape &bs,
+            T *out, const kernels::Shape &os, void *stream) {
   int64_t n = os.numel();
   if (n == 0)
     return;
@@ -300,8 +300,8 @@ void binary(cpu::Binary op, const T *a, const cpu::Shape &as, const T *b, const 
 }
 
 template <typename T>
-void select(const uint8_t *cond, const cpu::Shape &cs, const T *a, const cpu::Shape &as,
-            const T *b, const cpu::Shape &bs, T *out, const cpu::Shape &os, void *stream) {
+void select(const uint8_t *cond, const kernels::Shape &cs, const T *a, const kernels::Shape &as,
+            const T *b, const kernels::Shape &bs, T *out, const kernels::Shape &os, void *stream) {
   int64_t n = os.numel();
   if (n == 0)
     return;
@@ -318,7 +318,7 @@ void select(const uint8_t *cond, const cpu::Shape &cs, const T *a, const cpu::Sh
 }
 
 template <typename T>
-void transpose(const T *x, const cpu::Shape &xs, const int64_t *perm, T *y, void *stream) {
+void transpose(const T *x, const kernels::Shape &xs, const int64_t *perm, T *y, void *stream) {
   int64_t n = xs.numel();
   if (n == 0)
     return;
@@ -345,7 +345,7 @@ void transpose(const T *x, const cpu::Shape &xs, const int64_t *perm, T *y, void
 namespace {
 /// The walk of a slice's elements in the big tensor: dims of the small
 /// one, strides of the big one times the step; `base` the first element.
-Walk sliceWalk(const cpu::Shape &big, const cpu::Shape &small, const int64_t *start,
+Walk sliceWalk(const kernels::Shape &big, const kernels::Shape &small, const int64_t *start,
                const int64_t *step, int64_t &base) {
   Walk w;
   w.rank = small.rank;
@@ -362,8 +362,8 @@ Walk sliceWalk(const cpu::Shape &big, const cpu::Shape &small, const int64_t *st
 } // namespace
 
 template <typename T>
-void slice(const T *x, const cpu::Shape &xs, const int64_t *start, const int64_t *step, T *y,
-           const cpu::Shape &ys, void *stream) {
+void slice(const T *x, const kernels::Shape &xs, const int64_t *start, const int64_t *step, T *y,
+           const kernels::Shape &ys, void *stream) {
   int64_t n = ys.numel();
   if (n == 0)
     return;
@@ -378,8 +378,8 @@ void slice(const T *x, const cpu::Shape &xs, const int64_t *start, const int64_t
 }
 
 template <typename T>
-void sliceGrad(const T *dy, const cpu::Shape &ys, const int64_t *start, const int64_t *step, T *dx,
-               const cpu::Shape &xs, void *stream) {
+void sliceGrad(const T *dy, const kernels::Shape &ys, const int64_t *start, const int64_t *step, T *dx,
+               const kernels::Shape &xs, void *stream) {
   check(cudaMemsetAsync(dx, 0, size_t(xs.numel()) * sizeof(T), asStream(stream)),
         "slice_grad zero");
   int64_t n = ys.numel();
@@ -394,7 +394,7 @@ void sliceGrad(const T *dy, const cpu::Shape &ys, const int64_t *start, const in
   launched("slice_grad");
 }
 
-size_t reduceScratchBytes(const cpu::Shape &xs, uint32_t axesMask) {
+size_t reduceScratchBytes(const kernels::Shape &xs, uint32_t axesMask) {
   int p = leadingPrefix(xs, axesMask);
   if (!p)
     return 0;
@@ -405,9 +405,9 @@ size_t reduceScratchBytes(const cpu::Shape &xs, uint32_t axesMask) {
 }
 
 template <typename T>
-void reduce(cpu::Reduce op, const T *x, const cpu::Shape &xs, uint32_t axesMask, T *y,
+void reduce(kernels::Reduce op, const T *x, const kernels::Shape &xs, uint32_t axesMask, T *y,
             void *scratch, void *stream) {
-  if (int p = leadingPrefix(xs, axesMask); p && op != cpu::Reduce::Max) {
+  if (int p = leadingPrefix(xs, axesMask); p && op != kernels::Reduce::Max) {
     int64_t rows = 1;
     for (int d = 0; d < p; ++d)
       rows *= xs.dims[d];
@@ -419,7 +419,7 @@ void reduce(cpu::Reduce op, const T *x, const cpu::Shape &xs, uint32_t axesMask,
       check(cudaMemsetAsync(y, 0, size_t(cols) * sizeof(T), asStream(stream)), "empty sum");
       return;
     }
-    columnSums(x, rows, xs.numel() / rows, op == cpu::Reduce::Mean ? double(rows) : 1.0, y,
+    columnSums(x, rows, xs.numel() / rows, op == kernels::Reduce::Mean ? double(rows) : 1.0, y,
                INT64_MAX, static_cast<T *>(nullptr), scratch, stream);
     return;
   }
@@ -445,19 +445,19 @@ void reduce(cpu::Reduce op, const T *x, const cpu::Shape &xs, uint32_t axesMask,
 }
 
 #define DSRT_CUDA_INSTANTIATE(T)                                                                   \
-  template void binary<T>(cpu::Binary, const T *, const cpu::Shape &, const T *,                  \
-                          const cpu::Shape &, T *, const cpu::Shape &, void *);                   \
-  template void select<T>(const uint8_t *, const cpu::Shape &, const T *, const cpu::Shape &,     \
-                          const T *, const cpu::Shape &, T *, const cpu::Shape &, void *);        \
-  template void transpose<T>(const T *, const cpu::Shape &, const int64_t *, T *, void *);        \
-  template void slice<T>(const T *, const cpu::Shape &, const int64_t *, const int64_t *, T *,    \
-                         const cpu::Shape &, void *);                                             \
-  template void sliceGrad<T>(const T *, const cpu::Shape &, const int64_t *, const int64_t *,     \
-                             T *, const cpu::Shape &, void *);                                    \
-  template void reduce<T>(cpu::Reduce, const T *, const cpu::Shape &, uint32_t, T *, void *,      \
+  template void binary<T>(kernels::Binary, const T *, const kernels::Shape &, const T *,                  \
+                          const kernels::Shape &, T *, const kernels::Shape &, void *);                   \
+  template void select<T>(const uint8_t *, const kernels::Shape &, const T *, const kernels::Shape &,     \
+                          const T *, const kernels::Shape &, T *, const kernels::Shape &, void *);        \
+  template void transpose<T>(const T *, const kernels::Shape &, const int64_t *, T *, void *);        \
+  template void slice<T>(const T *, const kernels::Shape &, const int64_t *, const int64_t *, T *,    \
+                         const kernels::Shape &, void *);                                             \
+  template void sliceGrad<T>(const T *, const kernels::Shape &, const int64_t *, const int64_t *,     \
+                             T *, const kernels::Shape &, void *);                                    \
+  template void reduce<T>(kernels::Reduce, const T *, const kernels::Shape &, uint32_t, T *, void *,      \
                           void *);
 DSRT_CUDA_INSTANTIATE(float)
-DSRT_CUDA_INSTANTIATE(cpu::Bf16)
+DSRT_CUDA_INSTANTIATE(kernels::Bf16)
 #undef DSRT_CUDA_INSTANTIATE
 
 void scale(float *x, int64_t n, float s, void *stream) {

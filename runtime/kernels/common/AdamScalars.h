@@ -1,16 +1,17 @@
 //===- AdamScalars.h - the per-step scalars of an Adam(W) update -*- C++ -*-===//
 //
-// Shared by the CPU kernel (Optim.cpp) and the CUDA kernel, so that both
-// fold the decay, the L2 term and the bias corrections the same way.
+// A kernel contract shared by the CPU kernel (cpu/Optim.cpp) and the CUDA
+// kernel (cuda/Kernels.cu), so that both fold the decay, the L2 term and
+// the bias corrections the same way.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DSRT_KERNELS_CPU_ADAMSCALARS_H
-#define DSRT_KERNELS_CPU_ADAMSCALARS_H
+#ifndef DSRT_KERNELS_COMMON_ADAMSCALARS_H
+#define DSRT_KERNELS_COMMON_ADAMSCALARS_H
 
 #include <cmath>
 #include <cstdint>
 
-namespace dsrt::cpu {
+namespace dsrt::kernels {
 
 /// p' = p * decay; g' = g + l2 * p'; m = beta1 m + c1 g'; v = beta2 v +
 /// c2 g'^2; p = p' - stepSize * m / (sqrt(v) / bc2Sqrt + eps).
@@ -37,6 +38,6 @@ inline AdamScalars adamScalars(float lr, float beta1, float beta2, float eps, fl
           bc2Sqrt};
 }
 
-} // namespace dsrt::cpu
+} // namespace dsrt::kernels
 
-#endif // DSRT_KERNELS_CPU_ADAMSCALARS_H
+#endif // DSRT_KERNELS_COMMON_ADAMSCALARS_H
