@@ -57,6 +57,10 @@ bool isSecondMoment(const std::string &name) {
          name.compare(name.size() - suffix.size(), std::string::npos, suffix) == 0;
 }
 
+/// A value no training state may hold: NaN, an infinity, or (in Adam's
+/// second moment) a negative number.
+bool unusable(float v, bool secondMoment) { return !std::isfinite(v) || (secondMoment && v < 0); }
+
 std::string valueText(float v) {
   if (std::isnan(v))
     return "NaN";
@@ -446,7 +450,7 @@ std::string firstNonFinite(const std::vector<Piece> &pieces, int64_t step) {
     bool square = isSecondMoment(p.name);
     for (int64_t i = 0; i < p.count; ++i) {
       float v = p.data[i];
-      if (std::isfinite(v) && !(square && v < 0))
+      if (!unusable(v, square))
         continue;
       return "step " + std::to_string(step) + ": the " + p.kind + " '" + p.name + "' holds " +
              valueText(v) + " at element " + std::to_string(p.start + i) +
@@ -914,7 +918,7 @@ std::string restore(Executor &exec, const Reader &ckpt) {
     bool square = isSecondMoment(t->name);
     for (int64_t i = 0; i < t->numel; ++i) {
       float v = t->f32()[i];
-      if (!std::isfinite(v) || (square && v < 0))
+      if (unusable(v, square))
         throw CheckpointError("checkpoint " + ckpt.path() + ": the " + kind + " '" + t->name +
                               "' holds " + valueText(v) +
                               (t->shards > 1 ? " (in this rank's shard, element "

@@ -542,18 +542,12 @@ int main(int argc, char **argv) {
   // save folder inside it (or holding it) would make each the other's
   // foreign file, and every retry fail the same way.
   if (!saveDir.empty() && !out.empty()) {
-    std::error_code ec;
-    fs::path save = fs::weakly_canonical(fs::absolute(saveDir), ec);
-    fs::path run = fs::weakly_canonical(fs::absolute(out), ec);
-    auto within = [](const fs::path &x, const fs::path &root) {
-      fs::path r = x.lexically_relative(root);
-      return !r.empty() && *r.begin() != "..";
-    };
-    if (within(save, run) || within(run, save))
+    bool saveInRun = dsrt::io::isWithin(saveDir, out), runInSave = dsrt::io::isWithin(out, saveDir);
+    if (saveInRun || runInSave)
       die("--save-dir " + saveDir + " and --out " + out + ": " +
-          (save == run ? std::string("the same folder")
-                       : within(save, run) ? "the save folder is inside the run folder"
-                                           : "the run folder is inside the save folder") +
+          (saveInRun && runInSave ? std::string("the same folder")
+           : saveInRun            ? "the save folder is inside the run folder"
+                                  : "the run folder is inside the save folder") +
           "; a run folder holds one run's results and a save folder only checkpoints: "
           "put them side by side (for example --save-dir " + out + "-ckpt)");
   }
@@ -575,8 +569,7 @@ int main(int argc, char **argv) {
     // the device executor cannot run yet (DeviceUnsupported) then runs on
     // the CPU, with the reason. Without a GPU, auto is simply the CPU.
     std::unique_ptr<dsrt::Executor> execPtr;
-    std::string whyNotCuda;
-    if (device == "cuda" || (device == "auto" && dsrt::Executor::cudaUsable(&whyNotCuda))) {
+    if (device == "cuda" || (device == "auto" && dsrt::Executor::cudaUsable(nullptr))) {
       try {
         execPtr = std::make_unique<dsrt::Executor>(planDir, comm.get(), dsrt::Device::Cuda);
       } catch (const dsrt::DeviceUnsupported &e) {
