@@ -11,10 +11,13 @@ PyTorch export itself grows quadratically, ~5 minutes at 192 layers), then
 times `dsc MODEL -o PLAN` alone: the best wall time of --repeat runs and the
 largest peak RSS (the child's own ru_maxrss from wait4). dsc has no
 per-pass timer, so the passes are timed separately: `dsc --emit nn` writes
-the imported IR and `dsc-opt --mlir-timing` runs dsc's single-rank pipeline
-on it (--pipeline; tools/dsc/dsc.cpp buildTrainPipeline), whose largest
-entries are reported. --dsc-args adds flags to the dsc run (then give the
-matching --pipeline). With --baseline, an older dsc (and its dsc-opt) is
+the imported IR and `dsc-opt --mlir-timing` runs dsc's own registered
+pipeline on it (--pipeline, default `dsc-train-pipeline`: passes/Pipeline.cpp,
+the one dsc runs), whose largest entries are reported. --dsc-args adds flags
+to the dsc run (then give the matching --pipeline, e.g.
+'dsc-train-pipeline{dp=2 zero=3}'). A --baseline-opt older than the
+registered pipeline needs the pass list spelled out (--pipeline
+nn-fusion,autodiff,gradient-accumulation,optimizer,cse,memory-plan). With --baseline, an older dsc (and its dsc-opt) is
 measured the same way, for a before/after table. --lock FILE holds that
 flock while timing (the exports run outside it), so builds sharing the
 machine do not disturb the numbers.
@@ -38,7 +41,7 @@ sys.path.insert(0, HERE)
 from common import BIN, PY, REPO, report, run  # noqa: E402
 
 MODEL = ["--d-model", "64", "--heads", "4", "--vocab", "256", "--seq", "64", "--batch", "8"]
-PIPELINE = "nn-fusion,autodiff,gradient-accumulation,optimizer,cse,memory-plan"
+PIPELINE = "dsc-train-pipeline"
 
 
 def export(models, layers):
@@ -132,7 +135,7 @@ def main():
     ap.add_argument("--dsc-opt", help="default: dsc-opt beside --dsc")
     ap.add_argument("--dsc-args", default="", help="extra dsc flags, e.g. '--dp 2 --zero 3'")
     ap.add_argument("--pipeline", default=PIPELINE,
-                    help="passes dsc-opt times (default: dsc's single-rank pipeline)")
+                    help="pipeline dsc-opt times (default: dsc's registered single-rank pipeline)")
     ap.add_argument("--baseline", help="an older dsc to measure the same way")
     ap.add_argument("--baseline-opt", help="its dsc-opt (default: none, no pass times)")
     ap.add_argument("--models", default=os.path.join(tempfile.gettempdir(),

@@ -51,10 +51,7 @@ struct DataParallel : impl::DataParallelBase<DataParallel> {
     if (clip.getSumSq())
       return clip.emitOpError("data-parallel: the gradients are already partitioned (zero)");
     auto group = dist::GroupAttr::get(fn.getContext(), dist::Axis::dp, dp);
-    Type comm = distutil::commElementType(fn.getContext(), commDtype);
-    if (!comm)
-      return fn.emitError("data-parallel: comm-dtype must be fp32, bf16 or fp16, not '")
-             << commDtype << "'";
+    Type comm = floatKindType(fn.getContext(), commDtype);
     auto accs = llvm::to_vector(fn.getBody().front().getOps<train::AccumulateOp>());
     train::AccumulateOp acc = accs.empty() ? train::AccumulateOp() : accs[0];
     OpBuilder b(fn.getContext());

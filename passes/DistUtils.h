@@ -173,18 +173,6 @@ inline mlir::Value reduceScatter(mlir::OpBuilder &b, mlir::Location loc, mlir::V
       dist::ReduceKindAttr::get(b.getContext(), kind))[0];
 }
 
-/// The element type named by a pass's comm-dtype option ("fp32", "bf16",
-/// "fp16"), or null for another name.
-inline mlir::Type commElementType(mlir::MLIRContext *ctx, llvm::StringRef name) {
-  if (name == "fp32")
-    return mlir::Float32Type::get(ctx);
-  if (name == "bf16")
-    return mlir::BFloat16Type::get(ctx);
-  if (name == "fp16")
-    return mlir::Float16Type::get(ctx);
-  return nullptr;
-}
-
 /// `v` with element type `elem` (an nn.cast, or v itself when it has it).
 inline mlir::Value castElements(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v,
                                 mlir::Type elem) {

@@ -77,13 +77,8 @@ struct GradientAccumulation
     // (the gradient of the parameter's 16-bit copy before its cast back, or
     // the gradient cast down) and cast to fp32 once after the micro-batches.
     Type accum;
-    if (accumDtype == "bf16")
-      accum = b.getBF16Type();
-    else if (accumDtype == "fp16")
-      accum = b.getF16Type();
-    else if (accumDtype != "fp32")
-      return fn.emitError("gradient-accumulation: accum-dtype must be fp32, bf16 or fp16, not '")
-             << accumDtype << "'";
+    if (accumDtype != FloatKind::FP32)
+      accum = floatKindType(b.getContext(), accumDtype);
     SmallVector<unsigned> narrowed;
     SmallVector<nn::CastOp> deadCasts; // the casts back, once nothing reads them
     if (accum) {

@@ -211,15 +211,11 @@ struct MixedPrecision : impl::MixedPrecisionBase<MixedPrecision> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
-    FloatType low;
-    if (dtype == "bf16")
-      low = BFloat16Type::get(ctx);
-    else if (dtype == "fp16")
-      low = Float16Type::get(ctx);
-    else {
-      module.emitError("mixed-precision: dtype must be bf16 or fp16, not '") << dtype << "'";
+    if (dtype == FloatKind::FP32) {
+      module.emitError("mixed-precision: dtype must be bf16 or fp16, not fp32");
       return signalPassFailure();
     }
+    FloatType low = floatKindType(ctx, dtype);
     int64_t casts = 0, lowered = 0;
     for (auto fn : module.getOps<func::FuncOp>()) {
       bool isStep = false;
@@ -247,7 +243,7 @@ struct MixedPrecision : impl::MixedPrecisionBase<MixedPrecision> {
       Lowering lowering(fn, low, casts, lowered);
       if (failed(lowering.run()))
         return signalPassFailure();
-      module->setAttr("train.precision", StringAttr::get(ctx, dtype));
+      module->setAttr("train.precision", StringAttr::get(ctx, floatKindName(dtype)));
     }
     numCasts = casts;
     numLowered = lowered;

@@ -30,14 +30,8 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
   using Base::Base;
 
   void runOnOperation() override {
-    std::string kind = StringRef(type).lower();
-    if (kind != "adam" && kind != "adamw" && kind != "sgd") {
-      getOperation().emitError("optimizer: unknown type '")
-          << type.getValue() << "' (expected adam, adamw or sgd)";
-      return signalPassFailure();
-    }
     for (auto fn : getOperation().getOps<func::FuncOp>())
-      if (failed(rewrite(fn, kind)))
+      if (failed(rewrite(fn, type)))
         return signalPassFailure();
   }
 
@@ -57,7 +51,7 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
     return b.getDictionaryAttr(params);
   }
 
-  LogicalResult rewrite(func::FuncOp fn, StringRef kind) {
+  LogicalResult rewrite(func::FuncOp fn, OptimizerKind kind) {
     SmallVector<unsigned> gradResults;
     std::optional<unsigned> lossIndex;
     for (unsigned i = 0; i < fn.getNumResults(); ++i) {
@@ -101,7 +95,7 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
 
     // New arguments: one or two states per parameter, then the step.
     SmallVector<StringRef> stateNames;
-    if (kind == "sgd") {
+    if (kind == OptimizerKind::SGD) {
       if (momentum > 0.0)
         stateNames.push_back("momentum_buffer");
     } else {
@@ -165,7 +159,7 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
     for (auto [i, u] : llvm::enumerate(updates)) {
       Value p = u.param;
       llvm::append_range(newStateNames, u.stateNames);
-      if (kind == "sgd") {
+      if (kind == OptimizerKind::SGD) {
         Value buffer = u.states.empty() ? Value() : u.states[0];
         auto op = train::SgdOp::create(
             b, loc, p.getType(), buffer ? buffer.getType() : Type(), p, grads[i], lrValue,
@@ -179,7 +173,7 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
         auto op = train::AdamOp::create(
             b, loc, t, t, t, p, grads[i], u.states[0], u.states[1], lrValue, step,
             b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
-            b.getF64FloatAttr(weightDecay), kind == "adamw" ? b.getUnitAttr() : UnitAttr(),
+            b.getF64FloatAttr(weightDecay), kind == OptimizerKind::AdamW ? b.getUnitAttr() : UnitAttr(),
             b.getBoolAttr(biasCorrection));
         newParams.push_back(op.getNewParam());
         newStates.append({op.getNewExpAvg(), op.getNewExpAvgSq()});

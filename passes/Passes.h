@@ -2,6 +2,8 @@
 #ifndef DSC_PASSES_PASSES_H
 #define DSC_PASSES_PASSES_H
 
+#include "passes/PassEnums.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include "llvm/Support/raw_ostream.h"

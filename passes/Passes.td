@@ -53,7 +53,8 @@ def MixedPrecision : Pass<"mixed-precision", "mlir::ModuleOp"> {
     for the op table and how it compares with PyTorch's autocast.
   }];
   let options = [
-    Option<"dtype", "dtype", "std::string", "\"bf16\"", "the low precision: bf16 or fp16">,
+    Option<"dtype", "dtype", "::dsc::FloatKind", "::dsc::FloatKind::BF16",
+           "the low precision: bf16 or fp16", "DSC_LOW_FLOAT_KIND_VALUES">,
   ];
   let statistics = [
     Statistic<"numCasts", "casts", "Casts inserted (parameter copies and conversions)">,
@@ -161,7 +162,8 @@ def Recompute : Pass<"recompute", "mlir::ModuleOp"> {
     ops, flops}`. See Recompute.cpp.
   }];
   let options = [
-    Option<"mode", "mode", "std::string", "\"layers\"", "none, layers or selective">,
+    Option<"mode", "mode", "::dsc::RecomputeMode", "::dsc::RecomputeMode::Layers",
+           "none, layers or selective", "DSC_RECOMPUTE_MODE_VALUES">,
     Option<"interval", "interval", "int64_t", "1",
            "layers: keep the input of every interval-th layer">,
     Option<"checkpoints", "checkpoints", "int64_t", "0",
@@ -190,9 +192,10 @@ def GradientAccumulation : Pass<"gradient-accumulation", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"steps", "steps", "int64_t", "1", "micro-batches per optimizer step">,
-    Option<"accumDtype", "accum-dtype", "std::string", "\"fp32\"",
+    Option<"accumDtype", "accum-dtype", "::dsc::FloatKind", "::dsc::FloatKind::FP32",
            "the type the gradients are summed in (grad_accum_dtype): fp32, bf16 or fp16; "
-           "a 16-bit sum is cast to fp32 once, after the micro-batches">,
+           "a 16-bit sum is cast to fp32 once, after the micro-batches",
+           "DSC_FLOAT_KIND_VALUES">,
   ];
 }
 
@@ -212,8 +215,8 @@ def PipelineSplit : Pass<"pipeline-split", "mlir::ModuleOp"> {
   let dependentDialects = ["::dsc::dist::DistDialect", "::mlir::arith::ArithDialect"];
   let options = [
     Option<"stages", "stages", "int64_t", "2", "pipeline stages">,
-    Option<"method", "method", "std::string", "\"cost\"",
-           "partition method: uniform | parameters | cost">,
+    Option<"method", "method", "::dsc::PartitionMethod", "::dsc::PartitionMethod::Cost",
+           "partition method: uniform | parameters | cost", "DSC_PARTITION_METHOD_VALUES">,
   ];
   let statistics = [
     Statistic<"numLayers", "layers", "Layers the step was cut into">,
@@ -236,7 +239,9 @@ def PipelineSchedule : Pass<"pipeline-schedule", "mlir::ModuleOp"> {
   let dependentDialects = ["::dsc::dist::DistDialect", "::mlir::arith::ArithDialect"];
   let options = [
     Option<"microBatches", "micro-batches", "int64_t", "1", "micro-batches per step (M)">,
-    Option<"schedule", "schedule", "std::string", "\"1f1b\"", "1f1b | zb-h1">,
+    Option<"schedule", "schedule", "::dsc::PipelineScheduleKind",
+           "::dsc::PipelineScheduleKind::OneFOneB", "1f1b | zb-h1",
+           "DSC_PIPELINE_SCHEDULE_VALUES">,
   ];
 }
 
@@ -264,7 +269,8 @@ def Optimizer : Pass<"optimizer", "mlir::ModuleOp"> {
     `train.step` argument; returns the loss, the gradient norm and the lr.
   }];
   let options = [
-    Option<"type", "type", "std::string", "\"adamw\"", "adam | adamw | sgd">,
+    Option<"type", "type", "::dsc::OptimizerKind", "::dsc::OptimizerKind::AdamW",
+           "adam | adamw | sgd", "DSC_OPTIMIZER_KIND_VALUES">,
     Option<"lr", "lr", "double", "1e-3", "learning rate (or the schedule's)">,
     Option<"beta1", "beta1", "double", "0.9", "Adam beta1">,
     Option<"beta2", "beta2", "double", "0.999", "Adam beta2">,
@@ -296,9 +302,9 @@ def DataParallel : Pass<"data-parallel", "mlir::ModuleOp"> {
   let dependentDialects = ["::dsc::dist::DistDialect"];
   let options = [
     Option<"dp", "dp", "int64_t", "2", "data-parallel ranks">,
-    Option<"commDtype", "comm-dtype", "std::string", "\"fp32\"",
+    Option<"commDtype", "comm-dtype", "::dsc::FloatKind", "::dsc::FloatKind::FP32",
            "the type gradients are all-reduced in (communication_data_type): fp32, bf16 "
-           "or fp16; cast before the reduction and back after">,
+           "or fp16; cast before the reduction and back after", "DSC_FLOAT_KIND_VALUES">,
   ];
 }
 
@@ -331,9 +337,9 @@ def Zero : Pass<"zero", "mlir::ModuleOp"> {
     Option<"dp", "dp", "int64_t", "2", "data-parallel ranks">,
     Option<"persistenceThreshold", "persistence-threshold", "int64_t", "100000",
            "stage 3: parameters with fewer elements stay whole on every rank">,
-    Option<"commDtype", "comm-dtype", "std::string", "\"fp32\"",
+    Option<"commDtype", "comm-dtype", "::dsc::FloatKind", "::dsc::FloatKind::FP32",
            "the type gradients are reduce-scattered in (communication_data_type): fp32, "
-           "bf16 or fp16; cast before the reduction and back after">,
+           "bf16 or fp16; cast before the reduction and back after", "DSC_FLOAT_KIND_VALUES">,
   ];
 }
 

@@ -204,14 +204,9 @@ struct PipelineSchedule : impl::PipelineScheduleBase<PipelineSchedule> {
       return signalPassFailure();
     }
     int64_t P = ppAttr.getInt(), M = microBatches;
-    if (schedule != "1f1b" && schedule != "zb-h1") {
-      module.emitError("pipeline-schedule: unknown schedule '")
-          << schedule << "' (expected 1f1b or zb-h1)";
-      return signalPassFailure();
-    }
     if (M < P) {
       module.emitError("pipeline-schedule: ")
-          << schedule << " needs at least as many micro-batches as stages, got M = " << M
+          << pipelineScheduleName(schedule) << " needs at least as many micro-batches as stages, got M = " << M
           << " < P = " << P
           << " (raise gradient_accumulation_steps / --micro-batches, or use fewer stages)";
       return signalPassFailure();
@@ -246,9 +241,9 @@ struct PipelineSchedule : impl::PipelineScheduleBase<PipelineSchedule> {
     for (StageStep &st : steps) {
       tF.push_back(std::max(1.0, st.costF));
       tB.push_back(std::max(1.0, st.costB));
-      tW.push_back(schedule == "zb-h1" ? std::max(1.0, st.costW) : 0.0);
+      tW.push_back(schedule == PipelineScheduleKind::ZBH1 ? std::max(1.0, st.costW) : 0.0);
     }
-    if (schedule == "1f1b") {
+    if (schedule == PipelineScheduleKind::OneFOneB) {
       for (int64_t s = 0; s < P; ++s)
         orders[s] = oneFOneB(s, P, M);
     } else {
@@ -283,7 +278,7 @@ struct PipelineSchedule : impl::PipelineScheduleBase<PipelineSchedule> {
     OpBuilder b(module.getContext());
     module->setAttr("dist.bubble", b.getF64FloatAttr(predictedBubble(orders, M, tF, tB, tW)));
     module->setAttr(distutil::kMicroBatches, b.getI64IntegerAttr(M));
-    module->setAttr("dist.schedule", b.getStringAttr(schedule));
+    module->setAttr("dist.schedule", b.getStringAttr(pipelineScheduleName(schedule)));
   }
 
   /// Every send has a recv of the same type and tag on the peer, and back.
@@ -361,7 +356,7 @@ struct PipelineSchedule : impl::PipelineScheduleBase<PipelineSchedule> {
           work.push_back(user);
     }
     for (Operation *op : backward)
-      (schedule == "zb-h1" && !needed.contains(op) ? st.weight : st.backward).push_back(op);
+      (schedule == PipelineScheduleKind::ZBH1 && !needed.contains(op) ? st.weight : st.backward).push_back(op);
     st.costF = costOf(st.forward);
     st.costB = costOf(st.backward);
     st.costW = costOf(st.weight);
@@ -426,7 +421,7 @@ struct PipelineSchedule : impl::PipelineScheduleBase<PipelineSchedule> {
       }
       case kBackward:
         clone(st.backward, k, kBackward);
-        if (schedule == "1f1b")
+        if (schedule == PipelineScheduleKind::OneFOneB)
           accumulate(1, n, k, kBackward);
         break;
       case kWeight:

@@ -86,11 +86,6 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
       module.emitError("pipeline-split: stages must be at least 1, got ") << (int64_t)stages;
       return signalPassFailure();
     }
-    if (method != "uniform" && method != "parameters" && method != "cost") {
-      module.emitError("pipeline-split: unknown partition method '")
-          << method << "' (expected uniform, parameters or cost)";
-      return signalPassFailure();
-    }
     SmallVector<func::FuncOp> steps;
     for (auto fn : module.getOps<func::FuncOp>())
       for (unsigned i = 0; i < fn.getNumResults(); ++i)
@@ -155,9 +150,9 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
       llvm::DenseSet<Value> seenParams;
       for (unsigned k = l.first; k <= l.last; ++k) {
         Operation *op = ops[k];
-        if (method == "uniform") {
+        if (method == PartitionMethod::Uniform) {
           w = 1;
-        } else if (method == "parameters") {
+        } else if (method == PartitionMethod::Parameters) {
           for (Value v : op->getOperands()) {
             auto a = dyn_cast<BlockArgument>(v);
             if (a && fn.getArgAttr(a.getArgNumber(), TrainDialect::kParam) &&

@@ -62,18 +62,13 @@ struct Recompute : impl::RecomputeBase<Recompute> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (mode != "none" && mode != "layers" && mode != "selective") {
-      module.emitError("recompute: unknown mode '")
-          << mode << "' (expected none, layers or selective)";
-      return signalPassFailure();
-    }
     if (interval < 1 || checkpoints < 0 || limit < 0) {
       module.emitError("recompute: interval must be at least 1, checkpoints and limit at "
                        "least 0, got ")
           << (int64_t)interval << ", " << (int64_t)checkpoints << " and " << (int64_t)limit;
       return signalPassFailure();
     }
-    if (mode == "none")
+    if (mode == RecomputeMode::None)
       return;
     double flops = 0;
     int64_t ops = 0;
@@ -93,7 +88,7 @@ struct Recompute : impl::RecomputeBase<Recompute> {
     OpBuilder b(module.getContext());
     module->setAttr("train.recompute_layers", b.getI64IntegerAttr(maxLayers));
     module->setAttr("train.recompute",
-                    b.getDictionaryAttr({b.getNamedAttr("mode", b.getStringAttr(mode)),
+                    b.getDictionaryAttr({b.getNamedAttr("mode", b.getStringAttr(recomputeModeName(mode))),
                                          b.getNamedAttr("ops", b.getI64IntegerAttr(ops)),
                                          b.getNamedAttr("flops", b.getF64FloatAttr(flops))}));
   }
@@ -200,7 +195,7 @@ struct Recompute : impl::RecomputeBase<Recompute> {
         if (crosses)
           keep.insert(r);
       }
-      if (mode == "selective" && isa<nn::MatmulOp>(op)) {
+      if (mode == RecomputeMode::Selective && isa<nn::MatmulOp>(op)) {
         // A GEMM with a weight (or its mixed-precision copy).
         bool weighted = usesParam(op);
         if (weighted)

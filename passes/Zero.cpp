@@ -140,10 +140,7 @@ struct Zero : impl::ZeroBase<Zero> {
           "zero: the step already communicates (data-parallel ran?)");
     MLIRContext *ctx = fn.getContext();
     auto group = dist::GroupAttr::get(ctx, dist::Axis::dp, dp);
-    Type comm = distutil::commElementType(ctx, commDtype);
-    if (!comm)
-      return fn.emitError("zero: comm-dtype must be fp32, bf16 or fp16, not '")
-             << commDtype << "'";
+    Type comm = floatKindType(ctx, commDtype);
     OpBuilder b(ctx);
     Location loc = clip.getLoc();
 

@@ -1,13 +1,23 @@
-// RUN: dsc-opt %s -split-input-file --gradient-accumulation=steps=2 -verify-diagnostics
-// A step count below 1 is rejected before any function is touched, naming
-// the pass and the option.
-// RUN: not dsc-opt %s --gradient-accumulation=steps=0 2>&1 | FileCheck %s --check-prefix=ZERO
-// RUN: not dsc-opt %s --gradient-accumulation=steps=-3 2>&1 | FileCheck %s --check-prefix=NEG
-// ZERO: error: gradient-accumulation: steps must be at least 1, got 0{{$}}
-// NEG: error: gradient-accumulation: steps must be at least 1, got -3{{$}}
+// RUN: split-file %s %t
+// RUN: dsc-opt %t/steps.mlir -split-input-file --gradient-accumulation=steps=2 -verify-diagnostics
+// RUN: dsc-opt %t/zero.mlir --gradient-accumulation=steps=0 -verify-diagnostics
+// RUN: dsc-opt %t/negative.mlir --gradient-accumulation=steps=-3 -verify-diagnostics
 
 // Every error --gradient-accumulation reports.
 
+// A step count below 1 is rejected on the module before any function is
+// touched, naming the pass and the option: one input per value.
+//--- zero.mlir
+// expected-error-re @below {{gradient-accumulation: steps must be at least 1, got 0{{$}}}}
+module {
+}
+
+//--- negative.mlir
+// expected-error-re @below {{gradient-accumulation: steps must be at least 1, got -3{{$}}}}
+module {
+}
+
+//--- steps.mlir
 // A step whose body already runs in a train.accumulate is not wrapped a
 // second time.
 // expected-error @+1 {{gradients are already accumulated}}

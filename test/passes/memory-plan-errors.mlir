@@ -1,13 +1,17 @@
-// RUN: dsc-opt %s -split-input-file --memory-plan -verify-diagnostics
+// RUN: split-file %s %t
+// RUN: dsc-opt %t/functions.mlir -split-input-file --memory-plan -verify-diagnostics
+// RUN: dsc-opt %t/alignment.mlir --memory-plan=alignment=0 -verify-diagnostics
+// RUN: dsc-opt %t/alignment.mlir --memory-plan=alignment=48 -verify-diagnostics
+// RUN: dsc-opt %t/alignment.mlir --memory-plan=alignment=-64 -verify-diagnostics
 
-// The alignment must be a positive power of two; it is checked before any
-// function is planned.
-// RUN: not dsc-opt %s --memory-plan=alignment=0 2>&1 | FileCheck %s --check-prefix=ALIGN
-// RUN: not dsc-opt %s --memory-plan=alignment=48 2>&1 | FileCheck %s --check-prefix=ALIGN
-// RUN: not dsc-opt %s --memory-plan=alignment=-64 2>&1 | FileCheck %s --check-prefix=ALIGN
-// ALIGN: error: memory-plan: alignment must be a power of two
-// ALIGN-NOT: dsc.offset
+//--- alignment.mlir
+// The alignment must be a positive power of two; it is checked on the
+// module before any function is planned.
+// expected-error @below {{memory-plan: alignment must be a power of two}}
+module {
+}
 
+//--- functions.mlir
 // Every error --memory-plan reports on a function.
 
 // train.adam updates the parameter in place, so nothing may read the old

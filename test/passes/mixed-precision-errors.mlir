@@ -1,6 +1,6 @@
 // RUN: dsc-opt %s --split-input-file --mixed-precision -verify-diagnostics
 // RUN: not dsc-opt %s --split-input-file --mixed-precision=dtype=fp8 2>&1 | FileCheck %s --check-prefix=DTYPE
-// DTYPE: error: mixed-precision: dtype must be bf16 or fp16, not 'fp8'
+// DTYPE: for the --dtype option: Cannot find option named 'fp8'!
 
 // After autodiff it is too late: the gradients would stay fp32 compute.
 // expected-error @below {{mixed-precision: runs on the forward graph, before autodiff (this function already has gradients)}}

@@ -5,7 +5,7 @@
 // RUN: dsc-opt %s --optimizer="type=adam lr=0.01 beta1=0.8 beta2=0.99 eps=0.125 weight-decay=0.25 bias-correction=false" | FileCheck %s --check-prefixes=CHECK,ADAM
 // SGD with Nesterov momentum, weight decay, clipping and a WarmupLR
 // schedule (the type name is case-insensitive).
-// RUN: dsc-opt %s --optimizer="type=SGD lr=0.5 momentum=0.9 nesterov=true weight-decay=0.25 clip=1.0 schedule=WarmupLR schedule-params=warmup_num_steps:10,warmup_min_lr:0.125" | FileCheck %s --check-prefixes=CHECK,NESTEROV
+// RUN: dsc-opt %s --optimizer="type=sgd lr=0.5 momentum=0.9 nesterov=true weight-decay=0.25 clip=1.0 schedule=WarmupLR schedule-params=warmup_num_steps:10,warmup_min_lr:0.125" | FileCheck %s --check-prefixes=CHECK,NESTEROV
 // SGD with momentum and dampening, no Nesterov.
 // RUN: dsc-opt %s --optimizer="type=sgd momentum=0.5 dampening=0.25" | FileCheck %s --check-prefixes=CHECK,MOMENTUM
 // Plain SGD has no state; a negative clip means no clipping.

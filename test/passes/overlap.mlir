@@ -1,6 +1,6 @@
 // RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=1 --optimizer --zero="stage=3 dp=4 persistence-threshold=10" --comm-fusion="allgather-bucket=18 reduce-bucket=24" --overlap | FileCheck %s
 // RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=1 --optimizer --zero="stage=3 dp=4 persistence-threshold=10" --comm-fusion="allgather-bucket=18 reduce-bucket=24" --overlap | dsc-opt --verify-zero --overlap | FileCheck %s
-// RUN: not dsc-opt %s --overlap 2>&1 | FileCheck %s --check-prefix=NOWAIT
+// RUN: dsc-opt %s --overlap -verify-diagnostics
 
 // --overlap: waits sink to the first use of their results, but not past the
 // start of the next collective of the same kind; gathers of parameter
@@ -45,7 +45,7 @@
 
 // A collective nobody waits for cannot be scheduled.
 func.func @no_wait(%a: tensor<4xf32>) {
-  // NOWAIT: error: 'dist.all_reduce' op overlap: a collective without its dist.wait
+  // expected-error @+1 {{'dist.all_reduce' op overlap: a collective without its dist.wait}}
   %0 = dist.all_reduce sum %a {group = #dist.group<dp, 2>} : tensor<4xf32> -> tensor<4xf32>
   return
 }

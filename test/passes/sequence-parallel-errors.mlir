@@ -1,9 +1,17 @@
-// RUN: dsc-opt %s --tensor-parallel=tp=2 --sequence-parallel --split-input-file --verify-diagnostics
-// RUN: not dsc-opt %s --sequence-parallel --split-input-file 2>&1 | FileCheck %s --check-prefix=NOTP
-// NOTP: error: sequence-parallel: run tensor-parallel first (the module has no tp > 1)
+// RUN: split-file %s %t
+// RUN: dsc-opt %t/steps.mlir --tensor-parallel=tp=2 --sequence-parallel --split-input-file --verify-diagnostics
+// RUN: dsc-opt %t/no-tp.mlir --sequence-parallel --verify-diagnostics
 
 // Errors of --sequence-parallel.
 
+//--- no-tp.mlir
+// The module must have been split by tensor-parallel (tp > 1); checked on
+// the module before any function.
+// expected-error @below {{sequence-parallel: run tensor-parallel first (the module has no tp > 1)}}
+module {
+}
+
+//--- steps.mlir
 // 3 tokens do not split over 2 ranks (reported at g, after the row-parallel
 // GEMM).
 func.func @tokens(%x: tensor<3x8xf32> {train.input = "x"},

@@ -1,7 +1,14 @@
-// RUN: dsc-opt %s --tensor-parallel=tp=4 --split-input-file --verify-diagnostics
-// RUN: not dsc-opt %s --tensor-parallel=tp=0 --split-input-file 2>&1 | FileCheck %s --check-prefix=ZERO
-// ZERO: error: tensor-parallel: tp must be at least 1, got 0
+// RUN: split-file %s %t
+// RUN: dsc-opt %t/steps.mlir --tensor-parallel=tp=4 --split-input-file --verify-diagnostics
+// RUN: dsc-opt %t/tp0.mlir --tensor-parallel=tp=0 --verify-diagnostics
 
+//--- tp0.mlir
+// The rank count is checked on the module, before any function.
+// expected-error @below {{tensor-parallel: tp must be at least 1, got 0}}
+module {
+}
+
+//--- steps.mlir
 // Errors of --tensor-parallel: sizes a split over tp ranks cannot divide
 // (a GEMM that merely does not fit the pattern stays whole instead:
 // tensor-parallel.mlir).

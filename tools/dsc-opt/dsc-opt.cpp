@@ -3,6 +3,7 @@
 #include "dialects/nn/NNDialect.h"
 #include "dialects/train/TrainDialect.h"
 #include "passes/Passes.h"
+#include "passes/Pipeline.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -18,6 +19,7 @@ int main(int argc, char **argv) {
                   mlir::arith::ArithDialect, mlir::tensor::TensorDialect,
                   mlir::scf::SCFDialect>();
   dsc::registerDSCPasses();
+  dsc::registerTrainPipeline();
   mlir::registerTransformsPasses();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "dsc optimizer driver\n", registry));

@@ -13,6 +13,7 @@
 #include "frontends/onnx/OnnxImporter.h"
 #include "passes/EmitPlan.h"
 #include "passes/Passes.h"
+#include "passes/Pipeline.h"
 #include "runtime/config/CliChecks.h"
 #include "runtime/config/DsConfig.h"
 #include "runtime/config/KeyTable.h"
@@ -141,115 +142,6 @@ bool mayWriteFile(const std::string &output, const std::string &model, std::stri
 
 } // namespace
 
-/// The training-step pipeline with the optimizer settings of `cfg`.
-void buildTrainPipeline(mlir::PassManager &pm, const dsrt::config::TrainConfig &cfg) {
-  pm.addPass(dsc::createNNFusion());
-  // Megatron's splits on the forward graph, before mixed precision casts
-  // the parameters and autodiff derives the backward pass of f and g.
-  if (cfg.tensorParallel > 1) {
-    dsc::TensorParallelOptions tpOptions;
-    tpOptions.tp = cfg.tensorParallel;
-    pm.addPass(dsc::createTensorParallel(tpOptions));
-    if (cfg.sequenceParallel)
-      pm.addPass(dsc::createSequenceParallel());
-  }
-  // On the forward graph, before the pipeline cut (stages then exchange
-  // low-precision activations) and before autodiff (fp32 master gradients).
-  if (cfg.precision.kind != dsrt::config::Precision::FP32) {
-    dsc::MixedPrecisionOptions mp;
-    mp.dtype = dsrt::config::precisionName(cfg.precision.kind);
-    pm.addPass(dsc::createMixedPrecision(mp));
-  }
-  bool pipelined = cfg.pipeline.stages > 1;
-  if (pipelined) {
-    dsc::PipelineSplitOptions split;
-    split.stages = cfg.pipeline.stages;
-    split.method = cfg.pipeline.partitionMethod;
-    pm.addPass(dsc::createPipelineSplit(split));
-  }
-  pm.addPass(dsc::createAutodiff());
-  // Activation checkpointing: on each step (or stage) with its forward and
-  // backward in one block, before the micro-batches are looped or unrolled.
-  if (cfg.recompute.mode != "none") {
-    dsc::RecomputeOptions rc;
-    rc.mode = cfg.recompute.mode;
-    rc.interval = cfg.recompute.interval;
-    rc.checkpoints = cfg.recompute.numberCheckpoints;
-    rc.limit = cfg.recompute.limit;
-    pm.addPass(dsc::createRecompute(rc));
-  }
-  if (pipelined) {
-    // The micro-batches are unrolled in schedule order instead of looped.
-    dsc::PipelineScheduleOptions sched;
-    sched.microBatches = cfg.gradAccumSteps;
-    sched.schedule = cfg.pipeline.schedule;
-    pm.addPass(dsc::createPipelineSchedule(sched));
-  } else {
-    dsc::GradientAccumulationOptions ga;
-    ga.steps = cfg.gradAccumSteps;
-    ga.accumDtype = dsrt::config::precisionName(
-        cfg.precision.gradAccumDtypeSetting.value_or(dsrt::config::Precision::FP32));
-    pm.addPass(dsc::createGradientAccumulation(ga));
-  }
-  dsc::OptimizerOptions opt;
-  const auto &o = cfg.optimizer;
-  opt.type = o.type == "SGD" ? "sgd" : (o.decoupled ? "adamw" : "adam");
-  opt.lr = o.lr;
-  opt.beta1 = o.beta1;
-  opt.beta2 = o.beta2;
-  opt.eps = o.eps;
-  opt.weightDecay = o.weightDecay;
-  opt.biasCorrection = o.biasCorrection;
-  opt.momentum = o.momentum;
-  opt.dampening = o.dampening;
-  opt.nesterov = o.nesterov;
-  opt.clip = cfg.gradientClipping;
-  opt.schedule = cfg.scheduler.type.empty() ? "constant" : cfg.scheduler.type;
-  for (const auto &[name, value] : cfg.scheduler.params)
-    opt.scheduleParams.push_back(name + ":" + std::to_string(value));
-  pm.addPass(dsc::createOptimizer(opt));
-  const auto &z = cfg.zero;
-  // Gradients are reduced in fp32 unless communication_data_type says
-  // otherwise (DeepSpeed's default is the model's dtype; dsc's is fp32, as
-  // it accumulates them).
-  std::string commDtype = dsrt::config::precisionName(
-      cfg.precision.communicationDataTypeSetting.value_or(dsrt::config::Precision::FP32));
-  // On one rank ZeRO has nothing to partition: the plan is a single-rank one.
-  if (cfg.worldSize > 1) {
-    if (z.stage == 0) {
-      dsc::DataParallelOptions dp;
-      dp.dp = cfg.worldSize;
-      dp.commDtype = commDtype;
-      pm.addPass(dsc::createDataParallel(dp));
-    } else {
-      dsc::ZeroOptions zero;
-      zero.stage = z.stage;
-      zero.dp = cfg.worldSize;
-      zero.persistenceThreshold = z.stage3ParamPersistenceThreshold;
-      zero.commDtype = commDtype;
-      pm.addPass(dsc::createZero(zero));
-    }
-    pm.addPass(dsc::createVerifyZero());
-    dsc::CommFusionOptions fusion;
-    fusion.reduceBucket = z.reduceBucketSize;
-    // Stage 3 gathers parameters ahead of their use in prefetch buckets.
-    fusion.allgatherBucket = z.stage == 3 ? std::max<int64_t>(1, z.stage3PrefetchBucketSize)
-                                          : z.allgatherBucketSize;
-    pm.addPass(dsc::createCommFusion(fusion));
-    if (z.overlapComm())
-      pm.addPass(dsc::createOverlap());
-  }
-  // After the data-parallel reductions (the gradient norm is taken of the
-  // dp-reduced gradients) and their fusion (f and g lower to tp-group
-  // collectives that never join a dp bucket).
-  if (cfg.tensorParallel > 1)
-    pm.addPass(dsc::createTensorParallelLower());
-  if (pipelined)
-    pm.addPass(dsc::createPipelineGradNorm());
-  pm.addPass(mlir::createCSEPass());
-  pm.addPass(dsc::createMemoryPlan());
-}
-
 /// The planned peak per rank of a compiled module: its largest arena (a
 /// pipeline's stages each have theirs).
 uint64_t planArena(mlir::ModuleOp module) {
@@ -282,7 +174,7 @@ chooseRecompute(mlir::MLIRContext &ctx, mlir::ModuleOp module,
     c.recompute = rc;
     mlir::OwningOpRef<mlir::ModuleOp> copy = module.clone();
     mlir::PassManager pm(&ctx);
-    buildTrainPipeline(pm, c);
+    dsc::buildTrainPipeline(pm, c);
     if (mlir::failed(pm.run(*copy)))
       return std::nullopt;
     Try t{rc, planArena(*copy), 0, 0};
@@ -773,7 +665,7 @@ int main(int argc, char **argv) {
     if (compiled.recompute.mode != "none" && emit == "plan")
       without = (*module)->clone();
     mlir::PassManager pm(&ctx);
-    buildTrainPipeline(pm, compiled);
+    dsc::buildTrainPipeline(pm, compiled);
     if (mlir::failed(pm.run(**module)))
       return 1;
     if (uint64_t budget = cfg.recompute.memoryBudget) {
@@ -789,7 +681,7 @@ int main(int argc, char **argv) {
       dsrt::config::TrainConfig plain = compiled;
       plain.recompute.mode = "none";
       mlir::PassManager pm2(&ctx);
-      buildTrainPipeline(pm2, plain);
+      dsc::buildTrainPipeline(pm2, plain);
       if (mlir::failed(pm2.run(*without)))
         return 1;
       for (auto fn : without->getOps<mlir::func::FuncOp>())

@@ -1,0 +1,135 @@
+//===- Pipeline.h - dsc's training-step pipeline ----------------*- C++ -*-===//
+//
+// The pass pipeline that turns an imported forward+loss module into a
+// planned training step, with typed options, registered as
+// `dsc-train-pipeline` (as IREE registers its pipelines) so that dsc,
+// dsc-opt and the benches run the same passes in the same order:
+//
+//   dsc-opt m.mlir --pass-pipeline='builtin.module(dsc-train-pipeline{dp=2 zero=3})'
+//
+// docs/architecture.md ("Pass order") lists the order; test/passes/
+// pass-order.test fails when the two differ.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_PASSES_PIPELINE_H
+#define DSC_PASSES_PIPELINE_H
+
+#include "passes/PassEnums.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+#include <string>
+
+namespace dsrt::config {
+struct TrainConfig;
+}
+
+namespace dsc {
+
+struct TrainPipelineOptions : mlir::PassPipelineOptions<TrainPipelineOptions> {
+  // Layout.
+  Option<int64_t> dp{*this, "dp", llvm::cl::desc("data-parallel ranks"), llvm::cl::init(1)};
+  Option<int64_t> zero{*this, "zero", llvm::cl::desc("ZeRO stage 0-3 (with dp > 1)"),
+                       llvm::cl::init(0)};
+  Option<int64_t> tp{*this, "tp", llvm::cl::desc("tensor-parallel ranks"), llvm::cl::init(1)};
+  Option<bool> sequenceParallel{*this, "sequence-parallel",
+                                llvm::cl::desc("with tp > 1: split the tokens of the "
+                                               "norm/dropout/residual regions"),
+                                llvm::cl::init(false)};
+  Option<int64_t> pp{*this, "pp", llvm::cl::desc("pipeline stages"), llvm::cl::init(1)};
+  Option<PartitionMethod> partition{*this, "partition",
+                                    llvm::cl::desc("pipeline partition method"),
+                                    llvm::cl::init(PartitionMethod::Cost),
+                                    DSC_PARTITION_METHOD_VALUES};
+  Option<PipelineScheduleKind> schedule{*this, "schedule", llvm::cl::desc("pipeline schedule"),
+                                        llvm::cl::init(PipelineScheduleKind::OneFOneB),
+                                        DSC_PIPELINE_SCHEDULE_VALUES};
+  Option<int64_t> microBatches{*this, "micro-batches",
+                               llvm::cl::desc("micro-batches per optimizer step"),
+                               llvm::cl::init(1)};
+  // Precision and memory.
+  Option<FloatKind> precision{*this, "precision",
+                              llvm::cl::desc("fp32, or bf16/fp16 over fp32 master weights"),
+                              llvm::cl::init(FloatKind::FP32), DSC_FLOAT_KIND_VALUES};
+  Option<FloatKind> gradAccumDtype{*this, "grad-accum-dtype",
+                                   llvm::cl::desc("the type gradients are summed in"),
+                                   llvm::cl::init(FloatKind::FP32), DSC_FLOAT_KIND_VALUES};
+  Option<FloatKind> commDtype{*this, "comm-dtype",
+                              llvm::cl::desc("the type gradients are reduced in"),
+                              llvm::cl::init(FloatKind::FP32), DSC_FLOAT_KIND_VALUES};
+  Option<RecomputeMode> recompute{*this, "recompute",
+                                  llvm::cl::desc("activation checkpointing"),
+                                  llvm::cl::init(RecomputeMode::None),
+                                  DSC_RECOMPUTE_MODE_VALUES};
+  Option<int64_t> recomputeInterval{*this, "recompute-interval",
+                                    llvm::cl::desc("layers: keep every interval-th input"),
+                                    llvm::cl::init(1)};
+  Option<int64_t> recomputeCheckpoints{*this, "recompute-checkpoints",
+                                       llvm::cl::desc("layers: inputs kept, evenly spread "
+                                                      "(0: use the interval)"),
+                                       llvm::cl::init(0)};
+  Option<int64_t> recomputeLimit{*this, "recompute-limit",
+                                 llvm::cl::desc("layers: recompute only the first N (0: all)"),
+                                 llvm::cl::init(0)};
+  // The optimizer.
+  Option<OptimizerKind> optimizer{*this, "optimizer", llvm::cl::desc("the parameter update"),
+                                  llvm::cl::init(OptimizerKind::AdamW),
+                                  DSC_OPTIMIZER_KIND_VALUES};
+  Option<double> lr{*this, "lr", llvm::cl::desc("learning rate"), llvm::cl::init(1e-3)};
+  Option<double> beta1{*this, "beta1", llvm::cl::desc("Adam beta1"), llvm::cl::init(0.9)};
+  Option<double> beta2{*this, "beta2", llvm::cl::desc("Adam beta2"), llvm::cl::init(0.999)};
+  Option<double> eps{*this, "eps", llvm::cl::desc("Adam epsilon"), llvm::cl::init(1e-8)};
+  Option<double> weightDecay{*this, "weight-decay", llvm::cl::desc("weight decay"),
+                             llvm::cl::init(0.0)};
+  Option<bool> biasCorrection{*this, "bias-correction", llvm::cl::desc("Adam bias correction"),
+                              llvm::cl::init(true)};
+  Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"),
+                          llvm::cl::init(0.0)};
+  Option<double> dampening{*this, "dampening", llvm::cl::desc("SGD dampening"),
+                           llvm::cl::init(0.0)};
+  Option<bool> nesterov{*this, "nesterov", llvm::cl::desc("SGD Nesterov momentum"),
+                        llvm::cl::init(false)};
+  Option<double> clip{*this, "clip", llvm::cl::desc("max global gradient norm (0: none)"),
+                      llvm::cl::init(0.0)};
+  Option<std::string> lrSchedule{*this, "lr-schedule",
+                                 llvm::cl::desc("DeepSpeed scheduler type (constant: none)"),
+                                 llvm::cl::init("constant")};
+  ListOption<std::string> lrScheduleParams{*this, "lr-schedule-params",
+                                           llvm::cl::desc("scheduler parameters, name:value")};
+  // Data-parallel communication.
+  Option<int64_t> persistenceThreshold{*this, "persistence-threshold",
+                                       llvm::cl::desc("ZeRO 3: parameters this small stay "
+                                                      "whole"),
+                                       llvm::cl::init(100000)};
+  Option<int64_t> reduceBucket{*this, "reduce-bucket",
+                               llvm::cl::desc("elements per gradient reduction bucket"),
+                               llvm::cl::init(500000000)};
+  Option<int64_t> allgatherBucket{*this, "allgather-bucket",
+                                  llvm::cl::desc("elements per all-gather bucket"),
+                                  llvm::cl::init(500000000)};
+  Option<bool> overlap{*this, "overlap",
+                       llvm::cl::desc("start collectives early, wait late (overlap_comm)"),
+                       llvm::cl::init(false)};
+};
+
+/// Checks the options as a whole (ranges, and combinations no pass could
+/// run); an empty string when they are sound, else what is wrong.
+std::string checkTrainPipelineOptions(const TrainPipelineOptions &options);
+
+/// Adds the training-step pipeline to `pm` (options already checked).
+void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &options);
+
+/// The pipeline options a resolved ds_config compiles with.
+void setTrainPipelineOptions(TrainPipelineOptions &options,
+                             const dsrt::config::TrainConfig &cfg);
+
+/// Adds the pipeline a resolved ds_config compiles with (dsc's).
+void buildTrainPipeline(mlir::OpPassManager &pm, const dsrt::config::TrainConfig &cfg);
+
+/// Registers `dsc-train-pipeline` (for dsc-opt and --pass-pipeline).
+void registerTrainPipeline();
+
+} // namespace dsc
+
+#endif // DSC_PASSES_PIPELINE_H
