@@ -35,8 +35,9 @@ def NN_CostOpInterface : OpInterface<"CostOpInterface"> {
   let cppNamespace = "::dsc::nn";
   let description = [{
     Static cost of one execution: floating-point operations and bytes moved.
-    Used by --explain, the pipeline partitioner (balance by cost) and the
-    roofline estimates in the scheduler.
+    Used by --explain, pipeline-split (balance by cost), pipeline-schedule
+    (each part's time as flops plus bytes / 8) and recompute (the flops it
+    adds).
   }];
   let methods = [
     InterfaceMethod<"Floating-point operations (a fused multiply-add counts 2).",

@@ -1,7 +1,8 @@
 //===- Communicator.h - collectives and messages of a rank group -*- C++ -*-===//
 //
 // The interface the executor runs `dist.*` instructions through. A
-// collective works on k float32 tensors at once (a fused bucket) and is
+// collective works on k tensors at once (a fused bucket; float32, bf16 or
+// fp16 elements, TensorArg::type) and is
 // non-blocking: allReduce / reduceScatter / allGather start it and return a
 // Handle, wait(Handle) completes it. Until then its inputs must not be
 // written nor its outputs read. progress() lets pending collectives advance

@@ -9,13 +9,16 @@
 // messages (MPI_Isend / MPI_Irecv of bytes) run on a second duplicate, so
 // their tags never meet the rings' tags.
 //
-// A bucket of k > 1 tensors is one MPI call on a staging buffer: all_reduce
-// packs the inputs back to back; reduce_scatter packs them interleaved by
-// destination rank ([rank 0: t1 c0, t2 c0, ...][rank 1: t1 c1, ...]) and
-// reduces in place; all_gather packs this rank's inputs into its block and
-// gathers in place; wait() unpacks (and scales Avg by 1 / size()). A single
-// tensor needs no staging (in place when in == out, or when the input is
-// the output's own chunk).
+// all_reduce and reduce_scatter, of one tensor or a bucket, are packed into
+// the staging bytes dsc planned and run as dsrt's own ring of Isend/Irecv
+// steps between neighbours (nothing allocated outside the plan, unlike
+// libnbc's non-blocking collectives): all_reduce packs the inputs back to
+// back; reduce_scatter packs them interleaved by destination rank ([rank 0:
+// t1 c0, t2 c0, ...][rank 1: t1 c1, ...]). all_gather is MPI_Iallgather: a
+// bucket packs this rank's inputs into its block of the staging bytes and
+// gathers in place; a single unpadded tensor needs no staging (in place
+// when the input is the output's own chunk). wait() unpacks (and scales Avg
+// by 1 / size()).
 //
 // mpi.h stays out of this header: callers need not find MPI's includes.
 //

@@ -55,7 +55,7 @@
 // and messages are non-blocking: the instruction starts one, `dist.wait`
 // with the same handle completes it; until then its inputs must not be
 // written nor its outputs read (the memory plan guarantees it). Handles
-// are one namespace over both groups. Collectives: k inputs, k outputs.
+// are one namespace over the dp, pp and tp groups. Collectives: k inputs, k outputs.
 //   dist.all_reduce        ints: group size, reduce (0 sum 1 avg 2 max
 //                          3 min), handle
 //   dist.reduce_scatter    ints: group size, reduce, handle. Output j is

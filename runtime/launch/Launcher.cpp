@@ -914,8 +914,9 @@ std::optional<int> launchIfNeeded(const LaunchOptions &options, const LaunchRequ
   std::optional<PlanRanks> planRanks = readPlanRanks(request.planDir);
   if (!planRanks)
     return std::nullopt; // dsrt's plan checks say what is wrong with it
-  // A pipeline plan runs on pp x dp ranks; rank w is stage w % pp, so
-  // mpirun's by-slot mapping puts neighbouring stages on one host first.
+  // A plan runs on tp x pp x dp ranks, tp innermost: world rank w is tp
+  // rank w % tp of stage (w / tp) % pp, so mpirun's by-slot mapping puts a
+  // tensor-parallel group, then neighbouring stages, on one host first.
   size_t need = planRanks->ranks();
   std::vector<RankSlot> ranks;
   bool fromHostfile = !options.hostfile.empty();
