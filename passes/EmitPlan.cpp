@@ -402,10 +402,15 @@ private:
     plan::Instr instr;
     instr.set_op(op->getName().getStringRef().str());
     markSchedule(op, instr);
-    if (auto group = op->getAttrOfType<dist::GroupAttr>("group"))
-      instr.set_axis(group.getAxis() == dist::Axis::pp   ? 1
-                     : group.getAxis() == dist::Axis::tp ? 2
-                                                         : 0);
+    if (auto group = op->getAttrOfType<dist::GroupAttr>("group")) {
+      dist::Axis axis = group.getAxis();
+      // The plan's groups are dp (0), pp (1) and tp (2); no dsrt runs a
+      // collective over the whole world.
+      if (axis == dist::Axis::world)
+        return op->emitOpError("emit-plan: a collective over the world group has no plan "
+                               "axis (dsrt runs dp, pp and tp groups)");
+      instr.set_axis(axis == dist::Axis::pp ? 1 : axis == dist::Axis::tp ? 2 : 0);
+    }
     for (Value v : op->getOperands()) {
       auto index = bufferFor(v);
       if (failed(index))

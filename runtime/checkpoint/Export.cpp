@@ -6,8 +6,16 @@
 #include "runtime/onnx/OnnxExport.h"
 #include "runtime/onnx/StateDict.h"
 
+#include "runtime/io/Process.h"
+
 #include <algorithm>
+#include <cstdarg>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
 #include <set>
+#include <stdexcept>
 
 namespace dsrt::checkpoint {
 namespace {
@@ -113,6 +121,76 @@ void exportOnnxModel(const Reader &ckpt, const std::string &planDir, const std::
                            ckpt.read(name, start, count, dst);
                          }});
   onnx_export::exportOnnx(skeleton, weights, out);
+}
+
+namespace {
+std::string formatted(const char *format, ...) __attribute__((format(printf, 1, 2)));
+std::string formatted(const char *format, ...) {
+  char buf[1024];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(buf, sizeof buf, format, args);
+  va_end(args);
+  return buf;
+}
+} // namespace
+
+void exportCheckpoint(const ExportRequest &r,
+                      const std::function<void(const std::string &, bool)> &say) {
+  namespace fs = std::filesystem;
+  if (r.out.empty() && r.onnxOut.empty())
+    throw std::runtime_error(
+        "dsrt export: nothing to write: give -o FILE (safetensors) and/or --onnx FILE");
+  if (!r.onnxOut.empty() && r.planDir.empty())
+    throw std::runtime_error(
+        "dsrt export: --onnx needs --plan PLAN (the ONNX model is the plan's model.onnx)");
+  // Both outputs are checked before either is written.
+  if (!r.out.empty())
+    io::checkNewFile(r.out, "-o");
+  if (!r.onnxOut.empty()) {
+    io::checkNewFile(r.onnxOut, "--onnx");
+    io::checkNewFile(r.onnxOut + ".data", "--onnx (its external data)");
+  }
+  if (!r.out.empty() && !r.onnxOut.empty() &&
+      fs::weakly_canonical(r.out) == fs::weakly_canonical(r.onnxOut))
+    throw std::runtime_error("dsrt export: -o and --onnx name the same file, " + r.out);
+  auto start = std::chrono::steady_clock::now();
+  Reader reader = Reader::open(r.checkpoint);
+  double weightsMiB = 0;
+  for (const auto &[name, t] : reader.tensors())
+    if (t.kind == "param" || t.kind == "frozen")
+      weightsMiB += double(t.numel) * 4 / 1048576.0;
+  if (!r.out.empty() && r.planDir.empty()) {
+    int64_t n = exportWeights(reader, r.out);
+    say(formatted("dsrt export: %s: %lld float32 tensors under the model's "
+                                     "initializer names",
+                                     r.out.c_str(), (long long)n),
+        false);
+    say("dsrt export: without --plan, tied weights appear under one name "
+                           "and the buffers dsc compiled in are left out; PyTorch's "
+                           "load_state_dict(strict=True) needs the file --plan PLAN writes",
+        true);
+  } else if (!r.out.empty()) {
+    StateDictExport e = exportStateDict(reader, r.planDir, r.out);
+    say(formatted(
+        "dsrt export: %s: the model's state_dict%s, %lld tensors (%lld from the checkpoint, "
+        "%lld tied, %lld buffers of the model), %.1f MiB",
+        r.out.c_str(), e.recorded ? "" : " as its initializers (no record of it)",
+        (long long)e.tensors, (long long)(e.tensors - e.buffers - e.tied), (long long)e.tied,
+        (long long)e.buffers, e.bytes / 1048576.0),
+        false);
+  }
+  if (!r.onnxOut.empty()) {
+    exportOnnxModel(reader, r.planDir, r.onnxOut);
+    say("dsrt export: " + r.onnxOut +
+                           ": the ONNX model with the trained weights",
+        false);
+  }
+  say(formatted(
+      "dsrt export: step %lld of %s in %.1fs, peak RSS %lld MiB (the weights: %.1f MiB)",
+      (long long)reader.progress().step, reader.path().c_str(),
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+      (long long)io::peakRssMiB(), weightsMiB), false);
 }
 
 } // namespace dsrt::checkpoint

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <string>
+#include <functional>
 
 namespace dsrt::checkpoint {
 
@@ -39,6 +40,22 @@ StateDictExport exportStateDict(const Reader &ckpt, const std::string &planDir,
 /// Writes PLAN/model.onnx with the checkpoint's trained weights to `out`
 /// (and `out`.data beside it for a model over 2 GiB). Neither may exist.
 void exportOnnxModel(const Reader &ckpt, const std::string &planDir, const std::string &out);
+
+/// `dsrt export CKPT [--plan PLAN] [-o FILE] [--onnx FILE]`.
+struct ExportRequest {
+  std::string checkpoint; // a --save-dir (its latest) or DIR/TAG
+  std::string out;        // the safetensors file ("": none)
+  std::string planDir;    // names the state_dict's keys ("": initializer names)
+  std::string onnxOut;    // the ONNX model ("": none; needs planDir)
+};
+
+/// Checks the request before writing anything (something to write, --onnx
+/// with --plan, outputs that are new and distinct), then writes the
+/// state_dict and/or the ONNX model, saying what it wrote as it goes
+/// (`say(line, note)`: notes are for stderr). Throws (CheckpointError,
+/// io::IoError, std::runtime_error) with a message naming the flag or file.
+void exportCheckpoint(const ExportRequest &request,
+                      const std::function<void(const std::string &line, bool note)> &say);
 
 } // namespace dsrt::checkpoint
 

@@ -1,0 +1,430 @@
+//===- Trainer.cpp - the training loop of a run ---------------------------===//
+#include "runtime/train/Trainer.h"
+
+#include "runtime/io/FileUtil.h"
+#include "runtime/io/Metrics.h"
+#include "runtime/io/OutputDir.h"
+#include "runtime/io/Process.h"
+#include "runtime/io/SafeTensors.h"
+#include "runtime/onnx/OnnxExport.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <stdexcept>
+
+namespace fs = std::filesystem;
+namespace plan = dsc::plan;
+
+namespace dsrt::train {
+
+namespace {
+
+/// "nan", "inf" or "-inf" for messages.
+std::string nonFinite(double v) { return std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"; }
+
+/// A loss scale as printed: 65536, 4294967296, 0.5.
+std::string fmtG(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+io::DType ioType(plan::DType t) {
+  switch (t) {
+  case plan::F32: return io::DType::F32;
+  case plan::F64: return io::DType::F64;
+  case plan::I64: return io::DType::I64;
+  case plan::I32: return io::DType::I32;
+  case plan::BF16: return io::DType::BF16;
+  case plan::F16: return io::DType::F16;
+  default: return io::DType::Bool;
+  }
+}
+
+/// The bound the plan records for integer input `name` (the embedding rows
+/// or loss classes it indexes, in any stage), or 0 if none.
+int64_t indexBound(const plan::Plan &p, const std::string &name) {
+  for (const plan::Buffer &b : p.buffers())
+    if (b.role() == plan::INPUT && b.name() == name && b.index_bound() > 0)
+      return b.index_bound();
+  for (const plan::Plan &st : p.stages())
+    for (const plan::Buffer &b : st.buffers())
+      if (b.role() == plan::INPUT && b.name() == name && b.index_bound() > 0)
+        return b.index_bound();
+  return 0;
+}
+
+} // namespace
+
+std::vector<io::InputSpec> inputSpecs(const Executor &exec) {
+  std::vector<io::InputSpec> specs;
+  for (const Tensor *t : exec.inputs()) {
+    io::InputSpec s;
+    s.name = t->name;
+    s.dtype = ioType(t->dtype);
+    s.shape.assign(t->shape.dims, t->shape.dims + t->shape.rank);
+    s.indexBound = indexBound(exec.plan(), t->name);
+    specs.push_back(std::move(s));
+  }
+  return specs;
+}
+
+Trainer::Trainer(Executor &exec, io::DataSource &data, TrainOptions options)
+    : exec_(exec), data_(data), options_(std::move(options)),
+      rank0_(exec.worldSize() == 1 || exec.worldRank() == 0) {}
+
+int Trainer::run() {
+  checkpoint::Layout layout;
+  layout.dp = exec_.dp();
+  layout.pp = exec_.pp();
+  layout.zeroStage = int(exec_.plan().zero_stage());
+  layout.configJson = exec_.plan().config_json();
+  layout.precision = config::precisionName(exec_.config().precision.kind);
+  for (const io::FileChecksum &c : io::readChecksums(options_.planDir))
+    if (c.name == "plan.pb")
+      layout.planSha256 = c.sha256;
+  if (!options_.saveDir.empty())
+    saver_ = std::make_unique<checkpoint::Saver>(options_.saveDir, options_.keep,
+                                                 options_.asyncSave, layout,
+                                                 exec_.communicator());
+  if (options_.profile)
+    exec_.enableProfile();
+  if (options_.timeline) {
+    if (!rank0_ && options_.outDir.empty())
+      throw std::runtime_error(
+          "--timeline on several ranks needs --out (dsrt's own launcher passes it)");
+    exec_.recordTimeline(options_.steps);
+  }
+  // A new or empty folder (or the one dsrt's launcher made for this run).
+  if (rank0_)
+    runDir_ = io::makeRunDir(options_.outDir, options_.runToken);
+  // With several ranks, metrics.csv also has the step's communication:
+  // comm_elements (ZeRO-paper units, see comm::Counters) and comm_calls:
+  // rank 0's collectives (a pipeline's stage 0; its messages are in the
+  // summary at the end). An fp16 run adds loss_scale (the scale the step's
+  // loss was multiplied by) and skipped (1: the gradients overflowed and
+  // the update was skipped).
+  bool ranks = exec_.worldSize() > 1;
+  if (rank0_) {
+    std::vector<std::string> extra;
+    if (ranks)
+      extra = {"comm_elements", "comm_calls"};
+    if (exec_.lossScaler())
+      extra.insert(extra.end(), {"loss_scale", "skipped"});
+    metrics_ = std::make_unique<io::MetricsWriter>(runDir_, extra);
+  }
+  if (rank0_) {
+    std::string shape =
+        exec_.pipelined()
+            ? ", pipeline of " + std::to_string(exec_.pp()) + " stages x dp " +
+                  std::to_string(exec_.dp()) + " (" +
+                  (exec_.schedule().empty() ? std::string() : exec_.schedule() + " schedule, ") +
+                  std::to_string(exec_.worldSize()) + " ranks)"
+        : exec_.dp() > 1 ? " x " + std::to_string(exec_.dp()) + " ranks"
+                         : std::string();
+    std::string where = exec_.device() == Device::Cuda
+                            ? "on " + Executor::cudaDeviceName()
+                            : std::to_string(cpu::numThreads()) + " threads";
+    std::printf("dsrt: %s, %lld steps x %lld micro-batches of %lld%s, %s, arena %.1f "
+                "MiB%s, run folder %s\n",
+                options_.planDir.c_str(), (long long)options_.steps,
+                (long long)exec_.microBatches(), (long long)exec_.microBatchSize(),
+                shape.c_str(), where.c_str(), exec_.plan().arena_bytes() / 1048576.0,
+                exec_.pipelined() ? " (stage 0)" : "", runDir_.c_str());
+    std::fflush(stdout);
+  }
+  loop();
+  return writeResults();
+}
+
+void Trainer::loop() {
+  Outcome &o = outcome_;
+  o.lastGood = options_.steps;
+  const LossScaler *scaler = exec_.lossScaler();
+  bool ranks = exec_.worldSize() > 1;
+  const config::TrainConfig &cfg = exec_.config();
+  int64_t every = cfg.stepsPerPrint > 0 ? cfg.stepsPerPrint : 10;
+  auto reportSave = [&](const std::optional<checkpoint::SaveResult> &saved) {
+    if (!saved || !rank0_)
+      return;
+    o.lastSaved = *saved;
+    char waited[64] = "";
+    if (saver_->async())
+      std::snprintf(waited, sizeof waited, ", training waited %.3fs", saved->blocked);
+    std::printf("dsrt: checkpoint %s: %.1f MiB in %.2fs (%.0f MiB/s)%s\n", saved->path.c_str(),
+                saved->bytes / 1048576.0, saved->seconds,
+                saved->bytes / 1048576.0 / std::max(saved->seconds, 1e-9), waited);
+    std::fflush(stdout);
+  };
+  // A checkpoint that cannot be written (a full disk, a folder made
+  // read-only) stops the run after its step, every rank alike (the save
+  // agrees on failure); the weights are still written to the run folder,
+  // so the run is not lost.
+  auto guardedSave = [&](int64_t s, auto &&call) {
+    try {
+      reportSave(call());
+    } catch (const checkpoint::CheckpointError &e) {
+      o.saveError = e.what();
+      o.saveFailedAt = s;
+      saver_.reset();
+    }
+  };
+
+  using Clock = std::chrono::steady_clock;
+  auto start = Clock::now();
+  auto windowStart = start;
+  int64_t windowItems = 0;
+  std::vector<void *> into;
+  for (int64_t s = options_.firstStep; s <= options_.steps; ++s) {
+    auto t0 = Clock::now();
+    // A step whose loss or gradient norm is NaN or infinite ends the run
+    // there, loudly: its number, what was not finite, and the weights of
+    // the last finite step kept. (The norm is checked before the update;
+    // a non-finite loss with a finite norm stops after its update.)
+    try {
+      exec_.step(s, [&](int64_t global, const std::vector<Tensor *> &tensors) {
+        into.clear();
+        for (Tensor *t : tensors)
+          into.push_back(t->data);
+        data_.load(global, into);
+      });
+    } catch (const NonFiniteError &e) {
+      o.stoppedAt = s;
+      o.lastGood = s - 1;
+      o.stopReason = "the gradient norm is " + nonFinite(e.norm);
+    } catch (const LossScaleError &e) {
+      // Every rank alike (the overflow is global); the update was not
+      // applied, so the weights are those of the last applied step.
+      o.stoppedAt = s;
+      o.lastGood = s - 1;
+      o.stopReason = e.what();
+    }
+    double stepTime = std::chrono::duration<double>(Clock::now() - t0).count();
+    double loss = exec_.globalLoss(); // the same on every rank
+    // fp16: an overflow (which a non-finite loss also is) skips the step
+    // instead of stopping the run.
+    bool skipped = scaler && exec_.stepSkipped();
+    // Every rank must have skipped alike (the overflow flag comes from the
+    // globally reduced norm); a disagreement would train diverging
+    // replicas, so it stops the run.
+    if (scaler && ranks) {
+      double agree = exec_.communicator().blockingAllReduceScalar(skipped ? 1.0 : 0.0,
+                                                                  comm::ReduceOp::Sum);
+      if (agree != 0.0 && agree != double(exec_.worldSize()))
+        throw std::runtime_error("step " + std::to_string(s) + ": " +
+                                 std::to_string(int64_t(agree)) + " of " +
+                                 std::to_string(exec_.worldSize()) +
+                                 " ranks saw a gradient overflow; every rank must skip the "
+                                 "same steps");
+    }
+    if (!o.stoppedAt && !skipped && !std::isfinite(loss)) {
+      o.stoppedAt = o.lastGood = s;
+      o.stopReason = "the loss is " + nonFinite(loss);
+    } else if (o.stoppedAt && !std::isfinite(loss)) {
+      o.stopReason = "the loss is " + nonFinite(loss) + " and " + o.stopReason;
+    }
+    // Items of the step: the pipeline's stages see the same micro-batches.
+    windowItems += data_.itemsPerMicroBatch() * exec_.microBatches() * exec_.dp();
+    // Checkpoints (every rank): start one at its steps; otherwise commit an
+    // asynchronous one whose files are written.
+    if (saver_ && !o.stoppedAt && options_.savesAt(s)) {
+      checkpoint::Progress g;
+      g.step = s;
+      g.appliedSteps = exec_.appliedSteps();
+      g.seed = exec_.seed();
+      g.trainBatchSize = exec_.microBatchSize() * exec_.microBatches() * exec_.dp();
+      g.microBatchSize = exec_.microBatchSize();
+      if (scaler)
+        g.scaler = scaler->state();
+      guardedSave(s, [&] { return saver_->save(checkpoint::ownedPieces(exec_), g); });
+    } else if (saver_) {
+      guardedSave(s, [&] { return saver_->poll(); });
+    }
+    if (afterStep)
+      afterStep({s, loss, exec_.lr(), exec_.gradNorm(), stepTime, skipped});
+    if (!rank0_) {
+      if (o.stoppedAt || o.saveFailedAt)
+        break;
+      continue;
+    }
+    std::vector<double> extra;
+    if (ranks)
+      extra = {double(exec_.commCounters().elements()), double(exec_.commCounters().calls())};
+    if (scaler)
+      extra.insert(extra.end(), {exec_.stepLossScale(), skipped ? 1.0 : 0.0});
+    // metrics.csv that cannot be written (a full disk) does not cost the
+    // run: training goes on (every rank in step), checkpoints and the final
+    // weights are still written, and dsrt exits with status 1.
+    if (o.metricsError.empty()) {
+      try {
+        metrics_->write(s, loss, exec_.lr(), exec_.gradNorm(), stepTime, extra);
+      } catch (const io::IoError &e) {
+        o.metricsError = e.what();
+        o.metricsFailedAt = s;
+        std::fprintf(stderr,
+                     "dsrt: error: step %lld: %s; training goes on without metrics (the "
+                     "checkpoints and the final weights are still written), and dsrt will "
+                     "exit with status 1\n",
+                     (long long)s, o.metricsError.c_str());
+      }
+    }
+    if (skipped)
+      std::printf("step %6lld/%lld | gradient overflow at loss scale %.17g: update skipped "
+                  "(%lld so far), loss scale now %.17g\n",
+                  (long long)s, (long long)options_.steps, exec_.stepLossScale(),
+                  (long long)scaler->skippedSteps(), scaler->scale());
+    if (s % every == 0 || s == options_.steps) {
+      auto now = Clock::now();
+      double window = std::chrono::duration<double>(now - windowStart).count();
+      std::string fp16 = scaler ? " | loss scale " + fmtG(scaler->scale()) + " | skipped " +
+                                      std::to_string(scaler->skippedSteps())
+                                : std::string();
+      double norm = exec_.gradNorm();
+      std::string normText = std::isfinite(norm) ? std::string() : nonFinite(norm);
+      if (normText.empty()) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.3f", norm);
+        normText = buf;
+      }
+      std::printf("step %6lld/%lld | loss %.4f | lr %.3e | grad_norm %s%s | %.0f %s/s | "
+                  "elapsed %.1fs\n",
+                  (long long)s, (long long)options_.steps, loss, exec_.lr(), normText.c_str(),
+                  fp16.c_str(), windowItems / std::max(window, 1e-9), data_.itemName(),
+                  std::chrono::duration<double>(now - start).count());
+      std::fflush(stdout);
+      windowStart = now;
+      windowItems = 0;
+    }
+    if (o.stoppedAt || o.saveFailedAt)
+      break;
+  }
+  // The save in flight completes (also when the run stopped: it is of an
+  // earlier, finite step).
+  if (saver_)
+    guardedSave(options_.steps, [&] { return saver_->finish(); });
+  o.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+int Trainer::writeResults() {
+  Outcome &o = outcome_;
+  bool ranks = exec_.worldSize() > 1;
+  // The training peak, before whole weights are gathered for writing: the
+  // largest over the ranks.
+  int64_t rss = io::peakRssMiB();
+  double baseRss = options_.baseRssMiB;
+  // Beyond the arena and the start-up footprint: what the plan misses
+  // (kernel scratch, library caches, the loader), the largest over ranks.
+  double arenaMiB = exec_.plan().arena_bytes() / 1048576.0;
+  double other = double(rss) - baseRss - arenaMiB;
+  double otherShare = arenaMiB > 0 ? 100.0 * other / arenaMiB : 0;
+  if (ranks) {
+    comm::Communicator &c = exec_.communicator();
+    rss = (int64_t)c.blockingAllReduceScalar(double(rss), comm::ReduceOp::Max);
+    baseRss = c.blockingAllReduceScalar(baseRss, comm::ReduceOp::Max);
+    other = c.blockingAllReduceScalar(other, comm::ReduceOp::Max);
+    otherShare = c.blockingAllReduceScalar(otherShare, comm::ReduceOp::Max);
+  }
+  if (options_.timeline)
+    exec_.writeTimeline((fs::path(rank0_ ? runDir_ : options_.outDir) /
+                         ("timeline.rank-" + std::to_string(exec_.worldRank()) + ".csv"))
+                            .string());
+
+  auto metricsNote = [&] {
+    if (!o.metricsError.empty())
+      std::fprintf(stderr, "dsrt: error: %s: metrics.csv has no rows from step %lld on\n",
+                   o.metricsError.c_str(), (long long)o.metricsFailedAt);
+  };
+  // Every rank takes part in gathering ZeRO shards (and a pipeline's
+  // stages send theirs to rank 0); rank 0 writes.
+  std::vector<WholeTensor> whole = exec_.gatherWeights();
+  if (!rank0_)
+    return o.stoppedAt || o.saveFailedAt ? 1 : 0;
+  std::vector<io::TensorRef> refs;
+  for (const WholeTensor &t : whole)
+    refs.push_back({t.name, io::DType::F32, t.shape, t.data});
+  std::string weightsPath = runDir_ + "/weights.safetensors";
+  auto writeWeights = [&](int64_t step) {
+    io::writeSafeTensors(weightsPath, refs,
+                         {{"format", "pt"}, {"producer", "dsrt"},
+                          {"step", std::to_string(step)}});
+    o.weightsPath = weightsPath;
+  };
+  if (o.stoppedAt) {
+    // The weights after step lastGood; none when the first step failed
+    // (they would be the plan's own).
+    std::string kept = "no weights written (no step finished)";
+    if (o.lastGood > 0) {
+      writeWeights(o.lastGood);
+      kept = "the weights after step " + std::to_string(o.lastGood) +
+             " (the last finite step) are in " + weightsPath;
+    }
+    std::fprintf(stderr,
+                 "dsrt: error: step %lld: %s; training stopped (lower the learning rate, "
+                 "enable gradient_clipping, or check the data and the initial weights); "
+                 "%s, metrics in %s\n",
+                 (long long)o.stoppedAt, o.stopReason.c_str(), kept.c_str(),
+                 metrics_->path().c_str());
+    metricsNote();
+    return 1;
+  }
+  if (o.saveFailedAt) {
+    // The weights of the last step run (the failed checkpoint's, or the
+    // final one's), so that a failed save never costs the run.
+    int64_t at = std::min(o.saveFailedAt, options_.steps);
+    writeWeights(at);
+    std::fprintf(stderr,
+                 "dsrt: error: %s; training stopped after step %lld; its weights are in %s, "
+                 "metrics in %s\n",
+                 o.saveError.c_str(), (long long)at, weightsPath.c_str(),
+                 metrics_->path().c_str());
+    metricsNote();
+    return 1;
+  }
+  try {
+    writeWeights(options_.steps);
+  } catch (const io::IoError &e) {
+    // Where the trained weights are, when the run folder cannot take them
+    // (a full disk): the last step's checkpoint, if one was saved.
+    std::string where =
+        o.lastSaved.step == options_.steps
+            ? "; the trained weights are in the checkpoint " + o.lastSaved.path +
+                  " (dsrt export " + o.lastSaved.path + " -o FILE writes them elsewhere)"
+            : std::string("; the trained weights are lost (save checkpoints with "
+                          "--save-dir to keep them)");
+    std::fprintf(stderr, "dsrt: error: %s%s\n", e.what(), where.c_str());
+    metricsNote();
+    return 1;
+  }
+  std::printf("dsrt: done in %.1fs, peak RSS %lld MiB%s (planned arena %.1f MiB%s, %.0f MiB "
+              "before it: binary, libraries, the plan; %.0f MiB other, %.1f%% of the arena); "
+              "weights in %s, metrics in %s\n",
+              o.seconds, (long long)rss, ranks ? " per rank (max)" : "", arenaMiB,
+              exec_.pipelined() ? " on stage 0" : "", baseRss, other, otherShare,
+              weightsPath.c_str(), metrics_->path().c_str());
+  if (!options_.exportOnnx.empty()) {
+    try {
+      onnx_export::exportOnnx(options_.onnxSkeleton, refs, options_.exportOnnx);
+    } catch (const std::exception &e) {
+      throw std::runtime_error(std::string(e.what()) + " (the trained weights are in " +
+                               weightsPath + ")");
+    }
+    std::printf("dsrt: ONNX model with the trained weights in %s\n",
+                options_.exportOnnx.c_str());
+  }
+  if (ranks)
+    std::printf("dsrt: communication per step%s: %s\n",
+                exec_.pipelined() ? " (rank 0, stage 0)" : "",
+                exec_.commCounters().summary().c_str());
+  if (options_.profile)
+    exec_.printProfile(stdout);
+  if (!o.metricsError.empty()) {
+    metricsNote();
+    return 1;
+  }
+  return 0;
+}
+
+} // namespace dsrt::train
