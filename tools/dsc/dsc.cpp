@@ -15,6 +15,7 @@
 #include "passes/Passes.h"
 #include "passes/Pipeline.h"
 #include "runtime/config/CliChecks.h"
+#include "runtime/config/CompileConfig.h"
 #include "runtime/config/DsConfig.h"
 #include "runtime/config/KeyTable.h"
 #include "runtime/io/OutputDir.h"
@@ -479,42 +480,34 @@ int main(int argc, char **argv) {
     }
   }
 
-  dsrt::config::TrainConfig cfg;
-  bool haveConfig = !configPath.empty();
+  dsrt::config::CompileFlags flags;
+  flags.configPath = configPath;
+  flags.dp = dp;
+  flags.batchSize = batchSize;
+  flags.zeroStage = zeroStage;
+  flags.pp = pp;
+  flags.tp = tp;
+  flags.microBatches = microBatches;
+  flags.sequenceParallel = sequenceParallel;
+  flags.schedule = schedule;
+  flags.partition = partition;
+  flags.precision = precision;
+  flags.recompute = recompute;
+  if (memoryBudgetText)
+    flags.memoryBudget = *dsrt::config::parseByteSize(*memoryBudgetText);
   // "auto" values (the Hugging Face Trainer's) are filled in from the
   // flags and the model, so a config that has them is read again once the
   // model is imported; a first reading gives the micro-batch a dynamic
   // batch dimension takes.
-  std::string configText;
-  std::vector<std::string> autoPaths;
-  dsrt::config::AutoValues autos;
-  autos.gradAccumSteps = microBatches;
-  autos.runLengthAtRun = true; // dsrt --steps gives total_num_steps
-  if (precision)
-    autos.precision = dsrt::config::precisionFromFlag(*precision);
-  bool autoMicro = false;
-  if (haveConfig) {
-    try {
-      configText = dsrt::config::readDsConfigText(configPath);
-      autoPaths = dsrt::config::autoKeys(configText, configPath);
-      autoMicro = std::find(autoPaths.begin(), autoPaths.end(),
-                            "train_micro_batch_size_per_gpu") != autoPaths.end();
-      dsrt::config::AutoValues first = autos;
-      if (!autoPaths.empty()) {
-        // Stand-ins for what only the model tells; read again below.
-        first.microBatch = batchSize ? batchSize : 1;
-        first.hiddenSize = 1;
-        first.totalSteps = 1;
-      }
-      cfg = dsrt::config::parseDsConfig(configText, configPath, dp, first);
-    } catch (const std::exception &e) {
-      llvm::errs() << "dsc: error: " << e.what() << "\n";
-      return 1;
-    }
-    if (autoPaths.empty())
-      for (const std::string &note : cfg.notes)
-        llvm::errs() << "dsc: note: " << configPath << ": " << note << "\n";
+  dsrt::config::CompileInput input;
+  try {
+    input = dsrt::config::readCompileInput(flags);
+  } catch (const std::exception &e) {
+    llvm::errs() << "dsc: error: " << e.what() << "\n";
+    return 1;
   }
+  for (const std::string &note : input.notes)
+    llvm::errs() << "dsc: note: " << configPath << ": " << note << "\n";
 
   dsc::onnx_import::ImportOptions options;
   options.lossName = loss;
@@ -522,9 +515,8 @@ int main(int argc, char **argv) {
   options.notes = &llvm::errs();
   // A dynamic batch dimension takes the configured micro-batch size (an
   // "auto" one is the model's: --batch-size fixes a dynamic one).
-  options.batchSize =
-      batchSize ? batchSize : (haveConfig && !autoMicro ? cfg.microBatchPerGpu : 0);
-  if (autoMicro && !batchSize)
+  options.batchSize = input.importBatch(flags);
+  if (input.autoMicro && !batchSize)
     llvm::errs() << "dsc: note: " << configPath << ": the micro-batch is the batch dimension of "
                  << "the model's inputs (train_micro_batch_size_per_gpu is \"auto\" or not "
                     "given): --batch-size N sets a dynamic one\n";
@@ -542,18 +534,18 @@ int main(int argc, char **argv) {
     llvm::errs() << "dsc: error: " << llvm::toString(module.takeError()) << "\n";
     return 1;
   }
-  if (!autoPaths.empty()) {
-    if (int64_t batch = modelBatch(**module))
-      autos.microBatch = batch;
-    autos.hiddenSize = modelHiddenSize(**module);
-    try {
-      cfg = dsrt::config::parseDsConfig(configText, configPath, dp, autos);
-    } catch (const std::exception &e) {
-      llvm::errs() << "dsc: error: " << e.what() << "\n";
-      return 1;
-    }
-    for (const std::string &note : cfg.notes)
+  dsrt::config::ModelFacts facts;
+  facts.batch = modelBatch(**module);
+  facts.hiddenSize = modelHiddenSize(**module);
+  dsrt::config::TrainConfig cfg;
+  try {
+    std::vector<std::string> notes;
+    cfg = dsrt::config::readWithModel(flags, input, facts, notes);
+    for (const std::string &note : notes)
       llvm::errs() << "dsc: note: " << configPath << ": " << note << "\n";
+  } catch (const std::exception &e) {
+    llvm::errs() << "dsc: error: " << e.what() << "\n";
+    return 1;
   }
 
   // --batch-size fixes a dynamic batch dimension; on a model whose batch
@@ -569,83 +561,11 @@ int main(int argc, char **argv) {
   }
 
   if (emit != "nn") {
-    int64_t batch = modelBatch(**module);
-    if (haveConfig && batch && batch != cfg.microBatchPerGpu) {
-      llvm::errs() << "dsc: error: " << configPath << ": train_micro_batch_size_per_gpu is "
-                   << cfg.microBatchPerGpu << " but the model's inputs have batch size "
-                   << batch << " (export the model with that batch, or with a dynamic "
-                   << "batch dimension)\n";
+    try {
+      cfg = dsrt::config::applyCompileFlags(cfg, flags, input, facts);
+    } catch (const std::exception &e) {
+      llvm::errs() << "dsc: error: " << e.what() << "\n";
       return 1;
-    }
-    if (!haveConfig) {
-      // No ds_config: the model's batch is the micro-batch, one per step,
-      // and DeepSpeed's defaults for the rest (AdamW, lr 1e-3).
-      cfg = dsrt::config::defaultConfig();
-      cfg.microBatchPerGpu = batch ? batch : 1;
-      cfg.gradAccumSteps = 1;
-      cfg.worldSize = dp;
-      cfg.trainBatchSize = cfg.microBatchPerGpu * dp;
-    }
-    if (zeroStage)
-      cfg.zero.stage = (int)*zeroStage;
-    if (pp)
-      cfg.pipeline.stages = *pp;
-    if (tp)
-      cfg.tensorParallel = *tp;
-    if (sequenceParallel) {
-      if (cfg.tensorParallel < 2) {
-        llvm::errs() << "dsc: error: --sequence-parallel splits the tokens over the "
-                        "tensor-parallel group: give --tp 2 or more (or "
-                        "tensor_parallel.autotp_size)\n";
-        return 1;
-      }
-      cfg.sequenceParallel = true;
-    }
-    if (schedule)
-      cfg.pipeline.schedule = *schedule;
-    if (partition)
-      cfg.pipeline.partitionMethod = *partition;
-    // The flag wins over the config's bf16.enabled / fp16.enabled.
-    if (precision)
-      cfg.precision.kind = dsrt::config::precisionFromFlag(*precision);
-    if (recompute)
-      cfg.recompute.mode = *recompute;
-    if (memoryBudgetText)
-      cfg.recompute.memoryBudget = *dsrt::config::parseByteSize(*memoryBudgetText);
-    if (cfg.recompute.mode == "auto" && !cfg.recompute.memoryBudget) {
-      llvm::errs() << "dsc: error: --recompute auto needs --memory-budget (or the config's "
-                      "activation_checkpointing.memory_budget): auto chooses what to recompute "
-                      "to fit it\n";
-      return 1;
-    }
-    // Gradients accumulate in fp32 unless data_types.grad_accum_dtype says
-    // bf16 / fp16 (DeepSpeed >= 0.17.5 defaults to the model's dtype; dsc
-    // keeps BF16_Optimizer's fp32, the choice). A 16-bit sum is
-    // supported where the gradients are summed before any reduction.
-    if (auto setting = cfg.precision.gradAccumDtypeSetting;
-        setting && *setting != dsrt::config::Precision::FP32 &&
-        (cfg.zero.stage >= 2 || cfg.pipeline.stages > 1)) {
-      llvm::errs() << "dsc: error: " << (haveConfig ? configPath : std::string("--config"))
-                   << ": data_types.grad_accum_dtype " << dsrt::config::precisionName(*setting)
-                   << " is supported with ZeRO stages 0-1 without a pipeline (stages 2-3 "
-                      "reduce-scatter each micro-batch's gradient and pipelines sum them in "
-                      "their schedule, both in fp32); give \"fp32\" or leave it out\n";
-      return 1;
-    }
-    if ((schedule || partition) && cfg.pipeline.stages <= 1) {
-      llvm::errs() << "dsc: error: " << (schedule ? "--schedule" : "--partition")
-                   << ": applies to a pipeline; give --pp P (or pipeline.stages in the "
-                      "config) with P >= 2\n";
-      return 1;
-    }
-    // Micro-batches: --micro-batches, else gradient_accumulation_steps; a
-    // pipeline compiled without a config runs 2 x pp of them.
-    int64_t m = microBatches ? *microBatches
-                : (!haveConfig && cfg.pipeline.stages > 1) ? 2 * cfg.pipeline.stages
-                                                           : cfg.gradAccumSteps;
-    if (m != cfg.gradAccumSteps) {
-      cfg.gradAccumSteps = m;
-      cfg.trainBatchSize = cfg.microBatchPerGpu * m * cfg.worldSize;
     }
     if (printConfig) {
       llvm::outs() << dsrt::config::toJson(cfg) << "\n";

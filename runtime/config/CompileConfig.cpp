@@ -1,0 +1,139 @@
+//===- CompileConfig.cpp - dsc's flags and ds_config, resolved ------------===//
+#include "runtime/config/CompileConfig.h"
+
+#include <algorithm>
+
+namespace dsrt::config {
+
+namespace {
+
+AutoValues flagAutos(const CompileFlags &f) {
+  AutoValues autos;
+  autos.gradAccumSteps = f.microBatches;
+  autos.runLengthAtRun = true; // dsrt --steps gives total_num_steps
+  if (f.precision)
+    autos.precision = precisionFromFlag(*f.precision);
+  return autos;
+}
+
+} // namespace
+
+int64_t CompileInput::importBatch(const CompileFlags &flags) const {
+  if (flags.batchSize)
+    return flags.batchSize;
+  return haveConfig && !autoMicro ? first.microBatchPerGpu : 0;
+}
+
+CompileInput readCompileInput(const CompileFlags &flags) {
+  CompileInput in;
+  in.haveConfig = !flags.configPath.empty();
+  if (!in.haveConfig)
+    return in;
+  in.text = readDsConfigText(flags.configPath);
+  in.autoPaths = autoKeys(in.text, flags.configPath);
+  in.autoMicro = std::find(in.autoPaths.begin(), in.autoPaths.end(),
+                           "train_micro_batch_size_per_gpu") != in.autoPaths.end();
+  AutoValues first = flagAutos(flags);
+  if (!in.autoPaths.empty()) {
+    // Stand-ins for what only the model tells; read again once it is
+    // imported.
+    first.microBatch = flags.batchSize ? flags.batchSize : 1;
+    first.hiddenSize = 1;
+    first.totalSteps = 1;
+  }
+  in.first = parseDsConfig(in.text, flags.configPath, flags.dp, first);
+  if (in.autoPaths.empty())
+    in.notes = in.first.notes;
+  return in;
+}
+
+TrainConfig readWithModel(const CompileFlags &f, const CompileInput &in, const ModelFacts &model,
+                          std::vector<std::string> &notes) {
+  if (in.autoPaths.empty())
+    return in.first;
+  AutoValues autos = flagAutos(f);
+  if (model.batch)
+    autos.microBatch = model.batch;
+  autos.hiddenSize = model.hiddenSize;
+  TrainConfig cfg = parseDsConfig(in.text, f.configPath, f.dp, autos);
+  notes.insert(notes.end(), cfg.notes.begin(), cfg.notes.end());
+  return cfg;
+}
+
+TrainConfig applyCompileFlags(TrainConfig cfg, const CompileFlags &f, const CompileInput &in,
+                              const ModelFacts &model) {
+  if (in.haveConfig && model.batch && model.batch != cfg.microBatchPerGpu)
+    throw ConfigError(f.configPath + ": train_micro_batch_size_per_gpu is " +
+                      std::to_string(cfg.microBatchPerGpu) +
+                      " but the model's inputs have batch size " + std::to_string(model.batch) +
+                      " (export the model with that batch, or with a dynamic batch dimension)");
+  if (!in.haveConfig) {
+    // No ds_config: the model's batch is the micro-batch, one per step,
+    // and DeepSpeed's defaults for the rest (AdamW, lr 1e-3).
+    cfg = defaultConfig();
+    cfg.microBatchPerGpu = model.batch ? model.batch : 1;
+    cfg.gradAccumSteps = 1;
+    cfg.worldSize = f.dp;
+    cfg.trainBatchSize = cfg.microBatchPerGpu * f.dp;
+  }
+  if (f.zeroStage)
+    cfg.zero.stage = int(*f.zeroStage);
+  if (f.pp)
+    cfg.pipeline.stages = *f.pp;
+  if (f.tp)
+    cfg.tensorParallel = *f.tp;
+  if (f.sequenceParallel) {
+    if (cfg.tensorParallel < 2)
+      throw ConfigError("--sequence-parallel splits the tokens over the tensor-parallel group: "
+                        "give --tp 2 or more (or tensor_parallel.autotp_size)");
+    cfg.sequenceParallel = true;
+  }
+  if (f.schedule)
+    cfg.pipeline.schedule = *f.schedule;
+  if (f.partition)
+    cfg.pipeline.partitionMethod = *f.partition;
+  // The flag wins over the config's bf16.enabled / fp16.enabled.
+  if (f.precision)
+    cfg.precision.kind = precisionFromFlag(*f.precision);
+  if (f.recompute)
+    cfg.recompute.mode = *f.recompute;
+  if (f.memoryBudget)
+    cfg.recompute.memoryBudget = *f.memoryBudget;
+  if (cfg.recompute.mode == "auto" && !cfg.recompute.memoryBudget)
+    throw ConfigError("--recompute auto needs --memory-budget (or the config's "
+                      "activation_checkpointing.memory_budget): auto chooses what to recompute "
+                      "to fit it");
+  // Gradients accumulate in fp32 unless data_types.grad_accum_dtype says
+  // bf16 / fp16 (DeepSpeed >= 0.17.5 defaults to the model's dtype; dsc
+  // keeps BF16_Optimizer's fp32). A 16-bit sum is supported where the
+  // gradients are summed before any reduction.
+  if (auto setting = cfg.precision.gradAccumDtypeSetting;
+      setting && *setting != Precision::FP32 &&
+      (cfg.zero.stage >= 2 || cfg.pipeline.stages > 1))
+    throw ConfigError((in.haveConfig ? f.configPath : std::string("--config")) +
+                      ": data_types.grad_accum_dtype " + precisionName(*setting) +
+                      " is supported with ZeRO stages 0-1 without a pipeline (stages 2-3 "
+                      "reduce-scatter each micro-batch's gradient and pipelines sum them in "
+                      "their schedule, both in fp32); give \"fp32\" or leave it out");
+  if ((f.schedule || f.partition) && cfg.pipeline.stages <= 1)
+    throw ConfigError(std::string(f.schedule ? "--schedule" : "--partition") +
+                      ": applies to a pipeline; give --pp P (or pipeline.stages in the "
+                      "config) with P >= 2");
+  // Micro-batches: --micro-batches, else gradient_accumulation_steps; a
+  // pipeline compiled without a config runs 2 x pp of them.
+  int64_t m = f.microBatches                             ? *f.microBatches
+              : (!in.haveConfig && cfg.pipeline.stages > 1) ? 2 * cfg.pipeline.stages
+                                                          : cfg.gradAccumSteps;
+  if (m != cfg.gradAccumSteps) {
+    cfg.gradAccumSteps = m;
+    cfg.trainBatchSize = cfg.microBatchPerGpu * m * cfg.worldSize;
+  }
+  return cfg;
+}
+
+TrainConfig resolveCompileConfig(const CompileFlags &f, const CompileInput &in,
+                                 const ModelFacts &model, std::vector<std::string> &notes) {
+  return applyCompileFlags(readWithModel(f, in, model, notes), f, in, model);
+}
+
+} // namespace dsrt::config
