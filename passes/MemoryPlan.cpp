@@ -19,7 +19,7 @@
 #include "dialects/dist/DistDialect.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/train/TrainDialect.h"
-#include "runtime/comm/Staging.h"
+#include "runtime/plan/Staging.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -52,17 +52,18 @@ bool isInPlaceElementwise(Operation *op) {
              nn::ErfOp, nn::ReluOp, nn::SigmoidOp, nn::GeluOp, nn::AbsOp>(op);
 }
 
-/// Bytes a collective works in: what dsrt's MPI communicator stages it in
-/// (runtime/comm/Staging.h), reserved here so the arena is the whole peak.
+/// Bytes a collective works in: the staging the plan format asks of it
+/// (runtime/plan/Staging.h), reserved here so the arena is the whole peak.
 int64_t stagingBytes(Operation *op) {
   auto group = op->getAttrOfType<dist::GroupAttr>("group");
   if (!group || isa<dist::SendOp, dist::RecvOp>(op))
     return 0; // point-to-point moves the buffer itself
   auto numel = [](Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); };
-  dsrt::comm::Kind kind = isa<dist::AllReduceOp>(op)       ? dsrt::comm::Kind::AllReduce
-                          : isa<dist::ReduceScatterOp>(op) ? dsrt::comm::Kind::ReduceScatter
-                                                           : dsrt::comm::Kind::AllGather;
-  return dsrt::comm::mpiStagingBytes(
+  using dsrt::staging::Collective;
+  Collective kind = isa<dist::AllReduceOp>(op)         ? Collective::AllReduce
+                    : isa<dist::ReduceScatterOp>(op) ? Collective::ReduceScatter
+                                                     : Collective::AllGather;
+  return dsrt::staging::collectiveStagingBytes(
       kind, group.getSize(), op->getNumOperands(),
       [&](size_t j) { return numel(op->getOperand(j)); },
       [&](size_t j) { return numel(op->getResult(j)); },

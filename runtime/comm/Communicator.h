@@ -38,7 +38,7 @@
 #ifndef DSRT_COMM_COMMUNICATOR_H
 #define DSRT_COMM_COMMUNICATOR_H
 
-#include "runtime/comm/Staging.h"
+#include "runtime/plan/Staging.h"
 
 #include <algorithm>
 #include <chrono>
@@ -50,6 +50,11 @@
 #include <vector>
 
 namespace dsrt::comm {
+
+/// The collectives (the plan format's names, runtime/plan/Staging.h).
+using Kind = staging::Collective;
+constexpr int kNumKinds = staging::kNumCollectives;
+using staging::chunkOf;
 
 /// A collective that failed or timed out, or a misuse of the API.
 class CommError : public std::runtime_error {

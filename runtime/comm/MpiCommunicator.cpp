@@ -258,7 +258,7 @@ std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
 }
 
 int64_t MpiCommunicator::stagingElements(Kind kind, const TensorArg *ts, size_t k) const {
-  return mpiStagingBytes(
+  return staging::collectiveStagingBytes(
              kind, size_, k, [&](size_t j) { return ts[j].n; },
              [&](size_t j) { return kind == Kind::AllGather ? gatheredOf(ts[j], size_) : ts[j].n; },
              [&](size_t j) { return int64_t(ts[j].elementBytes()); }) /
