@@ -21,6 +21,7 @@
 #include "passes/PlanManifest.h"
 #include "dialects/train/TrainDialect.h"
 #include "frontends/onnx/OnnxImporter.h"
+#include "runtime/config/DsConfig.h"
 #include "runtime/io/FileUtil.h"
 #include "runtime/io/SafeTensors.h"
 #include "runtime/plan/Version.h"
@@ -667,6 +668,42 @@ void describeTensorParallel(Operation *scope, int64_t tp, plan::Plan &p) {
 
 } // namespace
 
+/// The plan's lr schedule: the baked config's scheduler and optimizer lr,
+/// which the step's train.lr_schedule must name.
+static LogicalResult lrSchedule(func::FuncOp step, const std::string &configJson, int64_t dp,
+                                plan::LrSchedule &out) {
+  dsrt::config::TrainConfig cfg;
+  try {
+    dsrt::config::AutoValues autos;
+    autos.runLengthAtRun = true;
+    cfg = configJson.empty() ? dsrt::config::defaultConfig()
+                             : dsrt::config::parseDsConfig(configJson, "baked config",
+                                                           std::max<int64_t>(1, dp), autos);
+  } catch (const std::exception &e) {
+    return step.emitError("emit-plan: the baked config does not read back: ") << e.what();
+  }
+  const dsrt::config::SchedulerConfig &s = cfg.scheduler;
+  std::string expected = s.type.empty() ? "constant" : s.type;
+  WalkResult walk = step.walk([&](train::LrScheduleOp op) {
+    if (op.getKind() == expected)
+      return WalkResult::advance();
+    op.emitOpError("emit-plan: the step's schedule is ")
+        << op.getKind() << ", the baked config's " << expected;
+    return WalkResult::interrupt();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  out.set_type(s.type);
+  for (const auto &[name, value] : s.params)
+    (*out.mutable_params())[name] = value;
+  out.set_lr(cfg.optimizer.lr);
+  out.set_warmup_type(s.warmupType);
+  out.set_staircase(s.staircase);
+  out.set_cycle_momentum(s.cycleMomentum);
+  out.set_total_steps_from_run(s.totalStepsFromRun);
+  return success();
+}
+
 LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
   // The step: one function, or one per pipeline stage (dist.stage).
   SmallVector<func::FuncOp> steps;
@@ -712,6 +749,8 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
     describeTensorParallel(module, tp, p);
   std::vector<std::unique_ptr<Emitter>> emitters;
   std::set<std::string> weightNames, paramNames;
+  if (failed(lrSchedule(steps[0], options.configJson, dp, *p.mutable_lr_schedule())))
+    return failure();
   if (pp == 1) {
     emitters.push_back(std::make_unique<Emitter>(steps[0], p, dp));
   } else {
@@ -726,6 +765,7 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
       stage->set_producer(p.producer());
       stage->set_source_model(p.source_model());
       stage->set_config_json(p.config_json());
+      *stage->mutable_lr_schedule() = p.lr_schedule();
       stage->set_dp(dp);
       stage->set_zero_stage(zeroStage);
       if (tp > 1)

@@ -236,6 +236,22 @@ Executor::Executor(const std::string &dir, comm::Communicator *world, Device dev
   } catch (const config::ConfigError &e) {
     throw PlanError(e.what());
   }
+  // Format 3: the lr schedule is the plan's own (an older plan's is its
+  // baked config's).
+  if (plan_.format_version() >= 3) {
+    if (!plan_.has_lr_schedule())
+      throw PlanError(name_ + ": a format-" + std::to_string(plan_.format_version()) +
+                      " plan has no lr_schedule");
+    const plan::LrSchedule &l = plan_.lr_schedule();
+    config::SchedulerConfig &s = config_.scheduler;
+    s.type = l.type();
+    s.params = std::map<std::string, double>(l.params().begin(), l.params().end());
+    s.warmupType = l.warmup_type();
+    s.staircase = l.staircase();
+    s.cycleMomentum = l.cycle_momentum();
+    s.totalStepsFromRun = l.total_steps_from_run();
+    config_.optimizer.lr = l.lr();
+  }
   ctx_.comm = comm_;
   ctx_.rank = comm_->rank();
   // Axis 2 of a plan without tensor parallelism is this rank alone.
@@ -440,11 +456,16 @@ void Executor::setupPipeline(plan::Plan &top, const std::string &path) {
   stage_ = rest % pp_;
   int index = rest / pp_;
   std::string config = top.config_json();
+  std::optional<plan::LrSchedule> lrSchedule;
+  if (top.has_lr_schedule())
+    lrSchedule = top.lr_schedule();
   schedule_ = top.schedule();
   plan_.Swap(top.mutable_stages(stage_));
   top.Clear(); // the other stages' plans are not needed any more
   if (plan_.config_json().empty())
     plan_.set_config_json(config);
+  if (!plan_.has_lr_schedule() && lrSchedule)
+    *plan_.mutable_lr_schedule() = *lrSchedule;
   name_ = path + " (stage " + std::to_string(stage_) + ")";
   hasLoss_ = plan_.has_loss();
   ctx_.microBatches = m;

@@ -27,7 +27,8 @@
 //   nn.slice, nn.slice_grad: ints: start[rank], stride[rank]
 //   nn.dropout             ints: rng stream; floats: ratio
 //   nn.dropout_grad        floats: ratio
-//   train.lr_schedule      - (the schedule is the plan's baked config)
+//   train.lr_schedule      - (the schedule is Plan.lr_schedule; format 2: the
+//                          baked config's scheduler)
 //   train.clip_grad_norm   floats: max_norm (0: only the norm); ints:
 //                          has_sum_sq, has_loss_scale (older plans: none)
 //   train.adam             floats: beta1, beta2, eps, weight_decay;

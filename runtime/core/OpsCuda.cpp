@@ -7,7 +7,7 @@
 //  * every tensor computation, the optimizer update and the gradient
 //    norm's sum of squares run on the device, in plan order on one stream;
 //  * the step counter and the lr are host values (the executor writes the
-//    STEP buffer; train.lr_schedule computes the lr from the baked config)
+//    STEP buffer; train.lr_schedule computes the lr from the plan's schedule)
 //    copied to the device for the kernels that read them there;
 //  * the clipping instruction brings the sum of squares to the host (one
 //    8-byte copy, the step's one synchronization inside it), decides

@@ -23,7 +23,10 @@ namespace dsrt {
 /// recompute, which plans have used while still saying 1; a dsrt of
 /// version 1 refuses them now. dsrt still runs version-1 plans: their
 /// fields mean what they meant.
-constexpr unsigned kPlanFormatVersion = 2;
+/// Version 3: the lr schedule is plan data (Plan.lr_schedule), which a dsrt
+/// of version 2 would not read (it took the baked config's). dsrt runs
+/// version-2 plans with their config_json's scheduler, as they meant.
+constexpr unsigned kPlanFormatVersion = 3;
 constexpr unsigned kOldestPlanFormatVersion = 1;
 
 } // namespace dsrt

@@ -135,7 +135,11 @@ TEST(PlanFormat, VersionsThisDsrtRuns) {
   TempDir dir;
   smallPlan().write(dir.path());
   for (unsigned v = 0; v <= kPlanFormatVersion + 1; ++v) {
-    editPlan(dir.path(), [v](plan::Plan &p) { p.set_format_version(v); });
+    editPlan(dir.path(), [v](plan::Plan &p) {
+      p.set_format_version(v);
+      if (v >= 3) // format 3 holds its lr schedule
+        p.mutable_lr_schedule()->set_lr(0.125);
+    });
     bool runs = v >= kOldestPlanFormatVersion && v <= kPlanFormatVersion;
     if (runs)
       EXPECT_EQ(loadError(dir.path()), "no error") << "version " << v;
@@ -146,6 +150,40 @@ TEST(PlanFormat, VersionsThisDsrtRuns) {
                             std::to_string(kPlanFormatVersion)))
           << "version " << v;
   }
+}
+
+TEST(PlanFormat, TheLrScheduleIsPlanData) {
+  // train.lr_schedule computes the plan's schedule (format 3), whatever the
+  // baked config says (here nothing: no scheduler, lr 1e-3); a format-2
+  // plan's is its config's. A format-3 plan without one is refused.
+  PlanBuilder b(1, 1, 1);
+  b.instr(Prologue, "train.lr_schedule", {b.kStep}, {b.kLr});
+  TempDir dir;
+  b.write(dir.path());
+  auto lrAtStep3 = [&](unsigned version) {
+    editPlan(dir.path(), [&](plan::Plan &p) {
+      p.set_format_version(version);
+      plan::LrSchedule &l = *p.mutable_lr_schedule();
+      l.set_type("WarmupLR");
+      l.set_lr(0.5);
+      l.set_warmup_type("linear");
+      (*l.mutable_params())["warmup_min_lr"] = 0.0;
+      (*l.mutable_params())["warmup_max_lr"] = 1.0;
+      (*l.mutable_params())["warmup_num_steps"] = 10;
+    });
+    Executor exec(dir.path());
+    exec.initialize(dir.path() + "/weights.safetensors", 0);
+    for (int64_t s = 1; s <= 3; ++s)
+      exec.step(s, [](int64_t) {});
+    return exec.lr();
+  };
+  EXPECT_FLOAT_EQ(lrAtStep3(3), 0.1f); // update 2 of a linear warmup over 10
+  EXPECT_FLOAT_EQ(lrAtStep3(2), 1e-3f);
+  editPlan(dir.path(), [](plan::Plan &p) {
+    p.set_format_version(3);
+    p.clear_lr_schedule();
+  });
+  EXPECT_THAT(loadError(dir.path()), HasSubstr("a format-3 plan has no lr_schedule"));
 }
 
 //===--- sizes ------------------------------------------------------------===//
