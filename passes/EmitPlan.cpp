@@ -24,6 +24,7 @@
 #include "runtime/config/DsConfig.h"
 #include "runtime/io/FileUtil.h"
 #include "runtime/io/SafeTensors.h"
+#include "runtime/plan/Instructions.h"
 #include "runtime/plan/Version.h"
 
 #include "plan.pb.h"
@@ -61,6 +62,77 @@ plan::DType dtypeOf(Type t) {
   if (e.isInteger(1))
     return plan::BOOL;
   return plan::DTYPE_UNSPECIFIED;
+}
+
+/// The plan instruction of `op` (runtime/plan/Instructions.h), chosen by
+/// its class, so that renaming an op in a dialect changes no plan; null for
+/// an op dsrt has no kernel for.
+const char *instructionOf(Operation *op) {
+  return llvm::TypeSwitch<Operation *, const char *>(op)
+      .Case<dist::AllGatherOp>([](Operation *) { return "dist.all_gather"; })
+      .Case<dist::AllReduceOp>([](Operation *) { return "dist.all_reduce"; })
+      .Case<dist::ChunkOp>([](Operation *) { return "dist.chunk"; })
+      .Case<dist::RecvOp>([](Operation *) { return "dist.recv"; })
+      .Case<dist::ReduceScatterOp>([](Operation *) { return "dist.reduce_scatter"; })
+      .Case<dist::SendOp>([](Operation *) { return "dist.send"; })
+      .Case<dist::WaitOp>([](Operation *) { return "dist.wait"; })
+      .Case<nn::AbsOp>([](Operation *) { return "nn.abs"; })
+      .Case<nn::AddOp>([](Operation *) { return "nn.add"; })
+      .Case<nn::BroadcastOp>([](Operation *) { return "nn.broadcast"; })
+      .Case<nn::CastOp>([](Operation *) { return "nn.cast"; })
+      .Case<nn::CmpOp>([](Operation *) { return "nn.cmp"; })
+      .Case<nn::ConcatOp>([](Operation *) { return "nn.concat"; })
+      .Case<nn::CrossEntropyOp>([](Operation *) { return "nn.cross_entropy"; })
+      .Case<nn::CrossEntropyGradOp>([](Operation *) { return "nn.cross_entropy_grad"; })
+      .Case<nn::DivOp>([](Operation *) { return "nn.div"; })
+      .Case<nn::DropoutOp>([](Operation *) { return "nn.dropout"; })
+      .Case<nn::DropoutGradOp>([](Operation *) { return "nn.dropout_grad"; })
+      .Case<nn::ErfOp>([](Operation *) { return "nn.erf"; })
+      .Case<nn::ExpOp>([](Operation *) { return "nn.exp"; })
+      .Case<nn::GatherOp>([](Operation *) { return "nn.gather"; })
+      .Case<nn::GatherGradOp>([](Operation *) { return "nn.gather_grad"; })
+      .Case<nn::GeluOp>([](Operation *) { return "nn.gelu"; })
+      .Case<nn::GeluGradOp>([](Operation *) { return "nn.gelu_grad"; })
+      .Case<nn::LayerNormOp>([](Operation *) { return "nn.layer_norm"; })
+      .Case<nn::LayerNormGradOp>([](Operation *) { return "nn.layer_norm_grad"; })
+      .Case<nn::LogOp>([](Operation *) { return "nn.log"; })
+      .Case<nn::LogSoftmaxOp>([](Operation *) { return "nn.log_softmax"; })
+      .Case<nn::LogSoftmaxGradOp>([](Operation *) { return "nn.log_softmax_grad"; })
+      .Case<nn::MatmulOp>([](Operation *) { return "nn.matmul"; })
+      .Case<nn::MaxOp>([](Operation *) { return "nn.max"; })
+      .Case<nn::MinOp>([](Operation *) { return "nn.min"; })
+      .Case<nn::MulOp>([](Operation *) { return "nn.mul"; })
+      .Case<nn::NegOp>([](Operation *) { return "nn.neg"; })
+      .Case<nn::NotOp>([](Operation *) { return "nn.not"; })
+      .Case<nn::NllLossOp>([](Operation *) { return "nn.nll_loss"; })
+      .Case<nn::NllLossGradOp>([](Operation *) { return "nn.nll_loss_grad"; })
+      .Case<nn::PowOp>([](Operation *) { return "nn.pow"; })
+      .Case<nn::ReciprocalOp>([](Operation *) { return "nn.reciprocal"; })
+      .Case<nn::ReduceMaxOp>([](Operation *) { return "nn.reduce_max"; })
+      .Case<nn::ReduceMeanOp>([](Operation *) { return "nn.reduce_mean"; })
+      .Case<nn::ReduceSumOp>([](Operation *) { return "nn.reduce_sum"; })
+      .Case<nn::ReluOp>([](Operation *) { return "nn.relu"; })
+      .Case<nn::RsqrtOp>([](Operation *) { return "nn.rsqrt"; })
+      .Case<nn::SelectOp>([](Operation *) { return "nn.select"; })
+      .Case<nn::SigmoidOp>([](Operation *) { return "nn.sigmoid"; })
+      .Case<nn::SliceOp>([](Operation *) { return "nn.slice"; })
+      .Case<nn::SliceGradOp>([](Operation *) { return "nn.slice_grad"; })
+      .Case<nn::SoftmaxOp>([](Operation *) { return "nn.softmax"; })
+      .Case<nn::SoftmaxGradOp>([](Operation *) { return "nn.softmax_grad"; })
+      .Case<nn::SqrtOp>([](Operation *) { return "nn.sqrt"; })
+      .Case<nn::SubOp>([](Operation *) { return "nn.sub"; })
+      .Case<nn::TanhOp>([](Operation *) { return "nn.tanh"; })
+      .Case<nn::TransposeOp>([](Operation *) { return "nn.transpose"; })
+      .Case<nn::VocabCeLossOp>([](Operation *) { return "nn.vocab_ce_loss"; })
+      .Case<nn::VocabCeLossGradOp>([](Operation *) { return "nn.vocab_ce_loss_grad"; })
+      .Case<nn::VocabCeSumsOp>([](Operation *) { return "nn.vocab_ce_sums"; })
+      .Case<nn::VocabCeSumsGradOp>([](Operation *) { return "nn.vocab_ce_sums_grad"; })
+      .Case<train::AdamOp>([](Operation *) { return "train.adam"; })
+      .Case<train::ClipGradNormOp>([](Operation *) { return "train.clip_grad_norm"; })
+      .Case<train::LrScheduleOp>([](Operation *) { return "train.lr_schedule"; })
+      .Case<train::SgdOp>([](Operation *) { return "train.sgd"; })
+      .Case<train::SumSqOp>([](Operation *) { return "train.sum_sq"; })
+      .Default([](Operation *) { return nullptr; });
 }
 
 class Emitter {
@@ -401,7 +473,11 @@ private:
       return success();
     }
     plan::Instr instr;
-    instr.set_op(op->getName().getStringRef().str());
+    const char *name = instructionOf(op);
+    if (!name)
+      return op->emitOpError("emit-plan: no runtime kernel for this op");
+    assert(dsrt::isPlanInstruction(name) && "instructionOf names a plan instruction");
+    instr.set_op(name);
     markSchedule(op, instr);
     if (auto group = op->getAttrOfType<dist::GroupAttr>("group")) {
       dist::Axis axis = group.getAxis();

@@ -22,11 +22,14 @@
 #include "test/runtime/comm/PlanBuilder.h"
 
 #include "runtime/core/Executor.h"
+#include "runtime/plan/Instructions.h"
 #include "runtime/io/FileUtil.h"
 
 #include <gmock/gmock.h>
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <cstring>
 #include <fstream>
 
@@ -150,6 +153,18 @@ TEST(PlanFormat, VersionsThisDsrtRuns) {
                             std::to_string(kPlanFormatVersion)))
           << "version " << v;
   }
+}
+
+TEST(PlanFormat, TheCpuExecutorRunsExactlyTheInstructionVocabulary) {
+  std::vector<std::string> vocabulary(kPlanInstructions.begin(), kPlanInstructions.end());
+  EXPECT_TRUE(std::is_sorted(vocabulary.begin(), vocabulary.end())); // isPlanInstruction's search
+  std::vector<std::string> known = knownOps(), missing, extra;
+  std::set_difference(vocabulary.begin(), vocabulary.end(), known.begin(), known.end(),
+                      std::back_inserter(missing));
+  std::set_difference(known.begin(), known.end(), vocabulary.begin(), vocabulary.end(),
+                      std::back_inserter(extra));
+  EXPECT_THAT(missing, ::testing::IsEmpty()) << "instructions without a CPU kernel";
+  EXPECT_THAT(extra, ::testing::IsEmpty()) << "kernels of no instruction";
 }
 
 TEST(PlanFormat, TheLrScheduleIsPlanData) {
