@@ -11,8 +11,17 @@
 # gradient accumulation ga x dp (same samples, same order). AdamW, WarmupLR,
 # clipping 1.0 (the sharded global norm).
 # For each run: the loss of every step within DP_LOSS_RTOL (1e-5) relative,
-# the final weights within DP_WEIGHT_ATOL (1e-5) absolute, and the runtime's
-# communication counters equal to what dsc --explain predicted.
+# the final weights within DP_WEIGHT_ATOL (1e-4) absolute, and the runtime's
+# communication counters equal to what dsc --explain predicted. Measured on
+# an AMD EPYC Zen 4 (AVX-512, no AMX): losses within 1e-7, weights within
+# 1.4e-6, in the attention's key bias, whose gradient is zero in exact
+# arithmetic: AdamW scales its rounding noise, which the other order of the
+# gradient sums changes, to steps of up to lr (the other tensors within
+# 5e-7); dp 1, and the weights of dp 2 with ga 1, equal the reference
+# bitwise. The bounds are ~100x that: the noise follows the kernels'
+# summation orders, which another CPU's kernels (AVX2 only, AMX) change.
+# Each run prints one line: "OK   NAME: S steps, loss rel diff max X <= rtol
+# R; T tensors, weight abs diff max Y <= atol A; <communication>".
 # Environment: DP_STEPS (8), DP_RANKS ("1 2 4"), DP_STAGES ("0 1 2 3"),
 # DP_GAS ("1 2").
 set -euo pipefail
@@ -25,7 +34,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 STEPS=${DP_STEPS:-8}
 LOSS_RTOL=${DP_LOSS_RTOL:-1e-5}
-WEIGHT_ATOL=${DP_WEIGHT_ATOL:-1e-5}
+WEIGHT_ATOL=${DP_WEIGHT_ATOL:-1e-4}
 
 rm -rf "$WORK"
 mkdir -p "$WORK"
@@ -52,6 +61,7 @@ JSON
 
 declare -A refs
 failures=0
+runs=0
 for dp in ${DP_RANKS:-1 2 4}; do
   for ga in ${DP_GAS:-1 2}; do
     refga=$((ga * dp))
@@ -65,6 +75,7 @@ for dp in ${DP_RANKS:-1 2 4}; do
     fi
     for zero in ${DP_STAGES:-0 1 2 3}; do
       name="dp$dp-zero$zero-ga$ga"
+      runs=$((runs + 1))
       run="$WORK/$name"
       config "$ga" "$dp" > "$run.json"
       "$DSC" "$WORK/gpt.onnx" --config "$run.json" --dp "$dp" --zero "$zero" -o "$run.plan"
@@ -73,7 +84,7 @@ for dp in ${DP_RANKS:-1 2 4}; do
       if out=$("$PY" "$HERE/compare.py" "$ref.run" "$run.run" --loss-rtol "$LOSS_RTOL" \
                  --weight-atol "$WEIGHT_ATOL" -q 2>&1) &&
          comm=$("$PY" "$HERE/check_comm.py" "$run.plan/manifest.txt" "$run.log" --bucket 20000 2>&1); then
-        echo "OK   $name: $(echo "$out" | head -1 | sed 's/^compare: //'); $comm"
+        echo "OK   $name: $(echo "$out" | tail -1 | sed 's/^compare: OK: //'); $comm"
       else
         echo "FAIL $name:"
         echo "$out"
@@ -84,7 +95,7 @@ for dp in ${DP_RANKS:-1 2 4}; do
   done
 done
 if [ "$failures" -ne 0 ]; then
-  echo "dp-parity: $failures runs differ from the single-rank reference"
+  echo "dp-parity: $failures of $runs runs differ from the single-rank reference"
   exit 1
 fi
-echo "dp-parity: all runs match the single-rank reference"
+echo "dp-parity: all $runs runs match the single-rank reference ($STEPS steps; loss rtol $LOSS_RTOL, weight atol $WEIGHT_ATOL)"
