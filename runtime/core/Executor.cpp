@@ -300,12 +300,7 @@ Executor::Executor(const std::string &dir, comm::Communicator *world, Device dev
   if (lossScale_) {
     const config::Fp16Config &f = config_.precision.fp16;
     LossScalerConfig sc;
-    sc.lossScale = f.lossScale;
-    sc.initialScalePower = f.initialScalePower;
-    sc.lossScaleWindow = f.lossScaleWindow;
-    sc.hysteresis = f.hysteresis;
-    sc.consecutiveHysteresis = f.consecutiveHysteresis;
-    sc.minLossScale = double(f.minLossScale);
+    static_cast<config::Fp16Config &>(sc) = f;
     try {
       scaler_.emplace(sc);
     } catch (const std::invalid_argument &e) {

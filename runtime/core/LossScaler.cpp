@@ -58,10 +58,10 @@ LossScaler::LossScaler(const LossScalerConfig &config) : config_(config) {
   require(config.lossScaleWindow > 0, "fp16.loss_scale_window must be > 0 when dynamic "
                                       "loss scaling is enabled (loss_scale=0), not " +
                                           std::to_string(config.lossScaleWindow));
-  require(std::isfinite(config.minLossScale) && config.minLossScale > 0,
+  require(config.minLossScale > 0,
           "fp16.min_loss_scale must be > 0 when dynamic loss scaling is enabled "
           "(loss_scale=0), not " +
-              formatScale(config.minLossScale));
+              formatScale(double(config.minLossScale)));
   // DeepSpeed accepts hysteresis <= 0 but then never lowers the scale (it
   // halves only when the hysteresis is exactly 1): every step would be
   // skipped forever.
@@ -76,9 +76,10 @@ bool LossScaler::update(bool overflow) {
   if (dynamic()) {
     if (overflow) {
       if (config_.hysteresis == 1 || s.hysteresis == 1) {
-        if (s.scale == config_.minLossScale && config_.raiseErrorAtMinScale)
+        double floor = double(config_.minLossScale);
+        if (s.scale == floor && config_.raiseErrorAtMinScale)
           throw LossScaleError(s.iteration + 1, s.scale);
-        s.scale = std::max(s.scale / kScaleFactor, config_.minLossScale);
+        s.scale = std::max(s.scale / kScaleFactor, floor);
       } else {
         // Not reset when the scale halves: without consecutive_hysteresis
         // only a completed window refills it.

@@ -18,29 +18,17 @@
 #ifndef DSRT_CORE_LOSSSCALER_H
 #define DSRT_CORE_LOSSSCALER_H
 
+#include "runtime/config/DsConfig.h"
+
 #include <cstdint>
 #include <stdexcept>
 
 namespace dsrt {
 
-/// The ds_config "fp16" keys that drive loss scaling, with DeepSpeed's
-/// defaults.
-struct LossScalerConfig {
-  /// fp16.loss_scale: 0 is dynamic scaling, > 0 a static scale.
-  double lossScale = 0;
-  /// fp16.initial_scale_power: the dynamic scale starts at 2^this.
-  int64_t initialScalePower = 16;
-  /// fp16.loss_scale_window: clean steps after the last overflow before the
-  /// scale doubles (and again every window steps).
-  int64_t lossScaleWindow = 1000;
-  /// fp16.hysteresis (DeepSpeed's delayed_shift): overflows absorbed before
-  /// the scale halves.
-  int64_t hysteresis = 2;
-  /// fp16.consecutive_hysteresis: a clean step refills the hysteresis (else
-  /// only a completed window does).
-  bool consecutiveHysteresis = false;
-  /// fp16.min_loss_scale: the scale never halves below it.
-  double minLossScale = 1;
+/// The ds_config "fp16" keys that drive loss scaling (config::Fp16Config:
+/// DeepSpeed's names and defaults, declared once for the config reader and
+/// the scaler), and one setting of DeepSpeed's engine.
+struct LossScalerConfig : config::Fp16Config {
   /// Not a ds_config key: DeepSpeed's engine leaves it at true, so an
   /// overflow at the minimum scale is an error instead of a skipped step.
   bool raiseErrorAtMinScale = true;

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "PipelinePlan.h"
+#include "FakeCommunicator.h"
 #include "PlanBuilder.h"
 
 #include "runtime/core/Executor.h"
@@ -221,41 +222,6 @@ TEST(StagingPlacement, FirstFit) {
   EXPECT_EQ(comm::firstFitOffset(live.data(), live.size(), 6), 10);
 }
 
-/// A communicator of `size` ranks, this one `rank`, that is never asked to
-/// communicate (plan validation only). split() returns fakes of the sizes
-/// in `splits`, one per call, ranked by the key.
-class FakeCommunicator : public comm::Communicator {
-public:
-  explicit FakeCommunicator(int size, int rank = 0, std::vector<int> splits = {})
-      : Communicator(1), size_(size), rank_(rank), splits_(std::move(splits)) {}
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  const char *backend() const override { return "fake"; }
-  int64_t stagingElements(comm::Kind, const comm::TensorArg *t, size_t k) const override {
-    return k > 1 ? t[0].n + t[1].n : 0;
-  }
-  void progress() override {}
-  double blockingAllReduceScalar(double v, comm::ReduceOp) override { return v; }
-  std::unique_ptr<comm::Communicator> split(int, int key) override {
-    int size = calls_ < splits_.size() ? splits_[calls_] : 1;
-    ++calls_;
-    return std::make_unique<FakeCommunicator>(size, key);
-  }
-
-protected:
-  void startCollective(int) override {}
-  bool testCollective(int) override { return true; }
-  void finishCollective(int) override {}
-  void allocateStaging(int64_t elements) override { allocated = elements; }
-
-private:
-  int size_, rank_;
-  std::vector<int> splits_;
-  size_t calls_ = 0;
-
-public:
-  int64_t allocated = -1;
-};
 
 /// A plan of dp ranks with a reduce_scatter / all_gather pair in the
 /// epilogue (handles 1 and 2).

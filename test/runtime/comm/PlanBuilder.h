@@ -183,18 +183,6 @@ private:
   std::vector<Weight> weights_;
 };
 
-/// The message of the exception `expr` throws as `Type`, or a failure.
-#define DSRT_ERROR_OF(Type, expr)                                              \
-  [&]() -> std::string {                                                       \
-    try {                                                                      \
-      expr;                                                                    \
-    } catch (const Type &e) {                                                  \
-      return e.what();                                                         \
-    }                                                                          \
-    ADD_FAILURE() << "expected " #Type " from " #expr;                         \
-    return "";                                                                 \
-  }()
-
 } // namespace dsrt::test
 
 #endif // DSRT_TEST_COMM_PLANBUILDER_H

@@ -80,7 +80,7 @@ void parseConfig(std::istringstream &in, LossScalerConfig &config) {
     } else if (key == "consecutive") {
       config.consecutiveHysteresis = value == "1";
     } else if (key == "min") {
-      config.minLossScale = parseDouble(value);
+      config.minLossScale = std::stoll(value); // an integer (DeepSpeed's, and ours)
     } else if (key == "raise") {
       config.raiseErrorAtMinScale = value == "1";
     } else if (key == "static") {

@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 #include <google/protobuf/unknown_field_set.h>
 #include "test/runtime/comm/PipelinePlan.h"
+#include "test/runtime/comm/FakeCommunicator.h"
 #include "test/runtime/comm/PlanBuilder.h"
 
 #include "runtime/core/Executor.h"
@@ -81,35 +82,6 @@ PlanBuilder smallPlan() {
   return p;
 }
 
-/// A world of `size` ranks that never communicates; split() gives groups of
-/// the sizes in `splits`, ranked by key (the executor's pipeline checks).
-class FakeWorld : public comm::Communicator {
-public:
-  FakeWorld(int size, int rank, std::vector<int> splits = {})
-      : Communicator(1), size_(size), rank_(rank), splits_(std::move(splits)) {}
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  const char *backend() const override { return "fake"; }
-  int64_t stagingElements(comm::Kind, const comm::TensorArg *, size_t) const override { return 0; }
-  void progress() override {}
-  double blockingAllReduceScalar(double v, comm::ReduceOp) override { return v; }
-  std::unique_ptr<comm::Communicator> split(int, int key) override {
-    int size = calls_ < splits_.size() ? splits_[calls_] : 1;
-    ++calls_;
-    return std::make_unique<FakeWorld>(size, key);
-  }
-
-protected:
-  void startCollective(int) override {}
-  bool testCollective(int) override { return true; }
-  void finishCollective(int) override {}
-  void allocateStaging(int64_t) override {}
-
-private:
-  int size_, rank_;
-  std::vector<int> splits_;
-  size_t calls_ = 0;
-};
 
 //===--- format -----------------------------------------------------------===//
 
@@ -303,7 +275,7 @@ TEST(PlanCounts, OneLoadBatchPerMicroBatch) {
     PipelineStages st = pipelinePlan(1, 2, 3);
     TempDir dir;
     st.write(dir.path(), 3);
-    FakeWorld world(2, 0, {1, 2});
+    FakeCommunicator world(2, 0, {1, 2});
     EXPECT_THAT(loadError(dir.path(), &world),
                 HasSubstr("(stage 0): no load_batch loads micro-batch 2; a stage that loads data "
                           "loads each of the step's 3 micro-batches once"));
@@ -321,7 +293,7 @@ TEST(PlanCounts, OneLoadBatchPerMicroBatch) {
     int n = st.stage(0).proto().program().prologue_size();
     TempDir dir;
     st.write(dir.path(), 2);
-    FakeWorld world(2, 0, {1, 2});
+    FakeCommunicator world(2, 0, {1, 2});
     EXPECT_THAT(loadError(dir.path(), &world),
                 HasSubstr("instruction " + std::to_string(n - 1) +
                           " of the prologue (load_batch) loads micro-batch 1 again"));

@@ -13,32 +13,11 @@
 namespace dsrt::cpu::test {
 namespace {
 
-struct Dims3 {
-  int64_t outer, n, inner;
-};
 
 const Dims3 kSoftmaxShapes[] = {{1, 1, 1},   {3, 7, 1},   {5, 129, 1},
                                 {2, 33, 7},  {3, 5, 129}, {1, 1000, 1},
                                 {2, 7, 300}, {64, 512, 1}};
 
-/// Float64 softmax (or log-softmax) along n.
-std::vector<double> refSoftmax(const std::vector<double> &x, const Dims3 &d,
-                               bool log) {
-  std::vector<double> y(x.size());
-  for (int64_t o = 0; o < d.outer; ++o)
-    for (int64_t j = 0; j < d.inner; ++j) {
-      auto at = [&](int64_t i) { return (o * d.n + i) * d.inner + j; };
-      double m = -std::numeric_limits<double>::infinity(), s = 0;
-      for (int64_t i = 0; i < d.n; ++i)
-        m = std::max(m, x[at(i)]);
-      for (int64_t i = 0; i < d.n; ++i)
-        s += std::exp(x[at(i)] - m);
-      for (int64_t i = 0; i < d.n; ++i)
-        y[at(i)] =
-            log ? x[at(i)] - m - std::log(s) : std::exp(x[at(i)] - m) / s;
-    }
-  return y;
-}
 
 // Tolerance: relative 1e-5, absolute 1e-6 (softmax) / 1e-5 (log-softmax,
 // values up to ~10 in magnitude).

@@ -14,7 +14,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <algorithm>
 #include <initializer_list>
+#include <limits>
 #include <random>
 #include <sstream>
 #include <string>
@@ -168,6 +170,29 @@ struct HalfNames {
     return std::is_same_v<T, Bf16> ? "Bf16" : "Fp16";
   }
 };
+
+/// A softmax's shape: `n` elements reduced, between `outer` and `inner`.
+struct Dims3 {
+  int64_t outer, n, inner;
+};
+
+/// Softmax (or log-softmax) of `x` over the middle dimension of d, in
+/// double: the reference the float and 16-bit kernels are checked against.
+inline std::vector<double> refSoftmax(const std::vector<double> &x, const Dims3 &d, bool log) {
+  std::vector<double> y(x.size());
+  for (int64_t o = 0; o < d.outer; ++o)
+    for (int64_t j = 0; j < d.inner; ++j) {
+      auto at = [&](int64_t i) { return (o * d.n + i) * d.inner + j; };
+      double m = -std::numeric_limits<double>::infinity(), s = 0;
+      for (int64_t i = 0; i < d.n; ++i)
+        m = std::max(m, x[at(i)]);
+      for (int64_t i = 0; i < d.n; ++i)
+        s += std::exp(x[at(i)] - m);
+      for (int64_t i = 0; i < d.n; ++i)
+        y[at(i)] = log ? x[at(i)] - m - std::log(s) : std::exp(x[at(i)] - m) / s;
+    }
+  return y;
+}
 
 } // namespace dsrt::cpu::test
 
