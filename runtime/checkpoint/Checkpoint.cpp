@@ -950,15 +950,11 @@ int64_t exportWeights(const Reader &ckpt, const std::string &out) {
     if (t.kind == "param" || t.kind == "frozen")
       refs.push_back({name, io::DType::F32, t.shape, nullptr});
   io::checkNewFile(out, "-o");
-  std::map<std::string, std::string> meta{{"format", "pt"},
-                                          {"producer", "dsrt"},
-                                          {"step", std::to_string(ckpt.progress().step)}};
-  std::string header = io::safeTensorsHeader(out, refs, meta);
-  io::AtomicFile file(out, io::Existing::Refuse);
-  file.write(header.data(), header.size());
-  for (const io::TensorRef &r : refs)
-    ckpt.writeTo(r.name, file);
-  file.commit();
+  io::streamSafeTensors(out, refs, io::weightsMetadata(ckpt.progress().step),
+                        [&](io::AtomicFile &file) {
+                          for (const io::TensorRef &r : refs)
+                            ckpt.writeTo(r.name, file);
+                        });
   return int64_t(refs.size());
 }
 

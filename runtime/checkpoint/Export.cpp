@@ -90,19 +90,15 @@ StateDictExport exportStateDict(const Reader &ckpt, const std::string &planDir,
     result.bytes += refs.back().nbytes();
   }
 
-  std::map<std::string, std::string> meta{{"format", "pt"},
-                                          {"producer", "dsrt"},
-                                          {"step", std::to_string(ckpt.progress().step)}};
-  std::string header = io::safeTensorsHeader(out, refs, meta);
-  io::AtomicFile file(out, io::Existing::Refuse);
-  file.write(header.data(), header.size());
-  for (const Source &s : sources) {
-    if (s.ckpt)
-      ckpt.writeTo(s.entry->initializer, file);
-    else
-      file.write(s.entry->bytes.data(), s.entry->bytes.size());
-  }
-  file.commit();
+  io::streamSafeTensors(out, refs, io::weightsMetadata(ckpt.progress().step),
+                        [&](io::AtomicFile &file) {
+                          for (const Source &s : sources) {
+                            if (s.ckpt)
+                              ckpt.writeTo(s.entry->initializer, file);
+                            else
+                              file.write(s.entry->bytes.data(), s.entry->bytes.size());
+                          }
+                        });
   result.tensors = int64_t(refs.size());
   return result;
 }

@@ -75,6 +75,20 @@ uint64_t offsetValue(const std::string &where, const json &v) {
 
 } // namespace
 
+std::map<std::string, std::string> weightsMetadata(int64_t step) {
+  return {{"format", "pt"}, {"producer", "dsrt"}, {"step", std::to_string(step)}};
+}
+
+void streamSafeTensors(const std::string &path, const std::vector<TensorRef> &tensors,
+                       const std::map<std::string, std::string> &metadata,
+                       const std::function<void(AtomicFile &)> &writeData) {
+  std::string header = safeTensorsHeader(path, tensors, metadata);
+  AtomicFile file(path, Existing::Refuse);
+  file.write(header.data(), header.size());
+  writeData(file);
+  file.commit();
+}
+
 std::string safeTensorsHeader(const std::string &path, const std::vector<TensorRef> &tensors,
                               const std::map<std::string, std::string> &metadata) {
   ordered_json header = ordered_json::object();

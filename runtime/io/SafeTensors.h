@@ -18,6 +18,7 @@
 #include "runtime/io/FileUtil.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -41,6 +42,18 @@ struct TensorRef {
 void writeSafeTensors(const std::string &path,
                       const std::vector<TensorRef> &tensors,
                       const std::map<std::string, std::string> &metadata = {});
+
+/// The metadata of the weights dsrt writes (a run's, dsrt export's): PyTorch
+/// format, producer dsrt, the step they are of.
+std::map<std::string, std::string> weightsMetadata(int64_t step);
+
+/// Writes the new file `path` (never one that exists) of `tensors`, whose
+/// data may be null: the header, then `writeData` streams the tensors'
+/// bytes into the file in order; committed by a rename when it returns.
+/// Throws IoError.
+void streamSafeTensors(const std::string &path, const std::vector<TensorRef> &tensors,
+                       const std::map<std::string, std::string> &metadata,
+                       const std::function<void(AtomicFile &)> &writeData);
 
 /// The first bytes of a safetensors file of `tensors` (their data may be
 /// null): the 8-byte length and the padded JSON header. The tensors' bytes

@@ -347,9 +347,7 @@ int Trainer::writeResults() {
     refs.push_back({t.name, io::DType::F32, t.shape, t.data});
   std::string weightsPath = runDir_ + "/weights.safetensors";
   auto writeWeights = [&](int64_t step) {
-    io::writeSafeTensors(weightsPath, refs,
-                         {{"format", "pt"}, {"producer", "dsrt"},
-                          {"step", std::to_string(step)}});
+    io::writeSafeTensors(weightsPath, refs, io::weightsMetadata(step));
     o.weightsPath = weightsPath;
   };
   if (o.stoppedAt) {

@@ -38,6 +38,27 @@ inline AdamScalars adamScalars(float lr, float beta1, float beta2, float eps, fl
           bc2Sqrt};
 }
 
+#ifdef __CUDACC__
+#define DSRT_HOST_DEVICE __host__ __device__
+#else
+#define DSRT_HOST_DEVICE
+#endif
+
+/// One element's update, in the order of torch's single-tensor Adam: the
+/// CPU loop and the CUDA kernel both run exactly this.
+DSRT_HOST_DEVICE inline void adamElement(float &p, float g, float &m, float &v,
+                                         const AdamScalars s) {
+  const float param = p * s.decay;
+  const float grad = g + s.l2 * param;
+  const float mi = s.beta1 * m + s.c1 * grad;
+  const float vi = s.beta2 * v + s.c2 * grad * grad;
+  m = mi;
+  v = vi;
+  p = param - s.stepSize * (mi / (sqrtf(vi) / s.bc2Sqrt + s.eps));
+}
+
+#undef DSRT_HOST_DEVICE
+
 } // namespace dsrt::kernels
 
 #endif // DSRT_KERNELS_COMMON_ADAMSCALARS_H

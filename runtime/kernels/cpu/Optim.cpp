@@ -20,15 +20,8 @@ namespace {
 void adamRange(float *__restrict p, const float *__restrict g,
                float *__restrict m, float *__restrict v, int64_t b, int64_t e,
                const kernels::AdamScalars s) {
-  for (int64_t i = b; i < e; ++i) {
-    const float param = p[i] * s.decay;
-    const float grad = g[i] + s.l2 * param;
-    const float mi = s.beta1 * m[i] + s.c1 * grad;
-    const float vi = s.beta2 * v[i] + s.c2 * grad * grad;
-    m[i] = mi;
-    v[i] = vi;
-    p[i] = param - s.stepSize * (mi / (std::sqrt(vi) / s.bc2Sqrt + s.eps));
-  }
+  for (int64_t i = b; i < e; ++i)
+    kernels::adamElement(p[i], g[i], m[i], v[i], s);
 }
 
 void sgdRange(float *__restrict p, const float *__restrict g,

@@ -361,15 +361,8 @@ __global__ void gatherGradKernel(const float *dy, const int64_t *idx, float *dta
 __global__ void adamKernel(float *p, const float *g, float *m, float *v, int64_t n,
                            kernels::AdamScalars s) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const float param = p[i] * s.decay;
-    const float grad = g[i] + s.l2 * param;
-    const float mi = s.beta1 * m[i] + s.c1 * grad;
-    const float vi = s.beta2 * v[i] + s.c2 * grad * grad;
-    m[i] = mi;
-    v[i] = vi;
-    p[i] = param - s.stepSize * (mi / (sqrtf(vi) / s.bc2Sqrt + s.eps));
-  }
+       i += int64_t(gridDim.x) * blockDim.x)
+    kernels::adamElement(p[i], g[i], m[i], v[i], s);
 }
 
 __global__ void sumSquaresKernel(const float *x, int64_t n, double *out) {
