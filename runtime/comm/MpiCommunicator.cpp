@@ -153,18 +153,6 @@ int mpiCount(int64_t n, int rank, const char *what) {
 
 } // namespace
 
-bool launchedByMpirun() {
-  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE");
-}
-
-int localRanks() {
-  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
-    if (const char *v = std::getenv(name))
-      if (int n = std::atoi(v); n > 0)
-        return n;
-  return 1;
-}
-
 void initMpi() {
   int initialized = 0, provided = 0;
   MPI_Initialized(&initialized);
@@ -206,6 +194,15 @@ MpiCommunicator::MpiCommunicator(double timeoutSeconds)
   MPI_Comm_rank(MPI_COMM_WORLD, &world);
   check(MPI_Comm_dup(MPI_COMM_WORLD, &impl_->comm), world, "MPI_Comm_dup");
   adopt();
+}
+
+MpiCommunicator::MpiCommunicator(double timeoutSeconds, int expectedRank, int expectedSize)
+    : MpiCommunicator(timeoutSeconds) {
+  if (rank_ != expectedRank || size_ != expectedSize)
+    throw CommError("mpirun placed this process as rank " + std::to_string(expectedRank) +
+                    " of " + std::to_string(expectedSize) + ", but MPI's world says rank " +
+                    std::to_string(rank_) + " of " + std::to_string(size_) +
+                    " (is dsrt linked against the MPI library of this mpirun?)");
 }
 
 MpiCommunicator::MpiCommunicator(double timeoutSeconds, Adopt, void *comm)

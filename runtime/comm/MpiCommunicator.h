@@ -37,6 +37,10 @@ public:
   /// Initializes MPI if needed (see initMpi) and duplicates MPI_COMM_WORLD.
   /// Throws CommError.
   explicit MpiCommunicator(double timeoutSeconds = 300);
+  /// The same, for the rank `expectedRank` of `expectedSize` the launcher
+  /// placed (launch::rankEnvironment): throws CommError naming both when
+  /// MPI's world disagrees (another MPI library than mpirun's, say).
+  MpiCommunicator(double timeoutSeconds, int expectedRank, int expectedSize);
   ~MpiCommunicator() override;
 
   int rank() const override { return rank_; }
@@ -78,11 +82,6 @@ private:
   int rank_ = 0, size_ = 1;
 };
 
-/// True when mpirun started this process (OMPI_COMM_WORLD_SIZE or PMI_SIZE
-/// is set).
-bool launchedByMpirun();
-/// The number of ranks on this node per mpirun (1 when unknown).
-int localRanks();
 /// MPI_Init_thread(MPI_THREAD_FUNNELED) unless MPI is already initialized.
 /// Throws CommError if the library grants less than FUNNELED.
 void initMpi();

@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <initializer_list>
 #include <cerrno>
 #include <csignal>
 #include <charconv>
@@ -419,17 +420,46 @@ bool LaunchOptions::anyGiven() const {
          selection.numNodes || selection.numRanks;
 }
 
-std::optional<int> mpiRank() {
-  const char *value = std::getenv("OMPI_COMM_WORLD_RANK");
-  if (!value)
-    value = std::getenv("PMI_RANK"); // MPICH's and Slurm's launchers
-  if (!value || !*value)
+namespace {
+/// The first of `names` set in the environment, or null.
+const char *firstEnv(std::initializer_list<const char *> names) {
+  for (const char *name : names)
+    if (const char *v = std::getenv(name))
+      return v;
+  return nullptr;
+}
+/// `text` as an integer in [min, 2^30], or nullopt.
+std::optional<int> envInt(const char *text, long min) {
+  if (!text || !*text)
     return std::nullopt;
   char *end = nullptr;
-  long rank = std::strtol(value, &end, 10);
-  if (*end || rank < 0 || rank > (1L << 30))
+  long v = std::strtol(text, &end, 10);
+  if (*end || v < min || v > (1L << 30))
     return std::nullopt;
-  return int(rank);
+  return int(v);
+}
+} // namespace
+
+std::optional<RankEnv> rankEnvironment() {
+  const char *size = firstEnv({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"});
+  if (!size)
+    return std::nullopt;
+  RankEnv env;
+  std::optional<int> n = envInt(size, 1);
+  std::optional<int> rank = envInt(firstEnv({"OMPI_COMM_WORLD_RANK", "PMI_RANK"}), 0);
+  if (!n || !rank || *rank >= *n)
+    return std::nullopt;
+  env.size = *n;
+  env.rank = *rank;
+  env.localSize =
+      envInt(firstEnv({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}), 1).value_or(1);
+  return env;
+}
+
+std::optional<int> mpiRank() {
+  if (std::optional<RankEnv> env = rankEnvironment())
+    return env->rank;
+  return std::nullopt;
 }
 
 namespace {
@@ -897,10 +927,7 @@ std::optional<int> launchIfNeeded(const LaunchOptions &options, const LaunchRequ
                           : !selection.exclude.empty()     ? "--exclude"
                           : selection.numNodes.has_value() ? "--num_nodes"
                                                            : "--num_ranks";
-  const char *size = std::getenv("OMPI_COMM_WORLD_SIZE");
-  if (!size)
-    size = std::getenv("PMI_SIZE"); // MPICH's and Slurm's launchers
-  if (size) {
+  if (const char *size = firstEnv({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})) {
     if (options.anyGiven()) {
       std::optional<int> rank = mpiRank();
       throw LaunchError(firstFlag + ": this dsrt already runs under mpirun (rank " +

@@ -78,8 +78,23 @@ std::optional<PlanRanks> readPlanRanks(const std::string &planDir);
 /// readPlanRanks(planDir)->dp.
 std::optional<uint32_t> readPlanDp(const std::string &planDir);
 
-/// This process's rank when it runs under mpirun (OMPI_COMM_WORLD_RANK, or
-/// PMI_RANK of other MPI launchers).
+/// Where mpirun placed this process: OpenMPI's OMPI_COMM_WORLD_{RANK,SIZE,
+/// LOCAL_SIZE}, or PMI_{RANK,SIZE} and MPI_LOCALNRANKS of MPICH's and Slurm's
+/// launchers. The one reader of these variables: the launcher decides from
+/// it whether this dsrt is a rank, dsrt gives it to the communicator (which
+/// checks MPI agrees) and shares the node's cores by localSize.
+struct RankEnv {
+  int rank = 0;      // in the world
+  int size = 1;      // ranks in the world
+  int localSize = 1; // ranks on this node (1 when the launcher does not say)
+};
+/// The environment of a process mpirun started, or nullopt when none did
+/// (no world size set). A size or rank that is not a number (the rank in
+/// [0, size)) is nullopt too: dsrt then runs as one process, and a plan for
+/// several ranks is refused by its rank count.
+std::optional<RankEnv> rankEnvironment();
+
+/// This process's rank when it runs under mpirun (rankEnvironment()'s).
 std::optional<int> mpiRank();
 
 /// The environment variable through which dsrt's launcher gives its ranks

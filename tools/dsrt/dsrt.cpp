@@ -69,12 +69,13 @@ namespace {
 /// executor splits it for a pipeline plan). Ranks on one node share its cores unless --threads or
 /// OMP_NUM_THREADS (which dsrt's launcher sets to cores / local ranks) says.
 std::unique_ptr<dsrt::comm::MpiCommunicator> setupComm(double timeoutSeconds, int64_t threads) {
-  if (!dsrt::comm::launchedByMpirun())
+  std::optional<dsrt::launch::RankEnv> env = dsrt::launch::rankEnvironment();
+  if (!env)
     return nullptr;
-  auto comm = std::make_unique<dsrt::comm::MpiCommunicator>(timeoutSeconds);
-  int local = dsrt::comm::localRanks();
-  if (!threads && local > 1 && !std::getenv("OMP_NUM_THREADS"))
-    dsrt::cpu::setNumThreads(std::max(1, dsrt::cpu::numThreads() / local));
+  auto comm =
+      std::make_unique<dsrt::comm::MpiCommunicator>(timeoutSeconds, env->rank, env->size);
+  if (!threads && env->localSize > 1 && !std::getenv("OMP_NUM_THREADS"))
+    dsrt::cpu::setNumThreads(std::max(1, dsrt::cpu::numThreads() / env->localSize));
   return comm;
 }
 

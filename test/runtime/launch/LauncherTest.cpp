@@ -143,6 +143,34 @@ std::string threadsOf(const std::vector<std::string> &command) {
 // Arguments and the command line
 //===----------------------------------------------------------------------===//
 
+TEST(RankEnvironment, OpenMpiPmiAndNone) {
+  ScopedEnv a("OMPI_COMM_WORLD_SIZE", nullptr), b("OMPI_COMM_WORLD_RANK", nullptr),
+      c("OMPI_COMM_WORLD_LOCAL_SIZE", nullptr), d("PMI_SIZE", nullptr), e("PMI_RANK", nullptr),
+      f("MPI_LOCALNRANKS", nullptr);
+  EXPECT_FALSE(rankEnvironment());
+  {
+    ScopedEnv size("OMPI_COMM_WORLD_SIZE", "4"), rank("OMPI_COMM_WORLD_RANK", "3"),
+        local("OMPI_COMM_WORLD_LOCAL_SIZE", "2");
+    std::optional<RankEnv> env = rankEnvironment();
+    ASSERT_TRUE(env);
+    EXPECT_EQ(env->rank, 3);
+    EXPECT_EQ(env->size, 4);
+    EXPECT_EQ(env->localSize, 2);
+    EXPECT_EQ(mpiRank(), 3);
+  }
+  {
+    ScopedEnv size("PMI_SIZE", "2"), rank("PMI_RANK", "1");
+    std::optional<RankEnv> env = rankEnvironment();
+    ASSERT_TRUE(env);
+    EXPECT_EQ(env->rank, 1);
+    EXPECT_EQ(env->localSize, 1); // not said: 1
+  }
+  for (const char *bad : {"", "x", "4", "-1", "1x"}) {
+    ScopedEnv size("OMPI_COMM_WORLD_SIZE", "4"), rank("OMPI_COMM_WORLD_RANK", bad);
+    EXPECT_FALSE(rankEnvironment()) << "rank '" << bad << "'";
+  }
+}
+
 TEST(RankArguments, DropLauncherFlagsAndPassTheRunFolder) {
   std::vector<std::string> argv = {
       "dsrt",        "plan", "--hostfile",  "hosts",     "--data",    "d",        "--include=a@b",
@@ -378,6 +406,7 @@ TEST(MpirunFailure, FirstReportWinsAndOthersAreNotFailures) {
 //===----------------------------------------------------------------------===//
 
 TEST(RankSide, MpiRankFromTheEnvironment) {
+  ScopedEnv size("OMPI_COMM_WORLD_SIZE", "4");
   {
     ScopedEnv rank("OMPI_COMM_WORLD_RANK", nullptr);
     EXPECT_FALSE(mpiRank());
