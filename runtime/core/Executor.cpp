@@ -54,13 +54,6 @@ std::string shapeString(const cpu::Shape &s) {
   return r + "]";
 }
 
-/// What to do about a file of the plan directory that differs from its
-/// checksum, or a checksum list that cannot be used.
-std::string checksumHint(const std::string &dir) {
-  return "recompile the model with dsc; to run a plan changed on purpose, record its checksums "
-         "with: cd " + dir + " && sha256sum plan.pb weights.safetensors > " + io::kChecksumFile;
-}
-
 /// A dimension list whose product, and the product of any of its non-zero
 /// dimensions, stays within kMaxPlanElements (a zero dimension must not
 /// hide huge others: kernels multiply subsets of them). Returns the product.
@@ -90,93 +83,14 @@ uint64_t machineMemoryBytes() {
 }
 } // namespace
 
-namespace {
-/// The first field of `msg` (or of a message inside it) that this dsrt's
-/// plan.proto does not define, as "Plan.program.prologue[3]: field 12";
-/// empty when there is none. proto3 keeps unknown fields instead of
-/// failing the parse: a plan from a newer dsc would otherwise run with
-/// what it says about them ignored.
-std::string firstUnknownField(const google::protobuf::Message &msg, const std::string &where) {
-  const google::protobuf::Reflection *r = msg.GetReflection();
-  const google::protobuf::UnknownFieldSet &unknown = r->GetUnknownFields(msg);
-  if (unknown.field_count() > 0)
-    return where + ": field " + std::to_string(unknown.field(0).number());
-  std::vector<const google::protobuf::FieldDescriptor *> fields;
-  r->ListFields(msg, &fields);
-  for (const google::protobuf::FieldDescriptor *f : fields) {
-    if (f->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE)
-      continue;
-    if (f->is_repeated()) {
-      for (int i = 0; i < r->FieldSize(msg, f); ++i) {
-        std::string found = firstUnknownField(r->GetRepeatedMessage(msg, f, i),
-                                              where + "." + f->name() + "[" + std::to_string(i) + "]");
-        if (!found.empty())
-          return found;
-      }
-    } else {
-      std::string found = firstUnknownField(r->GetMessage(msg, f), where + "." + f->name());
-      if (!found.empty())
-        return found;
-    }
-  }
-  return std::string();
-}
-} // namespace
 
 Executor::Executor(const std::string &dir, comm::Communicator *world, Device device)
     : dir_(dir), device_(device), world_(world) {
   std::string path = dir + "/plan.pb";
   name_ = path;
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec))
-    throw PlanError(path + ": cannot open (is '" + dir + "' a plan directory written by dsc -o?)");
-  try {
-    io::requireRegularFile(path);
-  } catch (const io::IoError &e) {
-    throw PlanError(e.what());
-  }
-  // Read, not mapped: a plan.pb truncated while it is read must not SIGBUS.
-  std::string bytes;
-  {
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-      throw PlanError(path + ": cannot open (is '" + dir +
-                      "' a plan directory written by dsc -o?)");
-    char chunk[1 << 16];
-    while (in.read(chunk, sizeof chunk) || in.gcount()) {
-      bytes.append(chunk, size_t(in.gcount()));
-      if (bytes.size() > kMaxPlanFileBytes)
-        throw PlanError(path + ": more than the " + std::to_string(kMaxPlanFileBytes) +
-                        " bytes a plan may have (not a plan?)");
-    }
-  }
-  if (bytes.empty())
-    throw PlanError(path + ": empty file, not a plan");
-  google::protobuf::SetLogHandler(nullptr); // our error says it instead
-  plan::Plan top;
-  if (!top.ParseFromString(bytes))
-    throw PlanError(path + ": not a valid plan (corrupt or truncated protobuf)");
-  unsigned version = top.format_version();
-  if (version < kOldestPlanFormatVersion || version > kPlanFormatVersion)
-    throw PlanError(path + ": plan format version " + std::to_string(version) +
-                    ", this dsrt runs versions " + std::to_string(kOldestPlanFormatVersion) +
-                    " to " + std::to_string(kPlanFormatVersion) +
-                    (version > kPlanFormatVersion
-                         ? " (the plan was written by a newer dsc: run it with the dsrt of "
-                           "that release, or recompile the model with this one's dsc)"
-                         : " (recompile the model with this release's dsc)"));
-  // After the version: a plan of another format may keep its checksums
-  // elsewhere.
-  verifyChecksums(bytes);
-  // After the checksums (a corrupt plan.pb is reported as such): proto3
-  // keeps a field it does not know and carries on: a newer dsc's
-  // field would be ignored without a word.
-  if (std::string unknown = firstUnknownField(top, "Plan"); !unknown.empty())
-    throw PlanError(path + ": " + unknown + " is not in this dsrt's plan.proto (format version " +
-                    std::to_string(kPlanFormatVersion) + "; the plan says " +
-                    std::to_string(version) +
-                    "): written by a newer dsc, or not a plan; refusing rather than ignoring it");
-  bytes = std::string();
+  PlanFile file = readPlanFile(dir);
+  plan::Plan top = std::move(file.plan);
+  weightsSha256_ = std::move(file.weightsSha256);
   if (!world_) {
     ownWorld_ = std::make_unique<comm::SelfCommunicator>();
     world_ = ownWorld_.get();
@@ -184,15 +98,10 @@ Executor::Executor(const std::string &dir, comm::Communicator *world, Device dev
   if (top.pp() > 1) {
     setupPipeline(top, path);
   } else {
+    PlanShape shape = planShape(top, path);
     plan_.Swap(&top);
-    if (plan_.dp() > kMaxPlanRanks)
-      throw PlanError(path + ": dp=" + std::to_string(plan_.dp()) + " exceeds the " +
-                      std::to_string(kMaxPlanRanks) + " ranks a plan may have");
-    dp_ = std::max<int>(1, int(plan_.dp()));
-    if (plan_.tp() > kMaxPlanRanks)
-      throw PlanError(path + ": tp=" + std::to_string(plan_.tp()) + " exceeds the " +
-                      std::to_string(kMaxPlanRanks) + " ranks a plan may have");
-    tp_ = std::max<int>(1, int(plan_.tp()));
+    dp_ = int(shape.dp);
+    tp_ = int(shape.tp);
     if (tp_ > 1) {
       if (int64_t(world_->size()) != int64_t(dp_) * tp_)
         throw PlanError(path + ": plan compiled for dp=" + std::to_string(dp_) + " x tp=" +
@@ -311,28 +220,6 @@ Executor::Executor(const std::string &dir, comm::Communicator *world, Device dev
     setupDevice();
 }
 
-void Executor::verifyChecksums(const std::string &planBytes) {
-  std::string list = dir_ + "/" + io::kChecksumFile;
-  std::vector<io::FileChecksum> sums;
-  try {
-    sums = io::readChecksums(dir_);
-  } catch (const io::IoError &e) {
-    throw PlanError(std::string(e.what()) + ": dsc writes the checksums of plan.pb and "
-                    "weights.safetensors there, and dsrt runs only a plan that matches them (" +
-                    checksumHint(dir_) + ")");
-  }
-  auto sumOf = [&](const char *file) {
-    auto it = std::find_if(sums.begin(), sums.end(),
-                           [&](const io::FileChecksum &f) { return f.name == file; });
-    if (it == sums.end())
-      throw PlanError(list + ": no checksum of " + file + " (" + checksumHint(dir_) + ")");
-    return it->sha256;
-  };
-  if (io::sha256Hex(planBytes.data(), planBytes.size()) != sumOf("plan.pb"))
-    throw PlanError(name_ + ": does not match its checksum in " + list +
-                    ": the file was modified after dsc wrote it (" + checksumHint(dir_) + ")");
-  weightsSha256_ = sumOf("weights.safetensors");
-}
 
 std::vector<TpRun> tpRuns(const Tensor &t, int rank) {
   std::vector<TpRun> runs;
@@ -367,22 +254,13 @@ std::vector<TpRun> heldRuns(const Tensor &t, int dpRank, int tpRank) {
 }
 
 void Executor::setupPipeline(plan::Plan &top, const std::string &path) {
-  // Bounded before any int arithmetic: dp, pp and tp are uint32 in the plan.
-  uint64_t pp = top.pp();
-  uint64_t dp =
-      std::max<uint32_t>(1, top.dp() || !top.stages_size() ? top.dp() : top.stages(0).dp());
-  uint64_t tp = std::max<uint32_t>(1, top.tp());
-  if (pp > uint64_t(kMaxPlanRanks) || dp > uint64_t(kMaxPlanRanks) ||
-      tp > uint64_t(kMaxPlanRanks) || pp * dp * tp > uint64_t(kMaxPlanRanks))
-    throw PlanError(path + ": pp=" + std::to_string(pp) + " x dp=" + std::to_string(dp) +
-                    (tp > 1 ? " x tp=" + std::to_string(tp) : std::string()) + " exceeds the " +
-                    std::to_string(kMaxPlanRanks) + " ranks a plan may have");
-  pp_ = int(pp);
-  tp_ = int(tp);
+  PlanShape shape = planShape(top, path);
+  pp_ = int(shape.pp);
+  tp_ = int(shape.tp);
   if (top.stages_size() != pp_)
     throw PlanError(path + ": a pipeline plan of pp=" + std::to_string(pp_) + " has " +
                     std::to_string(top.stages_size()) + " stage plans");
-  dp_ = int(dp);
+  dp_ = int(shape.dp);
   int losses = 0;
   for (int s = 0; s < pp_; ++s) {
     const plan::Plan &st = top.stages(s);
@@ -945,7 +823,7 @@ void Executor::loadWeights(const std::string &path) {
   }
   if (verify && sha.hex() != weightsSha256_)
     throw PlanError(path + ": does not match its checksum in " + dir_ + "/" + io::kChecksumFile +
-                    ": the file was modified after dsc wrote it (" + checksumHint(dir_) + ")");
+                    ": the file was modified after dsc wrote it (" + planChecksumHint(dir_) + ")");
 }
 
 std::vector<const Tensor *> Executor::weights() const {

@@ -34,6 +34,7 @@
 #include "runtime/comm/Communicator.h"
 #include "runtime/config/DsConfig.h"
 #include "runtime/core/LossScaler.h"
+#include "runtime/plan/PlanFile.h"
 #include "runtime/plan/Version.h"
 #include "runtime/kernels/cpu/Kernels.h"
 
@@ -59,23 +60,13 @@ struct DeviceState;
 /// number in a plan that drives a loop or an allocation is bounded here or
 /// by the plan's own size (one list entry per element). Far above any real
 /// plan, far below what would overflow the arithmetic that follows.
-/// plan.pb's size (its constants included; weights travel apart).
-constexpr uint64_t kMaxPlanFileBytes = uint64_t(1) << 30;
 /// Elements of one buffer, and the product of any of its dimensions (so no
 /// product of one buffer's dimensions overflows, nor one of two buffers').
 constexpr int64_t kMaxPlanElements = int64_t(1) << 50;
 /// The arena (its allocation must also fit the machine's memory).
 constexpr uint64_t kMaxArenaBytes = uint64_t(1) << 50;
-/// dp, pp and the world of pp x dp ranks.
-constexpr int64_t kMaxPlanRanks = int64_t(1) << 16;
 /// micro_batches and pipeline_micro_batches: micro-batches per step.
 constexpr int64_t kMaxMicroBatches = int64_t(1) << 20;
-
-/// A plan that cannot be run; the message names the plan and the place.
-class PlanError : public std::runtime_error {
-public:
-  using std::runtime_error::runtime_error;
-};
 
 /// A plan that is sound but that the CUDA device executor cannot run yet
 /// (several ranks, an op or dtype without a CUDA kernel), or no usable
@@ -422,7 +413,6 @@ public:
 private:
   /// Checks plan.pb's bytes against DIR/plan.sha256 and keeps the weights'
   /// checksum for initialize().
-  void verifyChecksums(const std::string &planBytes);
   void setupPipeline(dsc::plan::Plan &top, const std::string &path);
   void validatePipeline();
   void validateBuffers();

@@ -21,6 +21,7 @@
 #include "runtime/io/OutputDir.h"
 #include "runtime/config/CliChecks.h"
 #include "runtime/plan/Limits.h"
+#include "runtime/plan/PlanFile.h"
 
 #include "plan.pb.h"
 
@@ -535,27 +536,19 @@ std::optional<RankFailure> failureFromExitFiles(const std::string &runDir) {
 //===----------------------------------------------------------------------===//
 
 std::optional<PlanRanks> readPlanRanks(const std::string &planDir) {
-  // A FIFO would block this read (and a device never end it): leave such a
-  // plan to the executor's checks, which name it.
-  std::string path = planDir + "/plan.pb";
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+  // The executor's reader and ranks rule (runtime/plan/PlanFile.h): the
+  // same checks (a regular file, its size, version and checksum, no unknown
+  // field) before the launcher trusts a number in it.
+  try {
+    PlanShape shape = planShape(readPlanFile(planDir).plan, planDir + "/plan.pb");
+    PlanRanks r;
+    r.dp = shape.dp;
+    r.pp = shape.pp;
+    r.tp = shape.tp;
+    return r;
+  } catch (const PlanError &) {
     return std::nullopt;
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return std::nullopt;
-  dsc::plan::Plan plan;
-  google::protobuf::SetLogHandler(nullptr);
-  if (!plan.ParseFromIstream(&in))
-    return std::nullopt;
-  PlanRanks r;
-  r.pp = std::max<uint32_t>(plan.pp(), 1);
-  uint32_t dp = plan.dp();
-  if (!dp && r.pp > 1 && plan.stages_size())
-    dp = plan.stages(0).dp();
-  r.dp = std::max<uint32_t>(dp, 1);
-  r.tp = std::max<uint32_t>(plan.tp(), 1);
-  return r;
+  }
 }
 
 std::optional<uint32_t> readPlanDp(const std::string &planDir) {

@@ -11,6 +11,7 @@
 #include "runtime/launch/Launcher.h"
 
 #include "TestDir.h"
+#include "runtime/io/FileUtil.h"
 #include "plan.pb.h"
 
 #include <gtest/gtest.h>
@@ -479,13 +480,21 @@ TEST(RankSide, PidFile) {
 // launchIfNeeded: the decisions and errors before mpirun starts
 //===----------------------------------------------------------------------===//
 
+/// Writes `plan` as DIR/plan.pb with its plan.sha256, as dsc would: the
+/// launcher reads a plan only through the executor's checks.
+void writePlanFile(const std::string &dir, const dsc::plan::Plan &plan) {
+  fs::create_directories(dir);
+  writeBytes(dir + "/plan.pb", plan.SerializeAsString());
+  dsrt::io::writeChecksums(dir, {{"plan.pb", dsrt::io::sha256File(dir + "/plan.pb")},
+                           {"weights.safetensors", std::string(64, '0')}});
+}
+
 /// Writes DIR/plan.pb with only `dp` set, all the launcher reads.
 void writePlan(const std::string &dir, uint32_t dp) {
   dsc::plan::Plan plan;
   plan.set_format_version(1);
   plan.set_dp(dp);
-  fs::create_directories(dir);
-  writeBytes(dir + "/plan.pb", plan.SerializeAsString());
+  writePlanFile(dir, plan);
 }
 
 TEST(PlanDp, ReadFromPlanPb) {
@@ -498,6 +507,14 @@ TEST(PlanDp, ReadFromPlanPb) {
   fs::create_directories(dir.file("garbage"));
   writeBytes(dir.file("garbage/plan.pb"), "garbage\377\377\377\377");
   EXPECT_FALSE(readPlanDp(dir.file("garbage")));
+  // A plan changed after dsc wrote it is not trusted either (dsrt's own
+  // checks then say why).
+  writePlan(dir.file("edited"), 4);
+  dsc::plan::Plan edited;
+  edited.set_format_version(1);
+  edited.set_dp(8);
+  writeBytes(dir.file("edited/plan.pb"), edited.SerializeAsString());
+  EXPECT_FALSE(readPlanDp(dir.file("edited")));
 }
 
 /// Writes DIR/plan.pb of a pipeline: pp stage plans of `dp` each (the top
@@ -511,8 +528,7 @@ void writePipelinePlan(const std::string &dir, uint32_t pp, uint32_t dp) {
     stage->set_dp(dp);
     stage->set_stage(s);
   }
-  fs::create_directories(dir);
-  writeBytes(dir + "/plan.pb", plan.SerializeAsString());
+  writePlanFile(dir, plan);
 }
 
 TEST(PlanDp, PipelinePlansNeedPpTimesDpRanks) {
