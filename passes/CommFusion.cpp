@@ -119,6 +119,8 @@ struct CommFusion : impl::CommFusionBase<CommFusion> {
     state.addTypes(types);
     state.addAttributes(anchor->getAttrs());
     Operation *fused = b.create(state);
+    ++numBuckets;
+    numFused += bucket.ops.size();
     auto wait = dist::WaitOp::create(b, anchor->getLoc(), fused->getResults());
     unsigned k = 0;
     for (Operation *m : bucket.ops) {

@@ -58,6 +58,7 @@ struct DataParallel : impl::DataParallelBase<DataParallel> {
     for (OpOperand &operand : clip->getOpOperands()) {
       if (operand.getOperandNumber() >= clip.getGrads().size())
         break;
+      ++numReduced;
       Value g = operand.get();
       auto result = dyn_cast<OpResult>(g);
       if (acc && acc.getCount() == 1 && result && result.getOwner() == acc) {

@@ -53,6 +53,9 @@ struct GradientAccumulation
     OpBuilder b(ret);
     Location loc = fn.getLoc();
     auto acc = train::AccumulateOp::create(b, loc, ret.getOperandTypes(), steps);
+    for (unsigned i = 0; i < fn.getNumResults(); ++i)
+      if (fn.getResultAttr(i, TrainDialect::kGrad))
+        ++numAccumulated;
     Block *inner = b.createBlock(&acc.getBody(), {}, {b.getIndexType()}, {loc});
     // Everything but the terminator and the new op moves into the body.
     inner->getOperations().splice(inner->end(), body.getOperations(),

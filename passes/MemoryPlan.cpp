@@ -340,6 +340,7 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
     // bucket (or a padded tensor) is packed into staging bytes that live as
     // long: planned here like any buffer, so the arena is the whole peak.
     std::vector<std::pair<Operation *, Storage>> staging;
+    int64_t inPlace = 0; // values placed in place (numInPlace)
     for (Operation *op : order)
       if (auto w = dyn_cast<dist::WaitOp>(op))
         if (Operation *c = w.getCollective()) {
@@ -387,6 +388,7 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
       Storage merged = sa;
       merged.end = std::max(sa.end, sv.end);
       storage[leader(la)] = merged;
+      ++inPlace;
     }
 
     // An in-place update must be the last reader of the old value, also
@@ -431,6 +433,7 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
       merged.end = std::max(so.end, sr.end);
       alias.unionSets(lo, lr);
       storage[leader(lo)] = merged;
+      ++inPlace;
     };
     for (Operation *op : order) {
       if (auto clip = dyn_cast<train::ClipGradNormOp>(op)) {
@@ -503,6 +506,9 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
     }
     for (auto &[op, s] : staging)
       op->setAttr("dsc.staging", b.getDenseI64ArrayAttr({s.offset, s.bytes}));
+    numBuffers += leaders.size();
+    numInPlace += inPlace;
+    numStaging += staging.size();
     fn->setAttr("dsc.arena_bytes", b.getI64IntegerAttr(arena));
     fn->setAttr("dsc.persistent_bytes", b.getI64IntegerAttr(persistent));
     return success();

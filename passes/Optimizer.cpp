@@ -180,6 +180,7 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
       }
     }
 
+    numUpdates += newParams.size();
     // Results: updated params, updated states, loss, grad norm, lr.
     SmallVector<Value> results(newParams);
     llvm::append_range(results, newStates);

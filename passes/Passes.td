@@ -197,6 +197,9 @@ def GradientAccumulation : Pass<"gradient-accumulation", "mlir::ModuleOp"> {
            "a 16-bit sum is cast to fp32 once, after the micro-batches",
            "DSC_FLOAT_KIND_VALUES">,
   ];
+  let statistics = [
+    Statistic<"numAccumulated", "gradients-accumulated", "Gradients summed over micro-batches">,
+  ];
 }
 
 def PipelineSplit : Pass<"pipeline-split", "mlir::ModuleOp"> {
@@ -285,6 +288,9 @@ def Optimizer : Pass<"optimizer", "mlir::ModuleOp"> {
     ListOption<"scheduleParams", "schedule-params", "std::string",
                "schedule parameters as name:value">,
   ];
+  let statistics = [
+    Statistic<"numUpdates", "parameter-updates", "Parameter updates added">,
+  ];
 }
 
 def DataParallel : Pass<"data-parallel", "mlir::ModuleOp"> {
@@ -305,6 +311,9 @@ def DataParallel : Pass<"data-parallel", "mlir::ModuleOp"> {
     Option<"commDtype", "comm-dtype", "::dsc::FloatKind", "::dsc::FloatKind::FP32",
            "the type gradients are all-reduced in (communication_data_type): fp32, bf16 "
            "or fp16; cast before the reduction and back after", "DSC_FLOAT_KIND_VALUES">,
+  ];
+  let statistics = [
+    Statistic<"numReduced", "gradients-reduced", "Gradients all-reduced">,
   ];
 }
 
@@ -341,6 +350,12 @@ def Zero : Pass<"zero", "mlir::ModuleOp"> {
            "the type gradients are reduce-scattered in (communication_data_type): fp32, "
            "bf16 or fp16; cast before the reduction and back after", "DSC_FLOAT_KIND_VALUES">,
   ];
+  let statistics = [
+    Statistic<"numChunkUpdates", "chunk-updates", "Parameter updates made on a chunk">,
+    Statistic<"numPartitioned", "partitioned-params",
+              "Parameters held as chunks between steps (stage 3; fp32 master weights of a "
+              "mixed-precision step)">,
+  ];
 }
 
 def VerifyZero : Pass<"verify-zero", "mlir::ModuleOp"> {
@@ -353,6 +368,34 @@ def VerifyZero : Pass<"verify-zero", "mlir::ModuleOp"> {
     every parameter above the persistence threshold is a chunk. Collectives
     must use a group of size n and be completed by a `dist.wait`.
   }];
+}
+
+def VerifyDifferentiated : Pass<"verify-differentiated", "mlir::ModuleOp"> {
+  let summary = "Check that a differentiated step has one gradient per parameter";
+  let description = [{
+    Runs after autodiff (and recompute) in dsc's pipeline: every function
+    returning gradients returns exactly one `train.grad` per `train.param`
+    argument, named after it and of the parameter's type, and every
+    gradient names a parameter. The passes after it pair gradients with
+    parameters by these names and types.
+  }];
+  let statistics = [
+    Statistic<"numGradients", "gradients", "Gradients checked">,
+  ];
+}
+
+def VerifyPlanned : Pass<"verify-planned", "mlir::ModuleOp"> {
+  let summary = "Check that every value of a planned step has its bytes in the arena";
+  let description = [{
+    Runs after memory-plan in dsc's pipeline, before emit-plan: a function
+    with `dsc.arena_bytes` has a `dsc.offset` on every argument and
+    `dsc.offsets` (one per result) on every op with results, and each
+    tensor's bytes and each collective's `dsc.staging` range lie inside the
+    arena.
+  }];
+  let statistics = [
+    Statistic<"numValues", "values", "Values checked">,
+  ];
 }
 
 def CommFusion : Pass<"comm-fusion", "mlir::ModuleOp"> {
@@ -374,6 +417,10 @@ def CommFusion : Pass<"comm-fusion", "mlir::ModuleOp"> {
            "elements per all_reduce / reduce_scatter bucket">,
     Option<"allgatherBucket", "allgather-bucket", "int64_t", "500000000",
            "elements per all_gather bucket">,
+  ];
+  let statistics = [
+    Statistic<"numBuckets", "buckets", "Buckets formed (two or more collectives fused)">,
+    Statistic<"numFused", "collectives-fused", "Collectives merged into buckets">,
   ];
 }
 
@@ -406,6 +453,12 @@ def MemoryPlan : Pass<"memory-plan", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"alignment", "alignment", "int64_t", "64", "byte alignment of every buffer">,
+  ];
+  let statistics = [
+    Statistic<"numBuffers", "buffers", "Buffers placed in the arena (views share theirs)">,
+    Statistic<"numInPlace", "in-place",
+              "Values placed in place (over a dying operand, or into their argument)">,
+    Statistic<"numStaging", "staging", "Collective staging ranges placed">,
   ];
 }
 

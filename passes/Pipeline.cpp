@@ -74,6 +74,8 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &o) 
     rc.limit = o.recomputeLimit;
     pm.addPass(createRecompute(rc));
   }
+  // The end of the forward phase: one gradient per parameter.
+  pm.addPass(createVerifyDifferentiated());
   if (pipelined) {
     // The micro-batches are unrolled in schedule order instead of looped.
     PipelineScheduleOptions sched;
@@ -134,6 +136,8 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &o) 
     pm.addPass(createPipelineGradNorm());
   pm.addPass(mlir::createCSEPass());
   pm.addPass(createMemoryPlan());
+  // What emit-plan relies on: every value has its bytes in the arena.
+  pm.addPass(createVerifyPlanned());
 }
 
 namespace {

@@ -332,6 +332,8 @@ struct Zero : impl::ZeroBase<Zero> {
     // 5. Updates of the owned chunks.
     auto ret = cast<func::ReturnOp>(top.getTerminator());
     for (Param &p : params) {
+      ++numChunkUpdates;
+      numPartitioned += p.partitioned;
       b.setInsertionPoint(clip);
       Value owned = p.arg;
       if (!p.partitioned)
