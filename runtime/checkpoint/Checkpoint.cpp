@@ -40,7 +40,7 @@ const char *kindOf(dsc::plan::Role role) {
 }
 
 std::vector<int64_t> wholeShape(const Tensor &t) {
-  const cpu::Shape &s = t.whole();
+  const kernels::Shape &s = t.whole();
   return std::vector<int64_t>(s.dims, s.dims + s.rank);
 }
 

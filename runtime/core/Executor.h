@@ -36,7 +36,7 @@
 #include "runtime/core/LossScaler.h"
 #include "runtime/plan/PlanFile.h"
 #include "runtime/plan/Version.h"
-#include "runtime/kernels/cpu/Kernels.h"
+#include "runtime/kernels/common/Contracts.h"
 
 #include "plan.pb.h"
 
@@ -100,7 +100,7 @@ enum class Device { Cpu, Cuda };
 /// A typed view of arena bytes.
 struct Tensor {
   dsc::plan::DType dtype = dsc::plan::F32;
-  cpu::Shape shape;
+  kernels::Shape shape;
   void *data = nullptr;
   /// Device::Cuda: the same buffer in the device arena (what the CUDA
   /// kernels read and write); `data` is then its host copy.
@@ -111,7 +111,7 @@ struct Tensor {
   dsc::plan::Role role = dsc::plan::ACTIVATION;
   /// ZeRO shard (shards > 1): this [chunk] buffer is chunk `rank` of the
   /// tensor of fullShape, flattened and zero-padded to shards * chunk.
-  cpu::Shape fullShape;
+  kernels::Shape fullShape;
   int64_t fullNumel = 0;
   int64_t shards = 1;
   /// Tensor parallelism (tpDim >= 0): this buffer is part `tp rank` of the
@@ -121,7 +121,7 @@ struct Tensor {
   /// With both, this [chunk] buffer is chunk `rank` of the tp part,
   /// flattened and zero-padded.
   /// The whole tensor's shape (a ZeRO shard's or a tp part's full_shape).
-  const cpu::Shape &whole() const { return shards > 1 || tpDim >= 0 ? fullShape : shape; }
+  const kernels::Shape &whole() const { return shards > 1 || tpDim >= 0 ? fullShape : shape; }
   /// Elements of the tp part a ZeRO chunk is cut from (the whole's without
   /// tensor parallelism); meaningful when shards > 1 or tpDim >= 0.
   int64_t partNumel() const { return tpDim >= 0 ? fullNumel / tpSize : fullNumel; }
@@ -161,7 +161,7 @@ struct Instr {
   std::vector<double> floats;
   /// Shapes/geometry the op precomputes at load time (outer/n/inner...).
   int64_t g[4] = {0, 0, 0, 0};
-  std::vector<cpu::Shape> shapes; // concat
+  std::vector<kernels::Shape> shapes; // concat
   std::vector<const float *> ptrs; // concat
   mutable std::vector<float> scratch; // a 16-bit reduction's float sums
   Tensor tpWhole; // nn.dropout on a tensor-parallel part: the whole tensor's split

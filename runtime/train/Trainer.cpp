@@ -1,5 +1,6 @@
 //===- Trainer.cpp - the training loop of a run ---------------------------===//
 #include "runtime/train/Trainer.h"
+#include "runtime/kernels/cpu/Kernels.h"
 
 #include "runtime/io/FileUtil.h"
 #include "runtime/io/Metrics.h"

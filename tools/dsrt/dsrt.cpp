@@ -21,6 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/kernels/cpu/Kernels.h"
 #include "runtime/checkpoint/Export.h"
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/config/CliChecks.h"

@@ -1,0 +1,132 @@
+//===- ExecutorRun.cpp - running a step: lists, timeline, profile --------===//
+#include "runtime/core/Executor.h"
+
+#include "runtime/io/FileUtil.h"
+#include "runtime/kernels/cpu/Kernels.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+namespace dsrt {
+namespace plan = dsc::plan;
+
+double Executor::globalLoss() {
+  if (pp_ > 1) // the last stage's ranks hold it (each tp rank alike); the others add 0
+    return world_->blockingAllReduceScalar(hasLoss_ ? double(loss()) : 0.0, comm::ReduceOp::Sum) /
+           (dp_ * tp_);
+  return dp_ > 1 ? comm_->blockingAllReduceScalar(loss(), comm::ReduceOp::Avg) : loss();
+}
+
+static int64_t nowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void Executor::recordTimeline(int64_t step) {
+  timelineStep_ = step;
+  timeline_.clear();
+  timeline_.reserve(prologue_.size() + micro_.size() * size_t(microBatches()) +
+                    epilogue_.size());
+}
+
+void Executor::runList(const std::vector<Instr> &list, int which, int64_t micro) {
+  if (!recording_)
+    return runList(list);
+  for (size_t k = 0; k < list.size(); ++k) {
+    const Instr &i = list[k];
+    int64_t t0 = nowUs();
+    i.run(i, ctx_);
+    if (device_ == Device::Cuda) // the kernel's end, not its launch
+      deviceSync();
+    progressComms();
+    timeline_.push_back({&i, which, micro, int64_t(k), t0, nowUs()});
+  }
+}
+
+void Executor::writeTimeline(const std::string &path) const {
+  static const char *lists[] = {"prologue", "micro_batch", "epilogue"};
+  std::string text = "rank,list,micro,index,op,start_us,end_us,mb,phase\n";
+  std::string rank = std::to_string(world_->rank());
+  for (const Event &e : timeline_)
+    text += rank + "," + lists[e.list] + "," + std::to_string(e.micro) + "," +
+            std::to_string(e.index) + "," + e.instr->op + "," + std::to_string(e.startUs) + "," +
+            std::to_string(e.endUs) + "," +
+            std::to_string(pp_ > 1 ? e.instr->microBatch : e.micro) + "," +
+            std::to_string(e.instr->phase) + "\n";
+  io::writeFileAtomically(path, {{text.data(), text.size()}});
+}
+
+void Executor::runList(const std::vector<Instr> &list) {
+  // While a collective is pending, let it advance between kernels.
+  if (!profile_) {
+    for (const Instr &i : list) {
+      i.run(i, ctx_);
+      progressComms();
+    }
+    return;
+  }
+  for (const Instr &i : list) {
+    auto t0 = std::chrono::steady_clock::now();
+    i.run(i, ctx_);
+    if (device_ == Device::Cuda)
+      deviceSync();
+    progressComms();
+    auto &slot = opTime_[i.op];
+    ++slot.first;
+    slot.second += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+}
+
+void Executor::printProfile(std::FILE *out) const {
+  double total = 0;
+  for (auto &[op, v] : opTime_)
+    total += v.second;
+  std::vector<std::pair<double, std::string>> rows;
+  for (auto &[op, v] : opTime_)
+    rows.push_back({v.second, op});
+  std::sort(rows.rbegin(), rows.rend());
+  std::fprintf(out, "%-24s %10s %10s %7s\n", "op", "calls", "seconds", "share");
+  for (auto &[sec, op] : rows)
+    std::fprintf(out, "%-24s %10lld %10.3f %6.1f%%\n", op.c_str(),
+                 (long long)opTime_.at(op).first, sec, 100.0 * sec / std::max(total, 1e-12));
+}
+
+void Executor::beginStep(int64_t stepIndex) {
+  ctx_.step = stepIndex;
+  // The optimizer's step (Adam's bias correction, the lr schedule) counts
+  // applied updates: a step fp16's loss scaler skipped does not advance it.
+  ctx_.optimizerStep = appliedSteps_ + 1;
+  *tensors_[plan_.step_buffer()].i64() = ctx_.optimizerStep;
+  ctx_.overflow = false;
+  stepScale_ = scaler_ ? scaler_->scale() : 1.0;
+  if (lossScale_)
+    *lossScale_->f32() = float(stepScale_);
+  ctx_.badIndices = 0;
+  for (comm::Communicator *c : ctx_.comms)
+    c->resetCounters();
+  if (device_ == Device::Cuda)
+    deviceBeginStep();
+}
+
+void Executor::endStep() {
+  if (device_ == Device::Cuda)
+    deviceEndStep();
+  counters_ = ctx_.comms[0]->counters();
+  counters_ += ctx_.comms[1]->counters();
+  counters_ += ctx_.comms[2]->counters();
+  // Every rank saw the same overflow flag: the norm that decides it is
+  // reduced over the dp and pp groups (a non-finite sum on any rank is
+  // non-finite on all), so every rank's scaler moves alike.
+  lastSkipped_ = scaler_ ? !scaler_->update(ctx_.overflow) : false;
+  if (!lastSkipped_)
+    ++appliedSteps_;
+  if (ctx_.badIndices)
+    throw PlanError("step " + std::to_string(ctx_.step) + ": " + std::to_string(ctx_.badIndices) +
+                    " index or label values out of range in " + ctx_.badIndexOp +
+                    " (token ids >= the vocabulary size? labels >= the number of classes?)");
+}
+
+} // namespace dsrt
