@@ -38,6 +38,7 @@
 #ifndef DSRT_COMM_COMMUNICATOR_H
 #define DSRT_COMM_COMMUNICATOR_H
 
+#include "runtime/io/DType.h"
 #include "runtime/plan/Staging.h"
 
 #include <algorithm>
@@ -78,8 +79,10 @@ const char *reduceOpName(ReduceOp op);
 /// copies ZeRO gathers, gradients reduced in communication_data_type),
 /// whose `in` / `out` then address 16-bit elements. A reduction's tensors
 /// share one type and are added in float, each partial sum rounded to the
-/// type (as NCCL does); an all_gather moves bytes and may mix types.
-enum class Elem { F32, BF16, F16 };
+/// type (as NCCL does); an all_gather moves bytes and may mix types. The
+/// element type is runtime/io's DType (F32, BF16 or F16 here), the one
+/// vocabulary of element types outside the plan format.
+using Elem = io::DType;
 struct TensorArg {
   const float *in = nullptr;
   float *out = nullptr;

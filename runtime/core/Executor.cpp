@@ -36,11 +36,7 @@ config::AutoValues bakedAutos() {
 
 /// A collective operand's element type (bindCollective allows F32, BF16
 /// and F16).
-comm::Elem commElem(const Tensor &t) {
-  return t.dtype == plan::BF16 ? comm::Elem::BF16
-         : t.dtype == plan::F16 ? comm::Elem::F16
-                                : comm::Elem::F32;
-}
+comm::Elem commElem(const Tensor &t) { return plan_util::ioDType(t.dtype); }
 } // namespace
 
 size_t Tensor::bytes() const {

@@ -6,6 +6,8 @@
 #ifndef DSRT_PLAN_ELEMENTBYTES_H
 #define DSRT_PLAN_ELEMENTBYTES_H
 
+#include "runtime/io/DType.h"
+
 #include "plan.pb.h"
 
 #include <cstdint>
@@ -26,6 +28,20 @@ inline int64_t elementBytes(dsc::plan::DType d) {
     return 2;
   default:
     return 1;
+  }
+}
+
+/// The element type of a plan dtype in runtime/io's vocabulary (files,
+/// loaders and collectives use it; the plan format keeps its own enum).
+inline io::DType ioDType(dsc::plan::DType d) {
+  switch (d) {
+  case dsc::plan::F32: return io::DType::F32;
+  case dsc::plan::F64: return io::DType::F64;
+  case dsc::plan::I64: return io::DType::I64;
+  case dsc::plan::I32: return io::DType::I32;
+  case dsc::plan::BF16: return io::DType::BF16;
+  case dsc::plan::F16: return io::DType::F16;
+  default: return io::DType::Bool;
   }
 }
 

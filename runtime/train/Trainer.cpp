@@ -8,6 +8,7 @@
 #include "runtime/io/Process.h"
 #include "runtime/io/SafeTensors.h"
 #include "runtime/onnx/OnnxExport.h"
+#include "runtime/plan/ElementBytes.h"
 
 #include <algorithm>
 #include <chrono>
@@ -33,18 +34,6 @@ std::string fmtG(double v) {
   return buf;
 }
 
-io::DType ioType(plan::DType t) {
-  switch (t) {
-  case plan::F32: return io::DType::F32;
-  case plan::F64: return io::DType::F64;
-  case plan::I64: return io::DType::I64;
-  case plan::I32: return io::DType::I32;
-  case plan::BF16: return io::DType::BF16;
-  case plan::F16: return io::DType::F16;
-  default: return io::DType::Bool;
-  }
-}
-
 /// The bound the plan records for integer input `name` (the embedding rows
 /// or loss classes it indexes, in any stage), or 0 if none.
 int64_t indexBound(const plan::Plan &p, const std::string &name) {
@@ -65,7 +54,7 @@ std::vector<io::InputSpec> inputSpecs(const Executor &exec) {
   for (const Tensor *t : exec.inputs()) {
     io::InputSpec s;
     s.name = t->name;
-    s.dtype = ioType(t->dtype);
+    s.dtype = plan_util::ioDType(t->dtype);
     s.shape.assign(t->shape.dims, t->shape.dims + t->shape.rank);
     s.indexBound = indexBound(exec.plan(), t->name);
     specs.push_back(std::move(s));
