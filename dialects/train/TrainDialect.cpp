@@ -246,12 +246,6 @@ bool AccumulateOp::isSumInPlace(unsigned i) {
   return v.getType() == getResult(i).getType();
 }
 
-LogicalResult RecomputeOp::verifyRegions() {
-  if (getBody().front().getNumArguments() != 0)
-    return emitOpError("body takes no arguments");
-  return verifyYield(*this, getBody());
-}
-
 LogicalResult LoadBatchOp::verify() {
   if (getMicroAttr().getInt() < 0)
     return emitOpError("micro-batch index must be non-negative, got ")
@@ -263,16 +257,6 @@ LogicalResult LoadBatchOp::verify() {
     if (cast<RankedTensorType>(v.getType()).getRank() == 0)
       return emitOpError("inputs need a batch dimension; a result is a scalar");
   return success();
-}
-
-LogicalResult StageOp::verifyRegions() {
-  if ((int64_t)getIndex() < 0)
-    return emitOpError("stage index must be non-negative, got ") << (int64_t)getIndex();
-  if ((*this)->getParentOfType<StageOp>())
-    return emitOpError("pipeline stages cannot nest");
-  if (getBody().front().getNumArguments() != 0)
-    return emitOpError("body takes no arguments");
-  return verifyYield(*this, getBody());
 }
 
 #define GET_OP_CLASSES

@@ -191,7 +191,7 @@ def Train_LrScheduleOp : Train_Op<"lr_schedule", [Pure]> {
 //===----------------------------------------------------------------------===//
 
 def Train_YieldOp : Train_Op<"yield", [Pure, Terminator, ReturnLike,
-    ParentOneOf<["AccumulateOp", "RecomputeOp", "StageOp"]>]> {
+    HasParent<"AccumulateOp">]> {
   let summary = "values produced by a train region";
   let arguments = (ins Variadic<AnyType>:$values);
   let assemblyFormat = "($values^ `:` type($values))? attr-dict";
@@ -227,21 +227,6 @@ def Train_AccumulateOp : Train_Op<"accumulate", [
   }];
 }
 
-def Train_RecomputeOp : Train_Op<"recompute", [
-    SingleBlock, RecursiveMemoryEffects]> {
-  let summary = "a region whose activations are recomputed in the backward pass";
-  let description = [{
-    Activation checkpointing: only the region's operands-from-above and
-    results are kept between forward and backward; the interior is run
-    again when its gradients are needed. Dropout inside draws the same mask
-    on recomputation (its RNG key is explicit).
-  }];
-  let results = (outs Variadic<AnyType>:$results);
-  let regions = (region SizedRegion<1>:$body);
-  let assemblyFormat = "(`->` type($results)^)? $body attr-dict";
-  let hasRegionVerifier = 1;
-}
-
 def Train_LoadBatchOp : Train_Op<"load_batch"> {
   let summary = "the model inputs of one micro-batch of the step";
   let description = [{
@@ -256,15 +241,6 @@ def Train_LoadBatchOp : Train_Op<"load_batch"> {
   let results = (outs Variadic<AnyRankedTensor>:$inputs);
   let assemblyFormat = "$micro $names attr-dict (`:` type($inputs)^)?";
   let hasVerifier = 1;
-}
-
-def Train_StageOp : Train_Op<"stage", [SingleBlock, RecursiveMemoryEffects]> {
-  let summary = "the ops of one pipeline stage";
-  let arguments = (ins I64Attr:$index);
-  let results = (outs Variadic<AnyType>:$results);
-  let regions = (region SizedRegion<1>:$body);
-  let assemblyFormat = "$index (`->` type($results)^)? $body attr-dict";
-  let hasRegionVerifier = 1;
 }
 
 #endif // DSC_TRAIN_OPS
