@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "PipelinePlan.h"
 #include "FakeCommunicator.h"
+#include "test/runtime/core/InstrUtil.h"
 #include "PlanBuilder.h"
 
 #include "runtime/core/Executor.h"
@@ -42,12 +43,7 @@ struct Buf {
 
 Instr instr(const std::string &op, std::vector<Tensor *> in, std::vector<Tensor *> out,
             std::vector<int64_t> ints = {}, std::vector<double> floats = {}) {
-  Instr i;
-  i.op = op;
-  i.in = std::move(in);
-  i.out = std::move(out);
-  i.ints = std::move(ints);
-  i.floats = std::move(floats);
+  Instr i = makeInstr(op, std::move(in), std::move(out), std::move(ints), std::move(floats));
   bindInstr(i, "test " + op);
   return i;
 }

@@ -20,6 +20,7 @@
 #include <google/protobuf/unknown_field_set.h>
 #include "test/runtime/comm/PipelinePlan.h"
 #include "test/runtime/comm/FakeCommunicator.h"
+#include "test/runtime/core/InstrUtil.h"
 #include "test/runtime/comm/PlanBuilder.h"
 
 #include "runtime/core/Executor.h"
@@ -322,17 +323,6 @@ struct Buf : Tensor {
   }
   float *f() const { return f32(); }
 };
-
-Instr makeInstr(const std::string &op, std::vector<Tensor *> in, std::vector<Tensor *> out,
-                std::vector<int64_t> ints, std::vector<double> floats) {
-  Instr i;
-  i.op = op;
-  i.in = std::move(in);
-  i.out = std::move(out);
-  i.ints = std::move(ints);
-  i.floats = std::move(floats);
-  return i;
-}
 
 /// The load-time error of one instruction, or "no error".
 std::string bindError(const std::string &op, std::vector<Tensor *> in, std::vector<Tensor *> out,
