@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/core/Executor.h"
+#include "runtime/kernels/cpu/Kernels.h"
 #include "runtime/io/FileUtil.h"
 #include "runtime/io/SafeTensors.h"
 #include "test/fuzz/FuzzUtil.h"
