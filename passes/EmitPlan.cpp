@@ -29,6 +29,9 @@
 
 #include "plan.pb.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -744,20 +747,10 @@ void describeTensorParallel(Operation *scope, int64_t tp, plan::Plan &p) {
 
 } // namespace
 
-/// The plan's lr schedule: the baked config's scheduler and optimizer lr,
-/// which the step's train.lr_schedule must name.
-static LogicalResult lrSchedule(func::FuncOp step, const std::string &configJson, int64_t dp,
+/// The plan's lr schedule: the config's scheduler and optimizer lr, which
+/// the step's train.lr_schedule must name.
+static LogicalResult lrSchedule(func::FuncOp step, const dsrt::config::TrainConfig &cfg,
                                 plan::LrSchedule &out) {
-  dsrt::config::TrainConfig cfg;
-  try {
-    dsrt::config::AutoValues autos;
-    autos.runLengthAtRun = true;
-    cfg = configJson.empty() ? dsrt::config::defaultConfig()
-                             : dsrt::config::parseDsConfig(configJson, "baked config",
-                                                           std::max<int64_t>(1, dp), autos);
-  } catch (const std::exception &e) {
-    return step.emitError("emit-plan: the baked config does not read back: ") << e.what();
-  }
   const dsrt::config::SchedulerConfig &s = cfg.scheduler;
   std::string expected = s.type.empty() ? "constant" : s.type;
   WalkResult walk = step.walk([&](train::LrScheduleOp op) {
@@ -810,7 +803,7 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
   if (!source)
     return module.emitError("emit-plan: the module has no dsc.source (the model to read weights from)");
   p.set_source_model(source.getValue().str());
-  p.set_config_json(options.configJson);
+  p.set_config_json(dsrt::config::toJson(options.config));
   int64_t dp = 1, zeroStage = 0;
   if (auto a = module->getAttrOfType<IntegerAttr>(distutil::kDp))
     dp = a.getInt();
@@ -825,7 +818,7 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
     describeTensorParallel(module, tp, p);
   std::vector<std::unique_ptr<Emitter>> emitters;
   std::set<std::string> weightNames, paramNames;
-  if (failed(lrSchedule(steps[0], options.configJson, dp, *p.mutable_lr_schedule())))
+  if (failed(lrSchedule(steps[0], options.config, *p.mutable_lr_schedule())))
     return failure();
   if (pp == 1) {
     emitters.push_back(std::make_unique<Emitter>(steps[0], p, dp));
@@ -904,9 +897,17 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
     return module.emitError("emit-plan: ") << e.what();
   }
 
+  // Deterministic: the same step gives the same plan.pb bytes (and
+  // checksum); protobuf writes map entries (LrSchedule.params) in hash
+  // order otherwise.
   std::string bytes;
-  if (!p.SerializeToString(&bytes))
-    return module.emitError("emit-plan: cannot serialize the plan");
+  {
+    google::protobuf::io::StringOutputStream raw(&bytes);
+    google::protobuf::io::CodedOutputStream out(&raw);
+    out.SetSerializationDeterministic(true);
+    if (!p.SerializeToCodedStream(&out) || out.HadError())
+      return module.emitError("emit-plan: cannot serialize the plan");
+  }
   try {
     dsrt::io::writeFileAtomically(options.dir + "/model.onnx",
                                   {{skeleton.data(), skeleton.size()}});

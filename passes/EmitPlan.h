@@ -3,6 +3,7 @@
 #define DSC_PASSES_EMITPLAN_H
 
 #include "frontends/onnx/OnnxImporter.h"
+#include "runtime/config/DsConfig.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
@@ -14,7 +15,7 @@ namespace dsc {
 
 struct EmitPlanOptions {
   std::string dir;                          // the plan directory
-  std::string configJson;                   // canonical ds_config baked in
+  dsrt::config::TrainConfig config;         // baked in (as JSON) and the lr schedule
   onnx_import::ImportOptions importOptions; // to re-read the weights
   llvm::raw_ostream *manifest = nullptr;    // also print the manifest here
 };

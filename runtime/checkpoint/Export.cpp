@@ -122,12 +122,17 @@ void exportOnnxModel(const Reader &ckpt, const std::string &planDir, const std::
 namespace {
 std::string formatted(const char *format, ...) __attribute__((format(printf, 1, 2)));
 std::string formatted(const char *format, ...) {
-  char buf[1024];
-  va_list args;
+  // Sized first: a line names paths, which have no length bound here.
+  va_list args, again;
   va_start(args, format);
-  std::vsnprintf(buf, sizeof buf, format, args);
+  va_copy(again, args);
+  int n = std::vsnprintf(nullptr, 0, format, args);
   va_end(args);
-  return buf;
+  std::string out(size_t(std::max(n, 0)) + 1, '\0');
+  std::vsnprintf(out.data(), out.size(), format, again);
+  va_end(again);
+  out.resize(size_t(std::max(n, 0)));
+  return out;
 }
 } // namespace
 

@@ -49,6 +49,16 @@ int64_t indexBound(const plan::Plan &p, const std::string &name) {
 
 } // namespace
 
+void checkFiniteWeights(const Executor &exec, const std::string &weightsPath) {
+  for (const Tensor *t : exec.weights())
+    for (int64_t i = 0; i < t->numel; ++i)
+      if (!std::isfinite(t->f32()[i]))
+        throw std::runtime_error(
+            weightsPath + ": parameter '" + t->name + "' holds " + nonFinite(t->f32()[i]) +
+            (t->shards > 1 ? " (in this rank's shard, element " : " (element ") +
+            std::to_string(i) + "): training from it can only produce NaN");
+}
+
 std::vector<io::InputSpec> inputSpecs(const Executor &exec) {
   std::vector<io::InputSpec> specs;
   for (const Tensor *t : exec.inputs()) {
@@ -67,19 +77,20 @@ Trainer::Trainer(Executor &exec, io::DataSource &data, TrainOptions options)
       rank0_(exec.worldSize() == 1 || exec.worldRank() == 0) {}
 
 int Trainer::run() {
-  checkpoint::Layout layout;
-  layout.dp = exec_.dp();
-  layout.pp = exec_.pp();
-  layout.zeroStage = int(exec_.plan().zero_stage());
-  layout.configJson = exec_.plan().config_json();
-  layout.precision = config::precisionName(exec_.config().precision.kind);
-  for (const io::FileChecksum &c : io::readChecksums(options_.planDir))
-    if (c.name == "plan.pb")
-      layout.planSha256 = c.sha256;
-  if (!options_.saveDir.empty())
+  if (!options_.saveDir.empty()) {
+    checkpoint::Layout layout;
+    layout.dp = exec_.dp();
+    layout.pp = exec_.pp();
+    layout.zeroStage = int(exec_.plan().zero_stage());
+    layout.configJson = exec_.plan().config_json();
+    layout.precision = config::precisionName(exec_.config().precision.kind);
+    for (const io::FileChecksum &c : io::readChecksums(options_.planDir))
+      if (c.name == "plan.pb")
+        layout.planSha256 = c.sha256;
     saver_ = std::make_unique<checkpoint::Saver>(options_.saveDir, options_.keep,
                                                  options_.asyncSave, layout,
                                                  exec_.communicator());
+  }
   if (options_.profile)
     exec_.enableProfile();
   if (options_.timeline) {

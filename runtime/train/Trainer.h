@@ -107,6 +107,11 @@ private:
   std::unique_ptr<io::MetricsWriter> metrics_;
 };
 
+/// Throws on a NaN or infinity in this rank's initial parameters (its ZeRO
+/// shard), naming `weightsPath`, the tensor and the element: such a run can
+/// only train NaN.
+void checkFiniteWeights(const Executor &exec, const std::string &weightsPath);
+
 /// The plan's inputs as the data sources take them (dtype, one
 /// micro-batch's shape, and the index bound the plan records for integer
 /// inputs on any stage).

@@ -301,10 +301,12 @@ int main(int argc, char **argv) {
   // output half written.
   std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"dsc: ahead-of-time compiler for distributed training"};
-  std::string model, output = "-", emit, loss, batchSizeText, configPath;
-  int64_t elide = 1024, dp = 1;
-  std::optional<int64_t> zeroStage, pp, microBatches, tp;
-  std::optional<std::string> schedule, partition, precision, recompute, memoryBudgetText;
+  std::string model, output = "-", emit, loss, batchSizeText;
+  int64_t elide = 1024;
+  // The flags that decide the training step go straight into `flags`
+  // (runtime/config/CompileConfig.h resolves them with the ds_config).
+  dsrt::config::CompileFlags flags;
+  std::optional<std::string> memoryBudgetText;
   std::vector<std::string> inputShapes, freeze;
   bool doExplain = false, printConfig = false, listConfigKeys = false;
   app.add_option("model", model, "ONNX model (binary .onnx or textual .onnxtxt) with its loss");
@@ -318,7 +320,7 @@ int main(int argc, char **argv) {
                  "nn = the imported IR (the default without -o or with -o FILE.mlir), "
                  "train = the IR of the planned training step")
       ->check(CLI::IsMember({"nn", "train", "plan"}));
-  app.add_option("--config", configPath,
+  app.add_option("--config", flags.configPath,
                  "DeepSpeed ds_config.json: batch sizes, gradient accumulation, "
                  "optimizer, scheduler, gradient clipping")
       ->check(dsrt::cli::nonEmpty());
@@ -336,35 +338,34 @@ int main(int argc, char **argv) {
       ->allow_extra_args(false);
   using dsrt::cli::integer;
   using dsrt::limits::kMaxRanks;
-  app.add_option("--dp", dp, "data-parallel ranks the plan runs on (default 1)")
+  app.add_option("--dp", flags.dp, "data-parallel ranks the plan runs on (default 1)")
       ->check(integer<int64_t>(1, kMaxRanks));
-  app.add_option("--zero", zeroStage,
+  app.add_option("--zero", flags.zeroStage,
                  "ZeRO stage 0-3 (overrides zero_optimization.stage of the config)")
       ->check(integer<int64_t>(0, 3));
-  app.add_option("--pp", pp,
+  app.add_option("--pp", flags.pp,
                  "pipeline stages (overrides pipeline.stages of the config; the plan runs "
                  "on pp x dp ranks)")
       ->check(integer<int64_t>(1, dsrt::config::kMaxPipelineStages));
-  app.add_option("--tp", tp,
+  app.add_option("--tp", flags.tp,
                  "tensor-parallel ranks (Megatron's column/row GEMM splits, found in the graph; "
                  "overrides tensor_parallel.autotp_size; the plan runs on dp x tp ranks)")
       ->check(integer<int64_t>(1, kMaxRanks));
-  bool sequenceParallel = false;
-  app.add_flag("--sequence-parallel", sequenceParallel,
+  app.add_flag("--sequence-parallel", flags.sequenceParallel,
                "with --tp: layer norm, dropout and residual regions on each rank's part of the "
                "tokens, all-gather / reduce-scatter instead of all-reduce (Korthikanti et al. "
                "2022)");
-  app.add_option("--micro-batches", microBatches,
+  app.add_option("--micro-batches", flags.microBatches,
                  "micro-batches per step (overrides gradient_accumulation_steps; with --pp "
                  "and no config the default is 2 x pp)")
       ->check(integer<int64_t>(1, dsrt::config::kMaxGradAccumSteps));
-  app.add_option("--schedule", schedule,
+  app.add_option("--schedule", flags.schedule,
                  "pipeline schedule: 1f1b (the default) or zb-h1 (zero-bubble H1)")
       ->check(CLI::IsMember({"1f1b", "zb-h1"}));
-  app.add_option("--partition", partition,
+  app.add_option("--partition", flags.partition,
                  "pipeline partition method: cost (the default), parameters or uniform")
       ->check(CLI::IsMember({"uniform", "parameters", "cost"}));
-  app.add_option("--recompute", recompute,
+  app.add_option("--recompute", flags.recompute,
                  "activation checkpointing: none, layers (recompute each layer's forward in "
                  "its backward, keeping its input), selective (keep the GEMM outputs, "
                  "recompute attention scores, softmax, dropout, GELU, layer norm) or auto "
@@ -382,7 +383,7 @@ int main(int argc, char **argv) {
                                : "'" + text + "' is not a size (for example 6GiB, 512M, 1000000)";
           },
           "SIZE"));
-  app.add_option("--precision", precision,
+  app.add_option("--precision", flags.precision,
                  "fp32, bf16 or fp16 (bf16/fp16: mixed precision over fp32 master weights); "
                  "overrides the config's bf16.enabled / fp16.enabled. Lightning's 32-true, "
                  "bf16-mixed, 16-mixed are accepted as aliases")
@@ -424,11 +425,12 @@ int main(int argc, char **argv) {
     llvm::errs() << "dsc: error: model is required (see dsc --help)\n";
     return 1;
   }
-  int64_t batchSize = 0; // checked by its validator
-  if (!batchSizeText.empty())
-    batchSize = std::stoll(batchSizeText);
-  if (pp && dp * *pp > kMaxRanks) {
-    llvm::errs() << "dsc: error: --pp " << *pp << " x --dp " << dp << " = " << dp * *pp
+  if (!batchSizeText.empty()) // checked by its validator
+    flags.batchSize = std::stoll(batchSizeText);
+  const int64_t batchSize = flags.batchSize;
+  const std::string &configPath = flags.configPath;
+  if (const auto &pp = flags.pp; pp && flags.dp * *pp > kMaxRanks) {
+    llvm::errs() << "dsc: error: --pp " << *pp << " x --dp " << flags.dp << " = " << flags.dp * *pp
                  << " ranks: a plan runs on at most " << kMaxRanks << "\n";
     return 1;
   }
@@ -480,19 +482,6 @@ int main(int argc, char **argv) {
     }
   }
 
-  dsrt::config::CompileFlags flags;
-  flags.configPath = configPath;
-  flags.dp = dp;
-  flags.batchSize = batchSize;
-  flags.zeroStage = zeroStage;
-  flags.pp = pp;
-  flags.tp = tp;
-  flags.microBatches = microBatches;
-  flags.sequenceParallel = sequenceParallel;
-  flags.schedule = schedule;
-  flags.partition = partition;
-  flags.precision = precision;
-  flags.recompute = recompute;
   if (memoryBudgetText)
     flags.memoryBudget = *dsrt::config::parseByteSize(*memoryBudgetText);
   // "auto" values (the Hugging Face Trainer's) are filled in from the
@@ -613,7 +602,7 @@ int main(int argc, char **argv) {
   if (emit == "plan") {
     dsc::EmitPlanOptions planOptions;
     planOptions.dir = staged->path();
-    planOptions.configJson = dsrt::config::toJson(cfg);
+    planOptions.config = cfg;
     planOptions.importOptions = options;
     if (doExplain) {
       explain(**module, llvm::outs());

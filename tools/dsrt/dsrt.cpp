@@ -21,18 +21,14 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/checkpoint/Checkpoint.h"
-#include "runtime/kernels/cpu/Kernels.h"
 #include "runtime/checkpoint/Export.h"
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/config/CliChecks.h"
 #include "runtime/config/DsConfig.h"
 #include "runtime/core/Executor.h"
-#include "runtime/io/Metrics.h"
-#include "runtime/io/Npy.h"
+#include "runtime/kernels/cpu/Kernels.h"
 #include "runtime/io/OutputDir.h"
 #include "runtime/io/Process.h"
-#include "runtime/io/SafeTensors.h"
-#include "runtime/io/TokenFile.h"
 #include "runtime/launch/Launcher.h"
 #include "runtime/onnx/OnnxExport.h"
 #include "runtime/onnx/StateDict.h"
@@ -50,7 +46,6 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
-#include <sys/resource.h>
 #include <unistd.h>
 
 namespace plan = dsc::plan;
@@ -108,20 +103,6 @@ int finishRank(int status = 0) {
   std::fflush(stdout);
   dsrt::comm::finalizeMpi();
   return status;
-}
-
-/// "nan", "inf" or "-inf" for messages.
-std::string nonFinite(double v) { return std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"; }
-
-/// Fails on a NaN or infinity in this rank's initial parameters (its ZeRO
-/// shard), naming the tensor: such a run can only train NaN.
-void checkFiniteWeights(const dsrt::Executor &exec, const std::string &weightsPath) {
-  for (const Tensor *t : exec.weights())
-    for (int64_t i = 0; i < t->numel; ++i)
-      if (!std::isfinite(t->f32()[i]))
-        die(weightsPath + ": parameter '" + t->name + "' holds " + nonFinite(t->f32()[i]) +
-            (t->shards > 1 ? " (in this rank's shard, element " : " (element ") +
-            std::to_string(i) + "): training from it can only produce NaN");
 }
 
 } // namespace
@@ -442,7 +423,7 @@ int main(int argc, char **argv) {
     // the plan): the peak's part the plan does not predict by design.
     double baseRss = dsrt::io::currentRssMiB();
     exec.initialize(initialWeights, seed);
-    checkFiniteWeights(exec, initialWeights);
+    dsrt::train::checkFiniteWeights(exec, initialWeights);
     if (ckpt) {
       // Load time (bench/checkpoint.py): the slowest rank's restore.
       auto restoreStart = std::chrono::steady_clock::now();
