@@ -120,11 +120,12 @@ def gpu_memory_sampler(pid_holder, peak):
         time.sleep(0.2)
 
 
-def run_dsrt(dsrt, plan, tokens, steps, out):
+def run_dsrt(dsrt, plan, tokens, steps, out, env=None):
     cmd = [dsrt, plan, "--device", "cuda", "--data", tokens, "--steps", str(steps),
            "--out", out]
     holder, peak = {"running": True}, [0]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env=dict(os.environ, **(env or {})))
     holder["pid"] = p.pid
     t = threading.Thread(target=gpu_memory_sampler, args=(holder, peak))
     t.start()
@@ -162,7 +163,13 @@ def main():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
                    help="the plan's precision (dsc --precision); PyTorch matches it")
+    p.add_argument("--dsrt-variant", action="append", default=[], metavar="VAR=VALUE",
+                   help="also run dsrt with this environment setting (repeatable; one row "
+                        "each), e.g. DSRT_CUDA_GEMM_PAD=0 to measure what a feature buys")
     args = p.parse_args()
+    for v in args.dsrt_variant:
+        if "=" not in v:
+            p.error(f"--dsrt-variant {v!r}: expected VAR=VALUE")
     bf16 = args.precision == "bf16"
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 throughout, as dsrt's cuBLAS math
@@ -185,6 +192,12 @@ def main():
         if m and arena is None:
             arena = line.strip()
     results["dsrt"] = dict(losses=d_losses, times=d_times[args.warmup:], peak=d_peak)
+    for k, v in enumerate(args.dsrt_variant):
+        var, value = v.split("=", 1)
+        losses, times, peak = run_dsrt(args.dsrt, args.plan, tokens, args.steps,
+                                       os.path.join(args.out, f"dsrt-variant-{k}"),
+                                       {var: value})
+        results[f"dsrt {v}"] = dict(losses=losses, times=times[args.warmup:], peak=peak)
     data = batches(tok, torch, args.steps)
     for name, compiled in (("eager", False), ("compile", True)):
         model.load_state_dict(init)
@@ -203,7 +216,7 @@ def main():
              "peak device memory | loss step 1 | loss step 3 |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     tps = {k: B * T * len(v["times"]) / sum(v["times"]) for k, v in results.items()}
-    for k in ("dsrt", "eager", "compile"):
+    for k in ["dsrt"] + [f"dsrt {v}" for v in args.dsrt_variant] + ["eager", "compile"]:
         v = results[k]
         lines.append(f"| {k} | {tps[k]:.0f} | {tps[k] / tps['compile']:.2f}x | "
                      f"{100 * tps[k] * flops_per_token / peak_flops:.1f}% | "
@@ -218,6 +231,11 @@ def main():
     own = max(abs(a - b) / abs(b) for a, b in
               zip(results["compile"]["losses"][:5], results["eager"]["losses"][:5]))
     lines.append(f"the same between torch.compile and eager: {own:.2e}")
+    for v in args.dsrt_variant:
+        other = results[f"dsrt {v}"]["losses"]
+        diff = max(abs(a - b) / abs(b) for a, b in zip(other, results["dsrt"]["losses"]))
+        lines.append(f"dsrt with {v} against dsrt, all {len(other)} steps: largest relative "
+                     f"loss difference {diff:.2e}")
     text = "\n".join(lines)
     print(text)
     open(os.path.join(args.out, "gpu_gpt.md"), "w").write(text + "\n")

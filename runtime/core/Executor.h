@@ -170,6 +170,18 @@ struct Instr {
   float *staging = nullptr;
   std::string label; // "instruction 57 of the epilogue"
   int badSlot = -1;        // Device::Cuda: its device counter of bad indices
+  /// Device::Cuda: an attention softmax (or its gradient) with the scale
+  /// and mask instructions next to it fused in (OpsCuda.cpp). `absorbed`
+  /// marks those instructions, which then do nothing; the softmax holds
+  /// the operands it took over.
+  struct Fused {
+    bool absorbed = false;
+    Tensor *x = nullptr;     // forward: the scores before the scale
+    Tensor *out = nullptr;   // backward: the last fused instruction's result
+    Tensor *scale = nullptr, *cond = nullptr, *fill = nullptr;
+    int64_t condRows = 1;
+    bool fillWhen = true;
+  } fused;
   uint32_t axis = 0;       // dist ops: 0 the dp group, 1 the pp group
   int64_t microBatch = 0;  // pipeline plans: for the timeline
   uint32_t phase = 0;
@@ -488,6 +500,7 @@ private:
   std::vector<StageParam> stageParams_;
   std::vector<std::vector<float>> gathered_; // gatherWeights' storage
   std::map<std::string, std::pair<int64_t, double>> opTime_; // calls, seconds
+  std::map<const Instr *, double> instrTime_;                 // seconds
   struct Event {
     const Instr *instr;
     int list;

@@ -74,10 +74,19 @@ void Executor::runList(const std::vector<Instr> &list) {
     if (device_ == Device::Cuda)
       deviceSync();
     progressComms();
+    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     auto &slot = opTime_[i.op];
     ++slot.first;
-    slot.second += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    slot.second += dt;
+    instrTime_[&i] += dt;
   }
+}
+
+static std::string shapeText(const Tensor *t) {
+  std::string s = plan::DType_Name(t->dtype) + "[";
+  for (int d = 0; d < t->shape.rank; ++d)
+    s += (d ? "x" : "") + std::to_string(t->shape.dims[d]);
+  return s + "]";
 }
 
 void Executor::printProfile(std::FILE *out) const {
@@ -92,6 +101,37 @@ void Executor::printProfile(std::FILE *out) const {
   for (auto &[sec, op] : rows)
     std::fprintf(out, "%-24s %10lld %10.3f %6.1f%%\n", op.c_str(),
                  (long long)opTime_.at(op).first, sec, 100.0 * sec / std::max(total, 1e-12));
+  int absorbed = 0;
+  for (const auto *list : {&prologue_, &micro_, &epilogue_})
+    for (const Instr &i : *list)
+      absorbed += i.fused.absorbed;
+  if (absorbed)
+    std::fprintf(out,
+                 "%d scale and mask instructions run inside their attention softmax (counted "
+                 "there)\n",
+                 absorbed);
+  // The instructions that took longest, with their operands: where a
+  // kernel is slower than its bytes or flops say, it shows here.
+  std::vector<std::pair<double, const Instr *>> slow;
+  for (auto &[i, sec] : instrTime_)
+    slow.push_back({sec, i});
+  size_t top = std::min<size_t>(slow.size(), 15);
+  std::partial_sort(slow.begin(), slow.begin() + top, slow.end(),
+                    [](auto &a, auto &b) { return a.first > b.first; });
+  if (top)
+    std::fprintf(out, "the %zu slowest instructions (seconds over the profiled steps):\n", top);
+  for (size_t k = 0; k < top; ++k) {
+    const Instr &i = *slow[k].second;
+    std::string operands;
+    for (const Tensor *t : i.in)
+      operands += (operands.empty() ? "" : ", ") + shapeText(t);
+    operands += " -> ";
+    for (size_t o = 0; o < i.out.size(); ++o)
+      operands += (o ? ", " : "") + shapeText(i.out[o]);
+    std::fprintf(out, "  %8.4f %5.1f%%  %s %s: %s\n", slow[k].first,
+                 100.0 * slow[k].first / std::max(total, 1e-12), i.op.c_str(), i.label.c_str(),
+                 operands.c_str());
+  }
 }
 
 void Executor::beginStep(int64_t stepIndex) {

@@ -37,6 +37,7 @@
 #include "runtime/core/OpsInternal.h"
 #include "runtime/kernels/cuda/Kernels.h"
 
+#include <cstdlib>
 #include <memory>
 
 namespace dsrt {
@@ -51,6 +52,7 @@ struct DeviceState {
   std::vector<const Instr *> badInstrs;
   std::vector<int64_t> badHost;
   double *sumSq = nullptr;
+  int absorbed = 0; // instructions fused into an attention softmax
   ~DeviceState() {
     blas.reset();
     for (void *p : {arena, scratch, static_cast<void *>(bad), static_cast<void *>(sumSq)})
@@ -190,14 +192,22 @@ const std::map<std::string, BindFn> &deviceTable() {
       });
     };
     t["nn.matmul"] = [](const Binder &b) {
-      b.i.run = byType(b.floatOrBf16(), [](auto tag) -> KernelFn {
-        using T = typename decltype(tag)::type;
-        return [](const Instr &i, Context &ctx) {
-          ctx.gpu->blas->matmul(dev<T>(i.in[0]), i.in[0]->shape, i.ints[0] != 0, dev<T>(i.in[1]),
-                                i.in[1]->shape, i.ints[1] != 0, dev<T>(i.out[0]),
-                                i.out[0]->shape);
+      if (b.floatOrBf16() == plan::F32) {
+        b.i.run = [](const Instr &i, Context &ctx) {
+          ctx.gpu->blas->matmul(dev(i.in[0]), i.in[0]->shape, i.ints[0] != 0, dev(i.in[1]),
+                                i.in[1]->shape, i.ints[1] != 0, dev(i.out[0]), i.out[0]->shape);
         };
-      });
+        return;
+      }
+      // bf16 rows that are not a multiple of 16 bytes are padded in the
+      // scratch (a 50257-token vocabulary's logits).
+      b.needs(cuda::Blas::scratchBytes(b.i.in[0]->shape, b.i.ints[0] != 0, b.i.in[1]->shape,
+                                       b.i.ints[1] != 0, b.i.out[0]->shape));
+      b.i.run = [](const Instr &i, Context &ctx) {
+        ctx.gpu->blas->matmul(dev<cpu::Bf16>(i.in[0]), i.in[0]->shape, i.ints[0] != 0,
+                              dev<cpu::Bf16>(i.in[1]), i.in[1]->shape, i.ints[1] != 0,
+                              dev<cpu::Bf16>(i.out[0]), i.out[0]->shape, ctx.gpu->scratch);
+      };
     };
     t["nn.cast"] = [](const Binder &b) {
       plan::DType from = b.i.in[0]->dtype, to = b.i.out[0]->dtype;
@@ -244,6 +254,19 @@ const std::map<std::string, BindFn> &deviceTable() {
     t["nn.softmax"] = [](const Binder &b) {
       if (b.i.g[2] != 1)
         b.refuse("the CUDA softmax runs over the last dimension only");
+      if (b.i.fused.x) {
+        b.i.run = byType(b.floatOrBf16(), [](auto tag) -> KernelFn {
+          using T = typename decltype(tag)::type;
+          return [](const Instr &i, Context &) {
+            const Instr::Fused &f = i.fused;
+            cuda::maskedSoftmax(dev<T>(f.x), f.scale ? dev<T>(f.scale) : nullptr,
+                                {f.cond ? dev<uint8_t>(f.cond) : nullptr, f.condRows, f.fillWhen},
+                                f.fill ? dev<T>(f.fill) : nullptr, dev<T>(i.out[0]), i.g[0],
+                                i.g[1]);
+          };
+        });
+        return;
+      }
       b.i.run = byType(b.floatOrBf16(), [](auto tag) -> KernelFn {
         using T = typename decltype(tag)::type;
         return [](const Instr &i, Context &) {
@@ -254,6 +277,20 @@ const std::map<std::string, BindFn> &deviceTable() {
     t["nn.softmax_grad"] = [](const Binder &b) {
       if (b.i.g[2] != 1)
         b.refuse("the CUDA softmax gradient runs over the last dimension only");
+      if (b.i.fused.out) {
+        b.i.run = byType(b.floatOrBf16(), [](auto tag) -> KernelFn {
+          using T = typename decltype(tag)::type;
+          return [](const Instr &i, Context &) {
+            const Instr::Fused &f = i.fused;
+            cuda::maskedSoftmaxGrad(
+                dev<T>(i.in[0]), dev<T>(i.in[1]),
+                {f.cond ? dev<uint8_t>(f.cond) : nullptr, f.condRows, f.fillWhen},
+                f.fill ? dev<T>(f.fill) : nullptr, f.scale ? dev<T>(f.scale) : nullptr,
+                dev<T>(f.out), i.g[0], i.g[1]);
+          };
+        });
+        return;
+      }
       b.i.run = byType(b.floatOrBf16(), [](auto tag) -> KernelFn {
         using T = typename decltype(tag)::type;
         return [](const Instr &i, Context &) {
@@ -448,8 +485,16 @@ void Executor::setupDevice() {
   auto state = std::make_unique<DeviceState>();
   std::vector<Instr *> counting;
   size_t scratch = 0;
+  const char *fuse = std::getenv("DSRT_CUDA_FUSE");
+  if (!(fuse && std::string(fuse) == "0"))
+    for (auto *list : {&prologue_, &micro_, &epilogue_})
+      state->absorbed += fuseSoftmaxChains(*list);
   for (auto *list : {&prologue_, &micro_, &epilogue_})
     for (Instr &i : *list) {
+      if (i.fused.absorbed) {
+        i.run = [](const Instr &, Context &) {};
+        continue;
+      }
       std::string where = name_ + ": " + i.label + " (" + i.op + ")";
       auto it = deviceTable().find(i.op);
       if (it == deviceTable().end())

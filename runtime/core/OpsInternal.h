@@ -280,6 +280,12 @@ void addLossOps(OpTable &t);  // OpsLoss.cpp
 void addTrainOps(OpTable &t); // OpsTrain.cpp
 void addDistOps(OpTable &t);  // OpsDist.cpp
 
+/// Device::Cuda: marks the attention softmax chains of `list` that one
+/// kernel computes (FuseSoftmax.cpp): the scale and mask instructions get
+/// `fused.absorbed`, the softmax or its gradient the operands it takes
+/// over. Returns the number of instructions absorbed.
+int fuseSoftmaxChains(std::vector<Instr> &list);
+
 } // namespace dsrt::ops
 
 #endif // DSRT_CORE_OPSINTERNAL_H

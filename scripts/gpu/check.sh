@@ -5,7 +5,8 @@
 # Writes check.log (everything), and the benches' gpu_gpt*.md, to $OUT (or
 # .gpu/out). Each step prints "check: NAME: PASS|FAIL (seconds)"; the exit
 # status is the number of failed steps. DSRT_CHECK_SKIP_BENCH=1 leaves the
-# benches out (a shorter call).
+# benches out (a shorter call); DSRT_CHECK_ONLY="NAME ..." runs only the
+# steps named (a step's name or its prefix before the first '-').
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 g=$root/.gpu
@@ -17,6 +18,10 @@ failed=0
 step() { # step NAME TIMEOUT CMD...
   local name=$1 limit=$2 t0=$SECONDS
   shift 2
+  if [ -n "${DSRT_CHECK_ONLY:-}" ] && ! [[ " $DSRT_CHECK_ONLY " == *" $name "* ||
+    " $DSRT_CHECK_ONLY " == *" ${name%%-*} "* ]]; then
+    return 0
+  fi
   echo "=== $name: $*"
   if timeout "$limit" "$@"; then
     echo "check: $name: PASS ($((SECONDS - t0)) s)"
@@ -43,8 +48,6 @@ run=$out/runs
 mkdir -p "$run"
 
 step kernel-gtests 120 "$g/bin/dsrt_cuda_kernels_test"
-step kernel-memcheck 240 "$sanitizer" --tool memcheck --error-exitcode 9 --leak-check full \
-  "$g/bin/dsrt_cuda_kernels_test"
 # fp32 parity: the same plan, data and seed on the CPU and on the GPU.
 step parity-cpu 120 "$dsrt" "$g/tiny/plan" --device cpu --data "$g/tiny/tokens.bin" \
   --steps 200 --out "$run/cpu"
@@ -71,6 +74,21 @@ step parity-bf16-gpu 120 "$dsrt" "$g/tiny/plan-bf16" --device cuda --data "$g/ti
   --steps 200 --out "$run/gpu-bf16"
 step parity-bf16-compare 30 python3 "$root/scripts/gpu/parity.py" "$run/cpu-bf16/metrics.csv" \
   "$run/gpu-bf16/metrics.csv" --loss-rtol 1e-3 --steps 50
+if [ "${DSRT_CHECK_SKIP_BENCH:-0}" != 1 ]; then
+# cuBLAS on the vocabulary head's rows of 50257 bf16 elements, aligned or not.
+step bench-gemm-align 60 python3 "$root/bench/gpu_gemm_align.py"
+# bf16 first (the goal of issue 28), with what the row padding and the
+# attention softmax fusion each buy (dsrt again with each turned off).
+step bench-gpt2-bf16 300 python3 "$root/bench/gpu_gpt.py" --plan "$g/gpt2-bf16" --dsrt "$dsrt" \
+  --precision bf16 --out "$out/bench-bf16" --dsrt-variant DSRT_CUDA_GEMM_PAD=0 \
+  --dsrt-variant DSRT_CUDA_FUSE=0
+# Where GPT-2's step goes on the GPU (the bench wrote the plan's weights).
+step profile-gpt2-bf16 120 "$dsrt" "$g/gpt2-bf16" --device cuda --steps 3 --profile \
+  --out "$run/profile"
+fi
+# compute-sanitizer: the kernels, then short runs of the tiny GPT.
+step kernel-memcheck 240 "$sanitizer" --tool memcheck --error-exitcode 9 --leak-check full \
+  "$g/bin/dsrt_cuda_kernels_test"
 step e2e-memcheck-bf16 240 "$sanitizer" --tool memcheck --error-exitcode 9 "$dsrt" \
   "$g/tiny/plan-bf16" --device cuda --data "$g/tiny/tokens.bin" --steps 3 --out "$run/memcheck-bf16"
 step e2e-memcheck 240 "$sanitizer" --tool memcheck --error-exitcode 9 "$dsrt" "$g/tiny/plan" \
@@ -109,11 +127,6 @@ step auto-device 60 bash -c "'$dsrt' '$g/tiny/plan' --steps 20 --profile --out '
 if [ "${DSRT_CHECK_SKIP_BENCH:-0}" != 1 ]; then
 step bench-gpt2 200 python3 "$root/bench/gpu_gpt.py" --plan "$g/gpt2" --dsrt "$dsrt" \
   --out "$out/bench"
-step bench-gpt2-bf16 200 python3 "$root/bench/gpu_gpt.py" --plan "$g/gpt2-bf16" --dsrt "$dsrt" \
-  --precision bf16 --out "$out/bench-bf16"
-# Where GPT-2's step goes on the GPU (the bench wrote the plan's weights).
-step profile-gpt2-bf16 120 "$dsrt" "$g/gpt2-bf16" --device cuda --steps 4 --profile \
-  --out "$run/profile"
 fi
 cp "$out"/bench/gpu_gpt.md "$out/gpu_gpt.md" 2>/dev/null
 cp "$out"/bench-bf16/gpu_gpt.md "$out/gpu_gpt_bf16.md" 2>/dev/null

@@ -197,6 +197,67 @@ __global__ void softmaxGradKernel(const T *y, const T *dy, T *dx, int64_t n) {
     dxr[c] = fromFloat<T>(toFloat(yr[c]) * (toFloat(dyr[c]) - s));
 }
 
+/// maskedSoftmax's element before the softmax: x * scale rounded to T (as
+/// nn.mul rounds), then the fill where the mask selects it (nn.select).
+template <typename T> struct MaskedRow {
+  const T *x;
+  const uint8_t *cond; // this row's flags, or null
+  bool fillWhen, scaled;
+  float scale, fill;
+  __device__ float operator[](int64_t c) const {
+    float v = toFloat(x[c]);
+    if (scaled)
+      v = toFloat(fromFloat<T>(v * scale));
+    if (cond && (cond[c] != 0) == fillWhen)
+      v = fill;
+    return v;
+  }
+};
+
+/// softmaxKernel over MaskedRow: the same sums in the same order.
+template <typename T>
+__global__ void maskedSoftmaxKernel(const T *x, const T *scale, SoftmaxMask mask, const T *fill,
+                                    T *y, int64_t n) {
+  const int64_t row = blockIdx.x;
+  MaskedRow<T> xr{x + row * n, mask.cond ? mask.cond + (row % mask.condRows) * n : nullptr,
+                  mask.fillWhen, scale != nullptr, scale ? toFloat(*scale) : 1.0f,
+                  mask.cond ? toFloat(*fill) : 0.0f};
+  T *yr = y + row * n;
+  float m = -INFINITY;
+  for (int64_t c = threadIdx.x; c < n; c += blockDim.x)
+    m = fmaxf(m, xr[c]);
+  m = blockReduce<true>(m);
+  float s = 0;
+  for (int64_t c = threadIdx.x; c < n; c += blockDim.x)
+    s += expf(xr[c] - m);
+  s = blockReduce<false>(s);
+  float inv = 1.0f / s;
+  for (int64_t c = threadIdx.x; c < n; c += blockDim.x)
+    yr[c] = fromFloat<T>(expf(xr[c] - m) * inv);
+}
+
+/// softmaxGradKernel, then the select's fill (rounded as nn.select copies)
+/// and the scale (rounded as nn.mul).
+template <typename T>
+__global__ void maskedSoftmaxGradKernel(const T *y, const T *dy, SoftmaxMask mask, const T *fill,
+                                        const T *scale, T *dx, int64_t n) {
+  const int64_t row = blockIdx.x;
+  const T *yr = y + row * n, *dyr = dy + row * n;
+  const uint8_t *cr = mask.cond ? mask.cond + (row % mask.condRows) * n : nullptr;
+  const float f = cr ? toFloat(*fill) : 0.0f, sc = scale ? toFloat(*scale) : 1.0f;
+  T *dxr = dx + row * n;
+  float s = 0;
+  for (int64_t c = threadIdx.x; c < n; c += blockDim.x)
+    s += toFloat(dyr[c]) * toFloat(yr[c]);
+  s = blockReduce<false>(s);
+  for (int64_t c = threadIdx.x; c < n; c += blockDim.x) {
+    float g = toFloat(fromFloat<T>(toFloat(yr[c]) * (toFloat(dyr[c]) - s)));
+    if (cr && (cr[c] != 0) == mask.fillWhen)
+      g = f;
+    dxr[c] = fromFloat<T>(scale ? g * sc : g);
+  }
+}
+
 //===--- cross-entropy ----------------------------------------------------===//
 
 __device__ bool validLabel(int64_t l, int64_t C, bool hasIgnore, int64_t ignore) {
@@ -494,6 +555,30 @@ void softmaxGrad(const T *y, const T *dy, T *dx, int64_t rows, int64_t n, void *
   launched("softmax_grad");
 }
 
+template <typename T>
+void maskedSoftmax(const T *x, const T *scale, SoftmaxMask mask, const T *fill, T *y,
+                   int64_t rows, int64_t n, void *stream) {
+  if (rows == 0)
+    return;
+  if (mask.cond && mask.condRows <= 0)
+    throw CudaError("masked softmax: the mask needs at least one row");
+  maskedSoftmaxKernel<<<unsigned(rows), rowThreads(n), 0, asStream(stream)>>>(x, scale, mask,
+                                                                             fill, y, n);
+  launched("masked softmax");
+}
+
+template <typename T>
+void maskedSoftmaxGrad(const T *y, const T *dy, SoftmaxMask mask, const T *fill, const T *scale,
+                       T *dx, int64_t rows, int64_t n, void *stream) {
+  if (rows == 0)
+    return;
+  if (mask.cond && mask.condRows <= 0)
+    throw CudaError("masked softmax gradient: the mask needs at least one row");
+  maskedSoftmaxGradKernel<<<unsigned(rows), rowThreads(n), 0, asStream(stream)>>>(
+      y, dy, mask, fill, scale, dx, n);
+  launched("masked softmax gradient");
+}
+
 void crossEntropy(const float *logits, const int64_t *labels, float *loss, int64_t N,
                   int64_t C, int reduction, bool hasIgnore, int64_t ignoreIndex, int64_t *bad,
                   void *scratch, void *stream) {
@@ -586,6 +671,10 @@ void adam(float *p, const float *g, float *m, float *v, int64_t n, float lr, flo
                                  int64_t, int64_t, float, void *, void *);                        \
   template void softmax<T>(const T *, T *, int64_t, int64_t, void *);                             \
   template void softmaxGrad<T>(const T *, const T *, T *, int64_t, int64_t, void *);              \
+  template void maskedSoftmax<T>(const T *, const T *, SoftmaxMask, const T *, T *, int64_t,    \
+                                 int64_t, void *);                                                \
+  template void maskedSoftmaxGrad<T>(const T *, const T *, SoftmaxMask, const T *, const T *,    \
+                                     T *, int64_t, int64_t, void *);                              \
   template void dropout<T>(const T *, T *, uint8_t *, int64_t, float, uint64_t, uint64_t,         \
                            uint64_t, uint64_t, void *);                                           \
   template void dropoutGrad<T>(const T *, const uint8_t *, T *, int64_t, float, void *);

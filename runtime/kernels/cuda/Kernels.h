@@ -82,6 +82,28 @@ template <typename T>
 void softmaxGrad(const T *y, const T *dy, T *dx, int64_t rows, int64_t n,
                  void *stream = nullptr);
 
+/// The attention softmax with its scale and mask fused in, as the unfused
+/// ops compute it bit for bit (each step rounded to T as they round):
+/// forward y = softmax(select(cond, fill, x * scale)) over the last
+/// dimension; backward dx = select(cond, fill, softmaxGrad(y, dy)) * scale.
+/// `scale` and `fill` are device scalars of type T; a null `scale` leaves
+/// the multiplication out, a null `cond` the select. `cond` holds
+/// `condRows` rows of n flags, row r of x taking cond's row r % condRows
+/// (a [1, 1, T, T] causal mask under [B, H, T, T] scores); `fillWhen` is
+/// the flag value that selects `fill` (the select's true branch holds the
+/// fill: 1; its false branch: 0).
+struct SoftmaxMask {
+  const uint8_t *cond = nullptr;
+  int64_t condRows = 1;
+  bool fillWhen = true;
+};
+template <typename T>
+void maskedSoftmax(const T *x, const T *scale, SoftmaxMask mask, const T *fill, T *y,
+                   int64_t rows, int64_t n, void *stream = nullptr);
+template <typename T>
+void maskedSoftmaxGrad(const T *y, const T *dy, SoftmaxMask mask, const T *fill, const T *scale,
+                       T *dx, int64_t rows, int64_t n, void *stream = nullptr);
+
 /// Cross-entropy of [N, C] logits (inner == 1), reduction 0 none, 1 sum,
 /// 2 mean, ignore_index as cpu::crossEntropy; the number of labels
 /// outside [0, C) that are not ignored is added to `bad` (device, one
@@ -174,18 +196,30 @@ public:
               const kernels::Shape &bs, bool transB, float *out, const kernels::Shape &os);
   /// The same on bf16 operands and result: float accumulation
   /// (CUBLAS_COMPUTE_32F), the result rounded once, as cpu::matmul's bf16
-  /// GEMM.
+  /// GEMM. With `scratch` (of scratchBytes), an operand or result whose rows
+  /// are not a multiple of 16 bytes (a 50257-token vocabulary) is copied to
+  /// rows padded to 16 bytes around the GEMM: cuBLAS' tensor-core kernels
+  /// want 16-byte-aligned rows and run far slower without them. The padding
+  /// changes no value (the same k sums; the pad columns are never read).
   void matmul(const kernels::Bf16 *a, const kernels::Shape &as, bool transA, const kernels::Bf16 *b,
-              const kernels::Shape &bs, bool transB, kernels::Bf16 *out, const kernels::Shape &os);
+              const kernels::Shape &bs, bool transB, kernels::Bf16 *out, const kernels::Shape &os,
+              void *scratch = nullptr);
+  /// The scratch the bf16 matmul pads its unaligned rows in (0: none).
+  static size_t scratchBytes(const kernels::Shape &as, bool transA, const kernels::Shape &bs,
+                             bool transB, const kernels::Shape &os);
+  /// Whether this handle pads (DSRT_CUDA_GEMM_PAD=0 turns it off, to measure
+  /// what it buys).
+  bool pads() const { return pad_; }
 
 private:
   /// Both element types: cudaDataType_t as int (no CUDA header here).
   void gemm(const void *a, const kernels::Shape &as, bool transA, const void *b,
             const kernels::Shape &bs, bool transB, void *out, const kernels::Shape &os, int dataType,
-            size_t elementBytes);
+            size_t elementBytes, void *scratch);
   void *handle_ = nullptr;
   void *workspace_ = nullptr;
   void *stream_ = nullptr;
+  bool pad_ = true;
 };
 
 } // namespace dsrt::cuda

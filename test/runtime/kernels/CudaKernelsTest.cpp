@@ -22,6 +22,9 @@
 #include "TestUtil.h"
 #include "runtime/kernels/cuda/Kernels.h"
 
+#include <cstdlib>
+#include <cstring>
+
 namespace dsrt::cpu::test {
 namespace {
 
@@ -515,6 +518,124 @@ TEST(CudaKernels, Bf16AgainstCpu) {
     blas.matmul(ga.p, as, false, gw.p, ws, false, gc.p, cs);
     EXPECT_TRUE(nearBf16(gc.host(), c, 2, 1e-3)) << "bf16 GEMM";
   }
+}
+
+/// The attention chain, unfused, on the GPU: softmax(select(cond, fill,
+/// x * scale)) forward, select(cond, fill, softmaxGrad(y, dy)) * scale
+/// backward (fillWhen false: the fill in the select's false branch).
+template <typename T>
+void unfusedForward(const T *x, const T *scale, const uint8_t *cond, const Shape &cs,
+                    const T *fill, bool fillWhen, T *tmp, T *y, const Shape &xs) {
+  Shape one = shape({});
+  gpu::binary(Binary::Mul, x, xs, scale, one, tmp, xs);
+  if (fillWhen)
+    gpu::select(cond, cs, fill, one, tmp, xs, tmp, xs);
+  else
+    gpu::select(cond, cs, tmp, xs, fill, one, tmp, xs);
+  gpu::softmax(tmp, y, xs.numel() / xs.dims[xs.rank - 1], xs.dims[xs.rank - 1]);
+}
+template <typename T>
+void unfusedBackward(const T *y, const T *dy, const uint8_t *cond, const Shape &cs,
+                     const T *fill, bool fillWhen, const T *scale, T *dx, const Shape &xs) {
+  Shape one = shape({});
+  gpu::softmaxGrad(y, dy, dx, xs.numel() / xs.dims[xs.rank - 1], xs.dims[xs.rank - 1]);
+  if (fillWhen)
+    gpu::select(cond, cs, fill, one, dx, xs, dx, xs);
+  else
+    gpu::select(cond, cs, dx, xs, fill, one, dx, xs);
+  gpu::binary(Binary::Mul, dx, xs, scale, one, dx, xs);
+}
+
+/// The fused chains give the unfused ops' bits, for float and bf16, both
+/// select branches, a broadcast [1, 1, T, n] mask and a whole-shape one.
+template <typename T> void checkFusedSoftmax(std::vector<T> (*make)(const std::vector<float> &)) {
+  Shape xs = shape({2, 3, 16, 40});
+  const int64_t n = 40, rows = xs.numel() / n;
+  auto x = make(uniform(xs.numel(), 70, -6, 6)), dy = make(uniform(xs.numel(), 71));
+  auto scale = make({0.125f}), neg = make({-INFINITY}), zero = make({0.0f});
+  for (Shape cs : {shape({1, 1, 16, 40}), shape({2, 3, 16, 40})})
+    for (bool fillWhen : {true, false}) {
+      std::vector<uint8_t> cond(cs.numel());
+      for (int64_t r = 0; r < cs.numel() / n; ++r) // causal, plus a stray flag
+        for (int64_t c = 0; c < n; ++c)
+          cond[r * n + c] = uint8_t(((c > r % 16) == fillWhen) ^ (c == 3 && r % 5 == 0));
+      for (int64_t c = 0; c < n; ++c) // never a row wholly filled
+        cond[c] = uint8_t(!fillWhen);
+      Dev<T> gx(x), gdy(dy), gs(scale), gneg(neg), gzero(zero);
+      Dev<uint8_t> gc(cond);
+      Dev<T> tmp(x.size()), want(x.size()), got(x.size());
+      unfusedForward(gx.p, gs.p, gc.p, cs, gneg.p, fillWhen, tmp.p, want.p, xs);
+      gpu::SoftmaxMask mask{gc.p, cs.numel() / n, fillWhen};
+      gpu::maskedSoftmax(gx.p, gs.p, mask, gneg.p, got.p, rows, n);
+      auto y = want.host();
+      EXPECT_EQ(0, std::memcmp(got.host().data(), y.data(), y.size() * sizeof(T)))
+          << "forward, mask " << str(cs) << " fillWhen " << fillWhen;
+      Dev<T> gy(y), wantDx(x.size()), gotDx(x.size());
+      unfusedBackward(gy.p, gdy.p, gc.p, cs, gzero.p, fillWhen, gs.p, wantDx.p, xs);
+      gpu::maskedSoftmaxGrad(gy.p, gdy.p, mask, gzero.p, gs.p, gotDx.p, rows, n);
+      EXPECT_EQ(0, std::memcmp(gotDx.host().data(), wantDx.host().data(), y.size() * sizeof(T)))
+          << "backward, mask " << str(cs) << " fillWhen " << fillWhen;
+      // In place (the memory plan puts dx over dy): the same bits.
+      Dev<T> inplace(dy);
+      gpu::maskedSoftmaxGrad(gy.p, inplace.p, mask, gzero.p, gs.p, inplace.p, rows, n);
+      EXPECT_EQ(0, std::memcmp(inplace.host().data(), wantDx.host().data(), y.size() * sizeof(T)))
+          << "backward in place";
+    }
+  // Without the mask, and without the scale: the plain softmax's bits.
+  Dev<T> gx(x), gs(scale), tmp(x.size()), want(x.size()), got(x.size());
+  gpu::binary(Binary::Mul, gx.p, xs, gs.p, shape({}), tmp.p, xs);
+  gpu::softmax(tmp.p, want.p, rows, n);
+  gpu::maskedSoftmax(gx.p, gs.p, gpu::SoftmaxMask{}, static_cast<const T *>(nullptr), got.p, rows,
+                     n);
+  EXPECT_EQ(0, std::memcmp(got.host().data(), want.host().data(), x.size() * sizeof(T)));
+  gpu::softmax(gx.p, want.p, rows, n);
+  gpu::maskedSoftmax(gx.p, static_cast<const T *>(nullptr), gpu::SoftmaxMask{},
+                     static_cast<const T *>(nullptr), got.p, rows, n);
+  EXPECT_EQ(0, std::memcmp(got.host().data(), want.host().data(), x.size() * sizeof(T)));
+}
+
+std::vector<float> asFloat(const std::vector<float> &v) { return v; }
+
+TEST(CudaKernels, FusedAttentionSoftmaxIsTheUnfusedChain) {
+  REQUIRE_GPU();
+  checkFusedSoftmax<float>(asFloat);
+  checkFusedSoftmax<Bf16>(toBf16);
+}
+
+TEST(CudaKernels, Bf16GemmPadsUnalignedRows) {
+  REQUIRE_GPU();
+  struct Case {
+    Shape a, b, o;
+    bool ta, tb;
+  };
+  // Rows of 37, 33 or 21 bf16 elements are not 16-byte multiples: the
+  // shapes of a 50257-token vocabulary's head, its two gradients, and a
+  // batched product.
+  std::vector<Case> cases = {
+      {shape({4, 33, 96}), shape({37, 96}), shape({4, 33, 37}), false, true},
+      {shape({132, 37}), shape({37, 96}), shape({132, 96}), false, false},
+      {shape({132, 37}), shape({132, 96}), shape({37, 96}), true, false},
+      {shape({3, 21, 24}), shape({3, 24, 21}), shape({3, 21, 21}), false, false},
+  };
+  gpu::Blas blas;
+  ASSERT_TRUE(blas.pads() || std::getenv("DSRT_CUDA_GEMM_PAD"));
+  for (const Case &c : cases) {
+    size_t need = gpu::Blas::scratchBytes(c.a, c.ta, c.b, c.tb, c.o);
+    EXPECT_GT(need, 0u) << str(c.a) << " x " << str(c.b);
+    auto a = toBf16(uniform(c.a.numel(), 72)), b = toBf16(uniform(c.b.numel(), 73));
+    std::vector<Bf16> want(c.o.numel());
+    matmul(a.data(), c.a, c.ta, b.data(), c.b, c.tb, want.data(), c.o);
+    Dev<Bf16> ga(a), gb(b), plain(static_cast<size_t>(c.o.numel())),
+        padded(static_cast<size_t>(c.o.numel()));
+    Dev<uint8_t> scratch(need);
+    blas.matmul(ga.p, c.a, c.ta, gb.p, c.b, c.tb, plain.p, c.o);
+    blas.matmul(ga.p, c.a, c.ta, gb.p, c.b, c.tb, padded.p, c.o, scratch.p);
+    EXPECT_TRUE(nearBf16(plain.host(), want, 2, 1e-3)) << "unpadded " << str(c.a);
+    EXPECT_TRUE(nearBf16(padded.host(), want, 2, 1e-3)) << "padded " << str(c.a);
+  }
+  // Aligned rows need nothing.
+  EXPECT_EQ(0u, gpu::Blas::scratchBytes(shape({64, 96}), false, shape({96, 80}), false,
+                                        shape({64, 80})));
 }
 
 } // namespace
