@@ -56,34 +56,34 @@ int64_t batchOffset(const kernels::Shape &s, const kernels::Shape &os, int64_t b
   return off;
 }
 
-/// cuBLAS' tensor-core kernels on Hopper read and write through TMA, whose
-/// row strides must be multiples of 16 bytes.
-constexpr int64_t kRowAlign = 16;
+/// cuBLAS' fast tensor-core kernels for 16-bit operands want rows of a
+/// multiple of 16 bytes and a k that is a multiple of 8 elements.
+constexpr int64_t kAlign = 8;
+int64_t up(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
-/// An operand's storage: `rows` rows of `cols` elements, back to back.
-struct Rows {
-  int64_t rows = 0, cols = 0;
+/// One operand's matrices: `batches` of rows x cols, back to back, and
+/// the padded copy's rows x cols.
+struct Operand {
+  int64_t batches = 0, rows = 0, cols = 0, padRows = 0, padCols = 0;
+  bool padded() const { return rows != padRows || cols != padCols; }
+  size_t padBytes(size_t eb) const {
+    return (size_t(batches * padRows * padCols) * eb + 255) / 256 * 256;
+  }
 };
-int64_t paddedCols(int64_t cols, size_t eb) {
-  int64_t per = kRowAlign / int64_t(eb);
-  return (cols + per - 1) / per * per;
-}
-bool needsPad(const Rows &r, size_t eb) {
-  return eb < 4 && r.rows > 0 && (r.cols * int64_t(eb)) % kRowAlign != 0;
-}
-size_t padBytes(const Rows &r, size_t eb) {
-  return (size_t(r.rows * paddedCols(r.cols, eb)) * eb + 255) / 256 * 256;
-}
 
-/// The GEMM's sizes and its operands' storage.
+/// The GEMM's sizes, its operands' storage and their padded copies
+/// (k and n rounded up to multiples of 8, and m where it is a's row
+/// length, a transposed).
 struct Geometry {
   int64_t M = 0, N = 0, K = 0, batches = 0, aBatches = 0, bBatches = 0;
-  Rows a, b, c;
+  int64_t Mp = 0, Np = 0, Kp = 0;
+  Operand a, b, c;
   /// A batch dim of 1 inside several: one GEMM per result matrix.
   bool perMatrix = false;
+  bool pads() const { return a.padded() || b.padded() || c.padded(); }
 };
 Geometry geometry(const kernels::Shape &as, bool transA, const kernels::Shape &bs, bool transB,
-                  const kernels::Shape &os) {
+                  const kernels::Shape &os, bool pad16) {
   Geometry g;
   g.M = os.dims[os.rank - 2];
   g.N = os.dims[os.rank - 1];
@@ -91,20 +91,19 @@ Geometry geometry(const kernels::Shape &as, bool transA, const kernels::Shape &b
   g.batches = batchCount(os);
   g.aBatches = batchCount(as);
   g.bBatches = batchCount(bs);
-  g.a = {g.aBatches * (transA ? g.K : g.M), transA ? g.M : g.K};
-  g.b = {g.bBatches * (transB ? g.N : g.K), transB ? g.K : g.N};
-  g.c = {g.batches * g.M, g.N};
   g.perMatrix = !((g.aBatches == g.batches || g.aBatches == 1) &&
                   (g.bBatches == g.batches || g.bBatches == 1));
+  bool pad = pad16 && !g.perMatrix && g.M && g.N && g.K && g.batches;
+  g.Mp = pad && transA ? up(g.M) : g.M;
+  g.Np = pad ? up(g.N) : g.N;
+  g.Kp = pad ? up(g.K) : g.K;
+  auto operand = [](int64_t batches, bool trans, int64_t r, int64_t c, int64_t pr, int64_t pc) {
+    return trans ? Operand{batches, c, r, pc, pr} : Operand{batches, r, c, pr, pc};
+  };
+  g.a = operand(g.aBatches, transA, g.M, g.K, g.Mp, g.Kp);
+  g.b = operand(g.bBatches, transB, g.K, g.N, g.Kp, g.Np);
+  g.c = Operand{g.batches, g.M, g.N, g.Mp, g.Np};
   return g;
-}
-
-void copyRows(void *dst, int64_t dstCols, const void *src, int64_t srcCols, int64_t cols,
-              int64_t rows, size_t eb, void *stream) {
-  if (cudaMemcpy2DAsync(dst, size_t(dstCols) * eb, src, size_t(srcCols) * eb, size_t(cols) * eb,
-                        size_t(rows), cudaMemcpyDeviceToDevice,
-                        static_cast<cudaStream_t>(stream)) != cudaSuccess)
-    throw CudaError("cuBLAS: copying a GEMM operand to padded rows failed");
 }
 
 } // namespace
@@ -118,7 +117,12 @@ Blas::Blas(void *stream) : stream_(stream) {
   const char *pad = std::getenv("DSRT_CUDA_GEMM_PAD");
   pad_ = !(pad && std::strcmp(pad, "0") == 0);
   check(cublasSetWorkspace(h, workspace_, kWorkspaceBytes), "set workspace");
-  check(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "set math mode");
+  // Float sums throughout: no split-k partial sums rounded to bf16 (the
+  // CPU kernels' contract, and PyTorch's with
+  // allow_bf16_reduced_precision_reduction off).
+  check(cublasSetMathMode(h, cublasMath_t(CUBLAS_DEFAULT_MATH |
+                                          CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
+        "set math mode");
 }
 
 Blas::~Blas() {
@@ -141,13 +145,11 @@ void Blas::matmul(const kernels::Bf16 *a, const kernels::Shape &as, bool transA,
 size_t Blas::scratchBytes(const kernels::Shape &as, bool transA, const kernels::Shape &bs,
                           bool transB, const kernels::Shape &os) {
   const size_t eb = sizeof(kernels::Bf16);
-  Geometry g = geometry(as, transA, bs, transB, os);
-  if (g.perMatrix || g.M == 0 || g.N == 0 || g.K == 0 || g.batches == 0)
-    return 0;
+  Geometry g = geometry(as, transA, bs, transB, os, true);
   size_t bytes = 0;
-  for (const Rows &r : {g.a, g.b, g.c})
-    if (needsPad(r, eb))
-      bytes += padBytes(r, eb);
+  for (const Operand *o : {&g.a, &g.b, &g.c})
+    if (o->padded())
+      bytes += o->padBytes(eb);
   return bytes;
 }
 
@@ -158,73 +160,65 @@ void Blas::gemm(const void *av, const kernels::Shape &as, bool transA, const voi
   auto type = cudaDataType_t(dataType);
   const char *a = static_cast<const char *>(av), *b = static_cast<const char *>(bv);
   char *out = static_cast<char *>(outv);
-  const Geometry g = geometry(as, transA, bs, transB, os);
-  const int64_t M = g.M, N = g.N, K = g.K, batches = g.batches;
-  if (M == 0 || N == 0 || batches == 0)
+  const Geometry g =
+      geometry(as, transA, bs, transB, os, pad_ && scratch && elementBytes == 2);
+  const int64_t batches = g.batches;
+  if (g.M == 0 || g.N == 0 || batches == 0)
     return;
   const float one = 1.0f, zero = 0.0f;
-  if (K == 0) { // an empty sum
-    if (cudaMemsetAsync(out, 0, size_t(batches * M * N) * elementBytes,
+  if (g.K == 0) { // an empty sum
+    if (cudaMemsetAsync(out, 0, size_t(batches * g.M * g.N) * elementBytes,
                         static_cast<cudaStream_t>(stream_)) != cudaSuccess)
       throw CudaError("cuBLAS: zeroing an empty product failed");
     return;
   }
+  // The padded copies in `scratch` (zeros around each matrix).
+  char *result = out;
+  if (g.pads()) {
+    char *s = static_cast<char *>(scratch);
+    auto padIn = [&](const char *&p, const Operand &o) {
+      if (!o.padded())
+        return;
+      padMatrices16(p, o.batches, o.rows, o.cols, s, o.padRows, o.padCols, stream_);
+      p = s;
+      s += o.padBytes(elementBytes);
+    };
+    padIn(a, g.a);
+    padIn(b, g.b);
+    if (g.c.padded())
+      out = s;
+  }
+  const int64_t M = g.Mp, N = g.Np, K = g.Kp;
   const cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-  int64_t ldb = transB ? K : N, lda = transA ? M : K, ldc = N;
+  const int ldb = int(transB ? K : N), lda = int(transA ? M : K), ldc = int(N);
   const int64_t aBatches = g.aBatches, bBatches = g.bBatches;
-  int64_t aMatrix = M * K, bMatrix = K * N, cMatrix = M * N;
+  const int64_t aMatrix = M * K, bMatrix = K * N, cMatrix = M * N;
   const cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
-
-  // Rows that are not a multiple of 16 bytes: padded copies in `scratch`
-  // (the batch stride grows with the row).
-  char *result = out;
-  bool padResult = false;
-  if (pad_ && scratch && !g.perMatrix) {
-    char *s = static_cast<char *>(scratch);
-    auto padIn = [&](const char *&p, const Rows &r, int64_t &ld, int64_t &matrix) {
-      if (!needsPad(r, elementBytes))
-        return;
-      int64_t cols = paddedCols(r.cols, elementBytes);
-      copyRows(s, cols, p, r.cols, r.cols, r.rows, elementBytes, stream_);
-      matrix = matrix / r.cols * cols;
-      ld = cols;
-      p = s;
-      s += padBytes(r, elementBytes);
-    };
-    padIn(a, g.a, lda, aMatrix);
-    padIn(b, g.b, ldb, bMatrix);
-    if (needsPad(g.c, elementBytes)) {
-      padResult = true;
-      ldc = paddedCols(N, elementBytes);
-      cMatrix = M * ldc;
-      out = s;
-    }
-  }
 
   // b shared by every batch and a's rows contiguous: one GEMM of
   // batches * M rows.
   if (bBatches == 1 && !transA && aBatches == batches) {
-    check(cublasGemmEx(h, opB, opA, int(N), int(batches * M), int(K), &one, b, type, int(ldb), a,
-                       type, int(lda), &zero, out, type, int(ldc), compute, CUBLAS_GEMM_DEFAULT),
+    check(cublasGemmEx(h, opB, opA, int(N), int(batches * M), int(K), &one, b, type, ldb, a, type,
+                       int(K), &zero, out, type, ldc, compute, CUBLAS_GEMM_DEFAULT),
           "gemm");
   } else if (!g.perMatrix) {
-    check(cublasGemmStridedBatchedEx(h, opB, opA, int(N), int(M), int(K), &one, b, type, int(ldb),
-                                     bBatches == 1 ? 0 : bMatrix, a, type, int(lda),
-                                     aBatches == 1 ? 0 : aMatrix, &zero, out, type, int(ldc),
-                                     cMatrix, int(batches), compute, CUBLAS_GEMM_DEFAULT),
+    check(cublasGemmStridedBatchedEx(h, opB, opA, int(N), int(M), int(K), &one, b, type, ldb,
+                                     bBatches == 1 ? 0 : bMatrix, a, type, lda,
+                                     aBatches == 1 ? 0 : aMatrix, &zero, out, type, ldc, cMatrix,
+                                     int(batches), compute, CUBLAS_GEMM_DEFAULT),
           "gemm strided batched");
   } else {
     for (int64_t k = 0; k < batches; ++k)
       check(cublasGemmEx(h, opB, opA, int(N), int(M), int(K), &one,
-                         b + batchOffset(bs, os, k) * int64_t(elementBytes), type, int(ldb),
-                         a + batchOffset(as, os, k) * int64_t(elementBytes), type, int(lda), &zero,
-                         out + k * cMatrix * int64_t(elementBytes), type, int(ldc), compute,
+                         b + batchOffset(bs, os, k) * int64_t(elementBytes), type, ldb,
+                         a + batchOffset(as, os, k) * int64_t(elementBytes), type, lda, &zero,
+                         out + k * cMatrix * int64_t(elementBytes), type, ldc, compute,
                          CUBLAS_GEMM_DEFAULT),
             "gemm (broadcast batch)");
   }
-  if (padResult)
-    copyRows(result, N, out, ldc, N, g.c.rows, elementBytes, stream_);
+  if (g.c.padded())
+    unpadMatrices16(out, g.c.padRows, g.c.padCols, batches, g.M, g.N, result, stream_);
 }
 
 } // namespace dsrt::cuda

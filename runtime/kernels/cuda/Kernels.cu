@@ -10,6 +10,9 @@
 
 #include "runtime/kernels/common/AdamScalars.h"
 
+#include <algorithm>
+#include <type_traits>
+
 namespace dsrt::cuda {
 namespace {
 
@@ -258,6 +261,130 @@ __global__ void maskedSoftmaxGradKernel(const T *y, const T *dy, SoftmaxMask mas
   }
 }
 
+//===--- softmax rows of up to 1024: one warp per row ---------------------===//
+//
+// The row lives in registers (lane l holds columns l, l + 32, ...): one
+// read of x, one write of y, and warp shuffles for the max and the sum,
+// no block barrier. The plain softmax and the fused one (MaskedRow) share
+// these kernels, so that they add in the same order and give the same bits.
+
+constexpr int kMaxWarpCols = 1024;
+
+template <typename T> struct PlainRow {
+  const T *x;
+  __device__ float operator[](int64_t c) const { return toFloat(x[c]); }
+};
+template <typename T> struct PlainRows {
+  const T *x;
+  int64_t n;
+  __device__ PlainRow<T> operator()(int64_t row) const { return {x + row * n}; }
+};
+template <typename T> struct MaskedRows {
+  const T *x, *scale, *fill;
+  SoftmaxMask mask;
+  int64_t n;
+  __device__ MaskedRow<T> operator()(int64_t row) const {
+    return {x + row * n, mask.cond ? mask.cond + (row % mask.condRows) * n : nullptr,
+            mask.fillWhen, scale != nullptr, scale ? toFloat(*scale) : 1.0f,
+            mask.cond ? toFloat(*fill) : 0.0f};
+  }
+};
+
+template <int J, typename T, typename Rows>
+__global__ void softmaxWarpKernel(Rows rowsOf, T *y, int64_t rows, int64_t n) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = blockIdx.x * int64_t(blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (row >= rows)
+    return;
+  const auto xr = rowsOf(row);
+  float v[J];
+  float m = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    int64_t c = lane + 32 * j;
+    v[j] = c < n ? xr[c] : -INFINITY;
+    m = fmaxf(m, v[j]);
+  }
+  m = warpMax(m);
+  float s = 0;
+#pragma unroll
+  for (int j = 0; j < J; ++j)
+    if (lane + 32 * j < n) {
+      v[j] = expf(v[j] - m);
+      s += v[j];
+    }
+  s = warpSum(s);
+  const float inv = 1.0f / s;
+  T *yr = y + row * n;
+#pragma unroll
+  for (int j = 0; j < J; ++j)
+    if (lane + 32 * j < n)
+      yr[lane + 32 * j] = fromFloat<T>(v[j] * inv);
+}
+
+/// The gradient's epilogues: plain (the rounded y (dy - s)), or then the
+/// mask's fill and the scale, each rounded as nn.select and nn.mul round.
+template <typename T> struct PlainGradOut {
+  __device__ T operator()(int64_t, int64_t, float g) const { return fromFloat<T>(g); }
+};
+template <typename T> struct MaskedGradOut {
+  SoftmaxMask mask;
+  const T *fill, *scale;
+  int64_t n;
+  __device__ T operator()(int64_t row, int64_t c, float g) const {
+    g = toFloat(fromFloat<T>(g));
+    if (mask.cond && (mask.cond[(row % mask.condRows) * n + c] != 0) == mask.fillWhen)
+      g = toFloat(*fill);
+    return fromFloat<T>(scale ? g * toFloat(*scale) : g);
+  }
+};
+
+template <int J, typename T, typename Out>
+__global__ void softmaxGradWarpKernel(const T *y, const T *dy, T *dx, int64_t rows, int64_t n,
+                                      Out out) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = blockIdx.x * int64_t(blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (row >= rows)
+    return;
+  const T *yr = y + row * n, *dyr = dy + row * n;
+  float yv[J], dv[J];
+  float s = 0;
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    int64_t c = lane + 32 * j;
+    yv[j] = c < n ? toFloat(yr[c]) : 0.0f;
+    dv[j] = c < n ? toFloat(dyr[c]) : 0.0f;
+    s += dv[j] * yv[j];
+  }
+  s = warpSum(s);
+  T *dxr = dx + row * n;
+#pragma unroll
+  for (int j = 0; j < J; ++j)
+    if (lane + 32 * j < n)
+      dxr[lane + 32 * j] = out(row, lane + 32 * j, yv[j] * (dv[j] - s));
+}
+
+/// Calls launch(std::integral_constant<int, J>) with the least J of 1, 2,
+/// 4, ..., 32 that holds n <= 32 J.
+template <typename Launch> void byRowWidth(int64_t n, Launch &&launch) {
+  if (n <= 32)
+    launch(std::integral_constant<int, 1>{});
+  else if (n <= 64)
+    launch(std::integral_constant<int, 2>{});
+  else if (n <= 128)
+    launch(std::integral_constant<int, 4>{});
+  else if (n <= 256)
+    launch(std::integral_constant<int, 8>{});
+  else if (n <= 512)
+    launch(std::integral_constant<int, 16>{});
+  else
+    launch(std::integral_constant<int, 32>{});
+}
+constexpr int kWarpRowsPerBlock = 8;
+unsigned warpRowBlocks(int64_t rows) {
+  return unsigned((rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock);
+}
+
 //===--- cross-entropy ----------------------------------------------------===//
 
 __device__ bool validLabel(int64_t l, int64_t C, bool hasIgnore, int64_t ignore) {
@@ -426,7 +553,10 @@ __global__ void adamKernel(float *p, const float *g, float *m, float *v, int64_t
     kernels::adamElement(p[i], g[i], m[i], v[i], s);
 }
 
+/// Each block's double sum of squares (its warps' sums added in shared
+/// memory), then one atomic addition per block.
 __global__ void sumSquaresKernel(const float *x, int64_t n, double *out) {
+  __shared__ double partial[32];
   double s = 0;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
@@ -434,7 +564,14 @@ __global__ void sumSquaresKernel(const float *x, int64_t n, double *out) {
   for (int o = 16; o > 0; o >>= 1)
     s += __shfl_xor_sync(0xffffffffu, s, o);
   if ((threadIdx.x & 31) == 0)
-    atomicAdd(out, s);
+    partial[threadIdx.x >> 5] = s;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double t = 0;
+    for (int w = 0; w < int(blockDim.x >> 5); ++w)
+      t += partial[w];
+    atomicAdd(out, t);
+  }
 }
 
 int rowThreads(int64_t cols) {
@@ -543,7 +680,14 @@ size_t layerNormGradScratchBytes(int64_t rows, int64_t cols) {
 template <typename T> void softmax(const T *x, T *y, int64_t rows, int64_t n, void *stream) {
   if (rows == 0)
     return;
-  softmaxKernel<<<unsigned(rows), rowThreads(n), 0, asStream(stream)>>>(x, y, n);
+  if (n <= kMaxWarpCols)
+    byRowWidth(n, [&](auto j) {
+      softmaxWarpKernel<decltype(j)::value, T>
+          <<<warpRowBlocks(rows), 32 * kWarpRowsPerBlock, 0, asStream(stream)>>>(
+              PlainRows<T>{x, n}, y, rows, n);
+    });
+  else
+    softmaxKernel<<<unsigned(rows), rowThreads(n), 0, asStream(stream)>>>(x, y, n);
   launched("softmax");
 }
 
@@ -551,7 +695,14 @@ template <typename T>
 void softmaxGrad(const T *y, const T *dy, T *dx, int64_t rows, int64_t n, void *stream) {
   if (rows == 0)
     return;
-  softmaxGradKernel<<<unsigned(rows), rowThreads(n), 0, asStream(stream)>>>(y, dy, dx, n);
+  if (n <= kMaxWarpCols)
+    byRowWidth(n, [&](auto j) {
+      softmaxGradWarpKernel<decltype(j)::value, T>
+          <<<warpRowBlocks(rows), 32 * kWarpRowsPerBlock, 0, asStream(stream)>>>(
+              y, dy, dx, rows, n, PlainGradOut<T>{});
+    });
+  else
+    softmaxGradKernel<<<unsigned(rows), rowThreads(n), 0, asStream(stream)>>>(y, dy, dx, n);
   launched("softmax_grad");
 }
 
@@ -562,8 +713,15 @@ void maskedSoftmax(const T *x, const T *scale, SoftmaxMask mask, const T *fill, 
     return;
   if (mask.cond && mask.condRows <= 0)
     throw CudaError("masked softmax: the mask needs at least one row");
-  maskedSoftmaxKernel<<<unsigned(rows), rowThreads(n), 0, asStream(stream)>>>(x, scale, mask,
-                                                                             fill, y, n);
+  if (n <= kMaxWarpCols)
+    byRowWidth(n, [&](auto j) {
+      softmaxWarpKernel<decltype(j)::value, T>
+          <<<warpRowBlocks(rows), 32 * kWarpRowsPerBlock, 0, asStream(stream)>>>(
+              MaskedRows<T>{x, scale, fill, mask, n}, y, rows, n);
+    });
+  else
+    maskedSoftmaxKernel<<<unsigned(rows), rowThreads(n), 0, asStream(stream)>>>(x, scale, mask,
+                                                                               fill, y, n);
   launched("masked softmax");
 }
 
@@ -574,8 +732,15 @@ void maskedSoftmaxGrad(const T *y, const T *dy, SoftmaxMask mask, const T *fill,
     return;
   if (mask.cond && mask.condRows <= 0)
     throw CudaError("masked softmax gradient: the mask needs at least one row");
-  maskedSoftmaxGradKernel<<<unsigned(rows), rowThreads(n), 0, asStream(stream)>>>(
-      y, dy, mask, fill, scale, dx, n);
+  if (n <= kMaxWarpCols)
+    byRowWidth(n, [&](auto j) {
+      softmaxGradWarpKernel<decltype(j)::value, T>
+          <<<warpRowBlocks(rows), 32 * kWarpRowsPerBlock, 0, asStream(stream)>>>(
+              y, dy, dx, rows, n, MaskedGradOut<T>{mask, fill, scale, n});
+    });
+  else
+    maskedSoftmaxGradKernel<<<unsigned(rows), rowThreads(n), 0, asStream(stream)>>>(
+        y, dy, mask, fill, scale, dx, n);
   launched("masked softmax gradient");
 }
 
@@ -709,7 +874,10 @@ void cast(const kernels::Bf16 *x, float *y, int64_t n, void *stream) {
 }
 
 void sumSquares(const float *x, int64_t n, double *out, void *stream) {
-  sumSquaresKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, n, out);
+  if (n == 0)
+    return;
+  // Enough blocks to fill the GPU, few enough atomics on one address.
+  sumSquaresKernel<<<std::min(blocksFor(n), 1024), kThreads, 0, asStream(stream)>>>(x, n, out);
   launched("sum_sq");
 }
 

@@ -177,6 +177,15 @@ template <typename T>
 void reduce(kernels::Reduce op, const T *x, const kernels::Shape &xs, uint32_t axesMask, T *y,
             void *scratch, void *stream = nullptr);
 
+/// 16-bit matrices between their rows and padded rows (Layout.cu): dst's
+/// `batches` matrices of dstRows x dstCols get src's rows x cols, zeros
+/// elsewhere (dstRows >= rows, dstCols >= cols); and back, the rows x cols
+/// of src's srcRows x srcCols matrices to contiguous ones.
+void padMatrices16(const void *src, int64_t batches, int64_t rows, int64_t cols, void *dst,
+                   int64_t dstRows, int64_t dstCols, void *stream = nullptr);
+void unpadMatrices16(const void *src, int64_t srcRows, int64_t srcCols, int64_t batches,
+                     int64_t rows, int64_t cols, void *dst, void *stream = nullptr);
+
 //===--- GEMM (Gemm.cpp, cuBLAS) ------------------------------------------===//
 
 /// A cuBLAS handle with its own workspace (nothing allocated after the
@@ -196,15 +205,16 @@ public:
               const kernels::Shape &bs, bool transB, float *out, const kernels::Shape &os);
   /// The same on bf16 operands and result: float accumulation
   /// (CUBLAS_COMPUTE_32F), the result rounded once, as cpu::matmul's bf16
-  /// GEMM. With `scratch` (of scratchBytes), an operand or result whose rows
-  /// are not a multiple of 16 bytes (a 50257-token vocabulary) is copied to
-  /// rows padded to 16 bytes around the GEMM: cuBLAS' tensor-core kernels
-  /// want 16-byte-aligned rows and run far slower without them. The padding
-  /// changes no value (the same k sums; the pad columns are never read).
+  /// GEMM. With `scratch` (of scratchBytes), a product whose k, n or (a
+  /// transposed) m is not a multiple of 8 (a 50257-token vocabulary) runs
+  /// on copies padded with zeros to multiples of 8: cuBLAS' fast
+  /// tensor-core kernels want 16-byte rows and a k that is a multiple of
+  /// 8, and run 5-7x slower on an H200 without them. The zeros add nothing
+  /// to any sum; the padded result's extra rows and columns are dropped.
   void matmul(const kernels::Bf16 *a, const kernels::Shape &as, bool transA, const kernels::Bf16 *b,
               const kernels::Shape &bs, bool transB, kernels::Bf16 *out, const kernels::Shape &os,
               void *scratch = nullptr);
-  /// The scratch the bf16 matmul pads its unaligned rows in (0: none).
+  /// The scratch the bf16 matmul pads in (0: none needed).
   static size_t scratchBytes(const kernels::Shape &as, bool transA, const kernels::Shape &bs,
                              bool transB, const kernels::Shape &os);
   /// Whether this handle pads (DSRT_CUDA_GEMM_PAD=0 turns it off, to measure

@@ -474,4 +474,58 @@ void fill(float *x, int64_t n, float v, void *stream) {
   launched("fill");
 }
 
+namespace {
+/// Row `r` of `rows` (all batches' rows back to back) per y-block, its
+/// columns over x: dst[r][c] = r's row in src, c < cols, else 0.
+__global__ void padRowsKernel(const uint16_t *src, int64_t rows, int64_t cols, int64_t srcRows,
+                              uint16_t *dst, int64_t dstRows, int64_t dstCols, int64_t total) {
+  for (int64_t r = blockIdx.y; r < total; r += gridDim.y) {
+    const int64_t b = r / dstRows, rr = r - b * dstRows;
+    const uint16_t *sr = src + (b * srcRows + rr) * cols;
+    uint16_t *dr = dst + r * dstCols;
+    const bool inside = rr < rows;
+    for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < dstCols;
+         c += int64_t(gridDim.x) * blockDim.x)
+      dr[c] = inside && c < cols ? sr[c] : uint16_t(0);
+  }
+}
+__global__ void unpadRowsKernel(const uint16_t *src, int64_t srcRows, int64_t srcCols,
+                                uint16_t *dst, int64_t rows, int64_t cols, int64_t total) {
+  for (int64_t r = blockIdx.y; r < total; r += gridDim.y) {
+    const int64_t b = r / rows, rr = r - b * rows;
+    const uint16_t *sr = src + (b * srcRows + rr) * srcCols;
+    uint16_t *dr = dst + r * cols;
+    for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < cols;
+         c += int64_t(gridDim.x) * blockDim.x)
+      dr[c] = sr[c];
+  }
+}
+dim3 rowsGrid(int64_t rows, int64_t cols) {
+  int64_t x = std::min<int64_t>((cols + kThreads - 1) / kThreads, 64);
+  return dim3(unsigned(std::max<int64_t>(x, 1)), unsigned(std::min<int64_t>(rows, 65535)));
+}
+} // namespace
+
+void padMatrices16(const void *src, int64_t batches, int64_t rows, int64_t cols, void *dst,
+                   int64_t dstRows, int64_t dstCols, void *stream) {
+  int64_t total = batches * dstRows;
+  if (total == 0 || dstCols == 0)
+    return;
+  padRowsKernel<<<rowsGrid(total, dstCols), kThreads, 0, asStream(stream)>>>(
+      static_cast<const uint16_t *>(src), rows, cols, rows, static_cast<uint16_t *>(dst),
+      dstRows, dstCols, total);
+  launched("pad matrices");
+}
+
+void unpadMatrices16(const void *src, int64_t srcRows, int64_t srcCols, int64_t batches,
+                     int64_t rows, int64_t cols, void *dst, void *stream) {
+  int64_t total = batches * rows;
+  if (total == 0 || cols == 0)
+    return;
+  unpadRowsKernel<<<rowsGrid(total, cols), kThreads, 0, asStream(stream)>>>(
+      static_cast<const uint16_t *>(src), srcRows, srcCols, static_cast<uint16_t *>(dst), rows,
+      cols, total);
+  launched("unpad matrices");
+}
+
 } // namespace dsrt::cuda

@@ -547,18 +547,19 @@ void unfusedBackward(const T *y, const T *dy, const uint8_t *cond, const Shape &
 }
 
 /// The fused chains give the unfused ops' bits, for float and bf16, both
-/// select branches, a broadcast [1, 1, T, n] mask and a whole-shape one.
-template <typename T> void checkFusedSoftmax(std::vector<T> (*make)(const std::vector<float> &)) {
-  Shape xs = shape({2, 3, 16, 40});
-  const int64_t n = 40, rows = xs.numel() / n;
+/// select branches, a broadcast [1, 1, T, n] mask and a whole-shape one,
+/// on rows of 40 (one warp per row) and of 1100 (one block per row).
+template <typename T>
+void checkFusedSoftmax(std::vector<T> (*make)(const std::vector<float> &), const Shape &xs) {
+  const int64_t n = xs.dims[3], rows = xs.numel() / n, t = xs.dims[2];
   auto x = make(uniform(xs.numel(), 70, -6, 6)), dy = make(uniform(xs.numel(), 71));
   auto scale = make({0.125f}), neg = make({-INFINITY}), zero = make({0.0f});
-  for (Shape cs : {shape({1, 1, 16, 40}), shape({2, 3, 16, 40})})
+  for (Shape cs : {shape({1, 1, t, n}), xs})
     for (bool fillWhen : {true, false}) {
       std::vector<uint8_t> cond(cs.numel());
       for (int64_t r = 0; r < cs.numel() / n; ++r) // causal, plus a stray flag
         for (int64_t c = 0; c < n; ++c)
-          cond[r * n + c] = uint8_t(((c > r % 16) == fillWhen) ^ (c == 3 && r % 5 == 0));
+          cond[r * n + c] = uint8_t(((c > r % t) == fillWhen) ^ (c == 3 && r % 5 == 0));
       for (int64_t c = 0; c < n; ++c) // never a row wholly filled
         cond[c] = uint8_t(!fillWhen);
       Dev<T> gx(x), gdy(dy), gs(scale), gneg(neg), gzero(zero);
@@ -598,8 +599,28 @@ std::vector<float> asFloat(const std::vector<float> &v) { return v; }
 
 TEST(CudaKernels, FusedAttentionSoftmaxIsTheUnfusedChain) {
   REQUIRE_GPU();
-  checkFusedSoftmax<float>(asFloat);
-  checkFusedSoftmax<Bf16>(toBf16);
+  for (Shape xs : {shape({2, 3, 16, 40}), shape({1, 2, 4, 1100})}) {
+    checkFusedSoftmax<float>(asFloat, xs);
+    checkFusedSoftmax<Bf16>(toBf16, xs);
+  }
+}
+
+TEST(CudaKernels, PadAndUnpadMatrices) {
+  REQUIRE_GPU();
+  // Two [3, 5] matrices to [4, 8] with zeros around, and back.
+  std::vector<uint16_t> src(30);
+  for (size_t k = 0; k < src.size(); ++k)
+    src[k] = uint16_t(k + 1);
+  Dev<uint16_t> gs(src), gp(64), gb(30);
+  gpu::padMatrices16(gs.p, 2, 3, 5, gp.p, 4, 8);
+  auto p = gp.host();
+  for (int b = 0; b < 2; ++b)
+    for (int r = 0; r < 4; ++r)
+      for (int c = 0; c < 8; ++c)
+        EXPECT_EQ(r < 3 && c < 5 ? src[(b * 3 + r) * 5 + c] : 0, p[(b * 4 + r) * 8 + c])
+            << b << " " << r << " " << c;
+  gpu::unpadMatrices16(gp.p, 4, 8, 2, 3, 5, gb.p);
+  EXPECT_EQ(src, gb.host());
 }
 
 TEST(CudaKernels, Bf16GemmPadsUnalignedRows) {
@@ -608,9 +629,9 @@ TEST(CudaKernels, Bf16GemmPadsUnalignedRows) {
     Shape a, b, o;
     bool ta, tb;
   };
-  // Rows of 37, 33 or 21 bf16 elements are not 16-byte multiples: the
-  // shapes of a 50257-token vocabulary's head, its two gradients, and a
-  // batched product.
+  // A k, n or transposed m of 37 or 21 is not a multiple of 8: the shapes
+  // of a 50257-token vocabulary's head, its two gradients, and a batched
+  // product.
   std::vector<Case> cases = {
       {shape({4, 33, 96}), shape({37, 96}), shape({4, 33, 37}), false, true},
       {shape({132, 37}), shape({37, 96}), shape({132, 96}), false, false},
