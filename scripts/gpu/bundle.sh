@@ -2,7 +2,8 @@
 # Prepares, on this (Debian) machine, what the GPU machine needs to run
 # dsrt's CUDA checks: that machine has CUDA 13, cuBLAS, NCCL and PyTorch but
 # no Debian -dev packages and no network. Writes .gpu/ (ignored by git):
-#   bin/       dsrt and the CUDA kernel gtests, built here with nvcc (sm_90)
+#   bin/       dsrt, the CUDA kernel gtests and the row-kernel bench, built
+#              here with nvcc (sm_90)
 #   libs.tar.xz  the Debian shared libraries they load that a CUDA image
 #              lacks (oneDNN, OpenBLAS, protobuf, OpenMPI's libmpi, ...);
 #              libc, libstdc++ and the CUDA libraries come from that machine
@@ -17,10 +18,12 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${DSC_BUILD_DIR:-$root/build}
 out=$root/.gpu
 py=/usr/bin/python3
-cmake --build "$build" -j2 --target dsrt dsc dsrt_cuda_kernels_test dsrt_kernels_test
+cmake --build "$build" -j2 --target dsrt dsc dsrt_cuda_kernels_test dsrt_kernels_test \
+  dsrt_cuda_row_bench
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/tiny" "$out/gpt2" "$out/lib"
-cp "$build/bin/dsrt" "$build/bin/dsrt_cuda_kernels_test" "$build/bin/dsrt_kernels_test" "$out/bin/"
+cp "$build/bin/dsrt" "$build/bin/dsrt_cuda_kernels_test" "$build/bin/dsrt_kernels_test" \
+  "$build/bin/dsrt_cuda_row_bench" "$out/bin/"
 # Every library the binaries load, but the C library, libstdc++/libgcc and
 # CUDA's (the GPU machine's own match its driver).
 ldd "$out"/bin/* | awk '/=>/ {print $3}' | sort -u |

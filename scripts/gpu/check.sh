@@ -75,6 +75,14 @@ step parity-bf16-gpu 120 "$dsrt" "$g/tiny/plan-bf16" --device cuda --data "$g/ti
 step parity-bf16-compare 30 python3 "$root/scripts/gpu/parity.py" "$run/cpu-bf16/metrics.csv" \
   "$run/gpu-bf16/metrics.csv" --loss-rtol 1e-3 --steps 50
 if [ "${DSRT_CHECK_SKIP_BENCH:-0}" != 1 ]; then
+# The softmax kernels against a device copy's bandwidth, and, where Nsight
+# Compute is installed, its reading of the fused softmax.
+step bench-rows 60 "$g/bin/dsrt_cuda_row_bench"
+ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+if [ -n "$ncu" ]; then
+  step bench-rows-ncu 120 "$ncu" --section SpeedOfLight --section Occupancy \
+    -k regex:softmax --launch-count 2 "$g/bin/dsrt_cuda_row_bench"
+fi
 # cuBLAS on the vocabulary head's rows of 50257 bf16 elements, aligned or not.
 step bench-gemm-align 60 python3 "$root/bench/gpu_gemm_align.py"
 # bf16 first (the goal of issue 28), with what the row padding and the

@@ -11,6 +11,8 @@
 #include "runtime/kernels/common/AdamScalars.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <initializer_list>
 #include <type_traits>
 
 namespace dsrt::cuda {
@@ -215,6 +217,8 @@ template <typename T> struct MaskedRow {
       v = fill;
     return v;
   }
+  /// Elements c .. c + V - 1 (16 bytes of x, 16-byte aligned).
+  template <int V> __device__ void load(int64_t c, float *v) const;
 };
 
 /// softmaxKernel over MaskedRow: the same sums in the same order.
@@ -290,6 +294,88 @@ template <typename T> struct MaskedRows {
   }
 };
 
+/// 16 bytes of T (V = 16 / sizeof(T) elements) to float and back, in one
+/// load or store.
+template <typename T> constexpr int kVec = 16 / int(sizeof(T));
+template <typename T> __device__ __forceinline__ void load16(const T *p, float *out) {
+  uint4 raw = *reinterpret_cast<const uint4 *>(p);
+  const T *e = reinterpret_cast<const T *>(&raw);
+#pragma unroll
+  for (int k = 0; k < kVec<T>; ++k)
+    out[k] = toFloat(e[k]);
+}
+template <typename T> __device__ __forceinline__ void store16(T *p, const T *in) {
+  *reinterpret_cast<uint4 *>(p) = *reinterpret_cast<const uint4 *>(in);
+}
+
+template <typename T>
+template <int V>
+__device__ void MaskedRow<T>::load(int64_t c, float *v) const {
+  load16(x + c, v);
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    if (scaled)
+      v[k] = toFloat(fromFloat<T>(v[k] * scale));
+    if (cond && (cond[c + k] != 0) == fillWhen)
+      v[k] = fill;
+  }
+}
+template <typename T> __device__ void loadRow(const PlainRow<T> &r, int64_t c, float *v) {
+  load16(r.x + c, v);
+}
+template <typename T> __device__ void loadRow(const MaskedRow<T> &r, int64_t c, float *v) {
+  r.template load<kVec<T>>(c, v);
+}
+
+/// softmaxWarpKernel with 16-byte loads and stores: lane l holds the
+/// V-element chunks l, l + 32, ... (n a multiple of V, rows 16-byte
+/// aligned), C chunks at most.
+template <int C, typename T, typename Rows>
+__global__ void softmaxVecKernel(Rows rowsOf, T *y, int64_t rows, int64_t n) {
+  constexpr int V = kVec<T>;
+  const int lane = threadIdx.x & 31;
+  const int64_t row = blockIdx.x * int64_t(blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (row >= rows)
+    return;
+  const auto xr = rowsOf(row);
+  float v[C][V];
+  float m = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < C; ++i) {
+    const int64_t c = int64_t(lane + 32 * i) * V;
+    if (c < n) {
+      loadRow(xr, c, v[i]);
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        m = fmaxf(m, v[i][k]);
+    }
+  }
+  m = warpMax(m);
+  float s = 0;
+#pragma unroll
+  for (int i = 0; i < C; ++i)
+    if (int64_t(lane + 32 * i) * V < n)
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        v[i][k] = expf(v[i][k] - m);
+        s += v[i][k];
+      }
+  s = warpSum(s);
+  const float inv = 1.0f / s;
+  T *yr = y + row * n;
+#pragma unroll
+  for (int i = 0; i < C; ++i) {
+    const int64_t c = int64_t(lane + 32 * i) * V;
+    if (c < n) {
+      alignas(16) T o[V];
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        o[k] = fromFloat<T>(v[i][k] * inv);
+      store16(yr + c, o);
+    }
+  }
+}
+
 template <int J, typename T, typename Rows>
 __global__ void softmaxWarpKernel(Rows rowsOf, T *y, int64_t rows, int64_t n) {
   const int lane = threadIdx.x & 31;
@@ -362,6 +448,67 @@ __global__ void softmaxGradWarpKernel(const T *y, const T *dy, T *dx, int64_t ro
   for (int j = 0; j < J; ++j)
     if (lane + 32 * j < n)
       dxr[lane + 32 * j] = out(row, lane + 32 * j, yv[j] * (dv[j] - s));
+}
+
+/// softmaxGradWarpKernel with 16-byte loads and stores (as softmaxVecKernel).
+template <int C, typename T, typename Out>
+__global__ void softmaxGradVecKernel(const T *y, const T *dy, T *dx, int64_t rows, int64_t n,
+                                     Out out) {
+  constexpr int V = kVec<T>;
+  const int lane = threadIdx.x & 31;
+  const int64_t row = blockIdx.x * int64_t(blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (row >= rows)
+    return;
+  const T *yr = y + row * n, *dyr = dy + row * n;
+  float yv[C][V], dv[C][V];
+  float s = 0;
+#pragma unroll
+  for (int i = 0; i < C; ++i) {
+    const int64_t c = int64_t(lane + 32 * i) * V;
+    if (c < n) {
+      load16(yr + c, yv[i]);
+      load16(dyr + c, dv[i]);
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        s += dv[i][k] * yv[i][k];
+    }
+  }
+  s = warpSum(s);
+  T *dxr = dx + row * n;
+#pragma unroll
+  for (int i = 0; i < C; ++i) {
+    const int64_t c = int64_t(lane + 32 * i) * V;
+    if (c < n) {
+      alignas(16) T o[V];
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        o[k] = out(row, c + k, yv[i][k] * (dv[i][k] - s));
+      store16(dxr + c, o);
+    }
+  }
+}
+
+/// Whether rows of n elements at these pointers take the 16-byte kernels.
+template <typename T> bool vecRows(int64_t n, std::initializer_list<const void *> ptrs) {
+  if (n % kVec<T> != 0 || n > kMaxWarpCols)
+    return false;
+  for (const void *p : ptrs)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
+      return false;
+  return true;
+}
+/// Calls launch(std::integral_constant<int, C>) with the least C of 1, 2,
+/// 4, 8 that holds n <= 32 C V.
+template <typename T, typename Launch> void byChunks(int64_t n, Launch &&launch) {
+  constexpr int V = kVec<T>;
+  if (n <= 32 * V)
+    launch(std::integral_constant<int, 1>{});
+  else if (n <= 64 * V)
+    launch(std::integral_constant<int, 2>{});
+  else if (n <= 128 * V)
+    launch(std::integral_constant<int, 4>{});
+  else
+    launch(std::integral_constant<int, 8>{});
 }
 
 /// Calls launch(std::integral_constant<int, J>) with the least J of 1, 2,
@@ -680,7 +827,13 @@ size_t layerNormGradScratchBytes(int64_t rows, int64_t cols) {
 template <typename T> void softmax(const T *x, T *y, int64_t rows, int64_t n, void *stream) {
   if (rows == 0)
     return;
-  if (n <= kMaxWarpCols)
+  if (vecRows<T>(n, {x, y}))
+    byChunks<T>(n, [&](auto c) {
+      softmaxVecKernel<decltype(c)::value, T>
+          <<<warpRowBlocks(rows), 32 * kWarpRowsPerBlock, 0, asStream(stream)>>>(
+              PlainRows<T>{x, n}, y, rows, n);
+    });
+  else if (n <= kMaxWarpCols)
     byRowWidth(n, [&](auto j) {
       softmaxWarpKernel<decltype(j)::value, T>
           <<<warpRowBlocks(rows), 32 * kWarpRowsPerBlock, 0, asStream(stream)>>>(
@@ -695,7 +848,13 @@ template <typename T>
 void softmaxGrad(const T *y, const T *dy, T *dx, int64_t rows, int64_t n, void *stream) {
   if (rows == 0)
     return;
-  if (n <= kMaxWarpCols)
+  if (vecRows<T>(n, {y, dy, dx}))
+    byChunks<T>(n, [&](auto c) {
+      softmaxGradVecKernel<decltype(c)::value, T>
+          <<<warpRowBlocks(rows), 32 * kWarpRowsPerBlock, 0, asStream(stream)>>>(
+              y, dy, dx, rows, n, PlainGradOut<T>{});
+    });
+  else if (n <= kMaxWarpCols)
     byRowWidth(n, [&](auto j) {
       softmaxGradWarpKernel<decltype(j)::value, T>
           <<<warpRowBlocks(rows), 32 * kWarpRowsPerBlock, 0, asStream(stream)>>>(
@@ -713,7 +872,13 @@ void maskedSoftmax(const T *x, const T *scale, SoftmaxMask mask, const T *fill, 
     return;
   if (mask.cond && mask.condRows <= 0)
     throw CudaError("masked softmax: the mask needs at least one row");
-  if (n <= kMaxWarpCols)
+  if (vecRows<T>(n, {x, y}))
+    byChunks<T>(n, [&](auto c) {
+      softmaxVecKernel<decltype(c)::value, T>
+          <<<warpRowBlocks(rows), 32 * kWarpRowsPerBlock, 0, asStream(stream)>>>(
+              MaskedRows<T>{x, scale, fill, mask, n}, y, rows, n);
+    });
+  else if (n <= kMaxWarpCols)
     byRowWidth(n, [&](auto j) {
       softmaxWarpKernel<decltype(j)::value, T>
           <<<warpRowBlocks(rows), 32 * kWarpRowsPerBlock, 0, asStream(stream)>>>(
@@ -732,7 +897,13 @@ void maskedSoftmaxGrad(const T *y, const T *dy, SoftmaxMask mask, const T *fill,
     return;
   if (mask.cond && mask.condRows <= 0)
     throw CudaError("masked softmax gradient: the mask needs at least one row");
-  if (n <= kMaxWarpCols)
+  if (vecRows<T>(n, {y, dy, dx}))
+    byChunks<T>(n, [&](auto c) {
+      softmaxGradVecKernel<decltype(c)::value, T>
+          <<<warpRowBlocks(rows), 32 * kWarpRowsPerBlock, 0, asStream(stream)>>>(
+              y, dy, dx, rows, n, MaskedGradOut<T>{mask, fill, scale, n});
+    });
+  else if (n <= kMaxWarpCols)
     byRowWidth(n, [&](auto j) {
       softmaxGradWarpKernel<decltype(j)::value, T>
           <<<warpRowBlocks(rows), 32 * kWarpRowsPerBlock, 0, asStream(stream)>>>(
