@@ -202,6 +202,9 @@ __global__ void softmaxGradKernel(const T *y, const T *dy, T *dx, int64_t n) {
     dxr[c] = fromFloat<T>(toFloat(yr[c]) * (toFloat(dyr[c]) - s));
 }
 
+/// Elements of T in 16 bytes (the row kernels' vector loads).
+template <typename T> constexpr int kVec = 16 / int(sizeof(T));
+
 /// maskedSoftmax's element before the softmax: x * scale rounded to T (as
 /// nn.mul rounds), then the fill where the mask selects it (nn.select).
 template <typename T> struct MaskedRow {
@@ -209,6 +212,7 @@ template <typename T> struct MaskedRow {
   const uint8_t *cond; // this row's flags, or null
   bool fillWhen, scaled;
   float scale, fill;
+  bool condAligned = false; // the flags load V at a time
   __device__ float operator[](int64_t c) const {
     float v = toFloat(x[c]);
     if (scaled)
@@ -288,15 +292,18 @@ template <typename T> struct MaskedRows {
   SoftmaxMask mask;
   int64_t n;
   __device__ MaskedRow<T> operator()(int64_t row) const {
-    return {x + row * n, mask.cond ? mask.cond + (row % mask.condRows) * n : nullptr,
-            mask.fillWhen, scale != nullptr, scale ? toFloat(*scale) : 1.0f,
-            mask.cond ? toFloat(*fill) : 0.0f};
+    return {x + row * n,
+            mask.cond ? mask.cond + (row % mask.condRows) * n : nullptr,
+            mask.fillWhen,
+            scale != nullptr,
+            scale ? toFloat(*scale) : 1.0f,
+            mask.cond ? toFloat(*fill) : 0.0f,
+            reinterpret_cast<uintptr_t>(mask.cond) % kVec<T> == 0 && n % kVec<T> == 0};
   }
 };
 
 /// 16 bytes of T (V = 16 / sizeof(T) elements) to float and back, in one
 /// load or store.
-template <typename T> constexpr int kVec = 16 / int(sizeof(T));
 template <typename T> __device__ __forceinline__ void load16(const T *p, float *out) {
   uint4 raw = *reinterpret_cast<const uint4 *>(p);
   const T *e = reinterpret_cast<const T *>(&raw);
@@ -308,15 +315,35 @@ template <typename T> __device__ __forceinline__ void store16(T *p, const T *in)
   *reinterpret_cast<uint4 *>(p) = *reinterpret_cast<const uint4 *>(in);
 }
 
+/// V mask bytes in one load (V of 4 or 8; the row and c V-aligned).
+template <int V> struct MaskBytes;
+template <> struct MaskBytes<4> {
+  __device__ static void load(const uint8_t *p, uint8_t *out) {
+    *reinterpret_cast<uint32_t *>(out) = *reinterpret_cast<const uint32_t *>(p);
+  }
+};
+template <> struct MaskBytes<8> {
+  __device__ static void load(const uint8_t *p, uint8_t *out) {
+    *reinterpret_cast<uint2 *>(out) = *reinterpret_cast<const uint2 *>(p);
+  }
+};
+
 template <typename T>
 template <int V>
 __device__ void MaskedRow<T>::load(int64_t c, float *v) const {
   load16(x + c, v);
+  alignas(8) uint8_t flags[V] = {};
+  if (cond && condAligned)
+    MaskBytes<V>::load(cond + c, flags);
+  else if (cond)
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      flags[k] = cond[c + k];
 #pragma unroll
   for (int k = 0; k < V; ++k) {
     if (scaled)
       v[k] = toFloat(fromFloat<T>(v[k] * scale));
-    if (cond && (cond[c + k] != 0) == fillWhen)
+    if (cond && (flags[k] != 0) == fillWhen)
       v[k] = fill;
   }
 }
