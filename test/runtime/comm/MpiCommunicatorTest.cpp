@@ -651,8 +651,9 @@ TEST(MpiExecutor, StepsDoNotAllocate) {
   // (rank 0 assembles them; the others only send).
   before = gAllocations.load();
   EXPECT_EQ(exec.gatherWeights().size(), c.rank() == 0 ? 1u : 0u);
-  if (c.rank() == 0)
+  if (c.rank() == 0) {
     EXPECT_GT(gAllocations.load() - before, 0);
+  }
 }
 
 //===----------------------------------------------------------------------===//
