@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""dsrt's CPU Adam(W) step against torch.optim (1.13) and the memory
+bandwidth, in one run (issue 24, item 4: the kernel of the offloaded step).
+
+For each parameter count: dsrt's cpu::adam (AdamW, fp32 p, g, m, v, all
+threads; build/bin/dsrt_adam_bench), torch.optim.Adam and AdamW with
+foreach off and on (the same threads), and the bound of a step that reads
+p, g, m, v and writes p, m, v once (the same loop without the math,
+measured in the same run), with a threaded memcpy for reference.
+
+    /usr/bin/python3 bench/cpu_adam.py [--sizes 10e6 50e6 200e6] [--bin build/bin]
+
+Prints a Markdown table of parameters per second and the ratios.
+"""
+import argparse
+import os
+import subprocess
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def torch_rate(torch, cls, n, foreach, reps=5):
+    p = torch.nn.Parameter(torch.full((n,), 0.5))
+    p.grad = torch.full((n,), 0.01)
+    opt = cls([p], lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, foreach=foreach)
+    ts = []
+    for _ in range(reps + 2):
+        t0 = time.perf_counter()
+        opt.step()
+        ts.append(time.perf_counter() - t0)
+    ts = sorted(ts[2:])
+    del opt, p
+    return n / ts[len(ts) // 2]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", nargs="+", type=float, default=[10e6, 50e6, 200e6])
+    ap.add_argument("--bin", default=os.path.join(REPO, "build", "bin"))
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    a = ap.parse_args()
+    sizes = [int(s) for s in a.sizes]
+    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
+    out = subprocess.run([os.path.join(a.bin, "dsrt_adam_bench")] + [str(n) for n in sizes],
+                         check=True, capture_output=True, text=True, env=env).stdout
+    dsrt, stream, copy = {}, {}, None
+    for line in out.splitlines():
+        f = line.split()
+        if f[0] == "adam":
+            dsrt[int(f[1])] = float(f[2])
+        elif f[0] == "stream":
+            stream[int(f[1])] = float(f[2])
+        elif f[0] == "copy":
+            copy = float(f[1])
+    import torch
+    torch.set_num_threads(a.threads)
+    print(f"{a.threads} threads; threaded memcpy {copy / 1e9:.1f} GB/s (read + write); "
+          f"Adam moves 28 bytes per parameter (reads 16, writes 12)")
+    print()
+    print("| parameters | dsrt (params/s) | torch Adam | torch Adam foreach | torch AdamW | "
+          "torch AdamW foreach | dsrt / best torch | stream bound (params/s) | dsrt / bound |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for n in sizes:
+        t = [torch_rate(torch, torch.optim.Adam, n, False),
+             torch_rate(torch, torch.optim.Adam, n, True),
+             torch_rate(torch, torch.optim.AdamW, n, False),
+             torch_rate(torch, torch.optim.AdamW, n, True)]
+        print(f"| {n / 1e6:.0f}M | {dsrt[n]:.3e} | " + " | ".join(f"{x:.3e}" for x in t) +
+              f" | {dsrt[n] / max(t):.1f}x | {stream[n]:.3e} | {100 * dsrt[n] / stream[n]:.0f}% |")
+
+
+if __name__ == "__main__":
+    main()
