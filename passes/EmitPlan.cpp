@@ -135,6 +135,8 @@ const char *instructionOf(Operation *op) {
       .Case<train::LrScheduleOp>([](Operation *) { return "train.lr_schedule"; })
       .Case<train::SgdOp>([](Operation *) { return "train.sgd"; })
       .Case<train::SumSqOp>([](Operation *) { return "train.sum_sq"; })
+      .Case<train::TierFetchOp>([](Operation *) { return "tier.fetch"; })
+      .Case<train::TierStoreOp>([](Operation *) { return "tier.store"; })
       .Default([](Operation *) { return nullptr; });
 }
 
@@ -148,6 +150,8 @@ public:
     if (!arena || !persistent)
       return fn_.emitError("emit-plan: run memory-plan first (no dsc.arena_bytes)");
     plan_.set_arena_bytes(arena.getInt());
+    if (auto tier = fn_->getAttrOfType<IntegerAttr>("dsc.host_tier_bytes"))
+      plan_.set_host_tier_bytes(uint64_t(tier.getInt()));
     plan_.set_persistent_bytes(persistent.getInt());
     // Activation checkpointing: what the recompute pass did (module
     // train.recompute, per function its ops and flops) and the arena the
@@ -328,6 +332,8 @@ private:
       weights_.insert(n.getValue().str());
     } else if (auto n = named(TrainDialect::kOptState)) {
       index = newBuffer(a, plan::OPT_STATE, n.getValue());
+      if (succeeded(index) && fn_.getArgAttr(i, "dsc.tier")) // offloaded: in the host tier
+        plan_.mutable_buffers(*index)->set_tier(plan::HOST);
     } else if (auto n = named(TrainDialect::kInput)) {
       index = newBuffer(a, plan::INPUT, n.getValue());
       if (succeeded(index)) {
@@ -473,6 +479,26 @@ private:
         instr->add_outputs(*index);
       }
       markSchedule(op, *instr);
+      return success();
+    }
+    if (isa<train::TierFetchOp, train::TierStoreOp>(op)) {
+      // tier.fetch: the homes in, their working copies out; tier.store:
+      // the updated copies in, the homes out. ints: the tile.
+      plan::Instr *instr = list.Add();
+      instr->set_op(instructionOf(op));
+      bool fetch = isa<train::TierFetchOp>(op);
+      auto store = dyn_cast<train::TierStoreOp>(op);
+      ValueRange ins = fetch ? ValueRange(op->getOperands()) : ValueRange(store.getValues());
+      ValueRange outs = fetch ? ValueRange(op->getResults()) : ValueRange(store.getHomes());
+      for (auto [range, add] :
+           {std::pair{ins, &plan::Instr::add_inputs}, std::pair{outs, &plan::Instr::add_outputs}})
+        for (Value v : range) {
+          auto index = bufferFor(v);
+          if (failed(index))
+            return failure();
+          (instr->*add)(*index);
+        }
+      instr->add_ints(op->getAttrOfType<IntegerAttr>("tile").getInt());
       return success();
     }
     plan::Instr instr;

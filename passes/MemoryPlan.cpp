@@ -38,7 +38,9 @@ using train::TrainDialect;
 
 /// Storage classes, in arena order. Everything before kTransient lives for
 /// the whole run.
-enum class Kind { Param, OptState, Buffer, Input, Step, Constant, Transient };
+/// Tiered: state whose storage is a memory tier outside the arena
+/// (`dsc.tier`, the offload pass); its offset is its tier offset.
+enum class Kind { Param, OptState, Buffer, Input, Step, Constant, Transient, Tiered };
 
 struct Storage {
   Kind kind = Kind::Transient;
@@ -309,7 +311,7 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
         if (fn.getArgAttr(i, TrainDialect::kParam))
           return Kind::Param;
         if (fn.getArgAttr(i, TrainDialect::kOptState))
-          return Kind::OptState;
+          return fn.getArgAttr(i, "dsc.tier") ? Kind::Tiered : Kind::OptState;
         if (fn.getArgAttr(i, TrainDialect::kInput))
           return Kind::Input;
         if (fn.getArgAttr(i, TrainDialect::kStep) || fn.getArgAttr(i, TrainDialect::kLossScale))
@@ -489,7 +491,10 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
     SmallVector<DictionaryAttr> argAttrs;
     for (BlockArgument a : fn.getArguments()) {
       NamedAttrList attrs(fn.getArgAttrDict(a.getArgNumber()));
-      attrs.set("dsc.offset", b.getI64IntegerAttr(storage[leader(a)].offset));
+      int64_t offset = storage[leader(a)].offset;
+      if (storage[leader(a)].kind == Kind::Tiered) // its bytes in the tier
+        offset = fn.getArgAttrOfType<IntegerAttr>(a.getArgNumber(), "dsc.tier_offset").getInt();
+      attrs.set("dsc.offset", b.getI64IntegerAttr(offset));
       argAttrs.push_back(attrs.getDictionary(fn.getContext()));
     }
     if (!argAttrs.empty())

@@ -437,6 +437,38 @@ def Overlap : Pass<"overlap", "mlir::ModuleOp"> {
   }];
 }
 
+def Offload : Pass<"offload", "mlir::ModuleOp"> {
+  let summary = "ZeRO-Offload: the optimizer state in host memory, its update in tiles";
+  let description = [{
+    Gives the optimizer state (Adam's `exp_avg` and `exp_avg_sq`, SGD's
+    momentum; ZeRO shards where ZeRO partitioned them) a memory tier
+    outside the arena: the host (DeepSpeed's `offload_optimizer.device:
+    cpu`). The optimizer updates are cut into tiles in program order as
+    DeepSpeed cuts its sub-groups: parameters are added to a tile until its
+    elements reach `sub-group-size` (0: one parameter per tile). Each tile's
+    state is fetched into arena working copies (`train.tier_fetch`) right
+    before its updates and written back (`train.tier_store`) right after,
+    so the arena holds one tile's state at a time and memory-plan reuses
+    the working copies' bytes from tile to tile. The state arguments get
+    `dsc.tier`, `dsc.tier_offset` (bytes from the tier's start, each
+    tensor aligned to `alignment`) and `dsc.tile`; the function
+    `dsc.host_tier_bytes`. The step returns the state arguments themselves
+    as their new values: the stores wrote them. The math is unchanged.
+  }];
+  let options = [
+    Option<"device", "device", "std::string", "\"cpu\"",
+           "the tier: cpu (host memory)">,
+    Option<"subGroupSize", "sub-group-size", "int64_t", "1000000000",
+           "parameters per tile at least (DeepSpeed's sub_group_size; 0: one per tile)">,
+    Option<"alignment", "alignment", "int64_t", "4096",
+           "byte alignment of each tensor in the tier">,
+  ];
+  let statistics = [
+    Statistic<"numTiles", "tiles", "Tiles of the offloaded optimizer step">,
+    Statistic<"numTiered", "tiered", "State tensors placed in a tier">,
+  ];
+}
+
 def MemoryPlan : Pass<"memory-plan", "mlir::ModuleOp"> {
   let summary = "Linear schedule, buffer lifetimes and one static arena with offsets";
   let description = [{

@@ -25,13 +25,16 @@ std::string checkTrainPipelineOptions(const TrainPipelineOptions &o) {
                         atLeast("recompute-limit", o.recomputeLimit, 0),
                         atLeast("reduce-bucket", o.reduceBucket, 1),
                         atLeast("allgather-bucket", o.allgatherBucket, 1),
-                        atLeast("persistence-threshold", o.persistenceThreshold, 0)})
+                        atLeast("persistence-threshold", o.persistenceThreshold, 0),
+                        atLeast("sub-group-size", o.subGroupSize, 0)})
     if (!e.empty())
       return e;
   if (o.zero < 0 || o.zero > 3)
     return "zero must be 0, 1, 2 or 3, got " + std::to_string(o.zero);
   if (o.sequenceParallel && o.tp < 2)
     return "sequence-parallel splits the tokens over the tensor-parallel group: it needs tp >= 2";
+  if (o.offloadOptimizer != "none" && o.offloadOptimizer != "cpu")
+    return "offload-optimizer must be none or cpu, got '" + o.offloadOptimizer + "'";
   if (o.pp == 1 && (o.partition.hasValue() || o.schedule.hasValue()))
     return std::string(o.partition.hasValue() ? "partition" : "schedule") +
            " applies to a pipeline: give pp >= 2";
@@ -135,6 +138,13 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &o) 
   if (pipelined)
     pm.addPass(createPipelineGradNorm());
   pm.addPass(mlir::createCSEPass());
+  // The optimizer updates and their (sharded) state are final: tier them.
+  if (o.offloadOptimizer == "cpu") {
+    OffloadOptions off;
+    off.device = o.offloadOptimizer;
+    off.subGroupSize = o.subGroupSize;
+    pm.addPass(createOffload(off));
+  }
   pm.addPass(createMemoryPlan());
   // What emit-plan relies on: every value has its bytes in the arena.
   pm.addPass(createVerifyPlanned());
@@ -207,6 +217,9 @@ void setTrainPipelineOptions(TrainPipelineOptions &o, const dsrt::config::TrainC
   o.allgatherBucket = z.stage == 3 ? std::max<int64_t>(1, z.stage3PrefetchBucketSize)
                                    : z.allgatherBucketSize;
   o.overlap = z.overlapComm();
+  o.offloadOptimizer =
+      z.offloadOptimizer == dsrt::config::ZeroConfig::OffloadDevice::Cpu ? "cpu" : "none";
+  o.subGroupSize = z.subGroupSize;
 }
 
 void buildTrainPipeline(mlir::OpPassManager &pm, const dsrt::config::TrainConfig &cfg) {

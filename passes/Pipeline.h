@@ -111,6 +111,14 @@ struct TrainPipelineOptions : mlir::PassPipelineOptions<TrainPipelineOptions> {
   Option<bool> overlap{*this, "overlap",
                        llvm::cl::desc("start collectives early, wait late (overlap_comm)"),
                        llvm::cl::init(false)};
+  // ZeRO-Offload.
+  Option<std::string> offloadOptimizer{*this, "offload-optimizer",
+                                       llvm::cl::desc("the optimizer state's tier: none or cpu "
+                                                      "(host memory)"),
+                                       llvm::cl::init("none")};
+  Option<int64_t> subGroupSize{*this, "sub-group-size",
+                               llvm::cl::desc("parameters per tile of the offloaded update"),
+                               llvm::cl::init(1000000000)};
 };
 
 /// Checks the options as a whole (ranges, and combinations no pass could

@@ -393,6 +393,51 @@ void writeTensorParallel(const plan::Plan &p, llvm::raw_ostream &os) {
 
 } // namespace
 
+/// ZeRO-Offload: the host tier, its tiles and the copies of a step.
+void writeOffload(const plan::Plan &p, llvm::raw_ostream &os) {
+  auto bytesOf = [&](const plan::Buffer &b) {
+    int64_t n = 1;
+    for (int64_t d : b.shape())
+      n *= d;
+    return n * 4;
+  };
+  int64_t tensors = 0, bytes = 0;
+  for (const plan::Buffer &b : p.buffers())
+    if (b.tier() == plan::HOST) {
+      ++tensors;
+      bytes += bytesOf(b);
+    }
+  int64_t tiles = 0, largest = 0;
+  const plan::Program &prog = p.program();
+  for (const auto *list : {&prog.prologue(), &prog.micro_batch(), &prog.epilogue()})
+    for (const plan::Instr &i : *list) {
+      if (i.op() != "tier.fetch")
+        continue;
+      ++tiles;
+      int64_t t = 0;
+      for (uint32_t in : i.inputs())
+        t += bytesOf(p.buffers(int(in)));
+      largest = std::max(largest, t);
+    }
+  // PCIe 4.0 x16, one direction, as a GPU would copy.
+  const double pcie = 25e9;
+  os << "offload:          ZeRO-Offload (offload_optimizer.device cpu): the optimizer state in "
+        "the host tier\n";
+  os << "  host tier:      " << p.host_tier_bytes() << " bytes per rank ("
+     << humanBytes(int64_t(p.host_tier_bytes())) << "; " << tensors << " tensors, "
+     << humanBytes(bytes) << " of state, each tensor 4096-aligned)\n";
+  os << "  tiles:          " << tiles << " (sub_group_size), the largest " << humanBytes(largest)
+     << ": the arena holds one tile's working copies at a time\n";
+  os << "  transfers:      per step " << humanBytes(bytes) << " host -> arena (tier.fetch) and "
+     << humanBytes(bytes) << " back (tier.store); "
+     << llvm::format("%.2f", 2.0 * double(bytes) / pcie * 1e3)
+     << " ms at 25 GB/s each way (PCIe 4.0 x16)\n";
+  os << "  note:           on dsrt's CPU runtime the host tier and the arena are the same RAM: "
+        "this frees no memory here, and the copies run anyway, so that the schedule is "
+        "exercised and timed; a GPU would hold the arena ("
+     << humanBytes(int64_t(p.arena_bytes())) << ") and not the host tier\n";
+}
+
 void writeManifest(const plan::Plan &p, llvm::raw_ostream &os) {
   int64_t params = 0, paramCount = 0, states = 0, constants = 0;
   std::vector<const plan::Buffer *> inputs;
@@ -460,6 +505,8 @@ void writeManifest(const plan::Plan &p, llvm::raw_ostream &os) {
     writeDataParallel(p, os);
   if (p.tp() > 1)
     writeTensorParallel(p, os);
+  if (p.host_tier_bytes())
+    writeOffload(p, os);
   std::map<std::string, int> kinds;
   for (const plan::Instr &i : prog.micro_batch())
     ++kinds[i.op()];

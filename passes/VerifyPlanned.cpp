@@ -3,7 +3,8 @@
 // The check after memory-plan, which emit-plan relies on: a function with
 // `dsc.arena_bytes` has a `dsc.offset` on every argument and `dsc.offsets`
 // (one per result) on every op with results, and each tensor's bytes, and
-// each collective's `dsc.staging` range, lie inside the arena.
+// each collective's `dsc.staging` range, lie inside the arena; offloaded
+// state (`dsc.tier`) inside the host tier (`dsc.host_tier_bytes`).
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -46,6 +47,16 @@ struct VerifyPlanned : impl::VerifyPlannedBase<VerifyPlanned> {
         if (!off) {
           fn.emitError("verify-planned: argument ") << a.getArgNumber() << " has no dsc.offset";
           ok = false;
+        } else if (fn.getArgAttr(a.getArgNumber(), "dsc.tier")) {
+          // Offloaded state: its bytes lie in the host tier, not the arena.
+          auto tier = fn->getAttrOfType<IntegerAttr>("dsc.host_tier_bytes");
+          int64_t t = tier ? tier.getInt() : 0, o = off.getInt(), n = bytesOf(a.getType());
+          if (o < 0 || n < 0 || o > t || n > t - o) {
+            fn.emitError("verify-planned: argument ")
+                << a.getArgNumber() << " at tier offset " << o << " does not fit the host tier of "
+                << t << " bytes";
+            ok = false;
+          }
         } else if (!inside(off.getInt(), bytesOf(a.getType()))) {
           fn.emitError("verify-planned: argument ")
               << a.getArgNumber() << " at offset " << off.getInt() << " does not fit the arena of "

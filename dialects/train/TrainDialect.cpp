@@ -259,5 +259,49 @@ LogicalResult LoadBatchOp::verify() {
   return success();
 }
 
+/// A tier op's `homes` must be step arguments that the offload pass gave a
+/// memory tier (`dsc.tier`).
+static LogicalResult verifyHomes(Operation *op, ValueRange homes) {
+  for (Value h : homes) {
+    auto arg = dyn_cast<BlockArgument>(h);
+    auto fn = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : func::FuncOp();
+    if (!fn || !fn.getArgAttr(arg.getArgNumber(), "dsc.tier"))
+      return op->emitOpError("operand is not a step argument with a memory tier (dsc.tier)");
+  }
+  return success();
+}
+
+void TierFetchOp::build(OpBuilder &b, OperationState &state, ValueRange homes, int64_t tile) {
+  state.addOperands(homes);
+  state.addTypes(homes.getTypes());
+  state.addAttribute(getTileAttrName(state.name), b.getI64IntegerAttr(tile));
+}
+
+LogicalResult TierFetchOp::verify() {
+  if (getTileAttr().getInt() < 0)
+    return emitOpError("tile must be non-negative, got ") << getTileAttr().getInt();
+  if (getHomes().size() != getStaged().size())
+    return emitOpError("fetches ") << getHomes().size() << " tensors into "
+                                   << getStaged().size() << " results";
+  for (auto [h, s] : llvm::zip(getHomes(), getStaged()))
+    if (h.getType() != s.getType())
+      return emitOpError("a working copy's type ")
+             << s.getType() << " is not its home's " << h.getType();
+  return verifyHomes(*this, getHomes());
+}
+
+LogicalResult TierStoreOp::verify() {
+  if (getTileAttr().getInt() < 0)
+    return emitOpError("tile must be non-negative, got ") << getTileAttr().getInt();
+  if (getValues().size() != getHomes().size())
+    return emitOpError("stores ") << getValues().size() << " values to " << getHomes().size()
+                                  << " homes";
+  for (auto [v, h] : llvm::zip(getValues(), getHomes()))
+    if (h.getType() != v.getType())
+      return emitOpError("a value's type ") << v.getType() << " is not its home's "
+                                            << h.getType();
+  return verifyHomes(*this, getHomes());
+}
+
 #define GET_OP_CLASSES
 #include "dialects/train/TrainOps.cpp.inc"

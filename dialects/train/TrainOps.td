@@ -243,4 +243,39 @@ def Train_LoadBatchOp : Train_Op<"load_batch"> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Memory tiers (ZeRO-Offload)
+//===----------------------------------------------------------------------===//
+
+def Train_TierFetchOp : Train_Op<"tier_fetch"> {
+  let summary = "copies state from its memory tier into the arena for an update";
+  let description = [{
+    `homes` are step arguments whose storage is a memory tier outside the
+    arena (`dsc.tier`, set by the offload pass: optimizer state ZeRO-Offload
+    keeps in host memory). The results are working copies in the arena,
+    which the tile's optimizer updates read and write; `train.tier_store`
+    writes them back. `tile` numbers the offloaded step's tiles
+    (DeepSpeed's sub-groups) in order. It has side effects: it is never
+    merged, moved or removed.
+  }];
+  let arguments = (ins Variadic<Train_FloatTensor>:$homes, I64Attr:$tile);
+  let results = (outs Variadic<Train_FloatTensor>:$staged);
+  let assemblyFormat = "$homes attr-dict `:` type($homes) `->` type($staged)";
+  let builders = [OpBuilder<(ins "::mlir::ValueRange":$homes, "int64_t":$tile)>];
+  let hasVerifier = 1;
+}
+
+def Train_TierStoreOp : Train_Op<"tier_store", [AttrSizedOperandSegments]> {
+  let summary = "writes updated state back to its memory tier";
+  let description = [{
+    Writes each of `values` (arena working copies, updated) to the tier
+    storage of the matching step argument in `homes`; the step then returns
+    that argument as the state's new value, whose bytes the store wrote.
+  }];
+  let arguments = (ins Variadic<Train_FloatTensor>:$values,
+                       Variadic<Train_FloatTensor>:$homes, I64Attr:$tile);
+  let assemblyFormat = "$values `to` $homes attr-dict `:` type($values) `to` type($homes)";
+  let hasVerifier = 1;
+}
+
 #endif // DSC_TRAIN_OPS

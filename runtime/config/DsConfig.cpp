@@ -347,7 +347,7 @@ bool ZeroConfig::operator==(const ZeroConfig &o) const {
          stage3MaxLiveParameters == o.stage3MaxLiveParameters &&
          allgatherPartitions == o.allgatherPartitions &&
          roundRobinGradients == o.roundRobinGradients &&
-         subGroupSize == o.subGroupSize;
+         subGroupSize == o.subGroupSize && offloadOptimizer == o.offloadOptimizer;
 }
 
 bool Fp16Config::operator==(const Fp16Config &o) const {
@@ -565,6 +565,8 @@ std::string toJson(const TrainConfig &cfg) {
   zj["stage3_prefetch_bucket_size"] = z.stage3PrefetchBucketSize;
   zj["stage3_param_persistence_threshold"] = z.stage3ParamPersistenceThreshold;
   zj["stage3_max_live_parameters"] = z.stage3MaxLiveParameters;
+  if (z.offloadOptimizer == ZeroConfig::OffloadDevice::Cpu)
+    zj["offload_optimizer"] = ordered_json{{"device", "cpu"}};
   root["zero_optimization"] = zj;
   // Also without stages: a schedule or partition method asked for (the
   // plan compiled with --pp later keeps them) must read back the same.

@@ -157,10 +157,16 @@ struct ZeroConfig {
   int64_t stage3ParamPersistenceThreshold = 100000;
   int64_t stage3MaxLiveParameters = 1000000000;
   /// Accepted and kept although they do not change what dsc computes:
-  /// allgather vs broadcasts, CPU-offload copy order, optimizer tile size.
+  /// allgather vs broadcasts, CPU-offload copy order; sub_group_size tiles
+  /// the offloaded optimizer step.
   bool allgatherPartitions = true;
   bool roundRobinGradients = false;
   int64_t subGroupSize = 1000000000; // >= 0
+  /// ZeRO-Offload (offload_optimizer.device, or the older cpu_offload):
+  /// the optimizer state in host memory, the update in tiles of
+  /// sub_group_size (the offload pass).
+  enum class OffloadDevice { None, Cpu };
+  OffloadDevice offloadOptimizer = OffloadDevice::None;
 
   /// DeepSpeed's rule (overlap_comm_valid): true for stage 3, false for the
   /// other stages, unless overlap_comm is given.

@@ -137,6 +137,8 @@ const std::vector<std::string> kZeroKeys = {
     "stage3_prefetch_bucket_size",
     "stage3_param_persistence_threshold",
     "stage3_max_live_parameters",
+    "offload_optimizer",
+    "cpu_offload",
 };
 
 /// DeepSpeedConfigModel allows population by field name as well as by
@@ -264,6 +266,32 @@ void readZero(const Section &top, ZeroConfig &z, std::vector<std::string> &notes
   size("stage3_param_persistence_threshold",
        z.stage3ParamPersistenceThreshold, false);
   size("stage3_max_live_parameters", z.stage3MaxLiveParameters, false);
+
+  // ZeRO-Offload. The key table has checked the other offload keys (and
+  // removed those that change nothing on a CPU tier).
+  if (zero.has("cpu_offload") && zero.has("offload_optimizer"))
+    zero.fail("'" + zero.path("cpu_offload") + "' is DeepSpeed's older name for '" +
+              zero.path("offload_optimizer.device") + "': give only one (DeepSpeed refuses "
+              "both too)");
+  if (std::optional<bool> old = zero.boolean("cpu_offload")) {
+    z.offloadOptimizer = *old ? ZeroConfig::OffloadDevice::Cpu : ZeroConfig::OffloadDevice::None;
+    if (*old)
+      notes.push_back("'" + zero.path("cpu_offload") + "': true is DeepSpeed's older form of "
+                      "offload_optimizer: {\"device\": \"cpu\"}, read as such");
+  }
+  if (zero.has("offload_optimizer")) {
+    Section off = zero.object("offload_optimizer");
+    off.checkKeys({"device"});
+    std::string device = off.string("device").value_or("none");
+    if (device == "cpu")
+      z.offloadOptimizer = ZeroConfig::OffloadDevice::Cpu;
+    else if (device == "nvme")
+      off.fail("'" + off.path("device") + "': \"nvme\" (ZeRO-Infinity's optimizer state on "
+               "NVMe) is not planned yet (issue 24); \"cpu\" keeps the state in host memory");
+    else if (device != "none")
+      off.fail("'" + off.path("device") + "' is \"" + device +
+               "\"; DeepSpeed's values are \"none\", \"cpu\" and \"nvme\" (case-sensitive)");
+  }
 }
 
 } // namespace dsrt::config::detail

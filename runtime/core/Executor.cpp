@@ -403,12 +403,17 @@ void Executor::validatePipeline() {
 Executor::~Executor() {
   destroyDevice();
   std::free(arena_);
+  std::free(hostTier_);
 }
 
 void Executor::validateBuffers() {
   const std::string &path = name_;
   if (plan_.arena_bytes() > kMaxArenaBytes)
     throw PlanError(path + ": arena of " + std::to_string(plan_.arena_bytes()) +
+                    " bytes, more than the " + std::to_string(kMaxArenaBytes) +
+                    " a plan may have");
+  if (plan_.host_tier_bytes() > kMaxArenaBytes)
+    throw PlanError(path + ": host tier of " + std::to_string(plan_.host_tier_bytes()) +
                     " bytes, more than the " + std::to_string(kMaxArenaBytes) +
                     " a plan may have");
   if (plan_.micro_batch_size() < 0 || plan_.micro_batch_size() > kMaxPlanElements)
@@ -433,7 +438,19 @@ void Executor::validateBuffers() {
     t.name = b.name();
     t.numel = boundedProduct(b.shape(), t.shape, where, "shape");
     uint64_t bytes = t.bytes();
-    if (b.offset() > plan_.arena_bytes() || bytes > plan_.arena_bytes() - b.offset())
+    if (!plan::Tier_IsValid(b.tier()))
+      throw PlanError(where + ": unknown memory tier " + std::to_string(b.tier()));
+    t.tier = b.tier();
+    if (b.tier() == plan::HOST) {
+      // ZeRO-Offload's optimizer state: in the host tier, not the arena.
+      if (b.role() != plan::OPT_STATE)
+        throw PlanError(where + ": only optimizer state lives in the host tier, this is a " +
+                        plan::Role_Name(b.role()));
+      if (b.offset() > plan_.host_tier_bytes() || bytes > plan_.host_tier_bytes() - b.offset())
+        throw PlanError(where + ": bytes [" + std::to_string(b.offset()) + ", " +
+                        std::to_string(b.offset() + bytes) + ") lie outside the host tier of " +
+                        std::to_string(plan_.host_tier_bytes()) + " bytes");
+    } else if (b.offset() > plan_.arena_bytes() || bytes > plan_.arena_bytes() - b.offset())
       throw PlanError(where + ": bytes [" + std::to_string(b.offset()) + ", " +
                       std::to_string(b.offset() + bytes) + ") lie outside the arena of " +
                       std::to_string(plan_.arena_bytes()) + " bytes");
@@ -666,18 +683,27 @@ void Executor::initialize(const std::string &weightsPath, uint64_t seed) {
   for (const comm::Reservation &r : reservation_)
     commBytes += uint64_t(r.stagingElements) * sizeof(float) +
                  uint64_t(r.maxPending) * uint64_t(r.maxTensors) * sizeof(comm::TensorArg);
-  if (uint64_t have = machineMemoryBytes(); arenaBytes + commBytes > have)
-    throw PlanError(name_ + ": needs " + std::to_string(arenaBytes + commBytes) +
+  uint64_t tierBytes = (plan_.host_tier_bytes() + 4095) / 4096 * 4096;
+  if (uint64_t have = machineMemoryBytes(); arenaBytes + commBytes + tierBytes > have)
+    throw PlanError(name_ + ": needs " + std::to_string(arenaBytes + commBytes + tierBytes) +
                     " bytes (the arena " + std::to_string(arenaBytes) +
                     ", the collectives' staging " + std::to_string(commBytes) +
+                    ", the host tier " + std::to_string(tierBytes) +
                     "), more than this machine's " + std::to_string(have) +
                     " bytes of memory and swap");
   arena_ = std::aligned_alloc(64, arenaBytes);
   if (!arena_)
     throw PlanError("cannot allocate the arena of " + std::to_string(arenaBytes) + " bytes");
   std::memset(arena_, 0, arenaBytes);
+  if (tierBytes) {
+    hostTier_ = std::aligned_alloc(4096, tierBytes);
+    if (!hostTier_)
+      throw PlanError("cannot allocate the host tier of " + std::to_string(tierBytes) + " bytes");
+    std::memset(hostTier_, 0, tierBytes);
+  }
   for (int k = 0; k < plan_.buffers_size(); ++k) {
-    tensors_[k].data = static_cast<char *>(arena_) + plan_.buffers(k).offset();
+    tensors_[k].data = static_cast<char *>(tensors_[k].tier == plan::HOST ? hostTier_ : arena_) +
+                       plan_.buffers(k).offset();
     if (plan_.buffers(k).role() == plan::CONSTANT)
       std::memcpy(tensors_[k].data, plan_.buffers(k).data().data(), tensors_[k].bytes());
   }

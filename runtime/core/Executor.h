@@ -105,7 +105,11 @@ struct Tensor {
   /// Device::Cuda: the same buffer in the device arena (what the CUDA
   /// kernels read and write); `data` is then its host copy.
   void *dev = nullptr;
-  uint64_t offset = 0; // in the arena
+  uint64_t offset = 0; // in the arena, or in the host tier (tier HOST)
+  /// Where the bytes live: the arena, or the host tier (ZeRO-Offload's
+  /// optimizer state, which tier.fetch / tier.store copy to and from arena
+  /// working copies).
+  dsc::plan::Tier tier = dsc::plan::ARENA;
   int64_t numel = 0;
   std::string name;
   dsc::plan::Role role = dsc::plan::ACTIVATION;
@@ -471,6 +475,7 @@ private:
   std::vector<Tensor *> inputs_;
   std::vector<Instr> prologue_, micro_, epilogue_;
   void *arena_ = nullptr;
+  void *hostTier_ = nullptr; // Plan.host_tier_bytes (ZeRO-Offload's state)
   Device device_ = Device::Cpu;
   /// Device::Cuda: the device arena holds values the host copy lacks (after
   /// a step), or the host copy was written (a restore) and the device must

@@ -7,6 +7,40 @@
 
 namespace dsrt::ops {
 
+namespace {
+/// tier.fetch (fetch: the host tier's state into arena working copies) and
+/// tier.store (back): pairwise copies, in = the source, out = the target.
+void bindTierCopy(Instr &i, const Check &c, bool fetch) {
+  if (i.in.empty() || i.in.size() != i.out.size())
+    c.fail("copies as many tensors as it writes, at least one; has " +
+           std::to_string(i.in.size()) + " and " + std::to_string(i.out.size()));
+  c.attrs(1, 0);
+  if (i.ints[0] < 0)
+    c.fail("tile must be non-negative, is " + std::to_string(i.ints[0]));
+  for (size_t k = 0; k < i.in.size(); ++k) {
+    const Tensor *from = i.in[k], *to = i.out[k];
+    if (from->dtype != to->dtype || from->numel != to->numel)
+      c.fail("copy " + std::to_string(k) + " is between tensors of different type or size");
+    if (from->tier != (fetch ? plan::HOST : plan::ARENA) ||
+        to->tier != (fetch ? plan::ARENA : plan::HOST))
+      c.fail(std::string(fetch ? "fetches from the host tier into the arena"
+                               : "stores from the arena into the host tier") +
+             ": copy " + std::to_string(k) + " does not");
+  }
+  i.run = [](const Instr &i, Context &) {
+    for (size_t k = 0; k < i.in.size(); ++k) {
+      // The threads of the kernels, in 1 MiB pieces.
+      const char *src = static_cast<const char *>(i.in[k]->data);
+      char *dst = static_cast<char *>(i.out[k]->data);
+      const int64_t bytes = int64_t(i.in[k]->bytes()), piece = int64_t(1) << 20;
+#pragma omp parallel for schedule(static) if (bytes > 4 * piece)
+      for (int64_t o = 0; o < bytes; o += piece)
+        std::memcpy(dst + o, src + o, size_t(std::min(piece, bytes - o)));
+    }
+  };
+}
+} // namespace
+
 void addTrainOps(OpTable &t) {
     t["train.lr_schedule"] = {[](Instr &i, const Check &c) {
       c.arity(1, 1);
@@ -99,6 +133,8 @@ void addTrainOps(OpTable &t) {
                   *i.in[5]->i64());
       };
     }};
+    t["tier.fetch"] = {[](Instr &i, const Check &c) { bindTierCopy(i, c, true); }};
+    t["tier.store"] = {[](Instr &i, const Check &c) { bindTierCopy(i, c, false); }};
     t["train.sgd"] = {[](Instr &i, const Check &c) {
       bool momentum = i.in.size() == 4;
       c.arity(momentum ? 4 : 3, momentum ? 2 : 1);

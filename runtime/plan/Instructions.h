@@ -19,7 +19,7 @@
 
 namespace dsrt {
 
-inline constexpr std::array<std::string_view, 66> kPlanInstructions = {
+inline constexpr std::array<std::string_view, 68> kPlanInstructions = {
     "accumulate",
     "dist.all_gather",
     "dist.all_reduce",
@@ -81,6 +81,8 @@ inline constexpr std::array<std::string_view, 66> kPlanInstructions = {
     "nn.vocab_ce_loss_grad",
     "nn.vocab_ce_sums",
     "nn.vocab_ce_sums_grad",
+    "tier.fetch",
+    "tier.store",
     "train.adam",
     "train.clip_grad_norm",
     "train.lr_schedule",

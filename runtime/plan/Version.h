@@ -26,7 +26,10 @@ namespace dsrt {
 /// Version 3: the lr schedule is plan data (Plan.lr_schedule), which a dsrt
 /// of version 2 would not read (it took the baked config's). dsrt runs
 /// version-2 plans with their config_json's scheduler, as they meant.
-constexpr unsigned kPlanFormatVersion = 3;
+/// Version 4: memory tiers (Buffer.tier, Plan.host_tier_bytes and the
+/// tier.fetch / tier.store instructions of ZeRO-Offload), which an older
+/// dsrt would take for arena offsets. Plans without offload are unchanged.
+constexpr unsigned kPlanFormatVersion = 4;
 constexpr unsigned kOldestPlanFormatVersion = 1;
 
 } // namespace dsrt

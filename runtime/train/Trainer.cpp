@@ -135,6 +135,11 @@ int Trainer::run() {
                 (long long)exec_.microBatches(), (long long)exec_.microBatchSize(),
                 shape.c_str(), where.c_str(), exec_.plan().arena_bytes() / 1048576.0,
                 exec_.pipelined() ? " (stage 0)" : "", runDir_.c_str());
+    if (uint64_t tier = exec_.plan().host_tier_bytes())
+      std::printf("dsrt: note: ZeRO-Offload: the optimizer state is in a host tier of %.1f MiB "
+                  "per rank, copied to the arena and back tile by tile; on the CPU runtime "
+                  "both are RAM, so this frees nothing here\n",
+                  tier / 1048576.0);
     std::fflush(stdout);
   }
   loop();

@@ -1545,21 +1545,38 @@ TEST(DsConfig, ZeroUnknownKeysSuggestTheClosest) {
 TEST(DsConfig, ZeroKeysDscDoesNotImplementSaySo) {
   // At DeepSpeed's default (or switched off) they ask for nothing.
   TrainConfig quiet = parse(withZero(R"({"stage": 2, "offload_optimizer": {"device": "none",
-      "pin_memory": true}, "offload_param": null, "cpu_offload": false,
+      "pin_memory": true}, "offload_param": null,
       "stage3_gather_16bit_weights_on_model_save": false, "zero_quantized_weights": false,
       "mics_shard_size": -1, "zero_hpz_partition_size": 1, "load_from_fp32_weights": true})"));
   EXPECT_TRUE(quiet.notes.empty());
+  EXPECT_EQ(quiet.zero.offloadOptimizer, ZeroConfig::OffloadDevice::None);
+  TrainConfig off = parse(withZero(R"({"cpu_offload": false})"));
+  EXPECT_TRUE(off.notes.empty());
+  EXPECT_EQ(off.zero.offloadOptimizer, ZeroConfig::OffloadDevice::None);
+  // ZeRO-Offload to host memory, under both of DeepSpeed's names.
+  EXPECT_EQ(parse(withZero(R"({"stage": 1, "offload_optimizer": {"device": "cpu"}})"))
+                .zero.offloadOptimizer,
+            ZeroConfig::OffloadDevice::Cpu);
+  TrainConfig old = parse(withZero(R"({"cpu_offload": true})"));
+  EXPECT_EQ(old.zero.offloadOptimizer, ZeroConfig::OffloadDevice::Cpu);
+  ASSERT_EQ(old.notes.size(), 1u);
+  EXPECT_NE(old.notes[0].find("DeepSpeed's older form of offload_optimizer"), std::string::npos);
+  // Both names at once: DeepSpeed asserts, dsc says which to drop.
+  EXPECT_NE(errorOf(withZero(R"({"cpu_offload": false, "offload_optimizer": {"device": "none"}})"))
+                .find("give only one"),
+            std::string::npos);
+  // NVMe is not planned yet; never silently host memory instead.
+  EXPECT_NE(errorOf(withZero(R"({"offload_optimizer": {"device": "nvme"}})"))
+                .find("\"nvme\" (ZeRO-Infinity's optimizer state on NVMe) is not planned yet"),
+            std::string::npos);
   // Refused features name the key, what DeepSpeed does and what dsc offers.
-  std::string offload = errorOf(withZero(R"({"offload_optimizer": {"device": "cpu"}})"));
-  EXPECT_EQ(offload.rfind("ds_config.json: 'zero_optimization.offload_optimizer.device' is "
-                          "\"cpu\": not supported by dsc: ZeRO-Offload keeps the optimizer "
-                          "state and step in host memory",
-                          0),
-            0u)
-      << offload;
-  EXPECT_NE(errorOf(withZero(R"({"cpu_offload": true})"))
-                .find("'zero_optimization.cpu_offload' is boolean true: not supported by dsc: "
-                      "DeepSpeed's older name for offload_optimizer.device: cpu"),
+  std::string ratio =
+      errorOf(withZero(R"({"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 0.5}})"));
+  EXPECT_NE(ratio.find("'zero_optimization.offload_optimizer.ratio'"), std::string::npos) << ratio;
+  EXPECT_NE(ratio.find("partial offload"), std::string::npos) << ratio;
+  EXPECT_NE(errorOf(withZero(R"({"cpu_offload_param": true})"))
+                .find("'zero_optimization.cpu_offload_param' is boolean true: not supported by "
+                      "dsc"),
             std::string::npos);
   EXPECT_NE(errorOf(withZero(R"({"zero_quantized_gradients": true})")).find("ZeRO++"),
             std::string::npos);

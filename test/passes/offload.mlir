@@ -1,0 +1,83 @@
+// RUN: dsc-opt %s --offload | FileCheck %s
+// RUN: dsc-opt %s --offload="sub-group-size=0" | FileCheck %s --check-prefix=EACH
+// RUN: dsc-opt %s --offload="sub-group-size=20" | FileCheck %s --check-prefix=TWO
+// The memory plan places the working copies, not the tiered state.
+// RUN: dsc-opt %s --offload="sub-group-size=0" --memory-plan | FileCheck %s --check-prefix=PLAN
+// The offloaded IR is valid and round-trips.
+// RUN: dsc-opt %s --offload | dsc-opt | FileCheck %s
+
+// --offload gives the optimizer state (Adam's exp_avg and exp_avg_sq, SGD's
+// momentum) a tier outside the arena, the host: DeepSpeed's
+// offload_optimizer {device: cpu}. The updates are cut into tiles as
+// DeepSpeed cuts sub-groups (parameters added until the tile's elements
+// reach sub-group-size; 0: one per tile). Each tile's state is fetched into
+// working copies before its first update and stored back after its last;
+// the step returns the state arguments, which the stores wrote. Tier
+// offsets: each tensor 4096-aligned, in tile order.
+
+// Two Adam updates of 16 and 8 elements, then SGD with momentum of 4.
+// Default sub-group-size (1e9): one tile of all three.
+// CHECK-LABEL: func.func @step(
+// CHECK-SAME:    %[[M1:[a-z0-9]+]]: tensor<16xf32> {dsc.tier = "host", dsc.tier_offset = 0 : i64, dsc.tile = 0 : i64, train.opt_state = "a/exp_avg"}
+// CHECK-SAME:    %[[V1:[a-z0-9]+]]: tensor<16xf32> {dsc.tier = "host", dsc.tier_offset = 4096 : i64, dsc.tile = 0 : i64, train.opt_state = "a/exp_avg_sq"}
+// CHECK-SAME:    {dsc.tier = "host", dsc.tier_offset = 8192 : i64, dsc.tile = 0 : i64, train.opt_state = "b/exp_avg"}
+// CHECK-SAME:    {dsc.tier = "host", dsc.tier_offset = 12288 : i64, dsc.tile = 0 : i64, train.opt_state = "b/exp_avg_sq"}
+// CHECK-SAME:    {dsc.tier = "host", dsc.tier_offset = 16384 : i64, dsc.tile = 0 : i64, train.opt_state = "c/momentum_buffer"}
+// CHECK-SAME:  attributes {dsc.host_tier_bytes = 20480 : i64}
+// CHECK:         %[[S:.*]]:5 = train.tier_fetch %[[M1]], %[[V1]], %{{.*}}, %{{.*}}, %{{.*}} {tile = 0 : i64}
+// CHECK-NEXT:    %[[PA:.*]], %[[MA:.*]], %[[VA:.*]] = train.adam %{{.*}}, %{{.*}}, %[[S]]#0, %[[S]]#1,
+// CHECK-NEXT:    %[[PB:.*]], %[[MB:.*]], %[[VB:.*]] = train.adam %{{.*}}, %{{.*}}, %[[S]]#2, %[[S]]#3,
+// CHECK-NEXT:    %[[PC:.*]], %[[BC:.*]] = train.sgd {{.*}} buffer %[[S]]#4
+// CHECK-NEXT:    train.tier_store %[[MA]], %[[VA]], %[[MB]], %[[VB]], %[[BC]] to %[[M1]], %[[V1]], %{{.*}}, %{{.*}}, %{{.*}} {tile = 0 : i64}
+// CHECK-NEXT:    return %[[PA]], %[[M1]], %[[V1]], %[[PB]], %{{.*}}, %{{.*}}, %[[PC]], %{{.*}} :
+
+// One tile per parameter.
+// EACH:  train.tier_fetch %{{.*}}, %{{.*}} {tile = 0 : i64}
+// EACH-NEXT: train.adam
+// EACH-NEXT: train.tier_store {{.*}} {tile = 0 : i64}
+// EACH-NEXT: train.tier_fetch %{{.*}}, %{{.*}} {tile = 1 : i64}
+// EACH-NEXT: train.adam
+// EACH-NEXT: train.tier_store {{.*}} {tile = 1 : i64}
+// EACH-NEXT: train.tier_fetch %{{.*}} {tile = 2 : i64}
+// EACH-NEXT: train.sgd
+// EACH-NEXT: train.tier_store {{.*}} {tile = 2 : i64}
+
+// 20: a (16) does not reach it, a + b (24) does and closes the first tile.
+// TWO:  train.tier_fetch %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {tile = 0 : i64}
+// TWO:  train.tier_store {{.*}} {tile = 0 : i64}
+// TWO-NEXT: train.tier_fetch %{{.*}} {tile = 1 : i64}
+
+// The tiered state has its tier offset as dsc.offset and no arena bytes:
+// the persistent part of the arena is the parameters (16, 8, 4 floats ->
+// 64 + 64 + 64 bytes with the default 64-byte alignment) and the step, 256
+// bytes. Each tile's working copies live from its fetch to its store, so
+// the next tile's reuse their bytes (tile 0 at 320 and 384, tile 1 at 256
+// and 320, tile 2 at 256); with the gradients the arena is 640 bytes.
+// PLAN-LABEL: func.func @step(
+// PLAN-SAME:    {dsc.offset = 0 : i64, dsc.tier = "host", dsc.tier_offset = 0 : i64
+// PLAN-SAME:    {dsc.offset = 4096 : i64, dsc.tier = "host", dsc.tier_offset = 4096 : i64
+// PLAN-SAME:  attributes {dsc.arena_bytes = 640 : i64, dsc.host_tier_bytes = 20480 : i64, dsc.persistent_bytes = 256 : i64}
+// PLAN:         train.tier_fetch {{.*}} {dsc.offsets = array<i64: 320, 384>, tile = 0 : i64}
+// PLAN:         train.tier_fetch {{.*}} {dsc.offsets = array<i64: 256, 320>, tile = 1 : i64}
+// PLAN:         train.tier_fetch {{.*}} {dsc.offsets = array<i64: 256>, tile = 2 : i64}
+func.func @step(%a: tensor<16xf32> {train.param = "a"}, %ma: tensor<16xf32> {train.opt_state = "a/exp_avg"},
+                %va: tensor<16xf32> {train.opt_state = "a/exp_avg_sq"},
+                %b: tensor<8xf32> {train.param = "b"}, %mb: tensor<8xf32> {train.opt_state = "b/exp_avg"},
+                %vb: tensor<8xf32> {train.opt_state = "b/exp_avg_sq"},
+                %c: tensor<4xf32> {train.param = "c"}, %bc: tensor<4xf32> {train.opt_state = "c/momentum_buffer"},
+                %s: tensor<i64> {train.step})
+    -> (tensor<16xf32> {train.updated = "a"}, tensor<16xf32> {train.opt_state = "a/exp_avg"},
+        tensor<16xf32> {train.opt_state = "a/exp_avg_sq"}, tensor<8xf32> {train.updated = "b"},
+        tensor<8xf32> {train.opt_state = "b/exp_avg"}, tensor<8xf32> {train.opt_state = "b/exp_avg_sq"},
+        tensor<4xf32> {train.updated = "c"}, tensor<4xf32> {train.opt_state = "c/momentum_buffer"}) {
+  %lr = train.lr_schedule "constant" {lr = 1.0e-3 : f64}, %s
+  %ga = nn.mul %a, %a : tensor<16xf32>, tensor<16xf32> -> tensor<16xf32>
+  %gb = nn.mul %b, %b : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
+  %gc = nn.mul %c, %c : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  %pa, %ma2, %va2 = train.adam %a, %ga, %ma, %va, %lr, %s : tensor<16xf32>
+  %pb, %mb2, %vb2 = train.adam %b, %gb, %mb, %vb, %lr, %s : tensor<8xf32>
+  %pc, %bc2 = train.sgd %c, %gc, %lr buffer %bc : tensor<4xf32> {momentum = 0.9} : tensor<4xf32> -> tensor<4xf32>
+  return %pa, %ma2, %va2, %pb, %mb2, %vb2, %pc, %bc2
+      : tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<8xf32>, tensor<8xf32>,
+        tensor<8xf32>, tensor<4xf32>, tensor<4xf32>
+}
