@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""What ZeRO-Offload's host tier costs a step on dsrt's CPU runtime, in one
+run (issue 24).
+
+A GPT (models/gpt.py; default 8 layers, d 512, vocabulary 256, batch 8 x
+128, AdamW) compiled twice, without offload and with offload_optimizer
+{device: cpu} (sub_group_size --sub-group), trained --steps steps from the
+same weights on the same byte tokens. Reports the median step time of each
+after --warmup steps, their ratio, the bytes the offloaded step copies
+(the manifest's transfers: the state fetched and stored back) and the
+copy bandwidth that difference implies, the arena and host tier per rank,
+and dsrt's peak RSS (on the CPU the tier and the arena are the same RAM:
+offload frees nothing here). Both runs must end on the same bits.
+
+    /usr/bin/python3 bench/offload_step.py [--layers 8 --d-model 512 --steps 12]
+"""
+import argparse
+import filecmp
+import json
+import os
+import re
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import BIN, PY, REPO, dsrt_peak_rss, median_step, metrics, run, token_file  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--d-model", type=int, default=512)
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--sub-group", type=int, default=1000000)
+    ap.add_argument("--work", default=None)
+    a = ap.parse_args()
+    work = a.work or tempfile.mkdtemp(prefix="dsc-offload-")
+    model = os.path.join(work, "gpt.onnx")
+    run([PY, os.path.join(REPO, "models", "gpt.py"), "--size", "tiny", "--vocab", "256",
+         "--layers", str(a.layers), "--d-model", str(a.d_model), "--heads", "8",
+         "--seq", str(a.seq), "--batch", str(a.batch), "--dropout", "0", "-o", model])
+    tokens = token_file(work)
+    base = {"train_micro_batch_size_per_gpu": a.batch, "gradient_clipping": 1.0,
+            "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "weight_decay": 0.01}}}
+    off = json.loads(json.dumps(base))
+    off["zero_optimization"] = {"offload_optimizer": {"device": "cpu"},
+                                "sub_group_size": a.sub_group}
+    res = {}
+    for name, cfg in (("in memory", base), ("offload cpu", off)):
+        d = os.path.join(work, name.replace(" ", "-"))
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, "ds_config.json")
+        json.dump(cfg, open(path, "w"))
+        run([os.path.join(BIN, "dsc"), model, "--config", path, "-o", os.path.join(d, "plan")])
+        out = os.path.join(d, "run")
+        text = run([os.path.join(BIN, "dsrt"), os.path.join(d, "plan"), "--data", tokens,
+                    "--steps", str(a.steps), "--out", out])
+        manifest = open(os.path.join(d, "plan", "manifest.txt")).read()
+        arena = int(re.search(r"^arena: +(\d+) bytes", manifest, re.M).group(1))
+        tier = re.search(r"host tier: +(\d+) bytes", manifest)
+        moved = re.search(r"transfers: +per step ([0-9.]+) (KiB|MiB|GiB)", manifest)
+        res[name] = dict(step=median_step(metrics(out), a.warmup), arena=arena,
+                         tier=int(tier.group(1)) if tier else 0, rss=dsrt_peak_rss(text), out=out,
+                         moved=(float(moved.group(1)) * {"KiB": 2**10, "MiB": 2**20,
+                                                         "GiB": 2**30}[moved.group(2)]
+                                if moved else 0.0))
+    same = filecmp.cmp(os.path.join(res["in memory"]["out"], "weights.safetensors"),
+                       os.path.join(res["offload cpu"]["out"], "weights.safetensors"),
+                       shallow=False)
+    m, o = res["in memory"], res["offload cpu"]
+    extra = o["step"] - m["step"]
+    lines = [f"GPT {a.layers} layers, d {a.d_model}, batch {a.batch} x {a.seq}, AdamW; "
+             f"{a.steps} steps, median of the last {a.steps - a.warmup}; {os.cpu_count()} cores",
+             "", "| run | step (s) | arena | host tier | peak RSS |", "| --- | --- | --- | --- | --- |"]
+    for name, r in res.items():
+        lines.append(f"| {name} | {r['step']:.4f} | {r['arena'] / 2**20:.1f} MiB | "
+                     f"{r['tier'] / 2**20:.1f} MiB | {r['rss']:.0f} MiB |")
+    lines += ["", f"offloaded step / in memory: {o['step'] / m['step']:.3f}x; the step copies "
+                  f"{o['moved'] / 2**20:.1f} MiB each way ({2 * o['moved'] / 2**20:.1f} MiB), "
+                  + (f"{2 * o['moved'] / extra / 1e9:.1f} GB/s if the difference is all copies"
+                     if extra > 0 else "within the noise of the step time"),
+              f"final weights bitwise equal: {'yes' if same else 'NO'}"]
+    print("\n".join(lines))
+    sys.exit(0 if same else 1)
+
+
+if __name__ == "__main__":
+    main()
