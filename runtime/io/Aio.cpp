@@ -178,6 +178,13 @@ void AioFile::submitChunk(const Chunk &c) {
     reapOne();
     sqe = io_uring_get_sqe(&ring_->ring);
   }
+  enqueue(sqe, c);
+  if (options_.singleSubmit)
+    submitQueued();
+}
+
+void AioFile::enqueue(void *entry, const Chunk &c) {
+  auto *sqe = static_cast<io_uring_sqe *>(entry);
   uint64_t id = nextChunk_++;
   if (c.write)
     io_uring_prep_write(sqe, fd_, c.buf, unsigned(c.bytes), c.offset);
@@ -186,8 +193,6 @@ void AioFile::submitChunk(const Chunk &c) {
   io_uring_sqe_set_data64(sqe, id);
   inFlight_.emplace(id, c);
   ++queued_;
-  if (options_.singleSubmit)
-    submitQueued();
 }
 
 void AioFile::submitQueued() {
@@ -235,14 +240,7 @@ void AioFile::reapOne() {
       done(c.ticket);
       return;
     }
-    uint64_t nid = nextChunk_++;
-    if (rest.write)
-      io_uring_prep_write(sqe, fd_, rest.buf, unsigned(rest.bytes), rest.offset);
-    else
-      io_uring_prep_read(sqe, fd_, rest.buf, unsigned(rest.bytes), rest.offset);
-    io_uring_sqe_set_data64(sqe, nid);
-    inFlight_.emplace(nid, rest);
-    ++queued_;
+    enqueue(sqe, rest);
     submitQueued();
     return;
   }

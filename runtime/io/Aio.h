@@ -101,6 +101,8 @@ private:
   AioFile() = default;
   Ticket start(void *buf, uint64_t offset, uint64_t bytes, bool write);
   void submitChunk(const Chunk &c);
+  /// Prepares `c` in the ring's submission entry (an io_uring_sqe).
+  void enqueue(void *entry, const Chunk &c);
   void submitQueued();
   void reapOne();
   void runSync(const Chunk &c);
