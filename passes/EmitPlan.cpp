@@ -152,6 +152,8 @@ public:
     plan_.set_arena_bytes(arena.getInt());
     if (auto tier = fn_->getAttrOfType<IntegerAttr>("dsc.host_tier_bytes"))
       plan_.set_host_tier_bytes(uint64_t(tier.getInt()));
+    if (auto tier = fn_->getAttrOfType<IntegerAttr>("dsc.nvme_tier_bytes"))
+      plan_.mutable_nvme_tier()->set_bytes(uint64_t(tier.getInt()));
     plan_.set_persistent_bytes(persistent.getInt());
     // Activation checkpointing: what the recompute pass did (module
     // train.recompute, per function its ops and flops) and the arena the
@@ -332,8 +334,10 @@ private:
       weights_.insert(n.getValue().str());
     } else if (auto n = named(TrainDialect::kOptState)) {
       index = newBuffer(a, plan::OPT_STATE, n.getValue());
-      if (succeeded(index) && fn_.getArgAttr(i, "dsc.tier")) // offloaded: in the host tier
-        plan_.mutable_buffers(*index)->set_tier(plan::HOST);
+      if (succeeded(index))
+        if (auto tier = fn_.getArgAttrOfType<StringAttr>(i, "dsc.tier")) // offloaded
+          plan_.mutable_buffers(*index)->set_tier(tier.getValue() == "nvme" ? plan::NVME
+                                                                            : plan::HOST);
     } else if (auto n = named(TrainDialect::kInput)) {
       index = newBuffer(a, plan::INPUT, n.getValue());
       if (succeeded(index)) {
@@ -846,6 +850,15 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
   std::set<std::string> weightNames, paramNames;
   if (failed(lrSchedule(steps[0], options.config, *p.mutable_lr_schedule())))
     return failure();
+  // ZeRO-Infinity's optimizer state on NVMe: where and how (each stage's
+  // emitter sets the bytes).
+  if (options.config.zero.offloadOptimizer == dsrt::config::ZeroConfig::OffloadDevice::Nvme) {
+    plan::NvmeTier *t = p.mutable_nvme_tier();
+    t->set_path(options.config.zero.offloadNvmePath);
+    t->set_block_size(uint64_t(options.config.aio.blockSize));
+    t->set_queue_depth(uint32_t(options.config.aio.queueDepth));
+    t->set_single_submit(options.config.aio.singleSubmit);
+  }
   if (pp == 1) {
     emitters.push_back(std::make_unique<Emitter>(steps[0], p, dp));
   } else {
@@ -861,6 +874,8 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
       stage->set_source_model(p.source_model());
       stage->set_config_json(p.config_json());
       *stage->mutable_lr_schedule() = p.lr_schedule();
+      if (p.has_nvme_tier()) // the bytes are each stage's
+        *stage->mutable_nvme_tier() = p.nvme_tier();
       stage->set_dp(dp);
       stage->set_zero_stage(zeroStage);
       if (tp > 1)

@@ -36,9 +36,9 @@ struct Offload : impl::OffloadBase<Offload> {
   using OffloadBase::OffloadBase;
 
   void runOnOperation() override {
-    if (device != "cpu") {
+    if (device != "cpu" && device != "nvme") {
       getOperation().emitError("offload: device '")
-          << device << "' is not a tier dsc plans (cpu: host memory)";
+          << device << "' is not a tier dsc plans (cpu: host memory, nvme: a file per rank)";
       return signalPassFailure();
     }
     if (subGroupSize < 0 || alignment <= 0 || (alignment & (alignment - 1))) {
@@ -151,7 +151,7 @@ struct Offload : impl::OffloadBase<Offload> {
         int64_t bytes = cast<RankedTensorType>(s.home.getType()).getNumElements() *
                         int64_t(cast<RankedTensorType>(s.home.getType())
                                     .getElementTypeBitWidth() / 8);
-        fn.setArgAttr(i, "dsc.tier", attrs.getStringAttr("host"));
+        fn.setArgAttr(i, "dsc.tier", attrs.getStringAttr(device == "cpu" ? "host" : "nvme"));
         fn.setArgAttr(i, "dsc.tier_offset", attrs.getI64IntegerAttr(tierBytes));
         fn.setArgAttr(i, "dsc.tile", attrs.getI64IntegerAttr(tile));
         tierBytes += (bytes + alignment - 1) / alignment * alignment;
@@ -160,7 +160,8 @@ struct Offload : impl::OffloadBase<Offload> {
       ++tile;
     }
     numTiles += tile;
-    fn->setAttr("dsc.host_tier_bytes", attrs.getI64IntegerAttr(tierBytes));
+    fn->setAttr(device == "cpu" ? "dsc.host_tier_bytes" : "dsc.nvme_tier_bytes",
+                attrs.getI64IntegerAttr(tierBytes));
     return success();
   }
 };

@@ -443,7 +443,8 @@ def Offload : Pass<"offload", "mlir::ModuleOp"> {
     Gives the optimizer state (Adam's `exp_avg` and `exp_avg_sq`, SGD's
     momentum; ZeRO shards where ZeRO partitioned them) a memory tier
     outside the arena: the host (DeepSpeed's `offload_optimizer.device:
-    cpu`). The optimizer updates are cut into tiles in program order as
+    cpu`), or a file per rank on NVMe (`device: nvme`, ZeRO-Infinity's
+    optimizer offload). The optimizer updates are cut into tiles in program order as
     DeepSpeed cuts its sub-groups: parameters are added to a tile until its
     elements reach `sub-group-size` (0: one parameter per tile). Each tile's
     state is fetched into arena working copies (`train.tier_fetch`) right
@@ -452,12 +453,12 @@ def Offload : Pass<"offload", "mlir::ModuleOp"> {
     the working copies' bytes from tile to tile. The state arguments get
     `dsc.tier`, `dsc.tier_offset` (bytes from the tier's start, each
     tensor aligned to `alignment`) and `dsc.tile`; the function
-    `dsc.host_tier_bytes`. The step returns the state arguments themselves
+    `dsc.host_tier_bytes` (or `dsc.nvme_tier_bytes`). The step returns the state arguments themselves
     as their new values: the stores wrote them. The math is unchanged.
   }];
   let options = [
     Option<"device", "device", "std::string", "\"cpu\"",
-           "the tier: cpu (host memory)">,
+           "the tier: cpu (host memory) or nvme (a file per rank)">,
     Option<"subGroupSize", "sub-group-size", "int64_t", "1000000000",
            "parameters per tile at least (DeepSpeed's sub_group_size; 0: one per tile)">,
     Option<"alignment", "alignment", "int64_t", "4096",

@@ -33,8 +33,8 @@ std::string checkTrainPipelineOptions(const TrainPipelineOptions &o) {
     return "zero must be 0, 1, 2 or 3, got " + std::to_string(o.zero);
   if (o.sequenceParallel && o.tp < 2)
     return "sequence-parallel splits the tokens over the tensor-parallel group: it needs tp >= 2";
-  if (o.offloadOptimizer != "none" && o.offloadOptimizer != "cpu")
-    return "offload-optimizer must be none or cpu, got '" + o.offloadOptimizer + "'";
+  if (o.offloadOptimizer != "none" && o.offloadOptimizer != "cpu" && o.offloadOptimizer != "nvme")
+    return "offload-optimizer must be none, cpu or nvme, got '" + o.offloadOptimizer + "'";
   if (o.pp == 1 && (o.partition.hasValue() || o.schedule.hasValue()))
     return std::string(o.partition.hasValue() ? "partition" : "schedule") +
            " applies to a pipeline: give pp >= 2";
@@ -139,7 +139,7 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &o) 
     pm.addPass(createPipelineGradNorm());
   pm.addPass(mlir::createCSEPass());
   // The optimizer updates and their (sharded) state are final: tier them.
-  if (o.offloadOptimizer == "cpu") {
+  if (o.offloadOptimizer == "cpu" || o.offloadOptimizer == "nvme") {
     OffloadOptions off;
     off.device = o.offloadOptimizer;
     off.subGroupSize = o.subGroupSize;
@@ -217,8 +217,10 @@ void setTrainPipelineOptions(TrainPipelineOptions &o, const dsrt::config::TrainC
   o.allgatherBucket = z.stage == 3 ? std::max<int64_t>(1, z.stage3PrefetchBucketSize)
                                    : z.allgatherBucketSize;
   o.overlap = z.overlapComm();
-  o.offloadOptimizer =
-      z.offloadOptimizer == dsrt::config::ZeroConfig::OffloadDevice::Cpu ? "cpu" : "none";
+  using Device = dsrt::config::ZeroConfig::OffloadDevice;
+  o.offloadOptimizer = z.offloadOptimizer == Device::Cpu    ? "cpu"
+                       : z.offloadOptimizer == Device::Nvme ? "nvme"
+                                                            : "none";
   o.subGroupSize = z.subGroupSize;
 }
 

@@ -113,8 +113,8 @@ struct TrainPipelineOptions : mlir::PassPipelineOptions<TrainPipelineOptions> {
                        llvm::cl::init(false)};
   // ZeRO-Offload.
   Option<std::string> offloadOptimizer{*this, "offload-optimizer",
-                                       llvm::cl::desc("the optimizer state's tier: none or cpu "
-                                                      "(host memory)"),
+                                       llvm::cl::desc("the optimizer state's tier: none, cpu "
+                                                      "(host memory) or nvme"),
                                        llvm::cl::init("none")};
   Option<int64_t> subGroupSize{*this, "sub-group-size",
                                llvm::cl::desc("parameters per tile of the offloaded update"),

@@ -393,7 +393,7 @@ void writeTensorParallel(const plan::Plan &p, llvm::raw_ostream &os) {
 
 } // namespace
 
-/// ZeRO-Offload: the host tier, its tiles and the copies of a step.
+/// ZeRO-Offload: the tier, its tiles and the copies of a step.
 void writeOffload(const plan::Plan &p, llvm::raw_ostream &os) {
   auto bytesOf = [&](const plan::Buffer &b) {
     int64_t n = 1;
@@ -401,9 +401,11 @@ void writeOffload(const plan::Plan &p, llvm::raw_ostream &os) {
       n *= d;
     return n * 4;
   };
+  const bool nvme = p.nvme_tier().bytes() > 0;
+  const uint64_t tierBytes = nvme ? p.nvme_tier().bytes() : p.host_tier_bytes();
   int64_t tensors = 0, bytes = 0;
   for (const plan::Buffer &b : p.buffers())
-    if (b.tier() == plan::HOST) {
+    if (b.tier() != plan::ARENA) {
       ++tensors;
       bytes += bytesOf(b);
     }
@@ -419,23 +421,35 @@ void writeOffload(const plan::Plan &p, llvm::raw_ostream &os) {
         t += bytesOf(p.buffers(int(in)));
       largest = std::max(largest, t);
     }
-  // PCIe 4.0 x16, one direction, as a GPU would copy.
-  const double pcie = 25e9;
-  os << "offload:          ZeRO-Offload (offload_optimizer.device cpu): the optimizer state in "
-        "the host tier\n";
-  os << "  host tier:      " << p.host_tier_bytes() << " bytes per rank ("
-     << humanBytes(int64_t(p.host_tier_bytes())) << "; " << tensors << " tensors, "
-     << humanBytes(bytes) << " of state, each tensor 4096-aligned)\n";
+  // As a GPU would copy to host memory (PCIe 4.0 x16, one direction), or a
+  // PCIe 4.0 NVMe drive reads and writes sequentially.
+  const double rate = nvme ? 2e9 : 25e9;
+  if (nvme)
+    os << "offload:          ZeRO-Infinity (offload_optimizer.device nvme): the optimizer "
+          "state in an NVMe tier, one file per rank under "
+       << p.nvme_tier().path() << "\n";
+  else
+    os << "offload:          ZeRO-Offload (offload_optimizer.device cpu): the optimizer state "
+          "in the host tier\n";
+  os << (nvme ? "  NVMe tier:      " : "  host tier:      ") << tierBytes << " bytes per rank ("
+     << humanBytes(int64_t(tierBytes)) << "; " << tensors << " tensors, " << humanBytes(bytes)
+     << " of state, each tensor 4096-aligned)\n";
   os << "  tiles:          " << tiles << " (sub_group_size), the largest " << humanBytes(largest)
      << ": the arena holds one tile's working copies at a time\n";
-  os << "  transfers:      per step " << humanBytes(bytes) << " host -> arena (tier.fetch) and "
-     << humanBytes(bytes) << " back (tier.store); "
-     << llvm::format("%.2f", 2.0 * double(bytes) / pcie * 1e3)
-     << " ms at 25 GB/s each way (PCIe 4.0 x16)\n";
-  os << "  note:           on dsrt's CPU runtime the host tier and the arena are the same RAM: "
-        "this frees no memory here, and the copies run anyway, so that the schedule is "
-        "exercised and timed; a GPU would hold the arena ("
-     << humanBytes(int64_t(p.arena_bytes())) << ") and not the host tier\n";
+  os << "  transfers:      per step " << humanBytes(bytes) << (nvme ? " read" : " host -> arena")
+     << " (tier.fetch) and " << humanBytes(bytes) << (nvme ? " written" : " back")
+     << " (tier.store); " << llvm::format("%.2f", 2.0 * double(bytes) / rate * 1e3)
+     << (nvme ? " ms at 2 GB/s each way (a PCIe 4.0 NVMe drive; dsrt_aio_bench measures "
+                "yours)\n"
+              : " ms at 25 GB/s each way (PCIe 4.0 x16)\n");
+  if (nvme)
+    os << "  I/O:            O_DIRECT through io_uring, requests of " << p.nvme_tier().block_size()
+       << " bytes, " << p.nvme_tier().queue_depth() << " in flight (aio)\n";
+  else
+    os << "  note:           on dsrt's CPU runtime the host tier and the arena are the same RAM: "
+          "this frees no memory here, and the copies run anyway, so that the schedule is "
+          "exercised and timed; a GPU would hold the arena ("
+       << humanBytes(int64_t(p.arena_bytes())) << ") and not the host tier\n";
 }
 
 void writeManifest(const plan::Plan &p, llvm::raw_ostream &os) {
@@ -505,7 +519,7 @@ void writeManifest(const plan::Plan &p, llvm::raw_ostream &os) {
     writeDataParallel(p, os);
   if (p.tp() > 1)
     writeTensorParallel(p, os);
-  if (p.host_tier_bytes())
+  if (p.host_tier_bytes() || p.nvme_tier().bytes())
     writeOffload(p, os);
   std::map<std::string, int> kinds;
   for (const plan::Instr &i : prog.micro_batch())

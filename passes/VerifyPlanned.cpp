@@ -49,12 +49,15 @@ struct VerifyPlanned : impl::VerifyPlannedBase<VerifyPlanned> {
           ok = false;
         } else if (fn.getArgAttr(a.getArgNumber(), "dsc.tier")) {
           // Offloaded state: its bytes lie in the host tier, not the arena.
-          auto tier = fn->getAttrOfType<IntegerAttr>("dsc.host_tier_bytes");
+          bool nvme = fn.getArgAttrOfType<StringAttr>(a.getArgNumber(), "dsc.tier").getValue() ==
+                      "nvme";
+          auto tier = fn->getAttrOfType<IntegerAttr>(nvme ? "dsc.nvme_tier_bytes"
+                                                          : "dsc.host_tier_bytes");
           int64_t t = tier ? tier.getInt() : 0, o = off.getInt(), n = bytesOf(a.getType());
           if (o < 0 || n < 0 || o > t || n > t - o) {
             fn.emitError("verify-planned: argument ")
-                << a.getArgNumber() << " at tier offset " << o << " does not fit the host tier of "
-                << t << " bytes";
+                << a.getArgNumber() << " at tier offset " << o << " does not fit the "
+                << (nvme ? "NVMe" : "host") << " tier of " << t << " bytes";
             ok = false;
           }
         } else if (!inside(off.getInt(), bytesOf(a.getType()))) {

@@ -270,12 +270,36 @@ std::vector<Piece> ownedPieces(const Executor &exec) {
     if (t->shards <= 1 && (exec.rank() != 0 || (t->tpDim < 0 && exec.tpRank() != 0)))
       continue;
     // A ZeRO chunk, a tp part's runs, or both.
-    for (const TpRun &r : heldRuns(*t, exec.rank(), exec.tpRank()))
-      pieces.push_back(
-          {t->name, kindOf(t->role), wholeShape(*t), r.whole, r.count, t->f32() + r.part});
+    for (const TpRun &r : heldRuns(*t, exec.rank(), exec.tpRank())) {
+      Piece p{t->name, kindOf(t->role), wholeShape(*t), r.whole, r.count,
+              exec.inNvme(*t) ? nullptr : t->f32() + r.part, nullptr};
+      if (exec.inNvme(*t))
+        p.read = [&exec, t, part = r.part](int64_t first, int64_t n, float *dst) {
+          exec.readState(*t, part + first, n, dst);
+        };
+      pieces.push_back(std::move(p));
+    }
   }
   return pieces;
 }
+
+namespace {
+/// Calls f(data, first, n) over a piece's elements: its memory at once, or
+/// the NVMe tier's in slices of 4 MiB (the state is never in memory whole).
+template <typename F> void forEachSlice(const Piece &p, F &&f) {
+  if (p.data) {
+    f(p.data, int64_t(0), p.count);
+    return;
+  }
+  constexpr int64_t kSlice = int64_t(1) << 20;
+  std::vector<float> buf(size_t(std::min(kSlice, p.count)));
+  for (int64_t at = 0; at < p.count; at += kSlice) {
+    int64_t n = std::min(kSlice, p.count - at);
+    p.read(at, n, buf.data());
+    f(buf.data(), at, n);
+  }
+}
+} // namespace
 
 SaveDir::SaveDir(std::string dir, int64_t keep) : dir_(std::move(dir)), keep_(keep) {
   std::error_code ec;
@@ -342,6 +366,7 @@ uint64_t writeRankFile(const std::string &folder, int rank, int64_t step,
   std::vector<io::TensorRef> refs;
   std::map<std::string, std::string> meta{
       {"format", kFormat}, {"rank", std::to_string(rank)}, {"step", std::to_string(step)}};
+  bool streamed = false;
   for (const Piece &p : pieces) {
     int64_t numel = numelOf(p.name, p.shape);
     bool whole = p.start == 0 && p.count == numel;
@@ -353,8 +378,19 @@ uint64_t writeRankFile(const std::string &folder, int rank, int64_t step,
     meta["shape:" + key] = shapeText(p.shape);
     meta["start:" + key] = std::to_string(p.start);
     bytes += uint64_t(p.count) * 4;
+    streamed |= !p.data;
   }
-  io::writeSafeTensors(folder + "/" + rankFile(rank), refs, meta);
+  if (!streamed) {
+    io::writeSafeTensors(folder + "/" + rankFile(rank), refs, meta);
+    return bytes;
+  }
+  // State on NVMe: copied into the checkpoint a slice at a time.
+  io::streamSafeTensors(folder + "/" + rankFile(rank), refs, meta, [&](io::AtomicFile &file) {
+    for (const Piece &p : pieces)
+      forEachSlice(p, [&](const float *data, int64_t, int64_t n) {
+        file.write(data, size_t(n) * 4);
+      });
+  });
   return bytes;
 }
 
@@ -448,15 +484,20 @@ struct Saver::Pending {
 std::string firstNonFinite(const std::vector<Piece> &pieces, int64_t step) {
   for (const Piece &p : pieces) {
     bool square = isSecondMoment(p.name);
-    for (int64_t i = 0; i < p.count; ++i) {
-      float v = p.data[i];
-      if (!unusable(v, square))
-        continue;
-      return "step " + std::to_string(step) + ": the " + p.kind + " '" + p.name + "' holds " +
-             valueText(v) + " at element " + std::to_string(p.start + i) +
-             " after the update; the run diverged, and no checkpoint is written (the last one "
-             "written stays `latest`)";
-    }
+    std::string found;
+    forEachSlice(p, [&](const float *data, int64_t first, int64_t n) {
+      for (int64_t i = 0; i < n && found.empty(); ++i) {
+        float v = data[i];
+        if (!unusable(v, square))
+          continue;
+        found = "step " + std::to_string(step) + ": the " + p.kind + " '" + p.name +
+                "' holds " + valueText(v) + " at element " + std::to_string(p.start + first + i) +
+                " after the update; the run diverged, and no checkpoint is written (the last "
+                "one written stays `latest`)";
+      }
+    });
+    if (!found.empty())
+      return found;
   }
   return std::string();
 }
@@ -517,7 +558,11 @@ std::optional<SaveResult> Saver::save(const std::vector<Piece> &pieces,
                                            "finite, or rank 0 could not create the folder)"
                                          : error));
   }
-  if (!async_) {
+  // The NVMe tier's state goes into the file from the disk, before the
+  // next step changes it: saved synchronously (a snapshot would need it
+  // all in memory).
+  bool fromNvme = std::any_of(pieces.begin(), pieces.end(), [](const Piece &p) { return !p.data; });
+  if (!async_ || fromNvme) {
     try {
       q.bytes = writeRankFile(q.partial, world_.rank(), progress.step, pieces);
     } catch (const std::exception &e) {
@@ -909,23 +954,42 @@ std::string restore(Executor &exec, const Reader &ckpt) {
       throw CheckpointError("checkpoint " + ckpt.path() + ": '" + t->name + "' is " +
                             it->second.kind + " " + io::formatShape(it->second.shape) +
                             ", the plan's is " + kind + " " + io::formatShape(shape));
+    // As the plan's own weights: a NaN or infinity (or a negative second
+    // moment, whose square root is NaN) can only train NaN.
+    bool square = isSecondMoment(t->name);
+    auto check = [&](const float *v, int64_t first, int64_t n) {
+      for (int64_t i = 0; i < n; ++i)
+        if (unusable(v[i], square))
+          throw CheckpointError("checkpoint " + ckpt.path() + ": the " + kind + " '" + t->name +
+                                "' holds " + valueText(v[i]) +
+                                (t->shards > 1 ? " (in this rank's shard, element "
+                                               : " (element ") +
+                                std::to_string(first + i) +
+                                "): resuming could only train NaN; resume from an earlier tag");
+    };
+    if (exec.inNvme(*t)) {
+      // Into the NVMe tier a slice at a time: zeros first (a ZeRO chunk's
+      // padding), then this rank's runs.
+      constexpr int64_t kSlice = int64_t(1) << 20;
+      std::vector<float> buf(size_t(std::min(kSlice, std::max<int64_t>(t->numel, 1))));
+      std::fill(buf.begin(), buf.end(), 0.0f);
+      for (int64_t at = 0; at < t->numel; at += kSlice)
+        exec.writeState(*t, at, std::min(kSlice, t->numel - at), buf.data());
+      for (const TpRun &r : heldRuns(*t, exec.rank(), exec.tpRank()))
+        for (int64_t at = 0; at < r.count; at += kSlice) {
+          int64_t n = std::min(kSlice, r.count - at);
+          ckpt.read(t->name, r.whole + at, n, buf.data());
+          check(buf.data(), r.part + at, n);
+          exec.writeState(*t, r.part + at, n, buf.data());
+        }
+      held.insert(t->name);
+      continue;
+    }
     // A ZeRO chunk's padding stays zero, as when the run started.
     std::fill(t->f32(), t->f32() + t->numel, 0.0f);
     for (const TpRun &r : heldRuns(*t, exec.rank(), exec.tpRank()))
       ckpt.read(t->name, r.whole, r.count, t->f32() + r.part);
-    // As the plan's own weights: a NaN or infinity (or a negative second
-    // moment, whose square root is NaN) can only train NaN.
-    bool square = isSecondMoment(t->name);
-    for (int64_t i = 0; i < t->numel; ++i) {
-      float v = t->f32()[i];
-      if (unusable(v, square))
-        throw CheckpointError("checkpoint " + ckpt.path() + ": the " + kind + " '" + t->name +
-                              "' holds " + valueText(v) +
-                              (t->shards > 1 ? " (in this rank's shard, element "
-                                             : " (element ") +
-                              std::to_string(i) +
-                              "): resuming could only train NaN; resume from an earlier tag");
-    }
+    check(t->f32(), 0, t->numel);
     held.insert(t->name);
   }
   // Nothing saved may be left out: a parameter or state the plan does not

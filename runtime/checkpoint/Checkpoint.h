@@ -37,6 +37,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -76,6 +77,9 @@ struct Piece {
   std::vector<int64_t> shape;
   int64_t start = 0, count = 0;
   const float *data = nullptr;
+  /// Where the state is not in memory (the NVMe tier): elements [first,
+  /// first + n) of the piece into `dst`, a slice at a time; data is null.
+  std::function<void(int64_t first, int64_t n, float *dst)> read;
 };
 
 /// What this rank of `exec` writes: its ZeRO chunks (without padding), and

@@ -347,7 +347,8 @@ bool ZeroConfig::operator==(const ZeroConfig &o) const {
          stage3MaxLiveParameters == o.stage3MaxLiveParameters &&
          allgatherPartitions == o.allgatherPartitions &&
          roundRobinGradients == o.roundRobinGradients &&
-         subGroupSize == o.subGroupSize && offloadOptimizer == o.offloadOptimizer;
+         subGroupSize == o.subGroupSize && offloadOptimizer == o.offloadOptimizer &&
+         offloadNvmePath == o.offloadNvmePath;
 }
 
 bool Fp16Config::operator==(const Fp16Config &o) const {
@@ -372,7 +373,7 @@ bool TrainConfig::operator==(const TrainConfig &o) const {
          stepsPerPrint == o.stepsPerPrint && optimizer == o.optimizer &&
          scheduler == o.scheduler && zero == o.zero && pipeline == o.pipeline &&
          precision == o.precision && wallClockBreakdown == o.wallClockBreakdown &&
-         recompute == o.recompute && tensorParallel == o.tensorParallel;
+         recompute == o.recompute && tensorParallel == o.tensorParallel && aio == o.aio;
 }
 
 std::optional<uint64_t> parseByteSize(const std::string &text) {
@@ -481,6 +482,7 @@ TrainConfig parseDsConfig(const std::string &jsonText, const std::string &source
     readScheduler(top, cfg.optimizer, cfg.scheduler);
   cfg.scheduler.totalStepsFromRun = totalFromRun;
   readZero(top, cfg.zero, cfg.notes);
+  readAio(top, cfg.aio);
   if (top.has("pipeline"))
     readPipeline(top, cfg.pipeline);
   cfg.wallClockBreakdown =
@@ -567,7 +569,13 @@ std::string toJson(const TrainConfig &cfg) {
   zj["stage3_max_live_parameters"] = z.stage3MaxLiveParameters;
   if (z.offloadOptimizer == ZeroConfig::OffloadDevice::Cpu)
     zj["offload_optimizer"] = ordered_json{{"device", "cpu"}};
+  else if (z.offloadOptimizer == ZeroConfig::OffloadDevice::Nvme)
+    zj["offload_optimizer"] = ordered_json{{"device", "nvme"}, {"nvme_path", z.offloadNvmePath}};
   root["zero_optimization"] = zj;
+  if (!(cfg.aio == AioConfig()))
+    root["aio"] = ordered_json{{"block_size", cfg.aio.blockSize},
+                               {"queue_depth", cfg.aio.queueDepth},
+                               {"single_submit", cfg.aio.singleSubmit}};
   // Also without stages: a schedule or partition method asked for (the
   // plan compiled with --pp later keeps them) must read back the same.
   if (cfg.pipeline.stages > 1 || !(cfg.pipeline == PipelineConfig())) {

@@ -165,8 +165,12 @@ struct ZeroConfig {
   /// ZeRO-Offload (offload_optimizer.device, or the older cpu_offload):
   /// the optimizer state in host memory, the update in tiles of
   /// sub_group_size (the offload pass).
-  enum class OffloadDevice { None, Cpu };
+  /// Nvme: ZeRO-Infinity's optimizer state in one file per rank under
+  /// offloadNvmePath (offload_optimizer.nvme_path), read and written
+  /// through io_uring (the aio section).
+  enum class OffloadDevice { None, Cpu, Nvme };
   OffloadDevice offloadOptimizer = OffloadDevice::None;
+  std::string offloadNvmePath;
 
   /// DeepSpeed's rule (overlap_comm_valid): true for stage 3, false for the
   /// other stages, unless overlap_comm is given.
@@ -176,6 +180,18 @@ struct ZeroConfig {
   /// equals the value DeepSpeed gives it.
   bool operator==(const ZeroConfig &o) const;
   bool operator!=(const ZeroConfig &o) const { return !(*this == o); }
+};
+
+/// DeepSpeed's "aio" section (swap_tensor/aio_config.py): how the NVMe
+/// tier's requests reach the disk (runtime/io/Aio).
+struct AioConfig {
+  int64_t blockSize = 1048576;  // bytes per request, a multiple of 4096
+  int64_t queueDepth = 8;       // requests in flight
+  bool singleSubmit = false;    // one submission per request
+  bool operator==(const AioConfig &o) const {
+    return blockSize == o.blockSize && queueDepth == o.queueDepth &&
+           singleSubmit == o.singleSubmit;
+  }
 };
 
 /// A floating-point format of training, under DeepSpeed's names.
@@ -372,6 +388,7 @@ struct TrainConfig {
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
   ZeroConfig zero;
+  AioConfig aio;
   PipelineConfig pipeline;
   PrecisionConfig precision;
   RecomputeConfig recompute;

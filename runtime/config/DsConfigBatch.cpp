@@ -281,17 +281,52 @@ void readZero(const Section &top, ZeroConfig &z, std::vector<std::string> &notes
   }
   if (zero.has("offload_optimizer")) {
     Section off = zero.object("offload_optimizer");
-    off.checkKeys({"device"});
+    off.checkKeys({"device", "nvme_path", "pipeline_read", "pipeline_write"});
     std::string device = off.string("device").value_or("none");
-    if (device == "cpu")
+    std::optional<std::string> path = off.string("nvme_path");
+    if (device == "cpu") {
       z.offloadOptimizer = ZeroConfig::OffloadDevice::Cpu;
-    else if (device == "nvme")
-      off.fail("'" + off.path("device") + "': \"nvme\" (ZeRO-Infinity's optimizer state on "
-               "NVMe) is not planned yet (issue 24); \"cpu\" keeps the state in host memory");
-    else if (device != "none")
+    } else if (device == "nvme") {
+      // Never host memory instead, as DeepSpeed's stages 1 and 2 make it.
+      if (!path || path->empty())
+        off.fail("'" + off.path("device") + "' is \"nvme\": give '" + off.path("nvme_path") +
+                 "', the folder of the NVMe tier's files (one per rank)");
+      z.offloadOptimizer = ZeroConfig::OffloadDevice::Nvme;
+      z.offloadNvmePath = *path;
+    } else if (device != "none") {
       off.fail("'" + off.path("device") + "' is \"" + device +
                "\"; DeepSpeed's values are \"none\", \"cpu\" and \"nvme\" (case-sensitive)");
+    }
+    for (const char *key : {"pipeline_read", "pipeline_write"}) {
+      if (!off.boolean(key).value_or(false))
+        continue;
+      if (device == "nvme")
+        off.fail("'" + off.path(key) + "' is true: dsc reads each tile's state before its "
+                 "update and writes it after, without overlapping the next tile's yet; leave "
+                 "it false");
+      notes.push_back("'" + off.path(key) + "' is true: it changes nothing in dsc: only NVMe "
+                      "offload reads it (DeepSpeed too)");
+    }
+    if (path && device != "nvme")
+      notes.push_back("'" + off.path("nvme_path") + "' changes nothing in dsc: only NVMe "
+                      "offload (device \"nvme\") reads it (DeepSpeed too)");
   }
+}
+
+void readAio(const Section &top, AioConfig &a) {
+  a = AioConfig();
+  if (!top.has("aio"))
+    return;
+  Section aio = top.object("aio");
+  aio.checkKeys({"block_size", "queue_depth", "single_submit"});
+  if (std::optional<int64_t> b = aio.count("block_size", 4096, int64_t(1) << 30)) {
+    if (*b % 4096)
+      aio.fail("'" + aio.path("block_size") + "' is " + std::to_string(*b) +
+               ": the NVMe tier's requests are O_DIRECT, in multiples of 4096 bytes");
+    a.blockSize = *b;
+  }
+  a.queueDepth = aio.count("queue_depth", 1, 4096).value_or(a.queueDepth);
+  a.singleSubmit = aio.boolean("single_submit").value_or(a.singleSubmit);
 }
 
 } // namespace dsrt::config::detail

@@ -235,7 +235,8 @@ private:
       const KeySpec *parent = findKey(tableSection);
       // A section DeepSpeed reads as a plain dict ignores unknown keys; dsc
       // still wants to catch typos in it, and notes the rest.
-      if (parent && parent->kind != KeyKind::Implemented && suggestion.empty()) {
+      if (parent && (parent->kind != KeyKind::Implemented || parent->dictRead) &&
+          suggestion.empty()) {
         notes_.push_back("'" + path + "' is not a key of DeepSpeed's '" + section +
                          "' section: it has no effect");
         return;

@@ -57,6 +57,10 @@ struct KeySpec {
   /// A section's switch: the section asks for nothing while this key holds
   /// its default (the "enabled" of most sections, offload's "device").
   bool isSwitch = false;
+  /// A section DeepSpeed reads as a plain dict (dict.get), not a pydantic
+  /// model: a key it does not know is a note, not an error, also when the
+  /// section is implemented ("aio").
+  bool dictRead = false;
 };
 
 /// Every entry, sections before their keys.

@@ -22,6 +22,7 @@ void readTensorParallel(const Section &top, TrainConfig &cfg);
 void readBatch(const Section &top, int64_t worldSize, TrainConfig &cfg);
 void readPipeline(const Section &top, PipelineConfig &p);
 void readZero(const Section &top, ZeroConfig &z, std::vector<std::string> &notes);
+void readAio(const Section &top, AioConfig &a);
 // DsConfigOptimizer.cpp
 void readOptimizer(const Section &top, OptimizerConfig &o);
 void readScheduler(const Section &top, const OptimizerConfig &opt, SchedulerConfig &s);

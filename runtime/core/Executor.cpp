@@ -1,5 +1,6 @@
 //===- Executor.cpp - loading and validating a plan, the arena -----------===//
 #include "runtime/core/Executor.h"
+#include "runtime/core/Tier.h"
 #include "runtime/kernels/cpu/Kernels.h"
 
 #include "runtime/plan/ElementBytes.h"
@@ -21,6 +22,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
+#include <unistd.h>
 
 namespace dsrt {
 namespace plan = dsc::plan;
@@ -412,6 +414,12 @@ void Executor::validateBuffers() {
     throw PlanError(path + ": arena of " + std::to_string(plan_.arena_bytes()) +
                     " bytes, more than the " + std::to_string(kMaxArenaBytes) +
                     " a plan may have");
+  if (plan_.nvme_tier().bytes() &&
+      (plan_.nvme_tier().path().empty() || plan_.nvme_tier().block_size() == 0 ||
+       plan_.nvme_tier().block_size() % io::AioFile::kAlign ||
+       plan_.nvme_tier().queue_depth() == 0 || plan_.nvme_tier().queue_depth() > 4096))
+    throw PlanError(path + ": nvme_tier needs a path, a block size that is a multiple of " +
+                    std::to_string(io::AioFile::kAlign) + " and a queue depth of 1 to 4096");
   if (plan_.host_tier_bytes() > kMaxArenaBytes)
     throw PlanError(path + ": host tier of " + std::to_string(plan_.host_tier_bytes()) +
                     " bytes, more than the " + std::to_string(kMaxArenaBytes) +
@@ -441,15 +449,21 @@ void Executor::validateBuffers() {
     if (!plan::Tier_IsValid(b.tier()))
       throw PlanError(where + ": unknown memory tier " + std::to_string(b.tier()));
     t.tier = b.tier();
-    if (b.tier() == plan::HOST) {
-      // ZeRO-Offload's optimizer state: in the host tier, not the arena.
+    if (b.tier() != plan::ARENA) {
+      // ZeRO-Offload's optimizer state: in a tier, not the arena.
+      const bool nvme = b.tier() == plan::NVME;
+      const uint64_t tier = nvme ? plan_.nvme_tier().bytes() : plan_.host_tier_bytes();
+      const char *what = nvme ? "NVMe" : "host";
       if (b.role() != plan::OPT_STATE)
-        throw PlanError(where + ": only optimizer state lives in the host tier, this is a " +
-                        plan::Role_Name(b.role()));
-      if (b.offset() > plan_.host_tier_bytes() || bytes > plan_.host_tier_bytes() - b.offset())
+        throw PlanError(where + ": only optimizer state lives in the " + what +
+                        " tier, this is a " + plan::Role_Name(b.role()));
+      if (b.offset() > tier || bytes > tier - b.offset())
         throw PlanError(where + ": bytes [" + std::to_string(b.offset()) + ", " +
-                        std::to_string(b.offset() + bytes) + ") lie outside the host tier of " +
-                        std::to_string(plan_.host_tier_bytes()) + " bytes");
+                        std::to_string(b.offset() + bytes) + ") lie outside the " + what +
+                        " tier of " + std::to_string(tier) + " bytes");
+      if (nvme && b.offset() % io::AioFile::kAlign)
+        throw PlanError(where + ": NVMe tier offset " + std::to_string(b.offset()) +
+                        " is not a multiple of " + std::to_string(io::AioFile::kAlign));
     } else if (b.offset() > plan_.arena_bytes() || bytes > plan_.arena_bytes() - b.offset())
       throw PlanError(where + ": bytes [" + std::to_string(b.offset()) + ", " +
                       std::to_string(b.offset() + bytes) + ") lie outside the arena of " +
@@ -701,7 +715,27 @@ void Executor::initialize(const std::string &weightsPath, uint64_t seed) {
       throw PlanError("cannot allocate the host tier of " + std::to_string(tierBytes) + " bytes");
     std::memset(hostTier_, 0, tierBytes);
   }
+  if (const plan::NvmeTier &t = plan_.nvme_tier(); t.bytes()) {
+    io::AioOptions o;
+    o.blockSize = t.block_size();
+    o.queueDepth = int(t.queue_depth());
+    o.singleSubmit = t.single_submit();
+    const std::string dir = nvmePath_.empty() ? t.path() : nvmePath_;
+    try {
+      nvme_ = std::make_unique<NvmeTier>(dir,
+                                         "dsrt-tier-rank" + std::to_string(world_->rank()) + "-" +
+                                             std::to_string(::getpid()) + ".swp",
+                                         t.bytes(), o);
+    } catch (const io::IoError &e) {
+      throw PlanError(name_ + ": the NVMe tier: " + e.what());
+    }
+    ctx_.nvme = nvme_.get();
+  }
   for (int k = 0; k < plan_.buffers_size(); ++k) {
+    if (tensors_[k].tier == plan::NVME) { // no bytes in memory: NvmeTier
+      tensors_[k].data = nullptr;
+      continue;
+    }
     tensors_[k].data = static_cast<char *>(tensors_[k].tier == plan::HOST ? hostTier_ : arena_) +
                        plan_.buffers(k).offset();
     if (plan_.buffers(k).role() == plan::CONSTANT)

@@ -153,6 +153,7 @@ std::vector<TpRun> tpRuns(const Tensor &t, int rank);
 std::vector<TpRun> heldRuns(const Tensor &t, int dpRank, int tpRank);
 
 struct Context;
+class NvmeTier;
 struct Instr;
 using KernelFn = void (*)(const Instr &, Context &);
 
@@ -223,6 +224,9 @@ struct Context {
   std::vector<Started> handles;
   /// Device::Cuda: the device executor's state (OpsCuda.cpp).
   DeviceState *gpu = nullptr;
+  /// ZeRO-Infinity's NVMe tier of this rank (tier.fetch / tier.store), or
+  /// null.
+  NvmeTier *nvme = nullptr;
   /// Pipeline plans: load_batch m reads global micro-batch
   /// ((step - 1) * microBatches + m) * dp + rank through `load`.
   bool pipelined = false;
@@ -313,6 +317,16 @@ public:
   /// save and restore exactly these.
   std::vector<Tensor *> stateTensors();
   std::vector<const Tensor *> stateTensors() const;
+  /// Optimizer state in the NVMe tier has no bytes in memory (data is
+  /// null): read and write it a slice at a time (elements of float32).
+  bool inNvme(const Tensor &t) const { return t.tier == dsc::plan::NVME; }
+  void readState(const Tensor &t, int64_t first, int64_t count, float *dst) const;
+  void writeState(const Tensor &t, int64_t first, int64_t count, const float *src);
+  /// Where the NVMe tier's file goes instead of the plan's nvme_path (dsrt
+  /// --nvme-path); before initialize().
+  void setNvmePath(std::string dir) { nvmePath_ = std::move(dir); }
+  /// The NVMe tier (null without one).
+  const NvmeTier *nvmeTier() const { return nvme_.get(); }
   /// Resumes a run after `appliedSteps` optimizer updates, with fp16's loss
   /// scaler state (checkpoints; the STEP buffer, the lr schedule and Adam's
   /// bias correction follow). Across precisions, as DeepSpeed's universal
@@ -476,6 +490,8 @@ private:
   std::vector<Instr> prologue_, micro_, epilogue_;
   void *arena_ = nullptr;
   void *hostTier_ = nullptr; // Plan.host_tier_bytes (ZeRO-Offload's state)
+  std::unique_ptr<NvmeTier> nvme_; // Plan.nvme_tier (ZeRO-Infinity's state)
+  std::string nvmePath_;
   Device device_ = Device::Cpu;
   /// Device::Cuda: the device arena holds values the host copy lacks (after
   /// a step), or the host copy was written (a restore) and the device must

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/core/Executor.h"
+#include "runtime/core/Tier.h"
 #include "runtime/kernels/cpu/Kernels.h"
 
 #include "runtime/plan/ElementBytes.h"
@@ -163,6 +164,28 @@ std::vector<const Tensor *> Executor::stateTensors() const {
     if (t.role == plan::PARAM || t.role == plan::OPT_STATE || t.role == plan::FROZEN)
       r.push_back(&t);
   return r;
+}
+
+void Executor::readState(const Tensor &t, int64_t first, int64_t count, float *dst) const {
+  if (first < 0 || count < 0 || first + count > t.numel)
+    throw PlanError(name_ + ": elements [" + std::to_string(first) + ", " +
+                    std::to_string(first + count) + ") of '" + t.name + "' out of range");
+  if (!inNvme(t)) {
+    std::memcpy(dst, t.f32() + first, size_t(count) * 4);
+    return;
+  }
+  nvme_->read(t.offset + uint64_t(first) * 4, uint64_t(count) * 4, dst);
+}
+
+void Executor::writeState(const Tensor &t, int64_t first, int64_t count, const float *src) {
+  if (first < 0 || count < 0 || first + count > t.numel)
+    throw PlanError(name_ + ": elements [" + std::to_string(first) + ", " +
+                    std::to_string(first + count) + ") of '" + t.name + "' out of range");
+  if (!inNvme(t)) {
+    std::memcpy(t.f32() + first, src, size_t(count) * 4);
+    return;
+  }
+  nvme_->write(t.offset + uint64_t(first) * 4, uint64_t(count) * 4, src);
 }
 
 std::string Executor::restoreProgress(int64_t appliedSteps,

@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/core/OpsInternal.h"
+#include "runtime/core/Tier.h"
 
 namespace dsrt::ops {
 
@@ -21,14 +22,23 @@ void bindTierCopy(Instr &i, const Check &c, bool fetch) {
     const Tensor *from = i.in[k], *to = i.out[k];
     if (from->dtype != to->dtype || from->numel != to->numel)
       c.fail("copy " + std::to_string(k) + " is between tensors of different type or size");
-    if (from->tier != (fetch ? plan::HOST : plan::ARENA) ||
-        to->tier != (fetch ? plan::ARENA : plan::HOST))
-      c.fail(std::string(fetch ? "fetches from the host tier into the arena"
-                               : "stores from the arena into the host tier") +
+    const Tensor *tier = fetch ? from : to, *arena = fetch ? to : from;
+    if (tier->tier == plan::ARENA || arena->tier != plan::ARENA)
+      c.fail(std::string(fetch ? "fetches from a tier into the arena"
+                               : "stores from the arena into a tier") +
              ": copy " + std::to_string(k) + " does not");
   }
-  i.run = [](const Instr &i, Context &) {
+  i.run = [](const Instr &i, Context &ctx) {
     for (size_t k = 0; k < i.in.size(); ++k) {
+      const Tensor *from = i.in[k], *to = i.out[k];
+      if (from->tier == plan::NVME) {
+        ctx.nvme->read(from->offset, from->bytes(), to->data);
+        continue;
+      }
+      if (to->tier == plan::NVME) {
+        ctx.nvme->write(to->offset, to->bytes(), from->data);
+        continue;
+      }
       // The threads of the kernels, in 1 MiB pieces.
       const char *src = static_cast<const char *>(i.in[k]->data);
       char *dst = static_cast<char *>(i.out[k]->data);

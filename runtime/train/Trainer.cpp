@@ -1,5 +1,7 @@
 //===- Trainer.cpp - the training loop of a run ---------------------------===//
 #include "runtime/train/Trainer.h"
+
+#include "runtime/core/Tier.h"
 #include "runtime/kernels/cpu/Kernels.h"
 
 #include "runtime/io/FileUtil.h"
@@ -135,6 +137,16 @@ int Trainer::run() {
                 (long long)exec_.microBatches(), (long long)exec_.microBatchSize(),
                 shape.c_str(), where.c_str(), exec_.plan().arena_bytes() / 1048576.0,
                 exec_.pipelined() ? " (stage 0)" : "", runDir_.c_str());
+    if (const NvmeTier *nvme = exec_.nvmeTier()) {
+      std::printf("dsrt: note: ZeRO-Infinity: the optimizer state is in an NVMe tier of %.1f MiB "
+                  "per rank (%s, %s), read and written tile by tile\n",
+                  nvme->file().size() / 1048576.0, nvme->file().path().c_str(),
+                  io::aioModeName(nvme->file().mode()));
+      if (!options_.saveDir.empty() && options_.asyncSave)
+        std::printf("dsrt: note: --save-mode async: the state on NVMe is copied into each "
+                    "checkpoint before the next step changes it, so those saves block training "
+                    "(an async snapshot would need it all in memory)\n");
+    }
     if (uint64_t tier = exec_.plan().host_tier_bytes())
       std::printf("dsrt: note: ZeRO-Offload: the optimizer state is in a host tier of %.1f MiB "
                   "per rank, copied to the arena and back tile by tile; on the CPU runtime "

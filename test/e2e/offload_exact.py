@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """ZeRO-Offload moves state, not math: the same plan with and without
-offload_optimizer {device: cpu} trains to the same bits.
+offload_optimizer {device: cpu} (or {device: nvme, nvme_path: DIR} with
+small aio requests: --nvme DIR) trains to the same bits.
 
     offload_exact.py --dsc DSC --dsrt DSRT --model M.onnx --data TOKENS --out DIR \
         LAYOUT=CONFIG[:FLAGS] ...
@@ -14,6 +15,7 @@ optimizer state in the host tier (the manifest's "host tier:" line). Prints
 one line per layout:
 
     offload-exact: LAYOUT: N steps bitwise equal; host tier B bytes, T tiles
+    (or NVMe tier)
 """
 import argparse
 import csv
@@ -46,6 +48,9 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--sub-group", type=int, default=5000)
+    ap.add_argument("--nvme", default=None, metavar="DIR",
+                    help="offload to NVMe: the tier's folder (aio: 64 KiB requests, 4 in "
+                         "flight, so that a tensor takes several)")
     ap.add_argument("layouts", nargs="+")
     a = ap.parse_args()
     failed = False
@@ -55,8 +60,11 @@ def main():
         cfg = json.load(open(config))
         off = json.loads(json.dumps(cfg))
         zero = off.setdefault("zero_optimization", {})
-        zero["offload_optimizer"] = {"device": "cpu"}
+        zero["offload_optimizer"] = ({"device": "nvme", "nvme_path": a.nvme} if a.nvme
+                                     else {"device": "cpu"})
         zero["sub_group_size"] = a.sub_group
+        if a.nvme:
+            off["aio"] = {"block_size": 65536, "queue_depth": 4}
         d = os.path.join(a.out, name)
         os.makedirs(d, exist_ok=True)
         json.dump(off, open(os.path.join(d, "offload.json"), "w"))
@@ -67,10 +75,10 @@ def main():
             runs[kind] = os.path.join(d, f"run-{kind}")
             run([a.dsrt, plan, "--data", a.data, "--steps", str(a.steps), "--out", runs[kind]])
         manifest = open(os.path.join(d, "plan-offload", "manifest.txt")).read()
-        tier = re.search(r"host tier:\s+(\d+) bytes", manifest)
+        tier = re.search(r"((?:host|NVMe) tier):\s+(\d+) bytes", manifest)
         tiles = re.search(r"tiles:\s+(\d+)", manifest)
         ok = True
-        if not tier or not tiles or int(tier.group(1)) == 0:
+        if not tier or not tiles or int(tier.group(2)) == 0:
             print(f"offload-exact: {name}: FAIL: the offloaded plan has no host tier")
             ok = False
         if metrics(runs["plain"]) != metrics(runs["offload"]):
@@ -81,8 +89,8 @@ def main():
             print(f"offload-exact: {name}: FAIL: the weights differ")
             ok = False
         if ok:
-            print(f"offload-exact: {name}: {a.steps} steps bitwise equal; host tier "
-                  f"{tier.group(1)} bytes, {tiles.group(1)} tiles")
+            print(f"offload-exact: {name}: {a.steps} steps bitwise equal; {tier.group(1)} "
+                  f"{tier.group(2)} bytes, {tiles.group(1)} tiles")
         failed |= not ok
     sys.exit(1 if failed else 0)
 

@@ -1,10 +1,10 @@
 // RUN: split-file %s %t
 // RUN: dsc-opt %t/functions.mlir -split-input-file --offload -verify-diagnostics -o /dev/null
-// RUN: dsc-opt %t/device.mlir --offload=device=nvme -verify-diagnostics -o /dev/null
+// RUN: dsc-opt %t/device.mlir --offload=device=disk -verify-diagnostics -o /dev/null
 // RUN: dsc-opt %t/ops.mlir -split-input-file -verify-diagnostics -o /dev/null
 
 //--- device.mlir
-// expected-error @below {{offload: device 'nvme' is not a tier dsc plans (cpu: host memory)}}
+// expected-error @below {{offload: device 'disk' is not a tier dsc plans (cpu: host memory, nvme: a file per rank)}}
 module {
 }
 

@@ -3,6 +3,8 @@
 // RUN: dsc-opt %s --offload="sub-group-size=20" | FileCheck %s --check-prefix=TWO
 // The memory plan places the working copies, not the tiered state.
 // RUN: dsc-opt %s --offload="sub-group-size=0" --memory-plan | FileCheck %s --check-prefix=PLAN
+// NVMe: the same tiles, in the NVMe tier.
+// RUN: dsc-opt %s --offload=device=nvme | FileCheck %s --check-prefix=NVME
 // The offloaded IR is valid and round-trips.
 // RUN: dsc-opt %s --offload | dsc-opt | FileCheck %s
 
@@ -30,6 +32,11 @@
 // CHECK-NEXT:    %[[PC:.*]], %[[BC:.*]] = train.sgd {{.*}} buffer %[[S]]#4
 // CHECK-NEXT:    train.tier_store %[[MA]], %[[VA]], %[[MB]], %[[VB]], %[[BC]] to %[[M1]], %[[V1]], %{{.*}}, %{{.*}}, %{{.*}} {tile = 0 : i64}
 // CHECK-NEXT:    return %[[PA]], %[[M1]], %[[V1]], %[[PB]], %{{.*}}, %{{.*}}, %[[PC]], %{{.*}} :
+
+// NVME-LABEL: func.func @step(
+// NVME-SAME:    {dsc.tier = "nvme", dsc.tier_offset = 0 : i64, dsc.tile = 0 : i64, train.opt_state = "a/exp_avg"}
+// NVME-SAME:  attributes {dsc.nvme_tier_bytes = 20480 : i64}
+// NVME:         train.tier_fetch
 
 // One tile per parameter.
 // EACH:  train.tier_fetch %{{.*}}, %{{.*}} {tile = 0 : i64}

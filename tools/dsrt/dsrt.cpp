@@ -2,7 +2,7 @@
 //
 //   dsrt PLAN --data DATA [--steps N] [--seed S] [--out DIR] [--config F]
 //        [--threads T] [--token-dtype u16|u32] [--profile] [--export-onnx F]
-//        [--comm-timeout SECONDS]
+//        [--comm-timeout SECONDS] [--nvme-path DIR]
 //
 // Validates the plan and the data before the first step, then trains:
 // a progress line every steps_per_print steps, metrics.csv every step, and
@@ -199,6 +199,11 @@ int main(int argc, char **argv) {
   app.add_option("--comm-timeout", commTimeout,
                  "seconds a collective may take before every rank aborts (under mpirun)")
       ->check(dsrt::cli::positiveSeconds(7 * 24 * 3600));
+  std::string nvmePath;
+  app.add_option("--nvme-path", nvmePath,
+                 "folder of the NVMe tier's file (one per rank), instead of the plan's "
+                 "offload_optimizer.nvme_path")
+      ->check(CLI::ExistingDirectory);
   std::string saveDir, resume;
   int64_t saveInterval = 0, keep = 0;
   app.add_option("--save-dir", saveDir,
@@ -422,6 +427,12 @@ int main(int argc, char **argv) {
     // What the process holds before the arena (binary, libraries, MPI,
     // the plan): the peak's part the plan does not predict by design.
     double baseRss = dsrt::io::currentRssMiB();
+    if (!nvmePath.empty()) {
+      if (!exec.plan().nvme_tier().bytes())
+        die("--nvme-path " + nvmePath + ": the plan has no NVMe tier (its optimizer state is " +
+            "not offloaded to NVMe); leave it out");
+      exec.setNvmePath(nvmePath);
+    }
     exec.initialize(initialWeights, seed);
     dsrt::train::checkFiniteWeights(exec, initialWeights);
     if (ckpt) {

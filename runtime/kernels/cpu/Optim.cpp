@@ -1,12 +1,10 @@
-//===- Optim.cpp - in-place Adam(W) and SGD steps --------------------------===//
+//===- Optim.cpp - in-place Adam(W) and SGD steps
+//--------------------------===//
 //
 // Single fused pass per parameter tensor, float arithmetic in the order of
 // torch's CPU single-tensor implementations. The per-range loops take every
 // scalar by value: the float stores could otherwise alias scalars captured
-// by reference, which keeps GCC from vectorizing. Each loop is compiled
-// three times (AVX-512, AVX2, the baseline) and the CPU picks one when the
-// program loads; the file is built with -ffp-contract=off, so that no
-// clone fuses a multiply and an add: every clone gives the same bits.
+// by reference, which keeps GCC from vectorizing.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/common/AdamScalars.h"
@@ -19,16 +17,14 @@ using namespace detail;
 
 namespace {
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void
-adamRange(float *__restrict p, const float *__restrict g,
+void adamRange(float *__restrict p, const float *__restrict g,
                float *__restrict m, float *__restrict v, int64_t b, int64_t e,
                const kernels::AdamScalars s) {
   for (int64_t i = b; i < e; ++i)
     kernels::adamElement(p[i], g[i], m[i], v[i], s);
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void
-sgdRange(float *__restrict p, const float *__restrict g,
+void sgdRange(float *__restrict p, const float *__restrict g,
               float *__restrict buf, int64_t b, int64_t e, const float lr,
               const float momentum, const float damp, const float wd,
               const bool nesterov, const bool firstStep) {

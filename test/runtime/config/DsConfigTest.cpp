@@ -1565,10 +1565,16 @@ TEST(DsConfig, ZeroKeysDscDoesNotImplementSaySo) {
   EXPECT_NE(errorOf(withZero(R"({"cpu_offload": false, "offload_optimizer": {"device": "none"}})"))
                 .find("give only one"),
             std::string::npos);
-  // NVMe is not planned yet; never silently host memory instead.
+  // NVMe: in a folder it names; never host memory instead.
   EXPECT_NE(errorOf(withZero(R"({"offload_optimizer": {"device": "nvme"}})"))
-                .find("\"nvme\" (ZeRO-Infinity's optimizer state on NVMe) is not planned yet"),
+                .find("give 'zero_optimization.offload_optimizer.nvme_path'"),
             std::string::npos);
+  TrainConfig nvme =
+      parse(withZero(R"({"offload_optimizer": {"device": "nvme", "nvme_path": "/nvme"}})"));
+  EXPECT_EQ(nvme.zero.offloadOptimizer, ZeroConfig::OffloadDevice::Nvme);
+  EXPECT_EQ(nvme.zero.offloadNvmePath, "/nvme");
+  // The canonical config reads back the same (the baked config of a plan).
+  EXPECT_EQ(parse(toJson(nvme)).zero, nvme.zero);
   // Refused features name the key, what DeepSpeed does and what dsc offers.
   std::string ratio =
       errorOf(withZero(R"({"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 0.5}})"));

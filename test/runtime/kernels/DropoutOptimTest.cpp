@@ -6,9 +6,6 @@
 //
 //===----------------------------------------------------------------------===//
 #include "TestUtil.h"
-#include "runtime/kernels/common/AdamScalars.h"
-
-#include <cstring>
 
 namespace dsrt::cpu::test {
 namespace {
@@ -162,30 +159,6 @@ TEST(Optim, AdamMatchesTorchFormulas) {
       EXPECT_TRUE(near(m, md, 1e-5, 1e-7));
       EXPECT_TRUE(near(v, vd, 1e-5, 1e-7));
     }
-}
-
-// The kernel runs the clone of its loop that the CPU supports (AVX-512,
-// AVX2 or the baseline): each must give the bits of the one-element
-// contract (kernels::adamElement) that the CUDA kernel also runs.
-TEST(Optim, AdamIsTheElementContractBitForBit) {
-  const int64_t n = 100003;
-  for (bool decoupled : {true, false}) {
-    auto p = uniform(n, 2900), m = uniform(n, 2901, -0.01f, 0.01f);
-    auto v = uniform(n, 2902, 0, 1e-4f);
-    auto p2 = p, m2 = m, v2 = v;
-    for (int64_t step = 1; step <= 3; ++step) {
-      auto g = uniform(n, 2910 + unsigned(step));
-      adam(p.data(), g.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f,
-           decoupled, true, step);
-      const kernels::AdamScalars s =
-          kernels::adamScalars(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, decoupled, true, step);
-      for (int64_t i = 0; i < n; ++i)
-        kernels::adamElement(p2[i], g[i], m2[i], v2[i], s);
-    }
-    EXPECT_EQ(0, std::memcmp(p.data(), p2.data(), size_t(n) * 4)) << "decoupled " << decoupled;
-    EXPECT_EQ(0, std::memcmp(m.data(), m2.data(), size_t(n) * 4));
-    EXPECT_EQ(0, std::memcmp(v.data(), v2.data(), size_t(n) * 4));
-  }
 }
 
 // Tolerance over 5 steps: relative 1e-5, absolute 1e-6.
