@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
-"""What ZeRO-Offload's host tier costs a step on dsrt's CPU runtime, in one
-run (issue 24).
+"""What ZeRO-Offload's host tier and ZeRO-Infinity's NVMe tier cost a step on
+dsrt's CPU runtime, in one run (issue 24).
 
 A GPT (models/gpt.py; default 8 layers, d 512, vocabulary 256, batch 8 x
-128, AdamW) compiled twice, without offload and with offload_optimizer
-{device: cpu} (sub_group_size --sub-group), trained --steps steps from the
-same weights on the same byte tokens. Reports the median step time of each
-after --warmup steps, their ratio, the bytes the offloaded step copies
-(the manifest's transfers: the state fetched and stored back) and the
-copy bandwidth that difference implies, the arena and host tier per rank,
-and dsrt's peak RSS (on the CPU the tier and the arena are the same RAM:
-offload frees nothing here). Both runs must end on the same bits.
+128, AdamW) compiled three times, without offload, with offload_optimizer
+{device: cpu} and with {device: nvme} (a folder under --nvme-dir, on the
+disk to measure; sub_group_size --sub-group), trained --steps steps from
+the same weights on the same byte tokens. Reports the median step time of
+each after --warmup steps, the ratios, the bytes a step moves to and from
+its tier (the manifest's transfers), the NVMe step's I/O lower bound (those
+bytes over the disk's sequential O_DIRECT read and write rates, measured
+in the same run by dsrt_aio_bench on the same folder), the arena and tier
+per rank and dsrt's peak RSS. All runs must end on the same bits.
 
     /usr/bin/python3 bench/offload_step.py [--layers 8 --d-model 512 --steps 12]
 """
@@ -36,6 +37,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--sub-group", type=int, default=1000000)
     ap.add_argument("--work", default=None)
+    ap.add_argument("--nvme-dir", default=None,
+                    help="the NVMe tier's folder (default: a folder in --work)")
     a = ap.parse_args()
     work = a.work or tempfile.mkdtemp(prefix="dsc-offload-")
     model = os.path.join(work, "gpt.onnx")
@@ -48,8 +51,16 @@ def main():
     off = json.loads(json.dumps(base))
     off["zero_optimization"] = {"offload_optimizer": {"device": "cpu"},
                                 "sub_group_size": a.sub_group}
+    nvme_dir = a.nvme_dir or os.path.join(work, "nvme")
+    os.makedirs(nvme_dir, exist_ok=True)
+    nv = json.loads(json.dumps(base))
+    nv["zero_optimization"] = {"offload_optimizer": {"device": "nvme", "nvme_path": nvme_dir},
+                               "sub_group_size": a.sub_group}
+    disk = run([os.path.join(BIN, "dsrt_aio_bench"), "--dir", nvme_dir, "--mib", "1024"])
+    rates = re.search(r"write (\d+) MB/s .* read (\d+) MB/s", disk)
+    write_bw, read_bw = float(rates.group(1)) * 1e6, float(rates.group(2)) * 1e6
     res = {}
-    for name, cfg in (("in memory", base), ("offload cpu", off)):
+    for name, cfg in (("in memory", base), ("offload cpu", off), ("offload nvme", nv)):
         d = os.path.join(work, name.replace(" ", "-"))
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, "ds_config.json")
@@ -60,29 +71,33 @@ def main():
                     "--steps", str(a.steps), "--out", out])
         manifest = open(os.path.join(d, "plan", "manifest.txt")).read()
         arena = int(re.search(r"^arena: +(\d+) bytes", manifest, re.M).group(1))
-        tier = re.search(r"host tier: +(\d+) bytes", manifest)
+        tier = re.search(r"(?:host|NVMe) tier: +(\d+) bytes", manifest)
         moved = re.search(r"transfers: +per step ([0-9.]+) (KiB|MiB|GiB)", manifest)
         res[name] = dict(step=median_step(metrics(out), a.warmup), arena=arena,
                          tier=int(tier.group(1)) if tier else 0, rss=dsrt_peak_rss(text), out=out,
                          moved=(float(moved.group(1)) * {"KiB": 2**10, "MiB": 2**20,
                                                          "GiB": 2**30}[moved.group(2)]
                                 if moved else 0.0))
-    same = filecmp.cmp(os.path.join(res["in memory"]["out"], "weights.safetensors"),
-                       os.path.join(res["offload cpu"]["out"], "weights.safetensors"),
-                       shallow=False)
-    m, o = res["in memory"], res["offload cpu"]
-    extra = o["step"] - m["step"]
+    runs = list(res.values())
+    same = all(filecmp.cmp(os.path.join(runs[0]["out"], "weights.safetensors"),
+                           os.path.join(r["out"], "weights.safetensors"), shallow=False)
+               for r in runs[1:])
+    m = res["in memory"]
     lines = [f"GPT {a.layers} layers, d {a.d_model}, batch {a.batch} x {a.seq}, AdamW; "
              f"{a.steps} steps, median of the last {a.steps - a.warmup}; {os.cpu_count()} cores",
-             "", "| run | step (s) | arena | host tier | peak RSS |", "| --- | --- | --- | --- | --- |"]
+             f"disk of the NVMe tier ({nvme_dir}): {disk.splitlines()[-1]}",
+             "", "| run | step (s) | vs in memory | moved per step | arena | tier | peak RSS |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for name, r in res.items():
-        lines.append(f"| {name} | {r['step']:.4f} | {r['arena'] / 2**20:.1f} MiB | "
+        lines.append(f"| {name} | {r['step']:.4f} | {r['step'] / m['step']:.2f}x | "
+                     f"{2 * r['moved'] / 2**20:.1f} MiB | {r['arena'] / 2**20:.1f} MiB | "
                      f"{r['tier'] / 2**20:.1f} MiB | {r['rss']:.0f} MiB |")
-    lines += ["", f"offloaded step / in memory: {o['step'] / m['step']:.3f}x; the step copies "
-                  f"{o['moved'] / 2**20:.1f} MiB each way ({2 * o['moved'] / 2**20:.1f} MiB), "
-                  + (f"{2 * o['moved'] / extra / 1e9:.1f} GB/s if the difference is all copies"
-                     if extra > 0 else "within the noise of the step time"),
-              f"final weights bitwise equal: {'yes' if same else 'NO'}"]
+    n = res["offload nvme"]
+    bound = n["moved"] / read_bw + n["moved"] / write_bw
+    lines += ["", f"NVMe step: the tier's I/O alone takes at least {bound:.4f} s (the bytes over "
+                  f"the disk's read and write rates); the step is {n['step'] / bound:.2f}x that "
+                  f"bound and {n['step'] - m['step']:.4f} s longer than in memory",
+              f"final weights bitwise equal across the three: {'yes' if same else 'NO'}"]
     print("\n".join(lines))
     sys.exit(0 if same else 1)
 
