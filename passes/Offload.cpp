@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
+#include "dialects/nn/NNDialect.h"
 #include "dialects/train/TrainDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -148,9 +149,7 @@ struct Offload : impl::OffloadBase<Offload> {
           use.set(s.home);
         }
         unsigned i = s.home.getArgNumber();
-        int64_t bytes = cast<RankedTensorType>(s.home.getType()).getNumElements() *
-                        int64_t(cast<RankedTensorType>(s.home.getType())
-                                    .getElementTypeBitWidth() / 8);
+        int64_t bytes = nn::byteSize(s.home.getType());
         fn.setArgAttr(i, "dsc.tier", attrs.getStringAttr(device == "cpu" ? "host" : "nvme"));
         fn.setArgAttr(i, "dsc.tier_offset", attrs.getI64IntegerAttr(tierBytes));
         fn.setArgAttr(i, "dsc.tile", attrs.getI64IntegerAttr(tile));

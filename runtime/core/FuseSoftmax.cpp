@@ -19,11 +19,6 @@
 namespace dsrt::ops {
 namespace {
 
-bool sameShape(const Tensor *a, const Tensor *b) {
-  return a->shape.rank == b->shape.rank &&
-         std::equal(a->shape.dims, a->shape.dims + a->shape.rank, b->shape.dims);
-}
-
 struct Region {
   const char *begin, *end;
   explicit Region(const Tensor *t)

@@ -124,11 +124,6 @@ cpu::Binary binaryOf(const std::string &op) {
   return m.at(op);
 }
 
-bool sameShape(const Tensor *a, const Tensor *b) {
-  return a->shape.rank == b->shape.rank &&
-         std::equal(a->shape.dims, a->shape.dims + a->shape.rank, b->shape.dims);
-}
-
 using BindFn = void (*)(const Binder &);
 
 const std::map<std::string, BindFn> &deviceTable() {

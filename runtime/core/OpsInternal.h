@@ -15,6 +15,7 @@
 #include "runtime/core/Executor.h"
 #include "runtime/kernels/cpu/Half.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -279,6 +280,12 @@ using OpTable = std::map<std::string, OpDef>;
 void addLossOps(OpTable &t);  // OpsLoss.cpp
 void addTrainOps(OpTable &t); // OpsTrain.cpp
 void addDistOps(OpTable &t);  // OpsDist.cpp
+
+/// Whether two tensors have the same shape.
+inline bool sameShape(const Tensor *a, const Tensor *b) {
+  return a->shape.rank == b->shape.rank &&
+         std::equal(a->shape.dims, a->shape.dims + a->shape.rank, b->shape.dims);
+}
 
 /// Device::Cuda: marks the attention softmax chains of `list` that one
 /// kernel computes (FuseSoftmax.cpp): the scale and mask instructions get

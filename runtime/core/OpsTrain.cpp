@@ -40,9 +40,9 @@ void bindTierCopy(Instr &i, const Check &c, bool fetch) {
         continue;
       }
       // The threads of the kernels, in 1 MiB pieces.
-      const char *src = static_cast<const char *>(i.in[k]->data);
-      char *dst = static_cast<char *>(i.out[k]->data);
-      const int64_t bytes = int64_t(i.in[k]->bytes()), piece = int64_t(1) << 20;
+      const char *src = static_cast<const char *>(from->data);
+      char *dst = static_cast<char *>(to->data);
+      const int64_t bytes = int64_t(from->bytes()), piece = int64_t(1) << 20;
 #pragma omp parallel for schedule(static) if (bytes > 4 * piece)
       for (int64_t o = 0; o < bytes; o += piece)
         std::memcpy(dst + o, src + o, size_t(std::min(piece, bytes - o)));
