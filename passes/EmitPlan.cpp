@@ -321,6 +321,14 @@ private:
     return success();
   }
 
+  /// An offloaded argument's buffer lives in its tier (the offload pass).
+  void setTier(FailureOr<uint32_t> index, unsigned arg) {
+    if (succeeded(index))
+      if (auto tier = fn_.getArgAttrOfType<StringAttr>(arg, "dsc.tier"))
+        plan_.mutable_buffers(*index)->set_tier(tier.getValue() == "nvme" ? plan::NVME
+                                                                          : plan::HOST);
+  }
+
   LogicalResult addRole(BlockArgument a) {
     unsigned i = a.getArgNumber();
     auto named = [&](StringRef attr) { return fn_.getArgAttrOfType<StringAttr>(i, attr); };
@@ -329,15 +337,13 @@ private:
       index = newBuffer(a, plan::PARAM, n.getValue());
       weights_.insert(n.getValue().str());
       params_.insert(n.getValue().str());
+      setTier(index, i);
     } else if (auto n = named(TrainDialect::kBuffer)) {
       index = newBuffer(a, plan::FROZEN, n.getValue());
       weights_.insert(n.getValue().str());
     } else if (auto n = named(TrainDialect::kOptState)) {
       index = newBuffer(a, plan::OPT_STATE, n.getValue());
-      if (succeeded(index))
-        if (auto tier = fn_.getArgAttrOfType<StringAttr>(i, "dsc.tier")) // offloaded
-          plan_.mutable_buffers(*index)->set_tier(tier.getValue() == "nvme" ? plan::NVME
-                                                                            : plan::HOST);
+      setTier(index, i);
     } else if (auto n = named(TrainDialect::kInput)) {
       index = newBuffer(a, plan::INPUT, n.getValue());
       if (succeeded(index)) {
@@ -850,11 +856,12 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
   std::set<std::string> weightNames, paramNames;
   if (failed(lrSchedule(steps[0], options.config, *p.mutable_lr_schedule())))
     return failure();
-  // ZeRO-Infinity's optimizer state on NVMe: where and how (each stage's
-  // emitter sets the bytes).
-  if (options.config.zero.offloadOptimizer == dsrt::config::ZeroConfig::OffloadDevice::Nvme) {
+  // ZeRO-Infinity's optimizer state and/or parameters on NVMe: where and
+  // how (each stage's emitter sets the bytes; the config has checked that
+  // both name the same folder).
+  if (std::string nvme = options.config.zero.nvmeTierPath(); !nvme.empty()) {
     plan::NvmeTier *t = p.mutable_nvme_tier();
-    t->set_path(options.config.zero.offloadNvmePath);
+    t->set_path(nvme);
     t->set_block_size(uint64_t(options.config.aio.blockSize));
     t->set_queue_depth(uint32_t(options.config.aio.queueDepth));
     t->set_single_submit(options.config.aio.singleSubmit);

@@ -308,10 +308,12 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
     auto kindOf = [&](Value v) -> Kind {
       if (auto arg = dyn_cast<BlockArgument>(v)) {
         unsigned i = arg.getArgNumber();
+        if (fn.getArgAttr(i, "dsc.tier")) // offloaded: its bytes in a tier
+          return Kind::Tiered;
         if (fn.getArgAttr(i, TrainDialect::kParam))
           return Kind::Param;
         if (fn.getArgAttr(i, TrainDialect::kOptState))
-          return fn.getArgAttr(i, "dsc.tier") ? Kind::Tiered : Kind::OptState;
+          return Kind::OptState;
         if (fn.getArgAttr(i, TrainDialect::kInput))
           return Kind::Input;
         if (fn.getArgAttr(i, TrainDialect::kStep) || fn.getArgAttr(i, TrainDialect::kLossScale))

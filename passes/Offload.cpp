@@ -1,4 +1,4 @@
-//===- Offload.cpp - ZeRO-Offload: the optimizer state in a memory tier ---===//
+//===- Offload.cpp - ZeRO-Offload / ZeRO-Infinity: state in memory tiers ---===//
 //
 // See Passes.td (offload). Runs after the optimizer, ZeRO and the
 // collectives' passes, before memory-plan: the optimizer updates and
@@ -9,14 +9,25 @@
 //   train.tier_store %m2, %v2 to %m, %v {tile = k}
 //   return ..., %m, %v     (was %m2, %v2)
 //
+// With parameter offload (ZeRO-3's offload_param) the parameter joins its
+// tile's fetch and store, and every other reader of it (a gather, a cast,
+// a matmul) reads a working copy fetched right before it:
+//
+//   %p'              = train.tier_fetch %p {tile = k}
+//   %full            = dist.all_gather %p' ...
+//
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
 #include "dialects/nn/NNDialect.h"
 #include "dialects/train/TrainDialect.h"
+#include "passes/DistUtils.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
+
+#include <optional>
 
 namespace dsc {
 #define GEN_PASS_DEF_OFFLOAD
@@ -37,9 +48,15 @@ struct Offload : impl::OffloadBase<Offload> {
   using OffloadBase::OffloadBase;
 
   void runOnOperation() override {
-    if (device != "cpu" && device != "nvme") {
-      getOperation().emitError("offload: device '")
-          << device << "' is not a tier dsc plans (cpu: host memory, nvme: a file per rank)";
+    for (const std::string *d : {&device.getValue(), &paramDevice.getValue()})
+      if (*d != "none" && *d != "cpu" && *d != "nvme") {
+        getOperation().emitError("offload: ")
+            << (d == &device.getValue() ? "device" : "param-device") << " '" << *d
+            << "' is not a tier dsc plans (cpu: host memory, nvme: a file per rank; none)";
+        return signalPassFailure();
+      }
+    if (persistenceThreshold < 0) {
+      getOperation().emitError("offload: persistence-threshold must be >= 0");
       return signalPassFailure();
     }
     if (subGroupSize < 0 || alignment <= 0 || (alignment & (alignment - 1))) {
@@ -55,6 +72,8 @@ struct Offload : impl::OffloadBase<Offload> {
   /// The state operands of an optimizer update, or failure with an error.
   FailureOr<SmallVector<StatePair>> statesOf(func::FuncOp fn, Operation *op) {
     SmallVector<StatePair> states;
+    if (device == "none")
+      return states;
     auto add = [&](OpOperand &use, Value updated) -> LogicalResult {
       auto arg = dyn_cast<BlockArgument>(use.get());
       if (!arg || arg.getOwner()->getParentOp() != fn ||
@@ -78,6 +97,27 @@ struct Offload : impl::OffloadBase<Offload> {
         return failure();
     }
     return states;
+  }
+
+  /// The parameter an update writes, if parameter offload tiers it: a
+  /// train.param argument above the persistence threshold (ZeRO-3 keeps
+  /// those whole and in device memory, and so does DeepSpeed's offload).
+  std::optional<StatePair> paramOf(func::FuncOp fn, Operation *op) {
+    if (paramDevice == "none")
+      return std::nullopt;
+    auto arg = dyn_cast<BlockArgument>(op->getOperand(0));
+    if (!arg || arg.getOwner()->getParentOp() != fn ||
+        !fn.getArgAttr(arg.getArgNumber(), train::TrainDialect::kParam))
+      return std::nullopt;
+    int64_t whole = cast<RankedTensorType>(arg.getType()).getNumElements();
+    if (auto full = fn.getArgAttrOfType<DenseI64ArrayAttr>(arg.getArgNumber(), distutil::kShardOf)) {
+      whole = 1;
+      for (int64_t d : full.asArrayRef())
+        whole *= d;
+    }
+    if (whole < persistenceThreshold)
+      return std::nullopt;
+    return StatePair{arg, op->getResult(0), &op->getOpOperand(0)};
   }
 
   LogicalResult runOn(func::FuncOp fn) {
@@ -108,17 +148,34 @@ struct Offload : impl::OffloadBase<Offload> {
 
     auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
     Builder attrs(fn.getContext());
-    int64_t tierBytes = 0, tile = 0;
+    int64_t hostBytes = 0, nvmeBytes = 0, tile = 0;
+    // Each tiered argument in its tier: the tier's name, offset and tile.
+    auto place = [&](BlockArgument home, const std::string &dev) {
+      unsigned i = home.getArgNumber();
+      int64_t &at = dev == "cpu" ? hostBytes : nvmeBytes;
+      fn.setArgAttr(i, "dsc.tier", attrs.getStringAttr(dev == "cpu" ? "host" : "nvme"));
+      fn.setArgAttr(i, "dsc.tier_offset", attrs.getI64IntegerAttr(at));
+      fn.setArgAttr(i, "dsc.tile", attrs.getI64IntegerAttr(tile));
+      at += (nn::byteSize(home.getType()) + alignment - 1) / alignment * alignment;
+      ++numTiered;
+    };
+    SmallVector<BlockArgument> params; // tiered parameters
     for (auto &ops : tiles) {
       SmallVector<StatePair> states;
+      SmallVector<bool> isParam;
       for (Operation *op : ops) {
+        if (std::optional<StatePair> p = paramOf(fn, op)) {
+          states.push_back(*p);
+          isParam.push_back(true);
+        }
         auto s = statesOf(fn, op);
         if (failed(s))
           return failure();
         states.append(s->begin(), s->end());
+        isParam.append(s->size(), false);
       }
       if (states.empty())
-        continue; // SGD without momentum: nothing to offload
+        continue; // nothing of this tile is offloaded (SGD without momentum, small parameters)
       // Before the tile's first update in program order, after its last.
       Operation *first = ops.front(), *last = ops.back();
       for (Operation *op : ops) {
@@ -139,28 +196,52 @@ struct Offload : impl::OffloadBase<Offload> {
       b.setInsertionPointAfter(last);
       train::TierStoreOp::create(b, last->getLoc(), updated, homes, tile);
       // The step returns the homes, which the store wrote.
-      for (StatePair &s : states) {
+      for (auto [s, param] : llvm::zip(states, isParam)) {
         for (OpOperand &use : llvm::make_early_inc_range(s.updated.getUses())) {
           if (isa<train::TierStoreOp>(use.getOwner()))
             continue;
           if (use.getOwner() != ret)
-            return use.getOwner()->emitOpError(
-                "offload: reads an optimizer state's new value, which lives in its tier");
+            return use.getOwner()->emitOpError("offload: reads ")
+                   << (param ? "a parameter's new value (parameter offload needs ZeRO stage "
+                               "3, whose updated shards are only returned)"
+                             : "an optimizer state's new value")
+                   << ", which lives in its tier";
           use.set(s.home);
         }
-        unsigned i = s.home.getArgNumber();
-        int64_t bytes = nn::byteSize(s.home.getType());
-        fn.setArgAttr(i, "dsc.tier", attrs.getStringAttr(device == "cpu" ? "host" : "nvme"));
-        fn.setArgAttr(i, "dsc.tier_offset", attrs.getI64IntegerAttr(tierBytes));
-        fn.setArgAttr(i, "dsc.tile", attrs.getI64IntegerAttr(tile));
-        tierBytes += (bytes + alignment - 1) / alignment * alignment;
-        ++numTiered;
+        place(s.home, param ? paramDevice : device);
+        if (param)
+          params.push_back(s.home);
       }
       ++tile;
     }
     numTiles += tile;
-    fn->setAttr(device == "cpu" ? "dsc.host_tier_bytes" : "dsc.nvme_tier_bytes",
-                attrs.getI64IntegerAttr(tierBytes));
+    // Every other reader of a tiered parameter (its gathers, casts and
+    // the layers that use it whole) reads a working copy fetched right
+    // before it: per micro-batch where it sits in the micro-batch's body.
+    llvm::MapVector<Operation *, SmallVector<BlockArgument>> readers;
+    for (BlockArgument p : params)
+      for (OpOperand &use : p.getUses()) {
+        Operation *user = use.getOwner();
+        if (user == ret || isa<train::TierFetchOp, train::TierStoreOp>(user))
+          continue;
+        auto &list = readers[user];
+        if (!llvm::is_contained(list, p))
+          list.push_back(p);
+      }
+    for (auto &[user, homes] : readers) {
+      OpBuilder b(user);
+      SmallVector<Value> values(homes.begin(), homes.end());
+      int64_t t = fn.getArgAttrOfType<IntegerAttr>(homes.front().getArgNumber(), "dsc.tile")
+                      .getInt();
+      auto fetch = train::TierFetchOp::create(b, user->getLoc(), values, t);
+      for (auto [home, staged] : llvm::zip(homes, fetch.getStaged()))
+        user->replaceUsesOfWith(home, staged);
+      ++numParamFetches;
+    }
+    if (hostBytes)
+      fn->setAttr("dsc.host_tier_bytes", attrs.getI64IntegerAttr(hostBytes));
+    if (nvmeBytes)
+      fn->setAttr("dsc.nvme_tier_bytes", attrs.getI64IntegerAttr(nvmeBytes));
     return success();
   }
 };

@@ -438,7 +438,7 @@ def Overlap : Pass<"overlap", "mlir::ModuleOp"> {
 }
 
 def Offload : Pass<"offload", "mlir::ModuleOp"> {
-  let summary = "ZeRO-Offload: the optimizer state in host memory, its update in tiles";
+  let summary = "ZeRO-Offload / ZeRO-Infinity: optimizer state and parameters in memory tiers";
   let description = [{
     Gives the optimizer state (Adam's `exp_avg` and `exp_avg_sq`, SGD's
     momentum; ZeRO shards where ZeRO partitioned them) a memory tier
@@ -453,12 +453,27 @@ def Offload : Pass<"offload", "mlir::ModuleOp"> {
     the working copies' bytes from tile to tile. The state arguments get
     `dsc.tier`, `dsc.tier_offset` (bytes from the tier's start, each
     tensor aligned to `alignment`) and `dsc.tile`; the function
-    `dsc.host_tier_bytes` (or `dsc.nvme_tier_bytes`). The step returns the state arguments themselves
+    `dsc.host_tier_bytes` and/or `dsc.nvme_tier_bytes`. The step returns the state arguments themselves
     as their new values: the stores wrote them. The math is unchanged.
+
+    With `param-device` (ZeRO-3's `offload_param`), the parameters a tile
+    updates (the fp32 masters, each rank's shard; those under
+    `persistence-threshold` elements stay in the arena, as ZeRO-3 keeps
+    them whole) join that tile's fetch and store, and every other reader
+    of a parameter (its all-gathers, its 16-bit cast, a layer using it
+    whole) reads a working copy fetched by a `train.tier_fetch` of its own
+    right before it: inside the micro-batch's body, once per micro-batch,
+    as ZeRO-3 fetches a layer's parameters before its forward and its
+    backward. Parameter offload needs the updated parameters to be read
+    by nothing but the step's return (ZeRO stage 3).
   }];
   let options = [
     Option<"device", "device", "std::string", "\"cpu\"",
-           "the tier: cpu (host memory) or nvme (a file per rank)">,
+           "the optimizer state's tier: cpu (host memory), nvme (a file per rank) or none">,
+    Option<"paramDevice", "param-device", "std::string", "\"none\"",
+           "the parameters' tier (ZeRO-3's offload_param): none, cpu or nvme">,
+    Option<"persistenceThreshold", "persistence-threshold", "int64_t", "0",
+           "parameters with fewer elements stay in the arena (stage3_param_persistence_threshold)">,
     Option<"subGroupSize", "sub-group-size", "int64_t", "1000000000",
            "parameters per tile at least (DeepSpeed's sub_group_size; 0: one per tile)">,
     Option<"alignment", "alignment", "int64_t", "4096",
@@ -467,6 +482,7 @@ def Offload : Pass<"offload", "mlir::ModuleOp"> {
   let statistics = [
     Statistic<"numTiles", "tiles", "Tiles of the offloaded optimizer step">,
     Statistic<"numTiered", "tiered", "State tensors placed in a tier">,
+    Statistic<"numParamFetches", "param-fetches", "Working copies of parameters fetched for their readers">,
   ];
 }
 

@@ -35,6 +35,11 @@ std::string checkTrainPipelineOptions(const TrainPipelineOptions &o) {
     return "sequence-parallel splits the tokens over the tensor-parallel group: it needs tp >= 2";
   if (o.offloadOptimizer != "none" && o.offloadOptimizer != "cpu" && o.offloadOptimizer != "nvme")
     return "offload-optimizer must be none, cpu or nvme, got '" + o.offloadOptimizer + "'";
+  if (o.offloadParam != "none" && o.offloadParam != "cpu" && o.offloadParam != "nvme")
+    return "offload-param must be none, cpu or nvme, got '" + o.offloadParam + "'";
+  if (o.offloadParam != "none" && o.zero != 3)
+    return "offload-param tiers ZeRO-3's parameter shards: it needs zero=3, got zero=" +
+           std::to_string(int(o.zero));
   if (o.pp == 1 && (o.partition.hasValue() || o.schedule.hasValue()))
     return std::string(o.partition.hasValue() ? "partition" : "schedule") +
            " applies to a pipeline: give pp >= 2";
@@ -139,9 +144,11 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &o) 
     pm.addPass(createPipelineGradNorm());
   pm.addPass(mlir::createCSEPass());
   // The optimizer updates and their (sharded) state are final: tier them.
-  if (o.offloadOptimizer == "cpu" || o.offloadOptimizer == "nvme") {
+  if (o.offloadOptimizer != "none" || o.offloadParam != "none") {
     OffloadOptions off;
     off.device = o.offloadOptimizer;
+    off.paramDevice = o.offloadParam;
+    off.persistenceThreshold = o.persistenceThreshold;
     off.subGroupSize = o.subGroupSize;
     pm.addPass(createOffload(off));
   }
@@ -221,6 +228,9 @@ void setTrainPipelineOptions(TrainPipelineOptions &o, const dsrt::config::TrainC
   o.offloadOptimizer = z.offloadOptimizer == Device::Cpu    ? "cpu"
                        : z.offloadOptimizer == Device::Nvme ? "nvme"
                                                             : "none";
+  o.offloadParam = z.offloadParam == Device::Cpu    ? "cpu"
+                   : z.offloadParam == Device::Nvme ? "nvme"
+                                                    : "none";
   o.subGroupSize = z.subGroupSize;
 }
 

@@ -116,6 +116,10 @@ struct TrainPipelineOptions : mlir::PassPipelineOptions<TrainPipelineOptions> {
                                        llvm::cl::desc("the optimizer state's tier: none, cpu "
                                                       "(host memory) or nvme"),
                                        llvm::cl::init("none")};
+  Option<std::string> offloadParam{*this, "offload-param",
+                                   llvm::cl::desc("the parameters' tier (ZeRO-3 only): none, "
+                                                  "cpu (host memory) or nvme"),
+                                   llvm::cl::init("none")};
   Option<int64_t> subGroupSize{*this, "sub-group-size",
                                llvm::cl::desc("parameters per tile of the offloaded update"),
                                llvm::cl::init(1000000000)};

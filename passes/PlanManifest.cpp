@@ -393,7 +393,8 @@ void writeTensorParallel(const plan::Plan &p, llvm::raw_ostream &os) {
 
 } // namespace
 
-/// ZeRO-Offload: the tier, its tiles and the copies of a step.
+/// ZeRO-Offload / ZeRO-Infinity: the tiers, what they hold, the tiles and
+/// the copies of a step.
 void writeOffload(const plan::Plan &p, llvm::raw_ostream &os) {
   auto bytesOf = [&](const plan::Buffer &b) {
     int64_t n = 1;
@@ -401,51 +402,112 @@ void writeOffload(const plan::Plan &p, llvm::raw_ostream &os) {
       n *= d;
     return n * 4;
   };
-  const bool nvme = p.nvme_tier().bytes() > 0;
-  const uint64_t tierBytes = nvme ? p.nvme_tier().bytes() : p.host_tier_bytes();
-  int64_t tensors = 0, bytes = 0;
+  // Per tier (0 host, 1 NVMe): tensors and bytes of parameters and state.
+  struct Held {
+    int64_t params = 0, paramBytes = 0, states = 0, stateBytes = 0;
+  } held[2];
   for (const plan::Buffer &b : p.buffers())
     if (b.tier() != plan::ARENA) {
-      ++tensors;
-      bytes += bytesOf(b);
+      Held &h = held[b.tier() == plan::NVME];
+      (b.role() == plan::PARAM ? h.params : h.states) += 1;
+      (b.role() == plan::PARAM ? h.paramBytes : h.stateBytes) += bytesOf(b);
     }
-  int64_t tiles = 0, largest = 0;
+  // The copies of a step (a micro-batch's run micro_batches times), each
+  // way, per tier; the tiles are the epilogue's fetches.
+  int64_t tiles = 0, largest = 0, in[2] = {0, 0}, out[2] = {0, 0}, paramFetches = 0;
   const plan::Program &prog = p.program();
-  for (const auto *list : {&prog.prologue(), &prog.micro_batch(), &prog.epilogue()})
+  for (const auto *list : {&prog.prologue(), &prog.micro_batch(), &prog.epilogue()}) {
+    const int64_t times = list == &prog.micro_batch() ? std::max<int64_t>(1, prog.micro_batches()) : 1;
     for (const plan::Instr &i : *list) {
-      if (i.op() != "tier.fetch")
+      const bool fetch = i.op() == "tier.fetch";
+      if (!fetch && i.op() != "tier.store")
         continue;
-      ++tiles;
       int64_t t = 0;
-      for (uint32_t in : i.inputs())
-        t += bytesOf(p.buffers(int(in)));
-      largest = std::max(largest, t);
+      for (uint32_t k : fetch ? i.inputs() : i.outputs()) {
+        const plan::Buffer &b = p.buffers(int(k));
+        (fetch ? in : out)[b.tier() == plan::NVME] += bytesOf(b) * times;
+        t += bytesOf(b);
+      }
+      if (fetch && list == &prog.epilogue()) {
+        ++tiles;
+        largest = std::max(largest, t);
+      } else if (fetch) {
+        paramFetches += times;
+      }
     }
-  // As a GPU would copy to host memory (PCIe 4.0 x16, one direction), or a
-  // PCIe 4.0 NVMe drive reads and writes sequentially.
-  const double rate = nvme ? 2e9 : 25e9;
-  if (nvme)
-    os << "offload:          ZeRO-Infinity (offload_optimizer.device nvme): the optimizer "
-          "state in an NVMe tier, one file per rank under "
-       << p.nvme_tier().path() << "\n";
-  else
-    os << "offload:          ZeRO-Offload (offload_optimizer.device cpu): the optimizer state "
-          "in the host tier\n";
-  os << (nvme ? "  NVMe tier:      " : "  host tier:      ") << tierBytes << " bytes per rank ("
-     << humanBytes(int64_t(tierBytes)) << "; " << tensors << " tensors, " << humanBytes(bytes)
-     << " of state, each tensor 4096-aligned)\n";
+  }
+  const bool params = held[0].params || held[1].params;
+  const bool states = held[0].states || held[1].states;
+  auto device = [&](bool param) {
+    for (int n = 0; n < 2; ++n)
+      if (param ? held[n].params : held[n].states)
+        return n ? "nvme" : "cpu";
+    return "none";
+  };
+  const bool anyNvme = p.nvme_tier().bytes() > 0;
+  os << "offload:          " << (anyNvme ? "ZeRO-Infinity (" : "ZeRO-Offload (");
+  if (states)
+    os << "offload_optimizer.device " << device(false) << (params ? ", " : "");
+  if (params)
+    os << "offload_param.device " << device(true);
+  os << "): ";
+  if (!params) {
+    os << "the optimizer state in " << (anyNvme ? "an NVMe tier, one file per rank under " +
+                                                      p.nvme_tier().path()
+                                                : std::string("the host tier"))
+       << "\n";
+  } else {
+    os << (states ? "the parameters and the optimizer state" : "the parameters")
+       << " in memory tiers";
+    if (anyNvme)
+      os << " (NVMe: one file per rank under " << p.nvme_tier().path() << ")";
+    os << "\n";
+  }
+  for (int n = 0; n < 2; ++n) {
+    const Held &h = held[n];
+    const uint64_t tierBytes = n ? p.nvme_tier().bytes() : p.host_tier_bytes();
+    if (!tierBytes)
+      continue;
+    os << (n ? "  NVMe tier:      " : "  host tier:      ") << tierBytes << " bytes per rank ("
+       << humanBytes(int64_t(tierBytes)) << "; " << h.params + h.states << " tensors, ";
+    if (h.params)
+      os << humanBytes(h.paramBytes) << " of parameters" << (h.states ? ", " : "");
+    if (h.states)
+      os << humanBytes(h.stateBytes) << " of state";
+    os << ", each tensor 4096-aligned)\n";
+  }
   os << "  tiles:          " << tiles << " (sub_group_size), the largest " << humanBytes(largest)
      << ": the arena holds one tile's working copies at a time\n";
-  os << "  transfers:      per step " << humanBytes(bytes) << (nvme ? " read" : " host -> arena")
-     << " (tier.fetch) and " << humanBytes(bytes) << (nvme ? " written" : " back")
-     << " (tier.store); " << llvm::format("%.2f", 2.0 * double(bytes) / rate * 1e3)
-     << (nvme ? " ms at 2 GB/s each way (a PCIe 4.0 NVMe drive; dsrt_aio_bench measures "
-                "yours)\n"
-              : " ms at 25 GB/s each way (PCIe 4.0 x16)\n");
-  if (nvme)
+  if (params) {
+    int64_t tiered = held[0].params + held[1].params, all = 0;
+    for (const plan::Buffer &b : p.buffers())
+      all += b.role() == plan::PARAM;
+    os << "  parameters:     " << tiered << " of " << all << " in a tier (fp32, this rank's "
+       << "shards)";
+    if (all > tiered)
+      os << "; " << all - tiered << " under stage3_param_persistence_threshold stay in the "
+         << "arena, as ZeRO-3 keeps them whole";
+    os << "; each is fetched into a working copy before each reader (its all-gather, its "
+          "16-bit cast): "
+       << paramFetches << " fetches per step besides the tiles'\n";
+  }
+  // As a GPU would copy to host memory (PCIe 4.0 x16, one direction), or a
+  // PCIe 4.0 NVMe drive reads and writes sequentially.
+  for (int n = 0; n < 2; ++n) {
+    if (!(n ? p.nvme_tier().bytes() : p.host_tier_bytes()))
+      continue;
+    const double rate = n ? 2e9 : 25e9;
+    os << (params ? (n ? "  NVMe transfers: " : "  host transfers: ") : "  transfers:      ")
+       << "per step " << humanBytes(in[n]) << (n ? " read" : " host -> arena")
+       << " (tier.fetch) and " << humanBytes(out[n]) << (n ? " written" : " back")
+       << " (tier.store); " << llvm::format("%.2f", double(in[n] + out[n]) / rate * 1e3)
+       << (n ? " ms at 2 GB/s each way (a PCIe 4.0 NVMe drive; dsrt_aio_bench measures yours)\n"
+             : " ms at 25 GB/s each way (PCIe 4.0 x16)\n");
+  }
+  if (anyNvme)
     os << "  I/O:            O_DIRECT through io_uring, requests of " << p.nvme_tier().block_size()
        << " bytes, " << p.nvme_tier().queue_depth() << " in flight (aio)\n";
-  else
+  if (p.host_tier_bytes())
     os << "  note:           on dsrt's CPU runtime the host tier and the arena are the same RAM: "
           "this frees no memory here, and the copies run anyway, so that the schedule is "
           "exercised and timed; a GPU would hold the arena ("

@@ -115,6 +115,17 @@ TrainConfig applyCompileFlags(TrainConfig cfg, const CompileFlags &f, const Comp
                       " is supported with ZeRO stages 0-1 without a pipeline (stages 2-3 "
                       "reduce-scatter each micro-batch's gradient and pipelines sum them in "
                       "their schedule, both in fp32); give \"fp32\" or leave it out");
+  // DeepSpeed reads offload_param only at stage 3 (and ignores it below):
+  // only there are the parameters each rank's shards, read by gathers.
+  if (cfg.zero.offloadParam != ZeroConfig::OffloadDevice::None && cfg.zero.stage != 3)
+    throw ConfigError(
+        (in.haveConfig ? f.configPath : std::string("--config")) +
+        ": zero_optimization.offload_param (device \"" +
+        (cfg.zero.offloadParam == ZeroConfig::OffloadDevice::Cpu ? "cpu" : "nvme") +
+        "\") offloads ZeRO-3's parameter shards: it needs ZeRO stage 3, this plan has stage " +
+        std::to_string(cfg.zero.stage) + (f.zeroStage ? " (--zero)" : "") +
+        " (DeepSpeed ignores it below stage 3; dsc does not accept what it would ignore): set "
+        "zero_optimization.stage to 3 (or --zero 3), or remove offload_param");
   if ((f.schedule || f.partition) && cfg.pipeline.stages <= 1)
     throw ConfigError(std::string(f.schedule ? "--schedule" : "--partition") +
                       ": applies to a pipeline; give --pp P (or pipeline.stages in the "

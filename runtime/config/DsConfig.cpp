@@ -348,7 +348,8 @@ bool ZeroConfig::operator==(const ZeroConfig &o) const {
          allgatherPartitions == o.allgatherPartitions &&
          roundRobinGradients == o.roundRobinGradients &&
          subGroupSize == o.subGroupSize && offloadOptimizer == o.offloadOptimizer &&
-         offloadNvmePath == o.offloadNvmePath;
+         offloadNvmePath == o.offloadNvmePath && offloadParam == o.offloadParam &&
+         offloadParamNvmePath == o.offloadParamNvmePath;
 }
 
 bool Fp16Config::operator==(const Fp16Config &o) const {
@@ -571,6 +572,10 @@ std::string toJson(const TrainConfig &cfg) {
     zj["offload_optimizer"] = ordered_json{{"device", "cpu"}};
   else if (z.offloadOptimizer == ZeroConfig::OffloadDevice::Nvme)
     zj["offload_optimizer"] = ordered_json{{"device", "nvme"}, {"nvme_path", z.offloadNvmePath}};
+  if (z.offloadParam == ZeroConfig::OffloadDevice::Cpu)
+    zj["offload_param"] = ordered_json{{"device", "cpu"}};
+  else if (z.offloadParam == ZeroConfig::OffloadDevice::Nvme)
+    zj["offload_param"] = ordered_json{{"device", "nvme"}, {"nvme_path", z.offloadParamNvmePath}};
   root["zero_optimization"] = zj;
   if (!(cfg.aio == AioConfig()))
     root["aio"] = ordered_json{{"block_size", cfg.aio.blockSize},

@@ -171,6 +171,18 @@ struct ZeroConfig {
   enum class OffloadDevice { None, Cpu, Nvme };
   OffloadDevice offloadOptimizer = OffloadDevice::None;
   std::string offloadNvmePath;
+  /// ZeRO-Infinity's parameter offload (offload_param.device, or the older
+  /// cpu_offload_param), stage 3 only: each rank's parameter shards (the
+  /// fp32 masters) in the host or NVMe tier, fetched before each reader;
+  /// offloadParamNvmePath is offload_param.nvme_path.
+  OffloadDevice offloadParam = OffloadDevice::None;
+  std::string offloadParamNvmePath;
+  /// The NVMe tier's folder: whichever offload uses NVMe ("" if none).
+  std::string nvmeTierPath() const {
+    if (offloadOptimizer == OffloadDevice::Nvme)
+      return offloadNvmePath;
+    return offloadParam == OffloadDevice::Nvme ? offloadParamNvmePath : std::string();
+  }
 
   /// DeepSpeed's rule (overlap_comm_valid): true for stage 3, false for the
   /// other stages, unless overlap_comm is given.

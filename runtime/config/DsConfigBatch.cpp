@@ -139,6 +139,8 @@ const std::vector<std::string> kZeroKeys = {
     "stage3_max_live_parameters",
     "offload_optimizer",
     "cpu_offload",
+    "offload_param",
+    "cpu_offload_param",
 };
 
 /// DeepSpeedConfigModel allows population by field name as well as by
@@ -256,7 +258,15 @@ void readZero(const Section &top, ZeroConfig &z, std::vector<std::string> &notes
                   "give only one");
       name = synonym;
     }
-    if (std::optional<int64_t> v = zero.count(name, strictly ? 1 : 0, kMaxElements))
+    std::optional<int64_t> v = zero.count(name, 0, kMaxElements);
+    if (v && *v == 0 && strictly) {
+      // DeepSpeed flushes a bucket before the tensor that would overflow
+      // it: a bucket of 0 elements holds one tensor at a time, as 1 does.
+      notes.push_back("'" + zero.path(name) + "' is 0: each tensor is reduced on its own "
+                      "(DeepSpeed's buckets then hold one tensor each), read as 1");
+      v = 1;
+    }
+    if (v)
       field = *v;
   };
   size("reduce_bucket_size", z.reduceBucketSize, true);
@@ -310,6 +320,47 @@ void readZero(const Section &top, ZeroConfig &z, std::vector<std::string> &notes
     if (path && device != "nvme")
       notes.push_back("'" + off.path("nvme_path") + "' changes nothing in dsc: only NVMe "
                       "offload (device \"nvme\") reads it (DeepSpeed too)");
+  }
+
+  // ZeRO-Infinity's parameter offload (stage 3: checked where the stage
+  // is final, since --zero overrides it).
+  if (zero.has("cpu_offload_param") && zero.has("offload_param"))
+    zero.fail("'" + zero.path("cpu_offload_param") + "' is DeepSpeed's older name for '" +
+              zero.path("offload_param.device") + "': give only one (DeepSpeed refuses both "
+              "too)");
+  if (std::optional<bool> old = zero.boolean("cpu_offload_param")) {
+    z.offloadParam = *old ? ZeroConfig::OffloadDevice::Cpu : ZeroConfig::OffloadDevice::None;
+    if (*old)
+      notes.push_back("'" + zero.path("cpu_offload_param") + "': true is DeepSpeed's older "
+                      "form of offload_param: {\"device\": \"cpu\"}, read as such");
+  }
+  if (zero.has("offload_param")) {
+    Section off = zero.object("offload_param");
+    off.checkKeys({"device", "nvme_path"});
+    std::string device = off.string("device").value_or("none");
+    std::optional<std::string> path = off.string("nvme_path");
+    if (device == "cpu") {
+      z.offloadParam = ZeroConfig::OffloadDevice::Cpu;
+    } else if (device == "nvme") {
+      if (!path || path->empty())
+        off.fail("'" + off.path("device") + "' is \"nvme\": give '" + off.path("nvme_path") +
+                 "', the folder of the NVMe tier's files (one per rank)");
+      z.offloadParam = ZeroConfig::OffloadDevice::Nvme;
+      z.offloadParamNvmePath = *path;
+    } else if (device != "none") {
+      off.fail("'" + off.path("device") + "' is \"" + device +
+               "\"; DeepSpeed's values are \"none\", \"cpu\" and \"nvme\" (case-sensitive)");
+    }
+    if (path && device != "nvme")
+      notes.push_back("'" + off.path("nvme_path") + "' changes nothing in dsc: only NVMe "
+                      "offload (device \"nvme\") reads it (DeepSpeed too)");
+    // One NVMe file per rank holds both.
+    if (z.offloadParam == ZeroConfig::OffloadDevice::Nvme &&
+        z.offloadOptimizer == ZeroConfig::OffloadDevice::Nvme &&
+        z.offloadParamNvmePath != z.offloadNvmePath)
+      off.fail("'" + off.path("nvme_path") + "' is \"" + z.offloadParamNvmePath + "\" and '" +
+               zero.path("offload_optimizer.nvme_path") + "' is \"" + z.offloadNvmePath +
+               "\": dsc keeps one NVMe tier file per rank for both; give the same folder");
   }
 }
 

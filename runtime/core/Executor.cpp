@@ -450,13 +450,15 @@ void Executor::validateBuffers() {
       throw PlanError(where + ": unknown memory tier " + std::to_string(b.tier()));
     t.tier = b.tier();
     if (b.tier() != plan::ARENA) {
-      // ZeRO-Offload's optimizer state: in a tier, not the arena.
+      // ZeRO-Offload's optimizer state, ZeRO-Infinity's parameters: in a
+      // tier, not the arena.
       const bool nvme = b.tier() == plan::NVME;
       const uint64_t tier = nvme ? plan_.nvme_tier().bytes() : plan_.host_tier_bytes();
       const char *what = nvme ? "NVMe" : "host";
-      if (b.role() != plan::OPT_STATE)
-        throw PlanError(where + ": only optimizer state lives in the " + what +
-                        " tier, this is a " + plan::Role_Name(b.role()));
+      if ((b.role() != plan::OPT_STATE && b.role() != plan::PARAM) || b.dtype() != plan::F32)
+        throw PlanError(where + ": only float32 parameters and optimizer state live in the " +
+                        what + " tier, this is a " + plan::DType_Name(b.dtype()) + " " +
+                        plan::Role_Name(b.role()));
       if (b.offset() > tier || bytes > tier - b.offset())
         throw PlanError(where + ": bytes [" + std::to_string(b.offset()) + ", " +
                         std::to_string(b.offset() + bytes) + ") lie outside the " + what +

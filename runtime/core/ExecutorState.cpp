@@ -81,7 +81,9 @@ void Executor::loadWeights(const std::string &path) {
 
   struct Load {
     uint64_t begin, end; // in the file
-    char *to;
+    char *to;            // null: into the NVMe tier, at element `at` of `nvme`
+    Tensor *nvme = nullptr;
+    int64_t at = 0;
   };
   std::vector<Load> loads;
   for (Tensor &t : tensors_) {
@@ -100,8 +102,11 @@ void Executor::loadWeights(const std::string &path) {
     // is zeroed).
     for (const TpRun &r : heldRuns(t, ctx_.ranks[0], ctx_.ranks[2])) {
       uint64_t begin = offsetOf(*w) + uint64_t(r.whole) * 4;
-      loads.push_back(
-          {begin, begin + uint64_t(r.count) * 4, static_cast<char *>(t.data) + r.part * 4});
+      if (inNvme(t)) // ZeRO-Infinity's parameters: written into the tier
+        loads.push_back({begin, begin + uint64_t(r.count) * 4, nullptr, &t, r.part});
+      else
+        loads.push_back(
+            {begin, begin + uint64_t(r.count) * 4, static_cast<char *>(t.data) + r.part * 4});
     }
   }
   std::sort(loads.begin(), loads.end(),
@@ -120,7 +125,11 @@ void Executor::loadWeights(const std::string &path) {
     for (size_t j = next; j < loads.size() && loads[j].begin < end; ++j) {
       uint64_t b = std::max(at, loads[j].begin), e = std::min(end, loads[j].end);
       if (b < e) {
-        std::memcpy(loads[j].to + (b - loads[j].begin), base + b, e - b);
+        if (loads[j].nvme) // whole float32s: both ends lie on 4-byte bounds of the file
+          writeState(*loads[j].nvme, loads[j].at + int64_t(b - loads[j].begin) / 4,
+                     int64_t(e - b) / 4, reinterpret_cast<const float *>(base + b));
+        else
+          std::memcpy(loads[j].to + (b - loads[j].begin), base + b, e - b);
         touched = true;
       }
     }
@@ -244,27 +253,39 @@ std::vector<WholeTensor> Executor::gatherWeights() {
   // ZeRO chunks to dp index 0, then the tp group's parts to tp rank 0. The
   // other ranks allocate nothing for it.
   const bool dpRoot = ctx_.ranks[0] == 0;
+  // A parameter in the NVMe tier is read into memory first (4 bytes per
+  // element of this rank's part, held until the weights are written).
+  std::vector<std::vector<float>> fromNvme;
+  fromNvme.reserve(weights().size());
   for (const Tensor *t : weights()) {
+    const float *mine = t->f32();
+    if (inNvme(*t)) {
+      fromNvme.emplace_back(size_t(t->numel));
+      readState(*t, 0, t->numel, fromNvme.back().data());
+      mine = fromNvme.back().data();
+    }
     if (t->shards <= 1 && t->tpDim < 0) {
       r.push_back({t->name, std::vector<int64_t>(t->shape.dims, t->shape.dims + t->shape.rank),
-                   t->f32()});
+                   mine});
+      if (inNvme(*t))
+        gathered_.push_back(std::move(fromNvme.back()));
       continue;
     }
     std::string what = "gathering the weight '" + t->name + "'";
     // ZeRO: the chunks, in dp order, make the tp part (or the whole)
     // followed by the padding.
-    const float *part = t->f32();
+    const float *part = mine;
     int64_t partNumel = t->partNumel();
     std::vector<float> chunks;
     if (t->shards > 1) {
       Uncounted quiet(*comm_);
       size_t bytes = size_t(t->numel) * sizeof(float);
       if (!dpRoot) {
-        comm_->wait(comm_->send(t->f32(), bytes, 0, 0, what.c_str()));
+        comm_->wait(comm_->send(mine, bytes, 0, 0, what.c_str()));
         continue;
       }
       chunks.resize(size_t(t->numel * t->shards));
-      std::memcpy(chunks.data(), t->f32(), bytes);
+      std::memcpy(chunks.data(), mine, bytes);
       for (int k = 1; k < t->shards; ++k)
         comm_->wait(comm_->recv(chunks.data() + size_t(k) * t->numel, bytes, k, 0, what.c_str()));
       part = chunks.data();

@@ -52,13 +52,25 @@ int64_t indexBound(const plan::Plan &p, const std::string &name) {
 } // namespace
 
 void checkFiniteWeights(const Executor &exec, const std::string &weightsPath) {
-  for (const Tensor *t : exec.weights())
-    for (int64_t i = 0; i < t->numel; ++i)
-      if (!std::isfinite(t->f32()[i]))
-        throw std::runtime_error(
-            weightsPath + ": parameter '" + t->name + "' holds " + nonFinite(t->f32()[i]) +
-            (t->shards > 1 ? " (in this rank's shard, element " : " (element ") +
-            std::to_string(i) + "): training from it can only produce NaN");
+  std::vector<float> slice; // a parameter in the NVMe tier, a slice at a time
+  for (const Tensor *t : exec.weights()) {
+    constexpr int64_t kSlice = int64_t(1) << 20;
+    for (int64_t at = 0; at < t->numel; at += kSlice) {
+      const int64_t n = std::min(kSlice, t->numel - at);
+      const float *v = t->f32() + (exec.inNvme(*t) ? 0 : at);
+      if (exec.inNvme(*t)) {
+        slice.resize(size_t(n));
+        exec.readState(*t, at, n, slice.data());
+        v = slice.data();
+      }
+      for (int64_t i = 0; i < n; ++i)
+        if (!std::isfinite(v[i]))
+          throw std::runtime_error(
+              weightsPath + ": parameter '" + t->name + "' holds " + nonFinite(v[i]) +
+              (t->shards > 1 ? " (in this rank's shard, element " : " (element ") +
+              std::to_string(at + i) + "): training from it can only produce NaN");
+    }
+  }
 }
 
 std::vector<io::InputSpec> inputSpecs(const Executor &exec) {
@@ -137,21 +149,31 @@ int Trainer::run() {
                 (long long)exec_.microBatches(), (long long)exec_.microBatchSize(),
                 shape.c_str(), where.c_str(), exec_.plan().arena_bytes() / 1048576.0,
                 exec_.pipelined() ? " (stage 0)" : "", runDir_.c_str());
+    // What each tier holds: the optimizer state, the parameters or both.
+    auto held = [&](plan::Tier tier) {
+      bool params = false, state = false;
+      for (const plan::Buffer &b : exec_.plan().buffers())
+        if (b.tier() == tier)
+          (b.role() == plan::PARAM ? params : state) = true;
+      return std::string(params && state ? "the parameters and the optimizer state are"
+                         : params        ? "the parameters are"
+                                         : "the optimizer state is");
+    };
     if (const NvmeTier *nvme = exec_.nvmeTier()) {
-      std::printf("dsrt: note: ZeRO-Infinity: the optimizer state is in an NVMe tier of %.1f MiB "
+      std::printf("dsrt: note: ZeRO-Infinity: %s in an NVMe tier of %.1f MiB "
                   "per rank (%s, %s), read and written tile by tile\n",
-                  nvme->file().size() / 1048576.0, nvme->file().path().c_str(),
-                  io::aioModeName(nvme->file().mode()));
+                  held(plan::NVME).c_str(), nvme->file().size() / 1048576.0,
+                  nvme->file().path().c_str(), io::aioModeName(nvme->file().mode()));
       if (!options_.saveDir.empty() && options_.asyncSave)
         std::printf("dsrt: note: --save-mode async: the state on NVMe is copied into each "
                     "checkpoint before the next step changes it, so those saves block training "
                     "(an async snapshot would need it all in memory)\n");
     }
     if (uint64_t tier = exec_.plan().host_tier_bytes())
-      std::printf("dsrt: note: ZeRO-Offload: the optimizer state is in a host tier of %.1f MiB "
+      std::printf("dsrt: note: ZeRO-Offload: %s in a host tier of %.1f MiB "
                   "per rank, copied to the arena and back tile by tile; on the CPU runtime "
                   "both are RAM, so this frees nothing here\n",
-                  tier / 1048576.0);
+                  held(plan::HOST).c_str(), tier / 1048576.0);
     std::fflush(stdout);
   }
   loop();

@@ -7,8 +7,9 @@ small aio requests: --nvme DIR) trains to the same bits.
         LAYOUT=CONFIG[:FLAGS] ...
 
 For each layout: compiles CONFIG with dsc's FLAGS twice, as written and with
-zero_optimization.offload_optimizer {"device": "cpu"} and sub_group_size
---sub-group (several tiles), runs both --steps steps on the same data, and
+zero_optimization.offload_optimizer {"device": "cpu"} (with --params also
+offload_param, ZeRO-3's parameters) and sub_group_size --sub-group (several
+tiles), runs both --steps steps on the same data, and
 requires metrics.csv's loss, lr and grad_norm columns and weights.safetensors
 to be equal byte for byte. Also requires the offloaded plan to hold its
 optimizer state in the host tier (the manifest's "host tier:" line). Prints
@@ -51,6 +52,11 @@ def main():
     ap.add_argument("--nvme", default=None, metavar="DIR",
                     help="offload to NVMe: the tier's folder (aio: 64 KiB requests, 4 in "
                          "flight, so that a tensor takes several)")
+    ap.add_argument("--params", default=None,
+                    choices=["same", "cpu", "nvme"],
+                    help="also offload the parameters (offload_param: the optimizer's device, "
+                         "or the one given; stage3_param_persistence_threshold 0, so that every "
+                         "one is)")
     ap.add_argument("layouts", nargs="+")
     a = ap.parse_args()
     failed = False
@@ -63,6 +69,12 @@ def main():
         zero["offload_optimizer"] = ({"device": "nvme", "nvme_path": a.nvme} if a.nvme
                                      else {"device": "cpu"})
         zero["sub_group_size"] = a.sub_group
+        if a.params:
+            zero["offload_param"] = (dict(zero["offload_optimizer"]) if a.params == "same" else
+                                     {"device": a.params, "nvme_path": a.nvme or ""})
+            if a.params == "nvme" and not a.nvme:
+                sys.exit("offload-exact: --params nvme needs --nvme DIR")
+            zero["stage3_param_persistence_threshold"] = 0
         if a.nvme:
             off["aio"] = {"block_size": 65536, "queue_depth": 4}
         d = os.path.join(a.out, name)
@@ -76,6 +88,9 @@ def main():
             run([a.dsrt, plan, "--data", a.data, "--steps", str(a.steps), "--out", runs[kind]])
         manifest = open(os.path.join(d, "plan-offload", "manifest.txt")).read()
         tier = re.search(r"((?:host|NVMe) tier):\s+(\d+) bytes", manifest)
+        if a.params and not re.search(r"(host|NVMe) tier: .* of parameters", manifest):
+            print(f"offload-exact: {name}: FAIL: the offloaded plan has no parameters in a tier")
+            failed = True
         tiles = re.search(r"tiles:\s+(\d+)", manifest)
         ok = True
         if not tier or not tiles or int(tier.group(2)) == 0:

@@ -1,10 +1,10 @@
 // RUN: split-file %s %t
-// RUN: dsc-opt %t/functions.mlir -split-input-file --offload -verify-diagnostics -o /dev/null
+// RUN: dsc-opt %t/functions.mlir -split-input-file --offload=param-device=cpu -verify-diagnostics -o /dev/null
 // RUN: dsc-opt %t/device.mlir --offload=device=disk -verify-diagnostics -o /dev/null
 // RUN: dsc-opt %t/ops.mlir -split-input-file -verify-diagnostics -o /dev/null
 
 //--- device.mlir
-// expected-error @below {{offload: device 'disk' is not a tier dsc plans (cpu: host memory, nvme: a file per rank)}}
+// expected-error @below {{offload: device 'disk' is not a tier dsc plans (cpu: host memory, nvme: a file per rank; none)}}
 module {
 }
 
@@ -43,6 +43,21 @@ func.func @reads_new(%w: tensor<4xf32> {train.param = "w"}, %m: tensor<4xf32> {t
   %p, %m2, %v2 = train.adam %w, %g, %m, %v, %lr, %s : tensor<4xf32>
   // expected-error @below {{offload: reads an optimizer state's new value, which lives in its tier}}
   %x = nn.mul %m2, %m2 : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  return %p, %m2, %v2, %x : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Parameter offload needs ZeRO stage 3: below it, the updated parameter is
+// read again (ZeRO 1/2 all-gather it), and it lives in its tier.
+func.func @reads_new_param(%w: tensor<4xf32> {train.param = "w"}, %m: tensor<4xf32> {train.opt_state = "w/exp_avg"},
+                           %v: tensor<4xf32> {train.opt_state = "w/exp_avg_sq"}, %s: tensor<i64> {train.step})
+    -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %lr = train.lr_schedule "constant" {lr = 1.0e-3 : f64}, %s
+  %g = nn.mul %w, %w : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  %p, %m2, %v2 = train.adam %w, %g, %m, %v, %lr, %s : tensor<4xf32>
+  // expected-error @below {{offload: reads a parameter's new value (parameter offload needs ZeRO stage 3, whose updated shards are only returned), which lives in its tier}}
+  %x = nn.mul %p, %p : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
   return %p, %m2, %v2, %x : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
 }
 

@@ -5,6 +5,12 @@
 // RUN: dsc-opt %s --offload="sub-group-size=0" --memory-plan | FileCheck %s --check-prefix=PLAN
 // NVMe: the same tiles, in the NVMe tier.
 // RUN: dsc-opt %s --offload=device=nvme | FileCheck %s --check-prefix=NVME
+// Parameter offload (ZeRO-3's offload_param): the parameters of at least
+// persistence-threshold elements join their tile's fetch and store, and
+// each other reader gets a working copy fetched right before it.
+// RUN: dsc-opt %s --offload="device=none param-device=cpu persistence-threshold=8" | FileCheck %s --check-prefix=PARAM
+// Both: parameters in host memory, optimizer state on NVMe, one fetch each tile.
+// RUN: dsc-opt %s --offload="device=nvme param-device=cpu persistence-threshold=8" | FileCheck %s --check-prefix=BOTH
 // The offloaded IR is valid and round-trips.
 // RUN: dsc-opt %s --offload | dsc-opt | FileCheck %s
 
@@ -37,6 +43,30 @@
 // NVME-SAME:    {dsc.tier = "nvme", dsc.tier_offset = 0 : i64, dsc.tile = 0 : i64, train.opt_state = "a/exp_avg"}
 // NVME-SAME:  attributes {dsc.nvme_tier_bytes = 20480 : i64}
 // NVME:         train.tier_fetch
+
+// PARAM-LABEL: func.func @step(
+// PARAM-SAME:    %[[A:[a-z0-9]+]]: tensor<16xf32> {dsc.tier = "host", dsc.tier_offset = 0 : i64, dsc.tile = 0 : i64, train.param = "a"}
+// PARAM-SAME:    %[[B:[a-z0-9]+]]: tensor<8xf32> {dsc.tier = "host", dsc.tier_offset = 4096 : i64, dsc.tile = 0 : i64, train.param = "b"}
+// PARAM-SAME:    %[[C:[a-z0-9]+]]: tensor<4xf32> {train.param = "c"}
+// PARAM-SAME:  attributes {dsc.host_tier_bytes = 8192 : i64}
+// PARAM:         %[[FA:.*]] = train.tier_fetch %[[A]] {tile = 0 : i64}
+// PARAM-NEXT:    nn.mul %[[FA]], %[[FA]]
+// PARAM-NEXT:    %[[FB:.*]] = train.tier_fetch %[[B]] {tile = 0 : i64}
+// PARAM-NEXT:    nn.mul %[[FB]], %[[FB]]
+// PARAM-NEXT:    nn.mul %[[C]], %[[C]]
+// PARAM-NEXT:    %[[T:.*]]:2 = train.tier_fetch %[[A]], %[[B]] {tile = 0 : i64}
+// PARAM-NEXT:    %[[PA:.*]], %{{.*}}, %{{.*}} = train.adam %[[T]]#0,
+// PARAM-NEXT:    %[[PB:.*]], %{{.*}}, %{{.*}} = train.adam %[[T]]#1,
+// PARAM-NEXT:    %[[PC:.*]], %{{.*}} = train.sgd %[[C]],
+// PARAM-NEXT:    train.tier_store %[[PA]], %[[PB]] to %[[A]], %[[B]] {tile = 0 : i64}
+// PARAM-NEXT:    return %[[A]], %{{.*}}, %{{.*}}, %[[B]], %{{.*}}, %{{.*}}, %[[PC]], %{{.*}} :
+
+// BOTH-LABEL: func.func @step(
+// BOTH-SAME:    {dsc.tier = "host", dsc.tier_offset = 0 : i64, dsc.tile = 0 : i64, train.param = "a"}
+// BOTH-SAME:    {dsc.tier = "nvme", dsc.tier_offset = 0 : i64, dsc.tile = 0 : i64, train.opt_state = "a/exp_avg"}
+// BOTH-SAME:    {dsc.tier = "host", dsc.tier_offset = 4096 : i64, dsc.tile = 0 : i64, train.param = "b"}
+// BOTH-SAME:  attributes {dsc.host_tier_bytes = 8192 : i64, dsc.nvme_tier_bytes = 20480 : i64}
+// BOTH:         train.tier_fetch %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}} {tile = 0 : i64}
 
 // One tile per parameter.
 // EACH:  train.tier_fetch %{{.*}}, %{{.*}} {tile = 0 : i64}

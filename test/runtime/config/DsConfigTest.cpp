@@ -729,7 +729,7 @@ TEST(DsConfig, BatchCountsAreBounded) {
   EXPECT_EQ(errorOf(R"({"train_batch_size": 8,
                         "zero_optimization": {"reduce_bucket_size": 1e16}})"),
             "ds_config.json: 'zero_optimization.reduce_bucket_size' must be "
-            "between 1 and 9007199254740992, got 10000000000000000");
+            "between 0 and 9007199254740992, got 10000000000000000");
 }
 
 /// A megabyte-long unknown key is reported without a suggestion, quickly:
@@ -1445,16 +1445,18 @@ TEST(DsConfig, ZeroErrors) {
             "integer, got string \"5e8\"");
   EXPECT_EQ(zero(R"({"reduce_bucket_size": 1e19})"),
             "ds_config.json: 'zero_optimization.reduce_bucket_size' must be "
-            "between 1 and 9007199254740992, got 1e+19");
+            "between 0 and 9007199254740992, got 1e+19");
   EXPECT_EQ(zero(R"({"stage3_max_live_parameters": 18446744073709551615})"),
             "ds_config.json: 'zero_optimization.stage3_max_live_parameters' "
             "must be between 0 and 9007199254740992, got 18446744073709551615");
-  EXPECT_EQ(zero(R"({"reduce_bucket_size": 0})"),
-            "ds_config.json: 'zero_optimization.reduce_bucket_size' must be "
-            "between 1 and 9007199254740992, got 0");
+  // 0 elements: DeepSpeed's buckets then hold one tensor each, as 1 does.
+  TrainConfig zeroBucket = parse(withZero(R"({"reduce_bucket_size": 0})"));
+  EXPECT_EQ(zeroBucket.zero.reduceBucketSize, 1);
+  ASSERT_EQ(zeroBucket.notes.size(), 1u);
+  EXPECT_NE(zeroBucket.notes[0].find("each tensor is reduced on its own"), std::string::npos);
   EXPECT_EQ(zero(R"({"allgather_bucket_size": -5e8})"),
             "ds_config.json: 'zero_optimization.allgather_bucket_size' must be "
-            "between 1 and 9007199254740992, got -500000000");
+            "between 0 and 9007199254740992, got -500000000");
   EXPECT_EQ(zero(R"({"stage3_prefetch_bucket_size": -1})"),
             "ds_config.json: 'zero_optimization.stage3_prefetch_bucket_size' "
             "must be between 0 and 9007199254740992, got -1");
@@ -1580,9 +1582,25 @@ TEST(DsConfig, ZeroKeysDscDoesNotImplementSaySo) {
       errorOf(withZero(R"({"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 0.5}})"));
   EXPECT_NE(ratio.find("'zero_optimization.offload_optimizer.ratio'"), std::string::npos) << ratio;
   EXPECT_NE(ratio.find("partial offload"), std::string::npos) << ratio;
-  EXPECT_NE(errorOf(withZero(R"({"cpu_offload_param": true})"))
-                .find("'zero_optimization.cpu_offload_param' is boolean true: not supported by "
-                      "dsc"),
+  // ZeRO-Infinity's parameter offload, under both names (the stage is
+  // checked where --zero has had its say: CompileConfig).
+  TrainConfig params = parse(withZero(R"({"stage": 3, "offload_param": {"device": "nvme",
+      "nvme_path": "/nvme", "buffer_count": 5, "max_in_cpu": 1e9}})"));
+  EXPECT_EQ(params.zero.offloadParam, ZeroConfig::OffloadDevice::Nvme);
+  EXPECT_EQ(params.zero.offloadParamNvmePath, "/nvme");
+  EXPECT_EQ(params.zero.nvmeTierPath(), "/nvme");
+  EXPECT_EQ(parse(toJson(params)).zero, params.zero);
+  TrainConfig oldParam = parse(withZero(R"({"stage": 3, "cpu_offload_param": true})"));
+  EXPECT_EQ(oldParam.zero.offloadParam, ZeroConfig::OffloadDevice::Cpu);
+  EXPECT_NE(errorOf(withZero(R"({"cpu_offload_param": true, "offload_param": {"device": "cpu"}})"))
+                .find("give only one"),
+            std::string::npos);
+  EXPECT_NE(errorOf(withZero(R"({"offload_param": {"device": "nvme"}})"))
+                .find("give 'zero_optimization.offload_param.nvme_path'"),
+            std::string::npos);
+  EXPECT_NE(errorOf(withZero(R"({"offload_optimizer": {"device": "nvme", "nvme_path": "/a"},
+      "offload_param": {"device": "nvme", "nvme_path": "/b"}})"))
+                .find("give the same folder"),
             std::string::npos);
   EXPECT_NE(errorOf(withZero(R"({"zero_quantized_gradients": true})")).find("ZeRO++"),
             std::string::npos);
