@@ -80,6 +80,41 @@ uint64_t machineMemoryBytes() {
     return UINT64_MAX;
   return (uint64_t(si.totalram) + uint64_t(si.totalswap)) * si.mem_unit;
 }
+
+/// The memory limit of this process' cgroup (v1: the memory controller's
+/// hierarchical limit; v2: the lowest memory.max from its cgroup up), or
+/// UINT64_MAX where there is none: a container's limit, or one a test
+/// sets, kills the process beyond it as surely as the machine's size.
+uint64_t cgroupMemoryLimit() {
+  std::ifstream self("/proc/self/cgroup");
+  std::string line;
+  uint64_t limit = UINT64_MAX;
+  while (std::getline(self, line)) {
+    size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos)
+      continue;
+    std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    if (controllers == "memory" || (controllers.find("memory") != std::string::npos &&
+                                    controllers.find(',') != std::string::npos)) {
+      std::ifstream stat("/sys/fs/cgroup/" + controllers + path + "/memory.stat");
+      std::string key;
+      uint64_t value = 0;
+      while (stat >> key >> value)
+        if (key == "hierarchical_memory_limit")
+          limit = std::min(limit, value);
+    } else if (controllers.empty() && line.compare(0, 2, "0:") == 0) {
+      for (std::string p = path; !p.empty(); p = p.substr(0, p.rfind('/'))) {
+        std::ifstream max("/sys/fs/cgroup" + p + "/memory.max");
+        std::string v;
+        if (max >> v && v != "max")
+          limit = std::min<uint64_t>(limit, std::strtoull(v.c_str(), nullptr, 10));
+        if (p == "/")
+          break;
+      }
+    }
+  }
+  return limit;
+}
 } // namespace
 
 
@@ -700,13 +735,20 @@ void Executor::initialize(const std::string &weightsPath, uint64_t seed) {
     commBytes += uint64_t(r.stagingElements) * sizeof(float) +
                  uint64_t(r.maxPending) * uint64_t(r.maxTensors) * sizeof(comm::TensorArg);
   uint64_t tierBytes = (plan_.host_tier_bytes() + 4095) / 4096 * 4096;
-  if (uint64_t have = machineMemoryBytes(); arenaBytes + commBytes + tierBytes > have)
+  const uint64_t machine = machineMemoryBytes(), cgroup = cgroupMemoryLimit();
+  if (uint64_t have = std::min(machine, cgroup); arenaBytes + commBytes + tierBytes > have)
     throw PlanError(name_ + ": needs " + std::to_string(arenaBytes + commBytes + tierBytes) +
                     " bytes (the arena " + std::to_string(arenaBytes) +
                     ", the collectives' staging " + std::to_string(commBytes) +
-                    ", the host tier " + std::to_string(tierBytes) +
-                    "), more than this machine's " + std::to_string(have) +
-                    " bytes of memory and swap");
+                    ", the host tier " + std::to_string(tierBytes) + "), more than " +
+                    (cgroup < machine ? "its cgroup's memory limit of "
+                                      : "this machine's ") +
+                    std::to_string(have) +
+                    (cgroup < machine ? " bytes" : " bytes of memory and swap") +
+                    (plan_.host_tier_bytes() || plan_.nvme_tier().bytes()
+                         ? ""
+                         : " (zero_optimization.offload_optimizer / offload_param with device "
+                           "\"nvme\" keep the state on disk)"));
   arena_ = std::aligned_alloc(64, arenaBytes);
   if (!arena_)
     throw PlanError("cannot allocate the arena of " + std::to_string(arenaBytes) + " bytes");

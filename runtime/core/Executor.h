@@ -352,6 +352,12 @@ public:
   /// plan order; a parameter several stages hold, from the first), sent by
   /// the other stages' roots (not counted). Throws comm::CommError.
   std::vector<WholeTensor> gatherWeights();
+  /// Gives the arena's transient bytes (gradients, activations, working
+  /// copies: everything after the persistent state) back to the system,
+  /// once no step will run: the weights gathered at the end (a parameter
+  /// in the NVMe tier is read into memory) then take their place rather
+  /// than add to them. The next step would find them zero.
+  void releaseTransients();
 
   /// One optimizer step. `loadMicroBatch(g, into)` must fill the tensors
   /// `into` (inputs() without a pipeline; a load_batch's INPUT buffers

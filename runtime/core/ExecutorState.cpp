@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include <sys/mman.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 namespace dsrt {
@@ -241,6 +242,17 @@ struct Uncounted {
   ~Uncounted() { c.setCounting(was); }
 };
 } // namespace
+
+void Executor::releaseTransients() {
+  if (!arena_)
+    return;
+  const uint64_t page = uint64_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t base = reinterpret_cast<uintptr_t>(arena_);
+  const uintptr_t begin = (base + plan_.persistent_bytes() + page - 1) / page * page;
+  const uintptr_t end = (base + plan_.arena_bytes()) / page * page;
+  if (begin < end)
+    ::madvise(reinterpret_cast<void *>(begin), end - begin, MADV_DONTNEED);
+}
 
 std::vector<WholeTensor> Executor::gatherWeights() {
   std::vector<WholeTensor> r;

@@ -379,6 +379,7 @@ int Trainer::writeResults() {
   };
   // Every rank takes part in gathering ZeRO shards (and a pipeline's
   // stages send theirs to rank 0); rank 0 writes.
+  exec_.releaseTransients();
   std::vector<WholeTensor> whole = exec_.gatherWeights();
   if (!rank0_)
     return o.stoppedAt || o.saveFailedAt ? 1 : 0;
