@@ -4,6 +4,7 @@
 #include "runtime/io/FileUtil.h"
 
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -20,6 +21,9 @@ NvmeTier::NvmeTier(const std::string &dir, const std::string &name, uint64_t byt
                    const io::AioOptions &options)
     : file_(io::AioFile::create(dir, name, bytes, options)), block_(options.blockSize),
       slots_(std::max(1, options.queueDepth)) {
+  if (const char *f = std::getenv("DSRT_FAILPOINT");
+      f && std::strncmp(f, "nvme-write:", 11) == 0)
+    killAtWrite_ = std::strtoull(f + 11, nullptr, 10);
   bounce_ = static_cast<char *>(std::aligned_alloc(kAlign, block_ * uint64_t(slots_)));
   if (!bounce_)
     throw io::IoError(dir + ": cannot allocate the NVMe tier's " + std::to_string(slots_) +
@@ -66,6 +70,7 @@ void NvmeTier::write(uint64_t offset, uint64_t bytes, const void *src) {
   const uint64_t begin = down(offset), end = std::min(up(offset + bytes), file_->size());
   std::deque<io::AioFile::Ticket> inFlight;
   int next = 0;
+  const bool kill = killAtWrite_ && ++writes_ == killAtWrite_;
   for (uint64_t at = begin; at < end; at += block_) {
     if (int(inFlight.size()) == slots_) {
       file_->wait(inFlight.front());
@@ -79,6 +84,8 @@ void NvmeTier::write(uint64_t offset, uint64_t bytes, const void *src) {
       file_->wait(file_->read(slot, at, n));
     std::memcpy(slot + (lo - at), static_cast<const char *>(src) + (lo - offset), hi - lo);
     inFlight.push_back(file_->write(slot, at, n));
+    if (kill && (at + n - begin) * 2 >= end - begin)
+      ::raise(SIGKILL); // the failpoint: half submitted, requests in flight
   }
   // A later read of these bytes must see them.
   while (!inFlight.empty()) {

@@ -42,6 +42,10 @@ private:
   char *bounce_ = nullptr;
   uint64_t block_ = 0;
   int slots_ = 0;
+  // The kill tests' failpoint: DSRT_FAILPOINT=nvme-write:K makes the K-th
+  // write SIGKILL this process with half of its requests submitted
+  // (docs/offload.md, "Crash safety").
+  uint64_t killAtWrite_ = 0, writes_ = 0;
 };
 
 } // namespace dsrt
