@@ -865,6 +865,8 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
     t->set_block_size(uint64_t(options.config.aio.blockSize));
     t->set_queue_depth(uint32_t(options.config.aio.queueDepth));
     t->set_single_submit(options.config.aio.singleSubmit);
+    t->set_pipeline_read(options.config.zero.pipelineRead);
+    t->set_pipeline_write(options.config.zero.pipelineWrite);
   }
   if (pp == 1) {
     emitters.push_back(std::make_unique<Emitter>(steps[0], p, dp));

@@ -413,7 +413,7 @@ void writeOffload(const plan::Plan &p, llvm::raw_ostream &os) {
       (b.role() == plan::PARAM ? h.paramBytes : h.stateBytes) += bytesOf(b);
     }
   // The copies of a step (a micro-batch's run micro_batches times), each
-  // way, per tier; the tiles are the epilogue's fetches.
+  // way, per tier.
   int64_t tiles = 0, largest = 0, in[2] = {0, 0}, out[2] = {0, 0}, paramFetches = 0;
   const plan::Program &prog = p.program();
   for (const auto *list : {&prog.prologue(), &prog.micro_batch(), &prog.epilogue()}) {
@@ -428,10 +428,13 @@ void writeOffload(const plan::Plan &p, llvm::raw_ostream &os) {
         (fetch ? in : out)[b.tier() == plan::NVME] += bytesOf(b) * times;
         t += bytesOf(b);
       }
-      if (fetch && list == &prog.epilogue()) {
+      // A tile is fetched and stored once; the other fetches are a
+      // parameter's readers' (a pipeline's schedule is all in the prologue).
+      if (!fetch) {
         ++tiles;
         largest = std::max(largest, t);
-      } else if (fetch) {
+        paramFetches -= times;
+      } else {
         paramFetches += times;
       }
     }
@@ -507,6 +510,31 @@ void writeOffload(const plan::Plan &p, llvm::raw_ostream &os) {
   if (anyNvme)
     os << "  I/O:            O_DIRECT through io_uring, requests of " << p.nvme_tier().block_size()
        << " bytes, " << p.nvme_tier().queue_depth() << " in flight (aio)\n";
+  if (anyNvme && (p.nvme_tier().pipeline_read() || p.nvme_tier().pipeline_write())) {
+    // The buffers dsrt adds: the largest fetch's and store's NVMe bytes.
+    int64_t ahead = 0, behind = 0;
+    for (const auto *list : {&prog.prologue(), &prog.micro_batch(), &prog.epilogue()})
+      for (const plan::Instr &i : *list) {
+        const bool fetch = i.op() == "tier.fetch";
+        if (!fetch && i.op() != "tier.store")
+          continue;
+        int64_t n = 0;
+        for (uint32_t k : fetch ? i.inputs() : i.outputs())
+          if (p.buffers(int(k)).tier() == plan::NVME)
+            n += bytesOf(p.buffers(int(k)));
+        (fetch ? ahead : behind) = std::max(fetch ? ahead : behind, n);
+      }
+    os << "  pipelined:      on an I/O thread;";
+    if (p.nvme_tier().pipeline_read())
+      os << " each fetch starts reading the next of its list (pipeline_read; a read-ahead "
+            "buffer of "
+         << humanBytes(ahead) << ")" << (p.nvme_tier().pipeline_write() ? ";" : "");
+    if (p.nvme_tier().pipeline_write())
+      os << " each store returns while its bytes are written (pipeline_write; a write-behind "
+            "buffer of "
+         << humanBytes(behind) << ")";
+    os << "\n";
+  }
   if (p.host_tier_bytes())
     os << "  note:           on dsrt's CPU runtime the host tier and the arena are the same RAM: "
           "this frees no memory here, and the copies run anyway, so that the schedule is "

@@ -349,7 +349,8 @@ bool ZeroConfig::operator==(const ZeroConfig &o) const {
          roundRobinGradients == o.roundRobinGradients &&
          subGroupSize == o.subGroupSize && offloadOptimizer == o.offloadOptimizer &&
          offloadNvmePath == o.offloadNvmePath && offloadParam == o.offloadParam &&
-         offloadParamNvmePath == o.offloadParamNvmePath;
+         offloadParamNvmePath == o.offloadParamNvmePath && pipelineRead == o.pipelineRead &&
+         pipelineWrite == o.pipelineWrite;
 }
 
 bool Fp16Config::operator==(const Fp16Config &o) const {
@@ -571,7 +572,10 @@ std::string toJson(const TrainConfig &cfg) {
   if (z.offloadOptimizer == ZeroConfig::OffloadDevice::Cpu)
     zj["offload_optimizer"] = ordered_json{{"device", "cpu"}};
   else if (z.offloadOptimizer == ZeroConfig::OffloadDevice::Nvme)
-    zj["offload_optimizer"] = ordered_json{{"device", "nvme"}, {"nvme_path", z.offloadNvmePath}};
+    zj["offload_optimizer"] = ordered_json{{"device", "nvme"},
+                                           {"nvme_path", z.offloadNvmePath},
+                                           {"pipeline_read", z.pipelineRead},
+                                           {"pipeline_write", z.pipelineWrite}};
   if (z.offloadParam == ZeroConfig::OffloadDevice::Cpu)
     zj["offload_param"] = ordered_json{{"device", "cpu"}};
   else if (z.offloadParam == ZeroConfig::OffloadDevice::Nvme)

@@ -171,6 +171,10 @@ struct ZeroConfig {
   enum class OffloadDevice { None, Cpu, Nvme };
   OffloadDevice offloadOptimizer = OffloadDevice::None;
   std::string offloadNvmePath;
+  /// offload_optimizer.pipeline_read / pipeline_write with device nvme:
+  /// every NVMe read of the plan starts one fetch ahead, every NVMe write
+  /// returns at once from a write-behind buffer (Plan.nvme_tier).
+  bool pipelineRead = false, pipelineWrite = false;
   /// ZeRO-Infinity's parameter offload (offload_param.device, or the older
   /// cpu_offload_param), stage 3 only: each rank's parameter shards (the
   /// fp32 masters) in the host or NVMe tier, fetched before each reader;

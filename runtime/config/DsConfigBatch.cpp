@@ -310,10 +310,10 @@ void readZero(const Section &top, ZeroConfig &z, std::vector<std::string> &notes
     for (const char *key : {"pipeline_read", "pipeline_write"}) {
       if (!off.boolean(key).value_or(false))
         continue;
-      if (device == "nvme")
-        off.fail("'" + off.path(key) + "' is true: dsc reads each tile's state before its "
-                 "update and writes it after, without overlapping the next tile's yet; leave "
-                 "it false");
+      if (device == "nvme") {
+        (std::string(key) == "pipeline_read" ? z.pipelineRead : z.pipelineWrite) = true;
+        continue;
+      }
       notes.push_back("'" + off.path(key) + "' is true: it changes nothing in dsc: only NVMe "
                       "offload reads it (DeepSpeed too)");
     }

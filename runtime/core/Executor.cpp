@@ -438,6 +438,7 @@ void Executor::validatePipeline() {
 }
 
 Executor::~Executor() {
+  nvme_.reset(); // its I/O thread finishes the writes it was given first
   destroyDevice();
   std::free(arena_);
   std::free(hostTier_);
@@ -725,6 +726,41 @@ void Executor::validateCollectives(const std::vector<Instr> &list, const char *w
   }
 }
 
+uint64_t Executor::linkReadAhead() {
+  auto nvmeBytes = [](const Instr &i) {
+    uint64_t n = 0;
+    for (const Tensor *t : i.in)
+      n += t->tier == plan::NVME ? t->bytes() : 0;
+    return n;
+  };
+  uint64_t largest = 0;
+  for (auto *list : {&prologue_, &micro_, &epilogue_}) {
+    Instr *previous = nullptr; // the last fetch with NVMe bytes
+    std::vector<const Tensor *> stored; // NVMe tensors stored since it
+    for (Instr &i : *list) {
+      if (i.op == "tier.store") {
+        for (const Tensor *t : i.out)
+          if (t->tier == plan::NVME)
+            stored.push_back(t);
+        continue;
+      }
+      if (i.op != "tier.fetch" || !nvmeBytes(i))
+        continue;
+      largest = std::max(largest, nvmeBytes(i));
+      bool clean = true; // none of its bytes written since `previous`
+      for (const Tensor *t : i.in)
+        for (const Tensor *w : stored)
+          clean &= t->tier != plan::NVME || t->offset + t->bytes() <= w->offset ||
+                   w->offset + w->bytes() <= t->offset;
+      if (previous && clean)
+        previous->readAhead = &i;
+      previous = &i;
+      stored.clear();
+    }
+  }
+  return largest;
+}
+
 void Executor::initialize(const std::string &weightsPath, uint64_t seed) {
   // What this rank allocates, against what the machine has: an allocation
   // beyond it may well succeed, and then the first touch of its pages
@@ -735,12 +771,30 @@ void Executor::initialize(const std::string &weightsPath, uint64_t seed) {
     commBytes += uint64_t(r.stagingElements) * sizeof(float) +
                  uint64_t(r.maxPending) * uint64_t(r.maxTensors) * sizeof(comm::TensorArg);
   uint64_t tierBytes = (plan_.host_tier_bytes() + 4095) / 4096 * 4096;
+  // NVMe pipelining (pipeline_read / pipeline_write): each fetch links the
+  // next fetch of its list it may start reading (no store between them
+  // writes its bytes); the buffers hold the largest fetch's and store's
+  // NVMe bytes.
+  uint64_t readAheadBytes = 0, writeBehindBytes = 0;
+  if (plan_.nvme_tier().bytes() && plan_.nvme_tier().pipeline_read())
+    readAheadBytes = linkReadAhead();
+  if (plan_.nvme_tier().bytes() && plan_.nvme_tier().pipeline_write())
+    for (auto *list : {&prologue_, &micro_, &epilogue_})
+      for (const Instr &i : *list)
+        if (i.op == "tier.store") {
+          uint64_t n = 0;
+          for (const Tensor *t : i.out)
+            n += t->tier == plan::NVME ? t->bytes() : 0;
+          writeBehindBytes = std::max(writeBehindBytes, n);
+        }
+  tierBytes += readAheadBytes + writeBehindBytes;
   const uint64_t machine = machineMemoryBytes(), cgroup = cgroupMemoryLimit();
   if (uint64_t have = std::min(machine, cgroup); arenaBytes + commBytes + tierBytes > have)
     throw PlanError(name_ + ": needs " + std::to_string(arenaBytes + commBytes + tierBytes) +
                     " bytes (the arena " + std::to_string(arenaBytes) +
                     ", the collectives' staging " + std::to_string(commBytes) +
-                    ", the host tier " + std::to_string(tierBytes) + "), more than " +
+                    ", the host tier and the NVMe tier's read-ahead and write-behind buffers " +
+                    std::to_string(tierBytes) + "), more than " +
                     (cgroup < machine ? "its cgroup's memory limit of "
                                       : "this machine's ") +
                     std::to_string(have) +
@@ -774,6 +828,17 @@ void Executor::initialize(const std::string &weightsPath, uint64_t seed) {
       throw PlanError(name_ + ": the NVMe tier: " + e.what());
     }
     ctx_.nvme = nvme_.get();
+    if (readAheadBytes || writeBehindBytes) {
+      pipelineBuffers_.reset(static_cast<char *>(
+          std::aligned_alloc(64, (readAheadBytes + writeBehindBytes + 63) / 64 * 64 + 64)));
+      if (!pipelineBuffers_)
+        throw PlanError("cannot allocate the NVMe tier's read-ahead and write-behind buffers");
+      if (readAheadBytes)
+        ctx_.readAheadBuffer = pipelineBuffers_.get();
+      if (writeBehindBytes)
+        ctx_.writeBehindBuffer = pipelineBuffers_.get() + (readAheadBytes + 63) / 64 * 64;
+      nvme_->startIoThread();
+    }
   }
   for (int k = 0; k < plan_.buffers_size(); ++k) {
     if (tensors_[k].tier == plan::NVME) { // no bytes in memory: NvmeTier

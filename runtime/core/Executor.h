@@ -187,6 +187,9 @@ struct Instr {
     int64_t condRows = 1;
     bool fillWhen = true;
   } fused;
+  /// tier.fetch under pipeline_read: the next tier.fetch of its list,
+  /// whose NVMe reads this one starts once its own are done (null: none).
+  const Instr *readAhead = nullptr;
   uint32_t axis = 0;       // dist ops: 0 the dp group, 1 the pp group
   int64_t microBatch = 0;  // pipeline plans: for the timeline
   uint32_t phase = 0;
@@ -227,6 +230,15 @@ struct Context {
   /// ZeRO-Infinity's NVMe tier of this rank (tier.fetch / tier.store), or
   /// null.
   NvmeTier *nvme = nullptr;
+  /// pipeline_read: the read-ahead buffer, and the fetch whose NVMe bytes
+  /// are being read into it (with the ticket of its last request).
+  char *readAheadBuffer = nullptr;
+  const Instr *readAheadFor = nullptr;
+  uint64_t readAheadTicket = 0;
+  /// pipeline_write: the write-behind buffer a tier.store copies its NVMe
+  /// values into, and the ticket of the last write from it.
+  char *writeBehindBuffer = nullptr;
+  uint64_t writeBehindTicket = 0;
   /// Pipeline plans: load_batch m reads global micro-batch
   /// ((step - 1) * microBatches + m) * dp + rank through `load`.
   bool pipelined = false;
@@ -496,6 +508,13 @@ private:
   std::vector<Instr> prologue_, micro_, epilogue_;
   void *arena_ = nullptr;
   void *hostTier_ = nullptr; // Plan.host_tier_bytes (ZeRO-Offload's state)
+  struct FreeDeleter {
+    void operator()(char *p) const { std::free(p); }
+  };
+  std::unique_ptr<char, FreeDeleter> pipelineBuffers_; // read-ahead, write-behind
+  /// pipeline_read: links each tier.fetch to the next one of its list it
+  /// may start reading; returns the most NVMe bytes a fetch reads.
+  uint64_t linkReadAhead();
   std::unique_ptr<NvmeTier> nvme_; // Plan.nvme_tier (ZeRO-Infinity's state)
   std::string nvmePath_;
   Device device_ = Device::Cpu;

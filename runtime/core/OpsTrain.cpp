@@ -9,6 +9,17 @@
 namespace dsrt::ops {
 
 namespace {
+/// `bytes` from `src` to `dst` with the threads of the kernels, in 1 MiB
+/// pieces.
+void copyBytes(const void *src, void *dst, uint64_t bytes) {
+  const char *s = static_cast<const char *>(src);
+  char *d = static_cast<char *>(dst);
+  const int64_t n = int64_t(bytes), piece = int64_t(1) << 20;
+#pragma omp parallel for schedule(static) if (n > 4 * piece)
+  for (int64_t o = 0; o < n; o += piece)
+    std::memcpy(d + o, s + o, size_t(std::min(piece, n - o)));
+}
+
 /// tier.fetch (fetch: the host tier's state into arena working copies) and
 /// tier.store (back): pairwise copies, in = the source, out = the target.
 void bindTierCopy(Instr &i, const Check &c, bool fetch) {
@@ -28,24 +39,57 @@ void bindTierCopy(Instr &i, const Check &c, bool fetch) {
                                : "stores from the arena into a tier") +
              ": copy " + std::to_string(k) + " does not");
   }
+  i.g[0] = fetch ? 1 : 0;
   i.run = [](const Instr &i, Context &ctx) {
+    const bool fetch = i.g[0] == 1;
+    // pipeline_read: this fetch's NVMe bytes were started by the one
+    // before it, into the read-ahead buffer, in input order.
+    const bool ahead = fetch && ctx.readAheadFor == &i;
+    if (ahead) {
+      ctx.nvme->wait(ctx.readAheadTicket);
+      ctx.readAheadFor = nullptr;
+    }
+    // pipeline_write: the write-behind buffer is free once its last
+    // write is done; this store's NVMe values are copied into it.
+    const bool behind = !fetch && ctx.writeBehindBuffer;
+    if (behind)
+      ctx.nvme->wait(ctx.writeBehindTicket);
+    uint64_t at = 0; // in the read-ahead / write-behind buffer
     for (size_t k = 0; k < i.in.size(); ++k) {
       const Tensor *from = i.in[k], *to = i.out[k];
+      if (from->tier == plan::NVME && ahead) {
+        copyBytes(ctx.readAheadBuffer + at, to->data, from->bytes());
+        at += from->bytes();
+        continue;
+      }
       if (from->tier == plan::NVME) {
         ctx.nvme->read(from->offset, from->bytes(), to->data);
+        continue;
+      }
+      if (to->tier == plan::NVME && behind) {
+        copyBytes(from->data, ctx.writeBehindBuffer + at, from->bytes());
+        ctx.writeBehindTicket =
+            ctx.nvme->startWrite(to->offset, to->bytes(), ctx.writeBehindBuffer + at);
+        at += from->bytes();
         continue;
       }
       if (to->tier == plan::NVME) {
         ctx.nvme->write(to->offset, to->bytes(), from->data);
         continue;
       }
-      // The threads of the kernels, in 1 MiB pieces.
-      const char *src = static_cast<const char *>(from->data);
-      char *dst = static_cast<char *>(to->data);
-      const int64_t bytes = int64_t(from->bytes()), piece = int64_t(1) << 20;
-#pragma omp parallel for schedule(static) if (bytes > 4 * piece)
-      for (int64_t o = 0; o < bytes; o += piece)
-        std::memcpy(dst + o, src + o, size_t(std::min(piece, bytes - o)));
+      copyBytes(from->data, to->data, from->bytes());
+    }
+    // pipeline_read: start the next fetch's NVMe reads (the buffer is free:
+    // this fetch's bytes are out of it).
+    if (const Instr *next = i.readAhead) {
+      at = 0;
+      for (const Tensor *from : next->in)
+        if (from->tier == plan::NVME) {
+          ctx.readAheadTicket =
+              ctx.nvme->startRead(from->offset, from->bytes(), ctx.readAheadBuffer + at);
+          at += from->bytes();
+        }
+      ctx.readAheadFor = next;
     }
   };
 }

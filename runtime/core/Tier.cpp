@@ -31,11 +31,108 @@ NvmeTier::NvmeTier(const std::string &dir, const std::string &name, uint64_t byt
 }
 
 NvmeTier::~NvmeTier() {
+  if (io_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    io_.join(); // after the requests queued before
+  }
   file_.reset(); // waits for every request into the buffers
   std::free(bounce_);
 }
 
+void NvmeTier::startIoThread() {
+  if (!io_.joinable())
+    io_ = std::thread([this] { serve(); });
+}
+
+void NvmeTier::serve() {
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty())
+        return; // stopped, nothing left
+      job = queue_.front();
+    }
+    std::exception_ptr failed;
+    if (!error_) { // after an error, the rest is not run (wait rethrows it)
+      try {
+        if (job.write)
+          writeNow(job.offset, job.bytes, job.mem);
+        else
+          readNow(job.offset, job.bytes, job.mem);
+      } catch (...) {
+        failed = std::current_exception();
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.pop_front();
+      if (failed && !error_)
+        error_ = failed;
+      done_ = job.ticket;
+    }
+    cv_.notify_all();
+  }
+}
+
+NvmeTier::Ticket NvmeTier::startRead(uint64_t offset, uint64_t bytes, void *dst) {
+  if (!io_.joinable()) {
+    readNow(offset, bytes, dst);
+    return 0;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back({false, offset, bytes, dst, ++issued_});
+  }
+  cv_.notify_all();
+  return issued_;
+}
+
+NvmeTier::Ticket NvmeTier::startWrite(uint64_t offset, uint64_t bytes, const void *src) {
+  if (!io_.joinable()) {
+    writeNow(offset, bytes, src);
+    return 0;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back({true, offset, bytes, const_cast<void *>(src), ++issued_});
+  }
+  cv_.notify_all();
+  return issued_;
+}
+
+void NvmeTier::wait(Ticket t) {
+  if (!io_.joinable())
+    return;
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return done_ >= t; });
+  if (error_)
+    std::rethrow_exception(error_);
+}
+
+void NvmeTier::drain() {
+  Ticket last;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last = issued_;
+  }
+  wait(last);
+}
+
 void NvmeTier::read(uint64_t offset, uint64_t bytes, void *dst) {
+  wait(startRead(offset, bytes, dst));
+}
+
+void NvmeTier::write(uint64_t offset, uint64_t bytes, const void *src) {
+  wait(startWrite(offset, bytes, src));
+}
+
+void NvmeTier::readNow(uint64_t offset, uint64_t bytes, void *dst) {
   if (!bytes)
     return;
   const uint64_t begin = down(offset), end = std::min(up(offset + bytes), file_->size());
@@ -64,7 +161,7 @@ void NvmeTier::read(uint64_t offset, uint64_t bytes, void *dst) {
     finish();
 }
 
-void NvmeTier::write(uint64_t offset, uint64_t bytes, const void *src) {
+void NvmeTier::writeNow(uint64_t offset, uint64_t bytes, const void *src) {
   if (!bytes)
     return;
   const uint64_t begin = down(offset), end = std::min(up(offset + bytes), file_->size());

@@ -14,9 +14,14 @@
 
 #include "runtime/io/Aio.h"
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 namespace dsrt {
 
@@ -32,12 +37,37 @@ public:
 
   /// Bytes [offset, offset + bytes) of the tier into `dst`, and back from
   /// `src` (any offsets: a partly covered block is read, then written whole).
+  /// They return once the bytes are in `dst` / on the disk.
   void read(uint64_t offset, uint64_t bytes, void *dst);
   void write(uint64_t offset, uint64_t bytes, const void *src);
+
+  /// The same, started: with the I/O thread (startIoThread), a request
+  /// runs there, after every request started before it, and `wait` blocks
+  /// until it is done (rethrowing its error); without it, it runs at once.
+  /// `dst` / `src` must stay valid until then.
+  using Ticket = uint64_t;
+  Ticket startRead(uint64_t offset, uint64_t bytes, void *dst);
+  Ticket startWrite(uint64_t offset, uint64_t bytes, const void *src);
+  void wait(Ticket t);
+  /// Every request started so far done.
+  void drain();
+  /// Requests run on a thread of their own from now on (pipeline_read /
+  /// pipeline_write: they overlap the kernels).
+  void startIoThread();
 
   const io::AioFile &file() const { return *file_; }
 
 private:
+  void readNow(uint64_t offset, uint64_t bytes, void *dst);
+  void writeNow(uint64_t offset, uint64_t bytes, const void *src);
+  struct Job {
+    bool write;
+    uint64_t offset, bytes;
+    void *mem;
+    Ticket ticket;
+  };
+  void serve();
+
   std::unique_ptr<io::AioFile> file_;
   char *bounce_ = nullptr;
   uint64_t block_ = 0;
@@ -46,6 +76,14 @@ private:
   // write SIGKILL this process with half of its requests submitted
   // (docs/offload.md, "Crash safety").
   uint64_t killAtWrite_ = 0, writes_ = 0;
+  // The I/O thread and its queue (FIFO): done_ is the last ticket served.
+  std::thread io_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> queue_;
+  Ticket issued_ = 0, done_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
 };
 
 } // namespace dsrt

@@ -57,6 +57,9 @@ def main():
                     help="also offload the parameters (offload_param: the optimizer's device, "
                          "or the one given; stage3_param_persistence_threshold 0, so that every "
                          "one is)")
+    ap.add_argument("--pipeline", action="store_true",
+                    help="with --nvme: pipeline_read and pipeline_write (read-ahead, "
+                         "write-behind on an I/O thread)")
     ap.add_argument("layouts", nargs="+")
     a = ap.parse_args()
     failed = False
@@ -77,6 +80,8 @@ def main():
             zero["stage3_param_persistence_threshold"] = 0
         if a.nvme:
             off["aio"] = {"block_size": 65536, "queue_depth": 4}
+        if a.pipeline:
+            zero["offload_optimizer"].update(pipeline_read=True, pipeline_write=True)
         d = os.path.join(a.out, name)
         os.makedirs(d, exist_ok=True)
         json.dump(off, open(os.path.join(d, "offload.json"), "w"))
