@@ -787,14 +787,17 @@ void Executor::initialize(const std::string &weightsPath, uint64_t seed) {
             n += t->tier == plan::NVME ? t->bytes() : 0;
           writeBehindBytes = std::max(writeBehindBytes, n);
         }
-  tierBytes += readAheadBytes + writeBehindBytes;
+  const uint64_t pipelineBytes = readAheadBytes + writeBehindBytes;
   const uint64_t machine = machineMemoryBytes(), cgroup = cgroupMemoryLimit();
-  if (uint64_t have = std::min(machine, cgroup); arenaBytes + commBytes + tierBytes > have)
-    throw PlanError(name_ + ": needs " + std::to_string(arenaBytes + commBytes + tierBytes) +
+  if (uint64_t have = std::min(machine, cgroup);
+      arenaBytes + commBytes + tierBytes + pipelineBytes > have)
+    throw PlanError(name_ + ": needs " +
+                    std::to_string(arenaBytes + commBytes + tierBytes + pipelineBytes) +
                     " bytes (the arena " + std::to_string(arenaBytes) +
                     ", the collectives' staging " + std::to_string(commBytes) +
-                    ", the host tier and the NVMe tier's read-ahead and write-behind buffers " +
-                    std::to_string(tierBytes) + "), more than " +
+                    ", the host tier " + std::to_string(tierBytes) +
+                    ", the NVMe tier's read-ahead and write-behind buffers " +
+                    std::to_string(pipelineBytes) + "), more than " +
                     (cgroup < machine ? "its cgroup's memory limit of "
                                       : "this machine's ") +
                     std::to_string(have) +
