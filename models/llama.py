@@ -69,6 +69,12 @@ def build_model(a):
         def __init__(self):
             super().__init__()
             inv_freq = 1.0 / (a.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
+            if a.rope_forward:
+                # Older transformers (LlamaRotaryEmbedding before 4.38): the
+                # inverse frequencies are the buffer, the tables are
+                # computed in forward with einsum.
+                self.register_buffer("inv_freq", inv_freq)
+                return
             t = torch.arange(T, dtype=torch.float32)
             freqs = torch.outer(t, inv_freq)
             emb = torch.cat((freqs, freqs), dim=-1)  # [T, hd]
@@ -76,6 +82,11 @@ def build_model(a):
             self.register_buffer("sin_cached", emb.sin())
 
         def forward(self):
+            if a.rope_forward:
+                t = torch.arange(T, dtype=self.inv_freq.dtype)
+                freqs = torch.einsum("i,j->ij", t, self.inv_freq)
+                emb = torch.cat((freqs, freqs), dim=-1)
+                return emb.cos(), emb.sin()
             return self.cos_cached, self.sin_cached
 
     def rotate_half(x):
@@ -201,6 +212,9 @@ def main(argv=None):
     p.add_argument("--rope-theta", type=float, default=10000.0,
                    help="rotary base (LLaMA 1/2: 10000)")
     p.add_argument("--rms-eps", type=float, default=1e-6, help="RMSNorm epsilon")
+    p.add_argument("--rope-forward", action="store_true",
+                   help="compute the rotary tables in forward from the inv_freq buffer with "
+                        "einsum (transformers before 4.38) instead of storing them")
     p.add_argument("--dropout", type=float, default=0.0,
                    help="attention dropout (transformers' attention_dropout; LLaMA "
                         "trains with 0)")

@@ -125,6 +125,8 @@ const char *instructionOf(Operation *op) {
       .Case<nn::SqrtOp>([](Operation *) { return "nn.sqrt"; })
       .Case<nn::SubOp>([](Operation *) { return "nn.sub"; })
       .Case<nn::TanhOp>([](Operation *) { return "nn.tanh"; })
+      .Case<nn::SinOp>([](Operation *) { return "nn.sin"; })
+      .Case<nn::CosOp>([](Operation *) { return "nn.cos"; })
       .Case<nn::TransposeOp>([](Operation *) { return "nn.transpose"; })
       .Case<nn::VocabCeLossOp>([](Operation *) { return "nn.vocab_ce_loss"; })
       .Case<nn::VocabCeLossGradOp>([](Operation *) { return "nn.vocab_ce_loss_grad"; })
@@ -620,7 +622,7 @@ private:
     llvm::TypeSwitch<Operation *>(op)
         .Case<nn::AddOp, nn::SubOp, nn::MulOp, nn::DivOp, nn::PowOp, nn::MaxOp,
               nn::MinOp, nn::SelectOp, nn::NegOp, nn::AbsOp, nn::ExpOp, nn::LogOp,
-              nn::SqrtOp, nn::RsqrtOp, nn::ReciprocalOp, nn::TanhOp, nn::ErfOp,
+              nn::SqrtOp, nn::RsqrtOp, nn::ReciprocalOp, nn::TanhOp, nn::SinOp, nn::CosOp, nn::ErfOp,
               nn::ReluOp, nn::SigmoidOp, nn::NotOp, nn::CastOp, nn::BroadcastOp,
               train::LrScheduleOp>([](Operation *) {})
         .Case([&](nn::CmpOp o) { instr.add_ints((int64_t)o.getPredicate()); })

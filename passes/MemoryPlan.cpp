@@ -50,7 +50,7 @@ struct Storage {
 
 bool isInPlaceElementwise(Operation *op) {
   return isa<nn::AddOp, nn::SubOp, nn::MulOp, nn::DivOp, nn::NegOp, nn::ExpOp,
-             nn::LogOp, nn::SqrtOp, nn::RsqrtOp, nn::ReciprocalOp, nn::TanhOp,
+             nn::LogOp, nn::SqrtOp, nn::RsqrtOp, nn::ReciprocalOp, nn::TanhOp, nn::SinOp, nn::CosOp,
              nn::ErfOp, nn::ReluOp, nn::SigmoidOp, nn::GeluOp, nn::AbsOp>(op);
 }
 

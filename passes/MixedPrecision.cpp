@@ -74,7 +74,9 @@ Policy policyOf(Operation *op) {
             nn::SqrtOp, nn::RsqrtOp, nn::ReciprocalOp, nn::PowOp, nn::ReduceSumOp,
             nn::ReduceMeanOp, nn::ReduceMaxOp>([](Operation *) { return Policy::Fp32; })
       .Case<nn::TransposeOp, nn::ReshapeOp, nn::SliceOp, nn::ConcatOp, nn::BroadcastOp,
-            nn::SelectOp, nn::CmpOp>([](Operation *) { return Policy::Follow; })
+            nn::SelectOp, nn::CmpOp, nn::SinOp, nn::CosOp>(
+          [](Operation *) { return Policy::Follow; }) // sin, cos: on autocast's lists neither
+
       .Default([](Operation *) { return Policy::Keep; });
 }
 

@@ -111,7 +111,7 @@ struct SequenceParallel : impl::SequenceParallelBase<SequenceParallel> {
   bool tokenWise(Operation *op, func::FuncOp fn) const {
     bool elementwise = isa<nn::AddOp, nn::SubOp, nn::MulOp, nn::DivOp, nn::PowOp, nn::MaxOp,
                            nn::MinOp, nn::SelectOp, nn::CmpOp, nn::NegOp, nn::AbsOp, nn::ExpOp,
-                           nn::LogOp, nn::SqrtOp, nn::RsqrtOp, nn::ReciprocalOp, nn::TanhOp,
+                           nn::LogOp, nn::SqrtOp, nn::RsqrtOp, nn::ReciprocalOp, nn::TanhOp, nn::SinOp, nn::CosOp,
                            nn::ErfOp, nn::ReluOp, nn::SigmoidOp, nn::NotOp, nn::GeluOp,
                            nn::CastOp, nn::DropoutOp>(op);
     bool ok = elementwise;

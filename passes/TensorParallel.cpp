@@ -441,7 +441,7 @@ bool Propagation::run(const llvm::DenseSet<Operation *> &banned, std::string &re
       continue;
     }
     if (isa<nn::NegOp, nn::AbsOp, nn::ExpOp, nn::LogOp, nn::SqrtOp, nn::RsqrtOp,
-            nn::ReciprocalOp, nn::TanhOp, nn::ErfOp, nn::ReluOp, nn::SigmoidOp, nn::NotOp,
+            nn::ReciprocalOp, nn::TanhOp, nn::SinOp, nn::CosOp, nn::ErfOp, nn::ReluOp, nn::SigmoidOp, nn::NotOp,
             nn::GeluOp, nn::CastOp>(op)) {
       states[op->getResult(0)] = State{s, seedsHere};
       continue;

@@ -230,6 +230,18 @@ LogicalResult TanhOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, Grads &g)
   return success();
 }
 
+LogicalResult SinOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, Grads &g) {
+  Location loc = getLoc();
+  g.assign({mul(b, loc, dy[0], CosOp::create(b, loc, getInput()))});
+  return success();
+}
+
+LogicalResult CosOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, Grads &g) {
+  Location loc = getLoc();
+  g.assign({NegOp::create(b, loc, mul(b, loc, dy[0], SinOp::create(b, loc, getInput())))});
+  return success();
+}
+
 LogicalResult ErfOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, Grads &g) {
   // d/dx erf(x) = 2/sqrt(pi) exp(-x^2).
   Location loc = getLoc();

@@ -77,6 +77,8 @@ def NN_SqrtOp : NN_UnaryOp<"sqrt">;
 def NN_RsqrtOp : NN_UnaryOp<"rsqrt">;
 def NN_ReciprocalOp : NN_UnaryOp<"reciprocal">;
 def NN_TanhOp : NN_UnaryOp<"tanh">;
+def NN_SinOp : NN_UnaryOp<"sin">;
+def NN_CosOp : NN_UnaryOp<"cos">;
 def NN_ErfOp : NN_UnaryOp<"erf">;
 def NN_ReluOp : NN_UnaryOp<"relu">;
 def NN_SigmoidOp : NN_UnaryOp<"sigmoid">;

@@ -155,6 +155,8 @@ void registerElementwiseConverters(ConverterTable &t) {
   t["Sqrt"] = unary<nn::SqrtOp>;
   t["Reciprocal"] = unary<nn::ReciprocalOp>;
   t["Tanh"] = unary<nn::TanhOp>;
+  t["Sin"] = unary<nn::SinOp>;
+  t["Cos"] = unary<nn::CosOp>;
   t["Erf"] = unary<nn::ErfOp>;
   t["Relu"] = unary<nn::ReluOp>;
   t["Sigmoid"] = unary<nn::SigmoidOp>;

@@ -32,6 +32,8 @@ static const char *const kFoldOnly[] = {"Range", "Floor", "Ceil"};
 static ConverterTable makeConverters() {
   ConverterTable t;
   registerElementwiseConverters(t);
+  registerActivationConverters(t);
+  registerEinsumConverters(t);
   registerComputeConverters(t);
   registerLayoutConverters(t);
   return t;

@@ -42,6 +42,8 @@ using ConverterTable = std::map<std::string, ConvertFn>;
 
 // One registration function per op category (Elementwise.cpp, ...).
 void registerElementwiseConverters(ConverterTable &table);
+void registerActivationConverters(ConverterTable &table);
+void registerEinsumConverters(ConverterTable &table);
 void registerComputeConverters(ConverterTable &table);
 void registerLayoutConverters(ConverterTable &table);
 

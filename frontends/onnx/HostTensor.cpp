@@ -1,5 +1,7 @@
 //===- HostTensor.cpp - decoding and folding of compile-time tensors -----===//
 #include "frontends/onnx/HostTensor.h"
+
+#include "frontends/onnx/Einsum.h"
 #include "frontends/onnx/OnnxAttrs.h"
 
 #include "dialects/nn/NNDialect.h"
@@ -312,6 +314,10 @@ bool elementwise(const std::string &op, const std::vector<const HostTensor *> &i
       {"Abs", [](double a) { return std::fabs(a); }},
       {"Floor", [](double a) { return std::floor(a); }},
       {"Ceil", [](double a) { return std::ceil(a); }},
+      // Rotary tables computed in forward (older Hugging Face code):
+      // dsc evaluates them on constants.
+      {"Cos", [](double a) { return std::cos(a); }},
+      {"Sin", [](double a) { return std::sin(a); }},
       {"Identity", [](double a) { return a; }},
   };
   if (auto u = unary.find(op); u != unary.end() && in.size() == 1) {
@@ -389,6 +395,73 @@ foldNode(const onnx::NodeProto &node, const std::vector<const HostTensor *> &in,
 
   if (elementwise(op, in, out, error))
     return out;
+
+  if (op == "Einsum") {
+    // Every output element a sum of products over the summed labels, in
+    // double, rounded once to the operands' type.
+    std::vector<std::vector<int64_t>> shapes;
+    for (const HostTensor *t : in) {
+      if (!t->isFloat() || t->dtype != in[0]->dtype)
+        return fail("dsc evaluates Einsum on float operands of one type");
+      shapes.push_back(t->shape);
+    }
+    std::string why;
+    std::optional<EinsumSpec> spec = parseEinsum(attrString(node, "equation", ""), shapes, why);
+    if (!spec)
+      return fail(why);
+    Labels all = spec->output; // the output's labels, then the summed ones
+    for (const Labels &ls : spec->operands)
+      for (int l : ls)
+        if (std::find(all.begin(), all.end(), l) == all.end())
+          all.push_back(l);
+    double work = 1;
+    std::vector<int64_t> outShape;
+    for (int l : all)
+      work *= double(spec->size[l]);
+    for (int l : spec->output)
+      outShape.push_back(spec->size[l]);
+    if (work > 1e8)
+      return fail("dsc evaluates an Einsum of constants at compile time, up to 1e8 "
+                  "multiply-adds; this one takes " + std::to_string(work));
+    HostTensor r = like(in[0]->dtype, outShape);
+    std::vector<int64_t> index(all.size(), 0);
+    std::vector<std::vector<size_t>> position(in.size()); // operand dim -> index slot
+    for (size_t k = 0; k < in.size(); ++k)
+      for (int l : spec->operands[k])
+        position[k].push_back(size_t(std::find(all.begin(), all.end(), l) - all.begin()));
+    const size_t kept = spec->output.size();
+    int64_t outCount = 1;
+    for (int64_t d : outShape)
+      outCount *= d;
+    int64_t summedCount = 1;
+    for (size_t j = kept; j < all.size(); ++j)
+      summedCount *= spec->size[all[j]];
+    for (int64_t o = 0; o < outCount; ++o) {
+      for (int64_t rem = o, j = int64_t(kept) - 1; j >= 0; --j) {
+        index[size_t(j)] = rem % outShape[size_t(j)];
+        rem /= outShape[size_t(j)];
+      }
+      double sum = 0;
+      for (int64_t q = 0; q < summedCount; ++q) {
+        for (int64_t rem = q, j = int64_t(all.size()) - 1; j >= int64_t(kept); --j) {
+          int64_t n = spec->size[all[size_t(j)]];
+          index[size_t(j)] = rem % n;
+          rem /= n;
+        }
+        double prod = 1;
+        for (size_t k = 0; k < in.size(); ++k) {
+          int64_t flat = 0;
+          for (size_t d = 0; d < position[k].size(); ++d)
+            flat = flat * in[k]->shape[d] + index[position[k][d]];
+          prod *= in[k]->asDouble(flat);
+        }
+        sum += prod;
+      }
+      push(r, sum, error);
+    }
+    out.push_back(std::move(r));
+    return out;
+  }
 
   if (op == "Cast") {
     int32_t to = (int32_t)attrInt(node, "to", 0);

@@ -312,7 +312,9 @@ llvm::Error checkBeforeShapeInference(const LoadedModel &m) {
   // the largest operand rank), so that an intermediate input is checked too.
   static const std::set<std::string> unary = {
       "Identity", "Relu", "Gelu", "Tanh", "Sigmoid", "Erf", "Neg", "Abs", "Exp", "Log",
-      "Sqrt", "Reciprocal", "Cast", "Dropout", "Softmax", "LogSoftmax", "LayerNormalization"};
+      "Sqrt", "Reciprocal", "Cast", "Dropout", "Softmax", "LogSoftmax", "LayerNormalization",
+      "Elu", "Selu", "Celu", "Softplus", "LeakyRelu", "HardSigmoid", "HardSwish", "Softsign",
+      "ThresholdedRelu"};
   static const std::set<std::string> binary = {"Add", "Sub", "Mul", "Div", "Pow", "Max",
                                                "Min", "Where"};
   for (int k = 0; k < m.model.graph().node_size(); ++k) {

@@ -115,6 +115,8 @@ const std::map<std::string, OpDef> &table() {
     t["nn.rsqrt"] = {bindUnary<cpu::Unary::Rsqrt>};
     t["nn.reciprocal"] = {bindUnary<cpu::Unary::Reciprocal>};
     t["nn.tanh"] = {bindUnary<cpu::Unary::Tanh>};
+    t["nn.sin"] = {bindUnary<cpu::Unary::Sin>};
+    t["nn.cos"] = {bindUnary<cpu::Unary::Cos>};
     t["nn.erf"] = {bindUnary<cpu::Unary::Erf>};
     t["nn.relu"] = {bindUnary<cpu::Unary::Relu>};
     t["nn.sigmoid"] = {bindUnary<cpu::Unary::Sigmoid>};

@@ -113,7 +113,8 @@ cpu::Unary unaryOf(const std::string &op) {
       {"nn.sqrt", cpu::Unary::Sqrt},       {"nn.rsqrt", cpu::Unary::Rsqrt},
       {"nn.reciprocal", cpu::Unary::Reciprocal}, {"nn.tanh", cpu::Unary::Tanh},
       {"nn.erf", cpu::Unary::Erf},         {"nn.relu", cpu::Unary::Relu},
-      {"nn.sigmoid", cpu::Unary::Sigmoid}};
+      {"nn.sigmoid", cpu::Unary::Sigmoid}, {"nn.sin", cpu::Unary::Sin},
+      {"nn.cos", cpu::Unary::Cos}};
   return m.at(op);
 }
 cpu::Binary binaryOf(const std::string &op) {
@@ -130,7 +131,8 @@ const std::map<std::string, BindFn> &deviceTable() {
   static const std::map<std::string, BindFn> t = [] {
     std::map<std::string, BindFn> t;
     for (const char *op : {"nn.neg", "nn.abs", "nn.exp", "nn.log", "nn.sqrt", "nn.rsqrt",
-                           "nn.reciprocal", "nn.tanh", "nn.erf", "nn.relu", "nn.sigmoid"})
+                           "nn.reciprocal", "nn.tanh", "nn.erf", "nn.relu", "nn.sigmoid",
+                           "nn.sin", "nn.cos"})
       t[op] = [](const Binder &b) {
         b.i.g[3] = int64_t(unaryOf(b.i.op));
         b.i.run = byType(b.floatOrBf16(), [](auto tag) -> KernelFn {

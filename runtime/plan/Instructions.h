@@ -19,7 +19,7 @@
 
 namespace dsrt {
 
-inline constexpr std::array<std::string_view, 68> kPlanInstructions = {
+inline constexpr std::array<std::string_view, 70> kPlanInstructions = {
     "accumulate",
     "dist.all_gather",
     "dist.all_reduce",
@@ -36,6 +36,7 @@ inline constexpr std::array<std::string_view, 68> kPlanInstructions = {
     "nn.cast",
     "nn.cmp",
     "nn.concat",
+    "nn.cos",
     "nn.cross_entropy",
     "nn.cross_entropy_grad",
     "nn.div",
@@ -69,6 +70,7 @@ inline constexpr std::array<std::string_view, 68> kPlanInstructions = {
     "nn.rsqrt",
     "nn.select",
     "nn.sigmoid",
+    "nn.sin",
     "nn.slice",
     "nn.slice_grad",
     "nn.softmax",

@@ -145,3 +145,21 @@ func.func @no_loss(%w: tensor<4xf32> {train.param = "w"}) -> tensor<f32> {
   %0 = nn.reduce_sum %w {axes = array<i64: 0>} : tensor<4xf32> -> tensor<f32>
   return %0 : tensor<f32>
 }
+
+// sin and cos (rotary tables computed in forward): d sin = cos, d cos = -sin.
+// CHECK-LABEL: func.func @sin_cos(
+// CHECK-SAME:    %[[W:[a-z0-9]+]]: tensor<4xf32> {train.param = "w"})
+// CHECK-DAG:     %[[SIN:.*]] = nn.sin %[[W]] : tensor<4xf32>
+// CHECK-DAG:     %[[COS:.*]] = nn.cos %[[W]] : tensor<4xf32>
+// CHECK:         %[[DS:.*]] = nn.cos %[[W]] : tensor<4xf32>
+// CHECK:         nn.mul %{{.*}}, %[[DS]]
+// CHECK:         %[[DC:.*]] = nn.sin %[[W]] : tensor<4xf32>
+// CHECK:         %[[M:.*]] = nn.mul %{{.*}}, %[[DC]]
+// CHECK-NEXT:    nn.neg %[[M]]
+func.func @sin_cos(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<f32> {train.loss}) {
+  %0 = nn.sin %w : tensor<4xf32>
+  %1 = nn.cos %w : tensor<4xf32>
+  %2 = nn.add %0, %1 : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  %3 = nn.reduce_sum %2 {axes = array<i64: 0>} : tensor<4xf32> -> tensor<f32>
+  return %3 : tensor<f32>
+}

@@ -39,7 +39,7 @@ static_assert(sizeof(Bf16) == 2 && sizeof(Fp16) == 2, "16-bit storage");
 
 enum class Binary { Add, Sub, Mul, Div, Pow, Max, Min };
 enum class Unary {
-  Neg, Abs, Exp, Log, Sqrt, Rsqrt, Reciprocal, Tanh, Erf, Relu, Sigmoid,
+  Neg, Abs, Exp, Log, Sqrt, Rsqrt, Reciprocal, Tanh, Erf, Relu, Sigmoid, Sin, Cos,
   GeluErf,  // x * 0.5 * (1 + erf(x / sqrt(2)))
   GeluTanh, // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 };

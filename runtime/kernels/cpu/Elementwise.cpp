@@ -286,6 +286,10 @@ template <class T> void unaryT(Unary op, const T *x, T *y, int64_t n) {
     return unaryOp(x, y, n, [](float v) { return 1.0f / v; });
   case Unary::Tanh:
     return unaryCallOp(x, y, n, [](float v) { return std::tanh(v); });
+  case Unary::Sin:
+    return unaryCallOp(x, y, n, [](float v) { return std::sin(v); });
+  case Unary::Cos:
+    return unaryCallOp(x, y, n, [](float v) { return std::cos(v); });
   case Unary::Erf:
     return unaryMathOp(x, y, n, [](float v) { return detail::erfFloat(v); });
   case Unary::Relu:

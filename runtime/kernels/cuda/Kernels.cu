@@ -73,6 +73,8 @@ __global__ void unaryKernel(kernels::Unary op, const T *x, T *y, int64_t n) {
     case kernels::Unary::Reciprocal: r = 1.0f / v; break;
     case kernels::Unary::Tanh: r = tanhf(v); break;
     case kernels::Unary::Erf: r = erff(v); break;
+    case kernels::Unary::Sin: r = sinf(v); break;
+    case kernels::Unary::Cos: r = cosf(v); break;
     case kernels::Unary::Relu: r = v < 0.0f ? 0.0f : v; break;
     case kernels::Unary::Sigmoid: r = 1.0f / (1.0f + expf(-v)); break;
     case kernels::Unary::GeluErf: r = geluErf(v); break;

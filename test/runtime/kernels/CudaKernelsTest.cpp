@@ -59,7 +59,7 @@ TEST(CudaKernels, UnaryAndGeluGrad) {
   const int64_t n = 10007;
   auto x = uniform(n, 1, -4, 4);
   for (Unary op : {Unary::Neg, Unary::Abs, Unary::Exp, Unary::Tanh, Unary::Erf, Unary::Relu,
-                   Unary::Sigmoid, Unary::GeluErf, Unary::GeluTanh}) {
+                   Unary::Sigmoid, Unary::GeluErf, Unary::GeluTanh, Unary::Sin, Unary::Cos}) {
     std::vector<float> want(n);
     unary(op, x.data(), want.data(), n);
     Dev<float> dx(x), dy(static_cast<size_t>(n));

@@ -119,6 +119,9 @@ TEST(Elementwise, Unary) {
       {Unary::Reciprocal, 0.01f, 10, [](double x) { return 1 / x; }},
       {Unary::Tanh, -5, 5, [](double x) { return std::tanh(x); }},
       {Unary::Erf, -4, 4, [](double x) { return std::erf(x); }},
+      // Rotary angles: positions up to a few thousand times a frequency.
+      {Unary::Sin, -3000, 3000, [](double x) { return std::sin(x); }},
+      {Unary::Cos, -3000, 3000, [](double x) { return std::cos(x); }},
       {Unary::Relu, -3, 3, [](double x) { return x > 0 ? x : 0; }},
       {Unary::Sigmoid, -30, 30,
        [](double x) { return 1 / (1 + std::exp(-x)); }},

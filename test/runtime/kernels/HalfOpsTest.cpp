@@ -113,6 +113,8 @@ TYPED_TEST(HalfOps, UnaryAndGelu) {
       {Unary::GeluTanh, geluTanh},
       {Unary::Exp, [](double x) { return std::exp(x); }},
       {Unary::Tanh, [](double x) { return std::tanh(x); }},
+      {Unary::Sin, [](double x) { return std::sin(x); }},
+      {Unary::Cos, [](double x) { return std::cos(x); }},
       {Unary::Sigmoid, [](double x) { return 1 / (1 + std::exp(-x)); }},
       {Unary::Relu, [](double x) { return x < 0 ? 0.0 : x; }},
       {Unary::Neg, [](double x) { return -x; }},
