@@ -310,11 +310,15 @@ def _record_trainable(model, out):
     warning: dsrt export then names tensors as the initializers are named."""
     import json
     import onnx
-    m = onnx.load_model(out)
-    names = trainable_initializers(model, m)
+    # Above 2 GB torch has written each tensor to a file of its own; the
+    # metadata needs only the names and shapes, and the file stays a
+    # protobuf under its 2 GB limit.
+    m = onnx.load_model(out, load_external_data=False)
+    full = onnx.load_model(out)  # the values, to match renamed initializers
+    names = trainable_initializers(model, full)
     _set_metadata(m, TRAINABLE_KEY, json.dumps(names, separators=(",", ":")))
     try:
-        layout = state_dict_layout(model, m)
+        layout = state_dict_layout(model, full)
         _set_metadata(m, STATE_DICT_KEY, json.dumps(layout, separators=(",", ":")))
     except ValueError as e:
         print("warning: %s not recorded: %s" % (STATE_DICT_KEY, e), file=sys.stderr)
