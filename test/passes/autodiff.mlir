@@ -149,13 +149,15 @@ func.func @no_loss(%w: tensor<4xf32> {train.param = "w"}) -> tensor<f32> {
 // sin and cos (rotary tables computed in forward): d sin = cos, d cos = -sin.
 // CHECK-LABEL: func.func @sin_cos(
 // CHECK-SAME:    %[[W:[a-z0-9]+]]: tensor<4xf32> {train.param = "w"})
-// CHECK-DAG:     %[[SIN:.*]] = nn.sin %[[W]] : tensor<4xf32>
-// CHECK-DAG:     %[[COS:.*]] = nn.cos %[[W]] : tensor<4xf32>
-// CHECK:         %[[DS:.*]] = nn.cos %[[W]] : tensor<4xf32>
-// CHECK:         nn.mul %{{.*}}, %[[DS]]
+// CHECK-NEXT:    nn.sin %[[W]] : tensor<4xf32>
+// CHECK-NEXT:    nn.cos %[[W]] : tensor<4xf32>
+// Backward, the cos first (the later op): -(dy * sin), then dy * cos.
 // CHECK:         %[[DC:.*]] = nn.sin %[[W]] : tensor<4xf32>
-// CHECK:         %[[M:.*]] = nn.mul %{{.*}}, %[[DC]]
-// CHECK-NEXT:    nn.neg %[[M]]
+// CHECK-NEXT:    %[[M:.*]] = nn.mul %{{.*}}, %[[DC]]
+// CHECK-NEXT:    %[[NEG:.*]] = nn.neg %[[M]]
+// CHECK-NEXT:    %[[DS:.*]] = nn.cos %[[W]] : tensor<4xf32>
+// CHECK-NEXT:    %[[M2:.*]] = nn.mul %{{.*}}, %[[DS]]
+// CHECK-NEXT:    nn.add %[[NEG]], %[[M2]]
 func.func @sin_cos(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<f32> {train.loss}) {
   %0 = nn.sin %w : tensor<4xf32>
   %1 = nn.cos %w : tensor<4xf32>
