@@ -74,7 +74,13 @@ Value floatInput(GraphImporter &g) {
   return x;
 }
 
-LogicalResult finish(GraphImporter &g, Composer &c, Value out) {
+/// The node's output, `build(c, x)` of its float input 0.
+template <typename F> LogicalResult compose(GraphImporter &g, F build) {
+  Value x = floatInput(g);
+  if (!x)
+    return failure();
+  Composer c(g);
+  Value out = build(c, x);
   if (!c.ok() || !out)
     return failure();
   g.setOutput(0, out);
@@ -99,69 +105,58 @@ Value eluLike(Composer &c, Value x, double scale, double coef, double inScale) {
 }
 
 LogicalResult elu(GraphImporter &g) {
-  Value x = floatInput(g);
-  if (!x)
-    return failure();
   double alpha = attrFloat(g.node(), "alpha", 1.0);
-  Composer c(g);
-  return finish(g, c, eluLike(c, x, 1.0, alpha, 1.0));
+  return compose(g, [&](Composer &c, Value x) -> Value {
+    return eluLike(c, x, 1.0, alpha, 1.0);
+  });
 }
 
 LogicalResult selu(GraphImporter &g) {
-  Value x = floatInput(g);
-  if (!x)
-    return failure();
   // ONNX's defaults are torch's constants (as float32).
   double alpha = attrFloat(g.node(), "alpha", 1.67326319217681884765625);
   double gamma = attrFloat(g.node(), "gamma", 1.05070102214813232421875);
-  Composer c(g);
-  return finish(g, c, eluLike(c, x, gamma, alpha * gamma, 1.0));
+  return compose(g, [&](Composer &c, Value x) -> Value {
+    return eluLike(c, x, gamma, alpha * gamma, 1.0);
+  });
 }
 
 LogicalResult celu(GraphImporter &g) {
-  Value x = floatInput(g);
-  if (!x)
-    return failure();
   double alpha = attrFloat(g.node(), "alpha", 1.0);
   if (alpha == 0)
     return g.fail("alpha must not be 0 (CELU divides by it)");
-  Composer c(g);
-  return finish(g, c, eluLike(c, x, 1.0, alpha, 1.0 / alpha));
+  return compose(g, [&](Composer &c, Value x) -> Value {
+    return eluLike(c, x, 1.0, alpha, 1.0 / alpha);
+  });
 }
 
 /// Softplus: log(1 + exp(x)), and x itself above 20 as PyTorch's softplus
 /// (threshold 20) returns it, where log(1 + exp(x)) rounds to x in float
 /// and exp(x) would overflow further up.
 LogicalResult softplus(GraphImporter &g) {
-  Value x = floatInput(g);
-  if (!x)
-    return failure();
-  Composer c(g);
-  Value big = c.cmp(nn::CmpPredicate::gt, x, c.scalar(20.0, x));
-  Value masked = c.op<nn::SelectOp>({big, c.scalar(0.0, x), x});
-  Value soft = c.unary<nn::LogOp>(c.op<nn::AddOp>({c.unary<nn::ExpOp>(masked), c.scalar(1.0, x)}));
-  return finish(g, c, c.op<nn::SelectOp>({big, x, soft}));
+  return compose(g, [&](Composer &c, Value x) -> Value {
+    Value big = c.cmp(nn::CmpPredicate::gt, x, c.scalar(20.0, x));
+    Value masked = c.op<nn::SelectOp>({big, c.scalar(0.0, x), x});
+    Value soft = c.unary<nn::LogOp>(c.op<nn::AddOp>({c.unary<nn::ExpOp>(masked), c.scalar(1.0, x)}));
+    return c.op<nn::SelectOp>({big, x, soft});
+  });
 }
 
 LogicalResult leakyRelu(GraphImporter &g) {
-  Value x = floatInput(g);
-  if (!x)
-    return failure();
   double alpha = attrFloat(g.node(), "alpha", 0.01);
-  Composer c(g);
-  return finish(g, c, c.above(x, 0.0, x, c.op<nn::MulOp>({x, c.scalar(alpha, x)})));
+  return compose(g, [&](Composer &c, Value x) -> Value {
+    return c.above(x, 0.0, x, c.op<nn::MulOp>({x, c.scalar(alpha, x)}));
+  });
 }
 
 /// PRelu: x > 0 ? x : slope * x, the slope (a trained parameter, one per
 /// channel or one in all) broadcast to x.
 LogicalResult prelu(GraphImporter &g) {
-  Value x = floatInput(g), slope = g.input(1);
-  if (!x || !slope)
+  Value slope = g.input(1);
+  if (!slope)
     return failure();
-  Composer c(g);
-  if (c.elementType(slope) != c.elementType(x))
-    return g.fail("slope must have the input's element type");
-  return finish(g, c, c.above(x, 0.0, x, c.op<nn::MulOp>({slope, x})));
+  return compose(g, [&](Composer &c, Value x) {
+    return c.above(x, 0.0, x, c.op<nn::MulOp>({slope, x}));
+  });
 }
 
 /// max(0, min(1, alpha * x + beta)), clamped with selects so that the
@@ -176,41 +171,29 @@ Value hardSigmoidOf(Composer &c, Value x, double alpha, double beta) {
 }
 
 LogicalResult hardSigmoid(GraphImporter &g) {
-  Value x = floatInput(g);
-  if (!x)
-    return failure();
-  Composer c(g);
-  return finish(g, c,
-                hardSigmoidOf(c, x, attrFloat(g.node(), "alpha", 0.2),
-                              attrFloat(g.node(), "beta", 0.5)));
+  double alpha = attrFloat(g.node(), "alpha", 0.2), beta = attrFloat(g.node(), "beta", 0.5);
+  return compose(g, [&](Composer &c, Value x) { return hardSigmoidOf(c, x, alpha, beta); });
 }
 
 /// HardSwish: x * HardSigmoid(x) with alpha 1/6, beta 0.5 (opset 14).
 LogicalResult hardSwish(GraphImporter &g) {
-  Value x = floatInput(g);
-  if (!x)
-    return failure();
-  Composer c(g);
-  return finish(g, c, c.op<nn::MulOp>({x, hardSigmoidOf(c, x, 1.0 / 6.0, 0.5)}));
+  return compose(g, [&](Composer &c, Value x) {
+    return c.op<nn::MulOp>({x, hardSigmoidOf(c, x, 1.0 / 6.0, 0.5)});
+  });
 }
 
 /// Softsign: x / (1 + |x|), as torch composes it.
 LogicalResult softsign(GraphImporter &g) {
-  Value x = floatInput(g);
-  if (!x)
-    return failure();
-  Composer c(g);
-  Value den = c.op<nn::AddOp>({c.unary<nn::AbsOp>(x), c.scalar(1.0, x)});
-  return finish(g, c, c.op<nn::DivOp>({x, den}));
+  return compose(g, [&](Composer &c, Value x) {
+    Value den = c.op<nn::AddOp>({c.unary<nn::AbsOp>(x), c.scalar(1.0, x)});
+    return c.op<nn::DivOp>({x, den});
+  });
 }
 
 /// ThresholdedRelu: x > alpha ? x : 0.
 LogicalResult thresholdedRelu(GraphImporter &g) {
-  Value x = floatInput(g);
-  if (!x)
-    return failure();
-  Composer c(g);
-  return finish(g, c, c.above(x, attrFloat(g.node(), "alpha", 1.0), x, c.scalar(0.0, x)));
+  double alpha = attrFloat(g.node(), "alpha", 1.0);
+  return compose(g, [&](Composer &c, Value x) { return c.above(x, alpha, x, c.scalar(0.0, x)); });
 }
 
 } // namespace

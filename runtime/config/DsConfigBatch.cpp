@@ -203,6 +203,50 @@ void readPipeline(const Section &top, PipelineConfig &p) {
   pipe.boolean("grad_partitioned");
 }
 
+/// One of zero_optimization's offload sections (`key`: offload_optimizer or
+/// offload_param) and its older boolean form (`oldKey`: cpu_offload or
+/// cpu_offload_param): the device and the NVMe folder. Returns the section
+/// when present, for the caller's own keys (`extra`).
+std::optional<Section> readOffload(const Section &zero, const std::string &key,
+                                   const std::string &oldKey, std::vector<std::string> extra,
+                                   ZeroConfig::OffloadDevice &device, std::string &nvmePath,
+                                   std::vector<std::string> &notes) {
+  using Device = ZeroConfig::OffloadDevice;
+  if (zero.has(oldKey) && zero.has(key))
+    zero.fail("'" + zero.path(oldKey) + "' is DeepSpeed's older name for '" +
+              zero.path(key + ".device") + "': give only one (DeepSpeed refuses both too)");
+  if (std::optional<bool> old = zero.boolean(oldKey)) {
+    device = *old ? Device::Cpu : Device::None;
+    if (*old)
+      notes.push_back("'" + zero.path(oldKey) + "': true is DeepSpeed's older form of " + key +
+                      ": {\"device\": \"cpu\"}, read as such");
+  }
+  if (!zero.has(key))
+    return std::nullopt;
+  Section off = zero.object(key);
+  extra.insert(extra.end(), {"device", "nvme_path"});
+  off.checkKeys(extra);
+  std::string name = off.string("device").value_or("none");
+  std::optional<std::string> path = off.string("nvme_path");
+  if (name == "cpu") {
+    device = Device::Cpu;
+  } else if (name == "nvme") {
+    // Never host memory instead, as DeepSpeed's stages 1 and 2 make it.
+    if (!path || path->empty())
+      off.fail("'" + off.path("device") + "' is \"nvme\": give '" + off.path("nvme_path") +
+               "', the folder of the NVMe tier's files (one per rank)");
+    device = Device::Nvme;
+    nvmePath = *path;
+  } else if (name != "none") {
+    off.fail("'" + off.path("device") + "' is \"" + name +
+             "\"; DeepSpeed's values are \"none\", \"cpu\" and \"nvme\" (case-sensitive)");
+  }
+  if (path && name != "nvme")
+    notes.push_back("'" + off.path("nvme_path") + "' changes nothing in dsc: only NVMe "
+                    "offload (device \"nvme\") reads it (DeepSpeed too)");
+  return off;
+}
+
 void readZero(const Section &top, ZeroConfig &z, std::vector<std::string> &notes) {
   z = ZeroConfig();
   std::optional<int64_t> allgatherSize = top.count("allgather_size", 1, kMaxElements);
@@ -277,88 +321,31 @@ void readZero(const Section &top, ZeroConfig &z, std::vector<std::string> &notes
        z.stage3ParamPersistenceThreshold, false);
   size("stage3_max_live_parameters", z.stage3MaxLiveParameters, false);
 
-  // ZeRO-Offload. The key table has checked the other offload keys (and
-  // removed those that change nothing on a CPU tier).
-  if (zero.has("cpu_offload") && zero.has("offload_optimizer"))
-    zero.fail("'" + zero.path("cpu_offload") + "' is DeepSpeed's older name for '" +
-              zero.path("offload_optimizer.device") + "': give only one (DeepSpeed refuses "
-              "both too)");
-  if (std::optional<bool> old = zero.boolean("cpu_offload")) {
-    z.offloadOptimizer = *old ? ZeroConfig::OffloadDevice::Cpu : ZeroConfig::OffloadDevice::None;
-    if (*old)
-      notes.push_back("'" + zero.path("cpu_offload") + "': true is DeepSpeed's older form of "
-                      "offload_optimizer: {\"device\": \"cpu\"}, read as such");
-  }
-  if (zero.has("offload_optimizer")) {
-    Section off = zero.object("offload_optimizer");
-    off.checkKeys({"device", "nvme_path", "pipeline_read", "pipeline_write"});
-    std::string device = off.string("device").value_or("none");
-    std::optional<std::string> path = off.string("nvme_path");
-    if (device == "cpu") {
-      z.offloadOptimizer = ZeroConfig::OffloadDevice::Cpu;
-    } else if (device == "nvme") {
-      // Never host memory instead, as DeepSpeed's stages 1 and 2 make it.
-      if (!path || path->empty())
-        off.fail("'" + off.path("device") + "' is \"nvme\": give '" + off.path("nvme_path") +
-                 "', the folder of the NVMe tier's files (one per rank)");
-      z.offloadOptimizer = ZeroConfig::OffloadDevice::Nvme;
-      z.offloadNvmePath = *path;
-    } else if (device != "none") {
-      off.fail("'" + off.path("device") + "' is \"" + device +
-               "\"; DeepSpeed's values are \"none\", \"cpu\" and \"nvme\" (case-sensitive)");
-    }
+  // ZeRO-Offload (offload_optimizer) and ZeRO-Infinity's parameter offload
+  // (offload_param; stage 3, checked where the stage is final, since --zero
+  // overrides it). The key table has checked their other keys (and removed
+  // those that change nothing on a CPU tier).
+  if (std::optional<Section> off = readOffload(zero, "offload_optimizer", "cpu_offload",
+                                               {"pipeline_read", "pipeline_write"},
+                                               z.offloadOptimizer, z.offloadNvmePath, notes)) {
     for (const char *key : {"pipeline_read", "pipeline_write"}) {
-      if (!off.boolean(key).value_or(false))
+      if (!off->boolean(key).value_or(false))
         continue;
-      if (device == "nvme") {
+      if (z.offloadOptimizer == ZeroConfig::OffloadDevice::Nvme) {
         (std::string(key) == "pipeline_read" ? z.pipelineRead : z.pipelineWrite) = true;
         continue;
       }
-      notes.push_back("'" + off.path(key) + "' is true: it changes nothing in dsc: only NVMe "
+      notes.push_back("'" + off->path(key) + "' is true: it changes nothing in dsc: only NVMe "
                       "offload reads it (DeepSpeed too)");
     }
-    if (path && device != "nvme")
-      notes.push_back("'" + off.path("nvme_path") + "' changes nothing in dsc: only NVMe "
-                      "offload (device \"nvme\") reads it (DeepSpeed too)");
   }
-
-  // ZeRO-Infinity's parameter offload (stage 3: checked where the stage
-  // is final, since --zero overrides it).
-  if (zero.has("cpu_offload_param") && zero.has("offload_param"))
-    zero.fail("'" + zero.path("cpu_offload_param") + "' is DeepSpeed's older name for '" +
-              zero.path("offload_param.device") + "': give only one (DeepSpeed refuses both "
-              "too)");
-  if (std::optional<bool> old = zero.boolean("cpu_offload_param")) {
-    z.offloadParam = *old ? ZeroConfig::OffloadDevice::Cpu : ZeroConfig::OffloadDevice::None;
-    if (*old)
-      notes.push_back("'" + zero.path("cpu_offload_param") + "': true is DeepSpeed's older "
-                      "form of offload_param: {\"device\": \"cpu\"}, read as such");
-  }
-  if (zero.has("offload_param")) {
-    Section off = zero.object("offload_param");
-    off.checkKeys({"device", "nvme_path"});
-    std::string device = off.string("device").value_or("none");
-    std::optional<std::string> path = off.string("nvme_path");
-    if (device == "cpu") {
-      z.offloadParam = ZeroConfig::OffloadDevice::Cpu;
-    } else if (device == "nvme") {
-      if (!path || path->empty())
-        off.fail("'" + off.path("device") + "' is \"nvme\": give '" + off.path("nvme_path") +
-                 "', the folder of the NVMe tier's files (one per rank)");
-      z.offloadParam = ZeroConfig::OffloadDevice::Nvme;
-      z.offloadParamNvmePath = *path;
-    } else if (device != "none") {
-      off.fail("'" + off.path("device") + "' is \"" + device +
-               "\"; DeepSpeed's values are \"none\", \"cpu\" and \"nvme\" (case-sensitive)");
-    }
-    if (path && device != "nvme")
-      notes.push_back("'" + off.path("nvme_path") + "' changes nothing in dsc: only NVMe "
-                      "offload (device \"nvme\") reads it (DeepSpeed too)");
+  if (std::optional<Section> off = readOffload(zero, "offload_param", "cpu_offload_param", {},
+                                               z.offloadParam, z.offloadParamNvmePath, notes)) {
     // One NVMe file per rank holds both.
     if (z.offloadParam == ZeroConfig::OffloadDevice::Nvme &&
         z.offloadOptimizer == ZeroConfig::OffloadDevice::Nvme &&
         z.offloadParamNvmePath != z.offloadNvmePath)
-      off.fail("'" + off.path("nvme_path") + "' is \"" + z.offloadParamNvmePath + "\" and '" +
+      off->fail("'" + off->path("nvme_path") + "' is \"" + z.offloadParamNvmePath + "\" and '" +
                zero.path("offload_optimizer.nvme_path") + "' is \"" + z.offloadNvmePath +
                "\": dsc keeps one NVMe tier file per rank for both; give the same folder");
   }
