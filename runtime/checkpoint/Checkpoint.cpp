@@ -15,6 +15,8 @@
 #include <set>
 #include <sstream>
 
+#include <cerrno>
+#include <csignal>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <stdio.h>
@@ -312,9 +314,30 @@ SaveDir::SaveDir(std::string dir, int64_t keep) : dir_(std::move(dir)), keep_(ke
     throw CheckpointError("--save-dir " + dir_ + ": is not a folder");
   }
   if (!fs::exists(d / kMarker, ec)) {
-    if (!fs::is_empty(d, ec))
+    // A run killed while it marked the folder leaves the marker's temporary
+    // (<marker>.tmp.<pid>, io::writeFileAtomically's name): dsrt's own, so
+    // it is removed unless its process still runs (marking it now).
+    // Nothing is removed from a folder that holds anything else.
+    const std::string tmpPrefix = std::string(kMarker) + ".tmp.";
+    std::vector<std::pair<fs::path, std::string>> temporaries; // path, pid
+    bool others = false;
+    for (const fs::directory_entry &e : fs::directory_iterator(d, ec)) {
+      const std::string name = e.path().filename().string();
+      const std::string pid = name.compare(0, tmpPrefix.size(), tmpPrefix) == 0
+                                  ? name.substr(tmpPrefix.size())
+                                  : std::string();
+      if (pid.empty() || pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos ||
+          !e.is_regular_file(ec))
+        others = true;
+      else
+        temporaries.push_back({e.path(), pid});
+    }
+    if (others)
       throw CheckpointError("--save-dir " + dir_ + ": holds files dsrt did not write (no " +
                             kMarker + " marker); give a new or empty folder");
+    for (const auto &[path, pid] : temporaries)
+      if (::kill(pid_t(std::stol(pid)), 0) != 0 && errno == ESRCH)
+        fs::remove(path, ec);
     try {
       std::string text = "dsrt checkpoints (docs/checkpoints.md)\n";
       io::writeFileAtomically((d / kMarker).string(), {{text.data(), text.size()}},

@@ -23,7 +23,8 @@ every process at once; a one-rank plan its process. Then:
     within HANG_LIMIT: no hang;
   * D holds only dsrt's names: its marker, `latest`, step-N tags, and what
     a kill may leave of a save: .step-N.partial, .step-N.deleting (a tag
-    --keep was removing), latest.tmp.PID;
+    --keep was removing), latest.tmp.PID, and the marker's temporary
+    .dsrt-checkpoints.tmp.PID (killed while marking a new folder);
   * every step-N tag is a complete checkpoint (check_checkpoint.py's
     checks, its index's step N, one file per rank, nothing else), `latest`
     names one, and it names the newest, or the one before it when the kill
@@ -63,6 +64,8 @@ import check_checkpoint  # noqa: E402
 TAG = re.compile(r"^step-(\d{8})$")
 PARTIAL = re.compile(r"^\.step-(\d{8})\.partial$")
 LATEST_TMP = re.compile(r"^latest\.tmp\.\d+$")
+# The marker's temporary: a kill while the run marks a new folder.
+MARKER_TMP = re.compile(r"^\.dsrt-checkpoints\.tmp\.\d+$")
 DELETING = re.compile(r"^\.step-(\d{8})\.deleting$")
 HANG_LIMIT = 30.0  # seconds a killed run may take to stop entirely
 
@@ -351,7 +354,7 @@ def main():
         tmps = [n for n in names if LATEST_TMP.match(n)]
         deleting = [n for n in names if DELETING.match(n)]
         odd = [n for n in names if not (TAG.match(n) or PARTIAL.match(n) or LATEST_TMP.match(n)
-                                         or DELETING.match(n)
+                                         or DELETING.match(n) or MARKER_TMP.match(n)
                                          or n in (".dsrt-checkpoints", "latest"))]
         if odd:
             fail(where, "the save folder holds names dsrt does not write: %s" % odd)
@@ -452,7 +455,7 @@ def main():
                 if rows != want:
                     fail(where, "restarted run: metrics %s, the reference's %s" % (rows, want))
                 left = [n for n in names if PARTIAL.match(n) or DELETING.match(n)
-                        or LATEST_TMP.match(n)]
+                        or LATEST_TMP.match(n) or MARKER_TMP.match(n)]
                 if left:
                     fail(where, "after the restarted run completed, %s remain" % left)
                 with open(os.path.join(ck, "latest")) as f:
