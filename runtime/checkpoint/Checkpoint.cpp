@@ -157,6 +157,18 @@ std::vector<std::pair<int64_t, std::string>> tagsIn(const std::string &dir) {
 
 constexpr const char *kDeleting = ".deleting";
 
+/// Whether `name` is `prefix`, digits, `suffix`: exactly the names dsrt
+/// gives its temporaries (digits where the pid or the step goes), so that a
+/// user's `latest.tmp.notes` is never taken for dsrt's.
+bool digitsBetween(const std::string &name, const std::string &prefix,
+                   const std::string &suffix) {
+  if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
+      name.compare(name.size() - suffix.size(), std::string::npos, suffix) != 0)
+    return false;
+  return std::all_of(name.begin() + long(prefix.size()), name.end() - long(suffix.size()),
+                     ::isdigit);
+}
+
 /// Removes what a kill during an earlier save left in `dir` besides its
 /// .partial folder (which the next save of that tag replaces): a tag
 /// --keep was removing (.step-N.deleting), and the temporary of `latest`
@@ -167,16 +179,6 @@ constexpr const char *kDeleting = ".deleting";
 void removeLeftovers(const std::string &dir) {
   std::error_code ec;
   std::vector<fs::path> found;
-  // Exactly the names dsrt gives them (digits where the pid or the step
-  // goes): a user's `latest.tmp.notes` is not dsrt's to delete.
-  auto digitsBetween = [](const std::string &name, const std::string &prefix,
-                          const std::string &suffix) {
-    if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
-        name.compare(name.size() - suffix.size(), std::string::npos, suffix) != 0)
-      return false;
-    return std::all_of(name.begin() + long(prefix.size()), name.end() - long(suffix.size()),
-                       ::isdigit);
-  };
   for (const auto &e : fs::directory_iterator(dir, ec)) {
     std::string name = e.path().filename().string();
     if (digitsBetween(name, ".step-", kDeleting) ||
@@ -323,14 +325,11 @@ SaveDir::SaveDir(std::string dir, int64_t keep) : dir_(std::move(dir)), keep_(ke
     bool others = false;
     for (const fs::directory_entry &e : fs::directory_iterator(d, ec)) {
       const std::string name = e.path().filename().string();
-      const std::string pid = name.compare(0, tmpPrefix.size(), tmpPrefix) == 0
-                                  ? name.substr(tmpPrefix.size())
-                                  : std::string();
-      if (pid.empty() || pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos ||
-          !e.is_regular_file(ec))
-        others = true;
+      if (digitsBetween(name, tmpPrefix, "") && name.size() - tmpPrefix.size() <= 9 &&
+          e.is_regular_file(ec))
+        temporaries.push_back({e.path(), name.substr(tmpPrefix.size())});
       else
-        temporaries.push_back({e.path(), pid});
+        others = true;
     }
     if (others)
       throw CheckpointError("--save-dir " + dir_ + ": holds files dsrt did not write (no " +

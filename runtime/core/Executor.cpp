@@ -726,13 +726,18 @@ void Executor::validateCollectives(const std::vector<Instr> &list, const char *w
   }
 }
 
+namespace {
+/// The bytes of `ts` that live in the NVMe tier.
+uint64_t nvmeBytesOf(const std::vector<Tensor *> &ts) {
+  uint64_t n = 0;
+  for (const Tensor *t : ts)
+    n += t->tier == plan::NVME ? t->bytes() : 0;
+  return n;
+}
+} // namespace
+
 uint64_t Executor::linkReadAhead() {
-  auto nvmeBytes = [](const Instr &i) {
-    uint64_t n = 0;
-    for (const Tensor *t : i.in)
-      n += t->tier == plan::NVME ? t->bytes() : 0;
-    return n;
-  };
+  auto nvmeBytes = [](const Instr &i) { return nvmeBytesOf(i.in); };
   uint64_t largest = 0;
   for (auto *list : {&prologue_, &micro_, &epilogue_}) {
     Instr *previous = nullptr; // the last fetch with NVMe bytes
@@ -781,12 +786,8 @@ void Executor::initialize(const std::string &weightsPath, uint64_t seed) {
   if (plan_.nvme_tier().bytes() && plan_.nvme_tier().pipeline_write())
     for (auto *list : {&prologue_, &micro_, &epilogue_})
       for (const Instr &i : *list)
-        if (i.op == "tier.store") {
-          uint64_t n = 0;
-          for (const Tensor *t : i.out)
-            n += t->tier == plan::NVME ? t->bytes() : 0;
-          writeBehindBytes = std::max(writeBehindBytes, n);
-        }
+        if (i.op == "tier.store")
+          writeBehindBytes = std::max(writeBehindBytes, nvmeBytesOf(i.out));
   const uint64_t pipelineBytes = readAheadBytes + writeBehindBytes;
   const uint64_t machine = machineMemoryBytes(), cgroup = cgroupMemoryLimit();
   if (uint64_t have = std::min(machine, cgroup);

@@ -265,22 +265,19 @@ std::vector<WholeTensor> Executor::gatherWeights() {
   // ZeRO chunks to dp index 0, then the tp group's parts to tp rank 0. The
   // other ranks allocate nothing for it.
   const bool dpRoot = ctx_.ranks[0] == 0;
-  // A parameter in the NVMe tier is read into memory first (4 bytes per
-  // element of this rank's part, held until the weights are written).
-  std::vector<std::vector<float>> fromNvme;
-  fromNvme.reserve(weights().size());
   for (const Tensor *t : weights()) {
+    // A parameter in the NVMe tier is read into memory first (4 bytes per
+    // element of this rank's part, held until the weights are written;
+    // moving gathered_ keeps its buffers where they are).
     const float *mine = t->f32();
     if (inNvme(*t)) {
-      fromNvme.emplace_back(size_t(t->numel));
-      readState(*t, 0, t->numel, fromNvme.back().data());
-      mine = fromNvme.back().data();
+      gathered_.emplace_back(size_t(t->numel));
+      readState(*t, 0, t->numel, gathered_.back().data());
+      mine = gathered_.back().data();
     }
     if (t->shards <= 1 && t->tpDim < 0) {
       r.push_back({t->name, std::vector<int64_t>(t->shape.dims, t->shape.dims + t->shape.rank),
                    mine});
-      if (inNvme(*t))
-        gathered_.push_back(std::move(fromNvme.back()));
       continue;
     }
     std::string what = "gathering the weight '" + t->name + "'";

@@ -80,30 +80,27 @@ void NvmeTier::serve() {
   }
 }
 
-NvmeTier::Ticket NvmeTier::startRead(uint64_t offset, uint64_t bytes, void *dst) {
+NvmeTier::Ticket NvmeTier::start(bool write, uint64_t offset, uint64_t bytes, void *mem) {
   if (!io_.joinable()) {
-    readNow(offset, bytes, dst);
+    write ? writeNow(offset, bytes, mem) : readNow(offset, bytes, mem);
     return 0;
   }
+  Ticket t;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back({false, offset, bytes, dst, ++issued_});
+    t = ++issued_;
+    queue_.push_back({write, offset, bytes, mem, t});
   }
   cv_.notify_all();
-  return issued_;
+  return t;
+}
+
+NvmeTier::Ticket NvmeTier::startRead(uint64_t offset, uint64_t bytes, void *dst) {
+  return start(false, offset, bytes, dst);
 }
 
 NvmeTier::Ticket NvmeTier::startWrite(uint64_t offset, uint64_t bytes, const void *src) {
-  if (!io_.joinable()) {
-    writeNow(offset, bytes, src);
-    return 0;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back({true, offset, bytes, const_cast<void *>(src), ++issued_});
-  }
-  cv_.notify_all();
-  return issued_;
+  return start(true, offset, bytes, const_cast<void *>(src));
 }
 
 void NvmeTier::wait(Ticket t) {
@@ -113,15 +110,6 @@ void NvmeTier::wait(Ticket t) {
   cv_.wait(lock, [&] { return done_ >= t; });
   if (error_)
     std::rethrow_exception(error_);
-}
-
-void NvmeTier::drain() {
-  Ticket last;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    last = issued_;
-  }
-  wait(last);
 }
 
 void NvmeTier::read(uint64_t offset, uint64_t bytes, void *dst) {

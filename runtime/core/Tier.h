@@ -49,8 +49,6 @@ public:
   Ticket startRead(uint64_t offset, uint64_t bytes, void *dst);
   Ticket startWrite(uint64_t offset, uint64_t bytes, const void *src);
   void wait(Ticket t);
-  /// Every request started so far done.
-  void drain();
   /// Requests run on a thread of their own from now on (pipeline_read /
   /// pipeline_write: they overlap the kernels).
   void startIoThread();
@@ -58,6 +56,7 @@ public:
   const io::AioFile &file() const { return *file_; }
 
 private:
+  Ticket start(bool write, uint64_t offset, uint64_t bytes, void *mem);
   void readNow(uint64_t offset, uint64_t bytes, void *dst);
   void writeNow(uint64_t offset, uint64_t bytes, const void *src);
   struct Job {

@@ -163,9 +163,7 @@ def main():
         if not refused:
             sys.exit(f"offload-ltm: FAIL: without offload, dsrt under the {limit} byte limit "
                      f"exited {r.returncode} without the memory-limit error:\n{r.stderr[-2000:]}")
-        if cg.v2:
-            cg._write("memory.peak", 0) if os.path.exists(os.path.join(cg.path, "memory.peak")) else None
-        else:
+        if not cg.v2:  # v2's memory.peak counts from the cgroup's start
             cg._write("memory.max_usage_in_bytes", 0)
         out = os.path.join(a.work, "run-offload")
         t0 = time.time()
