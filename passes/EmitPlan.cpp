@@ -102,6 +102,13 @@ const char *instructionOf(Operation *op) {
       .Case<nn::LogSoftmaxOp>([](Operation *) { return "nn.log_softmax"; })
       .Case<nn::LogSoftmaxGradOp>([](Operation *) { return "nn.log_softmax_grad"; })
       .Case<nn::MatmulOp>([](Operation *) { return "nn.matmul"; })
+      .Case<nn::ConvOp>([](Operation *) { return "nn.conv"; })
+      .Case<nn::ConvInputGradOp>([](Operation *) { return "nn.conv_input_grad"; })
+      .Case<nn::ConvWeightGradOp>([](Operation *) { return "nn.conv_weight_grad"; })
+      .Case<nn::MaxPoolOp>([](Operation *) { return "nn.max_pool"; })
+      .Case<nn::MaxPoolGradOp>([](Operation *) { return "nn.max_pool_grad"; })
+      .Case<nn::AvgPoolOp>([](Operation *) { return "nn.avg_pool"; })
+      .Case<nn::AvgPoolGradOp>([](Operation *) { return "nn.avg_pool_grad"; })
       .Case<nn::MaxOp>([](Operation *) { return "nn.max"; })
       .Case<nn::MinOp>([](Operation *) { return "nn.min"; })
       .Case<nn::MulOp>([](Operation *) { return "nn.mul"; })
@@ -681,6 +688,24 @@ private:
         .Case([&](nn::SliceGradOp o) {
           ints(o.getStart());
           ints(o.getStride());
+        })
+        .Case<nn::ConvOp, nn::ConvInputGradOp, nn::ConvWeightGradOp>([&](auto o) {
+          ints(o.getStrides());
+          ints(o.getPads());
+          ints(o.getDilations());
+          instr.add_ints(o.getGroups());
+        })
+        .Case<nn::MaxPoolOp, nn::MaxPoolGradOp>([&](auto o) {
+          ints(o.getKernelShape());
+          ints(o.getStrides());
+          ints(o.getPads());
+          ints(o.getDilations());
+        })
+        .Case<nn::AvgPoolOp, nn::AvgPoolGradOp>([&](auto o) {
+          ints(o.getKernelShape());
+          ints(o.getStrides());
+          ints(o.getPads());
+          instr.add_ints(o.getCountIncludePad() ? 1 : 0);
         })
         .Case([&](nn::ConcatOp o) {
           instr.add_ints(normalize(o.getAxis(), rankOf(o.getResult())));

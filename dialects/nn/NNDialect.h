@@ -29,6 +29,19 @@ std::string formatShape(llvm::ArrayRef<int64_t> shape);
 /// NumPy broadcast of two static shapes; failure if incompatible.
 mlir::FailureOr<llvm::SmallVector<int64_t>>
 broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
+
+/// Extent of one spatial dim after a conv / pooling window: floor((in +
+/// padBegin + padEnd - ((kernel - 1) * dilation + 1)) / stride) + 1, or with
+/// `ceil` PyTorch's ceil_mode (rounded up, but the last window must start
+/// inside the input or its begin padding). May be <= 0: nothing fits.
+int64_t windowExtent(int64_t in, int64_t kernel, int64_t stride, int64_t padBegin,
+                     int64_t padEnd, int64_t dilation, bool ceil);
+/// The spatial result dims of a window over `input` [N, C, S...]; fails
+/// with the reason (attribute sizes or values, a window that does not fit).
+mlir::FailureOr<llvm::SmallVector<int64_t>>
+windowOutputDims(llvm::ArrayRef<int64_t> input, llvm::ArrayRef<int64_t> kernel,
+                 llvm::ArrayRef<int64_t> strides, llvm::ArrayRef<int64_t> pads,
+                 llvm::ArrayRef<int64_t> dilations, bool ceil, std::string &why);
 } // namespace dsc::nn
 
 #include "dialects/nn/NNDialect.h.inc"

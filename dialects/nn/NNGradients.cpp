@@ -96,7 +96,9 @@ DSC_NO_GRADIENT_RULE(VocabCeLossGradOp)
 DSC_NO_GRADIENT_RULE(NllLossGradOp)
 DSC_NO_GRADIENT_RULE(GeluGradOp)
 DSC_NO_GRADIENT_RULE(GatherGradOp)
-DSC_NO_GRADIENT_RULE(SliceGradOp)
+DSC_NO_GRADIENT_RULE(ConvWeightGradOp)
+DSC_NO_GRADIENT_RULE(MaxPoolGradOp)
+DSC_NO_GRADIENT_RULE(AvgPoolGradOp)
 DSC_NO_GRADIENT_RULE(DropoutGradOp)
 #undef DSC_NO_GRADIENT_RULE
 
@@ -463,5 +465,57 @@ LogicalResult BroadcastOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, Grad
 
 LogicalResult DropoutOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, Grads &g) {
   g.assign({DropoutGradOp::create(b, getLoc(), dy[0], getMask(), getRatio())});
+  return success();
+}
+
+// slice_grad also pads in forward (ONNX Pad): its input gradient is the
+// slice of the output gradient at the same positions.
+LogicalResult SliceGradOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, Grads &g) {
+  g.assign({SliceOp::create(b, getLoc(), dy[0], getStartAttr(), getLimitAttr(), getStrideAttr())
+                .getResult()});
+  return success();
+}
+
+//===--- convolution and pooling ------------------------------------------===//
+
+LogicalResult ConvOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, Grads &g) {
+  Location loc = getLoc();
+  Value dx = ConvInputGradOp::create(b, loc, getInput().getType(), dy[0], getWeight(),
+                                     getStridesAttr(), getPadsAttr(), getDilationsAttr(),
+                                     getGroupsAttr());
+  Value dw = ConvWeightGradOp::create(b, loc, getWeight().getType(), getInput(), dy[0],
+                                      getStridesAttr(), getPadsAttr(), getDilationsAttr(),
+                                      getGroupsAttr());
+  g.assign({dx, dw});
+  return success();
+}
+
+// conv_input_grad is linear in both operands (it is also ConvTranspose's
+// forward): out[n, c, p*s - pad + k*d] += grad[n, o, p] * weight[o, c, k], so
+// d grad = conv(d out, weight) and d weight = conv_weight_grad(d out, grad).
+LogicalResult ConvInputGradOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, Grads &g) {
+  Location loc = getLoc();
+  Value dgrad = ConvOp::create(b, loc, getGrad().getType(), dy[0], getWeight(), getStridesAttr(),
+                               getPadsAttr(), getDilationsAttr(), getGroupsAttr());
+  Value dw = ConvWeightGradOp::create(b, loc, getWeight().getType(), dy[0], getGrad(),
+                                      getStridesAttr(), getPadsAttr(), getDilationsAttr(),
+                                      getGroupsAttr());
+  g.assign({dgrad, dw});
+  return success();
+}
+
+LogicalResult MaxPoolOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, Grads &g) {
+  g.assign({MaxPoolGradOp::create(b, getLoc(), getInput().getType(), getInput(), dy[0],
+                                  getKernelShapeAttr(), getStridesAttr(), getPadsAttr(),
+                                  getDilationsAttr(), getCeilModeAttr())
+                .getResult()});
+  return success();
+}
+
+LogicalResult AvgPoolOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, Grads &g) {
+  g.assign({AvgPoolGradOp::create(b, getLoc(), getInput().getType(), dy[0],
+                                  getKernelShapeAttr(), getStridesAttr(), getPadsAttr(),
+                                  getCeilModeAttr(), getCountIncludePadAttr())
+                .getResult()});
   return success();
 }

@@ -433,6 +433,186 @@ LogicalResult DropoutOp::inferReturnTypes(MLIRContext *ctx,
 int64_t DropoutOp::getFlops() { return 2 * numElements(getInput().getType()); }
 
 //===----------------------------------------------------------------------===//
+// Convolution and pooling
+//===----------------------------------------------------------------------===//
+
+int64_t dsc::nn::windowExtent(int64_t in, int64_t kernel, int64_t stride, int64_t padBegin,
+                              int64_t padEnd, int64_t dilation, bool ceil) {
+  int64_t span = in + padBegin + padEnd - ((kernel - 1) * dilation + 1);
+  if (span < 0)
+    return 0;
+  int64_t out = (span + (ceil ? stride - 1 : 0)) / stride + 1;
+  if (ceil && (out - 1) * stride >= in + padBegin)
+    --out;
+  return out;
+}
+
+FailureOr<SmallVector<int64_t>>
+dsc::nn::windowOutputDims(ArrayRef<int64_t> input, ArrayRef<int64_t> kernel,
+                          ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+                          ArrayRef<int64_t> dilations, bool ceil, std::string &why) {
+  int64_t r = int64_t(input.size()) - 2;
+  if (r < 1 || r > 3) {
+    why = "expects [N, C] and 1 to 3 spatial dims, got " + shapeStr(input);
+    return failure();
+  }
+  auto sized = [&](ArrayRef<int64_t> v, int64_t n, StringRef what) {
+    if (int64_t(v.size()) == n)
+      return true;
+    why = (what + " needs " + Twine(n) + " entries for " + Twine(r) +
+           " spatial dims, got " + Twine(v.size()))
+              .str();
+    return false;
+  };
+  if (!sized(kernel, r, "kernel_shape") || !sized(strides, r, "strides") ||
+      !sized(pads, 2 * r, "pads (begins, then ends)") || !sized(dilations, r, "dilations"))
+    return failure();
+  SmallVector<int64_t> out;
+  for (int64_t i = 0; i < r; ++i) {
+    int64_t k = kernel[i], s = strides[i], d = dilations[i], pb = pads[i], pe = pads[r + i];
+    if (k < 1 || s < 1 || d < 1 || pb < 0 || pe < 0) {
+      why = ("spatial dim " + Twine(i) + ": kernel " + Twine(k) + ", stride " + Twine(s) +
+             ", dilation " + Twine(d) + " must be >= 1 and pads " + Twine(pb) + ", " +
+             Twine(pe) + " >= 0")
+                .str();
+      return failure();
+    }
+    int64_t e = windowExtent(input[2 + i], k, s, pb, pe, d, ceil);
+    if (e < 1) {
+      why = ("spatial dim " + Twine(i) + ": a window of " + Twine((k - 1) * d + 1) +
+             " does not fit in size " + Twine(input[2 + i]) + " padded by " + Twine(pb) +
+             " and " + Twine(pe))
+                .str();
+      return failure();
+    }
+    out.push_back(e);
+  }
+  return out;
+}
+
+namespace {
+/// Checks conv's operand shapes: input/input_grad [N, C, S...], weight
+/// [O, C / groups, K...], output/grad [N, O, R...].
+LogicalResult verifyConv(Operation *op, ArrayRef<int64_t> in, ArrayRef<int64_t> w,
+                         ArrayRef<int64_t> out, ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+                         ArrayRef<int64_t> dilations, int64_t groups) {
+  if (w.size() != in.size() || out.size() != in.size())
+    return op->emitOpError("input ") << shapeStr(in) << ", weight " << shapeStr(w)
+                                     << " and output " << shapeStr(out)
+                                     << " must have the same rank";
+  if (groups < 1 || in.size() < 3 || in[1] % groups || w[0] % groups || w[1] * groups != in[1])
+    return op->emitOpError("weight ") << shapeStr(w) << " does not fit input channels "
+                                      << (in.size() > 1 ? in[1] : 0) << " in " << groups
+                                      << " groups (it needs [O, C / groups, K...], O "
+                                         "divisible by groups)";
+  std::string why;
+  auto dims = windowOutputDims(in, w.drop_front(2), strides, pads, dilations, false, why);
+  if (failed(dims))
+    return op->emitOpError(why);
+  SmallVector<int64_t> shape{in[0], w[0]};
+  llvm::append_range(shape, *dims);
+  if (ArrayRef<int64_t>(shape) != out)
+    return op->emitOpError("output shape ") << shapeStr(out) << " is not the convolution's "
+                                            << shapeStr(shape) << " for input " << shapeStr(in);
+  return success();
+}
+
+int64_t convFlops(ArrayRef<int64_t> out, ArrayRef<int64_t> w, int64_t groups) {
+  (void)groups; // weight dim 1 is already C / groups
+  int64_t perOut = 2;
+  for (int64_t d : w.drop_front(1))
+    perOut *= d;
+  int64_t n = 1;
+  for (int64_t d : out)
+    n *= d;
+  return n * perOut;
+}
+
+LogicalResult verifyPool(Operation *op, ArrayRef<int64_t> in, ArrayRef<int64_t> out,
+                         ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                         ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations, bool ceil) {
+  std::string why;
+  auto dims = windowOutputDims(in, kernel, strides, pads, dilations, ceil, why);
+  if (failed(dims))
+    return op->emitOpError(why);
+  SmallVector<int64_t> shape(in.take_front(2));
+  llvm::append_range(shape, *dims);
+  if (ArrayRef<int64_t>(shape) != out)
+    return op->emitOpError("output shape ") << shapeStr(out) << " is not the pooling's "
+                                            << shapeStr(shape) << " for input " << shapeStr(in);
+  return success();
+}
+
+SmallVector<int64_t> ones(size_t n) { return SmallVector<int64_t>(n, 1); }
+} // namespace
+
+LogicalResult ConvOp::verify() {
+  return verifyConv(*this, getInput().getType().getShape(), getWeight().getType().getShape(),
+                    getType().getShape(), getStrides(), getPads(), getDilations(), getGroups());
+}
+int64_t ConvOp::getFlops() {
+  return convFlops(getType().getShape(), getWeight().getType().getShape(), getGroups());
+}
+LogicalResult ConvInputGradOp::verify() {
+  return verifyConv(*this, getType().getShape(), getWeight().getType().getShape(),
+                    getGrad().getType().getShape(), getStrides(), getPads(), getDilations(),
+                    getGroups());
+}
+int64_t ConvInputGradOp::getFlops() {
+  return convFlops(getGrad().getType().getShape(), getWeight().getType().getShape(), getGroups());
+}
+LogicalResult ConvWeightGradOp::verify() {
+  return verifyConv(*this, getInput().getType().getShape(), getType().getShape(),
+                    getGrad().getType().getShape(), getStrides(), getPads(), getDilations(),
+                    getGroups());
+}
+int64_t ConvWeightGradOp::getFlops() {
+  return convFlops(getGrad().getType().getShape(), getType().getShape(), getGroups());
+}
+LogicalResult MaxPoolOp::verify() {
+  return verifyPool(*this, getInput().getType().getShape(), getType().getShape(),
+                    getKernelShape(), getStrides(), getPads(), getDilations(), getCeilMode());
+}
+int64_t MaxPoolOp::getFlops() {
+  int64_t k = 1;
+  for (int64_t d : getKernelShape())
+    k *= d;
+  return numElements(getType()) * k;
+}
+LogicalResult MaxPoolGradOp::verify() {
+  return verifyPool(*this, getInput().getType().getShape(), getGrad().getType().getShape(),
+                    getKernelShape(), getStrides(), getPads(), getDilations(), getCeilMode());
+}
+int64_t MaxPoolGradOp::getFlops() {
+  int64_t k = 1;
+  for (int64_t d : getKernelShape())
+    k *= d;
+  return numElements(getGrad().getType()) * k;
+}
+LogicalResult AvgPoolOp::verify() {
+  auto in = getInput().getType().getShape();
+  return verifyPool(*this, in, getType().getShape(), getKernelShape(), getStrides(), getPads(),
+                    ones(getKernelShape().size()), getCeilMode());
+}
+int64_t AvgPoolOp::getFlops() {
+  int64_t k = 1;
+  for (int64_t d : getKernelShape())
+    k *= d;
+  return numElements(getType()) * k;
+}
+LogicalResult AvgPoolGradOp::verify() {
+  return verifyPool(*this, getType().getShape(), getGrad().getType().getShape(),
+                    getKernelShape(), getStrides(), getPads(), ones(getKernelShape().size()),
+                    getCeilMode());
+}
+int64_t AvgPoolGradOp::getFlops() {
+  int64_t k = 1;
+  for (int64_t d : getKernelShape())
+    k *= d;
+  return numElements(getGrad().getType()) * k;
+}
+
+//===----------------------------------------------------------------------===//
 // Gradient ops
 //===----------------------------------------------------------------------===//
 

@@ -283,6 +283,117 @@ def NN_BroadcastOp : NN_Op<"broadcast", [AllElementTypesMatch<["input", "result"
 }
 
 //===----------------------------------------------------------------------===//
+// Convolution and pooling: layout [N, C, S...] with 1 to 3 spatial dims S.
+// Window attributes follow ONNX: per spatial dim `strides`, `dilations` and
+// (pooling) `kernel_shape`; `pads` holds the begins then the ends. Result
+// shapes are explicit and verified (conv_input_grad and ceil-mode pooling
+// have more than one consistent shape).
+//===----------------------------------------------------------------------===//
+
+def NN_ConvOp : NN_Op<"conv", [AllElementTypesMatch<["input", "weight", "result"]>],
+                      ["getFlops"]> {
+  let summary = "N-d cross-correlation (ONNX Conv without its bias)";
+  let description = [{
+    `input` [N, C, S...] and `weight` [O, C / groups, K...] give `result`
+    [N, O, R...] with R = floor((S + pad_begin + pad_end - ((K - 1) *
+    dilation + 1)) / stride) + 1. The bias is a separate broadcast add.
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$weight,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$groups);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight attr-dict `:` type($input) `,` type($weight) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_ConvInputGradOp : NN_Op<"conv_input_grad",
+    [AllElementTypesMatch<["grad", "weight", "input_grad"]>], ["getFlops"]> {
+  let summary = "the input gradient of conv (also ONNX ConvTranspose without its bias)";
+  let description = [{
+    The transposed convolution: `grad` [N, O, R...] and `weight`
+    [O, C / groups, K...] give `input_grad` [N, C, S...], any S for which
+    conv of S has R (ConvTranspose's output_padding picks among them).
+  }];
+  let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$weight,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$groups);
+  let results = (outs NN_FloatTensor:$input_grad);
+  let assemblyFormat = [{
+    $grad `,` $weight attr-dict `:` type($grad) `,` type($weight) `->` type($input_grad)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_ConvWeightGradOp : NN_Op<"conv_weight_grad",
+    [AllElementTypesMatch<["input", "grad", "weight_grad"]>], ["getFlops"]> {
+  let summary = "the weight gradient of conv: sum over N and R of grad x input windows";
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$grad,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$groups);
+  let results = (outs NN_FloatTensor:$weight_grad);
+  let assemblyFormat = [{
+    $input `,` $grad attr-dict `:` type($input) `,` type($grad) `->` type($weight_grad)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_MaxPoolOp : NN_Op<"max_pool", [AllElementTypesMatch<["input", "result"]>],
+                         ["getFlops"]> {
+  let summary = "max over each window (padding never wins; the first maximum in a tie)";
+  let arguments = (ins NN_FloatTensor:$input, DenseI64ArrayAttr:$kernel_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations, UnitAttr:$ceil_mode);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def NN_MaxPoolGradOp : NN_Op<"max_pool_grad",
+    [AllTypesMatch<["input", "input_grad"]>, AllElementTypesMatch<["input", "grad"]>],
+    ["getFlops"]> {
+  let summary = "max_pool's input gradient: each window's gradient to its first maximum";
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$grad,
+                       DenseI64ArrayAttr:$kernel_shape, DenseI64ArrayAttr:$strides,
+                       DenseI64ArrayAttr:$pads, DenseI64ArrayAttr:$dilations,
+                       UnitAttr:$ceil_mode);
+  let results = (outs NN_FloatTensor:$input_grad);
+  let assemblyFormat = "$input `,` $grad attr-dict `:` type($input) `,` type($grad)";
+  let hasVerifier = 1;
+}
+
+def NN_AvgPoolOp : NN_Op<"avg_pool", [AllElementTypesMatch<["input", "result"]>],
+                         ["getFlops"]> {
+  let summary = "mean over each window";
+  let description = [{
+    The divisor is PyTorch's: with `count_include_pad` the window's extent
+    inside the padded input (a ceil-mode window past the padding counts
+    less), otherwise the number of input elements it covers.
+  }];
+  let arguments = (ins NN_FloatTensor:$input, DenseI64ArrayAttr:$kernel_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       UnitAttr:$ceil_mode, UnitAttr:$count_include_pad);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def NN_AvgPoolGradOp : NN_Op<"avg_pool_grad",
+    [AllElementTypesMatch<["grad", "input_grad"]>], ["getFlops"]> {
+  let summary = "avg_pool's input gradient: each window's gradient / divisor to its elements";
+  let arguments = (ins NN_FloatTensor:$grad, DenseI64ArrayAttr:$kernel_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       UnitAttr:$ceil_mode, UnitAttr:$count_include_pad);
+  let results = (outs NN_FloatTensor:$input_grad);
+  let assemblyFormat = "$grad attr-dict `:` type($grad) `->` type($input_grad)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Randomness
 //===----------------------------------------------------------------------===//
 

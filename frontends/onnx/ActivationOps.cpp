@@ -9,7 +9,7 @@
 // holds an inf that its zero gradient would turn into a NaN.
 //
 //===----------------------------------------------------------------------===//
-#include "frontends/onnx/GraphImporter.h"
+#include "frontends/onnx/Composer.h"
 
 #include "dialects/nn/NNDialect.h"
 
@@ -17,52 +17,6 @@ using namespace mlir;
 
 namespace dsc::onnx_import {
 namespace {
-
-/// Builds nn ops for one node, stopping at the first failure (which the
-/// importer has already reported for the node).
-class Composer {
-public:
-  explicit Composer(GraphImporter &g) : g_(g) {}
-
-  bool ok() const { return ok_; }
-  Type elementType(Value v) const { return cast<RankedTensorType>(v.getType()).getElementType(); }
-  Value scalar(double v, Value like) { return g_.scalar(v, elementType(like)); }
-
-  template <typename OpTy> Value op(ValueRange operands) {
-    if (!ok_)
-      return {};
-    auto r = g_.create<OpTy>(operands);
-    if (failed(r)) {
-      ok_ = false;
-      return {};
-    }
-    return *r;
-  }
-  Value cmp(nn::CmpPredicate p, Value a, Value b) {
-    if (!ok_)
-      return {};
-    auto r = g_.create<nn::CmpOp>({a, b},
-                                  {g_.attr("predicate", nn::CmpPredicateAttr::get(g_.context(), p))});
-    if (failed(r)) {
-      ok_ = false;
-      return {};
-    }
-    return *r;
-  }
-  template <typename OpTy> Value unary(Value x) {
-    if (!ok_)
-      return {};
-    return OpTy::create(g_.builder(), g_.loc(), x.getType(), x);
-  }
-  /// x > t ? a : b.
-  Value above(Value x, double t, Value a, Value b) {
-    return op<nn::SelectOp>({cmp(nn::CmpPredicate::gt, x, scalar(t, x)), a, b});
-  }
-
-private:
-  GraphImporter &g_;
-  bool ok_ = true;
-};
 
 /// The float input 0, or null after an error naming the node.
 Value floatInput(GraphImporter &g) {

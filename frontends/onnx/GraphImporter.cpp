@@ -36,6 +36,7 @@ static ConverterTable makeConverters() {
   registerEinsumConverters(t);
   registerComputeConverters(t);
   registerLayoutConverters(t);
+  registerConvConverters(t);
   return t;
 }
 
@@ -106,6 +107,14 @@ LogicalResult GraphImporter::inferTypes(Operation *op) {
   for (auto [result, type] : llvm::zip(op->getResults(), types))
     result.setType(type);
   return success();
+}
+
+LogicalResult GraphImporter::verifyNew(Operation *op) {
+  diagnostic_.clear();
+  if (succeeded(verify(op)))
+    return success();
+  op->erase();
+  return fail(diagnostic_.empty() ? "the op does not verify" : diagnostic_);
 }
 
 Value GraphImporter::materialize(const HostTensor &t) {

@@ -46,6 +46,7 @@ void registerActivationConverters(ConverterTable &table);
 void registerEinsumConverters(ConverterTable &table);
 void registerComputeConverters(ConverterTable &table);
 void registerLayoutConverters(ConverterTable &table);
+void registerConvConverters(ConverterTable &table);
 
 class GraphImporter {
 public:
@@ -85,6 +86,9 @@ public:
       return mlir::failure();
     return op;
   }
+  /// Verifies an op just created with explicit result types; on failure
+  /// erases it and fails the node with the verifier's message.
+  mlir::LogicalResult verifyNew(mlir::Operation *op);
   /// A scalar (rank-0) float constant of `elementType`.
   mlir::Value scalar(double v, mlir::Type elementType);
   /// A splat constant of `type` without materializing its elements.

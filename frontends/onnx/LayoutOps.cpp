@@ -189,6 +189,72 @@ LogicalResult emitSlice(GraphImporter &g, Value x, int out, ArrayRef<int64_t> lo
   return success();
 }
 
+/// ONNX Slice of a compile-time tensor: per axis, a positive step walks
+/// [clamp(start, 0, d), clamp(end, 0, d)), a negative one walks down from
+/// clamp(start, 0, d - 1) to clamp(end, -1, d - 1), exclusive.
+LogicalResult hostSlice(GraphImporter &g, const HostTensor &t, const std::vector<int64_t> &axes,
+                        const std::vector<int64_t> &starts, const std::vector<int64_t> &ends,
+                        const std::vector<int64_t> &steps) {
+  int64_t rank = t.shape.size();
+  if (axes.size() != starts.size() || ends.size() != starts.size() ||
+      steps.size() != starts.size())
+    return g.fail("starts, ends, axes and steps must have the same length");
+  // Per dim, the source indices in order.
+  std::vector<std::vector<int64_t>> pick(rank);
+  for (int64_t d = 0; d < rank; ++d)
+    for (int64_t i = 0; i < t.shape[d]; ++i)
+      pick[d].push_back(i);
+  for (size_t k = 0; k < axes.size(); ++k) {
+    int64_t a = axes[k] < 0 ? axes[k] + rank : axes[k];
+    if (a < 0 || a >= rank)
+      return g.fail("axis " + Twine(axes[k]) + " is out of range for rank " + Twine(rank));
+    int64_t d = t.shape[a], step = steps[k];
+    if (step == 0)
+      return g.fail("step 0 on axis " + Twine(a));
+    int64_t s = starts[k] < 0 ? starts[k] + d : starts[k];
+    int64_t e = ends[k] < 0 ? ends[k] + d : ends[k];
+    pick[a].clear();
+    if (step > 0) {
+      s = std::clamp<int64_t>(s, 0, d);
+      e = std::clamp<int64_t>(e, 0, d);
+      for (int64_t i = s; i < e; i += step)
+        pick[a].push_back(i);
+    } else {
+      s = std::clamp<int64_t>(s, 0, d - 1);
+      e = std::clamp<int64_t>(e, -1, d - 1);
+      for (int64_t i = s; i > e; i += step)
+        pick[a].push_back(i);
+    }
+  }
+  HostTensor out;
+  out.dtype = t.dtype;
+  for (int64_t d = 0; d < rank; ++d)
+    out.shape.push_back(pick[d].size());
+  std::vector<int64_t> strides(rank, 1);
+  for (int64_t d = rank - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * t.shape[d + 1];
+  int64_t n = 1;
+  for (int64_t v : out.shape)
+    n *= v;
+  std::vector<int64_t> idx(rank, 0);
+  for (int64_t flat = 0; flat < n; ++flat) {
+    int64_t src = 0;
+    for (int64_t d = 0; d < rank; ++d)
+      src += pick[d][idx[d]] * strides[d];
+    if (t.isFloat())
+      out.f.push_back(t.f[src]);
+    else
+      out.i.push_back(t.i[src]);
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      if (++idx[d] < out.shape[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+  g.setOutput(0, std::move(out));
+  return success();
+}
+
 LogicalResult slice(GraphImporter &g) {
   Value x = g.input(0);
   auto starts = g.constantInts(1, "starts");
@@ -218,6 +284,10 @@ LogicalResult slice(GraphImporter &g) {
   if (axes.size() != starts->size() || ends->size() != starts->size() ||
       steps.size() != starts->size())
     return g.fail("starts, ends, axes and steps must have the same length");
+  // A compile-time input (shape arithmetic, pads reversed with step -1 as
+  // torch exports F.pad) is sliced here, with ONNX's rules for any step.
+  if (const HostTensor *c = g.constant(0))
+    return hostSlice(g, *c, axes, *starts, *ends, steps);
   SmallVector<int64_t> lo(rank, 0), hi(shape), st(rank, 1);
   for (size_t k = 0; k < axes.size(); ++k) {
     int64_t a = axes[k] < 0 ? axes[k] + rank : axes[k];

@@ -25,6 +25,20 @@
 //   nn.reduce_sum/mean/max ints: the reduced axes
 //   nn.transpose           ints: permutation
 //   nn.slice, nn.slice_grad: ints: start[rank], stride[rank]
+//   nn.conv, nn.conv_input_grad, nn.conv_weight_grad: ints: strides[r],
+//                          pads[2r] (begins, ends), dilations[r], groups
+//                          (r = spatial dims, 1 to 3). Operands x [N, C,
+//                          S...], w [O, C / groups, K...], y [N, O, R...]
+//                          with R the floor of the window formula: conv
+//                          (x, w) -> y, conv_input_grad (dy, w) -> dx,
+//                          conv_weight_grad (x, dy) -> dw
+//   nn.max_pool(_grad)     ints: kernel[r], strides[r], pads[2r],
+//                          dilations[r]; max_pool (x) -> y, max_pool_grad
+//                          (x, dy) -> dx; R the floor or the ceil-mode
+//                          extent
+//   nn.avg_pool(_grad)     ints: kernel[r], strides[r], pads[2r],
+//                          count_include_pad; avg_pool (x) -> y,
+//                          avg_pool_grad (dy) -> dx
 //   nn.dropout             ints: rng stream; floats: ratio
 //   nn.dropout_grad        floats: ratio
 //   train.lr_schedule      - (the schedule is Plan.lr_schedule; format 2: the
@@ -96,6 +110,165 @@ namespace dsrt {
 using namespace ops;
 
 namespace {
+
+/// The window of a conv / pooling instruction from its ints: [kernel r]
+/// (pooling), strides r, pads 2r, [dilations r]; the conv kernel extents
+/// come from the weight.
+cpu::Window windowOf(const std::vector<int64_t> &ints, int r, bool kernel, bool dilations) {
+  cpu::Window w;
+  w.spatial = r;
+  size_t k = 0;
+  for (int d = 0; d < r; ++d)
+    w.kernel[d] = kernel ? ints[k + d] : 1;
+  k += kernel ? r : 0;
+  for (int d = 0; d < r; ++d) {
+    w.stride[d] = ints[k + d];
+    w.padBegin[d] = ints[k + r + d];
+    w.padEnd[d] = ints[k + 2 * r + d];
+    w.dilation[d] = dilations ? ints[k + 3 * r + d] : 1;
+  }
+  return w;
+}
+
+/// Spatial extent of a window over `in` (<= 0: none fits); attributes
+/// already bounded to [0, 2^31) so nothing overflows.
+int64_t extentOf(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe, int64_t d, bool ceil) {
+  int64_t span = in + pb + pe - ((k - 1) * d + 1);
+  if (span < 0)
+    return 0;
+  int64_t out = (span + (ceil ? s - 1 : 0)) / s + 1;
+  if (ceil && (out - 1) * s >= in + pb)
+    --out;
+  return out;
+}
+
+/// Checks the window attributes' count and ranges; returns the spatial rank.
+int checkWindowAttrs(const Instr &i, const Check &c, const Tensor *x, bool kernel,
+                     bool dilations, size_t extra) {
+  int r = x->shape.rank - 2;
+  if (r < 1 || r > 3)
+    c.fail("operand " + Check::shape(x) + " must be [N, C] and 1 to 3 spatial dims");
+  size_t n = size_t(r) * ((kernel ? 1 : 0) + 3 + (dilations ? 1 : 0)) + extra;
+  c.attrs(n, 0);
+  const int64_t limit = int64_t(1) << 31;
+  size_t k = 0;
+  auto range = [&](const char *what, size_t count, int64_t lo) {
+    for (size_t j = 0; j < count; ++j, ++k)
+      if (i.ints[k] < lo || i.ints[k] >= limit)
+        c.fail(std::string(what) + " " + std::to_string(i.ints[k]) + " is outside [" +
+               std::to_string(lo) + ", 2^31)");
+  };
+  if (kernel)
+    range("kernel size", r, 1);
+  range("stride", r, 1);
+  range("padding", 2 * r, 0);
+  if (dilations)
+    range("dilation", r, 1);
+  return r;
+}
+
+/// nn.conv (pass 0), nn.conv_input_grad (1), nn.conv_weight_grad (2).
+void checkConv(Instr &i, const Check &c, int pass) {
+  c.arity(2, 1);
+  // x, w, y whatever the pass: which are inputs and which the output.
+  const Tensor *x = pass == 1 ? i.out[0] : i.in[0];
+  const Tensor *w = pass == 2 ? i.out[0] : i.in[1];
+  const Tensor *y = pass == 0 ? i.out[0] : pass == 1 ? i.in[0] : i.in[1];
+  c.floats({x, w, y});
+  int r = checkWindowAttrs(i, c, x, false, true, 1);
+  int64_t groups = i.ints[4 * r];
+  std::string shapes = "x " + Check::shape(x) + ", weight " + Check::shape(w) + ", y " +
+                       Check::shape(y);
+  if (w->shape.rank != r + 2 || y->shape.rank != r + 2)
+    c.fail(shapes + ": ranks differ");
+  const int64_t *xs = x->shape.dims, *ws = w->shape.dims, *ys = y->shape.dims;
+  if (groups < 1 || groups >= (int64_t(1) << 31) || xs[1] % groups || ws[0] % groups ||
+      ws[1] * groups != xs[1] || ys[0] != xs[0] || ys[1] != ws[0])
+    c.fail(shapes + " do not fit " + std::to_string(groups) +
+           " groups ([N, C, S...], [O, C / groups, K...], [N, O, R...])");
+  cpu::Window win = windowOf(i.ints, r, false, true);
+  for (int d = 0; d < r; ++d) {
+    if (ws[2 + d] < 1 || ws[2 + d] >= (int64_t(1) << 31))
+      c.fail(shapes + ": kernel extents must be in [1, 2^31)");
+    int64_t e = extentOf(xs[2 + d], ws[2 + d], win.stride[d], win.padBegin[d], win.padEnd[d],
+                         win.dilation[d], false);
+    if (e < 1 || e != ys[2 + d])
+      c.fail(shapes + ": spatial dim " + std::to_string(d) + " of y must be " +
+             std::to_string(e) + " for this window");
+  }
+  // Make the oneDNN primitive now: a configuration it cannot run is a
+  // load-time error, not a failure in the middle of a step.
+  if (x->numel && w->numel && y->numel) {
+    try {
+      (void)cpu::convImpl(cpu::ConvPass(pass), x->shape, w->shape, y->shape, win, groups);
+    } catch (const std::exception &e) {
+      c.fail(shapes + ": oneDNN has no convolution for this window: " + e.what());
+    }
+  }
+  i.g[0] = pass;
+  i.run = [](const Instr &i, Context &) {
+    int r = i.in[0]->shape.rank - 2;
+    cpu::Window win = windowOf(i.ints, r, false, true);
+    int pass = int(i.g[0]);
+    Tensor *x = pass == 1 ? i.out[0] : i.in[0];
+    Tensor *w = pass == 2 ? i.out[0] : i.in[1];
+    Tensor *y = pass == 0 ? i.out[0] : pass == 1 ? i.in[0] : i.in[1];
+    cpu::conv(cpu::ConvPass(pass), x->f32(), x->shape, w->f32(), w->shape, y->f32(), y->shape,
+              win, i.ints[4 * r]);
+  };
+}
+
+/// nn.max_pool / nn.avg_pool (grad: their input gradients).
+void checkPool(Instr &i, const Check &c, bool max, bool grad) {
+  // max_pool (x) -> y; max_pool_grad (x, dy) -> dx; avg_pool (x) -> y;
+  // avg_pool_grad (dy) -> dx.
+  c.arity(max && grad ? 2 : 1, 1);
+  const Tensor *x = grad && !max ? i.out[0] : i.in[0];
+  const Tensor *y = !grad ? i.out[0] : max ? i.in[1] : i.in[0];
+  c.floats({x, y, i.out[0]});
+  if (max && grad)
+    c.sameShape(i.in[0], i.out[0]);
+  int r = checkWindowAttrs(i, c, x, true, max, max ? 0 : 1);
+  if (!max)
+    c.flag(size_t(4 * r), "count_include_pad");
+  std::string shapes = "x " + Check::shape(x) + ", y " + Check::shape(y);
+  if (y->shape.rank != r + 2 || y->shape.dims[0] != x->shape.dims[0] ||
+      y->shape.dims[1] != x->shape.dims[1])
+    c.fail(shapes + ": y must be [N, C, R...] of x [N, C, S...]");
+  cpu::Window win = windowOf(i.ints, r, true, max);
+  for (int d = 0; d < r; ++d) {
+    int64_t in = x->shape.dims[2 + d], out = y->shape.dims[2 + d];
+    int64_t lo = extentOf(in, win.kernel[d], win.stride[d], win.padBegin[d], win.padEnd[d],
+                          win.dilation[d], false);
+    int64_t hi = extentOf(in, win.kernel[d], win.stride[d], win.padBegin[d], win.padEnd[d],
+                          win.dilation[d], true);
+    if (lo < 1 || (out != lo && out != hi))
+      c.fail(shapes + ": spatial dim " + std::to_string(d) + " of y must be " +
+             std::to_string(lo) + (hi != lo ? " or " + std::to_string(hi) + " (ceil mode)" : "") +
+             " for this window");
+  }
+  if (max)
+    i.run = grad ? [](const Instr &i, Context &) {
+      cpu::Window w = windowOf(i.ints, i.in[0]->shape.rank - 2, true, true);
+      cpu::maxPoolGrad(i.in[0]->f32(), i.in[0]->shape, i.in[1]->f32(), i.in[1]->shape,
+                       i.out[0]->f32(), w);
+    } : KernelFn([](const Instr &i, Context &) {
+      cpu::Window w = windowOf(i.ints, i.in[0]->shape.rank - 2, true, true);
+      cpu::maxPool(i.in[0]->f32(), i.in[0]->shape, i.out[0]->f32(), i.out[0]->shape, w);
+    });
+  else
+    i.run = grad ? [](const Instr &i, Context &) {
+      int r = i.out[0]->shape.rank - 2;
+      cpu::Window w = windowOf(i.ints, r, true, false);
+      cpu::avgPoolGrad(i.in[0]->f32(), i.in[0]->shape, i.out[0]->f32(), i.out[0]->shape, w,
+                       i.ints[4 * r] != 0);
+    } : KernelFn([](const Instr &i, Context &) {
+      int r = i.in[0]->shape.rank - 2;
+      cpu::Window w = windowOf(i.ints, r, true, false);
+      cpu::avgPool(i.in[0]->f32(), i.in[0]->shape, i.out[0]->f32(), i.out[0]->shape, w,
+                   i.ints[4 * r] != 0);
+    });
+}
 
 const std::map<std::string, OpDef> &table() {
   static const std::map<std::string, OpDef> ops = [] {
@@ -499,6 +672,14 @@ const std::map<std::string, OpDef> &table() {
                        });
       }};
     };
+    // Convolution and pooling: fp32 kernels (oneDNN, loops).
+    t["nn.conv"] = {[](Instr &i, const Check &c) { checkConv(i, c, 0); }};
+    t["nn.conv_input_grad"] = {[](Instr &i, const Check &c) { checkConv(i, c, 1); }};
+    t["nn.conv_weight_grad"] = {[](Instr &i, const Check &c) { checkConv(i, c, 2); }};
+    t["nn.max_pool"] = {[](Instr &i, const Check &c) { checkPool(i, c, true, false); }};
+    t["nn.max_pool_grad"] = {[](Instr &i, const Check &c) { checkPool(i, c, true, true); }};
+    t["nn.avg_pool"] = {[](Instr &i, const Check &c) { checkPool(i, c, false, false); }};
+    t["nn.avg_pool_grad"] = {[](Instr &i, const Check &c) { checkPool(i, c, false, true); }};
     sliceLike("nn.slice", false);
     sliceLike("nn.slice_grad", true);
     t["nn.concat"] = {[](Instr &i, const Check &c) {

@@ -19,7 +19,7 @@
 
 namespace dsrt {
 
-inline constexpr std::array<std::string_view, 70> kPlanInstructions = {
+inline constexpr std::array<std::string_view, 77> kPlanInstructions = {
     "accumulate",
     "dist.all_gather",
     "dist.all_reduce",
@@ -32,10 +32,15 @@ inline constexpr std::array<std::string_view, 70> kPlanInstructions = {
     "load_batch",
     "nn.abs",
     "nn.add",
+    "nn.avg_pool",
+    "nn.avg_pool_grad",
     "nn.broadcast",
     "nn.cast",
     "nn.cmp",
     "nn.concat",
+    "nn.conv",
+    "nn.conv_input_grad",
+    "nn.conv_weight_grad",
     "nn.cos",
     "nn.cross_entropy",
     "nn.cross_entropy_grad",
@@ -55,6 +60,8 @@ inline constexpr std::array<std::string_view, 70> kPlanInstructions = {
     "nn.log_softmax_grad",
     "nn.matmul",
     "nn.max",
+    "nn.max_pool",
+    "nn.max_pool_grad",
     "nn.min",
     "nn.mul",
     "nn.neg",

@@ -54,8 +54,8 @@ MB=$("$PY" "$HERE/reference_train.py" --config "$CONFIG" --print-micro-batch)
 forced=(--batch "$MB")
 case "$MODEL" in
   gpt|bert|llama|classifier) forced+=(--dropout 0) ;;
-  mlp) ;;
-  *) echo "parity.sh: unknown model '$MODEL' (mlp, gpt, bert, llama, classifier)" >&2; exit 2 ;;
+  mlp|zoo) ;;
+  *) echo "parity.sh: unknown model '$MODEL' (mlp, gpt, bert, llama, classifier, zoo)" >&2; exit 2 ;;
 esac
 
 echo "== export models/$MODEL.py $* ${forced[*]}"

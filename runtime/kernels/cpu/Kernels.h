@@ -212,6 +212,41 @@ void sliceGrad(const float *dy, const Shape &ys, const int64_t *start,
 void concat(const float *const *inputs, const Shape *shapes, int count,
             int axis, float *out, const Shape &os);
 
+//===--- convolution and pooling ------------------------------------------===//
+
+/// A window over the spatial dims of [N, C, S...] (1 to 3 of them), as the
+/// nn dialect's attributes give it; dilation 1 is dense.
+struct Window {
+  int spatial = 0;
+  int64_t kernel[3] = {1, 1, 1}, stride[3] = {1, 1, 1}, padBegin[3] = {},
+          padEnd[3] = {}, dilation[3] = {1, 1, 1};
+};
+
+enum class ConvPass { Forward, InputGrad, WeightGrad };
+/// The convolution of x [N, C, S...] with w [O, C / groups, K...] into y
+/// [N, O, R...] (kernel sizes from `ws`, not `win.kernel`) on oneDNN:
+/// Forward writes y, InputGrad writes x from dy = y (also ConvTranspose's
+/// forward), WeightGrad writes w from x and dy = y. Primitives are made
+/// once per shape and window and kept.
+void conv(ConvPass pass, float *x, const Shape &xs, float *w, const Shape &ws, float *y,
+          const Shape &ys, const Window &win, int64_t groups);
+/// The oneDNN implementation conv runs for these shapes ("gemm:jit", ...).
+const char *convImpl(ConvPass pass, const Shape &xs, const Shape &ws, const Shape &ys,
+                     const Window &win, int64_t groups);
+
+/// Max over each window of x into y; padding never wins; of equal maxima
+/// the first in window order (PyTorch's rule, a NaN wins).
+void maxPool(const float *x, const Shape &xs, float *y, const Shape &ys, const Window &win);
+/// dx = zeros; each window's dy added at its maximum (found again in x).
+void maxPoolGrad(const float *x, const Shape &xs, const float *dy, const Shape &ys, float *dx,
+                 const Window &win);
+/// Mean over each window, divided as PyTorch does: with includePad by the
+/// window's extent clipped to the padded input, else by its in-input count.
+void avgPool(const float *x, const Shape &xs, float *y, const Shape &ys, const Window &win,
+             bool includePad);
+void avgPoolGrad(const float *dy, const Shape &ys, float *dx, const Shape &xs, const Window &win,
+                 bool includePad);
+
 //===--- dropout ----------------------------------------------------------===//
 
 /// Counter-based RNG (no state): element i of stream `stream` at draw

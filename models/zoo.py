@@ -1,0 +1,244 @@
+#!/usr/bin/python3
+"""Model zoo: classifiers written the way their communities write them -> ONNX (training mode).
+
+Inputs:  x float32 [batch, ...] (images [batch, 3, H, W], audio features
+         [batch, mels, frames]), targets int64 [batch]
+Output:  loss float32 scalar (mean cross-entropy over --classes)
+
+--arch picks the model:
+  cnn          Conv2d / ReLU / MaxPool2d / strided and grouped Conv2d /
+               AvgPool2d(ceil_mode, count_include_pad=False) /
+               AdaptiveAvgPool2d(1) / Linear (a torchvision-tutorial CNN)
+  convnext     a ConvNeXt-style block: reflect padding, depthwise 7x7 conv,
+               dilated conv, LayerNorm over channels, GELU
+  convtranspose  an encoder-decoder front end: Conv2d down, ConvTranspose2d
+               up (output_padding), zero and constant padding (F.pad)
+  vit          a ViT: Conv2d patch embedding (kernel = stride = patch), class
+               token, learned positions, pre-norm attention blocks
+  whisper      a Whisper-style audio encoder: two Conv1d + GELU (the second
+               strided), sinusoidal positions, pre-norm attention blocks
+Every architecture's last module is its Linear head, so the last 1-D
+initializer is the head's bias (test/e2e/make_data.py reads the class count
+from it).
+"""
+
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import export_common as ec  # noqa: E402
+
+ARCHS = ["cnn", "convnext", "convtranspose", "vit", "whisper"]
+PRESETS = {
+    "tiny": dict(image=16, width=16, classes=10, batch=4, layers=2, heads=2, mels=8, frames=32),
+}
+KEYS = ["image", "width", "classes", "batch", "layers", "heads", "mels", "frames"]
+
+
+def build_model(a):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Attention(nn.Module):
+        """Multi-head self-attention as nanoGPT / Whisper write it."""
+
+        def __init__(self, d, heads):
+            super().__init__()
+            self.heads = heads
+            self.qkv = nn.Linear(d, 3 * d)
+            self.proj = nn.Linear(d, d)
+
+        def forward(self, x):
+            B, T, D = x.shape
+            q, k, v = self.qkv(x).split(D, dim=2)
+            q = q.view(B, T, self.heads, D // self.heads).transpose(1, 2)
+            k = k.view(B, T, self.heads, D // self.heads).transpose(1, 2)
+            v = v.view(B, T, self.heads, D // self.heads).transpose(1, 2)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            y = att.softmax(dim=-1) @ v
+            return self.proj(y.transpose(1, 2).reshape(B, T, D))
+
+    class WhisperAttention(nn.Module):
+        """Whisper's MultiHeadAttention: separate projections, the key's without bias."""
+
+        def __init__(self, d, heads):
+            super().__init__()
+            self.heads = heads
+            self.query = nn.Linear(d, d)
+            self.key = nn.Linear(d, d, bias=False)
+            self.value = nn.Linear(d, d)
+            self.out = nn.Linear(d, d)
+
+        def forward(self, x):
+            B, T, D = x.shape
+            h = self.heads
+            scale = (D // h) ** -0.25
+            q = self.query(x).view(B, T, h, -1).permute(0, 2, 1, 3) * scale
+            k = self.key(x).view(B, T, h, -1).permute(0, 2, 3, 1) * scale
+            v = self.value(x).view(B, T, h, -1).permute(0, 2, 1, 3)
+            w = (q @ k).float().softmax(dim=-1)
+            return self.out((w @ v).permute(0, 2, 1, 3).flatten(start_dim=2))
+
+    class Block(nn.Module):
+        def __init__(self, d, heads, attention=None):
+            super().__init__()
+            self.ln1 = nn.LayerNorm(d)
+            self.attn = (attention or Attention)(d, heads)
+            self.ln2 = nn.LayerNorm(d)
+            self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+        def forward(self, x):
+            x = x + self.attn(self.ln1(x))
+            return x + self.mlp(self.ln2(x))
+
+    class CNN(nn.Module):
+        def __init__(self, w, classes):
+            super().__init__()
+            self.conv1 = nn.Conv2d(3, w, 3, padding=1)
+            self.pool1 = nn.MaxPool2d(2)
+            self.conv2 = nn.Conv2d(w, 2 * w, 3, stride=2, padding=1, groups=2)
+            self.pool2 = nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True,
+                                      count_include_pad=False)
+            self.conv3 = nn.Conv2d(2 * w, 2 * w, 1, bias=False)
+            self.pool3 = nn.MaxPool2d(3, stride=2, padding=1, ceil_mode=True)
+            self.gap = nn.AdaptiveAvgPool2d(1)
+            self.head = nn.Linear(2 * w, classes)
+
+        def forward(self, x):
+            x = self.pool1(F.relu(self.conv1(x)))
+            x = self.pool2(F.relu(self.conv2(x)))
+            x = self.pool3(F.relu(self.conv3(x)))
+            return self.head(torch.flatten(self.gap(x), 1))
+
+    class ConvNeXtBlock(nn.Module):
+        def __init__(self, w):
+            super().__init__()
+            self.dw = nn.Conv2d(w, w, 7, groups=w)  # padded by reflection below
+            self.norm = nn.LayerNorm(w, eps=1e-6)
+            self.pw1 = nn.Linear(w, 4 * w)
+            self.pw2 = nn.Linear(4 * w, w)
+            self.dil = nn.Conv2d(w, w, 3, padding=2, dilation=2)
+
+        def forward(self, x):
+            y = self.dw(F.pad(x, (3, 3, 3, 3), mode="reflect"))
+            y = self.norm(y.permute(0, 2, 3, 1))
+            y = self.pw2(F.gelu(self.pw1(y))).permute(0, 3, 1, 2)
+            return x + self.dil(y)
+
+    class ConvNeXt(nn.Module):
+        def __init__(self, w, layers, classes):
+            super().__init__()
+            self.stem = nn.Conv2d(3, w, 2, stride=2)
+            self.blocks = nn.Sequential(*[ConvNeXtBlock(w) for _ in range(layers)])
+            self.head = nn.Linear(w, classes)
+
+        def forward(self, x):
+            x = self.blocks(self.stem(x))
+            return self.head(x.mean(dim=(2, 3)))
+
+    class ConvTransposeNet(nn.Module):
+        def __init__(self, w, classes):
+            super().__init__()
+            self.down = nn.Conv2d(3, w, 3, stride=2, padding=1)
+            self.up = nn.ConvTranspose2d(w, w // 2, 3, stride=2, padding=1, output_padding=1)
+            self.up2 = nn.ConvTranspose2d(w // 2, w // 2, 4, stride=2, padding=1, groups=2)
+            self.out = nn.Conv1d(w // 2, w, 3, padding=1)
+            self.head = nn.Linear(w, classes)
+
+        def forward(self, x):
+            y = F.relu(self.down(F.pad(x, (1, 0, 0, 1))))
+            y = F.relu(self.up(y))
+            y = self.up2(F.pad(y, (1, 1, 0, 2), value=0.5))
+            y = F.relu(self.out(y.flatten(2)))
+            return self.head(F.max_pool1d(y, 4).mean(dim=2))
+
+    class ViT(nn.Module):
+        def __init__(self, image, w, layers, heads, classes, patch=4):
+            super().__init__()
+            n = (image // patch) ** 2
+            self.patch = nn.Conv2d(3, w, patch, stride=patch)
+            self.cls = nn.Parameter(torch.randn(1, 1, w) * 0.02)
+            self.pos = nn.Parameter(torch.randn(1, n + 1, w) * 0.02)
+            self.blocks = nn.Sequential(*[Block(w, heads) for _ in range(layers)])
+            self.ln = nn.LayerNorm(w)
+            self.head = nn.Linear(w, classes)
+
+        def forward(self, x):
+            x = self.patch(x).flatten(2).transpose(1, 2)
+            x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+            return self.head(self.ln(self.blocks(x))[:, 0])
+
+    class Whisper(nn.Module):
+        def __init__(self, mels, frames, w, layers, heads, classes):
+            super().__init__()
+            self.conv1 = nn.Conv1d(mels, w, 3, padding=1)
+            self.conv2 = nn.Conv1d(w, w, 3, stride=2, padding=1)
+            # Whisper's sinusoids(length, channels), a buffer.
+            t = frames // 2
+            inc = math.log(10000) / (w // 2 - 1)
+            inv = torch.exp(-inc * torch.arange(w // 2))
+            st = torch.arange(t)[:, None] * inv[None, :]
+            self.register_buffer("positional_embedding", torch.cat([st.sin(), st.cos()], dim=1))
+            self.blocks = nn.Sequential(*[Block(w, heads, WhisperAttention)
+                                          for _ in range(layers)])
+            self.ln_post = nn.LayerNorm(w)
+            self.head = nn.Linear(w, classes)
+
+        def forward(self, x):
+            x = F.gelu(self.conv1(x))
+            x = F.gelu(self.conv2(x)).permute(0, 2, 1)
+            x = self.blocks(x + self.positional_embedding)
+            return self.head(self.ln_post(x).mean(dim=1))
+
+    class Classifier(nn.Module):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, x, targets):
+            return F.cross_entropy(self.net(x), targets)
+
+    w, c = a.width, a.classes
+    net = {
+        "cnn": lambda: CNN(w, c),
+        "convnext": lambda: ConvNeXt(w, a.layers, c),
+        "convtranspose": lambda: ConvTransposeNet(w, c),
+        "vit": lambda: ViT(a.image, w, a.layers, a.heads, c),
+        "whisper": lambda: Whisper(a.mels, a.frames, w, a.layers, a.heads, c),
+    }[a.arch]()
+    return Classifier(net)
+
+
+def input_shape(a):
+    if a.arch == "whisper":
+        return [a.mels, a.frames]
+    return [3, a.image, a.image]
+
+
+def make_batch(a):
+    import torch
+    g = torch.Generator().manual_seed(a.seed + 1)
+    x = torch.randn([a.batch] + input_shape(a), generator=g)
+    targets = torch.randint(0, a.classes, (a.batch,), generator=g)
+    return (x, targets), ("x", "targets")
+
+
+def main(argv=None):
+    p = ec.make_parser(__doc__.splitlines()[0], PRESETS)
+    p.add_argument("--arch", choices=ARCHS, default="cnn")
+    p.add_argument("--image", type=int, help="image side (images are 3 x image x image)")
+    p.add_argument("--width", type=int, help="channels / model width")
+    p.add_argument("--classes", type=int)
+    p.add_argument("--batch", type=int)
+    p.add_argument("--layers", type=int, help="blocks (convnext, vit, whisper)")
+    p.add_argument("--heads", type=int, help="attention heads (vit, whisper)")
+    p.add_argument("--mels", type=int, help="audio feature channels (whisper)")
+    p.add_argument("--frames", type=int, help="audio frames (whisper)")
+    a = ec.resolve(p.parse_args(argv), PRESETS, KEYS)
+    ec.build_and_export(a, build_model, make_batch)
+
+
+if __name__ == "__main__":
+    main()
