@@ -647,8 +647,14 @@ class Bf16Semantics:
         self.fp32 = fs(F.embedding, F.cross_entropy, F.nll_loss, F.log_softmax,
                        torch.log_softmax, T.log_softmax, torch.exp, T.exp, torch.log,
                        T.log, torch.sqrt, T.sqrt, torch.rsqrt, T.rsqrt, torch.reciprocal,
-                       T.reciprocal, torch.sum, T.sum, torch.mean, T.mean, torch.amax,
+                       T.reciprocal, torch.sum, T.sum, torch.mean, T.mean, torch.amax, T.float,
                        T.amax)
+        self.convs = fs(F.conv1d, F.conv2d, F.conv3d, F.conv_transpose1d, F.conv_transpose2d,
+                        F.conv_transpose3d)
+        self.pools = fs(F.max_pool1d, F.max_pool2d, F.max_pool3d, F.avg_pool1d, F.avg_pool2d,
+                        F.avg_pool3d, F.adaptive_avg_pool1d, F.adaptive_avg_pool2d,
+                        F.adaptive_avg_pool3d, torch.max_pool1d, torch.max_pool2d,
+                        torch.avg_pool1d)
         self.follow = fs(T.view, T.reshape, torch.reshape, T.transpose, torch.transpose,
                          T.permute, torch.permute, T.t, torch.t, T.split, torch.split,
                          T.chunk, torch.chunk, T.contiguous, T.unsqueeze, torch.unsqueeze,
@@ -745,6 +751,24 @@ class Bf16Semantics:
         if func is F.layer_norm:
             # Float statistics; scale and bias are read as they are (float32).
             return func(self.widen(self.as_low(args[0])), *args[1:], **kwargs).to(self.low)
+        if func in self.convs:
+            # dsc keeps the convolution in float32 (its kernels are float32)
+            # and adds the bias as a low op, as Conv imports.
+            x, w = args[0], args[1]
+            b = args[2] if len(args) > 2 else kwargs.pop("bias", None)
+            rest = list(args[3:])
+            f32 = torch.float32
+            y = func(self.cast(x, f32), self.cast(w, f32), None, *rest, **kwargs)
+            if b is None:
+                return y
+            shape = [-1] + [1] * (y.dim() - 2)
+            return self.low_op(torch.add, [y, b.reshape(shape)], {})
+        if func in self.pools or (func is F.pad and (args[2] if len(args) > 2 else
+                                                     kwargs.get("mode", "constant")) == "constant"):
+            # float32 kernels (pooling), slice_grad (constant padding): the
+            # operands as the model had them, float32.
+            f32 = torch.float32
+            return func(*[self.cast(v, f32) if self.is_float(v) else v for v in args], **kwargs)
         if func is F.dropout:
             p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
             if p != 0.0:

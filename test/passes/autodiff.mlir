@@ -165,3 +165,31 @@ func.func @sin_cos(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<f32> {train
   %3 = nn.reduce_sum %2 {axes = array<i64: 0>} : tensor<4xf32> -> tensor<f32>
   return %3 : tensor<f32>
 }
+
+// Convolution and pooling: avg_pool's gradient op, slice_grad (Pad) back
+// through a slice, the transposed convolution (conv_input_grad) to its
+// input by a conv and to its weight by conv_weight_grad with the roles
+// swapped, max_pool's gradient from its input, and conv's weight gradient;
+// no gradient for the input x.
+// CHECK-LABEL: func.func @conv_pool(
+// CHECK-SAME:    %[[X:[a-z0-9]+]]: tensor<1x2x8xf32> {train.input = "x"}, %[[W:[a-z0-9]+]]: tensor<4x2x3xf32> {train.param = "w"}, %[[T:[a-z0-9]+]]: tensor<4x2x2xf32> {train.param = "t"})
+// CHECK:         %[[C:.*]] = nn.conv %[[X]], %[[W]]
+// CHECK-NEXT:    %[[M:.*]] = nn.max_pool %[[C]]
+// CHECK-NEXT:    %[[CT:.*]] = nn.conv_input_grad %[[M]], %[[T]]
+// CHECK:         %[[DA:.*]] = nn.avg_pool_grad %{{.*}} {kernel_shape = array<i64: 2>, pads = array<i64: 0, 0>, strides = array<i64: 2>} : tensor<1x2x5xf32> -> tensor<1x2x10xf32>
+// CHECK-NEXT:    %[[DP:.*]] = nn.slice %[[DA]] {limit = array<i64: 1, 2, 9>, start = array<i64: 0, 0, 1>, stride = array<i64: 1, 1, 1>} : tensor<1x2x10xf32> -> tensor<1x2x8xf32>
+// CHECK-NEXT:    %[[DM:.*]] = nn.conv %[[DP]], %[[T]] {dilations = array<i64: 1>, pads = array<i64: 0, 0>, strides = array<i64: 2>} : tensor<1x2x8xf32>, tensor<4x2x2xf32> -> tensor<1x4x4xf32>
+// CHECK-NEXT:    %[[DT:.*]] = nn.conv_weight_grad %[[DP]], %[[M]] {dilations = array<i64: 1>, pads = array<i64: 0, 0>, strides = array<i64: 2>} : tensor<1x2x8xf32>, tensor<1x4x4xf32> -> tensor<4x2x2xf32>
+// CHECK-NEXT:    %[[DC:.*]] = nn.max_pool_grad %[[C]], %[[DM]] {dilations = array<i64: 1>, kernel_shape = array<i64: 2>, pads = array<i64: 0, 1>, strides = array<i64: 1>} : tensor<1x4x4xf32>, tensor<1x4x4xf32>
+// CHECK-NEXT:    %[[DW:.*]] = nn.conv_weight_grad %[[X]], %[[DC]] {dilations = array<i64: 1>, pads = array<i64: 1, 1>, strides = array<i64: 2>} : tensor<1x2x8xf32>, tensor<1x4x4xf32> -> tensor<4x2x3xf32>
+// CHECK-NOT:     nn.conv_input_grad
+// CHECK:         return %{{.*}}, %[[DW]], %[[DT]]
+func.func @conv_pool(%x: tensor<1x2x8xf32> {train.input = "x"}, %w: tensor<4x2x3xf32> {train.param = "w"}, %t: tensor<4x2x2xf32> {train.param = "t"}) -> (tensor<f32> {train.loss}) {
+  %0 = nn.conv %x, %w {strides = array<i64: 2>, pads = array<i64: 1, 1>, dilations = array<i64: 1>} : tensor<1x2x8xf32>, tensor<4x2x3xf32> -> tensor<1x4x4xf32>
+  %1 = nn.max_pool %0 {kernel_shape = array<i64: 2>, strides = array<i64: 1>, pads = array<i64: 0, 1>, dilations = array<i64: 1>} : tensor<1x4x4xf32> -> tensor<1x4x4xf32>
+  %2 = nn.conv_input_grad %1, %t {strides = array<i64: 2>, pads = array<i64: 0, 0>, dilations = array<i64: 1>} : tensor<1x4x4xf32>, tensor<4x2x2xf32> -> tensor<1x2x8xf32>
+  %3 = nn.slice_grad %2 {start = array<i64: 0, 0, 1>, limit = array<i64: 1, 2, 9>, stride = array<i64: 1, 1, 1>} : tensor<1x2x8xf32> -> tensor<1x2x10xf32>
+  %4 = nn.avg_pool %3 {kernel_shape = array<i64: 2>, strides = array<i64: 2>, pads = array<i64: 0, 0>} : tensor<1x2x10xf32> -> tensor<1x2x5xf32>
+  %5 = nn.reduce_sum %4 {axes = array<i64: 0, 1, 2>} : tensor<1x2x5xf32> -> tensor<f32>
+  return %5 : tensor<f32>
+}

@@ -855,3 +855,114 @@ func.func @vocab_loss_result(%s: tensor<2x2xf32>, %m: tensor<2xf32>, %y: tensor<
   %0 = nn.vocab_ce_loss %s, %m, %y {classes = 8 : i64, reduction = #nn<reduction none>} : tensor<2x2xf32>, tensor<2xf32>, tensor<2xi64> -> tensor<f32>
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Convolution and pooling
+//===----------------------------------------------------------------------===//
+
+func.func @conv_groups(%x: tensor<2x4x9xf32>, %w: tensor<6x3x3xf32>) {
+  // expected-error @+1 {{'nn.conv' op weight [6,3,3] does not fit input channels 4 in 2 groups (it needs [O, C / groups, K...], O divisible by groups)}}
+  %0 = nn.conv %x, %w {strides = array<i64: 1>, pads = array<i64: 0, 0>, dilations = array<i64: 1>, groups = 2 : i64} : tensor<2x4x9xf32>, tensor<6x3x3xf32> -> tensor<2x6x7xf32>
+  return
+}
+
+// -----
+
+func.func @conv_rank(%x: tensor<2x4x9xf32>, %w: tensor<6x4x3x3xf32>) {
+  // expected-error @+1 {{'nn.conv' op input [2,4,9], weight [6,4,3,3] and output [2,6,7] must have the same rank}}
+  %0 = nn.conv %x, %w {strides = array<i64: 1>, pads = array<i64: 0, 0>, dilations = array<i64: 1>} : tensor<2x4x9xf32>, tensor<6x4x3x3xf32> -> tensor<2x6x7xf32>
+  return
+}
+
+// -----
+
+func.func @conv_output(%x: tensor<2x4x9xf32>, %w: tensor<6x4x3xf32>) {
+  // expected-error @+1 {{'nn.conv' op output shape [2,6,8] is not the convolution's [2,6,4] for input [2,4,9]}}
+  %0 = nn.conv %x, %w {strides = array<i64: 2>, pads = array<i64: 0, 0>, dilations = array<i64: 1>} : tensor<2x4x9xf32>, tensor<6x4x3xf32> -> tensor<2x6x8xf32>
+  return
+}
+
+// -----
+
+func.func @conv_attrs(%x: tensor<2x4x9xf32>, %w: tensor<6x4x3xf32>) {
+  // expected-error @+1 {{'nn.conv' op pads (begins, then ends) needs 2 entries for 1 spatial dims, got 1}}
+  %0 = nn.conv %x, %w {strides = array<i64: 1>, pads = array<i64: 0>, dilations = array<i64: 1>} : tensor<2x4x9xf32>, tensor<6x4x3xf32> -> tensor<2x6x7xf32>
+  return
+}
+
+// -----
+
+func.func @conv_stride(%x: tensor<2x4x9xf32>, %w: tensor<6x4x3xf32>) {
+  // expected-error @+1 {{'nn.conv' op spatial dim 0: kernel 3, stride 0, dilation 1 must be >= 1 and pads 0, 0 >= 0}}
+  %0 = nn.conv %x, %w {strides = array<i64: 0>, pads = array<i64: 0, 0>, dilations = array<i64: 1>} : tensor<2x4x9xf32>, tensor<6x4x3xf32> -> tensor<2x6x7xf32>
+  return
+}
+
+// -----
+
+func.func @conv_window(%x: tensor<2x4x2xf32>, %w: tensor<6x4x3xf32>) {
+  // expected-error @+1 {{'nn.conv' op spatial dim 0: a window of 5 does not fit in size 2 padded by 1 and 1}}
+  %0 = nn.conv %x, %w {strides = array<i64: 1>, pads = array<i64: 1, 1>, dilations = array<i64: 2>} : tensor<2x4x2xf32>, tensor<6x4x3xf32> -> tensor<2x6x1xf32>
+  return
+}
+
+// -----
+
+func.func @conv_input_grad_shape(%g: tensor<1x4x4x4xf32>, %w: tensor<4x3x3x3xf32>) {
+  // A transposed convolution's input may exceed the floor's by less than a
+  // stride, not more.
+  // expected-error @+1 {{'nn.conv_input_grad' op output shape [1,4,4,4] is not the convolution's [1,4,5,5] for input [1,3,10,10]}}
+  %0 = nn.conv_input_grad %g, %w {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : tensor<1x4x4x4xf32>, tensor<4x3x3x3xf32> -> tensor<1x3x10x10xf32>
+  return
+}
+
+// -----
+
+func.func @conv_weight_grad_shape(%x: tensor<1x3x8x8xf32>, %g: tensor<1x4x4x4xf32>) {
+  // expected-error @+1 {{'nn.conv_weight_grad' op weight [4,2,3,3] does not fit input channels 3 in 1 groups}}
+  %0 = nn.conv_weight_grad %x, %g {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : tensor<1x3x8x8xf32>, tensor<1x4x4x4xf32> -> tensor<4x2x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @max_pool_ceil(%p: tensor<1x3x7x6xf32>) {
+  // Without ceil_mode the floor: 4 x 2.
+  // expected-error @+1 {{'nn.max_pool' op output shape [1,3,4,3] is not the pooling's [1,3,4,2] for input [1,3,7,6]}}
+  %0 = nn.max_pool %p {kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 2>} : tensor<1x3x7x6xf32> -> tensor<1x3x4x3xf32>
+  return
+}
+
+// -----
+
+func.func @max_pool_spatial(%p: tensor<4x3xf32>) {
+  // expected-error @+1 {{'nn.max_pool' op expects [N, C] and 1 to 3 spatial dims, got [4,3]}}
+  %0 = nn.max_pool %p {kernel_shape = array<i64>, strides = array<i64>, pads = array<i64>, dilations = array<i64>} : tensor<4x3xf32> -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @max_pool_grad_shape(%p: tensor<1x3x7x6xf32>, %g: tensor<1x3x3x3xf32>) {
+  // expected-error @+1 {{'nn.max_pool_grad' op output shape [1,3,3,3] is not the pooling's [1,3,4,2] for input [1,3,7,6]}}
+  %0 = nn.max_pool_grad %p, %g {kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 2>} : tensor<1x3x7x6xf32>, tensor<1x3x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @avg_pool_kernel(%a: tensor<1x2x6xf32>) {
+  // expected-error @+1 {{'nn.avg_pool' op kernel_shape needs 1 entries for 1 spatial dims, got 2}}
+  %0 = nn.avg_pool %a {kernel_shape = array<i64: 3, 3>, strides = array<i64: 2>, pads = array<i64: 1, 1>} : tensor<1x2x6xf32> -> tensor<1x2x3xf32>
+  return
+}
+
+// -----
+
+func.func @avg_pool_grad_shape(%g: tensor<1x2x4xf32>) {
+  // expected-error @+1 {{'nn.avg_pool_grad' op output shape [1,2,4] is not the pooling's [1,2,3] for input [1,2,6]}}
+  %0 = nn.avg_pool_grad %g {kernel_shape = array<i64: 3>, strides = array<i64: 2>, pads = array<i64: 1, 1>} : tensor<1x2x4xf32> -> tensor<1x2x6xf32>
+  return
+}

@@ -297,3 +297,27 @@ func.func @gradient_ops(%dy: tensor<2x8xf32>, %x: tensor<2x8xf32>, %g: tensor<8x
   %8 = nn.dropout_grad %dy, %m {ratio = 0.1 : f64} : tensor<2x8xf32>, tensor<2x8xi1>
   return
 }
+
+// Convolution and pooling: 1-D conv with groups, its two gradients (the
+// input gradient with a larger input, as ConvTranspose's output_padding
+// makes), 2-D pooling with ceil mode and dilation, avg_pool's flags.
+// CHECK-LABEL: func.func @conv_pool
+// CHECK:         nn.conv %{{.*}}, %{{.*}} {dilations = array<i64: 2>, groups = 2 : i64, pads = array<i64: 2, 1>, strides = array<i64: 2>} : tensor<2x4x9xf32>, tensor<6x2x3xf32> -> tensor<2x6x4xf32>
+// CHECK:         nn.conv_input_grad %{{.*}}, %{{.*}} {dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : tensor<1x4x4x4xf32>, tensor<4x3x3x3xf32> -> tensor<1x3x8x8xf32>
+// CHECK:         nn.conv_weight_grad %{{.*}}, %{{.*}} {dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : tensor<1x3x8x8xf32>, tensor<1x4x4x4xf32> -> tensor<4x3x3x3xf32>
+// CHECK:         nn.max_pool %{{.*}} {ceil_mode, dilations = array<i64: 1, 2>, kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : tensor<1x3x7x6xf32> -> tensor<1x3x4x3xf32>
+// CHECK:         nn.max_pool_grad %{{.*}}, %{{.*}} {ceil_mode, dilations = array<i64: 1, 2>, kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : tensor<1x3x7x6xf32>, tensor<1x3x4x3xf32>
+// CHECK:         nn.avg_pool %{{.*}} {ceil_mode, count_include_pad, kernel_shape = array<i64: 3>, pads = array<i64: 1, 1>, strides = array<i64: 2>} : tensor<1x2x6xf32> -> tensor<1x2x4xf32>
+// CHECK:         nn.avg_pool_grad %{{.*}} {kernel_shape = array<i64: 3>, pads = array<i64: 1, 1>, strides = array<i64: 2>} : tensor<1x2x3xf32> -> tensor<1x2x6xf32>
+func.func @conv_pool(%x: tensor<2x4x9xf32>, %w: tensor<6x2x3xf32>, %g: tensor<1x4x4x4xf32>,
+                     %w2: tensor<4x3x3x3xf32>, %i: tensor<1x3x8x8xf32>, %p: tensor<1x3x7x6xf32>,
+                     %pg: tensor<1x3x4x3xf32>, %a: tensor<1x2x6xf32>, %ag: tensor<1x2x3xf32>) {
+  %0 = nn.conv %x, %w {strides = array<i64: 2>, pads = array<i64: 2, 1>, dilations = array<i64: 2>, groups = 2 : i64} : tensor<2x4x9xf32>, tensor<6x2x3xf32> -> tensor<2x6x4xf32>
+  %1 = nn.conv_input_grad %g, %w2 {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : tensor<1x4x4x4xf32>, tensor<4x3x3x3xf32> -> tensor<1x3x8x8xf32>
+  %2 = nn.conv_weight_grad %i, %g {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : tensor<1x3x8x8xf32>, tensor<1x4x4x4xf32> -> tensor<4x3x3x3xf32>
+  %3 = nn.max_pool %p {kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 2>, ceil_mode} : tensor<1x3x7x6xf32> -> tensor<1x3x4x3xf32>
+  %4 = nn.max_pool_grad %p, %pg {kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 2>, ceil_mode} : tensor<1x3x7x6xf32>, tensor<1x3x4x3xf32>
+  %5 = nn.avg_pool %a {kernel_shape = array<i64: 3>, strides = array<i64: 2>, pads = array<i64: 1, 1>, ceil_mode, count_include_pad} : tensor<1x2x6xf32> -> tensor<1x2x4xf32>
+  %6 = nn.avg_pool_grad %ag {kernel_shape = array<i64: 3>, strides = array<i64: 2>, pads = array<i64: 1, 1>} : tensor<1x2x3xf32> -> tensor<1x2x6xf32>
+  return
+}
