@@ -9,6 +9,10 @@ Output:  loss float32 scalar (mean cross-entropy over --classes)
   cnn          Conv2d / ReLU / MaxPool2d / strided and grouped Conv2d /
                AvgPool2d(ceil_mode, count_include_pad=False) /
                AdaptiveAvgPool2d(1) / Linear (a torchvision-tutorial CNN)
+  normcnn      Conv2d-BatchNorm2d-ReLU (training mode: batch statistics, the
+               running mean and variance updated), GroupNorm, InstanceNorm2d,
+               BatchNorm1d (momentum 0.2) before the head
+  resnet18     torchvision's ResNet-18 (BatchNorm throughout) for --image 32
   convnext     a ConvNeXt-style block: reflect padding, depthwise 7x7 conv,
                dilated conv, LayerNorm over channels, GELU
   convtranspose  an encoder-decoder front end: Conv2d down, ConvTranspose2d
@@ -29,7 +33,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import export_common as ec  # noqa: E402
 
-ARCHS = ["cnn", "convnext", "convtranspose", "vit", "whisper"]
+ARCHS = ["cnn", "normcnn", "resnet18", "convnext", "convtranspose", "vit", "whisper"]
 PRESETS = {
     "tiny": dict(image=16, width=16, classes=10, batch=4, layers=2, heads=2, mels=8, frames=32),
 }
@@ -192,6 +196,29 @@ def build_model(a):
             x = self.blocks(x + self.positional_embedding)
             return self.head(self.ln_post(x).mean(dim=1))
 
+    class NormCNN(nn.Module):
+        """Conv-BN-ReLU as torchvision writes it, GroupNorm and InstanceNorm,
+        and a BatchNorm1d in the head."""
+
+        def __init__(self, w, classes):
+            super().__init__()
+            self.conv1 = nn.Conv2d(3, w, 3, padding=1, bias=False)
+            self.bn1 = nn.BatchNorm2d(w)
+            self.conv2 = nn.Conv2d(w, 2 * w, 3, stride=2, padding=1, bias=False)
+            self.gn = nn.GroupNorm(4, 2 * w)
+            self.conv3 = nn.Conv2d(2 * w, 2 * w, 3, padding=1)
+            self.inorm = nn.InstanceNorm2d(2 * w, affine=True)
+            self.fc = nn.Linear(2 * w, w)
+            self.bn2 = nn.BatchNorm1d(w, momentum=0.2)
+            self.head = nn.Linear(w, classes)
+
+        def forward(self, x):
+            x = F.relu(self.bn1(self.conv1(x)))
+            x = F.relu(self.gn(self.conv2(x)))
+            x = F.relu(self.inorm(self.conv3(x)))
+            x = F.relu(self.bn2(self.fc(x.mean(dim=(2, 3)))))
+            return self.head(x)
+
     class Classifier(nn.Module):
         def __init__(self, net):
             super().__init__()
@@ -203,6 +230,8 @@ def build_model(a):
     w, c = a.width, a.classes
     net = {
         "cnn": lambda: CNN(w, c),
+        "normcnn": lambda: NormCNN(w, c),
+        "resnet18": lambda: __import__("torchvision").models.resnet18(num_classes=c),
         "convnext": lambda: ConvNeXt(w, a.layers, c),
         "convtranspose": lambda: ConvTransposeNet(w, c),
         "vit": lambda: ViT(a.image, w, a.layers, a.heads, c),

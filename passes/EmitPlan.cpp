@@ -460,6 +460,10 @@ private:
         return failure();
       if (*in != *out)
         return op->emitOpError("emit-plan: reshape is not a view (offsets differ)");
+      // The viewed bytes must be there: a constant read only through its
+      // view gets its CONSTANT buffer (and so its data) here.
+      if (failed(bufferFor(reshape.getInput())))
+        return failure();
       return failure(failed(bufferFor(reshape.getResult())));
     }
     if (auto wait = dyn_cast<dist::WaitOp>(op)) {
@@ -497,6 +501,18 @@ private:
         plan_.set_micro_batch_size(batch);
         instr->add_outputs(*index);
       }
+      markSchedule(op, *instr);
+      return success();
+    }
+    if (auto assign = dyn_cast<train::AssignOp>(op)) {
+      // The value in, the model buffer out (written in place).
+      plan::Instr *instr = list.Add();
+      instr->set_op("train.assign");
+      auto in = bufferFor(assign.getValue()), out = bufferFor(assign.getBuffer());
+      if (failed(in) || failed(out))
+        return failure();
+      instr->add_inputs(*in);
+      instr->add_outputs(*out);
       markSchedule(op, *instr);
       return success();
     }

@@ -259,6 +259,17 @@ LogicalResult LoadBatchOp::verify() {
   return success();
 }
 
+LogicalResult AssignOp::verify() {
+  auto arg = dyn_cast<BlockArgument>(getBuffer());
+  auto fn = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : func::FuncOp();
+  if (!fn || !fn.getArgAttr(arg.getArgNumber(), TrainDialect::kBuffer))
+    return emitOpError("target is not a step argument with train.buffer (model state)");
+  if (getBuffer().getType() != getValue().getType())
+    return emitOpError("value type ") << getValue().getType() << " is not the buffer's "
+                                      << getBuffer().getType();
+  return success();
+}
+
 /// A tier op's `homes` must be step arguments that the offload pass gave a
 /// memory tier (`dsc.tier`).
 static LogicalResult verifyHomes(Operation *op, ValueRange homes) {

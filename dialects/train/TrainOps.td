@@ -244,6 +244,26 @@ def Train_LoadBatchOp : Train_Op<"load_batch"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Model state the forward pass updates
+//===----------------------------------------------------------------------===//
+
+def Train_AssignOp : Train_Op<"assign"> {
+  let summary = "writes a new value into a model buffer (BatchNorm's running statistics)";
+  let description = [{
+    `buffer` is a step argument with `train.buffer`: model state that the
+    optimizer does not train but the forward pass updates, as PyTorch's
+    batch norm updates its running mean and variance in training mode.
+    The assignment happens where the op is, once per micro-batch inside
+    `train.accumulate` (as every forward call updates the statistics), and
+    the buffer's later readers see the new value. It has side effects: it
+    is never merged, moved, recomputed or removed; it has no gradient.
+  }];
+  let arguments = (ins Train_FloatTensor:$buffer, Train_FloatTensor:$value);
+  let assemblyFormat = "$value `to` $buffer attr-dict `:` type($value) `to` type($buffer)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Memory tiers (ZeRO-Offload)
 //===----------------------------------------------------------------------===//
 

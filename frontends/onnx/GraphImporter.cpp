@@ -37,6 +37,7 @@ static ConverterTable makeConverters() {
   registerComputeConverters(t);
   registerLayoutConverters(t);
   registerConvConverters(t);
+  registerNormConverters(t);
   return t;
 }
 
@@ -277,8 +278,9 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node, int index) 
 /// Arguments from which the loss is reachable through operands that the
 /// ops' gradient rules call differentiable are trainable parameters, unless
 /// `rule` freezes them.
-void GraphImporter::classifyInitializers(func::FuncOp fn, Value loss, const TrainableRule &rule,
-                                         const ImportOptions &options) {
+std::string GraphImporter::classifyInitializers(func::FuncOp fn, Value loss,
+                                                const TrainableRule &rule,
+                                                const ImportOptions &options) {
   llvm::DenseSet<Value> needsGrad{loss};
   Block &body = fn.getBody().front();
   for (Operation &op : llvm::reverse(body.getOperations())) {
@@ -291,6 +293,10 @@ void GraphImporter::classifyInitializers(func::FuncOp fn, Value loss, const Trai
       if (grad.isDifferentiableOperand(i) && nn::isFloatTensor(operand.getType()))
         needsGrad.insert(operand);
   }
+  // State the forward pass writes (BatchNorm's running statistics) is a
+  // model buffer, never trained.
+  llvm::DenseSet<Value> assigned;
+  fn.walk([&](train::AssignOp op) { assigned.insert(op.getBuffer()); });
   std::vector<std::string> trained;
   for (BlockArgument arg : body.getArguments()) {
     auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "dsc.initializer");
@@ -298,6 +304,12 @@ void GraphImporter::classifyInitializers(func::FuncOp fn, Value loss, const Trai
       continue;
     fn.removeArgAttr(arg.getArgNumber(), "dsc.initializer");
     bool param = needsGrad.contains(arg) && rule.allows(name.str());
+    if (param && assigned.contains(arg))
+      return "initializer '" + name.str() +
+             "' is updated in forward (a BatchNormalization's running statistic in training "
+             "mode) and also has a gradient path to the loss; dsc trains parameters and "
+             "updates running statistics, not both (freeze it with --freeze '" +
+             name.str() + "', or use another tensor)";
     if (param)
       trained.push_back(name.str());
     fn.setArgAttr(arg.getArgNumber(),
@@ -310,6 +322,7 @@ void GraphImporter::classifyInitializers(func::FuncOp fn, Value loss, const Trai
                    << "training the " << trained.size()
                    << " float initializer(s) with a gradient path to the loss: "
                    << compactNames(trained) << "\n";
+  return "";
 }
 
 llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run(const ImportOptions &options) {
@@ -447,7 +460,8 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run(const ImportOptions &op
       unused.set(arg.getArgNumber());
   if (failed(fn.eraseArguments(unused)))
     return error("internal error: cannot drop unused initializers");
-  classifyInitializers(fn, loss, *rule, options);
+  if (std::string why = classifyInitializers(fn, loss, *rule, options); !why.empty())
+    return error(why);
 
   diagnostic_.clear();
   if (failed(verify(module)))

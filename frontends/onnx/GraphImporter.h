@@ -47,6 +47,7 @@ void registerEinsumConverters(ConverterTable &table);
 void registerComputeConverters(ConverterTable &table);
 void registerLayoutConverters(ConverterTable &table);
 void registerConvConverters(ConverterTable &table);
+void registerNormConverters(ConverterTable &table);
 
 class GraphImporter {
 public:
@@ -107,7 +108,8 @@ private:
   mlir::LogicalResult inferTypes(mlir::Operation *op);
   mlir::Value materialize(const HostTensor &t);
   mlir::LogicalResult importNode(const onnx::NodeProto &node, int index);
-  void classifyInitializers(mlir::func::FuncOp fn, mlir::Value loss, const TrainableRule &rule,
+  /// Returns why the classification is impossible ("" when it is done).
+  std::string classifyInitializers(mlir::func::FuncOp fn, mlir::Value loss, const TrainableRule &rule,
                             const ImportOptions &options);
   llvm::Error error(const llvm::Twine &message);
   const Entry *lookup(int k);

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -296,10 +297,19 @@ void Executor::setupPipeline(plan::Plan &top, const std::string &path) {
                     (have == 1 ? " rank)" : " ranks)"));
   // Every stage's parameters, for gathering the weights on world rank 0:
   // the first stage that holds a name gives it.
+  // Model buffers that train.assign writes (BatchNorm's running
+  // statistics) are gathered like them.
   std::map<std::string, size_t> seen;
-  for (int s = 0; s < pp_; ++s)
-    for (const plan::Buffer &b : top.stages(s).buffers()) {
-      if (b.role() != plan::PARAM)
+  for (int s = 0; s < pp_; ++s) {
+    std::set<uint32_t> assigned;
+    const plan::Program &prog = top.stages(s).program();
+    for (const auto *list : {&prog.prologue(), &prog.micro_batch(), &prog.epilogue()})
+      for (const plan::Instr &in : *list)
+        if (in.op() == "train.assign")
+          assigned.insert(in.outputs().begin(), in.outputs().end());
+    for (int k = 0; k < top.stages(s).buffers_size(); ++k) {
+      const plan::Buffer &b = top.stages(s).buffers(k);
+      if (b.role() != plan::PARAM && !(b.role() == plan::FROZEN && assigned.count(uint32_t(k))))
         continue;
       // The whole tensor (of a ZeRO shard or a tp part).
       const auto &dims = b.full_shape_size() ? b.full_shape() : b.shape();
@@ -322,6 +332,7 @@ void Executor::setupPipeline(plan::Plan &top, const std::string &path) {
                         io::formatShape(stageParams_[it->second].shape) + " in stage " +
                         std::to_string(stageParams_[it->second].stage));
       }
+    }
     }
 
   // tp innermost, then the stage: world rank w is tp rank w % tp of stage

@@ -130,6 +130,11 @@ struct Tensor {
   /// tensor parallelism); meaningful when shards > 1 or tpDim >= 0.
   int64_t partNumel() const { return tpDim >= 0 ? fullNumel / tpSize : fullNumel; }
 
+  /// A FROZEN buffer that train.assign writes (BatchNorm's running
+  /// statistics): model state the forward pass updates, so it is among the
+  /// final weights (weights()), besides the parameters.
+  bool assigned = false;
+
   float *f32() const { return static_cast<float *>(data); }
   int64_t *i64() const { return static_cast<int64_t *>(data); }
   uint8_t *u8() const { return static_cast<uint8_t *>(data); }

@@ -150,7 +150,7 @@ std::vector<const Tensor *> Executor::weights() const {
   devicePull();
   std::vector<const Tensor *> r;
   for (const Tensor &t : tensors_)
-    if (t.role == plan::PARAM)
+    if (t.role == plan::PARAM || (t.role == plan::FROZEN && t.assigned))
       r.push_back(&t);
   return r;
 }

@@ -41,6 +41,9 @@
 //                          avg_pool_grad (dy) -> dx
 //   nn.dropout             ints: rng stream; floats: ratio
 //   nn.dropout_grad        floats: ratio
+//   train.assign           -   1 input, 1 output: the FROZEN buffer (a
+//                          model buffer the forward pass updates, BatchNorm's
+//                          running statistics) gets the input's value
 //   train.lr_schedule      - (the schedule is Plan.lr_schedule; format 2: the
 //                          baked config's scheduler)
 //   train.clip_grad_norm   floats: max_norm (0: only the norm); ints:

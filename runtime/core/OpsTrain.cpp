@@ -239,6 +239,23 @@ void addTrainOps(OpTable &t) {
         *i.out[0]->f32() = (float)sq;
       };
     }};
+    t["train.assign"] = {[](Instr &i, const Check &c) {
+      // A model buffer's new value (BatchNorm's running statistics): a copy
+      // into the FROZEN buffer, which is then part of the model's state.
+      c.arity(1, 1);
+      c.attrs(0, 0);
+      c.floats({i.in[0], i.out[0]});
+      c.sameShape(i.in[0], i.out[0]);
+      if (i.out[0]->role != plan::FROZEN)
+        c.fail("the target '" + i.out[0]->name + "' is not a model buffer (FROZEN)");
+      if (i.out[0]->shards > 1 || i.out[0]->tpDim >= 0 || i.out[0]->tier != plan::ARENA)
+        c.fail("the model buffer '" + i.out[0]->name + "' must be whole and in the arena");
+      i.out[0]->assigned = true;
+      i.run = [](const Instr &i, Context &) {
+        if (i.in[0]->data != i.out[0]->data)
+          std::memcpy(i.out[0]->data, i.in[0]->data, i.in[0]->bytes());
+      };
+    }};
     t["fill"] = {[](Instr &i, const Check &c) {
       c.arity(0, 1);
       c.attrs(0, 1);

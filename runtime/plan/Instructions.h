@@ -19,7 +19,7 @@
 
 namespace dsrt {
 
-inline constexpr std::array<std::string_view, 77> kPlanInstructions = {
+inline constexpr std::array<std::string_view, 78> kPlanInstructions = {
     "accumulate",
     "dist.all_gather",
     "dist.all_reduce",
@@ -93,6 +93,7 @@ inline constexpr std::array<std::string_view, 77> kPlanInstructions = {
     "tier.fetch",
     "tier.store",
     "train.adam",
+    "train.assign",
     "train.clip_grad_norm",
     "train.lr_schedule",
     "train.sgd",

@@ -5,7 +5,8 @@
 #   layouts.sh DSC DSRT PYTHON WORKDIR MODEL LAYOUTS [export flags...]
 #
 # MODEL is a models/*.py script exported with a dynamic batch; LAYOUTS a
-# space-separated list of dp2z1 dp2z3 pp2 tp2. The reference is one rank
+# space-separated list of dp2z1 dp2z3 pp2 tp2 recompute (--recompute layers).
+# The reference is one rank
 # with micro-batch 4 and gradient accumulation 2 (SGD with momentum,
 # clipping 1.0); the data-parallel layouts run micro-batch 4 on each of 2
 # ranks without accumulation (the same 8 samples per step, in the same
@@ -47,7 +48,8 @@ for layout in $LAYOUTS; do
     dp2z3) train "$layout" "$WORK/dp2.json" --dp 2 --zero 3 ;;
     pp2) train "$layout" "$WORK/ga2.json" --pp 2 ;;
     tp2) train "$layout" "$WORK/ga2.json" --tp 2 ;;
-    *) echo "layouts.sh: unknown layout '$layout' (dp2z1 dp2z3 pp2 tp2)" >&2; exit 2 ;;
+    recompute) train "$layout" "$WORK/ga2.json" --recompute layers ;;
+    *) echo "layouts.sh: unknown layout '$layout' (dp2z1 dp2z3 pp2 tp2 recompute)" >&2; exit 2 ;;
   esac
   if out=$("$PY" "$HERE/compare.py" "$WORK/ref.run" "$WORK/$layout.run" \
              --loss-rtol "${LAYOUT_LOSS_RTOL:-1e-5}" --weight-atol "${LAYOUT_WEIGHT_ATOL:-1e-5}" -q 2>&1); then

@@ -17,7 +17,9 @@
 # PARITY_LOSS_RTOL (1e-5) and PARITY_WEIGHT_ATOL (1e-5; float32 runs record
 # about 1e-7 for both, and each test sets its own, ~100x what it records),
 # PARITY_PRECISION (fp32; bf16: dsc --precision bf16 and reference_train.py
-# --precision bf16, which makes dsc's casts), and compare.py's optional checks
+# --precision bf16, which makes dsc's casts), PARITY_REFERENCE (float32; float64:
+# the reference trains in float64, for models whose training amplifies
+# float32 rounding faster than the steps compared), and compare.py's optional checks
 # PARITY_LOSS_MEAN_RTOL and PARITY_GRAD_RTOL (unset: not checked).
 set -euo pipefail
 
@@ -38,6 +40,12 @@ case "$PRECISION" in
   fp32) ;;
   bf16) precision=(--precision bf16) ;;
   *) echo "parity.sh: PARITY_PRECISION must be fp32 or bf16, not '$PRECISION'" >&2; exit 2 ;;
+esac
+reference=()
+case "${PARITY_REFERENCE:-float32}" in
+  float32) ;;
+  float64) reference=(--float64) ;;
+  *) echo "parity.sh: PARITY_REFERENCE must be float32 or float64" >&2; exit 2 ;;
 esac
 checks=()
 if [ -n "${PARITY_LOSS_MEAN_RTOL:-}" ]; then
@@ -73,7 +81,7 @@ echo "== dsrt train $STEPS steps"
 echo "== reference train $STEPS steps ($PRECISION)"
 "$PY" "$HERE/reference_train.py" --onnx "$WORK/model.onnx" --config "$CONFIG" \
   --data "$WORK/data" --steps "$STEPS" --out "$WORK/torch" --self-check \
-  ${precision[@]+"${precision[@]}"}
+  ${precision[@]+"${precision[@]}"} ${reference[@]+"${reference[@]}"}
 
 echo "== compare dsrt with the reference: $STEPS steps' losses, the final weights"
 "$PY" "$HERE/compare.py" "$WORK/dsrt" "$WORK/torch" \

@@ -843,6 +843,10 @@ def main(argv=None):
                     help="bf16: dsc's mixed precision (float32 master weights and "
                          "AdamW states, bf16 compute where dsc's pass puts it; see "
                          "Bf16Semantics)")
+    ap.add_argument("--dp", type=int, default=1, metavar="N",
+                    help="model buffers as DistributedDataParallel leaves them on rank 0 of "
+                         "N ranks: micro-batch j of a step is rank j %% N's, and only rank "
+                         "0's update BatchNorm's running statistics")
     ap.add_argument("--print-lr", action="store_true",
                     help="print the lr of updates 1..--steps for --config and exit")
     ap.add_argument("--print-micro-batch", action="store_true",
@@ -904,8 +908,20 @@ def main(argv=None):
         fail("the ONNX metadata's trainable set %s differs from requires_grad's %s"
              % (sorted(trainable), sorted(n for n, _ in named_params)))
     params = [p for _, p in named_params]
+    if a.dp < 1 or gas % a.dp:
+        fail("--dp %d must divide the reference's gradient accumulation %d" % (a.dp, gas))
     if a.float64:
         model.double()
+    # BatchNorm's running statistics: model state the forward pass updates
+    # (dsrt writes them with the final weights); after .double(), which
+    # replaces the buffers.
+    running = []
+    for mname, m in model.named_modules():
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats:
+            for b in ("running_mean", "running_var"):
+                full = "%s.%s" % (mname, b) if mname else b
+                if full in inits:
+                    running.append((full, getattr(m, b)))
     semantics = Bf16Semantics() if a.precision == "bf16" else None
 
     def forward(m, batch):
@@ -928,11 +944,16 @@ def main(argv=None):
             batch = data.micro_batch(step * gas + j)
             if a.float64:
                 batch = [t.double() if t.is_floating_point() else t for t in batch]
+            kept = [b.detach().clone() for _, b in running] if j % a.dp else None
             loss = forward(model, batch)
             losses.append(float(loss.detach()))
             if first_mb_loss is None:
                 first_mb_loss = loss.detach().clone()
             (loss / gas).backward()
+            if kept is not None:  # another rank's micro-batch: rank 0 keeps its own
+                with torch.no_grad():
+                    for (_, b), v in zip(running, kept):
+                        b.copy_(v)
         if clip > 0:
             norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
         else:
@@ -950,7 +971,8 @@ def main(argv=None):
         for s, l, lr, n, dt in rows:
             w.writerow([s, "%.9g" % l, "%.9g" % lr, "%.9g" % n, "%.6f" % dt])
     write_safetensors(os.path.join(a.out, "weights.safetensors"),
-                      [(n, p.detach().numpy()) for n, p in named_params])
+                      [(n, p.detach().numpy()) for n, p in named_params] +
+                      [(n, b.detach().float().numpy()) for n, b in running])
     print("reference_train: %s, %d params, %d steps (mb %d x gas %d, %s): loss %.6g -> %.6g"
           % (name, sum(p.numel() for p in params), a.steps, mb, gas, a.precision,
              rows[0][1] if rows else float("nan"),
@@ -965,8 +987,9 @@ def main(argv=None):
         fresh = mod.build_model(margs)
         fresh.train()
         fsd = fresh.state_dict()
+        updated = {n for n, _ in running}  # changed by training, as they should
         for n, arr in inits.items():
-            if not np.array_equal(fsd[n].detach().numpy(), arr):
+            if n not in updated and not np.array_equal(fsd[n].detach().numpy(), arr):
                 fail("self-check: initializer %s differs from a fresh build with "
                      "seed %d" % (n, margs.seed))
         with torch.no_grad():

@@ -546,3 +546,21 @@ func.func @load_batch_scalar() {
   %0 = train.load_batch 0 ["x"] : tensor<i64>
   return
 }
+
+// -----
+
+// assign: the target is a model buffer (train.buffer), not a parameter.
+func.func @assign_param(%w: tensor<8xf32> {train.param = "w"}, %v: tensor<8xf32> {train.input = "v"}) {
+  // expected-error @+1 {{'train.assign' op target is not a step argument with train.buffer (model state)}}
+  train.assign %v to %w : tensor<8xf32> to tensor<8xf32>
+  return
+}
+
+// -----
+
+// assign: the value has the buffer's type.
+func.func @assign_type(%rm: tensor<8xf32> {train.buffer = "rm"}, %v: tensor<4xf32> {train.input = "v"}) {
+  // expected-error @+1 {{'train.assign' op value type 'tensor<4xf32>' is not the buffer's 'tensor<8xf32>'}}
+  train.assign %v to %rm : tensor<4xf32> to tensor<8xf32>
+  return
+}

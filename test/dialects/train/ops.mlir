@@ -183,3 +183,11 @@ func.func @load_batch() -> (tensor<2x16xi64>, tensor<2x16xi64>) {
   %0:2 = train.load_batch 3 ["input_ids", "targets"] : tensor<2x16xi64>, tensor<2x16xi64>
   return %0#0, %0#1 : tensor<2x16xi64>, tensor<2x16xi64>
 }
+
+// assign: a new value into a model buffer (BatchNorm's running mean).
+// CHECK-LABEL: func.func @assign(
+// CHECK:         train.assign %{{.*}} to %{{.*}} : tensor<8xf32> to tensor<8xf32>
+func.func @assign(%rm: tensor<8xf32> {train.buffer = "bn.running_mean"}, %v: tensor<8xf32> {train.input = "v"}) {
+  train.assign %v to %rm : tensor<8xf32> to tensor<8xf32>
+  return
+}
