@@ -21,6 +21,11 @@ Output:  loss float32 scalar (mean cross-entropy over --classes)
                token, learned positions, pre-norm attention blocks
   whisper      a Whisper-style audio encoder: two Conv1d + GELU (the second
                strided), sinusoidal positions, pre-norm attention blocks
+  lstm, gru    a language model (PyTorch's word_language_model example): inputs
+               input_ids and targets int64 [batch, seq], embedding, a 2-layer
+               LSTM / GRU (batch_first), a Linear decoder
+  birnn        a text classifier: a bidirectional GRU from a learned initial
+               state, a ReLU RNN (time-major), mean over time
 Every architecture's last module is its Linear head, so the last 1-D
 initializer is the head's bias (test/e2e/make_data.py reads the class count
 from it).
@@ -33,11 +38,13 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import export_common as ec  # noqa: E402
 
-ARCHS = ["cnn", "normcnn", "resnet18", "convnext", "convtranspose", "vit", "whisper"]
+ARCHS = ["lstm", "gru", "birnn", "cnn", "normcnn", "resnet18", "convnext", "convtranspose", "vit", "whisper"]
 PRESETS = {
-    "tiny": dict(image=16, width=16, classes=10, batch=4, layers=2, heads=2, mels=8, frames=32),
+    "tiny": dict(image=16, width=16, classes=10, batch=4, layers=2, heads=2, mels=8, frames=32,
+                 vocab=64, seq=12),
 }
-KEYS = ["image", "width", "classes", "batch", "layers", "heads", "mels", "frames"]
+KEYS = ["image", "width", "classes", "batch", "layers", "heads", "mels", "frames", "vocab",
+        "seq"]
 
 
 def build_model(a):
@@ -219,6 +226,40 @@ def build_model(a):
             x = F.relu(self.bn2(self.fc(x.mean(dim=(2, 3)))))
             return self.head(x)
 
+    class RecurrentLM(nn.Module):
+        """An LSTM or GRU language model as the PyTorch word_language_model
+        example writes it (embedding, a 2-layer recurrent stack, a decoder)."""
+
+        def __init__(self, kind, vocab, w, layers):
+            super().__init__()
+            self.embed_tokens = nn.Embedding(vocab, w)
+            rnn = nn.LSTM if kind == "lstm" else nn.GRU
+            self.rnn = rnn(w, w, num_layers=layers, batch_first=True)
+            self.decoder = nn.Linear(w, vocab)
+
+        def forward(self, input_ids, targets):
+            h, _ = self.rnn(self.embed_tokens(input_ids))
+            logits = self.decoder(h)
+            return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+
+    class BiRNNClassifier(nn.Module):
+        """A text classifier: a bidirectional GRU with initial states from
+        a learned vector, then a ReLU RNN over time-major input, mean-pooled."""
+
+        def __init__(self, vocab, w, classes):
+            super().__init__()
+            self.embed = nn.Embedding(vocab, w)
+            self.h0 = nn.Parameter(torch.zeros(2, 1, w))
+            self.gru = nn.GRU(w, w, bidirectional=True, batch_first=True)
+            self.rnn = nn.RNN(2 * w, w, nonlinearity="relu")
+            self.head = nn.Linear(w, classes)
+
+        def forward(self, input_ids, targets):
+            x = self.embed(input_ids)
+            h, _ = self.gru(x, self.h0.expand(-1, x.shape[0], -1).contiguous())
+            y, _ = self.rnn(h.transpose(0, 1))
+            return F.cross_entropy(self.head(y.mean(dim=0)), targets)
+
     class Classifier(nn.Module):
         def __init__(self, net):
             super().__init__()
@@ -228,6 +269,10 @@ def build_model(a):
             return F.cross_entropy(self.net(x), targets)
 
     w, c = a.width, a.classes
+    if a.arch in ("lstm", "gru"):
+        return RecurrentLM(a.arch, a.vocab, w, a.layers)
+    if a.arch == "birnn":
+        return BiRNNClassifier(a.vocab, w, c)
     net = {
         "cnn": lambda: CNN(w, c),
         "normcnn": lambda: NormCNN(w, c),
@@ -240,6 +285,9 @@ def build_model(a):
     return Classifier(net)
 
 
+TEXT = ("lstm", "gru", "birnn")
+
+
 def input_shape(a):
     if a.arch == "whisper":
         return [a.mels, a.frames]
@@ -249,6 +297,13 @@ def input_shape(a):
 def make_batch(a):
     import torch
     g = torch.Generator().manual_seed(a.seed + 1)
+    if a.arch in TEXT:
+        ids = torch.randint(0, a.vocab, (a.batch, a.seq), generator=g)
+        if a.arch == "birnn":
+            return (ids, torch.randint(0, a.classes, (a.batch,), generator=g)), \
+                ("input_ids", "targets")
+        return (ids, torch.randint(0, a.vocab, (a.batch, a.seq), generator=g)), \
+            ("input_ids", "targets")
     x = torch.randn([a.batch] + input_shape(a), generator=g)
     targets = torch.randint(0, a.classes, (a.batch,), generator=g)
     return (x, targets), ("x", "targets")
@@ -265,6 +320,8 @@ def main(argv=None):
     p.add_argument("--heads", type=int, help="attention heads (vit, whisper)")
     p.add_argument("--mels", type=int, help="audio feature channels (whisper)")
     p.add_argument("--frames", type=int, help="audio frames (whisper)")
+    p.add_argument("--vocab", type=int, help="vocabulary (lstm, gru, birnn)")
+    p.add_argument("--seq", type=int, help="tokens per sample (lstm, gru, birnn)")
     a = ec.resolve(p.parse_args(argv), PRESETS, KEYS)
     ec.build_and_export(a, build_model, make_batch)
 

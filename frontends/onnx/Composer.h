@@ -75,6 +75,13 @@ public:
   }
   mlir::Value slice(mlir::Value v, llvm::ArrayRef<int64_t> start, llvm::ArrayRef<int64_t> limit,
                     llvm::ArrayRef<int64_t> stride) {
+    if (!ok_)
+      return {};
+    bool whole = true;
+    for (size_t d = 0; d < start.size(); ++d)
+      whole &= start[d] == 0 && limit[d] == typeOf(v).getDimSize(d) && stride[d] == 1;
+    if (whole)
+      return v;
     auto &b = g_.builder();
     return op<nn::SliceOp>({v}, {g_.attr("start", b.getDenseI64ArrayAttr(start)),
                                  g_.attr("limit", b.getDenseI64ArrayAttr(limit)),

@@ -38,6 +38,7 @@ static ConverterTable makeConverters() {
   registerLayoutConverters(t);
   registerConvConverters(t);
   registerNormConverters(t);
+  registerRecurrentConverters(t);
   return t;
 }
 

@@ -48,6 +48,7 @@ void registerComputeConverters(ConverterTable &table);
 void registerLayoutConverters(ConverterTable &table);
 void registerConvConverters(ConverterTable &table);
 void registerNormConverters(ConverterTable &table);
+void registerRecurrentConverters(ConverterTable &table);
 
 class GraphImporter {
 public:
