@@ -26,6 +26,11 @@ Output:  loss float32 scalar (mean cross-entropy over --classes)
                LSTM / GRU (batch_first), a Linear decoder
   birnn        a text classifier: a bidirectional GRU from a learned initial
                state, a ReLU RNN (time-major), mean over time
+  embbag       the text-classification tutorial's EmbeddingBag model: inputs
+               input_ids [batch, seq] (flattened: the batch's tokens),
+               offsets [batch] (bag b's first token; test/e2e/make_data.py
+               writes them per micro-batch), targets [batch]; sum, mean and
+               max bags (exported as Loops)
 Every architecture's last module is its Linear head, so the last 1-D
 initializer is the head's bias (test/e2e/make_data.py reads the class count
 from it).
@@ -38,7 +43,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import export_common as ec  # noqa: E402
 
-ARCHS = ["lstm", "gru", "birnn", "cnn", "normcnn", "resnet18", "convnext", "convtranspose", "vit", "whisper"]
+ARCHS = ["lstm", "gru", "birnn", "embbag", "cnn", "normcnn", "resnet18", "convnext", "convtranspose", "vit", "whisper"]
 PRESETS = {
     "tiny": dict(image=16, width=16, classes=10, batch=4, layers=2, heads=2, mels=8, frames=32,
                  vocab=64, seq=12),
@@ -260,6 +265,24 @@ def build_model(a):
             y, _ = self.rnn(h.transpose(0, 1))
             return F.cross_entropy(self.head(y.mean(dim=0)), targets)
 
+    class BagClassifier(nn.Module):
+        """The PyTorch text-classification tutorial's model: nn.EmbeddingBag
+        over the batch's tokens with offsets (here a max and a mean bag
+        too), a Linear head."""
+
+        def __init__(self, vocab, w, classes):
+            super().__init__()
+            self.embedding = nn.EmbeddingBag(vocab, w, mode="sum")
+            self.mean_bag = nn.EmbeddingBag(vocab, w, mode="mean")
+            self.max_bag = nn.EmbeddingBag(vocab, w, mode="max")
+            self.head = nn.Linear(3 * w, classes)
+
+        def forward(self, input_ids, offsets, targets):
+            flat = input_ids.flatten()
+            x = torch.cat([self.embedding(flat, offsets), self.mean_bag(flat, offsets),
+                           self.max_bag(flat, offsets)], dim=1)
+            return F.cross_entropy(self.head(x), targets)
+
     class Classifier(nn.Module):
         def __init__(self, net):
             super().__init__()
@@ -273,6 +296,8 @@ def build_model(a):
         return RecurrentLM(a.arch, a.vocab, w, a.layers)
     if a.arch == "birnn":
         return BiRNNClassifier(a.vocab, w, c)
+    if a.arch == "embbag":
+        return BagClassifier(a.vocab, w, c)
     net = {
         "cnn": lambda: CNN(w, c),
         "normcnn": lambda: NormCNN(w, c),
@@ -285,7 +310,7 @@ def build_model(a):
     return Classifier(net)
 
 
-TEXT = ("lstm", "gru", "birnn")
+TEXT = ("lstm", "gru", "birnn", "embbag")
 
 
 def input_shape(a):
@@ -302,6 +327,14 @@ def make_batch(a):
         if a.arch == "birnn":
             return (ids, torch.randint(0, a.classes, (a.batch,), generator=g)), \
                 ("input_ids", "targets")
+        if a.arch == "embbag":
+            # Bag b starts at b * seq + a random shift (bag 0 at 0), so bags
+            # have different lengths and cross the rows.
+            shift = torch.randint(0, a.seq, (a.batch,), generator=g)
+            shift[0] = 0
+            offsets = torch.arange(a.batch) * a.seq + shift
+            return (ids, offsets, torch.randint(0, a.classes, (a.batch,), generator=g)), \
+                ("input_ids", "offsets", "targets")
         return (ids, torch.randint(0, a.vocab, (a.batch, a.seq), generator=g)), \
             ("input_ids", "targets")
     x = torch.randn([a.batch] + input_shape(a), generator=g)

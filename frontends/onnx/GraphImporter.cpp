@@ -39,6 +39,7 @@ static ConverterTable makeConverters() {
   registerConvConverters(t);
   registerNormConverters(t);
   registerRecurrentConverters(t);
+  registerLoopConverters(t);
   return t;
 }
 
@@ -190,6 +191,26 @@ Value GraphImporter::input(int k) {
     e.value = materialize(*e.constant);
   }
   return e.value;
+}
+
+Value GraphImporter::valueNamed(const std::string &name) {
+  auto it = values_.find(name);
+  if (it == values_.end()) {
+    (void)fail("value '" + name + "' is not produced by any earlier node");
+    return {};
+  }
+  Entry &e = it->second;
+  if (!e.value && e.constant)
+    e.value = materialize(*e.constant);
+  return e.value;
+}
+
+const onnx::NodeProto *GraphImporter::producerOf(const std::string &name) const {
+  for (const auto &n : model_.model.graph().node())
+    for (const auto &o : n.output())
+      if (o == name)
+        return &n;
+  return nullptr;
 }
 
 const HostTensor *GraphImporter::constant(int k) {

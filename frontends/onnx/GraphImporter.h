@@ -49,6 +49,7 @@ void registerLayoutConverters(ConverterTable &table);
 void registerConvConverters(ConverterTable &table);
 void registerNormConverters(ConverterTable &table);
 void registerRecurrentConverters(ConverterTable &table);
+void registerLoopConverters(ConverterTable &table);
 
 class GraphImporter {
 public:
@@ -63,6 +64,12 @@ public:
   mlir::Value input(int k);
   /// Input k's compile-time value, or null when it is only known at run time.
   const HostTensor *constant(int k);
+  /// A value of the graph by name (a subgraph's captured outer value);
+  /// null, after failing the node, when no earlier node produced it.
+  mlir::Value valueNamed(const std::string &name);
+  /// The main graph's node that produces `name`, or null (a graph input,
+  /// an initializer, or unknown).
+  const onnx::NodeProto *producerOf(const std::string &name) const;
   /// Input k's compile-time value as integers; fails naming `what` otherwise.
   mlir::FailureOr<std::vector<int64_t>> constantInts(int k, llvm::StringRef what);
   mlir::RankedTensorType inputType(int k);

@@ -67,6 +67,21 @@ def main(argv=None):
         out["x"] = rng.standard_normal(spec["x"][1], dtype=np.float32)
         out["targets"] = rng.integers(0, classes, spec["targets"][1], dtype=np.int64)
         kind = "mlp (%d classes)" % classes
+    elif names == ["input_ids", "offsets", "targets"]:
+        # nn.EmbeddingBag's offsets into the micro-batch's flattened tokens:
+        # the row k = s % B of a micro-batch of B starts its bag at k * L +
+        # a shift (0 for k = 0), so offsets increase within a micro-batch.
+        vocab = init_shape("embedding.weight")[0]
+        classes = init_shape("head.bias")[0]
+        B, L = [d for d in spec["input_ids"][1]][0], spec["input_ids"][1][1]
+        mb = [d for _, _, dims in inputs for d in dims[:1] if d is not None][0]
+        out["input_ids"] = rng.integers(0, vocab, spec["input_ids"][1], dtype=np.int64)
+        k = np.arange(B) % mb
+        shift = rng.integers(0, L, B)
+        shift[k == 0] = 0
+        out["offsets"] = (k * L + shift).astype(np.int64)
+        out["targets"] = rng.integers(0, classes, spec["targets"][1], dtype=np.int64)
+        kind = "EmbeddingBag classifier (vocab %d, %d classes, micro-batch %d)" % (vocab, classes, mb)
     elif names == ["input_ids", "targets"] and len(spec["targets"][1]) == 1:
         vocab = init_shape("embed.weight")[0]
         classes = init_shape("head.bias")[0]
