@@ -21,6 +21,11 @@ Output:  loss float32 scalar (mean cross-entropy over --classes)
                token, learned positions, pre-norm attention blocks
   whisper      a Whisper-style audio encoder: two Conv1d + GELU (the second
                strided), sinusoidal positions, pre-norm attention blocks
+  gpt2         transformers' GPT-2 (Conv1D as addmm, gelu_new, the causal
+               mask buffer and torch.where, tied head, learned positions)
+  t5           a T5-style encoder-decoder LM: RMS layer norm, no biases,
+               relative position bias buckets (log-spaced, bidirectional in
+               the encoder, causal in the decoder), cross-attention
   lstm, gru    a language model (PyTorch's word_language_model example): inputs
                input_ids and targets int64 [batch, seq], embedding, a 2-layer
                LSTM / GRU (batch_first), a Linear decoder
@@ -43,7 +48,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import export_common as ec  # noqa: E402
 
-ARCHS = ["lstm", "gru", "birnn", "embbag", "cnn", "normcnn", "resnet18", "convnext", "convtranspose", "vit", "whisper"]
+ARCHS = ["gpt2", "t5", "lstm", "gru", "birnn", "embbag", "cnn", "normcnn", "resnet18", "convnext", "convtranspose", "vit", "whisper"]
 PRESETS = {
     "tiny": dict(image=16, width=16, classes=10, batch=4, layers=2, heads=2, mels=8, frames=32,
                  vocab=64, seq=12),
@@ -283,6 +288,185 @@ def build_model(a):
                            self.max_bag(flat, offsets)], dim=1)
             return F.cross_entropy(self.head(x), targets)
 
+    class Conv1D(nn.Module):
+        """transformers' GPT-2 Conv1D: a Linear with the weight transposed, as addmm."""
+
+        def __init__(self, nf, nx):
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(nx, nf) * 0.02)
+            self.bias = nn.Parameter(torch.zeros(nf))
+
+        def forward(self, x):
+            size_out = x.size()[:-1] + (self.weight.size(-1),)
+            x = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
+            return x.view(size_out)
+
+    def gelu_new(x):
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) *
+                                           (x + 0.044715 * torch.pow(x, 3.0))))
+
+    class GPT2Block(nn.Module):
+        """transformers' GPT2Block (modeling_gpt2.py, eager attention)."""
+
+        def __init__(self, d, heads, seq):
+            super().__init__()
+            self.heads = heads
+            self.ln_1 = nn.LayerNorm(d)
+            self.c_attn = Conv1D(3 * d, d)
+            self.c_proj = Conv1D(d, d)
+            self.register_buffer("bias", torch.tril(torch.ones(seq, seq, dtype=torch.bool))
+                                 .view(1, 1, seq, seq), persistent=False)
+            self.ln_2 = nn.LayerNorm(d)
+            self.c_fc = Conv1D(4 * d, d)
+            self.mlp_proj = Conv1D(d, 4 * d)
+
+        def split(self, t):
+            B, T, D = t.shape
+            return t.view(B, T, self.heads, D // self.heads).permute(0, 2, 1, 3)
+
+        def forward(self, x):
+            h = self.ln_1(x)
+            q, k, v = self.c_attn(h).split(x.size(-1), dim=2)
+            q, k, v = self.split(q), self.split(k), self.split(v)
+            w = torch.matmul(q, k.transpose(-1, -2)) / (v.size(-1) ** 0.5)
+            T = q.size(-2)
+            mask = self.bias[:, :, :T, :T]
+            w = torch.where(mask, w, torch.tensor(torch.finfo(w.dtype).min, dtype=w.dtype))
+            a = torch.matmul(w.softmax(dim=-1), v)
+            a = a.permute(0, 2, 1, 3).contiguous().view(x.shape)
+            x = x + self.c_proj(a)
+            return x + self.mlp_proj(gelu_new(self.c_fc(self.ln_2(x))))
+
+    class GPT2LM(nn.Module):
+        def __init__(self, vocab, d, layers, heads, seq):
+            super().__init__()
+            self.wte = nn.Embedding(vocab, d)
+            self.wpe = nn.Embedding(seq, d)
+            self.h = nn.ModuleList([GPT2Block(d, heads, seq) for _ in range(layers)])
+            self.ln_f = nn.LayerNorm(d)
+            self.lm_head = nn.Linear(d, vocab, bias=False)
+            self.lm_head.weight = self.wte.weight  # tied, as GPT-2
+
+        def forward(self, input_ids, targets):
+            pos = torch.arange(input_ids.size(1)).unsqueeze(0)
+            x = self.wte(input_ids) + self.wpe(pos)
+            for blk in self.h:
+                x = blk(x)
+            logits = self.lm_head(self.ln_f(x))
+            return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+    class T5LayerNorm(nn.Module):
+        def __init__(self, d, eps=1e-6):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(d))
+            self.variance_epsilon = eps
+
+        def forward(self, x):
+            variance = x.pow(2).mean(-1, keepdim=True)
+            return self.weight * (x * torch.rsqrt(variance + self.variance_epsilon))
+
+    class T5Attention(nn.Module):
+        """transformers' T5Attention: no biases, no score scaling, a learned
+        relative position bias (log-spaced buckets) in the first layer."""
+
+        def __init__(self, d, heads, bidirectional, has_bias, buckets=8, max_distance=16):
+            super().__init__()
+            self.heads, self.bidirectional = heads, bidirectional
+            self.buckets, self.max_distance = buckets, max_distance
+            self.q = nn.Linear(d, d, bias=False)
+            self.k = nn.Linear(d, d, bias=False)
+            self.v = nn.Linear(d, d, bias=False)
+            self.o = nn.Linear(d, d, bias=False)
+            if has_bias:
+                self.relative_attention_bias = nn.Embedding(buckets, heads)
+
+        @staticmethod
+        def bucket(rel, bidirectional, num_buckets, max_distance):
+            ret = 0
+            if bidirectional:
+                num_buckets //= 2
+                ret += (rel > 0).to(torch.long) * num_buckets
+                rel = torch.abs(rel)
+            else:
+                rel = -torch.min(rel, torch.zeros_like(rel))
+            max_exact = num_buckets // 2
+            is_small = rel < max_exact
+            large = max_exact + (torch.log(rel.float() / max_exact) /
+                                 math.log(max_distance / max_exact) *
+                                 (num_buckets - max_exact)).to(torch.long)
+            large = torch.min(large, torch.full_like(large, num_buckets - 1))
+            return ret + torch.where(is_small, rel, large)
+
+        def position_bias(self, q_len, k_len):
+            ctx = torch.arange(q_len, dtype=torch.long)[:, None]
+            mem = torch.arange(k_len, dtype=torch.long)[None, :]
+            b = self.bucket(mem - ctx, self.bidirectional, self.buckets, self.max_distance)
+            return self.relative_attention_bias(b).permute(2, 0, 1).unsqueeze(0)
+
+        def forward(self, x, kv=None, bias=None, mask=None):
+            B, T, D = x.shape
+            kv = x if kv is None else kv
+            sh = lambda t: t.view(B, -1, self.heads, D // self.heads).transpose(1, 2)
+            q, k, v = sh(self.q(x)), sh(self.k(kv)), sh(self.v(kv))
+            scores = torch.matmul(q, k.transpose(3, 2))
+            if bias is None:
+                if hasattr(self, "relative_attention_bias"):
+                    bias = self.position_bias(T, k.shape[2])
+                else:  # cross-attention: no position bias, as T5
+                    bias = torch.zeros(1, self.heads, T, k.shape[2])
+                if mask is not None:
+                    bias = bias + mask
+            a = torch.matmul((scores + bias).softmax(dim=-1), v)
+            return self.o(a.transpose(1, 2).reshape(B, T, D)), bias
+
+    class T5Block(nn.Module):
+        def __init__(self, d, heads, decoder, first):
+            super().__init__()
+            self.ln1 = T5LayerNorm(d)
+            self.attn = T5Attention(d, heads, not decoder, first)
+            self.decoder = decoder
+            if decoder:
+                self.ln_x = T5LayerNorm(d)
+                self.cross = T5Attention(d, heads, True, False)
+            self.ln2 = T5LayerNorm(d)
+            self.wi = nn.Linear(d, 4 * d, bias=False)
+            self.wo = nn.Linear(4 * d, d, bias=False)
+
+        def forward(self, x, bias, mask=None, enc=None, cross_bias=None):
+            h, bias = self.attn(self.ln1(x), bias=bias, mask=mask)
+            x = x + h
+            if self.decoder:
+                h, cross_bias = self.cross(self.ln_x(x), kv=enc, bias=cross_bias)
+                x = x + h
+            return x + self.wo(F.relu(self.wi(self.ln2(x)))), bias, cross_bias
+
+    class T5(nn.Module):
+        """A T5-style encoder-decoder LM: the decoder reads the input shifted
+        right and predicts the targets."""
+
+        def __init__(self, vocab, d, layers, heads, seq):
+            super().__init__()
+            self.embed_tokens = nn.Embedding(vocab, d)  # T5's "shared"
+            self.encoder = nn.ModuleList([T5Block(d, heads, False, i == 0) for i in range(layers)])
+            self.enc_norm = T5LayerNorm(d)
+            self.decoder = nn.ModuleList([T5Block(d, heads, True, i == 0) for i in range(layers)])
+            self.dec_norm = T5LayerNorm(d)
+            self.lm_head = nn.Linear(d, vocab, bias=False)
+            causal = torch.triu(torch.full((seq, seq), torch.finfo(torch.float32).min), 1)
+            self.register_buffer("causal", causal[None, None], persistent=False)
+
+        def forward(self, input_ids, targets):
+            x, bias = self.embed_tokens(input_ids), None
+            for blk in self.encoder:
+                x, bias, _ = blk(x, bias)
+            enc = self.enc_norm(x)
+            start = torch.zeros_like(input_ids[:, :1])
+            y, bias, cross = self.embed_tokens(torch.cat([start, input_ids[:, :-1]], 1)), None, None
+            for blk in self.decoder:
+                y, bias, cross = blk(y, bias, mask=self.causal, enc=enc, cross_bias=cross)
+            logits = self.lm_head(self.dec_norm(y) * (y.shape[-1] ** -0.5))
+            return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
     class Classifier(nn.Module):
         def __init__(self, net):
             super().__init__()
@@ -298,6 +482,10 @@ def build_model(a):
         return BiRNNClassifier(a.vocab, w, c)
     if a.arch == "embbag":
         return BagClassifier(a.vocab, w, c)
+    if a.arch == "gpt2":
+        return GPT2LM(a.vocab, w, a.layers, a.heads, a.seq)
+    if a.arch == "t5":
+        return T5(a.vocab, w, a.layers, a.heads, a.seq)
     net = {
         "cnn": lambda: CNN(w, c),
         "normcnn": lambda: NormCNN(w, c),
@@ -310,7 +498,7 @@ def build_model(a):
     return Classifier(net)
 
 
-TEXT = ("lstm", "gru", "birnn", "embbag")
+TEXT = ("lstm", "gru", "birnn", "embbag", "gpt2", "t5")
 
 
 def input_shape(a):

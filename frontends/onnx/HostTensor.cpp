@@ -271,7 +271,9 @@ HostTensor like(int32_t dtype, std::vector<int64_t> shape) {
 /// undefined behaviour and silently wrong shapes.
 void push(HostTensor &t, double v, std::string &error) {
   if (t.isFloat()) {
-    t.f.push_back(v);
+    // A float32 result is rounded as PyTorch's float32 op rounds it (a
+    // T5 relative-position bucket then truncates what float32 computed).
+    t.f.push_back(t.dtype == onnx::TensorProto::FLOAT ? double(float(v)) : v);
     return;
   }
   // 2^63 is exactly representable; every double below it fits in int64.
@@ -319,6 +321,9 @@ bool elementwise(const std::string &op, const std::vector<const HostTensor *> &i
       {"Cos", [](double a) { return std::cos(a); }},
       {"Sin", [](double a) { return std::sin(a); }},
       {"Identity", [](double a) { return a; }},
+      // T5's relative-position buckets (log-spaced) on constants.
+      {"Log", [](double a) { return std::log(a); }},
+      {"Exp", [](double a) { return std::exp(a); }},
   };
   if (auto u = unary.find(op); u != unary.end() && in.size() == 1) {
     HostTensor r = like(in[0]->dtype, in[0]->shape);
@@ -470,7 +475,16 @@ foldNode(const onnx::NodeProto &node, const std::vector<const HostTensor *> &in,
     HostTensor r = like(to, in[0]->shape);
     for (int64_t k = 0; k < in[0]->size(); ++k) {
       double v = in[0]->asDouble(k);
-      push(r, to == TensorProto::BOOL ? double(v != 0) : v, error);
+      if (to == TensorProto::BOOL) {
+        push(r, double(v != 0), error);
+      } else if (!r.isFloat() && !(v >= -9223372036854775808.0 && v < 9223372036854775808.0)) {
+        // PyTorch's CPU cast of inf, NaN or an out-of-range float to int64
+        // gives x86's "integer indefinite", INT64_MIN (T5's buckets cast
+        // log(0) = -inf and then discard it with Where).
+        r.i.push_back(std::numeric_limits<int64_t>::min());
+      } else {
+        push(r, v, error);
+      }
     }
     out.push_back(std::move(r));
     return out;

@@ -24,7 +24,8 @@
 //                          the losses: reduction, has_ignore, ignore_index
 //   nn.reduce_sum/mean/max ints: the reduced axes
 //   nn.transpose           ints: permutation
-//   nn.slice, nn.slice_grad: ints: start[rank], stride[rank]
+//   nn.slice, nn.slice_grad: ints: start[rank], stride[rank] (nn.slice and
+//                          nn.concat also move int64 tensors)
 //   nn.conv, nn.conv_input_grad, nn.conv_weight_grad: ints: strides[r],
 //                          pads[2r] (begins, ends), dilations[r], groups
 //                          (r = spatial dims, 1 to 3). Operands x [N, C,
@@ -636,7 +637,10 @@ const std::map<std::string, OpDef> &table() {
     auto sliceLike = [&](const char *name, bool grad) {
       t[name] = {[grad](Instr &i, const Check &c) {
         c.arity(1, 1);
-        plan::DType dt = c.sameFloat({i.in[0], i.out[0]});
+        // A slice also moves int64 indices (a shifted label row); its
+        // gradient is float.
+        plan::DType dt = grad ? c.sameFloat({i.in[0], i.out[0]})
+                              : c.sameMoved({i.in[0], i.out[0]});
         const Tensor *big = grad ? i.out[0] : i.in[0], *small = grad ? i.in[0] : i.out[0];
         int r = big->shape.rank;
         c.minRank(big, 1, "sliced operand"); // the kernel walks rows of the last dim
@@ -665,7 +669,7 @@ const std::map<std::string, OpDef> &table() {
                            as<T>(i.out[0]), i.out[0]->shape);
           };
         })
-                     : byFloat(dt, [](auto tag) -> KernelFn {
+                     : byMoved(dt, [](auto tag) -> KernelFn {
                          using T = typename decltype(tag)::type;
                          return [](const Instr &i, Context &) {
                            int r = i.in[0]->shape.rank;
@@ -689,7 +693,7 @@ const std::map<std::string, OpDef> &table() {
       if (i.in.empty() || i.out.size() != 1)
         c.fail("expects inputs and one output");
       c.attrs(1, 0);
-      plan::DType dt = c.sameFloat({i.out[0]});
+      plan::DType dt = c.sameMoved({i.out[0]}); // float, or int64 indices
       c.minRank(i.out[0], 1, "result");
       c.axis(i.ints[0], i.out[0]);
       // The kernel copies rows of the result's inner size from each input:
@@ -714,7 +718,7 @@ const std::map<std::string, OpDef> &table() {
       i.ptrs.assign(i.in.size(), nullptr);
       // i.ptrs holds the inputs' addresses (the executor fills them as
       // floats); the 16-bit kernels read them as their own type.
-      i.run = byFloat(dt, [](auto tag) -> KernelFn {
+      i.run = byMoved(dt, [](auto tag) -> KernelFn {
         using T = typename decltype(tag)::type;
         return [](const Instr &i, Context &) {
           cpu::concat(reinterpret_cast<const T *const *>(i.ptrs.data()), i.shapes.data(),

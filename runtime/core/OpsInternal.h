@@ -56,6 +56,14 @@ struct Check {
   }
   /// The float type all of `ts` share: F32, or BF16 / F16 (mixed
   /// precision: 16-bit storage, float math in the kernel).
+  /// sameFloat, or all int64.
+  plan::DType sameMoved(std::initializer_list<const Tensor *> ts) const {
+    if ((*ts.begin())->dtype != plan::I64)
+      return sameFloat(ts);
+    for (const Tensor *t : ts)
+      dtype(t, plan::I64, "operand");
+    return plan::I64;
+  }
   plan::DType sameFloat(std::initializer_list<const Tensor *> ts) const {
     plan::DType d = (*ts.begin())->dtype;
     if (d != plan::F32 && d != plan::BF16 && d != plan::F16)
@@ -168,6 +176,13 @@ template <typename Make> KernelFn byFloat(plan::DType d, Make &&make) {
   default:
     return make(Tag<float>{});
   }
+}
+
+/// byFloat, and int64 (the layout ops that move indices and labels).
+template <typename Make> KernelFn byMoved(plan::DType d, Make &&make) {
+  if (d == plan::I64)
+    return make(Tag<int64_t>{});
+  return byFloat(d, std::forward<Make>(make));
 }
 
 inline void noteBad(Context &c, int64_t bad, const Instr &i) {

@@ -204,6 +204,9 @@ void transpose(const float *x, const Shape &xs, const int64_t *perm, float *y);
 /// y = x[start : start + ys*stride : stride] per dim (ys = result shape).
 void slice(const float *x, const Shape &xs, const int64_t *start,
            const int64_t *stride, float *y, const Shape &ys);
+/// The same on int64 elements (indices and labels: a shifted target row).
+void slice(const int64_t *x, const Shape &xs, const int64_t *start,
+           const int64_t *stride, int64_t *y, const Shape &ys);
 /// dx = zeros(xs); dx[slice] = dy.
 void sliceGrad(const float *dy, const Shape &ys, const int64_t *start,
                const int64_t *stride, float *dx, const Shape &xs);
@@ -211,6 +214,8 @@ void sliceGrad(const float *dy, const Shape &ys, const int64_t *start,
 /// out = concat(inputs, axis); shapes equal except along `axis`.
 void concat(const float *const *inputs, const Shape *shapes, int count,
             int axis, float *out, const Shape &os);
+void concat(const int64_t *const *inputs, const Shape *shapes, int count, int axis,
+            int64_t *out, const Shape &os);
 
 //===--- convolution and pooling ------------------------------------------===//
 

@@ -367,6 +367,10 @@ void slice(const Fp16 *x, const Shape &xs, const int64_t *start,
            const int64_t *stride, Fp16 *y, const Shape &ys) {
   sliceT(x, xs, start, stride, y, ys);
 }
+void slice(const int64_t *x, const Shape &xs, const int64_t *start,
+           const int64_t *stride, int64_t *y, const Shape &ys) {
+  sliceT(x, xs, start, stride, y, ys);
+}
 void sliceGrad(const float *dy, const Shape &ys, const int64_t *start,
                const int64_t *stride, float *dx, const Shape &xs) {
   sliceGradT(dy, ys, start, stride, dx, xs);
@@ -389,6 +393,10 @@ void concat(const Bf16 *const *inputs, const Shape *shapes, int count, int axis,
 }
 void concat(const Fp16 *const *inputs, const Shape *shapes, int count, int axis,
             Fp16 *out, const Shape &os) {
+  concatT(inputs, shapes, count, axis, out, os);
+}
+void concat(const int64_t *const *inputs, const Shape *shapes, int count, int axis,
+            int64_t *out, const Shape &os) {
   concatT(inputs, shapes, count, axis, out, os);
 }
 

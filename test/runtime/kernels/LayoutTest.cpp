@@ -208,5 +208,24 @@ TEST(Concat, Axes) {
   }
 }
 
+// int64 slice and concat (indices and labels: T5's decoder input shifted
+// right is a slice and a concat of token ids): exact moves, values beyond
+// float's 24-bit mantissa included.
+TEST(Slice, Int64) {
+  Shape xs = shape({2, 5}), ys = shape({2, 2});
+  std::vector<int64_t> x{1, 2, 3, 4, (int64_t(1) << 53) + 1, 6, 7, 8, 9, -10}, y(4);
+  int64_t start[2] = {0, 1}, stride[2] = {1, 3};
+  slice(x.data(), xs, start, stride, y.data(), ys);
+  EXPECT_EQ(y, (std::vector<int64_t>{2, (int64_t(1) << 53) + 1, 7, -10}));
+}
+TEST(Concat, Int64) {
+  std::vector<int64_t> a{0, 0}, b{5, 6, 7, 8, 9, 10};
+  Shape shapes[2] = {shape({2, 1}), shape({2, 3})};
+  const int64_t *in[2] = {a.data(), b.data()};
+  std::vector<int64_t> out(8);
+  concat(in, shapes, 2, 1, out.data(), shape({2, 4}));
+  EXPECT_EQ(out, (std::vector<int64_t>{0, 5, 6, 7, 0, 8, 9, 10}));
+}
+
 } // namespace
 } // namespace dsrt::cpu::test
