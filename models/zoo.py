@@ -6,6 +6,8 @@ Inputs:  x float32 [batch, ...] (images [batch, 3, H, W], audio features
 Output:  loss float32 scalar (mean cross-entropy over --classes)
 
 --arch picks the model:
+  indexnet     torch.tril of an activation, torch.gather (GatherElements),
+               torch.topk, torch.cumsum, ReLU6 and clamp (Clip) in a classifier
   cnn          Conv2d / ReLU / MaxPool2d / strided and grouped Conv2d /
                AvgPool2d(ceil_mode, count_include_pad=False) /
                AdaptiveAvgPool2d(1) / Linear (a torchvision-tutorial CNN)
@@ -26,6 +28,10 @@ Output:  loss float32 scalar (mean cross-entropy over --classes)
   t5           a T5-style encoder-decoder LM: RMS layer norm, no biases,
                relative position bias buckets (log-spaced, bidirectional in
                the encoder, causal in the decoder), cross-attention
+  moe          a Mixtral-style LM: attention, then 4 SwiGLU experts routed
+               top-2 in DeepSpeed-MoE's fixed capacity (argmax, one_hot,
+               cumsum, einsum dispatch and combine), plus 0.01 x the gate's
+               load-balancing loss
   lstm, gru    a language model (PyTorch's word_language_model example): inputs
                input_ids and targets int64 [batch, seq], embedding, a 2-layer
                LSTM / GRU (batch_first), a Linear decoder
@@ -48,7 +54,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import export_common as ec  # noqa: E402
 
-ARCHS = ["gpt2", "t5", "lstm", "gru", "birnn", "embbag", "cnn", "normcnn", "resnet18", "convnext", "convtranspose", "vit", "whisper"]
+ARCHS = ["gpt2", "t5", "moe", "indexnet", "lstm", "gru", "birnn", "embbag", "cnn", "normcnn", "resnet18", "convnext", "convtranspose", "vit", "whisper"]
 PRESETS = {
     "tiny": dict(image=16, width=16, classes=10, batch=4, layers=2, heads=2, mels=8, frames=32,
                  vocab=64, seq=12),
@@ -467,6 +473,98 @@ def build_model(a):
             logits = self.lm_head(self.dec_norm(y) * (y.shape[-1] ** -0.5))
             return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
+    class Top2MoE(nn.Module):
+        """A Mixtral-style mixture of SwiGLU experts routed in GShard /
+        DeepSpeed-MoE's fixed-capacity form (deepspeed/moe/sharded_moe.py
+        top2gating, without the gate noise): top-2 by two argmaxes, each
+        expert's slots by a cumsum of its one-hot mask, tokens past the
+        capacity dropped, dispatch and combine as einsums; masks in float,
+        where DeepSpeed keeps int64."""
+
+        def __init__(self, d, experts, ffn, capacity_factor=1.0, min_capacity=4):
+            super().__init__()
+            self.experts, self.cf, self.min_capacity = experts, capacity_factor, min_capacity
+            self.gate = nn.Linear(d, experts, bias=False)
+            self.w1 = nn.Parameter(torch.randn(experts, d, ffn) * 0.02)
+            self.w3 = nn.Parameter(torch.randn(experts, d, ffn) * 0.02)
+            self.w2 = nn.Parameter(torch.randn(experts, ffn, d) * 0.02)
+
+        def forward(self, x):
+            B, T, D = x.shape
+            S, E = B * T, self.experts
+            tokens = x.reshape(S, D)
+            logits = self.gate(tokens)
+            gates = F.softmax(logits, dim=1)
+            cap = max(math.ceil(S / E * self.cf * 2), self.min_capacity)
+            mask1 = F.one_hot(torch.argmax(gates, dim=1), E).float()
+            logits2 = logits.masked_fill(mask1 > 0, float("-inf"))
+            mask2 = F.one_hot(torch.argmax(logits2, dim=1), E).float()
+            loc1 = torch.cumsum(mask1, dim=0) - 1
+            loc2 = torch.cumsum(mask2, dim=0) - 1 + torch.sum(mask1, dim=0, keepdim=True)
+            l_aux = torch.mean(gates.mean(dim=0) * mask1.mean(dim=0)) * E * E
+            mask1 = mask1 * (loc1 < cap).float()
+            mask2 = mask2 * (loc2 < cap).float()
+            loc1_s = torch.sum(loc1 * mask1, dim=1)
+            loc2_s = torch.sum(loc2 * mask2, dim=1)
+            g1 = torch.einsum("se,se->s", gates, mask1)
+            g2 = torch.einsum("se,se->s", gates, mask2)
+            denom = torch.clamp(g1 + g2, min=torch.finfo(gates.dtype).eps)
+            g1, g2 = g1 / denom, g2 / denom
+            slots = torch.arange(cap, dtype=gates.dtype)
+            loc1_sc = (loc1_s[:, None] == slots[None, :]).float()
+            loc2_sc = (loc2_s[:, None] == slots[None, :]).float()
+            combine = (torch.einsum("s,se,sc->sec", g1, mask1, loc1_sc) +
+                       torch.einsum("s,se,sc->sec", g2, mask2, loc2_sc))
+            dispatch = (combine > 0).float()
+            xe = torch.einsum("sec,sm->ecm", dispatch, tokens)
+            h = F.silu(torch.einsum("ecm,emf->ecf", xe, self.w1)) * \
+                torch.einsum("ecm,emf->ecf", xe, self.w3)
+            ye = torch.einsum("ecf,efm->ecm", h, self.w2)
+            return torch.einsum("sec,ecm->sm", combine, ye).reshape(B, T, D), l_aux
+
+    class MoELM(nn.Module):
+        def __init__(self, vocab, d, layers, heads, experts):
+            super().__init__()
+            self.embed_tokens = nn.Embedding(vocab, d)
+            self.ln1 = nn.ModuleList([nn.LayerNorm(d) for _ in range(layers)])
+            self.attn = nn.ModuleList([Attention(d, heads) for _ in range(layers)])
+            self.ln2 = nn.ModuleList([nn.LayerNorm(d) for _ in range(layers)])
+            self.moe = nn.ModuleList([Top2MoE(d, experts, 2 * d) for _ in range(layers)])
+            self.norm = nn.LayerNorm(d)
+            self.lm_head = nn.Linear(d, vocab, bias=False)
+
+        def forward(self, input_ids, targets):
+            x = self.embed_tokens(input_ids)
+            aux = 0.0
+            for ln1, attn, ln2, moe in zip(self.ln1, self.attn, self.ln2, self.moe):
+                x = x + attn(ln1(x))
+                y, l_aux = moe(ln2(x))
+                x, aux = x + y, aux + l_aux
+            logits = self.lm_head(self.norm(x))
+            return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1)) + 0.01 * aux
+
+    class IndexNet(nn.Module):
+        """A classifier over the ops of masking and routing: torch.tril of
+        an activation, torch.gather, torch.topk (a top-2 logit margin),
+        torch.cumsum, ReLU6 and clamp."""
+
+        def __init__(self, d, classes):
+            super().__init__()
+            self.inp = nn.Linear(3 * d * d // d, d)  # the flattened 3 x d image row
+            self.mix = nn.Linear(d, d * d)
+            self.head = nn.Linear(d, classes)
+            self.d = d
+
+        def forward(self, x):
+            B = x.shape[0]
+            h = F.relu6(self.inp(x.mean(dim=2).reshape(B, -1)))
+            m = torch.tril(self.mix(h).view(B, self.d, self.d))
+            order = torch.argsort(h.detach(), dim=1)  # a permutation per row
+            picked = torch.gather(m, 2, order[:, None, :].expand(B, self.d, self.d))
+            feat = torch.cumsum(picked.mean(dim=1), dim=1) / self.d
+            top, _ = torch.topk(feat, 2, dim=1)
+            return self.head(torch.clamp(feat, -2.0, 2.0)) + (top[:, :1] - top[:, 1:])
+
     class Classifier(nn.Module):
         def __init__(self, net):
             super().__init__()
@@ -482,12 +580,15 @@ def build_model(a):
         return BiRNNClassifier(a.vocab, w, c)
     if a.arch == "embbag":
         return BagClassifier(a.vocab, w, c)
+    if a.arch == "moe":
+        return MoELM(a.vocab, w, a.layers, a.heads, experts=4)
     if a.arch == "gpt2":
         return GPT2LM(a.vocab, w, a.layers, a.heads, a.seq)
     if a.arch == "t5":
         return T5(a.vocab, w, a.layers, a.heads, a.seq)
     net = {
         "cnn": lambda: CNN(w, c),
+        "indexnet": lambda: IndexNet(w, c),
         "normcnn": lambda: NormCNN(w, c),
         "resnet18": lambda: __import__("torchvision").models.resnet18(num_classes=c),
         "convnext": lambda: ConvNeXt(w, a.layers, c),
@@ -498,7 +599,7 @@ def build_model(a):
     return Classifier(net)
 
 
-TEXT = ("lstm", "gru", "birnn", "embbag", "gpt2", "t5")
+TEXT = ("lstm", "gru", "birnn", "embbag", "gpt2", "t5", "moe")
 
 
 def input_shape(a):

@@ -102,6 +102,7 @@ const char *instructionOf(Operation *op) {
       .Case<nn::LogSoftmaxOp>([](Operation *) { return "nn.log_softmax"; })
       .Case<nn::LogSoftmaxGradOp>([](Operation *) { return "nn.log_softmax_grad"; })
       .Case<nn::MatmulOp>([](Operation *) { return "nn.matmul"; })
+      .Case<nn::ArgMaxOp>([](Operation *) { return "nn.argmax"; })
       .Case<nn::ConvOp>([](Operation *) { return "nn.conv"; })
       .Case<nn::ConvInputGradOp>([](Operation *) { return "nn.conv_input_grad"; })
       .Case<nn::ConvWeightGradOp>([](Operation *) { return "nn.conv_weight_grad"; })
@@ -705,6 +706,7 @@ private:
           ints(o.getStart());
           ints(o.getStride());
         })
+        .Case([&](nn::ArgMaxOp o) { instr.add_ints(o.getAxis()); })
         .Case<nn::ConvOp, nn::ConvInputGradOp, nn::ConvWeightGradOp>([&](auto o) {
           ints(o.getStrides());
           ints(o.getPads());

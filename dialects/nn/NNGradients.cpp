@@ -110,6 +110,7 @@ DSC_NO_GRADIENT_RULE(DropoutGradOp)
   }
 DSC_NOT_DIFFERENTIABLE(CmpOp)
 DSC_NOT_DIFFERENTIABLE(NotOp)
+DSC_NOT_DIFFERENTIABLE(ArgMaxOp)
 #undef DSC_NOT_DIFFERENTIABLE
 
 //===--- elementwise ------------------------------------------------------===//

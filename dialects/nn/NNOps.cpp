@@ -314,6 +314,25 @@ DSC_REDUCE(ReduceMeanOp)
 DSC_REDUCE(ReduceMaxOp)
 #undef DSC_REDUCE
 
+LogicalResult ArgMaxOp::verify() {
+  auto in = getInput().getType();
+  int64_t rank = in.getRank(), axis = getAxis();
+  if (rank == 0 || axis < 0 || axis >= rank)
+    return emitOpError("axis ") << axis << " is out of range for rank " << rank
+                                << " (normalized, non-negative)";
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis)
+      shape.push_back(in.getDimSize(d));
+    else if (getKeepdims())
+      shape.push_back(1);
+  if (ArrayRef<int64_t>(shape) != getType().getShape() ||
+      !getType().getElementType().isInteger(64))
+    return emitOpError("result must be i64 ") << shapeStr(shape) << ", is " << getType();
+  return success();
+}
+int64_t ArgMaxOp::getFlops() { return numElements(getInput().getType()); }
+
 LogicalResult ReshapeOp::verify() {
   int64_t in = numElements(getInput().getType()), out = numElements(getType());
   if (in != out)

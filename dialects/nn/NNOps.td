@@ -242,6 +242,19 @@ def NN_ReduceSumOp : NN_ReduceOp<"reduce_sum">;
 def NN_ReduceMeanOp : NN_ReduceOp<"reduce_mean">;
 def NN_ReduceMaxOp : NN_ReduceOp<"reduce_max">;
 
+def NN_ArgMaxOp : NN_Op<"argmax", [], ["getFlops"]> {
+  let summary = "index of the maximum along `axis` (the first of equal maxima; NaN wins)";
+  let description = [{
+    PyTorch's argmax: int64 indices, the axis removed (kept as 1 with
+    `keepdims`). Not differentiable: routing decisions (a mixture of
+    experts' gate) take no gradient.
+  }];
+  let arguments = (ins NN_FloatTensor:$input, I64Attr:$axis, UnitAttr:$keepdims);
+  let results = (outs NN_IntTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 def NN_ReshapeOp : NN_Op<"reshape", [AllElementTypesMatch<["input", "result"]>],
                          ["getFlops", "getBytesRead", "getBytesWritten"]> {
   let summary = "reinterpret the elements with another static shape (a view)";

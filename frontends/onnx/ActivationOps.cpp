@@ -150,9 +150,42 @@ LogicalResult thresholdedRelu(GraphImporter &g) {
   return compose(g, [&](Composer &c, Value x) { return c.above(x, alpha, x, c.scalar(0.0, x)); });
 }
 
+/// Clip (torch.clamp, ReLU6, Hardtanh): the bounds where x passes them,
+/// x elsewhere; PyTorch's gradient passes where min <= x <= max (a select
+/// on x < min and x > max, so equality keeps x and its gradient). Opset 11
+/// on: min and max are optional inputs; before it, attributes.
+LogicalResult clip(GraphImporter &g) {
+  Value lo, hi;
+  if (g.opset() >= 11) {
+    if (g.hasInput(1) && !(lo = g.input(1)))
+      return failure();
+    if (g.hasInput(2) && !(hi = g.input(2)))
+      return failure();
+    for (Value v : {lo, hi})
+      if (v && cast<RankedTensorType>(v.getType()).getRank() != 0)
+        return g.fail("min and max must be scalars");
+  }
+  return compose(g, [&](Composer &c, Value x) -> Value {
+    Type et = c.elementType(x);
+    if (g.opset() < 11) {
+      if (auto a = findAttr(g.node(), "min"))
+        lo = g.scalar(widen(a->f()), et);
+      if (auto a = findAttr(g.node(), "max"))
+        hi = g.scalar(widen(a->f()), et);
+    }
+    Value y = x;
+    if (lo)
+      y = c.op<nn::SelectOp>({c.cmp(nn::CmpPredicate::lt, x, lo), lo, y});
+    if (hi)
+      y = c.op<nn::SelectOp>({c.cmp(nn::CmpPredicate::gt, x, hi), hi, y});
+    return y;
+  });
+}
+
 } // namespace
 
 void registerActivationConverters(ConverterTable &t) {
+  t["Clip"] = clip;
   t["Elu"] = elu;
   t["Selu"] = selu;
   t["Celu"] = celu;

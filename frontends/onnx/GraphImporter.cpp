@@ -40,6 +40,7 @@ static ConverterTable makeConverters() {
   registerNormConverters(t);
   registerRecurrentConverters(t);
   registerLoopConverters(t);
+  registerIndexConverters(t);
   return t;
 }
 

@@ -50,6 +50,7 @@ void registerConvConverters(ConverterTable &table);
 void registerNormConverters(ConverterTable &table);
 void registerRecurrentConverters(ConverterTable &table);
 void registerLoopConverters(ConverterTable &table);
+void registerIndexConverters(ConverterTable &table);
 
 class GraphImporter {
 public:

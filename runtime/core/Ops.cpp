@@ -23,6 +23,7 @@
 //   nn.vocab_ce_loss(_grad) ints: classes (the whole vocabulary), then as
 //                          the losses: reduction, has_ignore, ignore_index
 //   nn.reduce_sum/mean/max ints: the reduced axes
+//   nn.argmax              ints: axis (int64 result, the axis dropped or 1)
 //   nn.transpose           ints: permutation
 //   nn.slice, nn.slice_grad: ints: start[rank], stride[rank] (nn.slice and
 //                          nn.concat also move int64 tensors)
@@ -609,6 +610,29 @@ const std::map<std::string, OpDef> &table() {
         });
       }};
     };
+    t["nn.argmax"] = {[](Instr &i, const Check &c) {
+      c.arity(1, 1);
+      c.attrs(1, 0);
+      plan::DType d = c.sameFloat({i.in[0]});
+      c.dtype(i.out[0], plan::I64, "result");
+      c.axis(i.ints[0], i.in[0]);
+      int a = int(i.ints[0]);
+      if (i.in[0]->shape.rank == 0)
+        c.fail("operand must have rank >= 1");
+      i.g[0] = prod(i.in[0]->shape, 0, a);
+      i.g[1] = i.in[0]->shape.dims[a];
+      i.g[2] = prod(i.in[0]->shape, a + 1, i.in[0]->shape.rank);
+      if (i.g[1] == 0 && i.g[0] * i.g[2] > 0)
+        c.fail("argmax over an empty axis");
+      if (i.out[0]->numel != i.g[0] * i.g[2])
+        c.fail("result " + Check::shape(i.out[0]) + " does not match the reduction");
+      i.run = i.out[0]->numel == 0 ? runNothing : byFloat(d, [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &) {
+          cpu::argmax(as<T>(i.in[0]), i.g[0], i.g[1], i.g[2], i.out[0]->i64());
+        };
+      });
+    }};
     reduce("nn.reduce_sum", cpu::Reduce::Sum);
     reduce("nn.reduce_mean", cpu::Reduce::Mean);
     reduce("nn.reduce_max", cpu::Reduce::Max);

@@ -19,7 +19,7 @@
 
 namespace dsrt {
 
-inline constexpr std::array<std::string_view, 78> kPlanInstructions = {
+inline constexpr std::array<std::string_view, 79> kPlanInstructions = {
     "accumulate",
     "dist.all_gather",
     "dist.all_reduce",
@@ -32,6 +32,7 @@ inline constexpr std::array<std::string_view, 78> kPlanInstructions = {
     "load_batch",
     "nn.abs",
     "nn.add",
+    "nn.argmax",
     "nn.avg_pool",
     "nn.avg_pool_grad",
     "nn.broadcast",

@@ -217,6 +217,13 @@ void concat(const float *const *inputs, const Shape *shapes, int count,
 void concat(const int64_t *const *inputs, const Shape *shapes, int count, int axis,
             int64_t *out, const Shape &os);
 
+/// idx[o, i] = the k in [0, n) with the largest x[o, k, i] (x viewed as
+/// [outer, n, inner]): the first of equal maxima, a NaN wins (PyTorch's
+/// argmax). Float and 16-bit inputs.
+void argmax(const float *x, int64_t outer, int64_t n, int64_t inner, int64_t *idx);
+void argmax(const Bf16 *x, int64_t outer, int64_t n, int64_t inner, int64_t *idx);
+void argmax(const Fp16 *x, int64_t outer, int64_t n, int64_t inner, int64_t *idx);
+
 //===--- convolution and pooling ------------------------------------------===//
 
 /// A window over the spatial dims of [N, C, S...] (1 to 3 of them), as the

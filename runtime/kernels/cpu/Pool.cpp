@@ -5,10 +5,11 @@
 // 3-D. The window rules are PyTorch's CPU kernels' (max: padding never
 // wins, the first maximum in window order, NaN propagates; average: the
 // divisor of avg_pool with and without count_include_pad), which the parity
-// tests compare against.
+// tests compare against. argmax (a gate's routing) lives here too: a max
+// over one axis that keeps the index.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/kernels/cpu/Internal.h"
+#include "runtime/kernels/cpu/Half.h"
 
 #include <algorithm>
 #include <cmath>
@@ -104,7 +105,36 @@ template <class F> void forOutputs(const Geometry &g, F f) {
         f(o, (o[0] * g.out[1] + o[1]) * g.out[2] + o[2]);
 }
 
+template <class T>
+void argmaxT(const T *x, int64_t outer, int64_t n, int64_t inner, int64_t *idx) {
+#pragma omp parallel for schedule(static) if (outer * inner > 4096)
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const T *p = x + o * n * inner + i;
+      int64_t best = 0;
+      float m = toFloat(p[0]);
+      for (int64_t k = 1; k < n && !std::isnan(m); ++k) {
+        float v = toFloat(p[k * inner]);
+        if (v > m || std::isnan(v)) {
+          m = v;
+          best = k;
+        }
+      }
+      idx[o * inner + i] = best;
+    }
+}
+
 } // namespace
+
+void argmax(const float *x, int64_t outer, int64_t n, int64_t inner, int64_t *idx) {
+  argmaxT(x, outer, n, inner, idx);
+}
+void argmax(const Bf16 *x, int64_t outer, int64_t n, int64_t inner, int64_t *idx) {
+  argmaxT(x, outer, n, inner, idx);
+}
+void argmax(const Fp16 *x, int64_t outer, int64_t n, int64_t inner, int64_t *idx) {
+  argmaxT(x, outer, n, inner, idx);
+}
 
 void maxPool(const float *x, const Shape &xs, float *y, const Shape &ys, const Window &w) {
   const Geometry g = geometry(xs, ys, w);

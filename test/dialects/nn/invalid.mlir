@@ -966,3 +966,19 @@ func.func @avg_pool_grad_shape(%g: tensor<1x2x4xf32>) {
   %0 = nn.avg_pool_grad %g {kernel_shape = array<i64: 3>, strides = array<i64: 2>, pads = array<i64: 1, 1>} : tensor<1x2x4xf32> -> tensor<1x2x6xf32>
   return
 }
+
+// -----
+
+func.func @argmax_axis(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'nn.argmax' op axis 2 is out of range for rank 2 (normalized, non-negative)}}
+  %0 = nn.argmax %x {axis = 2 : i64} : tensor<2x3xf32> -> tensor<2xi64>
+  return
+}
+
+// -----
+
+func.func @argmax_result(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'nn.argmax' op result must be i64 [2,1], is 'tensor<2xi64>'}}
+  %0 = nn.argmax %x {axis = 1 : i64, keepdims} : tensor<2x3xf32> -> tensor<2xi64>
+  return
+}

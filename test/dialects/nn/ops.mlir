@@ -321,3 +321,13 @@ func.func @conv_pool(%x: tensor<2x4x9xf32>, %w: tensor<6x2x3xf32>, %g: tensor<1x
   %6 = nn.avg_pool_grad %ag {kernel_shape = array<i64: 3>, strides = array<i64: 2>, pads = array<i64: 1, 1>} : tensor<1x2x3xf32> -> tensor<1x2x6xf32>
   return
 }
+
+// argmax: int64 indices, the axis dropped or kept as 1.
+// CHECK-LABEL: func.func @argmax
+// CHECK:         nn.argmax %{{.*}} {axis = 1 : i64} : tensor<2x3xf32> -> tensor<2xi64>
+// CHECK:         nn.argmax %{{.*}} {axis = 0 : i64, keepdims} : tensor<2x3xf32> -> tensor<1x3xi64>
+func.func @argmax(%x: tensor<2x3xf32>) {
+  %0 = nn.argmax %x {axis = 1 : i64} : tensor<2x3xf32> -> tensor<2xi64>
+  %1 = nn.argmax %x {axis = 0 : i64, keepdims} : tensor<2x3xf32> -> tensor<1x3xi64>
+  return
+}

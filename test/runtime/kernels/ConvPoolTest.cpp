@@ -1,6 +1,6 @@
 //===- ConvPoolTest.cpp - convolution (oneDNN) and pooling kernels --------===//
 //
-// Against float64 loops written from the definitions: the convolution's
+// argmax's tie and NaN rules. Against float64 loops written from the definitions: the convolution's
 // three passes for 1-D, 2-D and 3-D, strides, asymmetric padding, dilation,
 // groups, a size the window does not tile (floor), and a transposed
 // convolution's larger input (output_padding); max pooling's tie, NaN and
@@ -226,5 +226,33 @@ TEST(Conv, TmpOneDLeftover) {
   checkConv({shape({4, 8, 32}), shape({16, 8, 3}), shape({4, 16, 32}),
              window(1, {1}, {1}, {1}, {1}), 1});
 }
+TEST(ArgMax, FirstMaximumNaNAndInnerAxis) {
+  // x [2, 3, 2] over axis 1: inner stride 2.
+  std::vector<float> x{1, 5, 3, 5, 3, 2,   // o = 0: columns (1,3,3) and (5,5,2)
+                       -1, NAN, -1, 0, -2, 7};
+  std::vector<int64_t> idx(4, -7);
+  argmax(x.data(), 2, 3, 2, idx.data());
+  // (1,3,3): first 3 at k 1; (5,5,2): first 5 at k 0; (-1,-1,-2): k 0;
+  // (NaN,0,7): the NaN.
+  EXPECT_EQ(idx, (std::vector<int64_t>{1, 0, 0, 0}));
+  // Against a loop over random values, and bf16 inputs.
+  auto r = uniform(5 * 7 * 3, 9);
+  std::vector<int64_t> got(5 * 3), want(5 * 3);
+  argmax(r.data(), 5, 7, 3, got.data());
+  for (int64_t o = 0; o < 5; ++o)
+    for (int64_t i = 0; i < 3; ++i) {
+      int64_t best = 0;
+      for (int64_t k = 1; k < 7; ++k)
+        if (r[(o * 7 + k) * 3 + i] > r[(o * 7 + best) * 3 + i])
+          best = k;
+      want[o * 3 + i] = best;
+    }
+  EXPECT_EQ(got, want);
+  std::vector<Bf16> h{Bf16{0x3f80}, Bf16{0x4000}, Bf16{0x4000}}; // 1, 2, 2
+  int64_t hi = -1;
+  argmax(h.data(), 1, 3, 1, &hi);
+  EXPECT_EQ(hi, 1);
+}
+
 } // namespace
 } // namespace dsrt::cpu::test

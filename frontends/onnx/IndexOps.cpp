@@ -1,0 +1,352 @@
+//===- IndexOps.cpp - ONNX ArgMax, TopK, OneHot, CumSum, Trilu, GatherElements
+//
+// The ops of routing and masking (a mixture of experts' gate, causal masks,
+// torch.gather), lowered to nn ops:
+//   ArgMax          nn.argmax (int64; no gradient);
+//   TopK            k rounds of argmax and max, each masking its winner
+//                   (values differentiable through the max, indices not);
+//   OneHot          a comparison with the positions, then the on / off
+//                   values;
+//   CumSum          a matmul with a triangle of ones (exact on 0/1 masks;
+//                   float only at run time);
+//   Trilu           a select with a constant triangle mask;
+//   GatherElements  a one-hot of the indices times the data, summed
+//                   (so the gradient scatters through the matmul).
+//
+//===----------------------------------------------------------------------===//
+#include "frontends/onnx/Composer.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+#include <limits>
+
+using namespace mlir;
+
+namespace dsc::onnx_import {
+namespace {
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+FailureOr<int64_t> axisOf(GraphImporter &g, int64_t axis, int64_t rank) {
+  int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank) {
+    (void)g.fail("axis " + Twine(axis) + " is out of range for rank " + Twine(rank));
+    return failure();
+  }
+  return a;
+}
+
+/// The permutation that moves `axis` last, and its inverse.
+SmallVector<int64_t> toLast(int64_t rank, int64_t axis) {
+  SmallVector<int64_t> p;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis)
+      p.push_back(d);
+  p.push_back(axis);
+  return p;
+}
+SmallVector<int64_t> inverse(ArrayRef<int64_t> p) {
+  SmallVector<int64_t> inv(p.size());
+  for (size_t i = 0; i < p.size(); ++i)
+    inv[p[i]] = i;
+  return inv;
+}
+
+Value permute(Composer &c, Value v, ArrayRef<int64_t> perm) {
+  bool identity = true;
+  for (size_t i = 0; i < perm.size(); ++i)
+    identity &= perm[i] == int64_t(i);
+  if (identity || !c.ok())
+    return v;
+  auto &g = c.importer();
+  return c.op<nn::TransposeOp>({v}, {g.attr("permutation", g.builder().getDenseI64ArrayAttr(perm))});
+}
+
+Value argmax(Composer &c, Value x, int64_t axis, bool keep) {
+  auto &g = c.importer();
+  if (!c.ok())
+    return {};
+  auto t = typeOf(x);
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < t.getRank(); ++d)
+    if (d != axis)
+      shape.push_back(t.getDimSize(d));
+    else if (keep)
+      shape.push_back(1);
+  SmallVector<NamedAttribute> attrs{g.attr("axis", g.builder().getI64IntegerAttr(axis))};
+  if (keep)
+    attrs.push_back(g.attr("keepdims", g.builder().getUnitAttr()));
+  return c.made<nn::ArgMaxOp>(RankedTensorType::get(shape, g.builder().getI64Type()), {x}, attrs);
+}
+
+/// positions [1.., n, ..1] along `axis` of a rank-`rank` tensor, int64.
+Value positions(GraphImporter &g, int64_t n, int64_t rank, int64_t axis) {
+  SmallVector<int64_t> shape(rank, 1), pos(n);
+  shape[axis] = n;
+  for (int64_t k = 0; k < n; ++k)
+    pos[k] = k;
+  auto type = RankedTensorType::get(shape, g.builder().getI64Type());
+  return arith::ConstantOp::create(g.builder(), g.loc(),
+                                   DenseElementsAttr::get(type, ArrayRef<int64_t>(pos)));
+}
+
+/// onehot(idx [...], n) as bool [..., n] (idx viewed with a trailing 1).
+Value oneHotMask(Composer &c, Value idx, int64_t n) {
+  if (!c.ok())
+    return {};
+  auto t = typeOf(idx);
+  SmallVector<int64_t> shape(t.getShape());
+  shape.push_back(1);
+  int64_t rank = int64_t(shape.size());
+  return c.cmp(nn::CmpPredicate::eq, c.reshape(idx, shape),
+               positions(c.importer(), n, rank, rank - 1));
+}
+
+LogicalResult argMax(GraphImporter &g) {
+  Value x = g.input(0);
+  if (!x)
+    return failure();
+  if (!nn::isFloatTensor(x.getType()))
+    return g.fail("ArgMax of an integer tensor at run time is not supported (argmax a float)");
+  if (attrInt(g.node(), "select_last_index", 0) != 0)
+    return g.fail("select_last_index 1 is not supported (PyTorch's argmax takes the first)");
+  auto axis = axisOf(g, attrInt(g.node(), "axis", 0), typeOf(x).getRank());
+  if (failed(axis))
+    return failure();
+  Composer c(g);
+  Value r = argmax(c, x, *axis, attrInt(g.node(), "keepdims", 1) != 0);
+  if (!c.ok())
+    return failure();
+  g.setOutput(0, r);
+  return success();
+}
+
+LogicalResult topK(GraphImporter &g) {
+  Value x = g.input(0);
+  if (!x)
+    return failure();
+  if (!nn::isFloatTensor(x.getType()))
+    return g.fail("TopK of an integer tensor at run time is not supported (a float one is)");
+  auto kv = g.constantInts(1, "K");
+  if (failed(kv))
+    return failure();
+  if (kv->size() != 1)
+    return g.fail("K must hold one value");
+  auto xt = typeOf(x);
+  auto axis = axisOf(g, attrInt(g.node(), "axis", -1), xt.getRank());
+  if (failed(axis))
+    return failure();
+  int64_t k = (*kv)[0], n = xt.getDimSize(*axis);
+  if (k < 1 || k > n)
+    return g.fail("K " + Twine(k) + " must be in [1, " + Twine(n) + "] (the axis' size)");
+  if (k > 16)
+    return g.fail("K " + Twine(k) + " above 16 is not supported: dsc composes TopK from k "
+                  "rounds of argmax (a gate's top-k)");
+  bool largest = attrInt(g.node(), "largest", 1) != 0;
+  if (attrInt(g.node(), "sorted", 1) == 0 && k > 1)
+    return g.fail("sorted 0 is not supported (the values come sorted)");
+  Composer c(g);
+  Value work = largest ? x : c.unary<nn::NegOp>(x);
+  Value lowest = c.scalar(-std::numeric_limits<double>::infinity(), x);
+  SmallVector<Value> values, indices;
+  for (int64_t r = 0; r < k && c.ok(); ++r) {
+    Value idx = argmax(c, work, *axis, true);
+    Value val = c.reduce<nn::ReduceMaxOp>(work, {*axis}, true);
+    values.push_back(largest ? val : c.unary<nn::NegOp>(val));
+    indices.push_back(idx);
+    if (r + 1 < k) {
+      Value hit = c.cmp(nn::CmpPredicate::eq, idx, positions(g, n, xt.getRank(), *axis));
+      work = c.op<nn::SelectOp>({hit, lowest, work});
+    }
+  }
+  Value vals = c.concat(values, *axis), idxs = c.concat(indices, *axis);
+  if (!c.ok())
+    return failure();
+  g.setOutput(0, vals);
+  if (g.outputUsed(1))
+    g.setOutput(1, idxs);
+  return success();
+}
+
+LogicalResult oneHot(GraphImporter &g) {
+  Value idx = g.input(0);
+  if (!idx)
+    return failure();
+  auto depth = g.constantInts(1, "depth");
+  if (failed(depth))
+    return failure();
+  const HostTensor *values = g.constant(2);
+  if (!values || values->size() != 2)
+    return g.fail("values must be a compile-time [off, on] pair");
+  if (depth->size() != 1 || (*depth)[0] < 1)
+    return g.fail("depth must be one positive value");
+  auto it = typeOf(idx);
+  if (!isa<IntegerType>(it.getElementType()))
+    return g.fail("indices must be integers at run time");
+  int64_t n = (*depth)[0], rank = it.getRank() + 1;
+  auto axis = axisOf(g, attrInt(g.node(), "axis", -1), rank);
+  if (failed(axis))
+    return failure();
+  Composer c(g);
+  Value hit = oneHotMask(c, idx, n);
+  // The depth axis is last; move it where `axis` says.
+  SmallVector<int64_t> perm;
+  for (int64_t d = 0; d < rank - 1; ++d) {
+    if (d == *axis)
+      perm.push_back(rank - 1);
+    perm.push_back(d);
+  }
+  if (*axis == rank - 1)
+    perm.push_back(rank - 1);
+  hit = permute(c, hit, perm);
+  Type et = g.elementType(values->dtype);
+  if (!et)
+    return failure();
+  auto outType = typeOf(hit).clone(et);
+  Value out;
+  if (isa<FloatType>(et)) {
+    out = c.op<nn::SelectOp>({hit, g.scalar(values->asDouble(1), et), g.scalar(values->asDouble(0), et)});
+  } else {
+    if (values->asInt(0) != 0 || values->asInt(1) != 1)
+      return g.fail("integer values other than [0, 1] are not supported");
+    out = c.made<nn::CastOp>(outType, {hit});
+  }
+  if (!c.ok())
+    return failure();
+  g.setOutput(0, out);
+  return success();
+}
+
+LogicalResult cumSum(GraphImporter &g) {
+  Value x = g.input(0);
+  if (!x)
+    return failure();
+  auto axes = g.constantInts(1, "axis");
+  if (failed(axes))
+    return failure();
+  if (axes->size() != 1)
+    return g.fail("axis must hold one value");
+  if (!nn::isFloatTensor(x.getType()))
+    return g.fail("CumSum of an integer tensor at run time is not supported: dsc's integer "
+                  "ops move values, and a float cumsum of 0/1 masks is exact (cast first)");
+  auto xt = typeOf(x);
+  auto axis = axisOf(g, (*axes)[0], xt.getRank());
+  if (failed(axis))
+    return failure();
+  bool exclusive = attrInt(g.node(), "exclusive", 0) != 0;
+  bool reverse = attrInt(g.node(), "reverse", 0) != 0;
+  int64_t n = xt.getDimSize(*axis);
+  // out[..., j] = sum_k x[..., k] * tri[k, j].
+  SmallVector<APFloat> tri;
+  const llvm::fltSemantics &sem = cast<FloatType>(xt.getElementType()).getFloatSemantics();
+  for (int64_t k = 0; k < n; ++k)
+    for (int64_t j = 0; j < n; ++j) {
+      bool in = reverse ? (exclusive ? k > j : k >= j) : (exclusive ? k < j : k <= j);
+      APFloat v(in ? 1.0 : 0.0);
+      bool lost = false;
+      v.convert(sem, APFloat::rmNearestTiesToEven, &lost);
+      tri.push_back(v);
+    }
+  auto triType = RankedTensorType::get({n, n}, xt.getElementType());
+  Value triangle =
+      arith::ConstantOp::create(g.builder(), g.loc(), DenseElementsAttr::get(triType, tri));
+  Composer c(g);
+  auto perm = toLast(xt.getRank(), *axis);
+  Value y = c.op<nn::MatmulOp>({permute(c, x, perm), triangle});
+  y = permute(c, y, inverse(perm));
+  if (!c.ok())
+    return failure();
+  g.setOutput(0, y);
+  return success();
+}
+
+LogicalResult trilu(GraphImporter &g) {
+  Value x = g.input(0);
+  if (!x)
+    return failure();
+  int64_t k = 0;
+  if (g.hasInput(1)) {
+    auto kv = g.constantInts(1, "k");
+    if (failed(kv))
+      return failure();
+    if (kv->size() != 1)
+      return g.fail("k must hold one value");
+    k = (*kv)[0];
+  }
+  auto xt = typeOf(x);
+  if (xt.getRank() < 2)
+    return g.fail("input must have rank >= 2");
+  bool upper = attrInt(g.node(), "upper", 1) != 0;
+  int64_t rows = xt.getDimSize(xt.getRank() - 2), cols = xt.getDimSize(xt.getRank() - 1);
+  SmallVector<bool> keep;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      keep.push_back(upper ? j - i >= k : j - i <= k);
+  auto maskType = RankedTensorType::get({rows, cols}, g.builder().getI1Type());
+  Value mask = arith::ConstantOp::create(g.builder(), g.loc(),
+                                         DenseElementsAttr::get(maskType, ArrayRef<bool>(keep)));
+  if (!nn::isFloatTensor(xt))
+    return g.fail("Trilu of a non-float tensor at run time is not supported (of constants it "
+                  "is evaluated at compile time)");
+  Composer c(g);
+  Value y = c.op<nn::SelectOp>({mask, x, c.scalar(0.0, x)});
+  if (!c.ok())
+    return failure();
+  g.setOutput(0, y);
+  return success();
+}
+
+LogicalResult gatherElements(GraphImporter &g) {
+  Value data = g.input(0), idx = g.input(1);
+  if (!data || !idx)
+    return failure();
+  auto dt = typeOf(data), it = typeOf(idx);
+  if (!nn::isFloatTensor(dt))
+    return g.fail("GatherElements of a non-float tensor at run time is not supported");
+  if (!isa<IntegerType>(it.getElementType()) || it.getRank() != dt.getRank())
+    return g.fail("indices must be integers of the data's rank");
+  auto axis = axisOf(g, attrInt(g.node(), "axis", 0), dt.getRank());
+  if (failed(axis))
+    return failure();
+  for (int64_t d = 0; d < dt.getRank(); ++d)
+    if (d != *axis && it.getDimSize(d) != dt.getDimSize(d))
+      return g.fail("indices " + nn::formatShape(it.getShape()) + " must match the data " +
+                    nn::formatShape(dt.getShape()) + " outside the axis (dsc does not take a "
+                    "smaller index block)");
+  int64_t n = dt.getDimSize(*axis), m = it.getDimSize(*axis);
+  Composer c(g);
+  auto perm = toLast(dt.getRank(), *axis);
+  // [..., m, n] one-hot of the indices times the data's [..., n, 1].
+  Value hit = oneHotMask(c, permute(c, idx, perm), n);
+  Value oh = c.made<nn::CastOp>(typeOf(hit).clone(dt.getElementType()), {hit});
+  Value col = permute(c, data, perm);
+  if (c.ok()) {
+    SmallVector<int64_t> shape(typeOf(col).getShape());
+    shape.push_back(1);
+    col = c.reshape(col, shape);
+  }
+  Value y = c.op<nn::MatmulOp>({oh, col});
+  if (c.ok()) {
+    SmallVector<int64_t> shape(typeOf(y).getShape().drop_back());
+    y = c.reshape(y, shape);
+  }
+  y = permute(c, y, inverse(perm));
+  (void)m;
+  if (!c.ok())
+    return failure();
+  g.setOutput(0, y);
+  return success();
+}
+
+} // namespace
+
+void registerIndexConverters(ConverterTable &t) {
+  t["ArgMax"] = argMax;
+  t["TopK"] = topK;
+  t["OneHot"] = oneHot;
+  t["CumSum"] = cumSum;
+  t["Trilu"] = trilu;
+  t["GatherElements"] = gatherElements;
+}
+
+} // namespace dsc::onnx_import
