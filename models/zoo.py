@@ -15,6 +15,12 @@ Output:  loss float32 scalar (mean cross-entropy over --classes)
                running mean and variance updated), GroupNorm, InstanceNorm2d,
                BatchNorm1d (momentum 0.2) before the head
   resnet18     torchvision's ResNet-18 (BatchNorm throughout) for --image 32
+  mobilenetv2  torchvision's MobileNetV2 (inverted residuals, depthwise convs,
+               ReLU6 as Clip, BatchNorm), dropout 0
+  shufflenetv2 torchvision's ShuffleNetV2 x0.5 (channel shuffle as reshape and
+               transpose, chunk, depthwise convs)
+  unet         a two-level U-Net (Conv-BN-ReLU, max-pool, ConvTranspose up,
+               skip concatenation), its per-pixel logits averaged
   convnext     a ConvNeXt-style block: reflect padding, depthwise 7x7 conv,
                dilated conv, LayerNorm over channels, GELU
   convtranspose  an encoder-decoder front end: Conv2d down, ConvTranspose2d
@@ -54,7 +60,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import export_common as ec  # noqa: E402
 
-ARCHS = ["gpt2", "t5", "moe", "indexnet", "lstm", "gru", "birnn", "embbag", "cnn", "normcnn", "resnet18", "convnext", "convtranspose", "vit", "whisper"]
+ARCHS = ["gpt2", "t5", "moe", "indexnet", "mobilenetv2", "shufflenetv2", "unet", "lstm", "gru", "birnn", "embbag", "cnn", "normcnn", "resnet18", "convnext", "convtranspose", "vit", "whisper"]
 PRESETS = {
     "tiny": dict(image=16, width=16, classes=10, batch=4, layers=2, heads=2, mels=8, frames=32,
                  vocab=64, seq=12),
@@ -565,6 +571,30 @@ def build_model(a):
             top, _ = torch.topk(feat, 2, dim=1)
             return self.head(torch.clamp(feat, -2.0, 2.0)) + (top[:, :1] - top[:, 1:])
 
+    class UNet(nn.Module):
+        """A two-level U-Net (Conv-BN-ReLU pairs, max-pool down, ConvTranspose
+        up, skip concatenation) with a per-pixel head averaged to classes."""
+
+        def __init__(self, w, classes):
+            super().__init__()
+
+            def pair(i, o):
+                return nn.Sequential(nn.Conv2d(i, o, 3, padding=1, bias=False), nn.BatchNorm2d(o),
+                                     nn.ReLU(inplace=True), nn.Conv2d(o, o, 3, padding=1,
+                                                                      bias=False),
+                                     nn.BatchNorm2d(o), nn.ReLU(inplace=True))
+            self.down1, self.down2 = pair(3, w), pair(w, 2 * w)
+            self.pool = nn.MaxPool2d(2)
+            self.up = nn.ConvTranspose2d(2 * w, w, 2, stride=2)
+            self.dec = pair(2 * w, w)
+            self.head = nn.Conv2d(w, classes, 1)
+
+        def forward(self, x):
+            a = self.down1(x)
+            b = self.down2(self.pool(a))
+            y = self.dec(torch.cat([a, self.up(b)], dim=1))
+            return self.head(y).mean(dim=(2, 3))
+
     class Classifier(nn.Module):
         def __init__(self, net):
             super().__init__()
@@ -591,6 +621,11 @@ def build_model(a):
         "indexnet": lambda: IndexNet(w, c),
         "normcnn": lambda: NormCNN(w, c),
         "resnet18": lambda: __import__("torchvision").models.resnet18(num_classes=c),
+        "mobilenetv2": lambda: __import__("torchvision").models.mobilenet_v2(
+            num_classes=c, dropout=0.0),
+        "shufflenetv2": lambda: __import__("torchvision").models.shufflenet_v2_x0_5(
+            num_classes=c),
+        "unet": lambda: UNet(w, c),
         "convnext": lambda: ConvNeXt(w, a.layers, c),
         "convtranspose": lambda: ConvTransposeNet(w, c),
         "vit": lambda: ViT(a.image, w, a.layers, a.heads, c),
