@@ -19,6 +19,8 @@ Output:  loss float32 scalar (mean cross-entropy over --classes)
                ReLU6 as Clip, BatchNorm), dropout 0
   shufflenetv2 torchvision's ShuffleNetV2 x0.5 (channel shuffle as reshape and
                transpose, chunk, depthwise convs)
+  convmixer    ConvMixer as its paper writes it (patch conv, depthwise convs in
+               residuals, GELU, BatchNorm)
   unet         a two-level U-Net (Conv-BN-ReLU, max-pool, ConvTranspose up,
                skip concatenation), its per-pixel logits averaged
   convnext     a ConvNeXt-style block: reflect padding, depthwise 7x7 conv,
@@ -60,7 +62,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import export_common as ec  # noqa: E402
 
-ARCHS = ["gpt2", "t5", "moe", "indexnet", "mobilenetv2", "shufflenetv2", "unet", "lstm", "gru", "birnn", "embbag", "cnn", "normcnn", "resnet18", "convnext", "convtranspose", "vit", "whisper"]
+ARCHS = ["gpt2", "t5", "moe", "indexnet", "mobilenetv2", "shufflenetv2", "unet", "convmixer", "lstm", "gru", "birnn", "embbag", "cnn", "normcnn", "resnet18", "convnext", "convtranspose", "vit", "whisper"]
 PRESETS = {
     "tiny": dict(image=16, width=16, classes=10, batch=4, layers=2, heads=2, mels=8, frames=32,
                  vocab=64, seq=12),
@@ -595,6 +597,29 @@ def build_model(a):
             y = self.dec(torch.cat([a, self.up(b)], dim=1))
             return self.head(y).mean(dim=(2, 3))
 
+    class Residual(nn.Module):
+        def __init__(self, fn):
+            super().__init__()
+            self.fn = fn
+
+        def forward(self, x):
+            return self.fn(x) + x
+
+    def ConvMixer(dim, depth, classes, kernel_size=5, patch_size=2):
+        """ConvMixer as its paper writes it ("Patches Are All You Need?")."""
+        return nn.Sequential(
+            nn.Conv2d(3, dim, kernel_size=patch_size, stride=patch_size), nn.GELU(),
+            nn.BatchNorm2d(dim),
+            *[nn.Sequential(
+                # padding="same" as the paper writes it does not export
+                # (torch 1.13); for the odd kernel it is kernel // 2.
+                Residual(nn.Sequential(nn.Conv2d(dim, dim, kernel_size, groups=dim,
+                                                 padding=kernel_size // 2),
+                                       nn.GELU(), nn.BatchNorm2d(dim))),
+                nn.Conv2d(dim, dim, kernel_size=1), nn.GELU(), nn.BatchNorm2d(dim))
+              for _ in range(depth)],
+            nn.AdaptiveAvgPool2d((1, 1)), nn.Flatten(), nn.Linear(dim, classes))
+
     class Classifier(nn.Module):
         def __init__(self, net):
             super().__init__()
@@ -626,6 +651,7 @@ def build_model(a):
         "shufflenetv2": lambda: __import__("torchvision").models.shufflenet_v2_x0_5(
             num_classes=c),
         "unet": lambda: UNet(w, c),
+        "convmixer": lambda: ConvMixer(w, a.layers, c),
         "convnext": lambda: ConvNeXt(w, a.layers, c),
         "convtranspose": lambda: ConvTransposeNet(w, c),
         "vit": lambda: ViT(a.image, w, a.layers, a.heads, c),
