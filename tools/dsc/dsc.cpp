@@ -308,11 +308,14 @@ int main(int argc, char **argv) {
   dsrt::config::CompileFlags flags;
   std::optional<std::string> memoryBudgetText;
   std::vector<std::string> inputShapes, freeze;
-  bool doExplain = false, printConfig = false, listConfigKeys = false;
+  bool doExplain = false, printConfig = false, listConfigKeys = false, listOnnxOps = false;
   app.add_option("model", model, "ONNX model (binary .onnx or textual .onnxtxt) with its loss");
   app.add_flag("--list-config-keys", listConfigKeys,
                "print every ds_config key DeepSpeed reads and what dsc does with it "
                "(docs/ds-config-keys.md) and stop");
+  app.add_flag("--list-onnx-ops", listOnnxOps,
+               "print the ONNX ops dsc imports, one per line (docs/onnx-ops.md says how each "
+               "lowers and differentiates) and stop");
   app.add_option("-o,--output", output, "where to write the result ('-' = stdout)")
       ->check(dsrt::cli::nonEmpty());
   app.add_option("--emit", emit,
@@ -419,6 +422,15 @@ int main(int argc, char **argv) {
       return 1;
     }
     llvm::outs() << dsrt::config::renderKeyTableMarkdown();
+    return 0;
+  }
+  if (listOnnxOps) {
+    if (argc != 2) {
+      llvm::errs() << "dsc: error: --list-onnx-ops takes no model or other flag\n";
+      return 1;
+    }
+    for (const std::string &op : dsc::onnx_import::supportedOps())
+      llvm::outs() << op << "\n";
     return 0;
   }
   if (model.empty()) {
