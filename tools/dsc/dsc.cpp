@@ -84,7 +84,10 @@ void explain(mlir::ModuleOp module, llvm::raw_ostream &os) {
      << " (opset " << module->getAttrOfType<mlir::IntegerAttr>("dsc.opset").getInt()
      << ")\n";
   int64_t params = 0, paramBytes = 0, buffers = 0, bufferBytes = 0, nParams = 0;
-  std::vector<std::string> frozen;
+  std::vector<std::string> frozen, running;
+  // Buffers the forward pass updates (BatchNorm's running statistics).
+  llvm::DenseSet<mlir::Value> assigned;
+  fn.walk([&](dsc::train::AssignOp op) { assigned.insert(op.getBuffer()); });
   os << "inputs:\n";
   for (auto arg : fn.getArguments()) {
     unsigned k = arg.getArgNumber();
@@ -96,17 +99,20 @@ void explain(mlir::ModuleOp module, llvm::raw_ostream &os) {
       paramBytes += dsc::nn::byteSize(arg.getType());
     }
     if (auto name = fn.getArgAttrOfType<mlir::StringAttr>(k, dsc::train::TrainDialect::kBuffer)) {
-      frozen.push_back(name.str());
+      (assigned.contains(arg) ? running : frozen).push_back(name.str());
       ++buffers;
       bufferBytes += dsc::nn::byteSize(arg.getType());
     }
   }
   os << llvm::format("parameters: %lld tensors, %lld elements (%.2f M), %.2f MB\n",
                      (long long)nParams, (long long)params, params / 1e6, paramBytes / 1e6);
-  os << llvm::format("buffers: %lld tensors, %.2f MB (frozen, not trained)\n",
-                     (long long)buffers, bufferBytes / 1e6);
+  os << llvm::format("buffers: %lld tensors, %.2f MB (%s)\n", (long long)buffers,
+                     bufferBytes / 1e6, running.empty() ? "frozen, not trained" : "not trained");
   if (!frozen.empty())
     os << "  frozen: " << dsc::onnx_import::compactNames(frozen) << "\n";
+  if (!running.empty())
+    os << "  updated in forward (running statistics, checkpointed): "
+       << dsc::onnx_import::compactNames(running) << "\n";
   for (unsigned i = 0; i < fn.getNumResults(); ++i)
     if (fn.getResultAttr(i, dsc::train::TrainDialect::kLoss))
       os << "loss: " << typeString(fn.getResultTypes()[i]) << "\n";
