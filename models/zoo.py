@@ -7,7 +7,8 @@ Output:  loss float32 scalar (mean cross-entropy over --classes)
 
 --arch picks the model:
   indexnet     torch.tril of an activation, torch.gather (GatherElements),
-               torch.topk, torch.cumsum, ReLU6 and clamp (Clip) in a classifier
+               torch.scatter / scatter_add (ScatterElements), torch.topk,
+               torch.cumsum, ReLU6 and clamp (Clip) in a classifier
   cnn          Conv2d / ReLU / MaxPool2d / strided and grouped Conv2d /
                AvgPool2d(ceil_mode, count_include_pad=False) /
                AdaptiveAvgPool2d(1) / Linear (a torchvision-tutorial CNN)
@@ -553,8 +554,8 @@ def build_model(a):
 
     class IndexNet(nn.Module):
         """A classifier over the ops of masking and routing: torch.tril of
-        an activation, torch.gather, torch.topk (a top-2 logit margin),
-        torch.cumsum, ReLU6 and clamp."""
+        an activation, torch.gather, torch.scatter and scatter_add, torch.topk
+        (a top-2 logit margin), torch.cumsum, ReLU6 and clamp."""
 
         def __init__(self, d, classes):
             super().__init__()
@@ -570,6 +571,10 @@ def build_model(a):
             order = torch.argsort(h.detach(), dim=1)  # a permutation per row
             picked = torch.gather(m, 2, order[:, None, :].expand(B, self.d, self.d))
             feat = torch.cumsum(picked.mean(dim=1), dim=1) / self.d
+            # The 4 smallest features written back at their rank's place,
+            # and every feature added at its rank (torch.scatter, scatter_add).
+            feat = feat + torch.zeros_like(feat).scatter(1, order[:, :4], feat[:, :4]) + \
+                torch.zeros_like(feat).scatter_add(1, order, feat) * 0.5
             top, _ = torch.topk(feat, 2, dim=1)
             return self.head(torch.clamp(feat, -2.0, 2.0)) + (top[:, :1] - top[:, 1:])
 

@@ -11,7 +11,9 @@
 //                   float only at run time);
 //   Trilu           a select with a constant triangle mask;
 //   GatherElements  a one-hot of the indices times the data, summed
-//                   (so the gradient scatters through the matmul).
+//                   (so the gradient scatters through the matmul);
+//   ScatterElements the transposed product: updates land by the one-hot,
+//                   the data is kept where none lands (none) or added to.
 //
 //===----------------------------------------------------------------------===//
 #include "frontends/onnx/Composer.h"
@@ -338,6 +340,63 @@ LogicalResult gatherElements(GraphImporter &g) {
   return success();
 }
 
+/// ScatterElements (torch.scatter / scatter_add): with the indices' one-hot
+/// oh [..., m, n] along the axis, the scattered values are oh^T @ updates
+/// and the positions hit are max over m of oh; reduction none keeps data
+/// where nothing lands, add adds. An index repeated along the axis sums its
+/// updates under none too, where PyTorch keeps one of them (which one it
+/// leaves unspecified).
+LogicalResult scatterElements(GraphImporter &g) {
+  Value data = g.input(0), idx = g.input(1), upd = g.input(2);
+  if (!data || !idx || !upd)
+    return failure();
+  auto dt = typeOf(data), it = typeOf(idx), ut = typeOf(upd);
+  if (!nn::isFloatTensor(dt) || ut.getElementType() != dt.getElementType())
+    return g.fail("data and updates must be float tensors of one type");
+  if (!isa<IntegerType>(it.getElementType()) || it.getShape() != ut.getShape() ||
+      it.getRank() != dt.getRank())
+    return g.fail("indices must be integers shaped like the updates, of the data's rank");
+  std::string reduction = attrString(g.node(), "reduction", "none");
+  if (reduction != "none" && reduction != "add")
+    return g.fail("reduction '" + reduction + "' is not supported (none, add)");
+  auto axis = axisOf(g, attrInt(g.node(), "axis", 0), dt.getRank());
+  if (failed(axis))
+    return failure();
+  for (int64_t d = 0; d < dt.getRank(); ++d)
+    if (d != *axis && it.getDimSize(d) != dt.getDimSize(d))
+      return g.fail("indices " + nn::formatShape(it.getShape()) + " must match the data " +
+                    nn::formatShape(dt.getShape()) + " outside the axis");
+  int64_t n = dt.getDimSize(*axis);
+  Composer c(g);
+  auto perm = toLast(dt.getRank(), *axis);
+  Value hit = oneHotMask(c, permute(c, idx, perm), n); // [..., m, n]
+  Value oh = c.made<nn::CastOp>(typeOf(hit).clone(dt.getElementType()), {hit});
+  Value u = permute(c, upd, perm);
+  if (c.ok()) {
+    SmallVector<int64_t> shape(typeOf(u).getShape());
+    shape.insert(shape.end() - 1, 1); // [..., 1, m]
+    u = c.reshape(u, shape);
+  }
+  Value landed = c.op<nn::MatmulOp>({u, oh}); // [..., 1, n]
+  Value out = permute(c, data, perm);
+  if (c.ok()) {
+    landed = c.reshape(landed, typeOf(out).getShape());
+    if (reduction == "none") {
+      Value any = c.reshape(c.reduce<nn::ReduceMaxOp>(oh, {typeOf(oh).getRank() - 2}, true),
+                            typeOf(out).getShape());
+      // A select, not data * (1 - hit): an inf or NaN overwritten stays out.
+      out = c.op<nn::SelectOp>(
+          {c.cmp(nn::CmpPredicate::gt, any, c.scalar(0.5, any)), c.scalar(0.0, out), out});
+    }
+    out = c.op<nn::AddOp>({out, landed});
+  }
+  out = permute(c, out, inverse(perm));
+  if (!c.ok())
+    return failure();
+  g.setOutput(0, out);
+  return success();
+}
+
 } // namespace
 
 void registerIndexConverters(ConverterTable &t) {
@@ -347,6 +406,7 @@ void registerIndexConverters(ConverterTable &t) {
   t["CumSum"] = cumSum;
   t["Trilu"] = trilu;
   t["GatherElements"] = gatherElements;
+  t["ScatterElements"] = scatterElements;
 }
 
 } // namespace dsc::onnx_import
