@@ -7,7 +7,8 @@ Output:  loss float32 scalar (mean cross-entropy over --classes)
 
 --arch picks the model:
   indexnet     torch.tril of an activation, torch.gather (GatherElements),
-               torch.scatter / scatter_add (ScatterElements), torch.topk,
+               torch.scatter / scatter_add (ScatterElements), x[idx] = v
+               (ScatterND), torch.topk,
                torch.cumsum, ReLU6 and clamp (Clip) in a classifier
   cnn          Conv2d / ReLU / MaxPool2d / strided and grouped Conv2d /
                AvgPool2d(ceil_mode, count_include_pad=False) /
@@ -554,7 +555,8 @@ def build_model(a):
 
     class IndexNet(nn.Module):
         """A classifier over the ops of masking and routing: torch.tril of
-        an activation, torch.gather, torch.scatter and scatter_add, torch.topk
+        an activation, torch.gather, torch.scatter and scatter_add, row
+        assignment, torch.topk
         (a top-2 logit margin), torch.cumsum, ReLU6 and clamp."""
 
         def __init__(self, d, classes):
@@ -575,6 +577,10 @@ def build_model(a):
             # and every feature added at its rank (torch.scatter, scatter_add).
             feat = feat + torch.zeros_like(feat).scatter(1, order[:, :4], feat[:, :4]) + \
                 torch.zeros_like(feat).scatter_add(1, order, feat) * 0.5
+            # Two rows overwritten at data-chosen samples (x[idx] = v).
+            rows = torch.argsort(h.detach()[:, 0])[:2]  # two distinct samples
+            feat = feat.clone()
+            feat[rows] = feat[:2] * 0.5
             top, _ = torch.topk(feat, 2, dim=1)
             return self.head(torch.clamp(feat, -2.0, 2.0)) + (top[:, :1] - top[:, 1:])
 

@@ -13,7 +13,8 @@
 //   GatherElements  a one-hot of the indices times the data, summed
 //                   (so the gradient scatters through the matmul);
 //   ScatterElements the transposed product: updates land by the one-hot,
-//                   the data is kept where none lands (none) or added to.
+//                   the data is kept where none lands (none) or added to;
+//   ScatterND       the same over whole slices along dim 0 (x[idx] = v).
 //
 //===----------------------------------------------------------------------===//
 #include "frontends/onnx/Composer.h"
@@ -397,6 +398,52 @@ LogicalResult scatterElements(GraphImporter &g) {
   return success();
 }
 
+/// ScatterND with indices [..., 1] (torch's `x[idx] = v` along dim 0, and
+/// index_put with one index tensor): whole slices of data along dim 0 are
+/// replaced (none) or added to (add), by a one-hot matmul as
+/// ScatterElements. Indices addressing several leading dims (q > 1) need
+/// integer arithmetic on run-time indices, which dsc does not do.
+LogicalResult scatterND(GraphImporter &g) {
+  Value data = g.input(0), idx = g.input(1), upd = g.input(2);
+  if (!data || !idx || !upd)
+    return failure();
+  auto dt = typeOf(data), it = typeOf(idx), ut = typeOf(upd);
+  if (!nn::isFloatTensor(dt) || ut.getElementType() != dt.getElementType())
+    return g.fail("data and updates must be float tensors of one type");
+  if (!isa<IntegerType>(it.getElementType()) || it.getRank() < 1)
+    return g.fail("indices must be integers [..., q]");
+  if (it.getShape().back() != 1)
+    return g.fail("indices addressing " + Twine(it.getShape().back()) +
+                  " leading dims are not supported (only 1: whole slices along dim 0, as "
+                  "x[idx] = v writes them)");
+  std::string reduction = attrString(g.node(), "reduction", "none");
+  if (reduction != "none" && reduction != "add")
+    return g.fail("reduction '" + reduction + "' is not supported (none, add)");
+  int64_t k = it.getNumElements(), n = dt.getDimSize(0), rest = dt.getNumElements() / std::max<int64_t>(n, 1);
+  SmallVector<int64_t> want(it.getShape().drop_back());
+  llvm::append_range(want, dt.getShape().drop_front());
+  if (ArrayRef<int64_t>(want) != ut.getShape())
+    return g.fail("updates must be " + nn::formatShape(want) + " (the indices' leading dims, "
+                  "then the data's after dim 0), are " + nn::formatShape(ut.getShape()));
+  Composer c(g);
+  // oh [k, n]; landed = oh^T @ updates [k, rest] -> [n, rest].
+  Value hit = oneHotMask(c, c.reshape(idx, {k}), n);
+  Value oh = c.made<nn::CastOp>(RankedTensorType::get({k, n}, dt.getElementType()), {hit});
+  Value landed = c.op<nn::MatmulOp>({oh, c.reshape(upd, {k, rest})},
+                                    {g.attr("transpose_lhs", g.builder().getUnitAttr())});
+  Value out = c.reshape(data, {n, rest});
+  if (reduction == "none" && c.ok()) {
+    Value any = c.reshape(c.reduce<nn::ReduceMaxOp>(oh, {0}, false), {n, 1});
+    out = c.op<nn::SelectOp>(
+        {c.cmp(nn::CmpPredicate::gt, any, c.scalar(0.5, any)), c.scalar(0.0, out), out});
+  }
+  out = c.reshape(c.op<nn::AddOp>({out, landed}), dt.getShape());
+  if (!c.ok())
+    return failure();
+  g.setOutput(0, out);
+  return success();
+}
+
 } // namespace
 
 void registerIndexConverters(ConverterTable &t) {
@@ -407,6 +454,7 @@ void registerIndexConverters(ConverterTable &t) {
   t["Trilu"] = trilu;
   t["GatherElements"] = gatherElements;
   t["ScatterElements"] = scatterElements;
+  t["ScatterND"] = scatterND;
 }
 
 } // namespace dsc::onnx_import
