@@ -147,17 +147,28 @@ Value addBias(Composer &c, Value y, Value bias) {
   return c.op<nn::AddOp>({y, c.reshape(bias, shape)});
 }
 
-LogicalResult conv(GraphImporter &g) {
-  Value x = floatInput(g, 0, "the input"), w = floatInput(g, 1, "the weight");
+/// Conv's and ConvTranspose's inputs: float x, weight of x's rank (the
+/// layout `weightLayout` names), optional bias.
+LogicalResult convInputs(GraphImporter &g, Value &x, Value &w, Value &bias,
+                         StringRef weightLayout) {
+  x = floatInput(g, 0, "the input");
+  w = floatInput(g, 1, "the weight");
   if (!x || !w)
     return failure();
-  Value bias;
   if (g.hasInput(2) && !(bias = floatInput(g, 2, "the bias")))
     return failure();
   auto xs = typeOf(x).getShape(), ws = typeOf(w).getShape();
   if (ws.size() != xs.size())
     return g.fail("weight " + nn::formatShape(ws) + " must have the input's rank " +
-                  Twine(xs.size()) + " ([O, C / group, kernel...])");
+                  Twine(xs.size()) + " (" + weightLayout + ")");
+  return success();
+}
+
+LogicalResult conv(GraphImporter &g) {
+  Value x, w, bias;
+  if (failed(convInputs(g, x, w, bias, "[O, C / group, kernel...]")))
+    return failure();
+  auto xs = typeOf(x).getShape(), ws = typeOf(w).getShape();
   auto win = readWindow(g, xs, ws.drop_front(2), true);
   if (failed(win))
     return failure();
@@ -187,16 +198,10 @@ LogicalResult conv(GraphImporter &g) {
 /// each spatial extent is stride * (S - 1) + output_padding + (K - 1) *
 /// dilation + 1 - pad_begin - pad_end.
 LogicalResult convTranspose(GraphImporter &g) {
-  Value x = floatInput(g, 0, "the input"), w = floatInput(g, 1, "the weight");
-  if (!x || !w)
-    return failure();
-  Value bias;
-  if (g.hasInput(2) && !(bias = floatInput(g, 2, "the bias")))
+  Value x, w, bias;
+  if (failed(convInputs(g, x, w, bias, "[C_in, C_out / group, kernel...]")))
     return failure();
   auto xs = typeOf(x).getShape(), ws = typeOf(w).getShape();
-  if (ws.size() != xs.size())
-    return g.fail("weight " + nn::formatShape(ws) + " must have the input's rank " +
-                  Twine(xs.size()) + " ([C_in, C_out / group, kernel...])");
   if (attrString(g.node(), "auto_pad", "NOTSET") != "NOTSET" ||
       findAttr(g.node(), "output_shape"))
     return g.fail("auto_pad and output_shape are not supported; give pads and output_padding "

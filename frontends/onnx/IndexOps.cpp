@@ -101,8 +101,49 @@ Value oneHotMask(Composer &c, Value idx, int64_t n) {
   SmallVector<int64_t> shape(t.getShape());
   shape.push_back(1);
   int64_t rank = int64_t(shape.size());
-  return c.cmp(nn::CmpPredicate::eq, c.reshape(idx, shape),
-               positions(c.importer(), n, rank, rank - 1));
+  // Separate statements: the IR's op order must not follow the compiler's
+  // order of evaluating arguments (GCC and clang differ).
+  Value pos = positions(c.importer(), n, rank, rank - 1);
+  Value column = c.reshape(idx, shape);
+  return c.cmp(nn::CmpPredicate::eq, column, pos);
+}
+
+/// oneHotMask as `et` (0 / 1), for a matmul.
+Value oneHot(Composer &c, Value idx, int64_t n, Type et) {
+  Value hit = oneHotMask(c, idx, n);
+  if (!c.ok())
+    return {};
+  return c.made<nn::CastOp>(typeOf(hit).clone(et), {hit});
+}
+
+/// The scatters' operands: float data and updates of one type, integer
+/// indices, and the reduction (none, or add).
+LogicalResult scatterOperands(GraphImporter &g, Value &data, Value &idx, Value &upd, bool &add) {
+  data = g.input(0), idx = g.input(1), upd = g.input(2);
+  if (!data || !idx || !upd)
+    return failure();
+  if (!nn::isFloatTensor(data.getType()) ||
+      typeOf(upd).getElementType() != typeOf(data).getElementType())
+    return g.fail("data and updates must be float tensors of one type");
+  if (!isa<IntegerType>(typeOf(idx).getElementType()))
+    return g.fail("indices must be integers");
+  std::string reduction = attrString(g.node(), "reduction", "none");
+  if (reduction != "none" && reduction != "add")
+    return g.fail("reduction '" + reduction + "' is not supported (none, add)");
+  add = reduction == "add";
+  return success();
+}
+
+/// What a scatter writes: `landed` added to `out`, which under none is
+/// first zeroed where `any` (the positions hit, 0 / 1) says, by a select so
+/// that an inf or NaN overwritten stays out.
+Value landOn(Composer &c, Value out, Value any, Value landed, bool add) {
+  if (!c.ok())
+    return {};
+  if (!add)
+    out = c.op<nn::SelectOp>(
+        {c.cmp(nn::CmpPredicate::gt, any, c.scalar(0.5, any)), c.scalar(0.0, out), out});
+  return c.op<nn::AddOp>({out, landed});
 }
 
 LogicalResult argMax(GraphImporter &g) {
@@ -316,12 +357,11 @@ LogicalResult gatherElements(GraphImporter &g) {
       return g.fail("indices " + nn::formatShape(it.getShape()) + " must match the data " +
                     nn::formatShape(dt.getShape()) + " outside the axis (dsc does not take a "
                     "smaller index block)");
-  int64_t n = dt.getDimSize(*axis), m = it.getDimSize(*axis);
+  int64_t n = dt.getDimSize(*axis);
   Composer c(g);
   auto perm = toLast(dt.getRank(), *axis);
   // [..., m, n] one-hot of the indices times the data's [..., n, 1].
-  Value hit = oneHotMask(c, permute(c, idx, perm), n);
-  Value oh = c.made<nn::CastOp>(typeOf(hit).clone(dt.getElementType()), {hit});
+  Value oh = oneHot(c, permute(c, idx, perm), n, dt.getElementType());
   Value col = permute(c, data, perm);
   if (c.ok()) {
     SmallVector<int64_t> shape(typeOf(col).getShape());
@@ -334,7 +374,6 @@ LogicalResult gatherElements(GraphImporter &g) {
     y = c.reshape(y, shape);
   }
   y = permute(c, y, inverse(perm));
-  (void)m;
   if (!c.ok())
     return failure();
   g.setOutput(0, y);
@@ -348,18 +387,13 @@ LogicalResult gatherElements(GraphImporter &g) {
 /// updates under none too, where PyTorch keeps one of them (which one it
 /// leaves unspecified).
 LogicalResult scatterElements(GraphImporter &g) {
-  Value data = g.input(0), idx = g.input(1), upd = g.input(2);
-  if (!data || !idx || !upd)
+  Value data, idx, upd;
+  bool add = false;
+  if (failed(scatterOperands(g, data, idx, upd, add)))
     return failure();
-  auto dt = typeOf(data), it = typeOf(idx), ut = typeOf(upd);
-  if (!nn::isFloatTensor(dt) || ut.getElementType() != dt.getElementType())
-    return g.fail("data and updates must be float tensors of one type");
-  if (!isa<IntegerType>(it.getElementType()) || it.getShape() != ut.getShape() ||
-      it.getRank() != dt.getRank())
-    return g.fail("indices must be integers shaped like the updates, of the data's rank");
-  std::string reduction = attrString(g.node(), "reduction", "none");
-  if (reduction != "none" && reduction != "add")
-    return g.fail("reduction '" + reduction + "' is not supported (none, add)");
+  auto dt = typeOf(data), it = typeOf(idx);
+  if (it.getShape() != typeOf(upd).getShape() || it.getRank() != dt.getRank())
+    return g.fail("indices must be shaped like the updates, of the data's rank");
   auto axis = axisOf(g, attrInt(g.node(), "axis", 0), dt.getRank());
   if (failed(axis))
     return failure();
@@ -370,26 +404,22 @@ LogicalResult scatterElements(GraphImporter &g) {
   int64_t n = dt.getDimSize(*axis);
   Composer c(g);
   auto perm = toLast(dt.getRank(), *axis);
-  Value hit = oneHotMask(c, permute(c, idx, perm), n); // [..., m, n]
-  Value oh = c.made<nn::CastOp>(typeOf(hit).clone(dt.getElementType()), {hit});
+  Value oh = oneHot(c, permute(c, idx, perm), n, dt.getElementType()); // [..., m, n]
   Value u = permute(c, upd, perm);
   if (c.ok()) {
     SmallVector<int64_t> shape(typeOf(u).getShape());
     shape.insert(shape.end() - 1, 1); // [..., 1, m]
     u = c.reshape(u, shape);
   }
-  Value landed = c.op<nn::MatmulOp>({u, oh}); // [..., 1, n]
-  Value out = permute(c, data, perm);
+  Value out = permute(c, data, perm), landed = c.op<nn::MatmulOp>({u, oh}); // [..., 1, n]
   if (c.ok()) {
-    landed = c.reshape(landed, typeOf(out).getShape());
-    if (reduction == "none") {
-      Value any = c.reshape(c.reduce<nn::ReduceMaxOp>(oh, {typeOf(oh).getRank() - 2}, true),
-                            typeOf(out).getShape());
-      // A select, not data * (1 - hit): an inf or NaN overwritten stays out.
-      out = c.op<nn::SelectOp>(
-          {c.cmp(nn::CmpPredicate::gt, any, c.scalar(0.5, any)), c.scalar(0.0, out), out});
-    }
-    out = c.op<nn::AddOp>({out, landed});
+    // One statement each: the ops' order must not depend on the compiler's
+    // order of evaluating arguments.
+    auto shape = typeOf(out).getShape();
+    landed = c.reshape(landed, shape);
+    Value any = c.reduce<nn::ReduceMaxOp>(oh, {typeOf(oh).getRank() - 2}, true);
+    any = c.reshape(any, shape);
+    out = landOn(c, out, any, landed, add);
   }
   out = permute(c, out, inverse(perm));
   if (!c.ok())
@@ -404,22 +434,17 @@ LogicalResult scatterElements(GraphImporter &g) {
 /// ScatterElements. Indices addressing several leading dims (q > 1) need
 /// integer arithmetic on run-time indices, which dsc does not do.
 LogicalResult scatterND(GraphImporter &g) {
-  Value data = g.input(0), idx = g.input(1), upd = g.input(2);
-  if (!data || !idx || !upd)
+  Value data, idx, upd;
+  bool add = false;
+  if (failed(scatterOperands(g, data, idx, upd, add)))
     return failure();
   auto dt = typeOf(data), it = typeOf(idx), ut = typeOf(upd);
-  if (!nn::isFloatTensor(dt) || ut.getElementType() != dt.getElementType())
-    return g.fail("data and updates must be float tensors of one type");
-  if (!isa<IntegerType>(it.getElementType()) || it.getRank() < 1)
-    return g.fail("indices must be integers [..., q]");
-  if (it.getShape().back() != 1)
-    return g.fail("indices addressing " + Twine(it.getShape().back()) +
+  if (it.getRank() < 1 || it.getShape().back() != 1)
+    return g.fail("indices addressing " + Twine(it.getRank() ? it.getShape().back() : 0) +
                   " leading dims are not supported (only 1: whole slices along dim 0, as "
                   "x[idx] = v writes them)");
-  std::string reduction = attrString(g.node(), "reduction", "none");
-  if (reduction != "none" && reduction != "add")
-    return g.fail("reduction '" + reduction + "' is not supported (none, add)");
-  int64_t k = it.getNumElements(), n = dt.getDimSize(0), rest = dt.getNumElements() / std::max<int64_t>(n, 1);
+  int64_t k = it.getNumElements(), n = dt.getDimSize(0),
+          rest = dt.getNumElements() / std::max<int64_t>(n, 1);
   SmallVector<int64_t> want(it.getShape().drop_back());
   llvm::append_range(want, dt.getShape().drop_front());
   if (ArrayRef<int64_t>(want) != ut.getShape())
@@ -427,17 +452,13 @@ LogicalResult scatterND(GraphImporter &g) {
                   "then the data's after dim 0), are " + nn::formatShape(ut.getShape()));
   Composer c(g);
   // oh [k, n]; landed = oh^T @ updates [k, rest] -> [n, rest].
-  Value hit = oneHotMask(c, c.reshape(idx, {k}), n);
-  Value oh = c.made<nn::CastOp>(RankedTensorType::get({k, n}, dt.getElementType()), {hit});
+  Value oh = oneHot(c, c.reshape(idx, {k}), n, dt.getElementType());
   Value landed = c.op<nn::MatmulOp>({oh, c.reshape(upd, {k, rest})},
                                     {g.attr("transpose_lhs", g.builder().getUnitAttr())});
-  Value out = c.reshape(data, {n, rest});
-  if (reduction == "none" && c.ok()) {
-    Value any = c.reshape(c.reduce<nn::ReduceMaxOp>(oh, {0}, false), {n, 1});
-    out = c.op<nn::SelectOp>(
-        {c.cmp(nn::CmpPredicate::gt, any, c.scalar(0.5, any)), c.scalar(0.0, out), out});
-  }
-  out = c.reshape(c.op<nn::AddOp>({out, landed}), dt.getShape());
+  Value any = c.reduce<nn::ReduceMaxOp>(oh, {0}, false);
+  any = c.reshape(any, {n, 1});
+  Value rows = c.reshape(data, {n, rest});
+  Value out = c.reshape(landOn(c, rows, any, landed, add), dt.getShape());
   if (!c.ok())
     return failure();
   g.setOutput(0, out);

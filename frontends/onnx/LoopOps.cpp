@@ -152,8 +152,9 @@ LogicalResult loop(GraphImporter &g) {
     auto nn2 = RankedTensorType::get({n, n}, f32);
     Value triangle =
         arith::ConstantOp::create(bld, g.loc(), DenseElementsAttr::get(nn2, ArrayRef<float>(below)));
-    Value same = c.made<nn::CastOp>(
-        nn2, {c.cmp(nn::CmpPredicate::eq, c.reshape(indices, {n, 1}), c.reshape(indices, {1, n}))});
+    Value column = c.reshape(indices, {n, 1});
+    Value row = c.reshape(indices, {1, n});
+    Value same = c.made<nn::CastOp>(nn2, {c.cmp(nn::CmpPredicate::eq, column, row)});
     Value copies = c.op<nn::MatmulOp>({member, c.op<nn::MulOp>({same, triangle})});
     Value first = c.made<nn::CastOp>(
         RankedTensorType::get({bags, n}, f32),

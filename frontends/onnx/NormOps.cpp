@@ -69,6 +69,27 @@ BlockArgument bufferArgument(Value v) {
   return arg;
 }
 
+/// Batch statistics of x over `axes` (kept as 1s) and x normalized with
+/// them: the centered values times rsqrt(biased variance + eps).
+struct Normalized {
+  Value mean, var, y;
+};
+Normalized normalize(Composer &c, Value x, ArrayRef<int64_t> axes, double eps) {
+  Normalized r;
+  r.mean = c.reduce<nn::ReduceMeanOp>(x, axes, true);
+  Value centered = c.op<nn::SubOp>({x, r.mean});
+  r.var = c.reduce<nn::ReduceMeanOp>(c.op<nn::MulOp>({centered, centered}), axes, true);
+  Value inv = c.unary<nn::RsqrtOp>(c.op<nn::AddOp>({r.var, c.scalar(eps, x)}));
+  r.y = c.op<nn::MulOp>({centered, inv});
+  return r;
+}
+
+/// y * scale + bias with [C] scale and bias over dim 1.
+Value affine(Composer &c, Value y, Value scale, Value bias, int64_t rank) {
+  return c.op<nn::AddOp>({c.op<nn::MulOp>({y, perChannel(c, scale, rank)}),
+                          perChannel(c, bias, rank)});
+}
+
 LogicalResult batchNorm(GraphImporter &g) {
   Value x = g.input(0);
   if (!x)
@@ -99,24 +120,21 @@ LogicalResult batchNorm(GraphImporter &g) {
     n *= xt.getDimSize(d);
   }
   Composer c(g);
-  Value mean, var, centered;
+  Value mean, var, y;
   if (training) {
     if (n < 2)
       return g.fail("training mode needs more than one value per channel (the batch and "
                     "spatial dims of X " + nn::formatShape(xt.getShape()) +
                     " hold " + Twine(n) + "), as PyTorch requires");
-    mean = c.reduce<nn::ReduceMeanOp>(x, axes, true);
-    centered = c.op<nn::SubOp>({x, mean});
-    var = c.reduce<nn::ReduceMeanOp>(c.op<nn::MulOp>({centered, centered}), axes, true);
+    Normalized s = normalize(c, x, axes, eps);
+    mean = s.mean, var = s.var, y = s.y;
   } else {
     mean = perChannel(c, in[2], rank);
     var = perChannel(c, in[3], rank);
-    centered = c.op<nn::SubOp>({x, mean});
+    Value centered = c.op<nn::SubOp>({x, mean});
+    y = c.op<nn::MulOp>({centered, c.unary<nn::RsqrtOp>(c.op<nn::AddOp>({var, c.scalar(eps, x)}))});
   }
-  Value inv = c.unary<nn::RsqrtOp>(c.op<nn::AddOp>({var, c.scalar(eps, x)}));
-  Value y = c.op<nn::MulOp>({centered, inv});
-  y = c.op<nn::AddOp>({c.op<nn::MulOp>({y, perChannel(c, in[0], rank)}),
-                       perChannel(c, in[1], rank)});
+  y = affine(c, y, in[0], in[1], rank);
   if (!c.ok())
     return failure();
   g.setOutput(0, y);
@@ -164,13 +182,7 @@ LogicalResult instanceNorm(GraphImporter &g) {
   for (int64_t d = 2; d < rank; ++d)
     axes.push_back(d);
   Composer c(g);
-  Value mean = c.reduce<nn::ReduceMeanOp>(x, axes, true);
-  Value centered = c.op<nn::SubOp>({x, mean});
-  Value var = c.reduce<nn::ReduceMeanOp>(c.op<nn::MulOp>({centered, centered}), axes, true);
-  Value inv = c.unary<nn::RsqrtOp>(c.op<nn::AddOp>({var, c.scalar(eps, x)}));
-  Value y = c.op<nn::MulOp>({centered, inv});
-  y = c.op<nn::AddOp>({c.op<nn::MulOp>({y, perChannel(c, in[0], rank)}),
-                       perChannel(c, in[1], rank)});
+  Value y = affine(c, normalize(c, x, axes, eps).y, in[0], in[1], rank);
   if (!c.ok())
     return failure();
   g.setOutput(0, y);
