@@ -754,6 +754,30 @@ SuperviseResult superviseMpirun(const std::vector<std::string> &command,
     argv.push_back(const_cast<char *>(arg.c_str()));
   argv.push_back(nullptr);
 
+  // mpirun's session directory under a folder of this launch's own: two
+  // mpiruns started at the same moment under one TMPDIR race to create the
+  // shared "ompi.<host>.<uid>" folder, and OpenMPI 4.1's loser fails ("A
+  // call to mkdir was unable to create the desired directory ... File
+  // exists"). A user's OMPI_MCA_orte_tmpdir_base is kept.
+  std::string sessionBase;
+  if (!std::getenv("OMPI_MCA_orte_tmpdir_base")) {
+    std::string pattern = (fs::temp_directory_path(ec) / "dsrt-mpi-XXXXXX").string();
+    if (ec)
+      pattern = "/tmp/dsrt-mpi-XXXXXX";
+    std::vector<char> buf(pattern.begin(), pattern.end());
+    buf.push_back('\0');
+    if (::mkdtemp(buf.data()))
+      sessionBase = buf.data();
+  }
+  struct RemoveAfter {
+    const std::string &dir;
+    ~RemoveAfter() {
+      std::error_code ignored;
+      if (!dir.empty())
+        fs::remove_all(dir, ignored);
+    }
+  } removeSessionBase{sessionBase};
+
   int outPipe[2] = {-1, -1}, errPipe[2] = {-1, -1}, execPipe[2] = {-1, -1};
   auto closePipes = [&] {
     for (int fd : {outPipe[0], outPipe[1], errPipe[0], errPipe[1], execPipe[0], execPipe[1]})
@@ -792,6 +816,8 @@ SuperviseResult superviseMpirun(const std::vector<std::string> &command,
       ::dup2(devNull, 0);
     ::dup2(outPipe[1], 1);
     ::dup2(errPipe[1], 2);
+    if (!sessionBase.empty())
+      ::setenv("OMPI_MCA_orte_tmpdir_base", sessionBase.c_str(), 1);
     ::execvp(argv[0], argv.data());
     int error = errno;
     (void)!::write(execPipe[1], &error, sizeof error);
