@@ -21,6 +21,7 @@ Output:  loss float32 scalar (mean cross-entropy over --classes)
                ReLU6 as Clip, BatchNorm), dropout 0
   shufflenetv2 torchvision's ShuffleNetV2 x0.5 (channel shuffle as reshape and
                transpose, chunk, depthwise convs)
+  lenet5       LeNet-5 (tanh, average pooling) for --image 32
   convmixer    ConvMixer as its paper writes it (patch conv, depthwise convs in
                residuals, GELU, BatchNorm)
   unet         a two-level U-Net (Conv-BN-ReLU, max-pool, ConvTranspose up,
@@ -64,7 +65,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import export_common as ec  # noqa: E402
 
-ARCHS = ["gpt2", "t5", "moe", "indexnet", "mobilenetv2", "shufflenetv2", "unet", "convmixer", "lstm", "gru", "birnn", "embbag", "cnn", "normcnn", "resnet18", "convnext", "convtranspose", "vit", "whisper"]
+ARCHS = ["gpt2", "t5", "moe", "indexnet", "mobilenetv2", "shufflenetv2", "unet", "convmixer", "lenet5", "lstm", "gru", "birnn", "embbag", "cnn", "normcnn", "resnet18", "convnext", "convtranspose", "vit", "whisper"]
 PRESETS = {
     "tiny": dict(image=16, width=16, classes=10, batch=4, layers=2, heads=2, mels=8, frames=32,
                  vocab=64, seq=12),
@@ -631,6 +632,24 @@ def build_model(a):
               for _ in range(depth)],
             nn.AdaptiveAvgPool2d((1, 1)), nn.Flatten(), nn.Linear(dim, classes))
 
+    class LeNet5(nn.Module):
+        """LeCun et al.'s LeNet-5 as the classic tutorials write it (tanh,
+        average pooling) for 3 x 32 x 32 images."""
+
+        def __init__(self, classes):
+            super().__init__()
+            self.c1 = nn.Conv2d(3, 6, 5)
+            self.c3 = nn.Conv2d(6, 16, 5)
+            self.f5 = nn.Linear(16 * 5 * 5, 120)
+            self.f6 = nn.Linear(120, 84)
+            self.head = nn.Linear(84, classes)
+
+        def forward(self, x):
+            x = F.avg_pool2d(torch.tanh(self.c1(x)), 2)
+            x = F.avg_pool2d(torch.tanh(self.c3(x)), 2)
+            x = torch.tanh(self.f5(x.flatten(1)))
+            return self.head(torch.tanh(self.f6(x)))
+
     class Classifier(nn.Module):
         def __init__(self, net):
             super().__init__()
@@ -663,6 +682,7 @@ def build_model(a):
             num_classes=c),
         "unet": lambda: UNet(w, c),
         "convmixer": lambda: ConvMixer(w, a.layers, c),
+        "lenet5": lambda: LeNet5(c),
         "convnext": lambda: ConvNeXt(w, a.layers, c),
         "convtranspose": lambda: ConvTransposeNet(w, c),
         "vit": lambda: ViT(a.image, w, a.layers, a.heads, c),
