@@ -14,6 +14,8 @@
 
 #include "dialects/nn/NNDialect.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
 namespace dsc::onnx_import {
 
 class Composer {
@@ -109,6 +111,24 @@ public:
     if (keepdims)
       attrs.push_back(g_.attr("keepdims", g_.builder().getUnitAttr()));
     return op<OpTy>({v}, attrs);
+  }
+  /// The int64 constant 0, 1, ..., n - 1 along `axis` of a rank-`rank`
+  /// tensor (the other dims 1): what an index is compared with.
+  mlir::Value positions(int64_t n, int64_t rank, int64_t axis) {
+    llvm::SmallVector<int64_t> shape(rank, 1), pos(n);
+    shape[axis] = n;
+    for (int64_t k = 0; k < n; ++k)
+      pos[k] = k;
+    auto type = mlir::RankedTensorType::get(shape, g_.builder().getI64Type());
+    return mlir::arith::ConstantOp::create(
+        g_.builder(), g_.loc(), mlir::DenseElementsAttr::get(type, llvm::ArrayRef<int64_t>(pos)));
+  }
+  /// The node's output 0 is `v`, unless the composition failed.
+  mlir::LogicalResult finish(mlir::Value v) {
+    if (!ok_ || !v)
+      return mlir::failure();
+    g_.setOutput(0, v);
+    return mlir::success();
   }
   /// Marks the composition failed with `message` as the node's error.
   mlir::Value fail(const llvm::Twine &message) {

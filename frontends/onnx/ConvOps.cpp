@@ -188,10 +188,7 @@ LogicalResult conv(GraphImporter &g) {
   auto attrs = windowAttrs(g, *win, false, true);
   attrs.push_back(g.attr("groups", g.builder().getI64IntegerAttr(groups)));
   Value y = addBias(c, c.made<nn::ConvOp>(typeOf(x).clone(out), {x, w}, attrs), bias);
-  if (!c.ok())
-    return failure();
-  g.setOutput(0, y);
-  return success();
+  return c.finish(y);
 }
 
 /// ConvTranspose: x [N, C_in, S...], weight [C_in, C_out / group, K...];
@@ -235,10 +232,7 @@ LogicalResult convTranspose(GraphImporter &g) {
   auto attrs = windowAttrs(g, *win, false, true);
   attrs.push_back(g.attr("groups", g.builder().getI64IntegerAttr(groups)));
   Value y = addBias(c, c.made<nn::ConvInputGradOp>(typeOf(x).clone(out), {x, w}, attrs), bias);
-  if (!c.ok())
-    return failure();
-  g.setOutput(0, y);
-  return success();
+  return c.finish(y);
 }
 
 template <bool Max> LogicalResult pool(GraphImporter &g) {
@@ -269,10 +263,7 @@ template <bool Max> LogicalResult pool(GraphImporter &g) {
   Composer c(g);
   Value y = Max ? c.made<nn::MaxPoolOp>(typeOf(x).clone(out), {x}, attrs)
                 : c.made<nn::AvgPoolOp>(typeOf(x).clone(out), {x}, attrs);
-  if (!c.ok())
-    return failure();
-  g.setOutput(0, y);
-  return success();
+  return c.finish(y);
 }
 
 template <typename ReduceOp> LogicalResult globalPool(GraphImporter &g) {
@@ -287,10 +278,7 @@ template <typename ReduceOp> LogicalResult globalPool(GraphImporter &g) {
     axes.push_back(d);
   Composer c(g);
   Value y = c.reduce<ReduceOp>(x, axes, true);
-  if (!c.ok())
-    return failure();
-  g.setOutput(0, y);
-  return success();
+  return c.finish(y);
 }
 
 /// Pad: negative pads crop (a slice); then per mode
@@ -408,10 +396,7 @@ LogicalResult pad(GraphImporter &g) {
       y = c.concat(parts, d);
     }
   }
-  if (!c.ok())
-    return failure();
-  g.setOutput(0, y);
-  return success();
+  return c.finish(y);
 }
 
 } // namespace

@@ -82,17 +82,6 @@ Value argmax(Composer &c, Value x, int64_t axis, bool keep) {
   return c.made<nn::ArgMaxOp>(RankedTensorType::get(shape, g.builder().getI64Type()), {x}, attrs);
 }
 
-/// positions [1.., n, ..1] along `axis` of a rank-`rank` tensor, int64.
-Value positions(GraphImporter &g, int64_t n, int64_t rank, int64_t axis) {
-  SmallVector<int64_t> shape(rank, 1), pos(n);
-  shape[axis] = n;
-  for (int64_t k = 0; k < n; ++k)
-    pos[k] = k;
-  auto type = RankedTensorType::get(shape, g.builder().getI64Type());
-  return arith::ConstantOp::create(g.builder(), g.loc(),
-                                   DenseElementsAttr::get(type, ArrayRef<int64_t>(pos)));
-}
-
 /// onehot(idx [...], n) as bool [..., n] (idx viewed with a trailing 1).
 Value oneHotMask(Composer &c, Value idx, int64_t n) {
   if (!c.ok())
@@ -103,7 +92,7 @@ Value oneHotMask(Composer &c, Value idx, int64_t n) {
   int64_t rank = int64_t(shape.size());
   // Separate statements: the IR's op order must not follow the compiler's
   // order of evaluating arguments (GCC and clang differ).
-  Value pos = positions(c.importer(), n, rank, rank - 1);
+  Value pos = c.positions(n, rank, rank - 1);
   Value column = c.reshape(idx, shape);
   return c.cmp(nn::CmpPredicate::eq, column, pos);
 }
@@ -159,10 +148,7 @@ LogicalResult argMax(GraphImporter &g) {
     return failure();
   Composer c(g);
   Value r = argmax(c, x, *axis, attrInt(g.node(), "keepdims", 1) != 0);
-  if (!c.ok())
-    return failure();
-  g.setOutput(0, r);
-  return success();
+  return c.finish(r);
 }
 
 LogicalResult topK(GraphImporter &g) {
@@ -199,7 +185,7 @@ LogicalResult topK(GraphImporter &g) {
     values.push_back(largest ? val : c.unary<nn::NegOp>(val));
     indices.push_back(idx);
     if (r + 1 < k) {
-      Value hit = c.cmp(nn::CmpPredicate::eq, idx, positions(g, n, xt.getRank(), *axis));
+      Value hit = c.cmp(nn::CmpPredicate::eq, idx, c.positions(n, xt.getRank(), *axis));
       work = c.op<nn::SelectOp>({hit, lowest, work});
     }
   }
@@ -255,10 +241,7 @@ LogicalResult oneHot(GraphImporter &g) {
       return g.fail("integer values other than [0, 1] are not supported");
     out = c.made<nn::CastOp>(outType, {hit});
   }
-  if (!c.ok())
-    return failure();
-  g.setOutput(0, out);
-  return success();
+  return c.finish(out);
 }
 
 LogicalResult cumSum(GraphImporter &g) {
@@ -298,10 +281,7 @@ LogicalResult cumSum(GraphImporter &g) {
   auto perm = toLast(xt.getRank(), *axis);
   Value y = c.op<nn::MatmulOp>({permute(c, x, perm), triangle});
   y = permute(c, y, inverse(perm));
-  if (!c.ok())
-    return failure();
-  g.setOutput(0, y);
-  return success();
+  return c.finish(y);
 }
 
 LogicalResult trilu(GraphImporter &g) {
@@ -334,10 +314,23 @@ LogicalResult trilu(GraphImporter &g) {
                   "is evaluated at compile time)");
   Composer c(g);
   Value y = c.op<nn::SelectOp>({mask, x, c.scalar(0.0, x)});
-  if (!c.ok())
+  return c.finish(y);
+}
+
+/// GatherElements' and ScatterElements' axis: the indices (of the data's
+/// rank) must match the data in every other dim.
+FailureOr<int64_t> elementsAxis(GraphImporter &g, RankedTensorType dt, RankedTensorType it) {
+  auto axis = axisOf(g, attrInt(g.node(), "axis", 0), dt.getRank());
+  if (failed(axis))
     return failure();
-  g.setOutput(0, y);
-  return success();
+  for (int64_t d = 0; d < dt.getRank(); ++d)
+    if (d != *axis && it.getDimSize(d) != dt.getDimSize(d)) {
+      (void)g.fail("indices " + nn::formatShape(it.getShape()) + " must match the data " +
+                   nn::formatShape(dt.getShape()) + " outside the axis (dsc does not take a "
+                   "smaller index block)");
+      return failure();
+    }
+  return *axis;
 }
 
 LogicalResult gatherElements(GraphImporter &g) {
@@ -349,14 +342,9 @@ LogicalResult gatherElements(GraphImporter &g) {
     return g.fail("GatherElements of a non-float tensor at run time is not supported");
   if (!isa<IntegerType>(it.getElementType()) || it.getRank() != dt.getRank())
     return g.fail("indices must be integers of the data's rank");
-  auto axis = axisOf(g, attrInt(g.node(), "axis", 0), dt.getRank());
+  auto axis = elementsAxis(g, dt, it);
   if (failed(axis))
     return failure();
-  for (int64_t d = 0; d < dt.getRank(); ++d)
-    if (d != *axis && it.getDimSize(d) != dt.getDimSize(d))
-      return g.fail("indices " + nn::formatShape(it.getShape()) + " must match the data " +
-                    nn::formatShape(dt.getShape()) + " outside the axis (dsc does not take a "
-                    "smaller index block)");
   int64_t n = dt.getDimSize(*axis);
   Composer c(g);
   auto perm = toLast(dt.getRank(), *axis);
@@ -374,10 +362,7 @@ LogicalResult gatherElements(GraphImporter &g) {
     y = c.reshape(y, shape);
   }
   y = permute(c, y, inverse(perm));
-  if (!c.ok())
-    return failure();
-  g.setOutput(0, y);
-  return success();
+  return c.finish(y);
 }
 
 /// ScatterElements (torch.scatter / scatter_add): with the indices' one-hot
@@ -394,13 +379,9 @@ LogicalResult scatterElements(GraphImporter &g) {
   auto dt = typeOf(data), it = typeOf(idx);
   if (it.getShape() != typeOf(upd).getShape() || it.getRank() != dt.getRank())
     return g.fail("indices must be shaped like the updates, of the data's rank");
-  auto axis = axisOf(g, attrInt(g.node(), "axis", 0), dt.getRank());
+  auto axis = elementsAxis(g, dt, it);
   if (failed(axis))
     return failure();
-  for (int64_t d = 0; d < dt.getRank(); ++d)
-    if (d != *axis && it.getDimSize(d) != dt.getDimSize(d))
-      return g.fail("indices " + nn::formatShape(it.getShape()) + " must match the data " +
-                    nn::formatShape(dt.getShape()) + " outside the axis");
   int64_t n = dt.getDimSize(*axis);
   Composer c(g);
   auto perm = toLast(dt.getRank(), *axis);
@@ -422,10 +403,7 @@ LogicalResult scatterElements(GraphImporter &g) {
     out = landOn(c, out, any, landed, add);
   }
   out = permute(c, out, inverse(perm));
-  if (!c.ok())
-    return failure();
-  g.setOutput(0, out);
-  return success();
+  return c.finish(out);
 }
 
 /// ScatterND with indices [..., 1] (torch's `x[idx] = v` along dim 0, and
@@ -459,10 +437,7 @@ LogicalResult scatterND(GraphImporter &g) {
   any = c.reshape(any, {n, 1});
   Value rows = c.reshape(data, {n, rest});
   Value out = c.reshape(landOn(c, rows, any, landed, add), dt.getShape());
-  if (!c.ok())
-    return failure();
-  g.setOutput(0, out);
-  return success();
+  return c.finish(out);
 }
 
 } // namespace

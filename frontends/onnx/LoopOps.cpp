@@ -119,14 +119,9 @@ LogicalResult loop(GraphImporter &g) {
     return g.fail("there must be at least one bag");
   Composer c(g);
   auto &bld = g.builder();
-  Type f32 = tt.getElementType(), i64 = it.getElementType();
+  Type f32 = tt.getElementType();
   // position[0, j] = j, against offsets[b, 0]: member[b, j] = (j >= off[b]).
-  SmallVector<int64_t> pos(n);
-  for (int64_t j = 0; j < n; ++j)
-    pos[j] = j;
-  auto posType = RankedTensorType::get({1, n}, i64);
-  Value position = arith::ConstantOp::create(
-      bld, g.loc(), DenseElementsAttr::get(posType, ArrayRef<int64_t>(pos)));
+  Value position = c.positions(n, 2, 1);
   Value from = c.cmp(nn::CmpPredicate::ge, position, c.reshape(offsets, {bags, 1}));
   Value after = c.made<nn::CastOp>(RankedTensorType::get({bags, n}, f32), {from});
   // Bag b ends where bag b + 1 starts; the last at the end.
@@ -175,10 +170,7 @@ LogicalResult loop(GraphImporter &g) {
       out = c.op<nn::DivOp>({out, c.op<nn::MaxOp>({count, c.scalar(1.0, count)})});
     }
   }
-  if (!c.ok())
-    return failure();
-  g.setOutput(0, out);
-  return success();
+  return c.finish(out);
 }
 
 } // namespace

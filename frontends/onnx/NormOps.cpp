@@ -183,10 +183,7 @@ LogicalResult instanceNorm(GraphImporter &g) {
     axes.push_back(d);
   Composer c(g);
   Value y = affine(c, normalize(c, x, axes, eps).y, in[0], in[1], rank);
-  if (!c.ok())
-    return failure();
-  g.setOutput(0, y);
-  return success();
+  return c.finish(y);
 }
 
 } // namespace

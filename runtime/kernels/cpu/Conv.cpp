@@ -4,13 +4,16 @@
 // weight oi.. or goi.. for groups), so nothing is reordered: oneDNN picks
 // an implementation for plain formats (gemm-based im2col on x86). Making a
 // primitive costs far more than running a small one, so each (pass, shapes,
-// window) keeps its primitive; the step loop only binds pointers.
+// window) keeps its primitive, with its three memory objects and the
+// argument array made once: the step loop only binds pointers and runs it
+// through the C API (a fixed-size key, no allocation).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/cpu/Internal.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <array>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -55,17 +58,28 @@ memory::desc weightDesc(const Shape &ws, int spatial, int64_t groups) {
 struct Entry {
   dnnl::primitive prim;
   std::string impl;
+  memory x, w, y;                     // handles bound per call
+  std::array<dnnl_exec_arg_t, 3> args; // in the pass's roles
 };
 
-using Key = std::vector<int64_t>;
+/// Everything a primitive depends on, zero-padded: a fixed size, so the
+/// lookup in the step loop allocates nothing.
+using Key = std::array<int64_t, 3 + 3 * kMaxRank + 4 * 3>;
 
 Key keyOf(ConvPass pass, const Shape &xs, const Shape &ws, const Shape &ys, const Window &w,
           int64_t groups) {
-  Key k{int64_t(pass), groups, w.spatial};
-  for (const Shape *s : {&xs, &ws, &ys})
-    k.insert(k.end(), s->dims, s->dims + s->rank);
+  Key k{};
+  size_t n = 0;
+  k[n++] = int64_t(pass);
+  k[n++] = groups;
+  k[n++] = w.spatial;
+  for (const Shape *s : {&xs, &ws, &ys}) {
+    std::copy(s->dims, s->dims + s->rank, k.begin() + n);
+    n += kMaxRank;
+  }
   for (int i = 0; i < w.spatial; ++i)
-    k.insert(k.end(), {w.stride[i], w.padBegin[i], w.padEnd[i], w.dilation[i]});
+    for (int64_t v : {w.stride[i], w.padBegin[i], w.padEnd[i], w.dilation[i]})
+      k[n++] = v;
   return k;
 }
 
@@ -87,10 +101,15 @@ Entry make(ConvPass pass, const Shape &xs, const Shape &ws, const Shape &ys, con
                                y, strides, dilates, pl, pr);
   convolution_forward::primitive_desc fpd(fd, engine());
   Entry e;
+  e.x = memory(x, engine(), DNNL_MEMORY_NONE);
+  e.w = memory(wt, engine(), DNNL_MEMORY_NONE);
+  e.y = memory(y, engine(), DNNL_MEMORY_NONE);
+  auto arg = [](int role, const memory &m) { return dnnl_exec_arg_t{role, m.get()}; };
   switch (pass) {
   case ConvPass::Forward:
     e.prim = convolution_forward(fpd);
     e.impl = fpd.impl_info_str();
+    e.args = {arg(DNNL_ARG_SRC, e.x), arg(DNNL_ARG_WEIGHTS, e.w), arg(DNNL_ARG_DST, e.y)};
     break;
   case ConvPass::InputGrad: {
     convolution_backward_data::desc bd(algorithm::convolution_direct, x, wt, y, strides, dilates,
@@ -98,6 +117,8 @@ Entry make(ConvPass pass, const Shape &xs, const Shape &ws, const Shape &ys, con
     convolution_backward_data::primitive_desc bpd(bd, engine(), fpd);
     e.prim = convolution_backward_data(bpd);
     e.impl = bpd.impl_info_str();
+    e.args = {arg(DNNL_ARG_DIFF_SRC, e.x), arg(DNNL_ARG_WEIGHTS, e.w),
+              arg(DNNL_ARG_DIFF_DST, e.y)};
     break;
   }
   case ConvPass::WeightGrad: {
@@ -106,6 +127,8 @@ Entry make(ConvPass pass, const Shape &xs, const Shape &ws, const Shape &ys, con
     convolution_backward_weights::primitive_desc bpd(bd, engine(), fpd);
     e.prim = convolution_backward_weights(bpd);
     e.impl = bpd.impl_info_str();
+    e.args = {arg(DNNL_ARG_SRC, e.x), arg(DNNL_ARG_DIFF_WEIGHTS, e.w),
+              arg(DNNL_ARG_DIFF_DST, e.y)};
     break;
   }
   }
@@ -117,7 +140,12 @@ std::mutex &cacheMutex() {
   return m;
 }
 
-const Entry &cached(ConvPass pass, const Shape &xs, const Shape &ws, const Shape &ys,
+std::mutex &runMutex() {
+  static std::mutex m;
+  return m;
+}
+
+Entry &cached(ConvPass pass, const Shape &xs, const Shape &ws, const Shape &ys,
                     const Window &w, int64_t groups) {
   static std::map<Key, std::unique_ptr<Entry>> cache;
   Key k = keyOf(pass, xs, ws, ys, w, groups);
@@ -150,25 +178,15 @@ void conv(ConvPass pass, float *x, const Shape &xs, float *w, const Shape &ws, f
     fill(out, numel(os), 0.0f);
     return;
   }
-  const Entry &e = cached(pass, xs, ws, ys, win, groups);
-  const int sp = win.spatial;
-  memory mx({dimsOf(xs), memory::data_type::f32, activationTag(sp)}, engine(), x);
-  memory my({dimsOf(ys), memory::data_type::f32, activationTag(sp)}, engine(), y);
-  memory mw(weightDesc(ws, sp, groups), engine(), w);
+  // The entry's memory objects are shared: one conv runs at a time (the
+  // executor runs instructions in order; the lock makes it so anyway).
+  std::lock_guard<std::mutex> lock(runMutex());
+  Entry &e = cached(pass, xs, ws, ys, win, groups);
+  e.x.set_data_handle(x);
+  e.w.set_data_handle(w);
+  e.y.set_data_handle(y);
   thread_local dnnl::stream stream(engine());
-  switch (pass) {
-  case ConvPass::Forward:
-    e.prim.execute(stream, {{DNNL_ARG_SRC, mx}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_DST, my}});
-    break;
-  case ConvPass::InputGrad:
-    e.prim.execute(stream,
-                   {{DNNL_ARG_DIFF_SRC, mx}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_DIFF_DST, my}});
-    break;
-  case ConvPass::WeightGrad:
-    e.prim.execute(stream,
-                   {{DNNL_ARG_SRC, mx}, {DNNL_ARG_DIFF_WEIGHTS, mw}, {DNNL_ARG_DIFF_DST, my}});
-    break;
-  }
+  (void)dnnl_primitive_execute(e.prim.get(), stream.get(), int(e.args.size()), e.args.data());
   stream.wait();
 }
 
