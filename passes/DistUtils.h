@@ -162,6 +162,28 @@ inline mlir::Value allReduce(mlir::OpBuilder &b, mlir::Location loc, mlir::Value
       dist::ReduceKindAttr::get(b.getContext(), kind))[0];
 }
 
+/// Sums each of `parts` (1-D tensors of one element type, such as LAMB's
+/// pairs of sums of squares) over `group` in one all-reduce: concatenated,
+/// reduced and sliced back, one collective however many parts.
+inline llvm::SmallVector<mlir::Value> allReduceSums(mlir::OpBuilder &b, mlir::Location loc,
+                                                    mlir::ValueRange parts,
+                                                    dist::GroupAttr group) {
+  if (parts.size() == 1)
+    return {allReduce(b, loc, parts[0], group, dist::ReduceKind::sum)};
+  mlir::Value all = nn::ConcatOp::create(b, loc, parts, b.getI64IntegerAttr(0));
+  mlir::Value sum = allReduce(b, loc, all, group, dist::ReduceKind::sum);
+  llvm::SmallVector<mlir::Value> out;
+  int64_t at = 0;
+  for (mlir::Value part : parts) {
+    int64_t n = mlir::cast<mlir::RankedTensorType>(part.getType()).getDimSize(0);
+    out.push_back(nn::SliceOp::create(b, loc, part.getType(), sum, b.getDenseI64ArrayAttr({at}),
+                                      b.getDenseI64ArrayAttr({at + n}),
+                                      b.getDenseI64ArrayAttr({1})));
+    at += n;
+  }
+  return out;
+}
+
 /// Chunk `rank` of the 1-D `flat`, reduced over the group.
 inline mlir::Value reduceScatter(mlir::OpBuilder &b, mlir::Location loc, mlir::Value flat,
                                  dist::GroupAttr group, dist::ReduceKind kind) {

@@ -141,6 +141,10 @@ const char *instructionOf(Operation *op) {
       .Case<nn::VocabCeSumsOp>([](Operation *) { return "nn.vocab_ce_sums"; })
       .Case<nn::VocabCeSumsGradOp>([](Operation *) { return "nn.vocab_ce_sums_grad"; })
       .Case<train::AdamOp>([](Operation *) { return "train.adam"; })
+      .Case<train::AdagradOp>([](Operation *) { return "train.adagrad"; })
+      .Case<train::LambOp>([](Operation *) { return "train.lamb"; })
+      .Case<train::LambStatsOp>([](Operation *) { return "train.lamb_stats"; })
+      .Case<train::LionOp>([](Operation *) { return "train.lion"; })
       .Case<train::ClipGradNormOp>([](Operation *) { return "train.clip_grad_norm"; })
       .Case<train::LrScheduleOp>([](Operation *) { return "train.lr_schedule"; })
       .Case<train::SgdOp>([](Operation *) { return "train.sgd"; })
@@ -774,6 +778,31 @@ private:
           instr.add_floats(o.getEps().convertToDouble());
           instr.add_floats(o.getWeightDecay().convertToDouble());
           instr.add_ints(o.getDecoupledWeightDecay());
+          instr.add_ints(o.getBiasCorrection());
+        })
+        .Case([&](train::LionOp o) {
+          instr.add_floats(o.getBeta1().convertToDouble());
+          instr.add_floats(o.getBeta2().convertToDouble());
+          instr.add_floats(o.getWeightDecay().convertToDouble());
+        })
+        .Case([&](train::AdagradOp o) {
+          instr.add_floats(o.getEps().convertToDouble());
+          instr.add_floats(o.getWeightDecay().convertToDouble());
+          instr.add_floats(o.getLrDecay().convertToDouble());
+        })
+        .Case([&](train::LambStatsOp o) {
+          instr.add_floats(o.getBeta1().convertToDouble());
+          instr.add_floats(o.getBeta2().convertToDouble());
+          instr.add_floats(o.getEps().convertToDouble());
+          instr.add_floats(o.getWeightDecay().convertToDouble());
+        })
+        .Case([&](train::LambOp o) {
+          instr.add_floats(o.getBeta1().convertToDouble());
+          instr.add_floats(o.getBeta2().convertToDouble());
+          instr.add_floats(o.getEps().convertToDouble());
+          instr.add_floats(o.getWeightDecay().convertToDouble());
+          instr.add_floats(o.getMaxCoeff().convertToDouble());
+          instr.add_floats(o.getMinCoeff().convertToDouble());
           instr.add_ints(o.getBiasCorrection());
         })
         .Case([&](train::SgdOp o) {

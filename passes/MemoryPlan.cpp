@@ -276,14 +276,11 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
       else if (auto w = dyn_cast<dist::WaitOp>(op))
         for (auto [in, out] : llvm::zip(w.getInputs(), w.getResults()))
           join(in, out); // the wait hands over the collective's buffers
-      else if (auto adam = dyn_cast<train::AdamOp>(op)) {
-        join(adam.getParam(), adam.getNewParam());
-        join(adam.getExpAvg(), adam.getNewExpAvg());
-        join(adam.getExpAvgSq(), adam.getNewExpAvgSq());
-      } else if (auto sgd = dyn_cast<train::SgdOp>(op)) {
-        join(sgd.getParam(), sgd.getNewParam());
-        if (sgd.getMomentumBuffer())
-          join(sgd.getMomentumBuffer(), sgd.getNewMomentumBuffer());
+      else if (auto update = dyn_cast<train::OptimizerUpdateOpInterface>(op)) {
+        // In place: the parameter and each state share their new value's buffer.
+        join(update.getOptParam(), update.getOptNewParam());
+        for (auto [state, updated] : llvm::zip_equal(update.getOptStates(), update.getOptNewStates()))
+          join(state->get(), updated);
       } else if (auto acc = dyn_cast<train::AccumulateOp>(op)) {
         Operation *yield = acc.getBody().front().getTerminator();
         for (unsigned i = 0; i < acc.getNumResults(); ++i)
@@ -401,7 +398,7 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
     // instead of scanning every value per update.)
     llvm::DenseMap<Value, SmallVector<Value, 4>> updatedStorage;
     for (Operation *op : order)
-      if (isa<train::AdamOp, train::SgdOp>(op))
+      if (isa<train::OptimizerUpdateOpInterface>(op))
         for (Value result : op->getResults())
           updatedStorage.try_emplace(leader(result));
     for (Value v : values) {
@@ -410,7 +407,7 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
         it->second.push_back(v);
     }
     for (Operation *op : order) {
-      if (!isa<train::AdamOp, train::SgdOp>(op))
+      if (!isa<train::OptimizerUpdateOpInterface>(op))
         continue;
       for (Value result : op->getResults())
         for (Value v : updatedStorage.find(leader(result))->second) {

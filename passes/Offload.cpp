@@ -87,15 +87,10 @@ struct Offload : impl::OffloadBase<Offload> {
       states.push_back({arg, updated, &use});
       return success();
     };
-    if (auto adam = dyn_cast<train::AdamOp>(op)) {
-      if (failed(add(adam.getExpAvgMutable(), adam.getNewExpAvg())) ||
-          failed(add(adam.getExpAvgSqMutable(), adam.getNewExpAvgSq())))
+    auto update = cast<train::OptimizerUpdateOpInterface>(op);
+    for (auto [state, updated] : llvm::zip_equal(update.getOptStates(), update.getOptNewStates()))
+      if (failed(add(*state, updated)))
         return failure();
-    } else if (auto sgd = dyn_cast<train::SgdOp>(op)) {
-      if (sgd.getMomentumBuffer() &&
-          failed(add(sgd.getMomentumBufferMutable()[0], sgd.getNewMomentumBuffer())))
-        return failure();
-    }
     return states;
   }
 
@@ -124,7 +119,7 @@ struct Offload : impl::OffloadBase<Offload> {
     // The updates in program order (they sit in the step's epilogue).
     SmallVector<Operation *> updates;
     fn.walk([&](Operation *op) {
-      if (isa<train::AdamOp, train::SgdOp>(op))
+      if (isa<train::OptimizerUpdateOpInterface>(op))
         updates.push_back(op);
     });
     if (updates.empty())

@@ -94,12 +94,24 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
     }
 
     // New arguments: one or two states per parameter, then the step.
+    // DeepSpeed's (and torch's) state names, which checkpoints keep.
     SmallVector<StringRef> stateNames;
-    if (kind == OptimizerKind::SGD) {
+    switch (kind) {
+    case OptimizerKind::SGD:
       if (momentum > 0.0)
         stateNames.push_back("momentum_buffer");
-    } else {
+      break;
+    case OptimizerKind::Lion:
+      stateNames = {"exp_avg"};
+      break;
+    case OptimizerKind::Adagrad:
+      stateNames = {"sum"};
+      break;
+    case OptimizerKind::Adam:
+    case OptimizerKind::AdamW:
+    case OptimizerKind::Lamb:
       stateNames = {"exp_avg", "exp_avg_sq"};
+      break;
     }
     // All appended in one insertArguments: one at a time, each insertion
     // copies the whole signature and argument attribute list (quadratic).
@@ -158,8 +170,34 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
     SmallVector<StringAttr> newStateNames;
     for (auto [i, u] : llvm::enumerate(updates)) {
       Value p = u.param;
+      Type t = p.getType();
       llvm::append_range(newStateNames, u.stateNames);
-      if (kind == OptimizerKind::SGD) {
+      Operation *update = nullptr;
+      if (kind == OptimizerKind::Lion) {
+        update = train::LionOp::create(b, loc, t, t, p, grads[i], u.states[0], lrValue,
+                                       b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
+                                       b.getF64FloatAttr(weightDecay));
+      } else if (kind == OptimizerKind::Adagrad) {
+        update = train::AdagradOp::create(b, loc, t, t, p, grads[i], u.states[0], lrValue, step,
+                                          b.getF64FloatAttr(eps), b.getF64FloatAttr(weightDecay),
+                                          b.getF64FloatAttr(lrDecay));
+      } else if (kind == OptimizerKind::Lamb) {
+        // The trust ratio's sums first (they read the old moments); ZeRO
+        // and tensor parallelism all-reduce them where the tensor is split.
+        Value stats = train::LambStatsOp::create(
+            b, loc, RankedTensorType::get({2}, b.getF32Type()), p, grads[i], u.states[0],
+            u.states[1], b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
+            b.getF64FloatAttr(eps), b.getF64FloatAttr(weightDecay));
+        update = train::LambOp::create(
+            b, loc, t, t, t, p, grads[i], u.states[0], u.states[1], lrValue, step, stats,
+            b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
+            b.getF64FloatAttr(weightDecay), b.getBoolAttr(biasCorrection),
+            b.getF64FloatAttr(maxCoeff), b.getF64FloatAttr(minCoeff));
+      }
+      if (update) {
+        newParams.push_back(update->getResult(0));
+        llvm::append_range(newStates, update->getResults().drop_front(1));
+      } else if (kind == OptimizerKind::SGD) {
         Value buffer = u.states.empty() ? Value() : u.states[0];
         auto op = train::SgdOp::create(
             b, loc, p.getType(), buffer ? buffer.getType() : Type(), p, grads[i], lrValue,
@@ -169,7 +207,6 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
         if (buffer)
           newStates.push_back(op.getNewMomentumBuffer());
       } else {
-        Type t = p.getType();
         auto op = train::AdamOp::create(
             b, loc, t, t, t, p, grads[i], u.states[0], u.states[1], lrValue, step,
             b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),

@@ -30,7 +30,7 @@ enum class PipelineScheduleKind { OneFOneB, ZBH1 };
 enum class RecomputeMode { None, Layers, Selective };
 
 /// Parameter updates of optimizer.
-enum class OptimizerKind { Adam, AdamW, SGD };
+enum class OptimizerKind { Adam, AdamW, SGD, Lamb, Lion, Adagrad };
 
 inline llvm::StringRef floatKindName(FloatKind k) {
   switch (k) {
@@ -73,6 +73,9 @@ inline llvm::StringRef optimizerKindName(OptimizerKind k) {
   case OptimizerKind::Adam: return "adam";
   case OptimizerKind::AdamW: return "adamw";
   case OptimizerKind::SGD: return "sgd";
+  case OptimizerKind::Lamb: return "lamb";
+  case OptimizerKind::Lion: return "lion";
+  case OptimizerKind::Adagrad: return "adagrad";
   }
   return "?";
 }
@@ -107,6 +110,9 @@ inline llvm::StringRef optimizerKindName(OptimizerKind k) {
 #define DSC_OPTIMIZER_KIND_VALUES                                                                  \
   ::llvm::cl::values(clEnumValN(::dsc::OptimizerKind::Adam, "adam", "Adam (L2 weight decay)"),     \
                      clEnumValN(::dsc::OptimizerKind::AdamW, "adamw", "AdamW (decoupled)"),        \
-                     clEnumValN(::dsc::OptimizerKind::SGD, "sgd", "SGD with momentum"))
+                     clEnumValN(::dsc::OptimizerKind::SGD, "sgd", "SGD with momentum"),            \
+                     clEnumValN(::dsc::OptimizerKind::Lamb, "lamb", "LAMB (FusedLamb)"),           \
+                     clEnumValN(::dsc::OptimizerKind::Lion, "lion", "Lion (FusedLion)"),           \
+                     clEnumValN(::dsc::OptimizerKind::Adagrad, "adagrad", "Adagrad (torch.optim)"))
 
 #endif // DSC_PASSES_PASSENUMS_H

@@ -267,13 +267,14 @@ def Optimizer : Pass<"optimizer", "mlir::ModuleOp"> {
     returns updated parameters and optimizer states: a `train.lr_schedule`
     (DeepSpeed's scheduler types and parameter names), `train.clip_grad_norm`
     by global norm when `clip` > 0 (DeepSpeed's `gradient_clipping`), and
-    one `train.adam` or `train.sgd` per parameter with DeepSpeed's
-    semantics. Adds `train.opt_state` arguments and results and the
+    one update per parameter with DeepSpeed's semantics (`train.adam`,
+    `train.sgd`, `train.lion`, `train.adagrad`, or `train.lamb` after the
+    `train.lamb_stats` of its trust ratio). Adds `train.opt_state` arguments and results and the
     `train.step` argument; returns the loss, the gradient norm and the lr.
   }];
   let options = [
     Option<"type", "type", "::dsc::OptimizerKind", "::dsc::OptimizerKind::AdamW",
-           "adam | adamw | sgd", "DSC_OPTIMIZER_KIND_VALUES">,
+           "adam | adamw | sgd | lamb | lion | adagrad", "DSC_OPTIMIZER_KIND_VALUES">,
     Option<"lr", "lr", "double", "1e-3", "learning rate (or the schedule's)">,
     Option<"beta1", "beta1", "double", "0.9", "Adam beta1">,
     Option<"beta2", "beta2", "double", "0.999", "Adam beta2">,
@@ -283,6 +284,9 @@ def Optimizer : Pass<"optimizer", "mlir::ModuleOp"> {
     Option<"momentum", "momentum", "double", "0.0", "SGD momentum">,
     Option<"dampening", "dampening", "double", "0.0", "SGD dampening">,
     Option<"nesterov", "nesterov", "bool", "false", "SGD Nesterov momentum">,
+    Option<"maxCoeff", "max-coeff", "double", "10.0", "LAMB's largest trust ratio">,
+    Option<"minCoeff", "min-coeff", "double", "0.01", "LAMB's smallest trust ratio">,
+    Option<"lrDecay", "lr-decay", "double", "0.0", "Adagrad's lr decay">,
     Option<"clip", "clip", "double", "0.0", "max global gradient norm (0: no clipping)">,
     Option<"schedule", "schedule", "std::string", "\"constant\"", "lr schedule type">,
     ListOption<"scheduleParams", "schedule-params", "std::string",

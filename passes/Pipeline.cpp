@@ -107,6 +107,9 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &o) 
   opt.momentum = o.momentum;
   opt.dampening = o.dampening;
   opt.nesterov = o.nesterov;
+  opt.maxCoeff = o.maxCoeff;
+  opt.minCoeff = o.minCoeff;
+  opt.lrDecay = o.lrDecay;
   opt.clip = o.clip;
   opt.schedule = o.lrSchedule;
   for (const std::string &param : o.lrScheduleParams)
@@ -197,9 +200,12 @@ void setTrainPipelineOptions(TrainPipelineOptions &o, const dsrt::config::TrainC
   o.recomputeCheckpoints = r.numberCheckpoints;
   o.recomputeLimit = r.limit;
   const auto &opt = cfg.optimizer;
-  o.optimizer = opt.type == "SGD" ? OptimizerKind::SGD
-                : opt.decoupled   ? OptimizerKind::AdamW
-                                  : OptimizerKind::Adam;
+  o.optimizer = opt.type == "SGD"       ? OptimizerKind::SGD
+                : opt.type == "Lamb"    ? OptimizerKind::Lamb
+                : opt.type == "Lion"    ? OptimizerKind::Lion
+                : opt.type == "Adagrad" ? OptimizerKind::Adagrad
+                : opt.decoupled         ? OptimizerKind::AdamW
+                                        : OptimizerKind::Adam;
   o.lr = opt.lr;
   o.beta1 = opt.beta1;
   o.beta2 = opt.beta2;
@@ -209,6 +215,9 @@ void setTrainPipelineOptions(TrainPipelineOptions &o, const dsrt::config::TrainC
   o.momentum = opt.momentum;
   o.dampening = opt.dampening;
   o.nesterov = opt.nesterov;
+  o.maxCoeff = opt.maxCoeff;
+  o.minCoeff = opt.minCoeff;
+  o.lrDecay = opt.lrDecay;
   o.clip = cfg.gradientClipping;
   o.lrSchedule = cfg.scheduler.type.empty() ? "constant" : cfg.scheduler.type;
   o.lrScheduleParams.clear();

@@ -90,6 +90,12 @@ struct TrainPipelineOptions : mlir::PassPipelineOptions<TrainPipelineOptions> {
                            llvm::cl::init(0.0)};
   Option<bool> nesterov{*this, "nesterov", llvm::cl::desc("SGD Nesterov momentum"),
                         llvm::cl::init(false)};
+  Option<double> maxCoeff{*this, "max-coeff", llvm::cl::desc("LAMB's largest trust ratio"),
+                          llvm::cl::init(10.0)};
+  Option<double> minCoeff{*this, "min-coeff", llvm::cl::desc("LAMB's smallest trust ratio"),
+                          llvm::cl::init(0.01)};
+  Option<double> lrDecay{*this, "lr-decay", llvm::cl::desc("Adagrad's lr decay"),
+                         llvm::cl::init(0.0)};
   Option<double> clip{*this, "clip", llvm::cl::desc("max global gradient norm (0: none)"),
                       llvm::cl::init(0.0)};
   Option<std::string> lrSchedule{*this, "lr-schedule",

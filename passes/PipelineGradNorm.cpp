@@ -40,7 +40,7 @@ struct PipelineGradNorm : impl::PipelineGradNormBase<PipelineGradNorm> {
   /// its update (train.adam / train.sgd) reads such an argument.
   static bool isTiedCopy(func::FuncOp fn, Value clipped) {
     for (Operation *user : clipped.getUsers())
-      if (isa<train::AdamOp, train::SgdOp>(user))
+      if (isa<train::OptimizerUpdateOpInterface>(user))
         if (auto a = dyn_cast<BlockArgument>(user->getOperand(0)))
           return static_cast<bool>(fn.getArgAttr(a.getArgNumber(), distutil::kTiedCopy));
     return false;

@@ -45,7 +45,7 @@ SmallVector<bool> gradsOfParamsWith(func::FuncOp fn, train::ClipGradNormOp clip,
                                     StringRef attr) {
   SmallVector<bool> marked(clip.getGrads().size(), false);
   fn.walk([&](Operation *op) {
-    if (!isa<train::AdamOp, train::SgdOp>(op))
+    if (!isa<train::OptimizerUpdateOpInterface>(op))
       return;
     BlockArgument arg = updatedParam(fn, op);
     auto grad = dyn_cast<OpResult>(op->getOperand(1));
@@ -245,8 +245,9 @@ struct TensorParallelLower : impl::TensorParallelLowerBase<TensorParallelLower> 
     });
     // A split parameter's optimizer states are split alike (under ZeRO
     // both split and sharded: each rank's chunk of its tp part).
+    SmallVector<train::LambOp> splitLambs;
     fn.walk([&](Operation *op) {
-      if (!isa<train::AdamOp, train::SgdOp>(op))
+      if (!isa<train::OptimizerUpdateOpInterface>(op))
         return;
       BlockArgument arg = updatedParam(fn, op);
       if (!arg)
@@ -254,15 +255,44 @@ struct TensorParallelLower : impl::TensorParallelLowerBase<TensorParallelLower> 
       Attribute split = fn.getArgAttr(arg.getArgNumber(), "dist.tp_split");
       if (!split)
         return;
-      SmallVector<Value> states;
-      if (auto adam = dyn_cast<train::AdamOp>(op))
-        states = {adam.getExpAvg(), adam.getExpAvgSq()};
-      else if (Value m = cast<train::SgdOp>(op).getMomentumBuffer())
-        states = {m};
-      for (Value st : states)
-        if (auto sa = dyn_cast<BlockArgument>(st); sa && sa.getOwner()->getParentOp() == fn)
+      for (OpOperand *st : cast<train::OptimizerUpdateOpInterface>(op).getOptStates())
+        if (auto sa = dyn_cast<BlockArgument>(st->get()); sa && sa.getOwner()->getParentOp() == fn)
           fn.setArgAttr(sa.getArgNumber(), "dist.tp_split", split);
+      // LAMB's trust ratio is of the whole tensor: its part's sums of
+      // squares are summed over the group.
+      if (auto lamb = dyn_cast<train::LambOp>(op))
+        splitLambs.push_back(lamb);
     });
+    // One all-reduce for all of them, before the first update.
+    if (!splitLambs.empty()) {
+      if (!group)
+        return splitLambs[0].emitOpError(
+            "tensor-parallel-lower: a split parameter but no tp group");
+      Operation *first = splitLambs[0];
+      SmallVector<Value> partial;
+      for (train::LambOp lamb : splitLambs) {
+        if (lamb->getBlock() != first->getBlock())
+          return lamb.emitOpError("tensor-parallel-lower: the LAMB updates are not in one block");
+        if (lamb->isBeforeInBlock(first))
+          first = lamb;
+        partial.push_back(lamb.getStats());
+      }
+      // Each update's train.lamb_stats sits right before it: the sums
+      // move before the first update (they read the parameters, clipped
+      // gradients and states, all defined before the updates).
+      for (Value v : partial)
+        if (Operation *def = v.getDefiningOp();
+            def && def->getBlock() == first->getBlock() && first->isBeforeInBlock(def)) {
+          if (!isa<train::LambStatsOp>(def))
+            return def->emitOpError("tensor-parallel-lower: LAMB's sums come after its first "
+                                    "update and are not a train.lamb_stats");
+          def->moveBefore(first);
+        }
+      b.setInsertionPoint(first);
+      for (auto [lamb, sum] :
+           llvm::zip_equal(splitLambs, distutil::allReduceSums(b, first->getLoc(), partial, *group)))
+        lamb.getStatsMutable().assign(sum);
+    }
     regatherForBackward(fn);
     lowerSequenceParallel(fn, group);
     // The global gradient norm: a split parameter's gradient is split too,

@@ -156,7 +156,7 @@ struct Zero : impl::ZeroBase<Zero> {
     // 1. The parameters and their updates.
     SmallVector<Param> params;
     for (Operation &op : top) {
-      if (!isa<train::AdamOp, train::SgdOp>(op))
+      if (!isa<train::OptimizerUpdateOpInterface>(op))
         continue;
       Param p;
       p.update = &op;
@@ -273,7 +273,9 @@ struct Zero : impl::ZeroBase<Zero> {
           SmallVector<OpOperand *> uses;
           Operation *first = nullptr;
           for (OpOperand &use : source.getUses()) {
-            if (use.getOwner() == p.update || (p.low && use.getOwner() == p.low.getDefiningOp()))
+            // (The update and LAMB's sums read the owned chunk, rebuilt below.)
+            if (use.getOwner() == p.update || isa<train::LambStatsOp>(use.getOwner()) ||
+                (p.low && use.getOwner() == p.low.getDefiningOp()))
               continue;
             uses.push_back(&use);
             Operation *o = top.findAncestorOpInBlock(*use.getOwner());
@@ -331,26 +333,64 @@ struct Zero : impl::ZeroBase<Zero> {
 
     // 5. Updates of the owned chunks.
     auto ret = cast<func::ReturnOp>(top.getTerminator());
+    b.setInsertionPoint(clip);
+    // The owned chunk of each parameter, made where its update goes (or
+    // before LAMB's sums, which read it).
+    SmallVector<Value> owned(params.size());
+    auto ownedChunk = [&](size_t i) {
+      const Param &p = params[i];
+      if (!owned[i])
+        owned[i] = p.partitioned ? Value(p.arg)
+                                 : Value(dist::ChunkOp::create(
+                                       b, loc, p.chunkType, distutil::flatten(b, loc, p.arg), group));
+      return owned[i];
+    };
     for (Param &p : params) {
-      ++numChunkUpdates;
-      numPartitioned += p.partitioned;
-      b.setInsertionPoint(clip);
-      Value owned = p.arg;
-      if (!p.partitioned)
-        owned = dist::ChunkOp::create(b, loc, p.chunkType,
-                                      distutil::flatten(b, loc, p.arg), group);
-      Operation *update = b.clone(*p.update);
-      update->setOperand(0, owned);
-      update->setOperand(1, newClip.getClipped()[p.gradIndex]);
-      for (OpResult r : update->getResults())
-        r.setType(p.chunkType);
-      // States: the operands after param and grad that are arguments.
-      for (OpOperand &o : p.update->getOpOperands()) {
-        auto a = dyn_cast<BlockArgument>(o.get());
+      // States: the update's state operands, arguments.
+      for (OpOperand *o : cast<train::OptimizerUpdateOpInterface>(p.update).getOptStates()) {
+        auto a = dyn_cast<BlockArgument>(o->get());
         if (a && fn.getArgAttr(a.getArgNumber(), TrainDialect::kOptState) &&
             !fn.getArgAttr(a.getArgNumber(), distutil::kShardOf))
           shardArgument(fn, a, cast<RankedTensorType>(a.getType()), p.chunkType);
       }
+    }
+    // LAMB's trust ratios are of whole tensors: each chunk's sums of
+    // squares, summed over the ranks in one all-reduce (as the clipping
+    // norm's are) before the first update.
+    SmallVector<Operation *> deadStats;
+    SmallVector<Value> lambStats(params.size());
+    {
+      SmallVector<Value> partial;
+      SmallVector<size_t> of;
+      for (auto [i, p] : llvm::enumerate(params)) {
+        auto lamb = dyn_cast<train::LambOp>(p.update);
+        if (!lamb)
+          continue;
+        auto old = lamb.getStats().getDefiningOp<train::LambStatsOp>();
+        if (!old)
+          return lamb.emitOpError("zero: the trust ratio's sums do not come from train.lamb_stats");
+        partial.push_back(train::LambStatsOp::create(
+            b, loc, old.getType(), ownedChunk(i), newClip.getClipped()[p.gradIndex], lamb.getExpAvg(),
+            lamb.getExpAvgSq(), old.getBeta1Attr(), old.getBeta2Attr(), old.getEpsAttr(),
+            old.getWeightDecayAttr()));
+        of.push_back(i);
+        deadStats.push_back(old);
+      }
+      if (!partial.empty())
+        for (auto [k, sum] : llvm::enumerate(distutil::allReduceSums(b, loc, partial, group)))
+          lambStats[of[k]] = sum;
+    }
+    for (auto [i, p] : llvm::enumerate(params)) {
+      ++numChunkUpdates;
+      numPartitioned += p.partitioned;
+      Value chunk = ownedChunk(i);
+      Operation *update = b.clone(*p.update);
+      update->setOperand(0, chunk);
+      update->setOperand(1, newClip.getClipped()[p.gradIndex]);
+      if (lambStats[i])
+        cast<train::LambOp>(update).getStatsMutable().assign(lambStats[i]);
+      for (OpResult r : update->getResults())
+        r.setType(p.chunkType);
       Value newParam = update->getResult(0);
       if (!p.partitioned) {
         newParam = distutil::allGather(b, loc, newParam, p.numel, group);
@@ -368,6 +408,8 @@ struct Zero : impl::ZeroBase<Zero> {
     // 6. Erase the replaced ops (users first) and retype the function.
     for (Param &p : params)
       p.update->erase();
+    for (Operation *op : deadStats)
+      op->erase();
     if (!clip->use_empty())
       return clip.emitOpError("zero: the unpartitioned gradients are still used");
     clip->erase();

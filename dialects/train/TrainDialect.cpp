@@ -10,6 +10,7 @@ using namespace mlir;
 using namespace dsc::train;
 
 #include "dialects/train/TrainDialect.cpp.inc"
+#include "dialects/train/TrainInterfaces.cpp.inc"
 
 void TrainDialect::initialize() {
   addOperations<
@@ -152,6 +153,17 @@ LogicalResult SgdOp::verify() {
   return success();
 }
 
+SmallVector<OpOperand *> SgdOp::getOptStates() {
+  SmallVector<OpOperand *> states;
+  for (OpOperand &o : getMomentumBufferMutable())
+    states.push_back(&o);
+  return states;
+}
+
+SmallVector<OpOperand *> AdamOp::getOptStates() {
+  return {&getExpAvgMutable(), &getExpAvgSqMutable()};
+}
+
 LogicalResult AdamOp::verify() {
   if (failed(checkRate(*this, "beta1", getBeta1().convertToDouble(), 0.0, 1.0)) ||
       failed(checkRate(*this, "beta2", getBeta2().convertToDouble(), 0.0, 1.0)) ||
@@ -160,6 +172,75 @@ LogicalResult AdamOp::verify() {
     return failure();
   if (!(getEps().convertToDouble() > 0.0))
     return emitOpError("eps must be positive");
+  return success();
+}
+
+SmallVector<OpOperand *> LionOp::getOptStates() { return {&getExpAvgMutable()}; }
+
+LogicalResult LionOp::verify() {
+  if (failed(checkRate(*this, "beta1", getBeta1().convertToDouble(), 0.0, 1.0)) ||
+      failed(checkRate(*this, "beta2", getBeta2().convertToDouble(), 0.0, 1.0)) ||
+      failed(checkRate(*this, "weight_decay", getWeightDecay().convertToDouble(), 0.0, 1e30)))
+    return failure();
+  return success();
+}
+
+SmallVector<OpOperand *> AdagradOp::getOptStates() { return {&getSumMutable()}; }
+
+LogicalResult AdagradOp::verify() {
+  if (failed(checkRate(*this, "weight_decay", getWeightDecay().convertToDouble(), 0.0, 1e30)) ||
+      failed(checkRate(*this, "lr_decay", getLrDecay().convertToDouble(), 0.0, 1e30)))
+    return failure();
+  if (!(getEps().convertToDouble() > 0.0))
+    return emitOpError("eps must be positive");
+  return success();
+}
+
+/// LAMB's hyperparameters, shared by train.lamb and train.lamb_stats.
+static LogicalResult verifyLambRates(Operation *op, double beta1, double beta2, double eps,
+                                     double weightDecay) {
+  if (failed(checkRate(op, "beta1", beta1, 0.0, 1.0)) ||
+      failed(checkRate(op, "beta2", beta2, 0.0, 1.0)) ||
+      failed(checkRate(op, "weight_decay", weightDecay, 0.0, 1e30)))
+    return failure();
+  if (!(eps > 0.0))
+    return op->emitOpError("eps must be positive");
+  return success();
+}
+
+static bool isPairOfSums(Type t) {
+  auto tensor = cast<RankedTensorType>(t);
+  return tensor.getRank() == 1 && tensor.getDimSize(0) == 2;
+}
+
+LogicalResult LambStatsOp::verify() {
+  if (!isPairOfSums(getSums().getType()))
+    return emitOpError("result must be tensor<2xf32> (the squares of the parameter and of "
+                       "the update), got ")
+           << getSums().getType();
+  return verifyLambRates(*this, getBeta1().convertToDouble(), getBeta2().convertToDouble(),
+                         getEps().convertToDouble(), getWeightDecay().convertToDouble());
+}
+
+SmallVector<OpOperand *> LambOp::getOptStates() {
+  return {&getExpAvgMutable(), &getExpAvgSqMutable()};
+}
+
+LogicalResult LambOp::verify() {
+  if (!isPairOfSums(getStats().getType()))
+    return emitOpError("stats must be tensor<2xf32> (train.lamb_stats), got ")
+           << getStats().getType();
+  if (failed(verifyLambRates(*this, getBeta1().convertToDouble(), getBeta2().convertToDouble(),
+                             getEps().convertToDouble(), getWeightDecay().convertToDouble())))
+    return failure();
+  double lo = getMinCoeff().convertToDouble(), hi = getMaxCoeff().convertToDouble();
+  if (!(lo >= 0.0 && lo <= hi))
+    return emitOpError("needs 0 <= min_coeff <= max_coeff, got min_coeff = ")
+           << lo << ", max_coeff = " << hi;
+  if (auto stats = getStats().getDefiningOp<LambStatsOp>())
+    if (stats.getBeta1() != getBeta1() || stats.getBeta2() != getBeta2() ||
+        stats.getEps() != getEps() || stats.getWeightDecay() != getWeightDecay())
+      return emitOpError("its train.lamb_stats has other betas, eps or weight_decay");
   return success();
 }
 

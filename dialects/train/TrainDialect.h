@@ -10,6 +10,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "dialects/train/TrainDialect.h.inc"
+#include "dialects/train/TrainInterfaces.h.inc"
 #define GET_OP_CLASSES
 #include "dialects/train/TrainOps.h.inc"
 

@@ -5,6 +5,7 @@
 include "mlir/IR/OpBase.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"
+include "dialects/train/TrainInterfaces.td"
 
 def Train_Dialect : Dialect {
   let name = "train";
@@ -72,7 +73,10 @@ def Train_ScalarI64 : 0DTensorOf<[I64]>,
 // Optimizer updates
 //===----------------------------------------------------------------------===//
 
-def Train_SgdOp : Train_Op<"sgd", [Pure,
+// Updates with optimizer states declare which operands they are.
+defvar OptimizerUpdate = DeclareOpInterfaceMethods<Train_OptimizerUpdateOpInterface>;
+
+def Train_SgdOp : Train_Op<"sgd", [Pure, OptimizerUpdate,
     AllTypesMatch<["param", "grad", "new_param"]>]> {
   let summary = "SGD step with optional momentum, dampening, Nesterov and L2 decay";
   let description = [{
@@ -97,7 +101,7 @@ def Train_SgdOp : Train_Op<"sgd", [Pure,
   let hasVerifier = 1;
 }
 
-def Train_AdamOp : Train_Op<"adam", [Pure,
+def Train_AdamOp : Train_Op<"adam", [Pure, OptimizerUpdate,
     AllTypesMatch<["param", "grad", "exp_avg", "exp_avg_sq",
                    "new_param", "new_exp_avg", "new_exp_avg_sq"]>]> {
   let summary = "Adam / AdamW step with DeepSpeed's semantics";
@@ -124,6 +128,98 @@ def Train_AdamOp : Train_Op<"adam", [Pure,
   let assemblyFormat = [{
     $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $lr `,` $step attr-dict
       `:` type($param)
+  }];
+  let hasVerifier = 1;
+}
+
+def Train_LionOp : Train_Op<"lion", [Pure, OptimizerUpdate,
+    AllTypesMatch<["param", "grad", "exp_avg", "new_param", "new_exp_avg"]>]> {
+  let summary = "Lion step with DeepSpeed's FusedLion semantics";
+  let description = [{
+    `c = b1 m + (1-b1) g`; `p = p (1 - lr wd) + (c > 0 ? -lr : lr)`;
+    `m = b2 m + (1-b2) g`, in float32 as DeepSpeed's FusedLion kernel
+    (edaa722 csrc/lion/multi_tensor_lion.cu): a `c` of zero (or NaN) moves
+    the parameter by +lr, and the decay multiplies even when wd is 0.
+  }];
+  let arguments = (ins Train_FloatTensor:$param, Train_FloatTensor:$grad,
+                       Train_FloatTensor:$exp_avg, Train_ScalarF32:$lr,
+                       DefaultValuedAttr<F64Attr, "0.9">:$beta1,
+                       DefaultValuedAttr<F64Attr, "0.999">:$beta2,
+                       DefaultValuedAttr<F64Attr, "0.0">:$weight_decay);
+  let results = (outs Train_FloatTensor:$new_param, Train_FloatTensor:$new_exp_avg);
+  let assemblyFormat = "$param `,` $grad `,` $exp_avg `,` $lr attr-dict `:` type($param)";
+  let hasVerifier = 1;
+}
+
+def Train_AdagradOp : Train_Op<"adagrad", [Pure, OptimizerUpdate,
+    AllTypesMatch<["param", "grad", "sum", "new_param", "new_sum"]>]> {
+  let summary = "Adagrad step with torch.optim.Adagrad's semantics";
+  let description = [{
+    What DeepSpeed builds for "Adagrad" without offload: with weight decay
+    `g += wd p`; `clr = lr / (1 + (step-1) lr_decay)`; `sum += g^2`;
+    `p -= clr g / (sqrt(sum) + eps)`. `step` counts from 1.
+  }];
+  let arguments = (ins Train_FloatTensor:$param, Train_FloatTensor:$grad,
+                       Train_FloatTensor:$sum, Train_ScalarF32:$lr, Train_ScalarI64:$step,
+                       DefaultValuedAttr<F64Attr, "1e-10">:$eps,
+                       DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
+                       DefaultValuedAttr<F64Attr, "0.0">:$lr_decay);
+  let results = (outs Train_FloatTensor:$new_param, Train_FloatTensor:$new_sum);
+  let assemblyFormat = "$param `,` $grad `,` $sum `,` $lr `,` $step attr-dict `:` type($param)";
+  let hasVerifier = 1;
+}
+
+def Train_LambStatsOp : Train_Op<"lamb_stats", [Pure,
+    AllTypesMatch<["param", "grad", "exp_avg", "exp_avg_sq"]>]> {
+  let summary = "the sums of squares behind one LAMB trust ratio";
+  let description = [{
+    `[sum(p^2), sum(u^2)]` over the elements given, where
+    `u = m' / (sqrt(v') + eps) + wd p` and `m'`, `v'` are the moments
+    train.lamb will write (it computes them again; this op writes nothing).
+    Over a chunk (ZeRO) or a tensor-parallel part the sums are partial and
+    the passes all-reduce them before train.lamb reads them.
+  }];
+  let arguments = (ins Train_FloatTensor:$param, Train_FloatTensor:$grad,
+                       Train_FloatTensor:$exp_avg, Train_FloatTensor:$exp_avg_sq,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps, F64Attr:$weight_decay);
+  let results = (outs 1DTensorOf<[F32]>:$sums);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq attr-dict `:` type($param) `->` type($sums)
+  }];
+  let hasVerifier = 1;
+}
+
+def Train_LambOp : Train_Op<"lamb", [Pure, OptimizerUpdate,
+    AllTypesMatch<["param", "grad", "exp_avg", "exp_avg_sq",
+                   "new_param", "new_exp_avg", "new_exp_avg_sq"]>]> {
+  let summary = "LAMB step with DeepSpeed's FusedLamb semantics";
+  let description = [{
+    DeepSpeed's FusedLamb (edaa722 csrc/lamb/fused_lamb_cuda_kernel.cu):
+    `m = b1 m + (1-b1) g`, `v = b2 v + (1-b2) g^2`,
+    `u = m / (sqrt(v) + eps) + wd p`; the trust ratio
+    `r = clamp(|p| / |u|, min_coeff, max_coeff)`, or 1 when either norm is
+    0, from `stats` = `[|p|^2, |u|^2]` of the whole tensor
+    (train.lamb_stats, summed over the ranks that hold parts of it); then
+    `p -= step_size r u` with `step_size = lr sqrt(1 - b2^t) / (1 - b1^t)`
+    under bias correction, `lr` without. `step` counts from 1.
+  }];
+  let arguments = (ins Train_FloatTensor:$param, Train_FloatTensor:$grad,
+                       Train_FloatTensor:$exp_avg, Train_FloatTensor:$exp_avg_sq,
+                       Train_ScalarF32:$lr, Train_ScalarI64:$step,
+                       1DTensorOf<[F32]>:$stats,
+                       DefaultValuedAttr<F64Attr, "0.9">:$beta1,
+                       DefaultValuedAttr<F64Attr, "0.999">:$beta2,
+                       DefaultValuedAttr<F64Attr, "1e-8">:$eps,
+                       DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
+                       DefaultValuedAttr<BoolAttr, "true">:$bias_correction,
+                       DefaultValuedAttr<F64Attr, "10.0">:$max_coeff,
+                       DefaultValuedAttr<F64Attr, "0.01">:$min_coeff);
+  let results = (outs Train_FloatTensor:$new_param,
+                      Train_FloatTensor:$new_exp_avg,
+                      Train_FloatTensor:$new_exp_avg_sq);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $lr `,` $step `,` $stats attr-dict
+      `:` type($param) `,` type($stats)
   }];
   let hasVerifier = 1;
 }

@@ -126,6 +126,15 @@ TrainConfig applyCompileFlags(TrainConfig cfg, const CompileFlags &f, const Comp
         std::to_string(cfg.zero.stage) + (f.zeroStage ? " (--zero)" : "") +
         " (DeepSpeed ignores it below stage 3; dsc does not accept what it would ignore): set "
         "zero_optimization.stage to 3 (or --zero 3), or remove offload_param");
+  // LAMB's trust ratio reads the whole tensor's moments before its update
+  // writes them; the offload tiers fetch a state for its update alone.
+  if (cfg.optimizer.type == "Lamb" && cfg.zero.offloadOptimizer != ZeroConfig::OffloadDevice::None)
+    throw ConfigError((in.haveConfig ? f.configPath : std::string("--config")) +
+                      ": optimizer Lamb with zero_optimization.offload_optimizer: dsc does not "
+                      "offload LAMB's moments yet (its trust ratio reads them before the update "
+                      "that the offload tier fetches them for; DeepSpeed has no CPU LAMB "
+                      "either). Keep the optimizer states on the device (remove "
+                      "offload_optimizer), or use Adam, AdamW, SGD, Lion or Adagrad with it");
   if ((f.schedule || f.partition) && cfg.pipeline.stages <= 1)
     throw ConfigError(std::string(f.schedule ? "--schedule" : "--partition") +
                       ": applies to a pipeline; give --pp P (or pipeline.stages in the "

@@ -313,7 +313,8 @@ bool OptimizerConfig::operator==(const OptimizerConfig &o) const {
          eps == o.eps && weightDecay == o.weightDecay &&
          momentum == o.momentum && dampening == o.dampening &&
          nesterov == o.nesterov && decoupled == o.decoupled &&
-         biasCorrection == o.biasCorrection && torchAdam == o.torchAdam;
+         biasCorrection == o.biasCorrection && torchAdam == o.torchAdam &&
+         maxCoeff == o.maxCoeff && minCoeff == o.minCoeff && lrDecay == o.lrDecay;
 }
 
 double SchedulerConfig::param(const std::string &name) const {
@@ -538,6 +539,20 @@ std::string toJson(const TrainConfig &cfg) {
     op["dampening"] = o.dampening;
     op["weight_decay"] = o.weightDecay;
     op["nesterov"] = o.nesterov;
+  } else if (o.type == "Lamb") {
+    op["betas"] = {o.beta1, o.beta2};
+    op["eps"] = o.eps;
+    op["weight_decay"] = o.weightDecay;
+    op["bias_correction"] = o.biasCorrection;
+    op["max_coeff"] = o.maxCoeff;
+    op["min_coeff"] = o.minCoeff;
+  } else if (o.type == "Lion") {
+    op["betas"] = {o.beta1, o.beta2};
+    op["weight_decay"] = o.weightDecay;
+  } else if (o.type == "Adagrad") {
+    op["lr_decay"] = o.lrDecay;
+    op["weight_decay"] = o.weightDecay;
+    op["eps"] = o.eps;
   } else {
     op["betas"] = {o.beta1, o.beta2};
     op["eps"] = o.eps;

@@ -93,13 +93,15 @@ public:
 };
 
 struct OptimizerConfig {
-  /// Canonical name: "Adam", "AdamW" or "SGD".
+  /// Canonical name: "Adam", "AdamW", "SGD", "Lamb", "Lion" or "Adagrad".
   std::string type = "AdamW";
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8; // Adam/AdamW
   double weightDecay = 0.0;
   double momentum = 0.0, dampening = 0.0; // SGD
   bool nesterov = false;                  // SGD
+  double maxCoeff = 10.0, minCoeff = 0.01; // Lamb: the trust ratio's clamp
+  double lrDecay = 0.0;                    // Adagrad
   /// Decoupled weight decay (AdamW semantics); false means L2 added to the
   /// gradient (torch.optim.Adam semantics). Always false for SGD.
   bool decoupled = true;

@@ -22,11 +22,21 @@ const std::vector<std::string> kAdamParams = {
     "adam_w_mode", "bias_correction", "torch_adam"};
 const std::vector<std::string> kSgdParams = {"lr", "momentum", "dampening",
                                              "weight_decay", "nesterov"};
-const std::vector<std::string> kOptimizerTypes = {"Adam", "AdamW", "SGD"};
-/// DeepSpeed's own optimizers (config.py DEEPSPEED_OPTIMIZERS) beyond Adam(W).
+/// FusedLamb's constructor (DeepSpeed edaa722 ops/lamb/fused_lamb.py).
+const std::vector<std::string> kLambParams = {
+    "lr",           "bias_correction", "betas",     "eps",      "eps_inside_sqrt",
+    "weight_decay", "max_coeff",       "min_coeff", "amsgrad"};
+/// FusedLion's (ops/lion/fused_lion.py).
+const std::vector<std::string> kLionParams = {"lr", "betas", "weight_decay"};
+/// torch.optim.Adagrad's, which DeepSpeed builds without offload.
+const std::vector<std::string> kAdagradParams = {"lr", "lr_decay", "weight_decay",
+                                                 "initial_accumulator_value", "eps"};
+const std::vector<std::string> kOptimizerTypes = {"Adam", "AdamW", "SGD", "Lamb", "Lion",
+                                                  "Adagrad"};
+/// DeepSpeed's own optimizers (config.py DEEPSPEED_OPTIMIZERS) dsc does not
+/// build yet.
 const std::vector<std::string> kOtherDeepSpeedOptimizers = {
-    "adagrad", "lamb",    "onebitadam", "zerooneadam", "onebitlamb",
-    "muadam",  "muadamw", "musgd",      "lion",        "muon"};
+    "onebitadam", "zerooneadam", "onebitlamb", "muadam", "muadamw", "musgd", "muon"};
 
 std::string resolveOptimizerType(const Section &opt, const std::string &name) {
   // config.py lower-cases names in DEEPSPEED_OPTIMIZERS; anything else goes
@@ -38,6 +48,12 @@ std::string resolveOptimizerType(const Section &opt, const std::string &name) {
     return "AdamW";
   if (name == "SGD")
     return "SGD";
+  if (l == "lamb")
+    return "Lamb";
+  if (l == "lion")
+    return "Lion";
+  if (l == "adagrad")
+    return "Adagrad";
   if (std::find(kOtherDeepSpeedOptimizers.begin(),
                 kOtherDeepSpeedOptimizers.end(),
                 l) != kOtherDeepSpeedOptimizers.end())
@@ -69,24 +85,89 @@ void readOptimizer(const Section &top, OptimizerConfig &o) {
 
   Section params = opt.optionalObject("params");
   bool sgd = o.type == "SGD";
-  const std::vector<std::string> &known = sgd ? kSgdParams : kAdamParams;
-  const std::vector<std::string> &other = sgd ? kAdamParams : kSgdParams;
+  const std::vector<std::string> &known = sgd                 ? kSgdParams
+                                          : o.type == "Lamb"    ? kLambParams
+                                          : o.type == "Lion"    ? kLionParams
+                                          : o.type == "Adagrad" ? kAdagradParams
+                                                                : kAdamParams;
   params.checkKeys(known, [&](const std::string &key) -> std::string {
     if (key == "max_grad_norm")
       return "'" + params.path(key) +
              "' is not supported as an optimizer parameter, please switch to "
              "using the deepspeed parameter 'gradient_clipping' (engine.py "
              "rejects it too)";
-    if (std::find(other.begin(), other.end(), key) != other.end())
+    // A key of another optimizer: say whose.
+    static const std::vector<std::pair<const char *, const std::vector<std::string> *>> owners = {
+        {"Adam/AdamW", &kAdamParams}, {"SGD", &kSgdParams},  {"Lamb", &kLambParams},
+        {"Lion", &kLionParams},       {"Adagrad", &kAdagradParams}};
+    std::vector<std::string> whose;
+    for (const auto &[owner, keys] : owners)
+      if (std::find(keys->begin(), keys->end(), key) != keys->end())
+        whose.push_back(owner);
+    if (!whose.empty())
       return "'" + params.path(key) + "' is not a parameter of " + o.type +
-             " (it belongs to " + (sgd ? "Adam/AdamW" : "SGD") + ")" +
-             didYouMean(key, known);
+             " (it belongs to " + join(whose) + ")" + didYouMean(key, known);
     return "";
   });
 
-  o.lr = params.number("lr").value_or(1e-3);
+  // The default lr: FusedAdam's, FusedLamb's and FusedLion's 1e-3;
+  // torch.optim.Adagrad's 1e-2. (SGD has none in torch; DeepSpeed's
+  // config.py default, 1e-3, fills it.)
+  o.lr = params.number("lr").value_or(o.type == "Adagrad" ? 1e-2 : 1e-3);
   params.atLeast("lr", o.lr, 0);
-  if (sgd) {
+  auto readBetas = [&] {
+    if (!params.has("betas"))
+      return;
+    const json &b = params.raw("betas");
+    if (!b.is_array() || b.size() != 2 || !b[0].is_number() || !b[1].is_number())
+      params.fail("'optimizer.params.betas' must be an array of two "
+                  "numbers, got " +
+                  shown(b));
+    o.beta1 = b[0].get<double>();
+    o.beta2 = b[1].get<double>();
+    for (double beta : {o.beta1, o.beta2})
+      if (!(beta >= 0 && beta < 1))
+        params.fail("'optimizer.params.betas' must lie in [0, 1), got [" +
+                    formatNumber(o.beta1) + ", " + formatNumber(o.beta2) + "]");
+  };
+  if (o.type == "Lamb") {
+    o.decoupled = false;
+    o.biasCorrection = params.boolean("bias_correction").value_or(true);
+    o.eps = params.number("eps").value_or(1e-8);
+    if (!(o.eps > 0))
+      params.fail("'optimizer.params.eps' must be > 0, got " + formatNumber(o.eps));
+    if (params.boolean("eps_inside_sqrt").value_or(false))
+      params.fail("'optimizer.params.eps_inside_sqrt': true is FusedLamb's other eps mode "
+                  "(sqrt(v + eps)); dsc implements the default, eps added after the square "
+                  "root. Remove the key or set it to false");
+    // FusedLamb raises RuntimeError('FusedLamb does not support the AMSGrad variant.').
+    if (params.boolean("amsgrad").value_or(false))
+      params.fail("'optimizer.params.amsgrad': FusedLamb does not support the AMSGrad "
+                  "variant (DeepSpeed raises the same error); remove the key");
+    readBetas();
+    o.maxCoeff = params.number("max_coeff").value_or(10.0);
+    o.minCoeff = params.number("min_coeff").value_or(0.01);
+    params.atLeast("min_coeff", o.minCoeff, 0);
+    if (o.minCoeff > o.maxCoeff)
+      params.fail("'optimizer.params.min_coeff' (" + formatNumber(o.minCoeff) +
+                  ") must not exceed 'optimizer.params.max_coeff' (" +
+                  formatNumber(o.maxCoeff) + "): they clamp LAMB's trust ratio");
+  } else if (o.type == "Lion") {
+    o.decoupled = true;
+    readBetas();
+  } else if (o.type == "Adagrad") {
+    o.decoupled = false;
+    o.eps = params.number("eps").value_or(1e-10);
+    if (!(o.eps > 0))
+      params.fail("'optimizer.params.eps' must be > 0, got " + formatNumber(o.eps));
+    o.lrDecay = params.number("lr_decay").value_or(0.0);
+    params.atLeast("lr_decay", o.lrDecay, 0);
+    double initial = params.number("initial_accumulator_value").value_or(0.0);
+    if (initial != 0)
+      params.fail("'optimizer.params.initial_accumulator_value' is " + formatNumber(initial) +
+                  ": dsc starts every optimizer state at zero (torch's default, and what "
+                  "DeepSpeed's CPU Adagrad always does); remove the key or set it to 0");
+  } else if (sgd) {
     o.decoupled = false;
     o.momentum = params.number("momentum").value_or(0.0);
     o.dampening = params.number("dampening").value_or(0.0);
@@ -114,21 +195,7 @@ void readOptimizer(const Section &top, OptimizerConfig &o) {
       o.weightDecay = 1e-2;
     o.eps = params.number("eps").value_or(1e-8);
     params.atLeast("eps", o.eps, 0);
-    if (params.has("betas")) {
-      const json &b = params.raw("betas");
-      if (!b.is_array() || b.size() != 2 || !b[0].is_number() ||
-          !b[1].is_number())
-        params.fail("'optimizer.params.betas' must be an array of two "
-                    "numbers, got " +
-                    shown(b));
-      o.beta1 = b[0].get<double>();
-      o.beta2 = b[1].get<double>();
-      for (double beta : {o.beta1, o.beta2})
-        if (!(beta >= 0 && beta < 1))
-          params.fail("'optimizer.params.betas' must lie in [0, 1), got [" +
-                      formatNumber(o.beta1) + ", " + formatNumber(o.beta2) +
-                      "]");
-    }
+    readBetas();
   }
   o.weightDecay = params.number("weight_decay").value_or(o.weightDecay);
   params.atLeast("weight_decay", o.weightDecay, 0);

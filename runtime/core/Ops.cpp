@@ -54,6 +54,12 @@
 //                          ints: decoupled, bias_correction
 //   train.sgd              floats: momentum, dampening, weight_decay;
 //                          ints: nesterov
+//   train.lion             floats: beta1, beta2, weight_decay
+//   train.adagrad          floats: eps, weight_decay, lr_decay
+//   train.lamb_stats       floats: beta1, beta2, eps, weight_decay
+//                          (param, grad, exp_avg, exp_avg_sq -> f32[2])
+//   train.lamb             floats: beta1, beta2, eps, weight_decay,
+//                          max_coeff, min_coeff; ints: bias_correction
 //   fill                   floats: value
 //   accumulate             -   (out += in)
 //   train.sum_sq           -   (k inputs -> f32 scalar: sum of squares)

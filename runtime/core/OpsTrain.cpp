@@ -187,6 +187,109 @@ void addTrainOps(OpTable &t) {
                   *i.in[5]->i64());
       };
     }};
+    t["train.lion"] = {[](Instr &i, const Check &c) {
+      c.arity(4, 2);
+      c.attrs(0, 3);
+      c.floats({i.in[0], i.in[1], i.in[2], i.out[0], i.out[1]});
+      c.scalar(i.in[3], plan::F32, "lr");
+      // What train.lion's verifier accepts.
+      c.floatIn(0, "beta1", 0, 1);
+      c.floatIn(1, "beta2", 0, 1);
+      c.floatIn(2, "weight_decay", 0, 1e30);
+      for (int k = 1; k < 3; ++k)
+        c.sameShape(i.in[0], i.in[k]);
+      for (int k = 0; k < 2; ++k)
+        c.sameShape(i.in[0], i.out[k]);
+      c.inPlace(i.in[0], i.out[0]);
+      c.inPlace(i.in[2], i.out[1]);
+      i.run = [](const Instr &i, Context &ctx) {
+        if (ctx.overflow) // fp16: the loss scaler skips this step
+          return;
+        cpu::lion(i.out[0]->f32(), i.in[1]->f32(), i.out[1]->f32(), i.out[0]->numel,
+                  *i.in[3]->f32(), (float)i.floats[0], (float)i.floats[1], (float)i.floats[2]);
+      };
+    }};
+    t["train.adagrad"] = {[](Instr &i, const Check &c) {
+      c.arity(5, 2);
+      c.attrs(0, 3);
+      c.floats({i.in[0], i.in[1], i.in[2], i.out[0], i.out[1]});
+      c.scalar(i.in[3], plan::F32, "lr");
+      c.scalar(i.in[4], plan::I64, "step");
+      // What train.adagrad's verifier accepts.
+      c.floatIn(0, "eps", 0, INFINITY);
+      if (i.floats[0] == 0)
+        c.fail("eps must be positive");
+      c.floatIn(1, "weight_decay", 0, 1e30);
+      c.floatIn(2, "lr_decay", 0, 1e30);
+      for (int k = 1; k < 3; ++k)
+        c.sameShape(i.in[0], i.in[k]);
+      for (int k = 0; k < 2; ++k)
+        c.sameShape(i.in[0], i.out[k]);
+      c.inPlace(i.in[0], i.out[0]);
+      c.inPlace(i.in[2], i.out[1]);
+      i.run = [](const Instr &i, Context &ctx) {
+        if (ctx.overflow)
+          return;
+        cpu::adagrad(i.out[0]->f32(), i.in[1]->f32(), i.out[1]->f32(), i.out[0]->numel,
+                     *i.in[3]->f32(), (float)i.floats[0], (float)i.floats[1], (float)i.floats[2],
+                     *i.in[4]->i64());
+      };
+    }};
+    // LAMB's hyperparameters: floats beta1, beta2, eps, weight_decay first.
+    auto lambRates = [](const Check &c) {
+      c.floatIn(0, "beta1", 0, 1);
+      c.floatIn(1, "beta2", 0, 1);
+      c.floatIn(2, "eps", 0, INFINITY);
+      if (c.i.floats[2] == 0)
+        c.fail("eps must be positive");
+      c.floatIn(3, "weight_decay", 0, 1e30);
+    };
+    t["train.lamb_stats"] = {[lambRates](Instr &i, const Check &c) {
+      c.arity(4, 1);
+      c.attrs(0, 4);
+      c.floats({i.in[0], i.in[1], i.in[2], i.in[3], i.out[0]});
+      if (i.out[0]->numel != 2)
+        c.fail("the result must hold 2 sums, has shape " + Check::shape(i.out[0]));
+      lambRates(c);
+      for (int k = 1; k < 4; ++k)
+        c.sameShape(i.in[0], i.in[k]);
+      i.run = [](const Instr &i, Context &) {
+        cpu::lambStats(i.in[0]->f32(), i.in[1]->f32(), i.in[2]->f32(), i.in[3]->f32(),
+                       i.in[0]->numel, (float)i.floats[0], (float)i.floats[1],
+                       (float)i.floats[2], (float)i.floats[3], i.out[0]->f32());
+      };
+    }};
+    t["train.lamb"] = {[lambRates](Instr &i, const Check &c) {
+      c.arity(7, 3);
+      c.attrs(1, 6);
+      c.floats({i.in[0], i.in[1], i.in[2], i.in[3], i.in[6], i.out[0], i.out[1], i.out[2]});
+      c.scalar(i.in[4], plan::F32, "lr");
+      c.scalar(i.in[5], plan::I64, "step");
+      if (i.in[6]->numel != 2)
+        c.fail("stats must hold 2 sums, has shape " + Check::shape(i.in[6]));
+      // What train.lamb's verifier accepts.
+      lambRates(c);
+      c.floatIn(4, "max_coeff", 0, INFINITY);
+      c.floatIn(5, "min_coeff", 0, INFINITY);
+      if (i.floats[5] > i.floats[4])
+        c.fail("min_coeff must not exceed max_coeff");
+      c.flag(0, "bias_correction");
+      for (int k = 1; k < 4; ++k)
+        c.sameShape(i.in[0], i.in[k]);
+      for (int k = 0; k < 3; ++k)
+        c.sameShape(i.in[0], i.out[k]);
+      c.inPlace(i.in[0], i.out[0]);
+      c.inPlace(i.in[2], i.out[1]);
+      c.inPlace(i.in[3], i.out[2]);
+      i.run = [](const Instr &i, Context &ctx) {
+        if (ctx.overflow)
+          return;
+        cpu::lamb(i.out[0]->f32(), i.in[1]->f32(), i.out[1]->f32(), i.out[2]->f32(),
+                  i.out[0]->numel, *i.in[4]->f32(), (float)i.floats[0], (float)i.floats[1],
+                  (float)i.floats[2], (float)i.floats[3], i.ints[0] != 0, (float)i.floats[4],
+                  (float)i.floats[5], *i.in[5]->i64(), i.in[6]->f32());
+      };
+    }};
     t["tier.fetch"] = {[](Instr &i, const Check &c) { bindTierCopy(i, c, true); }};
     t["tier.store"] = {[](Instr &i, const Check &c) { bindTierCopy(i, c, false); }};
     t["train.sgd"] = {[](Instr &i, const Check &c) {

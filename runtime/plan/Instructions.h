@@ -19,7 +19,7 @@
 
 namespace dsrt {
 
-inline constexpr std::array<std::string_view, 79> kPlanInstructions = {
+inline constexpr std::array<std::string_view, 83> kPlanInstructions = {
     "accumulate",
     "dist.all_gather",
     "dist.all_reduce",
@@ -93,9 +93,13 @@ inline constexpr std::array<std::string_view, 79> kPlanInstructions = {
     "nn.vocab_ce_sums_grad",
     "tier.fetch",
     "tier.store",
+    "train.adagrad",
     "train.adam",
     "train.assign",
     "train.clip_grad_norm",
+    "train.lamb",
+    "train.lamb_stats",
+    "train.lion",
     "train.lr_schedule",
     "train.sgd",
     "train.sum_sq",

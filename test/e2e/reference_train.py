@@ -44,6 +44,8 @@ bf16 mixed precision as described in :class:`Bf16Semantics`):
   note: *not* torch.optim.AdamW's 0.01), except with params.torch_adam=true,
   where DeepSpeed builds torch.optim.Adam/AdamW with torch's defaults.
   "SGD" -> torch.optim.SGD(**params).
+  "Lamb" / "Lion" -> DeepSpeed's FusedLamb / FusedLion rules (ds_optimizers.py);
+  "Adagrad" -> torch.optim.Adagrad(**params), as DeepSpeed builds it.
 * scheduler: see :class:`DeepSpeedSchedule` (WarmupLR, WarmupDecayLR,
   WarmupCosineLR; no scheduler = constant params.lr).
 """
@@ -270,9 +272,27 @@ def optimizer_spec(cfg):
             import torch
             return torch.optim.SGD(params, **p)
         base_lr = p["lr"]
+    elif low in ("lamb", "lion", "adagrad"):
+        allowed = {"lamb": {"lr", "bias_correction", "betas", "eps", "weight_decay",
+                            "max_coeff", "min_coeff"},
+                   "lion": {"lr", "betas", "weight_decay"},
+                   "adagrad": {"lr", "lr_decay", "weight_decay", "eps"}}[low]
+        extra = set(p) - allowed
+        if extra:
+            fail("optimizer %s: unknown params %s" % (name, sorted(extra)))
+        if "betas" in p:
+            p["betas"] = tuple(p["betas"])
+
+        def make(params):
+            import torch
+            import ds_optimizers
+            cls = {"lamb": ds_optimizers.FusedLambRule, "lion": ds_optimizers.FusedLionRule,
+                   "adagrad": torch.optim.Adagrad}[low]
+            return cls(params, **p)
+        base_lr = p.get("lr", 1e-2 if low == "adagrad" else 1e-3)
     else:
         fail("optimizer type %r is not implemented by the reference "
-             "(have: Adam, AdamW, SGD)" % name)
+             "(have: Adam, AdamW, SGD, Lamb, Lion, Adagrad)" % name)
     return make, float(base_lr)
 
 

@@ -9,8 +9,8 @@
 // is rewritten (unknown type) or while building the schedule (parameters
 // that are not name:number: no ':', an empty name, a value that is not a
 // number): one input with a valid step per option value.
-// RUN: not dsc-opt %t/functions.mlir --optimizer=type=lamb 2>&1 | FileCheck %s --check-prefix=TYPE
-// TYPE: for the --type option: Cannot find option named 'lamb'!
+// RUN: not dsc-opt %t/functions.mlir --optimizer=type=lars 2>&1 | FileCheck %s --check-prefix=TYPE
+// TYPE: for the --type option: Cannot find option named 'lars'!
 
 //--- no-colon.mlir
 // expected-error @below {{optimizer: schedule parameter 'warmup_num_steps' is not name:number}}

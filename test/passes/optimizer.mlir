@@ -10,6 +10,42 @@
 // RUN: dsc-opt %s --optimizer="type=sgd momentum=0.5 dampening=0.25" | FileCheck %s --check-prefixes=CHECK,MOMENTUM
 // Plain SGD has no state; a negative clip means no clipping.
 // RUN: dsc-opt %s --optimizer="type=sgd clip=-1" | FileCheck %s --check-prefixes=CHECK,SGD
+// LAMB, Lion and Adagrad (DeepSpeed's FusedLamb, FusedLion and
+// torch.optim.Adagrad), with their state names.
+// RUN: dsc-opt %s --optimizer="type=lamb lr=0.01 weight-decay=0.25 max-coeff=4 min-coeff=0.5 bias-correction=false" | FileCheck %s --check-prefix=LAMB
+// RUN: dsc-opt %s --optimizer="type=lion beta2=0.99 weight-decay=0.5" | FileCheck %s --check-prefix=LION
+// RUN: dsc-opt %s --optimizer="type=adagrad lr-decay=0.25 eps=0.125" | FileCheck %s --check-prefix=ADAGRAD
+// RUN: dsc-opt %s --optimizer="type=lamb" | dsc-opt | FileCheck %s --check-prefix=LAMB-DEFAULTS
+
+// With LAMB, the trust ratio's sums (train.lamb_stats, on the old moments and
+// the clipped gradient) right before each update, which reads them.
+// LAMB-LABEL:  func.func @step(
+// LAMB-SAME:     %[[W:[a-z0-9]+]]: tensor<3x5xf32> {train.param = "w"}, %[[B:[a-z0-9]+]]: tensor<5xf32> {train.param = "b"},
+// LAMB-SAME:     %[[MW:[a-z0-9]+]]: tensor<3x5xf32> {train.opt_state = "w/exp_avg"}, %[[VW:[a-z0-9]+]]: tensor<3x5xf32> {train.opt_state = "w/exp_avg_sq"},
+// LAMB-SAME:     {train.opt_state = "b/exp_avg"}, {{.*}} {train.opt_state = "b/exp_avg_sq"}, %[[S:[a-z0-9]+]]: tensor<i64> {train.step})
+// LAMB:          %[[C:.*]]:2, %{{.*}} = train.clip_grad_norm
+// LAMB-NEXT:     %[[SW:.*]] = train.lamb_stats %[[W]], %[[C]]#0, %[[MW]], %[[VW]] {beta1 = 9.000000e-01 : f64, beta2 = 0.99899999999999999 : f64, eps = 1.000000e-08 : f64, weight_decay = 2.500000e-01 : f64} : tensor<3x5xf32> -> tensor<2xf32>
+// LAMB-NEXT:     train.lamb %[[W]], %[[C]]#0, %[[MW]], %[[VW]], %{{.*}}, %[[S]], %[[SW]] {bias_correction = false, max_coeff = 4.000000e+00 : f64, min_coeff = 5.000000e-01 : f64, weight_decay = 2.500000e-01 : f64} : tensor<3x5xf32>, tensor<2xf32>
+// LAMB-NEXT:     train.lamb_stats %[[B]], %[[C]]#1,
+// LAMB-NEXT:     train.lamb %[[B]], %[[C]]#1,
+// LAMB-DEFAULTS: train.lamb_stats {{.*}} {beta1 = 9.000000e-01 : f64, beta2 = 0.99899999999999999 : f64, eps = 1.000000e-08 : f64, weight_decay = 0.000000e+00 : f64}
+// LAMB-DEFAULTS: train.lamb {{.*}} : tensor<3x5xf32>, tensor<2xf32>
+
+// With Lion, one state, exp_avg, and no step.
+// LION-LABEL:  func.func @step(
+// LION-SAME:     %[[W:[a-z0-9]+]]: tensor<3x5xf32> {train.param = "w"}, %{{.*}}: tensor<5xf32> {train.param = "b"},
+// LION-SAME:     %[[MW:[a-z0-9]+]]: tensor<3x5xf32> {train.opt_state = "w/exp_avg"}, %{{.*}}: tensor<5xf32> {train.opt_state = "b/exp_avg"}, %{{.*}}: tensor<i64> {train.step})
+// LION:          %[[C:.*]]:2, %{{.*}} = train.clip_grad_norm
+// LION-NEXT:     train.lion %[[W]], %[[C]]#0, %[[MW]], %{{.*}} {beta2 = 0.98999999999999999 : f64, weight_decay = 5.000000e-01 : f64} : tensor<3x5xf32>
+// LION-NEXT:     train.lion
+
+// With Adagrad, torch's state name, sum.
+// ADAGRAD-LABEL: func.func @step(
+// ADAGRAD-SAME:    %[[W:[a-z0-9]+]]: tensor<3x5xf32> {train.param = "w"}, %{{.*}}: tensor<5xf32> {train.param = "b"},
+// ADAGRAD-SAME:    %[[SUM:[a-z0-9]+]]: tensor<3x5xf32> {train.opt_state = "w/sum"}, %{{.*}}: tensor<5xf32> {train.opt_state = "b/sum"}, %[[S:[a-z0-9]+]]: tensor<i64> {train.step})
+// ADAGRAD:         %[[C:.*]]:2, %{{.*}} = train.clip_grad_norm
+// ADAGRAD-NEXT:    train.adagrad %[[W]], %[[C]]#0, %[[SUM]], %{{.*}}, %[[S]] {eps = 1.250000e-01 : f64, lr_decay = 2.500000e-01 : f64} : tensor<3x5xf32>
+
 
 // --optimizer turns a step returning the loss and one train.grad per
 // parameter into one that returns, in this order: the updated parameters

@@ -3,6 +3,26 @@
 // RUN: dsc-opt %s --tensor-parallel=tp=2 --autodiff --optimizer="type=adamw" --tensor-parallel-lower | FileCheck %s --check-prefix=NOCLIP
 // With ZeRO 1 over dp 2 (run before it, as dsc does):
 // RUN: dsc-opt %s --tensor-parallel=tp=2 --autodiff --gradient-accumulation=steps=1 --optimizer="type=adamw clip=1.0" --zero="stage=1 dp=2" --tensor-parallel-lower | FileCheck %s --check-prefix=ZERO
+// With LAMB, the split parameters' trust-ratio sums are partial, summed over the
+// group in one all-reduce; a whole parameter's (b2) are its own.
+// RUN: dsc-opt %s --tensor-parallel=tp=2 --autodiff --optimizer="type=lamb clip=1.0" --tensor-parallel-lower | FileCheck %s --check-prefix=LAMB
+// LAMB-LABEL:  func.func @mlp(
+// LAMB:        %[[SW1:.*]] = train.lamb_stats %arg1, %clipped#0, {{.*}} : tensor<8x8xf32> -> tensor<2xf32>
+// LAMB-NEXT:   %[[SB1:.*]] = train.lamb_stats %arg2, %clipped#1, {{.*}} : tensor<8xf32> -> tensor<2xf32>
+// LAMB-NEXT:   %[[SW2:.*]] = train.lamb_stats %arg3, %clipped#2, {{.*}} : tensor<8x8xf32> -> tensor<2xf32>
+// LAMB-NEXT:   %[[CAT:.*]] = nn.concat %[[SW1]], %[[SB1]], %[[SW2]] {axis = 0 : i64}
+// LAMB-NEXT:   %[[AR:.*]] = dist.all_reduce  sum %[[CAT]] {group = #dist.group<tp, 2>} : tensor<6xf32> -> tensor<6xf32>
+// LAMB-NEXT:   %[[SUM:.*]] = dist.wait %[[AR]]
+// LAMB-NEXT:   %[[RW1:.*]] = nn.slice %[[SUM]] {limit = array<i64: 2>, start = array<i64: 0>, stride = array<i64: 1>}
+// LAMB-NEXT:   %[[RB1:.*]] = nn.slice %[[SUM]] {limit = array<i64: 4>, start = array<i64: 2>, stride = array<i64: 1>}
+// LAMB-NEXT:   %[[RW2:.*]] = nn.slice %[[SUM]] {limit = array<i64: 6>, start = array<i64: 4>, stride = array<i64: 1>}
+// LAMB-NEXT:   train.lamb %arg1, %clipped#0, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[RW1]]
+// LAMB-NEXT:   train.lamb %arg2, %clipped#1, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[RB1]]
+// LAMB-NEXT:   train.lamb %arg3, %clipped#2, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[RW2]]
+// LAMB-NEXT:   %[[SB2:.*]] = train.lamb_stats %arg4, %clipped#3, {{.*}} : tensor<8xf32> -> tensor<2xf32>
+// LAMB-NEXT:   train.lamb %arg4, %clipped#3, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[SB2]]
+// LAMB-NEXT:   return
+
 
 // --tensor-parallel-lower, after autodiff and optimizer: Megatron's f
 // (dist.tp_copy) disappears, g (dist.tp_reduce) becomes an all-reduce sum on

@@ -8,6 +8,34 @@
 // RUN: dsc-opt %S/Inputs/dp-mlp.mlir --mixed-precision --autodiff --gradient-accumulation=steps=2 --optimizer --zero="stage=1 dp=4" | FileCheck %s --check-prefix=MP1
 // RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=2 --optimizer --zero="stage=2 dp=4 comm-dtype=fp16" | dsc-opt --verify-zero | FileCheck %s --check-prefix=COMM2
 // RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=2 --optimizer --zero="stage=1 dp=4 comm-dtype=bf16" | FileCheck %s --check-prefix=COMM1
+// With LAMB, each chunk's trust-ratio sums are all-reduced in one collective.
+// RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=2 --optimizer="type=lamb clip=1.0" --zero="stage=1 dp=4" | FileCheck %s --check-prefix=LAMB
+// RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=2 --optimizer="type=lamb" --zero="stage=3 dp=4 persistence-threshold=0" | dsc-opt --verify-zero | FileCheck %s --check-prefix=LAMB3
+
+// LAMB (FusedLamb's trust ratio is per tensor): train.lamb_stats of each
+// owned chunk, concatenated into one all-reduce over dp, sliced back and
+// read by the chunk's train.lamb; the old whole-tensor sums are gone.
+// LAMB:        train.clip_grad_norm
+// LAMB:        %[[O1:.*]] = dist.chunk %{{.*}} {group = #dist.group<dp, 4>} : tensor<18xf32> -> tensor<5xf32>
+// LAMB-NEXT:   %[[SUMA:.*]] = train.lamb_stats %[[O1]], %clipped#0, {{.*}} : tensor<5xf32> -> tensor<2xf32>
+// LAMB:        %[[SUMB:.*]] = train.lamb_stats {{.*}} : tensor<2xf32> -> tensor<2xf32>
+// LAMB:        %[[SUMC:.*]] = train.lamb_stats {{.*}} : tensor<8xf32> -> tensor<2xf32>
+// LAMB-NEXT:   %[[CAT:.*]] = nn.concat %[[SUMA]], %[[SUMB]], %[[SUMC]] {axis = 0 : i64} : tensor<2xf32>, tensor<2xf32>, tensor<2xf32> -> tensor<6xf32>
+// LAMB-NEXT:   %[[AR:.*]] = dist.all_reduce  sum %[[CAT]] {group = #dist.group<dp, 4>} : tensor<6xf32> -> tensor<6xf32>
+// LAMB-NEXT:   %[[SUM:.*]] = dist.wait %[[AR]] : tensor<6xf32>
+// LAMB-NEXT:   %[[RA:.*]] = nn.slice %[[SUM]] {limit = array<i64: 2>, start = array<i64: 0>, stride = array<i64: 1>} : tensor<6xf32> -> tensor<2xf32>
+// LAMB-NEXT:   %[[RB:.*]] = nn.slice %[[SUM]] {limit = array<i64: 4>, start = array<i64: 2>, stride = array<i64: 1>} : tensor<6xf32> -> tensor<2xf32>
+// LAMB-NEXT:   %[[RC:.*]] = nn.slice %[[SUM]] {limit = array<i64: 6>, start = array<i64: 4>, stride = array<i64: 1>} : tensor<6xf32> -> tensor<2xf32>
+// LAMB-NEXT:   train.lamb %[[O1]], %clipped#0, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[RA]] : tensor<5xf32>, tensor<2xf32>
+// LAMB:        train.lamb %{{.*}}, %clipped#1, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[RB]] : tensor<2xf32>, tensor<2xf32>
+// LAMB:        train.lamb %{{.*}}, %clipped#2, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[RC]] : tensor<8xf32>, tensor<2xf32>
+// LAMB-NOT:    train.lamb_stats
+// Stage 3: the argument is the chunk; the sums read it without a gather.
+// LAMB3:       train.lamb_stats %arg{{[0-9]+}}, %clipped#0, {{.*}} : tensor<5xf32> -> tensor<2xf32>
+// LAMB3:       dist.all_reduce  sum %{{.*}} {group = #dist.group<dp, 4>} : tensor<6xf32> -> tensor<6xf32>
+// LAMB3-NOT:   dist.all_gather {{.*}} -> tensor<18xf32>
+// LAMB3:       train.lamb %arg{{[0-9]+}}, %clipped#0,
+
 
 // comm-dtype (communication_data_type): stage 2 casts each gradient to
 // fp16 where the micro-batch produces it, reduce-scatters the fp16 vector

@@ -289,6 +289,25 @@ void sgd(float *p, const float *g, float *buf, int64_t n, float lr,
          float momentum, float dampening, float weightDecay, bool nesterov,
          bool firstStep);
 
+/// DeepSpeed's FusedLion: c = b1 m + (1-b1) g; p = p (1 - lr wd) + (c > 0 ?
+/// -lr : lr); m = b2 m + (1-b2) g (kernels/common/OptimElements.h).
+void lion(float *p, const float *g, float *m, int64_t n, float lr, float beta1, float beta2,
+          float weightDecay);
+/// torch.optim.Adagrad: g += wd p; sum += g^2; p -= clr g / (sqrt(sum) +
+/// eps), clr = lr / (1 + (step-1) lr_decay); step counts from 1.
+void adagrad(float *p, const float *g, float *sum, int64_t n, float lr, float eps,
+             float weightDecay, float lrDecay, int64_t step);
+/// DeepSpeed's FusedLamb, first part: sums[0] = sum(p^2), sums[1] =
+/// sum(u^2) with u = m'/(sqrt(v')+eps) + wd p over these n elements (in
+/// double, the same for every thread count); writes nothing else.
+void lambStats(const float *p, const float *g, const float *m, const float *v, int64_t n,
+               float beta1, float beta2, float eps, float weightDecay, float sums[2]);
+/// Second part: writes m', v' and p -= step_size * trust_ratio * u, the
+/// ratio from the whole tensor's sums (lambStats, summed over its parts).
+void lamb(float *p, const float *g, float *m, float *v, int64_t n, float lr, float beta1,
+          float beta2, float eps, float weightDecay, bool biasCorrection, float maxCoeff,
+          float minCoeff, int64_t step, const float sums[2]);
+
 //===--- 16-bit floats: bf16 and fp16 storage, float math -----------------===//
 // Same contracts as the float kernels above, with every float tensor of the
 // signature in Bf16 or Fp16 except where a parameter says float. Inputs are

@@ -1,5 +1,4 @@
-//===- Optim.cpp - in-place Adam(W) and SGD steps
-//--------------------------===//
+//===- Optim.cpp - in-place optimizer steps ------------------------------===//
 //
 // Single fused pass per parameter tensor, float arithmetic in the order of
 // torch's CPU single-tensor implementations. The per-range loops take every
@@ -8,8 +7,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/common/AdamScalars.h"
+#include "runtime/kernels/common/OptimElements.h"
 #include "runtime/kernels/cpu/Internal.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace dsrt::cpu {
@@ -41,7 +42,79 @@ void sgdRange(float *__restrict p, const float *__restrict g,
   }
 }
 
+void lionRange(float *__restrict p, const float *__restrict g, float *__restrict m, int64_t b,
+               int64_t e, const kernels::LionScalars s) {
+  for (int64_t i = b; i < e; ++i)
+    kernels::lionElement(p[i], g[i], m[i], s);
+}
+
+void adagradRange(float *__restrict p, const float *__restrict g, float *__restrict sum,
+                  int64_t b, int64_t e, const float negClr, const float eps, const float wd) {
+  for (int64_t i = b; i < e; ++i)
+    kernels::adagradElement(p[i], g[i], sum[i], negClr, eps, wd);
+}
+
+/// LAMB's sums in fixed chunks, added in chunk order: the same on every
+/// thread count.
+constexpr int64_t kLambChunk = 1 << 14;
+
 } // namespace
+
+void lion(float *p, const float *g, float *m, int64_t n, float lr, float beta1, float beta2,
+          float weightDecay) {
+  const kernels::LionScalars s = kernels::lionScalars(lr, beta1, beta2, weightDecay);
+  parallelFor(n, kGrain / 4, [&](int64_t b, int64_t e) { lionRange(p, g, m, b, e, s); });
+}
+
+void adagrad(float *p, const float *g, float *sum, int64_t n, float lr, float eps,
+             float weightDecay, float lrDecay, int64_t step) {
+  const float negClr = kernels::adagradNegClr(lr, lrDecay, step);
+  parallelFor(n, kGrain / 4, [&](int64_t b, int64_t e) {
+    adagradRange(p, g, sum, b, e, negClr, eps, weightDecay);
+  });
+}
+
+void lambStats(const float *p, const float *g, const float *m, const float *v, int64_t n,
+               float beta1, float beta2, float eps, float weightDecay, float sums[2]) {
+  const kernels::LambScalars s = kernels::lambScalars(beta1, beta2, eps, weightDecay);
+  const int64_t chunks = (n + kLambChunk - 1) / kLambChunk;
+  double *part = scratch<double, 0>(2 * std::max<int64_t>(chunks, 1));
+  parallelFor(chunks, 1, [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c) {
+      const int64_t lo = c * kLambChunk, hi = std::min(n, lo + kLambChunk);
+      double w2 = 0.0, u2 = 0.0;
+      for (int64_t i = lo; i < hi; ++i) {
+        float mi = m[i], vi = v[i];
+        const float u = kernels::lambUpdate(p[i], g[i], mi, vi, s);
+        w2 += double(p[i]) * double(p[i]);
+        u2 += double(u) * double(u);
+      }
+      part[2 * c] = w2;
+      part[2 * c + 1] = u2;
+    }
+  });
+  double w2 = 0.0, u2 = 0.0;
+  for (int64_t c = 0; c < chunks; ++c) {
+    w2 += part[2 * c];
+    u2 += part[2 * c + 1];
+  }
+  sums[0] = float(w2);
+  sums[1] = float(u2);
+}
+
+void lamb(float *p, const float *g, float *m, float *v, int64_t n, float lr, float beta1,
+          float beta2, float eps, float weightDecay, bool biasCorrection, float maxCoeff,
+          float minCoeff, int64_t step, const float sums[2]) {
+  const kernels::LambScalars s = kernels::lambScalars(beta1, beta2, eps, weightDecay);
+  const float scale = kernels::lambStepSize(lr, beta1, beta2, biasCorrection, step, sums[0],
+                                            sums[1], minCoeff, maxCoeff);
+  parallelFor(n, kGrain / 4, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const float u = kernels::lambUpdate(p[i], g[i], m[i], v[i], s);
+      p[i] = p[i] - scale * u;
+    }
+  });
+}
 
 void adam(float *p, const float *g, float *m, float *v, int64_t n, float lr,
           float beta1, float beta2, float eps, float weightDecay,

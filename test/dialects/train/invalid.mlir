@@ -286,6 +286,86 @@ func.func @adam_eps_zero(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i64>) {
 
 // -----
 
+//===--- train.lion, train.adagrad, train.lamb_stats, train.lamb ---------===//
+
+// Lion's betas lie in [0, 1).
+func.func @lion_beta2(%p: tensor<4xf32>, %lr: tensor<f32>) {
+  // expected-error @+1 {{'train.lion' op beta2 = 1.000000e+00 must be in [0.000000e+00, 1.000000e+00)}}
+  %0:2 = train.lion %p, %p, %p, %lr {beta2 = 1.0} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @lion_weight_decay(%p: tensor<4xf32>, %lr: tensor<f32>) {
+  // expected-error @+1 {{'train.lion' op weight_decay = -1.000000e+00 must be in [0.000000e+00, 1.000000e+30)}}
+  %0:2 = train.lion %p, %p, %p, %lr {weight_decay = -1.0} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Adagrad's eps guards a division.
+func.func @adagrad_eps(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i64>) {
+  // expected-error @+1 {{'train.adagrad' op eps must be positive}}
+  %0:2 = train.adagrad %p, %p, %p, %lr, %s {eps = 0.0} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @adagrad_lr_decay(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i64>) {
+  // expected-error @+1 {{'train.adagrad' op lr_decay = -1.000000e+00 must be in [0.000000e+00, 1.000000e+30)}}
+  %0:2 = train.adagrad %p, %p, %p, %lr, %s {lr_decay = -1.0} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// The trust ratio's sums are a pair.
+func.func @lamb_stats_shape(%p: tensor<4xf32>) {
+  // expected-error @+1 {{'train.lamb_stats' op result must be tensor<2xf32> (the squares of the parameter and of the update), got 'tensor<3xf32>'}}
+  %0 = train.lamb_stats %p, %p, %p, %p {beta1 = 0.9, beta2 = 0.999, eps = 1.0e-8, weight_decay = 0.0} : tensor<4xf32> -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @lamb_stats_eps(%p: tensor<4xf32>) {
+  // expected-error @+1 {{'train.lamb_stats' op eps must be positive}}
+  %0 = train.lamb_stats %p, %p, %p, %p {beta1 = 0.9, beta2 = 0.999, eps = 0.0, weight_decay = 0.0} : tensor<4xf32> -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @lamb_stats_operand(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i64>, %st: tensor<1xf32>) {
+  // expected-error @+1 {{'train.lamb' op stats must be tensor<2xf32> (train.lamb_stats), got 'tensor<1xf32>'}}
+  %0:3 = train.lamb %p, %p, %p, %p, %lr, %s, %st : tensor<4xf32>, tensor<1xf32>
+  return
+}
+
+// -----
+
+// min_coeff and max_coeff clamp the trust ratio: 0 <= min <= max.
+func.func @lamb_coeffs(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i64>, %st: tensor<2xf32>) {
+  // expected-error @+1 {{'train.lamb' op needs 0 <= min_coeff <= max_coeff, got min_coeff = 2.000000e+00, max_coeff = 1.000000e+00}}
+  %0:3 = train.lamb %p, %p, %p, %p, %lr, %s, %st {min_coeff = 2.0, max_coeff = 1.0} : tensor<4xf32>, tensor<2xf32>
+  return
+}
+
+// -----
+
+// The sums must be of the update train.lamb makes.
+func.func @lamb_stats_mismatch(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i64>) {
+  %st = train.lamb_stats %p, %p, %p, %p {beta1 = 0.9, beta2 = 0.999, eps = 1.0e-8, weight_decay = 0.5} : tensor<4xf32> -> tensor<2xf32>
+  // expected-error @+1 {{'train.lamb' op its train.lamb_stats has other betas, eps or weight_decay}}
+  %0:3 = train.lamb %p, %p, %p, %p, %lr, %s, %st : tensor<4xf32>, tensor<2xf32>
+  return
+}
+
+// -----
+
 // A negative eps is rejected.
 func.func @adam_eps_negative(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i64>) {
   // expected-error @+1 {{'train.adam' op eps must be positive}}

@@ -341,15 +341,15 @@ TEST(DsConfig, SgdDefaultsAndParams) {
 TEST(DsConfig, OptimizerTypeErrors) {
   EXPECT_EQ(errorOf(withOptimizer(R"({"type": "sgd"})")),
             "ds_config.json: unknown optimizer type 'sgd' at 'optimizer.type' "
-            "(did you mean 'SGD'?); supported: Adam, AdamW, SGD");
+            "(did you mean 'SGD'?); supported: Adam, AdamW, SGD, Lamb, Lion, Adagrad");
   // (A torch.optim name: TorchClassesDeepSpeedWouldBuildAreNamed.)
   EXPECT_EQ(errorOf(withOptimizer(R"({"type": "Adamm"})")),
             "ds_config.json: unknown optimizer type 'Adamm' at "
             "'optimizer.type' (did you mean 'Adam'?); supported: Adam, AdamW, "
-            "SGD");
-  EXPECT_EQ(errorOf(withOptimizer(R"({"type": "Lamb"})")),
-            "ds_config.json: optimizer 'Lamb' is a DeepSpeed optimizer dsc "
-            "does not implement (supported: Adam, AdamW, SGD)");
+            "SGD, Lamb, Lion, Adagrad");
+  EXPECT_EQ(errorOf(withOptimizer(R"({"type": "OneBitAdam"})")),
+            "ds_config.json: optimizer 'OneBitAdam' is a DeepSpeed optimizer dsc "
+            "does not implement (supported: Adam, AdamW, SGD, Lamb, Lion, Adagrad)");
   EXPECT_EQ(errorOf(withOptimizer(R"({"params": {"lr": 1}})")),
             "ds_config.json: 'optimizer.type' is required when an optimizer "
             "section is given");
@@ -406,7 +406,7 @@ TEST(DsConfig, OptimizerParamErrors) {
   EXPECT_EQ(errorOf(withOptimizer(
                 R"({"type": "SGD", "params": {"betas": [0.9, 0.9]}})")),
             "ds_config.json: 'optimizer.params.betas' is not a parameter of "
-            "SGD (it belongs to Adam/AdamW)");
+            "SGD (it belongs to Adam/AdamW, Lamb, Lion)");
   EXPECT_EQ(errorOf(withOptimizer(
                 R"({"type": "SGD", "params": {"nesterov": true}})")),
             "ds_config.json: 'optimizer.params.nesterov' requires momentum > 0 "
@@ -418,6 +418,72 @@ TEST(DsConfig, OptimizerParamErrors) {
 }
 
 //===--- unknown keys, at every level -------------------------------------===//
+
+// Lamb, Lion and Adagrad: the names (any case, as config.py lower-cases
+// DeepSpeed's own), the built classes' defaults (FusedLamb, FusedLion,
+// torch.optim.Adagrad), their keys and what dsc refuses, with the reason.
+TEST(DsConfig, LambLionAdagrad) {
+  TrainConfig c = parse(withOptimizer(R"({"type": "LAMB"})"));
+  const OptimizerConfig &l = c.optimizer;
+  EXPECT_EQ(l.type, "Lamb");
+  EXPECT_EQ(l.lr, 1e-3);
+  EXPECT_EQ(l.beta1, 0.9);
+  EXPECT_EQ(l.beta2, 0.999);
+  EXPECT_EQ(l.eps, 1e-8);
+  EXPECT_EQ(l.weightDecay, 0.0);
+  EXPECT_TRUE(l.biasCorrection);
+  EXPECT_EQ(l.maxCoeff, 10.0);
+  EXPECT_EQ(l.minCoeff, 0.01);
+  c = parse(withOptimizer(R"({"type": "lamb", "params": {"lr": 0.01, "max_coeff": 4,
+      "min_coeff": 0.5, "bias_correction": false, "weight_decay": 0.1,
+      "eps_inside_sqrt": false, "amsgrad": false}})"));
+  EXPECT_EQ(c.optimizer.maxCoeff, 4.0);
+  EXPECT_EQ(c.optimizer.minCoeff, 0.5);
+  EXPECT_FALSE(c.optimizer.biasCorrection);
+  EXPECT_EQ(c.optimizer.weightDecay, 0.1);
+
+  c = parse(withOptimizer(R"({"type": "Lion", "params": {"betas": [0.95, 0.98]}})"));
+  EXPECT_EQ(c.optimizer.type, "Lion");
+  EXPECT_EQ(c.optimizer.lr, 1e-3);
+  EXPECT_EQ(c.optimizer.beta1, 0.95);
+  EXPECT_EQ(c.optimizer.beta2, 0.98);
+  // FusedLion's default betas are (0.9, 0.999), not the paper's 0.99.
+  EXPECT_EQ(parse(withOptimizer(R"({"type": "lion"})")).optimizer.beta2, 0.999);
+
+  c = parse(withOptimizer(R"({"type": "adagrad", "params": {"lr_decay": 0.5}})"));
+  EXPECT_EQ(c.optimizer.type, "Adagrad");
+  EXPECT_EQ(c.optimizer.lr, 1e-2);
+  EXPECT_EQ(c.optimizer.eps, 1e-10);
+  EXPECT_EQ(c.optimizer.lrDecay, 0.5);
+  // The baked config reads back the same.
+  EXPECT_EQ(parse(toJson(c)).optimizer, c.optimizer);
+  TrainConfig lamb = parse(withOptimizer(R"({"type": "Lamb", "params": {"max_coeff": 3}})"));
+  EXPECT_EQ(parse(toJson(lamb)).optimizer, lamb.optimizer);
+
+  EXPECT_EQ(errorOf(withOptimizer(R"({"type": "Lamb", "params": {"eps_inside_sqrt": true}})")),
+            "ds_config.json: 'optimizer.params.eps_inside_sqrt': true is FusedLamb's other eps "
+            "mode (sqrt(v + eps)); dsc implements the default, eps added after the square "
+            "root. Remove the key or set it to false");
+  EXPECT_EQ(errorOf(withOptimizer(R"({"type": "Lamb", "params": {"amsgrad": true}})")),
+            "ds_config.json: 'optimizer.params.amsgrad': FusedLamb does not support the "
+            "AMSGrad variant (DeepSpeed raises the same error); remove the key");
+  EXPECT_EQ(errorOf(withOptimizer(
+                R"({"type": "Lamb", "params": {"min_coeff": 2, "max_coeff": 1}})")),
+            "ds_config.json: 'optimizer.params.min_coeff' (2) must not exceed "
+            "'optimizer.params.max_coeff' (1): they clamp LAMB's trust ratio");
+  EXPECT_EQ(errorOf(withOptimizer(R"({"type": "Lion", "params": {"eps": 1e-8}})")),
+            "ds_config.json: 'optimizer.params.eps' is not a parameter of Lion (it belongs "
+            "to Adam/AdamW, Lamb, Adagrad)");
+  EXPECT_EQ(errorOf(withOptimizer(R"({"type": "Lion", "params": {"betta": [0.9, 0.9]}})")),
+            "ds_config.json: unknown key 'optimizer.params.betta' (did you mean 'betas'?)");
+  EXPECT_EQ(errorOf(withOptimizer(
+                R"({"type": "Adagrad", "params": {"initial_accumulator_value": 0.1}})")),
+            "ds_config.json: 'optimizer.params.initial_accumulator_value' is 0.1: dsc starts "
+            "every optimizer state at zero (torch's default, and what DeepSpeed's CPU "
+            "Adagrad always does); remove the key or set it to 0");
+  EXPECT_EQ(errorOf(withOptimizer(R"({"type": "Adagrad", "params": {"lr_decay": -1}})")),
+            "ds_config.json: 'optimizer.params.lr_decay' must be >= 0, got -1");
+}
 
 TEST(DsConfig, UnknownKeysSuggestTheClosest) {
   EXPECT_EQ(errorOf(R"({"train_batch_sise": 8})"),
@@ -1673,7 +1739,7 @@ TEST(DsConfig, SchedulerDefaults) {
 TEST(DsConfig, TorchClassesDeepSpeedWouldBuildAreNamed) {
   EXPECT_EQ(errorOf(withOptimizer(R"({"type": "RMSprop"})")),
             "ds_config.json: optimizer 'RMSprop' is torch.optim.RMSprop, which DeepSpeed would "
-            "build; dsc does not implement it (supported: Adam, AdamW, SGD)");
+            "build; dsc does not implement it (supported: Adam, AdamW, SGD, Lamb, Lion, Adagrad)");
   EXPECT_EQ(errorOf(withScheduler(R"({"type": "StepLR"})")),
             "ds_config.json: scheduler 'StepLR' is torch.optim.lr_scheduler.StepLR, which "
             "DeepSpeed would build; dsc implements DeepSpeed's own schedules (LRRangeTest, "

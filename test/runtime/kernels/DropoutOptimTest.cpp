@@ -1,8 +1,9 @@
 //===- DropoutOptimTest.cpp - dropout and the optimizer steps -------------===//
 //
 // Dropout: identity at ratio 0, kept fraction, reproducibility of the
-// counter-based mask. Adam(W) and SGD against float64 implementations of
-// torch's update formulas over several steps.
+// counter-based mask. Adam(W), SGD, Lion, Adagrad and LAMB against float64
+// implementations of torch's and DeepSpeed's update formulas over several
+// steps.
 //
 //===----------------------------------------------------------------------===//
 #include "TestUtil.h"
@@ -196,6 +197,132 @@ TEST(Optim, SgdMatchesTorchFormulas) {
       EXPECT_TRUE(near(p, pd, 1e-5, 1e-6))
           << "momentum " << c.momentum << " nesterov " << c.nesterov;
     }
+}
+
+// Lion against float64 FusedLion (DeepSpeed edaa722
+// csrc/lion/multi_tensor_lion.cu): c = b1 m + (1-b1) g; p = p (1 - lr wd) +
+// (c > 0 ? -lr : lr); m = b2 m + (1-b2) g. The gradients are bounded away
+// from 0 so that float rounding cannot flip a sign; a zero c (zero moment and
+// gradient) moves p by +lr, as there. Tolerance over 5 steps: relative 1e-6,
+// absolute 1e-7.
+TEST(Optim, LionMatchesFusedLion) {
+  for (float wd : {0.0f, 0.1f})
+    for (int64_t n : {7, 100003}) {
+      auto p = uniform(n, 2900);
+      std::vector<float> m(n, 0.0f);
+      auto pd = toDouble(p);
+      std::vector<double> md(n, 0.0);
+      const float lr = 1e-3f, b1 = 0.9f, b2 = 0.99f;
+      for (int step = 1; step <= 5; ++step) {
+        auto g = uniform(n, 2910 + step, 0.5f, 1.0f);
+        for (int64_t i = 0; i < n; i += 2)
+          g[i] = -g[i];
+        lion(p.data(), g.data(), m.data(), n, lr, b1, b2, wd);
+        for (int64_t i = 0; i < n; ++i) {
+          double c = b1 * md[i] + (1 - double(b1)) * g[i];
+          pd[i] = pd[i] * (1 - double(lr) * wd) + (c > 0 ? -double(lr) : double(lr));
+          md[i] = b2 * md[i] + (1 - double(b2)) * g[i];
+        }
+      }
+      EXPECT_TRUE(near(p, pd, 1e-6, 1e-7)) << "wd " << wd;
+      EXPECT_TRUE(near(m, md, 1e-6, 1e-7));
+    }
+  // c == 0: FusedLion's +lr (its `c > 0 ? -lr : lr`).
+  float p = 1.0f, g = 0.0f, m = 0.0f;
+  lion(&p, &g, &m, 1, 0.5f, 0.9f, 0.99f, 0.0f);
+  EXPECT_EQ(p, 1.5f);
+}
+
+// Adagrad against float64 torch.optim.Adagrad (_single_tensor_adagrad):
+// g += wd p; sum += g^2; p -= lr / (1 + (t-1) lr_decay) * g / (sqrt(sum) +
+// eps). Tolerance over 5 steps: relative 1e-5, absolute 1e-6.
+TEST(Optim, AdagradMatchesTorchFormulas) {
+  struct Config {
+    float lr, eps, wd, lrDecay;
+  };
+  for (const Config &c : {Config{1e-2f, 1e-10f, 0.0f, 0.0f}, Config{5e-2f, 1e-6f, 0.01f, 0.1f}})
+    for (int64_t n : {7, 100003}) {
+      auto p = uniform(n, 3000);
+      std::vector<float> sum(n, 0.0f);
+      auto pd = toDouble(p);
+      std::vector<double> sd(n, 0.0);
+      for (int64_t step = 1; step <= 5; ++step) {
+        auto g = uniform(n, 3010 + unsigned(step));
+        adagrad(p.data(), g.data(), sum.data(), n, c.lr, c.eps, c.wd, c.lrDecay, step);
+        const double clr = c.lr / (1 + double(step - 1) * c.lrDecay);
+        for (int64_t i = 0; i < n; ++i) {
+          const double grad = g[i] + double(c.wd) * pd[i];
+          sd[i] += grad * grad;
+          pd[i] -= clr * grad / (std::sqrt(sd[i]) + c.eps);
+        }
+      }
+      EXPECT_TRUE(near(p, pd, 1e-5, 1e-6)) << "lr_decay " << c.lrDecay;
+      EXPECT_TRUE(near(sum, sd, 1e-5, 1e-6));
+    }
+}
+
+// LAMB against float64 FusedLamb (DeepSpeed edaa722
+// csrc/lamb/fused_lamb_cuda_kernel.cu): the two parts, with the tensor split
+// in two pieces whose sums are added (as the all-reduce over ZeRO chunks
+// does), must equal the whole tensor's update. Tolerance over 5 steps:
+// relative 1e-5, absolute 1e-6.
+TEST(Optim, LambMatchesFusedLamb) {
+  struct Config {
+    float lr, wd, minCoeff, maxCoeff;
+    bool biasCorrection;
+  };
+  for (const Config &c : {Config{1e-2f, 0.01f, 0.01f, 10.0f, true},
+                          Config{1e-3f, 0.0f, 0.01f, 10.0f, false},
+                          // A clamp that binds: the trust ratio is far above 0.5.
+                          Config{1e-2f, 0.1f, 0.01f, 0.5f, true}})
+    for (int64_t n : {7, 100003}) {
+      const float b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
+      auto p = uniform(n, 3100);
+      std::vector<float> m(n, 0.0f), v(n, 0.0f);
+      auto pd = toDouble(p);
+      std::vector<double> md(n, 0.0), vd(n, 0.0);
+      const int64_t half = n / 2;
+      for (int64_t step = 1; step <= 5; ++step) {
+        auto g = uniform(n, 3110 + unsigned(step), -0.1f, 0.1f);
+        float a[2], b[2];
+        lambStats(p.data(), g.data(), m.data(), v.data(), half, b1, b2, eps, c.wd, a);
+        lambStats(p.data() + half, g.data() + half, m.data() + half, v.data() + half, n - half,
+                  b1, b2, eps, c.wd, b);
+        const float sums[2] = {a[0] + b[0], a[1] + b[1]};
+        lamb(p.data(), g.data(), m.data(), v.data(), half, c.lr, b1, b2, eps, c.wd,
+             c.biasCorrection, c.maxCoeff, c.minCoeff, step, sums);
+        lamb(p.data() + half, g.data() + half, m.data() + half, v.data() + half, n - half, c.lr,
+             b1, b2, eps, c.wd, c.biasCorrection, c.maxCoeff, c.minCoeff, step, sums);
+        double w2 = 0, u2 = 0;
+        std::vector<double> u(n);
+        for (int64_t i = 0; i < n; ++i) {
+          md[i] = b1 * md[i] + (1 - double(b1)) * g[i];
+          vd[i] = b2 * vd[i] + (1 - double(b2)) * g[i] * double(g[i]);
+          u[i] = md[i] / (std::sqrt(vd[i]) + eps) + double(c.wd) * pd[i];
+          w2 += pd[i] * pd[i];
+          u2 += u[i] * u[i];
+        }
+        double ratio = std::clamp(std::sqrt(w2) / std::sqrt(u2), double(c.minCoeff),
+                                  double(c.maxCoeff));
+        double stepSize = c.lr;
+        if (c.biasCorrection)
+          stepSize *= std::sqrt(1 - std::pow(double(b2), step)) / (1 - std::pow(double(b1), step));
+        for (int64_t i = 0; i < n; ++i)
+          pd[i] -= stepSize * ratio * u[i];
+      }
+      EXPECT_TRUE(near(p, pd, 1e-5, 1e-6)) << "max_coeff " << c.maxCoeff << " n " << n;
+      EXPECT_TRUE(near(m, md, 1e-5, 1e-7));
+      EXPECT_TRUE(near(v, vd, 1e-5, 1e-7));
+    }
+  // Either norm 0: the ratio is 1, not clamped (FusedLamb).
+  float p = 0.0f, g = 0.5f, m = 0.0f, v = 0.0f, sums[2];
+  lambStats(&p, &g, &m, &v, 1, 0.9f, 0.999f, 1e-8f, 0.0f, sums);
+  EXPECT_EQ(sums[0], 0.0f);
+  lamb(&p, &g, &m, &v, 1, 0.1f, 0.9f, 0.999f, 1e-8f, 0.0f, false, 10.0f, 0.01f, 1, sums);
+  // u = m / (sqrt(v) + eps) with the kernel's float moments: p = -0.1 * u.
+  const float mf = (1.0f - 0.9f) * 0.5f, vf = (1.0f - 0.999f) * 0.25f;
+  const float u = mf / (std::sqrt(vf) + 1e-8f);
+  EXPECT_NEAR(p, -0.1f * u, 1e-6f);
 }
 
 } // namespace
