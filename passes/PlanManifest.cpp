@@ -542,6 +542,81 @@ void writeOffload(const plan::Plan &p, llvm::raw_ostream &os) {
        << humanBytes(int64_t(p.arena_bytes())) << ") and not the host tier\n";
 }
 
+/// The parameter update: the optimizer and its hyperparameters as the baked
+/// config gives them, the update instructions the epilogue runs, and, for
+/// LAMB, how its per-tensor trust ratios are completed across ranks.
+void writeOptimizer(const plan::Plan &p, llvm::raw_ostream &os) {
+  using namespace dsrt::config;
+  TrainConfig cfg;
+  try {
+    AutoValues autos;
+    autos.runLengthAtRun = true;
+    cfg = p.config_json().empty() ? defaultConfig()
+                                  : parseDsConfig(p.config_json(), "baked config",
+                                                  std::max<int64_t>(1, p.dp()), autos);
+  } catch (const ConfigError &) {
+    return; // writePrecision said so
+  }
+  const OptimizerConfig &o = cfg.optimizer;
+  auto num = [](double v) { return llvm::format("%g", v); };
+  os << "optimizer:        " << o.type;
+  if (o.type == "Adam" || o.type == "AdamW")
+    os << (o.decoupled ? " (decoupled weight decay)" : " (L2 weight decay)");
+  os << ", lr " << num(o.lr);
+  if (o.type == "SGD")
+    os << ", momentum " << num(o.momentum);
+  else if (o.type != "Adagrad")
+    os << ", betas [" << num(o.beta1) << ", " << num(o.beta2) << "]";
+  if (o.type != "SGD" && o.type != "Lion")
+    os << ", eps " << num(o.eps);
+  os << ", weight_decay " << num(o.weightDecay);
+  if (o.type == "Lamb")
+    os << ", trust ratio clamped to [" << num(o.minCoeff) << ", " << num(o.maxCoeff) << "]";
+  if (o.type == "Adagrad")
+    os << ", lr_decay " << num(o.lrDecay);
+  const SchedulerConfig &sc = cfg.scheduler;
+  if (sc.type == "OneCycle" && sc.cycleMomentum && o.type != "SGD" && o.type != "Adagrad")
+    os << " (OneCycle cycles beta1, beta2 0.99)";
+  os << "\n";
+  // LAMB's partial sums of squares and what they flow through (the concat
+  // that packs them, the collective, the slices that unpack them), and the
+  // all-reduces that complete them, by group. Tracked by arena offset: a
+  // wait's results are other buffers over the collective's bytes.
+  std::set<uint64_t> sums;
+  auto at = [&](uint32_t b) { return p.buffers(b).offset(); };
+  int64_t lambStats = 0;
+  std::map<std::string, int> calls;
+  for (const plan::Instr &i : p.program().epilogue()) {
+    bool fromSums = i.inputs_size() > 0 &&
+                    std::all_of(i.inputs().begin(), i.inputs().end(),
+                                [&](uint32_t b) { return sums.count(at(b)) != 0; });
+    if (i.op() == "train.lamb_stats")
+      ++lambStats;
+    else if (!fromSums || i.op() == "train.lamb")
+      continue;
+    else if (i.op() == "dist.all_reduce")
+      ++calls[i.axis() == 2 ? "tp" : i.axis() == 1 ? "pp" : "dp"];
+    for (uint32_t b : i.outputs())
+      sums.insert(at(b));
+  }
+  if (!lambStats)
+    return;
+  os << "  trust ratios:   per tensor (FusedLamb's |p| / |update|): " << lambStats
+     << " train.lamb_stats on this rank's elements, ";
+  if (calls.empty()) {
+    os << "each over the whole tensor\n";
+    return;
+  }
+  os << "completed over the ranks holding parts of a tensor by ";
+  bool first = true;
+  for (auto [axis, n] : calls) {
+    os << (first ? "" : " and ") << n << " all-reduce" << (n > 1 ? "s" : "") << " over "
+       << axis;
+    first = false;
+  }
+  os << "\n";
+}
+
 void writeManifest(const plan::Plan &p, llvm::raw_ostream &os) {
   int64_t params = 0, paramCount = 0, states = 0, constants = 0;
   std::vector<const plan::Buffer *> inputs;
@@ -605,6 +680,7 @@ void writeManifest(const plan::Plan &p, llvm::raw_ostream &os) {
      << " micro-batch + " << prog.epilogue_size() << " epilogue instructions, "
      << constants << " constants\n";
   writePrecision(p, os);
+  writeOptimizer(p, os);
   if (p.dp() > 1 || p.zero_stage() > 0)
     writeDataParallel(p, os);
   if (p.tp() > 1)

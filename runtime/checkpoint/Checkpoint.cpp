@@ -52,11 +52,14 @@ std::string rankFile(int rank) {
   return buf;
 }
 
-/// Adam's second moment (train.adam's exp_avg_sq state): never negative.
+/// A sum of squared gradients, never negative: Adam's and LAMB's second
+/// moment (exp_avg_sq) and Adagrad's accumulator (sum).
 bool isSecondMoment(const std::string &name) {
-  static const std::string suffix = "/exp_avg_sq";
-  return name.size() > suffix.size() &&
-         name.compare(name.size() - suffix.size(), std::string::npos, suffix) == 0;
+  auto endsWith = [&](const std::string &suffix) {
+    return name.size() > suffix.size() &&
+           name.compare(name.size() - suffix.size(), std::string::npos, suffix) == 0;
+  };
+  return endsWith("/exp_avg_sq") || endsWith("/sum");
 }
 
 /// A value no training state may hold: NaN, an infinity, or (in Adam's

@@ -126,7 +126,8 @@ struct SchedulerConfig {
   /// LRRangeTest: lr_range_test_staircase.
   bool staircase = false;
   /// OneCycle: cycle_momentum (DeepSpeed default true). It only acts on
-  /// optimizers with betas (Adam, AdamW); see betasAt() in LrSchedule.h.
+  /// optimizers with betas (Adam, AdamW, Lamb, Lion); see betasAt() in
+  /// LrSchedule.h, which dsrt's updates read every step.
   bool cycleMomentum = false;
   /// total_num_steps was "auto" (the Hugging Face Trainer's max_steps): the
   /// run's --steps gives it; until dsrt sets it, params holds a stand-in.

@@ -160,7 +160,9 @@ AdamBetas betasAt(const TrainConfig &cfg, int64_t step) {
   checkStep(step);
   const OptimizerConfig &o = cfg.optimizer;
   const SchedulerConfig &s = cfg.scheduler;
-  if (s.type != "OneCycle" || !s.cycleMomentum || o.type == "SGD")
+  // Only optimizers with betas: DeepSpeed turns cycle_momentum off for the
+  // others ('betas' not in optimizer.defaults).
+  if (s.type != "OneCycle" || !s.cycleMomentum || o.type == "SGD" || o.type == "Adagrad")
     return {o.beta1, o.beta2};
   // OneCycle._initialize_momentum / get_mom(): beta2 is pinned to 0.99.
   double minMom = s.param("cycle_min_mom"), maxMom = s.param("cycle_max_mom");

@@ -55,14 +55,16 @@ struct AdamBetas {
   double beta1, beta2;
 };
 
-/// The Adam betas of update `step`. They are the optimizer's betas except
-/// under OneCycle with cycle_momentum on an Adam/AdamW optimizer, where
+/// The betas of update `step`. They are the optimizer's betas except under
+/// OneCycle with cycle_momentum on an optimizer with betas (Adam, AdamW,
+/// Lamb, Lion), where
 /// DeepSpeed writes (momentum, 0.99) into the optimizer: beta1 cycles
 /// inversely to the lr between cycle_max_mom and cycle_min_mom (cycle_min_mom
 /// for update 0, as the constructor sets it), after the cycle it is
 /// cycle_max_mom * (1 + decay_mom_rate * (k - first - second) /
-/// decay_step_size), and beta2 is replaced by 0.99. SGD has no betas, so
-/// DeepSpeed disables momentum cycling for it and so does this function.
+/// decay_step_size), and beta2 is replaced by 0.99. SGD and Adagrad have no
+/// betas, so DeepSpeed disables momentum cycling for them and so does this
+/// function. dsrt's updates read it at step - 1, the lr's schedule index.
 AdamBetas betasAt(const TrainConfig &cfg, int64_t step);
 
 } // namespace dsrt::config

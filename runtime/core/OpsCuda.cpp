@@ -453,8 +453,9 @@ const std::map<std::string, BindFn> &deviceTable() {
         if (ctx.overflow)
           return;
         // lr and step: their host copies (written by the host each step).
+        auto [beta1, beta2] = stepBetas(i, ctx);
         cuda::adam(dev(i.out[0]), dev(i.in[1]), dev(i.out[1]), dev(i.out[2]), i.out[0]->numel,
-                   *i.in[4]->f32(), (float)i.floats[0], (float)i.floats[1], (float)i.floats[2],
+                   *i.in[4]->f32(), beta1, beta2, (float)i.floats[2],
                    (float)i.floats[3], i.ints[0] != 0, i.ints[1] != 0, *i.in[5]->i64());
       };
     };

@@ -213,6 +213,20 @@ inline void groupSize(const Check &c, int64_t group) {
            std::to_string(kMaxPlanRanks) + "]");
 }
 
+/// The betas an update with betas (train.adam, train.lamb(_stats),
+/// train.lion) uses this step: its own (floats 0 and 1), except under
+/// OneCycle with cycle_momentum, where DeepSpeed writes the scheduler's
+/// (momentum, 0.99) into the optimizer before each update (betasAt, at the
+/// schedule index of the lr: step - 1).
+inline std::pair<float, float> stepBetas(const Instr &i, const Context &ctx) {
+  const config::SchedulerConfig &s = ctx.config->scheduler;
+  if (s.type == "OneCycle" && s.cycleMomentum) {
+    config::AdamBetas b = config::betasAt(*ctx.config, ctx.optimizerStep - 1);
+    return {float(b.beta1), float(b.beta2)};
+  }
+  return {float(i.floats[0]), float(i.floats[1])};
+}
+
 /// train.clip_grad_norm's decision, one for the CPU and the CUDA kernels:
 /// from the global sum of squares `sq` (and fp16's loss scale, the input
 /// after the sum when the plan has one), writes the norm into the norm

@@ -181,8 +181,9 @@ void addTrainOps(OpTable &t) {
         if (ctx.overflow) // fp16: the loss scaler skips this step
           return;
         // In place: the outputs view the parameter and state bytes.
+        auto [beta1, beta2] = stepBetas(i, ctx);
         cpu::adam(i.out[0]->f32(), i.in[1]->f32(), i.out[1]->f32(), i.out[2]->f32(),
-                  i.out[0]->numel, *i.in[4]->f32(), (float)i.floats[0], (float)i.floats[1],
+                  i.out[0]->numel, *i.in[4]->f32(), beta1, beta2,
                   (float)i.floats[2], (float)i.floats[3], i.ints[0] != 0, i.ints[1] != 0,
                   *i.in[5]->i64());
       };
@@ -205,8 +206,9 @@ void addTrainOps(OpTable &t) {
       i.run = [](const Instr &i, Context &ctx) {
         if (ctx.overflow) // fp16: the loss scaler skips this step
           return;
+        auto [beta1, beta2] = stepBetas(i, ctx);
         cpu::lion(i.out[0]->f32(), i.in[1]->f32(), i.out[1]->f32(), i.out[0]->numel,
-                  *i.in[3]->f32(), (float)i.floats[0], (float)i.floats[1], (float)i.floats[2]);
+                  *i.in[3]->f32(), beta1, beta2, (float)i.floats[2]);
       };
     }};
     t["train.adagrad"] = {[](Instr &i, const Check &c) {
@@ -253,10 +255,11 @@ void addTrainOps(OpTable &t) {
       lambRates(c);
       for (int k = 1; k < 4; ++k)
         c.sameShape(i.in[0], i.in[k]);
-      i.run = [](const Instr &i, Context &) {
+      i.run = [](const Instr &i, Context &ctx) {
+        auto [beta1, beta2] = stepBetas(i, ctx);
         cpu::lambStats(i.in[0]->f32(), i.in[1]->f32(), i.in[2]->f32(), i.in[3]->f32(),
-                       i.in[0]->numel, (float)i.floats[0], (float)i.floats[1],
-                       (float)i.floats[2], (float)i.floats[3], i.out[0]->f32());
+                       i.in[0]->numel, beta1, beta2, (float)i.floats[2], (float)i.floats[3],
+                       i.out[0]->f32());
       };
     }};
     t["train.lamb"] = {[lambRates](Instr &i, const Check &c) {
@@ -284,8 +287,9 @@ void addTrainOps(OpTable &t) {
       i.run = [](const Instr &i, Context &ctx) {
         if (ctx.overflow)
           return;
+        auto [beta1, beta2] = stepBetas(i, ctx);
         cpu::lamb(i.out[0]->f32(), i.in[1]->f32(), i.out[1]->f32(), i.out[2]->f32(),
-                  i.out[0]->numel, *i.in[4]->f32(), (float)i.floats[0], (float)i.floats[1],
+                  i.out[0]->numel, *i.in[4]->f32(), beta1, beta2,
                   (float)i.floats[2], (float)i.floats[3], i.ints[0] != 0, (float)i.floats[4],
                   (float)i.floats[5], *i.in[5]->i64(), i.in[6]->f32());
       };

@@ -158,6 +158,11 @@ class DeepSpeedSchedule:
             "WarmupCosineLR": {"total_num_steps", "warmup_min_ratio",
                                "warmup_num_steps", "cos_min_ratio", "warmup_type",
                                "last_batch_iteration"},
+            "OneCycle": {"cycle_min_lr", "cycle_max_lr", "decay_lr_rate",
+                         "cycle_first_step_size", "cycle_second_step_size",
+                         "cycle_first_stair_count", "cycle_second_stair_count",
+                         "decay_step_size", "cycle_momentum", "cycle_min_mom",
+                         "cycle_max_mom", "decay_mom_rate", "last_batch_iteration"},
         }
         if self.kind not in known:
             fail("scheduler type %r is not implemented by the reference (have: %s)"
@@ -167,6 +172,9 @@ class DeepSpeedSchedule:
             fail("scheduler %s: unknown params %s" % (self.kind, sorted(extra)))
         if p.get("last_batch_iteration", -1) != -1:
             fail("scheduler last_batch_iteration != -1 (resuming) is not supported")
+        if self.kind == "OneCycle":
+            self._init_one_cycle(p)
+            return
         wt = p.get("warmup_type", WARMUP_LOG)
         if wt not in (WARMUP_LOG, WARMUP_LINEAR):
             print("reference_train: warning: unknown warmup_type %r, using log "
@@ -190,6 +198,65 @@ class DeepSpeedSchedule:
             self.cmin = float(p.get("cos_min_ratio", 0.0001))
             self.org_lr = base_lr
 
+    def _init_one_cycle(self, p):
+        """OneCycle's constructor (lr_schedules.py): the cycle's two halves,
+        their stairs, the decay after it, and the momentum it writes into
+        optimizers with betas as (momentum, 0.99)."""
+        self.min_lr = float(p["cycle_min_lr"])
+        self.max_lr = float(p["cycle_max_lr"])
+        self.decay_lr_rate = float(p.get("decay_lr_rate", 0.0))
+        first = float(p.get("cycle_first_step_size", 2000))
+        second = p.get("cycle_second_step_size")
+        second = first if second is None else float(second)
+        self.total_size = first + second
+        self.step_ratio = first / self.total_size
+        self.first_size, self.second_size = first, second
+        self.first_stairs = p.get("cycle_first_stair_count", 0)
+        stairs2 = p.get("cycle_second_stair_count")
+        self.second_stairs = self.first_stairs if stairs2 is None else stairs2
+        self.decay_step_size = p.get("decay_step_size", 0)
+        self.skip_lr_decay = math.isclose(self.decay_step_size, 0) or math.isclose(
+            self.decay_lr_rate, 0)
+        self.cycle_momentum = bool(p.get("cycle_momentum", True))
+        self.min_mom = float(p.get("cycle_min_mom", 0.8))
+        self.max_mom = float(p.get("cycle_max_mom", 0.9))
+        self.decay_mom_rate = float(p.get("decay_mom_rate", 0.0))
+        self.skip_mom_decay = math.isclose(self.decay_step_size, 0) or math.isclose(
+            self.decay_mom_rate, 0)
+
+    def _scale(self, i):
+        """OneCycle._get_scale_factor at last_batch_iteration i."""
+        b = i + 1
+        cycle = math.floor(1 + b / self.total_size)
+        x = 1.0 + b / self.total_size - cycle
+        if x <= self.step_ratio:
+            scale, stairs = x / self.step_ratio, self.first_stairs
+        else:
+            scale, stairs = (x - 1) / (self.step_ratio - 1), self.second_stairs
+        if stairs > 0:
+            pos = b % self.total_size
+            if pos <= self.first_size:
+                at = pos * stairs / self.first_size
+            else:
+                at = (self.total_size - pos) * stairs / self.second_size
+            scale = math.floor(at) / stairs
+        return scale
+
+    def betas_for_update(self, k):
+        """The (beta1, beta2) OneCycle writes into an optimizer with betas
+        before the k-th update, or None when it leaves them alone."""
+        if self.kind != "OneCycle" or not self.cycle_momentum:
+            return None
+        if k == 1:  # the constructor's min_moms
+            return (self.min_mom, 0.99)
+        i = k - 2
+        if i < self.total_size:
+            return (self.max_mom - (self.max_mom - self.min_mom) * self._scale(i), 0.99)
+        if self.skip_mom_decay:
+            return (self.max_mom, 0.99)
+        interval = (i - self.total_size + 1) / self.decay_step_size
+        return (self.max_mom * (1 + self.decay_mom_rate * interval), 0.99)
+
     def _gamma_warm(self, i):
         if self.warmup_type == WARMUP_LOG:
             return self.inverse_log_warm_up * math.log(i + 1)
@@ -199,6 +266,15 @@ class DeepSpeedSchedule:
         """The lr DeepSpeed writes into the optimizer at last_batch_iteration i."""
         if self.kind is None:
             return self.base_lr
+        if self.kind == "OneCycle":
+            if i < 0:
+                return self.min_lr
+            if i < self.total_size:
+                return self.min_lr + (self.max_lr - self.min_lr) * self._scale(i)
+            if self.skip_lr_decay:
+                return self.min_lr
+            interval = (i - self.total_size + 1) / self.decay_step_size
+            return self.min_lr / (1 + self.decay_lr_rate * interval)
         if self.kind in ("WarmupLR", "WarmupDecayLR"):
             if i < 0:
                 return self.min_lr
@@ -979,8 +1055,11 @@ def main(argv=None):
         else:
             norm = grad_norm(params)
         lr = sched.lr_for_update(step + 1)
+        betas = sched.betas_for_update(step + 1) if "betas" in opt.defaults else None
         for g in opt.param_groups:
             g["lr"] = lr
+            if betas is not None:
+                g["betas"] = betas
         opt.step()
         dt = time.perf_counter() - t0
         rows.append((step + 1, sum(losses) / len(losses), lr, norm, dt))
