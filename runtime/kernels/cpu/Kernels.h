@@ -308,6 +308,23 @@ void lamb(float *p, const float *g, float *m, float *v, int64_t n, float lr, flo
           float beta2, float eps, float weightDecay, bool biasCorrection, float maxCoeff,
           float minCoeff, int64_t step, const float sums[2]);
 
+//===--- 1-bit compression (DeepSpeed's compressed all-reduce) ------------===//
+// One rank's side of each phase of the error-feedback sign compression of
+// 1-bit Adam / 0/1 Adam / 1-bit LAMB (Compress.cpp). n is a multiple of 8;
+// bits hold n / 8 bytes, the first element in the most significant bit.
+
+/// Worker: x = v + error; a = |x| / sqrt(n); bits = (x >= 0 or NaN);
+/// error = x - a sgn(x). Returns a.
+float onebitCompress(const float *v, float *error, int64_t n, uint8_t *bits);
+/// Server of one chunk: c = sum over the `world` workers of sgn_w (a_w /
+/// world) + serverError (workerBits[w] and scales[w]: worker w's bits of
+/// this chunk and its a); b = |c| / sqrt(n); bits = (c >= 0 or NaN);
+/// serverError = c - b sgn(c). Returns b.
+float onebitServer(const uint8_t *const *workerBits, const float *scales, int world,
+                   float *serverError, int64_t n, uint8_t *bits);
+/// out = scale * sgn, element i from bit i.
+void onebitExpand(const uint8_t *bits, float scale, int64_t n, float *out);
+
 //===--- 16-bit floats: bf16 and fp16 storage, float math -----------------===//
 // Same contracts as the float kernels above, with every float tensor of the
 // signature in Bf16 or Fp16 except where a parameter says float. Inputs are

@@ -1,0 +1,93 @@
+//===- Compress.cpp - 1-bit sign compression with error feedback ---------===//
+//
+// The arithmetic of DeepSpeed's compressed all-reduce (1-bit Adam, 0/1 Adam,
+// 1-bit LAMB: DeepSpeed edaa722 deepspeed/runtime/comm/nccl.py
+// compressed_allreduce), for one rank's side of each phase:
+//
+//   worker   x = v + worker_error; a = |x| / sqrt(n); bits = x >= 0;
+//            worker_error = x - a sgn(x)
+//   server   (chunk r of every worker) c = sum_w sgn_w (a_w / W) +
+//            server_error; b = |c| / sqrt(n_r); bits = c >= 0;
+//            server_error = c - b sgn(c)
+//   expand   out = b sgn(c), chunk by chunk
+//
+// sgn(x) is +1 for x >= 0 and for NaN (DeepSpeed's sign().add_(1).bool()),
+// -1 otherwise. Bits are packed most significant first, as numpy's
+// packbits, eight elements per byte: n is a multiple of 8 (DeepSpeed pads
+// the tensor to a multiple of W * lcm(W, 8)). Norms are summed in double
+// in element order, so every rank and thread count gets the same scale.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/kernels/cpu/Kernels.h"
+
+#include <cmath>
+
+namespace dsrt::cpu {
+
+namespace {
+
+/// DeepSpeed's sgn: +1 unless x < 0 (so 0, -0 and NaN are +1).
+inline bool positive(float x) { return !(x < 0.0f); }
+
+inline float scaleOf(double sumSquares, int64_t n) {
+  return float(std::sqrt(sumSquares) / std::sqrt(double(n)));
+}
+
+} // namespace
+
+float onebitCompress(const float *v, float *error, int64_t n, uint8_t *bits) {
+  double sq = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = v[i] + error[i];
+    error[i] = x; // x, until the scale is known
+    sq += double(x) * double(x);
+  }
+  const float a = scaleOf(sq, n);
+  for (int64_t byte = 0; byte < n / 8; ++byte) {
+    uint8_t packed = 0;
+    for (int k = 0; k < 8; ++k) {
+      float &x = error[byte * 8 + k];
+      const bool up = positive(x);
+      packed |= uint8_t(up) << (7 - k);
+      x = up ? x - a : x + a;
+    }
+    bits[byte] = packed;
+  }
+  return a;
+}
+
+float onebitServer(const uint8_t *const *workerBits, const float *scales, int world,
+                   float *serverError, int64_t n, uint8_t *bits) {
+  double sq = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t byte = i / 8, shift = 7 - i % 8;
+    // In worker order, each sign times its worker's a / W, then the error.
+    float c = 0.0f;
+    for (int w = 0; w < world; ++w) {
+      const float share = scales[w] * (1.0f / float(world));
+      c += ((workerBits[w][byte] >> shift) & 1) ? share : -share;
+    }
+    c += serverError[i];
+    serverError[i] = c;
+    sq += double(c) * double(c);
+  }
+  const float b = scaleOf(sq, n);
+  for (int64_t byte = 0; byte < n / 8; ++byte) {
+    uint8_t packed = 0;
+    for (int k = 0; k < 8; ++k) {
+      float &c = serverError[byte * 8 + k];
+      const bool up = positive(c);
+      packed |= uint8_t(up) << (7 - k);
+      c = up ? c - b : c + b;
+    }
+    bits[byte] = packed;
+  }
+  return b;
+}
+
+void onebitExpand(const uint8_t *bits, float scale, int64_t n, float *out) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = ((bits[i / 8] >> (7 - i % 8)) & 1) ? scale : -scale;
+}
+
+} // namespace dsrt::cpu
