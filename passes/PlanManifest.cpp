@@ -18,6 +18,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace dsc {
@@ -81,19 +82,24 @@ LowCopies lowPrecisionCopies(const plan::Plan &p) {
 /// The precision the plan trains in, as the baked config and the plan's
 /// casts state it: what is 16-bit, what stays fp32, the dtypes gradients
 /// accumulate and travel in, the loss scaler, and the 16-bit copies' bytes.
-void writePrecision(const plan::Plan &p, llvm::raw_ostream &os) {
+/// The config baked into the plan, read back (the run length left to the
+/// run), or the reason it does not read back.
+std::variant<dsrt::config::TrainConfig, std::string> bakedConfig(const plan::Plan &p) {
   using namespace dsrt::config;
-  TrainConfig cfg;
   try {
     AutoValues autos;
     autos.runLengthAtRun = true;
-    cfg = p.config_json().empty() ? defaultConfig()
-                                  : parseDsConfig(p.config_json(), "baked config",
-                                                  std::max<int64_t>(1, p.dp()), autos);
+    return p.config_json().empty() ? defaultConfig()
+                                   : parseDsConfig(p.config_json(), "baked config",
+                                                   std::max<int64_t>(1, p.dp()), autos);
   } catch (const ConfigError &e) {
-    os << "precision:        (the baked config does not read back: " << e.what() << ")\n";
-    return;
+    return std::string(e.what());
   }
+}
+
+void writePrecision(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
+                    llvm::raw_ostream &os) {
+  using namespace dsrt::config;
   const PrecisionConfig &pc = cfg.precision;
   LowCopies low = lowPrecisionCopies(p);
   if (pc.kind == Precision::FP32) {
@@ -545,18 +551,9 @@ void writeOffload(const plan::Plan &p, llvm::raw_ostream &os) {
 /// The parameter update: the optimizer and its hyperparameters as the baked
 /// config gives them, the update instructions the epilogue runs, and, for
 /// LAMB, how its per-tensor trust ratios are completed across ranks.
-void writeOptimizer(const plan::Plan &p, llvm::raw_ostream &os) {
+void writeOptimizer(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
+                    llvm::raw_ostream &os) {
   using namespace dsrt::config;
-  TrainConfig cfg;
-  try {
-    AutoValues autos;
-    autos.runLengthAtRun = true;
-    cfg = p.config_json().empty() ? defaultConfig()
-                                  : parseDsConfig(p.config_json(), "baked config",
-                                                  std::max<int64_t>(1, p.dp()), autos);
-  } catch (const ConfigError &) {
-    return; // writePrecision said so
-  }
   const OptimizerConfig &o = cfg.optimizer;
   auto num = [](double v) { return llvm::format("%g", v); };
   os << "optimizer:        " << o.type;
@@ -679,8 +676,14 @@ void writeManifest(const plan::Plan &p, llvm::raw_ostream &os) {
      << prog.micro_batches() << " x " << prog.micro_batch_size()
      << " micro-batch + " << prog.epilogue_size() << " epilogue instructions, "
      << constants << " constants\n";
-  writePrecision(p, os);
-  writeOptimizer(p, os);
+  auto cfg = bakedConfig(p);
+  if (auto *c = std::get_if<dsrt::config::TrainConfig>(&cfg)) {
+    writePrecision(p, *c, os);
+    writeOptimizer(p, *c, os);
+  } else {
+    os << "precision:        (the baked config does not read back: " << std::get<std::string>(cfg)
+       << ")\n";
+  }
   if (p.dp() > 1 || p.zero_stage() > 0)
     writeDataParallel(p, os);
   if (p.tp() > 1)

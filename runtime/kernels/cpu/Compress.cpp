@@ -33,6 +33,22 @@ inline float scaleOf(double sumSquares, int64_t n) {
   return float(std::sqrt(sumSquares) / std::sqrt(double(n)));
 }
 
+/// Packs the signs of x (n elements, eight per byte, the first in the most
+/// significant bit) and leaves x - scale sgn(x) in x: the error the
+/// compression makes.
+void packSigns(float *x, int64_t n, float scale, uint8_t *bits) {
+  for (int64_t byte = 0; byte < n / 8; ++byte) {
+    uint8_t packed = 0;
+    for (int k = 0; k < 8; ++k) {
+      float &v = x[byte * 8 + k];
+      const bool up = positive(v);
+      packed |= uint8_t(up) << (7 - k);
+      v = up ? v - scale : v + scale;
+    }
+    bits[byte] = packed;
+  }
+}
+
 } // namespace
 
 float onebitCompress(const float *v, float *error, int64_t n, uint8_t *bits) {
@@ -43,16 +59,7 @@ float onebitCompress(const float *v, float *error, int64_t n, uint8_t *bits) {
     sq += double(x) * double(x);
   }
   const float a = scaleOf(sq, n);
-  for (int64_t byte = 0; byte < n / 8; ++byte) {
-    uint8_t packed = 0;
-    for (int k = 0; k < 8; ++k) {
-      float &x = error[byte * 8 + k];
-      const bool up = positive(x);
-      packed |= uint8_t(up) << (7 - k);
-      x = up ? x - a : x + a;
-    }
-    bits[byte] = packed;
-  }
+  packSigns(error, n, a, bits);
   return a;
 }
 
@@ -72,16 +79,7 @@ float onebitServer(const uint8_t *const *workerBits, const float *scales, int wo
     sq += double(c) * double(c);
   }
   const float b = scaleOf(sq, n);
-  for (int64_t byte = 0; byte < n / 8; ++byte) {
-    uint8_t packed = 0;
-    for (int k = 0; k < 8; ++k) {
-      float &c = serverError[byte * 8 + k];
-      const bool up = positive(c);
-      packed |= uint8_t(up) << (7 - k);
-      c = up ? c - b : c + b;
-    }
-    bits[byte] = packed;
-  }
+  packSigns(serverError, n, b, bits);
   return b;
 }
 
