@@ -211,6 +211,10 @@ struct Context {
   /// The optimizer's step, from 1: step minus the steps fp16's loss scaler
   /// skipped (what the STEP buffer holds).
   int64_t optimizerStep = 0;
+  /// OneCycle with cycle_momentum: the betas DeepSpeed writes into an
+  /// optimizer with betas for this step (set once per step; see stepBetas).
+  bool cycledBetas = false;
+  float beta1 = 0.0f, beta2 = 0.0f;
   uint64_t seed = 0;        // --seed
   uint64_t rngCounter = 0;  // dropout draw: the global micro-batch index
   int64_t badIndices = 0;   // gather / loss labels out of range this step

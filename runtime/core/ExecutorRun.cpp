@@ -1,5 +1,6 @@
 //===- ExecutorRun.cpp - running a step: lists, timeline, profile --------===//
 #include "runtime/core/Executor.h"
+#include "runtime/config/LrSchedule.h"
 
 #include "runtime/io/FileUtil.h"
 #include "runtime/kernels/cpu/Kernels.h"
@@ -140,6 +141,15 @@ void Executor::beginStep(int64_t stepIndex) {
   // applied updates: a step fp16's loss scaler skipped does not advance it.
   ctx_.optimizerStep = appliedSteps_ + 1;
   *tensors_[plan_.step_buffer()].i64() = ctx_.optimizerStep;
+  const config::SchedulerConfig &s = config_.scheduler;
+  ctx_.cycledBetas = s.type == "OneCycle" && s.cycleMomentum;
+  if (ctx_.cycledBetas) {
+    // The lr's schedule index, step - 1 (betasAt leaves optimizers without
+    // betas alone).
+    config::AdamBetas b = config::betasAt(config_, ctx_.optimizerStep - 1);
+    ctx_.beta1 = float(b.beta1);
+    ctx_.beta2 = float(b.beta2);
+  }
   ctx_.overflow = false;
   stepScale_ = scaler_ ? scaler_->scale() : 1.0;
   if (lossScale_)

@@ -216,14 +216,11 @@ inline void groupSize(const Check &c, int64_t group) {
 /// The betas an update with betas (train.adam, train.lamb(_stats),
 /// train.lion) uses this step: its own (floats 0 and 1), except under
 /// OneCycle with cycle_momentum, where DeepSpeed writes the scheduler's
-/// (momentum, 0.99) into the optimizer before each update (betasAt, at the
-/// schedule index of the lr: step - 1).
+/// (momentum, 0.99) into the optimizer before each update (the executor
+/// evaluates them once per step: Context::cycledBetas).
 inline std::pair<float, float> stepBetas(const Instr &i, const Context &ctx) {
-  const config::SchedulerConfig &s = ctx.config->scheduler;
-  if (s.type == "OneCycle" && s.cycleMomentum) {
-    config::AdamBetas b = config::betasAt(*ctx.config, ctx.optimizerStep - 1);
-    return {float(b.beta1), float(b.beta2)};
-  }
+  if (ctx.cycledBetas)
+    return {ctx.beta1, ctx.beta2};
   return {float(i.floats[0]), float(i.floats[1])};
 }
 

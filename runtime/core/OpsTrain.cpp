@@ -9,6 +9,20 @@
 namespace dsrt::ops {
 
 namespace {
+
+/// An optimizer update's layout: input 0 the parameter, input 1 its
+/// gradient, inputs 2.. its `states` states, all of one shape; output 0
+/// the new parameter and output j the new state j, each over its input's
+/// bytes (in place).
+void updateInPlace(const Instr &i, const Check &c, int states) {
+  for (int k = 1; k < 2 + states; ++k)
+    c.sameShape(i.in[0], i.in[k]);
+  for (int k = 0; k <= states; ++k)
+    c.sameShape(i.in[0], i.out[k]);
+  c.inPlace(i.in[0], i.out[0]);
+  for (int k = 1; k <= states; ++k)
+    c.inPlace(i.in[1 + k], i.out[k]);
+}
 /// `bytes` from `src` to `dst` with the threads of the kernels, in 1 MiB
 /// pieces.
 void copyBytes(const void *src, void *dst, uint64_t bytes) {
@@ -170,13 +184,7 @@ void addTrainOps(OpTable &t) {
       c.floatIn(3, "weight_decay", 0, 1e30);
       c.flag(0, "decoupled");
       c.flag(1, "bias_correction");
-      for (int k = 1; k < 4; ++k)
-        c.sameShape(i.in[0], i.in[k]);
-      for (int k = 0; k < 3; ++k)
-        c.sameShape(i.in[0], i.out[k]);
-      c.inPlace(i.in[0], i.out[0]);
-      c.inPlace(i.in[2], i.out[1]);
-      c.inPlace(i.in[3], i.out[2]);
+      updateInPlace(i, c, 2);
       i.run = [](const Instr &i, Context &ctx) {
         if (ctx.overflow) // fp16: the loss scaler skips this step
           return;
@@ -197,12 +205,7 @@ void addTrainOps(OpTable &t) {
       c.floatIn(0, "beta1", 0, 1);
       c.floatIn(1, "beta2", 0, 1);
       c.floatIn(2, "weight_decay", 0, 1e30);
-      for (int k = 1; k < 3; ++k)
-        c.sameShape(i.in[0], i.in[k]);
-      for (int k = 0; k < 2; ++k)
-        c.sameShape(i.in[0], i.out[k]);
-      c.inPlace(i.in[0], i.out[0]);
-      c.inPlace(i.in[2], i.out[1]);
+      updateInPlace(i, c, 1);
       i.run = [](const Instr &i, Context &ctx) {
         if (ctx.overflow) // fp16: the loss scaler skips this step
           return;
@@ -223,12 +226,7 @@ void addTrainOps(OpTable &t) {
         c.fail("eps must be positive");
       c.floatIn(1, "weight_decay", 0, 1e30);
       c.floatIn(2, "lr_decay", 0, 1e30);
-      for (int k = 1; k < 3; ++k)
-        c.sameShape(i.in[0], i.in[k]);
-      for (int k = 0; k < 2; ++k)
-        c.sameShape(i.in[0], i.out[k]);
-      c.inPlace(i.in[0], i.out[0]);
-      c.inPlace(i.in[2], i.out[1]);
+      updateInPlace(i, c, 1);
       i.run = [](const Instr &i, Context &ctx) {
         if (ctx.overflow)
           return;
@@ -277,13 +275,7 @@ void addTrainOps(OpTable &t) {
       if (i.floats[5] > i.floats[4])
         c.fail("min_coeff must not exceed max_coeff");
       c.flag(0, "bias_correction");
-      for (int k = 1; k < 4; ++k)
-        c.sameShape(i.in[0], i.in[k]);
-      for (int k = 0; k < 3; ++k)
-        c.sameShape(i.in[0], i.out[k]);
-      c.inPlace(i.in[0], i.out[0]);
-      c.inPlace(i.in[2], i.out[1]);
-      c.inPlace(i.in[3], i.out[2]);
+      updateInPlace(i, c, 2);
       i.run = [](const Instr &i, Context &ctx) {
         if (ctx.overflow)
           return;
