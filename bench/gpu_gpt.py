@@ -87,26 +87,45 @@ def batches(tok, torch, steps):
     return out
 
 
-def train_torch(torch, model, data, warmup, compiled, bf16):
+def train_torch(torch, model, data, warmup, compiled, bf16, profile_steps=0):
+    """Trains on `data`, timing each step; then, with profile_steps, runs that
+    many more steps under torch.profiler and prints where the GPU's time
+    went (after the figures are taken: it changes none of them)."""
     model = model.cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
                             weight_decay=0.0)
     fwd = torch.compile(model) if compiled else model
     torch.cuda.reset_peak_memory_stats()
-    losses, times = [], []
-    for x, y in data:
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
+
+    def step(x, y):
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
             loss = fwd(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        return loss
+
+    losses, times = [], []
+    for x, y in data:
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        loss = step(x, y)
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
         losses.append(loss.item())
-    return losses, times[warmup:], torch.cuda.max_memory_allocated()
+    peak = torch.cuda.max_memory_allocated()
+    if profile_steps:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for x, y in data[:profile_steps]:
+                step(x, y)
+            torch.cuda.synchronize()
+        print(f"torch.profiler, {'torch.compile' if compiled else 'eager'}, "
+              f"{profile_steps} steps: the GPU kernels by total time")
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=30,
+                                        max_name_column_width=90))
+    return losses, times[warmup:], peak
 
 
 def gpu_memory_sampler(pid_holder, peak):
@@ -163,6 +182,9 @@ def main():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
                    help="the plan's precision (dsc --precision); PyTorch matches it")
+    p.add_argument("--torch-profile", type=int, default=0, metavar="STEPS",
+                   help="after the timed runs, profile this many steps of torch.compile "
+                        "with torch.profiler and print its kernels by time")
     p.add_argument("--dsrt-variant", action="append", default=[], metavar="VAR=VALUE",
                    help="also run dsrt with this environment setting (repeatable; one row "
                         "each), e.g. DSRT_CUDA_GEMM_PAD=0 to measure what a feature buys")
@@ -201,7 +223,8 @@ def main():
     data = batches(tok, torch, args.steps)
     for name, compiled in (("eager", False), ("compile", True)):
         model.load_state_dict(init)
-        losses, times, peak = train_torch(torch, model, data, args.warmup, compiled, bf16)
+        losses, times, peak = train_torch(torch, model, data, args.warmup, compiled, bf16,
+                                          args.torch_profile if compiled else 0)
         results[name] = dict(losses=losses, times=times, peak=peak)
     peak_flops = gemm_peak(torch, bf16)
     L, d = MODEL["layers"], MODEL["d_model"]

@@ -435,7 +435,11 @@ public:
   void writeTimeline(const std::string &path) const;
 
   /// Time every instruction by op kind (dsrt --profile); printProfile()
-  /// writes the table.
+  /// writes the table. On the CPU each instruction's wall time; on the
+  /// GPU its kernels' time between two CUDA events around it, read once
+  /// per list (nothing synchronizes between instructions), and the time
+  /// the GPU waited between instructions. The GPU's first step (cuBLAS's
+  /// and the modules' set-up) is left out when more steps follow.
   void enableProfile() { profile_ = true; }
   void printProfile(std::FILE *out) const;
 
@@ -500,6 +504,8 @@ private:
   void devicePull() const;
   void deviceEndStep();
   void deviceSync() const;
+  /// --profile on the GPU: runs `list`, timing it with CUDA events.
+  void profileDeviceList(const std::vector<Instr> &list);
   void destroyDevice();
   void progressComms() {
     for (comm::Communicator *c : ctx_.comms)
@@ -556,6 +562,9 @@ private:
   std::vector<std::vector<float>> gathered_; // gatherWeights' storage
   std::map<std::string, std::pair<int64_t, double>> opTime_; // calls, seconds
   std::map<const Instr *, double> instrTime_;                 // seconds
+  double deviceIdle_ = 0;      // --profile on the GPU: seconds between instructions
+  int64_t stepsBegun_ = 0;     // beginStep calls
+  bool profileSkippedFirst_ = false;
   struct Event {
     const Instr *instr;
     int list;

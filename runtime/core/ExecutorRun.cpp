@@ -69,11 +69,13 @@ void Executor::runList(const std::vector<Instr> &list) {
     }
     return;
   }
+  if (device_ == Device::Cuda) {
+    profileDeviceList(list);
+    return;
+  }
   for (const Instr &i : list) {
     auto t0 = std::chrono::steady_clock::now();
     i.run(i, ctx_);
-    if (device_ == Device::Cuda)
-      deviceSync();
     progressComms();
     double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     auto &slot = opTime_[i.op];
@@ -98,19 +100,31 @@ void Executor::printProfile(std::FILE *out) const {
   for (auto &[op, v] : opTime_)
     rows.push_back({v.second, op});
   std::sort(rows.rbegin(), rows.rend());
+  if (device_ == Device::Cuda)
+    std::fprintf(out,
+                 "GPU time by op kind (CUDA events around each instruction%s); the GPU waited "
+                 "%.3f s between instructions (%.1f%% of its time: launches, host work and "
+                 "synchronizations)\n",
+                 profileSkippedFirst_ ? ", the first step left out" : "", deviceIdle_,
+                 100.0 * deviceIdle_ / std::max(total + deviceIdle_, 1e-12));
   std::fprintf(out, "%-24s %10s %10s %7s\n", "op", "calls", "seconds", "share");
   for (auto &[sec, op] : rows)
     std::fprintf(out, "%-24s %10lld %10.3f %6.1f%%\n", op.c_str(),
                  (long long)opTime_.at(op).first, sec, 100.0 * sec / std::max(total, 1e-12));
-  int absorbed = 0;
+  int masks = 0, casts = 0;
   for (const auto *list : {&prologue_, &micro_, &epilogue_})
     for (const Instr &i : *list)
-      absorbed += i.fused.absorbed;
-  if (absorbed)
+      if (i.fused.absorbed)
+        ++(i.op == "nn.cast" ? casts : masks);
+  if (masks)
     std::fprintf(out,
                  "%d scale and mask instructions run inside their attention softmax (counted "
                  "there)\n",
-                 absorbed);
+                 masks);
+  if (casts)
+    std::fprintf(out,
+                 "%d casts run inside their cross-entropy and its gradient (counted there)\n",
+                 casts);
   // The instructions that took longest, with their operands: where a
   // kernel is slower than its bytes or flops say, it shows here.
   std::vector<std::pair<double, const Instr *>> slow;
@@ -137,6 +151,13 @@ void Executor::printProfile(std::FILE *out) const {
 
 void Executor::beginStep(int64_t stepIndex) {
   ctx_.step = stepIndex;
+  if (profile_ && device_ == Device::Cuda && ++stepsBegun_ == 2) {
+    // The first step's times hold cuBLAS's and the modules' set-up.
+    opTime_.clear();
+    instrTime_.clear();
+    deviceIdle_ = 0;
+    profileSkippedFirst_ = true;
+  }
   // The optimizer's step (Adam's bias correction, the lr schedule) counts
   // applied updates: a step fp16's loss scaler skipped does not advance it.
   ctx_.optimizerStep = appliedSteps_ + 1;

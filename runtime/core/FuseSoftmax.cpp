@@ -19,35 +19,23 @@
 namespace dsrt::ops {
 namespace {
 
+/// A tensor's planned bytes: its offset in its tier's space (the device
+/// arena, the host tier). The fusions run when the plan is bound, before
+/// the buffers have addresses, so they compare offsets.
 struct Region {
-  const char *begin, *end;
+  int tier;
+  uint64_t begin, end;
   explicit Region(const Tensor *t)
-      : begin(static_cast<const char *>(t->data)), end(begin + t->bytes()) {}
+      : tier(int(t->tier)), begin(t->offset), end(t->offset + t->bytes()) {}
   bool overlaps(const Tensor *t) const {
     Region o(t);
-    return o.begin < end && begin < o.end && t->bytes() && o.end > o.begin;
+    return o.tier == tier && o.begin < end && begin < o.end && o.end > o.begin && end > begin;
   }
   bool same(const Tensor *t) const {
     Region o(t);
-    return o.begin == begin && o.end == end;
+    return o.tier == tier && o.begin == begin && o.end == end;
   }
 };
-
-/// Whether no instruction of `list` from index `from` on reads `t`'s bytes
-/// before one overwrites them (a list that ends first: no, it may run
-/// again or hand them to the next list).
-bool deadAfter(const std::vector<Instr> &list, size_t from, const Tensor *t) {
-  Region r(t);
-  for (size_t j = from; j < list.size(); ++j) {
-    for (const Tensor *in : list[j].in)
-      if (r.overlaps(in))
-        return false;
-    for (const Tensor *out : list[j].out)
-      if (r.overlaps(out))
-        return true;
-  }
-  return false;
-}
 
 /// An elementwise nn.mul of a tensor by a scalar of its type: its
 /// operands {scalar, tensor}, or nulls.
@@ -102,7 +90,7 @@ bool maskOf(const Instr &sel, const Tensor *data, Instr::Fused &f) {
 /// overwrites them.
 bool unread(const std::vector<Instr> &list, size_t end, const Tensor *t, const Tensor *result) {
   Region r(t), o(result);
-  if (o.begin <= r.begin && r.end <= o.end)
+  if (o.tier == r.tier && o.begin <= r.begin && r.end <= o.end)
     return true;
   return deadAfter(list, end + 1, t);
 }
@@ -133,6 +121,21 @@ bool disjointOrSame(const Tensor *result, const std::vector<Tensor *> &operands)
 }
 
 } // namespace
+
+bool bytesOverlap(const Tensor *a, const Tensor *b) { return Region(a).overlaps(b); }
+
+bool deadAfter(const std::vector<Instr> &list, size_t from, const Tensor *t) {
+  Region r(t);
+  for (size_t j = from; j < list.size(); ++j) {
+    for (const Tensor *in : list[j].in)
+      if (r.overlaps(in))
+        return false;
+    for (const Tensor *out : list[j].out)
+      if (r.overlaps(out))
+        return true;
+  }
+  return false;
+}
 
 int fuseSoftmaxChains(std::vector<Instr> &list) {
   int absorbed = 0;

@@ -30,6 +30,7 @@ void Executor::deviceUpload(const std::vector<Tensor *> &) {}
 void Executor::devicePull() const {}
 void Executor::deviceEndStep() {}
 void Executor::deviceSync() const {}
+void Executor::profileDeviceList(const std::vector<Instr> &) {}
 void Executor::destroyDevice() {}
 
 } // namespace dsrt

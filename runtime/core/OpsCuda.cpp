@@ -23,6 +23,10 @@
 // move between the two only at those points (devicePull, the state a
 // restore wrote).
 //
+// Two bind-time fusions run before the binding: the attention softmax's
+// scale and mask (FuseSoftmax.cpp) and the casts around a bf16
+// cross-entropy (FuseCrossEntropy.cpp); both give the unfused bits.
+//
 // Not yet on the device (each refused by name, so that `--device auto`
 // runs such a plan on the CPU): plans for several ranks (collectives over
 // NCCL), fp16 plans, SGD, and log_softmax, nll_loss, broadcast, concat,
@@ -53,6 +57,8 @@ struct DeviceState {
   std::vector<int64_t> badHost;
   double *sumSq = nullptr;
   int absorbed = 0; // instructions fused into an attention softmax
+  int absorbedCasts = 0; // casts fused into a cross-entropy
+  std::unique_ptr<cuda::Events> events; // --profile: two per instruction
   ~DeviceState() {
     blas.reset();
     for (void *p : {arena, scratch, static_cast<void *>(bad), static_cast<void *>(sumSq)})
@@ -301,6 +307,14 @@ const std::map<std::string, BindFn> &deviceTable() {
         b.refuse("the CUDA cross-entropy takes [N, C] logits (no inner dimensions)");
       b.needs(cuda::crossEntropyScratchBytes(b.i.g[0]));
       b.counts();
+      if (b.i.fused.x) { // the bf16 logits the fused cast read (FuseCrossEntropy.cpp)
+        b.i.run = [](const Instr &i, Context &ctx) {
+          cuda::crossEntropy(dev<cpu::Bf16>(i.fused.x), dev<int64_t>(i.in[1]), dev(i.out[0]),
+                             i.g[0], i.g[1], (int)i.ints[0], i.ints[1] != 0, i.ints[2],
+                             ctx.gpu->bad + i.badSlot, ctx.gpu->scratch);
+        };
+        return;
+      }
       b.i.run = [](const Instr &i, Context &ctx) {
         cuda::crossEntropy(dev(i.in[0]), dev<int64_t>(i.in[1]), dev(i.out[0]), i.g[0], i.g[1],
                            (int)i.ints[0], i.ints[1] != 0, i.ints[2], ctx.gpu->bad + i.badSlot,
@@ -312,6 +326,14 @@ const std::map<std::string, BindFn> &deviceTable() {
       if (b.i.g[2] != 1)
         b.refuse("the CUDA cross-entropy takes [N, C] logits (no inner dimensions)");
       b.needs(cuda::crossEntropyGradScratchBytes());
+      if (b.i.fused.x) { // bf16 logits in, the bf16 gradient the fused cast wrote out
+        b.i.run = [](const Instr &i, Context &ctx) {
+          cuda::crossEntropyGrad(dev<cpu::Bf16>(i.fused.x), dev<int64_t>(i.in[1]), dev(i.in[2]),
+                                 dev<cpu::Bf16>(i.fused.out), i.g[0], i.g[1], (int)i.ints[0],
+                                 i.ints[1] != 0, i.ints[2], ctx.gpu->scratch);
+        };
+        return;
+      }
       b.i.run = [](const Instr &i, Context &ctx) {
         cuda::crossEntropyGrad(dev(i.in[0]), dev<int64_t>(i.in[1]), dev(i.in[2]), dev(i.out[0]),
                                i.g[0], i.g[1], (int)i.ints[0], i.ints[1] != 0, i.ints[2],
@@ -483,10 +505,15 @@ void Executor::setupDevice() {
   auto state = std::make_unique<DeviceState>();
   std::vector<Instr *> counting;
   size_t scratch = 0;
-  const char *fuse = std::getenv("DSRT_CUDA_FUSE");
-  if (!(fuse && std::string(fuse) == "0"))
+  // DSRT_CUDA_FUSE=0 turns the fusions off, =softmax or =cross_entropy
+  // keeps only that one (to measure each).
+  const char *fuseEnv = std::getenv("DSRT_CUDA_FUSE");
+  std::string fuse = fuseEnv ? fuseEnv : "";
+  if (fuse != "0" && fuse != "cross_entropy")
     for (auto *list : {&prologue_, &micro_, &epilogue_})
       state->absorbed += fuseSoftmaxChains(*list);
+  if (fuse != "0" && fuse != "softmax")
+    state->absorbedCasts += fuseCrossEntropyCasts({&prologue_, &micro_, &epilogue_});
   for (auto *list : {&prologue_, &micro_, &epilogue_})
     for (Instr &i : *list) {
       if (i.fused.absorbed) {
@@ -579,6 +606,29 @@ void Executor::deviceEndStep() {
 }
 
 void Executor::deviceSync() const { cuda::synchronize(); }
+
+void Executor::profileDeviceList(const std::vector<Instr> &list) {
+  DeviceState &g = *ctx_.gpu;
+  if (!g.events || g.events->size() < 2 * list.size())
+    g.events = std::make_unique<cuda::Events>(2 * list.size());
+  for (size_t k = 0; k < list.size(); ++k) {
+    g.events->record(2 * k);
+    list[k].run(list[k], ctx_);
+    g.events->record(2 * k + 1);
+    progressComms();
+  }
+  cuda::synchronize();
+  for (size_t k = 0; k < list.size(); ++k) {
+    const Instr &i = list[k];
+    double dt = g.events->elapsedMs(2 * k, 2 * k + 1) / 1e3;
+    if (k)
+      deviceIdle_ += std::max(0.0, g.events->elapsedMs(2 * k - 1, 2 * k) / 1e3);
+    auto &slot = opTime_[i.op];
+    ++slot.first;
+    slot.second += dt;
+    instrTime_[&i] += dt;
+  }
+}
 
 void Executor::destroyDevice() {
   delete ctx_.gpu;

@@ -319,6 +319,22 @@ inline bool sameShape(const Tensor *a, const Tensor *b) {
 /// over. Returns the number of instructions absorbed.
 int fuseSoftmaxChains(std::vector<Instr> &list);
 
+/// Device::Cuda: marks the casts around a cross-entropy on 16-bit logits
+/// that its kernels take over (FuseCrossEntropy.cpp): cast(bf16 -> f32)
+/// read only by nn.cross_entropy and nn.cross_entropy_grad, and the
+/// cast(f32 -> bf16) of the gradient right after it. The two read the
+/// bf16 logits (`fused.x`) and the gradient is written rounded to bf16
+/// (`fused.out`), the same bits. Returns the number of casts absorbed.
+/// `lists`: every list of the step (prologue, micro-batch, epilogue).
+int fuseCrossEntropyCasts(const std::vector<std::vector<Instr> *> &lists);
+
+/// Whether two tensors' arena bytes overlap (FuseSoftmax.cpp).
+bool bytesOverlap(const Tensor *a, const Tensor *b);
+/// Whether no instruction of `list` from index `from` on reads `t`'s bytes
+/// before one overwrites them (a list that ends first: no, it may run
+/// again or hand them to the next list).
+bool deadAfter(const std::vector<Instr> &list, size_t from, const Tensor *t);
+
 } // namespace dsrt::ops
 
 #endif // DSRT_CORE_OPSINTERNAL_H

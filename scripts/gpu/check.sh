@@ -85,13 +85,17 @@ if [ -n "$ncu" ]; then
 fi
 # cuBLAS on the vocabulary head's rows of 50257 bf16 elements, aligned or not.
 step bench-gemm-align 60 python3 "$root/bench/gpu_gemm_align.py"
-# bf16 first (the goal of issue 28), with what the row padding and the
-# attention softmax fusion each buy (dsrt again with each turned off).
+# bf16 first (the goal of issue 28), with what the newest changes buy
+# (dsrt again without the 16-byte and warp-per-row paths, and without the
+# cross-entropy's cast fusion; the head's padding: DSRT_CUDA_GEMM_PAD=0 or
+# 8), and where torch.compile's GPU time goes (torch.profiler, 2 steps).
 step bench-gpt2-bf16 300 python3 "$root/bench/gpu_gpt.py" --plan "$g/gpt2-bf16" --dsrt "$dsrt" \
-  --precision bf16 --out "$out/bench-bf16" --dsrt-variant DSRT_CUDA_GEMM_PAD=0 \
+  --precision bf16 --out "$out/bench-bf16" --torch-profile 2 \
+  --dsrt-variant DSRT_CUDA_VECTOR=0 --dsrt-variant DSRT_CUDA_FUSE=softmax \
   --dsrt-variant DSRT_CUDA_FUSE=0
-# Where GPT-2's step goes on the GPU (the bench wrote the plan's weights).
-step profile-gpt2-bf16 120 "$dsrt" "$g/gpt2-bf16" --device cuda --steps 3 --profile \
+# Where GPT-2's step goes on the GPU (the bench wrote the plan's weights):
+# CUDA events around each instruction, the first step left out.
+step profile-gpt2-bf16 120 "$dsrt" "$g/gpt2-bf16" --device cuda --steps 6 --profile \
   --out "$run/profile"
 fi
 # compute-sanitizer: the kernels, then short runs of the tiny GPT.

@@ -7,7 +7,8 @@
 // a single matrix by 0 (strided batched); other broadcasts (a batch dim of
 // 1 inside several) run one GEMM per result matrix. bf16 operands whose
 // rows are not a multiple of 16 bytes are copied to padded rows in the
-// caller's scratch around the GEMM (Blas::matmul in Kernels.h).
+// caller's scratch around the GEMM (Blas::matmul in Kernels.h), to
+// multiples of 64.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/cuda/Kernels.h"
@@ -57,9 +58,14 @@ int64_t batchOffset(const kernels::Shape &s, const kernels::Shape &os, int64_t b
 }
 
 /// cuBLAS' fast tensor-core kernels for 16-bit operands want rows of a
-/// multiple of 16 bytes and a k that is a multiple of 8 elements.
-constexpr int64_t kAlign = 8;
-int64_t up(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+/// multiple of 16 bytes and a k that is a multiple of 8 elements. A dim
+/// that is not a multiple of 8 is padded to a multiple of `align`: of 64
+/// by default, since with a k of 50264 (8) the vocabulary head's dh GEMM
+/// took 4.9 ms where 50304 (64) took 0.82 (H200, bench/gpu_gemm_align.py).
+constexpr int64_t kDefaultAlign = 64;
+int64_t up(int64_t v, int64_t align) {
+  return v % 8 == 0 ? v : (v + align - 1) / align * align;
+}
 
 /// One operand's matrices: `batches` of rows x cols, back to back, and
 /// the padded copy's rows x cols.
@@ -82,8 +88,9 @@ struct Geometry {
   bool perMatrix = false;
   bool pads() const { return a.padded() || b.padded() || c.padded(); }
 };
+/// `align`: 0 pads nothing.
 Geometry geometry(const kernels::Shape &as, bool transA, const kernels::Shape &bs, bool transB,
-                  const kernels::Shape &os, bool pad16) {
+                  const kernels::Shape &os, int64_t align) {
   Geometry g;
   g.M = os.dims[os.rank - 2];
   g.N = os.dims[os.rank - 1];
@@ -93,10 +100,10 @@ Geometry geometry(const kernels::Shape &as, bool transA, const kernels::Shape &b
   g.bBatches = batchCount(bs);
   g.perMatrix = !((g.aBatches == g.batches || g.aBatches == 1) &&
                   (g.bBatches == g.batches || g.bBatches == 1));
-  bool pad = pad16 && !g.perMatrix && g.M && g.N && g.K && g.batches;
-  g.Mp = pad && transA ? up(g.M) : g.M;
-  g.Np = pad ? up(g.N) : g.N;
-  g.Kp = pad ? up(g.K) : g.K;
+  bool pad = align && !g.perMatrix && g.M && g.N && g.K && g.batches;
+  g.Mp = pad && transA ? up(g.M, align) : g.M;
+  g.Np = pad ? up(g.N, align) : g.N;
+  g.Kp = pad ? up(g.K, align) : g.K;
   auto operand = [](int64_t batches, bool trans, int64_t r, int64_t c, int64_t pr, int64_t pc) {
     return trans ? Operand{batches, c, r, pc, pr} : Operand{batches, r, c, pr, pc};
   };
@@ -114,8 +121,17 @@ Blas::Blas(void *stream) : stream_(stream) {
   handle_ = h;
   check(cublasSetStream(h, static_cast<cudaStream_t>(stream)), "set stream");
   workspace_ = deviceAlloc(kWorkspaceBytes);
-  const char *pad = std::getenv("DSRT_CUDA_GEMM_PAD");
-  pad_ = !(pad && std::strcmp(pad, "0") == 0);
+  // DSRT_CUDA_GEMM_PAD=0 turns the padding off, =8 pads to multiples of
+  // 8 (to measure what each buys).
+  align_ = kDefaultAlign;
+  if (const char *pad = std::getenv("DSRT_CUDA_GEMM_PAD")) {
+    char *end = nullptr;
+    long v = std::strtol(pad, &end, 10);
+    if (!*pad || *end || v < 0 || v % 8 || v > 4096)
+      throw CudaError(std::string("DSRT_CUDA_GEMM_PAD=") + pad +
+                      ": expected 0 (no padding) or a multiple of 8 up to 4096");
+    align_ = v;
+  }
   check(cublasSetWorkspace(h, workspace_, kWorkspaceBytes), "set workspace");
   // Float sums throughout: no split-k partial sums rounded to bf16 (the
   // CPU kernels' contract, and PyTorch's with
@@ -145,7 +161,7 @@ void Blas::matmul(const kernels::Bf16 *a, const kernels::Shape &as, bool transA,
 size_t Blas::scratchBytes(const kernels::Shape &as, bool transA, const kernels::Shape &bs,
                           bool transB, const kernels::Shape &os) {
   const size_t eb = sizeof(kernels::Bf16);
-  Geometry g = geometry(as, transA, bs, transB, os, true);
+  Geometry g = geometry(as, transA, bs, transB, os, kDefaultAlign);
   size_t bytes = 0;
   for (const Operand *o : {&g.a, &g.b, &g.c})
     if (o->padded())
@@ -161,7 +177,7 @@ void Blas::gemm(const void *av, const kernels::Shape &as, bool transA, const voi
   const char *a = static_cast<const char *>(av), *b = static_cast<const char *>(bv);
   char *out = static_cast<char *>(outv);
   const Geometry g =
-      geometry(as, transA, bs, transB, os, pad_ && scratch && elementBytes == 2);
+      geometry(as, transA, bs, transB, os, scratch && elementBytes == 2 ? align_ : 0);
   const int64_t batches = g.batches;
   if (g.M == 0 || g.N == 0 || batches == 0)
     return;

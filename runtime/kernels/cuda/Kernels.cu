@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <initializer_list>
 #include <type_traits>
 
@@ -58,48 +59,76 @@ __device__ float geluTanh(float v) {
   return 0.5f * v * (1.0f + tanhf(u));
 }
 
+__device__ __forceinline__ float unaryValue(kernels::Unary op, float v) {
+  switch (op) {
+  case kernels::Unary::Neg: return -v;
+  case kernels::Unary::Abs: return fabsf(v);
+  case kernels::Unary::Exp: return expf(v);
+  case kernels::Unary::Log: return logf(v);
+  case kernels::Unary::Sqrt: return sqrtf(v);
+  case kernels::Unary::Rsqrt: return rsqrtf(v);
+  case kernels::Unary::Reciprocal: return 1.0f / v;
+  case kernels::Unary::Tanh: return tanhf(v);
+  case kernels::Unary::Erf: return erff(v);
+  case kernels::Unary::Sin: return sinf(v);
+  case kernels::Unary::Cos: return cosf(v);
+  case kernels::Unary::Relu: return v < 0.0f ? 0.0f : v;
+  case kernels::Unary::Sigmoid: return 1.0f / (1.0f + expf(-v));
+  case kernels::Unary::GeluErf: return geluErf(v);
+  case kernels::Unary::GeluTanh: return geluTanh(v);
+  }
+  return v;
+}
+
+__device__ __forceinline__ float geluGradValue(bool tanhApprox, float v, float dy) {
+  float d;
+  if (tanhApprox) {
+    float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+    float t = tanhf(u);
+    float du = 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * v * v);
+    d = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
+  } else {
+    float cdf = normcdff(v);
+    float pdf = 0.3989422804014327f * expf(-0.5f * v * v);
+    d = cdf + v * pdf;
+  }
+  return dy * d;
+}
+
 template <typename T>
 __global__ void unaryKernel(kernels::Unary op, const T *x, T *y, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    float v = toFloat(x[i]), r = v;
-    switch (op) {
-    case kernels::Unary::Neg: r = -v; break;
-    case kernels::Unary::Abs: r = fabsf(v); break;
-    case kernels::Unary::Exp: r = expf(v); break;
-    case kernels::Unary::Log: r = logf(v); break;
-    case kernels::Unary::Sqrt: r = sqrtf(v); break;
-    case kernels::Unary::Rsqrt: r = rsqrtf(v); break;
-    case kernels::Unary::Reciprocal: r = 1.0f / v; break;
-    case kernels::Unary::Tanh: r = tanhf(v); break;
-    case kernels::Unary::Erf: r = erff(v); break;
-    case kernels::Unary::Sin: r = sinf(v); break;
-    case kernels::Unary::Cos: r = cosf(v); break;
-    case kernels::Unary::Relu: r = v < 0.0f ? 0.0f : v; break;
-    case kernels::Unary::Sigmoid: r = 1.0f / (1.0f + expf(-v)); break;
-    case kernels::Unary::GeluErf: r = geluErf(v); break;
-    case kernels::Unary::GeluTanh: r = geluTanh(v); break;
-    }
-    y[i] = fromFloat<T>(r);
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = fromFloat<T>(unaryValue(op, toFloat(x[i])));
+}
+template <typename T>
+__global__ void unaryPackKernel(kernels::Unary op, const T *x, T *y, uint32_t packs) {
+  constexpr int N = Pack<T>::N;
+  for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < packs; p += gridDim.x * blockDim.x) {
+    Pack<T> a = loadPack(x + size_t(p) * N), r;
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+      r.v[k] = fromFloat<T>(unaryValue(op, toFloat(a.v[k])));
+    storePack(y + size_t(p) * N, r);
   }
 }
 
 template <typename T>
 __global__ void geluGradKernel(bool tanhApprox, const T *x, const T *dy, T *dx, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    float v = toFloat(x[i]), d;
-    if (tanhApprox) {
-      float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
-      float t = tanhf(u);
-      float du = 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * v * v);
-      d = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
-    } else {
-      float cdf = normcdff(v);
-      float pdf = 0.3989422804014327f * expf(-0.5f * v * v);
-      d = cdf + v * pdf;
-    }
-    dx[i] = fromFloat<T>(toFloat(dy[i]) * d);
+       i += int64_t(gridDim.x) * blockDim.x)
+    dx[i] = fromFloat<T>(geluGradValue(tanhApprox, toFloat(x[i]), toFloat(dy[i])));
+}
+template <typename T>
+__global__ void geluGradPackKernel(bool tanhApprox, const T *x, const T *dy, T *dx,
+                                   uint32_t packs) {
+  constexpr int N = Pack<T>::N;
+  for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < packs; p += gridDim.x * blockDim.x) {
+    Pack<T> a = loadPack(x + size_t(p) * N), d = loadPack(dy + size_t(p) * N), r;
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+      r.v[k] = fromFloat<T>(geluGradValue(tanhApprox, toFloat(a.v[k]), toFloat(d.v[k])));
+    storePack(dx + size_t(p) * N, r);
   }
 }
 
@@ -316,6 +345,29 @@ template <typename T> __device__ __forceinline__ void load16(const T *p, float *
 template <typename T> __device__ __forceinline__ void store16(T *p, const T *in) {
   *reinterpret_cast<uint4 *>(p) = *reinterpret_cast<const uint4 *>(in);
 }
+/// Calls f(i, c) for each V-element chunk i that lane `lane` holds of a row
+/// of n elements: columns c = (lane + 32 i) V < n, i < C.
+template <int C, typename T, typename F>
+__device__ __forceinline__ void forChunks(int lane, int64_t n, F &&f) {
+#pragma unroll
+  for (int i = 0; i < C; ++i) {
+    const int64_t c = int64_t(lane + 32 * i) * kVec<T>;
+    if (c < n)
+      f(i, c);
+  }
+}
+/// Stores the chunks lane `lane` holds of a row, element k of chunk i
+/// being value(i, k, c), a T, in one 16-byte store per chunk.
+template <int C, typename T, typename F>
+__device__ __forceinline__ void storeChunks(T *row, int lane, int64_t n, F &&value) {
+  forChunks<C, T>(lane, n, [&](int i, int64_t c) {
+    alignas(16) T o[kVec<T>];
+#pragma unroll
+    for (int k = 0; k < kVec<T>; ++k)
+      o[k] = value(i, k, c);
+    store16(row + c, o);
+  });
+}
 
 /// V mask bytes in one load (V of 4 or 8; the row and c V-aligned).
 template <int V> struct MaskBytes;
@@ -392,17 +444,8 @@ __global__ void softmaxVecKernel(Rows rowsOf, T *y, int64_t rows, int64_t n) {
   s = warpSum(s);
   const float inv = 1.0f / s;
   T *yr = y + row * n;
-#pragma unroll
-  for (int i = 0; i < C; ++i) {
-    const int64_t c = int64_t(lane + 32 * i) * V;
-    if (c < n) {
-      alignas(16) T o[V];
-#pragma unroll
-      for (int k = 0; k < V; ++k)
-        o[k] = fromFloat<T>(v[i][k] * inv);
-      store16(yr + c, o);
-    }
-  }
+  storeChunks<C>(yr, lane, n,
+                 [&](int i, int k, int64_t) { return fromFloat<T>(v[i][k] * inv); });
 }
 
 template <int J, typename T, typename Rows>
@@ -491,30 +534,18 @@ __global__ void softmaxGradVecKernel(const T *y, const T *dy, T *dx, int64_t row
   const T *yr = y + row * n, *dyr = dy + row * n;
   float yv[C][V], dv[C][V];
   float s = 0;
+  forChunks<C, T>(lane, n, [&](int i, int64_t c) {
+    load16(yr + c, yv[i]);
+    load16(dyr + c, dv[i]);
 #pragma unroll
-  for (int i = 0; i < C; ++i) {
-    const int64_t c = int64_t(lane + 32 * i) * V;
-    if (c < n) {
-      load16(yr + c, yv[i]);
-      load16(dyr + c, dv[i]);
-#pragma unroll
-      for (int k = 0; k < V; ++k)
-        s += dv[i][k] * yv[i][k];
-    }
-  }
+    for (int k = 0; k < V; ++k)
+      s += dv[i][k] * yv[i][k];
+  });
   s = warpSum(s);
   T *dxr = dx + row * n;
-#pragma unroll
-  for (int i = 0; i < C; ++i) {
-    const int64_t c = int64_t(lane + 32 * i) * V;
-    if (c < n) {
-      alignas(16) T o[V];
-#pragma unroll
-      for (int k = 0; k < V; ++k)
-        o[k] = out(row, c + k, yv[i][k] * (dv[i][k] - s));
-      store16(dxr + c, o);
-    }
-  }
+  storeChunks<C>(dxr, lane, n, [&](int i, int k, int64_t c) {
+    return out(row, c + k, yv[i][k] * (dv[i][k] - s));
+  });
 }
 
 /// Whether rows of n elements at these pointers take the 16-byte kernels.
@@ -561,15 +592,116 @@ unsigned warpRowBlocks(int64_t rows) {
   return unsigned((rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock);
 }
 
+//===--- layer norm rows of up to 1024: one warp per row ------------------===//
+//
+// As the softmax's warp kernels: lane l holds the V-element chunks l,
+// l + 32, ... of the row (16-byte loads and stores), the mean and variance
+// come from warp shuffles, and no block barrier is needed. The same
+// formulas as layerNormKernel / layerNormGradKernel (their sums in another
+// order); the gradient writes the same per-row partials for columnSums.
+
+template <int C, typename T>
+__device__ __forceinline__ void warpMeanRstd(float (&xv)[C][kVec<T>], const T *xr, int64_t cols,
+                                             float eps, int lane, float &mean, float &rstd) {
+  constexpr int V = kVec<T>;
+  float s = 0;
+  forChunks<C, T>(lane, cols, [&](int i, int64_t c) {
+    load16(xr + c, xv[i]);
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      s += xv[i][k];
+  });
+  mean = warpSum(s) / float(cols);
+  float q = 0;
+  forChunks<C, T>(lane, cols, [&](int i, int64_t) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      float d = xv[i][k] - mean;
+      q += d * d;
+    }
+  });
+  rstd = rsqrtf(warpSum(q) / float(cols) + eps);
+}
+
+template <int C, typename T>
+__global__ void layerNormWarpKernel(const T *x, const float *gamma, const float *beta, T *y,
+                                    int64_t rows, int64_t cols, float eps) {
+  constexpr int V = kVec<T>;
+  const int lane = threadIdx.x & 31;
+  const int64_t row = blockIdx.x * int64_t(blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (row >= rows)
+    return;
+  float xv[C][V], mean, rstd;
+  warpMeanRstd<C, T>(xv, x + row * cols, cols, eps, lane, mean, rstd);
+  T *yr = y + row * cols;
+  storeChunks<C>(yr, lane, cols, [&](int i, int k, int64_t c) {
+    return fromFloat<T>((xv[i][k] - mean) * rstd * gamma[c + k] + (beta ? beta[c + k] : 0.0f));
+  });
+}
+
+template <int C, typename T>
+__global__ void layerNormGradWarpKernel(const T *dy, const T *x, const float *gamma, T *dx,
+                                        float *partial, int64_t rows, int64_t cols, float eps) {
+  constexpr int V = kVec<T>;
+  const int lane = threadIdx.x & 31;
+  const int64_t row = blockIdx.x * int64_t(blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (row >= rows)
+    return;
+  float xv[C][V], dv[C][V], mean, rstd;
+  warpMeanRstd<C, T>(xv, x + row * cols, cols, eps, lane, mean, rstd);
+  const T *dyr = dy + row * cols;
+  float *pr = partial + row * 2 * cols;
+  float a = 0, b = 0; // sum(dy * gamma), sum(dy * gamma * xhat)
+  forChunks<C, T>(lane, cols, [&](int i, int64_t c) {
+    load16(dyr + c, dv[i]);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      float xh = (xv[i][k] - mean) * rstd, g = dv[i][k] * gamma[c + k];
+      a += g;
+      b += g * xh;
+      xv[i][k] = xh;
+      pr[c + k] = dv[i][k] * xh;
+      pr[cols + c + k] = dv[i][k];
+    }
+  });
+  a = warpSum(a) / float(cols);
+  b = warpSum(b) / float(cols);
+  T *dxr = dx + row * cols;
+  storeChunks<C>(dxr, lane, cols, [&](int i, int k, int64_t c) {
+    return fromFloat<T>(rstd * (dv[i][k] * gamma[c + k] - a - xv[i][k] * b));
+  });
+}
+
 //===--- cross-entropy ----------------------------------------------------===//
+
+/// rowStats in one pass over the row (an online softmax: each thread's
+/// running maximum rescales its running sum), for the cross-entropy's
+/// vocabulary-wide rows, which are read from memory once instead of
+/// twice. -inf logits add nothing; a NaN makes the sum NaN.
+template <typename T> __device__ RowStats rowStatsOnline(const T *xr, int64_t n) {
+  float m = -INFINITY, s = 0.0f;
+  for (int64_t c = threadIdx.x; c < n; c += blockDim.x) {
+    float x = toFloat(xr[c]);
+    if (x > m) {
+      s = s * expf(m - x) + 1.0f;
+      m = x;
+    } else if (x != -INFINITY) {
+      s += expf(x - m);
+    }
+  }
+  float top = blockReduce<true>(m);
+  float mine = m == -INFINITY ? 0.0f : s * expf(m - top);
+  return {top, blockReduce<false>(mine)};
+}
 
 __device__ bool validLabel(int64_t l, int64_t C, bool hasIgnore, int64_t ignore) {
   return !(hasIgnore && l == ignore) && l >= 0 && l < C;
 }
 
 /// per[n] = logsumexp(x_n) - x_n[label] (0 where skipped).
-__global__ void crossEntropyRows(const float *logits, const int64_t *labels, float *per,
-                                 int64_t C, bool hasIgnore, int64_t ignore) {
+template <typename T>
+__global__ void crossEntropyRows(const T *logits, const int64_t *labels, float *per, int64_t C,
+                                 bool hasIgnore, int64_t ignore) {
   int64_t n = blockIdx.x;
   int64_t l = labels[n];
   if (!validLabel(l, C, hasIgnore, ignore)) {
@@ -577,10 +709,10 @@ __global__ void crossEntropyRows(const float *logits, const int64_t *labels, flo
       per[n] = 0.0f;
     return;
   }
-  const float *xr = logits + n * C;
-  RowStats st = rowStats(xr, C);
+  const T *xr = logits + n * C;
+  RowStats st = rowStatsOnline(xr, C);
   if (threadIdx.x == 0)
-    per[n] = logf(st.sum) + st.max - xr[l];
+    per[n] = logf(st.sum) + st.max - toFloat(xr[l]);
 }
 
 /// One block: the counts and the reduced loss (double, in index order per
@@ -622,27 +754,28 @@ __global__ void crossEntropyReduce(const float *per, const int64_t *labels, floa
   }
 }
 
-__global__ void crossEntropyGradRows(const float *logits, const int64_t *labels,
-                                     const float *dloss, float *dlogits, int64_t N, int64_t C,
-                                     int reduction, bool hasIgnore, int64_t ignore,
+template <typename T, typename TOut>
+__global__ void crossEntropyGradRows(const T *logits, const int64_t *labels, const float *dloss,
+                                     TOut *dlogits, int64_t N, int64_t C, int reduction,
+                                     bool hasIgnore, int64_t ignore,
                                      const long long *validCount) {
   int64_t n = blockIdx.x;
   int64_t l = labels[n];
-  float *d = dlogits + n * C;
+  TOut *d = dlogits + n * C;
   if (!validLabel(l, C, hasIgnore, ignore)) {
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-      d[c] = 0.0f;
+      d[c] = fromFloat<TOut>(0.0f);
     return;
   }
-  const float *xr = logits + n * C;
-  RowStats st = rowStats(xr, C);
+  const T *xr = logits + n * C;
+  RowStats st = rowStatsOnline(xr, C);
   float m = st.max, s = st.sum;
   float g = reduction == 0   ? dloss[n]
             : reduction == 2 ? dloss[0] / float(*validCount)
                              : dloss[0];
   float k = g / s;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-    d[c] = expf(xr[c] - m) * k - (c == l ? g : 0.0f);
+    d[c] = fromFloat<TOut>(expf(toFloat(xr[c]) - m) * k - (c == l ? g : 0.0f));
 }
 
 __global__ void countValid(const int64_t *labels, int64_t N, int64_t C, bool hasIgnore,
@@ -757,7 +890,18 @@ int rowThreads(int64_t cols) {
   return t;
 }
 
+int &vectorFlag() {
+  static int on = [] {
+    const char *e = std::getenv("DSRT_CUDA_VECTOR");
+    return e && std::string(e) == "0" ? 0 : 1;
+  }();
+  return on;
+}
+
 } // namespace
+
+bool vectorized() { return vectorFlag() != 0; }
+void setVectorized(bool on) { vectorFlag() = on ? 1 : 0; }
 
 bool deviceAvailable(std::string *why) {
   int count = 0;
@@ -802,14 +946,48 @@ void copyToHost(void *dst, const void *src, size_t bytes) {
 }
 void synchronize(void *stream) { check(cudaStreamSynchronize(asStream(stream)), "synchronize"); }
 
+Events::Events(size_t n) : events_(n, nullptr) {
+  for (void *&e : events_) {
+    cudaEvent_t ev;
+    check(cudaEventCreate(&ev), "cudaEventCreate");
+    e = ev;
+  }
+}
+Events::~Events() {
+  for (void *e : events_)
+    cudaEventDestroy(static_cast<cudaEvent_t>(e));
+}
+void Events::record(size_t k, void *stream) {
+  check(cudaEventRecord(static_cast<cudaEvent_t>(events_.at(k)), asStream(stream)),
+        "cudaEventRecord");
+}
+float Events::elapsedMs(size_t from, size_t to) const {
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(events_.at(from)),
+                             static_cast<cudaEvent_t>(events_.at(to))),
+        "cudaEventElapsedTime");
+  return ms;
+}
+
 template <typename T> void unary(kernels::Unary op, const T *x, T *y, int64_t n, void *stream) {
-  unaryKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(op, x, y, n);
+  if (packable<T>(n, {x, y})) {
+    uint32_t packs = uint32_t(n / Pack<T>::N);
+    unaryPackKernel<<<blocksFor(packs), kThreads, 0, asStream(stream)>>>(op, x, y, packs);
+  } else {
+    unaryKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(op, x, y, n);
+  }
   launched("unary");
 }
 
 template <typename T>
 void geluGrad(bool tanhApprox, const T *x, const T *dy, T *dx, int64_t n, void *stream) {
-  geluGradKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(tanhApprox, x, dy, dx, n);
+  if (packable<T>(n, {x, dy, dx})) {
+    uint32_t packs = uint32_t(n / Pack<T>::N);
+    geluGradPackKernel<<<blocksFor(packs), kThreads, 0, asStream(stream)>>>(tanhApprox, x, dy,
+                                                                            dx, packs);
+  } else {
+    geluGradKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(tanhApprox, x, dy, dx, n);
+  }
   launched("gelu_grad");
 }
 
@@ -818,6 +996,8 @@ void binary(kernels::Binary op, const T *a, const T *b, int64_t bElements, T *ou
             int64_t cols, void *stream) {
   if (bElements != n && bElements != 1 && bElements != cols)
     throw CudaError("binary: the second operand must have n, cols or 1 elements");
+  if (n && binaryPacked(op, a, 0, b, bElements == n ? 0 : bElements, out, n, stream))
+    return;
   binaryKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(op, a, b, bElements, out, n,
                                                                cols);
   launched("binary");
@@ -828,6 +1008,15 @@ void layerNorm(const T *x, const float *gamma, const float *beta, T *y, int64_t 
                int64_t cols, float eps, void *stream) {
   if (rows == 0)
     return;
+  if (vectorized() && vecRows<T>(cols, {x, y})) {
+    byChunks<T>(cols, [&](auto c) {
+      layerNormWarpKernel<decltype(c)::value, T>
+          <<<warpRowBlocks(rows), 32 * kWarpRowsPerBlock, 0, asStream(stream)>>>(
+              x, gamma, beta, y, rows, cols, eps);
+    });
+    launched("layer_norm");
+    return;
+  }
   layerNormKernel<<<unsigned(rows), rowThreads(cols), 0, asStream(stream)>>>(x, gamma, beta, y,
                                                                             cols, eps);
   launched("layer_norm");
@@ -841,8 +1030,15 @@ void layerNormGrad(const T *dy, const T *x, const float *gamma, T *dx, float *dg
     return;
   // The per-row partial products for the column sums.
   float *partial = static_cast<float *>(scratch);
-  layerNormGradKernel<<<unsigned(rows), rowThreads(cols), 0, asStream(stream)>>>(
-      dy, x, gamma, dx, partial, cols, eps);
+  if (vectorized() && vecRows<T>(cols, {dy, x, dx}))
+    byChunks<T>(cols, [&](auto c) {
+      layerNormGradWarpKernel<decltype(c)::value, T>
+          <<<warpRowBlocks(rows), 32 * kWarpRowsPerBlock, 0, asStream(stream)>>>(
+              dy, x, gamma, dx, partial, rows, cols, eps);
+    });
+  else
+    layerNormGradKernel<<<unsigned(rows), rowThreads(cols), 0, asStream(stream)>>>(
+        dy, x, gamma, dx, partial, cols, eps);
   launched("layer_norm_grad");
   // dgamma | dbeta: the partials' column sums (in row slices, then in order).
   columnSums(partial, rows, 2 * cols, 1.0, dgamma, cols, dbeta,
@@ -944,8 +1140,9 @@ void maskedSoftmaxGrad(const T *y, const T *dy, SoftmaxMask mask, const T *fill,
   launched("masked softmax gradient");
 }
 
-void crossEntropy(const float *logits, const int64_t *labels, float *loss, int64_t N,
-                  int64_t C, int reduction, bool hasIgnore, int64_t ignoreIndex, int64_t *bad,
+template <typename T>
+void crossEntropy(const T *logits, const int64_t *labels, float *loss, int64_t N, int64_t C,
+                  int reduction, bool hasIgnore, int64_t ignoreIndex, int64_t *bad,
                   void *scratch, void *stream) {
   float *per = reduction == 0 ? loss : static_cast<float *>(scratch);
   if (N > 0)
@@ -959,9 +1156,10 @@ void crossEntropy(const float *logits, const int64_t *labels, float *loss, int64
 
 size_t crossEntropyScratchBytes(int64_t N) { return size_t(N) * sizeof(float); }
 
-void crossEntropyGrad(const float *logits, const int64_t *labels, const float *dloss,
-                      float *dlogits, int64_t N, int64_t C, int reduction, bool hasIgnore,
-                      int64_t ignoreIndex, void *scratch, void *stream) {
+template <typename T, typename TOut>
+void crossEntropyGrad(const T *logits, const int64_t *labels, const float *dloss, TOut *dlogits,
+                      int64_t N, int64_t C, int reduction, bool hasIgnore, int64_t ignoreIndex,
+                      void *scratch, void *stream) {
   auto *valid = static_cast<long long *>(scratch);
   countValid<<<1, kThreads, 0, asStream(stream)>>>(labels, N, C, hasIgnore, ignoreIndex, valid);
   launched("cross_entropy_grad count");
@@ -1046,6 +1244,16 @@ void adam(float *p, const float *g, float *m, float *v, int64_t n, float lr, flo
 DSRT_CUDA_INSTANTIATE(float)
 DSRT_CUDA_INSTANTIATE(kernels::Bf16)
 #undef DSRT_CUDA_INSTANTIATE
+template void crossEntropy<float>(const float *, const int64_t *, float *, int64_t, int64_t, int,
+                                  bool, int64_t, int64_t *, void *, void *);
+template void crossEntropy<kernels::Bf16>(const kernels::Bf16 *, const int64_t *, float *, int64_t,
+                                          int64_t, int, bool, int64_t, int64_t *, void *, void *);
+template void crossEntropyGrad<float, float>(const float *, const int64_t *, const float *, float *,
+                                             int64_t, int64_t, int, bool, int64_t, void *, void *);
+template void crossEntropyGrad<kernels::Bf16, kernels::Bf16>(const kernels::Bf16 *, const int64_t *,
+                                                             const float *, kernels::Bf16 *, int64_t,
+                                                             int64_t, int, bool, int64_t, void *,
+                                                             void *);
 
 namespace {
 __global__ void castToBf16Kernel(const float *x, kernels::Bf16 *y, int64_t n) {
@@ -1058,17 +1266,55 @@ __global__ void castToFloatKernel(const kernels::Bf16 *x, float *y, int64_t n) {
        i += int64_t(gridDim.x) * blockDim.x)
     y[i] = toFloat(x[i]);
 }
+/// Eight elements per thread: two float packs, one bf16 pack.
+__global__ void castToBf16PackKernel(const float *x, kernels::Bf16 *y, uint32_t packs) {
+  for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < packs; p += gridDim.x * blockDim.x) {
+    Pack<float> lo = loadPack(x + size_t(p) * 8), hi = loadPack(x + size_t(p) * 8 + 4);
+    Pack<kernels::Bf16> r;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      r.v[k] = fromFloat<kernels::Bf16>(lo.v[k]);
+      r.v[k + 4] = fromFloat<kernels::Bf16>(hi.v[k]);
+    }
+    storePack(y + size_t(p) * 8, r);
+  }
+}
+__global__ void castToFloatPackKernel(const kernels::Bf16 *x, float *y, uint32_t packs) {
+  for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < packs; p += gridDim.x * blockDim.x) {
+    Pack<kernels::Bf16> a = loadPack(x + size_t(p) * 8);
+    Pack<float> lo, hi;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      lo.v[k] = toFloat(a.v[k]);
+      hi.v[k] = toFloat(a.v[k + 4]);
+    }
+    storePack(y + size_t(p) * 8, lo);
+    storePack(y + size_t(p) * 8 + 4, hi);
+  }
+}
 } // namespace
 
 void cast(const float *x, kernels::Bf16 *y, int64_t n, void *stream) {
   if (n == 0)
     return;
+  if (packable<kernels::Bf16>(n, {x, y})) {
+    uint32_t packs = uint32_t(n / 8);
+    castToBf16PackKernel<<<blocksFor(packs), kThreads, 0, asStream(stream)>>>(x, y, packs);
+    launched("cast to bf16");
+    return;
+  }
   castToBf16Kernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, y, n);
   launched("cast to bf16");
 }
 void cast(const kernels::Bf16 *x, float *y, int64_t n, void *stream) {
   if (n == 0)
     return;
+  if (packable<kernels::Bf16>(n, {x, y})) {
+    uint32_t packs = uint32_t(n / 8);
+    castToFloatPackKernel<<<blocksFor(packs), kThreads, 0, asStream(stream)>>>(x, y, packs);
+    launched("cast to float");
+    return;
+  }
   castToFloatKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, y, n);
   launched("cast to float");
 }

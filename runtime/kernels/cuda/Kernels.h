@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace dsrt::cuda {
 
@@ -41,6 +42,29 @@ void deviceFree(void *p);
 void copyToDevice(void *dst, const void *src, size_t bytes);
 void copyToHost(void *dst, const void *src, size_t bytes);
 void synchronize(void *stream = nullptr);
+/// GPU timestamps for --profile: `n` events, each recorded on a stream by
+/// its index; elapsedMs reads the time between two once both completed
+/// (after synchronize()). Creating them allocates: not in a step loop
+/// that must not.
+class Events {
+public:
+  explicit Events(size_t n);
+  ~Events();
+  Events(const Events &) = delete;
+  Events &operator=(const Events &) = delete;
+  size_t size() const { return events_.size(); }
+  void record(size_t k, void *stream = nullptr);
+  float elapsedMs(size_t from, size_t to) const;
+
+private:
+  std::vector<void *> events_;
+};
+
+/// Whether the memory-bound kernels may use 16-byte vector loads and
+/// stores where sizes and alignment allow (the default; DSRT_CUDA_VECTOR=0
+/// turns them off). The results are the same bits either way.
+void setVectorized(bool on);
+
 /// Zeroes `bytes` of device memory (enqueued).
 void zero(void *p, size_t bytes, void *stream = nullptr);
 
@@ -107,14 +131,20 @@ void maskedSoftmaxGrad(const T *y, const T *dy, SoftmaxMask mask, const T *fill,
 /// Cross-entropy of [N, C] logits (inner == 1), reduction 0 none, 1 sum,
 /// 2 mean, ignore_index as cpu::crossEntropy; the number of labels
 /// outside [0, C) that are not ignored is added to `bad` (device, one
-/// int64; may be null).
-void crossEntropy(const float *logits, const int64_t *labels, float *loss, int64_t N,
-                  int64_t C, int reduction, bool hasIgnore, int64_t ignoreIndex, int64_t *bad,
+/// int64; may be null). T is float, or bf16 logits read as the float
+/// values a cast to float32 would give (the loss is the same bits).
+template <typename T>
+void crossEntropy(const T *logits, const int64_t *labels, float *loss, int64_t N, int64_t C,
+                  int reduction, bool hasIgnore, int64_t ignoreIndex, int64_t *bad,
                   void *scratch, void *stream = nullptr);
 size_t crossEntropyScratchBytes(int64_t N);
-void crossEntropyGrad(const float *logits, const int64_t *labels, const float *dloss,
-                      float *dlogits, int64_t N, int64_t C, int reduction, bool hasIgnore,
-                      int64_t ignoreIndex, void *scratch, void *stream = nullptr);
+/// The gradient in float, written as TOut: a bf16 `dlogits` holds the
+/// float gradient rounded once, which is what a cast after a float32
+/// gradient gives. Instantiated for (float, float) and (bf16, bf16).
+template <typename T, typename TOut>
+void crossEntropyGrad(const T *logits, const int64_t *labels, const float *dloss, TOut *dlogits,
+                      int64_t N, int64_t C, int reduction, bool hasIgnore, int64_t ignoreIndex,
+                      void *scratch, void *stream = nullptr);
 size_t crossEntropyGradScratchBytes();
 
 /// cpu::dropout's mask, bit for bit, for the same (seed, stream, counter,
@@ -207,19 +237,20 @@ public:
   /// (CUBLAS_COMPUTE_32F), the result rounded once, as cpu::matmul's bf16
   /// GEMM. With `scratch` (of scratchBytes), a product whose k, n or (a
   /// transposed) m is not a multiple of 8 (a 50257-token vocabulary) runs
-  /// on copies padded with zeros to multiples of 8: cuBLAS' fast
+  /// on copies padded with zeros to multiples of 64: cuBLAS' fast
   /// tensor-core kernels want 16-byte rows and a k that is a multiple of
-  /// 8, and run 5-7x slower on an H200 without them. The zeros add nothing
-  /// to any sum; the padded result's extra rows and columns are dropped.
+  /// 8, and run 5-7x slower on an H200 without them (and a k of 50264
+  /// still 6x slower than 50304). The zeros add nothing to any sum; the
+  /// padded result's extra rows and columns are dropped.
   void matmul(const kernels::Bf16 *a, const kernels::Shape &as, bool transA, const kernels::Bf16 *b,
               const kernels::Shape &bs, bool transB, kernels::Bf16 *out, const kernels::Shape &os,
               void *scratch = nullptr);
   /// The scratch the bf16 matmul pads in (0: none needed).
   static size_t scratchBytes(const kernels::Shape &as, bool transA, const kernels::Shape &bs,
                              bool transB, const kernels::Shape &os);
-  /// Whether this handle pads (DSRT_CUDA_GEMM_PAD=0 turns it off, to measure
-  /// what it buys).
-  bool pads() const { return pad_; }
+  /// The multiple an unaligned dim is padded to (DSRT_CUDA_GEMM_PAD: 0
+  /// turns the padding off, 8 pads less, to measure what each buys).
+  int64_t padAlign() const { return align_; }
 
 private:
   /// Both element types: cudaDataType_t as int (no CUDA header here).
@@ -229,7 +260,7 @@ private:
   void *handle_ = nullptr;
   void *workspace_ = nullptr;
   void *stream_ = nullptr;
-  bool pad_ = true;
+  int64_t align_ = 64;
 };
 
 } // namespace dsrt::cuda

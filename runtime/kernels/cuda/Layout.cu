@@ -125,6 +125,31 @@ __global__ void binaryFlatKernel(kernels::Binary op, const T *a, I ma, const T *
   }
 }
 
+template <typename T>
+__device__ __forceinline__ Pack<T> operandPack(const T *p, uint32_t m, uint32_t i) {
+  if (m == 1) {
+    Pack<T> r;
+#pragma unroll
+    for (int k = 0; k < Pack<T>::N; ++k)
+      r.v[k] = p[0];
+    return r;
+  }
+  return loadPack(p + (m ? i % m : i));
+}
+template <typename T>
+__global__ void binaryPackKernel(kernels::Binary op, const T *a, uint32_t ma, const T *b,
+                                 uint32_t mb, T *out, uint32_t packs) {
+  constexpr int N = Pack<T>::N;
+  for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < packs; p += gridDim.x * blockDim.x) {
+    uint32_t i = p * N;
+    Pack<T> x = operandPack(a, ma, i), y = operandPack(b, mb, i), r;
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+      r.v[k] = fromFloat<T>(applyBinary(op, toFloat(x.v[k]), toFloat(y.v[k])));
+    storePack(out + i, r);
+  }
+}
+
 template <typename I, typename T>
 __global__ void selectKernel(const uint8_t *cond, const T *a, const T *b, T *out, int64_t n,
                              Walk w) {
@@ -239,7 +264,10 @@ __global__ void columnFinalKernel(const double *partial, int64_t slices, int64_t
 }
 
 /// Row slices for `cols` columns: enough blocks to fill the GPU (about two
-/// per SM of an H100), each slice at least kSumRows rows.
+/// per SM of an H100), each slice at least kSumRows rows. (Eight per SM
+/// changed nothing measurable: the layer-norm gradient with its column
+/// sums took 150 us per call on GPT-2 small's [8192, 768] either way,
+/// H200.)
 int64_t columnSlices(int64_t rows, int64_t cols) {
   int64_t colBlocks = (cols + 31) / 32;
   int64_t want = (264 + colBlocks - 1) / colBlocks;
@@ -282,12 +310,29 @@ template void columnSums<float, float>(const float *, int64_t, int64_t, double, 
                                        float *, void *, void *);
 
 template <typename T>
+bool binaryPacked(kernels::Binary op, const T *a, int64_t ma, const T *b, int64_t mb, T *out,
+                  int64_t n, void *stream) {
+  constexpr int N = Pack<T>::N;
+  auto whole = [](int64_t m) { return m == 0 || (m > 1 && m % N == 0); };
+  if (!(whole(ma) || ma == 1) || !(whole(mb) || mb == 1) || !packable<T>(n, {out}) ||
+      (ma != 1 && !aligned16(a)) || (mb != 1 && !aligned16(b)))
+    return false;
+  uint32_t packs = uint32_t(n / N);
+  binaryPackKernel<T><<<blocksFor(packs), kThreads, 0, asStream(stream)>>>(
+      op, a, uint32_t(ma), b, uint32_t(mb), out, packs);
+  launched("binary (packed)");
+  return true;
+}
+
+template <typename T>
 void binary(kernels::Binary op, const T *a, const kernels::Shape &as, const T *b, const kernels::Shape &bs,
             T *out, const kernels::Shape &os, void *stream) {
   int64_t n = os.numel();
   if (n == 0)
     return;
   int64_t ma = flatMod(as, os), mb = flatMod(bs, os);
+  if (ma >= 0 && mb >= 0 && binaryPacked(op, a, ma, b, mb, out, n, stream))
+    return;
   if (fits32(n) && ma >= 0 && mb >= 0)
     binaryFlatKernel<uint32_t, T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
         op, a, uint32_t(ma), b, uint32_t(mb), out, n);
@@ -317,6 +362,46 @@ void select(const uint8_t *cond, const kernels::Shape &cs, const T *a, const ker
   launched("select");
 }
 
+/// The walk over 16-byte packs of T instead of elements: where the walk's
+/// innermost dim is contiguous in the strided operand (stride 1), and its
+/// extent, the other strides and `base` are multiples of a pack, and both
+/// pointers are aligned. Rescales w, base and n and returns true.
+template <typename T>
+bool packWalk(Walk &w, int64_t &base, int64_t &n, const void *x, const void *y) {
+  constexpr int N = Pack<T>::N;
+  int r = w.rank - 1;
+  if (!vectorized() || r < 0 || w.stride[0][r] != 1 || w.dims[r] % N || base % N ||
+      !aligned16(x) || !aligned16(y))
+    return false;
+  for (int d = 0; d < r; ++d)
+    if (w.stride[0][d] % N)
+      return false;
+  w.dims[r] /= N;
+  for (int d = 0; d < r; ++d)
+    w.stride[0][d] /= N;
+  base /= N;
+  n /= N;
+  return true;
+}
+
+/// y[i] = x[base + offset of i] over the walk: 16-byte packs where
+/// packWalk allows, else elements; offsets within `extent` elements.
+template <typename T>
+void stridedCopy(const T *x, int64_t base, T *y, int64_t n, Walk w, int64_t extent,
+                 void *stream) {
+  if (packWalk<T>(w, base, n, x, y)) {
+    byIndexWidth(extent, [&](auto index) {
+      stridedCopyKernel<decltype(index), uint4><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
+          reinterpret_cast<const uint4 *>(x), base, reinterpret_cast<uint4 *>(y), n, w);
+    });
+    return;
+  }
+  byIndexWidth(extent, [&](auto index) {
+    stridedCopyKernel<decltype(index), T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
+        x, base, y, n, w);
+  });
+}
+
 template <typename T>
 void transpose(const T *x, const kernels::Shape &xs, const int64_t *perm, T *y, void *stream) {
   int64_t n = xs.numel();
@@ -335,10 +420,7 @@ void transpose(const T *x, const kernels::Shape &xs, const int64_t *perm, T *y, 
     w.dims[d] = xs.dims[perm[d]];
     w.stride[0][d] = xStride[perm[d]];
   }
-  byIndexWidth(n, [&](auto index) {
-    stridedCopyKernel<decltype(index), T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
-        x, 0, y, n, w);
-  });
+  stridedCopy(x, 0, y, n, w, n, stream);
   launched("transpose");
 }
 
@@ -370,10 +452,7 @@ void slice(const T *x, const kernels::Shape &xs, const int64_t *start, const int
   int64_t base;
   Walk w = sliceWalk(xs, ys, start, step, base);
   // Offsets run over the big tensor.
-  byIndexWidth(xs.numel(), [&](auto index) {
-    stridedCopyKernel<decltype(index), T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
-        x, base, y, n, w);
-  });
+  stridedCopy(x, base, y, n, w, xs.numel(), stream);
   launched("slice");
 }
 
@@ -387,10 +466,17 @@ void sliceGrad(const T *dy, const kernels::Shape &ys, const int64_t *start, cons
     return;
   int64_t base;
   Walk w = sliceWalk(xs, ys, start, step, base);
-  byIndexWidth(xs.numel(), [&](auto index) {
-    stridedScatterKernel<decltype(index), T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
-        dy, dx, base, n, w);
-  });
+  if (packWalk<T>(w, base, n, dx, dy))
+    byIndexWidth(xs.numel(), [&](auto index) {
+      stridedScatterKernel<decltype(index), uint4>
+          <<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
+              reinterpret_cast<const uint4 *>(dy), reinterpret_cast<uint4 *>(dx), base, n, w);
+    });
+  else
+    byIndexWidth(xs.numel(), [&](auto index) {
+      stridedScatterKernel<decltype(index), T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
+          dy, dx, base, n, w);
+    });
   launched("slice_grad");
 }
 
@@ -445,6 +531,8 @@ void reduce(kernels::Reduce op, const T *x, const kernels::Shape &xs, uint32_t a
 }
 
 #define DSRT_CUDA_INSTANTIATE(T)                                                                   \
+  template bool binaryPacked<T>(kernels::Binary, const T *, int64_t, const T *, int64_t, T *,       \
+                                int64_t, void *);                                                 \
   template void binary<T>(kernels::Binary, const T *, const kernels::Shape &, const T *,                  \
                           const kernels::Shape &, T *, const kernels::Shape &, void *);                   \
   template void select<T>(const uint8_t *, const kernels::Shape &, const T *, const kernels::Shape &,     \
@@ -475,20 +563,6 @@ void fill(float *x, int64_t n, float v, void *stream) {
 }
 
 namespace {
-/// Row `r` of `rows` (all batches' rows back to back) per y-block, its
-/// columns over x: dst[r][c] = r's row in src, c < cols, else 0.
-__global__ void padRowsKernel(const uint16_t *src, int64_t rows, int64_t cols, int64_t srcRows,
-                              uint16_t *dst, int64_t dstRows, int64_t dstCols, int64_t total) {
-  for (int64_t r = blockIdx.y; r < total; r += gridDim.y) {
-    const int64_t b = r / dstRows, rr = r - b * dstRows;
-    const uint16_t *sr = src + (b * srcRows + rr) * cols;
-    uint16_t *dr = dst + r * dstCols;
-    const bool inside = rr < rows;
-    for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < dstCols;
-         c += int64_t(gridDim.x) * blockDim.x)
-      dr[c] = inside && c < cols ? sr[c] : uint16_t(0);
-  }
-}
 __global__ void unpadRowsKernel(const uint16_t *src, int64_t srcRows, int64_t srcCols,
                                 uint16_t *dst, int64_t rows, int64_t cols, int64_t total) {
   for (int64_t r = blockIdx.y; r < total; r += gridDim.y) {
@@ -498,6 +572,31 @@ __global__ void unpadRowsKernel(const uint16_t *src, int64_t srcRows, int64_t sr
     for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < cols;
          c += int64_t(gridDim.x) * blockDim.x)
       dr[c] = sr[c];
+  }
+}
+/// Row `r` of `rows` (all batches' rows back to back) per y-block, its
+/// columns over x: dst[r][c] = r's row in src, c < cols, else 0; eight
+/// elements a thread, one 16-byte store of a padded row's chunk (padded
+/// rows are multiples of 8 long). It halved the vocabulary head's
+/// dh and dw GEMMs with their copies (2.5 to 1.3 ms each, GPT-2 small,
+/// H200). Unpadding the same way (a 16-byte load, eight 2-byte stores into
+/// the unaligned rows) made the logits GEMM slower (2.3 to 2.8 ms): the
+/// unpad stays element by element, every store coalesced.
+__global__ void padRowsKernel(const uint16_t *src, int64_t rows, int64_t cols, int64_t srcRows,
+                              uint16_t *dst, int64_t dstRows, int64_t dstCols, int64_t total) {
+  for (int64_t r = blockIdx.y; r < total; r += gridDim.y) {
+    const int64_t b = r / dstRows, rr = r - b * dstRows;
+    const uint16_t *sr = src + (b * srcRows + rr) * cols;
+    uint16_t *dr = dst + r * dstCols;
+    const bool inside = rr < rows;
+    for (int64_t c = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) * 8; c < dstCols;
+         c += int64_t(gridDim.x) * blockDim.x * 8) {
+      alignas(16) uint16_t v[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        v[k] = inside && c + k < cols ? sr[c + k] : uint16_t(0);
+      *reinterpret_cast<uint4 *>(dr + c) = *reinterpret_cast<const uint4 *>(v);
+    }
   }
 }
 dim3 rowsGrid(int64_t rows, int64_t cols) {
@@ -511,7 +610,10 @@ void padMatrices16(const void *src, int64_t batches, int64_t rows, int64_t cols,
   int64_t total = batches * dstRows;
   if (total == 0 || dstCols == 0)
     return;
-  padRowsKernel<<<rowsGrid(total, dstCols), kThreads, 0, asStream(stream)>>>(
+  if (dstCols % 8 != 0 || !aligned16(dst))
+    throw CudaError("pad matrices: the padded rows must be multiples of 8 elements, 16-byte "
+                    "aligned");
+  padRowsKernel<<<rowsGrid(total, dstCols / 8), kThreads, 0, asStream(stream)>>>(
       static_cast<const uint16_t *>(src), rows, cols, rows, static_cast<uint16_t *>(dst),
       dstRows, dstCols, total);
   launched("pad matrices");

@@ -18,25 +18,6 @@ namespace dsrt::test {
 namespace {
 namespace plan = dsc::plan;
 
-/// Tensors over one arena; `at` places a tensor at a byte offset (the
-/// same offset twice: in place, or a view).
-struct Arena {
-  std::vector<char> bytes = std::vector<char>(1 << 20);
-  std::vector<std::unique_ptr<Tensor>> tensors;
-  Tensor *at(size_t offset, std::vector<int64_t> dims, plan::DType d = plan::BF16) {
-    auto t = std::make_unique<Tensor>();
-    t->dtype = d;
-    t->shape.rank = int(dims.size());
-    t->numel = 1;
-    for (size_t k = 0; k < dims.size(); ++k)
-      t->numel *= t->shape.dims[k] = dims[k];
-    t->offset = offset;
-    t->data = bytes.data() + offset;
-    tensors.push_back(std::move(t));
-    return tensors.back().get();
-  }
-};
-
 Instr softmaxOf(const std::string &op, std::vector<Tensor *> in, Tensor *out) {
   Instr i = makeInstr(op, std::move(in), {out});
   i.g[0] = out->numel / out->shape.dims[out->shape.rank - 1];

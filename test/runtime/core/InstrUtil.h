@@ -4,6 +4,7 @@
 
 #include "runtime/core/Executor.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,26 @@ inline Instr makeInstr(const std::string &op, std::vector<Tensor *> in,
   i.floats = std::move(floats);
   return i;
 }
+
+/// Tensors laid out as the memory plan lays them out: `at` places a
+/// tensor at a byte offset (the same offset twice: in place, or a view).
+/// As when a plan is bound, before the arena exists, they have offsets
+/// and no addresses (data stays null).
+struct Arena {
+  std::vector<std::unique_ptr<Tensor>> tensors;
+  Tensor *at(size_t offset, std::vector<int64_t> dims,
+             dsc::plan::DType d = dsc::plan::BF16) {
+    auto t = std::make_unique<Tensor>();
+    t->dtype = d;
+    t->shape.rank = int(dims.size());
+    t->numel = 1;
+    for (size_t k = 0; k < dims.size(); ++k)
+      t->numel *= t->shape.dims[k] = dims[k];
+    t->offset = offset;
+    tensors.push_back(std::move(t));
+    return tensors.back().get();
+  }
+};
 
 } // namespace dsrt::test
 

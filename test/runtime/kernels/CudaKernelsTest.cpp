@@ -16,6 +16,10 @@
 // masks, casts and exact arithmetic are bitwise equal, and results that
 // went through a transcendental or a reduction within one bf16 unit in the
 // last place (2^-8 relative; 2^-7 for the GEMM, whose float sums differ).
+// The 16-byte paths give the element-by-element kernels' bits
+// (PackedPathsGiveTheScalarBits); the warp-per-row layer norm is within
+// float rounding of the block kernel (two bf16 units: the helper counts
+// units of 2^-8 of the value, which may be half a true unit).
 // Every test skips, saying why, where no CUDA device is present.
 //
 //===----------------------------------------------------------------------===//
@@ -24,6 +28,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 
 namespace dsrt::cpu::test {
 namespace {
@@ -606,22 +611,166 @@ TEST(CudaKernels, FusedAttentionSoftmaxIsTheUnfusedChain) {
   }
 }
 
+/// Runs `f`, which writes `out`, on the scalar and then the packed (16-byte)
+/// paths: the same bytes.
+template <typename T>
+void expectSameBits(const std::string &what, Dev<T> &out, const std::function<void()> &f) {
+  gpu::zero(out.p, out.n * sizeof(T));
+  gpu::setVectorized(false);
+  f();
+  auto scalar = out.host();
+  gpu::zero(out.p, out.n * sizeof(T));
+  gpu::setVectorized(true);
+  f();
+  auto packed = out.host();
+  EXPECT_EQ(0, std::memcmp(scalar.data(), packed.data(), scalar.size() * sizeof(T))) << what;
+}
+
+template <typename T> void checkPackedPaths(std::vector<T> (*make)(const std::vector<float> &)) {
+  const int64_t rows = 48, cols = 768, n = rows * cols;
+  auto a = make(uniform(n, 81, -3, 3)), b = make(uniform(n, 82, 0.5f, 2)),
+       bias = make(uniform(cols, 83, 0.5f, 2)), one = make(uniform(1, 84, 0.5f, 2));
+  Dev<T> da(a), db(b), dbias(bias), done(one), out(static_cast<size_t>(n));
+  const Shape os = shape({rows, cols});
+  for (Unary op : {Unary::Exp, Unary::GeluErf, Unary::GeluTanh, Unary::Neg})
+    expectSameBits("unary " + std::to_string(int(op)), out,
+                   [&] { gpu::unary(op, da.p, out.p, n); });
+  for (bool t : {false, true})
+    expectSameBits("gelu_grad", out, [&] { gpu::geluGrad(t, da.p, db.p, out.p, n); });
+  for (Binary op : {Binary::Add, Binary::Mul, Binary::Div}) {
+    std::string o = " op " + std::to_string(int(op));
+    expectSameBits("same shape" + o, out,
+                   [&] { gpu::binary(op, da.p, db.p, n, out.p, n, cols); });
+    expectSameBits("bias" + o, out, [&] { gpu::binary(op, da.p, dbias.p, cols, out.p, n, cols); });
+    expectSameBits("scalar" + o, out, [&] { gpu::binary(op, da.p, done.p, 1, out.p, n, cols); });
+    expectSameBits("shaped, bias first" + o, out, [&] {
+      gpu::binary(op, dbias.p, shape({1, cols}), da.p, os, out.p, os);
+    });
+    expectSameBits("shaped, scalar second" + o, out,
+                   [&] { gpu::binary(op, da.p, os, done.p, shape({}), out.p, os); });
+  }
+  // Attention's head permutes, and the slices of a fused qkv projection.
+  const int64_t perm[4] = {0, 2, 1, 3};
+  expectSameBits("transpose", out,
+                 [&] { gpu::transpose(da.p, shape({4, 12, 8, 64}), perm, out.p); });
+  const int64_t start[2] = {0, 256}, step[2] = {1, 1};
+  expectSameBits("slice", out,
+                 [&] { gpu::slice(da.p, os, start, step, out.p, shape({rows, 256})); });
+  expectSameBits("slice_grad", out,
+                 [&] { gpu::sliceGrad(db.p, shape({rows, 256}), start, step, out.p, os); });
+  // Layer norm rows on one warp: the sums in another order than the block
+  // kernel's, so within rounding, not the same bits.
+  auto gamma = uniform(cols, 85, 0.5f, 1.5f), beta = uniform(cols, 86);
+  Dev<float> gg(gamma), gb(beta), dg(static_cast<size_t>(cols)), dbeta(static_cast<size_t>(cols));
+  Dev<uint8_t> scratch(gpu::layerNormGradScratchBytes(rows, cols));
+  std::vector<T> y[2], dx[2];
+  std::vector<float> g[2], bt[2];
+  for (int v = 0; v < 2; ++v) {
+    gpu::setVectorized(v == 1);
+    gpu::layerNorm(da.p, gg.p, gb.p, out.p, rows, cols, 1e-5f);
+    y[v] = out.host();
+    gpu::layerNormGrad(db.p, da.p, gg.p, out.p, dg.p, dbeta.p, rows, cols, 1e-5f, scratch.p);
+    dx[v] = out.host();
+    g[v] = dg.host();
+    bt[v] = dbeta.host();
+  }
+  gpu::setVectorized(true);
+  EXPECT_TRUE(near(g[1], toDouble(g[0]), 1e-4, 1e-5)) << "dgamma";
+  EXPECT_TRUE(near(bt[1], toDouble(bt[0]), 1e-4, 1e-5)) << "dbeta";
+  if constexpr (std::is_same_v<T, float>) {
+    EXPECT_TRUE(near(y[1], toDouble(y[0]), 1e-5, 1e-6)) << "layer_norm";
+    EXPECT_TRUE(near(dx[1], toDouble(dx[0]), 1e-4, 1e-5)) << "layer_norm_grad";
+  } else {
+    EXPECT_TRUE(nearBf16(y[1], y[0], 2, 1e-6)) << "layer_norm";
+    // One unit either way where the float sums round differently (the
+    // helper counts units of 2^-8 of the value: up to half a true unit).
+    EXPECT_TRUE(nearBf16(dx[1], dx[0], 2, 1e-6)) << "layer_norm_grad";
+  }
+}
+
+TEST(CudaKernels, PackedPathsGiveTheScalarBits) {
+  REQUIRE_GPU();
+  checkPackedPaths<float>(asFloat);
+  checkPackedPaths<Bf16>(toBf16);
+  // Casts both ways, 8 elements a thread.
+  const int64_t n = 4096;
+  auto x = uniform(n, 87, -4, 4);
+  Dev<float> dx(x), back(static_cast<size_t>(n));
+  Dev<Bf16> d16(static_cast<size_t>(n));
+  expectSameBits("cast to bf16", d16, [&] { gpu::cast(dx.p, d16.p, n); });
+  expectSameBits("cast to float", back, [&] { gpu::cast(d16.p, back.p, n); });
+}
+
+TEST(CudaKernels, CrossEntropyOnBf16LogitsIsTheCastsBits) {
+  REQUIRE_GPU();
+  // What FuseCrossEntropy.cpp runs instead of cast, float cross-entropy
+  // and gradient, cast: the same loss and gradient bits. Rows of GPT-2's
+  // 50257 classes, and of 37; ignored and out-of-range labels.
+  for (int64_t C : {int64_t(50257), int64_t(37)}) {
+    const int64_t N = 24;
+    auto x16 = toBf16(uniform(N * C, 71, -8, 8));
+    std::vector<int64_t> labels(N);
+    for (int64_t i = 0; i < N; ++i)
+      labels[i] = i == 5 ? -100 : i == 7 ? C : (i * 7919) % C;
+    for (int reduction : {0, 2}) {
+      int64_t total = reduction == 0 ? N : 1;
+      auto dloss = uniform(total, 72, 0.5f, 2);
+      Dev<Bf16> gx(x16), fusedDx(x16.size()), castDx(x16.size());
+      Dev<float> x32(x16.size()), dx32(x16.size()), lossA(static_cast<size_t>(total)),
+          lossB(static_cast<size_t>(total)), gdloss(dloss);
+      Dev<int64_t> glab(labels), badA(static_cast<size_t>(1)), badB(static_cast<size_t>(1));
+      Dev<uint8_t> scratch(gpu::crossEntropyScratchBytes(N)),
+          gscratch(gpu::crossEntropyGradScratchBytes());
+      gpu::zero(badA.p, sizeof(int64_t));
+      gpu::zero(badB.p, sizeof(int64_t));
+      // Unfused.
+      gpu::cast(gx.p, x32.p, N * C);
+      gpu::crossEntropy(x32.p, glab.p, lossA.p, N, C, reduction, true, -100, badA.p, scratch.p);
+      gpu::crossEntropyGrad(x32.p, glab.p, gdloss.p, dx32.p, N, C, reduction, true, -100,
+                            gscratch.p);
+      gpu::cast(dx32.p, castDx.p, N * C);
+      // Fused.
+      gpu::crossEntropy(gx.p, glab.p, lossB.p, N, C, reduction, true, -100, badB.p, scratch.p);
+      gpu::crossEntropyGrad(gx.p, glab.p, gdloss.p, fusedDx.p, N, C, reduction, true, -100,
+                            gscratch.p);
+      auto a = lossA.host(), b = lossB.host();
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+          << "loss, C " << C << " reduction " << reduction;
+      EXPECT_EQ(bits(fusedDx.host()), bits(castDx.host()))
+          << "gradient, C " << C << " reduction " << reduction;
+      EXPECT_EQ(badA.host(), badB.host());
+      EXPECT_EQ(1, badB.host()[0]);
+    }
+  }
+}
+
 TEST(CudaKernels, PadAndUnpadMatrices) {
   REQUIRE_GPU();
-  // Two [3, 5] matrices to [4, 8] with zeros around, and back.
-  std::vector<uint16_t> src(30);
-  for (size_t k = 0; k < src.size(); ++k)
-    src[k] = uint16_t(k + 1);
-  Dev<uint16_t> gs(src), gp(64), gb(30);
-  gpu::padMatrices16(gs.p, 2, 3, 5, gp.p, 4, 8);
-  auto p = gp.host();
-  for (int b = 0; b < 2; ++b)
-    for (int r = 0; r < 4; ++r)
-      for (int c = 0; c < 8; ++c)
-        EXPECT_EQ(r < 3 && c < 5 ? src[(b * 3 + r) * 5 + c] : 0, p[(b * 4 + r) * 8 + c])
-            << b << " " << r << " " << c;
-  gpu::unpadMatrices16(gp.p, 4, 8, 2, 3, 5, gb.p);
-  EXPECT_EQ(src, gb.host());
+  // Two [3, 5] matrices to [4, 8] with zeros around, and back; two
+  // [3, 37] to [5, 64] (several chunks of 8 a row); on the 16-byte path
+  // and element by element.
+  struct Case {
+    int64_t rows, cols, padRows, padCols;
+  };
+  for (bool vec : {true, false})
+    for (Case c : {Case{3, 5, 4, 8}, Case{3, 37, 5, 64}}) {
+      gpu::setVectorized(vec);
+      std::vector<uint16_t> src(size_t(2 * c.rows * c.cols));
+      for (size_t k = 0; k < src.size(); ++k)
+        src[k] = uint16_t(k + 1);
+      Dev<uint16_t> gs(src), gp(size_t(2 * c.padRows * c.padCols)), gb(src.size());
+      gpu::padMatrices16(gs.p, 2, c.rows, c.cols, gp.p, c.padRows, c.padCols);
+      auto p = gp.host();
+      for (int64_t b = 0; b < 2; ++b)
+        for (int64_t r = 0; r < c.padRows; ++r)
+          for (int64_t k = 0; k < c.padCols; ++k)
+            EXPECT_EQ(r < c.rows && k < c.cols ? src[(b * c.rows + r) * c.cols + k] : 0,
+                      p[(b * c.padRows + r) * c.padCols + k])
+                << vec << " " << c.cols << ": " << b << " " << r << " " << k;
+      gpu::unpadMatrices16(gp.p, c.padRows, c.padCols, 2, c.rows, c.cols, gb.p);
+      EXPECT_EQ(src, gb.host()) << vec << " " << c.cols;
+    }
+  gpu::setVectorized(true);
 }
 
 TEST(CudaKernels, Bf16GemmPadsUnalignedRows) {
@@ -640,7 +789,7 @@ TEST(CudaKernels, Bf16GemmPadsUnalignedRows) {
       {shape({3, 21, 24}), shape({3, 24, 21}), shape({3, 21, 21}), false, false},
   };
   gpu::Blas blas;
-  ASSERT_TRUE(blas.pads() || std::getenv("DSRT_CUDA_GEMM_PAD"));
+  ASSERT_TRUE(blas.padAlign() == 64 || std::getenv("DSRT_CUDA_GEMM_PAD"));
   for (const Case &c : cases) {
     size_t need = gpu::Blas::scratchBytes(c.a, c.ta, c.b, c.tb, c.o);
     EXPECT_GT(need, 0u) << str(c.a) << " x " << str(c.b);
@@ -658,6 +807,19 @@ TEST(CudaKernels, Bf16GemmPadsUnalignedRows) {
   // Aligned rows need nothing.
   EXPECT_EQ(0u, gpu::Blas::scratchBytes(shape({64, 96}), false, shape({96, 80}), false,
                                         shape({64, 80})));
+}
+
+TEST(CudaKernels, Bf16GemmPadsUnalignedDimsToMultiplesOf64) {
+  // The scratch a padded GEMM needs (no device involved): a k of 37 is
+  // padded to 64, the aligned m (132) and n (96) are left alone: a
+  // [132, 64] and a [64, 96] bf16 copy, each rounded up to 256 bytes.
+  EXPECT_EQ(size_t(132 * 64 * 2 + 64 * 96 * 2),
+            gpu::Blas::scratchBytes(shape({132, 37}), false, shape({37, 96}), false,
+                                    shape({132, 96})));
+  // GPT-2's head: logits [8192, 50257] = h [8192, 768] w^T; n to 50304.
+  EXPECT_EQ(size_t(50304) * 768 * 2 + size_t(8192) * 50304 * 2,
+            gpu::Blas::scratchBytes(shape({8, 1024, 768}), false, shape({50257, 768}), true,
+                                    shape({8, 1024, 50257})));
 }
 
 } // namespace
