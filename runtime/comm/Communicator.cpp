@@ -22,6 +22,8 @@ const char *kindName(Kind kind) {
     return "reduce_scatter";
   case Kind::AllGather:
     return "all_gather";
+  case Kind::AllToAll:
+    return "all_to_all";
   }
   return "?";
 }
@@ -142,6 +144,10 @@ Handle Communicator::allGather(const TensorArg *ts, size_t k, const char *what,
   return start(Kind::AllGather, ts, k, ReduceOp::Sum, what, staging);
 }
 
+Handle Communicator::allToAll(const TensorArg *ts, size_t k, const char *what, float *staging) {
+  return start(Kind::AllToAll, ts, k, ReduceOp::Sum, what, staging);
+}
+
 Handle Communicator::start(Kind kind, const TensorArg *ts, size_t k, ReduceOp op,
                            const char *what, float *external) {
   // Built only for an error: starting a collective never allocates.
@@ -161,7 +167,8 @@ Handle Communicator::start(Kind kind, const TensorArg *ts, size_t k, ReduceOp op
   for (size_t j = 0; j < k; ++j) {
     if (ts[j].n < 0 || (ts[j].n > 0 && (!ts[j].in || !ts[j].out)))
       throw CommError(where() + ": tensor " + std::to_string(j) + " has no buffer or a negative size");
-    if (kind != Kind::AllGather && ts[j].type != ts[0].type)
+    const bool moves = kind == Kind::AllGather || kind == Kind::AllToAll;
+    if (!moves && ts[j].type != ts[0].type)
       throw CommError(where() + ": tensor " + std::to_string(j) +
                       " has another element type than tensor 0 (a reduction adds one type)");
     if (kind == Kind::AllGather &&
@@ -169,6 +176,10 @@ Handle Communicator::start(Kind kind, const TensorArg *ts, size_t k, ReduceOp op
       throw CommError(where() + ": tensor " + std::to_string(j) + ": " +
                       std::to_string(gatheredOf(ts[j], size())) + " elements are not " +
                       std::to_string(size()) + " chunks of " + std::to_string(ts[j].n));
+    if (kind == Kind::AllToAll && ts[j].n % size())
+      throw CommError(where() + ": tensor " + std::to_string(j) + ": " +
+                      std::to_string(ts[j].n) + " elements are not " + std::to_string(size()) +
+                      " equal chunks");
     numelScratch_[j] = kind == Kind::AllGather ? gatheredOf(ts[j], size()) : ts[j].n;
     total += ts[j].n;
   }
@@ -347,8 +358,8 @@ void Communicator::pause(unsigned spin) {
 }
 
 void SelfCommunicator::startCollective(int slot) {
-  // One rank: reduce_scatter's chunk 0 and all_gather's concatenation are
-  // the input itself; Avg divides by 1.
+  // One rank: reduce_scatter's chunk 0, all_gather's concatenation and
+  // all_to_all's only chunk are the input itself; Avg divides by 1.
   const TensorArg *ts = tensors(slot);
   for (size_t j = 0; j < pendingAt(slot).k; ++j)
     if (ts[j].out != ts[j].in && ts[j].n)

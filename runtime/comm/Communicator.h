@@ -3,7 +3,8 @@
 // The interface the executor runs `dist.*` instructions through. A
 // collective works on k tensors at once (a fused bucket; float32, bf16 or
 // fp16 elements, TensorArg::type) and is
-// non-blocking: allReduce / reduceScatter / allGather start it and return a
+// non-blocking: allReduce / reduceScatter / allGather / allToAll start it
+// and return a
 // Handle, wait(Handle) completes it. Until then its inputs must not be
 // written nor its outputs read. progress() lets pending collectives advance
 // while kernels run.
@@ -30,7 +31,8 @@
 //
 // The counters count per kind, in the units of the ZeRO paper: an
 // all_reduce of n elements moves 2n, a reduce_scatter counts its (full)
-// input, an all_gather its (full) output. Point-to-point sends count
+// input, an all_gather its (full) output, an all_to_all its input (of
+// which (size - 1) / size leaves the rank). Point-to-point sends count
 // separately (Counters::p2p: messages and their bytes / 4). Backends: MpiCommunicator (CPU
 // ranks), NcclCommunicator (device pointers), SelfCommunicator (one rank).
 //
@@ -65,7 +67,7 @@ public:
 
 enum class ReduceOp { Sum = 0, Avg = 1, Max = 2, Min = 3 };
 
-/// "all_reduce", "reduce_scatter", "all_gather".
+/// "all_reduce", "reduce_scatter", "all_gather", "all_to_all".
 const char *kindName(Kind kind);
 /// "sum", "avg", "max", "min".
 const char *reduceOpName(ReduceOp op);
@@ -191,6 +193,11 @@ public:
                        float *staging = nullptr);
   Handle allGather(const TensorArg *ts, size_t k, const char *what = nullptr,
                    float *staging = nullptr);
+  /// Each tensor's n elements are size() equal chunks (n divisible by
+  /// size()); chunk r goes to rank r, and the result's chunk r came from
+  /// rank r. Bytes are moved, never added (tensors may mix element types).
+  Handle allToAll(const TensorArg *ts, size_t k, const char *what = nullptr,
+                  float *staging = nullptr);
   Handle allReduce(const std::vector<TensorArg> &ts, ReduceOp op, const char *what = nullptr) {
     return allReduce(ts.data(), ts.size(), op, what);
   }

@@ -423,6 +423,52 @@ void MpiCommunicator::startCollective(int slot) {
     startRing(slot, bytes, block, /*gather=*/false, p.op, type);
     return;
   }
+  case Kind::AllToAll: {
+    // Bytes are moved: a lone tensor goes from `in` to `out` (in place when
+    // they are the same bytes), 16-bit tensors as 16-bit units; a bucket is
+    // packed into the staging's send blocks [to rank 0: t1 chunk 0, t2
+    // chunk 0, ...][to rank 1: ...] and received into the blocks after them.
+    const char *call = "MPI_Ialltoall";
+    if (k == 1) {
+      const TensorArg &t = ts[0];
+      size_t eb = size_t(t.elementBytes());
+      MPI_Datatype type = eb == 2 ? MPI_UINT16_T : MPI_FLOAT;
+      int c = mpiCount(t.n / S, worldRankOf(rank_), "all_to_all chunk");
+      mode = Mode::Direct;
+      if (static_cast<const void *>(t.in) == static_cast<const void *>(t.out)) {
+        check(MPI_Ialltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, t.out, c, type, comm, req), rank_,
+              call);
+        return;
+      }
+      if (overlaps(t.in, t.n * int64_t(eb) / 4, t.out, t.n * int64_t(eb) / 4))
+        throw CommError(prefix() + "all_to_all: the input and output overlap without being the "
+                                   "same bytes");
+      check(MPI_Ialltoall(t.in, c, type, t.out, c, type, comm, req), rank_, call);
+      return;
+    }
+    int64_t blockBytes = 0;
+    bool halves = false;
+    for (size_t j = 0; j < k; ++j) {
+      blockBytes += ts[j].n / S * ts[j].elementBytes();
+      halves |= ts[j].elementBytes() == 2;
+    }
+    char *send = reinterpret_cast<char *>(stage);
+    for (int64_t r = 0; r < S; ++r) {
+      char *dst = send + r * blockBytes;
+      for (size_t j = 0; j < k; ++j) {
+        size_t bytes = size_t(ts[j].n / S) * size_t(ts[j].elementBytes());
+        std::memcpy(dst, reinterpret_cast<const char *>(ts[j].in) + size_t(r) * bytes, bytes);
+        dst += bytes;
+      }
+    }
+    int64_t unit = halves ? 2 : 4;
+    int count = mpiCount(blockBytes / unit, worldRankOf(rank_), "all_to_all block");
+    MPI_Datatype type = halves ? MPI_UINT16_T : MPI_FLOAT;
+    mode = Mode::Staged;
+    check(MPI_Ialltoall(send, count, type, send + S * blockBytes, count, type, comm, req), rank_,
+          call);
+    return;
+  }
   case Kind::AllGather: {
     // Bytes are moved, never added: 2-byte (bf16/fp16) tensors travel as
     // 16-bit units; a bucket with any of them is packed in 16-bit units.
@@ -587,8 +633,25 @@ void MpiCommunicator::finishCollective(int slot) {
     }
     return;
   }
-  case Mode::Staged: // only all_gather stages through MPI
-    break;
+  case Mode::Staged:
+    if (p.kind == Kind::AllToAll) {
+      // The received blocks, after the sent ones: block r holds every
+      // tensor's chunk from rank r.
+      int64_t blockBytes = 0;
+      for (size_t j = 0; j < k; ++j)
+        blockBytes += ts[j].n / S * ts[j].elementBytes();
+      const char *recv = reinterpret_cast<const char *>(stage) + S * blockBytes;
+      for (int64_t r = 0; r < S; ++r) {
+        const char *src = recv + r * blockBytes;
+        for (size_t j = 0; j < k; ++j) {
+          size_t bytes = size_t(ts[j].n / S) * size_t(ts[j].elementBytes());
+          std::memcpy(reinterpret_cast<char *>(ts[j].out) + size_t(r) * bytes, src, bytes);
+          src += bytes;
+        }
+      }
+      return;
+    }
+    break; // all_gather's packed blocks
   }
   {
     int64_t blockBytes = 0;

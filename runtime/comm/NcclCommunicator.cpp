@@ -182,6 +182,11 @@ void NcclCommunicator::startCollective(int slot) {
       throw CommError(rankPrefix(rank_) + "tensor " + std::to_string(j) + " of a " +
                       kindName(p.kind) + " is padded to " + std::to_string(size_) +
                       " chunks; the NCCL backend needs sizes divisible by the group size");
+  for (size_t j = 0; j < p.k; ++j)
+    if (p.kind == Kind::AllToAll &&
+        static_cast<const void *>(ts[j].in) == static_cast<const void *>(ts[j].out))
+      throw CommError(rankPrefix(rank_) + "all_to_all in place: the NCCL backend needs a "
+                                          "separate input and output");
   checkNccl(ncclGroupStart(), rank_, "ncclGroupStart");
   ncclResult_t rc = ncclSuccess;
   for (size_t j = 0; j < p.k && rc == ncclSuccess; ++j) {
@@ -199,6 +204,18 @@ void NcclCommunicator::startCollective(int slot) {
     case Kind::AllGather:
       rc = ncclAllGather(t.in, t.out, size_t(t.n), type, comm, stream);
       break;
+    case Kind::AllToAll: {
+      // Chunk r to rank r and rank r's chunk into slot r: a send and a
+      // receive per rank, in the group (not in place: the receives would
+      // overwrite chunks not yet sent).
+      const size_t c = size_t(t.n / size_), bytes = c * size_t(t.elementBytes());
+      for (int r = 0; r < size_ && rc == ncclSuccess; ++r) {
+        rc = ncclSend(reinterpret_cast<const char *>(t.in) + r * bytes, c, type, r, comm, stream);
+        if (rc == ncclSuccess)
+          rc = ncclRecv(reinterpret_cast<char *>(t.out) + r * bytes, c, type, r, comm, stream);
+      }
+      break;
+    }
     }
   }
   ncclResult_t end = ncclGroupEnd();

@@ -53,6 +53,11 @@ void bindCollective(Instr &i, const Check &c, comm::Kind kind) {
         c.fail(which + "output " + Check::shape(out) + " is not " + std::to_string(group) +
                " chunks of input " + Check::shape(in));
       break;
+    case comm::Kind::AllToAll:
+      if (out->numel != in->numel || in->numel % group)
+        c.fail(which + "output " + Check::shape(out) + " and input " + Check::shape(in) +
+               " are not the same " + std::to_string(group) + " equal chunks");
+      break;
     }
   }
   i.comm.assign(i.in.size(), comm::TensorArg());

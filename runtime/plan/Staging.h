@@ -20,8 +20,8 @@
 
 namespace dsrt::staging {
 
-enum class Collective { AllReduce = 0, ReduceScatter = 1, AllGather = 2 };
-constexpr int kNumCollectives = 3;
+enum class Collective { AllReduce = 0, ReduceScatter = 1, AllGather = 2, AllToAll = 3 };
+constexpr int kNumCollectives = 4;
 
 /// Elements of each of `size` chunks of an n-element tensor.
 inline int64_t chunkOf(int64_t n, int64_t size) { return (n + size - 1) / size; }
@@ -32,8 +32,10 @@ inline int64_t chunkOf(int64_t n, int64_t size) { return (n + size - 1) / size; 
 /// width(j) its element bytes (4; an all_gather may move 2-byte bf16/fp16
 /// tensors). All-reduce and reduce-scatter run as rings in `size` blocks of
 /// the packed, zero-padded tensors plus one block to receive into; an
-/// all-gather is packed only when it is a bucket or drops padding. The
-/// result is rounded up to whole floats (the staging's unit).
+/// all-gather is packed only when it is a bucket or drops padding; an
+/// all-to-all (each tensor `size` equal chunks, chunk r to rank r) only
+/// when it is a bucket, into the blocks it sends and the blocks it
+/// receives. The result is rounded up to whole floats (the staging's unit).
 template <typename In, typename Out, typename Width>
 int64_t collectiveStagingBytes(Collective kind, int64_t size, size_t k, In in, Out out, Width width) {
   int64_t total = 0;
@@ -54,6 +56,10 @@ int64_t collectiveStagingBytes(Collective kind, int64_t size, size_t k, In in, O
     }
     return k == 1 && !padded ? 0 : (total + 3) / 4 * 4;
   }
+  case Collective::AllToAll:
+    for (size_t j = 0; j < k; ++j)
+      total += in(j) * width(j);
+    return k == 1 ? 0 : (2 * total + 3) / 4 * 4;
   }
   return 0;
 }

@@ -188,14 +188,18 @@ TEST(SelfCommunicator, CopiesAndCounts) {
   EXPECT_EQ(outB, b);
   self.wait(self.reduceScatter(ts, comm::ReduceOp::Sum));
   self.wait(self.allGather(ts));
+  std::fill(outA.begin(), outA.end(), 0.0f);
+  self.wait(self.allToAll(ts.data(), ts.size()));
+  EXPECT_EQ(outA, a) << "one rank's all_to_all keeps its only chunk";
   const comm::Counters &c = self.counters();
   EXPECT_EQ(c[comm::Kind::AllReduce].calls, 1);
   EXPECT_EQ(c[comm::Kind::AllReduce].elements, 10);
   EXPECT_EQ(c[comm::Kind::ReduceScatter].elements, 5);
   EXPECT_EQ(c[comm::Kind::AllGather].elements, 5);
-  EXPECT_EQ(c.calls(), 3);
+  EXPECT_EQ(c[comm::Kind::AllToAll].elements, 5);
+  EXPECT_EQ(c.calls(), 4);
   EXPECT_EQ(c.summary(), "all_reduce 1 call 10 elements, reduce_scatter 1 call 5 elements, "
-                         "all_gather 1 call 5 elements");
+                         "all_gather 1 call 5 elements, all_to_all 1 call 5 elements");
   self.resetCounters();
   EXPECT_EQ(self.counters().summary(), "none");
   // Waiting twice, or for nothing, is an error.

@@ -335,6 +335,58 @@ TEST(MpiAllGather, SixteenBitTensorsMixedAndPadded) {
   EXPECT_THROW(c.allReduce(mixed, ReduceOp::Sum), comm::CommError);
 }
 
+TEST(MpiAllToAll, SingleTensorDirectInPlaceAndBucket) {
+  // The 1-bit optimizers' exchange: chunk r of every rank's tensor goes to
+  // rank r, in rank order. Alone (MPI_Ialltoall on the tensors), in place,
+  // and as a bucket of a float and a 16-bit tensor (packed in the staging).
+  comm::MpiCommunicator &c = world();
+  const int S = c.size(), me = c.rank();
+  reserve(1 << 16);
+  const int64_t chunk = 5, n = chunk * S;
+  auto wantFrom = [&](int j, auto in) {
+    // This rank's result: chunk `me` of every rank q's input, in rank order.
+    decltype(in(0)) want;
+    for (int q = 0; q < S; ++q) {
+      auto v = in(q);
+      want.insert(want.end(), v.begin() + me * chunk, v.begin() + (me + 1) * chunk);
+    }
+    (void)j;
+    return want;
+  };
+  auto floats = [&](int q) { return input(q, 11, n); };
+  std::vector<float> in = floats(me), out(static_cast<size_t>(n), -1.0f);
+  TensorArg direct{in.data(), out.data(), n};
+  c.wait(c.allToAll(&direct, 1));
+  EXPECT_EQ(out, wantFrom(0, floats));
+  std::vector<float> buf = floats(me);
+  TensorArg inPlace{buf.data(), buf.data(), n};
+  c.wait(c.allToAll(&inPlace, 1));
+  EXPECT_EQ(buf, wantFrom(0, floats));
+  auto sixteen = [&](int q) { return halves(q, 4, 3 * S); };
+  std::vector<uint16_t> h = sixteen(me), hOut(static_cast<size_t>(3 * S), 0xffff);
+  std::vector<float> out2(static_cast<size_t>(n), -1.0f);
+  std::vector<TensorArg> bucket = {{in.data(), out2.data(), n},
+                                   {reinterpret_cast<const float *>(h.data()),
+                                    reinterpret_cast<float *>(hOut.data()), 3 * S, 0,
+                                    comm::Elem::BF16}};
+  c.wait(c.allToAll(bucket.data(), bucket.size()));
+  EXPECT_EQ(out2, wantFrom(0, floats));
+  std::vector<uint16_t> wantH;
+  for (int q = 0; q < S; ++q) {
+    std::vector<uint16_t> v = sixteen(q);
+    wantH.insert(wantH.end(), v.begin() + me * 3, v.begin() + (me + 1) * 3);
+  }
+  EXPECT_EQ(hOut, wantH);
+  // Counted by their inputs; a size that is not S equal chunks is an error.
+  EXPECT_EQ(c.counters()[Kind::AllToAll].calls, 3);
+  EXPECT_EQ(c.counters()[Kind::AllToAll].elements, n + n + n + 3 * S);
+  if (S > 1) {
+    std::vector<float> odd(static_cast<size_t>(S + 1));
+    TensorArg bad{odd.data(), odd.data(), S + 1};
+    EXPECT_THROW(c.allToAll(&bad, 1), comm::CommError);
+  }
+}
+
 TEST(MpiAllReduce, SixteenBitSumsInFloatRoundedPerHop) {
   // communication_data_type bf16 / fp16: the ring adds in float and
   // rounds every partial sum to the type. Small integers are exact in

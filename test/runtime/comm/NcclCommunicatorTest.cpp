@@ -91,6 +91,10 @@ void compare(Kind kind, ReduceOp op, bool inPlace) {
     h = c.allGather(dev);
     hs = self.allGather(cpu);
     break;
+  case Kind::AllToAll:
+    h = c.allToAll(dev.data(), dev.size());
+    hs = self.allToAll(cpu.data(), cpu.size());
+    break;
   }
   c.wait(h);
   self.wait(hs);
@@ -120,6 +124,11 @@ TEST(Nccl, ReduceScatterBucket) {
 TEST(Nccl, AllGatherBucket) {
   SKIP_WITHOUT_GPU();
   compare(Kind::AllGather, ReduceOp::Sum, false);
+}
+
+TEST(Nccl, AllToAllBucket) {
+  SKIP_WITHOUT_GPU();
+  compare(Kind::AllToAll, ReduceOp::Sum, false);
 }
 
 TEST(Nccl, BlockingScalarAndCounters) {
