@@ -46,7 +46,8 @@ inline bool isDifferentiated(mlir::func::FuncOp fn) {
 inline int64_t chunkSize(int64_t n, int64_t dp) { return (n + dp - 1) / dp; }
 
 inline bool isCollective(mlir::Operation *op) {
-  return mlir::isa<dist::AllReduceOp, dist::ReduceScatterOp, dist::AllGatherOp>(op);
+  return mlir::isa<dist::AllReduceOp, dist::ReduceScatterOp, dist::AllGatherOp,
+                   dist::AllToAllOp>(op);
 }
 
 /// The first collective in `op` (a function), or null: a step that already

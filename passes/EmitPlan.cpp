@@ -73,6 +73,7 @@ plan::DType dtypeOf(Type t) {
 const char *instructionOf(Operation *op) {
   return llvm::TypeSwitch<Operation *, const char *>(op)
       .Case<dist::AllGatherOp>([](Operation *) { return "dist.all_gather"; })
+      .Case<dist::AllToAllOp>([](Operation *) { return "dist.all_to_all"; })
       .Case<dist::AllReduceOp>([](Operation *) { return "dist.all_reduce"; })
       .Case<dist::ChunkOp>([](Operation *) { return "dist.chunk"; })
       .Case<dist::RecvOp>([](Operation *) { return "dist.recv"; })
@@ -760,7 +761,7 @@ private:
           instr.add_ints((int64_t)o.getReduce());
           instr.add_ints(newHandle(o));
         })
-        .Case([&](dist::AllGatherOp o) {
+        .Case<dist::AllGatherOp, dist::AllToAllOp>([&](auto o) {
           instr.add_ints(o.getGroup().getSize());
           instr.add_ints(newHandle(o));
         })

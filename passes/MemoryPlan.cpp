@@ -64,6 +64,7 @@ int64_t stagingBytes(Operation *op) {
   using dsrt::staging::Collective;
   Collective kind = isa<dist::AllReduceOp>(op)         ? Collective::AllReduce
                     : isa<dist::ReduceScatterOp>(op) ? Collective::ReduceScatter
+                    : isa<dist::AllToAllOp>(op)      ? Collective::AllToAll
                                                      : Collective::AllGather;
   return dsrt::staging::collectiveStagingBytes(
       kind, group.getSize(), op->getNumOperands(),

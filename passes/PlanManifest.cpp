@@ -203,7 +203,7 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
                    int64_t times) {
     for (const plan::Instr &i : list) {
       if (i.op() != "dist.all_reduce" && i.op() != "dist.reduce_scatter" &&
-          i.op() != "dist.all_gather")
+          i.op() != "dist.all_gather" && i.op() != "dist.all_to_all")
         continue;
       if (i.axis() == 2)
         continue; // the tensor-parallel group's: its own section

@@ -124,6 +124,24 @@ LogicalResult AllGatherOp::verify() {
   return success();
 }
 
+LogicalResult AllToAllOp::verify() {
+  if (failed(checkArity(*this)))
+    return failure();
+  for (auto [in, out] : llvm::zip(getInputs(), getResults())) {
+    if (in.getType() != out.getType())
+      return emitOpError("result type ") << out.getType() << " must equal the input type "
+                                         << in.getType();
+    auto t = cast<RankedTensorType>(in.getType());
+    if (t.getRank() == 0)
+      return emitOpError("inputs must have rank >= 1");
+    if (t.getDimSize(0) % getGroup().getSize() != 0)
+      return emitOpError("dimension 0 of ")
+             << t << " is not " << getGroup().getSize()
+             << " equal chunks (pad the buffer to a multiple of the group size)";
+  }
+  return success();
+}
+
 LogicalResult BroadcastOp::verify() {
   if ((int64_t)getRoot() < 0 || (int64_t)getRoot() >= getGroup().getSize())
     return emitOpError("root ") << (int64_t)getRoot() << " is outside the group of size "
@@ -167,9 +185,9 @@ LogicalResult WaitOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
 
 LogicalResult WaitOp::verify() {
   Operation *c = getCollective();
-  if (!c || !isa<AllReduceOp, ReduceScatterOp, AllGatherOp, SendOp, RecvOp>(c))
+  if (!c || !isa<AllReduceOp, ReduceScatterOp, AllGatherOp, AllToAllOp, SendOp, RecvOp>(c))
     return emitOpError("operands must be the results of one all_reduce, "
-                       "reduce_scatter, all_gather, send or recv");
+                       "reduce_scatter, all_gather, all_to_all, send or recv");
   if (c->getBlock() != (*this)->getBlock())
     return emitOpError("must be in the block of its collective");
   if (getInputs().size() != c->getNumResults() ||

@@ -94,6 +94,20 @@ def Dist_AllGatherOp : Dist_Op<"all_gather"> {
   let hasVerifier = 1;
 }
 
+def Dist_AllToAllOp : Dist_Op<"all_to_all"> {
+  let summary = "rank r gets chunk r of every rank's tensor, in rank order";
+  let description = [{
+    Dimension 0 of each tensor is `size` equal chunks: chunk r goes to rank
+    r, and chunk q of the result is what rank q sent. The result has the
+    input's type. The 1-bit optimizers' compressed all-reduce sends each
+    worker's compressed chunk to the rank that averages it this way.
+  }];
+  let arguments = (ins Variadic<Dist_Tensor>:$inputs, Dist_GroupAttr:$group);
+  let results = (outs Variadic<Dist_Tensor>:$results);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($results)";
+  let hasVerifier = 1;
+}
+
 def Dist_BroadcastOp : Dist_Op<"broadcast", [AllTypesMatch<["input", "result"]>]> {
   let summary = "every rank gets the value of rank `root` of the group";
   let arguments = (ins Dist_Tensor:$input, Dist_GroupAttr:$group, I64Attr:$root);

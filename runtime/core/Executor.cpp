@@ -635,7 +635,7 @@ Executor::resolve(const google::protobuf::RepeatedPtrField<plan::Instr> &list, c
     bool message = instr.op == "dist.send" || instr.op == "dist.recv";
     bool grouped = message || instr.op == "dist.all_reduce" ||
                    instr.op == "dist.reduce_scatter" || instr.op == "dist.all_gather" ||
-                   instr.op == "dist.chunk";
+                   instr.op == "dist.all_to_all" || instr.op == "dist.chunk";
     int groupSize = instr.axis == 0 ? dp_ : instr.axis == 1 ? pp_ : tp_;
     const char *axisName = instr.axis == 0 ? "dp" : instr.axis == 1 ? "pp" : "tp";
     if (grouped && instr.ints[0] != groupSize)
@@ -693,6 +693,7 @@ void Executor::validateCollectives(const std::vector<Instr> &list, const char *w
     if (!message) {
       comm::Kind kind = i.op == "dist.all_reduce"       ? comm::Kind::AllReduce
                         : i.op == "dist.reduce_scatter" ? comm::Kind::ReduceScatter
+                        : i.op == "dist.all_to_all"     ? comm::Kind::AllToAll
                                                         : comm::Kind::AllGather;
       args.clear();
       for (size_t j = 0; j < i.in.size(); ++j)

@@ -90,6 +90,9 @@
 //   dist.all_gather        ints: group size, handle. Output j is the
 //                          concatenation of every rank's input j, cut to
 //                          its length (any n with ceil(n / size) = chunk)
+//   dist.all_to_all        ints: group size, handle. Input j is size equal
+//                          chunks; output j (its shape) holds chunk `rank`
+//                          of every rank's input j, in rank order
 //   dist.wait              ints: handle (0 inputs, 0 outputs)
 //   dist.chunk             ints: group size. 1 input, 1 output: chunk
 //                          `rank` of the flattened input, zero-padded as

@@ -1,6 +1,7 @@
 //===- OpsDist.cpp - collectives and messages -===//
 //
-// dist.all_reduce / reduce_scatter / all_gather / wait / chunk / send / recv and load_batch (see Ops.cpp for the encodings).
+// dist.all_reduce / reduce_scatter / all_gather / all_to_all / wait / chunk / send / recv and
+// load_batch (see Ops.cpp for the encodings).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/core/OpsInternal.h"
@@ -12,7 +13,7 @@ namespace {
 /// handle of a collective; k float inputs and k outputs whose sizes fit
 /// `kind`.
 void bindCollective(Instr &i, const Check &c, comm::Kind kind) {
-  bool reduces = kind != comm::Kind::AllGather;
+  bool reduces = kind == comm::Kind::AllReduce || kind == comm::Kind::ReduceScatter;
   if (i.in.empty() || i.in.size() != i.out.size())
     c.fail("expects k inputs and k outputs (k >= 1), has " + std::to_string(i.in.size()) +
            " and " + std::to_string(i.out.size()));
@@ -72,8 +73,10 @@ template <comm::Kind K> void runCollective(const Instr &i, Context &ctx) {
   else if (K == comm::Kind::ReduceScatter)
     h = c->reduceScatter(i.comm.data(), i.comm.size(), comm::ReduceOp(i.ints[1]),
                          i.label.c_str(), i.staging);
-  else
+  else if (K == comm::Kind::AllGather)
     h = c->allGather(i.comm.data(), i.comm.size(), i.label.c_str(), i.staging);
+  else
+    h = c->allToAll(i.comm.data(), i.comm.size(), i.label.c_str(), i.staging);
   ctx.handles[size_t(i.ints.back())] = {c, h};
 }
 
@@ -121,6 +124,10 @@ void addDistOps(OpTable &t) {
   t["dist.all_gather"] = {[](Instr &i, const Check &c) {
     bindCollective(i, c, comm::Kind::AllGather);
     i.run = runCollective<comm::Kind::AllGather>;
+  }};
+  t["dist.all_to_all"] = {[](Instr &i, const Check &c) {
+    bindCollective(i, c, comm::Kind::AllToAll);
+    i.run = runCollective<comm::Kind::AllToAll>;
   }};
   t["dist.wait"] = {[](Instr &i, const Check &c) {
     c.arity(0, 0);

@@ -19,10 +19,11 @@
 
 namespace dsrt {
 
-inline constexpr std::array<std::string_view, 83> kPlanInstructions = {
+inline constexpr std::array<std::string_view, 84> kPlanInstructions = {
     "accumulate",
     "dist.all_gather",
     "dist.all_reduce",
+    "dist.all_to_all",
     "dist.chunk",
     "dist.recv",
     "dist.reduce_scatter",

@@ -187,6 +187,46 @@ func.func @reduce_scatter_avg_int(%a: tensor<8xi32>) {
 }
 
 //===----------------------------------------------------------------------===//
+// all_to_all
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// all_to_all has one result per input.
+func.func @all_to_all_arity(%a: tensor<4xf32>, %b: tensor<6xf32>) {
+  // expected-error @+1 {{'dist.all_to_all' op has 2 inputs but 1 results}}
+  %0 = dist.all_to_all %a, %b {group = #dist.group<dp, 2>} : tensor<4xf32>, tensor<6xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// all_to_all moves chunks: the result has the input's type.
+func.func @all_to_all_type(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'dist.all_to_all' op result type 'tensor<4xbf16>' must equal the input type 'tensor<4xf32>'}}
+  %0 = dist.all_to_all %a {group = #dist.group<dp, 2>} : tensor<4xf32> -> tensor<4xbf16>
+  return
+}
+
+// -----
+
+// all_to_all splits dimension 0, so scalars are rejected.
+func.func @all_to_all_scalar(%a: tensor<f32>) {
+  // expected-error @+1 {{'dist.all_to_all' op inputs must have rank >= 1}}
+  %0 = dist.all_to_all %a {group = #dist.group<dp, 1>} : tensor<f32> -> tensor<f32>
+  return
+}
+
+// -----
+
+// Dimension 0 must be whole chunks: all_to_all does not pad.
+func.func @all_to_all_indivisible(%a: tensor<6x2xf32>) {
+  // expected-error @+1 {{'dist.all_to_all' op dimension 0 of 'tensor<6x2xf32>' is not 4 equal chunks (pad the buffer to a multiple of the group size)}}
+  %0 = dist.all_to_all %a {group = #dist.group<dp, 4>} : tensor<6x2xf32> -> tensor<6x2xf32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
 // all_gather
 //===----------------------------------------------------------------------===//
 
@@ -254,7 +294,7 @@ func.func @all_gather_padding(%a: tensor<3xf32>) {
 // A wait completes a collective: its operands are that collective's results.
 func.func @wait_not_collective(%a: tensor<4xf32>) {
   %0 = nn.neg %a : tensor<4xf32>
-  // expected-error @+1 {{'dist.wait' op operands must be the results of one all_reduce, reduce_scatter, all_gather, send or recv}}
+  // expected-error @+1 {{'dist.wait' op operands must be the results of one all_reduce, reduce_scatter, all_gather, all_to_all, send or recv}}
   %1 = dist.wait %0 : tensor<4xf32>
   return
 }

@@ -56,6 +56,20 @@ func.func @scatter_gather(%a: tensor<8x4xf32>, %b: tensor<12xf16>, %c: tensor<4x
   return
 }
 
+// all_to_all keeps the type (single and bucketed, mixed element types);
+// its wait takes every result.
+// CHECK-LABEL: func.func @all_to_all(
+// CHECK-SAME:    %[[A:.*]]: tensor<8x4xf32>, %[[B:.*]]: tensor<12xbf16>)
+// CHECK-NEXT:    %[[X:.*]] = dist.all_to_all %[[A]] {group = #dist.group<dp, 4>} : tensor<8x4xf32> -> tensor<8x4xf32>
+// CHECK-NEXT:    %[[Y:.*]]:2 = dist.all_to_all %[[A]], %[[B]] {group = #dist.group<dp, 2>} : tensor<8x4xf32>, tensor<12xbf16> -> tensor<8x4xf32>, tensor<12xbf16>
+// CHECK-NEXT:    dist.wait %[[Y]]#0, %[[Y]]#1 : tensor<8x4xf32>, tensor<12xbf16>
+func.func @all_to_all(%a: tensor<8x4xf32>, %b: tensor<12xbf16>) {
+  %0 = dist.all_to_all %a {group = #dist.group<dp, 4>} : tensor<8x4xf32> -> tensor<8x4xf32>
+  %1:2 = dist.all_to_all %a, %b {group = #dist.group<dp, 2>} : tensor<8x4xf32>, tensor<12xbf16> -> tensor<8x4xf32>, tensor<12xbf16>
+  %2:2 = dist.wait %1#0, %1#1 : tensor<8x4xf32>, tensor<12xbf16>
+  return
+}
+
 // broadcast from the first and from the last rank of the group; the result
 // type is the input type and is printed once.
 // CHECK-LABEL: func.func @broadcast(

@@ -152,6 +152,7 @@ TEST(DistOps, BindChecksShapesAndAttributes) {
   instr("dist.all_reduce", {&in.t, &chunk.t}, {&in.t, &chunk.t}, {2, 1, 0});
   instr("dist.reduce_scatter", {&in.t}, {&chunk.t}, {2, 0, 3});
   instr("dist.all_gather", {&in.t}, {&whole.t}, {2, 7});
+  instr("dist.all_to_all", {&in.t}, {&in.t}, {2, 5});
   instr("dist.chunk", {&in.t}, {&chunk.t}, {2});
   instr("dist.wait", {}, {}, {7});
   EXPECT_NE(err([&] { instr("dist.all_reduce", {&in.t}, {&in.t, &chunk.t}, {2, 0, 0}); })
@@ -171,6 +172,12 @@ TEST(DistOps, BindChecksShapesAndAttributes) {
             std::string::npos);
   EXPECT_NE(err([&] { instr("dist.all_gather", {&in.t}, {&whole.t}, {2, 0, 1}); })
                 .find("expects 2 integer and 0 float attributes"),
+            std::string::npos);
+  EXPECT_NE(err([&] { instr("dist.all_to_all", {&in.t}, {&whole.t}, {2, 0}); })
+                .find("output [16] and input [8] are not the same 2 equal chunks"),
+            std::string::npos);
+  EXPECT_NE(err([&] { instr("dist.all_to_all", {&odd.t}, {&odd.t}, {2, 0}); })
+                .find("are not the same 2 equal chunks"),
             std::string::npos);
   EXPECT_NE(err([&] { instr("dist.wait", {}, {}, {70000}); }).find("out of range"),
             std::string::npos);
@@ -210,6 +217,20 @@ TEST(SelfCommunicator, CopiesAndCounts) {
   EXPECT_NE(DSRT_ERROR_OF(comm::CommError, self.allReduce(nullptr, 0, comm::ReduceOp::Sum))
                 .find("no tensors"),
             std::string::npos);
+}
+
+TEST(StagingPlacement, AllToAllStagesOnlyABucket) {
+  // The plan-format contract (runtime/plan/Staging.h): a lone all_to_all
+  // moves from input to output; a bucket packs the blocks it sends and the
+  // blocks it receives: here 8 floats and 6 bf16, twice.
+  std::vector<int64_t> n = {8, 6}, width = {4, 2};
+  auto bytes = [&](size_t k) {
+    return staging::collectiveStagingBytes(
+        staging::Collective::AllToAll, 2, k, [&](size_t j) { return n[j]; },
+        [&](size_t j) { return n[j]; }, [&](size_t j) { return width[j]; });
+  };
+  EXPECT_EQ(bytes(1), 0);
+  EXPECT_EQ(bytes(2), 2 * (8 * 4 + 6 * 2));
 }
 
 TEST(StagingPlacement, FirstFit) {
