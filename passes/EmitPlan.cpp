@@ -64,6 +64,8 @@ plan::DType dtypeOf(Type t) {
     return plan::I32;
   if (e.isInteger(1))
     return plan::BOOL;
+  if (e.isInteger(8))
+    return plan::U8;
   return plan::DTYPE_UNSPECIFIED;
 }
 

@@ -168,6 +168,9 @@ Handle Communicator::start(Kind kind, const TensorArg *ts, size_t k, ReduceOp op
     if (ts[j].n < 0 || (ts[j].n > 0 && (!ts[j].in || !ts[j].out)))
       throw CommError(where() + ": tensor " + std::to_string(j) + " has no buffer or a negative size");
     const bool moves = kind == Kind::AllGather || kind == Kind::AllToAll;
+    if (!moves && ts[j].type == Elem::U8)
+      throw CommError(where() + ": tensor " + std::to_string(j) +
+                      " holds raw bytes (U8), which a reduction cannot add");
     if (!moves && ts[j].type != ts[0].type)
       throw CommError(where() + ": tensor " + std::to_string(j) +
                       " has another element type than tensor 0 (a reduction adds one type)");

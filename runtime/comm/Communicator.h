@@ -81,8 +81,10 @@ const char *reduceOpName(ReduceOp op);
 /// copies ZeRO gathers, gradients reduced in communication_data_type),
 /// whose `in` / `out` then address 16-bit elements. A reduction's tensors
 /// share one type and are added in float, each partial sum rounded to the
-/// type (as NCCL does); an all_gather moves bytes and may mix types. The
-/// element type is runtime/io's DType (F32, BF16 or F16 here), the one
+/// type (as NCCL does); an all_gather or all_to_all moves bytes and may mix
+/// types, U8 among them (raw bytes: the 1-bit optimizers' packed signs,
+/// which nothing adds). The element type is runtime/io's DType (F32, BF16,
+/// F16 or U8 here), the one
 /// vocabulary of element types outside the plan format.
 using Elem = io::DType;
 struct TensorArg {
@@ -91,7 +93,7 @@ struct TensorArg {
   int64_t n = 0;
   int64_t outN = 0;
   Elem type = Elem::F32;
-  int elementBytes() const { return type == Elem::F32 ? 4 : 2; }
+  int elementBytes() const { return type == Elem::F32 ? 4 : type == Elem::U8 ? 1 : 2; }
 };
 
 /// The output elements of an all_gather of `t` over `size` ranks.

@@ -54,8 +54,16 @@ struct Ring {
   MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
 };
 
-bool overlaps(const float *a, int64_t na, const float *b, int64_t nb) {
-  return a < b + nb && b < a + na;
+/// Whether [a, a + na bytes) and [b, b + nb bytes) share a byte.
+bool overlaps(const void *a, int64_t na, const void *b, int64_t nb) {
+  const char *x = static_cast<const char *>(a), *y = static_cast<const char *>(b);
+  return x < y + nb && y < x + na;
+}
+
+/// The MPI type that moves elements of `bytes` bytes (raw bytes, 16-bit
+/// patterns or floats: a move never converts).
+MPI_Datatype unitType(int64_t bytes) {
+  return bytes == 1 ? MPI_BYTE : bytes == 2 ? MPI_UINT16_T : MPI_FLOAT;
 }
 
 MPI_Op mpiOp(ReduceOp op) {
@@ -425,14 +433,14 @@ void MpiCommunicator::startCollective(int slot) {
   }
   case Kind::AllToAll: {
     // Bytes are moved: a lone tensor goes from `in` to `out` (in place when
-    // they are the same bytes), 16-bit tensors as 16-bit units; a bucket is
+    // they are the same bytes) in units of its element; a bucket is
     // packed into the staging's send blocks [to rank 0: t1 chunk 0, t2
     // chunk 0, ...][to rank 1: ...] and received into the blocks after them.
     const char *call = "MPI_Ialltoall";
     if (k == 1) {
       const TensorArg &t = ts[0];
       size_t eb = size_t(t.elementBytes());
-      MPI_Datatype type = eb == 2 ? MPI_UINT16_T : MPI_FLOAT;
+      MPI_Datatype type = unitType(int64_t(eb));
       int c = mpiCount(t.n / S, worldRankOf(rank_), "all_to_all chunk");
       mode = Mode::Direct;
       if (static_cast<const void *>(t.in) == static_cast<const void *>(t.out)) {
@@ -440,17 +448,16 @@ void MpiCommunicator::startCollective(int slot) {
               call);
         return;
       }
-      if (overlaps(t.in, t.n * int64_t(eb) / 4, t.out, t.n * int64_t(eb) / 4))
+      if (overlaps(t.in, t.n * int64_t(eb), t.out, t.n * int64_t(eb)))
         throw CommError(prefix() + "all_to_all: the input and output overlap without being the "
                                    "same bytes");
       check(MPI_Ialltoall(t.in, c, type, t.out, c, type, comm, req), rank_, call);
       return;
     }
-    int64_t blockBytes = 0;
-    bool halves = false;
+    int64_t blockBytes = 0, unit = 4; // the narrowest element moves the bucket
     for (size_t j = 0; j < k; ++j) {
       blockBytes += ts[j].n / S * ts[j].elementBytes();
-      halves |= ts[j].elementBytes() == 2;
+      unit = std::min<int64_t>(unit, ts[j].elementBytes());
     }
     char *send = reinterpret_cast<char *>(stage);
     for (int64_t r = 0; r < S; ++r) {
@@ -461,9 +468,8 @@ void MpiCommunicator::startCollective(int slot) {
         dst += bytes;
       }
     }
-    int64_t unit = halves ? 2 : 4;
     int count = mpiCount(blockBytes / unit, worldRankOf(rank_), "all_to_all block");
-    MPI_Datatype type = halves ? MPI_UINT16_T : MPI_FLOAT;
+    MPI_Datatype type = unitType(unit);
     mode = Mode::Staged;
     check(MPI_Ialltoall(send, count, type, send + S * blockBytes, count, type, comm, req), rank_,
           call);
@@ -471,19 +477,20 @@ void MpiCommunicator::startCollective(int slot) {
   }
   case Kind::AllGather: {
     // Bytes are moved, never added: 2-byte (bf16/fp16) tensors travel as
-    // 16-bit units; a bucket with any of them is packed in 16-bit units.
+    // 16-bit units and raw bytes (U8) as bytes; a bucket is packed in units
+    // of its narrowest element.
     const char *call = "MPI_Iallgather";
     if (k == 1 && gatheredOf(ts[0], S) == ts[0].n * S) { // no padding to drop
       const TensorArg &t = ts[0];
       size_t eb = size_t(t.elementBytes());
-      MPI_Datatype type = eb == 2 ? MPI_UINT16_T : MPI_FLOAT;
+      MPI_Datatype type = unitType(int64_t(eb));
       int n = mpiCount(t.n, worldRankOf(rank_), "all_gather input");
       mpiCount(t.n * S, worldRankOf(rank_), "all_gather");
       char *out = reinterpret_cast<char *>(t.out);
       const char *in = reinterpret_cast<const char *>(t.in);
       char *mine = out + size_t(rank_) * size_t(t.n) * eb;
       mode = Mode::Direct;
-      if (in != mine && !overlaps(t.in, t.n * int64_t(eb) / 4, t.out, t.n * S * int64_t(eb) / 4)) {
+      if (in != mine && !overlaps(t.in, t.n * int64_t(eb), t.out, t.n * S * int64_t(eb))) {
         check(MPI_Iallgather(t.in, n, type, t.out, n, type, comm, req), rank_, call);
         return;
       }
@@ -493,13 +500,11 @@ void MpiCommunicator::startCollective(int slot) {
             call);
       return;
     }
-    int64_t blockBytes = 0;
-    bool halves = false;
+    int64_t blockBytes = 0, unit = 4; // the narrowest element moves the bucket
     for (size_t j = 0; j < k; ++j) {
       blockBytes += ts[j].n * ts[j].elementBytes();
-      halves |= ts[j].elementBytes() == 2;
+      unit = std::min<int64_t>(unit, ts[j].elementBytes());
     }
-    int64_t unit = halves ? 2 : 4;
     char *dst = reinterpret_cast<char *>(stage) + rank_ * blockBytes;
     for (size_t j = 0; j < k; ++j) {
       size_t bytes = size_t(ts[j].n) * size_t(ts[j].elementBytes());
@@ -510,7 +515,7 @@ void MpiCommunicator::startCollective(int slot) {
     mpiCount(blockBytes / unit * S, worldRankOf(rank_), "all_gather");
     check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, stage,
                          mpiCount(blockBytes / unit, worldRankOf(rank_), "all_gather input"),
-                         halves ? MPI_UINT16_T : MPI_FLOAT, comm, req),
+                         unitType(unit), comm, req),
           rank_, call);
     return;
   }

@@ -193,6 +193,7 @@ void NcclCommunicator::startCollective(int slot) {
     const TensorArg &t = ts[j];
     ncclDataType_t type = t.type == Elem::BF16  ? ncclBfloat16
                           : t.type == Elem::F16 ? ncclFloat16
+                          : t.type == Elem::U8  ? ncclUint8
                                                 : ncclFloat32;
     switch (p.kind) {
     case Kind::AllReduce:

@@ -30,8 +30,12 @@ void bindCollective(Instr &i, const Check &c, comm::Kind kind) {
     const Tensor *in = i.in[j], *out = i.out[j];
     // F32, or BF16 / F16 (mixed precision: the parameter copies ZeRO
     // gathers, gradients reduced in communication_data_type). A reduction
-    // adds one type.
-    c.sameFloat({in, out});
+    // adds one type; a move may also carry raw bytes (U8: the 1-bit
+    // optimizers' packed signs).
+    if (!reduces && in->dtype == plan::U8)
+      c.dtype(out, plan::U8, "output");
+    else
+      c.sameFloat({in, out});
     if (reduces && in->dtype != i.in[0]->dtype)
       c.fail("operand " + std::to_string(j) + ": a reduction's operands share one type; operand 0 is " +
              plan::DType_Name(i.in[0]->dtype) + ", this one " + plan::DType_Name(in->dtype));

@@ -14,7 +14,7 @@
 
 namespace dsrt::plan_util {
 
-/// Bytes of one element of `d` (BOOL and unknown dtypes: 1).
+/// Bytes of one element of `d` (BOOL, U8 and unknown dtypes: 1).
 inline int64_t elementBytes(dsc::plan::DType d) {
   switch (d) {
   case dsc::plan::F64:
@@ -41,6 +41,7 @@ inline io::DType ioDType(dsc::plan::DType d) {
   case dsc::plan::I32: return io::DType::I32;
   case dsc::plan::BF16: return io::DType::BF16;
   case dsc::plan::F16: return io::DType::F16;
+  case dsc::plan::U8: return io::DType::U8;
   default: return io::DType::Bool;
   }
 }

@@ -179,6 +179,17 @@ TEST(DistOps, BindChecksShapesAndAttributes) {
   EXPECT_NE(err([&] { instr("dist.all_to_all", {&odd.t}, {&odd.t}, {2, 0}); })
                 .find("are not the same 2 equal chunks"),
             std::string::npos);
+  // Raw bytes (U8: packed signs) move, but are not added.
+  Buf bytes({8}, 5, 96), bytesOut({8}, 6, 128), bytesWhole({16}, 7, 160);
+  bytes.t.dtype = bytesOut.t.dtype = bytesWhole.t.dtype = plan::U8;
+  instr("dist.all_to_all", {&bytes.t}, {&bytesOut.t}, {2, 4});
+  instr("dist.all_gather", {&bytes.t}, {&bytesWhole.t}, {2, 4});
+  EXPECT_NE(err([&] { instr("dist.all_reduce", {&bytes.t}, {&bytes.t}, {2, 0, 0}); })
+                .find("operand must be F32, BF16 or F16, is U8"),
+            std::string::npos);
+  EXPECT_NE(err([&] { instr("dist.all_to_all", {&bytes.t}, {&in.t}, {2, 0}); })
+                .find("output"),
+            std::string::npos);
   EXPECT_NE(err([&] { instr("dist.wait", {}, {}, {70000}); }).find("out of range"),
             std::string::npos);
   EXPECT_NE(err([&] { instr("dist.chunk", {&in.t}, {&odd.t}, {2}); })

@@ -387,6 +387,58 @@ TEST(MpiAllToAll, SingleTensorDirectInPlaceAndBucket) {
   }
 }
 
+TEST(MpiAllToAll, RawBytesMoveAloneAndInBucketsButAreNotAdded) {
+  // The 1-bit optimizers' packed signs (U8): an odd number of bytes per
+  // chunk, alone and in a bucket with a float tensor (packed in bytes), and
+  // gathered; a reduction refuses them.
+  comm::MpiCommunicator &c = world();
+  const int S = c.size(), me = c.rank();
+  reserve(1 << 16);
+  const int64_t chunk = 3, n = chunk * S;
+  auto bytesOf = [](int q, int j, int64_t count) {
+    std::vector<uint8_t> v(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i)
+      v[static_cast<size_t>(i)] = uint8_t(31 * q + 7 * j + i);
+    return v;
+  };
+  std::vector<uint8_t> in = bytesOf(me, 0, n), out(static_cast<size_t>(n), 0xff);
+  auto arg = [](const std::vector<uint8_t> &a, std::vector<uint8_t> &b, int64_t count) {
+    return TensorArg{reinterpret_cast<const float *>(a.data()), reinterpret_cast<float *>(b.data()),
+                     count, 0, comm::Elem::U8};
+  };
+  TensorArg direct = arg(in, out, n);
+  c.wait(c.allToAll(&direct, 1));
+  std::vector<uint8_t> want;
+  for (int q = 0; q < S; ++q) {
+    std::vector<uint8_t> v = bytesOf(q, 0, n);
+    want.insert(want.end(), v.begin() + me * chunk, v.begin() + (me + 1) * chunk);
+  }
+  EXPECT_EQ(out, want);
+  std::vector<float> f = input(me, 12, 2 * S), fOut(static_cast<size_t>(2 * S));
+  std::vector<uint8_t> out2(static_cast<size_t>(n), 0xff);
+  std::vector<TensorArg> bucket = {arg(in, out2, n), {f.data(), fOut.data(), 2 * S}};
+  c.wait(c.allToAll(bucket.data(), bucket.size()));
+  EXPECT_EQ(out2, want);
+  for (int q = 0; q < S; ++q) {
+    std::vector<float> v = input(q, 12, 2 * S);
+    EXPECT_EQ(std::vector<float>(fOut.begin() + 2 * q, fOut.begin() + 2 * q + 2),
+              std::vector<float>(v.begin() + 2 * me, v.begin() + 2 * me + 2));
+  }
+  // all_gather of 5 bytes a rank: direct.
+  std::vector<uint8_t> mine = bytesOf(me, 1, 5), all(static_cast<size_t>(5 * S), 0xff);
+  TensorArg g = arg(mine, all, 5);
+  g.outN = 0;
+  c.wait(c.allGather(&g, 1));
+  for (int q = 0; q < S; ++q)
+    EXPECT_EQ(std::vector<uint8_t>(all.begin() + 5 * q, all.begin() + 5 * q + 5),
+              bytesOf(q, 1, 5));
+  std::vector<uint8_t> r(4);
+  TensorArg bad = arg(r, r, 4);
+  EXPECT_NE(DSRT_ERROR_OF(comm::CommError, c.allReduce(&bad, 1, ReduceOp::Sum))
+                .find("holds raw bytes (U8), which a reduction cannot add"),
+            std::string::npos);
+}
+
 TEST(MpiAllReduce, SixteenBitSumsInFloatRoundedPerHop) {
   // communication_data_type bf16 / fp16: the ring adds in float and
   // rounds every partial sum to the type. Small integers are exact in
