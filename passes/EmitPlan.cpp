@@ -150,6 +150,9 @@ const char *instructionOf(Operation *op) {
       .Case<train::LionOp>([](Operation *) { return "train.lion"; })
       .Case<train::ClipGradNormOp>([](Operation *) { return "train.clip_grad_norm"; })
       .Case<train::LrScheduleOp>([](Operation *) { return "train.lr_schedule"; })
+      .Case<train::OneBitCompressOp>([](Operation *) { return "train.onebit_compress"; })
+      .Case<train::OneBitServerOp>([](Operation *) { return "train.onebit_server"; })
+      .Case<train::OneBitExpandOp>([](Operation *) { return "train.onebit_expand"; })
       .Case<train::SgdOp>([](Operation *) { return "train.sgd"; })
       .Case<train::SumSqOp>([](Operation *) { return "train.sum_sq"; })
       .Case<train::TierFetchOp>([](Operation *) { return "tier.fetch"; })
@@ -774,7 +777,8 @@ private:
           instr.add_ints(o.getTag());
           instr.add_ints(newHandle(o));
         })
-        .Case<train::SumSqOp>([](Operation *) {})
+        .Case<train::SumSqOp, train::OneBitCompressOp, train::OneBitServerOp,
+              train::OneBitExpandOp>([](Operation *) {})
         .Case([&](train::AdamOp o) {
           instr.add_floats(o.getBeta1().convertToDouble());
           instr.add_floats(o.getBeta2().convertToDouble());

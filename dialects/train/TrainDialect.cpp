@@ -213,6 +213,59 @@ static bool isPairOfSums(Type t) {
   return tensor.getRank() == 1 && tensor.getDimSize(0) == 2;
 }
 
+static int64_t length(Value v) { return cast<RankedTensorType>(v.getType()).getDimSize(0); }
+static RankedTensorType vec(int64_t n, Type e) { return RankedTensorType::get({n}, e); }
+
+void OneBitCompressOp::build(OpBuilder &b, OperationState &state, Value input, Value error) {
+  int64_t n = length(input);
+  build(b, state, vec(n / 8, b.getI8Type()), vec(1, b.getF32Type()), input.getType(), input,
+        error);
+}
+
+LogicalResult OneBitCompressOp::verify() {
+  int64_t n = length(getInput());
+  if (n % 8 != 0)
+    return emitOpError("input length ") << n << " is not a multiple of 8 (eight signs a byte)";
+  if (length(getBits()) != n / 8)
+    return emitOpError("bits must hold ") << n / 8 << " bytes, got " << length(getBits());
+  if (length(getScale()) != 1)
+    return emitOpError("scale must be tensor<1xf32>, got ") << getScale().getType();
+  return success();
+}
+
+void OneBitServerOp::build(OpBuilder &b, OperationState &state, Value bits, Value scales,
+                           Value error) {
+  int64_t n = length(error);
+  build(b, state, vec(n / 8, b.getI8Type()), vec(1, b.getF32Type()), error.getType(), bits,
+        scales, error);
+}
+
+LogicalResult OneBitServerOp::verify() {
+  int64_t n = length(getError()), w = length(getScales());
+  if (n % 8 != 0)
+    return emitOpError("chunk length ") << n << " is not a multiple of 8 (eight signs a byte)";
+  if (w < 1)
+    return emitOpError("needs the scales of at least one worker");
+  if (length(getBits()) != w * (n / 8))
+    return emitOpError("bits must hold ")
+           << w << " workers' " << n / 8 << " bytes, got " << length(getBits());
+  if (length(getBitsOut()) != n / 8)
+    return emitOpError("bits_out must hold ") << n / 8 << " bytes, got " << length(getBitsOut());
+  if (length(getScaleOut()) != 1)
+    return emitOpError("scale_out must be tensor<1xf32>, got ") << getScaleOut().getType();
+  return success();
+}
+
+LogicalResult OneBitExpandOp::verify() {
+  int64_t bytes = length(getBits()), w = length(getScales()), n = length(getResult());
+  if (w < 1)
+    return emitOpError("needs the scales of at least one chunk");
+  if (bytes % w != 0 || n != 8 * bytes)
+    return emitOpError("result length must be 8 x ")
+           << bytes << " bytes = " << 8 * bytes << " in " << w << " equal chunks, got " << n;
+  return success();
+}
+
 LogicalResult LambStatsOp::verify() {
   if (!isPairOfSums(getSums().getType()))
     return emitOpError("result must be tensor<2xf32> (the squares of the parameter and of "

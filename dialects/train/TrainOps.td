@@ -169,6 +169,77 @@ def Train_AdagradOp : Train_Op<"adagrad", [Pure, OptimizerUpdate,
   let hasVerifier = 1;
 }
 
+//===--- 1-bit compression: the compressed all-reduce's local steps -------===//
+// DeepSpeed's compressed_allreduce (edaa722 deepspeed/runtime/comm/nccl.py)
+// between its collectives: a worker compresses its buffer with error
+// feedback, dist.all_to_all sends chunk r of the bits to rank r, the
+// server of each chunk averages the workers' signs with its own error and
+// compresses again, dist.all_gather returns every chunk, and each rank
+// expands them. Bits are i8 tensors, eight elements a byte, the first in
+// the most significant bit (numpy's packbits); scales are tensor<1xf32>
+// so that dist.all_gather can collect them.
+
+// A scale of the compressed all-reduce: tensor<1xf32>, printed by implication.
+def Train_Scale : 1DTensorOf<[F32]>,
+    BuildableType<"::mlir::RankedTensorType::get({1}, $_builder.getF32Type())">;
+
+def Train_OneBitCompressOp : Train_Op<"onebit_compress", [Pure,
+    AllTypesMatch<["input", "error", "new_error"]>]> {
+  let summary = "a worker's error-feedback sign compression";
+  let description = [{
+    `x = input + error`, `scale = |x| / sqrt(n)`, `bits = x >= 0` (NaN, 0
+    and -0 count as positive, as DeepSpeed's sign().add_(1).bool()),
+    `new_error = x - scale sgn(x)`. n, the input's length, is a multiple of
+    8 (the padding makes it so).
+  }];
+  let arguments = (ins 1DTensorOf<[F32]>:$input, 1DTensorOf<[F32]>:$error);
+  let results = (outs 1DTensorOf<[I8]>:$bits, Train_Scale:$scale,
+                      1DTensorOf<[F32]>:$new_error);
+  let assemblyFormat = [{
+    $input `,` $error attr-dict `:` type($input) `->` type($bits)
+  }];
+  let builders = [OpBuilder<(ins "::mlir::Value":$input, "::mlir::Value":$error)>];
+  let hasVerifier = 1;
+}
+
+def Train_OneBitServerOp : Train_Op<"onebit_server", [Pure,
+    AllTypesMatch<["error", "new_error"]>]> {
+  let summary = "the server of one chunk: the workers' signs averaged, compressed again";
+  let description = [{
+    `bits` holds the W workers' bits of this rank's chunk back to back (what
+    dist.all_to_all delivers), `scales` their W scales. With n = the
+    error's length: `c = sum_w sgn_w (scale_w / W) + error`, `scale_out =
+    |c| / sqrt(n)`, `bits_out = c >= 0`, `new_error = c - scale_out sgn(c)`.
+  }];
+  let arguments = (ins 1DTensorOf<[I8]>:$bits, 1DTensorOf<[F32]>:$scales,
+                       1DTensorOf<[F32]>:$error);
+  let results = (outs 1DTensorOf<[I8]>:$bits_out, Train_Scale:$scale_out,
+                      1DTensorOf<[F32]>:$new_error);
+  let assemblyFormat = [{
+    $bits `,` $scales `,` $error attr-dict `:` type($bits) `,` type($scales) `,` type($error)
+    `->` type($bits_out)
+  }];
+  let builders = [OpBuilder<(ins "::mlir::Value":$bits, "::mlir::Value":$scales,
+                                 "::mlir::Value":$error)>];
+  let hasVerifier = 1;
+}
+
+def Train_OneBitExpandOp : Train_Op<"onebit_expand", [Pure]> {
+  let summary = "every chunk's signs times its scale";
+  let description = [{
+    `bits` holds W chunks of n / (8 W) bytes (what dist.all_gather of the
+    servers' bits delivers) and `scales` their W scales: element i of chunk
+    w is `scales[w]` or `-scales[w]` as its bit says. The result has n
+    elements.
+  }];
+  let arguments = (ins 1DTensorOf<[I8]>:$bits, 1DTensorOf<[F32]>:$scales);
+  let results = (outs 1DTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $bits `,` $scales attr-dict `:` type($bits) `,` type($scales) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def Train_LambStatsOp : Train_Op<"lamb_stats", [Pure,
     AllTypesMatch<["param", "grad", "exp_avg", "exp_avg_sq"]>]> {
   let summary = "the sums of squares behind one LAMB trust ratio";

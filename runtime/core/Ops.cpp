@@ -60,6 +60,12 @@
 //                          (param, grad, exp_avg, exp_avg_sq -> f32[2])
 //   train.lamb             floats: beta1, beta2, eps, weight_decay,
 //                          max_coeff, min_coeff; ints: bias_correction
+//   train.onebit_compress  -   (input f32[n], error f32[n] -> bits u8[n/8],
+//                          scale f32[1], new error f32[n]: in place of the
+//                          error or apart from the operands)
+//   train.onebit_server    -   (bits u8[W n/8], scales f32[W], error f32[n]
+//                          -> bits u8[n/8], scale f32[1], new error f32[n])
+//   train.onebit_expand    -   (bits u8[W c/8], scales f32[W] -> f32[W c])
 //   fill                   floats: value
 //   accumulate             -   (out += in)
 //   train.sum_sq           -   (k inputs -> f32 scalar: sum of squares)

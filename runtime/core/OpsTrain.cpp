@@ -107,9 +107,90 @@ void bindTierCopy(Instr &i, const Check &c, bool fetch) {
     }
   };
 }
+/// The 1-bit compression's error state: the new error is written in place
+/// of the old one (the memory plan's placement of an updated state) or into
+/// bytes apart from every operand, after a copy of the old one.
+void errorInPlaceOrApart(const Instr &i, const Check &c, size_t errorIn, size_t errorOut) {
+  const Tensor *in = i.in[errorIn], *out = i.out[errorOut];
+  c.sameShape(in, out);
+  if (out->offset == in->offset && out->tier == in->tier)
+    return;
+  for (const Tensor *t : i.in)
+    if (t->tier == out->tier && t->offset < out->offset + out->bytes() &&
+        out->offset < t->offset + t->bytes())
+      c.fail("the new error must be written in place of the old one or apart from the "
+             "operands; it overlaps an operand at offset " + std::to_string(t->offset));
+}
+const float *errorSource(const Instr &i, size_t errorIn, size_t errorOut) {
+  float *out = i.out[errorOut]->f32();
+  const float *in = i.in[errorIn]->f32();
+  if (out != in)
+    std::memcpy(out, in, i.in[errorIn]->bytes());
+  return out;
+}
+uint8_t *bytesOf(const Tensor *t) { return static_cast<uint8_t *>(t->data); }
 } // namespace
 
 void addTrainOps(OpTable &t) {
+    // 1-bit compression (the compressed all-reduce's local steps).
+    t["train.onebit_compress"] = {[](Instr &i, const Check &c) {
+      c.arity(2, 3);
+      c.attrs(0, 0);
+      c.dtype(i.in[0], plan::F32, "input");
+      c.dtype(i.in[1], plan::F32, "error");
+      c.dtype(i.out[0], plan::U8, "bits");
+      c.dtype(i.out[2], plan::F32, "new error");
+      c.scalar(i.out[1], plan::F32, "scale");
+      c.sameShape(i.in[0], i.in[1]);
+      if (i.in[0]->numel % 8 || i.out[0]->numel != i.in[0]->numel / 8)
+        c.fail("bits must hold one byte per 8 of the " + std::to_string(i.in[0]->numel) +
+               " elements, has " + std::to_string(i.out[0]->numel));
+      errorInPlaceOrApart(i, c, 1, 2);
+      i.run = [](const Instr &i, Context &) {
+        errorSource(i, 1, 2);
+        *i.out[1]->f32() = cpu::onebitCompress(i.in[0]->f32(), i.out[2]->f32(),
+                                               i.in[0]->numel, bytesOf(i.out[0]));
+      };
+    }};
+    t["train.onebit_server"] = {[](Instr &i, const Check &c) {
+      c.arity(3, 3);
+      c.attrs(0, 0);
+      c.dtype(i.in[0], plan::U8, "bits");
+      c.dtype(i.in[1], plan::F32, "scales");
+      c.dtype(i.in[2], plan::F32, "error");
+      c.dtype(i.out[0], plan::U8, "bits out");
+      c.dtype(i.out[2], plan::F32, "new error");
+      c.scalar(i.out[1], plan::F32, "scale out");
+      int64_t n = i.in[2]->numel, w = i.in[1]->numel;
+      if (n % 8 || w < 1 || i.in[0]->numel != w * (n / 8) || i.out[0]->numel != n / 8)
+        c.fail("bits must hold " + std::to_string(w) + " workers' " + std::to_string(n / 8) +
+               " bytes and bits out " + std::to_string(n / 8) + "; they hold " +
+               std::to_string(i.in[0]->numel) + " and " + std::to_string(i.out[0]->numel));
+      errorInPlaceOrApart(i, c, 2, 2);
+      i.run = [](const Instr &i, Context &) {
+        errorSource(i, 2, 2);
+        *i.out[1]->f32() =
+            cpu::onebitServer(bytesOf(i.in[0]), i.in[1]->f32(), int(i.in[1]->numel),
+                              i.out[2]->f32(), i.in[2]->numel, bytesOf(i.out[0]));
+      };
+    }};
+    t["train.onebit_expand"] = {[](Instr &i, const Check &c) {
+      c.arity(2, 1);
+      c.attrs(0, 0);
+      c.dtype(i.in[0], plan::U8, "bits");
+      c.dtype(i.in[1], plan::F32, "scales");
+      c.dtype(i.out[0], plan::F32, "result");
+      int64_t bytes = i.in[0]->numel, w = i.in[1]->numel;
+      if (w < 1 || bytes % w || i.out[0]->numel != 8 * bytes)
+        c.fail("the result must hold 8 elements per byte of bits, in " + std::to_string(w) +
+               " equal chunks");
+      i.run = [](const Instr &i, Context &) {
+        const int64_t w = i.in[1]->numel, chunk = i.out[0]->numel / w;
+        for (int64_t k = 0; k < w; ++k)
+          cpu::onebitExpand(bytesOf(i.in[0]) + k * (chunk / 8), i.in[1]->f32()[k], chunk,
+                            i.out[0]->f32() + k * chunk);
+      };
+    }};
     t["train.lr_schedule"] = {[](Instr &i, const Check &c) {
       c.arity(1, 1);
       c.attrs(0, 0);

@@ -63,7 +63,7 @@ float onebitCompress(const float *v, float *error, int64_t n, uint8_t *bits) {
   return a;
 }
 
-float onebitServer(const uint8_t *const *workerBits, const float *scales, int world,
+float onebitServer(const uint8_t *workerBits, const float *scales, int world,
                    float *serverError, int64_t n, uint8_t *bits) {
   double sq = 0.0;
   for (int64_t i = 0; i < n; ++i) {
@@ -72,7 +72,7 @@ float onebitServer(const uint8_t *const *workerBits, const float *scales, int wo
     float c = 0.0f;
     for (int w = 0; w < world; ++w) {
       const float share = scales[w] * (1.0f / float(world));
-      c += ((workerBits[w][byte] >> shift) & 1) ? share : -share;
+      c += ((workerBits[w * (n / 8) + byte] >> shift) & 1) ? share : -share;
     }
     c += serverError[i];
     serverError[i] = c;

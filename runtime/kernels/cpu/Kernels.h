@@ -317,10 +317,11 @@ void lamb(float *p, const float *g, float *m, float *v, int64_t n, float lr, flo
 /// error = x - a sgn(x). Returns a.
 float onebitCompress(const float *v, float *error, int64_t n, uint8_t *bits);
 /// Server of one chunk: c = sum over the `world` workers of sgn_w (a_w /
-/// world) + serverError (workerBits[w] and scales[w]: worker w's bits of
-/// this chunk and its a); b = |c| / sqrt(n); bits = (c >= 0 or NaN);
+/// world) + serverError (workerBits: the workers' bits of this chunk back
+/// to back, n / 8 bytes each, as an all_to_all delivers them; scales[w]:
+/// worker w's a); b = |c| / sqrt(n); bits = (c >= 0 or NaN);
 /// serverError = c - b sgn(c). Returns b.
-float onebitServer(const uint8_t *const *workerBits, const float *scales, int world,
+float onebitServer(const uint8_t *workerBits, const float *scales, int world,
                    float *serverError, int64_t n, uint8_t *bits);
 /// out = scale * sgn, element i from bit i.
 void onebitExpand(const uint8_t *bits, float scale, int64_t n, float *out);

@@ -644,3 +644,72 @@ func.func @assign_type(%rm: tensor<8xf32> {train.buffer = "rm"}, %v: tensor<4xf3
   train.assign %v to %rm : tensor<4xf32> to tensor<8xf32>
   return
 }
+
+// -----
+
+//===--- train.onebit_compress, train.onebit_server, train.onebit_expand ---===//
+
+// Eight signs a byte: the buffer is padded to a multiple of 8.
+func.func @onebit_compress_length(%m: tensor<12xf32>) {
+  // expected-error @+1 {{'train.onebit_compress' op input length 12 is not a multiple of 8 (eight signs a byte)}}
+  %b, %a, %e = "train.onebit_compress"(%m, %m) : (tensor<12xf32>, tensor<12xf32>) -> (tensor<1xi8>, tensor<1xf32>, tensor<12xf32>)
+  return
+}
+
+// -----
+
+func.func @onebit_compress_bits(%m: tensor<16xf32>) {
+  // expected-error @+1 {{'train.onebit_compress' op bits must hold 2 bytes, got 3}}
+  %b, %a, %e = "train.onebit_compress"(%m, %m) : (tensor<16xf32>, tensor<16xf32>) -> (tensor<3xi8>, tensor<1xf32>, tensor<16xf32>)
+  return
+}
+
+// -----
+
+func.func @onebit_compress_scale(%m: tensor<16xf32>) {
+  // expected-error @+1 {{'train.onebit_compress' op scale must be tensor<1xf32>, got 'tensor<2xf32>'}}
+  %b, %a, %e = "train.onebit_compress"(%m, %m) : (tensor<16xf32>, tensor<16xf32>) -> (tensor<2xi8>, tensor<2xf32>, tensor<16xf32>)
+  return
+}
+
+// -----
+
+// The server reads every worker's bits of its chunk.
+func.func @onebit_server_bits(%bits: tensor<3xi8>, %s: tensor<2xf32>, %e: tensor<16xf32>) {
+  // expected-error @+1 {{'train.onebit_server' op bits must hold 2 workers' 2 bytes, got 3}}
+  %b, %a, %e2 = train.onebit_server %bits, %s, %e : tensor<3xi8>, tensor<2xf32>, tensor<16xf32> -> tensor<2xi8>
+  return
+}
+
+// -----
+
+func.func @onebit_server_out(%bits: tensor<4xi8>, %s: tensor<2xf32>, %e: tensor<16xf32>) {
+  // expected-error @+1 {{'train.onebit_server' op bits_out must hold 2 bytes, got 4}}
+  %b, %a, %e2 = train.onebit_server %bits, %s, %e : tensor<4xi8>, tensor<2xf32>, tensor<16xf32> -> tensor<4xi8>
+  return
+}
+
+// -----
+
+func.func @onebit_server_chunk(%bits: tensor<4xi8>, %s: tensor<2xf32>, %e: tensor<12xf32>) {
+  // expected-error @+1 {{'train.onebit_server' op chunk length 12 is not a multiple of 8 (eight signs a byte)}}
+  %b, %a, %e2 = train.onebit_server %bits, %s, %e : tensor<4xi8>, tensor<2xf32>, tensor<12xf32> -> tensor<1xi8>
+  return
+}
+
+// -----
+
+// Expanding gives eight elements a byte, in as many chunks as scales.
+func.func @onebit_expand_length(%bits: tensor<4xi8>, %s: tensor<2xf32>) {
+  // expected-error @+1 {{'train.onebit_expand' op result length must be 8 x 4 bytes = 32 in 2 equal chunks, got 16}}
+  %0 = train.onebit_expand %bits, %s : tensor<4xi8>, tensor<2xf32> -> tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @onebit_expand_chunks(%bits: tensor<4xi8>, %s: tensor<3xf32>) {
+  // expected-error @+1 {{'train.onebit_expand' op result length must be 8 x 4 bytes = 32 in 3 equal chunks, got 32}}
+  %0 = train.onebit_expand %bits, %s : tensor<4xi8>, tensor<3xf32> -> tensor<32xf32>
+  return
+}

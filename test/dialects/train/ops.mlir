@@ -191,3 +191,17 @@ func.func @assign(%rm: tensor<8xf32> {train.buffer = "bn.running_mean"}, %v: ten
   train.assign %v to %rm : tensor<8xf32> to tensor<8xf32>
   return
 }
+
+// The compressed all-reduce's local steps on 2 workers of a 32-element
+// buffer: compress (4 bytes of signs, a scale), serve a 16-element chunk
+// (both workers' 2 bytes), expand both chunks.
+// CHECK-LABEL: func.func @onebit(
+// CHECK:         %[[B:.*]], %[[A:.*]], %{{.*}} = train.onebit_compress %{{.*}}, %{{.*}} : tensor<32xf32> -> tensor<4xi8>
+// CHECK:         %{{.*}}, %{{.*}}, %{{.*}} = train.onebit_server %{{.*}}, %{{.*}}, %{{.*}} : tensor<4xi8>, tensor<2xf32>, tensor<16xf32> -> tensor<2xi8>
+// CHECK:         train.onebit_expand %{{.*}}, %{{.*}} : tensor<4xi8>, tensor<2xf32> -> tensor<32xf32>
+func.func @onebit(%m: tensor<32xf32>, %we: tensor<32xf32>, %got: tensor<4xi8>, %scales: tensor<2xf32>, %se: tensor<16xf32>) -> (tensor<4xi8>, tensor<1xf32>, tensor<32xf32>, tensor<2xi8>, tensor<1xf32>, tensor<16xf32>, tensor<32xf32>) {
+  %bits, %a, %we2 = train.onebit_compress %m, %we : tensor<32xf32> -> tensor<4xi8>
+  %sb, %b, %se2 = train.onebit_server %got, %scales, %se : tensor<4xi8>, tensor<2xf32>, tensor<16xf32> -> tensor<2xi8>
+  %out = train.onebit_expand %got, %scales : tensor<4xi8>, tensor<2xf32> -> tensor<32xf32>
+  return %bits, %a, %we2, %sb, %b, %se2, %out : tensor<4xi8>, tensor<1xf32>, tensor<32xf32>, tensor<2xi8>, tensor<1xf32>, tensor<16xf32>, tensor<32xf32>
+}

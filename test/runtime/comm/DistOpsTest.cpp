@@ -13,6 +13,7 @@
 #include "PlanBuilder.h"
 
 #include "runtime/core/Executor.h"
+#include "runtime/kernels/cpu/Kernels.h"
 
 #include <cmath>
 #include <random>
@@ -46,6 +47,16 @@ Instr instr(const std::string &op, std::vector<Tensor *> in, std::vector<Tensor 
   Instr i = makeInstr(op, std::move(in), std::move(out), std::move(ints), std::move(floats));
   bindInstr(i, "test " + op);
   return i;
+}
+
+/// The PlanError `f` throws, or "no error".
+template <typename F> std::string err(F &&f) {
+  try {
+    f();
+  } catch (const PlanError &e) {
+    return std::string(e.what());
+  }
+  return std::string("no error");
 }
 
 double sumSq(const std::vector<float> &v) {
@@ -138,16 +149,105 @@ TEST(ClipGradNorm, ShardedErrors) {
             std::string::npos);
 }
 
+TEST(OneBitOps, ACompressedAllReduceOnTwoSimulatedRanks) {
+  // DeepSpeed's compressed_allreduce with its collectives simulated: the
+  // instructions give what the kernels give when called on the chunks
+  // directly (CompressTest checks the kernels against DeepSpeed's rule).
+  const int W = 2;
+  const int64_t n = 32, chunk = n / W;
+  std::vector<Buf> m, err, bits, scale;
+  for (auto *v : {&m, &err, &bits, &scale})
+    v->reserve(W); // a Tensor points into its Buf
+  for (int w = 0; w < W; ++w) {
+    uint64_t base = uint64_t(w) * 4096;
+    m.emplace_back(std::vector<int64_t>{n}, 20 + w, base);
+    err.emplace_back(std::vector<int64_t>{n}, 30 + w, base + 512); // an earlier step's error
+    bits.emplace_back(std::vector<int64_t>{n / 8}, 0, base + 1024);
+    scale.emplace_back(std::vector<int64_t>{1}, 0, base + 1536);
+    bits.back().t.dtype = plan::U8;
+  }
+  std::vector<std::vector<float>> errBefore;
+  for (int w = 0; w < W; ++w) {
+    errBefore.push_back(err[w].v);
+    // The new error in place of the old one, as the memory plan places it.
+    Instr c = instr("train.onebit_compress", {&m[w].t, &err[w].t},
+                    {&bits[w].t, &scale[w].t, &err[w].t});
+    Context ctx;
+    c.run(c, ctx);
+    std::vector<float> e = errBefore[w];
+    std::vector<uint8_t> want(n / 8);
+    float a = cpu::onebitCompress(m[w].v.data(), e.data(), n, want.data());
+    EXPECT_EQ(scale[w].v[0], a);
+    EXPECT_EQ(0, std::memcmp(bits[w].v.data(), want.data(), size_t(n / 8))) << "worker " << w;
+    EXPECT_EQ(std::vector<float>(err[w].v.begin(), err[w].v.begin() + n), e);
+  }
+  // all_to_all and all_gather of the scales, for rank r; the server; the
+  // all_gather of the servers' bits and scales; the expansion.
+  Buf gotBits({n / 8}, 0, 20000), scales({W}, 0, 20480), serverBits({n / 8}, 0, 21000),
+      serverScales({W}, 0, 21504), out({n}, 0, 22000);
+  gotBits.t.dtype = serverBits.t.dtype = plan::U8;
+  auto *gb = reinterpret_cast<uint8_t *>(gotBits.v.data());
+  auto *sb = reinterpret_cast<uint8_t *>(serverBits.v.data());
+  for (int r = 0; r < W; ++r) {
+    for (int w = 0; w < W; ++w) {
+      std::memcpy(gb + w * chunk / 8, reinterpret_cast<uint8_t *>(bits[w].v.data()) + r * chunk / 8,
+                  size_t(chunk / 8));
+      scales.v[size_t(w)] = scale[w].v[0];
+    }
+    Buf serr({chunk}, 40 + r, 23000 + 512 * uint64_t(r)), newErr({chunk}, 0, 25000),
+        myBits({chunk / 8}, 0, 26000), myScale({1}, 0, 26500);
+    myBits.t.dtype = plan::U8;
+    // The new error apart from the old one: copied, then updated.
+    Instr s = instr("train.onebit_server", {&gotBits.t, &scales.t, &serr.t},
+                    {&myBits.t, &myScale.t, &newErr.t});
+    Context ctx;
+    s.run(s, ctx);
+    std::vector<float> e(serr.v.begin(), serr.v.begin() + chunk);
+    std::vector<uint8_t> want(chunk / 8);
+    float b = cpu::onebitServer(gb, scales.v.data(), W, e.data(), chunk, want.data());
+    EXPECT_EQ(myScale.v[0], b);
+    EXPECT_EQ(std::vector<float>(newErr.v.begin(), newErr.v.begin() + chunk), e);
+    EXPECT_EQ(0, std::memcmp(myBits.v.data(), want.data(), size_t(chunk / 8)));
+    std::memcpy(sb + r * chunk / 8, myBits.v.data(), size_t(chunk / 8));
+    serverScales.v[size_t(r)] = b;
+  }
+  Instr x = instr("train.onebit_expand", {&serverBits.t, &serverScales.t}, {&out.t});
+  Context ctx;
+  x.run(x, ctx);
+  for (int r = 0; r < W; ++r)
+    for (int64_t i = 0; i < chunk; ++i) {
+      bool up = (sb[(r * chunk + i) / 8] >> (7 - (r * chunk + i) % 8)) & 1;
+      ASSERT_EQ(out.v[size_t(r * chunk + i)], up ? serverScales.v[size_t(r)]
+                                                 : -serverScales.v[size_t(r)])
+          << r << " " << i;
+    }
+}
+
+TEST(OneBitOps, BindErrors) {
+  Buf m({12}, 1, 0), e({12}, 2, 64), bits({2}, 0, 128), a({1}, 0, 192);
+  bits.t.dtype = plan::U8;
+  EXPECT_NE(err([&] { instr("train.onebit_compress", {&m.t, &e.t}, {&bits.t, &a.t, &e.t}); })
+                .find("bits must hold one byte per 8 of the 12 elements"),
+            std::string::npos);
+  Buf m16({16}, 1, 0), e16({16}, 2, 64), partly({16}, 0, 32);
+  EXPECT_NE(err([&] {
+              instr("train.onebit_compress", {&m16.t, &e16.t}, {&bits.t, &a.t, &partly.t});
+            }).find("the new error must be written in place of the old one or apart from the "
+                    "operands"),
+            std::string::npos);
+  Buf s({3}, 0, 300);
+  EXPECT_NE(err([&] {
+              instr("train.onebit_server", {&bits.t, &s.t, &e16.t}, {&bits.t, &a.t, &e16.t});
+            }).find("bits must hold 3 workers' 2 bytes"),
+            std::string::npos);
+  Buf out({12}, 0, 400);
+  EXPECT_NE(err([&] { instr("train.onebit_expand", {&bits.t, &a.t}, {&out.t}); })
+                .find("the result must hold 8 elements per byte of bits"),
+            std::string::npos);
+}
+
 TEST(DistOps, BindChecksShapesAndAttributes) {
   Buf in({8}, 1, 0), chunk({4}, 2, 32), odd({3}, 3, 48), whole({16}, 4, 64);
-  auto err = [](auto &&f) {
-    try {
-      f();
-    } catch (const PlanError &e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
   // Good forms bind.
   instr("dist.all_reduce", {&in.t, &chunk.t}, {&in.t, &chunk.t}, {2, 1, 0});
   instr("dist.reduce_scatter", {&in.t}, {&chunk.t}, {2, 0, 3});

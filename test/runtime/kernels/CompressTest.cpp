@@ -98,9 +98,11 @@ struct Simulated {
     }
     std::vector<float> out(np);
     for (int r = 0; r < world; ++r) {
-      std::vector<const uint8_t *> chunks(world);
+      // What the all_to_all delivers to rank r: every worker's chunk r.
+      std::vector<uint8_t> chunks;
       for (int w = 0; w < world; ++w)
-        chunks[w] = bits[w].data() + r * chunk / 8;
+        chunks.insert(chunks.end(), bits[w].begin() + r * chunk / 8,
+                      bits[w].begin() + (r + 1) * chunk / 8);
       std::vector<uint8_t> serverBits(chunk / 8);
       float b = onebitServer(chunks.data(), a.data(), world, serverError[r].data(), chunk,
                              serverBits.data());
