@@ -422,6 +422,28 @@ TEST(DsConfig, OptimizerParamErrors) {
 // Lamb, Lion and Adagrad: the names (any case, as config.py lower-cases
 // DeepSpeed's own), the built classes' defaults (FusedLamb, FusedLion,
 // torch.optim.Adagrad), their keys and what dsc refuses, with the reason.
+TEST(DsConfig, OneBitFamilyWithZeroIsRefusedForTheCombination) {
+  // Unsound with any ZeRO stage (DeepSpeed asserts too); without ZeRO,
+  // refused as not built yet.
+  std::string onebit = R"("optimizer": {"type": "OneBitAdam", "params": {"freeze_step": 10}})";
+  std::string e = errorOf("{\"train_batch_size\": 4, " + onebit +
+                          ", \"zero_optimization\": {\"stage\": 2}}");
+  EXPECT_NE(e.find("optimizer 'OneBitAdam' with ZeRO stage 2 (zero_optimization): a 1-bit "
+                   "optimizer compresses each parameter's whole momentum"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("\"1bit-Adam is not compatible with ZeRO\""), std::string::npos) << e;
+  EXPECT_NE(e.find("Use zero_optimization.stage 0 with it"), std::string::npos) << e;
+  e = errorOf(R"({"train_batch_size": 4, "optimizer": {"type": "zerooneadam"},
+                  "zero_optimization": true})");
+  EXPECT_NE(e.find("with ZeRO stage 1"), std::string::npos) << e;
+  EXPECT_NE(e.find("\"0/1 Adam is not compatible with ZeRO\""), std::string::npos) << e;
+  e = errorOf("{\"train_batch_size\": 4, " + onebit + ", \"zero_optimization\": {\"stage\": 0}}");
+  EXPECT_NE(e.find("optimizer 'OneBitAdam' is a DeepSpeed optimizer dsc does not implement"),
+            std::string::npos)
+      << e;
+}
+
 TEST(DsConfig, LambLionAdagrad) {
   TrainConfig c = parse(withOptimizer(R"({"type": "LAMB"})"));
   const OptimizerConfig &l = c.optimizer;
