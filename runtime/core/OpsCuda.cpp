@@ -56,8 +56,6 @@ struct DeviceState {
   std::vector<const Instr *> badInstrs;
   std::vector<int64_t> badHost;
   double *sumSq = nullptr;
-  int absorbed = 0; // instructions fused into an attention softmax
-  int absorbedCasts = 0; // casts fused into a cross-entropy
   std::unique_ptr<cuda::Events> events; // --profile: two per instruction
   ~DeviceState() {
     blas.reset();
@@ -511,9 +509,9 @@ void Executor::setupDevice() {
   std::string fuse = fuseEnv ? fuseEnv : "";
   if (fuse != "0" && fuse != "cross_entropy")
     for (auto *list : {&prologue_, &micro_, &epilogue_})
-      state->absorbed += fuseSoftmaxChains(*list);
+      fuseSoftmaxChains(*list);
   if (fuse != "0" && fuse != "softmax")
-    state->absorbedCasts += fuseCrossEntropyCasts({&prologue_, &micro_, &epilogue_});
+    fuseCrossEntropyCasts({&prologue_, &micro_, &epilogue_});
   for (auto *list : {&prologue_, &micro_, &epilogue_})
     for (Instr &i : *list) {
       if (i.fused.absorbed) {

@@ -116,17 +116,14 @@ void errorInPlaceOrApart(const Instr &i, const Check &c, size_t errorIn, size_t 
   if (out->offset == in->offset && out->tier == in->tier)
     return;
   for (const Tensor *t : i.in)
-    if (t->tier == out->tier && t->offset < out->offset + out->bytes() &&
-        out->offset < t->offset + t->bytes())
+    if (bytesOverlap(t, out))
       c.fail("the new error must be written in place of the old one or apart from the "
              "operands; it overlaps an operand at offset " + std::to_string(t->offset));
 }
-const float *errorSource(const Instr &i, size_t errorIn, size_t errorOut) {
-  float *out = i.out[errorOut]->f32();
-  const float *in = i.in[errorIn]->f32();
-  if (out != in)
-    std::memcpy(out, in, i.in[errorIn]->bytes());
-  return out;
+/// Puts the old error where the new one goes (a copy unless in place).
+void copyErrorIn(const Instr &i, size_t errorIn, size_t errorOut) {
+  if (i.out[errorOut]->data != i.in[errorIn]->data)
+    std::memcpy(i.out[errorOut]->data, i.in[errorIn]->data, i.in[errorIn]->bytes());
 }
 uint8_t *bytesOf(const Tensor *t) { return static_cast<uint8_t *>(t->data); }
 } // namespace
@@ -147,7 +144,7 @@ void addTrainOps(OpTable &t) {
                " elements, has " + std::to_string(i.out[0]->numel));
       errorInPlaceOrApart(i, c, 1, 2);
       i.run = [](const Instr &i, Context &) {
-        errorSource(i, 1, 2);
+        copyErrorIn(i, 1, 2);
         *i.out[1]->f32() = cpu::onebitCompress(i.in[0]->f32(), i.out[2]->f32(),
                                                i.in[0]->numel, bytesOf(i.out[0]));
       };
@@ -168,7 +165,7 @@ void addTrainOps(OpTable &t) {
                std::to_string(i.in[0]->numel) + " and " + std::to_string(i.out[0]->numel));
       errorInPlaceOrApart(i, c, 2, 2);
       i.run = [](const Instr &i, Context &) {
-        errorSource(i, 2, 2);
+        copyErrorIn(i, 2, 2);
         *i.out[1]->f32() =
             cpu::onebitServer(bytesOf(i.in[0]), i.in[1]->f32(), int(i.in[1]->numel),
                               i.out[2]->f32(), i.in[2]->numel, bytesOf(i.out[0]));

@@ -234,7 +234,7 @@ __global__ void softmaxGradKernel(const T *y, const T *dy, T *dx, int64_t n) {
 }
 
 /// Elements of T in 16 bytes (the row kernels' vector loads).
-template <typename T> constexpr int kVec = 16 / int(sizeof(T));
+template <typename T> constexpr int kVec = Pack<T>::N;
 
 /// maskedSoftmax's element before the softmax: x * scale rounded to T (as
 /// nn.mul rounds), then the fill where the mask selects it (nn.select).
@@ -553,7 +553,7 @@ template <typename T> bool vecRows(int64_t n, std::initializer_list<const void *
   if (n % kVec<T> != 0 || n > kMaxWarpCols)
     return false;
   for (const void *p : ptrs)
-    if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
+    if (!aligned16(p))
       return false;
   return true;
 }
