@@ -639,37 +639,65 @@ __global__ void layerNormWarpKernel(const T *x, const float *gamma, const float 
   });
 }
 
+/// The gradient: each warp takes rows warp, warp + W, ... (W = the grid's
+/// warps) and sums its rows' dgamma / dbeta terms in registers (a lane's
+/// columns are the same in every row); the block adds its warps' sums in
+/// warp order in shared memory and writes one partial row per block for
+/// columnSums. Writing a partial row per input row instead (8 bytes per
+/// element, 4x the bf16 input's bytes) made the kernel several times its
+/// bytes' time.
 template <int C, typename T>
 __global__ void layerNormGradWarpKernel(const T *dy, const T *x, const float *gamma, T *dx,
                                         float *partial, int64_t rows, int64_t cols, float eps) {
   constexpr int V = kVec<T>;
-  const int lane = threadIdx.x & 31;
-  const int64_t row = blockIdx.x * int64_t(blockDim.x >> 5) + (threadIdx.x >> 5);
-  if (row >= rows)
-    return;
-  float xv[C][V], dv[C][V], mean, rstd;
-  warpMeanRstd<C, T>(xv, x + row * cols, cols, eps, lane, mean, rstd);
-  const T *dyr = dy + row * cols;
-  float *pr = partial + row * 2 * cols;
-  float a = 0, b = 0; // sum(dy * gamma), sum(dy * gamma * xhat)
-  forChunks<C, T>(lane, cols, [&](int i, int64_t c) {
-    load16(dyr + c, dv[i]);
+  __shared__ float sums[2 * kMaxWarpCols];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  float gs[C][V], bs[C][V]; // this lane's sums of dy * xhat and dy
 #pragma unroll
-    for (int k = 0; k < V; ++k) {
-      float xh = (xv[i][k] - mean) * rstd, g = dv[i][k] * gamma[c + k];
-      a += g;
-      b += g * xh;
-      xv[i][k] = xh;
-      pr[c + k] = dv[i][k] * xh;
-      pr[cols + c + k] = dv[i][k];
-    }
-  });
-  a = warpSum(a) / float(cols);
-  b = warpSum(b) / float(cols);
-  T *dxr = dx + row * cols;
-  storeChunks<C>(dxr, lane, cols, [&](int i, int k, int64_t c) {
-    return fromFloat<T>(rstd * (dv[i][k] * gamma[c + k] - a - xv[i][k] * b));
-  });
+  for (int i = 0; i < C; ++i)
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      gs[i][k] = bs[i][k] = 0.0f;
+  const int64_t stride = int64_t(gridDim.x) * warps;
+  for (int64_t row = int64_t(blockIdx.x) * warps + warp; row < rows; row += stride) {
+    float xv[C][V], dv[C][V], mean, rstd;
+    warpMeanRstd<C, T>(xv, x + row * cols, cols, eps, lane, mean, rstd);
+    const T *dyr = dy + row * cols;
+    float a = 0, b = 0; // sum(dy * gamma), sum(dy * gamma * xhat)
+    forChunks<C, T>(lane, cols, [&](int i, int64_t c) {
+      load16(dyr + c, dv[i]);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        float xh = (xv[i][k] - mean) * rstd, g = dv[i][k] * gamma[c + k];
+        a += g;
+        b += g * xh;
+        xv[i][k] = xh;
+        gs[i][k] += dv[i][k] * xh;
+        bs[i][k] += dv[i][k];
+      }
+    });
+    a = warpSum(a) / float(cols);
+    b = warpSum(b) / float(cols);
+    T *dxr = dx + row * cols;
+    storeChunks<C>(dxr, lane, cols, [&](int i, int k, int64_t c) {
+      return fromFloat<T>(rstd * (dv[i][k] * gamma[c + k] - a - xv[i][k] * b));
+    });
+  }
+  // The block's sums, warp by warp (a fixed order: the same bits every run).
+  for (int w = 0; w < warps; ++w) {
+    if (warp == w)
+      forChunks<C, T>(lane, cols, [&](int i, int64_t c) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          sums[c + k] = (w ? sums[c + k] : 0.0f) + gs[i][k];
+          sums[cols + c + k] = (w ? sums[cols + c + k] : 0.0f) + bs[i][k];
+        }
+      });
+    __syncthreads();
+  }
+  float *pr = partial + int64_t(blockIdx.x) * 2 * cols;
+  for (int64_t c = threadIdx.x; c < 2 * cols; c += blockDim.x)
+    pr[c] = sums[c];
 }
 
 //===--- cross-entropy ----------------------------------------------------===//
@@ -1022,6 +1050,21 @@ void layerNorm(const T *x, const float *gamma, const float *beta, T *y, int64_t 
   launched("layer_norm");
 }
 
+/// Blocks of `threads` threads of `kernel` that the GPU holds at once
+/// (its SMs times the occupancy), at least 1; asked once per kernel.
+template <auto Kernel> int64_t residentBlocks(int threads) {
+  static const int64_t blocks = [&] {
+    int device = 0, sms = 0, perSm = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
+          "cudaDeviceGetAttribute(multiProcessorCount)");
+    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, Kernel, threads, 0),
+          "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+    return std::max<int64_t>(1, int64_t(sms) * perSm);
+  }();
+  return blocks;
+}
+
 template <typename T>
 void layerNormGrad(const T *dy, const T *x, const float *gamma, T *dx, float *dgamma,
                    float *dbeta, int64_t rows, int64_t cols, float eps, void *scratch,
@@ -1030,19 +1073,23 @@ void layerNormGrad(const T *dy, const T *x, const float *gamma, T *dx, float *dg
     return;
   // The per-row partial products for the column sums.
   float *partial = static_cast<float *>(scratch);
+  int64_t partialRows = rows; // one per row, or one per block of the warp kernel
   if (vectorized() && vecRows<T>(cols, {dy, x, dx}))
     byChunks<T>(cols, [&](auto c) {
-      layerNormGradWarpKernel<decltype(c)::value, T>
-          <<<warpRowBlocks(rows), 32 * kWarpRowsPerBlock, 0, asStream(stream)>>>(
-              dy, x, gamma, dx, partial, rows, cols, eps);
+      constexpr auto kernel = layerNormGradWarpKernel<decltype(c)::value, T>;
+      // One wave of blocks, as many as fit on the GPU at once.
+      partialRows = std::min<int64_t>(warpRowBlocks(rows),
+                                      residentBlocks<kernel>(32 * kWarpRowsPerBlock));
+      kernel<<<unsigned(partialRows), 32 * kWarpRowsPerBlock, 0, asStream(stream)>>>(
+          dy, x, gamma, dx, partial, rows, cols, eps);
     });
   else
     layerNormGradKernel<<<unsigned(rows), rowThreads(cols), 0, asStream(stream)>>>(
         dy, x, gamma, dx, partial, cols, eps);
   launched("layer_norm_grad");
   // dgamma | dbeta: the partials' column sums (in row slices, then in order).
-  columnSums(partial, rows, 2 * cols, 1.0, dgamma, cols, dbeta,
-             partial + size_t(rows) * size_t(2 * cols), stream);
+  columnSums(partial, partialRows, 2 * cols, 1.0, dgamma, cols, dbeta,
+             partial + size_t(partialRows) * size_t(2 * cols), stream);
 }
 
 size_t layerNormGradScratchBytes(int64_t rows, int64_t cols) {

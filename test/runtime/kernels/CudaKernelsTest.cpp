@@ -101,7 +101,10 @@ TEST(CudaKernels, BinaryWithBias) {
 
 TEST(CudaKernels, LayerNormAndGrad) {
   REQUIRE_GPU();
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{7, 33}, {64, 768}, {3, 2048}}) {
+  // 8192 x 768 (GPT-2 small's): several rows per warp of the gradient's
+  // one wave of blocks, and partial sums per block.
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{7, 33}, {64, 768}, {3, 2048},
+                            {8192, 768}, {5001, 256}}) {
     auto x = uniform(rows * cols, 6, -3, 3), gamma = uniform(cols, 7, 0.5f, 1.5f),
          beta = uniform(cols, 8), dy = uniform(rows * cols, 9);
     std::vector<float> y(x.size()), dx(x.size()), dg(cols), db(cols);
@@ -116,8 +119,13 @@ TEST(CudaKernels, LayerNormAndGrad) {
     std::string what = std::to_string(rows) + "x" + std::to_string(cols);
     EXPECT_TRUE(near(gy.host(), toDouble(y), 1e-5, 1e-6)) << what;
     EXPECT_TRUE(near(gdx.host(), toDouble(dx), 1e-4, 1e-5)) << what;
-    EXPECT_TRUE(near(gdg.host(), toDouble(dg), 1e-4, 1e-5)) << what;
-    EXPECT_TRUE(near(gdb.host(), toDouble(db), 1e-4, 1e-5)) << what;
+    // dgamma and dbeta sum `rows` terms of up to ~3 in float (as PyTorch's
+    // kernels do; partial sums per lane and block here): the rounding grows
+    // with the rows, where the sums cancel to small results (8192 rows:
+    // 3e-5 measured on an H100).
+    double sumTol = 1e-5 + double(rows) * 1e-8;
+    EXPECT_TRUE(near(gdg.host(), toDouble(dg), 1e-4, sumTol)) << what;
+    EXPECT_TRUE(near(gdb.host(), toDouble(db), 1e-4, sumTol)) << what;
   }
 }
 
