@@ -13,6 +13,8 @@
 #include "passes/DistUtils.h"
 #include "passes/Passes.h"
 
+#include "dialects/train/TrainDialect.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 namespace dsc {
@@ -133,7 +135,9 @@ struct CommFusion : impl::CommFusionBase<CommFusion> {
   }
 
   LogicalResult fuseBlock(Block &block) {
-    using Key = std::tuple<OperationName, Attribute, Attribute, Type>;
+    // The steps an op runs on (train.active_steps) are part of the key: a
+    // bucket runs on its members' steps.
+    using Key = std::tuple<OperationName, Attribute, Attribute, Type, Attribute>;
     auto collectives = distutil::collectivesOf(block, "comm-fusion");
     if (failed(collectives))
       return failure();
@@ -142,7 +146,8 @@ struct CommFusion : impl::CommFusionBase<CommFusion> {
         return std::make_tuple(std::get<0>(k).getAsOpaquePointer(),
                                std::get<1>(k).getAsOpaquePointer(),
                                std::get<2>(k).getAsOpaquePointer(),
-                               std::get<3>(k).getAsOpaquePointer());
+                               std::get<3>(k).getAsOpaquePointer(),
+                               std::get<4>(k).getAsOpaquePointer());
       };
       return tie(a) < tie(b);
     };
@@ -150,7 +155,8 @@ struct CommFusion : impl::CommFusionBase<CommFusion> {
     SmallVector<Bucket> done;
     for (Operation *op : *collectives) {
       Type elem = cast<RankedTensorType>(op->getOperand(0).getType()).getElementType();
-      Key key{op->getName(), op->getAttr("group"), op->getAttr("reduce"), elem};
+      Key key{op->getName(), op->getAttr("group"), op->getAttr("reduce"), elem,
+              op->getAttr(train::TrainDialect::kActiveSteps)};
       int64_t limit = isa<dist::AllGatherOp>(op) ? allgatherBucket : reduceBucket;
       int64_t n = distutil::elementsOf(op);
       auto it = buckets.find(key);

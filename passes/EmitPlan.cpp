@@ -153,6 +153,7 @@ const char *instructionOf(Operation *op) {
       .Case<train::OneBitCompressOp>([](Operation *) { return "train.onebit_compress"; })
       .Case<train::OneBitServerOp>([](Operation *) { return "train.onebit_server"; })
       .Case<train::OneBitExpandOp>([](Operation *) { return "train.onebit_expand"; })
+      .Case<train::OneBitAdamOp>([](Operation *) { return "train.onebit_adam"; })
       .Case<train::SgdOp>([](Operation *) { return "train.sgd"; })
       .Case<train::SumSqOp>([](Operation *) { return "train.sum_sq"; })
       .Case<train::TierFetchOp>([](Operation *) { return "tier.fetch"; })
@@ -495,6 +496,12 @@ private:
       plan::Instr *instr = list.Add();
       instr->set_op("dist.wait");
       instr->add_ints(handle->second);
+      // A wait runs on the steps its collective runs on.
+      if (auto steps = wait.getCollective()->getAttrOfType<DenseI64ArrayAttr>(
+              TrainDialect::kActiveSteps)) {
+        instr->set_first_step(steps[0]);
+        instr->set_last_step(steps[1]);
+      }
       return success();
     }
     if (auto load = dyn_cast<train::LoadBatchOp>(op)) {
@@ -554,6 +561,10 @@ private:
     assert(dsrt::isPlanInstruction(name) && "instructionOf names a plan instruction");
     instr.set_op(name);
     markSchedule(op, instr);
+    if (auto steps = op->getAttrOfType<DenseI64ArrayAttr>(TrainDialect::kActiveSteps)) {
+      instr.set_first_step(steps[0]);
+      instr.set_last_step(steps[1]);
+    }
     if (auto group = op->getAttrOfType<dist::GroupAttr>("group")) {
       dist::Axis axis = group.getAxis();
       // The plan's groups are dp (0), pp (1) and tp (2); no dsrt runs a
@@ -786,6 +797,14 @@ private:
           instr.add_floats(o.getWeightDecay().convertToDouble());
           instr.add_ints(o.getDecoupledWeightDecay());
           instr.add_ints(o.getBiasCorrection());
+        })
+        .Case([&](train::OneBitAdamOp o) {
+          instr.add_floats(o.getBeta1().convertToDouble());
+          instr.add_floats(o.getBeta2().convertToDouble());
+          instr.add_floats(o.getEps().convertToDouble());
+          instr.add_floats(o.getWeightDecay().convertToDouble());
+          instr.add_ints(o.getFreezeStep());
+          instr.add_ints(o.getStepOffset());
         })
         .Case([&](train::LionOp o) {
           instr.add_floats(o.getBeta1().convertToDouble());

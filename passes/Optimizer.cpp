@@ -8,6 +8,7 @@
 // function the runtime calls with the states in place.
 //
 //===----------------------------------------------------------------------===//
+#include "passes/DistUtils.h"
 #include "passes/LossScale.h"
 #include "passes/Passes.h"
 
@@ -30,9 +31,37 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
   using Base::Base;
 
   void runOnOperation() override {
+    if (type == OptimizerKind::OneBitAdam && failed(checkOneBitLayout()))
+      return signalPassFailure();
     for (auto fn : getOperation().getOps<func::FuncOp>())
       if (failed(rewrite(fn, type)))
         return signalPassFailure();
+  }
+
+  /// What OnebitAdam composes with so far: fp32 (DeepSpeed's fp16 / bf16
+  /// wrapper compresses one flat tensor per parameter group and agrees on
+  /// overflow differently: not built yet), data parallelism without ZeRO
+  /// (the ZeRO refusal is the config's: unsound), no pipeline and no
+  /// tensor parallelism (not built yet).
+  LogicalResult checkOneBitLayout() {
+    ModuleOp module = getOperation();
+    auto refuse = [&](const Twine &what) {
+      return module.emitError("optimizer: OneBitAdam with ")
+             << what << " is not built yet; dsc's 1-bit Adam runs fp32 data parallelism "
+                        "(ZeRO stage 0), with gradient accumulation, clipping and lr schedules";
+    };
+    if (auto p = module->getAttrOfType<StringAttr>(TrainDialect::kPrecision))
+      return refuse(p.getValue() + " (bf16.enabled / fp16.enabled or --precision): under them "
+                    "DeepSpeed's wrapper compresses one flat tensor of every parameter and "
+                    "agrees on fp16 overflow over the world; use fp32");
+    if (auto pp = module->getAttrOfType<IntegerAttr>(distutil::kPp); pp && pp.getInt() > 1)
+      return refuse("a pipeline (pp " + Twine(pp.getInt()) + ")");
+    if (auto tp = module->getAttrOfType<IntegerAttr>("dist.tp"); tp && tp.getInt() > 1)
+      return refuse("tensor parallelism (tp " + Twine(tp.getInt()) + ")");
+    if (freezeStep < 0)
+      return module.emitError("optimizer: freeze-step must be non-negative, got ")
+             << (int64_t)freezeStep;
+    return success();
   }
 
   FailureOr<DictionaryAttr> buildScheduleParams(OpBuilder &b) {
@@ -110,6 +139,7 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
     case OptimizerKind::Adam:
     case OptimizerKind::AdamW:
     case OptimizerKind::Lamb:
+    case OptimizerKind::OneBitAdam:
       stateNames = {"exp_avg", "exp_avg_sq"};
       break;
     }
@@ -173,7 +203,15 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
       Type t = p.getType();
       llvm::append_range(newStateNames, u.stateNames);
       Operation *update = nullptr;
-      if (kind == OptimizerKind::Lion) {
+      if (kind == OptimizerKind::OneBitAdam) {
+        // One rank: no compression (DeepSpeed calls compressed_allreduce
+        // only when size > 1); onebit-compression adds it for dp > 1.
+        update = train::OneBitAdamOp::create(
+            b, loc, t, t, t, p, grads[i], u.states[0], u.states[1], lrValue, step, Value(),
+            b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
+            b.getF64FloatAttr(weightDecay), b.getI64IntegerAttr(freezeStep),
+            b.getI64IntegerAttr(0));
+      } else if (kind == OptimizerKind::Lion) {
         update = train::LionOp::create(b, loc, t, t, p, grads[i], u.states[0], lrValue,
                                        b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
                                        b.getF64FloatAttr(weightDecay));

@@ -30,7 +30,7 @@ enum class PipelineScheduleKind { OneFOneB, ZBH1 };
 enum class RecomputeMode { None, Layers, Selective };
 
 /// Parameter updates of optimizer.
-enum class OptimizerKind { Adam, AdamW, SGD, Lamb, Lion, Adagrad };
+enum class OptimizerKind { Adam, AdamW, SGD, Lamb, Lion, Adagrad, OneBitAdam };
 
 inline llvm::StringRef floatKindName(FloatKind k) {
   switch (k) {
@@ -76,6 +76,7 @@ inline llvm::StringRef optimizerKindName(OptimizerKind k) {
   case OptimizerKind::Lamb: return "lamb";
   case OptimizerKind::Lion: return "lion";
   case OptimizerKind::Adagrad: return "adagrad";
+  case OptimizerKind::OneBitAdam: return "onebitadam";
   }
   return "?";
 }
@@ -113,6 +114,8 @@ inline llvm::StringRef optimizerKindName(OptimizerKind k) {
                      clEnumValN(::dsc::OptimizerKind::SGD, "sgd", "SGD with momentum"),            \
                      clEnumValN(::dsc::OptimizerKind::Lamb, "lamb", "LAMB (FusedLamb)"),           \
                      clEnumValN(::dsc::OptimizerKind::Lion, "lion", "Lion (FusedLion)"),           \
-                     clEnumValN(::dsc::OptimizerKind::Adagrad, "adagrad", "Adagrad (torch.optim)"))
+                     clEnumValN(::dsc::OptimizerKind::Adagrad, "adagrad", "Adagrad (torch.optim)"), \
+                     clEnumValN(::dsc::OptimizerKind::OneBitAdam, "onebitadam",                    \
+                                "DeepSpeed's OnebitAdam (1-bit compressed momentum)"))
 
 #endif // DSC_PASSES_PASSENUMS_H

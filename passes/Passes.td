@@ -274,7 +274,7 @@ def Optimizer : Pass<"optimizer", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"type", "type", "::dsc::OptimizerKind", "::dsc::OptimizerKind::AdamW",
-           "adam | adamw | sgd | lamb | lion | adagrad", "DSC_OPTIMIZER_KIND_VALUES">,
+           "adam | adamw | sgd | lamb | lion | adagrad | onebitadam", "DSC_OPTIMIZER_KIND_VALUES">,
     Option<"lr", "lr", "double", "1e-3", "learning rate (or the schedule's)">,
     Option<"beta1", "beta1", "double", "0.9", "Adam beta1">,
     Option<"beta2", "beta2", "double", "0.999", "Adam beta2">,
@@ -287,6 +287,8 @@ def Optimizer : Pass<"optimizer", "mlir::ModuleOp"> {
     Option<"maxCoeff", "max-coeff", "double", "10.0", "LAMB's largest trust ratio">,
     Option<"minCoeff", "min-coeff", "double", "0.01", "LAMB's smallest trust ratio">,
     Option<"lrDecay", "lr-decay", "double", "0.0", "Adagrad's lr decay">,
+    Option<"freezeStep", "freeze-step", "int64_t", "100000",
+           "OnebitAdam's last uncompressed step (DeepSpeed's freeze_step)">,
     Option<"clip", "clip", "double", "0.0", "max global gradient norm (0: no clipping)">,
     Option<"schedule", "schedule", "std::string", "\"constant\"", "lr schedule type">,
     ListOption<"scheduleParams", "schedule-params", "std::string",
@@ -295,6 +297,31 @@ def Optimizer : Pass<"optimizer", "mlir::ModuleOp"> {
   let statistics = [
     Statistic<"numUpdates", "parameter-updates", "Parameter updates added">,
   ];
+}
+
+def OneBitCompression : Pass<"onebit-compression", "mlir::ModuleOp"> {
+  let summary = "Plan 1-bit Adam's warm-up and compressed phases (DeepSpeed's OnebitAdam)";
+  let description = [{
+    On a data-parallel step (ZeRO stage 0) with `train.onebit_adam`
+    updates: marks the gradient all-reduces to run in the warm-up steps
+    only (`train.active_steps`), makes the clipping norm the mean of the
+    ranks' local norms in the compressed steps, and gives each update its
+    compressed momentum: `b1 m + (1-b1) g` padded, `train.onebit_compress`
+    with the worker error, `dist.all_to_all` of the packed signs and
+    `dist.all_gather` of the scales, `train.onebit_server` with the server
+    error, `dist.all_gather` of the servers' signs and scales,
+    `train.onebit_expand`, sliced back; all of them in the compressed steps
+    only. The worker and server errors become `train.opt_state` arguments
+    and results (`NAME/worker_error`, `NAME/server_error`).
+  }];
+  let options = [
+    Option<"dp", "dp", "int64_t", "2", "data-parallel ranks (at least 2)">,
+  ];
+  let statistics = [
+    Statistic<"numCompressed", "compressed-momenta", "Momenta given a 1-bit all-reduce">,
+  ];
+  let dependentDialects = ["::dsc::dist::DistDialect", "::dsc::nn::NNDialect",
+                           "::mlir::arith::ArithDialect"];
 }
 
 def DataParallel : Pass<"data-parallel", "mlir::ModuleOp"> {

@@ -110,6 +110,7 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &o) 
   opt.maxCoeff = o.maxCoeff;
   opt.minCoeff = o.minCoeff;
   opt.lrDecay = o.lrDecay;
+  opt.freezeStep = o.freezeStep;
   opt.clip = o.clip;
   opt.schedule = o.lrSchedule;
   for (const std::string &param : o.lrScheduleParams)
@@ -131,6 +132,13 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &o) 
       pm.addPass(createZero(zero));
     }
     pm.addPass(createVerifyZero());
+    // 1-bit Adam's phases: on data parallelism's gradient averages, before
+    // they and the compressed all-reduce's collectives are bucketed.
+    if (o.optimizer == OptimizerKind::OneBitAdam) {
+      OneBitCompressionOptions onebit;
+      onebit.dp = o.dp;
+      pm.addPass(createOneBitCompression(onebit));
+    }
     CommFusionOptions fusion;
     fusion.reduceBucket = o.reduceBucket;
     fusion.allgatherBucket = o.allgatherBucket;
@@ -204,6 +212,7 @@ void setTrainPipelineOptions(TrainPipelineOptions &o, const dsrt::config::TrainC
                 : opt.type == "Lamb"    ? OptimizerKind::Lamb
                 : opt.type == "Lion"    ? OptimizerKind::Lion
                 : opt.type == "Adagrad" ? OptimizerKind::Adagrad
+                : opt.type == "OneBitAdam" ? OptimizerKind::OneBitAdam
                 : opt.decoupled         ? OptimizerKind::AdamW
                                         : OptimizerKind::Adam;
   o.lr = opt.lr;
@@ -218,6 +227,7 @@ void setTrainPipelineOptions(TrainPipelineOptions &o, const dsrt::config::TrainC
   o.maxCoeff = opt.maxCoeff;
   o.minCoeff = opt.minCoeff;
   o.lrDecay = opt.lrDecay;
+  o.freezeStep = opt.freezeStep;
   o.clip = cfg.gradientClipping;
   o.lrSchedule = cfg.scheduler.type.empty() ? "constant" : cfg.scheduler.type;
   o.lrScheduleParams.clear();

@@ -94,6 +94,9 @@ struct TrainPipelineOptions : mlir::PassPipelineOptions<TrainPipelineOptions> {
                           llvm::cl::init(10.0)};
   Option<double> minCoeff{*this, "min-coeff", llvm::cl::desc("LAMB's smallest trust ratio"),
                           llvm::cl::init(0.01)};
+  Option<int64_t> freezeStep{*this, "freeze-step",
+                             llvm::cl::desc("OnebitAdam's last uncompressed step"),
+                             llvm::cl::init(100000)};
   Option<double> lrDecay{*this, "lr-decay", llvm::cl::desc("Adagrad's lr decay"),
                          llvm::cl::init(0.0)};
   Option<double> clip{*this, "clip", llvm::cl::desc("max global gradient norm (0: none)"),

@@ -162,7 +162,7 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
   // P: parameters; pad: padding elements when every parameter is split
   // into dp chunks of ceil(n / dp); Pp/padP: the same over the parameters
   // stage 3 partitions (the others are persistent, whole on every rank).
-  int64_t P = 0, pad = 0, Pp = 0, padP = 0, paramTensors = 0, stateTensors = 0;
+  int64_t P = 0, pad = 0, Pp = 0, padP = 0, paramTensors = 0, stateTensors = 0, errorBytes = 0;
   int64_t paramBytes = 0, stateBytes = 0;
   for (const plan::Buffer &b : p.buffers()) {
     int64_t n = numel(b.shape());
@@ -177,8 +177,15 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
       if (sharded)
         Pp += full, padP += padding;
     }
-    if (b.role() == plan::OPT_STATE)
-      ++stateTensors, stateBytes += 4 * n;
+    if (b.role() == plan::OPT_STATE) {
+      // 1-bit Adam's error-feedback buffers are sized by the padding, not P.
+      if (llvm::StringRef(b.name()).ends_with("/worker_error") ||
+          llvm::StringRef(b.name()).ends_with("/server_error"))
+        errorBytes += 4 * n;
+      else
+        ++stateTensors;
+      stateBytes += 4 * n;
+    }
   }
   int64_t statesPerParam = paramTensors ? stateTensors / paramTensors : 0;
   const plan::Program &prog = p.program();
@@ -199,13 +206,21 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
   };
   std::map<std::string, Kind> comm;
   int64_t largestBucket = 0;
+  // Instructions of a range of optimizer steps (plan format 5: 1-bit
+  // Adam's phases): `step` 0 counts every instruction, another step those
+  // that run on it.
+  int64_t step = 0;
+  auto runsOn = [&](const plan::Instr &i) {
+    return step == 0 ||
+           (step >= i.first_step() && (i.last_step() == 0 || step <= i.last_step()));
+  };
   auto count = [&](const google::protobuf::RepeatedPtrField<plan::Instr> &list,
                    int64_t times) {
     for (const plan::Instr &i : list) {
       if (i.op() != "dist.all_reduce" && i.op() != "dist.reduce_scatter" &&
           i.op() != "dist.all_gather" && i.op() != "dist.all_to_all")
         continue;
-      if (i.axis() == 2)
+      if (i.axis() == 2 || !runsOn(i))
         continue; // the tensor-parallel group's: its own section
       int64_t in = 0, out = 0;
       for (uint32_t b : i.inputs())
@@ -267,7 +282,10 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
                 : (stage >= 2 ? split(4, P, pad) : whole(4)) +
                       (lowName ? " (fp32 accumulation)" : ""));
   line("optimizer:      ", stateBytes,
-       stage >= 1 ? split(4 * statesPerParam, P, pad) : whole(4 * statesPerParam));
+       (stage >= 1 ? split(4 * statesPerParam, P, pad) : whole(4 * statesPerParam)) +
+           (errorBytes ? " + " + std::to_string(errorBytes) +
+                             " (1-bit Adam's worker and server errors, padded)"
+                       : std::string()));
   if (lowName) {
     // The ZeRO paper's mixed-precision model state (Rajbhandari et al.
     // 2020, section 3.1): 2P 16-bit parameters + 2P 16-bit gradients +
@@ -306,19 +324,55 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
   line("activations:    ", activations, "");
   line("comm buffers:   ", largestBucket, " (largest bucket, inside the activations)");
   line("planned peak:   ", (int64_t)p.arena_bytes(), " (the arena)");
-  os << "communication per step (elements; an all-reduce counts 2x):\n";
-  int64_t total = 0, calls = 0, totalBytes = 0;
-  for (auto &[kind, k] : comm) {
-    os << "  " << kind << ": " << k.calls << (k.calls == 1 ? " call, " : " calls, ")
-       << k.elements << " elements, "
-       << k.bytes << " bytes\n";
-    total += k.elements;
-    totalBytes += k.bytes;
-    calls += k.calls;
+  // The steps where the set of running collectives changes.
+  std::set<int64_t> starts;
+  for (const auto *list : {&prog.prologue(), &prog.micro_batch(), &prog.epilogue()})
+    for (const plan::Instr &i : *list)
+      if (i.first_step() || i.last_step()) {
+        starts.insert(std::max<int64_t>(1, i.first_step()));
+        if (i.last_step())
+          starts.insert(i.last_step() + 1);
+      }
+  auto write = [&](const char *indent) {
+    int64_t total = 0, calls = 0, totalBytes = 0;
+    for (auto &[kind, k] : comm) {
+      os << indent << kind << ": " << k.calls << (k.calls == 1 ? " call, " : " calls, ")
+         << k.elements << " elements, " << k.bytes << " bytes\n";
+      total += k.elements;
+      totalBytes += k.bytes;
+      calls += k.calls;
+    }
+    os << indent << "total: " << calls << (calls == 1 ? " call, " : " calls, ") << total
+       << " elements = " << llvm::format("%.3f", P ? double(total) / P : 0.0) << " P, "
+       << totalBytes << " bytes (" << humanBytes(totalBytes) << ")\n";
+    return totalBytes;
+  };
+  if (starts.empty()) {
+    os << "communication per step (elements; an all-reduce counts 2x):\n";
+    write("  ");
+    return;
   }
-  os << "  total: " << calls << (calls == 1 ? " call, " : " calls, ") << total << " elements = "
-     << llvm::format("%.3f", P ? double(total) / P : 0.0) << " P, " << totalBytes << " bytes ("
-     << humanBytes(totalBytes) << ")\n";
+  starts.insert(1);
+  os << "communication per step (elements; an all-reduce counts 2x), by the optimizer steps "
+        "it runs on:\n";
+  std::vector<std::pair<std::string, int64_t>> phases; // (steps, bytes)
+  for (auto it = starts.begin(); it != starts.end(); ++it) {
+    step = *it;
+    auto next = std::next(it);
+    std::string steps = "steps " + std::to_string(step) +
+                        (next == starts.end() ? " on" : "-" + std::to_string(*next - 1));
+    comm.clear();
+    count(prog.prologue(), 1);
+    count(prog.micro_batch(), prog.micro_batches());
+    count(prog.epilogue(), 1);
+    os << "  " << steps << ":\n";
+    phases.push_back({steps, write("    ")});
+  }
+  // The last phase against the first (1-bit Adam: compressed vs warm-up).
+  if (phases.size() > 1 && phases.back().second > 0)
+    os << "  " << phases.back().first << " move " << phases.back().second << " bytes, 1/"
+       << llvm::format("%.1f", double(phases.front().second) / double(phases.back().second))
+       << " of " << phases.front().first << "' " << phases.front().second << "\n";
 }
 
 /// Tensor parallelism: the split GEMMs, those left whole and why, the
@@ -571,10 +625,37 @@ void writeOptimizer(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
     os << ", trust ratio clamped to [" << num(o.minCoeff) << ", " << num(o.maxCoeff) << "]";
   if (o.type == "Adagrad")
     os << ", lr_decay " << num(o.lrDecay);
+  if (o.type == "OneBitAdam")
+    os << ", freeze_step " << o.freezeStep;
   const SchedulerConfig &sc = cfg.scheduler;
   if (sc.type == "OneCycle" && sc.cycleMomentum && o.type != "SGD" && o.type != "Adagrad")
     os << " (OneCycle cycles beta1, beta2 0.99)";
   os << "\n";
+  // 1-bit Adam: its phases, in the optimizer step's count, and what the
+  // compressed one holds and runs.
+  for (const plan::Instr &i : p.program().epilogue()) {
+    if (i.op() != "train.onebit_adam" || i.ints_size() < 2)
+      continue;
+    int64_t last = std::max<int64_t>(i.ints(0), 2) - i.ints(1);
+    int64_t compressions = 0, errorBytes = 0;
+    for (const plan::Instr &c : p.program().epilogue())
+      compressions += c.op() == "train.onebit_compress";
+    for (const plan::Buffer &b : p.buffers())
+      if (b.role() == plan::OPT_STATE && (llvm::StringRef(b.name()).ends_with("/worker_error") ||
+                                          llvm::StringRef(b.name()).ends_with("/server_error")))
+        errorBytes += 4 * numel(b.shape());
+    os << "1-bit Adam:       steps 1-" << last
+       << " warm-up (Adam without bias correction on the averaged gradients; DeepSpeed's "
+          "first call only initialises), steps "
+       << last + 1 << " on compressed: ";
+    if (compressions)
+      os << compressions << " momenta through the 1-bit error-compensated all-reduce (worker "
+         << "and server errors " << errorBytes << " bytes), v frozen, the gradients not "
+         << "all-reduced, clipping by the mean of the ranks' local norms\n";
+    else
+      os << "one rank, nothing to compress: m = b1 m + (1-b1) g, v frozen\n";
+    break;
+  }
   // LAMB's partial sums of squares and what they flow through (the concat
   // that packs them, the collective, the slices that unpack them), and the
   // all-reduces that complete them, by group. Tracked by arena offset: a

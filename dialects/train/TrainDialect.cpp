@@ -45,6 +45,20 @@ static FailureOr<StringRef> roleName(Operation *op, NamedAttribute attr,
   return value.getValue();
 }
 
+LogicalResult TrainDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  if (attr.getName() != kActiveSteps)
+    return success();
+  auto steps = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+  if (!steps || steps.size() != 2)
+    return op->emitOpError("'") << kActiveSteps << "' must be array<i64: first, last>, got "
+                                << attr.getValue();
+  if (steps[0] < 1 || (steps[1] != 0 && steps[1] < steps[0]))
+    return op->emitOpError("'")
+           << kActiveSteps << "' = [" << steps[0] << ", " << steps[1]
+           << "] is no range of optimizer steps (first >= 1; last 0 for no end, or >= first)";
+  return success();
+}
+
 LogicalResult TrainDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                                                      unsigned argIndex,
                                                      NamedAttribute attr) {
@@ -172,6 +186,29 @@ LogicalResult AdamOp::verify() {
     return failure();
   if (!(getEps().convertToDouble() > 0.0))
     return emitOpError("eps must be positive");
+  return success();
+}
+
+SmallVector<OpOperand *> OneBitAdamOp::getOptStates() {
+  return {&getExpAvgMutable(), &getExpAvgSqMutable()};
+}
+
+LogicalResult OneBitAdamOp::verify() {
+  if (failed(checkRate(*this, "beta1", getBeta1().convertToDouble(), 0.0, 1.0)) ||
+      failed(checkRate(*this, "beta2", getBeta2().convertToDouble(), 0.0, 1.0)) ||
+      failed(checkRate(*this, "weight_decay", getWeightDecay().convertToDouble(), 0.0, 1e30)))
+    return failure();
+  if (!(getEps().convertToDouble() > 0.0))
+    return emitOpError("eps must be positive");
+  if (getFreezeStepAttr().getInt() < 0)
+    return emitOpError("freeze_step must be non-negative, got ") << getFreezeStepAttr().getInt();
+  if (getStepOffset() != 0 && getStepOffset() != 1)
+    return emitOpError("step_offset must be 0 or 1 (DeepSpeed's fp16 wrapper spends one call), "
+                       "got ")
+           << getStepOffset();
+  if (Value c = getCompressed(); c && c.getType() != getParam().getType())
+    return emitOpError("compressed momentum ")
+           << c.getType() << " must have the parameter's type " << getParam().getType();
   return success();
 }
 

@@ -33,6 +33,7 @@ def Train_Dialect : Dialect {
     (activation checkpointing) regions and pipeline stages.
   }];
   let hasRegionArgAttrVerify = 1;
+  let hasOperationAttrVerify = 1;
   let hasRegionResultAttrVerify = 1;
   let extraClassDeclaration = [{
     static constexpr ::llvm::StringLiteral kParam = "train.param";
@@ -56,6 +57,15 @@ def Train_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kBackward = "train.backward";
     static constexpr ::llvm::StringLiteral kMicro = "train.micro";
     static constexpr ::llvm::StringLiteral kPhase = "train.phase";
+    /// Op attribute `train.active_steps = array<i64: first, last>`: the op
+    /// runs only while the optimizer step (the train.step argument's value)
+    /// lies in [first, last] (last 0: no end), as a 1-bit optimizer's
+    /// warm-up and compressed phases plan both programs ahead. On the other
+    /// steps a dist.all_reduce (and its dist.wait) is the identity, its
+    /// result a copy of its input; any other op leaves its results
+    /// unwritten, so only an op that knows the phase (train.onebit_adam's
+    /// `compressed`) or another op of the same steps may read them.
+    static constexpr ::llvm::StringLiteral kActiveSteps = "train.active_steps";
   }];
 }
 
@@ -166,6 +176,49 @@ def Train_AdagradOp : Train_Op<"adagrad", [Pure, OptimizerUpdate,
                        DefaultValuedAttr<F64Attr, "0.0">:$lr_decay);
   let results = (outs Train_FloatTensor:$new_param, Train_FloatTensor:$new_sum);
   let assemblyFormat = "$param `,` $grad `,` $sum `,` $lr `,` $step attr-dict `:` type($param)";
+  let hasVerifier = 1;
+}
+
+def Train_OneBitAdamOp : Train_Op<"onebit_adam", [Pure, OptimizerUpdate,
+    AllTypesMatch<["param", "grad", "exp_avg", "exp_avg_sq",
+                   "new_param", "new_exp_avg", "new_exp_avg_sq"]>]> {
+  let summary = "DeepSpeed's OnebitAdam update, in all three of its phases";
+  let description = [{
+    DeepSpeed's OnebitAdam (edaa722 runtime/fp16/onebit/adam.py) with
+    `t = step + step_offset` its call count (step_offset 1 where DeepSpeed's
+    fp16 wrapper spent the first call at construction) and
+    `last = max(freeze_step, 2)` its last warm-up call:
+    t = 1 only initialises (nothing changes); 1 < t <= last is Adam without
+    bias correction on `grad`: `m = b1 m + (1-b1) g`, `v = b2 v + (1-b2) g^2`;
+    after `last` the momentum is `compressed` (the error-compensated 1-bit
+    average over the data-parallel ranks of `b1 m + (1-b1) g`, which the
+    onebit-compression pass builds) or, without it (one rank), `b1 m +
+    (1-b1) g` itself, and v stays frozen. Every phase but the first then
+    does `p -= lr (m / (sqrt(v) + eps) + wd p)`. `compressed` is read only
+    after `last`: its producers may run only then (train.active_steps).
+  }];
+  let arguments = (ins Train_FloatTensor:$param, Train_FloatTensor:$grad,
+                       Train_FloatTensor:$exp_avg, Train_FloatTensor:$exp_avg_sq,
+                       Train_ScalarF32:$lr, Train_ScalarI64:$step,
+                       Optional<Train_FloatTensor>:$compressed,
+                       DefaultValuedAttr<F64Attr, "0.9">:$beta1,
+                       DefaultValuedAttr<F64Attr, "0.999">:$beta2,
+                       DefaultValuedAttr<F64Attr, "1e-8">:$eps,
+                       DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
+                       I64Attr:$freeze_step,
+                       DefaultValuedAttr<I64Attr, "0">:$step_offset);
+  let results = (outs Train_FloatTensor:$new_param,
+                      Train_FloatTensor:$new_exp_avg,
+                      Train_FloatTensor:$new_exp_avg_sq);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $lr `,` $step
+      (`compressed` `(` $compressed^ `:` type($compressed) `)`)? attr-dict `:` type($param)
+  }];
+  let extraClassDeclaration = [{
+    /// DeepSpeed's last uncompressed call, max(freeze_step, 2): the switch
+    /// happens at the end of a call with t >= freeze_step after the first.
+    int64_t lastWarmupCall() { return std::max<int64_t>(getFreezeStepAttr().getInt(), 2); }
+  }];
   let hasVerifier = 1;
 }
 

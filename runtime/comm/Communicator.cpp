@@ -56,10 +56,18 @@ int64_t Counters::elements() const {
   return n;
 }
 
+int64_t Counters::bytes() const {
+  int64_t n = 0;
+  for (const KindCounter &c : kind)
+    n += c.bytes;
+  return n;
+}
+
 Counters &Counters::operator+=(const Counters &other) {
   for (int k = 0; k < kNumKinds; ++k) {
     kind[k].calls += other.kind[k].calls;
     kind[k].elements += other.kind[k].elements;
+    kind[k].bytes += other.kind[k].bytes;
   }
   p2p.calls += other.p2p.calls;
   p2p.elements += other.p2p.elements;
@@ -163,7 +171,7 @@ Handle Communicator::start(Kind kind, const TensorArg *ts, size_t k, ReduceOp op
   if (pendingCount_ >= reserved_.maxPending)
     throw CommError(where() + ": more than " + std::to_string(reserved_.maxPending) +
                     " collectives pending (the reserved number)");
-  int64_t total = 0;
+  int64_t total = 0, totalBytes = 0;
   for (size_t j = 0; j < k; ++j) {
     if (ts[j].n < 0 || (ts[j].n > 0 && (!ts[j].in || !ts[j].out)))
       throw CommError(where() + ": tensor " + std::to_string(j) + " has no buffer or a negative size");
@@ -185,6 +193,7 @@ Handle Communicator::start(Kind kind, const TensorArg *ts, size_t k, ReduceOp op
                       " equal chunks");
     numelScratch_[j] = kind == Kind::AllGather ? gatheredOf(ts[j], size()) : ts[j].n;
     total += ts[j].n;
+    totalBytes += (kind == Kind::AllReduce ? 2 : 1) * numelScratch_[j] * ts[j].elementBytes();
   }
 
   int slot = takeSlot();
@@ -218,6 +227,7 @@ Handle Communicator::start(Kind kind, const TensorArg *ts, size_t k, ReduceOp op
     KindCounter &c = counters_.kind[int(kind)];
     ++c.calls;
     c.elements += kind == Kind::AllReduce ? 2 * total : p.elements;
+    c.bytes += totalBytes;
   }
   return activate(slot);
 }

@@ -111,6 +111,7 @@ struct Handle {
 struct KindCounter {
   int64_t calls = 0;
   int64_t elements = 0;
+  int64_t bytes = 0; // the elements in their types' bytes (U8 1, 16-bit 2, F32 4)
 };
 
 /// Collectives started since the last resetCounters(), by kind, and the
@@ -123,6 +124,7 @@ struct Counters {
   /// Collectives only (p2p not included).
   int64_t calls() const;
   int64_t elements() const;
+  int64_t bytes() const;
   /// Adds another communicator's counts.
   Counters &operator+=(const Counters &other);
   /// "reduce_scatter 1 call 4096 elements, all_gather 1 call 4096 elements"

@@ -314,7 +314,8 @@ bool OptimizerConfig::operator==(const OptimizerConfig &o) const {
          momentum == o.momentum && dampening == o.dampening &&
          nesterov == o.nesterov && decoupled == o.decoupled &&
          biasCorrection == o.biasCorrection && torchAdam == o.torchAdam &&
-         maxCoeff == o.maxCoeff && minCoeff == o.minCoeff && lrDecay == o.lrDecay;
+         maxCoeff == o.maxCoeff && minCoeff == o.minCoeff && lrDecay == o.lrDecay &&
+         freezeStep == o.freezeStep;
 }
 
 double SchedulerConfig::param(const std::string &name) const {
@@ -480,7 +481,7 @@ TrainConfig parseDsConfig(const std::string &jsonText, const std::string &source
   top.atLeast("gradient_clipping", cfg.gradientClipping, 0);
   cfg.stepsPerPrint = top.count("steps_per_print", 1, kMaxSteps).value_or(0);
   if (top.has("optimizer"))
-    readOptimizer(top, cfg.optimizer);
+    readOptimizer(top, cfg.optimizer, cfg.notes);
   if (top.has("scheduler"))
     readScheduler(top, cfg.optimizer, cfg.scheduler);
   cfg.scheduler.totalStepsFromRun = totalFromRun;
@@ -549,6 +550,11 @@ std::string toJson(const TrainConfig &cfg) {
   } else if (o.type == "Lion") {
     op["betas"] = {o.beta1, o.beta2};
     op["weight_decay"] = o.weightDecay;
+  } else if (o.type == "OneBitAdam") {
+    op["betas"] = {o.beta1, o.beta2};
+    op["eps"] = o.eps;
+    op["weight_decay"] = o.weightDecay;
+    op["freeze_step"] = o.freezeStep;
   } else if (o.type == "Adagrad") {
     op["lr_decay"] = o.lrDecay;
     op["weight_decay"] = o.weightDecay;

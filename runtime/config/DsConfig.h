@@ -93,7 +93,7 @@ public:
 };
 
 struct OptimizerConfig {
-  /// Canonical name: "Adam", "AdamW", "SGD", "Lamb", "Lion" or "Adagrad".
+  /// Canonical name: "Adam", "AdamW", "SGD", "Lamb", "Lion", "Adagrad" or "OneBitAdam".
   std::string type = "AdamW";
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8; // Adam/AdamW
@@ -102,6 +102,7 @@ struct OptimizerConfig {
   bool nesterov = false;                  // SGD
   double maxCoeff = 10.0, minCoeff = 0.01; // Lamb: the trust ratio's clamp
   double lrDecay = 0.0;                    // Adagrad
+  int64_t freezeStep = 100000;             // OneBitAdam: its last uncompressed call
   /// Decoupled weight decay (AdamW semantics); false means L2 added to the
   /// gradient (torch.optim.Adam semantics). Always false for SGD.
   bool decoupled = true;

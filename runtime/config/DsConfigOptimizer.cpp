@@ -32,12 +32,17 @@ const std::vector<std::string> kLionParams = {"lr", "betas", "weight_decay"};
 /// torch.optim.Adagrad's, which DeepSpeed builds without offload.
 const std::vector<std::string> kAdagradParams = {"lr", "lr_decay", "weight_decay",
                                                  "initial_accumulator_value", "eps"};
+/// OnebitAdam's (runtime/fp16/onebit/adam.py); max_grad_norm is the
+/// engine's error, as for every optimizer.
+const std::vector<std::string> kOneBitAdamParams = {
+    "lr",           "freeze_step", "betas",   "eps",        "weight_decay",
+    "bias_correction", "eps_inside_sqrt", "amsgrad", "cuda_aware", "comm_backend_name"};
 const std::vector<std::string> kOptimizerTypes = {"Adam", "AdamW", "SGD", "Lamb", "Lion",
-                                                  "Adagrad"};
+                                                  "Adagrad", "OneBitAdam"};
 /// DeepSpeed's own optimizers (config.py DEEPSPEED_OPTIMIZERS) dsc does not
 /// build yet.
 const std::vector<std::string> kOtherDeepSpeedOptimizers = {
-    "onebitadam", "zerooneadam", "onebitlamb", "muadam", "muadamw", "musgd", "muon"};
+    "zerooneadam", "onebitlamb", "muadam", "muadamw", "musgd", "muon"};
 
 std::string resolveOptimizerType(const Section &opt, const std::string &name) {
   // config.py lower-cases names in DEEPSPEED_OPTIMIZERS; anything else goes
@@ -55,6 +60,8 @@ std::string resolveOptimizerType(const Section &opt, const std::string &name) {
     return "Lion";
   if (l == "adagrad")
     return "Adagrad";
+  if (l == "onebitadam")
+    return "OneBitAdam";
   if (std::find(kOtherDeepSpeedOptimizers.begin(),
                 kOtherDeepSpeedOptimizers.end(),
                 l) != kOtherDeepSpeedOptimizers.end())
@@ -97,11 +104,11 @@ void refuseOneBitWithZero(const Section &top, const Section &opt, const std::str
            "momentum, with one scale and one error buffer, and ZeRO leaves each rank only a "
            "part of it (DeepSpeed asserts the same: \"" + it->second +
            " is not compatible with ZeRO\"). Use zero_optimization.stage 0 with it (it "
-           "compresses the data-parallel traffic itself), or keep ZeRO with Adam or AdamW; "
-           "dsc does not build the 1-bit optimizers yet either");
+           "compresses the data-parallel traffic itself), or keep ZeRO with Adam or AdamW" +
+           std::string(lower(name) == "onebitadam" ? "" : "; dsc does not build " + name + " yet either"));
 }
 
-void readOptimizer(const Section &top, OptimizerConfig &o) {
+void readOptimizer(const Section &top, OptimizerConfig &o, std::vector<std::string> &notes) {
   Section opt = top.object("optimizer");
   opt.checkKeys({"type", "params"});
   std::optional<std::string> name = opt.string("type");
@@ -118,6 +125,7 @@ void readOptimizer(const Section &top, OptimizerConfig &o) {
                                           : o.type == "Lamb"    ? kLambParams
                                           : o.type == "Lion"    ? kLionParams
                                           : o.type == "Adagrad" ? kAdagradParams
+                                          : o.type == "OneBitAdam" ? kOneBitAdamParams
                                                                 : kAdamParams;
   params.checkKeys(known, [&](const std::string &key) -> std::string {
     if (key == "max_grad_norm")
@@ -128,7 +136,8 @@ void readOptimizer(const Section &top, OptimizerConfig &o) {
     // A key of another optimizer: say whose.
     static const std::vector<std::pair<const char *, const std::vector<std::string> *>> owners = {
         {"Adam/AdamW", &kAdamParams}, {"SGD", &kSgdParams},  {"Lamb", &kLambParams},
-        {"Lion", &kLionParams},       {"Adagrad", &kAdagradParams}};
+        {"Lion", &kLionParams},       {"Adagrad", &kAdagradParams},
+        {"OneBitAdam", &kOneBitAdamParams}};
     std::vector<std::string> whose;
     for (const auto &[owner, keys] : owners)
       if (std::find(keys->begin(), keys->end(), key) != keys->end())
@@ -184,6 +193,47 @@ void readOptimizer(const Section &top, OptimizerConfig &o) {
   } else if (o.type == "Lion") {
     o.decoupled = true;
     readBetas();
+  } else if (o.type == "OneBitAdam") {
+    // DeepSpeed's OnebitAdam (edaa722 runtime/fp16/onebit/adam.py; dsc's
+    // reading of it: docs/deepspeed-optimizers.md, section 5).
+    o.decoupled = true; // p -= lr (m / (sqrt(v) + eps) + wd p)
+    o.biasCorrection = false;
+    o.eps = params.number("eps").value_or(1e-8);
+    if (!(o.eps > 0))
+      params.fail("'optimizer.params.eps' must be > 0, got " + formatNumber(o.eps));
+    readBetas();
+    o.freezeStep = params.count("freeze_step", 0, int64_t(1) << 40).value_or(100000);
+    if (params.boolean("amsgrad").value_or(false))
+      params.fail("'optimizer.params.amsgrad': 1-bit Adam does not support the AMSGrad variant "
+                  "(DeepSpeed raises the same error); remove the key");
+    // Keys DeepSpeed's OnebitAdam stores and never reads: said, not ignored.
+    for (const char *key : {"bias_correction", "eps_inside_sqrt"})
+      if (params.has(key))
+        notes.push_back("'" + params.path(key) + "' changes nothing: OnebitAdam stores it "
+                        "and never reads it (DeepSpeed edaa722 adam.py); its update has no "
+                        "bias correction and adds eps after the square root");
+    // Transport choices of DeepSpeed's compressed all-reduce: the numbers
+    // are the same whichever it takes.
+    if (params.has("cuda_aware")) {
+      bool aware = *params.boolean("cuda_aware");
+      notes.push_back("'" + params.path("cuda_aware") + "' = " + (aware ? "true" : "false") +
+                      " chooses nothing in dsc: it picks how DeepSpeed's MPI backend moves GPU "
+                      "buffers; dsc plans the compressed all-reduce as dsrt's own collectives "
+                      "on its communicator for the device");
+    }
+    if (params.has("comm_backend_name")) {
+      std::optional<std::string> backend = params.string("comm_backend_name");
+      static const std::vector<std::string> backends = {"nccl", "mpi", "compressed"};
+      if (std::find(backends.begin(), backends.end(), *backend) == backends.end())
+        params.fail("'optimizer.params.comm_backend_name' is '" + *backend +
+                    "'; DeepSpeed's 1-bit backends are nccl, mpi and compressed (hccl is "
+                    "Ascend's, which dsc does not run on)" +
+                    (*backend == "hccl" ? std::string() : didYouMean(*backend, backends)));
+      notes.push_back("'" + params.path("comm_backend_name") + "' = '" + *backend +
+                      "' chooses nothing in dsc: the compressed all-reduce is planned as "
+                      "dsrt's own collectives (all_to_all and all_gather of the packed "
+                      "signs), on its communicator for the device");
+    }
   } else if (o.type == "Adagrad") {
     o.decoupled = false;
     o.eps = params.number("eps").value_or(1e-10);

@@ -24,7 +24,7 @@ void readPipeline(const Section &top, PipelineConfig &p);
 void readZero(const Section &top, ZeroConfig &z, std::vector<std::string> &notes);
 void readAio(const Section &top, AioConfig &a);
 // DsConfigOptimizer.cpp
-void readOptimizer(const Section &top, OptimizerConfig &o);
+void readOptimizer(const Section &top, OptimizerConfig &o, std::vector<std::string> &notes);
 void readScheduler(const Section &top, const OptimizerConfig &opt, SchedulerConfig &s);
 /// The scheduler's params as toJson writes them (nullopt: no known type).
 std::optional<ordered_json> schedulerParamsJson(const SchedulerConfig &s);

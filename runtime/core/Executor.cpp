@@ -589,6 +589,40 @@ void Executor::validateBuffers() {
   }
 }
 
+/// An instruction of a range of optimizer steps (plan format 5).
+void Executor::rangeInstr(Instr &instr, int64_t first, int64_t last, const std::string &name) {
+  if (plan_.format_version() < 5)
+    throw PlanError(name + ": runs on optimizer steps [" + std::to_string(first) + ", " +
+                    std::to_string(last) + "], which a format-" +
+                    std::to_string(plan_.format_version()) +
+                    " plan cannot say (format 5 and later)");
+  if (first < 0 || last < 0 || (last != 0 && last < std::max<int64_t>(first, 1)))
+    throw PlanError(name + ": optimizer steps [" + std::to_string(first) + ", " +
+                    std::to_string(last) + "] are no range (first >= 0; last 0 for no end, or >= first)");
+  if (device_ == Device::Cuda)
+    throw DeviceUnsupported(name + ": --device cuda: instructions of a range of optimizer steps "
+                                   "(a 1-bit optimizer's phases) run on the CPU only");
+  instr.firstStep = first;
+  instr.lastStep = last;
+  instr.ranged = instr.run;
+  if (instr.op == "dist.all_reduce")
+    instr.run = [](const Instr &i, Context &ctx) {
+    int64_t s = ctx.optimizerStep;
+    if (s >= i.firstStep && (i.lastStep == 0 || s <= i.lastStep))
+      return i.ranged(i, ctx);
+    // Off its steps an all-reduce is the identity (its wait then does nothing).
+    for (size_t k = 0; k < i.in.size(); ++k)
+      if (i.out[k]->data != i.in[k]->data)
+        std::memcpy(i.out[k]->data, i.in[k]->data, i.in[k]->bytes());
+    };
+  else
+    instr.run = [](const Instr &i, Context &ctx) {
+      int64_t s = ctx.optimizerStep;
+      if (s >= i.firstStep && (i.lastStep == 0 || s <= i.lastStep))
+        i.ranged(i, ctx);
+    };
+}
+
 std::vector<Instr>
 Executor::resolve(const google::protobuf::RepeatedPtrField<plan::Instr> &list, const char *where) {
   std::vector<Instr> out;
@@ -632,6 +666,8 @@ Executor::resolve(const google::protobuf::RepeatedPtrField<plan::Instr> &list, c
                       std::to_string(plan_.arena_bytes()) + " bytes");
     instr.label = "instruction " + std::to_string(k) + " of the " + where;
     bindInstr(instr, name);
+    if (p.first_step() != 0 || p.last_step() != 0)
+      rangeInstr(instr, p.first_step(), p.last_step(), name);
     bool message = instr.op == "dist.send" || instr.op == "dist.recv";
     bool grouped = message || instr.op == "dist.all_reduce" ||
                    instr.op == "dist.reduce_scatter" || instr.op == "dist.all_gather" ||

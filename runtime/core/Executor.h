@@ -198,6 +198,12 @@ struct Instr {
   uint32_t axis = 0;       // dist ops: 0 the dp group, 1 the pp group
   int64_t microBatch = 0;  // pipeline plans: for the timeline
   uint32_t phase = 0;
+  /// Plan format 5: the optimizer steps this instruction runs on
+  /// ([firstStep, lastStep], 0: no bound), as a 1-bit optimizer's two phases.
+  /// `run` is then a wrapper that calls `ranged` on those steps (and, on
+  /// the others, makes a dist.all_reduce the identity).
+  int64_t firstStep = 0, lastStep = 0;
+  KernelFn ranged = nullptr;
 };
 
 /// The loader of a pipeline step: fills `into` (one load_batch's INPUT
@@ -480,6 +486,7 @@ private:
   /// Copies the parameters and frozen buffers from a safetensors file
   /// (initialize()), checking the plan's own against plan.sha256.
   void loadWeights(const std::string &path);
+  void rangeInstr(Instr &instr, int64_t first, int64_t last, const std::string &name);
   std::vector<Instr> resolve(const google::protobuf::RepeatedPtrField<dsc::plan::Instr> &list,
                              const char *where);
   /// Pairs every collective with one later dist.wait of `list` and replays

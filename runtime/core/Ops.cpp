@@ -60,6 +60,10 @@
 //                          (param, grad, exp_avg, exp_avg_sq -> f32[2])
 //   train.lamb             floats: beta1, beta2, eps, weight_decay,
 //                          max_coeff, min_coeff; ints: bias_correction
+//   train.onebit_adam      floats: beta1, beta2, eps, weight_decay;
+//                          ints: freeze_step, step_offset (param, grad,
+//                          exp_avg, exp_avg_sq, lr, step[, compressed]
+//                          -> param, exp_avg, exp_avg_sq in place)
 //   train.onebit_compress  -   (input f32[n], error f32[n] -> bits u8[n/8],
 //                          scale f32[1], new error f32[n]: in place of the
 //                          error or apart from the operands)

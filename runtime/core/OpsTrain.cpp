@@ -274,6 +274,48 @@ void addTrainOps(OpTable &t) {
                   *i.in[5]->i64());
       };
     }};
+    t["train.onebit_adam"] = {[](Instr &i, const Check &c) {
+      if (i.in.size() != 6 && i.in.size() != 7)
+        c.fail("expects 6 or 7 inputs (param, grad, exp_avg, exp_avg_sq, lr, step[, "
+               "compressed]), has " + std::to_string(i.in.size()));
+      c.arity(i.in.size(), 3);
+      c.attrs(2, 4);
+      c.floats({i.in[0], i.in[1], i.in[2], i.in[3], i.out[0], i.out[1], i.out[2]});
+      c.scalar(i.in[4], plan::F32, "lr");
+      c.scalar(i.in[5], plan::I64, "step");
+      if (i.in.size() == 7) {
+        c.floats({i.in[6]});
+        c.sameShape(i.in[0], i.in[6]);
+      }
+      // What train.onebit_adam's verifier accepts.
+      c.floatIn(0, "beta1", 0, 1);
+      c.floatIn(1, "beta2", 0, 1);
+      c.floatIn(2, "eps", 0, INFINITY);
+      if (i.floats[2] == 0)
+        c.fail("eps must be positive");
+      c.floatIn(3, "weight_decay", 0, 1e30);
+      if (i.ints[0] < 0)
+        c.fail("freeze_step must be non-negative, is " + std::to_string(i.ints[0]));
+      if (i.ints[1] != 0 && i.ints[1] != 1)
+        c.fail("step_offset must be 0 or 1, is " + std::to_string(i.ints[1]));
+      updateInPlace(i, c, 2);
+      i.run = [](const Instr &i, Context &ctx) {
+        if (ctx.overflow) // fp16: the loss scaler skips this step
+          return;
+        auto [beta1, beta2] = stepBetas(i, ctx);
+        // DeepSpeed's call count: its first call only initialises, and
+        // the last uncompressed one is max(freeze_step, 2).
+        const int64_t t = *i.in[5]->i64() + i.ints[1];
+        const cpu::OneBitPhase phase = t <= 1 ? cpu::OneBitPhase::Init
+                                       : t <= std::max<int64_t>(i.ints[0], 2)
+                                           ? cpu::OneBitPhase::Warmup
+                                           : cpu::OneBitPhase::Compressed;
+        cpu::onebitAdam(i.out[0]->f32(), i.in[1]->f32(), i.out[1]->f32(), i.out[2]->f32(),
+                        i.in.size() == 7 ? i.in[6]->f32() : nullptr, i.out[0]->numel,
+                        *i.in[4]->f32(), beta1, beta2, (float)i.floats[2], (float)i.floats[3],
+                        phase);
+      };
+    }};
     t["train.lion"] = {[](Instr &i, const Check &c) {
       c.arity(4, 2);
       c.attrs(0, 3);

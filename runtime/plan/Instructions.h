@@ -19,7 +19,7 @@
 
 namespace dsrt {
 
-inline constexpr std::array<std::string_view, 87> kPlanInstructions = {
+inline constexpr std::array<std::string_view, 88> kPlanInstructions = {
     "accumulate",
     "dist.all_gather",
     "dist.all_reduce",
@@ -102,6 +102,7 @@ inline constexpr std::array<std::string_view, 87> kPlanInstructions = {
     "train.lamb_stats",
     "train.lion",
     "train.lr_schedule",
+    "train.onebit_adam",
     "train.onebit_compress",
     "train.onebit_expand",
     "train.onebit_server",

@@ -29,7 +29,10 @@ namespace dsrt {
 /// Version 4: memory tiers (Buffer.tier, Plan.host_tier_bytes and the
 /// tier.fetch / tier.store instructions of ZeRO-Offload), which an older
 /// dsrt would take for arena offsets. Plans without offload are unchanged.
-constexpr unsigned kPlanFormatVersion = 4;
+/// Version 5: instructions of a range of optimizer steps
+/// (Instr.first_step / last_step: the 1-bit optimizers' two phases), which
+/// an older dsrt would run on every step.
+constexpr unsigned kPlanFormatVersion = 5;
 constexpr unsigned kOldestPlanFormatVersion = 1;
 
 } // namespace dsrt

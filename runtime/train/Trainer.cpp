@@ -117,7 +117,9 @@ int Trainer::run() {
   if (rank0_)
     runDir_ = io::makeRunDir(options_.outDir, options_.runToken);
   // With several ranks, metrics.csv also has the step's communication:
-  // comm_elements (ZeRO-paper units, see comm::Counters) and comm_calls:
+  // comm_elements (ZeRO-paper units, see comm::Counters), comm_calls and
+  // comm_bytes (the same elements in their types' bytes: 1-bit Adam's
+  // packed signs count 1 byte per 8 elements' signs):
   // rank 0's collectives (a pipeline's stage 0; its messages are in the
   // summary at the end). An fp16 run adds loss_scale (the scale the step's
   // loss was multiplied by) and skipped (1: the gradients overflowed and
@@ -126,7 +128,7 @@ int Trainer::run() {
   if (rank0_) {
     std::vector<std::string> extra;
     if (ranks)
-      extra = {"comm_elements", "comm_calls"};
+      extra = {"comm_elements", "comm_calls", "comm_bytes"};
     if (exec_.lossScaler())
       extra.insert(extra.end(), {"loss_scale", "skipped"});
     metrics_ = std::make_unique<io::MetricsWriter>(runDir_, extra);
@@ -292,7 +294,8 @@ void Trainer::loop() {
     }
     std::vector<double> extra;
     if (ranks)
-      extra = {double(exec_.commCounters().elements()), double(exec_.commCounters().calls())};
+      extra = {double(exec_.commCounters().elements()), double(exec_.commCounters().calls()),
+               double(exec_.commCounters().bytes())};
     if (scaler)
       extra.insert(extra.end(), {exec_.stepLossScale(), skipped ? 1.0 : 0.0});
     // metrics.csv that cannot be written (a full disk) does not cost the

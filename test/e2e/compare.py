@@ -68,7 +68,7 @@ def read_metrics(path):
     with open(path, newline="") as f:
         r = csv.DictReader(f)
         need = ["step", "loss", "lr", "grad_norm", "step_time_s"]
-        # Data-parallel runs add comm_elements,comm_calls after these.
+        # Data-parallel runs add comm_elements,comm_calls,comm_bytes after these.
         if r.fieldnames is None or [c.strip() for c in r.fieldnames][:len(need)] != need:
             raise ValueError("%s: header %s, expected %s[,...]"
                              % (path, r.fieldnames, ",".join(need)))

@@ -107,3 +107,104 @@ class FusedLionRule(torch.optim.Optimizer):
                 step = torch.where(c > 0, -lr, lr).to(torch.float64)
                 p.copy_(p.double() * after_decay + step)
                 m.mul_(b2).add_(g, alpha=c2)
+
+
+def sgn(x):
+    """DeepSpeed's sign for 1-bit compression: +1 where x >= 0 (and NaN), -1 else
+    (x.sign().add_(1).bool().float().add_(-0.5).mul_(2.0))."""
+    return x.sign().add_(1).bool().float().add_(-0.5).mul_(2.0)
+
+
+def compressed_allreduce(xs, worker_errors, server_error_chunks):
+    """DeepSpeed's compressed_allreduce (edaa722 runtime/comm/nccl.py:52-170)
+    simulated over W workers in one process. xs: each worker's tensor (the
+    same shape, N elements); worker_errors: each worker's error (Np);
+    server_error_chunks: server r's error (Np / W). Updates the errors in
+    place and returns the tensor every worker receives."""
+    w = len(xs)
+    n = xs[0].numel()
+    np_ = worker_errors[0].numel()
+    signs, scales = [], []
+    for r in range(w):
+        x = torch.cat([xs[r].flatten(), torch.zeros(np_ - n)]) if np_ != n else xs[r].flatten().clone()
+        x.add_(worker_errors[r])
+        a = torch.linalg.norm(x) / math.sqrt(np_)
+        s = sgn(x)
+        worker_errors[r].set_(x - a * s)
+        signs.append(s)
+        scales.append(a)
+    chunk = np_ // w
+    out = []
+    for r in range(w):
+        c = sum(signs[i][r * chunk:(r + 1) * chunk] * (scales[i] * (1.0 / w)) for i in range(w))
+        c = c + server_error_chunks[r]
+        b = torch.linalg.norm(c) / math.sqrt(chunk)
+        s = sgn(c)
+        server_error_chunks[r].set_(c - b * s)
+        out.append(b * s)
+    return torch.cat(out)[:n].reshape(xs[0].shape)
+
+
+class OnebitAdamRule:
+    """DeepSpeed's OnebitAdam (edaa722 runtime/fp16/onebit/adam.py:112-256) on
+    W simulated data-parallel workers, fp32 (no wrapper: the first call only
+    initialises). step(worker_grads) takes each parameter's local gradients,
+    one per worker, already clipped; the engine's part (the average of the
+    gradients in the warm-up, none after it) is the caller's. Per parameter:
+
+        t = 1:              nothing (state allocated)
+        1 < t <= freeze_step (at least 2): m = b1 m + (1-b1) g, v = b2 v + (1-b2) g^2,
+                            g the workers' average
+        t > that:           m = C(b1 m + (1-b1) g_w) over the workers (1-bit,
+                            error-compensated, padded to a multiple of W lcm(W, 8)); v frozen
+        then (t > 1):       p -= lr (m / (sqrt(v) + eps) + wd p)
+    """
+
+    def __init__(self, params, workers, lr=1e-3, freeze_step=100000, betas=(0.9, 0.999),
+                 eps=1e-8, weight_decay=0.0):
+        self.params = list(params)
+        self.workers = workers
+        self.defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
+        self.param_groups = [dict(self.defaults, params=self.params)]
+        self.freeze_step = freeze_step
+        self.t = 0
+        w = workers
+        unit = w * (w * 8 // math.gcd(w, 8))
+        self.state = []
+        for p in self.params:
+            n = p.numel()
+            np_ = max(unit, -(-n // unit) * unit)
+            self.state.append(dict(exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p),
+                                   worker_error=[torch.zeros(np_) for _ in range(w)],
+                                   server_error=[torch.zeros(np_ // w) for _ in range(w)]))
+
+    def compressed_phase(self, t):
+        return t > max(self.freeze_step, 2)
+
+    @torch.no_grad()
+    def step(self, worker_grads):
+        self.t += 1
+        t = self.t
+        if t == 1:
+            return
+        group = self.param_groups[0]
+        b1, b2 = group["betas"]
+        lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+        for k, p in enumerate(self.params):
+            st = self.state[k]
+            m, v = st["exp_avg"], st["exp_avg_sq"]
+            grads = [wg[k] for wg in worker_grads]
+            if not self.compressed_phase(t):
+                g = grads[0]  # the workers hold the same averaged gradient
+                m.mul_(b1).add_(g, alpha=1 - b1)
+                v.mul_(b2).addcmul_(g, g, value=1 - b2)
+            else:
+                local = [m * b1 + g * (1 - b1) for g in grads]
+                if self.workers > 1:  # DeepSpeed compresses only with several ranks
+                    m.copy_(compressed_allreduce(local, st["worker_error"], st["server_error"]))
+                else:
+                    m.copy_(local[0])
+            update = m / (v.sqrt() + eps)
+            if wd > 0:
+                update += wd * p
+            p.add_(-lr * update)

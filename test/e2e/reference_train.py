@@ -366,9 +366,23 @@ def optimizer_spec(cfg):
                    "adagrad": torch.optim.Adagrad}[low]
             return cls(params, **p)
         base_lr = p.get("lr", 1e-2 if low == "adagrad" else 1e-3)
+    elif low == "onebitadam":
+        # Stored and never read by DeepSpeed's OnebitAdam (cuda_aware and
+        # comm_backend_name choose its transport).
+        for key in ("bias_correction", "eps_inside_sqrt", "cuda_aware", "comm_backend_name"):
+            p.pop(key, None)
+        extra = set(p) - {"lr", "freeze_step", "betas", "eps", "weight_decay"}
+        if extra:
+            fail("optimizer %s: unknown params %s" % (name, sorted(extra)))
+
+        def make(params, workers):
+            import ds_optimizers
+            return ds_optimizers.OnebitAdamRule(params, workers, **p)
+        make.workers = True
+        base_lr = p.get("lr", 1e-3)
     else:
         fail("optimizer type %r is not implemented by the reference "
-             "(have: Adam, AdamW, SGD, Lamb, Lion, Adagrad)" % name)
+             "(have: Adam, AdamW, SGD, Lamb, Lion, Adagrad, OneBitAdam)" % name)
     return make, float(base_lr)
 
 
@@ -913,6 +927,29 @@ def grad_norm(params):
     return float(torch.norm(torch.stack([torch.norm(g, 2.0) for g in gs]), 2.0))
 
 
+def onebit_engine(opt, local, clip):
+    """DeepSpeed's engine around a 1-bit optimizer, fp32 (engine.py
+    allreduce_gradients, clip_fp32_gradients -> runtime/utils.py
+    clip_grad_norm_): in the warm-up the gradients are averaged over the
+    workers and clipped by the average's norm; once compressed, each worker
+    keeps its own, clipped by the mean of the workers' local norms. Returns
+    (the norm clipped by, each worker's gradients)."""
+    import torch
+    w = len(local)
+    if not opt.compressed_phase(opt.t + 1):
+        avg = [sum(g[k] for g in local) / w for k in range(len(local[0]))]
+        local = [avg] * w
+        norm = float(torch.linalg.norm(torch.stack([torch.linalg.norm(g) for g in avg])))
+    else:
+        norms = [float(torch.linalg.norm(torch.stack([torch.linalg.norm(g) for g in gs])))
+                 for gs in local]
+        norm = sum(norms) / w
+    if clip > 0:
+        coef = min(1.0, clip / (norm + 1e-6))
+        local = [[g * coef for g in gs] for gs in local]
+    return norm, local
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
@@ -1026,7 +1063,10 @@ def main(argv=None):
         with semantics.forward():
             return m(*batch)
     model.train()
-    opt = make_opt(params)
+    # The 1-bit optimizers see each data-parallel worker's own gradient:
+    # micro-batch j is worker j % dp's.
+    per_worker = getattr(make_opt, "workers", False)
+    opt = make_opt(params, a.dp) if per_worker else make_opt(params)
 
     os.makedirs(a.out, exist_ok=True)
     rows = []
@@ -1036,6 +1076,7 @@ def main(argv=None):
         for p in params:
             p.grad = None
         losses = []
+        local = [[torch.zeros_like(p) for p in params] for _ in range(a.dp)]
         for j in range(gas):
             batch = data.micro_batch(step * gas + j)
             if a.float64:
@@ -1046,11 +1087,17 @@ def main(argv=None):
             if first_mb_loss is None:
                 first_mb_loss = loss.detach().clone()
             (loss / gas).backward()
+            if per_worker:  # worker j % dp's mean over its micro-batches
+                for acc, p in zip(local[j % a.dp], params):
+                    acc.add_(p.grad, alpha=a.dp)
+                    p.grad = None
             if kept is not None:  # another rank's micro-batch: rank 0 keeps its own
                 with torch.no_grad():
                     for (_, b), v in zip(running, kept):
                         b.copy_(v)
-        if clip > 0:
+        if per_worker:
+            norm, worker_grads = onebit_engine(opt, local, clip)
+        elif clip > 0:
             norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
         else:
             norm = grad_norm(params)
@@ -1060,7 +1107,10 @@ def main(argv=None):
             g["lr"] = lr
             if betas is not None:
                 g["betas"] = betas
-        opt.step()
+        if per_worker:
+            opt.step(worker_grads)
+        else:
+            opt.step()
         dt = time.perf_counter() - t0
         rows.append((step + 1, sum(losses) / len(losses), lr, norm, dt))
 

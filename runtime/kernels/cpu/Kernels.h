@@ -276,6 +276,16 @@ void dropoutGrad(const float *dy, const uint8_t *mask, float *dx, int64_t n,
 
 //===--- optimizers (in place, DeepSpeed / torch semantics) ---------------===//
 
+/// DeepSpeed's OnebitAdam (edaa722 runtime/fp16/onebit/adam.py) in one of
+/// its phases: Init changes nothing; Warmup is Adam without bias correction
+/// on g; Compressed takes m from `compressed` (the 1-bit all-reduced
+/// momentum) or, when it is null (one rank), m = b1 m + (1-b1) g, and
+/// leaves v frozen. Warmup and Compressed then do p -= lr (m / (sqrt(v) +
+/// eps) + wd p). Each operation rounded to float, in DeepSpeed's order.
+enum class OneBitPhase { Init, Warmup, Compressed };
+void onebitAdam(float *p, const float *g, float *m, float *v, const float *compressed,
+                int64_t n, float lr, float beta1, float beta2, float eps, float weightDecay,
+                OneBitPhase phase);
 /// step counts from 1. decoupled: AdamW (p -= lr*wd*p before the Adam
 /// update, as torch.optim.AdamW); otherwise L2 (g += wd*p). eps is added
 /// after sqrt(v_hat). All arithmetic in float like torch's CPU kernels.

@@ -116,6 +116,43 @@ void lamb(float *p, const float *g, float *m, float *v, int64_t n, float lr, flo
   });
 }
 
+void onebitAdam(float *p, const float *g, float *m, float *v, const float *compressed,
+                int64_t n, float lr, float beta1, float beta2, float eps, float weightDecay,
+                OneBitPhase phase) {
+  if (phase == OneBitPhase::Init)
+    return;
+  // DeepSpeed's tensor ops in their order, each rounded to float:
+  // m.mul_(b1).add_(g, alpha=1-b1), v.mul_(b2).addcmul_(g, g, value=1-b2),
+  // update = m / (v.sqrt() + eps) (+= wd p), p.add_(-lr * update).
+  const float oneMinusB1 = float(1.0 - double(beta1)), oneMinusB2 = float(1.0 - double(beta2));
+  const float negLr = -lr;
+  const bool warmup = phase == OneBitPhase::Warmup;
+  parallelFor(n, kGrain / 4, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      float mi;
+      if (!warmup && compressed) {
+        mi = compressed[i];
+      } else {
+        const float scaled = m[i] * beta1, step = oneMinusB1 * g[i];
+        mi = scaled + step;
+      }
+      m[i] = mi;
+      if (warmup) {
+        const float scaled = v[i] * beta2, term = oneMinusB2 * g[i] * g[i];
+        v[i] = scaled + term;
+      }
+      const float root = std::sqrt(v[i]), denom = root + eps;
+      float update = mi / denom;
+      if (weightDecay > 0) {
+        const float decay = weightDecay * p[i];
+        update = update + decay;
+      }
+      const float delta = negLr * update;
+      p[i] = p[i] + delta;
+    }
+  });
+}
+
 void adam(float *p, const float *g, float *m, float *v, int64_t n, float lr,
           float beta1, float beta2, float eps, float weightDecay,
           bool decoupled, bool biasCorrection, int64_t step) {

@@ -713,3 +713,64 @@ func.func @onebit_expand_chunks(%bits: tensor<4xi8>, %s: tensor<3xf32>) {
   %0 = train.onebit_expand %bits, %s : tensor<4xi8>, tensor<3xf32> -> tensor<32xf32>
   return
 }
+
+//===--- train.onebit_adam and train.active_steps --------------------------===//
+
+// -----
+
+func.func @onebit_adam_offset(%p: tensor<4xf32>, %lr: tensor<f32>, %t: tensor<i64>) {
+  // expected-error @+1 {{'train.onebit_adam' op step_offset must be 0 or 1 (DeepSpeed's fp16 wrapper spends one call), got 2}}
+  %0:3 = train.onebit_adam %p, %p, %p, %p, %lr, %t {freeze_step = 10 : i64, step_offset = 2 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @onebit_adam_freeze(%p: tensor<4xf32>, %lr: tensor<f32>, %t: tensor<i64>) {
+  // expected-error @+1 {{'train.onebit_adam' op freeze_step must be non-negative, got -1}}
+  %0:3 = train.onebit_adam %p, %p, %p, %p, %lr, %t {freeze_step = -1 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// The compressed momentum replaces the momentum: the parameter's type.
+func.func @onebit_adam_compressed(%p: tensor<4xf32>, %c: tensor<8xf32>, %lr: tensor<f32>, %t: tensor<i64>) {
+  // expected-error @+1 {{'train.onebit_adam' op compressed momentum 'tensor<8xf32>' must have the parameter's type 'tensor<4xf32>'}}
+  %0:3 = train.onebit_adam %p, %p, %p, %p, %lr, %t compressed(%c : tensor<8xf32>) {freeze_step = 10 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @onebit_adam_beta(%p: tensor<4xf32>, %lr: tensor<f32>, %t: tensor<i64>) {
+  // expected-error @+1 {{'train.onebit_adam' op beta1}}
+  %0:3 = train.onebit_adam %p, %p, %p, %p, %lr, %t {beta1 = 1.0 : f64, freeze_step = 10 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// train.active_steps is a range of optimizer steps: [first, last], last 0
+// for no end.
+func.func @active_steps_shape(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'nn.neg' op 'train.active_steps' must be array<i64: first, last>, got array<i64: 3>}}
+  %0 = nn.neg %x {train.active_steps = array<i64: 3>} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @active_steps_range(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'nn.neg' op 'train.active_steps' = [5, 3] is no range of optimizer steps (first >= 1; last 0 for no end, or >= first)}}
+  %0 = nn.neg %x {train.active_steps = array<i64: 5, 3>} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @active_steps_first(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'nn.neg' op 'train.active_steps' = [0, 0] is no range of optimizer steps}}
+  %0 = nn.neg %x {train.active_steps = array<i64: 0, 0>} : tensor<4xf32>
+  return
+}

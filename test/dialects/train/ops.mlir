@@ -205,3 +205,16 @@ func.func @onebit(%m: tensor<32xf32>, %we: tensor<32xf32>, %got: tensor<4xi8>, %
   %out = train.onebit_expand %got, %scales : tensor<4xi8>, tensor<2xf32> -> tensor<32xf32>
   return %bits, %a, %we2, %sb, %b, %se2, %out : tensor<4xi8>, tensor<1xf32>, tensor<32xf32>, tensor<2xi8>, tensor<1xf32>, tensor<16xf32>, tensor<32xf32>
 }
+
+// 1-bit Adam's update, with and without the compressed momentum, and an op
+// of a range of optimizer steps.
+// CHECK-LABEL: func.func @onebit_adam(
+// CHECK:         train.onebit_adam %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {freeze_step = 10 : i64} : tensor<4xf32>
+// CHECK:         nn.neg %{{.*}} {train.active_steps = array<i64: 11, 0>} : tensor<4xf32>
+// CHECK:         train.onebit_adam %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} compressed(%{{.*}} : tensor<4xf32>) {freeze_step = 10 : i64, step_offset = 1 : i64} : tensor<4xf32>
+func.func @onebit_adam(%p: tensor<4xf32>, %lr: tensor<f32>, %t: tensor<i64>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %a:3 = train.onebit_adam %p, %p, %p, %p, %lr, %t {freeze_step = 10 : i64} : tensor<4xf32>
+  %c = nn.neg %p {train.active_steps = array<i64: 11, 0>} : tensor<4xf32>
+  %b:3 = train.onebit_adam %a#0, %p, %a#1, %a#2, %lr, %t compressed(%c : tensor<4xf32>) {freeze_step = 10 : i64, step_offset = 1 : i64} : tensor<4xf32>
+  return %b#0, %b#1, %b#2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}

@@ -341,15 +341,15 @@ TEST(DsConfig, SgdDefaultsAndParams) {
 TEST(DsConfig, OptimizerTypeErrors) {
   EXPECT_EQ(errorOf(withOptimizer(R"({"type": "sgd"})")),
             "ds_config.json: unknown optimizer type 'sgd' at 'optimizer.type' "
-            "(did you mean 'SGD'?); supported: Adam, AdamW, SGD, Lamb, Lion, Adagrad");
+            "(did you mean 'SGD'?); supported: Adam, AdamW, SGD, Lamb, Lion, Adagrad, OneBitAdam");
   // (A torch.optim name: TorchClassesDeepSpeedWouldBuildAreNamed.)
   EXPECT_EQ(errorOf(withOptimizer(R"({"type": "Adamm"})")),
             "ds_config.json: unknown optimizer type 'Adamm' at "
             "'optimizer.type' (did you mean 'Adam'?); supported: Adam, AdamW, "
-            "SGD, Lamb, Lion, Adagrad");
-  EXPECT_EQ(errorOf(withOptimizer(R"({"type": "OneBitAdam"})")),
-            "ds_config.json: optimizer 'OneBitAdam' is a DeepSpeed optimizer dsc "
-            "does not implement (supported: Adam, AdamW, SGD, Lamb, Lion, Adagrad)");
+            "SGD, Lamb, Lion, Adagrad, OneBitAdam");
+  EXPECT_EQ(errorOf(withOptimizer(R"({"type": "OneBitLamb"})")),
+            "ds_config.json: optimizer 'OneBitLamb' is a DeepSpeed optimizer dsc "
+            "does not implement (supported: Adam, AdamW, SGD, Lamb, Lion, Adagrad, OneBitAdam)");
   EXPECT_EQ(errorOf(withOptimizer(R"({"params": {"lr": 1}})")),
             "ds_config.json: 'optimizer.type' is required when an optimizer "
             "section is given");
@@ -406,7 +406,7 @@ TEST(DsConfig, OptimizerParamErrors) {
   EXPECT_EQ(errorOf(withOptimizer(
                 R"({"type": "SGD", "params": {"betas": [0.9, 0.9]}})")),
             "ds_config.json: 'optimizer.params.betas' is not a parameter of "
-            "SGD (it belongs to Adam/AdamW, Lamb, Lion)");
+            "SGD (it belongs to Adam/AdamW, Lamb, Lion, OneBitAdam)");
   EXPECT_EQ(errorOf(withOptimizer(
                 R"({"type": "SGD", "params": {"nesterov": true}})")),
             "ds_config.json: 'optimizer.params.nesterov' requires momentum > 0 "
@@ -424,7 +424,8 @@ TEST(DsConfig, OptimizerParamErrors) {
 // torch.optim.Adagrad), their keys and what dsc refuses, with the reason.
 TEST(DsConfig, OneBitFamilyWithZeroIsRefusedForTheCombination) {
   // Unsound with any ZeRO stage (DeepSpeed asserts too); without ZeRO,
-  // refused as not built yet.
+  // OneBitAdam trains (OneBitAdamKeys) and 0/1 Adam is refused as not
+  // built yet.
   std::string onebit = R"("optimizer": {"type": "OneBitAdam", "params": {"freeze_step": 10}})";
   std::string e = errorOf("{\"train_batch_size\": 4, " + onebit +
                           ", \"zero_optimization\": {\"stage\": 2}}");
@@ -438,10 +439,68 @@ TEST(DsConfig, OneBitFamilyWithZeroIsRefusedForTheCombination) {
                   "zero_optimization": true})");
   EXPECT_NE(e.find("with ZeRO stage 1"), std::string::npos) << e;
   EXPECT_NE(e.find("\"0/1 Adam is not compatible with ZeRO\""), std::string::npos) << e;
-  e = errorOf("{\"train_batch_size\": 4, " + onebit + ", \"zero_optimization\": {\"stage\": 0}}");
-  EXPECT_NE(e.find("optimizer 'OneBitAdam' is a DeepSpeed optimizer dsc does not implement"),
+  EXPECT_NE(e.find("dsc does not build zerooneadam yet either"), std::string::npos) << e;
+  EXPECT_EQ(parse("{\"train_batch_size\": 4, " + onebit +
+                  ", \"zero_optimization\": {\"stage\": 0}}")
+                .optimizer.type,
+            "OneBitAdam");
+  e = errorOf(R"({"train_batch_size": 4, "optimizer": {"type": "zerooneadam"}})");
+  EXPECT_NE(e.find("optimizer 'zerooneadam' is a DeepSpeed optimizer dsc does not implement"),
             std::string::npos)
       << e;
+}
+
+// OneBitAdam's keys with DeepSpeed's defaults (edaa722 onebit/adam.py); the
+// keys it stores and never reads are said in a note, not ignored silently;
+// what dsc has no counterpart for is refused with the reason.
+TEST(DsConfig, OneBitAdamKeys) {
+  TrainConfig c = parse(withOptimizer(R"({"type": "onebitadam"})"));
+  const OptimizerConfig &o = c.optimizer;
+  EXPECT_EQ(o.type, "OneBitAdam");
+  EXPECT_EQ(o.lr, 1e-3);
+  EXPECT_EQ(o.freezeStep, 100000);
+  EXPECT_EQ(o.beta1, 0.9);
+  EXPECT_EQ(o.beta2, 0.999);
+  EXPECT_EQ(o.eps, 1e-8);
+  EXPECT_EQ(o.weightDecay, 0.0);
+  EXPECT_FALSE(o.biasCorrection);
+  EXPECT_TRUE(c.notes.empty());
+  // DeepSpeed's 1-bit Adam tutorial's keys.
+  c = parse(withOptimizer(R"({"type": "OneBitAdam", "params": {"lr": 4e-4, "freeze_step": 23000,
+      "cuda_aware": false, "comm_backend_name": "nccl", "bias_correction": false,
+      "weight_decay": 0.01}})"));
+  EXPECT_EQ(c.optimizer.freezeStep, 23000);
+  EXPECT_EQ(c.optimizer.weightDecay, 0.01);
+  ASSERT_EQ(c.notes.size(), 3u);
+  EXPECT_NE(c.notes[0].find("'optimizer.params.bias_correction' changes nothing"),
+            std::string::npos)
+      << c.notes[0];
+  EXPECT_NE(c.notes[1].find("'optimizer.params.cuda_aware' = false chooses nothing"),
+            std::string::npos)
+      << c.notes[1];
+  EXPECT_NE(c.notes[2].find("'optimizer.params.comm_backend_name' = 'nccl' chooses nothing"),
+            std::string::npos)
+      << c.notes[2];
+  EXPECT_EQ(errorOf(withOptimizer(
+                R"({"type": "OneBitAdam", "params": {"comm_backend_name": "hccl"}})")),
+            "ds_config.json: 'optimizer.params.comm_backend_name' is 'hccl'; DeepSpeed's 1-bit "
+            "backends are nccl, mpi and compressed (hccl is Ascend's, which dsc does not run "
+            "on)");
+  EXPECT_NE(errorOf(withOptimizer(R"({"type": "OneBitAdam", "params": {"amsgrad": true}})"))
+                .find("1-bit Adam does not support the AMSGrad variant"),
+            std::string::npos);
+  EXPECT_NE(errorOf(withOptimizer(R"({"type": "OneBitAdam", "params": {"freeze_step": -1}})"))
+                .find("freeze_step"),
+            std::string::npos);
+  EXPECT_NE(errorOf(withOptimizer(R"({"type": "OneBitAdam", "params": {"max_grad_norm": 1}})"))
+                .find("gradient_clipping"),
+            std::string::npos);
+  // The filled-in config (the plan's) reads back the same, without the
+  // optimizer's notes.
+  TrainConfig back = parse(toJson(c));
+  EXPECT_EQ(back.optimizer, c.optimizer);
+  for (const std::string &note : back.notes)
+    EXPECT_EQ(note.find("optimizer"), std::string::npos) << note;
 }
 
 TEST(DsConfig, LambLionAdagrad) {
@@ -495,7 +554,7 @@ TEST(DsConfig, LambLionAdagrad) {
             "'optimizer.params.max_coeff' (1): they clamp LAMB's trust ratio");
   EXPECT_EQ(errorOf(withOptimizer(R"({"type": "Lion", "params": {"eps": 1e-8}})")),
             "ds_config.json: 'optimizer.params.eps' is not a parameter of Lion (it belongs "
-            "to Adam/AdamW, Lamb, Adagrad)");
+            "to Adam/AdamW, Lamb, Adagrad, OneBitAdam)");
   EXPECT_EQ(errorOf(withOptimizer(R"({"type": "Lion", "params": {"betta": [0.9, 0.9]}})")),
             "ds_config.json: unknown key 'optimizer.params.betta' (did you mean 'betas'?)");
   EXPECT_EQ(errorOf(withOptimizer(
@@ -1761,7 +1820,7 @@ TEST(DsConfig, SchedulerDefaults) {
 TEST(DsConfig, TorchClassesDeepSpeedWouldBuildAreNamed) {
   EXPECT_EQ(errorOf(withOptimizer(R"({"type": "RMSprop"})")),
             "ds_config.json: optimizer 'RMSprop' is torch.optim.RMSprop, which DeepSpeed would "
-            "build; dsc does not implement it (supported: Adam, AdamW, SGD, Lamb, Lion, Adagrad)");
+            "build; dsc does not implement it (supported: Adam, AdamW, SGD, Lamb, Lion, Adagrad, OneBitAdam)");
   EXPECT_EQ(errorOf(withScheduler(R"({"type": "StepLR"})")),
             "ds_config.json: scheduler 'StepLR' is torch.optim.lr_scheduler.StepLR, which "
             "DeepSpeed would build; dsc implements DeepSpeed's own schedules (LRRangeTest, "

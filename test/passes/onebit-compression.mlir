@@ -1,0 +1,89 @@
+// RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=1 --optimizer="type=onebitadam freeze-step=5 clip=1.0" --data-parallel=dp=4 --onebit-compression=dp=4 | FileCheck %s
+// RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=1 --optimizer="type=onebitadam freeze-step=5 clip=1.0" --data-parallel=dp=4 --onebit-compression=dp=4 --comm-fusion | FileCheck %s --check-prefix=FUSED
+// RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=1 --optimizer="type=onebitadam freeze-step=1" | FileCheck %s --check-prefix=ONE
+// RUN: split-file %s %t
+// RUN: dsc-opt %t/dp1.mlir --onebit-compression=dp=1 -verify-diagnostics
+// RUN: dsc-opt %t/zero.mlir --onebit-compression=dp=2 -verify-diagnostics
+// RUN: dsc-opt %t/twice.mlir --onebit-compression=dp=2 -verify-diagnostics
+// RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=1 --optimizer="type=onebitadam freeze-step=5" --zero="stage=1 dp=2" | not dsc-opt --onebit-compression=dp=2 2>&1 | FileCheck %s --check-prefix=ZERO
+
+// --onebit-compression plans DeepSpeed's OnebitAdam on 4 ranks with
+// freeze_step 5: steps 1-5 are the warm-up (train.active_steps [1, 5]: the
+// gradient averages data-parallel planned), steps 6 on the compressed phase
+// (train.active_steps [6, 0]).
+// CHECK-LABEL: func.func @mlp(
+// The worker (Np = 32: 18, 6 and 30 padded to a multiple of W lcm(W, 8) =
+// 32) and server (Np / W = 8) errors of w1, b1 and w2 are optimizer states.
+// CHECK-SAME:    %{{.*}}: tensor<32xf32> {train.opt_state = "w1/worker_error"}, %{{.*}}: tensor<8xf32> {train.opt_state = "w1/server_error"}
+// CHECK-SAME:    %{{.*}}: tensor<32xf32> {train.opt_state = "b1/worker_error"}, %{{.*}}: tensor<8xf32> {train.opt_state = "b1/server_error"}
+// CHECK-SAME:    %{{.*}}: tensor<32xf32> {train.opt_state = "w2/worker_error"}, %{{.*}}: tensor<8xf32> {train.opt_state = "w2/server_error"}
+// CHECK-SAME:    -> ({{.*}}tensor<32xf32> {train.opt_state = "w1/worker_error"}, tensor<8xf32> {train.opt_state = "w1/server_error"}
+// The gradient averages run in the warm-up only (their waits follow).
+// CHECK:         dist.all_reduce avg %{{.*}} {group = #dist.group<dp, 4>, train.active_steps = array<i64: 1, 5>} : tensor<6x5xf32>
+// The clipping norm: the compressed phase averages the ranks' local norms.
+// CHECK:         %[[SQ:.*]] = train.sum_sq
+// CHECK-NEXT:    %[[N:.*]] = nn.sqrt %[[SQ]] : tensor<f32>
+// CHECK-NEXT:    %[[R:.*]] = dist.all_reduce avg %[[N]] {group = #dist.group<dp, 4>, train.active_steps = array<i64: 6, 0>} : tensor<f32>
+// CHECK-NEXT:    %[[W:.*]] = dist.wait %[[R]]
+// CHECK-NEXT:    %[[S:.*]] = nn.mul %[[W]], %[[W]]
+// CHECK-NEXT:    %[[C:.*]]:3, %{{.*}} = train.clip_grad_norm %{{.*}} sum_sq(%[[S]])
+// Each momentum b1 m + (1-b1) g (the factors rounded to float), padded with
+// zeros and compressed with its worker error, in the compressed phase.
+// CHECK:         %[[B1:.*]] = arith.constant dense<0.899999976> : tensor<f32>
+// CHECK:         %[[B1C:.*]] = arith.constant dense<1.000000e-01> : tensor<f32>
+// CHECK:         nn.mul %{{.*}}, %[[B1]] {train.active_steps = array<i64: 6, 0>} : tensor<6x3xf32>
+// CHECK-NEXT:    nn.mul %[[C]]#0, %[[B1C]] {train.active_steps = array<i64: 6, 0>}
+// CHECK-NEXT:    %[[M:.*]] = nn.add
+// CHECK-NEXT:    %[[F:.*]] = nn.reshape %[[M]] : tensor<6x3xf32> -> tensor<18xf32>
+// CHECK-NEXT:    %[[P:.*]] = nn.slice_grad %[[F]] {limit = array<i64: 18>, start = array<i64: 0>, stride = array<i64: 1>, train.active_steps = array<i64: 6, 0>} : tensor<18xf32> -> tensor<32xf32>
+// CHECK-NEXT:    %[[BITS:.*]], %[[SCALE:.*]], %{{.*}} = train.onebit_compress %[[P]], %{{.*}} {train.active_steps = array<i64: 6, 0>} : tensor<32xf32> -> tensor<4xi8>
+// Stage by stage over the parameters: the signs to their servers, the
+// scales to everyone, each rank the server of its chunk, the servers'
+// signs and scales to everyone, expanded and sliced back.
+// CHECK:         %[[A2A:.*]] = dist.all_to_all %[[BITS]] {group = #dist.group<dp, 4>, train.active_steps = array<i64: 6, 0>} : tensor<4xi8> -> tensor<4xi8>
+// CHECK:         %[[GS:.*]] = dist.all_gather %[[SCALE]] {group = #dist.group<dp, 4>, train.active_steps = array<i64: 6, 0>} : tensor<1xf32> -> tensor<4xf32>
+// CHECK:         %[[SB:.*]], %[[SS:.*]], %{{.*}} = train.onebit_server %{{.*}}, %{{.*}}, %{{.*}} {train.active_steps = array<i64: 6, 0>} : tensor<4xi8>, tensor<4xf32>, tensor<8xf32> -> tensor<1xi8>
+// CHECK:         dist.all_gather %[[SB]] {group = #dist.group<dp, 4>, train.active_steps = array<i64: 6, 0>} : tensor<1xi8> -> tensor<4xi8>
+// CHECK:         dist.all_gather %[[SS]] {group = #dist.group<dp, 4>, train.active_steps = array<i64: 6, 0>} : tensor<1xf32> -> tensor<4xf32>
+// CHECK:         %[[E:.*]] = train.onebit_expand %{{.*}}, %{{.*}} {train.active_steps = array<i64: 6, 0>} : tensor<4xi8>, tensor<4xf32> -> tensor<32xf32>
+// CHECK-NEXT:    %[[SL:.*]] = nn.slice %[[E]] {limit = array<i64: 18>, start = array<i64: 0>, stride = array<i64: 1>, train.active_steps = array<i64: 6, 0>} : tensor<32xf32> -> tensor<18xf32>
+// CHECK-NEXT:    %[[CM:.*]] = nn.reshape %[[SL]] : tensor<18xf32> -> tensor<6x3xf32>
+// The update reads the compressed momentum after the warm-up only.
+// CHECK:         train.onebit_adam %{{.*}}, %[[C]]#0, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} compressed(%[[CM]] : tensor<6x3xf32>) {freeze_step = 5 : i64} : tensor<6x3xf32>
+
+// comm-fusion buckets each exchange of all parameters into one collective
+// of the compressed phase (the steps are part of its key).
+// FUSED:         dist.all_to_all %{{.*}}, %{{.*}}, %{{.*}} {group = #dist.group<dp, 4>, train.active_steps = array<i64: 6, 0>} : tensor<4xi8>, tensor<4xi8>, tensor<4xi8>
+// FUSED:         dist.all_gather %{{.*}}, %{{.*}}, %{{.*}} {group = #dist.group<dp, 4>, train.active_steps = array<i64: 6, 0>} : tensor<1xf32>, tensor<1xf32>, tensor<1xf32>
+// FUSED:         dist.all_gather %{{.*}}, %{{.*}}, %{{.*}} {group = #dist.group<dp, 4>, train.active_steps = array<i64: 6, 0>} : tensor<1xi8>, tensor<1xi8>, tensor<1xi8>
+
+// One rank: --optimizer alone, nothing to compress (DeepSpeed calls
+// compressed_allreduce only with several ranks).
+// ONE:           train.onebit_adam %{{.*}} {freeze_step = 1 : i64} : tensor<6x3xf32>
+// ONE-NOT:       compressed
+
+// With ZeRO the momentum is partitioned: refused (the config refuses the
+// combination first, with the reason).
+// ZERO: error: 'dist.reduce_scatter' op onebit-compression: the gradients are partitioned (ZeRO): a 1-bit optimizer compresses each parameter's whole momentum with one scale and one error buffer, which ZeRO leaves each rank only a part of (DeepSpeed asserts "1bit-Adam is not compatible with ZeRO"); use ZeRO stage 0 with it, or Adam/AdamW with ZeRO
+// ZERO-NOT: error:
+
+//--- dp1.mlir
+// expected-error @+1 {{onebit-compression: needs dp >= 2 (one rank compresses nothing), got 1}}
+module {
+}
+
+//--- zero.mlir
+func.func @step(%p: tensor<8xf32> {train.param = "p"}, %g: tensor<8xf32>, %m: tensor<8xf32> {train.opt_state = "p/exp_avg"}, %v: tensor<8xf32> {train.opt_state = "p/exp_avg_sq"}, %lr: tensor<f32>, %t: tensor<i64> {train.step}, %s: tensor<f32>) -> (tensor<8xf32> {train.updated = "p"}) {
+  // expected-error @+1 {{'train.clip_grad_norm' op onebit-compression: the gradients are partitioned already}}
+  %c:2 = train.clip_grad_norm %g sum_sq(%s) {max_norm = 1.0 : f64} : tensor<8xf32> -> tensor<8xf32>
+  %a:3 = train.onebit_adam %p, %c#0, %m, %v, %lr, %t {freeze_step = 10 : i64} : tensor<8xf32>
+  return %a#0 : tensor<8xf32>
+}
+
+//--- twice.mlir
+func.func @step(%p: tensor<8xf32> {train.param = "p"}, %g: tensor<8xf32>, %m: tensor<8xf32> {train.opt_state = "p/exp_avg"}, %v: tensor<8xf32> {train.opt_state = "p/exp_avg_sq"}, %lr: tensor<f32>, %t: tensor<i64> {train.step}) -> (tensor<8xf32> {train.updated = "p"}) {
+  %c:2 = train.clip_grad_norm %g {max_norm = 1.0 : f64} : tensor<8xf32> -> tensor<8xf32>
+  // expected-error @+1 {{'train.onebit_adam' op onebit-compression: the momentum is compressed already}}
+  %a:3 = train.onebit_adam %p, %c#0, %m, %v, %lr, %t compressed(%m : tensor<8xf32>) {freeze_step = 10 : i64} : tensor<8xf32>
+  return %a#0 : tensor<8xf32>
+}
