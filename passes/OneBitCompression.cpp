@@ -151,10 +151,15 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
       StringAttr name = paramName(fn, u);
       if (!name)
         return u.emitOpError("onebit-compression: the parameter is not a train.param argument");
+      // Each rank's own errors: checkpoints keep them as the ranks' chunks
+      // of one tensor of W x len (dist.shard_of), so a resume on as many
+      // ranks restores every rank's.
       for (auto [state, len] : {std::pair{"worker_error", np}, std::pair{"server_error", np / w}}) {
         errorTypes.push_back(RankedTensorType::get({len}, b.getF32Type()));
-        errorAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
-            TrainDialect::kOptState, b.getStringAttr(name.getValue() + "/" + state))));
+        errorAttrs.push_back(b.getDictionaryAttr(
+            {b.getNamedAttr(TrainDialect::kOptState,
+                            b.getStringAttr(name.getValue() + "/" + state)),
+             b.getNamedAttr(distutil::kShardOf, b.getDenseI64ArrayAttr({w * len}))}));
       }
     }
     unsigned firstError = fn.getNumArguments();
@@ -185,7 +190,9 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
     SmallVector<DictionaryAttr> resultAttrs;
     for (unsigned i = 0; i < fn.getNumResults(); ++i)
       resultAttrs.push_back(fn.getResultAttrDict(i));
-    llvm::append_range(resultAttrs, errorAttrs);
+    for (DictionaryAttr attrs : errorAttrs)
+      resultAttrs.push_back(b.getDictionaryAttr(
+          b.getNamedAttr(TrainDialect::kOptState, attrs.get(TrainDialect::kOptState))));
     b.setInsertionPoint(ret);
     func::ReturnOp::create(b, ret.getLoc(), results);
     ret.erase();

@@ -964,12 +964,38 @@ void Reader::writeTo(const std::string &name, io::AtomicFile &file) const {
   }
 }
 
+/// 1-bit Adam's error-feedback buffers, sized by the data-parallel ranks'
+/// padding.
+static bool isOneBitError(const std::string &name) {
+  auto endsWith = [&](const std::string &suffix) {
+    return name.size() >= suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return endsWith("/worker_error") || endsWith("/server_error");
+}
+
 std::string restore(Executor &exec, const Reader &ckpt) {
   const auto &all = ckpt.tensors();
   std::set<std::string> held;
+  // 1-bit Adam's errors saved on another number of ranks (other chunks,
+  // other padding): all of them start from zero, as DeepSpeed resets them
+  // on every load (onebit/adam.py load_state_dict); on as many ranks they
+  // are restored exactly.
+  bool resetAll = false;
+  for (Tensor *t : exec.stateTensors()) {
+    auto it = all.find(t->name);
+    resetAll |= it != all.end() && isOneBitError(t->name) && it->second.shape != wholeShape(*t);
+  }
+  int64_t resetErrors = 0;
   for (Tensor *t : exec.stateTensors()) {
     std::string kind = kindOf(t->role);
     auto it = all.find(t->name);
+    if (it != all.end() && resetAll && isOneBitError(t->name)) {
+      std::fill(t->f32(), t->f32() + t->numel, 0.0f);
+      held.insert(t->name);
+      ++resetErrors;
+      continue;
+    }
     if (it == all.end())
       throw CheckpointError("checkpoint " + ckpt.path() + ": has no " + kind + " '" + t->name +
                             "', which the plan trains (a checkpoint of another model or "
@@ -1030,7 +1056,13 @@ std::string restore(Executor &exec, const Reader &ckpt) {
       throw CheckpointError("checkpoint " + ckpt.path() + ": " + t.kind + " '" + name +
                             "' is not in the plan (a checkpoint of another model or optimizer?)");
   }
-  return exec.restoreProgress(ckpt.progress().appliedSteps, ckpt.progress().scaler);
+  std::string note = exec.restoreProgress(ckpt.progress().appliedSteps, ckpt.progress().scaler);
+  if (resetErrors)
+    note += std::string(note.empty() ? "" : "; ") + std::to_string(resetErrors) +
+            " 1-bit Adam error buffers (worker and server) were saved on another number of "
+            "data-parallel ranks and start from zero, as DeepSpeed's OnebitAdam resets them on "
+            "every load";
+  return note;
 }
 
 int64_t exportWeights(const Reader &ckpt, const std::string &out) {

@@ -13,10 +13,11 @@
 // (train.active_steps [6, 0]).
 // CHECK-LABEL: func.func @mlp(
 // The worker (Np = 32: 18, 6 and 30 padded to a multiple of W lcm(W, 8) =
-// 32) and server (Np / W = 8) errors of w1, b1 and w2 are optimizer states.
-// CHECK-SAME:    %{{.*}}: tensor<32xf32> {train.opt_state = "w1/worker_error"}, %{{.*}}: tensor<8xf32> {train.opt_state = "w1/server_error"}
-// CHECK-SAME:    %{{.*}}: tensor<32xf32> {train.opt_state = "b1/worker_error"}, %{{.*}}: tensor<8xf32> {train.opt_state = "b1/server_error"}
-// CHECK-SAME:    %{{.*}}: tensor<32xf32> {train.opt_state = "w2/worker_error"}, %{{.*}}: tensor<8xf32> {train.opt_state = "w2/server_error"}
+// 32) and server (Np / W = 8) errors of w1, b1 and w2 are optimizer states,
+// each rank's its own: the ranks' chunks of one tensor of W x that.
+// CHECK-SAME:    %{{.*}}: tensor<32xf32> {dist.shard_of = array<i64: 128>, train.opt_state = "w1/worker_error"}, %{{.*}}: tensor<8xf32> {dist.shard_of = array<i64: 32>, train.opt_state = "w1/server_error"}
+// CHECK-SAME:    %{{.*}}: tensor<32xf32> {dist.shard_of = array<i64: 128>, train.opt_state = "b1/worker_error"}, %{{.*}}: tensor<8xf32> {dist.shard_of = array<i64: 32>, train.opt_state = "b1/server_error"}
+// CHECK-SAME:    %{{.*}}: tensor<32xf32> {dist.shard_of = array<i64: 128>, train.opt_state = "w2/worker_error"}, %{{.*}}: tensor<8xf32> {dist.shard_of = array<i64: 32>, train.opt_state = "w2/server_error"}
 // CHECK-SAME:    -> ({{.*}}tensor<32xf32> {train.opt_state = "w1/worker_error"}, tensor<8xf32> {train.opt_state = "w1/server_error"}
 // The gradient averages run in the warm-up only (their waits follow).
 // CHECK:         dist.all_reduce avg %{{.*}} {group = #dist.group<dp, 4>, train.active_steps = array<i64: 1, 5>} : tensor<6x5xf32>
