@@ -127,29 +127,40 @@ void onebitAdam(float *p, const float *g, float *m, float *v, const float *compr
   const float oneMinusB1 = float(1.0 - double(beta1)), oneMinusB2 = float(1.0 - double(beta2));
   const float negLr = -lr;
   const bool warmup = phase == OneBitPhase::Warmup;
-  parallelFor(n, kGrain / 4, [&](int64_t b, int64_t e) {
+  // One loop per case, without branches inside (so the compiler vectorizes).
+  auto update = [&](float *__restrict pp, const float *__restrict mm,
+                    const float *__restrict vv, int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
-      float mi;
-      if (!warmup && compressed) {
-        mi = compressed[i];
-      } else {
-        const float scaled = m[i] * beta1, step = oneMinusB1 * g[i];
-        mi = scaled + step;
+      const float root = std::sqrt(vv[i]), denom = root + eps;
+      float u = mm[i] / denom;
+      if (weightDecay > 0) { // loop-invariant: unswitched
+        const float decay = weightDecay * pp[i];
+        u = u + decay;
       }
-      m[i] = mi;
-      if (warmup) {
-        const float scaled = v[i] * beta2, term = oneMinusB2 * g[i] * g[i];
-        v[i] = scaled + term;
-      }
-      const float root = std::sqrt(v[i]), denom = root + eps;
-      float update = mi / denom;
-      if (weightDecay > 0) {
-        const float decay = weightDecay * p[i];
-        update = update + decay;
-      }
-      const float delta = negLr * update;
-      p[i] = p[i] + delta;
+      const float delta = negLr * u;
+      pp[i] = pp[i] + delta;
     }
+  };
+  parallelFor(n, kGrain / 4, [&](int64_t b, int64_t e) {
+    float *__restrict mm = m;
+    float *__restrict vv = v;
+    if (warmup) {
+      for (int64_t i = b; i < e; ++i) {
+        const float scaled = mm[i] * beta1, step = oneMinusB1 * g[i];
+        mm[i] = scaled + step;
+        const float scaled2 = vv[i] * beta2, term = oneMinusB2 * g[i] * g[i];
+        vv[i] = scaled2 + term;
+      }
+    } else if (compressed) {
+      for (int64_t i = b; i < e; ++i)
+        mm[i] = compressed[i];
+    } else {
+      for (int64_t i = b; i < e; ++i) {
+        const float scaled = mm[i] * beta1, step = oneMinusB1 * g[i];
+        mm[i] = scaled + step;
+      }
+    }
+    update(p, m, v, b, e);
   });
 }
 

@@ -233,6 +233,57 @@ TEST(Optim, LionMatchesFusedLion) {
   EXPECT_EQ(p, 1.5f);
 }
 
+// DeepSpeed's OnebitAdam (edaa722 runtime/fp16/onebit/adam.py) against a
+// float64 transcription, through its phases: Init changes nothing; Warmup
+// is Adam without bias correction; Compressed takes the given momentum (or,
+// without one, b1 m + (1-b1) g) and leaves v frozen; both then p -= lr (m /
+// (sqrt(v) + eps) + wd p).
+TEST(Optim, OneBitAdamMatchesOnebitAdam) {
+  for (float wd : {0.0f, 0.01f})
+    for (int64_t n : {7, 100003}) {
+      auto p = uniform(n, 3100), m0 = uniform(n, 3101, 0.0f, 0.1f), v0 = uniform(n, 3102, 0.01f, 0.1f);
+      std::vector<float> m = m0, v = v0;
+      auto pd = toDouble(p), md = toDouble(m0), vd = toDouble(v0);
+      const float lr = 1e-3f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
+      auto before = p;
+      auto g = uniform(n, 3110);
+      onebitAdam(p.data(), g.data(), m.data(), v.data(), nullptr, n, lr, b1, b2, eps, wd,
+                 OneBitPhase::Init);
+      EXPECT_EQ(p, before);
+      EXPECT_EQ(m, m0);
+      auto step = [&](OneBitPhase phase, const std::vector<float> &c) {
+        for (int64_t i = 0; i < n; ++i) {
+          if (phase == OneBitPhase::Warmup) {
+            md[i] = b1 * md[i] + (1 - double(b1)) * g[i];
+            vd[i] = b2 * vd[i] + (1 - double(b2)) * double(g[i]) * g[i];
+          } else {
+            md[i] = c.empty() ? b1 * md[i] + (1 - double(b1)) * g[i] : double(c[i]);
+          }
+          pd[i] -= lr * (md[i] / (std::sqrt(vd[i]) + eps) + wd * pd[i]);
+        }
+      };
+      for (int t = 2; t <= 4; ++t) {
+        g = uniform(n, 3110 + t);
+        onebitAdam(p.data(), g.data(), m.data(), v.data(), nullptr, n, lr, b1, b2, eps, wd,
+                   OneBitPhase::Warmup);
+        step(OneBitPhase::Warmup, {});
+      }
+      auto frozen = v;
+      g = uniform(n, 3120);
+      onebitAdam(p.data(), g.data(), m.data(), v.data(), nullptr, n, lr, b1, b2, eps, wd,
+                 OneBitPhase::Compressed);
+      step(OneBitPhase::Compressed, {});
+      auto c = uniform(n, 3121, -0.05f, 0.05f);
+      onebitAdam(p.data(), g.data(), m.data(), v.data(), c.data(), n, lr, b1, b2, eps, wd,
+                 OneBitPhase::Compressed);
+      step(OneBitPhase::Compressed, c);
+      EXPECT_EQ(v, frozen) << "v is frozen once compressed";
+      EXPECT_EQ(m, c) << "the compressed momentum replaces m";
+      EXPECT_TRUE(near(p, pd, 1e-6, 1e-7)) << "wd " << wd << ", n " << n;
+      EXPECT_TRUE(near(v, vd, 1e-6, 1e-9));
+    }
+}
+
 // Adagrad against float64 torch.optim.Adagrad (_single_tensor_adagrad):
 // g += wd p; sum += g^2; p -= lr / (1 + (t-1) lr_decay) * g / (sqrt(sum) +
 // eps). Tolerance over 5 steps: relative 1e-5, absolute 1e-6.
