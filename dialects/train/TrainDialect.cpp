@@ -193,13 +193,14 @@ SmallVector<OpOperand *> OneBitAdamOp::getOptStates() {
   return {&getExpAvgMutable(), &getExpAvgSqMutable()};
 }
 
+static LogicalResult verifyLambRates(Operation *op, double beta1, double beta2, double eps,
+                                     double weightDecay);
+
 LogicalResult OneBitAdamOp::verify() {
-  if (failed(checkRate(*this, "beta1", getBeta1().convertToDouble(), 0.0, 1.0)) ||
-      failed(checkRate(*this, "beta2", getBeta2().convertToDouble(), 0.0, 1.0)) ||
-      failed(checkRate(*this, "weight_decay", getWeightDecay().convertToDouble(), 0.0, 1e30)))
+  // Adam's rates, checked as LAMB's are.
+  if (failed(verifyLambRates(*this, getBeta1().convertToDouble(), getBeta2().convertToDouble(),
+                             getEps().convertToDouble(), getWeightDecay().convertToDouble())))
     return failure();
-  if (!(getEps().convertToDouble() > 0.0))
-    return emitOpError("eps must be positive");
   if (getFreezeStepAttr().getInt() < 0)
     return emitOpError("freeze_step must be non-negative, got ") << getFreezeStepAttr().getInt();
   if (getStepOffset() != 0 && getStepOffset() != 1)

@@ -126,6 +126,16 @@ void copyErrorIn(const Instr &i, size_t errorIn, size_t errorOut) {
     std::memcpy(i.out[errorOut]->data, i.in[errorIn]->data, i.in[errorIn]->bytes());
 }
 uint8_t *bytesOf(const Tensor *t) { return static_cast<uint8_t *>(t->data); }
+/// Adam's floats (beta1, beta2, eps, weight_decay), as train.adam and
+/// train.onebit_adam verify them.
+void checkAdamRates(const Instr &i, const Check &c) {
+  c.floatIn(0, "beta1", 0, 1);
+  c.floatIn(1, "beta2", 0, 1);
+  c.floatIn(2, "eps", 0, INFINITY);
+  if (i.floats[2] == 0)
+    c.fail("eps must be positive");
+  c.floatIn(3, "weight_decay", 0, 1e30);
+}
 } // namespace
 
 void addTrainOps(OpTable &t) {
@@ -253,13 +263,7 @@ void addTrainOps(OpTable &t) {
       c.floats({i.in[0], i.in[1], i.in[2], i.in[3], i.out[0], i.out[1], i.out[2]});
       c.scalar(i.in[4], plan::F32, "lr");
       c.scalar(i.in[5], plan::I64, "step");
-      // What train.adam's verifier accepts.
-      c.floatIn(0, "beta1", 0, 1);
-      c.floatIn(1, "beta2", 0, 1);
-      c.floatIn(2, "eps", 0, INFINITY);
-      if (i.floats[2] == 0)
-        c.fail("eps must be positive");
-      c.floatIn(3, "weight_decay", 0, 1e30);
+      checkAdamRates(i, c); // what train.adam's verifier accepts
       c.flag(0, "decoupled");
       c.flag(1, "bias_correction");
       updateInPlace(i, c, 2);
@@ -287,13 +291,7 @@ void addTrainOps(OpTable &t) {
         c.floats({i.in[6]});
         c.sameShape(i.in[0], i.in[6]);
       }
-      // What train.onebit_adam's verifier accepts.
-      c.floatIn(0, "beta1", 0, 1);
-      c.floatIn(1, "beta2", 0, 1);
-      c.floatIn(2, "eps", 0, INFINITY);
-      if (i.floats[2] == 0)
-        c.fail("eps must be positive");
-      c.floatIn(3, "weight_decay", 0, 1e30);
+      checkAdamRates(i, c); // what train.onebit_adam's verifier accepts
       if (i.ints[0] < 0)
         c.fail("freeze_step must be non-negative, is " + std::to_string(i.ints[0]));
       if (i.ints[1] != 0 && i.ints[1] != 1)
