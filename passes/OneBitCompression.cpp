@@ -21,6 +21,17 @@
 //    sliced back. The worker (Np) and server (Np/W) errors are optimizer
 //    states: arguments and results, updated in place.
 //
+// Under bf16 / fp16 (the module's train.precision) DeepSpeed wraps the
+// optimizer in FP16_Optimizer (edaa722 runtime/fp16/fused_optimizer.py),
+// which hands OnebitAdam ONE flat fp32 tensor of every parameter: the
+// momenta are compressed as one concatenation (one scale per worker and
+// server, padded once, one error pair named fp32_flat_group/...), and the
+// wrapper clips by each rank's LOCAL norm (get_flattened_grad_norm reduces
+// over model parallelism only) while the overflow flag is MAX-reduced over
+// the world once the gradient all-reduce is off (utils.py CheckOverflow):
+// here the local sum of squares plus 0 x the all-reduced sum, which is NaN
+// on every rank when any rank's is not finite.
+//
 //===----------------------------------------------------------------------===//
 #include "passes/DistUtils.h"
 #include "passes/Passes.h"
@@ -56,6 +67,20 @@ auto gated(OpBuilder &b, Location loc, DenseI64ArrayAttr steps, F &&build) {
   return result;
 }
 
+/// The name DeepSpeed's fp16 / bf16 wrapper's one flat tensor gets for its
+/// errors (FP16_Optimizer's fp32_groups_flat[0]).
+constexpr const char *kFlatGroup = "fp32_flat_group";
+
+/// What one 1-bit all-reduce compresses: one parameter's momentum (fp32),
+/// or every parameter's, concatenated in order (bf16 / fp16).
+struct Group {
+  SmallVector<train::OneBitAdamOp> updates;
+  int64_t n = 0;  // elements
+  int64_t np = 0; // padded to a multiple of W lcm(W, 8)
+  std::string name;
+  Value workerError = {}, serverError = {};
+};
+
 struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
   using Base::Base;
 
@@ -75,6 +100,8 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
     auto updates = llvm::to_vector(fn.getBody().front().getOps<train::OneBitAdamOp>());
     if (updates.empty())
       return success();
+    // bf16 / fp16: DeepSpeed's wrapper's one flat tensor (see the header).
+    const bool flat = getOperation()->hasAttr(TrainDialect::kPrecision);
     train::OneBitAdamOp first = updates.front();
     for (train::OneBitAdamOp u : updates) {
       if (u.getCompressed())
@@ -128,37 +155,57 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
     Location loc = clip.getLoc();
     b.setInsertionPoint(clip);
     Value sumSq = distutil::sumOfSquares(b, loc, clip.getGrads());
-    Value norm = nn::SqrtOp::create(b, loc, sumSq.getType(), sumSq);
-    Value mean = gated(b, loc, compressed, [&] {
-      return distutil::allReduce(b, loc, norm, group, dist::ReduceKind::avg);
-    });
-    Value squared = nn::MulOp::create(b, loc, mean, mean);
+    Value clipSumSq;
+    if (flat) {
+      // FP16_Optimizer: each rank's own norm, the overflow agreed.
+      Value total = gated(b, loc, compressed, [&] {
+        return distutil::allReduce(b, loc, sumSq, group, dist::ReduceKind::sum);
+      });
+      Value zero = arith::ConstantOp::create(
+          b, loc, DenseElementsAttr::get(cast<ShapedType>(sumSq.getType()), b.getF32FloatAttr(0)));
+      Value flag = nn::MulOp::create(b, loc, total, zero);
+      clipSumSq = nn::AddOp::create(b, loc, sumSq, flag);
+    } else {
+      Value norm = nn::SqrtOp::create(b, loc, sumSq.getType(), sumSq);
+      Value mean = gated(b, loc, compressed, [&] {
+        return distutil::allReduce(b, loc, norm, group, dist::ReduceKind::avg);
+      });
+      clipSumSq = nn::MulOp::create(b, loc, mean, mean);
+    }
     auto newClip = train::ClipGradNormOp::create(b, loc, clip->getResultTypes(), clip.getGrads(),
-                                                 squared, clip.getLossScale(),
+                                                 clipSumSq, clip.getLossScale(),
                                                  clip.getMaxNormAttr());
     clip.replaceAllUsesWith(newClip);
     clip.erase();
 
-    // 3. Each momentum's compressed all-reduce, and its error states.
-    SmallVector<Type> errorTypes;
-    SmallVector<DictionaryAttr> errorAttrs;
-    SmallVector<int64_t> sizes; // Np per update
-    int64_t w = dp, lcm = std::lcm<int64_t>(w, 8);
+    // 3. Each compressed tensor's all-reduce (one per parameter in fp32,
+    // one of them all under bf16 / fp16), and its error states.
+    SmallVector<Group> groups;
+    if (flat)
+      groups.push_back(Group{updates, 0, 0, kFlatGroup});
     for (train::OneBitAdamOp u : updates) {
-      int64_t n = cast<RankedTensorType>(u.getParam().getType()).getNumElements();
-      int64_t unit = w * lcm, np = std::max<int64_t>(unit, (n + unit - 1) / unit * unit);
-      sizes.push_back(np);
       StringAttr name = paramName(fn, u);
       if (!name)
         return u.emitOpError("onebit-compression: the parameter is not a train.param argument");
+      if (!flat)
+        groups.push_back(Group{{u}, 0, 0, name.str()});
+    }
+    SmallVector<Type> errorTypes;
+    SmallVector<DictionaryAttr> errorAttrs;
+    int64_t w = dp, lcm = std::lcm<int64_t>(w, 8);
+    for (Group &g : groups) {
+      for (train::OneBitAdamOp u : g.updates)
+        g.n += cast<RankedTensorType>(u.getParam().getType()).getNumElements();
+      int64_t unit = w * lcm;
+      g.np = std::max<int64_t>(unit, (g.n + unit - 1) / unit * unit);
       // Each rank's own errors: checkpoints keep them as the ranks' chunks
       // of one tensor of W x len (dist.shard_of), so a resume on as many
       // ranks restores every rank's.
-      for (auto [state, len] : {std::pair{"worker_error", np}, std::pair{"server_error", np / w}}) {
+      for (auto [state, len] :
+           {std::pair{"worker_error", g.np}, std::pair{"server_error", g.np / w}}) {
         errorTypes.push_back(RankedTensorType::get({len}, b.getF32Type()));
         errorAttrs.push_back(b.getDictionaryAttr(
-            {b.getNamedAttr(TrainDialect::kOptState,
-                            b.getStringAttr(name.getValue() + "/" + state)),
+            {b.getNamedAttr(TrainDialect::kOptState, b.getStringAttr(g.name + "/" + state)),
              b.getNamedAttr(distutil::kShardOf, b.getDenseI64ArrayAttr({w * len}))}));
       }
     }
@@ -168,20 +215,13 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
     if (failed(fn.insertArguments(at, errorTypes, errorAttrs, locs)))
       return failure();
 
-    // Stage by stage over every parameter (all compressions, then the
-    // exchanges, the servers, the gathers, the expansions), so that
-    // comm-fusion can bucket each exchange of all parameters into one.
-    SmallVector<Value> workerErrors, serverErrors;
-    for (size_t k = 0; k < updates.size(); ++k) {
-      workerErrors.push_back(fn.getArgument(firstError + 2 * k));
-      serverErrors.push_back(fn.getArgument(firstError + 2 * k + 1));
+    for (auto [k, g] : llvm::enumerate(groups)) {
+      g.workerError = fn.getArgument(firstError + 2 * k);
+      g.serverError = fn.getArgument(firstError + 2 * k + 1);
     }
     SmallVector<Value> newErrors;
     b.setInsertionPoint(updates.front());
-    SmallVector<Value> momenta =
-        compressAll(b, updates, sizes, workerErrors, serverErrors, group, compressed, newErrors);
-    for (auto [u, m] : llvm::zip_equal(updates, momenta))
-      u.getCompressedMutable().assign(m);
+    compressAll(b, groups, group, compressed, newErrors);
 
     // The new errors are results, written where the next step reads them.
     auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
@@ -212,16 +252,16 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
     return fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), TrainDialect::kParam);
   }
 
-  /// The compressed momenta of `updates`; appends the new worker and
-  /// server errors of each, in order, to `newErrors`.
-  SmallVector<Value> compressAll(OpBuilder &b, MutableArrayRef<train::OneBitAdamOp> updates,
-                                 ArrayRef<int64_t> sizes, ArrayRef<Value> workerErrors,
-                                 ArrayRef<Value> serverErrors, dist::GroupAttr group,
-                                 DenseI64ArrayAttr steps, SmallVector<Value> &newErrors) {
-    Location loc = updates.front().getLoc();
+  /// Compresses each group's momenta b1 m + (1-b1) g (concatenated,
+  /// padded to np), gives every update its share of the result as its
+  /// `compressed` operand, and appends each group's new worker and server
+  /// errors, in order, to `newErrors`.
+  void compressAll(OpBuilder &b, MutableArrayRef<Group> groups, dist::GroupAttr group,
+                   DenseI64ArrayAttr steps, SmallVector<Value> &newErrors) {
+    Location loc = groups.front().updates.front().getLoc();
     int64_t w = group.getSize();
     auto scalar = RankedTensorType::get({}, b.getF32Type());
-    double beta1 = updates.front().getBeta1().convertToDouble();
+    double beta1 = groups.front().updates.front().getBeta1().convertToDouble();
     // DeepSpeed's m.mul_(b1).add_(g, alpha=1-b1): both factors rounded to float.
     Value b1 = arith::ConstantOp::create(
         b, loc, DenseElementsAttr::get(scalar, b.getF32FloatAttr(float(beta1))));
@@ -229,57 +269,65 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
         b, loc, DenseElementsAttr::get(scalar, b.getF32FloatAttr(float(1.0 - beta1))));
     auto i8 = [&](int64_t len) { return RankedTensorType::get({len}, b.getI8Type()); };
     auto f32 = [&](int64_t len) { return RankedTensorType::get({len}, b.getF32Type()); };
-    auto numel = [](train::OneBitAdamOp u) {
-      return cast<RankedTensorType>(u.getParam().getType()).getNumElements();
+    auto slice = [&](Value v, int64_t from, int64_t len) {
+      return nn::SliceOp::create(b, loc, f32(len), v, b.getDenseI64ArrayAttr({from}),
+                                 b.getDenseI64ArrayAttr({from + len}),
+                                 b.getDenseI64ArrayAttr({1}));
     };
-    return gated(b, loc, steps, [&] {
-      size_t count = updates.size();
+    gated(b, loc, steps, [&] {
+      // Stage by stage over every group (all compressions, then the
+      // exchanges, the servers, the gathers, the expansions), so that
+      // comm-fusion can bucket each exchange of all groups into one.
       SmallVector<train::OneBitCompressOp> workers;
-      for (auto [u, np] : llvm::zip_equal(updates, sizes)) {
-        Value scaled = nn::MulOp::create(b, loc, u.getExpAvg(), b1);
-        Value step = nn::MulOp::create(b, loc, u.getGrad(), oneMinusB1);
-        Value m = nn::AddOp::create(b, loc, scaled, step);
-        Value flat = distutil::flatten(b, loc, m);
-        int64_t n = numel(u);
-        if (np != n) // zeros after the momentum, as DeepSpeed's torch.cat
-          flat = nn::SliceGradOp::create(b, loc, f32(np), flat, b.getDenseI64ArrayAttr({0}),
-                                         b.getDenseI64ArrayAttr({n}),
+      for (Group &g : groups) {
+        SmallVector<Value> parts;
+        for (train::OneBitAdamOp u : g.updates) {
+          Value scaled = nn::MulOp::create(b, loc, u.getExpAvg(), b1);
+          Value step = nn::MulOp::create(b, loc, u.getGrad(), oneMinusB1);
+          parts.push_back(
+              distutil::flatten(b, loc, nn::AddOp::create(b, loc, scaled, step)));
+        }
+        Value flat = parts.size() == 1
+                         ? parts[0]
+                         : nn::ConcatOp::create(b, loc, parts, b.getI64IntegerAttr(0));
+        if (g.np != g.n) // zeros after the momenta, as DeepSpeed's torch.cat
+          flat = nn::SliceGradOp::create(b, loc, f32(g.np), flat, b.getDenseI64ArrayAttr({0}),
+                                         b.getDenseI64ArrayAttr({g.n}),
                                          b.getDenseI64ArrayAttr({1}));
-        workers.push_back(
-            train::OneBitCompressOp::create(b, loc, flat, workerErrors[workers.size()]));
+        workers.push_back(train::OneBitCompressOp::create(b, loc, flat, g.workerError));
       }
       SmallVector<Value> bits, scales;
-      for (auto [worker, np] : llvm::zip_equal(workers, sizes))
+      for (auto [worker, g] : llvm::zip_equal(workers, groups))
         bits.push_back(distutil::startAndWait<dist::AllToAllOp>(
-            b, loc, TypeRange{i8(np / 8)}, worker.getBits(), group)[0]);
+            b, loc, TypeRange{i8(g.np / 8)}, worker.getBits(), group)[0]);
       for (train::OneBitCompressOp worker : workers)
         scales.push_back(distutil::startAndWait<dist::AllGatherOp>(
             b, loc, TypeRange{f32(w)}, worker.getScale(), group)[0]);
       SmallVector<train::OneBitServerOp> servers;
-      for (size_t k = 0; k < count; ++k)
+      for (auto [k, g] : llvm::enumerate(groups))
         servers.push_back(
-            train::OneBitServerOp::create(b, loc, bits[k], scales[k], serverErrors[k]));
+            train::OneBitServerOp::create(b, loc, bits[k], scales[k], g.serverError));
       SmallVector<Value> allBits, allScales;
-      for (auto [server, np] : llvm::zip_equal(servers, sizes))
+      for (auto [server, g] : llvm::zip_equal(servers, groups))
         allBits.push_back(distutil::startAndWait<dist::AllGatherOp>(
-            b, loc, TypeRange{i8(np / 8)}, server.getBitsOut(), group)[0]);
+            b, loc, TypeRange{i8(g.np / 8)}, server.getBitsOut(), group)[0]);
       for (train::OneBitServerOp server : servers)
         allScales.push_back(distutil::startAndWait<dist::AllGatherOp>(
             b, loc, TypeRange{f32(w)}, server.getScaleOut(), group)[0]);
-      SmallVector<Value> momenta;
-      for (size_t k = 0; k < count; ++k) {
-        int64_t np = sizes[k], n = numel(updates[k]);
+      for (auto [k, g] : llvm::enumerate(groups)) {
         Value expanded =
-            train::OneBitExpandOp::create(b, loc, f32(np), allBits[k], allScales[k]);
-        if (np != n)
-          expanded = nn::SliceOp::create(b, loc, f32(n), expanded, b.getDenseI64ArrayAttr({0}),
-                                         b.getDenseI64ArrayAttr({n}),
-                                         b.getDenseI64ArrayAttr({1}));
-        auto type = cast<RankedTensorType>(updates[k].getParam().getType());
-        momenta.push_back(distutil::reshape(b, loc, expanded, type.getShape()));
+            train::OneBitExpandOp::create(b, loc, f32(g.np), allBits[k], allScales[k]);
+        int64_t at = 0;
+        for (train::OneBitAdamOp u : g.updates) {
+          auto type = cast<RankedTensorType>(u.getParam().getType());
+          int64_t n = type.getNumElements();
+          Value mine = n == g.np ? expanded : slice(expanded, at, n);
+          u.getCompressedMutable().assign(distutil::reshape(b, loc, mine, type.getShape()));
+          at += n;
+        }
         newErrors.append({workers[k].getNewError(), servers[k].getNewError()});
       }
-      return momenta;
+      return success();
     });
   }
 };

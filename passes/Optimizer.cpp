@@ -38,22 +38,17 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
         return signalPassFailure();
   }
 
-  /// What OnebitAdam composes with so far: fp32 (DeepSpeed's fp16 / bf16
-  /// wrapper compresses one flat tensor per parameter group and agrees on
-  /// overflow differently: not built yet), data parallelism without ZeRO
-  /// (the ZeRO refusal is the config's: unsound), no pipeline and no
-  /// tensor parallelism (not built yet).
+  /// What OnebitAdam composes with so far: fp32, bf16 and fp16 (DeepSpeed's
+  /// wrapper: onebit-compression's one flat tensor), data parallelism
+  /// without ZeRO (the ZeRO refusal is the config's: unsound), no pipeline
+  /// and no tensor parallelism (not built yet).
   LogicalResult checkOneBitLayout() {
     ModuleOp module = getOperation();
     auto refuse = [&](const Twine &what) {
       return module.emitError("optimizer: OneBitAdam with ")
-             << what << " is not built yet; dsc's 1-bit Adam runs fp32 data parallelism "
+             << what << " is not built yet; dsc's 1-bit Adam runs data parallelism "
                         "(ZeRO stage 0), with gradient accumulation, clipping and lr schedules";
     };
-    if (auto p = module->getAttrOfType<StringAttr>(TrainDialect::kPrecision))
-      return refuse(p.getValue() + " (bf16.enabled / fp16.enabled or --precision): under them "
-                    "DeepSpeed's wrapper compresses one flat tensor of every parameter and "
-                    "agrees on fp16 overflow over the world; use fp32");
     if (auto pp = module->getAttrOfType<IntegerAttr>(distutil::kPp); pp && pp.getInt() > 1)
       return refuse("a pipeline (pp " + Twine(pp.getInt()) + ")");
     if (auto tp = module->getAttrOfType<IntegerAttr>("dist.tp"); tp && tp.getInt() > 1)
@@ -206,11 +201,15 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
       if (kind == OptimizerKind::OneBitAdam) {
         // One rank: no compression (DeepSpeed calls compressed_allreduce
         // only when size > 1); onebit-compression adds it for dp > 1.
+        // Under bf16 / fp16 DeepSpeed's wrapper (FP16_Optimizer) spends
+        // the initialising call at construction, with zero gradients: the
+        // first training step is call 2.
+        const bool wrapped = fn->getParentOfType<ModuleOp>()->hasAttr(TrainDialect::kPrecision);
         update = train::OneBitAdamOp::create(
             b, loc, t, t, t, p, grads[i], u.states[0], u.states[1], lrValue, step, Value(),
             b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
             b.getF64FloatAttr(weightDecay), b.getI64IntegerAttr(freezeStep),
-            b.getI64IntegerAttr(0));
+            b.getI64IntegerAttr(wrapped ? 1 : 0));
       } else if (kind == OptimizerKind::Lion) {
         update = train::LionOp::create(b, loc, t, t, p, grads[i], u.states[0], lrValue,
                                        b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),

@@ -312,7 +312,12 @@ def OneBitCompression : Pass<"onebit-compression", "mlir::ModuleOp"> {
     error, `dist.all_gather` of the servers' signs and scales,
     `train.onebit_expand`, sliced back; all of them in the compressed steps
     only. The worker and server errors become `train.opt_state` arguments
-    and results (`NAME/worker_error`, `NAME/server_error`).
+    and results (`NAME/worker_error`, `NAME/server_error`). Under bf16 /
+    fp16 (the module's `train.precision`: DeepSpeed's FP16_Optimizer
+    wrapper) the momenta are compressed as one flat concatenation
+    (`fp32_flat_group/...` errors), and the clipping norm is each rank's
+    own, its sum of squares plus 0 x the all-reduced sum so that every
+    rank sees any rank's overflow.
   }];
   let options = [
     Option<"dp", "dp", "int64_t", "2", "data-parallel ranks (at least 2)">,

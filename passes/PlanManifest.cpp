@@ -637,18 +637,33 @@ void writeOptimizer(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
     if (i.op() != "train.onebit_adam" || i.ints_size() < 2)
       continue;
     int64_t last = std::max<int64_t>(i.ints(0), 2) - i.ints(1);
-    int64_t compressions = 0, errorBytes = 0;
-    for (const plan::Instr &c : p.program().epilogue())
+    int64_t compressions = 0, updates = 0, errorBytes = 0;
+    bool flat = false; // bf16 / fp16: DeepSpeed's wrapper's one flat tensor
+    for (const plan::Instr &c : p.program().epilogue()) {
       compressions += c.op() == "train.onebit_compress";
-    for (const plan::Buffer &b : p.buffers())
-      if (b.role() == plan::OPT_STATE && (llvm::StringRef(b.name()).ends_with("/worker_error") ||
-                                          llvm::StringRef(b.name()).ends_with("/server_error")))
+      updates += c.op() == "train.onebit_adam";
+    }
+    for (const plan::Buffer &b : p.buffers()) {
+      llvm::StringRef name = b.name();
+      if (b.role() == plan::OPT_STATE &&
+          (name.ends_with("/worker_error") || name.ends_with("/server_error"))) {
         errorBytes += 4 * numel(b.shape());
+        flat |= name.starts_with("fp32_flat_group/");
+      }
+    }
     os << "1-bit Adam:       steps 1-" << last
-       << " warm-up (Adam without bias correction on the averaged gradients; DeepSpeed's "
-          "first call only initialises), steps "
-       << last + 1 << " on compressed: ";
-    if (compressions)
+       << " warm-up (Adam without bias correction on the averaged gradients; "
+       << (i.ints(1) ? "DeepSpeed's bf16/fp16 wrapper made the first, initialising call at "
+                       "construction"
+                     : "DeepSpeed's first call only initialises")
+       << "), steps " << last + 1 << " on compressed: ";
+    if (compressions && flat)
+      os << "the " << updates << " momenta as one flat tensor (DeepSpeed's bf16/fp16 "
+         << "wrapper's) through the 1-bit error-compensated all-reduce (worker and server "
+         << "errors " << errorBytes << " bytes), v frozen, the gradients not all-reduced, "
+         << "clipping by each rank's own norm, a non-finite norm on any rank seen by "
+            "every rank (fp16 skips the step everywhere)\n";
+    else if (compressions)
       os << compressions << " momenta through the 1-bit error-compensated all-reduce (worker "
          << "and server errors " << errorBytes << " bytes), v frozen, the gradients not "
          << "all-reduced, clipping by the mean of the ranks' local norms\n";

@@ -153,8 +153,13 @@ void addTrainOps(OpTable &t) {
         c.fail("bits must hold one byte per 8 of the " + std::to_string(i.in[0]->numel) +
                " elements, has " + std::to_string(i.out[0]->numel));
       errorInPlaceOrApart(i, c, 1, 2);
-      i.run = [](const Instr &i, Context &) {
+      i.run = [](const Instr &i, Context &ctx) {
         copyErrorIn(i, 1, 2);
+        // fp16: a skipped step leaves the errors as they were (DeepSpeed
+        // does not call the optimizer); the ranks agree on the skip, so the
+        // exchanges still pair up, and what they carry is not read.
+        if (ctx.overflow)
+          return;
         *i.out[1]->f32() = cpu::onebitCompress(i.in[0]->f32(), i.out[2]->f32(),
                                                i.in[0]->numel, bytesOf(i.out[0]));
       };
@@ -174,8 +179,10 @@ void addTrainOps(OpTable &t) {
                " bytes and bits out " + std::to_string(n / 8) + "; they hold " +
                std::to_string(i.in[0]->numel) + " and " + std::to_string(i.out[0]->numel));
       errorInPlaceOrApart(i, c, 2, 2);
-      i.run = [](const Instr &i, Context &) {
+      i.run = [](const Instr &i, Context &ctx) {
         copyErrorIn(i, 2, 2);
+        if (ctx.overflow) // fp16: a skipped step (see train.onebit_compress)
+          return;
         *i.out[1]->f32() =
             cpu::onebitServer(bytesOf(i.in[0]), i.in[1]->f32(), int(i.in[1]->numel),
                               i.out[2]->f32(), i.in[2]->numel, bytesOf(i.out[0]));

@@ -147,10 +147,10 @@ def compressed_allreduce(xs, worker_errors, server_error_chunks):
 
 class OnebitAdamRule:
     """DeepSpeed's OnebitAdam (edaa722 runtime/fp16/onebit/adam.py:112-256) on
-    W simulated data-parallel workers, fp32 (no wrapper: the first call only
-    initialises). step(worker_grads) takes each parameter's local gradients,
-    one per worker, already clipped; the engine's part (the average of the
-    gradients in the warm-up, none after it) is the caller's. Per parameter:
+    W simulated data-parallel workers. step(worker_grads) takes each
+    parameter's local gradients, one per worker, already clipped; the
+    engine's part (the average of the gradients in the warm-up, none after
+    it) is the caller's. Per parameter:
 
         t = 1:              nothing (state allocated)
         1 < t <= freeze_step (at least 2): m = b1 m + (1-b1) g, v = b2 v + (1-b2) g^2,
@@ -158,25 +158,39 @@ class OnebitAdamRule:
         t > that:           m = C(b1 m + (1-b1) g_w) over the workers (1-bit,
                             error-compensated, padded to a multiple of W lcm(W, 8)); v frozen
         then (t > 1):       p -= lr (m / (sqrt(v) + eps) + wd p)
+
+    fp32 (wrapped=False): no wrapper, the first training step is the
+    initialising call t = 1, and each parameter is its own tensor.
+    bf16 / fp16 (wrapped=True): FP16_Optimizer (runtime/fp16/fused_optimizer.py)
+    made the initialising call at construction with zero gradients (the first
+    training step is t = 2), and hands OnebitAdam one flat fp32 tensor of
+    every parameter in order: C compresses their concatenation, with one
+    scale per worker and server and one pair of errors.
     """
 
     def __init__(self, params, workers, lr=1e-3, freeze_step=100000, betas=(0.9, 0.999),
-                 eps=1e-8, weight_decay=0.0):
+                 eps=1e-8, weight_decay=0.0, wrapped=False):
         self.params = list(params)
         self.workers = workers
+        self.wrapped = wrapped
         self.defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
         self.param_groups = [dict(self.defaults, params=self.params)]
         self.freeze_step = freeze_step
-        self.t = 0
+        self.t = 1 if wrapped else 0
         w = workers
         unit = w * (w * 8 // math.gcd(w, 8))
-        self.state = []
-        for p in self.params:
-            n = p.numel()
+
+        def errors(n):
             np_ = max(unit, -(-n // unit) * unit)
-            self.state.append(dict(exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p),
-                                   worker_error=[torch.zeros(np_) for _ in range(w)],
-                                   server_error=[torch.zeros(np_ // w) for _ in range(w)]))
+            return ([torch.zeros(np_) for _ in range(w)],
+                    [torch.zeros(np_ // w) for _ in range(w)])
+        self.state = [dict(exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
+                      for p in self.params]
+        if wrapped:
+            self.flat_errors = errors(sum(p.numel() for p in self.params))
+        else:
+            for st, p in zip(self.state, self.params):
+                st["worker_error"], st["server_error"] = errors(p.numel())
 
     def compressed_phase(self, t):
         return t > max(self.freeze_step, 2)
@@ -190,20 +204,32 @@ class OnebitAdamRule:
         group = self.param_groups[0]
         b1, b2 = group["betas"]
         lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+        compressed = self.compressed_phase(t)
+        if compressed:
+            local = [[st["exp_avg"] * b1 + g * (1 - b1) for st, g in zip(self.state, gs)]
+                     for gs in worker_grads]
+            if self.workers == 1:  # DeepSpeed compresses only with several ranks
+                new_m = local[0]
+            elif self.wrapped:  # one flat tensor
+                flat = compressed_allreduce([torch.cat([x.flatten() for x in xs]) for xs in local],
+                                            *self.flat_errors)
+                new_m, at = [], 0
+                for p in self.params:
+                    new_m.append(flat[at:at + p.numel()].reshape(p.shape))
+                    at += p.numel()
+            else:
+                new_m = [compressed_allreduce([xs[k] for xs in local], st["worker_error"],
+                                              st["server_error"])
+                         for k, st in enumerate(self.state)]
         for k, p in enumerate(self.params):
             st = self.state[k]
             m, v = st["exp_avg"], st["exp_avg_sq"]
-            grads = [wg[k] for wg in worker_grads]
-            if not self.compressed_phase(t):
-                g = grads[0]  # the workers hold the same averaged gradient
+            if not compressed:
+                g = worker_grads[0][k]  # the workers hold the same averaged gradient
                 m.mul_(b1).add_(g, alpha=1 - b1)
                 v.mul_(b2).addcmul_(g, g, value=1 - b2)
             else:
-                local = [m * b1 + g * (1 - b1) for g in grads]
-                if self.workers > 1:  # DeepSpeed compresses only with several ranks
-                    m.copy_(compressed_allreduce(local, st["worker_error"], st["server_error"]))
-                else:
-                    m.copy_(local[0])
+                m.copy_(new_m[k])
             update = m / (v.sqrt() + eps)
             if wd > 0:
                 update += wd * p

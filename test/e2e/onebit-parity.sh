@@ -28,6 +28,9 @@ mkdir -p "$WORK"
 "$PY" "$REPO/models/gpt.py" "$@" --dropout 0 --batch 4 --dynamic-batch -o "$WORK/model.onnx" \
   > /dev/null 2>&1
 "$PY" "$HERE/make_data.py" --onnx "$WORK/model.onnx" --samples 128 -o "$WORK/data" > /dev/null 2>&1
+# bf16.enabled: the reference trains dsc's bf16 mixed precision.
+PRECISION=$("$PY" -c 'import json, sys; c = json.load(open(sys.argv[1]))
+print("bf16" if (c.get("bf16") or {}).get("enabled") else "fp32")' "$CONFIG")
 failures=0
 for layout in $LAYOUTS; do
   n=${layout#r}
@@ -44,7 +47,7 @@ ref = dict(c, gradient_accumulation_steps=ga * n)
 json.dump(ref, open(sys.argv[3], "w"))
 PYEOF
   if ! "$PY" "$HERE/reference_train.py" --onnx "$WORK/model.onnx" --config "$WORK/$layout.ref.json" \
-         --dp "$n" --data "$WORK/data" --steps "$STEPS" --out "$WORK/$layout.torch" \
+         --precision "$PRECISION" --dp "$n" --data "$WORK/data" --steps "$STEPS" --out "$WORK/$layout.torch" \
          > "$WORK/$layout.torch.log" 2>&1; then
     echo "FAIL $layout: the reference failed"
     cat "$WORK/$layout.torch.log"

@@ -375,9 +375,9 @@ def optimizer_spec(cfg):
         if extra:
             fail("optimizer %s: unknown params %s" % (name, sorted(extra)))
 
-        def make(params, workers):
+        def make(params, workers, wrapped=False):
             import ds_optimizers
-            return ds_optimizers.OnebitAdamRule(params, workers, **p)
+            return ds_optimizers.OnebitAdamRule(params, workers, wrapped=wrapped, **p)
         make.workers = True
         base_lr = p.get("lr", 1e-3)
     else:
@@ -932,8 +932,11 @@ def onebit_engine(opt, local, clip):
     allreduce_gradients, clip_fp32_gradients -> runtime/utils.py
     clip_grad_norm_): in the warm-up the gradients are averaged over the
     workers and clipped by the average's norm; once compressed, each worker
-    keeps its own, clipped by the mean of the workers' local norms. Returns
-    (the norm clipped by, each worker's gradients)."""
+    keeps its own, clipped by the mean of the workers' local norms. Under
+    bf16 / fp16 (opt.wrapped: FP16_Optimizer, runtime/fp16/fused_optimizer.py
+    step -> get_flattened_grad_norm, which reduces over model parallelism
+    only) each worker clips by its own local norm. Returns (the norm clipped
+    by, as rank 0 reports it; each worker's gradients)."""
     import torch
     w = len(local)
     if not opt.compressed_phase(opt.t + 1):
@@ -943,6 +946,11 @@ def onebit_engine(opt, local, clip):
     else:
         norms = [float(torch.linalg.norm(torch.stack([torch.linalg.norm(g) for g in gs])))
                  for gs in local]
+        if getattr(opt, "wrapped", False):
+            if clip > 0:
+                local = [[g * min(1.0, clip / (n + 1e-6)) for g in gs]
+                         for gs, n in zip(local, norms)]
+            return norms[0], local
         norm = sum(norms) / w
     if clip > 0:
         coef = min(1.0, clip / (norm + 1e-6))
@@ -1066,7 +1074,7 @@ def main(argv=None):
     # The 1-bit optimizers see each data-parallel worker's own gradient:
     # micro-batch j is worker j % dp's.
     per_worker = getattr(make_opt, "workers", False)
-    opt = make_opt(params, a.dp) if per_worker else make_opt(params)
+    opt = make_opt(params, a.dp, a.precision != "fp32") if per_worker else make_opt(params)
 
     os.makedirs(a.out, exist_ok=True)
     rows = []

@@ -1,6 +1,7 @@
 // RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=1 --optimizer="type=onebitadam freeze-step=5 clip=1.0" --data-parallel=dp=4 --onebit-compression=dp=4 | FileCheck %s
 // RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=1 --optimizer="type=onebitadam freeze-step=5 clip=1.0" --data-parallel=dp=4 --onebit-compression=dp=4 --comm-fusion | FileCheck %s --check-prefix=FUSED
 // RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=1 --optimizer="type=onebitadam freeze-step=1" | FileCheck %s --check-prefix=ONE
+// RUN: dsc-opt %S/Inputs/dp-mlp.mlir --mixed-precision=dtype=fp16 --autodiff --gradient-accumulation=steps=1 --optimizer="type=onebitadam freeze-step=5 clip=1.0" --data-parallel=dp=4 --onebit-compression=dp=4 | FileCheck %s --check-prefix=FLAT
 // RUN: split-file %s %t
 // RUN: dsc-opt %t/dp1.mlir --onebit-compression=dp=1 -verify-diagnostics
 // RUN: dsc-opt %t/zero.mlir --onebit-compression=dp=2 -verify-diagnostics
@@ -57,6 +58,39 @@
 // FUSED:         dist.all_to_all %{{.*}}, %{{.*}}, %{{.*}} {group = #dist.group<dp, 4>, train.active_steps = array<i64: 6, 0>} : tensor<4xi8>, tensor<4xi8>, tensor<4xi8>
 // FUSED:         dist.all_gather %{{.*}}, %{{.*}}, %{{.*}} {group = #dist.group<dp, 4>, train.active_steps = array<i64: 6, 0>} : tensor<1xf32>, tensor<1xf32>, tensor<1xf32>
 // FUSED:         dist.all_gather %{{.*}}, %{{.*}}, %{{.*}} {group = #dist.group<dp, 4>, train.active_steps = array<i64: 6, 0>} : tensor<1xi8>, tensor<1xi8>, tensor<1xi8>
+
+// Under fp16 / bf16 (the module's train.precision) DeepSpeed's wrapper
+// (FP16_Optimizer) made OnebitAdam's first call at construction
+// (step_offset 1: steps 1-4 are the warm-up, 5 on compressed) and hands it
+// one flat tensor of every parameter: one worker error of 64 (18 + 6 + 30 =
+// 54 padded to a multiple of 32) and one server error of 16.
+// FLAT-LABEL:    func.func @mlp(
+// FLAT-SAME:     %{{.*}}: tensor<64xf32> {dist.shard_of = array<i64: 256>, train.opt_state = "fp32_flat_group/worker_error"}, %{{.*}}: tensor<16xf32> {dist.shard_of = array<i64: 64>, train.opt_state = "fp32_flat_group/server_error"})
+// FLAT:          dist.all_reduce avg %{{.*}} {group = #dist.group<dp, 4>, train.active_steps = array<i64: 1, 4>} : tensor<6x5xf32>
+// The wrapper clips by each rank's own norm and agrees on overflow: the
+// local sum of squares plus 0 x their sum over the ranks (NaN everywhere
+// when any rank's is not finite).
+// FLAT:          %[[SQ:.*]] = train.sum_sq
+// FLAT-NEXT:     %[[R:.*]] = dist.all_reduce sum %[[SQ]] {group = #dist.group<dp, 4>, train.active_steps = array<i64: 5, 0>} : tensor<f32>
+// FLAT-NEXT:     %[[W:.*]] = dist.wait %[[R]]
+// FLAT-NEXT:     %[[Z:.*]] = arith.constant dense<0.000000e+00> : tensor<f32>
+// FLAT-NEXT:     %[[F:.*]] = nn.mul %[[W]], %[[Z]]
+// FLAT-NEXT:     %[[A:.*]] = nn.add %[[SQ]], %[[F]]
+// FLAT-NEXT:     %[[C:.*]]:3, %{{.*}} = train.clip_grad_norm %{{.*}} sum_sq(%[[A]]) loss_scale(%{{.*}})
+// The momenta, concatenated in parameter order, padded once, compressed
+// with the one worker error; the result sliced back per parameter.
+// FLAT:          %[[CAT:.*]] = nn.concat %{{.*}}, %{{.*}}, %{{.*}} {axis = 0 : i64, train.active_steps = array<i64: 5, 0>} : tensor<18xf32>, tensor<6xf32>, tensor<30xf32> -> tensor<54xf32>
+// FLAT-NEXT:     %[[P:.*]] = nn.slice_grad %[[CAT]] {limit = array<i64: 54>, start = array<i64: 0>, stride = array<i64: 1>, train.active_steps = array<i64: 5, 0>} : tensor<54xf32> -> tensor<64xf32>
+// FLAT-NEXT:     train.onebit_compress %[[P]], %{{.*}} {train.active_steps = array<i64: 5, 0>} : tensor<64xf32> -> tensor<8xi8>
+// FLAT:          train.onebit_server %{{.*}}, %{{.*}}, %{{.*}} {train.active_steps = array<i64: 5, 0>} : tensor<8xi8>, tensor<4xf32>, tensor<16xf32> -> tensor<2xi8>
+// FLAT-NOT:      train.onebit_compress
+// FLAT:          %[[E:.*]] = train.onebit_expand %{{.*}}, %{{.*}} {train.active_steps = array<i64: 5, 0>} : tensor<8xi8>, tensor<4xf32> -> tensor<64xf32>
+// FLAT-NEXT:     nn.slice %[[E]] {limit = array<i64: 18>, start = array<i64: 0>, {{.*}}} : tensor<64xf32> -> tensor<18xf32>
+// FLAT:          nn.slice %[[E]] {limit = array<i64: 24>, start = array<i64: 18>, {{.*}}} : tensor<64xf32> -> tensor<6xf32>
+// FLAT:          nn.slice %[[E]] {limit = array<i64: 54>, start = array<i64: 24>, {{.*}}} : tensor<64xf32> -> tensor<30xf32>
+// FLAT:          train.onebit_adam %{{.*}}, %[[C]]#0, {{.*}} compressed(%{{.*}} : tensor<6x3xf32>) {freeze_step = 5 : i64, step_offset = 1 : i64}
+// FLAT:          train.onebit_adam %{{.*}}, %[[C]]#1, {{.*}} compressed(%{{.*}} : tensor<6xf32>) {freeze_step = 5 : i64, step_offset = 1 : i64}
+// FLAT:          train.onebit_adam %{{.*}}, %[[C]]#2, {{.*}} compressed(%{{.*}} : tensor<6x5xf32>) {freeze_step = 5 : i64, step_offset = 1 : i64}
 
 // One rank: --optimizer alone, nothing to compress (DeepSpeed calls
 // compressed_allreduce only with several ranks).
