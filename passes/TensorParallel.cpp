@@ -360,7 +360,11 @@ bool Propagation::run(const llvm::DenseSet<Operation *> &banned, std::string &re
       // Rotary embeddings' rotate_half (the halves of each head's dimensions
       // swapped): along another dimension, every operand split alike;
       // along the split one, blocks of one size, which append.
-      int64_t axis = c.getAxis() < 0 ? c.getAxis() + rankOf(c.getResult()) : c.getAxis();
+      // The attribute's own getter is unsigned: read it signed, so that
+      // torch.cat's dim=-1 normalizes to the last dimension.
+      int64_t axis = c.getAxisAttr().getInt();
+      if (axis < 0)
+        axis += rankOf(c.getResult());
       int64_t blocks = 0, blockSize = -1;
       for (Value v : c.getInputs()) {
         const State *vs = stateOf(v);

@@ -432,6 +432,28 @@ func.func @concat_blocks(%x: tensor<2x8xf32> {train.input = "x"},
 
 // -----
 
+// The same with the axis counted from the end (ONNX's and torch.cat's
+// dim=-1): still the split dimension, so the blocks append.
+// CHECK-LABEL: func.func @concat_blocks_negative_axis(
+// CHECK-SAME:    tensor<8x8xf32> {dist.tp_split = array<i64: 1, 2, 2>, train.param = "o.weight"}
+// CHECK:         nn.concat %{{.*}}, %{{.*}} {axis = -1 : i64} : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x8xf32>
+func.func @concat_blocks_negative_axis(%x: tensor<2x8xf32> {train.input = "x"},
+                         %wa: tensor<8x8xf32> {train.param = "a.weight"},
+                         %wb: tensor<8x8xf32> {train.param = "b.weight"},
+                         %wo: tensor<8x16xf32> {train.param = "o.weight"}) -> (tensor<f32> {train.loss}) {
+  %ta = nn.transpose %wa {permutation = array<i64: 1, 0>} : tensor<8x8xf32> -> tensor<8x8xf32>
+  %a = nn.matmul %x, %ta : tensor<2x8xf32>, tensor<8x8xf32> -> tensor<2x8xf32>
+  %tb = nn.transpose %wb {permutation = array<i64: 1, 0>} : tensor<8x8xf32> -> tensor<8x8xf32>
+  %b = nn.matmul %x, %tb : tensor<2x8xf32>, tensor<8x8xf32> -> tensor<2x8xf32>
+  %c = nn.concat %a, %b {axis = -1 : i64} : tensor<2x8xf32>, tensor<2x8xf32> -> tensor<2x16xf32>
+  %to = nn.transpose %wo {permutation = array<i64: 1, 0>} : tensor<8x16xf32> -> tensor<16x8xf32>
+  %y = nn.matmul %c, %to : tensor<2x16xf32>, tensor<16x8xf32> -> tensor<2x8xf32>
+  %l = nn.reduce_sum %y {axes = array<i64: 0, 1>} : tensor<2x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // Grouped-query attention (4 query heads of 2, 2 key/value heads): k and v
 // are repeated for their groups by transformers' repeat_kv (a unit dimension,
 // broadcast along it, merged into the heads). The split stays on the kv
