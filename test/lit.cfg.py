@@ -18,6 +18,8 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(["dsc", "dsc-opt", "dsrt"], [config.dsc_tools_dir])
 config.substitutions.append(("%models", os.path.join(config.dsc_src_root, "models")))
 config.substitutions.append(("%scripts", os.path.join(config.dsc_src_root, "scripts")))
+config.substitutions.append(("%repo", config.dsc_src_root))
+config.substitutions.append(("%bindir", config.dsc_tools_dir))
 config.substitutions.append(("%torch_python", config.torch_python))
 
 # Exports through Debian's torch: tests that need it say REQUIRES: torch.
