@@ -377,7 +377,8 @@ bool TrainConfig::operator==(const TrainConfig &o) const {
          stepsPerPrint == o.stepsPerPrint && optimizer == o.optimizer &&
          scheduler == o.scheduler && zero == o.zero && pipeline == o.pipeline &&
          precision == o.precision && wallClockBreakdown == o.wallClockBreakdown &&
-         recompute == o.recompute && tensorParallel == o.tensorParallel && aio == o.aio;
+         recompute == o.recompute && tensorParallel == o.tensorParallel && aio == o.aio &&
+         csvMonitor == o.csvMonitor;
 }
 
 std::optional<uint64_t> parseByteSize(const std::string &text) {
@@ -496,6 +497,8 @@ TrainConfig parseDsConfig(const std::string &jsonText, const std::string &source
     readActivationCheckpointing(top, cfg);
   if (top.has("checkpoint"))
     readCheckpoint(top, cfg);
+  if (top.has("csv_monitor"))
+    readCsvMonitor(top, cfg.csvMonitor);
   if (top.has("tensor_parallel"))
     readTensorParallel(top, cfg);
   // pipeline.activation_checkpoint_interval (DeepSpeed's PipelineModule:
@@ -531,6 +534,10 @@ std::string toJson(const TrainConfig &cfg) {
   if (cfg.stepsPerPrint > 0)
     root["steps_per_print"] = cfg.stepsPerPrint;
   root["wall_clock_breakdown"] = cfg.wallClockBreakdown;
+  if (cfg.csvMonitor.enabled)
+    root["csv_monitor"] = {{"enabled", true},
+                           {"output_path", cfg.csvMonitor.outputPath},
+                           {"job_name", cfg.csvMonitor.jobName}};
 
   const OptimizerConfig &o = cfg.optimizer;
   ordered_json op;

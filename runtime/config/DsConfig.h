@@ -385,6 +385,20 @@ struct RecomputeConfig {
 /// "6GiB", "512M", "1000000". Nullopt for anything else or an overflow.
 std::optional<uint64_t> parseByteSize(const std::string &text);
 
+/// DeepSpeed's csv_monitor (deepspeed/monitor/csv_monitor.py): rank 0
+/// writes each event to <output_path>/<job_name>/<tag with '/' -> '_'>.csv
+/// as `step,<last tag component>` rows, the step being the samples trained
+/// so far. dsrt's default for an empty output_path is the run folder
+/// (DeepSpeed's is the working directory).
+struct CsvMonitorConfig {
+  bool enabled = false;
+  std::string outputPath;
+  std::string jobName = "DeepSpeedJobName";
+  bool operator==(const CsvMonitorConfig &o) const {
+    return enabled == o.enabled && outputPath == o.outputPath && jobName == o.jobName;
+  }
+};
+
 struct TrainConfig {
   int64_t trainBatchSize = 1;
   int64_t microBatchPerGpu = 1;
@@ -412,6 +426,8 @@ struct TrainConfig {
   PipelineConfig pipeline;
   PrecisionConfig precision;
   RecomputeConfig recompute;
+  /// Run-time only: dsrt --config may change it.
+  CsvMonitorConfig csvMonitor;
   /// Keys the config sets that change nothing in dsc, each with why (dsc
   /// prints them as notes at compile time instead of ignoring them
   /// silently). Not part of operator==.

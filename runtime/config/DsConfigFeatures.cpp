@@ -104,6 +104,23 @@ void readActivationCheckpointing(const Section &top, TrainConfig &cfg) {
 
 /// "checkpoint": DeepSpeed's keys, where they apply to dsrt's checkpoints
 /// (docs/checkpoints.md); what dsrt always does anyway is a note.
+void readCsvMonitor(const Section &top, CsvMonitorConfig &m) {
+  Section c = top.object("csv_monitor");
+  c.checkKeys({"enabled", "output_path", "job_name"});
+  m.enabled = c.boolean("enabled").value_or(false);
+  m.outputPath = c.string("output_path").value_or("");
+  m.jobName = c.string("job_name").value_or(m.jobName);
+  // DeepSpeed joins output_path and job_name; a job name that leaves the
+  // folder (absolute, "..", empty) would put the files somewhere else.
+  const std::string &j = m.jobName;
+  if (j.empty() || j == "." || j.front() == '/' || j == ".." || j.rfind("../", 0) == 0 ||
+      j.find("/../") != std::string::npos ||
+      (j.size() >= 3 && j.compare(j.size() - 3, 3, "/..") == 0))
+    c.fail("'" + c.path("job_name") + "' is '" + j +
+           "': it names the folder for the CSV files inside output_path; give a relative "
+           "name that stays inside it, such as \"DeepSpeedJobName\"");
+}
+
 void readCheckpoint(const Section &top, TrainConfig &cfg) {
   Section c = top.object("checkpoint");
   c.checkKeys({"tag_validation", "load_universal", "use_node_local_storage", "parallel_write"});

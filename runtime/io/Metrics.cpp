@@ -28,6 +28,20 @@ std::string formatValue(double v, const char *format) {
   return buf;
 }
 
+/// Appends a line and flushes it. A line that did not fit is taken back
+/// whole: the file keeps only complete rows (what a CSV reader expects),
+/// never half of one.
+void appendLine(std::FILE *file, const std::string &path, const std::string &text) {
+  long before = std::ftell(file);
+  if (std::fputs(text.c_str(), file) < 0 || std::fflush(file) != 0) {
+    int error = errno;
+    std::clearerr(file);
+    if (before >= 0 && ::ftruncate(::fileno(file), before) == 0)
+      std::fseek(file, before, SEEK_SET);
+    throw IoError(path + ": cannot write: " + std::strerror(error));
+  }
+}
+
 /// True if `dir` holds a metrics.csv with something in it.
 bool hasMetrics(const fs::path &dir) {
   std::error_code ec;
@@ -69,17 +83,66 @@ void MetricsWriter::write(int64_t step, double loss, double lr, double gradNorm,
   line(row + "\n");
 }
 
-void MetricsWriter::line(const std::string &text) {
-  long before = std::ftell(file_.get());
-  if (std::fputs(text.c_str(), file_.get()) < 0 || std::fflush(file_.get()) != 0) {
-    int error = errno;
-    // A line that did not fit is taken back whole: the file keeps only
-    // complete rows (what a CSV reader expects), never half of one.
-    std::clearerr(file_.get());
-    if (before >= 0 && ::ftruncate(::fileno(file_.get()), before) == 0)
-      std::fseek(file_.get(), before, SEEK_SET);
-    throw IoError(path_ + ": cannot write: " + std::strerror(error));
+void MetricsWriter::line(const std::string &text) { appendLine(file_.get(), path_, text); }
+
+CsvMonitor::CsvMonitor(const std::string &dir, const std::vector<std::string> &tags,
+                       bool append)
+    : dir_(dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw IoError(dir + ": cannot create the csv_monitor folder: " + ec.message());
+  for (const std::string &tag : tags) {
+    File f;
+    f.path = (fs::path(dir) / fileName(tag)).string();
+    size_t slash = tag.rfind('/');
+    std::string header = "step," + (slash == std::string::npos ? tag : tag.substr(slash + 1));
+    bool has = fs::exists(f.path, ec) && fs::file_size(f.path, ec) > 0;
+    if (has && !append)
+      throw IoError(f.path + ": already has rows of an earlier run; dsrt never mixes two "
+                             "runs' rows in one file: set csv_monitor.job_name or "
+                             "output_path to a new folder (or move the old one)");
+    if (has) {
+      std::FILE *in = std::fopen(f.path.c_str(), "r");
+      char first[512] = {0};
+      bool ok = in && std::fgets(first, sizeof first, in);
+      if (in)
+        std::fclose(in);
+      std::string line = ok ? first : "";
+      while (!line.empty() && (line.back() == '\n' || line.back() == '\r'))
+        line.pop_back();
+      if (line != header)
+        throw IoError(f.path + ": starts with '" + line + "', not '" + header +
+                      "': not the csv_monitor file this run continues");
+    }
+    f.file.reset(std::fopen(f.path.c_str(), has ? "a" : "w"));
+    if (!f.file)
+      throw IoError(f.path + ": cannot create: " + std::strerror(errno));
+    // At the end, so that a row taken back truncates to it (not to 0).
+    std::fseek(f.file.get(), 0, SEEK_END);
+    if (!has)
+      appendLine(f.file.get(), f.path, header + "\r\n");
+    files_.emplace_back(tag, std::move(f));
   }
+}
+
+std::string CsvMonitor::fileName(const std::string &tag) {
+  std::string name = tag;
+  for (char &c : name)
+    if (c == '/' || c == ' ')
+      c = '_';
+  return name + ".csv";
+}
+
+void CsvMonitor::write(const std::string &tag, int64_t samples, double value, bool exact) {
+  for (auto &[t, f] : files_)
+    if (t == tag) {
+      appendLine(f.file.get(), f.path,
+                 std::to_string(samples) + "," +
+                     formatValue(value, exact ? "%.17g" : "%.9g") + "\r\n");
+      return;
+    }
+  throw IoError(dir_ + ": no csv_monitor file for the event " + tag);
 }
 
 } // namespace dsrt::io

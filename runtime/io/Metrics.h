@@ -46,6 +46,41 @@ private:
   std::unique_ptr<std::FILE, Closer> file_;
 };
 
+/// DeepSpeed's csv_monitor (edaa722 deepspeed/monitor/csv_monitor.py): one
+/// file per event tag in a folder, `<tag with '/' and ' ' -> '_'>.csv`,
+/// whose rows are `step,<value>` under the header `step,<the tag's last
+/// '/' component>` (Python's csv module: CRLF line ends). DeepSpeed's step
+/// is the samples trained so far (engine.global_samples).
+class CsvMonitor {
+public:
+  /// Creates `dir` (and its parents) and one file per tag with its header.
+  /// With `append` (a resumed run), a file that exists must start with the
+  /// same header and gets the new rows after its own; otherwise a file
+  /// with content is an IoError: dsrt never mixes two runs' rows.
+  CsvMonitor(const std::string &dir, const std::vector<std::string> &tags, bool append);
+
+  /// DeepSpeed's write_events: the event's row in its tag's file, the
+  /// value printed as metrics.csv prints it (%.9g, or %.17g with `exact`).
+  /// Throws IoError when the row cannot be written (the file keeps its
+  /// complete rows).
+  void write(const std::string &tag, int64_t samples, double value, bool exact = false);
+
+  /// The file name DeepSpeed gives a tag's events.
+  static std::string fileName(const std::string &tag);
+  const std::string &dir() const { return dir_; }
+
+private:
+  struct Closer {
+    void operator()(std::FILE *f) const { std::fclose(f); }
+  };
+  struct File {
+    std::string path;
+    std::unique_ptr<std::FILE, Closer> file;
+  };
+  std::string dir_;
+  std::vector<std::pair<std::string, File>> files_;
+};
+
 } // namespace dsrt::io
 
 #endif // DSRT_IO_METRICS_H

@@ -25,6 +25,10 @@ namespace plan = dsc::plan;
 namespace dsrt::train {
 
 namespace {
+// DeepSpeed's monitor tags (edaa722 runtime/engine.py, runtime/pipe/engine.py).
+constexpr const char *kTrainLoss = "Train/Samples/train_loss";
+constexpr const char *kLr = "Train/Samples/lr";
+constexpr const char *kLossScale = "Train/Samples/loss_scale";
 
 /// "nan", "inf" or "-inf" for messages.
 std::string nonFinite(double v) { return std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"; }
@@ -132,6 +136,17 @@ int Trainer::run() {
     if (exec_.lossScaler())
       extra.insert(extra.end(), {"loss_scale", "skipped"});
     metrics_ = std::make_unique<io::MetricsWriter>(runDir_, extra);
+    // DeepSpeed's csv_monitor: the events its engine writes each step
+    // (docs/monitors.md), in <output_path or the run folder>/<job_name>.
+    const config::CsvMonitorConfig &csv = exec_.config().csvMonitor;
+    if (csv.enabled) {
+      std::vector<std::string> tags = {kTrainLoss, kLr};
+      if (exec_.lossScaler())
+        tags.push_back(kLossScale);
+      std::filesystem::path base = csv.outputPath.empty() ? runDir_ : csv.outputPath;
+      monitor_ = std::make_unique<io::CsvMonitor>((base / csv.jobName).string(), tags,
+                                                  options_.firstStep > 1);
+    }
   }
   if (rank0_) {
     std::string shape =
@@ -304,6 +319,14 @@ void Trainer::loop() {
     if (o.metricsError.empty()) {
       try {
         metrics_->write(s, loss, exec_.lr(), exec_.gradNorm(), stepTime, extra);
+        if (monitor_) {
+          // DeepSpeed's x axis: the samples trained after this step.
+          int64_t samples = s * exec_.microBatchSize() * exec_.microBatches() * exec_.dp();
+          monitor_->write(kLr, samples, exec_.lr());
+          if (scaler)
+            monitor_->write(kLossScale, samples, exec_.stepLossScale(), true);
+          monitor_->write(kTrainLoss, samples, loss);
+        }
       } catch (const io::IoError &e) {
         o.metricsError = e.what();
         o.metricsFailedAt = s;

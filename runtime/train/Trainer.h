@@ -105,6 +105,7 @@ private:
   std::string runDir_;
   std::unique_ptr<checkpoint::Saver> saver_;
   std::unique_ptr<io::MetricsWriter> metrics_;
+  std::unique_ptr<io::CsvMonitor> monitor_; // csv_monitor (rank 0)
 };
 
 /// Throws on a NaN or infinity in this rank's initial parameters (its ZeRO

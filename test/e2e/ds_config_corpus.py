@@ -22,7 +22,7 @@ import subprocess
 import sys
 
 # file (without .json) -> (feature dsc lacks, text the refusal contains)
-MONITOR = ("DeepSpeed's monitors (issue 27)", "monitor; dsrt writes")
+MONITOR = ("DeepSpeed's tensorboard monitor (issue 27)", "tensorboard monitor is not built")
 STRICT = ("a key DeepSpeed edaa72212 refuses too (its pydantic section forbids it)",
           "unknown key")
 PRESCALE = ("gradient pre-division (prescale_gradients, gradient_predivide_factor)",
