@@ -378,7 +378,7 @@ bool TrainConfig::operator==(const TrainConfig &o) const {
          scheduler == o.scheduler && zero == o.zero && pipeline == o.pipeline &&
          precision == o.precision && wallClockBreakdown == o.wallClockBreakdown &&
          recompute == o.recompute && tensorParallel == o.tensorParallel && aio == o.aio &&
-         csvMonitor == o.csvMonitor;
+         csvMonitor == o.csvMonitor && tensorboard == o.tensorboard;
 }
 
 std::optional<uint64_t> parseByteSize(const std::string &text) {
@@ -498,7 +498,9 @@ TrainConfig parseDsConfig(const std::string &jsonText, const std::string &source
   if (top.has("checkpoint"))
     readCheckpoint(top, cfg);
   if (top.has("csv_monitor"))
-    readCsvMonitor(top, cfg.csvMonitor);
+    readMonitor(top, "csv_monitor", cfg.csvMonitor);
+  if (top.has("tensorboard"))
+    readMonitor(top, "tensorboard", cfg.tensorboard);
   if (top.has("tensor_parallel"))
     readTensorParallel(top, cfg);
   // pipeline.activation_checkpoint_interval (DeepSpeed's PipelineModule:
@@ -534,10 +536,10 @@ std::string toJson(const TrainConfig &cfg) {
   if (cfg.stepsPerPrint > 0)
     root["steps_per_print"] = cfg.stepsPerPrint;
   root["wall_clock_breakdown"] = cfg.wallClockBreakdown;
-  if (cfg.csvMonitor.enabled)
-    root["csv_monitor"] = {{"enabled", true},
-                           {"output_path", cfg.csvMonitor.outputPath},
-                           {"job_name", cfg.csvMonitor.jobName}};
+  for (auto [key, m] : {std::pair{"csv_monitor", &cfg.csvMonitor},
+                        std::pair{"tensorboard", &cfg.tensorboard}})
+    if (m->enabled)
+      root[key] = {{"enabled", true}, {"output_path", m->outputPath}, {"job_name", m->jobName}};
 
   const OptimizerConfig &o = cfg.optimizer;
   ordered_json op;

@@ -385,16 +385,15 @@ struct RecomputeConfig {
 /// "6GiB", "512M", "1000000". Nullopt for anything else or an overflow.
 std::optional<uint64_t> parseByteSize(const std::string &text);
 
-/// DeepSpeed's csv_monitor (deepspeed/monitor/csv_monitor.py): rank 0
-/// writes each event to <output_path>/<job_name>/<tag with '/' -> '_'>.csv
-/// as `step,<last tag component>` rows, the step being the samples trained
-/// so far. dsrt's default for an empty output_path is the run folder
-/// (DeepSpeed's is the working directory).
-struct CsvMonitorConfig {
+/// DeepSpeed's csv_monitor and tensorboard sections (edaa722
+/// deepspeed/monitor/config.py): rank 0 writes the engine's events in
+/// <output_path>/<job_name>/ (docs/monitors.md). dsrt's default for an empty
+/// output_path is the run folder (DeepSpeed's is the working directory).
+struct MonitorConfig {
   bool enabled = false;
   std::string outputPath;
   std::string jobName = "DeepSpeedJobName";
-  bool operator==(const CsvMonitorConfig &o) const {
+  bool operator==(const MonitorConfig &o) const {
     return enabled == o.enabled && outputPath == o.outputPath && jobName == o.jobName;
   }
 };
@@ -426,8 +425,9 @@ struct TrainConfig {
   PipelineConfig pipeline;
   PrecisionConfig precision;
   RecomputeConfig recompute;
-  /// Run-time only: dsrt --config may change it.
-  CsvMonitorConfig csvMonitor;
+  /// Run-time only: dsrt --config may change them.
+  MonitorConfig csvMonitor;
+  MonitorConfig tensorboard;
   /// Keys the config sets that change nothing in dsc, each with why (dsc
   /// prints them as notes at compile time instead of ignoring them
   /// silently). Not part of operator==.

@@ -104,8 +104,8 @@ void readActivationCheckpointing(const Section &top, TrainConfig &cfg) {
 
 /// "checkpoint": DeepSpeed's keys, where they apply to dsrt's checkpoints
 /// (docs/checkpoints.md); what dsrt always does anyway is a note.
-void readCsvMonitor(const Section &top, CsvMonitorConfig &m) {
-  Section c = top.object("csv_monitor");
+void readMonitor(const Section &top, const std::string &key, MonitorConfig &m) {
+  Section c = top.object(key);
   c.checkKeys({"enabled", "output_path", "job_name"});
   m.enabled = c.boolean("enabled").value_or(false);
   m.outputPath = c.string("output_path").value_or("");
@@ -117,7 +117,7 @@ void readCsvMonitor(const Section &top, CsvMonitorConfig &m) {
       j.find("/../") != std::string::npos ||
       (j.size() >= 3 && j.compare(j.size() - 3, 3, "/..") == 0))
     c.fail("'" + c.path("job_name") + "' is '" + j +
-           "': it names the folder for the CSV files inside output_path; give a relative "
+           "': it names the folder for the monitor's files inside output_path; give a relative "
            "name that stays inside it, such as \"DeepSpeedJobName\"");
 }
 

@@ -18,7 +18,7 @@ void readPrecision(const Section &top, PrecisionConfig &p, std::vector<std::stri
 void readActivationCheckpointing(const Section &top, TrainConfig &cfg);
 void readCheckpoint(const Section &top, TrainConfig &cfg);
 void readTensorParallel(const Section &top, TrainConfig &cfg);
-void readCsvMonitor(const Section &top, CsvMonitorConfig &m);
+void readMonitor(const Section &top, const std::string &key, MonitorConfig &m);
 // DsConfigBatch.cpp
 void readBatch(const Section &top, int64_t worldSize, TrainConfig &cfg);
 void readPipeline(const Section &top, PipelineConfig &p);

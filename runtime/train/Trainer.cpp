@@ -9,6 +9,7 @@
 #include "runtime/io/OutputDir.h"
 #include "runtime/io/Process.h"
 #include "runtime/io/SafeTensors.h"
+#include "runtime/monitor/TensorBoard.h"
 #include "runtime/onnx/OnnxExport.h"
 #include "runtime/plan/ElementBytes.h"
 
@@ -90,6 +91,8 @@ std::vector<io::InputSpec> inputSpecs(const Executor &exec) {
   return specs;
 }
 
+Trainer::~Trainer() = default;
+
 Trainer::Trainer(Executor &exec, io::DataSource &data, TrainOptions options)
     : exec_(exec), data_(data), options_(std::move(options)),
       rank0_(exec.worldSize() == 1 || exec.worldRank() == 0) {}
@@ -138,15 +141,22 @@ int Trainer::run() {
     metrics_ = std::make_unique<io::MetricsWriter>(runDir_, extra);
     // DeepSpeed's csv_monitor: the events its engine writes each step
     // (docs/monitors.md), in <output_path or the run folder>/<job_name>.
-    const config::CsvMonitorConfig &csv = exec_.config().csvMonitor;
+    auto folder = [&](const config::MonitorConfig &m) {
+      return ((m.outputPath.empty() ? fs::path(runDir_) : fs::path(m.outputPath)) / m.jobName)
+          .string();
+    };
+    const config::MonitorConfig &csv = exec_.config().csvMonitor;
     if (csv.enabled) {
       std::vector<std::string> tags = {kTrainLoss, kLr};
       if (exec_.lossScaler())
         tags.push_back(kLossScale);
-      std::filesystem::path base = csv.outputPath.empty() ? runDir_ : csv.outputPath;
-      monitor_ = std::make_unique<io::CsvMonitor>((base / csv.jobName).string(), tags,
-                                                  options_.firstStep > 1);
+      monitor_ = std::make_unique<io::CsvMonitor>(folder(csv), tags, options_.firstStep > 1);
     }
+    // A new event file per run (TensorBoard reads every file of a folder,
+    // so a resumed run's continue the curve).
+    const config::MonitorConfig &tb = exec_.config().tensorboard;
+    if (tb.enabled)
+      events_ = std::make_unique<monitor::EventWriter>(folder(tb));
   }
   if (rank0_) {
     std::string shape =
@@ -326,6 +336,13 @@ void Trainer::loop() {
           if (scaler)
             monitor_->write(kLossScale, samples, exec_.stepLossScale(), true);
           monitor_->write(kTrainLoss, samples, loss);
+        }
+        if (events_) {
+          int64_t samples = s * exec_.microBatchSize() * exec_.microBatches() * exec_.dp();
+          events_->scalar(kLr, samples, float(exec_.lr()));
+          if (scaler)
+            events_->scalar(kLossScale, samples, float(exec_.stepLossScale()));
+          events_->scalar(kTrainLoss, samples, float(loss));
         }
       } catch (const io::IoError &e) {
         o.metricsError = e.what();

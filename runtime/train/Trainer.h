@@ -32,6 +32,10 @@
 #include <functional>
 #include <string>
 
+namespace dsrt::monitor {
+class EventWriter;
+}
+
 namespace dsrt::train {
 
 struct TrainOptions {
@@ -80,6 +84,7 @@ struct Outcome {
 class Trainer {
 public:
   Trainer(Executor &exec, io::DataSource &data, TrainOptions options);
+  ~Trainer();
 
   /// Runs the steps, then writes the results. Returns the exit status: 0,
   /// or 1 when the run stopped early or something could not be written
@@ -106,6 +111,7 @@ private:
   std::unique_ptr<checkpoint::Saver> saver_;
   std::unique_ptr<io::MetricsWriter> metrics_;
   std::unique_ptr<io::CsvMonitor> monitor_; // csv_monitor (rank 0)
+  std::unique_ptr<monitor::EventWriter> events_; // tensorboard (rank 0)
 };
 
 /// Throws on a NaN or infinity in this rank's initial parameters (its ZeRO

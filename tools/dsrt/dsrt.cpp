@@ -176,9 +176,8 @@ int main(int argc, char **argv) {
   app.add_option("--out", out, "run folder (default: ./runs/<timestamp>)")
       ->check(dsrt::cli::nonEmpty());
   app.add_option("--config", configPath,
-                 "ds_config.json: steps_per_print, scheduler and csv_monitor may change at run "
-                 "time; "
-                 "batch, optimizer and clipping keys must match the plan")
+                 "ds_config.json: steps_per_print, scheduler, csv_monitor and tensorboard may "
+                 "change at run time; batch, optimizer and clipping keys must match the plan")
       ->check(dsrt::cli::nonEmpty());
   app.add_option("--threads", threads, "CPU threads for the kernels (0: all cores)")
       ->check(integer<int64_t>(0, dsrt::launch::availableCores()));

@@ -609,15 +609,35 @@ TEST(DsConfig, UnknownKeysSuggestTheClosest) {
 
 TEST(DsConfig, UnsupportedDeepSpeedKeysSaySo) {
   // Switched off, or empty: asks for nothing.
-  EXPECT_NO_THROW(parse(R"({"train_batch_size": 8, "tensorboard": {}})"));
-  EXPECT_NO_THROW(parse(R"({"train_batch_size": 8, "tensorboard": {"enabled": false,
-      "output_path": "logs/"}})"));
-  std::string on = errorOf(R"({"train_batch_size": 8, "tensorboard": {"enabled": true}})");
-  EXPECT_EQ(on.rfind("ds_config.json: 'tensorboard.enabled' is true: not supported by dsc: "
-                     "DeepSpeed's tensorboard monitor; dsrt writes",
+  EXPECT_NO_THROW(parse(R"({"train_batch_size": 8, "wandb": {}})"));
+  EXPECT_NO_THROW(parse(R"({"train_batch_size": 8, "wandb": {"enabled": false,
+      "project": "p"}})"));
+  std::string on = errorOf(R"({"train_batch_size": 8, "wandb": {"enabled": true}})");
+  EXPECT_EQ(on.rfind("ds_config.json: 'wandb.enabled' is true: not supported by dsc: "
+                     "DeepSpeed's wandb monitor sends the metrics to a service over the network",
                      0),
             0u)
       << on;
+}
+
+TEST(DsConfig, MonitorsReadDeepSpeedsKeys) {
+  TrainConfig c = parse(R"({"train_batch_size": 8, "csv_monitor": {"enabled": true},
+      "tensorboard": {"enabled": true, "output_path": "logs/", "job_name": "j"}})");
+  EXPECT_TRUE(c.csvMonitor.enabled);
+  EXPECT_EQ(c.csvMonitor.outputPath, "");
+  EXPECT_EQ(c.csvMonitor.jobName, "DeepSpeedJobName");
+  EXPECT_TRUE(c.tensorboard.enabled);
+  EXPECT_EQ(c.tensorboard.outputPath, "logs/");
+  EXPECT_EQ(c.tensorboard.jobName, "j");
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "tensorboard": {"enabled": true,
+      "job_name": "/abs"}})"),
+            "ds_config.json: 'tensorboard.job_name' is '/abs': it names the folder for the "
+            "monitor's files inside output_path; give a relative name that stays inside it, "
+            "such as \"DeepSpeedJobName\"");
+  EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "csv_monitor": {"job_name": "a/../.."}})"),
+            "ds_config.json: 'csv_monitor.job_name' is 'a/../..': it names the folder for the "
+            "monitor's files inside output_path; give a relative name that stays inside it, "
+            "such as \"DeepSpeedJobName\"");
 }
 
 //===--- duplicates and syntax --------------------------------------------===//
