@@ -12,7 +12,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin
   libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   liburing-dev
-  python3-torch python3-torchvision python3-onnx python3-numpy
+  python3-torch python3-torchvision python3-onnx python3-numpy python3-matplotlib
 )
 # Only for scripts/fuzz.sh and scripts/sanitize.sh (install-deps.sh
 # --sanitizers): clang-22 with its sanitizer and libFuzzer runtimes, and LLVM's

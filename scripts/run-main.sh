@@ -27,3 +27,5 @@ echo "== dsrt: $steps steps on 2 local ranks"
 echo "== the loss curve: $out/run/metrics.csv"
 awk -F, 'NR == 2 || (NR > 2 && (NR - 1) % 50 == 0) { printf "  step %4d  loss %.3f\n", $1, $2 }' \
   "$out/run/metrics.csv"
+echo "== the curves drawn (loss, lr, gradient norm): tools/plot/plot_run.py"
+/usr/bin/python3 "$root/tools/plot/plot_run.py" "$out/run" --png --title "dsc main job: bundled GPT, 2 ranks, ZeRO 2"

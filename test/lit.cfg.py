@@ -32,6 +32,13 @@ if config.torch_python and os.path.exists(config.torch_python):
     else:
         lit_config.warning("torch/onnx not importable by %s: model tests skipped"
                            % config.torch_python)
+    # tools/plot (scripts/install-deps.sh installs python3-matplotlib).
+    if subprocess.run([config.torch_python, "-c", "import matplotlib"],
+                      capture_output=True).returncode == 0:
+        config.available_features.add("matplotlib")
+    else:
+        lit_config.warning("matplotlib not importable by %s: plot tests skipped (run "
+                           "scripts/install-deps.sh)" % config.torch_python)
 
 # The corpus of real ds_configs (third-party files, read where they lie,
 # never copied): ../shared/ds_configs beside the checkout, or
