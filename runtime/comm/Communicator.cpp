@@ -222,6 +222,12 @@ Handle Communicator::start(Kind kind, const TensorArg *ts, size_t k, ReduceOp op
                       ", reserve() allotted " + std::to_string(reserved_.stagingElements));
   }
 
+  if (opLog_) {
+    p.started = std::chrono::steady_clock::now();
+    p.logBytes = 0;
+    for (size_t j = 0; j < k; ++j)
+      p.logBytes += numelScratch_[j] * ts[j].elementBytes();
+  }
   startCollective(slot); // may throw: the slot is not taken yet
   if (counting_) {
     KindCounter &c = counters_.kind[int(kind)];
@@ -287,6 +293,10 @@ Handle Communicator::startP2p(P2p dir, void *data, size_t bytes, int peer, int t
   p.elements = int64_t(bytes / 4);
   p.external = nullptr;
   p.staging = {0, 0};
+  if (opLog_) {
+    p.started = std::chrono::steady_clock::now();
+    p.logBytes = int64_t(bytes);
+  }
   startMessage(slot); // may throw: the slot is not taken yet
   if (counting_ && dir == P2p::Send) {
     ++counters_.p2p.calls;
@@ -333,7 +343,65 @@ void Communicator::wait(Handle h) {
     release();
     throw;
   }
+  if (opLog_)
+    logCompletion(slots_[slot]);
   release();
+}
+
+void Communicator::logCompletion(const Pending &p) {
+  int bit = p.p2p == P2p::None ? int(p.kind) : kNumKinds + (p.p2p == P2p::Send ? 0 : 1);
+  if (!(opLogOptions_.kinds >> bit & 1u))
+    return;
+  double ms = 1e3 * elapsedSince(p.started);
+  OpKey key;
+  key.name = p.p2p == P2p::None ? kindName(p.kind) : p.p2p == P2p::Send ? "send" : "recv";
+  if (opLogOptions_.debug && p.what)
+    key.name += std::string(" | ") + p.what;
+  key.groupSize = size();
+  key.bytes = p.logBytes;
+  OpRecord &r = (*opLog_)[key];
+  r.minMs = r.count ? std::min(r.minMs, ms) : ms;
+  r.maxMs = std::max(r.maxMs, ms);
+  r.totalMs += ms;
+  ++r.count;
+  if (opLogOptions_.verbose && worldRankOf(rank()) == 0) { // DeepSpeed's log_dist(ranks=[0])
+    BusBandwidth bw = busBandwidth(key, ms);
+    std::printf("comm op: %s | time (ms): %.2f | msg size: %s | algbw (Gbps): %.2f | busbw "
+                "(Gbps): %.2f\n",
+                key.name.c_str(), ms, byteSize(key.bytes).c_str(), bw.algbw, bw.busbw);
+  }
+}
+
+BusBandwidth busBandwidth(const OpKey &key, double ms) {
+  BusBandwidth bw;
+  if (ms <= 0)
+    return bw;
+  const double n = key.groupSize;
+  bw.algbw = double(key.bytes) * 8 / (ms * 1e6);
+  // NCCL-tests' bus bandwidth (doc/PERFORMANCE.md): what each link carries.
+  auto starts = [&](const char *p) { return key.name.rfind(p, 0) == 0; };
+  double factor = starts("all_reduce")                                   ? 2 * (n - 1) / n
+                  : starts("all_gather") || starts("reduce_scatter") ||
+                          starts("all_to_all")                           ? (n - 1) / n
+                                                                         : 1.0;
+  bw.busbw = bw.algbw * factor;
+  return bw;
+}
+
+std::string byteSize(int64_t bytes) {
+  // DeepSpeed's convert_size: powers of 1024, two decimals.
+  static const char *units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
+  if (bytes <= 0)
+    return "0B";
+  int i = 0;
+  double v = double(bytes);
+  while (v >= 1024 && i < 5) {
+    v /= 1024;
+    ++i;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f %s", v, units[i]);
+  return buf;
 }
 
 std::string Communicator::describe(int slot) const {

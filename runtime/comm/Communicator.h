@@ -47,6 +47,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -113,6 +114,46 @@ struct KindCounter {
   int64_t elements = 0;
   int64_t bytes = 0; // the elements in their types' bytes (U8 1, 16-bit 2, F32 4)
 };
+
+/// DeepSpeed's comms_logger: each completed collective and message, from
+/// its start to the end of its wait (so it includes the time it overlapped
+/// with kernels), by record name ("all_reduce", ..., "send", "recv"; with
+/// debug, the instruction after " | "), group size and message bytes S
+/// (NCCL-tests' S: an all_reduce's tensor, a reduce_scatter's input, an
+/// all_gather's output, an all_to_all's input, a message's bytes).
+struct OpRecord {
+  int64_t count = 0;
+  double totalMs = 0, minMs = 0, maxMs = 0;
+};
+struct OpKey {
+  std::string name;
+  int groupSize = 1;
+  int64_t bytes = 0;
+  bool operator<(const OpKey &o) const {
+    return name != o.name ? name < o.name
+           : groupSize != o.groupSize ? groupSize < o.groupSize
+                                      : bytes < o.bytes;
+  }
+};
+using OpLog = std::map<OpKey, OpRecord>;
+/// What a comms_logger records: which kinds (bit k: Kind k; bits
+/// kNumKinds and kNumKinds + 1: send and recv), each op printed as it
+/// completes (`verbose`), the instruction in the name (`debug`).
+struct OpLogOptions {
+  uint32_t kinds = ~0u;
+  bool verbose = false;
+  bool debug = false;
+};
+
+/// Algorithm and bus bandwidth in Gbit/s of a record's op taking `ms`:
+/// algbw = S / t; busbw = algbw x 2(n-1)/n (all_reduce), (n-1)/n
+/// (all_gather, reduce_scatter, all_to_all) or 1 (messages).
+struct BusBandwidth {
+  double algbw = 0, busbw = 0;
+};
+BusBandwidth busBandwidth(const OpKey &key, double ms);
+/// DeepSpeed's convert_size: "1.50 MB" (powers of 1024).
+std::string byteSize(int64_t bytes);
 
 /// Collectives started since the last resetCounters(), by kind, and the
 /// point-to-point messages sent (calls: messages; elements: bytes / 4).
@@ -251,6 +292,13 @@ public:
 
   const Counters &counters() const { return counters_; }
   void resetCounters() { counters_ = Counters(); }
+  /// comms_logger: records every collective and message completed from
+  /// now on into `log` (nullptr: stop). The first completion of each
+  /// record adds its entry (the only allocation while logging).
+  void setOpLog(OpLog *log, const OpLogOptions &options = {}) {
+    opLog_ = log;
+    opLogOptions_ = options;
+  }
   /// While false, collectives are not counted (gathering weights to write).
   void setCounting(bool on) { counting_ = on; }
   bool counting() const { return counting_; }
@@ -275,6 +323,8 @@ protected:
     const char *what = nullptr;
     StagingRange staging{0, 0}; // length 0: none
     float *external = nullptr;  // staging given by the caller (planned)
+    std::chrono::steady_clock::time_point started{}; // comms_logger
+    int64_t logBytes = 0;                            // comms_logger's S
   };
 
   /// Starts with a reservation of 8 pending collectives of up to 64
@@ -338,9 +388,13 @@ private:
   Handle activate(int slot);
   void resizeBookkeeping(const Reservation &r);
 
+  void logCompletion(const Pending &p);
+
   double timeoutSeconds_;
   Counters counters_;
   bool counting_ = true;
+  OpLog *opLog_ = nullptr;
+  OpLogOptions opLogOptions_;
   Reservation reserved_{0, 0, 0};
   std::vector<Pending> slots_;
   std::vector<TensorArg> tensorArgs_;

@@ -378,7 +378,8 @@ bool TrainConfig::operator==(const TrainConfig &o) const {
          scheduler == o.scheduler && zero == o.zero && pipeline == o.pipeline &&
          precision == o.precision && wallClockBreakdown == o.wallClockBreakdown &&
          recompute == o.recompute && tensorParallel == o.tensorParallel && aio == o.aio &&
-         csvMonitor == o.csvMonitor && tensorboard == o.tensorboard;
+         csvMonitor == o.csvMonitor && tensorboard == o.tensorboard &&
+         commsLogger == o.commsLogger;
 }
 
 std::optional<uint64_t> parseByteSize(const std::string &text) {
@@ -501,6 +502,8 @@ TrainConfig parseDsConfig(const std::string &jsonText, const std::string &source
     readMonitor(top, "csv_monitor", cfg.csvMonitor);
   if (top.has("tensorboard"))
     readMonitor(top, "tensorboard", cfg.tensorboard);
+  if (top.has("comms_logger"))
+    readCommsLogger(top, cfg.commsLogger);
   if (top.has("tensor_parallel"))
     readTensorParallel(top, cfg);
   // pipeline.activation_checkpoint_interval (DeepSpeed's PipelineModule:
@@ -540,6 +543,9 @@ std::string toJson(const TrainConfig &cfg) {
                         std::pair{"tensorboard", &cfg.tensorboard}})
     if (m->enabled)
       root[key] = {{"enabled", true}, {"output_path", m->outputPath}, {"job_name", m->jobName}};
+  if (const CommsLoggerConfig &c = cfg.commsLogger; c.enabled)
+    root["comms_logger"] = {{"enabled", true}, {"verbose", c.verbose}, {"prof_all", c.profAll},
+                            {"prof_ops", c.profOps}, {"debug", c.debug}};
 
   const OptimizerConfig &o = cfg.optimizer;
   ordered_json op;

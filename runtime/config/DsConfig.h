@@ -398,6 +398,21 @@ struct MonitorConfig {
   }
 };
 
+/// DeepSpeed's comms_logger (edaa722 deepspeed/comm/config.py,
+/// utils/comms_logging.py): times each collective and message; dsrt prints
+/// DeepSpeed's summary at the end of the run and writes it to comms.csv.
+struct CommsLoggerConfig {
+  bool enabled = false;
+  bool verbose = false;
+  bool profAll = true;
+  std::vector<std::string> profOps; // DeepSpeed's op names
+  bool debug = false;
+  bool operator==(const CommsLoggerConfig &o) const {
+    return enabled == o.enabled && verbose == o.verbose && profAll == o.profAll &&
+           profOps == o.profOps && debug == o.debug;
+  }
+};
+
 struct TrainConfig {
   int64_t trainBatchSize = 1;
   int64_t microBatchPerGpu = 1;
@@ -428,6 +443,7 @@ struct TrainConfig {
   /// Run-time only: dsrt --config may change them.
   MonitorConfig csvMonitor;
   MonitorConfig tensorboard;
+  CommsLoggerConfig commsLogger;
   /// Keys the config sets that change nothing in dsc, each with why (dsc
   /// prints them as notes at compile time instead of ignoring them
   /// silently). Not part of operator==.

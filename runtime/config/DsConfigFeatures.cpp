@@ -121,6 +121,54 @@ void readMonitor(const Section &top, const std::string &key, MonitorConfig &m) {
            "name that stays inside it, such as \"DeepSpeedJobName\"");
 }
 
+const std::vector<std::string> &commsLoggerOps() {
+  // DeepSpeed's timed ops (deepspeed/comm/comm.py @timed_op) that dsrt
+  // issues, by the names prof_ops takes.
+  static const std::vector<std::string> ops = {
+      "all_reduce",        "all_reduce_coalesced",  "inference_all_reduce",
+      "all_gather",        "all_gather_into_tensor", "all_gather_base",
+      "reduce_scatter",    "reduce_scatter_tensor",  "reduce_scatter_base",
+      "all_to_all_single", "all_to_all",             "send",
+      "isend",             "recv",                   "irecv"};
+  return ops;
+}
+
+void readCommsLogger(const Section &top, CommsLoggerConfig &c) {
+  Section s = top.object("comms_logger");
+  s.checkKeys({"enabled", "verbose", "prof_all", "prof_ops", "debug"});
+  c.enabled = s.boolean("enabled").value_or(false);
+  c.verbose = s.boolean("verbose").value_or(false);
+  c.profAll = s.boolean("prof_all").value_or(true);
+  c.debug = s.boolean("debug").value_or(false);
+  if (s.has("prof_ops")) {
+    const json &ops = s.raw("prof_ops");
+    if (!ops.is_array())
+      s.fail("'" + s.path("prof_ops") + "' must be a list of op names, such as "
+             "[\"all_reduce\", \"all_gather_into_tensor\"]");
+    // DeepSpeed's ops that a dsrt plan never issues: nothing to time.
+    const std::vector<std::string> never = {"broadcast", "reduce", "gather", "scatter",
+                                            "barrier", "monitored_barrier",
+                                            "all_gather_coalesced"};
+    std::vector<std::string> known = commsLoggerOps();
+    known.insert(known.end(), never.begin(), never.end());
+    for (const json &op : ops) {
+      if (!op.is_string())
+        s.fail("'" + s.path("prof_ops") + "' must hold op names (strings), got " + op.dump());
+      std::string name = op.get<std::string>();
+      if (std::find(known.begin(), known.end(), name) == known.end())
+        s.fail("'" + s.path("prof_ops") + "' names '" + name + "', not an op DeepSpeed's "
+               "comms logger times" + didYouMean(name, known) + "; dsrt's: " +
+               join(commsLoggerOps()));
+      c.profOps.push_back(name);
+    }
+  }
+  if (c.enabled && !c.profAll && c.profOps.empty())
+    s.fail("'" + s.path("prof_all") + "' is false and '" + s.path("prof_ops") +
+           "' names no op: the logger would time nothing (DeepSpeed starts it from Python, "
+           "which a dsrt run has not); set prof_all true or list ops, such as "
+           "[\"all_reduce\"]");
+}
+
 void readCheckpoint(const Section &top, TrainConfig &cfg) {
   Section c = top.object("checkpoint");
   c.checkKeys({"tag_validation", "load_universal", "use_node_local_storage", "parallel_write"});

@@ -19,6 +19,9 @@ void readActivationCheckpointing(const Section &top, TrainConfig &cfg);
 void readCheckpoint(const Section &top, TrainConfig &cfg);
 void readTensorParallel(const Section &top, TrainConfig &cfg);
 void readMonitor(const Section &top, const std::string &key, MonitorConfig &m);
+void readCommsLogger(const Section &top, CommsLoggerConfig &c);
+/// The names comms_logger.prof_ops takes for the ops dsrt issues.
+const std::vector<std::string> &commsLoggerOps();
 // DsConfigBatch.cpp
 void readBatch(const Section &top, int64_t worldSize, TrainConfig &cfg);
 void readPipeline(const Section &top, PipelineConfig &p);

@@ -474,6 +474,13 @@ public:
   const comm::Counters &commCounters() const { return counters_; }
   /// The world communicator (all ranks).
   comm::Communicator &communicator() { return *world_; }
+  /// comms_logger: every group's collectives and messages into `log`
+  /// (nullptr: stop).
+  void setOpLog(comm::OpLog *log, const comm::OpLogOptions &options) {
+    for (comm::Communicator *c : ctx_.comms)
+      if (c)
+        c->setOpLog(log, options);
+  }
   /// The communicator of a dist instruction's axis (0 dp, 1 pp).
   comm::Communicator &group(int axis) { return *ctx_.comms[axis]; }
 

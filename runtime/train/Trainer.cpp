@@ -26,6 +26,29 @@ namespace plan = dsc::plan;
 namespace dsrt::train {
 
 namespace {
+/// comm::OpLogOptions::kinds for comms_logger.prof_ops (DeepSpeed's names,
+/// which the config reader checked).
+uint32_t commsLoggerKinds(const std::vector<std::string> &ops) {
+  uint32_t kinds = 0;
+  auto bit = [](int b) { return 1u << b; };
+  for (const std::string &op : ops) {
+    auto starts = [&](const char *p) { return op.rfind(p, 0) == 0; };
+    if (starts("all_reduce") || op == "inference_all_reduce")
+      kinds |= bit(int(comm::Kind::AllReduce));
+    else if (starts("all_gather") && op != "all_gather_coalesced")
+      kinds |= bit(int(comm::Kind::AllGather));
+    else if (starts("reduce_scatter"))
+      kinds |= bit(int(comm::Kind::ReduceScatter));
+    else if (starts("all_to_all"))
+      kinds |= bit(int(comm::Kind::AllToAll));
+    else if (op == "send" || op == "isend")
+      kinds |= bit(comm::kNumKinds);
+    else if (op == "recv" || op == "irecv")
+      kinds |= bit(comm::kNumKinds + 1);
+  }
+  return kinds;
+}
+
 // DeepSpeed's monitor tags (edaa722 runtime/engine.py, runtime/pipe/engine.py).
 constexpr const char *kTrainLoss = "Train/Samples/train_loss";
 constexpr const char *kLr = "Train/Samples/lr";
@@ -203,7 +226,17 @@ int Trainer::run() {
                   held(plan::HOST).c_str(), tier / 1048576.0);
     std::fflush(stdout);
   }
+  // DeepSpeed's comms_logger: every group's collectives and messages.
+  const config::CommsLoggerConfig &cl = exec_.config().commsLogger;
+  if (cl.enabled) {
+    comm::OpLogOptions lo;
+    lo.verbose = cl.verbose;
+    lo.debug = cl.debug;
+    lo.kinds = cl.profAll ? ~0u : commsLoggerKinds(cl.profOps);
+    exec_.setOpLog(&opLog_, lo);
+  }
   loop();
+  exec_.setOpLog(nullptr, {});
   return writeResults();
 }
 
@@ -500,6 +533,8 @@ int Trainer::writeResults() {
     std::printf("dsrt: communication per step%s: %s\n",
                 exec_.pipelined() ? " (rank 0, stage 0)" : "",
                 exec_.commCounters().summary().c_str());
+  if (exec_.config().commsLogger.enabled)
+    writeCommsLog();
   if (options_.profile)
     exec_.printProfile(stdout);
   if (!o.metricsError.empty()) {
@@ -507,6 +542,43 @@ int Trainer::writeResults() {
     return 1;
   }
   return 0;
+}
+
+void Trainer::writeCommsLog() {
+  // DeepSpeed's log_all table (rank 0's ops), then the same rows with the
+  // bus bandwidth of NCCL-tests in RUN/comms.csv.
+  std::printf("dsrt: comms_logger (rank 0; latency from the start of each op to the end of its "
+              "wait; algbw = S / t, busbw with NCCL-tests' factors):\n");
+  std::printf("%-20s%-20s%-20s%-20s%-20s%-20s%-20s\n", "Comm. Op", "Message Size", "Count",
+              "Total Latency(ms)", "Avg Latency(ms)", "tput_avg (Gbps)", "busbw_avg (Gbps)");
+  std::string csv = "op,group_size,message_bytes,count,total_latency_ms,avg_latency_ms,"
+                    "min_latency_ms,max_latency_ms,algbw_gbps,busbw_gbps\n";
+  std::string last;
+  for (const auto &[key, r] : opLog_) {
+    if (key.name != last)
+      std::printf("%s\n", key.name.c_str());
+    last = key.name;
+    double avg = r.totalMs / double(r.count);
+    comm::BusBandwidth bw = comm::busBandwidth(key, avg);
+    std::printf("%-20s%-20s%-20lld%-20.2f%-20.2f%-20.2f%-20.2f\n", "",
+                comm::byteSize(key.bytes).c_str(), (long long)r.count, r.totalMs, avg, bw.algbw,
+                bw.busbw);
+    char row[512];
+    std::snprintf(row, sizeof row, "%lld,%lld,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n",
+                  (long long)key.bytes, (long long)r.count, r.totalMs, avg, r.minMs, r.maxMs,
+                  bw.algbw, bw.busbw);
+    csv += "\"" + key.name + "\"," + std::to_string(key.groupSize) + "," + row;
+  }
+  if (opLog_.empty())
+    std::printf("(no collectives or messages: one rank)\n");
+  std::string path = (fs::path(runDir_) / "comms.csv").string();
+  try {
+    io::writeFileAtomically(path, {io::ByteSpan{csv.data(), csv.size()}},
+                            io::Existing::Refuse);
+    std::printf("dsrt: comms_logger summary in %s\n", path.c_str());
+  } catch (const io::IoError &e) {
+    std::fprintf(stderr, "dsrt: error: %s\n", e.what());
+  }
 }
 
 } // namespace dsrt::train

@@ -112,6 +112,8 @@ private:
   std::unique_ptr<io::MetricsWriter> metrics_;
   std::unique_ptr<io::CsvMonitor> monitor_; // csv_monitor (rank 0)
   std::unique_ptr<monitor::EventWriter> events_; // tensorboard (rank 0)
+  comm::OpLog opLog_;                              // comms_logger
+  void writeCommsLog();
 };
 
 /// Throws on a NaN or infinity in this rank's initial parameters (its ZeRO
