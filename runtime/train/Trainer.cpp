@@ -362,16 +362,15 @@ void Trainer::loop() {
     if (o.metricsError.empty()) {
       try {
         metrics_->write(s, loss, exec_.lr(), exec_.gradNorm(), stepTime, extra);
+        // DeepSpeed's x axis for the monitors: the samples trained so far.
+        const int64_t samples = s * exec_.microBatchSize() * exec_.microBatches() * exec_.dp();
         if (monitor_) {
-          // DeepSpeed's x axis: the samples trained after this step.
-          int64_t samples = s * exec_.microBatchSize() * exec_.microBatches() * exec_.dp();
           monitor_->write(kLr, samples, exec_.lr());
           if (scaler)
             monitor_->write(kLossScale, samples, exec_.stepLossScale(), true);
           monitor_->write(kTrainLoss, samples, loss);
         }
         if (events_) {
-          int64_t samples = s * exec_.microBatchSize() * exec_.microBatches() * exec_.dp();
           events_->scalar(kLr, samples, float(exec_.lr()));
           if (scaler)
             events_->scalar(kLossScale, samples, float(exec_.stepLossScale()));
