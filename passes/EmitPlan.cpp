@@ -194,6 +194,7 @@ public:
     for (BlockArgument a : fn_.getArguments())
       if (failed(addArgument(a)))
         return failure();
+    sliceEval();
     plan::Program *prog = plan_.mutable_program();
     auto *current = prog->mutable_micro_batch();
     bool sawAccumulate = false;
@@ -221,6 +222,7 @@ public:
           fill->set_op("fill");
           fill->add_outputs(*index);
           fill->add_floats(0.0);
+          fill->set_eval(evalSums_.contains(i));
           addAfter[acc.getSumPoint(i)].push_back(i); // null: at the yield
         }
         auto addSums = [&](Operation *point) -> LogicalResult {
@@ -235,6 +237,7 @@ public:
             add->set_op("accumulate");
             add->add_inputs(*in);
             add->add_outputs(*out);
+            add->set_eval(evalSums_.contains(i));
           }
           return success();
         };
@@ -244,7 +247,8 @@ public:
               return failure();
             continue;
           }
-          if (failed(emitOp(&inner, *prog->mutable_micro_batch())) || failed(addSums(&inner)))
+          if (failed(emitMarked(&inner, *prog->mutable_micro_batch())) ||
+              failed(addSums(&inner)))
             return failure();
         }
         current = prog->mutable_epilogue();
@@ -255,7 +259,7 @@ public:
           return failure();
         continue;
       }
-      if (failed(emitOp(&op, *current)))
+      if (failed(emitMarked(&op, *current)))
         return failure();
     }
     if (!sawAccumulate)
@@ -276,6 +280,78 @@ public:
   }
 
 private:
+  /// The evaluation program (plan format 6): the ops the step's loss
+  /// depends on, found backwards from the returned loss through operands
+  /// (an accumulate's sum through its yielded value, the loss of each
+  /// micro-batch), plus a pipeline stage's forward sends (train.phase 1),
+  /// whose receivers' forward reads them, and the wait of every collective
+  /// taken. That is the forward and the loss with the gathers, casts and
+  /// messages they read, and nothing of the backward pass, the optimizer
+  /// or train.assign: run alone in program order it computes the loss of
+  /// the current weights and writes no model state. Each op is a pure
+  /// function of its operands, so leaving the other instructions out only
+  /// leaves out writes the memory plan already kept clear of these values'
+  /// lifetimes. A forward that writes model state (BatchNormalization's
+  /// running statistics) evaluates differently in eval mode (with those
+  /// statistics): the plan then says why it has no evaluation program.
+  void sliceEval() {
+    Operation *ret = fn_.getBody().front().getTerminator();
+    SmallVector<Operation *> ops;
+    SmallVector<Value> values;
+    auto addOp = [&](Operation *op) {
+      if (evalOps_.insert(op).second)
+        ops.push_back(op);
+    };
+    for (auto [i, v] : llvm::enumerate(ret->getOperands()))
+      if (fn_.getResultAttr(i, TrainDialect::kLoss))
+        values.push_back(v);
+    bool assigns = false;
+    fn_.walk([&](Operation *op) {
+      assigns |= isa<train::AssignOp>(op);
+      auto phase = op->getAttrOfType<IntegerAttr>(TrainDialect::kPhase);
+      if (isa<dist::SendOp>(op) && phase && phase.getInt() == 1)
+        addOp(op);
+    });
+    if (assigns)
+      plan_.set_eval_refused(
+          "its forward updates model buffers in place (train.assign: BatchNormalization's "
+          "running statistics), and evaluating such a model uses those statistics instead of "
+          "the batch's, which the training step's forward does not compute");
+    while (!ops.empty() || !values.empty()) {
+      if (!values.empty()) {
+        Value v = values.pop_back_val();
+        auto r = dyn_cast<OpResult>(v);
+        if (!r)
+          continue; // an argument: model state or an input
+        if (auto acc = dyn_cast<train::AccumulateOp>(r.getOwner())) {
+          unsigned i = r.getResultNumber();
+          if (evalSums_.insert(i).second)
+            values.push_back(acc.getBody().front().getTerminator()->getOperand(i));
+          continue;
+        }
+        addOp(r.getOwner());
+        continue;
+      }
+      Operation *op = ops.pop_back_val();
+      for (Value v : op->getOperands())
+        values.push_back(v);
+      for (Operation *user : op->getUsers())
+        if (isa<dist::WaitOp>(user))
+          addOp(user);
+    }
+  }
+
+  /// emitOp, marking the instructions of an op of the evaluation slice.
+  LogicalResult emitMarked(Operation *op, google::protobuf::RepeatedPtrField<plan::Instr> &list) {
+    int before = list.size();
+    if (failed(emitOp(op, list)))
+      return failure();
+    if (evalOps_.contains(op))
+      for (int k = before; k < list.size(); ++k)
+        list.Mutable(k)->set_eval(true);
+    return success();
+  }
+
   FailureOr<int64_t> offsetOf(Value v) {
     if (auto arg = dyn_cast<BlockArgument>(v)) {
       if (arg.getOwner()->getParentOp() == fn_)
@@ -848,6 +924,8 @@ private:
   plan::Plan &plan_;
   int64_t dp_ = 1;
   llvm::DenseMap<Operation *, int64_t> handles_; // collective -> its handle
+  llvm::DenseSet<Operation *> evalOps_;  // the evaluation slice (sliceEval)
+  llvm::DenseSet<unsigned> evalSums_;    // accumulate results it reads
   llvm::DenseMap<Value, uint32_t> buffers_;
   std::map<std::string, uint32_t> named_;
   std::set<std::string> weights_, params_;
@@ -1005,6 +1083,10 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
   if (pp > 1) {
     p.set_micro_batch_size(p.stages(0).micro_batch_size());
     p.set_has_loss(true);
+    for (const plan::Plan &stage : p.stages())
+      if (!stage.eval_refused().empty() && p.eval_refused().empty())
+        p.set_eval_refused("stage " + std::to_string(stage.stage()) + ": " +
+                           stage.eval_refused());
   }
   // The buffer of a weight, in the first stage that has it.
   auto named = [&](const std::string &name) -> const plan::Buffer & {

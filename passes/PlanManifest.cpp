@@ -772,6 +772,19 @@ void writeManifest(const plan::Plan &p, llvm::raw_ostream &os) {
      << prog.micro_batches() << " x " << prog.micro_batch_size()
      << " micro-batch + " << prog.epilogue_size() << " epilogue instructions, "
      << constants << " constants\n";
+  if (!p.eval_refused().empty()) {
+    os << "evaluation:       none: " << p.eval_refused() << "\n";
+  } else {
+    int evals = 0, all = 0;
+    for (const auto *list : {&prog.prologue(), &prog.micro_batch(), &prog.epilogue()})
+      for (const plan::Instr &i : *list) {
+        ++all;
+        evals += i.eval();
+      }
+    os << "evaluation:       " << evals << " of the " << all
+       << " instructions (the forward and the loss, with the gathers and messages they read; "
+          "dropout off), in the training arena (dsrt --eval-data)\n";
+  }
   auto cfg = bakedConfig(p);
   if (auto *c = std::get_if<dsrt::config::TrainConfig>(&cfg)) {
     writePrecision(p, *c, os);

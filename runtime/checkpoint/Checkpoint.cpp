@@ -484,6 +484,12 @@ std::string buildIndex(const std::string &partial, int ranks, const std::string 
   } else {
     index["loss_scaler"] = nullptr;
   }
+  if (progress.lastEval)
+    index["eval"] = {{"step", progress.lastEval->step},
+                     {"loss", progress.lastEval->loss},
+                     {"batches", progress.lastEval->batches}};
+  else
+    index["eval"] = nullptr;
   index["previous_tag"] = previous ? ordered_json(*previous) : ordered_json(nullptr);
   index["config"] = ordered_json::parse(layout.configJson.empty() ? "{}" : layout.configJson);
   index["files"] = std::move(files);
@@ -809,6 +815,17 @@ Reader Reader::open(const std::string &path) {
       s.hysteresis = intField(ls, "hysteresis", where);
       s.skippedSteps = intField(ls, "skipped_steps", where);
       g.scaler = s;
+    }
+    // The last validation loss (absent in checkpoints from before dsrt
+    // evaluated).
+    if (auto ev = r.index_.find("eval"); ev != r.index_.end() && !ev->is_null()) {
+      Progress::Eval e;
+      e.step = intField(*ev, "step", where);
+      e.batches = intField(*ev, "batches", where);
+      if (!ev->contains("loss") || !ev->at("loss").is_number())
+        throw CheckpointError(where + ": eval.loss must be a number");
+      e.loss = ev->at("loss").get<double>();
+      g.lastEval = e;
     }
     for (const auto &[name, e] : r.index_.at("tensors").items()) {
       std::string at = where + ": tensor '" + name + "'";

@@ -64,6 +64,14 @@ struct Progress {
   uint64_t seed = 0;        // dropout masks
   int64_t trainBatchSize = 0, microBatchSize = 0;
   std::optional<LossScalerState> scaler;
+  /// The last evaluation before the checkpoint (dsrt --eval-data): its
+  /// step, mean validation loss and evaluation batches.
+  struct Eval {
+    int64_t step = 0;
+    double loss = 0;
+    int64_t batches = 0;
+  };
+  std::optional<Eval> lastEval;
 };
 
 /// "step-00000010".

@@ -218,6 +218,7 @@ Executor::Executor(const std::string &dir, comm::Communicator *world, Device dev
   validateCollectives(prologue_, "prologue");
   validateCollectives(micro_, "micro_batch");
   validateCollectives(epilogue_, "epilogue");
+  validateEval();
   auto scalar = [&](uint32_t index, plan::DType dtype, const char *what) {
     if (index >= tensors_.size() || tensors_[index].dtype != dtype || tensors_[index].numel != 1)
       throw PlanError(name_ + ": the " + what + " buffer " + std::to_string(index) +
@@ -636,6 +637,7 @@ Executor::resolve(const google::protobuf::RepeatedPtrField<plan::Instr> &list, c
     instr.axis = p.axis();
     instr.microBatch = p.micro_batch();
     instr.phase = p.phase();
+    instr.eval = p.eval();
     if (p.axis() > 2)
       throw PlanError(name + ": axis " + std::to_string(p.axis()) + " (0: dp, 1: pp, 2: tp)");
     if (instr.op == "load_batch" && pp_ <= 1)
@@ -691,6 +693,47 @@ Executor::resolve(const google::protobuf::RepeatedPtrField<plan::Instr> &list, c
     out.push_back(std::move(instr));
   }
   return out;
+}
+
+// The evaluation program (Instr.eval) runs alone: within each list a
+// collective it starts is waited for by it, a wait it runs waits for a
+// collective it started, and none of its instructions writes model state.
+void Executor::validateEval() {
+  static const char *where[] = {"prologue", "micro_batch", "epilogue"};
+  const std::vector<Instr> *lists[] = {&prologue_, &micro_, &epilogue_};
+  for (int l = 0; l < 3; ++l) {
+    evalLists_[l].clear();
+    std::map<int64_t, bool> started; // handle -> started by an eval instruction
+    for (size_t k = 0; k < lists[l]->size(); ++k) {
+      const Instr &i = (*lists[l])[k];
+      auto name = [&] {
+        return name_ + ": " + where[l] + " instruction " + std::to_string(k) + " (" + i.op + ")";
+      };
+      if (i.op == "dist.wait") {
+        auto it = started.find(i.ints[0]);
+        if (it != started.end() && it->second != i.eval)
+          throw PlanError(name() + ": " + (i.eval ? "an evaluation" : "a training-only") +
+                          " wait for a collective " +
+                          (it->second ? "of the evaluation program" : "only training runs"));
+        if (it != started.end())
+          started.erase(it);
+      } else if (!i.comm.empty() || i.op == "dist.send" || i.op == "dist.recv") {
+        started[i.ints.back()] = i.eval;
+      }
+      if (!i.eval)
+        continue;
+      for (const Tensor *t : i.out)
+        if (t->role == plan::PARAM || t->role == plan::OPT_STATE || t->role == plan::FROZEN ||
+            t->role == plan::STEP || t->role == plan::LOSS_SCALE)
+          throw PlanError(name() + ": an evaluation instruction writes the model state '" +
+                          t->name + "'");
+      evalLists_[l].push_back(&i);
+    }
+    for (auto &[handle, eval] : started)
+      if (eval)
+        throw PlanError(name_ + ": " + where[l] + ": the evaluation program starts handle " +
+                        std::to_string(handle) + " and never waits for it");
+  }
 }
 
 void Executor::validateCollectives(const std::vector<Instr> &list, const char *where) {

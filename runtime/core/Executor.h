@@ -204,6 +204,7 @@ struct Instr {
   /// the others, makes a dist.all_reduce the identity).
   int64_t firstStep = 0, lastStep = 0;
   KernelFn ranged = nullptr;
+  bool eval = false; // Instr.eval: part of the evaluation program
 };
 
 /// The loader of a pipeline step: fills `into` (one load_batch's INPUT
@@ -227,6 +228,7 @@ struct Context {
   /// fp16: the loss-scaled gradient norm is not finite; the optimizer
   /// kernels then leave parameters and states as they are.
   bool overflow = false;
+  bool eval = false;        // an evaluation batch: dropout is the identity
   std::string badIndexOp;   // the first op that saw one
   comm::Communicator *comm = nullptr; // the dp group; never null once loaded
   int rank = 0;                       // in the data-parallel group
@@ -437,6 +439,50 @@ public:
   /// list's iteration) and `phase` (Instr.phase: 0 none, 1 forward,
   /// 2 backward, 3 weight gradient). The rank column is the world rank.
   /// Storage is reserved here, not in the step.
+  /// Why this plan cannot evaluate ("": it can): a plan older than format
+  /// 6, or the plan's own reason (Plan.eval_refused).
+  std::string evalUnavailable() const;
+  /// Evaluation batch `batch` (from 0): the plan's evaluation program (the
+  /// instructions marked Instr.eval: forward and loss) over as many
+  /// micro-batches as a step, with dropout off. `load` fills them as a
+  /// step's loader does, global micro-batch (batch * micro-batches + k) *
+  /// dp + rank. It writes no model state, and leaves the step counter, the
+  /// loss scaler and the step's metrics as they were; loss() and
+  /// globalLoss() then give the batch's loss.
+  template <typename Loader> void evaluate(int64_t batch, Loader &&load) {
+    using L = std::remove_reference_t<Loader>;
+    beginEval(batch);
+    try {
+      if (pp_ > 1) {
+        ctx_.load = [](void *l, int64_t global, const std::vector<Tensor *> &into) {
+          (*static_cast<L *>(l))(global, into);
+        };
+        ctx_.loader = const_cast<void *>(static_cast<const void *>(&load));
+        runEvalList(evalLists_[0]);
+        runEvalList(evalLists_[2]);
+        ctx_.load = nullptr;
+        ctx_.loader = nullptr;
+      } else {
+        runEvalList(evalLists_[0]);
+        for (int64_t k = 0; k < microBatches(); ++k) {
+          int64_t global = globalMicroBatch(batch + 1, k);
+          load(global, inputs_);
+          if (device_ == Device::Cuda)
+            deviceUpload(inputs_);
+          ctx_.rngCounter = uint64_t(global);
+          runEvalList(evalLists_[1]);
+        }
+        runEvalList(evalLists_[2]);
+      }
+    } catch (...) {
+      ctx_.load = nullptr;
+      ctx_.loader = nullptr;
+      endEval(batch, false);
+      throw;
+    }
+    endEval(batch, true);
+  }
+
   void recordTimeline(int64_t step);
   void writeTimeline(const std::string &path) const;
 
@@ -453,8 +499,12 @@ public:
   /// Device::Cuda, this and the two below are the host copies, fetched at
   /// the end of each step.
   float loss() const { return hasLoss_ ? *tensors_[plan_.loss_buffer()].f32() : 0.0f; }
-  float gradNorm() const { return *tensors_[plan_.grad_norm_buffer()].f32(); }
-  float lr() const { return *tensors_[plan_.lr_buffer()].f32(); }
+  /// The last step's (an evaluation's activations may since have taken
+  /// the buffers' bytes: the values as they were before it).
+  float gradNorm() const {
+    return afterEval_ ? stepGradNorm_ : *tensors_[plan_.grad_norm_buffer()].f32();
+  }
+  float lr() const { return afterEval_ ? stepLr_ : *tensors_[plan_.lr_buffer()].f32(); }
   /// fp16 plans: the loss scaler (null otherwise). The last step ran with
   /// lossScale(); stepSkipped() says whether it overflowed and was skipped.
   const LossScaler *lossScaler() const { return scaler_ ? &*scaler_ : nullptr; }
@@ -499,7 +549,16 @@ private:
   /// Pairs every collective with one later dist.wait of `list` and replays
   /// them to size the communicator's staging (reservation_).
   void validateCollectives(const std::vector<Instr> &list, const char *where);
+  void validateEval();
   void runList(const std::vector<Instr> &list);
+  void runEvalList(const std::vector<const Instr *> &list) {
+    for (const Instr *i : list) {
+      i->run(*i, ctx_);
+      progressComms();
+    }
+  }
+  void beginEval(int64_t batch);
+  void endEval(int64_t batch, bool completed);
   void beginStep(int64_t stepIndex);
   void runList(const std::vector<Instr> &list, int which, int64_t micro);
   void endStep();
@@ -535,6 +594,10 @@ private:
   std::vector<Tensor> tensors_;
   std::vector<Tensor *> inputs_;
   std::vector<Instr> prologue_, micro_, epilogue_;
+  std::vector<const Instr *> evalLists_[3]; // the Instr.eval ones of each list
+  int64_t savedStep_ = 0;                    // the step counter during an evaluation
+  bool afterEval_ = false;                   // an evaluation ran since the last step
+  float stepGradNorm_ = 0, stepLr_ = 0;      // the last step's, kept from before it
   void *arena_ = nullptr;
   void *hostTier_ = nullptr; // Plan.host_tier_bytes (ZeRO-Offload's state)
   struct FreeDeleter {

@@ -1,5 +1,6 @@
 //===- ExecutorRun.cpp - running a step: lists, timeline, profile --------===//
 #include "runtime/core/Executor.h"
+#include "runtime/core/Tier.h"
 #include "runtime/config/LrSchedule.h"
 
 #include "runtime/io/FileUtil.h"
@@ -149,7 +150,54 @@ void Executor::printProfile(std::FILE *out) const {
   }
 }
 
+std::string Executor::evalUnavailable() const {
+  if (plan_.format_version() < 6)
+    return name_ + " is a format-" + std::to_string(plan_.format_version()) +
+           " plan, from before plans marked their evaluation program (format 6); compile it "
+           "again with this dsc";
+  if (!plan_.eval_refused().empty())
+    return name_ + " has no evaluation program: " + plan_.eval_refused();
+  return {};
+}
+
+void Executor::beginEval(int64_t batch) {
+  std::string why = evalUnavailable();
+  if (!why.empty())
+    throw PlanError(why);
+  if (!afterEval_) {
+    stepGradNorm_ = gradNorm();
+    stepLr_ = lr();
+    afterEval_ = true;
+  }
+  savedStep_ = ctx_.step;
+  // The micro-batches' global indices (a pipeline's load_batch) count from
+  // evaluation batch 0 as the step's count from step 1.
+  ctx_.step = batch + 1;
+  ctx_.eval = true;
+  ctx_.badIndices = 0;
+  // ZeRO-Infinity: the last step's parameter writes reach the NVMe tier
+  // before the evaluation's fetches read it (they start no read-ahead).
+  if (ctx_.nvme && ctx_.writeBehindBuffer)
+    ctx_.nvme->wait(ctx_.writeBehindTicket);
+  if (device_ == Device::Cuda)
+    deviceBeginStep();
+}
+
+void Executor::endEval(int64_t batch, bool completed) {
+  if (completed && device_ == Device::Cuda)
+    deviceEndStep();
+  ctx_.step = savedStep_;
+  ctx_.eval = false;
+  int64_t bad = ctx_.badIndices;
+  ctx_.badIndices = 0;
+  if (completed && bad)
+    throw PlanError("evaluation batch " + std::to_string(batch + 1) + ": " + std::to_string(bad) +
+                    " index or label values out of range in " + ctx_.badIndexOp +
+                    " (token ids >= the vocabulary size? labels >= the number of classes?)");
+}
+
 void Executor::beginStep(int64_t stepIndex) {
+  afterEval_ = false;
   ctx_.step = stepIndex;
   if (profile_ && device_ == Device::Cuda && ++stepsBegun_ == 2) {
     // The first step's times hold cuBLAS's and the modules' set-up.

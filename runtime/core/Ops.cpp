@@ -798,17 +798,19 @@ const std::map<std::string, OpDef> &table() {
         return [](const Instr &i, Context &ctx) {
           uint64_t counter = ctx.pipelined ? uint64_t(ctx.globalMicroBatch(i.microBatch))
                                            : ctx.rngCounter;
+          // Evaluation: the identity (ratio 0 keeps every element, x 1).
+          const float ratio = ctx.eval ? 0.0f : float(i.floats[0]);
           if (i.ints.size() == 4) {
             // A tensor-parallel rank's part: each run draws the whole
             // tensor's bits for its elements, as the unsplit run does.
             for (const TpRun &r : tpRuns(i.tpWhole, ctx.ranks[2]))
               cpu::dropout(as<T>(i.in[0]) + r.part, as<T>(i.out[0]) + r.part,
-                           i.out[1]->u8() + r.part, r.count, (float)i.floats[0], ctx.seed,
+                           i.out[1]->u8() + r.part, r.count, ratio, ctx.seed,
                            (uint64_t)i.ints[0], counter, uint64_t(r.whole));
             return;
           }
-          cpu::dropout(as<T>(i.in[0]), as<T>(i.out[0]), i.out[1]->u8(), i.out[0]->numel,
-                       (float)i.floats[0], ctx.seed, (uint64_t)i.ints[0], counter);
+          cpu::dropout(as<T>(i.in[0]), as<T>(i.out[0]), i.out[1]->u8(), i.out[0]->numel, ratio,
+                       ctx.seed, (uint64_t)i.ints[0], counter);
         };
       });
     }};

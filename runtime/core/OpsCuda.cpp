@@ -408,8 +408,8 @@ const std::map<std::string, BindFn> &deviceTable() {
         using T = typename decltype(tag)::type;
         return [](const Instr &i, Context &ctx) {
           cuda::dropout(dev<T>(i.in[0]), dev<T>(i.out[0]), dev<uint8_t>(i.out[1]),
-                        i.out[0]->numel, (float)i.floats[0], ctx.seed, (uint64_t)i.ints[0],
-                        ctx.rngCounter);
+                        i.out[0]->numel, ctx.eval ? 0.0f : (float)i.floats[0], ctx.seed,
+                        (uint64_t)i.ints[0], ctx.rngCounter);
         };
       });
     };

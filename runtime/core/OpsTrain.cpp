@@ -95,7 +95,9 @@ void bindTierCopy(Instr &i, const Check &c, bool fetch) {
     }
     // pipeline_read: start the next fetch's NVMe reads (the buffer is free:
     // this fetch's bytes are out of it).
-    if (const Instr *next = i.readAhead) {
+    // (Not in an evaluation: the fetch it would read ahead for may be
+    // the backward's, which an evaluation does not run.)
+    if (const Instr *next = ctx.eval ? nullptr : i.readAhead) {
       at = 0;
       for (const Tensor *from : next->in)
         if (from->tier == plan::NVME) {

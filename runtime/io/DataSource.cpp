@@ -113,6 +113,7 @@ public:
   }
   int64_t itemsPerMicroBatch() const override { return batch_; }
   const char *itemName() const override { return "samples"; }
+  int64_t microBatchesHeld() const override { return samples_ / batch_; }
 
 private:
   std::vector<InputSpec> inputs_;
@@ -173,6 +174,7 @@ public:
   }
   int64_t itemsPerMicroBatch() const override { return batch_ * seq_; }
   const char *itemName() const override { return "tokens"; }
+  int64_t microBatchesHeld() const override { return seq_ ? windows_ / batch_ : -1; }
 
 private:
   TokenFile file_;

@@ -43,6 +43,10 @@ public:
   /// Tokens (or samples) one micro-batch consumes, for the throughput.
   virtual int64_t itemsPerMicroBatch() const = 0;
   virtual const char *itemName() const = 0;
+  /// Whole micro-batches the data holds before load() wraps around (-1:
+  /// unbounded, as synthetic batches are, or nothing to load on this
+  /// pipeline stage). An evaluation reads no sample twice.
+  virtual int64_t microBatchesHeld() const { return -1; }
 };
 
 /// Where the data comes from (dsrt's --data and --token-dtype).

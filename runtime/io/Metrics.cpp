@@ -68,7 +68,7 @@ MetricsWriter::MetricsWriter(const std::string &runDir,
 }
 
 void MetricsWriter::write(int64_t step, double loss, double lr, double gradNorm,
-                          double stepTimeS, const std::vector<double> &extra) {
+                          double stepTimeS, const std::vector<std::optional<double>> &extra) {
   if (extra.size() != extraColumns_)
     throw IoError(path_ + ": a row with " + std::to_string(extra.size()) +
                   " extra values for " + std::to_string(extraColumns_) + " extra columns");
@@ -78,8 +78,8 @@ void MetricsWriter::write(int64_t step, double loss, double lr, double gradNorm,
                     formatValue(stepTimeS, "%.6f");
   // %.17g: integers (counts up to 2^53) print as integers, other values
   // round-trip.
-  for (double v : extra)
-    row += "," + formatValue(v, "%.17g");
+  for (const std::optional<double> &v : extra)
+    row += "," + (v ? formatValue(*v, "%.17g") : std::string());
   line(row + "\n");
 }
 

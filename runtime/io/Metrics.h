@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <ctime>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,11 +28,13 @@ public:
                          const std::vector<std::string> &extraColumns = {});
 
   /// One row; NaN and infinities are written as nan, inf, -inf. `extra`
-  /// has one value per extra column (integers up to 2^53 print as such).
+  /// has one value per extra column (integers up to 2^53 print as such; an
+  /// empty one leaves its cell empty: eval_loss on a step without an
+  /// evaluation).
   /// Throws IoError when the row cannot be written (a full disk), leaving
   /// the file with its complete rows only.
   void write(int64_t step, double loss, double lr, double gradNorm,
-             double stepTimeS, const std::vector<double> &extra = {});
+             double stepTimeS, const std::vector<std::optional<double>> &extra = {});
 
   const std::string &path() const { return path_; }
 

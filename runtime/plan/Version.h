@@ -32,7 +32,11 @@ namespace dsrt {
 /// Version 5: instructions of a range of optimizer steps
 /// (Instr.first_step / last_step: the 1-bit optimizers' two phases), which
 /// an older dsrt would run on every step.
-constexpr unsigned kPlanFormatVersion = 5;
+/// Version 6: the evaluation program (Instr.eval, Plan.eval_refused). A
+/// version-5 dsrt would run the plan's training alike, but this dsrt must
+/// know whether a plan marks its evaluation slice: --eval-data refuses a
+/// plan older than 6.
+constexpr unsigned kPlanFormatVersion = 6;
 constexpr unsigned kOldestPlanFormatVersion = 1;
 
 } // namespace dsrt

@@ -53,6 +53,9 @@ uint32_t commsLoggerKinds(const std::vector<std::string> &ops) {
 constexpr const char *kTrainLoss = "Train/Samples/train_loss";
 constexpr const char *kLr = "Train/Samples/lr";
 constexpr const char *kLossScale = "Train/Samples/loss_scale";
+// The validation loss (dsrt's; DeepSpeed's engine writes no evaluation
+// event), beside them on the same x axis.
+constexpr const char *kEvalLoss = "Train/Samples/eval_loss";
 
 /// "nan", "inf" or "-inf" for messages.
 std::string nonFinite(double v) { return std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"; }
@@ -161,6 +164,8 @@ int Trainer::run() {
       extra = {"comm_elements", "comm_calls", "comm_bytes"};
     if (exec_.lossScaler())
       extra.insert(extra.end(), {"loss_scale", "skipped"});
+    if (options_.evalData)
+      extra.push_back("eval_loss");
     metrics_ = std::make_unique<io::MetricsWriter>(runDir_, extra);
     // DeepSpeed's csv_monitor: the events its engine writes each step
     // (docs/monitors.md), in <output_path or the run folder>/<job_name>.
@@ -173,6 +178,8 @@ int Trainer::run() {
       std::vector<std::string> tags = {kTrainLoss, kLr};
       if (exec_.lossScaler())
         tags.push_back(kLossScale);
+      if (options_.evalData)
+        tags.push_back(kEvalLoss);
       monitor_ = std::make_unique<io::CsvMonitor>(folder(csv), tags, options_.firstStep > 1);
     }
     // A new event file per run (TensorBoard reads every file of a folder,
@@ -226,6 +233,22 @@ int Trainer::run() {
                   held(plan::HOST).c_str(), tier / 1048576.0);
     std::fflush(stdout);
   }
+  if (options_.evalData) {
+    evalBatches_ = planEvaluation();
+    if (rank0_) {
+      const int64_t perBatch = exec_.microBatches() * exec_.dp();
+      std::string when = options_.evalInterval > 0
+                             ? "every " + std::to_string(options_.evalInterval) +
+                                   " steps and after the last"
+                             : std::string("after the last step");
+      std::printf("dsrt: evaluation: %lld batches of %lld micro-batches (%lld %s) from %s, %s; "
+                  "the forward and the loss, dropout off\n",
+                  (long long)evalBatches_, (long long)perBatch,
+                  (long long)(evalBatches_ * perBatch * options_.evalData->itemsPerMicroBatch()),
+                  options_.evalData->itemName(), options_.evalDataPath.c_str(), when.c_str());
+      std::fflush(stdout);
+    }
+  }
   // DeepSpeed's comms_logger: every group's collectives and messages.
   const config::CommsLoggerConfig &cl = exec_.config().commsLogger;
   if (cl.enabled) {
@@ -238,6 +261,56 @@ int Trainer::run() {
   loop();
   exec_.setOpLog(nullptr, {});
   return writeResults();
+}
+
+int64_t Trainer::planEvaluation() {
+  std::string why = exec_.evalUnavailable();
+  if (!why.empty())
+    throw std::runtime_error("--eval-data: " + why);
+  // Every rank reads its own share of each batch; the stages of a pipeline
+  // that load nothing do not count. The fewest micro-batches any rank's
+  // data holds decides.
+  int64_t held = options_.evalData->microBatchesHeld();
+  double agreed = held < 0 ? 1e300 : double(held);
+  if (exec_.worldSize() > 1)
+    agreed = exec_.communicator().blockingAllReduceScalar(agreed, comm::ReduceOp::Min);
+  const int64_t perBatch = exec_.microBatches() * exec_.dp();
+  const std::string batch = "one evaluation batch is a step's " +
+                            std::to_string(exec_.microBatches()) + " micro-batches x dp " +
+                            std::to_string(exec_.dp()) + " = " + std::to_string(perBatch) +
+                            " micro-batches of " + std::to_string(exec_.microBatchSize());
+  if (agreed >= 1e300)
+    throw std::runtime_error("--eval-data " + options_.evalDataPath +
+                             ": no rank reads inputs from it");
+  const int64_t fit = int64_t(agreed) / perBatch;
+  if (options_.evalBatches > fit)
+    throw std::runtime_error(
+        "--eval-batches " + std::to_string(options_.evalBatches) + ": " +
+        options_.evalDataPath + " holds " + std::to_string(int64_t(agreed)) +
+        " micro-batches of " + std::to_string(exec_.microBatchSize()) + ", " +
+        std::to_string(fit) + " evaluation batches (" + batch +
+        "); an evaluation reads no sample twice: ask for at most " + std::to_string(fit));
+  if (fit == 0)
+    throw std::runtime_error("--eval-data " + options_.evalDataPath + ": holds " +
+                             std::to_string(int64_t(agreed)) + " micro-batches of " +
+                             std::to_string(exec_.microBatchSize()) +
+                             ", fewer than one evaluation batch (" + batch + ")");
+  return options_.evalBatches > 0 ? options_.evalBatches : fit;
+}
+
+double Trainer::evaluate() {
+  std::vector<void *> into;
+  double sum = 0;
+  for (int64_t j = 0; j < evalBatches_; ++j) {
+    exec_.evaluate(j, [&](int64_t global, const std::vector<Tensor *> &tensors) {
+      into.clear();
+      for (Tensor *t : tensors)
+        into.push_back(t->data);
+      options_.evalData->load(global, into);
+    });
+    sum += exec_.globalLoss();
+  }
+  return sum / double(evalBatches_);
 }
 
 void Trainer::loop() {
@@ -328,6 +401,22 @@ void Trainer::loop() {
     }
     // Items of the step: the pipeline's stages see the same micro-batches.
     windowItems += data_.itemsPerMicroBatch() * exec_.microBatches() * exec_.dp();
+    // The validation loss of this step's weights (every rank), before the
+    // checkpoint that records it. Its time is left out of the throughput.
+    std::optional<double> evalLoss;
+    double evalSeconds = 0;
+    if (!o.stoppedAt && options_.evalsAt(s)) {
+      auto e0 = Clock::now();
+      evalLoss = evaluate();
+      evalSeconds = std::chrono::duration<double>(Clock::now() - e0).count();
+      windowStart += Clock::now() - e0;
+      lastEval_ = checkpoint::Progress::Eval{s, *evalLoss, evalBatches_};
+      if (!std::isfinite(*evalLoss)) {
+        // The weights of this step are finite (its loss and norm were).
+        o.stoppedAt = o.lastGood = s;
+        o.stopReason = "the validation loss is " + nonFinite(*evalLoss);
+      }
+    }
     // Checkpoints (every rank): start one at its steps; otherwise commit an
     // asynchronous one whose files are written.
     if (saver_ && !o.stoppedAt && options_.savesAt(s)) {
@@ -339,23 +428,26 @@ void Trainer::loop() {
       g.microBatchSize = exec_.microBatchSize();
       if (scaler)
         g.scaler = scaler->state();
+      g.lastEval = lastEval_;
       guardedSave(s, [&] { return saver_->save(checkpoint::ownedPieces(exec_), g); });
     } else if (saver_) {
       guardedSave(s, [&] { return saver_->poll(); });
     }
     if (afterStep)
-      afterStep({s, loss, exec_.lr(), exec_.gradNorm(), stepTime, skipped});
+      afterStep({s, loss, exec_.lr(), exec_.gradNorm(), stepTime, skipped, evalLoss});
     if (!rank0_) {
       if (o.stoppedAt || o.saveFailedAt)
         break;
       continue;
     }
-    std::vector<double> extra;
+    std::vector<std::optional<double>> extra;
     if (ranks)
       extra = {double(exec_.commCounters().elements()), double(exec_.commCounters().calls()),
                double(exec_.commCounters().bytes())};
     if (scaler)
       extra.insert(extra.end(), {exec_.stepLossScale(), skipped ? 1.0 : 0.0});
+    if (options_.evalData)
+      extra.push_back(evalLoss);
     // metrics.csv that cannot be written (a full disk) does not cost the
     // run: training goes on (every rank in step), checkpoints and the final
     // weights are still written, and dsrt exits with status 1.
@@ -369,12 +461,16 @@ void Trainer::loop() {
           if (scaler)
             monitor_->write(kLossScale, samples, exec_.stepLossScale(), true);
           monitor_->write(kTrainLoss, samples, loss);
+          if (evalLoss)
+            monitor_->write(kEvalLoss, samples, *evalLoss);
         }
         if (events_) {
           events_->scalar(kLr, samples, float(exec_.lr()));
           if (scaler)
             events_->scalar(kLossScale, samples, float(exec_.stepLossScale()));
           events_->scalar(kTrainLoss, samples, float(loss));
+          if (evalLoss)
+            events_->scalar(kEvalLoss, samples, float(*evalLoss));
         }
       } catch (const io::IoError &e) {
         o.metricsError = e.what();
@@ -412,6 +508,20 @@ void Trainer::loop() {
       std::fflush(stdout);
       windowStart = now;
       windowItems = 0;
+    }
+    if (evalLoss) {
+      // A language model's perplexity (token data): exp of the mean loss
+      // per token.
+      std::string ppl;
+      if (std::string(options_.evalData->itemName()) == "tokens" && std::isfinite(*evalLoss)) {
+        char buf[48];
+        std::snprintf(buf, sizeof buf, " | perplexity %.3f", std::exp(*evalLoss));
+        ppl = buf;
+      }
+      std::printf("eval %6lld/%lld | validation loss %.4f%s | %lld batches in %.2fs\n",
+                  (long long)s, (long long)options_.steps, *evalLoss, ppl.c_str(),
+                  (long long)evalBatches_, evalSeconds);
+      std::fflush(stdout);
     }
     if (o.stoppedAt || o.saveFailedAt)
       break;

@@ -30,6 +30,7 @@
 #include "runtime/io/Metrics.h"
 
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace dsrt::monitor {
@@ -53,6 +54,18 @@ struct TrainOptions {
   std::string exportOnnx; // also the ONNX model with the trained weights
   std::string onnxSkeleton; // the plan's model.onnx, for exportOnnx
   double baseRssMiB = 0; // the process before the arena (for the summary)
+  // Evaluation (--eval-data): the held-out data, every evalInterval steps
+  // (0: only after the last step) evalBatches batches of a step's
+  // micro-batches (0: every whole batch the data holds).
+  io::DataSource *evalData = nullptr;
+  std::string evalDataPath;
+  int64_t evalInterval = 0;
+  int64_t evalBatches = 0;
+
+  /// Whether the validation loss is computed after step `s`.
+  bool evalsAt(int64_t s) const {
+    return evalData && (s == steps || (evalInterval > 0 && s % evalInterval == 0));
+  }
 
   /// Whether a checkpoint is saved after step `s`.
   bool savesAt(int64_t s) const {
@@ -65,6 +78,7 @@ struct StepRecord {
   int64_t step = 0;
   double loss = 0, lr = 0, gradNorm = 0, seconds = 0;
   bool skipped = false; // fp16: the update was skipped on overflow
+  std::optional<double> evalLoss; // the validation loss after this step
 };
 
 /// How the loop ended (also for tests).
@@ -101,6 +115,13 @@ public:
 
 private:
   void loop();
+  /// The evaluation batches, agreed by every rank (throws when the data
+  /// holds fewer than asked for, or not one).
+  int64_t planEvaluation();
+  /// The mean validation loss over the evaluation batches (every rank).
+  double evaluate();
+  int64_t evalBatches_ = 0;
+  std::optional<checkpoint::Progress::Eval> lastEval_;
   int writeResults();
   Executor &exec_;
   io::DataSource &data_;

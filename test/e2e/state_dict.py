@@ -6,6 +6,9 @@
     state_dict.py loss MODEL.onnx WEIGHTS.safetensors --config DS.json
         --data TOKENS --step N --metrics RUN/metrics.csv --rtol R
     state_dict.py same-loss RUN_A/metrics.csv:STEP RUN_B/metrics.csv:STEP
+    state_dict.py eval-loss MODEL.onnx WEIGHTS.safetensors --data TOKENS
+        --micro-batch B --micro-batches M --dp D --batches K
+        --metrics RUN/metrics.csv --step N --rtol R
 
 init: rebuilds the PyTorch model that models/<name>.py exported (from the
 export's sidecar, seeded as the export was) and writes its whole
@@ -22,6 +25,14 @@ relative R of the loss dsrt logged for step N, which is computed with the
 same weights before that step's update.
 
 same-loss: the two logged losses must be bitwise equal.
+
+eval-loss: the validation loss dsrt --eval-data logged after step N (its
+eval_loss column) against PyTorch's in eval mode (dropout off) with
+WEIGHTS, the weights after step N: K evaluation batches, batch j the mean
+over its M x D micro-batches, global micro-batch (j M + k) D + r of
+dsrt's data order, and their mean. It must be within relative R. The same
+batches in train mode (dropout on) are printed beside it: they must differ
+by more than R, so the check tells the two modes apart.
 """
 import argparse
 import csv
@@ -151,6 +162,62 @@ def same_loss(args):
     print("state_dict: bitwise equal losses %r" % vals[0])
 
 
+def read_metrics_column(path, step, column):
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            if int(row["step"]) == step:
+                if not row.get(column):
+                    fail("%s: step %d has no %s" % (path, step, column))
+                return float(row[column])
+    fail("%s has no step %d" % (path, step))
+
+
+def eval_loss(args):
+    import torch
+    model = build(args.model)
+    tensors = compare.read_safetensors(args.weights)
+    state = {k: torch.from_numpy(np.array(v, copy=True)) for k, v in tensors.items()}
+    # dsrt's run folder holds the trained parameters, each once: the
+    # missing keys may only be buffers (the causal masks) and the other
+    # name of a tied weight.
+    params = dict(model.named_parameters())  # one name per tensor
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    bad = [k for k in missing if k in params] + list(unexpected)
+    if bad:
+        fail("%s does not match the model: %s" % (args.weights, ", ".join(bad)))
+    inputs, _ = rt.onnx_graph_info(args.model)
+    data = rt.Data(args.data, inputs, args.micro_batch)
+    per_batch = args.micro_batches * args.dp
+
+    def mean_loss():
+        batches = []
+        with torch.no_grad():
+            for j in range(args.batches):
+                losses = [model(*data.micro_batch(j * per_batch + g)).item()
+                          for g in range(per_batch)]
+                batches.append(np.mean(np.array(losses, dtype=np.float64)))
+        return float(np.mean(batches))
+
+    model.eval()
+    ours = mean_loss()
+    model.train()
+    torch.manual_seed(0)
+    train_mode = mean_loss()
+    theirs = read_metrics_column(args.metrics, args.step, "eval_loss")
+    rel = compare.rel(ours, theirs)
+    if rel > args.rtol:
+        fail("eval-mode loss %.9g, dsrt's validation loss after step %d %.9g: relative "
+             "difference %.3g > %g" % (ours, args.step, theirs, rel, args.rtol))
+    apart = compare.rel(train_mode, theirs)
+    if apart <= args.rtol:
+        fail("the train-mode loss %.9g is as close (%.3g) to dsrt's %.9g: the check does not "
+             "tell dropout on from off (export with --dropout > 0)" % (train_mode, apart, theirs))
+    print("state_dict: validation loss after step %d over %d batches of %d micro-batches: "
+          "PyTorch eval mode %.8f, dsrt %.8f, relative difference %.1e <= %g (train mode "
+          "%.6f, %.1e apart)" % (args.step, args.batches, per_batch, ours, theirs, rel,
+                                 args.rtol, train_mode, apart))
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -170,8 +237,16 @@ def main():
     s = sub.add_parser("same-loss")
     s.add_argument("a")
     s.add_argument("b")
+    e = sub.add_parser("eval-loss")
+    e.add_argument("model")
+    e.add_argument("weights")
+    e.add_argument("--data", required=True)
+    for opt in ("micro-batch", "micro-batches", "dp", "batches", "step"):
+        e.add_argument("--" + opt, type=int, required=True)
+    e.add_argument("--metrics", required=True)
+    e.add_argument("--rtol", type=float, required=True)
     args = p.parse_args()
-    {"init": init, "loss": loss, "same-loss": same_loss}[args.cmd](args)
+    {"init": init, "loss": loss, "same-loss": same_loss, "eval-loss": eval_loss}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -235,6 +235,20 @@ int main(int argc, char **argv) {
                  "start from these weights instead of the plan's: a safetensors file of the "
                  "model's PyTorch state_dict (fine-tuning; dsrt export writes one)")
       ->check(dsrt::cli::nonEmpty());
+  std::string evalData;
+  int64_t evalInterval = 0, evalBatches = 0;
+  app.add_option("--eval-data", evalData,
+                 "held-out data, as --data takes it: the validation loss (and a language "
+                 "model's perplexity) after the last step and every --eval-interval steps, "
+                 "from the plan's evaluation program (forward and loss, dropout off)")
+      ->check(dsrt::cli::nonEmpty());
+  app.add_option("--eval-interval", evalInterval,
+                 "steps between evaluations (0, the default: only after the last step)")
+      ->check(integer<int64_t>(0, dsrt::limits::kMaxSteps));
+  app.add_option("--eval-batches", evalBatches,
+                 "evaluation batches, each a step's micro-batches (0, the default: every "
+                 "whole batch --eval-data holds)")
+      ->check(integer<int64_t>(0, dsrt::limits::kMaxSteps));
   auto *seedOpt = app.get_option("--seed");
   dsrt::launch::LaunchOptions launchOptions; // --hostfile, --include, ...
   launchOptions.addTo(app);
@@ -252,6 +266,10 @@ int main(int argc, char **argv) {
     die(std::string(e.what()) + " (see dsrt --help)");
   }
   // Settings that only apply with another one are not accepted alone.
+  for (const char *flag : {"--eval-interval", "--eval-batches"})
+    if (app.count(flag) && evalData.empty())
+      die(std::string(flag) + " applies to evaluation: give --eval-data PATH too (or leave " +
+          flag + " out)");
   for (const char *flag : {"--save-interval", "--keep", "--save-mode"})
     if (app.count(flag) && saveDir.empty())
       die(std::string(flag) + " applies to saving checkpoints: give --save-dir DIR too (or "
@@ -405,6 +423,18 @@ int main(int argc, char **argv) {
     std::unique_ptr<dsrt::io::DataSource> source = dsrt::io::openDataSource(
         {data, tokenDtype}, dsrt::train::inputSpecs(exec), exec.microBatchSize(),
         exec.pipelined());
+    std::unique_ptr<dsrt::io::DataSource> evalSource;
+    if (!evalData.empty()) {
+      std::string why = exec.evalUnavailable();
+      if (!why.empty())
+        die("--eval-data: " + why);
+      evalSource = dsrt::io::openDataSource({evalData, tokenDtype}, dsrt::train::inputSpecs(exec),
+                                            exec.microBatchSize(), exec.pipelined());
+      run.evalData = evalSource.get();
+      run.evalDataPath = evalData;
+      run.evalInterval = evalInterval;
+      run.evalBatches = evalBatches;
+    }
 
     std::string skeleton = planDir + "/model.onnx";
     if (!exportOnnx.empty() && rank0) {
