@@ -637,6 +637,10 @@ private:
     assert(dsrt::isPlanInstruction(name) && "instructionOf names a plan instruction");
     instr.set_op(name);
     markSchedule(op, instr);
+    if (auto cost = dyn_cast<nn::CostOpInterface>(op))
+      instr.set_flops(double(cost.getFlops()));
+    if (std::string node = sourceNode(op->getLoc()); !node.empty())
+      instr.set_source(node);
     if (auto steps = op->getAttrOfType<DenseI64ArrayAttr>(TrainDialect::kActiveSteps)) {
       instr.set_first_step(steps[0]);
       instr.set_last_step(steps[1]);
@@ -699,6 +703,21 @@ private:
       bound(ce.getLabels(), dim(ce.getInput(), 1)); // classes: dimension 1
     else if (auto nll = dyn_cast<nn::NllLossOp>(op))
       bound(nll.getLabels(), dim(nll.getInput(), 1));
+  }
+
+  /// The ONNX node an op comes from: the first name in its location (the
+  /// importer names each op after its node; passes that fuse ops keep the
+  /// names in a FusedLoc).
+  static std::string sourceNode(Location loc) {
+    if (auto name = dyn_cast<NameLoc>(loc))
+      return name.getName().str();
+    if (auto fused = dyn_cast<FusedLoc>(loc))
+      for (Location l : fused.getLocations())
+        if (std::string s = sourceNode(l); !s.empty())
+          return s;
+    if (auto site = dyn_cast<CallSiteLoc>(loc))
+      return sourceNode(site.getCallee());
+    return {};
   }
 
   /// The micro-batch and phase a pipeline schedule gave the op.

@@ -772,6 +772,30 @@ void writeManifest(const plan::Plan &p, llvm::raw_ostream &os) {
      << prog.micro_batches() << " x " << prog.micro_batch_size()
      << " micro-batch + " << prog.epilogue_size() << " epilogue instructions, "
      << constants << " constants\n";
+  {
+    // The step's flops by dsc's cost model (Instr.flops), as the flops
+    // profiler splits them: the forward (the evaluation program's
+    // instructions, or a pipeline's phase 1) and the rest of the
+    // micro-batches (the backward, with any recomputed forward).
+    double fwd = 0, bwd = 0, other = 0;
+    const bool pipelined = p.pipeline_micro_batches() > 0; // a pipeline stage's plan
+    auto add = [&](const plan::Instr &i, int64_t runs, bool micro) {
+      double f = i.flops() * double(runs);
+      bool forward = pipelined ? i.phase() == 1 : i.eval();
+      bool backward = pipelined ? i.phase() >= 2 : micro && !i.eval();
+      (forward ? fwd : backward ? bwd : other) += f;
+    };
+    for (const plan::Instr &i : prog.prologue())
+      add(i, 1, false);
+    for (const plan::Instr &i : prog.micro_batch())
+      add(i, prog.micro_batches(), true);
+    for (const plan::Instr &i : prog.epilogue())
+      add(i, 1, false);
+    os << "flops per step:   forward " << llvm::format("%.0f", fwd) << ", backward "
+       << llvm::format("%.0f", bwd) << " (" << llvm::format("%.6f", (fwd + bwd) / 1e9)
+       << " GFLOP per rank, dsc's cost model; the step's other instructions "
+       << llvm::format("%.0f", other) << ")\n";
+  }
   if (!p.eval_refused().empty()) {
     os << "evaluation:       none: " << p.eval_refused() << "\n";
   } else {

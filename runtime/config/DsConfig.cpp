@@ -379,7 +379,7 @@ bool TrainConfig::operator==(const TrainConfig &o) const {
          precision == o.precision && wallClockBreakdown == o.wallClockBreakdown &&
          recompute == o.recompute && tensorParallel == o.tensorParallel && aio == o.aio &&
          csvMonitor == o.csvMonitor && tensorboard == o.tensorboard &&
-         commsLogger == o.commsLogger;
+         commsLogger == o.commsLogger && flopsProfiler == o.flopsProfiler;
 }
 
 std::optional<uint64_t> parseByteSize(const std::string &text) {
@@ -504,6 +504,8 @@ TrainConfig parseDsConfig(const std::string &jsonText, const std::string &source
     readMonitor(top, "tensorboard", cfg.tensorboard);
   if (top.has("comms_logger"))
     readCommsLogger(top, cfg.commsLogger);
+  if (top.has("flops_profiler"))
+    readFlopsProfiler(top, cfg.flopsProfiler);
   if (top.has("tensor_parallel"))
     readTensorParallel(top, cfg);
   // pipeline.activation_checkpoint_interval (DeepSpeed's PipelineModule:
@@ -546,6 +548,12 @@ std::string toJson(const TrainConfig &cfg) {
   if (const CommsLoggerConfig &c = cfg.commsLogger; c.enabled)
     root["comms_logger"] = {{"enabled", true}, {"verbose", c.verbose}, {"prof_all", c.profAll},
                             {"prof_ops", c.profOps}, {"debug", c.debug}};
+  if (const FlopsProfilerConfig &f = cfg.flopsProfiler; f.enabled)
+    root["flops_profiler"] = {
+        {"enabled", true},         {"profile_step", f.profileStep},
+        {"module_depth", f.moduleDepth}, {"top_modules", f.topModules},
+        {"detailed", f.detailed},
+        {"output_file", f.outputFile.empty() ? ordered_json(nullptr) : ordered_json(f.outputFile)}};
 
   const OptimizerConfig &o = cfg.optimizer;
   ordered_json op;

@@ -413,6 +413,25 @@ struct CommsLoggerConfig {
   }
 };
 
+/// DeepSpeed's flops_profiler (edaa722 deepspeed/profiling/config.py,
+/// flops_profiler/profiler.py): at step profile_step dsrt reports the
+/// step's flops (dsc's cost model, per instruction), the time of every
+/// instruction, achieved FLOP/s and MFU against a measured peak, by op kind
+/// and by module (docs/monitors.md).
+struct FlopsProfilerConfig {
+  bool enabled = false;
+  int64_t profileStep = 1;
+  int64_t moduleDepth = -1; // -1: every depth
+  int64_t topModules = 1;
+  bool detailed = true;
+  std::string outputFile; // "": stdout
+  bool operator==(const FlopsProfilerConfig &o) const {
+    return enabled == o.enabled && profileStep == o.profileStep &&
+           moduleDepth == o.moduleDepth && topModules == o.topModules &&
+           detailed == o.detailed && outputFile == o.outputFile;
+  }
+};
+
 struct TrainConfig {
   int64_t trainBatchSize = 1;
   int64_t microBatchPerGpu = 1;
@@ -444,6 +463,7 @@ struct TrainConfig {
   MonitorConfig csvMonitor;
   MonitorConfig tensorboard;
   CommsLoggerConfig commsLogger;
+  FlopsProfilerConfig flopsProfiler;
   /// Keys the config sets that change nothing in dsc, each with why (dsc
   /// prints them as notes at compile time instead of ignoring them
   /// silently). Not part of operator==.

@@ -169,6 +169,29 @@ void readCommsLogger(const Section &top, CommsLoggerConfig &c) {
            "[\"all_reduce\"]");
 }
 
+void readFlopsProfiler(const Section &top, FlopsProfilerConfig &f) {
+  Section s = top.object("flops_profiler");
+  s.checkKeys({"enabled", "recompute_fwd_factor", "profile_step", "module_depth", "top_modules",
+               "detailed", "output_file"});
+  f.enabled = s.boolean("enabled").value_or(false);
+  f.profileStep = s.count("profile_step", 1, int64_t(1) << 53).value_or(1);
+  f.moduleDepth = s.count("module_depth", -1, 1024).value_or(-1);
+  f.topModules = s.count("top_modules", 1, int64_t(1) << 20).value_or(1);
+  f.detailed = s.boolean("detailed").value_or(true);
+  if (s.has("output_file") && !s.raw("output_file").is_null())
+    f.outputFile = s.string("output_file").value_or("");
+  if (s.has("output_file") && s.raw("output_file").is_string() && f.outputFile.empty())
+    s.fail("'" + s.path("output_file") + "' is empty: give a file name, or null for stdout");
+  // DeepSpeed multiplies the forward flops by 2 + recompute_fwd_factor for
+  // the backward; dsrt counts the backward's and the recomputed forward's
+  // instructions themselves, so a factor would be a second, guessed count.
+  if (std::optional<double> r = s.number("recompute_fwd_factor"); r && *r != 0.0)
+    s.fail("'" + s.path("recompute_fwd_factor") + "' is " + std::to_string(*r) +
+           ": dsrt counts the flops of the backward pass and of the recomputed forward from "
+           "the plan's own instructions (dsc --recompute), so no factor is needed; leave it "
+           "out or 0.0");
+}
+
 void readCheckpoint(const Section &top, TrainConfig &cfg) {
   Section c = top.object("checkpoint");
   c.checkKeys({"tag_validation", "load_universal", "use_node_local_storage", "parallel_write"});

@@ -20,6 +20,7 @@ void readCheckpoint(const Section &top, TrainConfig &cfg);
 void readTensorParallel(const Section &top, TrainConfig &cfg);
 void readMonitor(const Section &top, const std::string &key, MonitorConfig &m);
 void readCommsLogger(const Section &top, CommsLoggerConfig &c);
+void readFlopsProfiler(const Section &top, FlopsProfilerConfig &f);
 /// The names comms_logger.prof_ops takes for the ops dsrt issues.
 const std::vector<std::string> &commsLoggerOps();
 // DsConfigBatch.cpp

@@ -638,6 +638,8 @@ Executor::resolve(const google::protobuf::RepeatedPtrField<plan::Instr> &list, c
     instr.microBatch = p.micro_batch();
     instr.phase = p.phase();
     instr.eval = p.eval();
+    instr.flops = p.flops();
+    instr.source = p.source();
     if (p.axis() > 2)
       throw PlanError(name + ": axis " + std::to_string(p.axis()) + " (0: dp, 1: pp, 2: tp)");
     if (instr.op == "load_batch" && pp_ <= 1)

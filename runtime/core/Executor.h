@@ -40,6 +40,7 @@
 
 #include "plan.pb.h"
 
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -205,6 +206,8 @@ struct Instr {
   int64_t firstStep = 0, lastStep = 0;
   KernelFn ranged = nullptr;
   bool eval = false; // Instr.eval: part of the evaluation program
+  double flops = 0;   // Instr.flops (the flops profiler)
+  std::string source; // Instr.source: the ONNX node
 };
 
 /// The loader of a pipeline step: fills `into` (one load_batch's INPUT
@@ -397,7 +400,9 @@ public:
     using L = std::remove_reference_t<Loader>;
     constexpr bool intoForm = std::is_invocable_v<L &, int64_t, const std::vector<Tensor *> &>;
     beginStep(stepIndex);
-    recording_ = stepIndex == timelineStep_;
+    recording_ = stepIndex == timelineStep_ || stepIndex == recordStep_;
+    if (recording_)
+      timeline_.clear();
     if (pp_ > 1) {
       if constexpr (intoForm) {
         ctx_.load = [](void *l, int64_t global, const std::vector<Tensor *> &into) {
@@ -484,6 +489,37 @@ public:
   }
 
   void recordTimeline(int64_t step);
+  /// Records every instruction's start and end in step `step` too (the
+  /// flops profiler's step), as recorded() returns after it.
+  void recordStep(int64_t step) { recordStep_ = step; }
+  /// One instruction run of a recorded step: its list (0 prologue, 1
+  /// micro_batch, 2 epilogue), micro-batch and times (microseconds).
+  struct Event {
+    const Instr *instr;
+    int list;
+    int64_t micro, index, startUs, endUs;
+  };
+  const std::vector<Event> &recorded() const { return timeline_; }
+  /// The phase of an instruction as DeepSpeed's timers and flops profiler
+  /// split a step: 0 forward (the evaluation program's instructions, or a
+  /// pipeline's phase 1), 1 backward (the other micro-batch instructions, or
+  /// phases 2-3), 2 step (the prologue's and epilogue's other instructions:
+  /// lr, the gradient exchange after the micro-batches, clipping, updates).
+  int phaseOf(const Instr &i, int list) const {
+    if (pp_ > 1)
+      return i.phase == 1 ? 0 : i.phase >= 2 ? 1 : 2;
+    if (i.eval)
+      return 0;
+    return list == 1 ? 1 : 2;
+  }
+  /// wall_clock_breakdown: seconds per phase (forward, backward, of which
+  /// collectives and their waits, step) summed since the last take.
+  void enablePhaseTimes() { phaseTiming_ = true; }
+  std::array<double, 4> takePhaseTimes() {
+    std::array<double, 4> t = phaseSeconds_;
+    phaseSeconds_ = {};
+    return t;
+  }
   void writeTimeline(const std::string &path) const;
 
   /// Time every instruction by op kind (dsrt --profile); printProfile()
@@ -550,7 +586,8 @@ private:
   /// them to size the communicator's staging (reservation_).
   void validateCollectives(const std::vector<Instr> &list, const char *where);
   void validateEval();
-  void runList(const std::vector<Instr> &list);
+  void runList(const std::vector<Instr> &list, int which);
+  void addPhaseTime(const Instr &i, int list, double seconds);
   void runEvalList(const std::vector<const Instr *> &list) {
     for (const Instr *i : list) {
       i->run(*i, ctx_);
@@ -642,13 +679,11 @@ private:
   double deviceIdle_ = 0;      // --profile on the GPU: seconds between instructions
   int64_t stepsBegun_ = 0;     // beginStep calls
   bool profileSkippedFirst_ = false;
-  struct Event {
-    const Instr *instr;
-    int list;
-    int64_t micro, index, startUs, endUs;
-  };
   std::vector<Event> timeline_;
   int64_t timelineStep_ = -1;
+  int64_t recordStep_ = -1;
+  bool phaseTiming_ = false;
+  std::array<double, 4> phaseSeconds_ = {};
   bool recording_ = false;
   Tensor *lossScale_ = nullptr;       // the LOSS_SCALE buffer (fp16 plans)
   std::optional<LossScaler> scaler_;  // with it

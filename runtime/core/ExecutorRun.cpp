@@ -36,7 +36,7 @@ void Executor::recordTimeline(int64_t step) {
 
 void Executor::runList(const std::vector<Instr> &list, int which, int64_t micro) {
   if (!recording_)
-    return runList(list);
+    return runList(list, which);
   for (size_t k = 0; k < list.size(); ++k) {
     const Instr &i = list[k];
     int64_t t0 = nowUs();
@@ -44,7 +44,10 @@ void Executor::runList(const std::vector<Instr> &list, int which, int64_t micro)
     if (device_ == Device::Cuda) // the kernel's end, not its launch
       deviceSync();
     progressComms();
-    timeline_.push_back({&i, which, micro, int64_t(k), t0, nowUs()});
+    int64_t t1 = nowUs();
+    timeline_.push_back({&i, which, micro, int64_t(k), t0, t1});
+    if (phaseTiming_)
+      addPhaseTime(i, which, double(t1 - t0) * 1e-6);
   }
 }
 
@@ -61,7 +64,27 @@ void Executor::writeTimeline(const std::string &path) const {
   io::writeFileAtomically(path, {{text.data(), text.size()}});
 }
 
-void Executor::runList(const std::vector<Instr> &list) {
+void Executor::addPhaseTime(const Instr &i, int list, double seconds) {
+  int phase = phaseOf(i, list);
+  phaseSeconds_[phase == 2 ? 3 : phase] += seconds;
+  // The backward's collectives and waits (DeepSpeed's bwd_allreduce).
+  if (phase == 1 && i.op.rfind("dist.", 0) == 0)
+    phaseSeconds_[2] += seconds;
+}
+
+void Executor::runList(const std::vector<Instr> &list, int which) {
+  if (phaseTiming_ && !profile_) {
+    // wall_clock_breakdown: each instruction's time to its phase (on a
+    // GPU its launch: the phases' device time needs --profile).
+    for (const Instr &i : list) {
+      auto t0 = std::chrono::steady_clock::now();
+      i.run(i, ctx_);
+      progressComms();
+      addPhaseTime(i, which,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return;
+  }
   // While a collective is pending, let it advance between kernels.
   if (!profile_) {
     for (const Instr &i : list) {
@@ -79,6 +102,8 @@ void Executor::runList(const std::vector<Instr> &list) {
     i.run(i, ctx_);
     progressComms();
     double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (phaseTiming_)
+      addPhaseTime(i, which, dt);
     auto &slot = opTime_[i.op];
     ++slot.first;
     slot.second += dt;

@@ -1,5 +1,6 @@
 //===- Trainer.cpp - the training loop of a run ---------------------------===//
 #include "runtime/train/Trainer.h"
+#include "runtime/train/FlopsProfiler.h"
 
 #include "runtime/core/Tier.h"
 #include "runtime/kernels/cpu/Kernels.h"
@@ -124,6 +125,29 @@ Trainer::Trainer(Executor &exec, io::DataSource &data, TrainOptions options)
       rank0_(exec.worldSize() == 1 || exec.worldRank() == 0) {}
 
 int Trainer::run() {
+  // What can fail before anything is written: the evaluation's batches,
+  // the flops profiler's step and report file.
+  if (options_.evalData)
+    evalBatches_ = planEvaluation();
+  // DeepSpeed's flops_profiler: one step's instructions recorded.
+  const config::FlopsProfilerConfig &fp = exec_.config().flopsProfiler;
+  if (fp.enabled) {
+    if (fp.profileStep > options_.steps)
+      throw std::runtime_error("flops_profiler.profile_step " + std::to_string(fp.profileStep) +
+                               " is after the run's last step " +
+                               std::to_string(options_.steps) +
+                               ": nothing would be profiled; set it to a step of the run");
+    if (fp.profileStep < options_.firstStep) {
+      if (rank0_)
+        std::fprintf(stderr, "dsrt: note: flops_profiler.profile_step %lld is before this "
+                             "resumed run's first step %lld: no profile in this run\n",
+                     (long long)fp.profileStep, (long long)options_.firstStep);
+    } else {
+      if (rank0_ && !fp.outputFile.empty())
+        io::checkNewFile(fp.outputFile, "flops_profiler.output_file");
+      exec_.recordStep(fp.profileStep);
+    }
+  }
   if (!options_.saveDir.empty()) {
     checkpoint::Layout layout;
     layout.dp = exec_.dp();
@@ -234,7 +258,6 @@ int Trainer::run() {
     std::fflush(stdout);
   }
   if (options_.evalData) {
-    evalBatches_ = planEvaluation();
     if (rank0_) {
       const int64_t perBatch = exec_.microBatches() * exec_.dp();
       std::string when = options_.evalInterval > 0
@@ -249,6 +272,9 @@ int Trainer::run() {
       std::fflush(stdout);
     }
   }
+  // DeepSpeed's wall_clock_breakdown: the forward, backward and step timers.
+  if (exec_.config().wallClockBreakdown)
+    exec_.enablePhaseTimes();
   // DeepSpeed's comms_logger: every group's collectives and messages.
   const config::CommsLoggerConfig &cl = exec_.config().commsLogger;
   if (cl.enabled) {
@@ -399,6 +425,43 @@ void Trainer::loop() {
     } else if (o.stoppedAt && !std::isfinite(loss)) {
       o.stopReason = "the loss is " + nonFinite(loss) + " and " + o.stopReason;
     }
+    // flops_profiler: the report of its step (every rank takes part).
+    const config::FlopsProfilerConfig &fp = cfg.flopsProfiler;
+    if (fp.enabled && s == fp.profileStep && !o.stoppedAt) {
+      auto p0 = Clock::now();
+      Peak peak = measurePeak(exec_);
+      FlopsProfile profile =
+          flopsProfile(exec_, fp, s, peak,
+                       exec_.microBatchSize() * exec_.microBatches() * exec_.dp());
+      const std::string &report = profile.report;
+      if (rank0_) {
+        // The same figures unrounded, beside metrics.csv.
+        try {
+          io::writeFileAtomically(runDir_ + "/flops_profile.csv",
+                                  {{profile.csv.data(), profile.csv.size()}},
+                                  io::Existing::Refuse);
+        } catch (const io::IoError &e) {
+          std::fprintf(stderr, "dsrt: error: %s\n", e.what());
+        }
+        if (fp.outputFile.empty()) {
+          std::fputs(report.c_str(), stdout);
+        } else {
+          try {
+            io::writeFileAtomically(fp.outputFile, {{report.data(), report.size()}},
+                                    io::Existing::Refuse);
+            std::printf("dsrt: flops profile of step %lld in %s\n", (long long)s,
+                        fp.outputFile.c_str());
+          } catch (const io::IoError &e) {
+            // The report is lost, not the run: it goes to stdout instead.
+            std::fprintf(stderr, "dsrt: error: flops_profiler.output_file: %s; the report "
+                                 "follows on stdout\n", e.what());
+            std::fputs(report.c_str(), stdout);
+          }
+        }
+        std::fflush(stdout);
+      }
+      windowStart += Clock::now() - p0; // not the training's time
+    }
     // Items of the step: the pipeline's stages see the same micro-batches.
     windowItems += data_.itemsPerMicroBatch() * exec_.microBatches() * exec_.dp();
     // The validation loss of this step's weights (every rank), before the
@@ -505,6 +568,15 @@ void Trainer::loop() {
                   (long long)s, (long long)options_.steps, loss, exec_.lr(), normText.c_str(),
                   fp16.c_str(), windowItems / std::max(window, 1e-9), data_.itemName(),
                   std::chrono::duration<double>(now - start).count());
+      if (cfg.wallClockBreakdown) {
+        // DeepSpeed's timers.log: milliseconds summed since the last print
+        // (this rank's; bwd_allreduce: the backward's collectives and
+        // waits, bwd_inner the rest of it).
+        std::array<double, 4> t = exec_.takePhaseTimes();
+        std::printf("time (ms) | fwd: %.2f | bwd: %.2f | bwd_inner: %.2f | bwd_allreduce: %.2f "
+                    "| step: %.2f\n",
+                    t[0] * 1e3, t[1] * 1e3, (t[1] - t[2]) * 1e3, t[2] * 1e3, t[3] * 1e3);
+      }
       std::fflush(stdout);
       windowStart = now;
       windowItems = 0;
