@@ -29,7 +29,7 @@ echo "== what counting bytes gives on the held-out text (models/token_baselines.
 baselines=$(/usr/bin/python3 "$root/models/token_baselines.py" "$out/data" --json)
 echo "== dsrt: $steps steps on 2 local ranks, the validation loss every 200 steps (64 batches of val.bin)"
 "$build/bin/dsrt" "$out/plan" --data "$out/data/train.bin" --steps "$steps" --out "$out/run" \
-  --eval-data "$out/data/val.bin" --eval-interval 200 --eval-batches 64
+  --eval-data "$out/data/val.bin" --eval-interval 200 --eval-batches 64 --timeline
 echo "== the curves: $out/run/metrics.csv"
 awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i == "eval_loss") e = i }
          NR > 1 && $e != "" { printf "  step %5d  loss %.3f  validation loss %.3f\n", $1, $2, $e }' \
@@ -47,3 +47,5 @@ sys.exit(0 if v < b["unigram"] else 1)
 PY
 echo "== the curves drawn (loss, lr, gradient norm): tools/plot/plot_run.py"
 /usr/bin/python3 "$root/tools/plot/plot_run.py" "$out/run" --png --title "dsc main job: bundled GPT, 2 ranks, ZeRO 2, validation every 200 steps"
+echo "== each rank's memory over the last step against the plan: tools/plot/plot_memory.py"
+/usr/bin/python3 "$root/tools/plot/plot_memory.py" "$out/run" --png --title "dsc main job: memory over the last step, 2 ranks, ZeRO 2"

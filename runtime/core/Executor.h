@@ -498,7 +498,14 @@ public:
     const Instr *instr;
     int list;
     int64_t micro, index, startUs, endUs;
+    uint64_t rssBytes = 0; // the process's resident set after it (--timeline)
   };
+  /// The arena bytes the plan has in use at each event of the recorded
+  /// step: the model state, plus the union of the byte ranges of the
+  /// activations live there (touched at or before it and again at or after
+  /// it in the step). What the memory plan promised, to set beside the
+  /// measured resident set.
+  std::vector<uint64_t> plannedBytes() const;
   const std::vector<Event> &recorded() const { return timeline_; }
   /// The phase of an instruction as DeepSpeed's timers and flops profiler
   /// split a step: 0 forward (the evaluation program's instructions, or a
@@ -588,6 +595,7 @@ private:
   void validateEval();
   void runList(const std::vector<Instr> &list, int which);
   void addPhaseTime(const Instr &i, int list, double seconds);
+  uint64_t residentBytes() const;
   void runEvalList(const std::vector<const Instr *> &list) {
     for (const Instr *i : list) {
       i->run(*i, ctx_);

@@ -10,6 +10,9 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
+
+#include <unistd.h>
 
 namespace dsrt {
 namespace plan = dsc::plan;
@@ -45,22 +48,84 @@ void Executor::runList(const std::vector<Instr> &list, int which, int64_t micro)
       deviceSync();
     progressComms();
     int64_t t1 = nowUs();
-    timeline_.push_back({&i, which, micro, int64_t(k), t0, t1});
+    timeline_.push_back({&i, which, micro, int64_t(k), t0, t1, residentBytes()});
     if (phaseTiming_)
       addPhaseTime(i, which, double(t1 - t0) * 1e-6);
   }
 }
 
+/// The process's resident set in bytes (/proc/self/statm), 0 where it
+/// cannot be read.
+static uint64_t residentBytesNow() {
+  std::FILE *f = std::fopen("/proc/self/statm", "r");
+  if (!f)
+    return 0;
+  unsigned long long size = 0, resident = 0;
+  int got = std::fscanf(f, "%llu %llu", &size, &resident);
+  std::fclose(f);
+  static const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+  return got == 2 ? uint64_t(resident) * page : 0;
+}
+
+uint64_t Executor::residentBytes() const { return residentBytesNow(); }
+
+std::vector<uint64_t> Executor::plannedBytes() const {
+  // Each activation's first and last event; the others are model state,
+  // inputs or constants, which the plan lays out before the activations.
+  std::map<const Tensor *, std::pair<size_t, size_t>> span;
+  for (size_t k = 0; k < timeline_.size(); ++k) {
+    const Instr &i = *timeline_[k].instr;
+    for (const auto *list : {&i.in, &i.out})
+      for (const Tensor *t : *list) {
+        if (t->role != plan::ACTIVATION || t->tier != plan::ARENA)
+          continue;
+        auto [it, fresh] = span.try_emplace(t, k, k);
+        if (!fresh)
+          it->second.second = k;
+      }
+  }
+  using Live = std::pair<size_t, std::pair<uint64_t, uint64_t>>; // last event, byte range
+  std::vector<std::vector<Live>> starting(timeline_.size());
+  for (auto &[t, s] : span)
+    starting[s.first].push_back({s.second, {t->offset, t->offset + t->bytes()}});
+  std::vector<Live> live;
+  std::vector<uint64_t> out(timeline_.size());
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (size_t k = 0; k < timeline_.size(); ++k) {
+    live.insert(live.end(), starting[k].begin(), starting[k].end());
+    live.erase(std::remove_if(live.begin(), live.end(), [&](auto &l) { return l.first < k; }),
+               live.end());
+    ranges.clear();
+    for (auto &l : live)
+      ranges.push_back(l.second);
+    std::sort(ranges.begin(), ranges.end());
+    uint64_t bytes = 0, end = 0;
+    for (auto &[a, b] : ranges) {
+      if (b <= end)
+        continue;
+      bytes += b - std::max(a, end);
+      end = b;
+    }
+    out[k] = plan_.persistent_bytes() + bytes;
+  }
+  return out;
+}
+
 void Executor::writeTimeline(const std::string &path) const {
   static const char *lists[] = {"prologue", "micro_batch", "epilogue"};
-  std::string text = "rank,list,micro,index,op,start_us,end_us,mb,phase\n";
+  std::string text = "rank,list,micro,index,op,start_us,end_us,mb,phase,planned_bytes,"
+                     "arena_bytes,rss_bytes\n";
   std::string rank = std::to_string(world_->rank());
-  for (const Event &e : timeline_)
+  std::vector<uint64_t> planned = plannedBytes();
+  for (size_t k = 0; k < timeline_.size(); ++k) {
+    const Event &e = timeline_[k];
     text += rank + "," + lists[e.list] + "," + std::to_string(e.micro) + "," +
             std::to_string(e.index) + "," + e.instr->op + "," + std::to_string(e.startUs) + "," +
             std::to_string(e.endUs) + "," +
             std::to_string(pp_ > 1 ? e.instr->microBatch : e.micro) + "," +
-            std::to_string(e.instr->phase) + "\n";
+            std::to_string(e.instr->phase) + "," + std::to_string(planned[k]) + "," +
+            std::to_string(plan_.arena_bytes()) + "," + std::to_string(e.rssBytes) + "\n";
+  }
   io::writeFileAtomically(path, {{text.data(), text.size()}});
 }
 

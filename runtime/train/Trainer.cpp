@@ -525,7 +525,7 @@ void Trainer::loop() {
             monitor_->write(kLossScale, samples, exec_.stepLossScale(), true);
           monitor_->write(kTrainLoss, samples, loss);
           if (evalLoss)
-            monitor_->write(kEvalLoss, samples, *evalLoss);
+            monitor_->write(kEvalLoss, samples, *evalLoss, true); // as metrics.csv
         }
         if (events_) {
           events_->scalar(kLr, samples, float(exec_.lr()));

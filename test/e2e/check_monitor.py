@@ -62,10 +62,11 @@ def check_csv(a, rows, names):
         if not table or table[0] != ["step", name]:
             fail("%s: header %s, expected ['step', %r]" % (path, table[:1], name))
         body = table[1 + a.skip:]
-        if len(body) != len(rows):
+        have = [m for m in rows if m[column] != ""]  # eval_loss: the evaluated steps
+        if len(body) != len(have):
             fail("%s: %d rows after the %d skipped for %d steps" % (path, len(body), a.skip,
-                                                                   len(rows)))
-        for r, m in zip(body, rows):
+                                                                   len(have)))
+        for r, m in zip(body, have):
             want = [str(int(m["step"]) * a.tbs), m[column]]
             if r != want:
                 fail("%s: row %s, metrics.csv step %s says %s" % (path, r, m["step"], want))
@@ -104,9 +105,10 @@ def check_tensorboard(a, rows, names):
         fail("%s: tags %s, expected %s" % (name, sorted(scalars), tags))
     for k, column in names.items():
         got = scalars["Train/Samples/" + k]
-        if len(got) != len(rows):
-            fail("%s: %d %s events for %d steps" % (name, len(got), k, len(rows)))
-        for (step, value), m in zip(got, rows):
+        have = [m for m in rows if m[column] != ""]  # eval_loss: the evaluated steps
+        if len(got) != len(have):
+            fail("%s: %d %s events for %d steps" % (name, len(got), k, len(have)))
+        for (step, value), m in zip(got, have):
             want = f32(m[column])
             same = ulps(value, want) <= 1 or (value != value and want != want)
             if step != int(m["step"]) * a.tbs or not same:
@@ -132,6 +134,8 @@ def main():
     names = {"train_loss": "loss", "lr": "lr"}
     if "loss_scale" in rows[0]:
         names["loss_scale"] = "loss_scale"
+    if "eval_loss" in rows[0]:  # dsrt --eval-data: at the evaluated steps
+        names["eval_loss"] = "eval_loss"
     if a.csv:
         check_csv(a, rows, names)
     if a.tensorboard:

@@ -28,8 +28,6 @@ STRICT = ("a key DeepSpeed edaa72212 refuses too (its pydantic section forbids i
 PRESCALE = ("gradient pre-division (prescale_gradients, gradient_predivide_factor)",
             "divide")
 EXPECTED = {
-    "bigscience-megatron-deepspeed__ds_config": (
-        "the flops profiler (issue 27)", "'flops_profiler.enabled' is true"),
     "bigscience-megatron-deepspeed__tests-ds_config_cl": (
         "curriculum learning", "'curriculum_learning.enabled' is true"),
     "deepspeed__sdma_allgather-ds_config_zero3_sdma": STRICT,
