@@ -83,7 +83,7 @@ def main(argv=None):
         right.set_ylim(max(0.0, lo - 0.1 * (hi - lo + 1)), hi + 0.1 * (hi - lo + 1))
         h1, l1 = ax.get_legend_handles_labels()
         h2, l2 = right.get_legend_handles_labels()
-        ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="lower right")
+        ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="lower center", ncol=3)
         lines.append("rank %d: planned peak %.2f MiB in use of an arena of %.2f MiB, resident "
                      "set %.1f-%.1f MiB over %d instructions"
                      % (rank, max(planned), arena, lo, hi, len(rows)))
