@@ -1041,14 +1041,17 @@ void runPipeline(int P, int dp) {
   std::ifstream in(path);
   std::string header, line;
   std::getline(in, header);
-  EXPECT_EQ(header, "rank,list,micro,index,op,start_us,end_us,mb,phase");
+  EXPECT_EQ(header, "rank,list,micro,index,op,start_us,end_us,mb,phase,planned_bytes,"
+                    "arena_bytes,rss_bytes");
   int forward = 0;
   while (std::getline(in, line)) {
     std::vector<std::string> cols;
     std::stringstream ss(line);
     for (std::string col; std::getline(ss, col, ',');)
       cols.push_back(col);
-    ASSERT_EQ(cols.size(), 9u) << line;
+    ASSERT_EQ(cols.size(), 12u) << line;
+    // The plan's bytes in use on this stage never exceed its arena.
+    EXPECT_LE(std::stoull(cols[9]), std::stoull(cols[10])) << line;
     EXPECT_EQ(cols[0], std::to_string(r));
     if (cols[4] == "nn.mul" && cols[8] == "1") {
       EXPECT_EQ(cols[7], std::to_string(last ? forward / 2 : forward)) << line; // 2 on the last

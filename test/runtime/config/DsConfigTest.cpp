@@ -1430,6 +1430,40 @@ TEST(DsConfig, WallClockBreakdownIsRead) {
             "number 1");
 }
 
+TEST(DsConfig, FlopsProfilerIsRead) {
+  // DeepSpeed's defaults (deepspeed/profiling/config.py).
+  TrainConfig d = parse(R"({"train_batch_size": 8, "flops_profiler": {"enabled": true}})");
+  EXPECT_TRUE(d.flopsProfiler.enabled);
+  EXPECT_EQ(d.flopsProfiler.profileStep, 1);
+  EXPECT_EQ(d.flopsProfiler.moduleDepth, -1);
+  EXPECT_EQ(d.flopsProfiler.topModules, 1);
+  EXPECT_TRUE(d.flopsProfiler.detailed);
+  EXPECT_EQ(d.flopsProfiler.outputFile, "");
+  TrainConfig c = parse(R"({"train_batch_size": 8, "flops_profiler": {"enabled": true,
+      "profile_step": 5, "module_depth": 2, "top_modules": 3, "detailed": false,
+      "output_file": "prof.txt", "recompute_fwd_factor": 0.0}})");
+  EXPECT_EQ(c.flopsProfiler.profileStep, 5);
+  EXPECT_EQ(c.flopsProfiler.moduleDepth, 2);
+  EXPECT_EQ(c.flopsProfiler.topModules, 3);
+  EXPECT_FALSE(c.flopsProfiler.detailed);
+  EXPECT_EQ(c.flopsProfiler.outputFile, "prof.txt");
+  EXPECT_EQ(parseDsConfig(toJson(c), "canonical"), c);
+  EXPECT_EQ(parseDsConfig(toJson(d), "canonical"), d);
+  EXPECT_NE(c, d);
+  EXPECT_NE(errorOf(R"({"train_batch_size": 8, "flops_profiler": {"enabled": true,
+      "recompute_fwd_factor": 0.5}})")
+                .find("'flops_profiler.recompute_fwd_factor' is 0.500000: dsrt counts"),
+            std::string::npos);
+  EXPECT_NE(errorOf(R"({"train_batch_size": 8, "flops_profiler": {"enabled": true,
+      "profile_step": 0}})")
+                .find("'flops_profiler.profile_step' must be between 1 and"),
+            std::string::npos);
+  EXPECT_NE(errorOf(R"({"train_batch_size": 8, "flops_profiler": {"enabled": true,
+      "output_file": ""}})")
+                .find("'flops_profiler.output_file' is empty"),
+            std::string::npos);
+}
+
 /// pipeline.partition and seed_layers were read and dropped.
 TEST(DsConfig, PipelinePartitionAndSeedLayersAreNotIgnored) {
   auto pipeline = [](const std::string &section) {
