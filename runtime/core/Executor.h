@@ -435,15 +435,6 @@ public:
     endStep();
   }
 
-  /// Record the start and end of every instruction of step `step`
-  /// (dsrt --timeline); writeTimeline() writes them as CSV: list
-  /// (prologue, micro_batch, epilogue), micro-batch, instruction, op,
-  /// start/end in microseconds of the system clock (so the ranks of one
-  /// machine share a time axis), then `mb` (the micro-batch the instruction
-  /// works on: a pipeline plan's Instr.micro_batch, else the micro-batch
-  /// list's iteration) and `phase` (Instr.phase: 0 none, 1 forward,
-  /// 2 backward, 3 weight gradient). The rank column is the world rank.
-  /// Storage is reserved here, not in the step.
   /// Why this plan cannot evaluate ("": it can): a plan older than format
   /// 6, or the plan's own reason (Plan.eval_refused).
   std::string evalUnavailable() const;
@@ -488,6 +479,17 @@ public:
     endEval(batch, true);
   }
 
+  /// Record the start and end of every instruction of step `step`
+  /// (dsrt --timeline); writeTimeline() writes them as CSV: list
+  /// (prologue, micro_batch, epilogue), micro-batch, instruction, op,
+  /// start/end in microseconds of the system clock (so the ranks of one
+  /// machine share a time axis), then `mb` (the micro-batch the instruction
+  /// works on: a pipeline plan's Instr.micro_batch, else the micro-batch
+  /// list's iteration) and `phase` (Instr.phase: 0 none, 1 forward,
+  /// 2 backward, 3 weight gradient), then the memory: the arena bytes the
+  /// plan has in use there (plannedBytes()), the arena, and the resident
+  /// set after it. The rank column is the world rank.
+  /// Storage is reserved here, not in the step.
   void recordTimeline(int64_t step);
   /// Records every instruction's start and end in step `step` too (the
   /// flops profiler's step), as recorded() returns after it.
