@@ -597,7 +597,6 @@ private:
   void validateEval();
   void runList(const std::vector<Instr> &list, int which);
   void addPhaseTime(const Instr &i, int list, double seconds);
-  uint64_t residentBytes() const;
   void runEvalList(const std::vector<const Instr *> &list) {
     for (const Instr *i : list) {
       i->run(*i, ctx_);

@@ -37,23 +37,6 @@ void Executor::recordTimeline(int64_t step) {
                     epilogue_.size());
 }
 
-void Executor::runList(const std::vector<Instr> &list, int which, int64_t micro) {
-  if (!recording_)
-    return runList(list, which);
-  for (size_t k = 0; k < list.size(); ++k) {
-    const Instr &i = list[k];
-    int64_t t0 = nowUs();
-    i.run(i, ctx_);
-    if (device_ == Device::Cuda) // the kernel's end, not its launch
-      deviceSync();
-    progressComms();
-    int64_t t1 = nowUs();
-    timeline_.push_back({&i, which, micro, int64_t(k), t0, t1, residentBytes()});
-    if (phaseTiming_)
-      addPhaseTime(i, which, double(t1 - t0) * 1e-6);
-  }
-}
-
 /// The process's resident set in bytes (/proc/self/statm), 0 where it
 /// cannot be read.
 static uint64_t residentBytesNow() {
@@ -67,7 +50,26 @@ static uint64_t residentBytesNow() {
   return got == 2 ? uint64_t(resident) * page : 0;
 }
 
-uint64_t Executor::residentBytes() const { return residentBytesNow(); }
+void Executor::runList(const std::vector<Instr> &list, int which, int64_t micro) {
+  if (!recording_)
+    return runList(list, which);
+  for (size_t k = 0; k < list.size(); ++k) {
+    const Instr &i = list[k];
+    int64_t t0 = nowUs();
+    i.run(i, ctx_);
+    if (device_ == Device::Cuda) // the kernel's end, not its launch
+      deviceSync();
+    progressComms();
+    int64_t t1 = nowUs();
+    // The resident set for --timeline's memory columns only: reading
+    // /proc costs a file open per instruction, which the flops profiler's
+    // wall time of its step should not include.
+    timeline_.push_back({&i, which, micro, int64_t(k), t0, t1,
+                         ctx_.step == timelineStep_ ? residentBytesNow() : 0});
+    if (phaseTiming_)
+      addPhaseTime(i, which, double(t1 - t0) * 1e-6);
+  }
+}
 
 std::vector<uint64_t> Executor::plannedBytes() const {
   // Each activation's first and last event; the others are model state,
