@@ -154,6 +154,9 @@ const char *instructionOf(Operation *op) {
       .Case<train::OneBitServerOp>([](Operation *) { return "train.onebit_server"; })
       .Case<train::OneBitExpandOp>([](Operation *) { return "train.onebit_expand"; })
       .Case<train::OneBitAdamOp>([](Operation *) { return "train.onebit_adam"; })
+      .Case<train::ZeroOneAdamOp>([](Operation *) { return "train.zero_one_adam"; })
+      .Case<train::ZeroOneAdamPayloadOp>([](Operation *) { return "train.zero_one_payload"; })
+      .Case<train::ResetAtOp>([](Operation *) { return "train.reset_at"; })
       .Case<train::SgdOp>([](Operation *) { return "train.sgd"; })
       .Case<train::SumSqOp>([](Operation *) { return "train.sum_sq"; })
       .Case<train::TierFetchOp>([](Operation *) { return "tier.fetch"; })
@@ -573,11 +576,7 @@ private:
       instr->set_op("dist.wait");
       instr->add_ints(handle->second);
       // A wait runs on the steps its collective runs on.
-      if (auto steps = wait.getCollective()->getAttrOfType<DenseI64ArrayAttr>(
-              TrainDialect::kActiveSteps)) {
-        instr->set_first_step(steps[0]);
-        instr->set_last_step(steps[1]);
-      }
+      markSteps(wait.getCollective(), *instr);
       return success();
     }
     if (auto load = dyn_cast<train::LoadBatchOp>(op)) {
@@ -641,10 +640,7 @@ private:
       instr.set_flops(double(cost.getFlops()));
     if (std::string node = sourceNode(op->getLoc()); !node.empty())
       instr.set_source(node);
-    if (auto steps = op->getAttrOfType<DenseI64ArrayAttr>(TrainDialect::kActiveSteps)) {
-      instr.set_first_step(steps[0]);
-      instr.set_last_step(steps[1]);
-    }
+    markSteps(op, instr);
     if (auto group = op->getAttrOfType<dist::GroupAttr>("group")) {
       dist::Axis axis = group.getAxis();
       // The plan's groups are dp (0), pp (1) and tp (2); no dsrt runs a
@@ -726,6 +722,24 @@ private:
       instr.set_micro_batch(k.getInt());
     if (auto p = op->getAttrOfType<IntegerAttr>(TrainDialect::kPhase))
       instr.set_phase(p.getInt());
+  }
+
+  /// The optimizer steps the op runs on: train.active_steps (a range) or
+  /// train.step_classes (0/1 Adam's classes).
+  static void markSteps(Operation *op, plan::Instr &instr) {
+    if (auto steps = op->getAttrOfType<DenseI64ArrayAttr>(TrainDialect::kActiveSteps)) {
+      instr.set_first_step(steps[0]);
+      instr.set_last_step(steps[1]);
+    }
+    if (auto classes = op->getAttrOfType<IntegerAttr>(TrainDialect::kStepClasses))
+      instr.set_step_classes(uint32_t(classes.getInt()));
+  }
+
+  /// ZeroOneAdam's policy, as train.zero_one_adam and _payload carry it.
+  static void zeroOneInts(const dsrt::ZeroOneRule &r, plan::Instr &instr) {
+    for (int64_t v : {r.varFreezeStep, r.varUpdateScaler, r.localStepScaler, r.localStepClipper,
+                      r.stepOffset})
+      instr.add_ints(v);
   }
 
   int64_t newHandle(Operation *op) {
@@ -901,6 +915,20 @@ private:
           instr.add_ints(o.getFreezeStep());
           instr.add_ints(o.getStepOffset());
         })
+        .Case([&](train::ZeroOneAdamOp o) {
+          instr.add_floats(o.getBeta1().convertToDouble());
+          instr.add_floats(o.getBeta2().convertToDouble());
+          instr.add_floats(o.getEps().convertToDouble());
+          instr.add_floats(o.getWeightDecay().convertToDouble());
+          zeroOneInts(o.rule(), instr);
+        })
+        .Case([&](train::ZeroOneAdamPayloadOp o) {
+          instr.add_floats(o.getBeta1().convertToDouble());
+          instr.add_floats(o.getEps().convertToDouble());
+          instr.add_floats(o.getWeightDecay().convertToDouble());
+          zeroOneInts(o.rule(), instr);
+        })
+        .Case([&](train::ResetAtOp o) { instr.add_ints(o.getAt()); })
         .Case([&](train::LionOp o) {
           instr.add_floats(o.getBeta1().convertToDouble());
           instr.add_floats(o.getBeta2().convertToDouble());
@@ -1053,6 +1081,17 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
   std::set<std::string> weightNames, paramNames;
   if (failed(lrSchedule(steps[0], options.config, *p.mutable_lr_schedule())))
     return failure();
+  // 0/1 Adam: the rule of its instructions' step classes (format 7).
+  for (auto update : steps[0].getOps<train::ZeroOneAdamOp>()) {
+    dsrt::ZeroOneRule r = update.rule();
+    plan::StepRule *rule = p.mutable_step_rule();
+    rule->set_var_freeze_step(r.varFreezeStep);
+    rule->set_var_update_scaler(r.varUpdateScaler);
+    rule->set_local_step_scaler(r.localStepScaler);
+    rule->set_local_step_clipper(r.localStepClipper);
+    rule->set_step_offset(r.stepOffset);
+    break;
+  }
   // ZeRO-Infinity's optimizer state and/or parameters on NVMe: where and
   // how (each stage's emitter sets the bytes; the config has checked that
   // both name the same folder).

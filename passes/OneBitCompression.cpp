@@ -53,9 +53,10 @@ using namespace mlir;
 namespace {
 using train::TrainDialect;
 
-/// Builds ops with `build` and marks every op it created with `steps`.
+/// Builds ops with `build` and marks every op it created with `steps`
+/// (train.active_steps or train.step_classes).
 template <typename F>
-auto gated(OpBuilder &b, Location loc, DenseI64ArrayAttr steps, F &&build) {
+auto gated(OpBuilder &b, Location loc, NamedAttribute steps, F &&build) {
   Block *block = b.getInsertionBlock();
   Block::iterator before = b.getInsertionPoint();
   Operation *prev = before == block->begin() ? nullptr : &*std::prev(before);
@@ -63,7 +64,7 @@ auto gated(OpBuilder &b, Location loc, DenseI64ArrayAttr steps, F &&build) {
   Block::iterator from = prev ? std::next(Block::iterator(prev)) : block->begin();
   for (Block::iterator it = from; it != b.getInsertionPoint(); ++it)
     if (!isa<arith::ConstantOp, nn::ReshapeOp, dist::WaitOp>(&*it))
-      it->setAttr(TrainDialect::kActiveSteps, steps);
+      it->setAttr(steps.getName(), steps.getValue());
   return result;
 }
 
@@ -74,7 +75,7 @@ constexpr const char *kFlatGroup = "fp32_flat_group";
 /// What one 1-bit all-reduce compresses: one parameter's momentum (fp32),
 /// or every parameter's, concatenated in order (bf16 / fp16).
 struct Group {
-  SmallVector<train::OneBitAdamOp> updates;
+  SmallVector<Operation *> updates; // train.onebit_adam or train.zero_one_adam
   int64_t n = 0;  // elements
   int64_t np = 0; // padded to a multiple of W lcm(W, 8)
   std::string name;
@@ -83,6 +84,8 @@ struct Group {
 
 struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
   using Base::Base;
+  /// The error states addErrors made, in order.
+  SmallVector<StringAttr> errorNames_;
 
   void runOnOperation() override {
     if (dp < 2) {
@@ -97,6 +100,8 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
   }
 
   LogicalResult run(func::FuncOp fn) {
+    if (!fn.getBody().front().getOps<train::ZeroOneAdamOp>().empty())
+      return runZeroOne(fn);
     auto updates = llvm::to_vector(fn.getBody().front().getOps<train::OneBitAdamOp>());
     if (updates.empty())
       return success();
@@ -115,7 +120,8 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
     const int64_t last = first.lastWarmupCall() - first.getStepOffset();
     OpBuilder b(fn.getContext());
     auto warmup = b.getDenseI64ArrayAttr({1, last});
-    auto compressed = b.getDenseI64ArrayAttr({last + 1, 0});
+    NamedAttribute compressed(TrainDialect::kActiveSteps,
+                              b.getDenseI64ArrayAttr({last + 1, 0}));
     auto group = dist::GroupAttr::get(fn.getContext(), dist::Axis::dp, dp);
 
     // 1. The gradient reductions run in the warm-up only.
@@ -142,9 +148,161 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
       return failure();
 
     // 2. The clipping norm: in the compressed phase the mean of the local
-    // norms (an average of sqrt(sum_sq), squared back for clip_grad_norm);
-    // in the warm-up the gradients are averaged already and the skipped
-    // reduction leaves the one norm every rank has.
+    // norms (fp32) or each rank's own (bf16 / fp16).
+    if (failed(replaceClipNorm(fn, b, group, compressed, flat)))
+      return failure();
+
+    // 3. Each compressed tensor's all-reduce (one per parameter in fp32,
+    // one of them all under bf16 / fp16), and its error states.
+    SmallVector<Group> groups;
+    if (flat)
+      groups.push_back(Group{SmallVector<Operation *>(updates.begin(), updates.end()), 0, 0,
+                             kFlatGroup});
+    for (train::OneBitAdamOp u : updates) {
+      StringAttr name = paramName(fn, u.getParam());
+      if (!name)
+        return u.emitOpError("onebit-compression: the parameter is not a train.param argument");
+      if (!flat)
+        groups.push_back(Group{{u}, 0, 0, name.str()});
+    }
+    if (failed(addErrors(fn, b, groups)))
+      return failure();
+    // What each compresses: its momentum b1 m + (1-b1) g (DeepSpeed's
+    // m.mul_(b1).add_(g, alpha=1-b1): both factors rounded to float).
+    double beta1 = first.getBeta1().convertToDouble();
+    b.setInsertionPoint(updates.front());
+    Location loc = updates.front().getLoc();
+    auto scalar = RankedTensorType::get({}, b.getF32Type());
+    Value b1, oneMinusB1;
+    auto momentum = [&](Operation *op) -> Value {
+      auto u = cast<train::OneBitAdamOp>(op);
+      if (!b1) {
+        b1 = arith::ConstantOp::create(
+            b, loc, DenseElementsAttr::get(scalar, b.getF32FloatAttr(float(beta1))));
+        oneMinusB1 = arith::ConstantOp::create(
+            b, loc, DenseElementsAttr::get(scalar, b.getF32FloatAttr(float(1.0 - beta1))));
+      }
+      Value scaled = nn::MulOp::create(b, loc, u.getExpAvg(), b1);
+      Value step = nn::MulOp::create(b, loc, u.getGrad(), oneMinusB1);
+      return nn::AddOp::create(b, loc, scaled, step);
+    };
+    auto setCompressed = [](Operation *op, Value v) {
+      cast<train::OneBitAdamOp>(op).getCompressedMutable().assign(v);
+    };
+    SmallVector<Value> newErrors;
+    compressAll(b, groups, group, compressed, momentum, setCompressed, newErrors);
+    appendErrorResults(fn, b, newErrors);
+    numCompressed += updates.size();
+    return success();
+  }
+
+  /// 0/1 Adam (train.zero_one_adam): the gradient all-reduces on the
+  /// initialising and variance steps, the clipping norm of the other steps
+  /// as for OnebitAdam's compressed phase (the mean of the local norms;
+  /// under bf16 / fp16 each rank's own, the overflow agreed), and one 1-bit
+  /// all-reduce per parameter (bf16 / fp16: of their flat concatenation)
+  /// on the compressed-gradient and sync steps of what
+  /// train.zero_one_payload gives (the local gradient, or the synchronised
+  /// momentum's u (sqrt(v) + eps)), its errors zeroed once on the first
+  /// local step.
+  LogicalResult runZeroOne(func::FuncOp fn) {
+    const bool flat = getOperation()->hasAttr(TrainDialect::kPrecision);
+    auto updates = llvm::to_vector(fn.getBody().front().getOps<train::ZeroOneAdamOp>());
+    train::ZeroOneAdamOp first = updates.front();
+    const dsrt::ZeroOneRule rule = first.rule();
+    for (train::ZeroOneAdamOp u : updates) {
+      dsrt::ZeroOneRule r = u.rule();
+      if (u.getCompressed())
+        return u.emitOpError("onebit-compression: the update is compressed already");
+      if (r.varFreezeStep != rule.varFreezeStep || r.varUpdateScaler != rule.varUpdateScaler ||
+          r.localStepScaler != rule.localStepScaler ||
+          r.localStepClipper != rule.localStepClipper || r.stepOffset != rule.stepOffset)
+        return u.emitOpError("onebit-compression: every update of a step follows one policy "
+                             "(var_freeze_step, var_update_scaler, local_step_scaler, "
+                             "local_step_clipper, step_offset)");
+    }
+    OpBuilder b(fn.getContext());
+    auto classes = [&](uint32_t mask) {
+      return NamedAttribute(b.getStringAttr(TrainDialect::kStepClasses),
+                            b.getI64IntegerAttr(mask));
+    };
+    auto group = dist::GroupAttr::get(fn.getContext(), dist::Axis::dp, dp);
+    // 1. The gradient averages: on DeepSpeed's initialising call (whose
+    // clipping norm is the average's) and the variance steps.
+    WalkResult walk = fn.walk([&](Operation *op) {
+      if (!distutil::isCollective(op))
+        return WalkResult::advance();
+      auto reduce = dyn_cast<dist::AllReduceOp>(op);
+      if (!reduce || reduce.getGroup() != group || reduce.getReduce() != dist::ReduceKind::avg) {
+        op->emitOpError("onebit-compression: expected only data-parallel's gradient averages "
+                        "(ZeRO stage 0) before the compression is planned");
+        return WalkResult::interrupt();
+      }
+      NamedAttribute on = classes(dsrt::kStepInit | dsrt::kStepVariance);
+      op->setAttr(on.getName(), on.getValue());
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return failure();
+    // 2. The clipping norm on the other steps: the mean of the local norms.
+    const uint32_t local = dsrt::kStepCompressedGrad | dsrt::kStepLocal;
+    if (failed(replaceClipNorm(fn, b, group, classes(local), flat)))
+      return failure();
+    // 3. One compressed all-reduce per parameter, or of them all.
+    SmallVector<Group> groups;
+    if (flat)
+      groups.push_back(Group{SmallVector<Operation *>(updates.begin(), updates.end()), 0, 0,
+                             kFlatGroup});
+    for (train::ZeroOneAdamOp u : updates) {
+      StringAttr name = paramName(fn, u.getParam());
+      if (!name)
+        return u.emitOpError("onebit-compression: the parameter is not a train.param argument");
+      if (!flat)
+        groups.push_back(Group{{u}, 0, 0, name.str()});
+    }
+    if (failed(addErrors(fn, b, groups)))
+      return failure();
+    b.setInsertionPoint(updates.front());
+    Location loc = first.getLoc();
+    const uint32_t sent = dsrt::kStepCompressedGrad | dsrt::kStepSync;
+    // DeepSpeed zeroes the errors once, after the last unfrozen call.
+    for (Group &g : groups)
+      gated(b, loc, classes(sent), [&] {
+        Value step = cast<train::ZeroOneAdamOp>(g.updates.front()).getStep();
+        g.workerError = train::ResetAtOp::create(b, loc, g.workerError.getType(), g.workerError, step,
+                                                 rule.firstFrozenStep());
+        g.serverError = train::ResetAtOp::create(b, loc, g.serverError.getType(), g.serverError, step,
+                                                 rule.firstFrozenStep());
+        return success();
+      });
+    auto payload = [&](Operation *op) -> Value {
+      auto u = cast<train::ZeroOneAdamOp>(op);
+      return train::ZeroOneAdamPayloadOp::create(
+          b, loc, u.getParam().getType(), u.getParam(), u.getGrad(), u.getExpAvg(),
+          u.getExpAvgSq(), u.getMomentumAccumulator(), u.getLr(), u.getStep(),
+          u.getBeta1Attr(), u.getEpsAttr(), u.getWeightDecayAttr(), u.getVarFreezeStepAttr(),
+          u.getVarUpdateScalerAttr(), u.getLocalStepScalerAttr(), u.getLocalStepClipperAttr(),
+          u.getStepOffsetAttr());
+    };
+    auto setCompressed = [](Operation *op, Value v) {
+      cast<train::ZeroOneAdamOp>(op).getCompressedMutable().assign(v);
+    };
+    SmallVector<Value> newErrors;
+    compressAll(b, groups, group, classes(sent), payload, setCompressed, newErrors);
+    appendErrorResults(fn, b, newErrors);
+    numCompressed += updates.size();
+    return success();
+  }
+
+  /// Replaces the function's train.clip_grad_norm's sum of squares. fp32:
+  /// by the square of the mean of the ranks' local norms (DeepSpeed's
+  /// clip_grad_norm_ divides by the data-parallel size and all-reduces).
+  /// `flat` (bf16 / fp16, FP16_Optimizer): each rank's own, plus 0 x the
+  /// all-reduced sum, so that every rank sees any rank's overflow. The
+  /// all-reduce runs on `steps`; on the others the gradients are averaged
+  /// already and the skipped reduction leaves the one norm every rank has.
+  LogicalResult replaceClipNorm(func::FuncOp fn, OpBuilder &b, dist::GroupAttr group,
+                                NamedAttribute steps, bool flat) {
     auto clips = llvm::to_vector(fn.getBody().front().getOps<train::ClipGradNormOp>());
     if (clips.size() != 1)
       return fn.emitError("onebit-compression: expected one train.clip_grad_norm, found ")
@@ -157,8 +315,7 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
     Value sumSq = distutil::sumOfSquares(b, loc, clip.getGrads());
     Value clipSumSq;
     if (flat) {
-      // FP16_Optimizer: each rank's own norm, the overflow agreed.
-      Value total = gated(b, loc, compressed, [&] {
+      Value total = gated(b, loc, steps, [&] {
         return distutil::allReduce(b, loc, sumSq, group, dist::ReduceKind::sum);
       });
       Value zero = arith::ConstantOp::create(
@@ -167,7 +324,7 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
       clipSumSq = nn::AddOp::create(b, loc, sumSq, flag);
     } else {
       Value norm = nn::SqrtOp::create(b, loc, sumSq.getType(), sumSq);
-      Value mean = gated(b, loc, compressed, [&] {
+      Value mean = gated(b, loc, steps, [&] {
         return distutil::allReduce(b, loc, norm, group, dist::ReduceKind::avg);
       });
       clipSumSq = nn::MulOp::create(b, loc, mean, mean);
@@ -177,25 +334,19 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
                                                  clip.getMaxNormAttr());
     clip.replaceAllUsesWith(newClip);
     clip.erase();
+    return success();
+  }
 
-    // 3. Each compressed tensor's all-reduce (one per parameter in fp32,
-    // one of them all under bf16 / fp16), and its error states.
-    SmallVector<Group> groups;
-    if (flat)
-      groups.push_back(Group{updates, 0, 0, kFlatGroup});
-    for (train::OneBitAdamOp u : updates) {
-      StringAttr name = paramName(fn, u);
-      if (!name)
-        return u.emitOpError("onebit-compression: the parameter is not a train.param argument");
-      if (!flat)
-        groups.push_back(Group{{u}, 0, 0, name.str()});
-    }
+  /// Each group's worker and server errors, as new train.opt_state
+  /// arguments (set in the groups).
+  LogicalResult addErrors(func::FuncOp fn, OpBuilder &b, MutableArrayRef<Group> groups) {
     SmallVector<Type> errorTypes;
     SmallVector<DictionaryAttr> errorAttrs;
     int64_t w = dp, lcm = std::lcm<int64_t>(w, 8);
+    errorNames_.clear();
     for (Group &g : groups) {
-      for (train::OneBitAdamOp u : g.updates)
-        g.n += cast<RankedTensorType>(u.getParam().getType()).getNumElements();
+      for (Operation *u : g.updates)
+        g.n += cast<RankedTensorType>(u->getOperand(0).getType()).getNumElements();
       int64_t unit = w * lcm;
       g.np = std::max<int64_t>(unit, (g.n + unit - 1) / unit * unit);
       // Each rank's own errors: checkpoints keep them as the ranks' chunks
@@ -203,10 +354,12 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
       // ranks restores every rank's.
       for (auto [state, len] :
            {std::pair{"worker_error", g.np}, std::pair{"server_error", g.np / w}}) {
+        StringAttr name = b.getStringAttr(g.name + "/" + state);
         errorTypes.push_back(RankedTensorType::get({len}, b.getF32Type()));
-        errorAttrs.push_back(b.getDictionaryAttr(
-            {b.getNamedAttr(TrainDialect::kOptState, b.getStringAttr(g.name + "/" + state)),
-             b.getNamedAttr(distutil::kShardOf, b.getDenseI64ArrayAttr({w * len}))}));
+        errorAttrs.push_back(
+            b.getDictionaryAttr({b.getNamedAttr(TrainDialect::kOptState, name),
+                                 b.getNamedAttr(distutil::kShardOf, b.getDenseI64ArrayAttr({w * len}))}));
+        errorNames_.push_back(name);
       }
     }
     unsigned firstError = fn.getNumArguments();
@@ -214,25 +367,24 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
     SmallVector<Location> locs(errorTypes.size(), fn.getLoc());
     if (failed(fn.insertArguments(at, errorTypes, errorAttrs, locs)))
       return failure();
-
     for (auto [k, g] : llvm::enumerate(groups)) {
       g.workerError = fn.getArgument(firstError + 2 * k);
       g.serverError = fn.getArgument(firstError + 2 * k + 1);
     }
-    SmallVector<Value> newErrors;
-    b.setInsertionPoint(updates.front());
-    compressAll(b, groups, group, compressed, newErrors);
+    return success();
+  }
 
-    // The new errors are results, written where the next step reads them.
+  /// The new errors are results (train.opt_state, in addErrors' order),
+  /// written where the next step reads them.
+  void appendErrorResults(func::FuncOp fn, OpBuilder &b, ArrayRef<Value> newErrors) {
     auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
     SmallVector<Value> results(ret.getOperands());
     llvm::append_range(results, newErrors);
     SmallVector<DictionaryAttr> resultAttrs;
     for (unsigned i = 0; i < fn.getNumResults(); ++i)
       resultAttrs.push_back(fn.getResultAttrDict(i));
-    for (DictionaryAttr attrs : errorAttrs)
-      resultAttrs.push_back(b.getDictionaryAttr(
-          b.getNamedAttr(TrainDialect::kOptState, attrs.get(TrainDialect::kOptState))));
+    for (StringAttr name : errorNames_)
+      resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(TrainDialect::kOptState, name)));
     b.setInsertionPoint(ret);
     func::ReturnOp::create(b, ret.getLoc(), results);
     ret.erase();
@@ -241,32 +393,25 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
       types.push_back(v.getType());
     fn.setType(FunctionType::get(fn.getContext(), fn.getArgumentTypes(), types));
     fn.setAllResultAttrs(resultAttrs);
-    numCompressed += updates.size();
-    return success();
   }
 
-  static StringAttr paramName(func::FuncOp fn, train::OneBitAdamOp u) {
-    auto arg = dyn_cast<BlockArgument>(u.getParam());
+  static StringAttr paramName(func::FuncOp fn, Value param) {
+    auto arg = dyn_cast<BlockArgument>(param);
     if (!arg)
       return {};
     return fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), TrainDialect::kParam);
   }
 
-  /// Compresses each group's momenta b1 m + (1-b1) g (concatenated,
-  /// padded to np), gives every update its share of the result as its
-  /// `compressed` operand, and appends each group's new worker and server
-  /// errors, in order, to `newErrors`.
+  /// Compresses what `input` gives for each group's updates (concatenated,
+  /// padded to np), gives every update its share of the result (through
+  /// `setCompressed`), and appends each group's new worker and server
+  /// errors, in order, to `newErrors`. Every op it builds runs on `steps`.
   void compressAll(OpBuilder &b, MutableArrayRef<Group> groups, dist::GroupAttr group,
-                   DenseI64ArrayAttr steps, SmallVector<Value> &newErrors) {
-    Location loc = groups.front().updates.front().getLoc();
+                   NamedAttribute steps, function_ref<Value(Operation *)> input,
+                   function_ref<void(Operation *, Value)> setCompressed,
+                   SmallVector<Value> &newErrors) {
+    Location loc = groups.front().updates.front()->getLoc();
     int64_t w = group.getSize();
-    auto scalar = RankedTensorType::get({}, b.getF32Type());
-    double beta1 = groups.front().updates.front().getBeta1().convertToDouble();
-    // DeepSpeed's m.mul_(b1).add_(g, alpha=1-b1): both factors rounded to float.
-    Value b1 = arith::ConstantOp::create(
-        b, loc, DenseElementsAttr::get(scalar, b.getF32FloatAttr(float(beta1))));
-    Value oneMinusB1 = arith::ConstantOp::create(
-        b, loc, DenseElementsAttr::get(scalar, b.getF32FloatAttr(float(1.0 - beta1))));
     auto i8 = [&](int64_t len) { return RankedTensorType::get({len}, b.getI8Type()); };
     auto f32 = [&](int64_t len) { return RankedTensorType::get({len}, b.getF32Type()); };
     auto slice = [&](Value v, int64_t from, int64_t len) {
@@ -281,12 +426,8 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
       SmallVector<train::OneBitCompressOp> workers;
       for (Group &g : groups) {
         SmallVector<Value> parts;
-        for (train::OneBitAdamOp u : g.updates) {
-          Value scaled = nn::MulOp::create(b, loc, u.getExpAvg(), b1);
-          Value step = nn::MulOp::create(b, loc, u.getGrad(), oneMinusB1);
-          parts.push_back(
-              distutil::flatten(b, loc, nn::AddOp::create(b, loc, scaled, step)));
-        }
+        for (Operation *u : g.updates)
+          parts.push_back(distutil::flatten(b, loc, input(u)));
         Value flat = parts.size() == 1
                          ? parts[0]
                          : nn::ConcatOp::create(b, loc, parts, b.getI64IntegerAttr(0));
@@ -318,11 +459,11 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
         Value expanded =
             train::OneBitExpandOp::create(b, loc, f32(g.np), allBits[k], allScales[k]);
         int64_t at = 0;
-        for (train::OneBitAdamOp u : g.updates) {
-          auto type = cast<RankedTensorType>(u.getParam().getType());
+        for (Operation *u : g.updates) {
+          auto type = cast<RankedTensorType>(u->getOperand(0).getType());
           int64_t n = type.getNumElements();
           Value mine = n == g.np ? expanded : slice(expanded, at, n);
-          u.getCompressedMutable().assign(distutil::reshape(b, loc, mine, type.getShape()));
+          setCompressed(u, distutil::reshape(b, loc, mine, type.getShape()));
           at += n;
         }
         newErrors.append({workers[k].getNewError(), servers[k].getNewError()});

@@ -31,7 +31,8 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
   using Base::Base;
 
   void runOnOperation() override {
-    if (type == OptimizerKind::OneBitAdam && failed(checkOneBitLayout()))
+    if ((type == OptimizerKind::OneBitAdam || type == OptimizerKind::ZeroOneAdam) &&
+        failed(checkOneBitLayout()))
       return signalPassFailure();
     for (auto fn : getOperation().getOps<func::FuncOp>())
       if (failed(rewrite(fn, type)))
@@ -41,13 +42,16 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
   /// What OnebitAdam composes with so far: fp32, bf16 and fp16 (DeepSpeed's
   /// wrapper: onebit-compression's one flat tensor), data parallelism
   /// without ZeRO (the ZeRO refusal is the config's: unsound), no pipeline
-  /// and no tensor parallelism (not built yet).
+  /// and no tensor parallelism (not built yet). ZeroOneAdam: the same.
   LogicalResult checkOneBitLayout() {
     ModuleOp module = getOperation();
+    const bool zeroOne = type == OptimizerKind::ZeroOneAdam;
     auto refuse = [&](const Twine &what) {
-      return module.emitError("optimizer: OneBitAdam with ")
-             << what << " is not built yet; dsc's 1-bit Adam runs data parallelism "
-                        "(ZeRO stage 0), with gradient accumulation, clipping and lr schedules";
+      return module.emitError("optimizer: ")
+             << (zeroOne ? "ZeroOneAdam" : "OneBitAdam") << " with " << what
+             << " is not built yet; dsc's " << (zeroOne ? "0/1" : "1-bit")
+             << " Adam runs data parallelism (ZeRO stage 0), with gradient accumulation, "
+                "clipping and lr schedules";
     };
     if (auto pp = module->getAttrOfType<IntegerAttr>(distutil::kPp); pp && pp.getInt() > 1)
       return refuse("a pipeline (pp " + Twine(pp.getInt()) + ")");
@@ -56,6 +60,9 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
     if (freezeStep < 0)
       return module.emitError("optimizer: freeze-step must be non-negative, got ")
              << (int64_t)freezeStep;
+    if (zeroOne && (varUpdateScaler < 0 || localStepScaler < 0 || localStepClipper < 1))
+      return module.emitError("optimizer: var-update-scaler and local-step-scaler must be "
+                              "non-negative and local-step-clipper at least 1");
     return success();
   }
 
@@ -137,6 +144,11 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
     case OptimizerKind::OneBitAdam:
       stateNames = {"exp_avg", "exp_avg_sq"};
       break;
+    case OptimizerKind::ZeroOneAdam:
+      // DeepSpeed's names; lrs (the lrs summed since the last sync) is a
+      // scalar, the others the parameter's shape.
+      stateNames = {"exp_avg", "exp_avg_sq", "momentum_accumulator", "lrs"};
+      break;
     }
     // All appended in one insertArguments: one at a time, each insertion
     // copies the whole signature and argument attribute list (quadratic).
@@ -146,7 +158,8 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
     for (Update &u : updates) {
       for (StringRef s : stateNames) {
         StringAttr stateName = b.getStringAttr(u.name.getValue() + "/" + s);
-        newTypes.push_back(u.param.getType());
+        newTypes.push_back(s == "lrs" ? Type(RankedTensorType::get({}, b.getF32Type()))
+                                      : u.param.getType());
         newAttrs.push_back(
             b.getDictionaryAttr(b.getNamedAttr(TrainDialect::kOptState, stateName)));
         u.stateNames.push_back(stateName);
@@ -210,6 +223,18 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
             b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
             b.getF64FloatAttr(weightDecay), b.getI64IntegerAttr(freezeStep),
             b.getI64IntegerAttr(wrapped ? 1 : 0));
+      } else if (kind == OptimizerKind::ZeroOneAdam) {
+        // One rank: no compression (DeepSpeed compresses only when size >
+        // 1); onebit-compression adds it, and the payload, for dp > 1.
+        // bf16 / fp16: the wrapper's initialising call, as for OnebitAdam.
+        const bool wrapped = fn->getParentOfType<ModuleOp>()->hasAttr(TrainDialect::kPrecision);
+        update = train::ZeroOneAdamOp::create(
+            b, loc, TypeRange{t, t, t, t, u.states[3].getType()}, p, grads[i], u.states[0],
+            u.states[1], u.states[2], u.states[3], lrValue, step, Value(),
+            b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
+            b.getF64FloatAttr(weightDecay), b.getI64IntegerAttr(freezeStep),
+            b.getI64IntegerAttr(varUpdateScaler), b.getI64IntegerAttr(localStepScaler),
+            b.getI64IntegerAttr(localStepClipper), b.getI64IntegerAttr(wrapped ? 1 : 0));
       } else if (kind == OptimizerKind::Lion) {
         update = train::LionOp::create(b, loc, t, t, p, grads[i], u.states[0], lrValue,
                                        b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),

@@ -30,7 +30,7 @@ enum class PipelineScheduleKind { OneFOneB, ZBH1 };
 enum class RecomputeMode { None, Layers, Selective };
 
 /// Parameter updates of optimizer.
-enum class OptimizerKind { Adam, AdamW, SGD, Lamb, Lion, Adagrad, OneBitAdam };
+enum class OptimizerKind { Adam, AdamW, SGD, Lamb, Lion, Adagrad, OneBitAdam, ZeroOneAdam };
 
 inline llvm::StringRef floatKindName(FloatKind k) {
   switch (k) {
@@ -77,6 +77,7 @@ inline llvm::StringRef optimizerKindName(OptimizerKind k) {
   case OptimizerKind::Lion: return "lion";
   case OptimizerKind::Adagrad: return "adagrad";
   case OptimizerKind::OneBitAdam: return "onebitadam";
+  case OptimizerKind::ZeroOneAdam: return "zerooneadam";
   }
   return "?";
 }
@@ -116,6 +117,8 @@ inline llvm::StringRef optimizerKindName(OptimizerKind k) {
                      clEnumValN(::dsc::OptimizerKind::Lion, "lion", "Lion (FusedLion)"),           \
                      clEnumValN(::dsc::OptimizerKind::Adagrad, "adagrad", "Adagrad (torch.optim)"), \
                      clEnumValN(::dsc::OptimizerKind::OneBitAdam, "onebitadam",                    \
-                                "DeepSpeed's OnebitAdam (1-bit compressed momentum)"))
+                                "DeepSpeed's OnebitAdam (1-bit compressed momentum)"),     \
+                     clEnumValN(::dsc::OptimizerKind::ZeroOneAdam, "zerooneadam",                  \
+                                "DeepSpeed's ZeroOneAdam (0/1 Adam: local steps, 1-bit syncs)"))
 
 #endif // DSC_PASSES_PASSENUMS_H

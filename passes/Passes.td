@@ -274,7 +274,8 @@ def Optimizer : Pass<"optimizer", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"type", "type", "::dsc::OptimizerKind", "::dsc::OptimizerKind::AdamW",
-           "adam | adamw | sgd | lamb | lion | adagrad | onebitadam", "DSC_OPTIMIZER_KIND_VALUES">,
+           "adam | adamw | sgd | lamb | lion | adagrad | onebitadam | zerooneadam",
+           "DSC_OPTIMIZER_KIND_VALUES">,
     Option<"lr", "lr", "double", "1e-3", "learning rate (or the schedule's)">,
     Option<"beta1", "beta1", "double", "0.9", "Adam beta1">,
     Option<"beta2", "beta2", "double", "0.999", "Adam beta2">,
@@ -288,7 +289,14 @@ def Optimizer : Pass<"optimizer", "mlir::ModuleOp"> {
     Option<"minCoeff", "min-coeff", "double", "0.01", "LAMB's smallest trust ratio">,
     Option<"lrDecay", "lr-decay", "double", "0.0", "Adagrad's lr decay">,
     Option<"freezeStep", "freeze-step", "int64_t", "100000",
-           "OnebitAdam's last uncompressed step (DeepSpeed's freeze_step)">,
+           "OnebitAdam's last uncompressed step (DeepSpeed's freeze_step); ZeroOneAdam's "
+           "var_freeze_step">,
+    Option<"varUpdateScaler", "var-update-scaler", "int64_t", "16",
+           "ZeroOneAdam's var_update_scaler (variance steps per var_interval)">,
+    Option<"localStepScaler", "local-step-scaler", "int64_t", "32678",
+           "ZeroOneAdam's local_step_scaler (local steps per local_step_interval)">,
+    Option<"localStepClipper", "local-step-clipper", "int64_t", "16",
+           "ZeroOneAdam's local_step_clipper (the largest local_step_interval)">,
     Option<"clip", "clip", "double", "0.0", "max global gradient norm (0: no clipping)">,
     Option<"schedule", "schedule", "std::string", "\"constant\"", "lr schedule type">,
     ListOption<"scheduleParams", "schedule-params", "std::string",

@@ -111,6 +111,9 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &o) 
   opt.minCoeff = o.minCoeff;
   opt.lrDecay = o.lrDecay;
   opt.freezeStep = o.freezeStep;
+  opt.varUpdateScaler = o.varUpdateScaler;
+  opt.localStepScaler = o.localStepScaler;
+  opt.localStepClipper = o.localStepClipper;
   opt.clip = o.clip;
   opt.schedule = o.lrSchedule;
   for (const std::string &param : o.lrScheduleParams)
@@ -134,7 +137,7 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &o) 
     pm.addPass(createVerifyZero());
     // 1-bit Adam's phases: on data parallelism's gradient averages, before
     // they and the compressed all-reduce's collectives are bucketed.
-    if (o.optimizer == OptimizerKind::OneBitAdam) {
+    if (o.optimizer == OptimizerKind::OneBitAdam || o.optimizer == OptimizerKind::ZeroOneAdam) {
       OneBitCompressionOptions onebit;
       onebit.dp = o.dp;
       pm.addPass(createOneBitCompression(onebit));
@@ -213,6 +216,7 @@ void setTrainPipelineOptions(TrainPipelineOptions &o, const dsrt::config::TrainC
                 : opt.type == "Lion"    ? OptimizerKind::Lion
                 : opt.type == "Adagrad" ? OptimizerKind::Adagrad
                 : opt.type == "OneBitAdam" ? OptimizerKind::OneBitAdam
+                : opt.type == "ZeroOneAdam" ? OptimizerKind::ZeroOneAdam
                 : opt.decoupled         ? OptimizerKind::AdamW
                                         : OptimizerKind::Adam;
   o.lr = opt.lr;
@@ -228,6 +232,9 @@ void setTrainPipelineOptions(TrainPipelineOptions &o, const dsrt::config::TrainC
   o.minCoeff = opt.minCoeff;
   o.lrDecay = opt.lrDecay;
   o.freezeStep = opt.freezeStep;
+  o.varUpdateScaler = opt.varUpdateScaler;
+  o.localStepScaler = opt.localStepScaler;
+  o.localStepClipper = opt.localStepClipper;
   o.clip = cfg.gradientClipping;
   o.lrSchedule = cfg.scheduler.type.empty() ? "constant" : cfg.scheduler.type;
   o.lrScheduleParams.clear();

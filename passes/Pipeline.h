@@ -97,6 +97,15 @@ struct TrainPipelineOptions : mlir::PassPipelineOptions<TrainPipelineOptions> {
   Option<int64_t> freezeStep{*this, "freeze-step",
                              llvm::cl::desc("OnebitAdam's last uncompressed step"),
                              llvm::cl::init(100000)};
+  Option<int64_t> varUpdateScaler{*this, "var-update-scaler",
+                                  llvm::cl::desc("ZeroOneAdam's var_update_scaler"),
+                                  llvm::cl::init(16)};
+  Option<int64_t> localStepScaler{*this, "local-step-scaler",
+                                  llvm::cl::desc("ZeroOneAdam's local_step_scaler"),
+                                  llvm::cl::init(32678)};
+  Option<int64_t> localStepClipper{*this, "local-step-clipper",
+                                   llvm::cl::desc("ZeroOneAdam's local_step_clipper"),
+                                   llvm::cl::init(16)};
   Option<double> lrDecay{*this, "lr-decay", llvm::cl::desc("Adagrad's lr decay"),
                          llvm::cl::init(0.0)};
   Option<double> clip{*this, "clip", llvm::cl::desc("max global gradient norm (0: none)"),

@@ -11,6 +11,7 @@
 
 #include "runtime/config/DsConfig.h"
 #include "runtime/plan/ElementBytes.h"
+#include "runtime/plan/StepRule.h"
 
 #include "llvm/Support/Format.h"
 
@@ -157,12 +158,52 @@ void writePrecision(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
   }
 }
 
+/// Plan.step_rule as the rule it is.
+dsrt::ZeroOneRule stepRuleOf(const plan::Plan &p) {
+  const plan::StepRule &r = p.step_rule();
+  return dsrt::ZeroOneRule{r.var_freeze_step(), r.var_update_scaler(), r.local_step_scaler(),
+                           r.local_step_clipper(), r.step_offset()};
+}
+
+/// The first steps of class `c` (exactly: local steps that do not sync
+/// when c is kStepLocal), as ranges: "2-4, 6, 8, 12, ..." (up to 8 ranges,
+/// searched over the first 100000 steps past the freeze; "none" if none).
+std::string classSteps(const dsrt::ZeroOneRule &rule, uint32_t c) {
+  auto is = [&](int64_t s) {
+    uint32_t k = rule.classOf(s);
+    return c == dsrt::kStepLocal ? k == dsrt::kStepLocal : (k & c) == c;
+  };
+  std::string out;
+  int ranges = 0;
+  const int64_t horizon = rule.firstFrozenStep() + 100000;
+  for (int64_t s = 1; s <= horizon; ++s) {
+    if (!is(s))
+      continue;
+    if (ranges == 8) {
+      out += ", ...";
+      return out;
+    }
+    int64_t e = s;
+    while (e + 1 <= horizon && is(e + 1))
+      ++e;
+    out += (ranges ? ", " : "") + std::to_string(s);
+    if (e == horizon && c & (dsrt::kStepLocal | dsrt::kStepSync) && e > s)
+      return out + " on";
+    if (e > s)
+      out += "-" + std::to_string(e);
+    ++ranges;
+    s = e;
+  }
+  return ranges ? out : "none";
+}
+
 void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
   int64_t dp = std::max<int64_t>(1, p.dp()), stage = p.zero_stage();
   // P: parameters; pad: padding elements when every parameter is split
   // into dp chunks of ceil(n / dp); Pp/padP: the same over the parameters
   // stage 3 partitions (the others are persistent, whole on every rank).
-  int64_t P = 0, pad = 0, Pp = 0, padP = 0, paramTensors = 0, stateTensors = 0, errorBytes = 0;
+  int64_t P = 0, pad = 0, Pp = 0, padP = 0, paramTensors = 0, stateTensors = 0, errorBytes = 0,
+          scalarStateBytes = 0;
   int64_t paramBytes = 0, stateBytes = 0;
   for (const plan::Buffer &b : p.buffers()) {
     int64_t n = numel(b.shape());
@@ -182,6 +223,8 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
       if (llvm::StringRef(b.name()).ends_with("/worker_error") ||
           llvm::StringRef(b.name()).ends_with("/server_error"))
         errorBytes += 4 * n;
+      else if (b.shape_size() == 0) // 0/1 Adam's lrs: one float per tensor
+        scalarStateBytes += 4;
       else
         ++stateTensors;
       stateBytes += 4 * n;
@@ -209,8 +252,13 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
   // Instructions of a range of optimizer steps (plan format 5: 1-bit
   // Adam's phases): `step` 0 counts every instruction, another step those
   // that run on it.
+  // Plan format 7 (0/1 Adam): `cls`, a step class's bits, counts the
+  // instructions of that class.
   int64_t step = 0;
+  uint32_t cls = 0;
   auto runsOn = [&](const plan::Instr &i) {
+    if (cls)
+      return i.step_classes() == 0 || (i.step_classes() & cls) != 0;
     return step == 0 ||
            (step >= i.first_step() && (i.last_step() == 0 || step <= i.last_step()));
   };
@@ -285,7 +333,10 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
        (stage >= 1 ? split(4 * statesPerParam, P, pad) : whole(4 * statesPerParam)) +
            (errorBytes ? " + " + std::to_string(errorBytes) +
                              " (1-bit Adam's worker and server errors, padded)"
-                       : std::string()));
+                       : std::string()) +
+           (scalarStateBytes ? " + " + std::to_string(scalarStateBytes) +
+                                   " (0/1 Adam's lrs, one float per tensor)"
+                             : std::string()));
   if (lowName) {
     // The ZeRO paper's mixed-precision model state (Rajbhandari et al.
     // 2020, section 3.1): 2P 16-bit parameters + 2P 16-bit gradients +
@@ -347,6 +398,32 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
        << totalBytes << " bytes (" << humanBytes(totalBytes) << ")\n";
     return totalBytes;
   };
+  if (p.has_step_rule()) {
+    // 0/1 Adam: by the step's class.
+    const dsrt::ZeroOneRule rule = stepRuleOf(p);
+    os << "communication per step (elements; an all-reduce counts 2x), by the step's class:\n";
+    std::vector<std::pair<std::string, int64_t>> phases; // (class, bytes)
+    for (uint32_t c : {uint32_t(dsrt::kStepVariance), uint32_t(dsrt::kStepCompressedGrad),
+                       uint32_t(dsrt::kStepLocal), uint32_t(dsrt::kStepLocal | dsrt::kStepSync)}) {
+      cls = c;
+      comm.clear();
+      count(prog.prologue(), 1);
+      count(prog.micro_batch(), prog.micro_batches());
+      count(prog.epilogue(), 1);
+      std::string name = std::string(dsrt::stepClassName(c & dsrt::kStepSync ? dsrt::kStepSync : c)) +
+                         " steps";
+      os << "  " << name << " (" << classSteps(rule, c) << "):\n";
+      phases.push_back({name, write("    ")});
+    }
+    cls = 0;
+    if (phases.front().second > 0)
+      for (size_t k = 1; k < phases.size(); ++k)
+        os << "  " << phases[k].first << " move " << phases[k].second << " bytes, 1/"
+           << llvm::format("%.1f", double(phases.front().second) /
+                                       double(std::max<int64_t>(1, phases[k].second)))
+           << " of the variance steps' " << phases.front().second << "\n";
+    return;
+  }
   if (starts.empty()) {
     os << "communication per step (elements; an all-reduce counts 2x):\n";
     write("  ");
@@ -627,6 +704,10 @@ void writeOptimizer(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
     os << ", lr_decay " << num(o.lrDecay);
   if (o.type == "OneBitAdam")
     os << ", freeze_step " << o.freezeStep;
+  if (o.type == "ZeroOneAdam")
+    os << ", var_freeze_step " << o.freezeStep << ", var_update_scaler " << o.varUpdateScaler
+       << ", local_step_scaler " << o.localStepScaler << ", local_step_clipper "
+       << o.localStepClipper;
   const SchedulerConfig &sc = cfg.scheduler;
   if (sc.type == "OneCycle" && sc.cycleMomentum && o.type != "SGD" && o.type != "Adagrad")
     os << " (OneCycle cycles beta1, beta2 0.99)";
@@ -670,6 +751,51 @@ void writeOptimizer(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
     else
       os << "one rank, nothing to compress: m = b1 m + (1-b1) g, v frozen\n";
     break;
+  }
+  // 0/1 Adam: its classes of steps and what each does.
+  if (p.has_step_rule() && o.type == "ZeroOneAdam") {
+    const dsrt::ZeroOneRule rule = stepRuleOf(p);
+    int64_t compressions = 0, updates = 0, errorBytes = 0;
+    bool flat = false; // bf16 / fp16: DeepSpeed's wrapper's one flat tensor
+    for (const plan::Instr &c : p.program().epilogue()) {
+      compressions += c.op() == "train.onebit_compress";
+      updates += c.op() == "train.zero_one_adam";
+    }
+    for (const plan::Buffer &b : p.buffers()) {
+      llvm::StringRef name = b.name();
+      if (b.role() == plan::OPT_STATE &&
+          (name.ends_with("/worker_error") || name.ends_with("/server_error"))) {
+        errorBytes += 4 * numel(b.shape());
+        flat |= name.starts_with("fp32_flat_group/");
+      }
+    }
+    os << "0/1 Adam:         "
+       << (rule.stepOffset ? "DeepSpeed's wrapper made the first, initialising call at "
+                             "construction"
+                           : "DeepSpeed's first call only initialises (step 1)")
+       << "; variance steps ("
+       << classSteps(rule, dsrt::kStepVariance)
+       << "): m and v as Adam's, without bias correction, on the averaged gradients;\n"
+       << "                  compressed-gradient steps (" << classSteps(rule, dsrt::kStepCompressedGrad)
+       << "): "
+       << (compressions ? "m from the 1-bit all-reduce of the local gradients"
+                        : "one rank, nothing to compress: m stays")
+       << ", v as it was;\n"
+       << "                  after var_freeze_step, from step " << rule.firstFrozenStep()
+       << ", local steps on each rank's own gradients (v frozen), and a momentum sync on steps "
+       << classSteps(rule, dsrt::kStepSync) << " (" << (compressions ? "the 1-bit all-reduce of u (sqrt(v) + eps)" : "one rank: no all-reduce")
+       << ")";
+    if (compressions && flat)
+      os << "; clipping by each rank's own norm on all but the variance steps, a non-finite "
+            "norm on any rank seen by every rank; the "
+         << updates << " tensors compressed as one flat tensor (DeepSpeed's bf16/fp16 "
+         << "wrapper's; worker and server errors " << errorBytes << " bytes, zeroed at step "
+         << rule.firstFrozenStep() << ")";
+    else if (compressions)
+      os << "; clipping by the mean of the ranks' local norms on all but the variance steps; "
+         << compressions << " tensors compressed (worker and server errors "
+         << errorBytes << " bytes, zeroed at step " << rule.firstFrozenStep() << ")";
+    os << "\n";
   }
   // LAMB's partial sums of squares and what they flow through (the concat
   // that packs them, the collective, the slices that unpack them), and the

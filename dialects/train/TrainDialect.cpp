@@ -46,6 +46,16 @@ static FailureOr<StringRef> roleName(Operation *op, NamedAttribute attr,
 }
 
 LogicalResult TrainDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  if (attr.getName() == kStepClasses) {
+    auto classes = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!classes || classes.getInt() < 1 || classes.getInt() > dsrt::kAllStepClasses)
+      return op->emitOpError("'") << kStepClasses << "' must be a mask of step classes (1 to "
+                                  << dsrt::kAllStepClasses << "), got " << attr.getValue();
+    if (op->hasAttr(kActiveSteps))
+      return op->emitOpError("has both '") << kActiveSteps << "' and '" << kStepClasses
+                                           << "': an op runs by one rule";
+    return success();
+  }
   if (attr.getName() != kActiveSteps)
     return success();
   auto steps = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
@@ -210,6 +220,66 @@ LogicalResult OneBitAdamOp::verify() {
   if (Value c = getCompressed(); c && c.getType() != getParam().getType())
     return emitOpError("compressed momentum ")
            << c.getType() << " must have the parameter's type " << getParam().getType();
+  return success();
+}
+
+SmallVector<OpOperand *> ZeroOneAdamOp::getOptStates() {
+  return {&getExpAvgMutable(), &getExpAvgSqMutable(), &getMomentumAccumulatorMutable(),
+          &getLrsMutable()};
+}
+
+/// ZeroOneAdam's policy attributes, as DeepSpeed's constructor takes them.
+template <typename Op>
+static dsrt::ZeroOneRule zeroOneRule(Op op) {
+  dsrt::ZeroOneRule r;
+  r.varFreezeStep = op.getVarFreezeStep();
+  r.varUpdateScaler = op.getVarUpdateScaler();
+  r.localStepScaler = op.getLocalStepScaler();
+  r.localStepClipper = op.getLocalStepClipper();
+  r.stepOffset = op.getStepOffset();
+  return r;
+}
+dsrt::ZeroOneRule ZeroOneAdamOp::rule() { return zeroOneRule(*this); }
+dsrt::ZeroOneRule ZeroOneAdamPayloadOp::rule() { return zeroOneRule(*this); }
+
+template <typename Op>
+static LogicalResult verifyZeroOneRule(Op op) {
+  dsrt::ZeroOneRule r = zeroOneRule(op);
+  if (r.varFreezeStep < 0 || r.varUpdateScaler < 0 || r.localStepScaler < 0)
+    return op.emitOpError("var_freeze_step, var_update_scaler and local_step_scaler must be "
+                          "non-negative");
+  if (r.localStepClipper < 1)
+    return op.emitOpError("local_step_clipper must be at least 1 (the largest "
+                          "local_step_interval), got ")
+           << r.localStepClipper;
+  if (r.stepOffset != 0 && r.stepOffset != 1)
+    return op.emitOpError("step_offset must be 0 or 1 (DeepSpeed's fp16 wrapper spends one "
+                          "call), got ")
+           << r.stepOffset;
+  return success();
+}
+
+LogicalResult ZeroOneAdamOp::verify() {
+  if (failed(verifyLambRates(*this, getBeta1().convertToDouble(), getBeta2().convertToDouble(),
+                             getEps().convertToDouble(), getWeightDecay().convertToDouble())) ||
+      failed(verifyZeroOneRule(*this)))
+    return failure();
+  if (Value c = getCompressed(); c && c.getType() != getParam().getType())
+    return emitOpError("compressed ")
+           << c.getType() << " must have the parameter's type " << getParam().getType();
+  return success();
+}
+
+LogicalResult ZeroOneAdamPayloadOp::verify() {
+  if (failed(verifyLambRates(*this, getBeta1().convertToDouble(), 0.5, getEps().convertToDouble(),
+                             getWeightDecay().convertToDouble())))
+    return failure();
+  return verifyZeroOneRule(*this);
+}
+
+LogicalResult ResetAtOp::verify() {
+  if (getAt() < 1)
+    return emitOpError("at must be an optimizer step (>= 1), got ") << getAt();
   return success();
 }
 

@@ -9,6 +9,8 @@
 #include "mlir/Interfaces/ControlFlowInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "runtime/plan/StepRule.h"
+
 #include "dialects/train/TrainDialect.h.inc"
 #include "dialects/train/TrainInterfaces.h.inc"
 #define GET_OP_CLASSES

@@ -66,6 +66,12 @@ def Train_Dialect : Dialect {
     /// unwritten, so only an op that knows the phase (train.onebit_adam's
     /// `compressed`) or another op of the same steps may read them.
     static constexpr ::llvm::StringLiteral kActiveSteps = "train.active_steps";
+    /// Op attribute `train.step_classes = N` (i64): the op runs only on
+    /// optimizer steps whose class (runtime/plan/StepRule.h, by the rule
+    /// of the function's train.zero_one_adam) is one of the bits of N, as
+    /// 0/1 Adam's variance, compressed-gradient, local and sync steps are
+    /// planned together. Off them it behaves as off train.active_steps.
+    static constexpr ::llvm::StringLiteral kStepClasses = "train.step_classes";
   }];
 }
 
@@ -219,6 +225,107 @@ def Train_OneBitAdamOp : Train_Op<"onebit_adam", [Pure, OptimizerUpdate,
     /// happens at the end of a call with t >= freeze_step after the first.
     int64_t lastWarmupCall() { return std::max<int64_t>(getFreezeStepAttr().getInt(), 2); }
   }];
+  let hasVerifier = 1;
+}
+
+def Train_ZeroOneAdamOp : Train_Op<"zero_one_adam", [Pure, OptimizerUpdate,
+    AllTypesMatch<["param", "grad", "exp_avg", "exp_avg_sq", "momentum_accumulator",
+                   "new_param", "new_exp_avg", "new_exp_avg_sq", "new_momentum_accumulator"]>,
+    AllTypesMatch<["lrs", "new_lrs"]>]> {
+  let summary = "DeepSpeed's ZeroOneAdam (0/1 Adam) update, in every class of step";
+  let description = [{
+    DeepSpeed's ZeroOneAdam (edaa722 runtime/fp16/onebit/zoadam.py) with
+    `t = step + step_offset` its call count, whose class
+    (runtime/plan/StepRule.h, from the policy attributes) says what it does:
+    initialising (t = 1): nothing; variance: `m = b1 m + (1-b1) g`, `v = b2
+    v + (1-b2) g^2` on the averaged gradient; compressed gradient: `m = b1 m
+    + (1-b1) compressed` (the 1-bit all-reduce of the local gradient; without
+    `compressed`, one rank, m stays); then both do `p -= lr (m / (sqrt(v) +
+    eps) + wd p)`. Local (after var_freeze_step): `m = b1 m + (1-b1) g`,
+    `lrs += lr`, `upd = m / (sqrt(v) + eps) + wd p`, `p -= lr upd`, `u -= lr
+    upd`; a sync step then does `p -= u`, `c = compressed` (the 1-bit
+    all-reduce of `u (sqrt(v) + eps)`, which train.zero_one_payload makes;
+    one rank: that itself), `m = -c / lrs`, `p += c / (sqrt(v) + eps)`, `u =
+    0`, `lrs = 0`. `compressed` is read only on compressed-gradient and
+    sync steps: its producers may run only then (train.step_classes).
+  }];
+  let arguments = (ins Train_FloatTensor:$param, Train_FloatTensor:$grad,
+                       Train_FloatTensor:$exp_avg, Train_FloatTensor:$exp_avg_sq,
+                       Train_FloatTensor:$momentum_accumulator, Train_ScalarF32:$lrs,
+                       Train_ScalarF32:$lr, Train_ScalarI64:$step,
+                       Optional<Train_FloatTensor>:$compressed,
+                       DefaultValuedAttr<F64Attr, "0.9">:$beta1,
+                       DefaultValuedAttr<F64Attr, "0.999">:$beta2,
+                       DefaultValuedAttr<F64Attr, "1e-8">:$eps,
+                       DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
+                       I64Attr:$var_freeze_step,
+                       DefaultValuedAttr<I64Attr, "16">:$var_update_scaler,
+                       DefaultValuedAttr<I64Attr, "32678">:$local_step_scaler,
+                       DefaultValuedAttr<I64Attr, "16">:$local_step_clipper,
+                       DefaultValuedAttr<I64Attr, "0">:$step_offset);
+  let results = (outs Train_FloatTensor:$new_param,
+                      Train_FloatTensor:$new_exp_avg,
+                      Train_FloatTensor:$new_exp_avg_sq,
+                      Train_FloatTensor:$new_momentum_accumulator,
+                      Train_ScalarF32:$new_lrs);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $momentum_accumulator `,` $lrs `,` $lr
+      `,` $step (`compressed` `(` $compressed^ `:` type($compressed) `)`)? attr-dict `:`
+      type($param)
+  }];
+  let extraClassDeclaration = [{
+    /// The policy of its steps' classes.
+    ::dsrt::ZeroOneRule rule();
+  }];
+  let hasVerifier = 1;
+}
+
+def Train_ZeroOneAdamPayloadOp : Train_Op<"zero_one_payload", [Pure,
+    AllTypesMatch<["param", "grad", "exp_avg", "exp_avg_sq", "momentum_accumulator",
+                   "payload"]>]> {
+  let summary = "what 0/1 Adam's compressed all-reduce carries on this step";
+  let description = [{
+    The input of `update`'s (a train.zero_one_adam of the same operands)
+    1-bit all-reduce: on a compressed-gradient step the local gradient `g`;
+    on a sync step `u' (sqrt(v) + eps)`, with `u'` the momentum accumulator
+    after the step's local update (`u - lr (m' / (sqrt(v) + eps) + wd p)`,
+    `m' = b1 m + (1-b1) g`), computed as the update computes it. Runs on
+    those two classes only (train.step_classes); its attributes are the
+    update's.
+  }];
+  let arguments = (ins Train_FloatTensor:$param, Train_FloatTensor:$grad,
+                       Train_FloatTensor:$exp_avg, Train_FloatTensor:$exp_avg_sq,
+                       Train_FloatTensor:$momentum_accumulator,
+                       Train_ScalarF32:$lr, Train_ScalarI64:$step,
+                       DefaultValuedAttr<F64Attr, "0.9">:$beta1,
+                       DefaultValuedAttr<F64Attr, "1e-8">:$eps,
+                       DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
+                       I64Attr:$var_freeze_step,
+                       DefaultValuedAttr<I64Attr, "16">:$var_update_scaler,
+                       DefaultValuedAttr<I64Attr, "32678">:$local_step_scaler,
+                       DefaultValuedAttr<I64Attr, "16">:$local_step_clipper,
+                       DefaultValuedAttr<I64Attr, "0">:$step_offset);
+  let results = (outs Train_FloatTensor:$payload);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $momentum_accumulator `,` $lr `,` $step
+      attr-dict `:` type($param)
+  }];
+  let extraClassDeclaration = [{
+    ::dsrt::ZeroOneRule rule();
+  }];
+  let hasVerifier = 1;
+}
+
+def Train_ResetAtOp : Train_Op<"reset_at", [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "a state read as zeros on one optimizer step";
+  let description = [{
+    `result` is zeros when the step (the train.step argument's value) is
+    `at`, else `input`: 0/1 Adam zeroes its error buffers once, when its
+    local steps begin (DeepSpeed's reinitial_error_buffer).
+  }];
+  let arguments = (ins 1DTensorOf<[F32]>:$input, Train_ScalarI64:$step, I64Attr:$at);
+  let results = (outs 1DTensorOf<[F32]>:$result);
+  let assemblyFormat = "$input `,` $step attr-dict `:` type($input)";
   let hasVerifier = 1;
 }
 

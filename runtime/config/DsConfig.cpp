@@ -315,7 +315,8 @@ bool OptimizerConfig::operator==(const OptimizerConfig &o) const {
          nesterov == o.nesterov && decoupled == o.decoupled &&
          biasCorrection == o.biasCorrection && torchAdam == o.torchAdam &&
          maxCoeff == o.maxCoeff && minCoeff == o.minCoeff && lrDecay == o.lrDecay &&
-         freezeStep == o.freezeStep;
+         freezeStep == o.freezeStep && varUpdateScaler == o.varUpdateScaler &&
+         localStepScaler == o.localStepScaler && localStepClipper == o.localStepClipper;
 }
 
 double SchedulerConfig::param(const std::string &name) const {
@@ -578,6 +579,14 @@ std::string toJson(const TrainConfig &cfg) {
     op["eps"] = o.eps;
     op["weight_decay"] = o.weightDecay;
     op["freeze_step"] = o.freezeStep;
+  } else if (o.type == "ZeroOneAdam") {
+    op["betas"] = {o.beta1, o.beta2};
+    op["eps"] = o.eps;
+    op["weight_decay"] = o.weightDecay;
+    op["var_freeze_step"] = o.freezeStep;
+    op["var_update_scaler"] = o.varUpdateScaler;
+    op["local_step_scaler"] = o.localStepScaler;
+    op["local_step_clipper"] = o.localStepClipper;
   } else if (o.type == "Adagrad") {
     op["lr_decay"] = o.lrDecay;
     op["weight_decay"] = o.weightDecay;

@@ -93,7 +93,8 @@ public:
 };
 
 struct OptimizerConfig {
-  /// Canonical name: "Adam", "AdamW", "SGD", "Lamb", "Lion", "Adagrad" or "OneBitAdam".
+  /// Canonical name: "Adam", "AdamW", "SGD", "Lamb", "Lion", "Adagrad", "OneBitAdam" or
+  /// "ZeroOneAdam".
   std::string type = "AdamW";
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8; // Adam/AdamW
@@ -102,7 +103,11 @@ struct OptimizerConfig {
   bool nesterov = false;                  // SGD
   double maxCoeff = 10.0, minCoeff = 0.01; // Lamb: the trust ratio's clamp
   double lrDecay = 0.0;                    // Adagrad
-  int64_t freezeStep = 100000;             // OneBitAdam: its last uncompressed call
+  int64_t freezeStep = 100000;             // OneBitAdam: its last uncompressed call;
+                                           // ZeroOneAdam: var_freeze_step
+  int64_t varUpdateScaler = 16;            // ZeroOneAdam's policy (zoadam.py)
+  int64_t localStepScaler = 32678;
+  int64_t localStepClipper = 16;
   /// Decoupled weight decay (AdamW semantics); false means L2 added to the
   /// gradient (torch.optim.Adam semantics). Always false for SGD.
   bool decoupled = true;

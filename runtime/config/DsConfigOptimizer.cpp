@@ -37,12 +37,18 @@ const std::vector<std::string> kAdagradParams = {"lr", "lr_decay", "weight_decay
 const std::vector<std::string> kOneBitAdamParams = {
     "lr",           "freeze_step", "betas",   "eps",        "weight_decay",
     "bias_correction", "eps_inside_sqrt", "amsgrad", "cuda_aware", "comm_backend_name"};
+/// ZeroOneAdam's (runtime/fp16/onebit/zoadam.py).
+const std::vector<std::string> kZeroOneAdamParams = {
+    "lr",           "betas",           "eps",           "weight_decay",
+    "bias_correction", "eps_inside_sqrt", "amsgrad",    "cuda_aware",
+    "comm_backend_name", "var_freeze_step", "var_update_scaler", "local_step_scaler",
+    "local_step_clipper"};
 const std::vector<std::string> kOptimizerTypes = {"Adam", "AdamW", "SGD", "Lamb", "Lion",
-                                                  "Adagrad", "OneBitAdam"};
+                                                  "Adagrad", "OneBitAdam", "ZeroOneAdam"};
 /// DeepSpeed's own optimizers (config.py DEEPSPEED_OPTIMIZERS) dsc does not
 /// build yet.
 const std::vector<std::string> kOtherDeepSpeedOptimizers = {
-    "zerooneadam", "onebitlamb", "muadam", "muadamw", "musgd", "muon"};
+    "onebitlamb", "muadam", "muadamw", "musgd", "muon"};
 
 std::string resolveOptimizerType(const Section &opt, const std::string &name) {
   // config.py lower-cases names in DEEPSPEED_OPTIMIZERS; anything else goes
@@ -62,6 +68,8 @@ std::string resolveOptimizerType(const Section &opt, const std::string &name) {
     return "Adagrad";
   if (l == "onebitadam")
     return "OneBitAdam";
+  if (l == "zerooneadam")
+    return "ZeroOneAdam";
   if (std::find(kOtherDeepSpeedOptimizers.begin(),
                 kOtherDeepSpeedOptimizers.end(),
                 l) != kOtherDeepSpeedOptimizers.end())
@@ -105,7 +113,7 @@ void refuseOneBitWithZero(const Section &top, const Section &opt, const std::str
            "part of it (DeepSpeed asserts the same: \"" + it->second +
            " is not compatible with ZeRO\"). Use zero_optimization.stage 0 with it (it "
            "compresses the data-parallel traffic itself), or keep ZeRO with Adam or AdamW" +
-           std::string(lower(name) == "onebitadam" ? "" : "; dsc does not build " + name + " yet either"));
+           std::string(lower(name) != "onebitlamb" ? "" : "; dsc does not build " + name + " yet either"));
 }
 
 void readOptimizer(const Section &top, OptimizerConfig &o, std::vector<std::string> &notes) {
@@ -126,6 +134,7 @@ void readOptimizer(const Section &top, OptimizerConfig &o, std::vector<std::stri
                                           : o.type == "Lion"    ? kLionParams
                                           : o.type == "Adagrad" ? kAdagradParams
                                           : o.type == "OneBitAdam" ? kOneBitAdamParams
+                                          : o.type == "ZeroOneAdam" ? kZeroOneAdamParams
                                                                 : kAdamParams;
   params.checkKeys(known, [&](const std::string &key) -> std::string {
     if (key == "max_grad_norm")
@@ -137,7 +146,7 @@ void readOptimizer(const Section &top, OptimizerConfig &o, std::vector<std::stri
     static const std::vector<std::pair<const char *, const std::vector<std::string> *>> owners = {
         {"Adam/AdamW", &kAdamParams}, {"SGD", &kSgdParams},  {"Lamb", &kLambParams},
         {"Lion", &kLionParams},       {"Adagrad", &kAdagradParams},
-        {"OneBitAdam", &kOneBitAdamParams}};
+        {"OneBitAdam", &kOneBitAdamParams}, {"ZeroOneAdam", &kZeroOneAdamParams}};
     std::vector<std::string> whose;
     for (const auto &[owner, keys] : owners)
       if (std::find(keys->begin(), keys->end(), key) != keys->end())
@@ -193,25 +202,42 @@ void readOptimizer(const Section &top, OptimizerConfig &o, std::vector<std::stri
   } else if (o.type == "Lion") {
     o.decoupled = true;
     readBetas();
-  } else if (o.type == "OneBitAdam") {
-    // DeepSpeed's OnebitAdam (edaa722 runtime/fp16/onebit/adam.py; dsc's
-    // reading of it: docs/deepspeed-optimizers.md, section 5).
+  } else if (o.type == "OneBitAdam" || o.type == "ZeroOneAdam") {
+    // DeepSpeed's OnebitAdam and ZeroOneAdam (edaa722 runtime/fp16/onebit/
+    // adam.py and zoadam.py; dsc's reading of them:
+    // docs/deepspeed-optimizers.md, sections 5 to 7).
+    const bool zeroOne = o.type == "ZeroOneAdam";
+    const char *file = zeroOne ? "zoadam.py" : "adam.py";
     o.decoupled = true; // p -= lr (m / (sqrt(v) + eps) + wd p)
     o.biasCorrection = false;
     o.eps = params.number("eps").value_or(1e-8);
     if (!(o.eps > 0))
       params.fail("'optimizer.params.eps' must be > 0, got " + formatNumber(o.eps));
     readBetas();
-    o.freezeStep = params.count("freeze_step", 0, int64_t(1) << 40).value_or(100000);
+    const int64_t big = int64_t(1) << 40;
+    if (zeroOne) {
+      o.freezeStep = params.count("var_freeze_step", 0, big).value_or(100000);
+      o.varUpdateScaler = params.count("var_update_scaler", 0, big).value_or(16);
+      o.localStepScaler = params.count("local_step_scaler", 0, big).value_or(32678);
+      // min(clipper, 2 x interval) is the next interval: 0 would make
+      // DeepSpeed's `step % local_step_interval` divide by zero.
+      o.localStepClipper = params.count("local_step_clipper", 1, big).value_or(16);
+    } else {
+      o.freezeStep = params.count("freeze_step", 0, big).value_or(100000);
+    }
     if (params.boolean("amsgrad").value_or(false))
-      params.fail("'optimizer.params.amsgrad': 1-bit Adam does not support the AMSGrad variant "
-                  "(DeepSpeed raises the same error); remove the key");
-    // Keys DeepSpeed's OnebitAdam stores and never reads: said, not ignored.
+      params.fail(std::string("'optimizer.params.amsgrad': ") +
+                  (zeroOne ? "0/1 Adam" : "1-bit Adam") +
+                  " does not support the AMSGrad variant (DeepSpeed raises the same error); "
+                  "remove the key");
+    // Keys DeepSpeed stores and never reads: said, not ignored.
     for (const char *key : {"bias_correction", "eps_inside_sqrt"})
       if (params.has(key))
-        notes.push_back("'" + params.path(key) + "' changes nothing: OnebitAdam stores it "
-                        "and never reads it (DeepSpeed edaa722 adam.py); its update has no "
-                        "bias correction and adds eps after the square root");
+        notes.push_back("'" + params.path(key) + "' changes nothing: " +
+                        (zeroOne ? "ZeroOneAdam" : "OnebitAdam") +
+                        " stores it and never reads it (DeepSpeed edaa722 " + file +
+                        "); its update has no bias correction and adds eps after the square "
+                        "root");
     // Transport choices of DeepSpeed's compressed all-reduce: the numbers
     // are the same whichever it takes.
     if (params.has("cuda_aware")) {

@@ -180,6 +180,22 @@ Executor::Executor(const std::string &dir, comm::Communicator *world, Device dev
   } catch (const config::ConfigError &e) {
     throw PlanError(e.what());
   }
+  // Format 7: the rule of the instructions' step classes (0/1 Adam).
+  if (plan_.has_step_rule()) {
+    const plan::StepRule &r = plan_.step_rule();
+    if (r.var_freeze_step() < 0 || r.var_update_scaler() < 0 || r.local_step_scaler() < 0 ||
+        r.local_step_clipper() < 1 || r.step_offset() < 0 || r.step_offset() > 1)
+      throw PlanError(name_ + ": step_rule {var_freeze_step " +
+                      std::to_string(r.var_freeze_step()) + ", var_update_scaler " +
+                      std::to_string(r.var_update_scaler()) + ", local_step_scaler " +
+                      std::to_string(r.local_step_scaler()) + ", local_step_clipper " +
+                      std::to_string(r.local_step_clipper()) + ", step_offset " +
+                      std::to_string(r.step_offset()) +
+                      "} is out of range (non-negative, the clipper at least 1, the offset 0 "
+                      "or 1)");
+    stepRule_ = ZeroOneRule{r.var_freeze_step(), r.var_update_scaler(), r.local_step_scaler(),
+                            r.local_step_clipper(), r.step_offset()};
+  }
   // Format 3: the lr schedule is the plan's own (an older plan's is its
   // baked config's).
   if (plan_.format_version() >= 3) {
@@ -590,36 +606,63 @@ void Executor::validateBuffers() {
   }
 }
 
-/// An instruction of a range of optimizer steps (plan format 5).
-void Executor::rangeInstr(Instr &instr, int64_t first, int64_t last, const std::string &name) {
-  if (plan_.format_version() < 5)
-    throw PlanError(name + ": runs on optimizer steps [" + std::to_string(first) + ", " +
-                    std::to_string(last) + "], which a format-" +
-                    std::to_string(plan_.format_version()) +
-                    " plan cannot say (format 5 and later)");
-  if (first < 0 || last < 0 || (last != 0 && last < std::max<int64_t>(first, 1)))
-    throw PlanError(name + ": optimizer steps [" + std::to_string(first) + ", " +
-                    std::to_string(last) + "] are no range (first >= 0; last 0 for no end, or >= first)");
+/// Whether `i` runs on optimizer step `s` (rangeInstr).
+static bool runsOnStep(const Instr &i, int64_t s) {
+  if (i.stepClasses)
+    return (i.stepRule->classOf(s) & i.stepClasses) != 0;
+  return s >= i.firstStep && (i.lastStep == 0 || s <= i.lastStep);
+}
+
+/// An instruction of a range of optimizer steps (plan format 5) or of
+/// step classes (format 7).
+void Executor::rangeInstr(Instr &instr, const plan::Instr &p, const std::string &name) {
+  const int64_t first = p.first_step(), last = p.last_step();
+  const uint32_t classes = p.step_classes();
+  if (classes) {
+    if (plan_.format_version() < 7)
+      throw PlanError(name + ": runs on step classes " + std::to_string(classes) +
+                      ", which a format-" + std::to_string(plan_.format_version()) +
+                      " plan cannot say (format 7 and later)");
+    if (classes > kAllStepClasses)
+      throw PlanError(name + ": step classes " + std::to_string(classes) +
+                      " are no mask of the classes (1 to " + std::to_string(kAllStepClasses) +
+                      ")");
+    if (first || last)
+      throw PlanError(name + ": has both a range of optimizer steps and step classes");
+    if (!plan_.has_step_rule())
+      throw PlanError(name + ": runs on step classes, but the plan has no step_rule to "
+                             "tell the classes of its steps");
+  } else {
+    if (plan_.format_version() < 5)
+      throw PlanError(name + ": runs on optimizer steps [" + std::to_string(first) + ", " +
+                      std::to_string(last) + "], which a format-" +
+                      std::to_string(plan_.format_version()) +
+                      " plan cannot say (format 5 and later)");
+    if (first < 0 || last < 0 || (last != 0 && last < std::max<int64_t>(first, 1)))
+      throw PlanError(name + ": optimizer steps [" + std::to_string(first) + ", " +
+                      std::to_string(last) +
+                      "] are no range (first >= 0; last 0 for no end, or >= first)");
+  }
   if (device_ == Device::Cuda)
-    throw DeviceUnsupported(name + ": --device cuda: instructions of a range of optimizer steps "
-                                   "(a 1-bit optimizer's phases) run on the CPU only");
+    throw DeviceUnsupported(name + ": --device cuda: instructions of some optimizer steps "
+                                   "only (a 1-bit optimizer's phases) run on the CPU only");
   instr.firstStep = first;
   instr.lastStep = last;
+  instr.stepClasses = classes;
+  instr.stepRule = &stepRule_;
   instr.ranged = instr.run;
   if (instr.op == "dist.all_reduce")
     instr.run = [](const Instr &i, Context &ctx) {
-    int64_t s = ctx.optimizerStep;
-    if (s >= i.firstStep && (i.lastStep == 0 || s <= i.lastStep))
-      return i.ranged(i, ctx);
-    // Off its steps an all-reduce is the identity (its wait then does nothing).
-    for (size_t k = 0; k < i.in.size(); ++k)
-      if (i.out[k]->data != i.in[k]->data)
-        std::memcpy(i.out[k]->data, i.in[k]->data, i.in[k]->bytes());
+      if (runsOnStep(i, ctx.optimizerStep))
+        return i.ranged(i, ctx);
+      // Off its steps an all-reduce is the identity (its wait then does nothing).
+      for (size_t k = 0; k < i.in.size(); ++k)
+        if (i.out[k]->data != i.in[k]->data)
+          std::memcpy(i.out[k]->data, i.in[k]->data, i.in[k]->bytes());
     };
   else
     instr.run = [](const Instr &i, Context &ctx) {
-      int64_t s = ctx.optimizerStep;
-      if (s >= i.firstStep && (i.lastStep == 0 || s <= i.lastStep))
+      if (runsOnStep(i, ctx.optimizerStep))
         i.ranged(i, ctx);
     };
 }
@@ -670,8 +713,8 @@ Executor::resolve(const google::protobuf::RepeatedPtrField<plan::Instr> &list, c
                       std::to_string(plan_.arena_bytes()) + " bytes");
     instr.label = "instruction " + std::to_string(k) + " of the " + where;
     bindInstr(instr, name);
-    if (p.first_step() != 0 || p.last_step() != 0)
-      rangeInstr(instr, p.first_step(), p.last_step(), name);
+    if (p.first_step() != 0 || p.last_step() != 0 || p.step_classes() != 0)
+      rangeInstr(instr, p, name);
     bool message = instr.op == "dist.send" || instr.op == "dist.recv";
     bool grouped = message || instr.op == "dist.all_reduce" ||
                    instr.op == "dist.reduce_scatter" || instr.op == "dist.all_gather" ||

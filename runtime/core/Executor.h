@@ -35,6 +35,7 @@
 #include "runtime/config/DsConfig.h"
 #include "runtime/core/LossScaler.h"
 #include "runtime/plan/PlanFile.h"
+#include "runtime/plan/StepRule.h"
 #include "runtime/plan/Version.h"
 #include "runtime/kernels/common/Contracts.h"
 
@@ -204,6 +205,11 @@ struct Instr {
   /// `run` is then a wrapper that calls `ranged` on those steps (and, on
   /// the others, makes a dist.all_reduce the identity).
   int64_t firstStep = 0, lastStep = 0;
+  /// Plan format 7: the step classes of `stepRule` (the executor's) it
+  /// runs on (0: not by class), as 0/1 Adam's phases; `run` wraps `ranged`
+  /// alike.
+  uint32_t stepClasses = 0;
+  const ZeroOneRule *stepRule = nullptr;
   KernelFn ranged = nullptr;
   bool eval = false; // Instr.eval: part of the evaluation program
   double flops = 0;   // Instr.flops (the flops profiler)
@@ -588,7 +594,11 @@ private:
   /// Copies the parameters and frozen buffers from a safetensors file
   /// (initialize()), checking the plan's own against plan.sha256.
   void loadWeights(const std::string &path);
-  void rangeInstr(Instr &instr, int64_t first, int64_t last, const std::string &name);
+  /// Makes `instr` run only on its optimizer steps (plan formats 5 and 7:
+  /// Instr.first_step..last_step or Instr.step_classes).
+  void rangeInstr(Instr &instr, const dsc::plan::Instr &p, const std::string &name);
+  /// Plan.step_rule (format 7), read once.
+  ZeroOneRule stepRule_;
   std::vector<Instr> resolve(const google::protobuf::RepeatedPtrField<dsc::plan::Instr> &list,
                              const char *where);
   /// Pairs every collective with one later dist.wait of `list` and replays

@@ -64,6 +64,19 @@
 //                          ints: freeze_step, step_offset (param, grad,
 //                          exp_avg, exp_avg_sq, lr, step[, compressed]
 //                          -> param, exp_avg, exp_avg_sq in place)
+//   train.zero_one_adam    floats: beta1, beta2, eps, weight_decay;
+//                          ints: var_freeze_step, var_update_scaler,
+//                          local_step_scaler, local_step_clipper,
+//                          step_offset (param, grad, exp_avg, exp_avg_sq,
+//                          momentum_accumulator, lrs, lr, step[,
+//                          compressed] -> param, exp_avg, exp_avg_sq,
+//                          momentum_accumulator, lrs in place)
+//   train.zero_one_payload floats: beta1, eps, weight_decay; ints: as
+//                          train.zero_one_adam (param, grad, exp_avg,
+//                          exp_avg_sq, momentum_accumulator, lr, step ->
+//                          what the 1-bit all-reduce carries)
+//   train.reset_at         ints: at (input f32[n], step -> zeros on step
+//                          `at`, else the input)
 //   train.onebit_compress  -   (input f32[n], error f32[n] -> bits u8[n/8],
 //                          scale f32[1], new error f32[n]: in place of the
 //                          error or apart from the operands)

@@ -138,6 +138,20 @@ void checkAdamRates(const Instr &i, const Check &c) {
     c.fail("eps must be positive");
   c.floatIn(3, "weight_decay", 0, 1e30);
 }
+/// ZeroOneAdam's policy from ints 0-4 (train.zero_one_adam, _payload).
+ZeroOneRule zeroOneRuleOf(const Instr &i) {
+  return ZeroOneRule{i.ints[0], i.ints[1], i.ints[2], i.ints[3], i.ints[4]};
+}
+/// What train.zero_one_adam's verifier accepts of it.
+void checkZeroOneRule(const Instr &i, const Check &c) {
+  const ZeroOneRule r = zeroOneRuleOf(i);
+  if (r.varFreezeStep < 0 || r.varUpdateScaler < 0 || r.localStepScaler < 0)
+    c.fail("var_freeze_step, var_update_scaler and local_step_scaler must be non-negative");
+  if (r.localStepClipper < 1)
+    c.fail("local_step_clipper must be at least 1, is " + std::to_string(r.localStepClipper));
+  if (r.stepOffset != 0 && r.stepOffset != 1)
+    c.fail("step_offset must be 0 or 1, is " + std::to_string(r.stepOffset));
+}
 } // namespace
 
 void addTrainOps(OpTable &t) {
@@ -321,6 +335,74 @@ void addTrainOps(OpTable &t) {
                         i.in.size() == 7 ? i.in[6]->f32() : nullptr, i.out[0]->numel,
                         *i.in[4]->f32(), beta1, beta2, (float)i.floats[2], (float)i.floats[3],
                         phase);
+      };
+    }};
+    t["train.zero_one_adam"] = {[](Instr &i, const Check &c) {
+      if (i.in.size() != 8 && i.in.size() != 9)
+        c.fail("expects 8 or 9 inputs (param, grad, exp_avg, exp_avg_sq, momentum_accumulator, "
+               "lrs, lr, step[, compressed]), has " + std::to_string(i.in.size()));
+      c.arity(i.in.size(), 5);
+      c.attrs(5, 4);
+      c.floats({i.in[0], i.in[1], i.in[2], i.in[3], i.in[4], i.out[0], i.out[1], i.out[2],
+                i.out[3]});
+      c.scalar(i.in[5], plan::F32, "lrs");
+      c.scalar(i.out[4], plan::F32, "new lrs");
+      c.scalar(i.in[6], plan::F32, "lr");
+      c.scalar(i.in[7], plan::I64, "step");
+      if (i.in.size() == 9) {
+        c.floats({i.in[8]});
+        c.sameShape(i.in[0], i.in[8]);
+      }
+      checkAdamRates(i, c);
+      checkZeroOneRule(i, c);
+      updateInPlace(i, c, 3);
+      c.inPlace(i.in[5], i.out[4]);
+      i.run = [](const Instr &i, Context &ctx) {
+        if (ctx.overflow) // fp16: the loss scaler skips this step
+          return;
+        const uint32_t cls = zeroOneRuleOf(i).classOf(*i.in[7]->i64());
+        cpu::zeroOneAdam(i.out[0]->f32(), i.in[1]->f32(), i.out[1]->f32(), i.out[2]->f32(),
+                         i.out[3]->f32(), i.out[4]->f32(),
+                         i.in.size() == 9 ? i.in[8]->f32() : nullptr, i.out[0]->numel,
+                         *i.in[6]->f32(), (float)i.floats[0], (float)i.floats[1],
+                         (float)i.floats[2], (float)i.floats[3], cls);
+      };
+    }};
+    t["train.zero_one_payload"] = {[](Instr &i, const Check &c) {
+      c.arity(7, 1);
+      c.attrs(5, 3);
+      c.floats({i.in[0], i.in[1], i.in[2], i.in[3], i.in[4], i.out[0]});
+      for (int k = 1; k < 5; ++k)
+        c.sameShape(i.in[0], i.in[k]);
+      c.sameShape(i.in[0], i.out[0]);
+      c.scalar(i.in[5], plan::F32, "lr");
+      c.scalar(i.in[6], plan::I64, "step");
+      c.floatIn(0, "beta1", 0, 1);
+      c.floatIn(1, "eps", 0, INFINITY);
+      if (i.floats[1] == 0)
+        c.fail("eps must be positive");
+      c.floatIn(2, "weight_decay", 0, 1e30);
+      checkZeroOneRule(i, c);
+      i.run = [](const Instr &i, Context &) {
+        const uint32_t cls = zeroOneRuleOf(i).classOf(*i.in[6]->i64());
+        cpu::zeroOnePayload(i.out[0]->f32(), i.in[0]->f32(), i.in[1]->f32(), i.in[2]->f32(),
+                            i.in[3]->f32(), i.in[4]->f32(), i.out[0]->numel, *i.in[5]->f32(),
+                            (float)i.floats[0], (float)i.floats[1], (float)i.floats[2], cls);
+      };
+    }};
+    t["train.reset_at"] = {[](Instr &i, const Check &c) {
+      c.arity(2, 1);
+      c.attrs(1, 0);
+      c.floats({i.in[0], i.out[0]});
+      c.sameShape(i.in[0], i.out[0]);
+      c.scalar(i.in[1], plan::I64, "step");
+      if (i.ints[0] < 1)
+        c.fail("at must be an optimizer step (>= 1), is " + std::to_string(i.ints[0]));
+      i.run = [](const Instr &i, Context &) {
+        if (*i.in[1]->i64() == i.ints[0])
+          std::fill(i.out[0]->f32(), i.out[0]->f32() + i.out[0]->numel, 0.0f);
+        else if (i.out[0]->data != i.in[0]->data)
+          std::memcpy(i.out[0]->data, i.in[0]->data, i.in[0]->bytes());
       };
     }};
     t["train.lion"] = {[](Instr &i, const Check &c) {

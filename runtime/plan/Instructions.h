@@ -19,7 +19,7 @@
 
 namespace dsrt {
 
-inline constexpr std::array<std::string_view, 88> kPlanInstructions = {
+inline constexpr std::array<std::string_view, 91> kPlanInstructions = {
     "accumulate",
     "dist.all_gather",
     "dist.all_reduce",
@@ -106,8 +106,11 @@ inline constexpr std::array<std::string_view, 88> kPlanInstructions = {
     "train.onebit_compress",
     "train.onebit_expand",
     "train.onebit_server",
+    "train.reset_at",
     "train.sgd",
     "train.sum_sq",
+    "train.zero_one_adam",
+    "train.zero_one_payload",
 };
 
 /// Whether `op` is an instruction of the plan format.

@@ -36,7 +36,10 @@ namespace dsrt {
 /// version-5 dsrt would run the plan's training alike, but this dsrt must
 /// know whether a plan marks its evaluation slice: --eval-data refuses a
 /// plan older than 6.
-constexpr unsigned kPlanFormatVersion = 6;
+/// Version 7: instructions of step classes (Instr.step_classes with
+/// Plan.step_rule: 0/1 Adam's variance, compressed-gradient, local and
+/// sync steps), which an older dsrt would run on every step.
+constexpr unsigned kPlanFormatVersion = 7;
 constexpr unsigned kOldestPlanFormatVersion = 1;
 
 } // namespace dsrt

@@ -493,6 +493,7 @@ void Trainer::loop() {
         g.scaler = scaler->state();
       g.lastEval = lastEval_;
       guardedSave(s, [&] { return saver_->save(checkpoint::ownedPieces(exec_), g); });
+      noteLocalStepSave(s);
     } else if (saver_) {
       guardedSave(s, [&] { return saver_->poll(); });
     }
@@ -603,6 +604,36 @@ void Trainer::loop() {
   if (saver_)
     guardedSave(options_.steps, [&] { return saver_->finish(); });
   o.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+/// 0/1 Adam saved after a local step on several ranks: each rank's weights
+/// and momenta have moved on its own gradients since the last sync, and
+/// the checkpoint keeps data-parallel rank 0's (as DeepSpeed's does), which
+/// a resume gives every rank. Said, once per save, on rank 0.
+void Trainer::noteLocalStepSave(int64_t step) {
+  const plan::Plan &p = exec_.plan();
+  if (!rank0_ || !p.has_step_rule() || exec_.dp() < 2)
+    return;
+  const plan::StepRule &r = p.step_rule();
+  const ZeroOneRule rule{r.var_freeze_step(), r.var_update_scaler(), r.local_step_scaler(),
+                         r.local_step_clipper(), r.step_offset()};
+  if (rule.classOf(step) != kStepLocal)
+    return;
+  int64_t last = step, next = step + 1;
+  while (last > 1 && !(rule.classOf(last) & kStepSync) && last >= rule.firstFrozenStep())
+    --last;
+  while (!(rule.classOf(next) & kStepSync))
+    ++next;
+  std::printf("dsrt: note: checkpoint of step %lld, a 0/1 Adam local step: each rank's weights "
+              "and momenta have moved on its own gradients since %s (the next sync is step "
+              "%lld); the checkpoint holds data-parallel rank 0's, as DeepSpeed's does, and a "
+              "resume starts every rank from them. Saved right after a sync, the ranks differ "
+              "only by rounding\n",
+              (long long)step,
+              (rule.classOf(last) & kStepSync ? "the sync of step " + std::to_string(last)
+                                               : std::string("the freeze"))
+                  .c_str(),
+              (long long)next);
 }
 
 int Trainer::writeResults() {

@@ -123,6 +123,9 @@ private:
   int64_t evalBatches_ = 0;
   std::optional<checkpoint::Progress::Eval> lastEval_;
   int writeResults();
+  /// 0/1 Adam saved between syncs on several ranks: says whose state the
+  /// checkpoint holds.
+  void noteLocalStepSave(int64_t step);
   Executor &exec_;
   io::DataSource &data_;
   TrainOptions options_;

@@ -35,8 +35,6 @@ EXPECTED = {
         "DeepSpeed-Ulysses sequence parallelism", "'sequence_parallel_size' is number 2"),
     "dsexamples__autotuning-hf-ds_config_tune": (
         "the autotuner", "'autotuning.enabled' is true"),
-    "dsexamples__deepspeed_bsz4k_01adam_config_seq512_nccl": (
-        "0/1 Adam (issue 26)", "optimizer 'ZeroOneAdam' is a DeepSpeed optimizer"),
     "dsexamples__deepspeed_bsz4k_progressive_layer_drop_config_seq128": PRESCALE,
     "dsexamples__deepspeed_bsz64k_lamb_config_seq128": (
         "sparse attention (and LAMB, issue 26)", "sparse_attention"),

@@ -234,3 +234,185 @@ class OnebitAdamRule:
             if wd > 0:
                 update += wd * p
             p.add_(-lr * update)
+
+
+class ZeroOneAdamRule:
+    """DeepSpeed's ZeroOneAdam (edaa722 runtime/fp16/onebit/zoadam.py:127-319)
+    on W simulated data-parallel workers, fp32 (no wrapper: the first
+    training step is the initialising call). step(worker_grads) takes each
+    parameter's local gradients, one per worker, already clipped; the
+    engine's part (averaging them where enable_backward_allreduce is on) is
+    the caller's, asked through compressed_phase(t): whether call t gets the
+    workers' own gradients. The policy counters are DeepSpeed's, kept as it
+    keeps them (not dsc's closed form, runtime/plan/StepRule.h):
+
+        call 1:        state only
+        unfrozen:      t % var_interval == 0: m, v as Adam on the average
+                       else: m = b1 m + (1-b1) C(g_w) (W > 1; W = 1: m stays)
+                       p -= lr (m / (sqrt(v) + eps) + wd p)
+                       var_counter += 1 on variance calls; var_interval *= 2
+                       after var_update_scaler of them
+        after the call whose step > var_freeze_step: frozen, errors zeroed
+        frozen:        m = b1 m + (1-b1) g_w; lrs += lr; upd = m / (sqrt(v) + eps) + wd p
+                       p -= lr upd; u -= lr upd
+                       t % local_step_interval == 0: p -= u; u *= sqrt(v) + eps;
+                         u = C(u) (W > 1); m = -u / lrs; p += u / (sqrt(v) + eps); u = 0; lrs = 0
+                       local_step_interval doubles (up to local_step_clipper) after
+                       every local_step_scaler frozen calls
+
+    Each worker holds its own p, m and u after the freeze (their local steps
+    differ); the weights compared are worker 0's, as rank 0 saves them.
+
+    wrapped=True (bf16 / fp16): FP16_Optimizer made the initialising call at
+    construction (the first training step is call 2) and hands ZeroOneAdam
+    one flat fp32 tensor of every parameter, so each compressed all-reduce
+    (of the gradients, or of the syncs' u (sqrt(v) + eps)) takes their
+    concatenation, with one pair of errors. The rest is elementwise, the
+    same per parameter or flat.
+    """
+
+    def __init__(self, params, workers, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                 weight_decay=0.0, var_freeze_step=100000, var_update_scaler=16,
+                 local_step_scaler=32678, local_step_clipper=16, wrapped=False):
+        self.params = list(params)
+        self.workers = workers
+        self.defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
+        self.param_groups = [dict(self.defaults, params=self.params)]
+        self.var_freeze_step = var_freeze_step
+        self.var_update_scaler = var_update_scaler
+        self.local_step_scaler = local_step_scaler
+        self.local_step_clipper = local_step_clipper
+        self.wrapped = wrapped
+        self.t = 1 if wrapped else 0
+        self.freeze_key = False
+        self.var_interval, self.var_counter = 1, 0
+        self.local_step_interval, self.local_step_counter = 1, 0
+        w = workers
+        unit = w * (w * 8 // math.gcd(w, 8))
+        # Per worker: its copy of every parameter's state (identical until
+        # the freeze, when the local steps make them differ).
+        self.state = [[dict(exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p),
+                            momentum_accumulator=torch.zeros_like(p), lrs=0.0)
+                       for p in self.params] for _ in range(w)]
+        self.replica = [[p.detach().clone() for p in self.params] for _ in range(w)]
+        self.errors = []
+        for n in ([sum(p.numel() for p in self.params)] if wrapped
+                  else [p.numel() for p in self.params]):
+            np_ = max(unit, -(-n // unit) * unit)
+            self.errors.append(([torch.zeros(np_) for _ in range(w)],
+                                [torch.zeros(np_ // w) for _ in range(w)]))
+
+    def compress(self, k, xs):
+        """Parameter k's compressed all-reduce of the workers' xs: its own
+        (fp32), or its slice of the flat tensor's (wrapped; computed at
+        k == 0 for every parameter)."""
+        if not self.wrapped:
+            return compressed_allreduce(xs, *self.errors[k])
+        if k == 0:
+            flat = compressed_allreduce([torch.cat([x.flatten() for x in per])
+                                         for per in self.pending], *self.errors[0])
+            self.flat, at = [], 0
+            for p in self.params:
+                self.flat.append(flat[at:at + p.numel()].reshape(p.shape))
+                at += p.numel()
+        return self.flat[k]
+
+    def compressed_phase(self, t):
+        """Whether call t's gradients stay local (the engine's
+        enable_backward_allreduce, set at the end of call t - 1)."""
+        if t <= 1:
+            return False
+        if self.freeze_key:
+            return True
+        return t % self.var_interval != 0
+
+    @torch.no_grad()
+    def step(self, worker_grads):
+        self.t += 1
+        t = self.t
+        if t == 1:
+            return
+        w = self.workers
+        group = self.param_groups[0]
+        b1, b2 = group["betas"]
+        lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+        if self.wrapped and w > 1:
+            # What the flat tensor's all-reduce takes this call: the local
+            # gradients, or each parameter's u (sqrt(v) + eps) after its
+            # local update, computed ahead as the loop below computes it.
+            if not self.freeze_key and t % self.var_interval != 0:
+                self.pending = [list(gs) for gs in worker_grads]
+            elif self.freeze_key and t % self.local_step_interval == 0:
+                self.pending = [[self.sync_payload(self.state[r][k], self.replica[r][k],
+                                                   worker_grads[r][k], lr, b1, eps, wd)
+                                 for k in range(len(self.params))] for r in range(w)]
+        for k in range(len(self.params)):
+            sts = [self.state[r][k] for r in range(w)]
+            ps = [self.replica[r][k] for r in range(w)]
+            gs = [worker_grads[r][k] for r in range(w)]
+            if not self.freeze_key:
+                if t % self.var_interval == 0:
+                    for st, g in zip(sts, gs):  # the averaged gradient, on every worker
+                        st["exp_avg_sq"].mul_(b2).addcmul_(g, g, value=1 - b2)
+                        st["exp_avg"].mul_(b1).add_(g, alpha=1 - b1)
+                elif w > 1:
+                    c = self.compress(k, gs)
+                    for st in sts:
+                        st["exp_avg"].mul_(b1).add_(c, alpha=1 - b1)
+            else:
+                for st, g in zip(sts, gs):
+                    st["exp_avg"].mul_(b1).add_(g, alpha=1 - b1)
+                    st["lrs"] += lr
+            for st, p in zip(sts, ps):
+                update = st["exp_avg"] / (st["exp_avg_sq"].sqrt() + eps)
+                if wd > 0.0:
+                    update += wd * p
+                p.add_(-lr * update)
+                if self.freeze_key:
+                    st["momentum_accumulator"].add_(-lr * update)
+            if self.freeze_key and t % self.local_step_interval == 0:
+                for st, p in zip(sts, ps):
+                    u = st["momentum_accumulator"]
+                    p.add_(-1 * u)
+                    u.mul_(st["exp_avg_sq"].sqrt() + eps)
+                if w > 1:
+                    c = self.compress(k, [st["momentum_accumulator"] for st in sts])
+                    for st in sts:
+                        st["momentum_accumulator"].copy_(c)
+                for st, p in zip(sts, ps):
+                    u = st["momentum_accumulator"]
+                    st["exp_avg"].zero_().add_(u / st["lrs"], alpha=-1)
+                    p.add_(u / (st["exp_avg_sq"].sqrt() + eps))
+                    u.zero_()
+                    st["lrs"] = 0
+        # The policy, once per call (every parameter's counters move alike).
+        if not self.freeze_key:
+            if t % self.var_interval == 0:
+                self.var_counter += 1
+                if self.var_counter == self.var_update_scaler:
+                    self.var_counter = 0
+                    self.var_interval *= 2
+        else:
+            self.local_step_counter += 1
+            if self.local_step_counter == self.local_step_scaler:
+                self.local_step_counter = 0
+                self.local_step_interval = min(self.local_step_clipper,
+                                               self.local_step_interval * 2)
+        if t > self.var_freeze_step and not self.freeze_key:
+            self.freeze_key = True
+            for werr, serr in self.errors:  # reinitial_error_buffer
+                for e in werr + serr:
+                    e.zero_()
+        for p, mine in zip(self.params, self.replica[0]):
+            p.copy_(mine)
+
+    @staticmethod
+    def sync_payload(st, p, g, lr, b1, eps, wd):
+        """A sync's u (sqrt(v) + eps) after the call's local update, as
+        step() computes it (without changing the state)."""
+        m = st["exp_avg"].clone().mul_(b1).add_(g, alpha=1 - b1)
+        update = m / (st["exp_avg_sq"].sqrt() + eps)
+        if wd > 0.0:
+            update += wd * p
+        u = st["momentum_accumulator"] + (-lr * update)
+        return u * (st["exp_avg_sq"].sqrt() + eps)

@@ -380,9 +380,22 @@ def optimizer_spec(cfg):
             return ds_optimizers.OnebitAdamRule(params, workers, wrapped=wrapped, **p)
         make.workers = True
         base_lr = p.get("lr", 1e-3)
+    elif low == "zerooneadam":
+        for key in ("bias_correction", "eps_inside_sqrt", "cuda_aware", "comm_backend_name"):
+            p.pop(key, None)
+        extra = set(p) - {"lr", "betas", "eps", "weight_decay", "var_freeze_step",
+                          "var_update_scaler", "local_step_scaler", "local_step_clipper"}
+        if extra:
+            fail("optimizer %s: unknown params %s" % (name, sorted(extra)))
+
+        def make(params, workers, wrapped=False):
+            import ds_optimizers
+            return ds_optimizers.ZeroOneAdamRule(params, workers, wrapped=wrapped, **p)
+        make.workers = True
+        base_lr = p.get("lr", 1e-3)
     else:
         fail("optimizer type %r is not implemented by the reference "
-             "(have: Adam, AdamW, SGD, Lamb, Lion, Adagrad, OneBitAdam)" % name)
+             "(have: Adam, AdamW, SGD, Lamb, Lion, Adagrad, OneBitAdam, ZeroOneAdam)" % name)
     return make, float(base_lr)
 
 
@@ -1090,6 +1103,11 @@ def main(argv=None):
             if a.float64:
                 batch = [t.double() if t.is_floating_point() else t for t in batch]
             kept = [b.detach().clone() for _, b in running] if j % a.dp else None
+            # 0/1 Adam's local steps: each worker trains its own weights.
+            if hasattr(opt, "replica"):
+                with torch.no_grad():
+                    for p, mine in zip(params, opt.replica[j % a.dp]):
+                        p.copy_(mine)
             loss = forward(model, batch)
             losses.append(float(loss.detach()))
             if first_mb_loss is None:

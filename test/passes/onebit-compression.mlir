@@ -7,6 +7,7 @@
 // RUN: dsc-opt %t/zero.mlir --onebit-compression=dp=2 -verify-diagnostics
 // RUN: dsc-opt %t/twice.mlir --onebit-compression=dp=2 -verify-diagnostics
 // RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=1 --optimizer="type=onebitadam freeze-step=5" --zero="stage=1 dp=2" | not dsc-opt --onebit-compression=dp=2 2>&1 | FileCheck %s --check-prefix=ZERO
+// RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=1 --optimizer="type=zerooneadam freeze-step=8 var-update-scaler=2 local-step-scaler=2 local-step-clipper=4 clip=1.0" --data-parallel=dp=4 --onebit-compression=dp=4 | FileCheck %s --check-prefix=ZO
 
 // --onebit-compression plans DeepSpeed's OnebitAdam on 4 ranks with
 // freeze_step 5: steps 1-5 are the warm-up (train.active_steps [1, 5]: the
@@ -122,3 +123,36 @@ func.func @step(%p: tensor<8xf32> {train.param = "p"}, %g: tensor<8xf32>, %m: te
   %a:3 = train.onebit_adam %p, %c#0, %m, %v, %lr, %t compressed(%m : tensor<8xf32>) {freeze_step = 10 : i64} : tensor<8xf32>
   return %a#0 : tensor<8xf32>
 }
+
+// --onebit-compression plans DeepSpeed's ZeroOneAdam (0/1 Adam) on 4 ranks
+// by step class (train.step_classes, runtime/plan/StepRule.h: 1
+// initialising, 2 variance, 4 compressed gradient, 8 local, 16 sync).
+// ZO-LABEL: func.func @mlp(
+// Its states: DeepSpeed's names, lrs a scalar; then each tensor's errors.
+// ZO-SAME:    tensor<6x3xf32> {train.opt_state = "w1/momentum_accumulator"}, %{{.*}}: tensor<f32> {train.opt_state = "w1/lrs"}
+// ZO-SAME:    tensor<32xf32> {dist.shard_of = array<i64: 128>, train.opt_state = "w1/worker_error"}, %{{.*}}: tensor<8xf32> {dist.shard_of = array<i64: 32>, train.opt_state = "w1/server_error"}
+// The gradient averages on the initialising and variance steps (1 | 2).
+// ZO:         dist.all_reduce avg %{{.*}} {group = #dist.group<dp, 4>, train.step_classes = 3 : i64} : tensor<6x5xf32>
+// The clipping norm's average of the local norms on the compressed-gradient
+// and local steps (4 | 8; a sync step is a local step too).
+// ZO:         %[[N:.*]] = nn.sqrt
+// ZO-NEXT:    dist.all_reduce avg %[[N]] {group = #dist.group<dp, 4>, train.step_classes = 12 : i64} : tensor<f32>
+// The errors read as zeros on the first local step (10: var_freeze_step 8
+// freezes after call 9), on the steps that compress (4 | 16).
+// ZO:         %[[WE:.*]] = train.reset_at %{{.*}}, %{{.*}} {at = 10 : i64, train.step_classes = 20 : i64} : tensor<32xf32>
+// ZO:         %[[SE:.*]] = train.reset_at %{{.*}}, %{{.*}} {at = 10 : i64, train.step_classes = 20 : i64} : tensor<8xf32>
+// What each tensor's all-reduce carries (the gradient, or the sync's
+// u (sqrt(v) + eps)), padded and compressed with its worker error.
+// ZO:         %[[Y:.*]] = train.zero_one_payload %{{.*}}, %[[G:.*]]#0, {{.*}} {local_step_clipper = 4 : i64, local_step_scaler = 2 : i64, train.step_classes = 20 : i64, var_freeze_step = 8 : i64, var_update_scaler = 2 : i64} : tensor<6x3xf32>
+// ZO-NEXT:    %[[F:.*]] = nn.reshape %[[Y]]
+// ZO-NEXT:    %[[P:.*]] = nn.slice_grad %[[F]] {{.*}}train.step_classes = 20 : i64} : tensor<18xf32> -> tensor<32xf32>
+// ZO-NEXT:    train.onebit_compress %[[P]], %[[WE]] {train.step_classes = 20 : i64}
+// ZO:         dist.all_to_all %{{.*}} {group = #dist.group<dp, 4>, train.step_classes = 20 : i64}
+// ZO:         train.onebit_server %{{.*}}, %{{.*}}, %[[SE]] {train.step_classes = 20 : i64}
+// ZO:         %[[X:.*]] = train.onebit_expand {{.*}}train.step_classes = 20 : i64
+// ZO:         %[[S:.*]] = nn.slice %[[X]] {{.*}}train.step_classes = 20 : i64} : tensor<32xf32> -> tensor<18xf32>
+// ZO:         %[[R:.*]] = nn.reshape %[[S]] : tensor<18xf32> -> tensor<6x3xf32>
+// The update reads it on those steps; it runs on every step.
+// ZO:         train.zero_one_adam %{{.*}}, %[[G]]#0, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} compressed(%[[R]] : tensor<6x3xf32>) {local_step_clipper = 4 : i64, local_step_scaler = 2 : i64, var_freeze_step = 8 : i64, var_update_scaler = 2 : i64} : tensor<6x3xf32>
+// The new errors are results.
+// ZO:         return {{.*}} : {{.*}}tensor<32xf32>, tensor<8xf32>, tensor<32xf32>, tensor<8xf32>, tensor<32xf32>, tensor<8xf32>

@@ -286,6 +286,22 @@ enum class OneBitPhase { Init, Warmup, Compressed };
 void onebitAdam(float *p, const float *g, float *m, float *v, const float *compressed,
                 int64_t n, float lr, float beta1, float beta2, float eps, float weightDecay,
                 OneBitPhase phase);
+/// DeepSpeed's ZeroOneAdam (edaa722 runtime/fp16/onebit/zoadam.py) on a
+/// step of class `cls` (runtime/plan/StepRule.h; the train.zero_one_adam
+/// op's description has the rule of each), each operation rounded to float
+/// in DeepSpeed's order. `compressed` (null: one rank) is the 1-bit
+/// all-reduce of the local gradient on a compressed-gradient step, of
+/// zeroOnePayload's u (sqrt(v) + eps) on a sync step. `lrs` is the scalar
+/// sum of the lrs since the last sync.
+void zeroOneAdam(float *p, const float *g, float *m, float *v, float *u, float *lrs,
+                 const float *compressed, int64_t n, float lr, float beta1, float beta2,
+                 float eps, float weightDecay, uint32_t cls);
+/// What train.zero_one_adam's 1-bit all-reduce carries on a step of class
+/// `cls`: g on a compressed-gradient step; on a sync step the momentum
+/// accumulator after the local update times sqrt(v) + eps.
+void zeroOnePayload(float *out, const float *p, const float *g, const float *m, const float *v,
+                    const float *u, int64_t n, float lr, float beta1, float eps,
+                    float weightDecay, uint32_t cls);
 /// step counts from 1. decoupled: AdamW (p -= lr*wd*p before the Adam
 /// update, as torch.optim.AdamW); otherwise L2 (g += wd*p). eps is added
 /// after sqrt(v_hat). All arithmetic in float like torch's CPU kernels.

@@ -9,9 +9,11 @@
 #include "runtime/kernels/common/AdamScalars.h"
 #include "runtime/kernels/common/OptimElements.h"
 #include "runtime/kernels/cpu/Internal.h"
+#include "runtime/plan/StepRule.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace dsrt::cpu {
 using namespace detail;
@@ -161,6 +163,98 @@ void onebitAdam(float *p, const float *g, float *m, float *v, const float *compr
       }
     }
     update(p, m, v, b, e);
+  });
+}
+
+namespace {
+/// 0/1 Adam's local step on element i: m = b1 m + (1-b1) g, then
+/// DeepSpeed's `update = m / (sqrt(v) + eps)` (+= wd p) and the delta
+/// `-lr * update` that both p and u take. Returns the delta.
+struct ZeroOneLocal {
+  float beta1, oneMinusB1, negLr, eps, weightDecay;
+  float step(float p, float g, float &m, float v) const {
+    const float scaled = m * beta1, term = oneMinusB1 * g;
+    m = scaled + term;
+    const float denom = std::sqrt(v) + eps;
+    float upd = m / denom;
+    if (weightDecay > 0) {
+      const float decay = weightDecay * p;
+      upd = upd + decay;
+    }
+    return negLr * upd;
+  }
+};
+} // namespace
+
+void zeroOneAdam(float *p, const float *g, float *m, float *v, float *u, float *lrs,
+                 const float *compressed, int64_t n, float lr, float beta1, float beta2,
+                 float eps, float weightDecay, uint32_t cls) {
+  if (cls & kStepInit)
+    return;
+  const float oneMinusB1 = float(1.0 - double(beta1)), oneMinusB2 = float(1.0 - double(beta2));
+  const ZeroOneLocal local{beta1, oneMinusB1, -lr, eps, weightDecay};
+  if (cls & kStepLocal) {
+    // lrs += lr (DeepSpeed sums them in double; here in float).
+    const float sum = *lrs + lr;
+    const bool sync = cls & kStepSync;
+    parallelFor(n, kGrain / 4, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const float delta = local.step(p[i], g[i], m[i], v[i]);
+        p[i] = p[i] + delta;
+        u[i] = u[i] + delta;
+        if (!sync)
+          continue;
+        // p -= u; c = C(u (sqrt(v) + eps)); m = -c / lrs; p += c / (sqrt(v) + eps).
+        const float denom = std::sqrt(v[i]) + eps;
+        const float c = compressed ? compressed[i] : u[i] * denom;
+        p[i] = p[i] + (-1.0f * u[i]);
+        m[i] = -(c / sum);
+        p[i] = p[i] + c / denom;
+        u[i] = 0;
+      }
+    });
+    *lrs = sync ? 0.0f : sum;
+    return;
+  }
+  const bool variance = cls & kStepVariance;
+  parallelFor(n, kGrain / 4, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      if (variance) {
+        const float scaled = m[i] * beta1, term = oneMinusB1 * g[i];
+        m[i] = scaled + term;
+        const float scaled2 = v[i] * beta2, term2 = oneMinusB2 * g[i] * g[i];
+        v[i] = scaled2 + term2;
+      } else if (compressed) { // one rank: m stays (DeepSpeed compresses only with several)
+        const float scaled = m[i] * beta1, term = oneMinusB1 * compressed[i];
+        m[i] = scaled + term;
+      }
+      const float denom = std::sqrt(v[i]) + eps;
+      float upd = m[i] / denom;
+      if (weightDecay > 0) {
+        const float decay = weightDecay * p[i];
+        upd = upd + decay;
+      }
+      p[i] = p[i] + (-lr) * upd;
+    }
+  });
+}
+
+void zeroOnePayload(float *out, const float *p, const float *g, const float *m, const float *v,
+                    const float *u, int64_t n, float lr, float beta1, float eps,
+                    float weightDecay, uint32_t cls) {
+  if (!(cls & kStepSync)) {
+    if (out != g)
+      std::memcpy(out, g, size_t(n) * sizeof(float));
+    return;
+  }
+  const ZeroOneLocal local{beta1, float(1.0 - double(beta1)), -lr, eps, weightDecay};
+  parallelFor(n, kGrain / 4, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      float mm = m[i];
+      const float delta = local.step(p[i], g[i], mm, v[i]);
+      const float acc = u[i] + delta;
+      out[i] = acc * (std::sqrt(v[i]) + eps);
+    }
   });
 }
 

@@ -774,3 +774,70 @@ func.func @active_steps_first(%x: tensor<4xf32>) {
   %0 = nn.neg %x {train.active_steps = array<i64: 0, 0>} : tensor<4xf32>
   return
 }
+
+//===--- train.zero_one_adam, _payload, reset_at and train.step_classes ---===//
+
+// -----
+
+func.func @zero_one_clipper(%p: tensor<4xf32>, %s: tensor<f32>, %lr: tensor<f32>, %t: tensor<i64>) {
+  // expected-error @+1 {{'train.zero_one_adam' op local_step_clipper must be at least 1 (the largest local_step_interval), got 0}}
+  %0:5 = train.zero_one_adam %p, %p, %p, %p, %p, %s, %lr, %t {var_freeze_step = 8 : i64, local_step_clipper = 0 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @zero_one_scaler(%p: tensor<4xf32>, %s: tensor<f32>, %lr: tensor<f32>, %t: tensor<i64>) {
+  // expected-error @+1 {{'train.zero_one_adam' op var_freeze_step, var_update_scaler and local_step_scaler must be non-negative}}
+  %0:5 = train.zero_one_adam %p, %p, %p, %p, %p, %s, %lr, %t {var_freeze_step = 8 : i64, var_update_scaler = -1 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @zero_one_offset(%p: tensor<4xf32>, %s: tensor<f32>, %lr: tensor<f32>, %t: tensor<i64>) {
+  // expected-error @+1 {{'train.zero_one_adam' op step_offset must be 0 or 1 (DeepSpeed's fp16 wrapper spends one call), got 3}}
+  %0:5 = train.zero_one_adam %p, %p, %p, %p, %p, %s, %lr, %t {var_freeze_step = 8 : i64, step_offset = 3 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @zero_one_compressed(%p: tensor<4xf32>, %c: tensor<2x2xf32>, %s: tensor<f32>, %lr: tensor<f32>, %t: tensor<i64>) {
+  // expected-error @+1 {{'train.zero_one_adam' op compressed 'tensor<2x2xf32>' must have the parameter's type 'tensor<4xf32>'}}
+  %0:5 = train.zero_one_adam %p, %p, %p, %p, %p, %s, %lr, %t compressed(%c : tensor<2x2xf32>) {var_freeze_step = 8 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @zero_one_payload_eps(%p: tensor<4xf32>, %lr: tensor<f32>, %t: tensor<i64>) {
+  // expected-error @+1 {{'train.zero_one_payload' op eps must be positive}}
+  %0 = train.zero_one_payload %p, %p, %p, %p, %p, %lr, %t {eps = 0.0 : f64, var_freeze_step = 8 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @reset_at_step(%e: tensor<8xf32>, %t: tensor<i64>) {
+  // expected-error @+1 {{'train.reset_at' op at must be an optimizer step (>= 1), got 0}}
+  %0 = train.reset_at %e, %t {at = 0 : i64} : tensor<8xf32>
+  return
+}
+
+// -----
+
+// train.step_classes is a mask of runtime/plan/StepRule.h's classes.
+func.func @step_classes_mask(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'nn.neg' op 'train.step_classes' must be a mask of step classes (1 to 31), got 32}}
+  %0 = nn.neg %x {train.step_classes = 32 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @step_classes_and_range(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'nn.neg' op has both 'train.active_steps' and 'train.step_classes': an op runs by one rule}}
+  %0 = nn.neg %x {train.step_classes = 2 : i64, train.active_steps = array<i64: 1, 0>} : tensor<4xf32>
+  return
+}

@@ -218,3 +218,16 @@ func.func @onebit_adam(%p: tensor<4xf32>, %lr: tensor<f32>, %t: tensor<i64>) -> 
   %b:3 = train.onebit_adam %a#0, %p, %a#1, %a#2, %lr, %t compressed(%c : tensor<4xf32>) {freeze_step = 10 : i64, step_offset = 1 : i64} : tensor<4xf32>
   return %b#0, %b#1, %b#2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
 }
+
+// 0/1 Adam: the update, its all-reduce's payload and the error reset, each
+// of the step classes train.step_classes names.
+// CHECK-LABEL: func.func @zero_one_adam(
+// CHECK:         %[[E:.*]] = train.reset_at %{{.*}}, %{{.*}} {at = 10 : i64, train.step_classes = 20 : i64} : tensor<8xf32>
+// CHECK:         %[[Y:.*]] = train.zero_one_payload %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {train.step_classes = 20 : i64, var_freeze_step = 8 : i64} : tensor<4xf32>
+// CHECK:         train.zero_one_adam %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} compressed(%[[Y]] : tensor<4xf32>) {local_step_clipper = 4 : i64, var_freeze_step = 8 : i64} : tensor<4xf32>
+func.func @zero_one_adam(%p: tensor<4xf32>, %e: tensor<8xf32>, %s: tensor<f32>, %lr: tensor<f32>, %t: tensor<i64>) -> (tensor<4xf32>, tensor<f32>, tensor<8xf32>) {
+  %r = train.reset_at %e, %t {at = 10 : i64, train.step_classes = 20 : i64} : tensor<8xf32>
+  %y = train.zero_one_payload %p, %p, %p, %p, %p, %lr, %t {var_freeze_step = 8 : i64, train.step_classes = 20 : i64} : tensor<4xf32>
+  %a:5 = train.zero_one_adam %p, %p, %p, %p, %p, %s, %lr, %t compressed(%y : tensor<4xf32>) {var_freeze_step = 8 : i64, local_step_clipper = 4 : i64} : tensor<4xf32>
+  return %a#0, %a#4, %r : tensor<4xf32>, tensor<f32>, tensor<8xf32>
+}

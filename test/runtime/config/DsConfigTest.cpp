@@ -341,15 +341,16 @@ TEST(DsConfig, SgdDefaultsAndParams) {
 TEST(DsConfig, OptimizerTypeErrors) {
   EXPECT_EQ(errorOf(withOptimizer(R"({"type": "sgd"})")),
             "ds_config.json: unknown optimizer type 'sgd' at 'optimizer.type' "
-            "(did you mean 'SGD'?); supported: Adam, AdamW, SGD, Lamb, Lion, Adagrad, OneBitAdam");
+            "(did you mean 'SGD'?); supported: Adam, AdamW, SGD, Lamb, Lion, Adagrad, OneBitAdam, "
+            "ZeroOneAdam");
   // (A torch.optim name: TorchClassesDeepSpeedWouldBuildAreNamed.)
   EXPECT_EQ(errorOf(withOptimizer(R"({"type": "Adamm"})")),
             "ds_config.json: unknown optimizer type 'Adamm' at "
             "'optimizer.type' (did you mean 'Adam'?); supported: Adam, AdamW, "
-            "SGD, Lamb, Lion, Adagrad, OneBitAdam");
+            "SGD, Lamb, Lion, Adagrad, OneBitAdam, ZeroOneAdam");
   EXPECT_EQ(errorOf(withOptimizer(R"({"type": "OneBitLamb"})")),
             "ds_config.json: optimizer 'OneBitLamb' is a DeepSpeed optimizer dsc "
-            "does not implement (supported: Adam, AdamW, SGD, Lamb, Lion, Adagrad, OneBitAdam)");
+            "does not implement (supported: Adam, AdamW, SGD, Lamb, Lion, Adagrad, OneBitAdam, ZeroOneAdam)");
   EXPECT_EQ(errorOf(withOptimizer(R"({"params": {"lr": 1}})")),
             "ds_config.json: 'optimizer.type' is required when an optimizer "
             "section is given");
@@ -406,7 +407,7 @@ TEST(DsConfig, OptimizerParamErrors) {
   EXPECT_EQ(errorOf(withOptimizer(
                 R"({"type": "SGD", "params": {"betas": [0.9, 0.9]}})")),
             "ds_config.json: 'optimizer.params.betas' is not a parameter of "
-            "SGD (it belongs to Adam/AdamW, Lamb, Lion, OneBitAdam)");
+            "SGD (it belongs to Adam/AdamW, Lamb, Lion, OneBitAdam, ZeroOneAdam)");
   EXPECT_EQ(errorOf(withOptimizer(
                 R"({"type": "SGD", "params": {"nesterov": true}})")),
             "ds_config.json: 'optimizer.params.nesterov' requires momentum > 0 "
@@ -424,8 +425,8 @@ TEST(DsConfig, OptimizerParamErrors) {
 // torch.optim.Adagrad), their keys and what dsc refuses, with the reason.
 TEST(DsConfig, OneBitFamilyWithZeroIsRefusedForTheCombination) {
   // Unsound with any ZeRO stage (DeepSpeed asserts too); without ZeRO,
-  // OneBitAdam trains (OneBitAdamKeys) and 0/1 Adam is refused as not
-  // built yet.
+  // OneBitAdam and ZeroOneAdam train (their Keys tests) and 1-bit LAMB is
+  // refused as not built yet.
   std::string onebit = R"("optimizer": {"type": "OneBitAdam", "params": {"freeze_step": 10}})";
   std::string e = errorOf("{\"train_batch_size\": 4, " + onebit +
                           ", \"zero_optimization\": {\"stage\": 2}}");
@@ -439,15 +440,56 @@ TEST(DsConfig, OneBitFamilyWithZeroIsRefusedForTheCombination) {
                   "zero_optimization": true})");
   EXPECT_NE(e.find("with ZeRO stage 1"), std::string::npos) << e;
   EXPECT_NE(e.find("\"0/1 Adam is not compatible with ZeRO\""), std::string::npos) << e;
-  EXPECT_NE(e.find("dsc does not build zerooneadam yet either"), std::string::npos) << e;
+  EXPECT_EQ(e.find("yet either"), std::string::npos) << e;
+  e = errorOf(R"({"train_batch_size": 4, "optimizer": {"type": "onebitlamb"},
+                  "zero_optimization": {"stage": 2}})");
+  EXPECT_NE(e.find("\"1bit-Lamb is not compatible with ZeRO\""), std::string::npos) << e;
+  EXPECT_NE(e.find("dsc does not build onebitlamb yet either"), std::string::npos) << e;
   EXPECT_EQ(parse("{\"train_batch_size\": 4, " + onebit +
                   ", \"zero_optimization\": {\"stage\": 0}}")
                 .optimizer.type,
             "OneBitAdam");
-  e = errorOf(R"({"train_batch_size": 4, "optimizer": {"type": "zerooneadam"}})");
-  EXPECT_NE(e.find("optimizer 'zerooneadam' is a DeepSpeed optimizer dsc does not implement"),
+  e = errorOf(R"({"train_batch_size": 4, "optimizer": {"type": "onebitlamb"}})");
+  EXPECT_NE(e.find("optimizer 'onebitlamb' is a DeepSpeed optimizer dsc does not implement"),
             std::string::npos)
       << e;
+}
+
+// ZeroOneAdam's keys with DeepSpeed's defaults (edaa722 onebit/zoadam.py);
+// the stored-and-unread ones are said; a clipper of 0 (DeepSpeed would
+// divide by it) and amsgrad are refused.
+TEST(DsConfig, ZeroOneAdamKeys) {
+  TrainConfig c = parse(withOptimizer(R"({"type": "ZeroOneAdam"})"));
+  const OptimizerConfig &o = c.optimizer;
+  EXPECT_EQ(o.type, "ZeroOneAdam");
+  EXPECT_EQ(o.lr, 1e-3);
+  EXPECT_EQ(o.eps, 1e-8);
+  EXPECT_EQ(o.freezeStep, 100000);
+  EXPECT_EQ(o.varUpdateScaler, 16);
+  EXPECT_EQ(o.localStepScaler, 32678);
+  EXPECT_EQ(o.localStepClipper, 16);
+  EXPECT_TRUE(o.decoupled);
+  EXPECT_FALSE(o.biasCorrection);
+  c = parse(withOptimizer(R"({"type": "zerooneadam", "params": {"var_freeze_step": 8,
+      "var_update_scaler": 2, "local_step_scaler": 3, "local_step_clipper": 4,
+      "bias_correction": true}})"));
+  EXPECT_EQ(c.optimizer.freezeStep, 8);
+  EXPECT_EQ(c.optimizer.varUpdateScaler, 2);
+  EXPECT_EQ(c.optimizer.localStepScaler, 3);
+  EXPECT_EQ(c.optimizer.localStepClipper, 4);
+  bool said = false;
+  for (const std::string &n : c.notes)
+    said |= n.find("'optimizer.params.bias_correction' changes nothing: ZeroOneAdam stores it") !=
+            std::string::npos;
+  EXPECT_TRUE(said);
+  std::string e = errorOf(withOptimizer(R"({"type": "ZeroOneAdam", "params": {"local_step_clipper": 0}})"));
+  EXPECT_NE(e.find("local_step_clipper"), std::string::npos) << e;
+  e = errorOf(withOptimizer(R"({"type": "ZeroOneAdam", "params": {"freeze_step": 8}})"));
+  EXPECT_NE(e.find("'optimizer.params.freeze_step' is not a parameter of ZeroOneAdam (it belongs to OneBitAdam)"),
+            std::string::npos)
+      << e;
+  e = errorOf(withOptimizer(R"({"type": "ZeroOneAdam", "params": {"amsgrad": true}})"));
+  EXPECT_NE(e.find("0/1 Adam does not support the AMSGrad variant"), std::string::npos) << e;
 }
 
 // OneBitAdam's keys with DeepSpeed's defaults (edaa722 onebit/adam.py); the
@@ -554,7 +596,7 @@ TEST(DsConfig, LambLionAdagrad) {
             "'optimizer.params.max_coeff' (1): they clamp LAMB's trust ratio");
   EXPECT_EQ(errorOf(withOptimizer(R"({"type": "Lion", "params": {"eps": 1e-8}})")),
             "ds_config.json: 'optimizer.params.eps' is not a parameter of Lion (it belongs "
-            "to Adam/AdamW, Lamb, Adagrad, OneBitAdam)");
+            "to Adam/AdamW, Lamb, Adagrad, OneBitAdam, ZeroOneAdam)");
   EXPECT_EQ(errorOf(withOptimizer(R"({"type": "Lion", "params": {"betta": [0.9, 0.9]}})")),
             "ds_config.json: unknown key 'optimizer.params.betta' (did you mean 'betas'?)");
   EXPECT_EQ(errorOf(withOptimizer(
@@ -1874,7 +1916,7 @@ TEST(DsConfig, SchedulerDefaults) {
 TEST(DsConfig, TorchClassesDeepSpeedWouldBuildAreNamed) {
   EXPECT_EQ(errorOf(withOptimizer(R"({"type": "RMSprop"})")),
             "ds_config.json: optimizer 'RMSprop' is torch.optim.RMSprop, which DeepSpeed would "
-            "build; dsc does not implement it (supported: Adam, AdamW, SGD, Lamb, Lion, Adagrad, OneBitAdam)");
+            "build; dsc does not implement it (supported: Adam, AdamW, SGD, Lamb, Lion, Adagrad, OneBitAdam, ZeroOneAdam)");
   EXPECT_EQ(errorOf(withScheduler(R"({"type": "StepLR"})")),
             "ds_config.json: scheduler 'StepLR' is torch.optim.lr_scheduler.StepLR, which "
             "DeepSpeed would build; dsc implements DeepSpeed's own schedules (LRRangeTest, "

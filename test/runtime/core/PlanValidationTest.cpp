@@ -174,6 +174,67 @@ TEST(PlanFormat, TheLrScheduleIsPlanData) {
   EXPECT_THAT(loadError(dir.path()), HasSubstr("a format-3 plan has no lr_schedule"));
 }
 
+TEST(PlanFormat, StepClassesRunOnTheirClassesOnly) {
+  // Format 7: an instruction of step classes runs on the steps whose class
+  // (by Plan.step_rule, 0/1 Adam's policy) is one of its bits. Here w +=
+  // 1 on variance steps only: with var_freeze_step 8 and var_update_scaler
+  // 2, steps 2-4, 6 and 8 of the first 10 (step 1 initialises, 5, 7 and 9
+  // compress the gradient, 10 is the first local step).
+  PlanBuilder b(1, 1, 1);
+  uint32_t w = b.buffer("w", plan::F32, {1}, plan::PARAM);
+  uint32_t one = b.buffer("one", plan::F32, {1}, plan::FROZEN);
+  b.weight("w", {1}, {0});
+  b.weight("one", {1}, {1});
+  b.instr(Epilogue, "nn.add", {w, one}, {w});
+  TempDir dir;
+  b.write(dir.path());
+  auto rule = [](plan::Plan &p) {
+    p.set_format_version(kPlanFormatVersion);
+    p.mutable_lr_schedule()->set_lr(0.125);
+    plan::StepRule &r = *p.mutable_step_rule();
+    r.set_var_freeze_step(8);
+    r.set_var_update_scaler(2);
+    r.set_local_step_scaler(2);
+    r.set_local_step_clipper(4);
+  };
+  editPlan(dir.path(), [&](plan::Plan &p) {
+    rule(p);
+    p.mutable_program()->mutable_epilogue(0)->set_step_classes(kStepVariance);
+  });
+  {
+    Executor exec(dir.path());
+    exec.initialize(dir.path() + "/weights.safetensors", 0);
+    for (int64_t s = 1; s <= 10; ++s)
+      exec.step(s, [](int64_t) {});
+    float got = 0;
+    for (Tensor *t : exec.stateTensors())
+      if (t->name == "w")
+        got = *t->f32();
+    EXPECT_EQ(got, 5.0f);
+  }
+  editPlan(dir.path(), [&](plan::Plan &p) { p.set_format_version(6); });
+  EXPECT_THAT(loadError(dir.path()),
+              HasSubstr("runs on step classes 2, which a format-6 plan cannot say (format 7 "
+                        "and later)"));
+  editPlan(dir.path(), [&](plan::Plan &p) {
+    p.set_format_version(kPlanFormatVersion);
+    p.clear_step_rule();
+  });
+  EXPECT_THAT(loadError(dir.path()),
+              HasSubstr("runs on step classes, but the plan has no step_rule"));
+  editPlan(dir.path(), [&](plan::Plan &p) {
+    rule(p);
+    p.mutable_program()->mutable_epilogue(0)->set_step_classes(64);
+  });
+  EXPECT_THAT(loadError(dir.path()), HasSubstr("step classes 64 are no mask of the classes"));
+  editPlan(dir.path(), [&](plan::Plan &p) {
+    p.mutable_program()->mutable_epilogue(0)->set_step_classes(kStepVariance);
+    p.mutable_step_rule()->set_local_step_clipper(0);
+  });
+  EXPECT_THAT(loadError(dir.path()), HasSubstr("local_step_clipper 0, step_offset 0} is out of "
+                                               "range"));
+}
+
 //===--- sizes ------------------------------------------------------------===//
 
 TEST(PlanSizes, ArenaNearTwoTo64) {
