@@ -19,8 +19,11 @@ against AdamW on the bundled GPT, in one run.
    WarmupCosineLR over 300 steps) trained with AdamW at ZeRO 0 and with
    OneBitAdam (the same lr, betas, weight decay and schedule; freeze_step
    15%, 30% and 50% of the steps: DeepSpeed's tutorial advises 15-25% of a
-   long run), from the same weights on the same data: the mean loss of the
-   last 20 steps of each.
+   long run), with ZeroOneAdam (0/1 Adam: var_freeze_step 30% of the
+   steps, DeepSpeed's other defaults, so after the freeze every step is a
+   local step with a sync) and with OneBitLamb (freeze_step 30%, the same
+   lr), from the same weights on the same data: the mean loss of the last
+   20 steps of each, and the bytes of the last step.
 """
 import argparse
 import csv
@@ -116,6 +119,11 @@ def main():
         freeze = max(2, int(a.converge_steps * fraction))
         runs.append((f"OneBitAdam, freeze_step {freeze} ({fraction:.0%})", dict(
             main_cfg, optimizer={"type": "OneBitAdam", "params": dict(p, freeze_step=freeze)})))
+    freeze = max(2, int(a.converge_steps * 0.3))
+    runs.append((f"ZeroOneAdam, var_freeze_step {freeze} (30%)", dict(
+        main_cfg, optimizer={"type": "ZeroOneAdam", "params": dict(p, var_freeze_step=freeze)})))
+    runs.append((f"OneBitLamb, freeze_step {freeze} (30%)", dict(
+        main_cfg, optimizer={"type": "OneBitLamb", "params": dict(p, freeze_step=freeze)})))
     lines = ["| optimizer | steps | mean loss, last 20 steps | vs AdamW | bytes / step, last step |",
              "|---|---|---|---|---|"]
     results = {}

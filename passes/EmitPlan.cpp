@@ -155,6 +155,8 @@ const char *instructionOf(Operation *op) {
       .Case<train::OneBitExpandOp>([](Operation *) { return "train.onebit_expand"; })
       .Case<train::OneBitAdamOp>([](Operation *) { return "train.onebit_adam"; })
       .Case<train::ZeroOneAdamOp>([](Operation *) { return "train.zero_one_adam"; })
+      .Case<train::OneBitLambOp>([](Operation *) { return "train.onebit_lamb"; })
+      .Case<train::OneBitLambScalingOp>([](Operation *) { return "train.onebit_lamb_scaling"; })
       .Case<train::ZeroOneAdamPayloadOp>([](Operation *) { return "train.zero_one_payload"; })
       .Case<train::ResetAtOp>([](Operation *) { return "train.reset_at"; })
       .Case<train::SgdOp>([](Operation *) { return "train.sgd"; })
@@ -929,6 +931,15 @@ private:
           zeroOneInts(o.rule(), instr);
         })
         .Case([&](train::ResetAtOp o) { instr.add_ints(o.getAt()); })
+        .Case([&](train::OneBitLambOp o) {
+          for (APFloat f : {o.getBeta1(), o.getBeta2(), o.getEps(), o.getWeightDecay(),
+                            o.getMaxCoeff(), o.getMinCoeff(), o.getCoeffBeta(), o.getFactorMax(),
+                            o.getFactorMin(), o.getFactorThreshold()})
+            instr.add_floats(f.convertToDouble());
+          instr.add_ints(o.getFreezeStep());
+          instr.add_ints(o.getStepOffset());
+        })
+        .Case([&](train::OneBitLambScalingOp o) { instr.add_ints(o.getAt()); })
         .Case([&](train::LionOp o) {
           instr.add_floats(o.getBeta1().convertToDouble());
           instr.add_floats(o.getBeta2().convertToDouble());

@@ -71,15 +71,21 @@ auto gated(OpBuilder &b, Location loc, NamedAttribute steps, F &&build) {
 /// The name DeepSpeed's fp16 / bf16 wrapper's one flat tensor gets for its
 /// errors (FP16_Optimizer's fp32_groups_flat[0]).
 constexpr const char *kFlatGroup = "fp32_flat_group";
+/// The name of 1-bit LAMB's flat momentum buffer's errors and padding
+/// (DeepSpeed's OnebitLamb.exp_avg_flat[0]).
+constexpr const char *kLambFlat = "exp_avg_flat";
 
 /// What one 1-bit all-reduce compresses: one parameter's momentum (fp32),
 /// or every parameter's, concatenated in order (bf16 / fp16).
 struct Group {
-  SmallVector<Operation *> updates; // train.onebit_adam or train.zero_one_adam
+  SmallVector<Operation *> updates; // train.onebit_adam, zero_one_adam or onebit_lamb
   int64_t n = 0;  // elements
   int64_t np = 0; // padded to a multiple of W lcm(W, 8)
   std::string name;
   Value workerError = {}, serverError = {};
+  /// 1-bit LAMB: the padding's state (np - n elements) that follows the
+  /// momenta instead of zeros, and its new value (the result's padding).
+  Value tail = {}, newTail = {};
 };
 
 struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
@@ -102,6 +108,8 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
   LogicalResult run(func::FuncOp fn) {
     if (!fn.getBody().front().getOps<train::ZeroOneAdamOp>().empty())
       return runZeroOne(fn);
+    if (!fn.getBody().front().getOps<train::OneBitLambOp>().empty())
+      return runOneBitLamb(fn);
     auto updates = llvm::to_vector(fn.getBody().front().getOps<train::OneBitAdamOp>());
     if (updates.empty())
       return success();
@@ -125,26 +133,7 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
     auto group = dist::GroupAttr::get(fn.getContext(), dist::Axis::dp, dp);
 
     // 1. The gradient reductions run in the warm-up only.
-    WalkResult walk = fn.walk([&](Operation *op) {
-      if (!distutil::isCollective(op))
-        return WalkResult::advance();
-      auto reduce = dyn_cast<dist::AllReduceOp>(op);
-      if (!reduce || reduce.getGroup() != group || reduce.getReduce() != dist::ReduceKind::avg) {
-        if (isa<dist::ReduceScatterOp>(op))
-          op->emitOpError("onebit-compression: the gradients are partitioned (ZeRO): a 1-bit "
-                          "optimizer compresses each parameter's whole momentum with one scale "
-                          "and one error buffer, which ZeRO leaves each rank only a part of "
-                          "(DeepSpeed asserts \"1bit-Adam is not compatible with ZeRO\"); use "
-                          "ZeRO stage 0 with it, or Adam/AdamW with ZeRO");
-        else
-          op->emitOpError("onebit-compression: expected only data-parallel's gradient averages "
-                          "(ZeRO stage 0) before the compression is planned");
-        return WalkResult::interrupt();
-      }
-      op->setAttr(TrainDialect::kActiveSteps, warmup);
-      return WalkResult::advance();
-    });
-    if (walk.wasInterrupted())
+    if (failed(markWarmup(fn, warmup, group)))
       return failure();
 
     // 2. The clipping norm: in the compressed phase the mean of the local
@@ -294,6 +283,106 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
     return success();
   }
 
+  /// 1-bit LAMB (train.onebit_lamb, fp32): OnebitAdam's two phases, with
+  /// every tensor's scaled momentum (b1 m + (1-b1) g) scaling_coeff in ONE
+  /// compressed all-reduce (DeepSpeed re-points every exp_avg into one flat
+  /// buffer), whose padding is a state: DeepSpeed's buffer keeps the last
+  /// result there and compresses it again.
+  LogicalResult runOneBitLamb(func::FuncOp fn) {
+    if (getOperation()->hasAttr(TrainDialect::kPrecision))
+      return fn.emitError("onebit-compression: 1-bit LAMB runs in fp32 only");
+    auto updates = llvm::to_vector(fn.getBody().front().getOps<train::OneBitLambOp>());
+    train::OneBitLambOp first = updates.front();
+    for (train::OneBitLambOp u : updates) {
+      if (u.getCompressed())
+        return u.emitOpError("onebit-compression: the momentum is compressed already");
+      if (u.getFreezeStep() != first.getFreezeStep() ||
+          u.getStepOffset() != first.getStepOffset() || u.getBeta1() != first.getBeta1())
+        return u.emitOpError("onebit-compression: every update of a step switches together "
+                             "(one freeze_step, step_offset and beta1)");
+    }
+    const int64_t last = first.lastWarmupCall() - first.getStepOffset();
+    OpBuilder b(fn.getContext());
+    auto group = dist::GroupAttr::get(fn.getContext(), dist::Axis::dp, dp);
+    if (failed(markWarmup(fn, b.getDenseI64ArrayAttr({1, last}), group)))
+      return failure();
+    NamedAttribute compressed(b.getStringAttr(TrainDialect::kActiveSteps),
+                              b.getDenseI64ArrayAttr({last + 1, 0}));
+    if (failed(replaceClipNorm(fn, b, group, compressed, /*flat=*/false)))
+      return failure();
+    SmallVector<Group> groups{
+        Group{SmallVector<Operation *>(updates.begin(), updates.end()), 0, 0, kLambFlat}};
+    if (failed(addErrors(fn, b, groups)))
+      return failure();
+    // The padding's state, after the errors (a result after theirs).
+    Group &g = groups.front();
+    if (g.np != g.n) {
+      unsigned at = fn.getNumArguments();
+      auto type = RankedTensorType::get({g.np - g.n}, b.getF32Type());
+      StringAttr name = b.getStringAttr(std::string(kLambFlat) + "/exp_avg_padding");
+      if (failed(fn.insertArguments(
+              {at}, {type},
+              {b.getDictionaryAttr(b.getNamedAttr(TrainDialect::kOptState, name))},
+              {fn.getLoc()})))
+        return failure();
+      g.tail = fn.getArgument(at);
+      errorNames_.push_back(name);
+    }
+    b.setInsertionPoint(updates.front());
+    Location loc = first.getLoc();
+    auto scalar = RankedTensorType::get({}, b.getF32Type());
+    double beta1 = first.getBeta1().convertToDouble();
+    Value b1, oneMinusB1;
+    auto scaled = [&](Operation *op) -> Value {
+      auto u = cast<train::OneBitLambOp>(op);
+      if (!b1) {
+        b1 = arith::ConstantOp::create(
+            b, loc, DenseElementsAttr::get(scalar, b.getF32FloatAttr(float(beta1))));
+        oneMinusB1 = arith::ConstantOp::create(
+            b, loc, DenseElementsAttr::get(scalar, b.getF32FloatAttr(float(1.0 - beta1))));
+      }
+      Value m = nn::MulOp::create(b, loc, u.getExpAvg(), b1);
+      Value step = nn::MulOp::create(b, loc, u.getGrad(), oneMinusB1);
+      Value sum = nn::AddOp::create(b, loc, m, step);
+      return nn::MulOp::create(b, loc, sum, u.getScalingCoeff());
+    };
+    auto setCompressed = [](Operation *op, Value v) {
+      cast<train::OneBitLambOp>(op).getCompressedMutable().assign(v);
+    };
+    SmallVector<Value> newErrors;
+    compressAll(b, groups, group, compressed, scaled, setCompressed, newErrors);
+    if (g.newTail)
+      newErrors.push_back(g.newTail);
+    appendErrorResults(fn, b, newErrors);
+    numCompressed += updates.size();
+    return success();
+  }
+
+  /// Marks the data-parallel gradient averages to run on `steps` only (a
+  /// 1-bit optimizer's warm-up); anything else is refused.
+  LogicalResult markWarmup(func::FuncOp fn, DenseI64ArrayAttr steps, dist::GroupAttr group) {
+    WalkResult walk = fn.walk([&](Operation *op) {
+      if (!distutil::isCollective(op))
+        return WalkResult::advance();
+      auto reduce = dyn_cast<dist::AllReduceOp>(op);
+      if (!reduce || reduce.getGroup() != group || reduce.getReduce() != dist::ReduceKind::avg) {
+        if (isa<dist::ReduceScatterOp>(op))
+          op->emitOpError("onebit-compression: the gradients are partitioned (ZeRO): a 1-bit "
+                          "optimizer compresses each parameter's whole momentum with one scale "
+                          "and one error buffer, which ZeRO leaves each rank only a part of "
+                          "(DeepSpeed asserts \"1bit-Adam is not compatible with ZeRO\"); use "
+                          "ZeRO stage 0 with it, or Adam/AdamW with ZeRO");
+        else
+          op->emitOpError("onebit-compression: expected only data-parallel's gradient averages "
+                          "(ZeRO stage 0) before the compression is planned");
+        return WalkResult::interrupt();
+      }
+      op->setAttr(TrainDialect::kActiveSteps, steps);
+      return WalkResult::advance();
+    });
+    return failure(walk.wasInterrupted());
+  }
+
   /// Replaces the function's train.clip_grad_norm's sum of squares. fp32:
   /// by the square of the mean of the ranks' local norms (DeepSpeed's
   /// clip_grad_norm_ divides by the data-parallel size and all-reduces).
@@ -428,10 +517,12 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
         SmallVector<Value> parts;
         for (Operation *u : g.updates)
           parts.push_back(distutil::flatten(b, loc, input(u)));
+        if (g.tail) // 1-bit LAMB: the padding's own state
+          parts.push_back(g.tail);
         Value flat = parts.size() == 1
                          ? parts[0]
                          : nn::ConcatOp::create(b, loc, parts, b.getI64IntegerAttr(0));
-        if (g.np != g.n) // zeros after the momenta, as DeepSpeed's torch.cat
+        if (g.np != g.n && !g.tail) // zeros after the momenta, as DeepSpeed's torch.cat
           flat = nn::SliceGradOp::create(b, loc, f32(g.np), flat, b.getDenseI64ArrayAttr({0}),
                                          b.getDenseI64ArrayAttr({g.n}),
                                          b.getDenseI64ArrayAttr({1}));
@@ -466,6 +557,8 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
           setCompressed(u, distutil::reshape(b, loc, mine, type.getShape()));
           at += n;
         }
+        if (g.tail)
+          g.newTail = slice(expanded, g.n, g.np - g.n);
         newErrors.append({workers[k].getNewError(), servers[k].getNewError()});
       }
       return success();

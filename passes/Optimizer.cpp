@@ -31,7 +31,8 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
   using Base::Base;
 
   void runOnOperation() override {
-    if ((type == OptimizerKind::OneBitAdam || type == OptimizerKind::ZeroOneAdam) &&
+    if ((type == OptimizerKind::OneBitAdam || type == OptimizerKind::ZeroOneAdam ||
+         type == OptimizerKind::OneBitLamb) &&
         failed(checkOneBitLayout()))
       return signalPassFailure();
     for (auto fn : getOperation().getOps<func::FuncOp>())
@@ -46,17 +47,25 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
   LogicalResult checkOneBitLayout() {
     ModuleOp module = getOperation();
     const bool zeroOne = type == OptimizerKind::ZeroOneAdam;
+    const bool lamb = type == OptimizerKind::OneBitLamb;
     auto refuse = [&](const Twine &what) {
       return module.emitError("optimizer: ")
-             << (zeroOne ? "ZeroOneAdam" : "OneBitAdam") << " with " << what
-             << " is not built yet; dsc's " << (zeroOne ? "0/1" : "1-bit")
-             << " Adam runs data parallelism (ZeRO stage 0), with gradient accumulation, "
-                "clipping and lr schedules";
+             << (lamb ? "OneBitLamb" : zeroOne ? "ZeroOneAdam" : "OneBitAdam") << " with " << what
+             << " is not built yet; dsc's "
+             << (lamb ? "1-bit LAMB" : zeroOne ? "0/1 Adam" : "1-bit Adam")
+             << " runs data parallelism (ZeRO stage 0), with gradient accumulation, "
+                "clipping and lr schedules"
+             << (lamb ? ", in fp32" : "");
     };
     if (auto pp = module->getAttrOfType<IntegerAttr>(distutil::kPp); pp && pp.getInt() > 1)
       return refuse("a pipeline (pp " + Twine(pp.getInt()) + ")");
     if (auto tp = module->getAttrOfType<IntegerAttr>("dist.tp"); tp && tp.getInt() > 1)
       return refuse("tensor parallelism (tp " + Twine(tp.getInt()) + ")");
+    // DeepSpeed's fp16 wrapper would hand OnebitLamb one flat tensor, with
+    // one trust ratio for the whole model.
+    if (lamb)
+      if (auto precision = module->getAttrOfType<StringAttr>(TrainDialect::kPrecision))
+        return refuse(precision.getValue() + " mixed precision");
     if (freezeStep < 0)
       return module.emitError("optimizer: freeze-step must be non-negative, got ")
              << (int64_t)freezeStep;
@@ -149,6 +158,11 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
       // scalar, the others the parameter's shape.
       stateNames = {"exp_avg", "exp_avg_sq", "momentum_accumulator", "lrs"};
       break;
+    case OptimizerKind::OneBitLamb:
+      // DeepSpeed's names; the last three are scalars.
+      stateNames = {"exp_avg",           "exp_avg_sq",  "exp_avg_sq_fresh",
+                    "lamb_coeff_freeze", "last_factor", "scaling_coeff"};
+      break;
     }
     // All appended in one insertArguments: one at a time, each insertion
     // copies the whole signature and argument attribute list (quadratic).
@@ -158,8 +172,10 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
     for (Update &u : updates) {
       for (StringRef s : stateNames) {
         StringAttr stateName = b.getStringAttr(u.name.getValue() + "/" + s);
-        newTypes.push_back(s == "lrs" ? Type(RankedTensorType::get({}, b.getF32Type()))
-                                      : u.param.getType());
+        const bool scalar = s == "lrs" || s == "lamb_coeff_freeze" || s == "last_factor" ||
+                            s == "scaling_coeff";
+        newTypes.push_back(scalar ? Type(RankedTensorType::get({}, b.getF32Type()))
+                                  : u.param.getType());
         newAttrs.push_back(
             b.getDictionaryAttr(b.getNamedAttr(TrainDialect::kOptState, stateName)));
         u.stateNames.push_back(stateName);
@@ -204,6 +220,21 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
       grads[i] = g;
     Value norm = clipOp.getNorm();
 
+    // 1-bit LAMB: every momentum's scaling coefficient, set once on the
+    // first compressed step from all of them (read by each update).
+    SmallVector<Value> scalings;
+    if (kind == OptimizerKind::OneBitLamb) {
+      SmallVector<Value> momenta, coeffs;
+      for (Update &u : updates) {
+        momenta.push_back(u.states[0]);
+        coeffs.push_back(u.states[5]);
+      }
+      SmallVector<Type> types(coeffs.size(), RankedTensorType::get({}, b.getF32Type()));
+      auto scaling = train::OneBitLambScalingOp::create(
+          b, loc, types, momenta, coeffs, step,
+          b.getI64IntegerAttr(std::max<int64_t>(freezeStep, 2) + 1));
+      llvm::append_range(scalings, scaling.getNewCoeffs());
+    }
     SmallVector<Value> newParams, newStates;
     SmallVector<StringAttr> newStateNames;
     for (auto [i, u] : llvm::enumerate(updates)) {
@@ -235,6 +266,18 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
             b.getF64FloatAttr(weightDecay), b.getI64IntegerAttr(freezeStep),
             b.getI64IntegerAttr(varUpdateScaler), b.getI64IntegerAttr(localStepScaler),
             b.getI64IntegerAttr(localStepClipper), b.getI64IntegerAttr(wrapped ? 1 : 0));
+      } else if (kind == OptimizerKind::OneBitLamb) {
+        // One rank: no compression; onebit-compression adds it for dp > 1.
+        Type s = u.states[3].getType();
+        update = train::OneBitLambOp::create(
+            b, loc, TypeRange{t, t, t, t, s, s}, p, grads[i], u.states[0], u.states[1],
+            u.states[2], u.states[3], u.states[4], scalings[i], lrValue, step, Value(),
+            b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
+            b.getF64FloatAttr(weightDecay), b.getF64FloatAttr(maxCoeff),
+            b.getF64FloatAttr(minCoeff), b.getF64FloatAttr(coeffBeta),
+            b.getF64FloatAttr(factorMax), b.getF64FloatAttr(factorMin),
+            b.getF64FloatAttr(factorThreshold), b.getI64IntegerAttr(freezeStep),
+            b.getI64IntegerAttr(0));
       } else if (kind == OptimizerKind::Lion) {
         update = train::LionOp::create(b, loc, t, t, p, grads[i], u.states[0], lrValue,
                                        b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
@@ -259,6 +302,8 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
       if (update) {
         newParams.push_back(update->getResult(0));
         llvm::append_range(newStates, update->getResults().drop_front(1));
+        if (!scalings.empty())
+          newStates.push_back(scalings[i]);
       } else if (kind == OptimizerKind::SGD) {
         Value buffer = u.states.empty() ? Value() : u.states[0];
         auto op = train::SgdOp::create(

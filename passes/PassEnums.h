@@ -30,7 +30,8 @@ enum class PipelineScheduleKind { OneFOneB, ZBH1 };
 enum class RecomputeMode { None, Layers, Selective };
 
 /// Parameter updates of optimizer.
-enum class OptimizerKind { Adam, AdamW, SGD, Lamb, Lion, Adagrad, OneBitAdam, ZeroOneAdam };
+enum class OptimizerKind { Adam, AdamW, SGD, Lamb, Lion, Adagrad, OneBitAdam, ZeroOneAdam,
+                           OneBitLamb };
 
 inline llvm::StringRef floatKindName(FloatKind k) {
   switch (k) {
@@ -78,6 +79,7 @@ inline llvm::StringRef optimizerKindName(OptimizerKind k) {
   case OptimizerKind::Adagrad: return "adagrad";
   case OptimizerKind::OneBitAdam: return "onebitadam";
   case OptimizerKind::ZeroOneAdam: return "zerooneadam";
+  case OptimizerKind::OneBitLamb: return "onebitlamb";
   }
   return "?";
 }
@@ -119,6 +121,8 @@ inline llvm::StringRef optimizerKindName(OptimizerKind k) {
                      clEnumValN(::dsc::OptimizerKind::OneBitAdam, "onebitadam",                    \
                                 "DeepSpeed's OnebitAdam (1-bit compressed momentum)"),     \
                      clEnumValN(::dsc::OptimizerKind::ZeroOneAdam, "zerooneadam",                  \
-                                "DeepSpeed's ZeroOneAdam (0/1 Adam: local steps, 1-bit syncs)"))
+                                "DeepSpeed's ZeroOneAdam (0/1 Adam: local steps, 1-bit syncs)"), \
+                     clEnumValN(::dsc::OptimizerKind::OneBitLamb, "onebitlamb",                    \
+                                "DeepSpeed's OnebitLamb (1-bit compressed LAMB)"))
 
 #endif // DSC_PASSES_PASSENUMS_H

@@ -274,7 +274,7 @@ def Optimizer : Pass<"optimizer", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"type", "type", "::dsc::OptimizerKind", "::dsc::OptimizerKind::AdamW",
-           "adam | adamw | sgd | lamb | lion | adagrad | onebitadam | zerooneadam",
+           "adam | adamw | sgd | lamb | lion | adagrad | onebitadam | zerooneadam | onebitlamb",
            "DSC_OPTIMIZER_KIND_VALUES">,
     Option<"lr", "lr", "double", "1e-3", "learning rate (or the schedule's)">,
     Option<"beta1", "beta1", "double", "0.9", "Adam beta1">,
@@ -297,6 +297,12 @@ def Optimizer : Pass<"optimizer", "mlir::ModuleOp"> {
            "ZeroOneAdam's local_step_scaler (local steps per local_step_interval)">,
     Option<"localStepClipper", "local-step-clipper", "int64_t", "16",
            "ZeroOneAdam's local_step_clipper (the largest local_step_interval)">,
+    Option<"coeffBeta", "coeff-beta", "double", "0.9",
+           "OnebitLamb's coeff_beta (the frozen trust ratio's moving average)">,
+    Option<"factorMax", "factor-max", "double", "4.0", "OnebitLamb's factor_max">,
+    Option<"factorMin", "factor-min", "double", "0.5", "OnebitLamb's factor_min">,
+    Option<"factorThreshold", "factor-threshold", "double", "0.1",
+           "OnebitLamb's factor_threshold (the factor's largest relative change a step)">,
     Option<"clip", "clip", "double", "0.0", "max global gradient norm (0: no clipping)">,
     Option<"schedule", "schedule", "std::string", "\"constant\"", "lr schedule type">,
     ListOption<"scheduleParams", "schedule-params", "std::string",

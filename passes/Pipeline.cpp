@@ -114,6 +114,10 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &o) 
   opt.varUpdateScaler = o.varUpdateScaler;
   opt.localStepScaler = o.localStepScaler;
   opt.localStepClipper = o.localStepClipper;
+  opt.coeffBeta = o.coeffBeta;
+  opt.factorMax = o.factorMax;
+  opt.factorMin = o.factorMin;
+  opt.factorThreshold = o.factorThreshold;
   opt.clip = o.clip;
   opt.schedule = o.lrSchedule;
   for (const std::string &param : o.lrScheduleParams)
@@ -137,7 +141,8 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &o) 
     pm.addPass(createVerifyZero());
     // 1-bit Adam's phases: on data parallelism's gradient averages, before
     // they and the compressed all-reduce's collectives are bucketed.
-    if (o.optimizer == OptimizerKind::OneBitAdam || o.optimizer == OptimizerKind::ZeroOneAdam) {
+    if (o.optimizer == OptimizerKind::OneBitAdam || o.optimizer == OptimizerKind::ZeroOneAdam ||
+        o.optimizer == OptimizerKind::OneBitLamb) {
       OneBitCompressionOptions onebit;
       onebit.dp = o.dp;
       pm.addPass(createOneBitCompression(onebit));
@@ -217,6 +222,7 @@ void setTrainPipelineOptions(TrainPipelineOptions &o, const dsrt::config::TrainC
                 : opt.type == "Adagrad" ? OptimizerKind::Adagrad
                 : opt.type == "OneBitAdam" ? OptimizerKind::OneBitAdam
                 : opt.type == "ZeroOneAdam" ? OptimizerKind::ZeroOneAdam
+                : opt.type == "OneBitLamb" ? OptimizerKind::OneBitLamb
                 : opt.decoupled         ? OptimizerKind::AdamW
                                         : OptimizerKind::Adam;
   o.lr = opt.lr;
@@ -235,6 +241,10 @@ void setTrainPipelineOptions(TrainPipelineOptions &o, const dsrt::config::TrainC
   o.varUpdateScaler = opt.varUpdateScaler;
   o.localStepScaler = opt.localStepScaler;
   o.localStepClipper = opt.localStepClipper;
+  o.coeffBeta = opt.coeffBeta;
+  o.factorMax = opt.factorMax;
+  o.factorMin = opt.factorMin;
+  o.factorThreshold = opt.factorThreshold;
   o.clip = cfg.gradientClipping;
   o.lrSchedule = cfg.scheduler.type.empty() ? "constant" : cfg.scheduler.type;
   o.lrScheduleParams.clear();

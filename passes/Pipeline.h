@@ -106,6 +106,15 @@ struct TrainPipelineOptions : mlir::PassPipelineOptions<TrainPipelineOptions> {
   Option<int64_t> localStepClipper{*this, "local-step-clipper",
                                    llvm::cl::desc("ZeroOneAdam's local_step_clipper"),
                                    llvm::cl::init(16)};
+  Option<double> coeffBeta{*this, "coeff-beta", llvm::cl::desc("OnebitLamb's coeff_beta"),
+                           llvm::cl::init(0.9)};
+  Option<double> factorMax{*this, "factor-max", llvm::cl::desc("OnebitLamb's factor_max"),
+                           llvm::cl::init(4.0)};
+  Option<double> factorMin{*this, "factor-min", llvm::cl::desc("OnebitLamb's factor_min"),
+                           llvm::cl::init(0.5)};
+  Option<double> factorThreshold{*this, "factor-threshold",
+                                 llvm::cl::desc("OnebitLamb's factor_threshold"),
+                                 llvm::cl::init(0.1)};
   Option<double> lrDecay{*this, "lr-decay", llvm::cl::desc("Adagrad's lr decay"),
                          llvm::cl::init(0.0)};
   Option<double> clip{*this, "clip", llvm::cl::desc("max global gradient norm (0: none)"),

@@ -204,6 +204,7 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
   // stage 3 partitions (the others are persistent, whole on every rank).
   int64_t P = 0, pad = 0, Pp = 0, padP = 0, paramTensors = 0, stateTensors = 0, errorBytes = 0,
           scalarStateBytes = 0;
+  bool lambScalars = false; // 1-bit LAMB's (else 0/1 Adam's lrs)
   int64_t paramBytes = 0, stateBytes = 0;
   for (const plan::Buffer &b : p.buffers()) {
     int64_t n = numel(b.shape());
@@ -221,10 +222,13 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
     if (b.role() == plan::OPT_STATE) {
       // 1-bit Adam's error-feedback buffers are sized by the padding, not P.
       if (llvm::StringRef(b.name()).ends_with("/worker_error") ||
-          llvm::StringRef(b.name()).ends_with("/server_error"))
+          llvm::StringRef(b.name()).ends_with("/server_error") ||
+          llvm::StringRef(b.name()).ends_with("/exp_avg_padding"))
         errorBytes += 4 * n;
-      else if (b.shape_size() == 0) // 0/1 Adam's lrs: one float per tensor
+      else if (b.shape_size() == 0) { // 0/1 Adam's lrs, 1-bit LAMB's coefficients
         scalarStateBytes += 4;
+        lambScalars |= llvm::StringRef(b.name()).ends_with("/last_factor");
+      }
       else
         ++stateTensors;
       stateBytes += 4 * n;
@@ -332,11 +336,16 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
   line("optimizer:      ", stateBytes,
        (stage >= 1 ? split(4 * statesPerParam, P, pad) : whole(4 * statesPerParam)) +
            (errorBytes ? " + " + std::to_string(errorBytes) +
-                             " (1-bit Adam's worker and server errors, padded)"
+                             (lambScalars ? " (1-bit LAMB's worker and server errors, padded, "
+                                            "and its flat momentum's padding)"
+                                          : " (1-bit Adam's worker and server errors, padded)")
                        : std::string()) +
-           (scalarStateBytes ? " + " + std::to_string(scalarStateBytes) +
-                                   " (0/1 Adam's lrs, one float per tensor)"
-                             : std::string()));
+           (scalarStateBytes
+                ? " + " + std::to_string(scalarStateBytes) +
+                      (lambScalars ? " (1-bit LAMB's lamb_coeff_freeze, last_factor and "
+                                     "scaling_coeff, three floats per tensor)"
+                                   : " (0/1 Adam's lrs, one float per tensor)")
+                : std::string()));
   if (lowName) {
     // The ZeRO paper's mixed-precision model state (Rajbhandari et al.
     // 2020, section 3.1): 2P 16-bit parameters + 2P 16-bit gradients +
@@ -704,6 +713,11 @@ void writeOptimizer(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
     os << ", lr_decay " << num(o.lrDecay);
   if (o.type == "OneBitAdam")
     os << ", freeze_step " << o.freezeStep;
+  if (o.type == "OneBitLamb")
+    os << ", trust ratio clamped to [" << num(o.minCoeff) << ", " << num(o.maxCoeff)
+       << "], freeze_step " << o.freezeStep << ", coeff_beta " << num(o.coeffBeta)
+       << ", factor in [" << num(o.factorMin) << ", " << num(o.factorMax) << "] moving at most "
+       << num(o.factorThreshold) << " a step";
   if (o.type == "ZeroOneAdam")
     os << ", var_freeze_step " << o.freezeStep << ", var_update_scaler " << o.varUpdateScaler
        << ", local_step_scaler " << o.localStepScaler << ", local_step_clipper "
@@ -750,6 +764,44 @@ void writeOptimizer(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
          << "all-reduced, clipping by the mean of the ranks' local norms\n";
     else
       os << "one rank, nothing to compress: m = b1 m + (1-b1) g, v frozen\n";
+    break;
+  }
+  // 1-bit LAMB: its phases and the one flat compressed momentum.
+  for (const plan::Instr &i : p.program().epilogue()) {
+    if (i.op() != "train.onebit_lamb" || i.ints_size() < 2)
+      continue;
+    int64_t last = std::max<int64_t>(i.ints(0), 2) - i.ints(1);
+    int64_t compressions = 0, updates = 0, errorBytes = 0, padding = 0;
+    for (const plan::Instr &c : p.program().epilogue()) {
+      compressions += c.op() == "train.onebit_compress";
+      updates += c.op() == "train.onebit_lamb";
+    }
+    for (const plan::Buffer &b : p.buffers()) {
+      llvm::StringRef name = b.name();
+      if (b.role() != plan::OPT_STATE)
+        continue;
+      if (name.ends_with("/worker_error") || name.ends_with("/server_error"))
+        errorBytes += 4 * numel(b.shape());
+      if (name.ends_with("/exp_avg_padding"))
+        padding = numel(b.shape());
+    }
+    os << "1-bit LAMB:       steps 1-" << last
+       << " warm-up (LAMB without bias correction on the averaged gradients, each tensor's "
+          "trust ratio averaged into its frozen one; DeepSpeed's first call only "
+          "initialises), steps "
+       << last + 1 << " on compressed: ";
+    if (compressions)
+      os << "the " << updates << " momenta, each scaled to their mean size, as one flat tensor "
+         << "through the 1-bit error-compensated all-reduce (worker and server errors "
+         << errorBytes << " bytes" << (padding ? ", its padding of " + std::to_string(padding) +
+                                                     " elements a state"
+                                               : std::string())
+         << "), v frozen, the trust ratio the frozen one times a factor from the fresh "
+            "variance, the gradients not all-reduced, clipping by the mean of the ranks' "
+            "local norms\n";
+    else
+      os << "one rank, nothing to compress; v frozen, the trust ratio the frozen one times a "
+            "factor from the fresh variance\n";
     break;
   }
   // 0/1 Adam: its classes of steps and what each does.

@@ -283,6 +283,48 @@ LogicalResult ResetAtOp::verify() {
   return success();
 }
 
+SmallVector<OpOperand *> OneBitLambOp::getOptStates() {
+  return {&getExpAvgMutable(), &getExpAvgSqMutable(), &getExpAvgSqFreshMutable(),
+          &getLambCoeffFreezeMutable(), &getLastFactorMutable()};
+}
+
+LogicalResult OneBitLambOp::verify() {
+  if (failed(verifyLambRates(*this, getBeta1().convertToDouble(), getBeta2().convertToDouble(),
+                             getEps().convertToDouble(), getWeightDecay().convertToDouble())))
+    return failure();
+  const double minCoeff = getMinCoeff().convertToDouble(),
+               maxCoeff = getMaxCoeff().convertToDouble();
+  if (!(minCoeff >= 0) || !(minCoeff <= maxCoeff))
+    return emitOpError("min_coeff must lie in [0, max_coeff], got ")
+           << minCoeff << " and " << maxCoeff;
+  const double cb = getCoeffBeta().convertToDouble();
+  if (!(cb >= 0 && cb <= 1))
+    return emitOpError("coeff_beta must lie in [0, 1], got ") << cb;
+  const double fmin = getFactorMin().convertToDouble(), fmax = getFactorMax().convertToDouble();
+  if (!(fmin >= 0) || !(fmin <= fmax) || !(getFactorThreshold().convertToDouble() >= 0))
+    return emitOpError("factor_min must lie in [0, factor_max] and factor_threshold be "
+                       "non-negative");
+  if (getFreezeStep() < 0)
+    return emitOpError("freeze_step must be non-negative, got ") << getFreezeStep();
+  if (getStepOffset() != 0 && getStepOffset() != 1)
+    return emitOpError("step_offset must be 0 or 1, got ") << getStepOffset();
+  if (Value c = getCompressed(); c && c.getType() != getParam().getType())
+    return emitOpError("compressed momentum ")
+           << c.getType() << " must have the parameter's type " << getParam().getType();
+  return success();
+}
+
+LogicalResult OneBitLambScalingOp::verify() {
+  if (getExpAvgs().empty())
+    return emitOpError("scales no momentum");
+  if (getNewCoeffs().size() != getCoeffs().size())
+    return emitOpError("has ") << getCoeffs().size() << " coefficients and "
+                               << getNewCoeffs().size() << " new ones";
+  if (getAt() < 1)
+    return emitOpError("at must be an optimizer step (>= 1), got ") << getAt();
+  return success();
+}
+
 SmallVector<OpOperand *> LionOp::getOptStates() { return {&getExpAvgMutable()}; }
 
 LogicalResult LionOp::verify() {

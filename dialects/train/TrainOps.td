@@ -329,6 +329,88 @@ def Train_ResetAtOp : Train_Op<"reset_at", [Pure, AllTypesMatch<["input", "resul
   let hasVerifier = 1;
 }
 
+def Train_OneBitLambOp : Train_Op<"onebit_lamb", [Pure, OptimizerUpdate,
+    AllTypesMatch<["param", "grad", "exp_avg", "exp_avg_sq", "exp_avg_sq_fresh",
+                   "new_param", "new_exp_avg", "new_exp_avg_sq", "new_exp_avg_sq_fresh"]>,
+    AllTypesMatch<["lamb_coeff_freeze", "last_factor", "scaling_coeff",
+                   "new_lamb_coeff_freeze", "new_last_factor"]>]> {
+  let summary = "DeepSpeed's OnebitLamb update, in all three of its phases";
+  let description = [{
+    DeepSpeed's OnebitLamb (edaa722 runtime/fp16/onebit/lamb.py) with `t =
+    step + step_offset` its call count and `last = max(freeze_step, 2)` its
+    last warm-up call: t = 1 only initialises; 1 < t <= last is LAMB
+    without bias correction on `grad` (`m`, `v` as Adam's; at t =
+    freeze_step `v_fresh = v`; `u = m / (sqrt(v) + eps) + wd p`, `c =
+    clamp(|p| / |u|, min_coeff, max_coeff)` or 1 if either norm is 0,
+    `lamb_coeff_freeze = coeff_beta lamb_coeff_freeze + (1 - coeff_beta) c`
+    if c != 1, `p -= lr c u`); after `last`, `m = compressed /
+    scaling_coeff` (the 1-bit all-reduce of `(b1 m + (1-b1) g)
+    scaling_coeff`, which the onebit-compression pass builds; on one rank
+    that itself), `v_fresh` from the reconstructed gradient `(m - b1 m_old)
+    / (1 - b1)`, v frozen, and `p -= lr lamb_coeff_freeze factor u` with
+    the factor from `max((sqrt(v) + eps) / (sqrt(v_fresh) + eps))` clamped
+    to [factor_min, factor_max] and to `last_factor` (1 -+
+    factor_threshold) (`last_factor` counts as 1 on the first such call).
+    `compressed` is read only after `last`.
+  }];
+  let arguments = (ins Train_FloatTensor:$param, Train_FloatTensor:$grad,
+                       Train_FloatTensor:$exp_avg, Train_FloatTensor:$exp_avg_sq,
+                       Train_FloatTensor:$exp_avg_sq_fresh,
+                       Train_ScalarF32:$lamb_coeff_freeze, Train_ScalarF32:$last_factor,
+                       Train_ScalarF32:$scaling_coeff,
+                       Train_ScalarF32:$lr, Train_ScalarI64:$step,
+                       Optional<Train_FloatTensor>:$compressed,
+                       DefaultValuedAttr<F64Attr, "0.9">:$beta1,
+                       DefaultValuedAttr<F64Attr, "0.999">:$beta2,
+                       DefaultValuedAttr<F64Attr, "1e-8">:$eps,
+                       DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
+                       DefaultValuedAttr<F64Attr, "10.0">:$max_coeff,
+                       DefaultValuedAttr<F64Attr, "0.01">:$min_coeff,
+                       DefaultValuedAttr<F64Attr, "0.9">:$coeff_beta,
+                       DefaultValuedAttr<F64Attr, "4.0">:$factor_max,
+                       DefaultValuedAttr<F64Attr, "0.5">:$factor_min,
+                       DefaultValuedAttr<F64Attr, "0.1">:$factor_threshold,
+                       I64Attr:$freeze_step,
+                       DefaultValuedAttr<I64Attr, "0">:$step_offset);
+  let results = (outs Train_FloatTensor:$new_param,
+                      Train_FloatTensor:$new_exp_avg,
+                      Train_FloatTensor:$new_exp_avg_sq,
+                      Train_FloatTensor:$new_exp_avg_sq_fresh,
+                      Train_ScalarF32:$new_lamb_coeff_freeze,
+                      Train_ScalarF32:$new_last_factor);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $exp_avg_sq_fresh `,` $lamb_coeff_freeze
+      `,` $last_factor `,` $scaling_coeff `,` $lr `,` $step
+      (`compressed` `(` $compressed^ `:` type($compressed) `)`)? attr-dict `:` type($param)
+  }];
+  let extraClassDeclaration = [{
+    /// DeepSpeed's last uncompressed call, max(freeze_step, 2).
+    int64_t lastWarmupCall() { return std::max<int64_t>(getFreezeStepAttr().getInt(), 2); }
+  }];
+  let hasVerifier = 1;
+}
+
+def Train_OneBitLambScalingOp : Train_Op<"onebit_lamb_scaling", [Pure,
+    SameVariadicOperandSize]> {
+  let summary = "1-bit LAMB's momentum scaling coefficients, set once";
+  let description = [{
+    On optimizer step `at` (the train.step argument's value: DeepSpeed's
+    first compressed call), each tensor's coefficient becomes `mean_q
+    rms(m_q) / rms(m_p)`, rms(m) = |m| / sqrt(numel), over the momenta
+    `exp_avgs`, so that the compressed all-reduce sees momenta of one
+    scale; on the other steps the coefficients are as they were.
+  }];
+  let arguments = (ins Variadic<Train_FloatTensor>:$exp_avgs,
+                       Variadic<Train_ScalarF32>:$coeffs, Train_ScalarI64:$step,
+                       I64Attr:$at);
+  let results = (outs Variadic<Train_ScalarF32>:$new_coeffs);
+  let assemblyFormat = [{
+    `(` $exp_avgs `:` type($exp_avgs) `)` `coeffs` `(` $coeffs `)` `,` $step attr-dict `->`
+      type($new_coeffs)
+  }];
+  let hasVerifier = 1;
+}
+
 //===--- 1-bit compression: the compressed all-reduce's local steps -------===//
 // DeepSpeed's compressed_allreduce (edaa722 deepspeed/runtime/comm/nccl.py)
 // between its collectives: a worker compresses its buffer with error

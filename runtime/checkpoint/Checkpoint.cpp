@@ -981,14 +981,15 @@ void Reader::writeTo(const std::string &name, io::AtomicFile &file) const {
   }
 }
 
-/// 1-bit Adam's error-feedback buffers, sized by the data-parallel ranks'
-/// padding.
+/// The 1-bit optimizers' error-feedback buffers, and 1-bit LAMB's flat
+/// momentum's padding: sized by the data-parallel ranks' padding.
 static bool isOneBitError(const std::string &name) {
   auto endsWith = [&](const std::string &suffix) {
     return name.size() >= suffix.size() &&
            name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
-  return endsWith("/worker_error") || endsWith("/server_error");
+  return endsWith("/worker_error") || endsWith("/server_error") ||
+         endsWith("/exp_avg_padding");
 }
 
 std::string restore(Executor &exec, const Reader &ckpt) {
@@ -1003,14 +1004,18 @@ std::string restore(Executor &exec, const Reader &ckpt) {
     auto it = all.find(t->name);
     resetAll |= it != all.end() && isOneBitError(t->name) && it->second.shape != wholeShape(*t);
   }
-  int64_t resetErrors = 0;
+  int64_t resetErrors = 0, resetPadding = 0;
+  auto isPadding = [](const std::string &name) {
+    return name.size() > 16 && name.compare(name.size() - 16, 16, "/exp_avg_padding") == 0;
+  };
   for (Tensor *t : exec.stateTensors()) {
     std::string kind = kindOf(t->role);
     auto it = all.find(t->name);
-    if (it != all.end() && resetAll && isOneBitError(t->name)) {
+    // (1-bit LAMB's padding exists only where the ranks pad.)
+    if (resetAll && isOneBitError(t->name) && (it != all.end() || isPadding(t->name))) {
       std::fill(t->f32(), t->f32() + t->numel, 0.0f);
       held.insert(t->name);
-      ++resetErrors;
+      ++(isPadding(t->name) ? resetPadding : resetErrors);
       continue;
     }
     if (it == all.end())
@@ -1068,7 +1073,7 @@ std::string restore(Executor &exec, const Reader &ckpt) {
     planParams.insert(name);
   for (const auto &[name, t] : all) {
     bool known = exec.pipelined() ? (t.kind != "param" || planParams.count(name))
-                                   : held.count(name) > 0;
+                                   : held.count(name) > 0 || (resetAll && isPadding(name));
     if (!known)
       throw CheckpointError("checkpoint " + ckpt.path() + ": " + t.kind + " '" + name +
                             "' is not in the plan (a checkpoint of another model or optimizer?)");
@@ -1076,9 +1081,14 @@ std::string restore(Executor &exec, const Reader &ckpt) {
   std::string note = exec.restoreProgress(ckpt.progress().appliedSteps, ckpt.progress().scaler);
   if (resetErrors)
     note += std::string(note.empty() ? "" : "; ") + std::to_string(resetErrors) +
-            " 1-bit Adam error buffers (worker and server) were saved on another number of "
-            "data-parallel ranks and start from zero, as DeepSpeed's OnebitAdam resets them on "
-            "every load";
+            " 1-bit error buffers (worker and server) were saved on another number of "
+            "data-parallel ranks and start from zero, as DeepSpeed's 1-bit optimizers reset them "
+            "on every load";
+  if (resetPadding || (resetAll && std::any_of(all.begin(), all.end(), [&](const auto &e) {
+                         return isPadding(e.first);
+                       })))
+    note += std::string(note.empty() ? "" : "; ") +
+            "1-bit LAMB's flat momentum padding starts from zero (the ranks pad it otherwise)";
   return note;
 }
 

@@ -316,7 +316,9 @@ bool OptimizerConfig::operator==(const OptimizerConfig &o) const {
          biasCorrection == o.biasCorrection && torchAdam == o.torchAdam &&
          maxCoeff == o.maxCoeff && minCoeff == o.minCoeff && lrDecay == o.lrDecay &&
          freezeStep == o.freezeStep && varUpdateScaler == o.varUpdateScaler &&
-         localStepScaler == o.localStepScaler && localStepClipper == o.localStepClipper;
+         localStepScaler == o.localStepScaler && localStepClipper == o.localStepClipper &&
+         coeffBeta == o.coeffBeta && factorMax == o.factorMax && factorMin == o.factorMin &&
+         factorThreshold == o.factorThreshold;
 }
 
 double SchedulerConfig::param(const std::string &name) const {
@@ -587,6 +589,17 @@ std::string toJson(const TrainConfig &cfg) {
     op["var_update_scaler"] = o.varUpdateScaler;
     op["local_step_scaler"] = o.localStepScaler;
     op["local_step_clipper"] = o.localStepClipper;
+  } else if (o.type == "OneBitLamb") {
+    op["betas"] = {o.beta1, o.beta2};
+    op["eps"] = o.eps;
+    op["weight_decay"] = o.weightDecay;
+    op["freeze_step"] = o.freezeStep;
+    op["max_coeff"] = o.maxCoeff;
+    op["min_coeff"] = o.minCoeff;
+    op["coeff_beta"] = o.coeffBeta;
+    op["factor_max"] = o.factorMax;
+    op["factor_min"] = o.factorMin;
+    op["factor_threshold"] = o.factorThreshold;
   } else if (o.type == "Adagrad") {
     op["lr_decay"] = o.lrDecay;
     op["weight_decay"] = o.weightDecay;

@@ -93,8 +93,8 @@ public:
 };
 
 struct OptimizerConfig {
-  /// Canonical name: "Adam", "AdamW", "SGD", "Lamb", "Lion", "Adagrad", "OneBitAdam" or
-  /// "ZeroOneAdam".
+  /// Canonical name: "Adam", "AdamW", "SGD", "Lamb", "Lion", "Adagrad", "OneBitAdam",
+  /// "ZeroOneAdam" or "OneBitLamb".
   std::string type = "AdamW";
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8; // Adam/AdamW
@@ -108,6 +108,8 @@ struct OptimizerConfig {
   int64_t varUpdateScaler = 16;            // ZeroOneAdam's policy (zoadam.py)
   int64_t localStepScaler = 32678;
   int64_t localStepClipper = 16;
+  // OneBitLamb (lamb.py; also maxCoeff, minCoeff and freezeStep).
+  double coeffBeta = 0.9, factorMax = 4.0, factorMin = 0.5, factorThreshold = 0.1;
   /// Decoupled weight decay (AdamW semantics); false means L2 added to the
   /// gradient (torch.optim.Adam semantics). Always false for SGD.
   bool decoupled = true;

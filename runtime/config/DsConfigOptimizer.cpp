@@ -43,12 +43,19 @@ const std::vector<std::string> kZeroOneAdamParams = {
     "bias_correction", "eps_inside_sqrt", "amsgrad",    "cuda_aware",
     "comm_backend_name", "var_freeze_step", "var_update_scaler", "local_step_scaler",
     "local_step_clipper"};
-const std::vector<std::string> kOptimizerTypes = {"Adam", "AdamW", "SGD", "Lamb", "Lion",
-                                                  "Adagrad", "OneBitAdam", "ZeroOneAdam"};
+/// OnebitLamb's (runtime/fp16/onebit/lamb.py).
+const std::vector<std::string> kOneBitLambParams = {
+    "lr",          "freeze_step", "bias_correction", "betas",       "eps",
+    "eps_inside_sqrt", "weight_decay", "max_coeff", "min_coeff",   "amsgrad",
+    "cuda_aware",  "comm_backend_name", "coeff_beta", "factor_max", "factor_min",
+    "factor_threshold"};
+const std::vector<std::string> kOptimizerTypes = {"Adam",       "AdamW",       "SGD",
+                                                  "Lamb",       "Lion",        "Adagrad",
+                                                  "OneBitAdam", "ZeroOneAdam", "OneBitLamb"};
 /// DeepSpeed's own optimizers (config.py DEEPSPEED_OPTIMIZERS) dsc does not
 /// build yet.
 const std::vector<std::string> kOtherDeepSpeedOptimizers = {
-    "onebitlamb", "muadam", "muadamw", "musgd", "muon"};
+    "muadam", "muadamw", "musgd", "muon"};
 
 std::string resolveOptimizerType(const Section &opt, const std::string &name) {
   // config.py lower-cases names in DEEPSPEED_OPTIMIZERS; anything else goes
@@ -70,6 +77,8 @@ std::string resolveOptimizerType(const Section &opt, const std::string &name) {
     return "OneBitAdam";
   if (l == "zerooneadam")
     return "ZeroOneAdam";
+  if (l == "onebitlamb")
+    return "OneBitLamb";
   if (std::find(kOtherDeepSpeedOptimizers.begin(),
                 kOtherDeepSpeedOptimizers.end(),
                 l) != kOtherDeepSpeedOptimizers.end())
@@ -113,7 +122,33 @@ void refuseOneBitWithZero(const Section &top, const Section &opt, const std::str
            "part of it (DeepSpeed asserts the same: \"" + it->second +
            " is not compatible with ZeRO\"). Use zero_optimization.stage 0 with it (it "
            "compresses the data-parallel traffic itself), or keep ZeRO with Adam or AdamW" +
-           std::string(lower(name) != "onebitlamb" ? "" : "; dsc does not build " + name + " yet either"));
+           "");
+}
+
+/// The 1-bit family's transport choices (cuda_aware, comm_backend_name):
+/// the numbers are the same whichever DeepSpeed takes, so each is said in
+/// a note; a backend DeepSpeed does not have is refused.
+void noteTransport(const Section &params, std::vector<std::string> &notes) {
+  if (params.has("cuda_aware")) {
+    bool aware = *params.boolean("cuda_aware");
+    notes.push_back("'" + params.path("cuda_aware") + "' = " + (aware ? "true" : "false") +
+                    " chooses nothing in dsc: it picks how DeepSpeed's MPI backend moves GPU "
+                    "buffers; dsc plans the compressed all-reduce as dsrt's own collectives "
+                    "on its communicator for the device");
+  }
+  if (params.has("comm_backend_name")) {
+    std::optional<std::string> backend = params.string("comm_backend_name");
+    static const std::vector<std::string> backends = {"nccl", "mpi", "compressed"};
+    if (std::find(backends.begin(), backends.end(), *backend) == backends.end())
+      params.fail("'optimizer.params.comm_backend_name' is '" + *backend +
+                  "'; DeepSpeed's 1-bit backends are nccl, mpi and compressed (hccl is "
+                  "Ascend's, which dsc does not run on)" +
+                  (*backend == "hccl" ? std::string() : didYouMean(*backend, backends)));
+    notes.push_back("'" + params.path("comm_backend_name") + "' = '" + *backend +
+                    "' chooses nothing in dsc: the compressed all-reduce is planned as "
+                    "dsrt's own collectives (all_to_all and all_gather of the packed "
+                    "signs), on its communicator for the device");
+  }
 }
 
 void readOptimizer(const Section &top, OptimizerConfig &o, std::vector<std::string> &notes) {
@@ -135,6 +170,7 @@ void readOptimizer(const Section &top, OptimizerConfig &o, std::vector<std::stri
                                           : o.type == "Adagrad" ? kAdagradParams
                                           : o.type == "OneBitAdam" ? kOneBitAdamParams
                                           : o.type == "ZeroOneAdam" ? kZeroOneAdamParams
+                                          : o.type == "OneBitLamb" ? kOneBitLambParams
                                                                 : kAdamParams;
   params.checkKeys(known, [&](const std::string &key) -> std::string {
     if (key == "max_grad_norm")
@@ -146,7 +182,8 @@ void readOptimizer(const Section &top, OptimizerConfig &o, std::vector<std::stri
     static const std::vector<std::pair<const char *, const std::vector<std::string> *>> owners = {
         {"Adam/AdamW", &kAdamParams}, {"SGD", &kSgdParams},  {"Lamb", &kLambParams},
         {"Lion", &kLionParams},       {"Adagrad", &kAdagradParams},
-        {"OneBitAdam", &kOneBitAdamParams}, {"ZeroOneAdam", &kZeroOneAdamParams}};
+        {"OneBitAdam", &kOneBitAdamParams}, {"ZeroOneAdam", &kZeroOneAdamParams},
+        {"OneBitLamb", &kOneBitLambParams}};
     std::vector<std::string> whose;
     for (const auto &[owner, keys] : owners)
       if (std::find(keys->begin(), keys->end(), key) != keys->end())
@@ -202,6 +239,45 @@ void readOptimizer(const Section &top, OptimizerConfig &o, std::vector<std::stri
   } else if (o.type == "Lion") {
     o.decoupled = true;
     readBetas();
+  } else if (o.type == "OneBitLamb") {
+    // DeepSpeed's OnebitLamb (edaa722 runtime/fp16/onebit/lamb.py; dsc's
+    // reading of it: docs/deepspeed-optimizers.md, section 7).
+    o.decoupled = true; // u = m / (sqrt(v) + eps) + wd p
+    o.biasCorrection = false;
+    o.eps = params.number("eps").value_or(1e-8);
+    if (!(o.eps > 0))
+      params.fail("'optimizer.params.eps' must be > 0, got " + formatNumber(o.eps));
+    readBetas();
+    o.freezeStep = params.count("freeze_step", 0, int64_t(1) << 40).value_or(100000);
+    if (params.boolean("amsgrad").value_or(false))
+      params.fail("'optimizer.params.amsgrad': 1-bit Lamb does not support the AMSGrad variant "
+                  "(DeepSpeed raises the same error); remove the key");
+    o.maxCoeff = params.number("max_coeff").value_or(10.0);
+    o.minCoeff = params.number("min_coeff").value_or(0.01);
+    params.atLeast("min_coeff", o.minCoeff, 0);
+    if (o.minCoeff > o.maxCoeff)
+      params.fail("'optimizer.params.min_coeff' (" + formatNumber(o.minCoeff) +
+                  ") must not exceed 'optimizer.params.max_coeff' (" +
+                  formatNumber(o.maxCoeff) + "): they clamp LAMB's trust ratio");
+    o.coeffBeta = params.number("coeff_beta").value_or(0.9);
+    if (!(o.coeffBeta >= 0 && o.coeffBeta <= 1))
+      params.fail("'optimizer.params.coeff_beta' must lie in [0, 1] (the trust ratio's moving "
+                  "average), got " + formatNumber(o.coeffBeta));
+    o.factorMax = params.number("factor_max").value_or(4.0);
+    o.factorMin = params.number("factor_min").value_or(0.5);
+    o.factorThreshold = params.number("factor_threshold").value_or(0.1);
+    params.atLeast("factor_min", o.factorMin, 0);
+    params.atLeast("factor_threshold", o.factorThreshold, 0);
+    if (o.factorMin > o.factorMax)
+      params.fail("'optimizer.params.factor_min' (" + formatNumber(o.factorMin) +
+                  ") must not exceed 'optimizer.params.factor_max' (" +
+                  formatNumber(o.factorMax) + "): they clamp 1-bit LAMB's factor");
+    for (const char *key : {"bias_correction", "eps_inside_sqrt"})
+      if (params.has(key))
+        notes.push_back("'" + params.path(key) + "' changes nothing: OnebitLamb stores it and "
+                        "never reads it (DeepSpeed edaa722 lamb.py); its update has no bias "
+                        "correction and adds eps after the square root");
+    noteTransport(params, notes);
   } else if (o.type == "OneBitAdam" || o.type == "ZeroOneAdam") {
     // DeepSpeed's OnebitAdam and ZeroOneAdam (edaa722 runtime/fp16/onebit/
     // adam.py and zoadam.py; dsc's reading of them:
@@ -238,28 +314,7 @@ void readOptimizer(const Section &top, OptimizerConfig &o, std::vector<std::stri
                         " stores it and never reads it (DeepSpeed edaa722 " + file +
                         "); its update has no bias correction and adds eps after the square "
                         "root");
-    // Transport choices of DeepSpeed's compressed all-reduce: the numbers
-    // are the same whichever it takes.
-    if (params.has("cuda_aware")) {
-      bool aware = *params.boolean("cuda_aware");
-      notes.push_back("'" + params.path("cuda_aware") + "' = " + (aware ? "true" : "false") +
-                      " chooses nothing in dsc: it picks how DeepSpeed's MPI backend moves GPU "
-                      "buffers; dsc plans the compressed all-reduce as dsrt's own collectives "
-                      "on its communicator for the device");
-    }
-    if (params.has("comm_backend_name")) {
-      std::optional<std::string> backend = params.string("comm_backend_name");
-      static const std::vector<std::string> backends = {"nccl", "mpi", "compressed"};
-      if (std::find(backends.begin(), backends.end(), *backend) == backends.end())
-        params.fail("'optimizer.params.comm_backend_name' is '" + *backend +
-                    "'; DeepSpeed's 1-bit backends are nccl, mpi and compressed (hccl is "
-                    "Ascend's, which dsc does not run on)" +
-                    (*backend == "hccl" ? std::string() : didYouMean(*backend, backends)));
-      notes.push_back("'" + params.path("comm_backend_name") + "' = '" + *backend +
-                      "' chooses nothing in dsc: the compressed all-reduce is planned as "
-                      "dsrt's own collectives (all_to_all and all_gather of the packed "
-                      "signs), on its communicator for the device");
-    }
+    noteTransport(params, notes);
   } else if (o.type == "Adagrad") {
     o.decoupled = false;
     o.eps = params.number("eps").value_or(1e-10);

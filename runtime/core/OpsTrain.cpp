@@ -337,6 +337,89 @@ void addTrainOps(OpTable &t) {
                         phase);
       };
     }};
+    t["train.onebit_lamb"] = {[](Instr &i, const Check &c) {
+      if (i.in.size() != 10 && i.in.size() != 11)
+        c.fail("expects 10 or 11 inputs (param, grad, exp_avg, exp_avg_sq, exp_avg_sq_fresh, "
+               "lamb_coeff_freeze, last_factor, scaling_coeff, lr, step[, compressed]), has " +
+               std::to_string(i.in.size()));
+      c.arity(i.in.size(), 6);
+      c.attrs(2, 10);
+      c.floats({i.in[0], i.in[1], i.in[2], i.in[3], i.in[4], i.out[0], i.out[1], i.out[2],
+                i.out[3]});
+      for (int k : {5, 6, 7})
+        c.scalar(i.in[size_t(k)], plan::F32, "a coefficient");
+      c.scalar(i.out[4], plan::F32, "new lamb_coeff_freeze");
+      c.scalar(i.out[5], plan::F32, "new last_factor");
+      c.scalar(i.in[8], plan::F32, "lr");
+      c.scalar(i.in[9], plan::I64, "step");
+      if (i.in.size() == 11) {
+        c.floats({i.in[10]});
+        c.sameShape(i.in[0], i.in[10]);
+      }
+      checkAdamRates(i, c);
+      c.floatIn(5, "min_coeff", 0, 1e30);
+      c.floatIn(4, "max_coeff", i.floats[5], 1e30);
+      c.floatIn(6, "coeff_beta", 0, 1);
+      c.floatIn(8, "factor_min", 0, 1e30);
+      c.floatIn(7, "factor_max", i.floats[8], 1e30);
+      c.floatIn(9, "factor_threshold", 0, 1e30);
+      if (i.ints[0] < 0)
+        c.fail("freeze_step must be non-negative, is " + std::to_string(i.ints[0]));
+      if (i.ints[1] != 0 && i.ints[1] != 1)
+        c.fail("step_offset must be 0 or 1, is " + std::to_string(i.ints[1]));
+      updateInPlace(i, c, 3);
+      c.inPlace(i.in[5], i.out[4]);
+      c.inPlace(i.in[6], i.out[5]);
+      i.run = [](const Instr &i, Context &ctx) {
+        if (ctx.overflow)
+          return;
+        const int64_t t = *i.in[9]->i64() + i.ints[1], last = std::max<int64_t>(i.ints[0], 2);
+        const cpu::OneBitPhase phase = t <= 1      ? cpu::OneBitPhase::Init
+                                       : t <= last ? cpu::OneBitPhase::Warmup
+                                                   : cpu::OneBitPhase::Compressed;
+        const cpu::OneBitLambParams a{*i.in[8]->f32(), (float)i.floats[0], (float)i.floats[1],
+                                      (float)i.floats[2], (float)i.floats[3], i.floats[4],
+                                      i.floats[5], i.floats[6], i.floats[7], i.floats[8],
+                                      i.floats[9]};
+        cpu::onebitLamb(i.out[0]->f32(), i.in[1]->f32(), i.out[1]->f32(), i.out[2]->f32(),
+                        i.out[3]->f32(), i.out[4]->f32(), i.out[5]->f32(), *i.in[7]->f32(),
+                        i.in.size() == 11 ? i.in[10]->f32() : nullptr, i.out[0]->numel, a,
+                        phase, t == i.ints[0], t == last + 1);
+      };
+    }};
+    t["train.onebit_lamb_scaling"] = {[](Instr &i, const Check &c) {
+      const size_t k = i.out.size();
+      if (k == 0 || i.in.size() != 2 * k + 1)
+        c.fail("expects k momenta, k coefficients and the step, and k results; has " +
+               std::to_string(i.in.size()) + " inputs and " + std::to_string(k) + " results");
+      c.attrs(1, 0);
+      for (size_t j = 0; j < k; ++j) {
+        c.floats({i.in[j]});
+        c.scalar(i.in[k + j], plan::F32, "a coefficient");
+        c.scalar(i.out[j], plan::F32, "a new coefficient");
+      }
+      c.scalar(i.in[2 * k], plan::I64, "step");
+      if (i.ints[0] < 1)
+        c.fail("at must be an optimizer step (>= 1), is " + std::to_string(i.ints[0]));
+      i.run = [](const Instr &i, Context &) {
+        const size_t k = i.out.size();
+        if (*i.in[2 * k]->i64() == i.ints[0]) {
+          std::vector<const float *> m(k);
+          std::vector<int64_t> n(k);
+          std::vector<float> coeff(k);
+          for (size_t j = 0; j < k; ++j) {
+            m[j] = i.in[j]->f32();
+            n[j] = i.in[j]->numel;
+          }
+          cpu::onebitLambScaling(m.data(), n.data(), int(k), coeff.data());
+          for (size_t j = 0; j < k; ++j)
+            *i.out[j]->f32() = coeff[j];
+        } else {
+          for (size_t j = 0; j < k; ++j)
+            *i.out[j]->f32() = *i.in[k + j]->f32();
+        }
+      };
+    }};
     t["train.zero_one_adam"] = {[](Instr &i, const Check &c) {
       if (i.in.size() != 8 && i.in.size() != 9)
         c.fail("expects 8 or 9 inputs (param, grad, exp_avg, exp_avg_sq, momentum_accumulator, "

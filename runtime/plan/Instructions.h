@@ -19,7 +19,7 @@
 
 namespace dsrt {
 
-inline constexpr std::array<std::string_view, 91> kPlanInstructions = {
+inline constexpr std::array<std::string_view, 93> kPlanInstructions = {
     "accumulate",
     "dist.all_gather",
     "dist.all_reduce",
@@ -105,6 +105,8 @@ inline constexpr std::array<std::string_view, 91> kPlanInstructions = {
     "train.onebit_adam",
     "train.onebit_compress",
     "train.onebit_expand",
+    "train.onebit_lamb",
+    "train.onebit_lamb_scaling",
     "train.onebit_server",
     "train.reset_at",
     "train.sgd",

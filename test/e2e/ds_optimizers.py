@@ -416,3 +416,145 @@ class ZeroOneAdamRule:
             update += wd * p
         u = st["momentum_accumulator"] + (-lr * update)
         return u * (st["exp_avg_sq"].sqrt() + eps)
+
+
+class OnebitLambRule:
+    """DeepSpeed's OnebitLamb (edaa722 runtime/fp16/onebit/lamb.py:161-371)
+    on W simulated data-parallel workers, fp32. step(worker_grads) as
+    OnebitAdamRule's; compressed_phase(t) says whether call t's gradients
+    stay local (the engine's all-reduce is off after the last warm-up call,
+    max(freeze_step, 2)). Per parameter:
+
+        t = 1:      nothing (state allocated; every exp_avg re-pointed into one
+                    flat buffer, padded with zeros to a multiple of W lcm(W, 8))
+        warm-up:    m, v as Adam's (no bias correction) on the average; at t ==
+                    freeze_step v_fresh = v; u = m / (sqrt(v) + eps) + wd p;
+                    c = clamp(|p| / |u|, min_coeff, max_coeff) (1 if either is 0);
+                    coeff_freeze = coeff_beta coeff_freeze + (1 - coeff_beta) c if c != 1;
+                    p -= lr c u
+        compressed: at the first, scaling_coeff = mean_q(rms(m_q)) / rms(m_p);
+                    m_last = m; m = (b1 m + (1-b1) g_w) scaling_coeff; the flat
+                    buffer (padding included: it keeps the last result there)
+                    through one compressed_allreduce (W > 1); m /= scaling_coeff;
+                    g = (m - b1 m_last) / (1 - b1); v_fresh = b2 v_fresh + (1-b2) g^2;
+                    denom = sqrt(v) + eps (v frozen); u0 = m / denom; u = u0 + wd p;
+                    factor = max(denom / (sqrt(v_fresh) + eps)), with wd > 0
+                    r = min(1, |u0| / |u|), factor = factor r + 1 - r; clamped to
+                    [factor_min, factor_max], then to last_factor (1 -+ threshold);
+                    p -= lr coeff_freeze factor u
+    """
+
+    def __init__(self, params, workers, lr=1e-3, freeze_step=100000, betas=(0.9, 0.999),
+                 eps=1e-8, weight_decay=0.0, max_coeff=10.0, min_coeff=0.01, coeff_beta=0.9,
+                 factor_max=4.0, factor_min=0.5, factor_threshold=0.1):
+        self.params = [p for p in params if p.numel() > 0]
+        self.workers = workers
+        self.defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
+        self.param_groups = [dict(self.defaults, params=self.params)]
+        self.freeze_step = freeze_step
+        self.max_coeff, self.min_coeff = max_coeff, min_coeff
+        self.coeff_beta = coeff_beta
+        self.factor_max, self.factor_min = factor_max, factor_min
+        self.factor_threshold = factor_threshold
+        self.t = 0
+        w = workers
+        unit = w * (w * 8 // math.gcd(w, 8))
+        n = sum(p.numel() for p in self.params)
+        self.np = n if n % unit == 0 else n + unit - n % unit
+        # Each worker's flat momentum (the exp_avg of every parameter are views).
+        self.flat = [torch.zeros(self.np) for _ in range(w)]
+        self.state = []
+        for r in range(w):
+            sts, at = [], 0
+            for p in self.params:
+                sts.append(dict(exp_avg=self.flat[r][at:at + p.numel()].view(p.shape),
+                                exp_avg_sq=torch.zeros_like(p), exp_avg_sq_fresh=torch.zeros_like(p),
+                                lamb_coeff_freeze=0.0, last_factor=1.0))
+                at += p.numel()
+            self.state.append(sts)
+        self.worker_errors = [torch.zeros(self.np) for _ in range(w)]
+        self.server_errors = [torch.zeros(self.np // w) for _ in range(w)]
+        self.scaling = None
+
+    def last_warmup_call(self):
+        return max(self.freeze_step, 2)
+
+    def compressed_phase(self, t):
+        return t > self.last_warmup_call()
+
+    @torch.no_grad()
+    def step(self, worker_grads):
+        self.t += 1
+        t = self.t
+        if t == 1:
+            return
+        w = self.workers
+        group = self.param_groups[0]
+        b1, b2 = group["betas"]
+        lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+        if not self.compressed_phase(t):
+            for r in range(w):  # every worker holds the averaged gradient
+                for k, p in enumerate(self.params):
+                    st, g = self.state[r][k], worker_grads[r][k]
+                    m, v = st["exp_avg"], st["exp_avg_sq"]
+                    m.mul_(b1).add_(g, alpha=1 - b1)
+                    v.mul_(b2).addcmul_(g, g, value=1 - b2)
+                    if t == self.freeze_step:
+                        st["exp_avg_sq_fresh"].data = v.detach().clone()
+                    if r != 0:
+                        continue
+                    weight_norm = p.pow(2).sum().sqrt()
+                    update = m / (v.sqrt() + eps)
+                    if wd > 0.0:
+                        update += wd * p
+                    update_norm = update.pow(2).sum().sqrt()
+                    coeff = 1.0
+                    if weight_norm != 0 and update_norm != 0:
+                        coeff = min(max((weight_norm / update_norm).item(), self.min_coeff),
+                                    self.max_coeff)
+                    if coeff != 1.0:
+                        for rr in range(w):
+                            s = self.state[rr][k]
+                            s["lamb_coeff_freeze"] = (self.coeff_beta * s["lamb_coeff_freeze"]
+                                                      + (1 - self.coeff_beta) * coeff)
+                    p.add_(-lr * coeff * update)
+            return
+        last = [[st["exp_avg"].detach().clone() for st in sts] for sts in self.state]
+        if self.scaling is None:
+            scales = [(torch.linalg.vector_norm(st["exp_avg"]) / math.sqrt(st["exp_avg"].numel())).item()
+                      for st in self.state[0]]
+            united = sum(scales) / len(scales)
+            self.scaling = [united / s for s in scales]
+        for r in range(w):
+            for k, st in enumerate(self.state[r]):
+                st["exp_avg"].mul_(b1).add_(worker_grads[r][k], alpha=1 - b1)
+                st["exp_avg"].mul_(self.scaling[k])
+        if w > 1:
+            # The whole flat buffer, padding included: DeepSpeed copies the
+            # result into it in place, so the padding keeps the decompressed
+            # values of its chunk until the next call compresses them again.
+            out = compressed_allreduce(self.flat, self.worker_errors, self.server_errors)
+            for r in range(w):
+                self.flat[r].copy_(out)
+        for r in range(w):
+            for k, p in enumerate(self.params):
+                st = self.state[r][k]
+                m, v, vf = st["exp_avg"], st["exp_avg_sq"], st["exp_avg_sq_fresh"]
+                m.div_(self.scaling[k])
+                g = (m - last[r][k] * b1) / (1 - b1)
+                vf.mul_(b2).addcmul_(g, g, value=1 - b2)
+                denom = v.sqrt() + eps
+                prelim = m / denom
+                update = prelim + wd * p if wd > 0.0 else prelim
+                update_norm = update.pow(2).sum().sqrt()
+                denom_real = vf.sqrt() + eps
+                factor = (denom / denom_real).max().item()
+                if wd > 0.0:
+                    ratio = min(1.0, (prelim.pow(2).sum().sqrt() / update_norm).item())
+                    factor = factor * ratio + (1.0 - ratio)
+                factor = min(max(factor, self.factor_min), self.factor_max)
+                factor = min(factor, st["last_factor"] * (1.0 + self.factor_threshold))
+                factor = max(factor, st["last_factor"] * (1.0 - self.factor_threshold))
+                st["last_factor"] = factor
+                if r == 0:
+                    p.add_(-lr * (st["lamb_coeff_freeze"] * factor) * update)

@@ -380,6 +380,22 @@ def optimizer_spec(cfg):
             return ds_optimizers.OnebitAdamRule(params, workers, wrapped=wrapped, **p)
         make.workers = True
         base_lr = p.get("lr", 1e-3)
+    elif low == "onebitlamb":
+        for key in ("bias_correction", "eps_inside_sqrt", "cuda_aware", "comm_backend_name"):
+            p.pop(key, None)
+        extra = set(p) - {"lr", "freeze_step", "betas", "eps", "weight_decay", "max_coeff",
+                          "min_coeff", "coeff_beta", "factor_max", "factor_min",
+                          "factor_threshold"}
+        if extra:
+            fail("optimizer %s: unknown params %s" % (name, sorted(extra)))
+
+        def make(params, workers, wrapped=False):
+            import ds_optimizers
+            if wrapped:
+                fail("optimizer %s: the reference has OnebitLamb in fp32 only" % name)
+            return ds_optimizers.OnebitLambRule(params, workers, **p)
+        make.workers = True
+        base_lr = p.get("lr", 1e-3)
     elif low == "zerooneadam":
         for key in ("bias_correction", "eps_inside_sqrt", "cuda_aware", "comm_backend_name"):
             p.pop(key, None)
@@ -395,7 +411,7 @@ def optimizer_spec(cfg):
         base_lr = p.get("lr", 1e-3)
     else:
         fail("optimizer type %r is not implemented by the reference "
-             "(have: Adam, AdamW, SGD, Lamb, Lion, Adagrad, OneBitAdam, ZeroOneAdam)" % name)
+             "(have: Adam, AdamW, SGD, Lamb, Lion, Adagrad, OneBitAdam, ZeroOneAdam, OneBitLamb)" % name)
     return make, float(base_lr)
 
 

@@ -8,6 +8,7 @@
 // RUN: dsc-opt %t/twice.mlir --onebit-compression=dp=2 -verify-diagnostics
 // RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=1 --optimizer="type=onebitadam freeze-step=5" --zero="stage=1 dp=2" | not dsc-opt --onebit-compression=dp=2 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=1 --optimizer="type=zerooneadam freeze-step=8 var-update-scaler=2 local-step-scaler=2 local-step-clipper=4 clip=1.0" --data-parallel=dp=4 --onebit-compression=dp=4 | FileCheck %s --check-prefix=ZO
+// RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=1 --optimizer="type=onebitlamb freeze-step=5 clip=1.0" --data-parallel=dp=4 --onebit-compression=dp=4 | FileCheck %s --check-prefix=LAMB
 
 // --onebit-compression plans DeepSpeed's OnebitAdam on 4 ranks with
 // freeze_step 5: steps 1-5 are the warm-up (train.active_steps [1, 5]: the
@@ -156,3 +157,27 @@ func.func @step(%p: tensor<8xf32> {train.param = "p"}, %g: tensor<8xf32>, %m: te
 // ZO:         train.zero_one_adam %{{.*}}, %[[G]]#0, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} compressed(%[[R]] : tensor<6x3xf32>) {local_step_clipper = 4 : i64, local_step_scaler = 2 : i64, var_freeze_step = 8 : i64, var_update_scaler = 2 : i64} : tensor<6x3xf32>
 // The new errors are results.
 // ZO:         return {{.*}} : {{.*}}tensor<32xf32>, tensor<8xf32>, tensor<32xf32>, tensor<8xf32>, tensor<32xf32>, tensor<8xf32>
+
+// --onebit-compression plans DeepSpeed's OnebitLamb on 4 ranks with
+// freeze_step 5: OnebitAdam's two phases, every tensor's scaled momentum in
+// ONE compressed all-reduce of the 54 elements padded to 64.
+// LAMB-LABEL: func.func @mlp(
+// One pair of errors for the flat tensor, and its padding (10 elements) a
+// state of its own.
+// LAMB-SAME:    %[[WE:[a-z0-9]+]]: tensor<64xf32> {dist.shard_of = array<i64: 256>, train.opt_state = "exp_avg_flat/worker_error"}, %[[SE:[a-z0-9]+]]: tensor<16xf32> {dist.shard_of = array<i64: 64>, train.opt_state = "exp_avg_flat/server_error"}, %[[PAD:[a-z0-9]+]]: tensor<10xf32> {train.opt_state = "exp_avg_flat/exp_avg_padding"}
+// LAMB:         dist.all_reduce avg %{{.*}} {group = #dist.group<dp, 4>, train.active_steps = array<i64: 1, 5>} : tensor<6x5xf32>
+// LAMB:         dist.all_reduce avg %{{.*}} {group = #dist.group<dp, 4>, train.active_steps = array<i64: 6, 0>} : tensor<f32>
+// The scaling coefficients, set on step 6 (the first compressed one).
+// LAMB:         %[[SC:.*]]:3 = train.onebit_lamb_scaling(%{{.*}}, %{{.*}}, %{{.*}} : tensor<6x3xf32>, tensor<6xf32>, tensor<6x5xf32>) coeffs(%{{.*}}, %{{.*}}, %{{.*}}), %{{.*}} {at = 6 : i64}
+// Each (b1 m + (1-b1) g) times its coefficient, all concatenated with the
+// padding's state, compressed as one.
+// LAMB:         %[[M:.*]] = nn.add
+// LAMB-NEXT:    nn.mul %[[M]], %[[SC]]#0 {train.active_steps = array<i64: 6, 0>} : tensor<6x3xf32>, tensor<f32>
+// LAMB:         %[[CAT:.*]] = nn.concat %{{.*}}, %{{.*}}, %{{.*}}, %[[PAD]] {axis = 0 : i64, train.active_steps = array<i64: 6, 0>} : tensor<18xf32>, tensor<6xf32>, tensor<30xf32>, tensor<10xf32> -> tensor<64xf32>
+// LAMB-NEXT:    train.onebit_compress %[[CAT]], %[[WE]] {train.active_steps = array<i64: 6, 0>}
+// LAMB:         train.onebit_server %{{.*}}, %{{.*}}, %[[SE]] {train.active_steps = array<i64: 6, 0>}
+// LAMB:         %[[X:.*]] = train.onebit_expand
+// The padding's new value: the result's last 10 elements.
+// LAMB:         %[[NEWPAD:.*]] = nn.slice %[[X]] {limit = array<i64: 64>, start = array<i64: 54>, stride = array<i64: 1>, train.active_steps = array<i64: 6, 0>} : tensor<64xf32> -> tensor<10xf32>
+// LAMB:         train.onebit_lamb %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[SC]]#0, %{{.*}}, %{{.*}} compressed(%{{.*}} : tensor<6x3xf32>) {freeze_step = 5 : i64} : tensor<6x3xf32>
+// LAMB:         return {{.*}}%[[NEWPAD]] :

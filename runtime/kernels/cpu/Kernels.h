@@ -286,6 +286,26 @@ enum class OneBitPhase { Init, Warmup, Compressed };
 void onebitAdam(float *p, const float *g, float *m, float *v, const float *compressed,
                 int64_t n, float lr, float beta1, float beta2, float eps, float weightDecay,
                 OneBitPhase phase);
+/// DeepSpeed's OnebitLamb (edaa722 runtime/fp16/onebit/lamb.py) on one
+/// tensor, in one of OneBitPhase's phases (the train.onebit_lamb op's
+/// description has the rule of each). Warmup reads and writes
+/// lambCoeffFreeze; Compressed takes m from `compressed / scalingCoeff`
+/// (the 1-bit all-reduce of the scaled momentum) or, when it is null (one
+/// rank), from `((b1 m + (1-b1) g) scalingCoeff) / scalingCoeff`, and
+/// reads and writes lastFactor (`firstCompressed`: it counts as 1).
+/// `freezeNow`: v_fresh = v after the warm-up moments (t == freeze_step).
+struct OneBitLambParams {
+  float lr, beta1, beta2, eps, weightDecay;
+  double maxCoeff, minCoeff, coeffBeta, factorMax, factorMin, factorThreshold;
+};
+void onebitLamb(float *p, const float *g, float *m, float *v, float *vFresh,
+                float *lambCoeffFreeze, float *lastFactor, float scalingCoeff,
+                const float *compressed, int64_t n, const OneBitLambParams &a, OneBitPhase phase,
+                bool freezeNow, bool firstCompressed);
+/// 1-bit LAMB's scaling coefficients: coeff[k] = mean_q rms(m_q) / rms(m_k),
+/// rms(m) = |m| / sqrt(numel), each rms rounded to float as DeepSpeed's
+/// tensor arithmetic rounds it.
+void onebitLambScaling(const float *const *m, const int64_t *n, int k, float *coeff);
 /// DeepSpeed's ZeroOneAdam (edaa722 runtime/fp16/onebit/zoadam.py) on a
 /// step of class `cls` (runtime/plan/StepRule.h; the train.zero_one_adam
 /// op's description has the rule of each), each operation rounded to float

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 namespace dsrt::cpu {
 using namespace detail;
@@ -164,6 +165,128 @@ void onebitAdam(float *p, const float *g, float *m, float *v, const float *compr
     }
     update(p, m, v, b, e);
   });
+}
+
+namespace {
+/// sqrt(sum x^2) of float32 values, rounded to float (torch's
+/// x.pow(2).sum().sqrt() on a float32 tensor, to its rounding).
+template <typename F> float norm2(int64_t n, F &&value) {
+  double sum = 0;
+#pragma omp parallel for reduction(+ : sum) schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = value(i);
+    sum += x * x;
+  }
+  return float(std::sqrt(sum));
+}
+} // namespace
+
+void onebitLamb(float *p, const float *g, float *m, float *v, float *vFresh,
+                float *lambCoeffFreeze, float *lastFactor, float scalingCoeff,
+                const float *compressed, int64_t n, const OneBitLambParams &a, OneBitPhase phase,
+                bool freezeNow, bool firstCompressed) {
+  if (phase == OneBitPhase::Init)
+    return;
+  const float oneMinusB1 = float(1.0 - double(a.beta1)),
+              oneMinusB2 = float(1.0 - double(a.beta2));
+  const float eps = a.eps, wd = a.weightDecay;
+  auto update = [&](int64_t i) { // m / (sqrt(v) + eps) (+ wd p), DeepSpeed's u
+    float u = m[i] / (std::sqrt(v[i]) + eps);
+    if (wd > 0) {
+      const float decay = wd * p[i];
+      u = u + decay;
+    }
+    return u;
+  };
+  if (phase == OneBitPhase::Warmup) {
+    parallelFor(n, kGrain / 4, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const float scaled = m[i] * a.beta1, step = oneMinusB1 * g[i];
+        m[i] = scaled + step;
+        const float scaled2 = v[i] * a.beta2, term = oneMinusB2 * g[i] * g[i];
+        v[i] = scaled2 + term;
+        if (freezeNow)
+          vFresh[i] = v[i];
+      }
+    });
+    const float weightNorm = norm2(n, [&](int64_t i) { return p[i]; });
+    const float updateNorm = norm2(n, update);
+    double coeff = 1.0;
+    if (weightNorm != 0 && updateNorm != 0)
+      coeff = std::min(std::max(double(weightNorm / updateNorm), a.minCoeff), a.maxCoeff);
+    if (coeff != 1.0)
+      *lambCoeffFreeze =
+          float(a.coeffBeta * double(*lambCoeffFreeze) + (1 - a.coeffBeta) * coeff);
+    const float scale = float(-double(a.lr) * coeff);
+    parallelFor(n, kGrain / 4, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        p[i] = p[i] + scale * update(i);
+    });
+    return;
+  }
+  // Compressed: the new momentum, the fresh variance from the gradient it
+  // implies, and the factor's reductions (max of denom / denom_real, the
+  // norms of u0 and u), in one pass.
+  const float b1 = a.beta1;
+  const float oneMinusB1Rec = float(1.0 - double(a.beta1)); // (1 - beta1) as the divisor
+  float factorMax = 0;
+  double prelimSq = 0, updateSq = 0;
+#pragma omp parallel for reduction(max : factorMax) reduction(+ : prelimSq, updateSq)     schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    const float old = m[i];
+    float mi;
+    if (compressed) {
+      mi = compressed[i] / scalingCoeff;
+    } else {
+      const float scaled = old * b1, step = oneMinusB1 * g[i];
+      mi = ((scaled + step) * scalingCoeff) / scalingCoeff;
+    }
+    m[i] = mi;
+    const float rec = (mi - old * b1) / oneMinusB1Rec;
+    const float scaled2 = vFresh[i] * a.beta2, term = oneMinusB2 * rec * rec;
+    vFresh[i] = scaled2 + term;
+    const float denom = std::sqrt(v[i]) + eps;
+    const float prelim = mi / denom;
+    float u = prelim;
+    if (wd > 0) {
+      const float decay = wd * p[i];
+      u = prelim + decay;
+    }
+    prelimSq += double(prelim) * prelim;
+    updateSq += double(u) * u;
+    const float real = std::sqrt(vFresh[i]) + eps;
+    factorMax = std::max(factorMax, denom / real);
+  }
+  double factor = factorMax;
+  if (wd > 0) {
+    const double ratio =
+        std::min(1.0, double(float(std::sqrt(prelimSq)) / float(std::sqrt(updateSq))));
+    factor = factor * ratio + (1.0 - ratio);
+  }
+  const double last = firstCompressed ? 1.0 : double(*lastFactor);
+  factor = std::min(std::max(factor, a.factorMin), a.factorMax);
+  factor = std::min(factor, last * (1.0 + a.factorThreshold));
+  factor = std::max(factor, last * (1.0 - a.factorThreshold));
+  *lastFactor = float(factor);
+  const float scale = float(-double(a.lr) * (double(*lambCoeffFreeze) * factor));
+  parallelFor(n, kGrain / 4, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      p[i] = p[i] + scale * update(i);
+  });
+}
+
+void onebitLambScaling(const float *const *m, const int64_t *n, int k, float *coeff) {
+  std::vector<double> scales(static_cast<size_t>(k));
+  double sum = 0;
+  for (int j = 0; j < k; ++j) {
+    const float *mj = m[j];
+    const float norm = norm2(n[j], [&](int64_t i) { return mj[i]; });
+    scales[size_t(j)] = double(norm / float(std::sqrt(double(n[j]))));
+    sum += scales[size_t(j)];
+  }
+  const double united = sum / k;
+  for (int j = 0; j < k; ++j)
+    coeff[j] = float(united / scales[size_t(j)]);
 }
 
 namespace {

@@ -841,3 +841,37 @@ func.func @step_classes_and_range(%x: tensor<4xf32>) {
   %0 = nn.neg %x {train.step_classes = 2 : i64, train.active_steps = array<i64: 1, 0>} : tensor<4xf32>
   return
 }
+
+//===--- train.onebit_lamb and train.onebit_lamb_scaling ------------------===//
+
+// -----
+
+func.func @onebit_lamb_factor(%p: tensor<4xf32>, %s: tensor<f32>, %lr: tensor<f32>, %t: tensor<i64>) {
+  // expected-error @+1 {{'train.onebit_lamb' op factor_min must lie in [0, factor_max] and factor_threshold be non-negative}}
+  %0:6 = train.onebit_lamb %p, %p, %p, %p, %p, %s, %s, %s, %lr, %t {freeze_step = 8 : i64, factor_min = 5.0 : f64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @onebit_lamb_coeff_beta(%p: tensor<4xf32>, %s: tensor<f32>, %lr: tensor<f32>, %t: tensor<i64>) {
+  // expected-error @+1 {{'train.onebit_lamb' op coeff_beta must lie in [0, 1], got 2}}
+  %0:6 = train.onebit_lamb %p, %p, %p, %p, %p, %s, %s, %s, %lr, %t {freeze_step = 8 : i64, coeff_beta = 2.0 : f64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @onebit_lamb_coeffs(%p: tensor<4xf32>, %s: tensor<f32>, %lr: tensor<f32>, %t: tensor<i64>) {
+  // expected-error @+1 {{'train.onebit_lamb' op min_coeff must lie in [0, max_coeff], got 2.000000e+00 and 1.000000e+00}}
+  %0:6 = train.onebit_lamb %p, %p, %p, %p, %p, %s, %s, %s, %lr, %t {freeze_step = 8 : i64, min_coeff = 2.0 : f64, max_coeff = 1.0 : f64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @onebit_lamb_scaling_at(%m: tensor<4xf32>, %s: tensor<f32>, %t: tensor<i64>) {
+  // expected-error @+1 {{'train.onebit_lamb_scaling' op at must be an optimizer step (>= 1), got 0}}
+  %0 = train.onebit_lamb_scaling (%m : tensor<4xf32>) coeffs(%s), %t {at = 0 : i64} -> tensor<f32>
+  return
+}

@@ -231,3 +231,13 @@ func.func @zero_one_adam(%p: tensor<4xf32>, %e: tensor<8xf32>, %s: tensor<f32>, 
   %a:5 = train.zero_one_adam %p, %p, %p, %p, %p, %s, %lr, %t compressed(%y : tensor<4xf32>) {var_freeze_step = 8 : i64, local_step_clipper = 4 : i64} : tensor<4xf32>
   return %a#0, %a#4, %r : tensor<4xf32>, tensor<f32>, tensor<8xf32>
 }
+
+// 1-bit LAMB: the scaling coefficients, set once, and the update.
+// CHECK-LABEL: func.func @onebit_lamb(
+// CHECK:         %[[C:.*]]:2 = train.onebit_lamb_scaling(%{{.*}}, %{{.*}} : tensor<4xf32>, tensor<2xf32>) coeffs(%{{.*}}, %{{.*}}), %{{.*}} {at = 9 : i64} -> tensor<f32>, tensor<f32>
+// CHECK:         train.onebit_lamb %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[C]]#0, %{{.*}}, %{{.*}} {freeze_step = 8 : i64} : tensor<4xf32>
+func.func @onebit_lamb(%p: tensor<4xf32>, %q: tensor<2xf32>, %s: tensor<f32>, %lr: tensor<f32>, %t: tensor<i64>) -> (tensor<4xf32>, tensor<f32>) {
+  %c:2 = train.onebit_lamb_scaling (%p, %q : tensor<4xf32>, tensor<2xf32>) coeffs(%s, %s), %t {at = 9 : i64} -> tensor<f32>, tensor<f32>
+  %a:6 = train.onebit_lamb %p, %p, %p, %p, %p, %s, %s, %c#0, %lr, %t {freeze_step = 8 : i64} : tensor<4xf32>
+  return %a#0, %c#1 : tensor<4xf32>, tensor<f32>
+}

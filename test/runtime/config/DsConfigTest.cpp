@@ -342,15 +342,16 @@ TEST(DsConfig, OptimizerTypeErrors) {
   EXPECT_EQ(errorOf(withOptimizer(R"({"type": "sgd"})")),
             "ds_config.json: unknown optimizer type 'sgd' at 'optimizer.type' "
             "(did you mean 'SGD'?); supported: Adam, AdamW, SGD, Lamb, Lion, Adagrad, OneBitAdam, "
-            "ZeroOneAdam");
+            "ZeroOneAdam, OneBitLamb");
   // (A torch.optim name: TorchClassesDeepSpeedWouldBuildAreNamed.)
   EXPECT_EQ(errorOf(withOptimizer(R"({"type": "Adamm"})")),
             "ds_config.json: unknown optimizer type 'Adamm' at "
             "'optimizer.type' (did you mean 'Adam'?); supported: Adam, AdamW, "
-            "SGD, Lamb, Lion, Adagrad, OneBitAdam, ZeroOneAdam");
-  EXPECT_EQ(errorOf(withOptimizer(R"({"type": "OneBitLamb"})")),
-            "ds_config.json: optimizer 'OneBitLamb' is a DeepSpeed optimizer dsc "
-            "does not implement (supported: Adam, AdamW, SGD, Lamb, Lion, Adagrad, OneBitAdam, ZeroOneAdam)");
+            "SGD, Lamb, Lion, Adagrad, OneBitAdam, ZeroOneAdam, OneBitLamb");
+  EXPECT_EQ(errorOf(withOptimizer(R"({"type": "MuAdam"})")),
+            "ds_config.json: optimizer 'MuAdam' is a DeepSpeed optimizer dsc "
+            "does not implement (supported: Adam, AdamW, SGD, Lamb, Lion, Adagrad, OneBitAdam, "
+            "ZeroOneAdam, OneBitLamb)");
   EXPECT_EQ(errorOf(withOptimizer(R"({"params": {"lr": 1}})")),
             "ds_config.json: 'optimizer.type' is required when an optimizer "
             "section is given");
@@ -407,7 +408,7 @@ TEST(DsConfig, OptimizerParamErrors) {
   EXPECT_EQ(errorOf(withOptimizer(
                 R"({"type": "SGD", "params": {"betas": [0.9, 0.9]}})")),
             "ds_config.json: 'optimizer.params.betas' is not a parameter of "
-            "SGD (it belongs to Adam/AdamW, Lamb, Lion, OneBitAdam, ZeroOneAdam)");
+            "SGD (it belongs to Adam/AdamW, Lamb, Lion, OneBitAdam, ZeroOneAdam, OneBitLamb)");
   EXPECT_EQ(errorOf(withOptimizer(
                 R"({"type": "SGD", "params": {"nesterov": true}})")),
             "ds_config.json: 'optimizer.params.nesterov' requires momentum > 0 "
@@ -444,13 +445,47 @@ TEST(DsConfig, OneBitFamilyWithZeroIsRefusedForTheCombination) {
   e = errorOf(R"({"train_batch_size": 4, "optimizer": {"type": "onebitlamb"},
                   "zero_optimization": {"stage": 2}})");
   EXPECT_NE(e.find("\"1bit-Lamb is not compatible with ZeRO\""), std::string::npos) << e;
-  EXPECT_NE(e.find("dsc does not build onebitlamb yet either"), std::string::npos) << e;
   EXPECT_EQ(parse("{\"train_batch_size\": 4, " + onebit +
                   ", \"zero_optimization\": {\"stage\": 0}}")
                 .optimizer.type,
             "OneBitAdam");
-  e = errorOf(R"({"train_batch_size": 4, "optimizer": {"type": "onebitlamb"}})");
-  EXPECT_NE(e.find("optimizer 'onebitlamb' is a DeepSpeed optimizer dsc does not implement"),
+  EXPECT_EQ(parse(R"({"train_batch_size": 4, "optimizer": {"type": "onebitlamb"}})")
+                .optimizer.type,
+            "OneBitLamb");
+}
+
+// OnebitLamb's keys with DeepSpeed's defaults (edaa722 onebit/lamb.py).
+TEST(DsConfig, OneBitLambKeys) {
+  TrainConfig c = parse(withOptimizer(R"({"type": "OneBitLamb"})"));
+  const OptimizerConfig &o = c.optimizer;
+  EXPECT_EQ(o.type, "OneBitLamb");
+  EXPECT_EQ(o.lr, 1e-3);
+  EXPECT_EQ(o.freezeStep, 100000);
+  EXPECT_EQ(o.maxCoeff, 10.0);
+  EXPECT_EQ(o.minCoeff, 0.01);
+  EXPECT_EQ(o.coeffBeta, 0.9);
+  EXPECT_EQ(o.factorMax, 4.0);
+  EXPECT_EQ(o.factorMin, 0.5);
+  EXPECT_EQ(o.factorThreshold, 0.1);
+  EXPECT_FALSE(o.biasCorrection);
+  c = parse(withOptimizer(R"({"type": "onebitlamb", "params": {"freeze_step": 7,
+      "max_coeff": 0.3, "coeff_beta": 0.5, "factor_max": 3, "factor_min": 0.25,
+      "factor_threshold": 0.2, "bias_correction": false, "cuda_aware": false}})"));
+  EXPECT_EQ(c.optimizer.freezeStep, 7);
+  EXPECT_EQ(c.optimizer.maxCoeff, 0.3);
+  EXPECT_EQ(c.optimizer.coeffBeta, 0.5);
+  EXPECT_EQ(c.optimizer.factorMax, 3.0);
+  EXPECT_EQ(c.optimizer.factorMin, 0.25);
+  EXPECT_EQ(c.optimizer.factorThreshold, 0.2);
+  EXPECT_EQ(c.notes.size(), 2u);
+  std::string e = errorOf(withOptimizer(R"({"type": "OneBitLamb", "params": {"factor_min": 5}})"));
+  EXPECT_NE(e.find("'optimizer.params.factor_min' (5) must not exceed 'optimizer.params.factor_max' (4)"),
+            std::string::npos)
+      << e;
+  e = errorOf(withOptimizer(R"({"type": "OneBitLamb", "params": {"coeff_beta": 1.5}})"));
+  EXPECT_NE(e.find("'optimizer.params.coeff_beta' must lie in [0, 1]"), std::string::npos) << e;
+  e = errorOf(withOptimizer(R"({"type": "OneBitLamb", "params": {"var_freeze_step": 5}})"));
+  EXPECT_NE(e.find("is not a parameter of OneBitLamb (it belongs to ZeroOneAdam)"),
             std::string::npos)
       << e;
 }
@@ -485,7 +520,7 @@ TEST(DsConfig, ZeroOneAdamKeys) {
   std::string e = errorOf(withOptimizer(R"({"type": "ZeroOneAdam", "params": {"local_step_clipper": 0}})"));
   EXPECT_NE(e.find("local_step_clipper"), std::string::npos) << e;
   e = errorOf(withOptimizer(R"({"type": "ZeroOneAdam", "params": {"freeze_step": 8}})"));
-  EXPECT_NE(e.find("'optimizer.params.freeze_step' is not a parameter of ZeroOneAdam (it belongs to OneBitAdam)"),
+  EXPECT_NE(e.find("'optimizer.params.freeze_step' is not a parameter of ZeroOneAdam (it belongs to OneBitAdam, OneBitLamb)"),
             std::string::npos)
       << e;
   e = errorOf(withOptimizer(R"({"type": "ZeroOneAdam", "params": {"amsgrad": true}})"));
@@ -596,7 +631,7 @@ TEST(DsConfig, LambLionAdagrad) {
             "'optimizer.params.max_coeff' (1): they clamp LAMB's trust ratio");
   EXPECT_EQ(errorOf(withOptimizer(R"({"type": "Lion", "params": {"eps": 1e-8}})")),
             "ds_config.json: 'optimizer.params.eps' is not a parameter of Lion (it belongs "
-            "to Adam/AdamW, Lamb, Adagrad, OneBitAdam, ZeroOneAdam)");
+            "to Adam/AdamW, Lamb, Adagrad, OneBitAdam, ZeroOneAdam, OneBitLamb)");
   EXPECT_EQ(errorOf(withOptimizer(R"({"type": "Lion", "params": {"betta": [0.9, 0.9]}})")),
             "ds_config.json: unknown key 'optimizer.params.betta' (did you mean 'betas'?)");
   EXPECT_EQ(errorOf(withOptimizer(
@@ -1916,7 +1951,7 @@ TEST(DsConfig, SchedulerDefaults) {
 TEST(DsConfig, TorchClassesDeepSpeedWouldBuildAreNamed) {
   EXPECT_EQ(errorOf(withOptimizer(R"({"type": "RMSprop"})")),
             "ds_config.json: optimizer 'RMSprop' is torch.optim.RMSprop, which DeepSpeed would "
-            "build; dsc does not implement it (supported: Adam, AdamW, SGD, Lamb, Lion, Adagrad, OneBitAdam, ZeroOneAdam)");
+            "build; dsc does not implement it (supported: Adam, AdamW, SGD, Lamb, Lion, Adagrad, OneBitAdam, ZeroOneAdam, OneBitLamb)");
   EXPECT_EQ(errorOf(withScheduler(R"({"type": "StepLR"})")),
             "ds_config.json: scheduler 'StepLR' is torch.optim.lr_scheduler.StepLR, which "
             "DeepSpeed would build; dsc implements DeepSpeed's own schedules (LRRangeTest, "
