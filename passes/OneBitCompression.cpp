@@ -88,6 +88,28 @@ struct Group {
   Value tail = {}, newTail = {};
 };
 
+/// Builds DeepSpeed's `m.mul_(b1).add_(g, alpha=1-b1)`: m b1 + (1-b1) g,
+/// both factors rounded to float (their constants made at the first use,
+/// so that an op of some steps only builds them where it is built).
+struct Momentum {
+  OpBuilder &b;
+  Location loc;
+  double beta1;
+  Value b1 = {}, oneMinusB1 = {};
+  Value operator()(Value m, Value g) {
+    if (!b1) {
+      auto scalar = RankedTensorType::get({}, b.getF32Type());
+      b1 = arith::ConstantOp::create(
+          b, loc, DenseElementsAttr::get(scalar, b.getF32FloatAttr(float(beta1))));
+      oneMinusB1 = arith::ConstantOp::create(
+          b, loc, DenseElementsAttr::get(scalar, b.getF32FloatAttr(float(1.0 - beta1))));
+    }
+    Value scaled = nn::MulOp::create(b, loc, m, b1);
+    Value step = nn::MulOp::create(b, loc, g, oneMinusB1);
+    return nn::AddOp::create(b, loc, scaled, step);
+  }
+};
+
 struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
   using Base::Base;
   /// The error states addErrors made, in order.
@@ -144,36 +166,14 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
     // 3. Each compressed tensor's all-reduce (one per parameter in fp32,
     // one of them all under bf16 / fp16), and its error states.
     SmallVector<Group> groups;
-    if (flat)
-      groups.push_back(Group{SmallVector<Operation *>(updates.begin(), updates.end()), 0, 0,
-                             kFlatGroup});
-    for (train::OneBitAdamOp u : updates) {
-      StringAttr name = paramName(fn, u.getParam());
-      if (!name)
-        return u.emitOpError("onebit-compression: the parameter is not a train.param argument");
-      if (!flat)
-        groups.push_back(Group{{u}, 0, 0, name.str()});
-    }
-    if (failed(addErrors(fn, b, groups)))
+    if (failed(groupsOf(fn, b, updates, flat ? kFlatGroup : nullptr, groups)))
       return failure();
-    // What each compresses: its momentum b1 m + (1-b1) g (DeepSpeed's
-    // m.mul_(b1).add_(g, alpha=1-b1): both factors rounded to float).
-    double beta1 = first.getBeta1().convertToDouble();
+    // What each compresses: its momentum b1 m + (1-b1) g.
     b.setInsertionPoint(updates.front());
-    Location loc = updates.front().getLoc();
-    auto scalar = RankedTensorType::get({}, b.getF32Type());
-    Value b1, oneMinusB1;
+    Momentum next{b, updates.front().getLoc(), first.getBeta1().convertToDouble()};
     auto momentum = [&](Operation *op) -> Value {
       auto u = cast<train::OneBitAdamOp>(op);
-      if (!b1) {
-        b1 = arith::ConstantOp::create(
-            b, loc, DenseElementsAttr::get(scalar, b.getF32FloatAttr(float(beta1))));
-        oneMinusB1 = arith::ConstantOp::create(
-            b, loc, DenseElementsAttr::get(scalar, b.getF32FloatAttr(float(1.0 - beta1))));
-      }
-      Value scaled = nn::MulOp::create(b, loc, u.getExpAvg(), b1);
-      Value step = nn::MulOp::create(b, loc, u.getGrad(), oneMinusB1);
-      return nn::AddOp::create(b, loc, scaled, step);
+      return next(u.getExpAvg(), u.getGrad());
     };
     auto setCompressed = [](Operation *op, Value v) {
       cast<train::OneBitAdamOp>(op).getCompressedMutable().assign(v);
@@ -239,17 +239,7 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
       return failure();
     // 3. One compressed all-reduce per parameter, or of them all.
     SmallVector<Group> groups;
-    if (flat)
-      groups.push_back(Group{SmallVector<Operation *>(updates.begin(), updates.end()), 0, 0,
-                             kFlatGroup});
-    for (train::ZeroOneAdamOp u : updates) {
-      StringAttr name = paramName(fn, u.getParam());
-      if (!name)
-        return u.emitOpError("onebit-compression: the parameter is not a train.param argument");
-      if (!flat)
-        groups.push_back(Group{{u}, 0, 0, name.str()});
-    }
-    if (failed(addErrors(fn, b, groups)))
+    if (failed(groupsOf(fn, b, updates, flat ? kFlatGroup : nullptr, groups)))
       return failure();
     b.setInsertionPoint(updates.front());
     Location loc = first.getLoc();
@@ -310,9 +300,8 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
                               b.getDenseI64ArrayAttr({last + 1, 0}));
     if (failed(replaceClipNorm(fn, b, group, compressed, /*flat=*/false)))
       return failure();
-    SmallVector<Group> groups{
-        Group{SmallVector<Operation *>(updates.begin(), updates.end()), 0, 0, kLambFlat}};
-    if (failed(addErrors(fn, b, groups)))
+    SmallVector<Group> groups;
+    if (failed(groupsOf(fn, b, updates, kLambFlat, groups)))
       return failure();
     // The padding's state, after the errors (a result after theirs).
     Group &g = groups.front();
@@ -329,22 +318,11 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
       errorNames_.push_back(name);
     }
     b.setInsertionPoint(updates.front());
-    Location loc = first.getLoc();
-    auto scalar = RankedTensorType::get({}, b.getF32Type());
-    double beta1 = first.getBeta1().convertToDouble();
-    Value b1, oneMinusB1;
+    Momentum next{b, first.getLoc(), first.getBeta1().convertToDouble()};
     auto scaled = [&](Operation *op) -> Value {
       auto u = cast<train::OneBitLambOp>(op);
-      if (!b1) {
-        b1 = arith::ConstantOp::create(
-            b, loc, DenseElementsAttr::get(scalar, b.getF32FloatAttr(float(beta1))));
-        oneMinusB1 = arith::ConstantOp::create(
-            b, loc, DenseElementsAttr::get(scalar, b.getF32FloatAttr(float(1.0 - beta1))));
-      }
-      Value m = nn::MulOp::create(b, loc, u.getExpAvg(), b1);
-      Value step = nn::MulOp::create(b, loc, u.getGrad(), oneMinusB1);
-      Value sum = nn::AddOp::create(b, loc, m, step);
-      return nn::MulOp::create(b, loc, sum, u.getScalingCoeff());
+      return nn::MulOp::create(b, first.getLoc(), next(u.getExpAvg(), u.getGrad()),
+                               u.getScalingCoeff());
     };
     auto setCompressed = [](Operation *op, Value v) {
       cast<train::OneBitLambOp>(op).getCompressedMutable().assign(v);
@@ -424,6 +402,25 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
     clip.replaceAllUsesWith(newClip);
     clip.erase();
     return success();
+  }
+
+  /// What the compressed all-reduces take: one group of every update named
+  /// `flatName` (a flat tensor), or without it one per update named after
+  /// its parameter; with their error states (addErrors).
+  template <typename Range>
+  LogicalResult groupsOf(func::FuncOp fn, OpBuilder &b, const Range &updates,
+                         const char *flatName, SmallVector<Group> &groups) {
+    if (flatName)
+      groups.push_back(Group{SmallVector<Operation *>(updates.begin(), updates.end()), 0, 0,
+                             flatName});
+    for (auto u : updates) {
+      StringAttr name = paramName(fn, u.getParam());
+      if (!name)
+        return u.emitOpError("onebit-compression: the parameter is not a train.param argument");
+      if (!flatName)
+        groups.push_back(Group{{u}, 0, 0, name.str()});
+    }
+    return addErrors(fn, b, groups);
   }
 
   /// Each group's worker and server errors, as new train.opt_state

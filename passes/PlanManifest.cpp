@@ -158,6 +158,34 @@ void writePrecision(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
   }
 }
 
+/// What a 1-bit optimizer's plan holds of it: its updates (instructions
+/// `op`), its compressions, the bytes of its worker and server errors, 1-bit
+/// LAMB's padding elements, and whether the errors are DeepSpeed's bf16 /
+/// fp16 wrapper's one flat tensor's.
+struct OneBitParts {
+  int64_t updates = 0, compressions = 0, errorBytes = 0, padding = 0;
+  bool flat = false;
+};
+OneBitParts oneBitParts(const plan::Plan &p, llvm::StringRef op) {
+  OneBitParts parts;
+  for (const plan::Instr &c : p.program().epilogue()) {
+    parts.compressions += c.op() == "train.onebit_compress";
+    parts.updates += c.op() == op;
+  }
+  for (const plan::Buffer &b : p.buffers()) {
+    llvm::StringRef name = b.name();
+    if (b.role() != plan::OPT_STATE)
+      continue;
+    if (name.ends_with("/worker_error") || name.ends_with("/server_error")) {
+      parts.errorBytes += 4 * numel(b.shape());
+      parts.flat |= name.starts_with("fp32_flat_group/");
+    }
+    if (name.ends_with("/exp_avg_padding"))
+      parts.padding = numel(b.shape());
+  }
+  return parts;
+}
+
 /// Plan.step_rule as the rule it is.
 dsrt::ZeroOneRule stepRuleOf(const plan::Plan &p) {
   const plan::StepRule &r = p.step_rule();
@@ -732,20 +760,8 @@ void writeOptimizer(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
     if (i.op() != "train.onebit_adam" || i.ints_size() < 2)
       continue;
     int64_t last = std::max<int64_t>(i.ints(0), 2) - i.ints(1);
-    int64_t compressions = 0, updates = 0, errorBytes = 0;
-    bool flat = false; // bf16 / fp16: DeepSpeed's wrapper's one flat tensor
-    for (const plan::Instr &c : p.program().epilogue()) {
-      compressions += c.op() == "train.onebit_compress";
-      updates += c.op() == "train.onebit_adam";
-    }
-    for (const plan::Buffer &b : p.buffers()) {
-      llvm::StringRef name = b.name();
-      if (b.role() == plan::OPT_STATE &&
-          (name.ends_with("/worker_error") || name.ends_with("/server_error"))) {
-        errorBytes += 4 * numel(b.shape());
-        flat |= name.starts_with("fp32_flat_group/");
-      }
-    }
+    const auto [updates, compressions, errorBytes, padding, flat] =
+        oneBitParts(p, "train.onebit_adam");
     os << "1-bit Adam:       steps 1-" << last
        << " warm-up (Adam without bias correction on the averaged gradients; "
        << (i.ints(1) ? "DeepSpeed's bf16/fp16 wrapper made the first, initialising call at "
@@ -771,20 +787,8 @@ void writeOptimizer(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
     if (i.op() != "train.onebit_lamb" || i.ints_size() < 2)
       continue;
     int64_t last = std::max<int64_t>(i.ints(0), 2) - i.ints(1);
-    int64_t compressions = 0, updates = 0, errorBytes = 0, padding = 0;
-    for (const plan::Instr &c : p.program().epilogue()) {
-      compressions += c.op() == "train.onebit_compress";
-      updates += c.op() == "train.onebit_lamb";
-    }
-    for (const plan::Buffer &b : p.buffers()) {
-      llvm::StringRef name = b.name();
-      if (b.role() != plan::OPT_STATE)
-        continue;
-      if (name.ends_with("/worker_error") || name.ends_with("/server_error"))
-        errorBytes += 4 * numel(b.shape());
-      if (name.ends_with("/exp_avg_padding"))
-        padding = numel(b.shape());
-    }
+    const auto [updates, compressions, errorBytes, padding, flat] =
+        oneBitParts(p, "train.onebit_lamb");
     os << "1-bit LAMB:       steps 1-" << last
        << " warm-up (LAMB without bias correction on the averaged gradients, each tensor's "
           "trust ratio averaged into its frozen one; DeepSpeed's first call only "
@@ -807,20 +811,8 @@ void writeOptimizer(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
   // 0/1 Adam: its classes of steps and what each does.
   if (p.has_step_rule() && o.type == "ZeroOneAdam") {
     const dsrt::ZeroOneRule rule = stepRuleOf(p);
-    int64_t compressions = 0, updates = 0, errorBytes = 0;
-    bool flat = false; // bf16 / fp16: DeepSpeed's wrapper's one flat tensor
-    for (const plan::Instr &c : p.program().epilogue()) {
-      compressions += c.op() == "train.onebit_compress";
-      updates += c.op() == "train.zero_one_adam";
-    }
-    for (const plan::Buffer &b : p.buffers()) {
-      llvm::StringRef name = b.name();
-      if (b.role() == plan::OPT_STATE &&
-          (name.ends_with("/worker_error") || name.ends_with("/server_error"))) {
-        errorBytes += 4 * numel(b.shape());
-        flat |= name.starts_with("fp32_flat_group/");
-      }
-    }
+    const auto [updates, compressions, errorBytes, padding, flat] =
+        oneBitParts(p, "train.zero_one_adam");
     os << "0/1 Adam:         "
        << (rule.stepOffset ? "DeepSpeed's wrapper made the first, initialising call at "
                              "construction"

@@ -214,6 +214,16 @@ void readOptimizer(const Section &top, OptimizerConfig &o, std::vector<std::stri
         params.fail("'optimizer.params.betas' must lie in [0, 1), got [" +
                     formatNumber(o.beta1) + ", " + formatNumber(o.beta2) + "]");
   };
+  // FusedLamb's and OnebitLamb's clamp of the trust ratio.
+  auto readTrustRatioClamp = [&] {
+    o.maxCoeff = params.number("max_coeff").value_or(10.0);
+    o.minCoeff = params.number("min_coeff").value_or(0.01);
+    params.atLeast("min_coeff", o.minCoeff, 0);
+    if (o.minCoeff > o.maxCoeff)
+      params.fail("'optimizer.params.min_coeff' (" + formatNumber(o.minCoeff) +
+                  ") must not exceed 'optimizer.params.max_coeff' (" +
+                  formatNumber(o.maxCoeff) + "): they clamp LAMB's trust ratio");
+  };
   if (o.type == "Lamb") {
     o.decoupled = false;
     o.biasCorrection = params.boolean("bias_correction").value_or(true);
@@ -229,13 +239,7 @@ void readOptimizer(const Section &top, OptimizerConfig &o, std::vector<std::stri
       params.fail("'optimizer.params.amsgrad': FusedLamb does not support the AMSGrad "
                   "variant (DeepSpeed raises the same error); remove the key");
     readBetas();
-    o.maxCoeff = params.number("max_coeff").value_or(10.0);
-    o.minCoeff = params.number("min_coeff").value_or(0.01);
-    params.atLeast("min_coeff", o.minCoeff, 0);
-    if (o.minCoeff > o.maxCoeff)
-      params.fail("'optimizer.params.min_coeff' (" + formatNumber(o.minCoeff) +
-                  ") must not exceed 'optimizer.params.max_coeff' (" +
-                  formatNumber(o.maxCoeff) + "): they clamp LAMB's trust ratio");
+    readTrustRatioClamp();
   } else if (o.type == "Lion") {
     o.decoupled = true;
     readBetas();
@@ -252,13 +256,7 @@ void readOptimizer(const Section &top, OptimizerConfig &o, std::vector<std::stri
     if (params.boolean("amsgrad").value_or(false))
       params.fail("'optimizer.params.amsgrad': 1-bit Lamb does not support the AMSGrad variant "
                   "(DeepSpeed raises the same error); remove the key");
-    o.maxCoeff = params.number("max_coeff").value_or(10.0);
-    o.minCoeff = params.number("min_coeff").value_or(0.01);
-    params.atLeast("min_coeff", o.minCoeff, 0);
-    if (o.minCoeff > o.maxCoeff)
-      params.fail("'optimizer.params.min_coeff' (" + formatNumber(o.minCoeff) +
-                  ") must not exceed 'optimizer.params.max_coeff' (" +
-                  formatNumber(o.maxCoeff) + "): they clamp LAMB's trust ratio");
+    readTrustRatioClamp();
     o.coeffBeta = params.number("coeff_beta").value_or(0.9);
     if (!(o.coeffBeta >= 0 && o.coeffBeta <= 1))
       params.fail("'optimizer.params.coeff_beta' must lie in [0, 1] (the trust ratio's moving "
