@@ -138,14 +138,8 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
     // bf16 / fp16: DeepSpeed's wrapper's one flat tensor (see the header).
     const bool flat = getOperation()->hasAttr(TrainDialect::kPrecision);
     train::OneBitAdamOp first = updates.front();
-    for (train::OneBitAdamOp u : updates) {
-      if (u.getCompressed())
-        return u.emitOpError("onebit-compression: the momentum is compressed already");
-      if (u.getFreezeStep() != first.getFreezeStep() ||
-          u.getStepOffset() != first.getStepOffset() || u.getBeta1() != first.getBeta1())
-        return u.emitOpError("onebit-compression: every update of a step switches together "
-                             "(one freeze_step, step_offset and beta1)");
-    }
+    if (failed(switchTogether(ArrayRef(updates))))
+      return failure();
     // The last warm-up optimizer step, in the step argument's count.
     const int64_t last = first.lastWarmupCall() - first.getStepOffset();
     OpBuilder b(fn.getContext());
@@ -283,14 +277,8 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
       return fn.emitError("onebit-compression: 1-bit LAMB runs in fp32 only");
     auto updates = llvm::to_vector(fn.getBody().front().getOps<train::OneBitLambOp>());
     train::OneBitLambOp first = updates.front();
-    for (train::OneBitLambOp u : updates) {
-      if (u.getCompressed())
-        return u.emitOpError("onebit-compression: the momentum is compressed already");
-      if (u.getFreezeStep() != first.getFreezeStep() ||
-          u.getStepOffset() != first.getStepOffset() || u.getBeta1() != first.getBeta1())
-        return u.emitOpError("onebit-compression: every update of a step switches together "
-                             "(one freeze_step, step_offset and beta1)");
-    }
+    if (failed(switchTogether(ArrayRef(updates))))
+      return failure();
     const int64_t last = first.lastWarmupCall() - first.getStepOffset();
     OpBuilder b(fn.getContext());
     auto group = dist::GroupAttr::get(fn.getContext(), dist::Axis::dp, dp);
@@ -401,6 +389,21 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
                                                  clip.getMaxNormAttr());
     clip.replaceAllUsesWith(newClip);
     clip.erase();
+    return success();
+  }
+
+  /// 1-bit Adam's and 1-bit LAMB's updates, none compressed yet, all
+  /// switching on one step with one beta1 (the momenta compressed together).
+  template <typename Op> static LogicalResult switchTogether(ArrayRef<Op> updates) {
+    Op first = updates.front();
+    for (Op u : updates) {
+      if (u.getCompressed())
+        return u.emitOpError("onebit-compression: the momentum is compressed already");
+      if (u.getFreezeStep() != first.getFreezeStep() ||
+          u.getStepOffset() != first.getStepOffset() || u.getBeta1() != first.getBeta1())
+        return u.emitOpError("onebit-compression: every update of a step switches together "
+                             "(one freeze_step, step_offset and beta1)");
+    }
     return success();
   }
 
