@@ -157,6 +157,7 @@ const char *instructionOf(Operation *op) {
       .Case<train::ZeroOneAdamOp>([](Operation *) { return "train.zero_one_adam"; })
       .Case<train::OneBitLambOp>([](Operation *) { return "train.onebit_lamb"; })
       .Case<train::OneBitLambScalingOp>([](Operation *) { return "train.onebit_lamb_scaling"; })
+      .Case<train::OneBitLambStatsOp>([](Operation *) { return "train.onebit_lamb_stats"; })
       .Case<train::ZeroOneAdamPayloadOp>([](Operation *) { return "train.zero_one_payload"; })
       .Case<train::ResetAtOp>([](Operation *) { return "train.reset_at"; })
       .Case<train::SgdOp>([](Operation *) { return "train.sgd"; })
@@ -938,6 +939,16 @@ private:
             instr.add_floats(f.convertToDouble());
           instr.add_ints(o.getFreezeStep());
           instr.add_ints(o.getStepOffset());
+          instr.add_ints(o.getCompressed() ? 1 : 0);
+          instr.add_ints(o.getStats() ? 1 : 0);
+        })
+        .Case([&](train::OneBitLambStatsOp o) {
+          for (APFloat f : {o.getBeta1(), o.getBeta2(), o.getEps(), o.getWeightDecay()})
+            instr.add_floats(f.convertToDouble());
+          instr.add_ints(o.getFreezeStep());
+          instr.add_ints(o.getStepOffset());
+          instr.add_ints(o.getCompressed().empty() ? 0 : 1);
+          instr.add_ints(int64_t(o.getParams().size()));
         })
         .Case([&](train::OneBitLambScalingOp o) { instr.add_ints(o.getAt()); })
         .Case([&](train::LionOp o) {

@@ -273,8 +273,14 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
   /// buffer), whose padding is a state: DeepSpeed's buffer keeps the last
   /// result there and compresses it again.
   LogicalResult runOneBitLamb(func::FuncOp fn) {
-    if (getOperation()->hasAttr(TrainDialect::kPrecision))
-      return fn.emitError("onebit-compression: 1-bit LAMB runs in fp32 only");
+    // bf16 / fp16: DeepSpeed's wrapper's one flat tensor (scaling
+    // coefficient 1, the norms train.onebit_lamb_stats' over all of it).
+    const bool flat = getOperation()->hasAttr(TrainDialect::kPrecision);
+    auto stats = llvm::to_vector(fn.getBody().front().getOps<train::OneBitLambStatsOp>());
+    if (stats.size() > 1 || flat != !stats.empty())
+      return fn.emitError("onebit-compression: 1-bit LAMB under bf16 / fp16 takes one "
+                          "train.onebit_lamb_stats, and in fp32 none; found ")
+             << stats.size();
     auto updates = llvm::to_vector(fn.getBody().front().getOps<train::OneBitLambOp>());
     train::OneBitLambOp first = updates.front();
     if (failed(switchTogether(ArrayRef(updates))))
@@ -286,7 +292,7 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
       return failure();
     NamedAttribute compressed(b.getStringAttr(TrainDialect::kActiveSteps),
                               b.getDenseI64ArrayAttr({last + 1, 0}));
-    if (failed(replaceClipNorm(fn, b, group, compressed, /*flat=*/false)))
+    if (failed(replaceClipNorm(fn, b, group, compressed, flat)))
       return failure();
     SmallVector<Group> groups;
     if (failed(groupsOf(fn, b, updates, kLambFlat, groups)))
@@ -305,18 +311,24 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
       g.tail = fn.getArgument(at);
       errorNames_.push_back(name);
     }
-    b.setInsertionPoint(updates.front());
+    // The chain goes before what reads it: the stats, or the first update.
+    b.setInsertionPoint(flat ? stats.front().getOperation() : updates.front().getOperation());
     Momentum next{b, first.getLoc(), first.getBeta1().convertToDouble()};
     auto scaled = [&](Operation *op) -> Value {
       auto u = cast<train::OneBitLambOp>(op);
-      return nn::MulOp::create(b, first.getLoc(), next(u.getExpAvg(), u.getGrad()),
-                               u.getScalingCoeff());
+      Value m = next(u.getExpAvg(), u.getGrad());
+      return flat ? m // times 1
+                  : nn::MulOp::create(b, first.getLoc(), m, u.getScalingCoeff()).getResult();
     };
-    auto setCompressed = [](Operation *op, Value v) {
+    SmallVector<Value> statsCompressed;
+    auto setCompressed = [&](Operation *op, Value v) {
       cast<train::OneBitLambOp>(op).getCompressedMutable().assign(v);
+      statsCompressed.push_back(v);
     };
     SmallVector<Value> newErrors;
     compressAll(b, groups, group, compressed, scaled, setCompressed, newErrors);
+    if (flat)
+      stats.front().getCompressedMutable().assign(statsCompressed);
     if (g.newTail)
       newErrors.push_back(g.newTail);
     appendErrorResults(fn, b, newErrors);

@@ -15,6 +15,7 @@
 #include "dialects/nn/NNDialect.h"
 #include "dialects/train/TrainDialect.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
@@ -54,18 +55,12 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
              << " is not built yet; dsc's "
              << (lamb ? "1-bit LAMB" : zeroOne ? "0/1 Adam" : "1-bit Adam")
              << " runs data parallelism (ZeRO stage 0), with gradient accumulation, "
-                "clipping and lr schedules"
-             << (lamb ? ", in fp32" : "");
+                "clipping and lr schedules";
     };
     if (auto pp = module->getAttrOfType<IntegerAttr>(distutil::kPp); pp && pp.getInt() > 1)
       return refuse("a pipeline (pp " + Twine(pp.getInt()) + ")");
     if (auto tp = module->getAttrOfType<IntegerAttr>("dist.tp"); tp && tp.getInt() > 1)
       return refuse("tensor parallelism (tp " + Twine(tp.getInt()) + ")");
-    // DeepSpeed's fp16 wrapper would hand OnebitLamb one flat tensor, with
-    // one trust ratio for the whole model.
-    if (lamb)
-      if (auto precision = module->getAttrOfType<StringAttr>(TrainDialect::kPrecision))
-        return refuse(precision.getValue() + " mixed precision");
     if (freezeStep < 0)
       return module.emitError("optimizer: freeze-step must be non-negative, got ")
              << (int64_t)freezeStep;
@@ -159,9 +154,12 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
       stateNames = {"exp_avg", "exp_avg_sq", "momentum_accumulator", "lrs"};
       break;
     case OptimizerKind::OneBitLamb:
-      // DeepSpeed's names; the last three are scalars.
-      stateNames = {"exp_avg",           "exp_avg_sq",  "exp_avg_sq_fresh",
-                    "lamb_coeff_freeze", "last_factor", "scaling_coeff"};
+      // DeepSpeed's names; the last ones are scalars. Under bf16 / fp16 the
+      // wrapper's one flat tensor has one scaling coefficient, 1.
+      stateNames = {"exp_avg", "exp_avg_sq", "exp_avg_sq_fresh", "lamb_coeff_freeze",
+                    "last_factor"};
+      if (!fn->getParentOfType<ModuleOp>()->hasAttr(TrainDialect::kPrecision))
+        stateNames.push_back("scaling_coeff");
       break;
     }
     // All appended in one insertArguments: one at a time, each insertion
@@ -221,9 +219,32 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
     Value norm = clipOp.getNorm();
 
     // 1-bit LAMB: every momentum's scaling coefficient, set once on the
-    // first compressed step from all of them (read by each update).
+    // first compressed step from all of them (read by each update). Under
+    // bf16 / fp16 (DeepSpeed's wrapper's one flat tensor) the coefficient is
+    // 1 and the norms are every tensor's (train.onebit_lamb_stats).
     SmallVector<Value> scalings;
-    if (kind == OptimizerKind::OneBitLamb) {
+    Value lambStats;
+    const bool lambFlat =
+        kind == OptimizerKind::OneBitLamb &&
+        fn->getParentOfType<ModuleOp>()->hasAttr(TrainDialect::kPrecision);
+    if (lambFlat) {
+      auto scalar = RankedTensorType::get({}, b.getF32Type());
+      Value one = arith::ConstantOp::create(
+          b, loc, DenseElementsAttr::get(scalar, b.getF32FloatAttr(1.0f)));
+      scalings.assign(updates.size(), one);
+      SmallVector<Value> params, ms, vs, fs;
+      for (Update &u : updates) {
+        params.push_back(u.param);
+        ms.push_back(u.states[0]);
+        vs.push_back(u.states[1]);
+        fs.push_back(u.states[2]);
+      }
+      lambStats = train::OneBitLambStatsOp::create(
+          b, loc, RankedTensorType::get({3}, b.getF32Type()), params, grads, ms, vs, fs,
+          ValueRange{}, step, b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
+          b.getF64FloatAttr(eps), b.getF64FloatAttr(weightDecay),
+          b.getI64IntegerAttr(freezeStep), b.getI64IntegerAttr(1));
+    } else if (kind == OptimizerKind::OneBitLamb) {
       SmallVector<Value> momenta, coeffs;
       for (Update &u : updates) {
         momenta.push_back(u.states[0]);
@@ -272,12 +293,12 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
         update = train::OneBitLambOp::create(
             b, loc, TypeRange{t, t, t, t, s, s}, p, grads[i], u.states[0], u.states[1],
             u.states[2], u.states[3], u.states[4], scalings[i], lrValue, step, Value(),
-            b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
+            lambStats, b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
             b.getF64FloatAttr(weightDecay), b.getF64FloatAttr(maxCoeff),
             b.getF64FloatAttr(minCoeff), b.getF64FloatAttr(coeffBeta),
             b.getF64FloatAttr(factorMax), b.getF64FloatAttr(factorMin),
             b.getF64FloatAttr(factorThreshold), b.getI64IntegerAttr(freezeStep),
-            b.getI64IntegerAttr(0));
+            b.getI64IntegerAttr(lambFlat ? 1 : 0));
       } else if (kind == OptimizerKind::Lion) {
         update = train::LionOp::create(b, loc, t, t, p, grads[i], u.states[0], lrValue,
                                        b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
@@ -302,7 +323,7 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
       if (update) {
         newParams.push_back(update->getResult(0));
         llvm::append_range(newStates, update->getResults().drop_front(1));
-        if (!scalings.empty())
+        if (!scalings.empty() && !lambFlat)
           newStates.push_back(scalings[i]);
       } else if (kind == OptimizerKind::SGD) {
         Value buffer = u.states.empty() ? Value() : u.states[0];

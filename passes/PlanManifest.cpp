@@ -232,7 +232,8 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
   // stage 3 partitions (the others are persistent, whole on every rank).
   int64_t P = 0, pad = 0, Pp = 0, padP = 0, paramTensors = 0, stateTensors = 0, errorBytes = 0,
           scalarStateBytes = 0;
-  bool lambScalars = false; // 1-bit LAMB's (else 0/1 Adam's lrs)
+  bool lambScalars = false, lambScaling = false; // 1-bit LAMB's (else 0/1 Adam's lrs)
+  bool lambPadding = false;
   int64_t paramBytes = 0, stateBytes = 0;
   for (const plan::Buffer &b : p.buffers()) {
     int64_t n = numel(b.shape());
@@ -251,11 +252,14 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
       // 1-bit Adam's error-feedback buffers are sized by the padding, not P.
       if (llvm::StringRef(b.name()).ends_with("/worker_error") ||
           llvm::StringRef(b.name()).ends_with("/server_error") ||
-          llvm::StringRef(b.name()).ends_with("/exp_avg_padding"))
+          llvm::StringRef(b.name()).ends_with("/exp_avg_padding")) {
         errorBytes += 4 * n;
+        lambPadding |= llvm::StringRef(b.name()).ends_with("/exp_avg_padding");
+      }
       else if (b.shape_size() == 0) { // 0/1 Adam's lrs, 1-bit LAMB's coefficients
         scalarStateBytes += 4;
         lambScalars |= llvm::StringRef(b.name()).ends_with("/last_factor");
+        lambScaling |= llvm::StringRef(b.name()).ends_with("/scaling_coeff");
       }
       else
         ++stateTensors;
@@ -364,15 +368,17 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
   line("optimizer:      ", stateBytes,
        (stage >= 1 ? split(4 * statesPerParam, P, pad) : whole(4 * statesPerParam)) +
            (errorBytes ? " + " + std::to_string(errorBytes) +
-                             (lambScalars ? " (1-bit LAMB's worker and server errors, padded, "
+                             (lambPadding ? " (1-bit LAMB's worker and server errors, padded, "
                                             "and its flat momentum's padding)"
-                                          : " (1-bit Adam's worker and server errors, padded)")
+                                          : " (1-bit worker and server errors, padded)")
                        : std::string()) +
            (scalarStateBytes
                 ? " + " + std::to_string(scalarStateBytes) +
-                      (lambScalars ? " (1-bit LAMB's lamb_coeff_freeze, last_factor and "
-                                     "scaling_coeff, three floats per tensor)"
-                                   : " (0/1 Adam's lrs, one float per tensor)")
+                      (!lambScalars ? " (0/1 Adam's lrs, one float per tensor)"
+                       : lambScaling ? " (1-bit LAMB's lamb_coeff_freeze, last_factor and "
+                                       "scaling_coeff, three floats per tensor)"
+                                     : " (1-bit LAMB's lamb_coeff_freeze and last_factor, two "
+                                       "floats per tensor: equal copies of the flat tensor's)")
                 : std::string()));
   if (lowName) {
     // The ZeRO paper's mixed-precision model state (Rajbhandari et al.
@@ -789,6 +795,22 @@ void writeOptimizer(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
     int64_t last = std::max<int64_t>(i.ints(0), 2) - i.ints(1);
     const auto [updates, compressions, errorBytes, padding, flat] =
         oneBitParts(p, "train.onebit_lamb");
+    // bf16 / fp16: DeepSpeed's wrapper's one flat tensor of the whole model.
+    const bool wrapped = i.ints(1) != 0;
+    if (wrapped) {
+      os << "1-bit LAMB:       steps 1-" << last
+         << " warm-up (LAMB without bias correction on the averaged gradients; DeepSpeed's "
+            "bf16/fp16 wrapper made the first, initialising call at construction), steps "
+         << last + 1 << " on compressed; the whole model is the wrapper's one flat tensor: one "
+         << "trust ratio, one frozen ratio and one factor, from norms over every tensor";
+      if (compressions)
+        os << ", the " << updates << " momenta through one 1-bit error-compensated all-reduce "
+           << "(worker and server errors " << errorBytes << " bytes), the gradients not "
+           << "all-reduced, clipping by each rank's own norm, a non-finite norm on any rank "
+              "seen by every rank (fp16 skips the step everywhere)";
+      os << "\n";
+      break;
+    }
     os << "1-bit LAMB:       steps 1-" << last
        << " warm-up (LAMB without bias correction on the averaged gradients, each tensor's "
           "trust ratio averaged into its frozen one; DeepSpeed's first call only "

@@ -311,7 +311,31 @@ LogicalResult OneBitLambOp::verify() {
   if (Value c = getCompressed(); c && c.getType() != getParam().getType())
     return emitOpError("compressed momentum ")
            << c.getType() << " must have the parameter's type " << getParam().getType();
+  if (Value s = getStats(); s && cast<RankedTensorType>(s.getType()).getDimSize(0) != 3)
+    return emitOpError("stats must be tensor<3xf32> (train.onebit_lamb_stats'), got ")
+           << s.getType();
   return success();
+}
+
+LogicalResult OneBitLambStatsOp::verify() {
+  const size_t n = getParams().size();
+  if (n == 0 || getGrads().size() != n || getExpAvgs().size() != n ||
+      getExpAvgSqs().size() != n || getExpAvgSqFreshes().size() != n ||
+      (!getCompressed().empty() && getCompressed().size() != n))
+    return emitOpError("takes as many gradients, moments (and compressed momenta, if any) as "
+                       "parameters, at least one");
+  for (size_t k = 0; k < n; ++k) {
+    Type t = getParams()[k].getType();
+    if (getGrads()[k].getType() != t || getExpAvgs()[k].getType() != t ||
+        getExpAvgSqs()[k].getType() != t || getExpAvgSqFreshes()[k].getType() != t ||
+        (!getCompressed().empty() && getCompressed()[k].getType() != t))
+      return emitOpError("tensor ") << k << "'s gradient, moments and compressed momentum "
+                                    << "must have its parameter's type " << t;
+  }
+  if (cast<RankedTensorType>(getStats().getType()).getDimSize(0) != 3)
+    return emitOpError("gives 3 statistics, not ") << getStats().getType();
+  return verifyLambRates(*this, getBeta1().convertToDouble(), getBeta2().convertToDouble(),
+                         getEps().convertToDouble(), getWeightDecay().convertToDouble());
 }
 
 LogicalResult OneBitLambScalingOp::verify() {

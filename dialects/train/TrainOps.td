@@ -329,7 +329,7 @@ def Train_ResetAtOp : Train_Op<"reset_at", [Pure, AllTypesMatch<["input", "resul
   let hasVerifier = 1;
 }
 
-def Train_OneBitLambOp : Train_Op<"onebit_lamb", [Pure, OptimizerUpdate,
+def Train_OneBitLambOp : Train_Op<"onebit_lamb", [Pure, OptimizerUpdate, AttrSizedOperandSegments,
     AllTypesMatch<["param", "grad", "exp_avg", "exp_avg_sq", "exp_avg_sq_fresh",
                    "new_param", "new_exp_avg", "new_exp_avg_sq", "new_exp_avg_sq_fresh"]>,
     AllTypesMatch<["lamb_coeff_freeze", "last_factor", "scaling_coeff",
@@ -351,7 +351,11 @@ def Train_OneBitLambOp : Train_Op<"onebit_lamb", [Pure, OptimizerUpdate,
     the factor from `max((sqrt(v) + eps) / (sqrt(v_fresh) + eps))` clamped
     to [factor_min, factor_max] and to `last_factor` (1 -+
     factor_threshold) (`last_factor` counts as 1 on the first such call).
-    `compressed` is read only after `last`.
+    `compressed` is read only after `last`. With `stats` (bf16 / fp16:
+    DeepSpeed's wrapper hands OnebitLamb one flat tensor of every
+    parameter) the norms and the maximum are those of train.onebit_lamb_stats
+    over all the tensors, so every update takes the one trust ratio, and
+    keeps its own, equal, copy of `lamb_coeff_freeze` and `last_factor`.
   }];
   let arguments = (ins Train_FloatTensor:$param, Train_FloatTensor:$grad,
                        Train_FloatTensor:$exp_avg, Train_FloatTensor:$exp_avg_sq,
@@ -360,6 +364,7 @@ def Train_OneBitLambOp : Train_Op<"onebit_lamb", [Pure, OptimizerUpdate,
                        Train_ScalarF32:$scaling_coeff,
                        Train_ScalarF32:$lr, Train_ScalarI64:$step,
                        Optional<Train_FloatTensor>:$compressed,
+                       Optional<1DTensorOf<[F32]>>:$stats,
                        DefaultValuedAttr<F64Attr, "0.9">:$beta1,
                        DefaultValuedAttr<F64Attr, "0.999">:$beta2,
                        DefaultValuedAttr<F64Attr, "1e-8">:$eps,
@@ -381,11 +386,48 @@ def Train_OneBitLambOp : Train_Op<"onebit_lamb", [Pure, OptimizerUpdate,
   let assemblyFormat = [{
     $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $exp_avg_sq_fresh `,` $lamb_coeff_freeze
       `,` $last_factor `,` $scaling_coeff `,` $lr `,` $step
-      (`compressed` `(` $compressed^ `:` type($compressed) `)`)? attr-dict `:` type($param)
+      (`compressed` `(` $compressed^ `:` type($compressed) `)`)?
+      (`stats` `(` $stats^ `:` type($stats) `)`)? attr-dict `:` type($param)
   }];
   let extraClassDeclaration = [{
     /// DeepSpeed's last uncompressed call, max(freeze_step, 2).
     int64_t lastWarmupCall() { return std::max<int64_t>(getFreezeStepAttr().getInt(), 2); }
+  }];
+  let hasVerifier = 1;
+}
+
+def Train_OneBitLambStatsOp : Train_Op<"onebit_lamb_stats", [Pure,
+    AttrSizedOperandSegments]> {
+  let summary = "1-bit LAMB's norms over every tensor, as one flat tensor's";
+  let description = [{
+    What train.onebit_lamb reduces over its tensor, reduced over all of them
+    (DeepSpeed's bf16 / fp16 wrapper hands OnebitLamb one flat tensor), from
+    the values the updates are about to compute, without writing them: in
+    the warm-up `[|p|^2, |u|^2, 0]`, after it `[max((sqrt(v) + eps) /
+    (sqrt(v_fresh) + eps)), |u0|^2, |u|^2]` (the train.onebit_lamb op's
+    names). `compressed` (one per tensor, or none on one rank) as the
+    updates'; the attributes are theirs.
+  }];
+  let arguments = (ins Variadic<Train_FloatTensor>:$params, Variadic<Train_FloatTensor>:$grads,
+                       Variadic<Train_FloatTensor>:$exp_avgs,
+                       Variadic<Train_FloatTensor>:$exp_avg_sqs,
+                       Variadic<Train_FloatTensor>:$exp_avg_sq_freshes,
+                       Variadic<Train_FloatTensor>:$compressed,
+                       Train_ScalarI64:$step,
+                       DefaultValuedAttr<F64Attr, "0.9">:$beta1,
+                       DefaultValuedAttr<F64Attr, "0.999">:$beta2,
+                       DefaultValuedAttr<F64Attr, "1e-8">:$eps,
+                       DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
+                       I64Attr:$freeze_step,
+                       DefaultValuedAttr<I64Attr, "0">:$step_offset);
+  let results = (outs 1DTensorOf<[F32]>:$stats);
+  let assemblyFormat = [{
+    `(` $params `:` type($params) `)` `grads` `(` $grads `:` type($grads) `)`
+      `exp_avgs` `(` $exp_avgs `:` type($exp_avgs) `)`
+      `exp_avg_sqs` `(` $exp_avg_sqs `:` type($exp_avg_sqs) `)`
+      `exp_avg_sq_freshes` `(` $exp_avg_sq_freshes `:` type($exp_avg_sq_freshes) `)`
+      (`compressed` `(` $compressed^ `:` type($compressed) `)`)? `,` $step attr-dict
+      `->` type($stats)
   }];
   let hasVerifier = 1;
 }

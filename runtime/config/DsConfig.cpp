@@ -497,6 +497,15 @@ TrainConfig parseDsConfig(const std::string &jsonText, const std::string &source
   cfg.wallClockBreakdown =
       top.boolean("wall_clock_breakdown").value_or(false);
   readPrecision(top, cfg.precision, cfg.notes);
+  // engine.py _do_sanity_check: "DeepSpeed {Lamb, OneBitLamb} optimizer
+  // requires dynamic loss scaling" (fp16's loss_scale 0).
+  if ((cfg.optimizer.type == "Lamb" || cfg.optimizer.type == "OneBitLamb") &&
+      cfg.precision.kind == Precision::FP16 && !cfg.precision.fp16.dynamicLossScale())
+    top.object("fp16").fail("'fp16.loss_scale' is " +
+                            formatNumber(cfg.precision.fp16.lossScale) + ": DeepSpeed's " +
+                            cfg.optimizer.type +
+                            " optimizer requires dynamic loss scaling (DeepSpeed asserts the "
+                            "same); set it to 0");
   if (top.has("activation_checkpointing"))
     readActivationCheckpointing(top, cfg);
   if (top.has("checkpoint"))

@@ -66,12 +66,17 @@
 //                          -> param, exp_avg, exp_avg_sq in place)
 //   train.onebit_lamb      floats: beta1, beta2, eps, weight_decay, max_coeff,
 //                          min_coeff, coeff_beta, factor_max, factor_min,
-//                          factor_threshold; ints: freeze_step, step_offset
-//                          (param, grad, exp_avg, exp_avg_sq,
-//                          exp_avg_sq_fresh, lamb_coeff_freeze, last_factor,
-//                          scaling_coeff, lr, step[, compressed] -> param,
+//                          factor_threshold; ints: freeze_step, step_offset,
+//                          has compressed, has stats (param, grad, exp_avg,
+//                          exp_avg_sq, exp_avg_sq_fresh, lamb_coeff_freeze,
+//                          last_factor, scaling_coeff, lr, step[, compressed]
+//                          [, stats f32[3]] -> param,
 //                          exp_avg, exp_avg_sq, exp_avg_sq_fresh,
 //                          lamb_coeff_freeze, last_factor in place)
+//   train.onebit_lamb_stats floats: beta1, beta2, eps, weight_decay; ints:
+//                          freeze_step, step_offset, has compressed, n (n
+//                          params, grads, exp_avgs, exp_avg_sqs,
+//                          exp_avg_sq_freshes[, compressed], step -> f32[3])
 //   train.onebit_lamb_scaling ints: at (k momenta, k coefficients, step ->
 //                          k coefficients, set on step `at` only)
 //   train.zero_one_adam    floats: beta1, beta2, eps, weight_decay;

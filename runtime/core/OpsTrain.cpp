@@ -338,12 +338,15 @@ void addTrainOps(OpTable &t) {
       };
     }};
     t["train.onebit_lamb"] = {[](Instr &i, const Check &c) {
-      if (i.in.size() != 10 && i.in.size() != 11)
-        c.fail("expects 10 or 11 inputs (param, grad, exp_avg, exp_avg_sq, exp_avg_sq_fresh, "
-               "lamb_coeff_freeze, last_factor, scaling_coeff, lr, step[, compressed]), has " +
+      c.attrs(4, 10);
+      const bool hasCompressed = i.ints[2] != 0, hasStats = i.ints[3] != 0;
+      const size_t inputs = 10 + hasCompressed + hasStats;
+      if (i.in.size() != inputs)
+        c.fail("expects " + std::to_string(inputs) + " inputs (param, grad, exp_avg, "
+               "exp_avg_sq, exp_avg_sq_fresh, lamb_coeff_freeze, last_factor, scaling_coeff, lr, "
+               "step, then the compressed momentum and the stats as ints 2 and 3 say), has " +
                std::to_string(i.in.size()));
       c.arity(i.in.size(), 6);
-      c.attrs(2, 10);
       c.floats({i.in[0], i.in[1], i.in[2], i.in[3], i.in[4], i.out[0], i.out[1], i.out[2],
                 i.out[3]});
       for (int k : {5, 6, 7})
@@ -352,9 +355,14 @@ void addTrainOps(OpTable &t) {
       c.scalar(i.out[5], plan::F32, "new last_factor");
       c.scalar(i.in[8], plan::F32, "lr");
       c.scalar(i.in[9], plan::I64, "step");
-      if (i.in.size() == 11) {
+      if (hasCompressed) {
         c.floats({i.in[10]});
         c.sameShape(i.in[0], i.in[10]);
+      }
+      if (hasStats) {
+        c.dtype(i.in[inputs - 1], plan::F32, "stats");
+        if (i.in[inputs - 1]->numel != 3)
+          c.fail("stats must hold 3 values, has " + std::to_string(i.in[inputs - 1]->numel));
       }
       checkAdamRates(i, c);
       c.floatIn(5, "min_coeff", 0, 1e30);
@@ -381,10 +389,50 @@ void addTrainOps(OpTable &t) {
                                       (float)i.floats[2], (float)i.floats[3], i.floats[4],
                                       i.floats[5], i.floats[6], i.floats[7], i.floats[8],
                                       i.floats[9]};
+        const bool hasCompressed = i.ints[2] != 0, hasStats = i.ints[3] != 0;
         cpu::onebitLamb(i.out[0]->f32(), i.in[1]->f32(), i.out[1]->f32(), i.out[2]->f32(),
                         i.out[3]->f32(), i.out[4]->f32(), i.out[5]->f32(), *i.in[7]->f32(),
-                        i.in.size() == 11 ? i.in[10]->f32() : nullptr, i.out[0]->numel, a,
-                        phase, t == i.ints[0], t == last + 1);
+                        hasCompressed ? i.in[10]->f32() : nullptr, i.out[0]->numel, a, phase,
+                        t == i.ints[0], t == last + 1,
+                        hasStats ? i.in[i.in.size() - 1]->f32() : nullptr);
+      };
+    }};
+    t["train.onebit_lamb_stats"] = {[](Instr &i, const Check &c) {
+      c.attrs(4, 4);
+      const int64_t n = i.ints[3];
+      const bool hasCompressed = i.ints[2] != 0;
+      if (n < 1 || i.in.size() != size_t(n * (hasCompressed ? 6 : 5) + 1) || i.out.size() != 1)
+        c.fail("expects n params, grads, exp_avgs, exp_avg_sqs, exp_avg_sq_freshes (and "
+               "compressed momenta, as int 2 says) and the step, n = int 3, and one result");
+      for (int64_t k = 0; k < n; ++k)
+        for (int64_t j = 0; j < (hasCompressed ? 6 : 5); ++j) {
+          c.floats({i.in[size_t(j * n + k)]});
+          c.sameShape(i.in[size_t(k)], i.in[size_t(j * n + k)]);
+        }
+      c.scalar(i.in.back(), plan::I64, "step");
+      c.dtype(i.out[0], plan::F32, "stats");
+      if (i.out[0]->numel != 3)
+        c.fail("stats must hold 3 values, has " + std::to_string(i.out[0]->numel));
+      checkAdamRates(i, c);
+      if (i.ints[0] < 0 || (i.ints[1] != 0 && i.ints[1] != 1))
+        c.fail("freeze_step must be non-negative and step_offset 0 or 1");
+      i.run = [](const Instr &i, Context &) {
+        const int64_t n = i.ints[3];
+        const bool hasCompressed = i.ints[2] != 0;
+        const int64_t t = *i.in.back()->i64() + i.ints[1], last = std::max<int64_t>(i.ints[0], 2);
+        const cpu::OneBitPhase phase = t <= 1      ? cpu::OneBitPhase::Init
+                                       : t <= last ? cpu::OneBitPhase::Warmup
+                                                   : cpu::OneBitPhase::Compressed;
+        const cpu::OneBitLambParams a{0, (float)i.floats[0], (float)i.floats[1],
+                                      (float)i.floats[2], (float)i.floats[3], 0, 0, 0, 0, 0, 0};
+        double stats[3] = {0, 0, 0};
+        auto in = [&](int64_t j, int64_t k) { return i.in[size_t(j * n + k)]->f32(); };
+        for (int64_t k = 0; k < n; ++k)
+          cpu::onebitLambStats(in(0, k), in(1, k), in(2, k), in(3, k), in(4, k),
+                               hasCompressed ? in(5, k) : nullptr, i.in[size_t(k)]->numel, a,
+                               phase, t == i.ints[0], stats);
+        for (int j = 0; j < 3; ++j)
+          i.out[0]->f32()[j] = float(stats[j]);
       };
     }};
     t["train.onebit_lamb_scaling"] = {[](Instr &i, const Check &c) {

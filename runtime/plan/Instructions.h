@@ -19,7 +19,7 @@
 
 namespace dsrt {
 
-inline constexpr std::array<std::string_view, 93> kPlanInstructions = {
+inline constexpr std::array<std::string_view, 94> kPlanInstructions = {
     "accumulate",
     "dist.all_gather",
     "dist.all_reduce",
@@ -107,6 +107,7 @@ inline constexpr std::array<std::string_view, 93> kPlanInstructions = {
     "train.onebit_expand",
     "train.onebit_lamb",
     "train.onebit_lamb_scaling",
+    "train.onebit_lamb_stats",
     "train.onebit_server",
     "train.reset_at",
     "train.sgd",

@@ -442,11 +442,18 @@ class OnebitLambRule:
                     r = min(1, |u0| / |u|), factor = factor r + 1 - r; clamped to
                     [factor_min, factor_max], then to last_factor (1 -+ threshold);
                     p -= lr coeff_freeze factor u
+
+    wrapped=True (bf16 / fp16): FP16_Optimizer made the initialising call at
+    construction (the first training step is call 2) and hands OnebitLamb
+    ONE flat fp32 tensor of every parameter: one trust ratio, one
+    coeff_freeze, one factor and last_factor, norms and maximum over the
+    whole model, and a scaling coefficient of 1 (its mean over one tensor
+    is its own).
     """
 
     def __init__(self, params, workers, lr=1e-3, freeze_step=100000, betas=(0.9, 0.999),
                  eps=1e-8, weight_decay=0.0, max_coeff=10.0, min_coeff=0.01, coeff_beta=0.9,
-                 factor_max=4.0, factor_min=0.5, factor_threshold=0.1):
+                 factor_max=4.0, factor_min=0.5, factor_threshold=0.1, wrapped=False):
         self.params = [p for p in params if p.numel() > 0]
         self.workers = workers
         self.defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
@@ -456,7 +463,8 @@ class OnebitLambRule:
         self.coeff_beta = coeff_beta
         self.factor_max, self.factor_min = factor_max, factor_min
         self.factor_threshold = factor_threshold
-        self.t = 0
+        self.wrapped = wrapped
+        self.t = 1 if wrapped else 0
         w = workers
         unit = w * (w * 8 // math.gcd(w, 8))
         n = sum(p.numel() for p in self.params)
@@ -492,6 +500,8 @@ class OnebitLambRule:
         group = self.param_groups[0]
         b1, b2 = group["betas"]
         lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+        if self.wrapped:
+            return self.flat_step(worker_grads, t)
         if not self.compressed_phase(t):
             for r in range(w):  # every worker holds the averaged gradient
                 for k, p in enumerate(self.params):
@@ -558,3 +568,81 @@ class OnebitLambRule:
                 st["last_factor"] = factor
                 if r == 0:
                     p.add_(-lr * (st["lamb_coeff_freeze"] * factor) * update)
+
+    @torch.no_grad()
+    def flat_step(self, worker_grads, t):
+        """step() on the wrapper's one flat tensor: the same elementwise rule,
+        the norms, the maximum and the scalars of the whole model. The
+        workers hold the same weights and (after each compressed all-reduce)
+        the same momenta, so worker 0's values stand for all."""
+        w = self.workers
+        group = self.param_groups[0]
+        b1, b2 = group["betas"]
+        lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+        flat = lambda xs: torch.cat([x.flatten() for x in xs])
+        sts = self.state[0]
+        if not self.compressed_phase(t):
+            for r in range(w):
+                for k in range(len(self.params)):
+                    st, g = self.state[r][k], worker_grads[r][k]
+                    st["exp_avg"].mul_(b1).add_(g, alpha=1 - b1)
+                    st["exp_avg_sq"].mul_(b2).addcmul_(g, g, value=1 - b2)
+                    if t == self.freeze_step:
+                        st["exp_avg_sq_fresh"].data = st["exp_avg_sq"].detach().clone()
+            p = flat(self.params)
+            update = flat(st["exp_avg"] for st in sts) / (flat(st["exp_avg_sq"] for st in sts).sqrt() + eps)
+            if wd > 0.0:
+                update += wd * p
+            weight_norm, update_norm = p.pow(2).sum().sqrt(), update.pow(2).sum().sqrt()
+            coeff = 1.0
+            if weight_norm != 0 and update_norm != 0:
+                coeff = min(max((weight_norm / update_norm).item(), self.min_coeff), self.max_coeff)
+            if coeff != 1.0:
+                for r in range(w):
+                    st = self.state[r][0]
+                    st["lamb_coeff_freeze"] = (self.coeff_beta * st["lamb_coeff_freeze"]
+                                               + (1 - self.coeff_beta) * coeff)
+            at = 0
+            for q in self.params:
+                q.add_((-lr * coeff * update[at:at + q.numel()]).view(q.shape))
+                at += q.numel()
+            return
+        last = [flat(st["exp_avg"] for st in sts_r).clone() for sts_r in self.state]
+        for r in range(w):
+            for k, st in enumerate(self.state[r]):
+                st["exp_avg"].mul_(b1).add_(worker_grads[r][k], alpha=1 - b1)
+        if w > 1:
+            out = compressed_allreduce(self.flat, self.worker_errors, self.server_errors)
+            for r in range(w):
+                self.flat[r].copy_(out)
+        st0 = self.state[0][0]
+        m = flat(st["exp_avg"] for st in sts)
+        v = flat(st["exp_avg_sq"] for st in sts)
+        vf = flat(st["exp_avg_sq_fresh"] for st in sts)
+        g = (m - last[0] * b1) / (1 - b1)
+        vf.mul_(b2).addcmul_(g, g, value=1 - b2)
+        at = 0
+        for k, st in enumerate(sts):  # back into each worker's v_fresh (equal on every worker)
+            n = st["exp_avg"].numel()
+            for r in range(w):
+                self.state[r][k]["exp_avg_sq_fresh"].copy_(vf[at:at + n].view(st["exp_avg"].shape))
+            at += n
+        p = flat(self.params)
+        denom = v.sqrt() + eps
+        prelim = m / denom
+        update = prelim + wd * p if wd > 0.0 else prelim
+        update_norm = update.pow(2).sum().sqrt()
+        factor = (denom / (vf.sqrt() + eps)).max().item()
+        if wd > 0.0:
+            ratio = min(1.0, (prelim.pow(2).sum().sqrt() / update_norm).item())
+            factor = factor * ratio + (1.0 - ratio)
+        factor = min(max(factor, self.factor_min), self.factor_max)
+        factor = min(factor, st0["last_factor"] * (1.0 + self.factor_threshold))
+        factor = max(factor, st0["last_factor"] * (1.0 - self.factor_threshold))
+        for r in range(w):
+            self.state[r][0]["last_factor"] = factor
+        coeff = st0["lamb_coeff_freeze"] * factor
+        at = 0
+        for q in self.params:
+            q.add_((-lr * coeff * update[at:at + q.numel()]).view(q.shape))
+            at += q.numel()

@@ -391,9 +391,7 @@ def optimizer_spec(cfg):
 
         def make(params, workers, wrapped=False):
             import ds_optimizers
-            if wrapped:
-                fail("optimizer %s: the reference has OnebitLamb in fp32 only" % name)
-            return ds_optimizers.OnebitLambRule(params, workers, **p)
+            return ds_optimizers.OnebitLambRule(params, workers, wrapped=wrapped, **p)
         make.workers = True
         base_lr = p.get("lr", 1e-3)
     elif low == "zerooneadam":

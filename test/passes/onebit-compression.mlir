@@ -9,6 +9,7 @@
 // RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=1 --optimizer="type=onebitadam freeze-step=5" --zero="stage=1 dp=2" | not dsc-opt --onebit-compression=dp=2 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=1 --optimizer="type=zerooneadam freeze-step=8 var-update-scaler=2 local-step-scaler=2 local-step-clipper=4 clip=1.0" --data-parallel=dp=4 --onebit-compression=dp=4 | FileCheck %s --check-prefix=ZO
 // RUN: dsc-opt %S/Inputs/dp-mlp.mlir --autodiff --gradient-accumulation=steps=1 --optimizer="type=onebitlamb freeze-step=5 clip=1.0" --data-parallel=dp=4 --onebit-compression=dp=4 | FileCheck %s --check-prefix=LAMB
+// RUN: dsc-opt %S/Inputs/dp-mlp.mlir --mixed-precision=dtype=fp16 --autodiff --gradient-accumulation=steps=1 --optimizer="type=onebitlamb freeze-step=5 clip=1.0" --data-parallel=dp=4 --onebit-compression=dp=4 | FileCheck %s --check-prefix=LAMBFLAT
 
 // --onebit-compression plans DeepSpeed's OnebitAdam on 4 ranks with
 // freeze_step 5: steps 1-5 are the warm-up (train.active_steps [1, 5]: the
@@ -181,3 +182,15 @@ func.func @step(%p: tensor<8xf32> {train.param = "p"}, %g: tensor<8xf32>, %m: te
 // LAMB:         %[[NEWPAD:.*]] = nn.slice %[[X]] {limit = array<i64: 64>, start = array<i64: 54>, stride = array<i64: 1>, train.active_steps = array<i64: 6, 0>} : tensor<64xf32> -> tensor<10xf32>
 // LAMB:         train.onebit_lamb %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[SC]]#0, %{{.*}}, %{{.*}} compressed(%{{.*}} : tensor<6x3xf32>) {freeze_step = 5 : i64} : tensor<6x3xf32>
 // LAMB:         return {{.*}}%[[NEWPAD]] :
+
+// Under fp16 (DeepSpeed's wrapper's one flat tensor of the whole model)
+// 1-bit LAMB's norms are every tensor's: train.onebit_lamb_stats, after
+// the compressed all-reduce (whose momenta it reads as the updates do), and
+// every update reads them; the scaling coefficient is 1 (no multiply), the
+// wrapper's first call is spent at construction (step_offset 1: the
+// compressed phase from step 5).
+// LAMBFLAT-NOT: train.onebit_lamb_scaling
+// LAMBFLAT:     train.onebit_compress %{{.*}} {train.active_steps = array<i64: 5, 0>}
+// LAMBFLAT:     %[[STATS:.*]] = train.onebit_lamb_stats({{.*}}) grads({{.*}}) exp_avgs({{.*}}) exp_avg_sqs({{.*}}) exp_avg_sq_freshes({{.*}}) compressed(%[[C0:.*]], %[[C1:.*]], %[[C2:.*]] : tensor<6x3xf32>, tensor<6xf32>, tensor<6x5xf32>), %{{.*}} {freeze_step = 5 : i64, step_offset = 1 : i64} -> tensor<3xf32>
+// LAMBFLAT:     train.onebit_lamb {{.*}} compressed(%[[C0]] : tensor<6x3xf32>) stats(%[[STATS]] : tensor<3xf32>) {freeze_step = 5 : i64, step_offset = 1 : i64} : tensor<6x3xf32>
+// LAMBFLAT:     train.onebit_lamb {{.*}} compressed(%[[C1]] : tensor<6xf32>) stats(%[[STATS]] : tensor<3xf32>)

@@ -301,7 +301,15 @@ struct OneBitLambParams {
 void onebitLamb(float *p, const float *g, float *m, float *v, float *vFresh,
                 float *lambCoeffFreeze, float *lastFactor, float scalingCoeff,
                 const float *compressed, int64_t n, const OneBitLambParams &a, OneBitPhase phase,
-                bool freezeNow, bool firstCompressed);
+                bool freezeNow, bool firstCompressed, const float *stats = nullptr);
+/// What onebitLamb reduces over one tensor (scaling coefficient 1, as one
+/// flat tensor's), from the values it is about to compute, without writing
+/// them, added into `stats`: in the warm-up [|p|^2, |u|^2, 0], compressed
+/// [max((sqrt(v) + eps) / (sqrt(v_fresh) + eps)), |u0|^2, |u|^2] (the max
+/// taken with stats[0], the sums added, in double).
+void onebitLambStats(const float *p, const float *g, const float *m, const float *v,
+                     const float *vFresh, const float *compressed, int64_t n,
+                     const OneBitLambParams &a, OneBitPhase phase, bool freezeNow, double stats[3]);
 /// 1-bit LAMB's scaling coefficients: coeff[k] = mean_q rms(m_q) / rms(m_k),
 /// rms(m) = |m| / sqrt(numel), each rms rounded to float as DeepSpeed's
 /// tensor arithmetic rounds it.

@@ -181,10 +181,46 @@ template <typename F> float norm2(int64_t n, F &&value) {
 }
 } // namespace
 
+namespace {
+/// One element of 1-bit LAMB's compressed step, in DeepSpeed's order: the
+/// new momentum (the compressed one over its scale, or on one rank
+/// ((b1 m + (1-b1) g) scale) / scale), the fresh variance from the gradient
+/// it implies, u0 = m / (sqrt(v) + eps), u = u0 (+ wd p), and
+/// (sqrt(v) + eps) / (sqrt(v_fresh) + eps).
+struct LambElement {
+  float m, vFresh, prelim, u, ratio;
+};
+inline LambElement lambCompressed(float old, float g, const float *compressed, float v,
+                                  float vFresh, float p, float scale,
+                                  const OneBitLambParams &a) {
+  const float b1 = a.beta1, oneMinusB1 = float(1.0 - double(a.beta1)),
+              oneMinusB2 = float(1.0 - double(a.beta2));
+  LambElement e;
+  if (compressed) {
+    e.m = *compressed / scale;
+  } else {
+    const float scaled = old * b1, step = oneMinusB1 * g;
+    e.m = ((scaled + step) * scale) / scale;
+  }
+  const float rec = (e.m - old * b1) / oneMinusB1;
+  const float scaled2 = vFresh * a.beta2, term = oneMinusB2 * rec * rec;
+  e.vFresh = scaled2 + term;
+  const float denom = std::sqrt(v) + a.eps;
+  e.prelim = e.m / denom;
+  e.u = e.prelim;
+  if (a.weightDecay > 0) {
+    const float decay = a.weightDecay * p;
+    e.u = e.prelim + decay;
+  }
+  e.ratio = denom / (std::sqrt(e.vFresh) + a.eps);
+  return e;
+}
+} // namespace
+
 void onebitLamb(float *p, const float *g, float *m, float *v, float *vFresh,
                 float *lambCoeffFreeze, float *lastFactor, float scalingCoeff,
                 const float *compressed, int64_t n, const OneBitLambParams &a, OneBitPhase phase,
-                bool freezeNow, bool firstCompressed) {
+                bool freezeNow, bool firstCompressed, const float *stats) {
   if (phase == OneBitPhase::Init)
     return;
   const float oneMinusB1 = float(1.0 - double(a.beta1)),
@@ -209,8 +245,10 @@ void onebitLamb(float *p, const float *g, float *m, float *v, float *vFresh,
           vFresh[i] = v[i];
       }
     });
-    const float weightNorm = norm2(n, [&](int64_t i) { return p[i]; });
-    const float updateNorm = norm2(n, update);
+    // One flat tensor's (stats: every tensor's), or this tensor's.
+    const float weightNorm =
+        stats ? std::sqrt(stats[0]) : norm2(n, [&](int64_t i) { return p[i]; });
+    const float updateNorm = stats ? std::sqrt(stats[1]) : norm2(n, update);
     double coeff = 1.0;
     if (weightNorm != 0 && updateNorm != 0)
       coeff = std::min(std::max(double(weightNorm / updateNorm), a.minCoeff), a.maxCoeff);
@@ -227,35 +265,23 @@ void onebitLamb(float *p, const float *g, float *m, float *v, float *vFresh,
   // Compressed: the new momentum, the fresh variance from the gradient it
   // implies, and the factor's reductions (max of denom / denom_real, the
   // norms of u0 and u), in one pass.
-  const float b1 = a.beta1;
-  const float oneMinusB1Rec = float(1.0 - double(a.beta1)); // (1 - beta1) as the divisor
   float factorMax = 0;
   double prelimSq = 0, updateSq = 0;
-#pragma omp parallel for reduction(max : factorMax) reduction(+ : prelimSq, updateSq)     schedule(static) if (n > 65536)
+#pragma omp parallel for reduction(max : factorMax) reduction(+ : prelimSq, updateSq) \
+    schedule(static) if (n > 65536)
   for (int64_t i = 0; i < n; ++i) {
-    const float old = m[i];
-    float mi;
-    if (compressed) {
-      mi = compressed[i] / scalingCoeff;
-    } else {
-      const float scaled = old * b1, step = oneMinusB1 * g[i];
-      mi = ((scaled + step) * scalingCoeff) / scalingCoeff;
-    }
-    m[i] = mi;
-    const float rec = (mi - old * b1) / oneMinusB1Rec;
-    const float scaled2 = vFresh[i] * a.beta2, term = oneMinusB2 * rec * rec;
-    vFresh[i] = scaled2 + term;
-    const float denom = std::sqrt(v[i]) + eps;
-    const float prelim = mi / denom;
-    float u = prelim;
-    if (wd > 0) {
-      const float decay = wd * p[i];
-      u = prelim + decay;
-    }
-    prelimSq += double(prelim) * prelim;
-    updateSq += double(u) * u;
-    const float real = std::sqrt(vFresh[i]) + eps;
-    factorMax = std::max(factorMax, denom / real);
+    const LambElement e = lambCompressed(m[i], g[i], compressed ? compressed + i : nullptr,
+                                         v[i], vFresh[i], p[i], scalingCoeff, a);
+    m[i] = e.m;
+    vFresh[i] = e.vFresh;
+    prelimSq += double(e.prelim) * e.prelim;
+    updateSq += double(e.u) * e.u;
+    factorMax = std::max(factorMax, e.ratio);
+  }
+  if (stats) { // every tensor's, as one flat tensor's
+    factorMax = stats[0];
+    prelimSq = stats[1];
+    updateSq = stats[2];
   }
   double factor = factorMax;
   if (wd > 0) {
@@ -273,6 +299,51 @@ void onebitLamb(float *p, const float *g, float *m, float *v, float *vFresh,
     for (int64_t i = b; i < e; ++i)
       p[i] = p[i] + scale * update(i);
   });
+}
+
+void onebitLambStats(const float *p, const float *g, const float *m, const float *v,
+                     const float *vFresh, const float *compressed, int64_t n,
+                     const OneBitLambParams &a, OneBitPhase phase, bool freezeNow, double stats[3]) {
+  if (phase == OneBitPhase::Init)
+    return;
+  const float b1 = a.beta1, oneMinusB1 = float(1.0 - double(a.beta1)),
+              oneMinusB2 = float(1.0 - double(a.beta2));
+  const float eps = a.eps, wd = a.weightDecay;
+  double first = 0, second = 0;
+  float ratio = float(stats[0]);
+  if (phase == OneBitPhase::Warmup) {
+#pragma omp parallel for reduction(+ : first, second) schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; ++i) {
+      const float scaled = m[i] * b1, step = oneMinusB1 * g[i];
+      const float mi = scaled + step;
+      const float scaled2 = v[i] * a.beta2, term = oneMinusB2 * g[i] * g[i];
+      const float vi = scaled2 + term;
+      float u = mi / (std::sqrt(vi) + eps);
+      if (wd > 0) {
+        const float decay = wd * p[i];
+        u = u + decay;
+      }
+      first += double(p[i]) * p[i];
+      second += double(u) * u;
+    }
+    (void)freezeNow; // v_fresh is not read in the warm-up
+    stats[0] += first;
+    stats[1] += second;
+    return;
+  }
+  double third = 0;
+#pragma omp parallel for reduction(max : ratio) reduction(+ : second, third) schedule(static) \
+    if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    const LambElement e = lambCompressed(m[i], g[i], compressed ? compressed + i : nullptr,
+                                         v[i], vFresh[i], p[i], 1.0f, a);
+    second += double(e.prelim) * e.prelim;
+    third += double(e.u) * e.u;
+    ratio = std::max(ratio, e.ratio);
+  }
+  stats[0] = ratio;
+  stats[1] += second;
+  stats[2] += third;
 }
 
 void onebitLambScaling(const float *const *m, const int64_t *n, int k, float *coeff) {

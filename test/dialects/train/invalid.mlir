@@ -875,3 +875,11 @@ func.func @onebit_lamb_scaling_at(%m: tensor<4xf32>, %s: tensor<f32>, %t: tensor
   %0 = train.onebit_lamb_scaling (%m : tensor<4xf32>) coeffs(%s), %t {at = 0 : i64} -> tensor<f32>
   return
 }
+
+// -----
+
+func.func @onebit_lamb_stats_count(%p: tensor<4xf32>, %q: tensor<2xf32>, %t: tensor<i64>) {
+  // expected-error @+1 {{'train.onebit_lamb_stats' op takes as many gradients, moments (and compressed momenta, if any) as parameters, at least one}}
+  %0 = train.onebit_lamb_stats(%p, %q : tensor<4xf32>, tensor<2xf32>) grads(%p : tensor<4xf32>) exp_avgs(%p : tensor<4xf32>) exp_avg_sqs(%p : tensor<4xf32>) exp_avg_sq_freshes(%p : tensor<4xf32>), %t {freeze_step = 8 : i64} -> tensor<3xf32>
+  return
+}

@@ -241,3 +241,14 @@ func.func @onebit_lamb(%p: tensor<4xf32>, %q: tensor<2xf32>, %s: tensor<f32>, %l
   %a:6 = train.onebit_lamb %p, %p, %p, %p, %p, %s, %s, %c#0, %lr, %t {freeze_step = 8 : i64} : tensor<4xf32>
   return %a#0, %c#1 : tensor<4xf32>, tensor<f32>
 }
+
+// 1-bit LAMB's norms over every tensor (bf16 / fp16), and an update that
+// reads them.
+// CHECK-LABEL: func.func @onebit_lamb_stats(
+// CHECK:         %[[S:.*]] = train.onebit_lamb_stats(%{{.*}}, %{{.*}} : tensor<4xf32>, tensor<2xf32>) grads(%{{.*}}, %{{.*}} : tensor<4xf32>, tensor<2xf32>) exp_avgs(%{{.*}}, %{{.*}} : tensor<4xf32>, tensor<2xf32>) exp_avg_sqs(%{{.*}}, %{{.*}} : tensor<4xf32>, tensor<2xf32>) exp_avg_sq_freshes(%{{.*}}, %{{.*}} : tensor<4xf32>, tensor<2xf32>) compressed(%{{.*}}, %{{.*}} : tensor<4xf32>, tensor<2xf32>), %{{.*}} {freeze_step = 8 : i64, step_offset = 1 : i64} -> tensor<3xf32>
+// CHECK:         train.onebit_lamb {{.*}} compressed(%{{.*}} : tensor<4xf32>) stats(%[[S]] : tensor<3xf32>) {freeze_step = 8 : i64, step_offset = 1 : i64} : tensor<4xf32>
+func.func @onebit_lamb_stats(%p: tensor<4xf32>, %q: tensor<2xf32>, %s: tensor<f32>, %lr: tensor<f32>, %t: tensor<i64>) -> tensor<4xf32> {
+  %st = train.onebit_lamb_stats (%p, %q : tensor<4xf32>, tensor<2xf32>) grads(%p, %q : tensor<4xf32>, tensor<2xf32>) exp_avgs(%p, %q : tensor<4xf32>, tensor<2xf32>) exp_avg_sqs(%p, %q : tensor<4xf32>, tensor<2xf32>) exp_avg_sq_freshes(%p, %q : tensor<4xf32>, tensor<2xf32>) compressed(%p, %q : tensor<4xf32>, tensor<2xf32>), %t {freeze_step = 8 : i64, step_offset = 1 : i64} -> tensor<3xf32>
+  %a:6 = train.onebit_lamb %p, %p, %p, %p, %p, %s, %s, %s, %lr, %t compressed(%p : tensor<4xf32>) stats(%st : tensor<3xf32>) {freeze_step = 8 : i64, step_offset = 1 : i64} : tensor<4xf32>
+  return %a#0 : tensor<4xf32>
+}

@@ -484,6 +484,17 @@ TEST(DsConfig, OneBitLambKeys) {
       << e;
   e = errorOf(withOptimizer(R"({"type": "OneBitLamb", "params": {"coeff_beta": 1.5}})"));
   EXPECT_NE(e.find("'optimizer.params.coeff_beta' must lie in [0, 1]"), std::string::npos) << e;
+  // engine.py: the LAMBs require dynamic loss scaling under fp16.
+  e = errorOf(R"({"train_batch_size": 4, "optimizer": {"type": "OneBitLamb"},
+                  "fp16": {"enabled": true, "loss_scale": 128}})");
+  EXPECT_NE(e.find("'fp16.loss_scale' is 128: DeepSpeed's OneBitLamb optimizer requires dynamic "
+                   "loss scaling"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(parse(R"({"train_batch_size": 4, "optimizer": {"type": "Lamb"},
+                      "fp16": {"enabled": true}})")
+                .optimizer.type,
+            "Lamb");
   e = errorOf(withOptimizer(R"({"type": "OneBitLamb", "params": {"var_freeze_step": 5}})"));
   EXPECT_NE(e.find("is not a parameter of OneBitLamb (it belongs to ZeroOneAdam)"),
             std::string::npos)

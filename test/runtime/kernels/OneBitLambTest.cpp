@@ -107,6 +107,41 @@ TEST(OneBitLamb, CompressedMomentumIsDividedByItsScale) {
     ASSERT_EQ(m[i], c[i] / 4.0f) << i;
 }
 
+TEST(OneBitLamb, StatsOfTheFlatTensorAreTheSumOfItsParts) {
+  // Two tensors updated with the stats of both end as their concatenation
+  // updated as one tensor, in both phases (DeepSpeed's wrapper's one flat
+  // tensor).
+  const int64_t n = 300, k = 120;
+  OneBitLambParams a{1e-2f, 0.9f, 0.999f, 1e-3f, 0.01f, 10.0, 0.01, 0.9, 4.0, 0.5, 0.1};
+  std::vector<float> p = uniform(n, 11), m = uniform(n, 12, -0.1f, 0.1f),
+                     v = uniform(n, 13, 0.01f, 0.1f), vf = uniform(n, 14, 0.01f, 0.1f);
+  for (OneBitPhase phase : {OneBitPhase::Warmup, OneBitPhase::Compressed}) {
+    const std::vector<float> g = uniform(n, phase == OneBitPhase::Warmup ? 15 : 16);
+    std::vector<float> p1 = p, m1 = m, v1 = v, vf1 = vf;
+    float cf1 = 0.7f, lf1 = 1.0f;
+    onebitLamb(p1.data(), g.data(), m1.data(), v1.data(), vf1.data(), &cf1, &lf1, 1.0f, nullptr,
+               n, a, phase, false, true);
+    double stats[3] = {0, 0, 0};
+    onebitLambStats(p.data(), g.data(), m.data(), v.data(), vf.data(), nullptr, k, a, phase,
+                    false, stats);
+    onebitLambStats(p.data() + k, g.data() + k, m.data() + k, v.data() + k, vf.data() + k,
+                    nullptr, n - k, a, phase, false, stats);
+    const float s[3] = {float(stats[0]), float(stats[1]), float(stats[2])};
+    std::vector<float> p2 = p, m2 = m, v2 = v, vf2 = vf;
+    float cfa = 0.7f, lfa = 1.0f, cfb = 0.7f, lfb = 1.0f;
+    onebitLamb(p2.data(), g.data(), m2.data(), v2.data(), vf2.data(), &cfa, &lfa, 1.0f, nullptr,
+               k, a, phase, false, true, s);
+    onebitLamb(p2.data() + k, g.data() + k, m2.data() + k, v2.data() + k, vf2.data() + k, &cfb,
+               &lfb, 1.0f, nullptr, n - k, a, phase, false, true, s);
+    EXPECT_TRUE(near(p2, toDouble(p1), 1e-6, 1e-7)) << (phase == OneBitPhase::Warmup ? "warm-up" : "compressed");
+    EXPECT_EQ(m2, m1);
+    EXPECT_NEAR(cfa, cf1, 1e-6);
+    EXPECT_EQ(cfa, cfb);
+    EXPECT_NEAR(lfa, lf1, 1e-6);
+    EXPECT_EQ(lfa, lfb);
+  }
+}
+
 TEST(OneBitLamb, ScalingBringsEveryMomentumToTheMeanSize) {
   std::vector<float> a = uniform(100, 7), b = uniform(10, 8, -5.0f, 5.0f);
   const float *m[] = {a.data(), b.data()};
