@@ -240,7 +240,7 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
     const uint32_t sent = dsrt::kStepCompressedGrad | dsrt::kStepSync;
     // DeepSpeed zeroes the errors once, after the last unfrozen call.
     for (Group &g : groups)
-      gated(b, loc, classes(sent), [&] {
+      (void)gated(b, loc, classes(sent), [&] {
         Value step = cast<train::ZeroOneAdamOp>(g.updates.front()).getStep();
         g.workerError = train::ResetAtOp::create(b, loc, g.workerError.getType(), g.workerError, step,
                                                  rule.firstFrozenStep());
@@ -520,7 +520,7 @@ struct OneBitCompression : impl::OneBitCompressionBase<OneBitCompression> {
                                  b.getDenseI64ArrayAttr({from + len}),
                                  b.getDenseI64ArrayAttr({1}));
     };
-    gated(b, loc, steps, [&] {
+    (void)gated(b, loc, steps, [&] {
       // Stage by stage over every group (all compressions, then the
       // exchanges, the servers, the gathers, the expansions), so that
       // comm-fusion can bucket each exchange of all groups into one.

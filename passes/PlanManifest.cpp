@@ -186,13 +186,6 @@ OneBitParts oneBitParts(const plan::Plan &p, llvm::StringRef op) {
   return parts;
 }
 
-/// Plan.step_rule as the rule it is.
-dsrt::ZeroOneRule stepRuleOf(const plan::Plan &p) {
-  const plan::StepRule &r = p.step_rule();
-  return dsrt::ZeroOneRule{r.var_freeze_step(), r.var_update_scaler(), r.local_step_scaler(),
-                           r.local_step_clipper(), r.step_offset()};
-}
-
 /// The first steps of class `c` (exactly: local steps that do not sync
 /// when c is kStepLocal), as ranges: "2-4, 6, 8, 12, ..." (up to 8 ranges,
 /// searched over the first 100000 steps past the freeze; "none" if none).
@@ -443,7 +436,7 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
   };
   if (p.has_step_rule()) {
     // 0/1 Adam: by the step's class.
-    const dsrt::ZeroOneRule rule = stepRuleOf(p);
+    const dsrt::ZeroOneRule rule = dsrt::zeroOneRuleOf(p.step_rule());
     os << "communication per step (elements; an all-reduce counts 2x), by the step's class:\n";
     std::vector<std::pair<std::string, int64_t>> phases; // (class, bytes)
     for (uint32_t c : {uint32_t(dsrt::kStepVariance), uint32_t(dsrt::kStepCompressedGrad),
@@ -832,7 +825,7 @@ void writeOptimizer(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
   }
   // 0/1 Adam: its classes of steps and what each does.
   if (p.has_step_rule() && o.type == "ZeroOneAdam") {
-    const dsrt::ZeroOneRule rule = stepRuleOf(p);
+    const dsrt::ZeroOneRule rule = dsrt::zeroOneRuleOf(p.step_rule());
     const auto [updates, compressions, errorBytes, padding, flat] =
         oneBitParts(p, "train.zero_one_adam");
     os << "0/1 Adam:         "

@@ -278,8 +278,8 @@ LogicalResult ZeroOneAdamPayloadOp::verify() {
 }
 
 LogicalResult ResetAtOp::verify() {
-  if (getAt() < 1)
-    return emitOpError("at must be an optimizer step (>= 1), got ") << getAt();
+  if (getAtAttr().getInt() < 1)
+    return emitOpError("at must be an optimizer step (>= 1), got ") << getAtAttr().getInt();
   return success();
 }
 
@@ -304,8 +304,9 @@ LogicalResult OneBitLambOp::verify() {
   if (!(fmin >= 0) || !(fmin <= fmax) || !(getFactorThreshold().convertToDouble() >= 0))
     return emitOpError("factor_min must lie in [0, factor_max] and factor_threshold be "
                        "non-negative");
-  if (getFreezeStep() < 0)
-    return emitOpError("freeze_step must be non-negative, got ") << getFreezeStep();
+  if (getFreezeStepAttr().getInt() < 0)
+    return emitOpError("freeze_step must be non-negative, got ")
+           << getFreezeStepAttr().getInt();
   if (getStepOffset() != 0 && getStepOffset() != 1)
     return emitOpError("step_offset must be 0 or 1, got ") << getStepOffset();
   if (Value c = getCompressed(); c && c.getType() != getParam().getType())
@@ -344,8 +345,8 @@ LogicalResult OneBitLambScalingOp::verify() {
   if (getNewCoeffs().size() != getCoeffs().size())
     return emitOpError("has ") << getCoeffs().size() << " coefficients and "
                                << getNewCoeffs().size() << " new ones";
-  if (getAt() < 1)
-    return emitOpError("at must be an optimizer step (>= 1), got ") << getAt();
+  if (getAtAttr().getInt() < 1)
+    return emitOpError("at must be an optimizer step (>= 1), got ") << getAtAttr().getInt();
   return success();
 }
 

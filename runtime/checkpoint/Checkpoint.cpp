@@ -52,14 +52,17 @@ std::string rankFile(int rank) {
   return buf;
 }
 
+/// Whether `name` ends with `suffix` after something (a state's parameter
+/// or group name).
+bool endsWith(const std::string &name, const std::string &suffix) {
+  return name.size() > suffix.size() &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 /// A sum of squared gradients, never negative: Adam's and LAMB's second
 /// moment (exp_avg_sq) and Adagrad's accumulator (sum).
 bool isSecondMoment(const std::string &name) {
-  auto endsWith = [&](const std::string &suffix) {
-    return name.size() > suffix.size() &&
-           name.compare(name.size() - suffix.size(), std::string::npos, suffix) == 0;
-  };
-  return endsWith("/exp_avg_sq") || endsWith("/sum");
+  return endsWith(name, "/exp_avg_sq") || endsWith(name, "/sum");
 }
 
 /// A value no training state may hold: NaN, an infinity, or (in Adam's
@@ -981,15 +984,16 @@ void Reader::writeTo(const std::string &name, io::AtomicFile &file) const {
   }
 }
 
-/// The 1-bit optimizers' error-feedback buffers, and 1-bit LAMB's flat
-/// momentum's padding: sized by the data-parallel ranks' padding.
+/// 1-bit LAMB's flat momentum's padding (only where the ranks pad it).
+static bool isOneBitPadding(const std::string &name) {
+  return endsWith(name, "/exp_avg_padding");
+}
+
+/// The 1-bit optimizers' error-feedback buffers, and 1-bit LAMB's padding:
+/// sized by the data-parallel ranks' padding.
 static bool isOneBitError(const std::string &name) {
-  auto endsWith = [&](const std::string &suffix) {
-    return name.size() >= suffix.size() &&
-           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
-  return endsWith("/worker_error") || endsWith("/server_error") ||
-         endsWith("/exp_avg_padding");
+  return endsWith(name, "/worker_error") || endsWith(name, "/server_error") ||
+         isOneBitPadding(name);
 }
 
 std::string restore(Executor &exec, const Reader &ckpt) {
@@ -1005,17 +1009,14 @@ std::string restore(Executor &exec, const Reader &ckpt) {
     resetAll |= it != all.end() && isOneBitError(t->name) && it->second.shape != wholeShape(*t);
   }
   int64_t resetErrors = 0, resetPadding = 0;
-  auto isPadding = [](const std::string &name) {
-    return name.size() > 16 && name.compare(name.size() - 16, 16, "/exp_avg_padding") == 0;
-  };
   for (Tensor *t : exec.stateTensors()) {
     std::string kind = kindOf(t->role);
     auto it = all.find(t->name);
     // (1-bit LAMB's padding exists only where the ranks pad.)
-    if (resetAll && isOneBitError(t->name) && (it != all.end() || isPadding(t->name))) {
+    if (resetAll && isOneBitError(t->name) && (it != all.end() || isOneBitPadding(t->name))) {
       std::fill(t->f32(), t->f32() + t->numel, 0.0f);
       held.insert(t->name);
-      ++(isPadding(t->name) ? resetPadding : resetErrors);
+      ++(isOneBitPadding(t->name) ? resetPadding : resetErrors);
       continue;
     }
     if (it == all.end())
@@ -1073,7 +1074,7 @@ std::string restore(Executor &exec, const Reader &ckpt) {
     planParams.insert(name);
   for (const auto &[name, t] : all) {
     bool known = exec.pipelined() ? (t.kind != "param" || planParams.count(name))
-                                   : held.count(name) > 0 || (resetAll && isPadding(name));
+                                   : held.count(name) > 0 || (resetAll && isOneBitPadding(name));
     if (!known)
       throw CheckpointError("checkpoint " + ckpt.path() + ": " + t.kind + " '" + name +
                             "' is not in the plan (a checkpoint of another model or optimizer?)");
@@ -1085,7 +1086,7 @@ std::string restore(Executor &exec, const Reader &ckpt) {
             "data-parallel ranks and start from zero, as DeepSpeed's 1-bit optimizers reset them "
             "on every load";
   if (resetPadding || (resetAll && std::any_of(all.begin(), all.end(), [&](const auto &e) {
-                         return isPadding(e.first);
+                         return isOneBitPadding(e.first);
                        })))
     note += std::string(note.empty() ? "" : "; ") +
             "1-bit LAMB's flat momentum padding starts from zero (the ranks pad it otherwise)";

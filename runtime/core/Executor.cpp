@@ -193,8 +193,7 @@ Executor::Executor(const std::string &dir, comm::Communicator *world, Device dev
                       std::to_string(r.step_offset()) +
                       "} is out of range (non-negative, the clipper at least 1, the offset 0 "
                       "or 1)");
-    stepRule_ = ZeroOneRule{r.var_freeze_step(), r.var_update_scaler(), r.local_step_scaler(),
-                            r.local_step_clipper(), r.step_offset()};
+    stepRule_ = zeroOneRuleOf(r);
   }
   // Format 3: the lr schedule is the plan's own (an older plan's is its
   // baked config's).

@@ -305,6 +305,8 @@ public:
 
   /// The plan this rank runs (a pipeline plan: its stage's).
   const dsc::plan::Plan &plan() const { return plan_; }
+  /// Plan.step_rule (format 7: 0/1 Adam's step classes), or null.
+  const ZeroOneRule *stepRule() const { return plan_.has_step_rule() ? &stepRule_ : nullptr; }
   const config::TrainConfig &config() const { return config_; }
   /// Micro-batches per step (a pipeline plan: M, pipeline_micro_batches).
   int64_t microBatches() const {

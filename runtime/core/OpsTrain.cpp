@@ -430,7 +430,7 @@ void addTrainOps(OpTable &t) {
         for (int64_t k = 0; k < n; ++k)
           cpu::onebitLambStats(in(0, k), in(1, k), in(2, k), in(3, k), in(4, k),
                                hasCompressed ? in(5, k) : nullptr, i.in[size_t(k)]->numel, a,
-                               phase, t == i.ints[0], stats);
+                               phase, stats);
         for (int j = 0; j < 3; ++j)
           i.out[0]->f32()[j] = float(stats[j]);
       };

@@ -86,6 +86,13 @@ struct ZeroOneRule {
   int64_t firstFrozenStep() const { return lastUnfrozenCall() + 1 - stepOffset; }
 };
 
+/// The rule a plan's StepRule message (plan.proto) holds; a template so
+/// that this header needs no generated code.
+template <typename Message> ZeroOneRule zeroOneRuleOf(const Message &r) {
+  return ZeroOneRule{r.var_freeze_step(), r.var_update_scaler(), r.local_step_scaler(),
+                     r.local_step_clipper(), r.step_offset()};
+}
+
 /// "variance", "compressed gradient", ... for one class bit.
 inline const char *stepClassName(uint32_t bit) {
   switch (bit) {

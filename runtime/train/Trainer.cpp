@@ -611,12 +611,9 @@ void Trainer::loop() {
 /// the checkpoint keeps data-parallel rank 0's (as DeepSpeed's does), which
 /// a resume gives every rank. Said, once per save, on rank 0.
 void Trainer::noteLocalStepSave(int64_t step) {
-  const plan::Plan &p = exec_.plan();
-  if (!rank0_ || !p.has_step_rule() || exec_.dp() < 2)
+  if (!rank0_ || !exec_.stepRule() || exec_.dp() < 2)
     return;
-  const plan::StepRule &r = p.step_rule();
-  const ZeroOneRule rule{r.var_freeze_step(), r.var_update_scaler(), r.local_step_scaler(),
-                         r.local_step_clipper(), r.step_offset()};
+  const ZeroOneRule &rule = *exec_.stepRule();
   if (rule.classOf(step) != kStepLocal)
     return;
   int64_t last = step, next = step + 1;

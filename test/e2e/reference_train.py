@@ -366,45 +366,27 @@ def optimizer_spec(cfg):
                    "adagrad": torch.optim.Adagrad}[low]
             return cls(params, **p)
         base_lr = p.get("lr", 1e-2 if low == "adagrad" else 1e-3)
-    elif low == "onebitadam":
-        # Stored and never read by DeepSpeed's OnebitAdam (cuda_aware and
-        # comm_backend_name choose its transport).
+    elif low in ("onebitadam", "zerooneadam", "onebitlamb"):
+        # The 1-bit family: each rule's keys; bias_correction and
+        # eps_inside_sqrt are stored and never read by DeepSpeed, cuda_aware
+        # and comm_backend_name choose its transport.
+        rule, keys = {
+            "onebitadam": ("OnebitAdamRule", {"freeze_step"}),
+            "zerooneadam": ("ZeroOneAdamRule", {"var_freeze_step", "var_update_scaler",
+                                                "local_step_scaler", "local_step_clipper"}),
+            "onebitlamb": ("OnebitLambRule", {"freeze_step", "max_coeff", "min_coeff",
+                                              "coeff_beta", "factor_max", "factor_min",
+                                              "factor_threshold"}),
+        }[low]
         for key in ("bias_correction", "eps_inside_sqrt", "cuda_aware", "comm_backend_name"):
             p.pop(key, None)
-        extra = set(p) - {"lr", "freeze_step", "betas", "eps", "weight_decay"}
+        extra = set(p) - {"lr", "betas", "eps", "weight_decay"} - keys
         if extra:
             fail("optimizer %s: unknown params %s" % (name, sorted(extra)))
 
         def make(params, workers, wrapped=False):
             import ds_optimizers
-            return ds_optimizers.OnebitAdamRule(params, workers, wrapped=wrapped, **p)
-        make.workers = True
-        base_lr = p.get("lr", 1e-3)
-    elif low == "onebitlamb":
-        for key in ("bias_correction", "eps_inside_sqrt", "cuda_aware", "comm_backend_name"):
-            p.pop(key, None)
-        extra = set(p) - {"lr", "freeze_step", "betas", "eps", "weight_decay", "max_coeff",
-                          "min_coeff", "coeff_beta", "factor_max", "factor_min",
-                          "factor_threshold"}
-        if extra:
-            fail("optimizer %s: unknown params %s" % (name, sorted(extra)))
-
-        def make(params, workers, wrapped=False):
-            import ds_optimizers
-            return ds_optimizers.OnebitLambRule(params, workers, wrapped=wrapped, **p)
-        make.workers = True
-        base_lr = p.get("lr", 1e-3)
-    elif low == "zerooneadam":
-        for key in ("bias_correction", "eps_inside_sqrt", "cuda_aware", "comm_backend_name"):
-            p.pop(key, None)
-        extra = set(p) - {"lr", "betas", "eps", "weight_decay", "var_freeze_step",
-                          "var_update_scaler", "local_step_scaler", "local_step_clipper"}
-        if extra:
-            fail("optimizer %s: unknown params %s" % (name, sorted(extra)))
-
-        def make(params, workers, wrapped=False):
-            import ds_optimizers
-            return ds_optimizers.ZeroOneAdamRule(params, workers, wrapped=wrapped, **p)
+            return getattr(ds_optimizers, rule)(params, workers, wrapped=wrapped, **p)
         make.workers = True
         base_lr = p.get("lr", 1e-3)
     else:

@@ -309,7 +309,7 @@ void onebitLamb(float *p, const float *g, float *m, float *v, float *vFresh,
 /// taken with stats[0], the sums added, in double).
 void onebitLambStats(const float *p, const float *g, const float *m, const float *v,
                      const float *vFresh, const float *compressed, int64_t n,
-                     const OneBitLambParams &a, OneBitPhase phase, bool freezeNow, double stats[3]);
+                     const OneBitLambParams &a, OneBitPhase phase, double stats[3]);
 /// 1-bit LAMB's scaling coefficients: coeff[k] = mean_q rms(m_q) / rms(m_k),
 /// rms(m) = |m| / sqrt(numel), each rms rounded to float as DeepSpeed's
 /// tensor arithmetic rounds it.

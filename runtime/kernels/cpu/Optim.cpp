@@ -303,7 +303,7 @@ void onebitLamb(float *p, const float *g, float *m, float *v, float *vFresh,
 
 void onebitLambStats(const float *p, const float *g, const float *m, const float *v,
                      const float *vFresh, const float *compressed, int64_t n,
-                     const OneBitLambParams &a, OneBitPhase phase, bool freezeNow, double stats[3]) {
+                     const OneBitLambParams &a, OneBitPhase phase, double stats[3]) {
   if (phase == OneBitPhase::Init)
     return;
   const float b1 = a.beta1, oneMinusB1 = float(1.0 - double(a.beta1)),
@@ -326,7 +326,6 @@ void onebitLambStats(const float *p, const float *g, const float *m, const float
       first += double(p[i]) * p[i];
       second += double(u) * u;
     }
-    (void)freezeNow; // v_fresh is not read in the warm-up
     stats[0] += first;
     stats[1] += second;
     return;

@@ -87,8 +87,9 @@ TEST(OneBitLamb, WarmupThenCompressedAgainstFloat64) {
     ASSERT_TRUE(near(m, ref.m, 1e-5, 1e-7)) << "m after call " << t;
     ASSERT_TRUE(near(vf, ref.vf, 1e-4, 1e-9)) << "v_fresh after call " << t;
     ASSERT_NEAR(coeffFreeze, ref.coeffFreeze, 1e-6 * std::fabs(ref.coeffFreeze));
-    if (phase == OneBitPhase::Compressed)
+    if (phase == OneBitPhase::Compressed) {
       ASSERT_NEAR(lastFactor, ref.lastFactor, 1e-6);
+    }
   }
   // The factor moved by at most factor_threshold a step from 1.
   EXPECT_GE(lastFactor, std::pow(0.9, 8) - 1e-6);
@@ -123,9 +124,9 @@ TEST(OneBitLamb, StatsOfTheFlatTensorAreTheSumOfItsParts) {
                n, a, phase, false, true);
     double stats[3] = {0, 0, 0};
     onebitLambStats(p.data(), g.data(), m.data(), v.data(), vf.data(), nullptr, k, a, phase,
-                    false, stats);
+                    stats);
     onebitLambStats(p.data() + k, g.data() + k, m.data() + k, v.data() + k, vf.data() + k,
-                    nullptr, n - k, a, phase, false, stats);
+                    nullptr, n - k, a, phase, stats);
     const float s[3] = {float(stats[0]), float(stats[1]), float(stats[2])};
     std::vector<float> p2 = p, m2 = m, v2 = v, vf2 = vf;
     float cfa = 0.7f, lfa = 1.0f, cfb = 0.7f, lfb = 1.0f;

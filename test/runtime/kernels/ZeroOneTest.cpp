@@ -141,10 +141,12 @@ TEST(ZeroOneAdam, EveryClassAgainstFloat64) {
     ASSERT_TRUE(near(v, ref.v, 1e-4, 1e-7)) << "v at step " << s;
     ASSERT_TRUE(near(u, ref.u, 1e-4, 1e-6)) << "u at step " << s;
     EXPECT_NEAR(lrs, ref.lrs, 1e-6) << "lrs at step " << s;
-    if (cls & kStepCompressedGrad)
+    if (cls & kStepCompressedGrad) {
       EXPECT_EQ(payload, g) << "step " << s;
-    if (cls & kStepSync)
+    }
+    if (cls & kStepSync) {
       EXPECT_EQ(u, std::vector<float>(n, 0.0f)) << "u after the sync at step " << s;
+    }
   }
 }
 
