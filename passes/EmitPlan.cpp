@@ -20,7 +20,7 @@
 #include "passes/DistUtils.h"
 #include "passes/PlanManifest.h"
 #include "dialects/train/TrainDialect.h"
-#include "frontends/onnx/OnnxImporter.h"
+#include "frontends/ModelFile.h"
 #include "runtime/config/DsConfig.h"
 #include "runtime/io/FileUtil.h"
 #include "runtime/io/SafeTensors.h"
@@ -1182,7 +1182,7 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
   // Weights first: if they cannot be read, no plan.pb is left behind.
   std::vector<std::pair<std::string, std::pair<std::vector<int64_t>, std::vector<float>>>> weights;
   std::string skeleton;
-  if (llvm::Error e = onnx_import::readFloatInitializers(
+  if (llvm::Error e = frontend::readFloatWeights(
           p.source_model(), options.importOptions, weightNames,
           [&](const std::string &name, const std::vector<int64_t> &shape,
               const std::vector<float> &values) {
@@ -1221,8 +1221,11 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
       return module.emitError("emit-plan: cannot serialize the plan");
   }
   try {
-    dsrt::io::writeFileAtomically(options.dir + "/model.onnx",
-                                  {{skeleton.data(), skeleton.size()}});
+    // A model that came as ONNX, for dsrt --export-onnx to fill in (a
+    // .pt2 has none: its plan exports safetensors).
+    if (!skeleton.empty())
+      dsrt::io::writeFileAtomically(options.dir + "/model.onnx",
+                                    {{skeleton.data(), skeleton.size()}});
     // The checksums dsrt verifies (runtime/io/FileUtil.h), before plan.pb.
     dsrt::io::writeChecksums(
         options.dir,

@@ -2,7 +2,7 @@
 #ifndef DSC_PASSES_EMITPLAN_H
 #define DSC_PASSES_EMITPLAN_H
 
-#include "frontends/onnx/OnnxImporter.h"
+#include "frontends/common/ImportOptions.h"
 #include "runtime/config/DsConfig.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -16,7 +16,7 @@ namespace dsc {
 struct EmitPlanOptions {
   std::string dir;                          // the plan directory
   dsrt::config::TrainConfig config;         // baked in (as JSON) and the lr schedule
-  onnx_import::ImportOptions importOptions; // to re-read the weights
+  frontend::ImportOptions importOptions;    // to re-read the weights
   llvm::raw_ostream *manifest = nullptr;    // also print the manifest here
 };
 

@@ -52,6 +52,19 @@ else:
     lit_config.warning("no ds_config corpus at %s: ds-config-corpus.test skipped (set "
                        "DSC_DS_CONFIGS)" % ds_configs)
 
+# What a PyTorch 2.11 user exports (dynamo ONNX, .pt2, legacy ONNX,
+# TorchScript), third-party files read where they lie: ../shared/pytorch-2.11
+# beside the checkout, or DSC_PYTORCH_211. Tests that read them say
+# REQUIRES: pytorch-2.11.
+pt211 = os.environ.get("DSC_PYTORCH_211",
+                       os.path.join(config.dsc_src_root, "..", "shared", "pytorch-2.11"))
+if os.path.isfile(os.path.join(pt211, "reference.json")):
+    config.available_features.add("pytorch-2.11")
+    config.substitutions.append(("%pt211", os.path.abspath(pt211)))
+else:
+    lit_config.warning("no PyTorch 2.11 exports at %s: their import and parity tests are "
+                       "skipped (set DSC_PYTORCH_211)" % pt211)
+
 # Kernel-path pins pass through, so the suite can run with oneDNN held to
 # an ISA level (ONEDNN_MAX_CPU_ISA=AVX2, AVX512_CORE, AVX512_CORE_BF16, ...)
 # and dsrt's conversions to one (DSRT_HALF_ISA=portable|avx512f).

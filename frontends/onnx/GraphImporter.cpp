@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "frontends/onnx/GraphImporter.h"
+#include "frontends/common/ForwardFunction.h"
 
 #include "dialects/nn/NNDialect.h"
 #include "dialects/train/TrainDialect.h"
@@ -70,8 +71,10 @@ LogicalResult GraphImporter::fail(const Twine &message) {
     std::string name = node_->name().empty()
                            ? "#" + std::to_string(nodeIndex_)
                            : "'" + node_->name() + "'";
+    std::string origin = model_.originOf(*node_);
     error_ = "node " + name + " (" + node_->op_type() + ", opset " +
-             std::to_string(model_.opset) + "): " + message.str();
+             std::to_string(model_.sourceOpset) + (origin.empty() ? "" : "; " + origin) +
+             "): " + message.str();
   }
   return failure();
 }
@@ -298,61 +301,14 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node, int index) 
   return it->second(*this);
 }
 
-/// Arguments from which the loss is reachable through operands that the
-/// ops' gradient rules call differentiable are trainable parameters, unless
-/// `rule` freezes them.
-std::string GraphImporter::classifyInitializers(func::FuncOp fn, Value loss,
-                                                const TrainableRule &rule,
-                                                const ImportOptions &options) {
-  llvm::DenseSet<Value> needsGrad{loss};
-  Block &body = fn.getBody().front();
-  for (Operation &op : llvm::reverse(body.getOperations())) {
-    if (llvm::none_of(op.getResults(), [&](Value r) { return needsGrad.contains(r); }))
-      continue;
-    auto grad = dyn_cast<nn::GradientOpInterface>(&op);
-    if (!grad)
-      continue;
-    for (auto [i, operand] : llvm::enumerate(op.getOperands()))
-      if (grad.isDifferentiableOperand(i) && nn::isFloatTensor(operand.getType()))
-        needsGrad.insert(operand);
-  }
-  // State the forward pass writes (BatchNorm's running statistics) is a
-  // model buffer, never trained.
-  llvm::DenseSet<Value> assigned;
-  fn.walk([&](train::AssignOp op) { assigned.insert(op.getBuffer()); });
-  std::vector<std::string> trained;
-  for (BlockArgument arg : body.getArguments()) {
-    auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "dsc.initializer");
-    if (!name)
-      continue;
-    fn.removeArgAttr(arg.getArgNumber(), "dsc.initializer");
-    bool param = needsGrad.contains(arg) && rule.allows(name.str());
-    if (param && assigned.contains(arg))
-      return "initializer '" + name.str() +
-             "' is updated in forward (a BatchNormalization's running statistic in training "
-             "mode) and also has a gradient path to the loss; dsc trains parameters and "
-             "updates running statistics, not both (freeze it with --freeze '" +
-             name.str() + "', or use another tensor)";
-    if (param)
-      trained.push_back(name.str());
-    fn.setArgAttr(arg.getArgNumber(),
-                  param ? train::TrainDialect::kParam : train::TrainDialect::kBuffer, name);
-  }
-  // Without the exporter's list or --freeze this is a guess: say it.
-  if (options.notes && !rule.listed && options.freeze.empty() && !trained.empty())
-    *options.notes << "dsc: note: " << model_.path << " does not say which initializers are "
-                   << "trainable (no '" << kTrainableKey << "' metadata, no --freeze); "
-                   << "training the " << trained.size()
-                   << " float initializer(s) with a gradient path to the loss: "
-                   << compactNames(trained) << "\n";
-  return "";
-}
-
 llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run(const ImportOptions &options) {
   const onnx::GraphProto &graph = model_.model.graph();
   auto rule = decideTrainable(model_, options);
   if (!rule)
     return rule.takeError();
+  if (options.notes)
+    for (const std::string &note : model_.exporterNotes)
+      *options.notes << "dsc: note: " << model_.path << ": " << note << "\n";
   ScopedDiagnosticHandler capture(&ctx_, [&](Diagnostic &d) {
     diagnostic_ = d.str();
     return success();
@@ -388,7 +344,7 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run(const ImportOptions &op
     if (isFloatDType(t.data_type())) {
       Type et = elementType(t.data_type());
       argTypes.push_back(RankedTensorType::get(SmallVector<int64_t>(dims.begin(), dims.end()), et));
-      argRoles.push_back({t.name(), "dsc.initializer"});
+      argRoles.push_back({t.name(), frontend::kInitializerAttr});
       continue;
     }
     auto host = std::make_shared<HostTensor>();
@@ -410,7 +366,7 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run(const ImportOptions &op
   OwningOpRef<ModuleOp> owned = ModuleOp::create(b_, UnknownLoc::get(&ctx_));
   ModuleOp module = *owned;
   module->setAttr("dsc.source", b_.getStringAttr(model_.path));
-  module->setAttr("dsc.opset", b_.getI64IntegerAttr(model_.opset));
+  module->setAttr("dsc.opset", b_.getI64IntegerAttr(model_.sourceOpset));
   b_.setInsertionPointToEnd(module.getBody());
   auto fn = func::FuncOp::create(b_, UnknownLoc::get(&ctx_), "forward",
                                  b_.getFunctionType(argTypes, {}));
@@ -470,21 +426,18 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run(const ImportOptions &op
                  (loss ? type : std::string("not computed")) +
                  "; reduce it to a scalar (e.g. reduction='mean') before export");
   }
-  func::ReturnOp::create(b_, loc_, loss);
-  fn.setType(b_.getFunctionType(argTypes, loss.getType()));
-  fn.setResultAttr(0, train::TrainDialect::kLoss, b_.getUnitAttr());
-
-  // Drop what the loss does not depend on (other outputs, unused masks).
-  IRRewriter rewriter(&ctx_);
-  (void)runRegionDCE(rewriter, fn.getBody());
-  llvm::BitVector unused(entry->getNumArguments());
-  for (BlockArgument arg : entry->getArguments())
-    if (arg.use_empty() && fn.getArgAttr(arg.getArgNumber(), train::TrainDialect::kInput) == nullptr)
-      unused.set(arg.getArgNumber());
-  if (failed(fn.eraseArguments(unused)))
-    return error("internal error: cannot drop unused initializers");
-  if (std::string why = classifyInitializers(fn, loss, *rule, options); !why.empty())
+  std::vector<std::string> trained;
+  if (std::string why = frontend::finishForward(
+          fn, loss, loc_, [&](StringRef name) { return rule->allows(name.str()); }, trained);
+      !why.empty())
     return error(why);
+  // Without the exporter's list or --freeze this is a guess: say it.
+  if (options.notes && !rule->listed && options.freeze.empty() && !trained.empty())
+    *options.notes << "dsc: note: " << model_.path << " does not say which initializers are "
+                   << "trainable (no '" << kTrainableKey << "' metadata, no --freeze); "
+                   << "training the " << trained.size()
+                   << " float initializer(s) with a gradient path to the loss: "
+                   << compactNames(trained) << "\n";
 
   diagnostic_.clear();
   if (failed(verify(module)))

@@ -117,9 +117,6 @@ private:
   mlir::LogicalResult inferTypes(mlir::Operation *op);
   mlir::Value materialize(const HostTensor &t);
   mlir::LogicalResult importNode(const onnx::NodeProto &node, int index);
-  /// Returns why the classification is impossible ("" when it is done).
-  std::string classifyInitializers(mlir::func::FuncOp fn, mlir::Value loss, const TrainableRule &rule,
-                            const ImportOptions &options);
   llvm::Error error(const llvm::Twine &message);
   const Entry *lookup(int k);
 

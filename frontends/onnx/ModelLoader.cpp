@@ -24,7 +24,9 @@
 
 namespace dsc::onnx_import {
 
-static constexpr int64_t kMinOpset = 13, kMaxOpset = 17;
+// Opsets 18-22 are bridged to 17 (OpsetBridge.cpp): Debian's ONNX 1.12
+// checks and infers shapes up to 17.
+static constexpr int64_t kMinOpset = 13, kMaxOpset = 22;
 
 static llvm::Error err(const std::string &path, const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
@@ -419,13 +421,23 @@ loadModel(const std::string &path, const ImportOptions &options,
     return err(path, "opset " + llvm::Twine(m->opset) +
                          " is not supported: dsc imports opsets " +
                          llvm::Twine(kMinOpset) + "-" + llvm::Twine(kMaxOpset) +
-                         "; re-export with torch.onnx.export(..., opset_version=17)");
+                         (m->opset > kMaxOpset
+                              ? "; export with torch.onnx.export(..., dynamo=True, opset_version=20), "
+                                "or save a torch.export program (torch.export.save) as a .pt2"
+                              : "; re-export with torch.onnx.export(..., opset_version=17)"));
+  m->sourceOpset = m->opset;
 
   if (auto e = validateInitializerShapes(*m))
     return std::move(e);
   // External data is validated under stricter rules than the checker of
   // ONNX 1.12 applies (it follows '..' and symlinks), before the checker.
   if (auto e = validateExternalData(*m))
+    return std::move(e);
+  // Before the skeleton: dsrt --export-onnx writes the untied, bridged
+  // model, so that each trained tensor has its own initializer.
+  if (auto e = readExporterMetadata(*m))
+    return std::move(e);
+  if (auto e = bridgeToOpset17(*m))
     return std::move(e);
   if (strip)
     if (auto e = makeSkeleton(*m, *strip))

@@ -7,6 +7,8 @@
 
 #include <map>
 #include <memory>
+#include <optional>
+#include <vector>
 #include <set>
 #include <string>
 
@@ -28,6 +30,30 @@ struct LoadedModel {
   /// before validation made its inputs static, with the data of those
   /// initializers removed and every other external tensor brought inline.
   std::unique_ptr<onnx::ModelProto> skeleton;
+
+  /// The opset the file declares; `opset` is what the converters see (17
+  /// for a file of opsets 18-22, after bridgeToOpset17).
+  int64_t sourceOpset = 0;
+  /// Where PyTorch's dynamo exporter says a node came from, by the node's
+  /// first output: "make_exports.py:39, module layers.0.n1".
+  std::map<std::string, std::string> origins;
+  /// The initializers the exporter's torch.export signature says are
+  /// parameters (or were folded from parameters); none without a signature.
+  std::optional<std::set<std::string>> exporterTrainable;
+  /// What reading the exporter's metadata changed, for the user.
+  std::vector<std::string> exporterNotes;
+
+  std::string originOf(const onnx::NodeProto &node) const {
+    if (node.output_size() == 0)
+      return "";
+    auto it = origins.find(node.output(0));
+    return it == origins.end() ? "" : it->second;
+  }
+  void copyOrigin(const onnx::NodeProto &from, const onnx::NodeProto &to) {
+    std::string o = originOf(from);
+    if (!o.empty() && to.output_size())
+      origins[to.output(0)] = o;
+  }
 };
 
 /// Parses, checks and shape-infers the model; every error message starts
@@ -36,6 +62,14 @@ struct LoadedModel {
 llvm::Expected<std::unique_ptr<LoadedModel>>
 loadModel(const std::string &path, const ImportOptions &options,
           const std::set<std::string> *strip = nullptr);
+
+/// Reads what torch.onnx's dynamo exporter records (per-node source
+/// locations, the torch.export signature, folded constants), untying the
+/// parameters its optimizer merged because their values were equal.
+llvm::Error readExporterMetadata(LoadedModel &m);
+
+/// Rewrites a model of opset 18-22 to opset 17 forms (OpsetBridge.cpp).
+llvm::Error bridgeToOpset17(LoadedModel &m);
 
 /// Reads the bytes of a validated external tensor.
 llvm::Expected<std::string> readExternal(const LoadedModel::ExternalRange &range);

@@ -2,6 +2,9 @@
 #ifndef DSC_FRONTENDS_ONNX_ONNXIMPORTER_H
 #define DSC_FRONTENDS_ONNX_ONNXIMPORTER_H
 
+#include "frontends/common/ImportOptions.h"
+#include "frontends/common/Names.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/ArrayRef.h"
@@ -16,21 +19,7 @@
 
 namespace dsc::onnx_import {
 
-struct ImportOptions {
-  /// Graph output to train on; empty: the single scalar output.
-  std::string lossName;
-  /// Value for a dynamic dimension 0 of every graph input (0: none).
-  int64_t batchSize = 0;
-  /// Full static shapes for named graph inputs.
-  std::map<std::string, std::vector<int64_t>> inputShapes;
-  /// Initializers never to train (dsc --freeze): a glob (`*`, `?`, `[...]`,
-  /// `{a,b}`) matching the whole name, or `/regex/` matching anywhere in it.
-  /// A pattern that matches no initializer is an error.
-  std::vector<std::string> freeze;
-  /// Where to say how the importer decided what it was not told (the
-  /// trainable set of a model without kTrainableKey); null: silent.
-  llvm::raw_ostream *notes = nullptr;
-};
+using frontend::ImportOptions;
 
 /// The model metadata (metadata_props) key that names the trainable
 /// initializers: a JSON array of initializer names, written by
@@ -63,9 +52,7 @@ llvm::Error readFloatInitializers(
 /// Op types the importer accepts, sorted; for error messages and --help.
 const std::vector<std::string> &supportedOps();
 
-/// A short list of tensor names for people: names that differ only in one
-/// number are merged ("h.{0..11}.ln_1.weight"), in first-seen order.
-std::string compactNames(llvm::ArrayRef<std::string> names);
+using frontend::compactNames;
 
 } // namespace dsc::onnx_import
 

@@ -29,8 +29,8 @@ using Tensor = ::onnx::TensorProto;
 
 ::onnx::ModelProto readSkeleton(const std::string &path) {
   if (!std::filesystem::exists(path))
-    fail(path, "missing: the plan has no model to export into (compiled by an older dsc? "
-               "recompile the model)");
+    fail(path, "missing: the plan has no ONNX model to export into (it was compiled "
+               "from a .pt2, or by an older dsc): recompile the model from ONNX");
   io::MappedFile file = io::MappedFile::open(path);
   ::onnx::ModelProto model;
   if (file.size() > size_t(INT32_MAX) ||

@@ -28,7 +28,8 @@ using json = nlohmann::json;
 
 ::onnx::ModelProto readModel(const std::string &path) {
   if (!std::filesystem::exists(path))
-    fail(path, "missing: the plan has no model (compiled by an older dsc? recompile the model)");
+    fail(path, "missing: the plan has no ONNX model (it was compiled from a .pt2, or by "
+               "an older dsc): recompile the model from ONNX");
   io::requireRegularFile(path);
   io::MappedFile file = io::MappedFile::open(path);
   ::onnx::ModelProto model;

@@ -10,6 +10,8 @@
 //===----------------------------------------------------------------------===//
 #include "dialects/nn/NNDialect.h"
 #include "dialects/train/TrainDialect.h"
+#include "frontends/ModelFile.h"
+#include "frontends/aten/AtenImporter.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "passes/EmitPlan.h"
 #include "passes/Passes.h"
@@ -516,7 +518,7 @@ int main(int argc, char **argv) {
   for (const std::string &note : input.notes)
     llvm::errs() << "dsc: note: " << configPath << ": " << note << "\n";
 
-  dsc::onnx_import::ImportOptions options;
+  dsc::frontend::ImportOptions options;
   options.lossName = loss;
   options.freeze = freeze;
   options.notes = &llvm::errs();
@@ -536,7 +538,7 @@ int main(int argc, char **argv) {
   }
 
   mlir::MLIRContext ctx;
-  auto module = dsc::onnx_import::importOnnxFile(ctx, model, options);
+  auto module = dsc::frontend::importModel(ctx, model, options);
   if (!module) {
     llvm::errs() << "dsc: error: " << llvm::toString(module.takeError()) << "\n";
     return 1;

@@ -1,0 +1,111 @@
+//===- ModelFile.cpp - the front door: any model file dsc takes ----------===//
+#include "frontends/ModelFile.h"
+#include "frontends/aten/AtenImporter.h"
+#include "frontends/onnx/OnnxImporter.h"
+#include "frontends/pt2/Pt2Archive.h"
+
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <cstring>
+
+namespace dsc::frontend {
+
+namespace {
+
+llvm::Error err(const std::string &path, const llvm::Twine &why) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), path + ": " + why.str());
+}
+
+const char *const kExportAdvice =
+    "export the model's forward+loss with torch.export.save(torch.export.export(model, "
+    "args), 'model.pt2') or torch.onnx.export(model, args, 'model.onnx', dynamo=True)";
+
+} // namespace
+
+llvm::Expected<ModelFormat> modelFormat(const std::string &path) {
+  // The first bytes say what a file is; missing or unreadable files are
+  // reported by the ONNX reader, which names the cause.
+  auto head = llvm::MemoryBuffer::getFileSlice(path, 16, 0);
+  bool pt2Name = llvm::sys::path::extension(path) == ".pt2";
+  const char *notZip = "not a .pt2 archive: a .pt2 is a zip file, and this one is not "
+                       "(truncated, or not written by torch.export.save)";
+  if (!head || (*head)->getBufferSize() < 4)
+    return pt2Name && head ? llvm::Expected<ModelFormat>(err(path, notZip)) : ModelFormat::Onnx;
+  llvm::StringRef bytes = (*head)->getBuffer();
+  if (bytes.starts_with("PK\x03\x04") || bytes.starts_with("PK\x05\x06")) {
+    std::string kind = pt2::zipKind(path);
+    if (kind == "pt2")
+      return ModelFormat::Pt2;
+    if (llvm::StringRef(kind).starts_with("unreadable: "))
+      return err(path, "a zip archive that cannot be read (truncated or corrupt): " +
+                           llvm::StringRef(kind).drop_front(12));
+    if (kind == "torchscript")
+      return err(path, llvm::Twine("a TorchScript archive (torch.jit.save), which dsc does not "
+                                   "import yet; ") + kExportAdvice);
+    if (kind == "torch.save")
+      return err(path, llvm::Twine("a torch.save file (a state dict or pickled module): it holds "
+                                   "weights but no graph; ") + kExportAdvice);
+    return err(path, "a zip archive that is not a torch.export program (.pt2): it has no "
+                     "archive_format entry");
+  }
+  // Pickle protocol 2-5 (torch.save's legacy format, or a plain pickle).
+  if ((unsigned char)bytes[0] == 0x80 && bytes[1] >= 2 && bytes[1] <= 5)
+    return err(path, llvm::Twine("a Python pickle (torch.save's legacy format): it holds "
+                                 "weights but no graph; ") + kExportAdvice);
+  // safetensors: an 8-byte little-endian header length, then '{'.
+  if (bytes.size() >= 9 && bytes[8] == '{') {
+    uint64_t n = 0;
+    std::memcpy(&n, bytes.data(), 8);
+    if (n > 1 && n < (uint64_t(1) << 32))
+      return err(path, llvm::Twine("a safetensors file: it holds weights but no graph; ") +
+                           kExportAdvice);
+  }
+  if (pt2Name)
+    return err(path, notZip);
+  return ModelFormat::Onnx;
+}
+
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+importModel(mlir::MLIRContext &ctx, const std::string &path, const ImportOptions &options) {
+  auto format = modelFormat(path);
+  if (!format)
+    return format.takeError();
+  if (*format == ModelFormat::Onnx)
+    return onnx_import::importOnnxFile(ctx, path, options);
+  auto archive = pt2::Archive::open(path);
+  if (!archive)
+    return archive.takeError();
+  const pt2::Archive &a = **archive;
+  aten::TensorSource tensors = [&](const std::string &name, aten::TensorMeta &meta) {
+    return a.readTensor(name, meta);
+  };
+  return aten::importProgram(ctx, a.program(), tensors, options);
+}
+
+llvm::Error readFloatWeights(
+    const std::string &path, const ImportOptions &options, const std::set<std::string> &names,
+    const std::function<void(const std::string &, const std::vector<int64_t> &,
+                             const std::vector<float> &)> &consume,
+    std::string *skeleton, const std::set<std::string> *strip) {
+  auto format = modelFormat(path);
+  if (!format)
+    return format.takeError();
+  if (*format == ModelFormat::Onnx)
+    return onnx_import::readFloatInitializers(path, options, names, consume, skeleton, strip);
+  if (skeleton)
+    skeleton->clear();
+  auto archive = pt2::Archive::open(path);
+  if (!archive)
+    return archive.takeError();
+  std::vector<int64_t> shape;
+  std::vector<float> values;
+  for (const std::string &name : names) {
+    if (auto e = (*archive)->readFloat(name, shape, values))
+      return e;
+    consume(name, shape, values);
+  }
+  return llvm::Error::success();
+}
+
+} // namespace dsc::frontend
