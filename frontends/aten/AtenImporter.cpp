@@ -31,7 +31,15 @@ namespace dsc::aten {
 
 AtenImporter::AtenImporter(MLIRContext &ctx, const Program &program, const TensorSource &tensors)
     : ctx_(ctx), program_(program), tensorSource_(tensors), b_(&ctx),
-      loc_(UnknownLoc::get(&ctx)) {}
+      loc_(UnknownLoc::get(&ctx)) {
+  for (const Node &n : program.nodes)
+    for (const auto &[name, a] : n.args) {
+      if (a.kind == Arg::Tensor)
+        read_.insert(a.tensor);
+      read_.insert(a.tensors.begin(), a.tensors.end());
+    }
+  read_.insert(program.outputs.begin(), program.outputs.end());
+}
 
 llvm::Error AtenImporter::error(const Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
@@ -219,6 +227,11 @@ std::optional<TensorMeta> AtenImporter::resultMeta(size_t k) const {
   if (it == program_.values.end())
     return std::nullopt;
   return it->second;
+}
+
+bool AtenImporter::resultUsed(size_t k) const {
+  return k < node_->outputs.size() && !node_->outputs[k].empty() &&
+         read_.count(node_->outputs[k]);
 }
 
 void AtenImporter::setOutput(size_t k, Value v) {

@@ -21,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,8 @@ public:
   std::optional<TensorMeta> resultMeta(size_t k) const;
 
   void setOutput(size_t k, mlir::Value v);
+  /// Whether a later node or the program's outputs read the node's result k.
+  bool resultUsed(size_t k) const;
   mlir::LogicalResult fail(const llvm::Twine &message);
   int64_t nextRngStream() { return rngStreams_++; }
 
@@ -135,6 +138,7 @@ private:
   mlir::Location loc_;
   const Node *node_ = nullptr;
   std::map<std::string, mlir::Value> values_;
+  std::set<std::string> read_; // every value some node or output reads
   int64_t rngStreams_ = 0;
   std::string diagnostic_, error_;
 };

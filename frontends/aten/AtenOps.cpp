@@ -252,9 +252,8 @@ LogicalResult layerNorm(AtenImporter &g) {
   if (!y)
     return failure();
   // native_layer_norm's mean and rstd are for PyTorch's own backward.
-  for (size_t k = 1; k < g.node().outputs.size(); ++k)
-    if (!g.node().outputs[k].empty())
-      return g.fail("its mean and rstd results are used; dsc derives the backward itself");
+  if (g.resultUsed(1) || g.resultUsed(2))
+    return g.fail("its mean and rstd results are used; dsc derives the backward itself");
   return done(g, y);
 }
 
@@ -307,7 +306,7 @@ LogicalResult nllLoss(AtenImporter &g) {
                                         nn::Reduction::sum};
   if (*reduction < 0 || *reduction > 2)
     return g.fail("reduction " + Twine(*reduction) + " is not 0 (none), 1 (mean) or 2 (sum)");
-  if (g.node().outputs.size() > 1 && !g.node().outputs[1].empty())
+  if (g.resultUsed(1))
     return g.fail("its total_weight result is used; dsc derives the backward itself");
   return done(g, g.op<nn::NllLossOp>(
                      {scores, labels},

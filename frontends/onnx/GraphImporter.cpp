@@ -15,6 +15,8 @@
 #include "dialects/nn/NNDialect.h"
 #include "dialects/train/TrainDialect.h"
 
+#include "onnx/defs/schema.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
@@ -51,10 +53,30 @@ const std::vector<std::string> &supportedOps() {
     for (auto &[name, _] : makeConverters())
       v.push_back(name);
     v.insert(v.end(), std::begin(kFoldOnly), std::end(kFoldOnly));
+    for (const auto &[op, opset] : opsBridgedFromNewerOpsets())
+      v.push_back(op);
     std::sort(v.begin(), v.end());
     return v;
   }();
   return ops;
+}
+
+const std::vector<OpRange> &supportedOpRanges() {
+  static const std::vector<OpRange> ranges = [] {
+    std::vector<OpRange> v;
+    for (const std::string &op : supportedOps()) {
+      OpRange r{op};
+      if (auto it = opsBridgedFromNewerOpsets().find(op); it != opsBridgedFromNewerOpsets().end())
+        r.first = it->second;
+      else
+        // The first opset of ONNX 1.12's registry (13-17) that defines it.
+        while (r.first < 17 && !onnx::OpSchemaRegistry::Schema(op, int(r.first), ""))
+          ++r.first;
+      v.push_back(r);
+    }
+    return v;
+  }();
+  return ranges;
 }
 
 GraphImporter::GraphImporter(MLIRContext &ctx, LoadedModel &model)

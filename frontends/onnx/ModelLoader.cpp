@@ -24,9 +24,6 @@
 
 namespace dsc::onnx_import {
 
-// Opsets 18-22 are bridged to 17 (OpsetBridge.cpp): Debian's ONNX 1.12
-// checks and infers shapes up to 17.
-static constexpr int64_t kMinOpset = 13, kMaxOpset = 22;
 
 static llvm::Error err(const std::string &path, const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
@@ -436,6 +433,8 @@ loadModel(const std::string &path, const ImportOptions &options,
   // Before the skeleton: dsrt --export-onnx writes the untied, bridged
   // model, so that each trained tensor has its own initializer.
   if (auto e = readExporterMetadata(*m))
+    return std::move(e);
+  if (auto e = inlineLocalFunctions(*m))
     return std::move(e);
   if (auto e = bridgeToOpset17(*m))
     return std::move(e);

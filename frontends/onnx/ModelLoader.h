@@ -68,8 +68,16 @@ loadModel(const std::string &path, const ImportOptions &options,
 /// parameters its optimizer merged because their values were equal.
 llvm::Error readExporterMetadata(LoadedModel &m);
 
-/// Rewrites a model of opset 18-22 to opset 17 forms (OpsetBridge.cpp).
+/// Expands every call of a model-local ONNX function in place
+/// (LocalFunctions.cpp).
+llvm::Error inlineLocalFunctions(LoadedModel &m);
+
+/// Rewrites a model of opset 18-22 to opset 17 forms (OpsetBridge.cpp):
+/// Debian's ONNX 1.12 checks and infers shapes up to 17.
 llvm::Error bridgeToOpset17(LoadedModel &m);
+/// Ops that exist only from a newer opset and that the bridge lowers to
+/// opset-17 forms (Gelu, 20), with that opset.
+const std::map<std::string, int64_t> &opsBridgedFromNewerOpsets();
 
 /// Reads the bytes of a validated external tensor.
 llvm::Expected<std::string> readExternal(const LoadedModel::ExternalRange &range);

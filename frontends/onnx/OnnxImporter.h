@@ -52,6 +52,18 @@ llvm::Error readFloatInitializers(
 /// Op types the importer accepts, sorted; for error messages and --help.
 const std::vector<std::string> &supportedOps();
 
+/// The opsets of the default domain dsc imports.
+inline constexpr int64_t kMinOpset = 13, kMaxOpset = 22;
+
+/// An op the importer accepts and the opsets it accepts it in: from the
+/// first opset in 13-22 that defines it (LayerNormalization 17, Gelu 20)
+/// to 22. For dsc --list-onnx-ops and docs/onnx-ops.md.
+struct OpRange {
+  std::string op;
+  int64_t first = kMinOpset, last = kMaxOpset;
+};
+const std::vector<OpRange> &supportedOpRanges();
+
 using frontend::compactNames;
 
 } // namespace dsc::onnx_import

@@ -358,6 +358,11 @@ private:
 
 } // namespace
 
+const std::map<std::string, int64_t> &opsBridgedFromNewerOpsets() {
+  static const std::map<std::string, int64_t> ops = {{"Gelu", 20}};
+  return ops;
+}
+
 llvm::Error bridgeToOpset17(LoadedModel &m) {
   if (m.opset <= 17)
     return llvm::Error::success();

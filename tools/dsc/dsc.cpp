@@ -316,14 +316,20 @@ int main(int argc, char **argv) {
   dsrt::config::CompileFlags flags;
   std::optional<std::string> memoryBudgetText;
   std::vector<std::string> inputShapes, freeze;
-  bool doExplain = false, printConfig = false, listConfigKeys = false, listOnnxOps = false;
-  app.add_option("model", model, "ONNX model (binary .onnx or textual .onnxtxt) with its loss");
+  bool doExplain = false, printConfig = false, listConfigKeys = false, listOnnxOps = false,
+       listAtenOps = false;
+  app.add_option("model", model,
+                 "the model's forward with its loss: ONNX (binary .onnx or textual .onnxtxt; "
+                 "opsets 13-22, either PyTorch exporter) or a torch.export archive (.pt2)");
   app.add_flag("--list-config-keys", listConfigKeys,
                "print every ds_config key DeepSpeed reads and what dsc does with it "
                "(docs/ds-config-keys.md) and stop");
   app.add_flag("--list-onnx-ops", listOnnxOps,
-               "print the ONNX ops dsc imports, one per line (docs/onnx-ops.md says how each "
-               "lowers and differentiates) and stop");
+               "print the ONNX ops dsc imports and the opsets it takes each in, one per line "
+               "(docs/onnx-ops.md says how each lowers and differentiates) and stop");
+  app.add_flag("--list-aten-ops", listAtenOps,
+               "print the ATen operators dsc imports from a .pt2, one overload per line "
+               "(docs/aten-ops.md says how each lowers) and stop");
   app.add_option("-o,--output", output, "where to write the result ('-' = stdout)")
       ->check(dsrt::cli::nonEmpty());
   app.add_option("--emit", emit,
@@ -432,13 +438,22 @@ int main(int argc, char **argv) {
     llvm::outs() << dsrt::config::renderKeyTableMarkdown();
     return 0;
   }
+  if (listAtenOps) {
+    if (argc != 2) {
+      llvm::errs() << "dsc: error: --list-aten-ops takes no model or other flag\n";
+      return 1;
+    }
+    for (const auto &[op, convert] : dsc::aten::opTable())
+      llvm::outs() << op << "\n";
+    return 0;
+  }
   if (listOnnxOps) {
     if (argc != 2) {
       llvm::errs() << "dsc: error: --list-onnx-ops takes no model or other flag\n";
       return 1;
     }
-    for (const std::string &op : dsc::onnx_import::supportedOps())
-      llvm::outs() << op << "\n";
+    for (const auto &r : dsc::onnx_import::supportedOpRanges())
+      llvm::outs() << r.op << " " << r.first << "-" << r.last << "\n";
     return 0;
   }
   if (model.empty()) {

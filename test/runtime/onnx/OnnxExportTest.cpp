@@ -248,8 +248,8 @@ TEST(OnnxExport, Errors) {
             dir.file("junk.onnx") + ": not an ONNX model (truncated or corrupt)");
   EXPECT_EQ(errorOf(dir.file("none.onnx"), {}, out),
             dir.file("none.onnx") +
-                ": missing: the plan has no model to export into (compiled by an older dsc? "
-                "recompile the model)");
+                ": missing: the plan has no ONNX model to export into (it was compiled from a "
+                ".pt2, or by an older dsc): recompile the model from ONNX");
   EXPECT_FALSE(std::filesystem::exists(out));
 
   // checkSkeleton applies the same checks before training.
