@@ -20,7 +20,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${DSC_SAN_BUILD_DIR:-$root/build-asan}"
 work="${DSC_FUZZ_WORK:-$build/fuzz-work}"
-all=(ds_config hostfile_launch safetensors npy token_file plan_loader onnx_import)
+all=(ds_config hostfile_launch safetensors npy token_file plan_loader onnx_import pt2_import)
 
 smoke=0
 seconds=60

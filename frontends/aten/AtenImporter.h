@@ -86,7 +86,8 @@ public:
   mlir::MLIRContext *context() { return &ctx_; }
   mlir::Type elementType(int dtype);
 
-  /// An op whose result types are inferred; null after failing the node.
+  /// An op whose result types are inferred, verified now (a crafted
+  /// program's bad operand is the node's error); null after failing it.
   template <typename OpTy>
   mlir::Value op(mlir::ValueRange operands, llvm::ArrayRef<mlir::NamedAttribute> attrs = {}) {
     for (mlir::Value v : operands)
@@ -96,7 +97,12 @@ public:
     auto created = OpTy::create(b_, loc_, mlir::TypeRange{none}, operands, attrs);
     if (mlir::failed(inferTypes(created.getOperation())))
       return {};
-    return created->getResult(0);
+    return checked(created.getOperation());
+  }
+  /// The first result of `op` if it verifies; otherwise erases it, fails the
+  /// node with the verifier's message and returns null.
+  mlir::Value checked(mlir::Operation *op) {
+    return mlir::succeeded(verifyNew(op)) ? op->getResult(0) : mlir::Value();
   }
   /// An op with an explicit result type, verified now.
   template <typename OpTy>
@@ -111,7 +117,7 @@ public:
     return created->getResult(0);
   }
   template <typename OpTy> mlir::Value unary(mlir::Value x) {
-    return x ? OpTy::create(b_, loc_, x.getType(), x).getResult() : mlir::Value();
+    return x ? checked(OpTy::create(b_, loc_, x.getType(), x).getOperation()) : mlir::Value();
   }
   mlir::Value scalar(double v, mlir::Type elementType);
   mlir::Value splat(mlir::RankedTensorType type, double v);

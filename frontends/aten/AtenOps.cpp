@@ -105,6 +105,8 @@ template <typename OpTy> LogicalResult unary(AtenImporter &g) {
 
 LogicalResult silu(AtenImporter &g) {
   Value x = g.tensor("self");
+  if (x && !nn::isFloatTensor(x.getType()))
+    return g.fail("a floating-point input is expected");
   return done(g, g.op<nn::MulOp>({x, g.unary<nn::SigmoidOp>(x)}));
 }
 
@@ -116,7 +118,7 @@ LogicalResult gelu(AtenImporter &g) {
   auto a = nn::symbolizeGeluApproximation(*approx);
   if (!a)
     return g.fail("approximate '" + *approx + "' is not 'none' or 'tanh'");
-  return done(g, nn::GeluOp::create(g.builder(), g.loc(), x.getType(), x, *a).getResult());
+  return done(g, g.checked(nn::GeluOp::create(g.builder(), g.loc(), x.getType(), x, *a)));
 }
 
 LogicalResult pow(AtenImporter &g) {
@@ -131,6 +133,17 @@ LogicalResult notOp(AtenImporter &g) {
   Value x = g.tensor("self");
   if (x && !typeOf(x).getElementType().isInteger(1))
     return g.fail("bitwise_not of a non-bool tensor is not supported");
+  // Of a constant (a mask buffer), folded here, as the ONNX importer folds
+  // Not of a bool initializer.
+  if (auto c = x ? x.getDefiningOp<arith::ConstantOp>() : nullptr)
+    if (auto d = dyn_cast<DenseElementsAttr>(c.getValue())) {
+      SmallVector<bool> flipped;
+      for (bool b : d.getValues<bool>())
+        flipped.push_back(!b);
+      return done(g, arith::ConstantOp::create(
+                         g.builder(), g.loc(),
+                         DenseElementsAttr::get(d.getType(), ArrayRef<bool>(flipped))));
+    }
   return done(g, g.unary<nn::NotOp>(x));
 }
 
@@ -267,8 +280,8 @@ template <typename OpTy> LogicalResult softmax(AtenImporter &g) {
     return failure();
   if (!nn::isFloatTensor(x.getType()))
     return g.fail("a floating-point input is expected");
-  Value y = OpTy::create(g.builder(), g.loc(), x.getType(), x,
-                         g.builder().getI64IntegerAttr(*axis - typeOf(x).getRank()));
+  Value y = g.checked(OpTy::create(g.builder(), g.loc(), x.getType(), x,
+                                   g.builder().getI64IntegerAttr(*axis - typeOf(x).getRank())));
   return done(g, g.cast(y, resultElementType(g, x)));
 }
 
@@ -355,12 +368,17 @@ LogicalResult dropout(AtenImporter &g) {
     g.setOutput(1, g.splat(maskType, 1));
     return done(g, x);
   }
+  if (!nn::isFloatTensor(x.getType()))
+    return g.fail("a floating-point input is expected");
   auto op = nn::DropoutOp::create(
       g.builder(), g.loc(), TypeRange{x.getType(), maskType}, ValueRange{x},
       {g.attr("ratio", g.builder().getF64FloatAttr(*p)),
        g.attr("rng_stream", g.builder().getI64IntegerAttr(g.nextRngStream()))});
-  g.setOutput(1, op.getMask());
-  return done(g, op.getResult());
+  Value mask = op.getMask();
+  Value y = g.checked(op);
+  if (y)
+    g.setOutput(1, mask);
+  return done(g, y);
 }
 
 /// scaled_dot_product_attention as the math reference computes it:
@@ -388,12 +406,17 @@ LogicalResult sdpa(AtenImporter &g) {
     scale = *s;
   }
   Type et = qt.getElementType();
+  if (!nn::isFloatTensor(qt))
+    return g.fail("floating-point query, key and value are expected");
   Value scores = g.op<nn::MatmulOp>({q, k}, {g.attr("transpose_rhs", g.builder().getUnitAttr())});
   scores = g.op<nn::MulOp>({scores, g.scalar(scale, et)});
   Value ninf = g.scalar(-std::numeric_limits<double>::infinity(), et);
   if (*causal) {
     if (!g.isNone("attn_mask"))
       return g.fail("attn_mask with is_causal=True (PyTorch refuses it too)");
+    if (L * S > (int64_t(1) << 28))
+      return g.fail("a causal mask of " + Twine(L) + " x " + Twine(S) +
+                    " is too large to build as a constant");
     SmallVector<bool> lower(L * S);
     for (int64_t i = 0; i < L; ++i)
       for (int64_t j = 0; j < S; ++j)
@@ -412,17 +435,18 @@ LogicalResult sdpa(AtenImporter &g) {
   }
   if (!scores)
     return failure();
-  Value attn = nn::SoftmaxOp::create(g.builder(), g.loc(), scores.getType(), scores,
-                                     g.builder().getI64IntegerAttr(-1));
+  Value attn = g.checked(nn::SoftmaxOp::create(g.builder(), g.loc(), scores.getType(), scores,
+                                               g.builder().getI64IntegerAttr(-1)));
+  if (!attn)
+    return failure();
   if (*dropoutP > 0.0) {
     if (*dropoutP >= 1.0)
       return g.fail("dropout_p " + std::to_string(*dropoutP) + " must be in [0, 1)");
     auto maskType = typeOf(attn).clone(g.builder().getI1Type());
-    attn = nn::DropoutOp::create(
-               g.builder(), g.loc(), TypeRange{attn.getType(), maskType}, ValueRange{attn},
-               {g.attr("ratio", g.builder().getF64FloatAttr(*dropoutP)),
-                g.attr("rng_stream", g.builder().getI64IntegerAttr(g.nextRngStream()))})
-               .getResult();
+    attn = g.checked(nn::DropoutOp::create(
+        g.builder(), g.loc(), TypeRange{attn.getType(), maskType}, ValueRange{attn},
+        {g.attr("ratio", g.builder().getF64FloatAttr(*dropoutP)),
+         g.attr("rng_stream", g.builder().getI64IntegerAttr(g.nextRngStream()))}));
   }
   return done(g, g.op<nn::MatmulOp>({attn, v}));
 }
@@ -497,10 +521,14 @@ LogicalResult permute(AtenImporter &g) {
   if ((int64_t)dims->size() != rank)
     return g.fail("dims has " + Twine(dims->size()) + " entries for rank " + Twine(rank));
   SmallVector<int64_t> perm;
+  SmallVector<bool> seen(rank, false);
   for (int64_t d : *dims) {
     auto a = g.dim(d, rank);
     if (!a)
       return failure();
+    if (seen[*a])
+      return g.fail("dims names dimension " + Twine(*a) + " twice");
+    seen[*a] = true;
     perm.push_back(*a);
   }
   return done(g, g.transpose(x, perm));
@@ -648,6 +676,8 @@ LogicalResult arange(AtenImporter &g) {
   }
   auto type = RankedTensorType::get(m->sizes, et);
   int64_t n = m->sizes[0];
+  if (n > (int64_t(1) << 24))
+    return g.fail("arange of " + Twine(n) + " elements is too large to build as a constant");
   DenseElementsAttr attr;
   if (auto ft = dyn_cast<FloatType>(et)) {
     SmallVector<APFloat> v;

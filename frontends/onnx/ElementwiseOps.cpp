@@ -1,7 +1,10 @@
 //===- ElementwiseOps.cpp - ONNX elementwise ops -> nn -------------------===//
+#include "frontends/onnx/Composer.h"
 #include "frontends/onnx/GraphImporter.h"
 
 #include "dialects/nn/NNDialect.h"
+
+#include <limits>
 
 using namespace mlir;
 
@@ -129,6 +132,34 @@ LogicalResult castOp(GraphImporter &g) {
   return success();
 }
 
+/// IsNaN: x != x. IsInf: |x| == inf, or one sign of it.
+LogicalResult isNaN(GraphImporter &g) {
+  Value x = g.input(0);
+  if (!x)
+    return failure();
+  if (!nn::isFloatTensor(x.getType()))
+    return g.fail("a floating-point input is expected");
+  Composer c(g);
+  return c.finish(c.cmp(nn::CmpPredicate::ne, x, x));
+}
+
+LogicalResult isInf(GraphImporter &g) {
+  Value x = g.input(0);
+  if (!x)
+    return failure();
+  if (!nn::isFloatTensor(x.getType()))
+    return g.fail("a floating-point input is expected");
+  bool negative = attrInt(g.node(), "detect_negative", 1) != 0,
+       positive = attrInt(g.node(), "detect_positive", 1) != 0;
+  Composer c(g);
+  double inf = std::numeric_limits<double>::infinity();
+  if (positive && negative)
+    return c.finish(c.cmp(nn::CmpPredicate::eq, c.unary<nn::AbsOp>(x), c.scalar(inf, x)));
+  if (positive || negative)
+    return c.finish(c.cmp(nn::CmpPredicate::eq, x, c.scalar(positive ? inf : -inf, x)));
+  return c.finish(g.splat(Composer::typeOf(x).clone(g.builder().getI1Type()), 0));
+}
+
 } // namespace
 
 void registerElementwiseConverters(ConverterTable &t) {
@@ -161,6 +192,8 @@ void registerElementwiseConverters(ConverterTable &t) {
   t["Relu"] = unary<nn::ReluOp>;
   t["Sigmoid"] = unary<nn::SigmoidOp>;
   t["Identity"] = identity;
+  t["IsNaN"] = isNaN;
+  t["IsInf"] = isInf;
   t["Cast"] = castOp;
 }
 
