@@ -420,6 +420,8 @@ llvm::Expected<OwningOpRef<ModuleOp>> AtenImporter::run(const frontend::ImportOp
   OwningOpRef<ModuleOp> owned = ModuleOp::create(b_, UnknownLoc::get(&ctx_));
   ModuleOp module = *owned;
   module->setAttr("dsc.source", b_.getStringAttr(program_.path));
+  if (!program_.producer.empty())
+    module->setAttr("dsc.producer", b_.getStringAttr(program_.producer));
   b_.setInsertionPointToEnd(module.getBody());
   auto fn = func::FuncOp::create(b_, UnknownLoc::get(&ctx_), "forward",
                                  b_.getFunctionType(argTypes, {}));

@@ -82,9 +82,12 @@ std::string typeString(mlir::Type t) {
 
 void explain(mlir::ModuleOp module, llvm::raw_ostream &os) {
   auto fn = *module.getOps<mlir::func::FuncOp>().begin();
-  os << "model: " << module->getAttrOfType<mlir::StringAttr>("dsc.source").getValue()
-     << " (opset " << module->getAttrOfType<mlir::IntegerAttr>("dsc.opset").getInt()
-     << ")\n";
+  os << "model: " << module->getAttrOfType<mlir::StringAttr>("dsc.source").getValue();
+  if (auto opset = module->getAttrOfType<mlir::IntegerAttr>("dsc.opset"))
+    os << " (ONNX opset " << opset.getInt() << ")";
+  else if (auto producer = module->getAttrOfType<mlir::StringAttr>("dsc.producer"))
+    os << " (" << producer.getValue() << ")";
+  os << "\n";
   int64_t params = 0, paramBytes = 0, buffers = 0, bufferBytes = 0, nParams = 0;
   std::vector<std::string> frozen, running;
   // Buffers the forward pass updates (BatchNorm's running statistics).
