@@ -99,15 +99,6 @@ std::set<std::string> fxOperands(llvm::StringRef fx) {
 /// The leaf of a dotted name: "weight" of "blocks.0.ln1.weight".
 llvm::StringRef leafOf(llvm::StringRef fqn) { return fqn.rsplit('.').second.empty() ? fqn : fqn.rsplit('.').second; }
 
-/// torch.export's placeholder name of a parameter: p_ + its name, dots as _.
-std::string placeholderOf(llvm::StringRef fqn) {
-  std::string s = "p_" + fqn.str();
-  for (char &c : s)
-    if (c == '.')
-      c = '_';
-  return s;
-}
-
 struct Signature {
   struct Input {
     std::string kind, target; // PARAMETER wte.weight
