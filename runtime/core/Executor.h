@@ -15,8 +15,10 @@
 // does not depend on dp.
 //
 // Pipeline parallelism (Plan.pp > 1): the executor gets the world
-// communicator of pp * dp ranks; world rank w runs stage w % pp (the plan
-// `stages[w % pp]`) as data-parallel index w / pp. The world splits into
+// communicator of tp * pp * dp ranks, tp innermost; world rank w is tp rank
+// w % tp and runs stage (w / tp) % pp (the plan `stages[(w / tp) % pp]`) as
+// data-parallel index (w / tp) / pp (the launcher's rank table; with tp = 1,
+// stage w % pp of index w / pp). The world splits into
 // the stage's data-parallel group (axis 0) and the index's pipeline group
 // (axis 1); every dist instruction names its group by Instr.axis. A stage
 // runs its whole unrolled schedule (the prologue) once per step; its
