@@ -1,7 +1,7 @@
 //===- EmitPlan.cpp - the planned step as a dsrt plan directory ----------===//
 //
 // Reads a step after memory-plan and writes:
-//   plan.pb              the program (runtime/plan/plan.proto): buffers at
+//   plan.pb              the program (plan/plan.proto): buffers at
 //                        arena offsets and the instruction lists;
 //   weights.safetensors  the initial parameters and frozen buffers, by name;
 //   model.onnx           the source model without those initializers' data,
@@ -21,11 +21,11 @@
 #include "passes/PlanManifest.h"
 #include "dialects/train/TrainDialect.h"
 #include "frontends/ModelFile.h"
-#include "runtime/config/DsConfig.h"
-#include "runtime/io/FileUtil.h"
-#include "runtime/io/SafeTensors.h"
-#include "runtime/plan/Instructions.h"
-#include "runtime/plan/Version.h"
+#include "config/DsConfig.h"
+#include "io/FileUtil.h"
+#include "io/SafeTensors.h"
+#include "plan/Instructions.h"
+#include "plan/Version.h"
 
 #include "plan.pb.h"
 
@@ -69,7 +69,7 @@ plan::DType dtypeOf(Type t) {
   return plan::DTYPE_UNSPECIFIED;
 }
 
-/// The plan instruction of `op` (runtime/plan/Instructions.h), chosen by
+/// The plan instruction of `op` (plan/Instructions.h), chosen by
 /// its class, so that renaming an op in a dialect changes no plan; null for
 /// an op dsrt has no kernel for.
 const char *instructionOf(Operation *op) {
@@ -1226,7 +1226,7 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
     if (!skeleton.empty())
       dsrt::io::writeFileAtomically(options.dir + "/model.onnx",
                                     {{skeleton.data(), skeleton.size()}});
-    // The checksums dsrt verifies (runtime/io/FileUtil.h), before plan.pb.
+    // The checksums dsrt verifies (io/FileUtil.h), before plan.pb.
     dsrt::io::writeChecksums(
         options.dir,
         {{"plan.pb", dsrt::io::sha256Hex(bytes.data(), bytes.size())},

@@ -3,7 +3,7 @@
 #define DSC_PASSES_EMITPLAN_H
 
 #include "frontends/common/ImportOptions.h"
-#include "runtime/config/DsConfig.h"
+#include "config/DsConfig.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"

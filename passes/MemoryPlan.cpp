@@ -19,7 +19,7 @@
 #include "dialects/dist/DistDialect.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/train/TrainDialect.h"
-#include "runtime/plan/Staging.h"
+#include "plan/Staging.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -55,7 +55,7 @@ bool isInPlaceElementwise(Operation *op) {
 }
 
 /// Bytes a collective works in: the staging the plan format asks of it
-/// (runtime/plan/Staging.h), reserved here so the arena is the whole peak.
+/// (plan/Staging.h), reserved here so the arena is the whole peak.
 int64_t stagingBytes(Operation *op) {
   auto group = op->getAttrOfType<dist::GroupAttr>("group");
   if (!group || isa<dist::SendOp, dist::RecvOp>(op))

@@ -2,7 +2,7 @@
 #include "passes/Pipeline.h"
 
 #include "passes/Passes.h"
-#include "runtime/config/DsConfig.h"
+#include "config/DsConfig.h"
 
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"

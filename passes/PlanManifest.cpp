@@ -9,9 +9,9 @@
 //===----------------------------------------------------------------------===//
 #include "passes/PlanManifest.h"
 
-#include "runtime/config/DsConfig.h"
-#include "runtime/plan/ElementBytes.h"
-#include "runtime/plan/StepRule.h"
+#include "config/DsConfig.h"
+#include "plan/ElementBytes.h"
+#include "plan/StepRule.h"
 
 #include "llvm/Support/Format.h"
 

@@ -9,7 +9,7 @@
 #include "mlir/Interfaces/ControlFlowInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
-#include "runtime/plan/StepRule.h"
+#include "plan/StepRule.h"
 
 #include "dialects/train/TrainDialect.h.inc"
 #include "dialects/train/TrainInterfaces.h.inc"

@@ -67,7 +67,7 @@ def Train_Dialect : Dialect {
     /// `compressed`) or another op of the same steps may read them.
     static constexpr ::llvm::StringLiteral kActiveSteps = "train.active_steps";
     /// Op attribute `train.step_classes = N` (i64): the op runs only on
-    /// optimizer steps whose class (runtime/plan/StepRule.h, by the rule
+    /// optimizer steps whose class (plan/StepRule.h, by the rule
     /// of the function's train.zero_one_adam) is one of the bits of N, as
     /// 0/1 Adam's variance, compressed-gradient, local and sync steps are
     /// planned together. Off them it behaves as off train.active_steps.
@@ -236,7 +236,7 @@ def Train_ZeroOneAdamOp : Train_Op<"zero_one_adam", [Pure, OptimizerUpdate,
   let description = [{
     DeepSpeed's ZeroOneAdam (edaa722 runtime/fp16/onebit/zoadam.py) with
     `t = step + step_offset` its call count, whose class
-    (runtime/plan/StepRule.h, from the policy attributes) says what it does:
+    (plan/StepRule.h, from the policy attributes) says what it does:
     initialising (t = 1): nothing; variance: `m = b1 m + (1-b1) g`, `v = b2
     v + (1-b2) g^2` on the averaged gradient; compressed gradient: `m = b1 m
     + (1-b1) compressed` (the 1-bit all-reduce of the local gradient; without

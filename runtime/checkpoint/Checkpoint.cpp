@@ -1,8 +1,8 @@
 //===- Checkpoint.cpp - universal, crash-safe training checkpoints --------===//
 #include "runtime/checkpoint/Checkpoint.h"
 
-#include "runtime/io/OutputDir.h"
-#include "runtime/io/SafeTensors.h"
+#include "io/OutputDir.h"
+#include "io/SafeTensors.h"
 
 #include <algorithm>
 #include <atomic>

@@ -29,7 +29,7 @@
 #include "runtime/comm/Communicator.h"
 #include "runtime/core/Executor.h"
 #include "runtime/core/LossScaler.h"
-#include "runtime/io/FileUtil.h"
+#include "io/FileUtil.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,8 +1,8 @@
 //===- Export.cpp - a checkpoint as the model's state_dict or ONNX --------===//
 #include "runtime/checkpoint/Export.h"
 
-#include "runtime/io/OutputDir.h"
-#include "runtime/io/SafeTensors.h"
+#include "io/OutputDir.h"
+#include "io/SafeTensors.h"
 #include "runtime/onnx/OnnxExport.h"
 #include "runtime/onnx/StateDict.h"
 

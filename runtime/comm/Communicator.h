@@ -40,8 +40,8 @@
 #ifndef DSRT_COMM_COMMUNICATOR_H
 #define DSRT_COMM_COMMUNICATOR_H
 
-#include "runtime/io/DType.h"
-#include "runtime/plan/Staging.h"
+#include "io/DType.h"
+#include "plan/Staging.h"
 
 #include <algorithm>
 #include <chrono>
@@ -55,7 +55,7 @@
 
 namespace dsrt::comm {
 
-/// The collectives (the plan format's names, runtime/plan/Staging.h).
+/// The collectives (the plan format's names, plan/Staging.h).
 using Kind = staging::Collective;
 constexpr int kNumKinds = staging::kNumCollectives;
 using staging::chunkOf;

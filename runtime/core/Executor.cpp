@@ -3,9 +3,9 @@
 #include "runtime/core/Tier.h"
 #include "runtime/kernels/cpu/Kernels.h"
 
-#include "runtime/plan/ElementBytes.h"
+#include "plan/ElementBytes.h"
 
-#include "runtime/io/SafeTensors.h"
+#include "io/SafeTensors.h"
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>

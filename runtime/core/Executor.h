@@ -34,11 +34,11 @@
 #define DSRT_CORE_EXECUTOR_H
 
 #include "runtime/comm/Communicator.h"
-#include "runtime/config/DsConfig.h"
+#include "config/DsConfig.h"
 #include "runtime/core/LossScaler.h"
-#include "runtime/plan/PlanFile.h"
-#include "runtime/plan/StepRule.h"
-#include "runtime/plan/Version.h"
+#include "plan/PlanFile.h"
+#include "plan/StepRule.h"
+#include "plan/Version.h"
 #include "runtime/kernels/common/Contracts.h"
 
 #include "plan.pb.h"

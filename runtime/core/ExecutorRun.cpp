@@ -1,9 +1,9 @@
 //===- ExecutorRun.cpp - running a step: lists, timeline, profile --------===//
 #include "runtime/core/Executor.h"
 #include "runtime/core/Tier.h"
-#include "runtime/config/LrSchedule.h"
+#include "config/LrSchedule.h"
 
-#include "runtime/io/FileUtil.h"
+#include "io/FileUtil.h"
 #include "runtime/kernels/cpu/Kernels.h"
 
 #include <algorithm>

@@ -18,7 +18,7 @@
 #ifndef DSRT_CORE_LOSSSCALER_H
 #define DSRT_CORE_LOSSSCALER_H
 
-#include "runtime/config/DsConfig.h"
+#include "config/DsConfig.h"
 
 #include <cstdint>
 #include <stdexcept>

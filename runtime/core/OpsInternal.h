@@ -11,7 +11,7 @@
 #ifndef DSRT_CORE_OPSINTERNAL_H
 #define DSRT_CORE_OPSINTERNAL_H
 
-#include "runtime/config/LrSchedule.h"
+#include "config/LrSchedule.h"
 #include "runtime/core/Executor.h"
 #include "runtime/kernels/cpu/Half.h"
 

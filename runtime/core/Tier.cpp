@@ -1,7 +1,7 @@
 //===- Tier.cpp - the NVMe tier of a rank ----------------------------------===//
 #include "runtime/core/Tier.h"
 
-#include "runtime/io/FileUtil.h"
+#include "io/FileUtil.h"
 
 #include <algorithm>
 #include <csignal>

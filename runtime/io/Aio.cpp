@@ -1,7 +1,7 @@
 //===- Aio.cpp - the NVMe tier's file over io_uring -----------------------===//
 #include "runtime/io/Aio.h"
 
-#include "runtime/io/FileUtil.h"
+#include "io/FileUtil.h"
 
 #include <liburing.h>
 

@@ -1,7 +1,7 @@
 //===- DataSource.cpp - the training data a run reads ---------------------===//
 #include "runtime/io/DataSource.h"
 
-#include "runtime/io/FileUtil.h"
+#include "io/FileUtil.h"
 #include "runtime/io/Npy.h"
 
 #include <algorithm>

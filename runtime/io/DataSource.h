@@ -12,7 +12,7 @@
 #ifndef DSRT_IO_DATASOURCE_H
 #define DSRT_IO_DATASOURCE_H
 
-#include "runtime/io/DType.h"
+#include "io/DType.h"
 #include "runtime/io/TokenFile.h"
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 //===- Metrics.cpp - per-step metrics of a training run -------------------===//
 #include "runtime/io/Metrics.h"
 
-#include "runtime/io/FileUtil.h"
+#include "io/FileUtil.h"
 
 #include <cerrno>
 #include <cmath>

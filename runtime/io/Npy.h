@@ -10,8 +10,8 @@
 #ifndef DSRT_IO_NPY_H
 #define DSRT_IO_NPY_H
 
-#include "runtime/io/DType.h"
-#include "runtime/io/FileUtil.h"
+#include "io/DType.h"
+#include "io/FileUtil.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -17,7 +17,7 @@
 #ifndef DSRT_IO_TOKENFILE_H
 #define DSRT_IO_TOKENFILE_H
 
-#include "runtime/io/FileUtil.h"
+#include "io/FileUtil.h"
 
 #include <cstdint>
 #include <memory>

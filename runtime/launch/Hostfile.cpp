@@ -1,7 +1,7 @@
 //===- Hostfile.cpp - DeepSpeed hostfiles and rank selection --------------===//
 #include "runtime/launch/Hostfile.h"
 
-#include "runtime/io/FileUtil.h"
+#include "io/FileUtil.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -16,12 +16,12 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/launch/Launcher.h"
 
-#include "runtime/io/FileUtil.h"
+#include "io/FileUtil.h"
 #include "runtime/io/Metrics.h"
-#include "runtime/io/OutputDir.h"
-#include "runtime/config/CliChecks.h"
-#include "runtime/plan/Limits.h"
-#include "runtime/plan/PlanFile.h"
+#include "io/OutputDir.h"
+#include "config/CliChecks.h"
+#include "plan/Limits.h"
+#include "plan/PlanFile.h"
 
 #include "plan.pb.h"
 
@@ -536,7 +536,7 @@ std::optional<RankFailure> failureFromExitFiles(const std::string &runDir) {
 //===----------------------------------------------------------------------===//
 
 std::optional<PlanRanks> readPlanRanks(const std::string &planDir) {
-  // The executor's reader and ranks rule (runtime/plan/PlanFile.h): the
+  // The executor's reader and ranks rule (plan/PlanFile.h): the
   // same checks (a regular file, its size, version and checksum, no unknown
   // field) before the launcher trusts a number in it.
   try {

@@ -1,7 +1,7 @@
 //===- TensorBoard.cpp - TensorFlow event files ---------------------------===//
 #include "runtime/monitor/TensorBoard.h"
 
-#include "runtime/io/FileUtil.h"
+#include "io/FileUtil.h"
 
 #include "event.pb.h"
 

@@ -9,7 +9,7 @@
 #ifndef DSRT_ONNX_ONNXEXPORT_H
 #define DSRT_ONNX_ONNXEXPORT_H
 
-#include "runtime/io/SafeTensors.h"
+#include "io/SafeTensors.h"
 
 #include <cstdint>
 #include <functional>

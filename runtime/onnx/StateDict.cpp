@@ -1,9 +1,9 @@
 //===- StateDict.cpp - the PyTorch state_dict of a plan's model -----------===//
 #include "runtime/onnx/StateDict.h"
 
-#include "runtime/io/FileUtil.h"
-#include "runtime/io/JsonLimits.h"
-#include "runtime/io/SafeTensors.h"
+#include "io/FileUtil.h"
+#include "io/JsonLimits.h"
+#include "io/SafeTensors.h"
 
 #include "onnx/onnx_pb.h"
 

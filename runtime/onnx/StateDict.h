@@ -16,7 +16,7 @@
 #ifndef DSRT_ONNX_STATEDICT_H
 #define DSRT_ONNX_STATEDICT_H
 
-#include "runtime/io/DType.h"
+#include "io/DType.h"
 
 #include <cstdint>
 #include <map>

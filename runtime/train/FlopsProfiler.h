@@ -16,7 +16,7 @@
 #ifndef DSRT_TRAIN_FLOPSPROFILER_H
 #define DSRT_TRAIN_FLOPSPROFILER_H
 
-#include "runtime/config/DsConfig.h"
+#include "config/DsConfig.h"
 #include "runtime/core/Executor.h"
 
 #include <string>

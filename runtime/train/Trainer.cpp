@@ -5,14 +5,14 @@
 #include "runtime/core/Tier.h"
 #include "runtime/kernels/cpu/Kernels.h"
 
-#include "runtime/io/FileUtil.h"
+#include "io/FileUtil.h"
 #include "runtime/io/Metrics.h"
-#include "runtime/io/OutputDir.h"
+#include "io/OutputDir.h"
 #include "runtime/io/Process.h"
-#include "runtime/io/SafeTensors.h"
+#include "io/SafeTensors.h"
 #include "runtime/monitor/TensorBoard.h"
 #include "runtime/onnx/OnnxExport.h"
-#include "runtime/plan/ElementBytes.h"
+#include "plan/ElementBytes.h"
 
 #include <algorithm>
 #include <chrono>

@@ -244,7 +244,7 @@ class ZeroOneAdamRule:
     engine's part (averaging them where enable_backward_allreduce is on) is
     the caller's, asked through compressed_phase(t): whether call t gets the
     workers' own gradients. The policy counters are DeepSpeed's, kept as it
-    keeps them (not dsc's closed form, runtime/plan/StepRule.h):
+    keeps them (not dsc's closed form, plan/StepRule.h):
 
         call 1:        state only
         unfrozen:      t % var_interval == 0: m, v as Adam on the average

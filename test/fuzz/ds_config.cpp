@@ -6,8 +6,8 @@
 // back) and its lr schedule must be computable at any step.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/config/DsConfig.h"
-#include "runtime/config/LrSchedule.h"
+#include "config/DsConfig.h"
+#include "config/LrSchedule.h"
 #include "test/fuzz/FuzzUtil.h"
 
 #include <cmath>

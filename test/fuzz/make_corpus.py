@@ -60,7 +60,7 @@ def ds_config():
         put(d, os.path.relpath(f, ROOT).replace("/", "_"), open(f, "rb").read())
     # The unit tests' snippets: every key and error path the parser knows.
     seen = set()
-    for i, s in enumerate(raw_strings(os.path.join(ROOT, "test/runtime/config/DsConfigTest.cpp"))):
+    for i, s in enumerate(raw_strings(os.path.join(ROOT, "test/config/DsConfigTest.cpp"))):
         s = s.strip()
         if s.startswith("{") and s not in seen and len(s) < 2048:
             seen.add(s)

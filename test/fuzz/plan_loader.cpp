@@ -18,8 +18,8 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/core/Executor.h"
 #include "runtime/kernels/cpu/Kernels.h"
-#include "runtime/io/FileUtil.h"
-#include "runtime/io/SafeTensors.h"
+#include "io/FileUtil.h"
+#include "io/SafeTensors.h"
 #include "test/fuzz/FuzzUtil.h"
 
 #include <nlohmann/json.hpp>

@@ -5,7 +5,7 @@
 // every tensor's bytes are read, so ASan sees a range past the end.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/io/SafeTensors.h"
+#include "io/SafeTensors.h"
 #include "test/fuzz/FuzzUtil.h"
 
 using namespace dsrt::io;

@@ -127,7 +127,7 @@ func.func @step(%p: tensor<8xf32> {train.param = "p"}, %g: tensor<8xf32>, %m: te
 }
 
 // --onebit-compression plans DeepSpeed's ZeroOneAdam (0/1 Adam) on 4 ranks
-// by step class (train.step_classes, runtime/plan/StepRule.h: 1
+// by step class (train.step_classes, plan/StepRule.h: 1
 // initialising, 2 variance, 4 compressed gradient, 8 local, 16 sync).
 // ZO-LABEL: func.func @mlp(
 // Its states: DeepSpeed's names, lrs a scalar; then each tensor's errors.

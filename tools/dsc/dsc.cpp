@@ -16,12 +16,12 @@
 #include "passes/EmitPlan.h"
 #include "passes/Passes.h"
 #include "passes/Pipeline.h"
-#include "runtime/config/CliChecks.h"
-#include "runtime/config/CompileConfig.h"
-#include "runtime/config/DsConfig.h"
-#include "runtime/config/KeyTable.h"
-#include "runtime/io/OutputDir.h"
-#include "runtime/plan/Limits.h"
+#include "config/CliChecks.h"
+#include "tools/dsc/CompileConfig.h"
+#include "config/DsConfig.h"
+#include "config/KeyTable.h"
+#include "io/OutputDir.h"
+#include "plan/Limits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -315,7 +315,7 @@ int main(int argc, char **argv) {
   std::string model, output = "-", emit, loss, batchSizeText;
   int64_t elide = 1024;
   // The flags that decide the training step go straight into `flags`
-  // (runtime/config/CompileConfig.h resolves them with the ds_config).
+  // (tools/dsc/CompileConfig.h resolves them with the ds_config).
   dsrt::config::CompileFlags flags;
   std::optional<std::string> memoryBudgetText;
   std::vector<std::string> inputShapes, freeze;

@@ -315,7 +315,7 @@ void onebitLambStats(const float *p, const float *g, const float *m, const float
 /// tensor arithmetic rounds it.
 void onebitLambScaling(const float *const *m, const int64_t *n, int k, float *coeff);
 /// DeepSpeed's ZeroOneAdam (edaa722 runtime/fp16/onebit/zoadam.py) on a
-/// step of class `cls` (runtime/plan/StepRule.h; the train.zero_one_adam
+/// step of class `cls` (plan/StepRule.h; the train.zero_one_adam
 /// op's description has the rule of each), each operation rounded to float
 /// in DeepSpeed's order. `compressed` (null: one rank) is the 1-bit
 /// all-reduce of the local gradient on a compressed-gradient step, of

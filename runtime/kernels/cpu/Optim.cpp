@@ -9,7 +9,7 @@
 #include "runtime/kernels/common/AdamScalars.h"
 #include "runtime/kernels/common/OptimElements.h"
 #include "runtime/kernels/cpu/Internal.h"
-#include "runtime/plan/StepRule.h"
+#include "plan/StepRule.h"
 
 #include <algorithm>
 #include <cmath>

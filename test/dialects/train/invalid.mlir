@@ -827,7 +827,7 @@ func.func @reset_at_step(%e: tensor<8xf32>, %t: tensor<i64>) {
 
 // -----
 
-// train.step_classes is a mask of runtime/plan/StepRule.h's classes.
+// train.step_classes is a mask of plan/StepRule.h's classes.
 func.func @step_classes_mask(%x: tensor<4xf32>) {
   // expected-error @+1 {{'nn.neg' op 'train.step_classes' must be a mask of step classes (1 to 31), got 32}}
   %0 = nn.neg %x {train.step_classes = 32 : i64} : tensor<4xf32>

@@ -331,7 +331,7 @@ TEST(SelfCommunicator, CopiesAndCounts) {
 }
 
 TEST(StagingPlacement, AllToAllStagesOnlyABucket) {
-  // The plan-format contract (runtime/plan/Staging.h): a lone all_to_all
+  // The plan-format contract (plan/Staging.h): a lone all_to_all
   // moves from input to output; a bucket packs the blocks it sends and the
   // blocks it receives: here 8 floats and 6 bf16, twice.
   std::vector<int64_t> n = {8, 6}, width = {4, 2};

@@ -9,7 +9,7 @@
 #ifndef DSRT_TEST_COMM_PLANBUILDER_H
 #define DSRT_TEST_COMM_PLANBUILDER_H
 
-#include "runtime/io/SafeTensors.h"
+#include "io/SafeTensors.h"
 
 #include "plan.pb.h"
 

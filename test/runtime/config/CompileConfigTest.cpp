@@ -1,5 +1,5 @@
 //===- CompileConfigTest.cpp - dsc's flags and ds_config, resolved --------===//
-#include "runtime/config/CompileConfig.h"
+#include "tools/dsc/CompileConfig.h"
 
 #include <gtest/gtest.h>
 

@@ -5,7 +5,7 @@
 // the canonical round trip.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/config/DsConfig.h"
+#include "config/DsConfig.h"
 
 #include <gtest/gtest.h>
 

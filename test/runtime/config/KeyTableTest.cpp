@@ -7,8 +7,8 @@
 // page rendered from it.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/config/DsConfig.h"
-#include "runtime/config/KeyTable.h"
+#include "config/DsConfig.h"
+#include "config/KeyTable.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -66,7 +66,7 @@ TEST(KeyTable, HoldsEveryDeepSpeedKey) {
   for (const auto &[path, k] : keys) {
     const KeySpec *spec = findKey(path);
     ASSERT_NE(spec, nullptr) << "DeepSpeed reads '" << path
-                             << "': add it to runtime/config/KeyTable.cpp";
+                             << "': add it to config/KeyTable.cpp";
     EXPECT_FALSE(spec->dscOnly) << path << " is DeepSpeed's, not dsc's own";
     if (k.type != "any" && spec->type != KeyType::Any) {
       EXPECT_EQ(keyTypeName(spec->type), k.type) << path;

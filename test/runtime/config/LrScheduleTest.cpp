@@ -30,7 +30,7 @@
 // transcribed the same way; values are printed with repr().
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/config/LrSchedule.h"
+#include "config/LrSchedule.h"
 
 #include <gtest/gtest.h>
 

@@ -24,8 +24,8 @@
 #include "test/runtime/comm/PlanBuilder.h"
 
 #include "runtime/core/Executor.h"
-#include "runtime/plan/Instructions.h"
-#include "runtime/io/FileUtil.h"
+#include "plan/Instructions.h"
+#include "io/FileUtil.h"
 
 #include <gmock/gmock.h>
 

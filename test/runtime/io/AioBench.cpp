@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/io/Aio.h"
-#include "runtime/io/FileUtil.h"
+#include "io/FileUtil.h"
 
 #include <chrono>
 #include <cstdio>

@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "TestDir.h"
 #include "runtime/io/Aio.h"
-#include "runtime/io/FileUtil.h"
+#include "io/FileUtil.h"
 
 #include <gtest/gtest.h>
 

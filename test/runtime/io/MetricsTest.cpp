@@ -1,7 +1,7 @@
 //===- MetricsTest.cpp - metrics.csv tests --------------------------------===//
 #include "runtime/io/Metrics.h"
 
-#include "runtime/io/FileUtil.h"
+#include "io/FileUtil.h"
 
 #include "TestDir.h"
 

@@ -1,5 +1,5 @@
 //===- OutputDirTest.cpp - plan and run folders, files never written over -===//
-#include "runtime/io/OutputDir.h"
+#include "io/OutputDir.h"
 
 #include "TestDir.h"
 

@@ -4,7 +4,7 @@
 // out, the atomic replace, and one hand-made file per validation error.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/io/SafeTensors.h"
+#include "io/SafeTensors.h"
 
 #include "TestDir.h"
 

@@ -1,6 +1,6 @@
 //===- ZeroOneTest.cpp - 0/1 Adam's step classes and update ---------------===//
 //
-// The step classes of runtime/plan/StepRule.h (a closed form, searched by
+// The step classes of plan/StepRule.h (a closed form, searched by
 // segments) against DeepSpeed's own counters, kept call by call as
 // zoadam.py keeps them (edaa722 lines 127-319); and cpu::zeroOneAdam /
 // zeroOnePayload over every class against a float64 transcription of the
@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "TestUtil.h"
 
-#include "runtime/plan/StepRule.h"
+#include "plan/StepRule.h"
 
 namespace dsrt::cpu::test {
 namespace {

@@ -11,7 +11,7 @@
 #include "runtime/launch/Launcher.h"
 
 #include "TestDir.h"
-#include "runtime/io/FileUtil.h"
+#include "io/FileUtil.h"
 #include "plan.pb.h"
 
 #include <gtest/gtest.h>

@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/train/Trainer.h"
 
-#include "runtime/io/SafeTensors.h"
+#include "io/SafeTensors.h"
 
 #include "test/runtime/comm/PlanBuilder.h"
 

@@ -1,7 +1,7 @@
 //===- DType.cpp - element types of tensors on disk -----------------------===//
-#include "runtime/io/DType.h"
+#include "io/DType.h"
 
-#include "runtime/io/FileUtil.h"
+#include "io/FileUtil.h"
 
 #include <limits>
 

@@ -14,8 +14,8 @@
 #ifndef DSRT_IO_SAFETENSORS_H
 #define DSRT_IO_SAFETENSORS_H
 
-#include "runtime/io/DType.h"
-#include "runtime/io/FileUtil.h"
+#include "io/DType.h"
+#include "io/FileUtil.h"
 
 #include <cstdint>
 #include <functional>

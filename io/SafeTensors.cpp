@@ -1,7 +1,7 @@
 //===- SafeTensors.cpp - safetensors files --------------------------------===//
-#include "runtime/io/SafeTensors.h"
+#include "io/SafeTensors.h"
 
-#include "runtime/io/JsonLimits.h"
+#include "io/JsonLimits.h"
 
 #include <nlohmann/json.hpp>
 

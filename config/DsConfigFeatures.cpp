@@ -3,7 +3,7 @@
 // activation_checkpointing, checkpoint and tensor_parallel.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/config/Readers.h"
+#include "config/Readers.h"
 
 #include <algorithm>
 #include <cmath>

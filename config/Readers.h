@@ -2,7 +2,7 @@
 #ifndef DSRT_CONFIG_READERS_H
 #define DSRT_CONFIG_READERS_H
 
-#include "runtime/config/Section.h"
+#include "config/Section.h"
 
 namespace dsrt::config::detail {
 

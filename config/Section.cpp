@@ -3,7 +3,7 @@
 // The helpers Section.h declares.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/config/Section.h"
+#include "config/Section.h"
 
 #include <charconv>
 

@@ -6,7 +6,7 @@
 // division in double precision, math.floor, math.log, math.cos.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/config/LrSchedule.h"
+#include "config/LrSchedule.h"
 
 #include <algorithm>
 #include <cmath>

@@ -3,7 +3,7 @@
 // The optimizer and scheduler sections against tables of their parameters.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/config/Readers.h"
+#include "config/Readers.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
 //===- FileUtil.cpp - shared file plumbing of dsrt_io ---------------------===//
-#include "runtime/io/FileUtil.h"
+#include "io/FileUtil.h"
 
 #include <algorithm>
 #include <cctype>

@@ -6,7 +6,7 @@
 // DeepSpeed's default (JSON), why, freeForm, dscOnly, isSwitch.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/config/KeyTable.h"
+#include "config/KeyTable.h"
 
 namespace dsrt::config {
 

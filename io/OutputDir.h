@@ -19,7 +19,7 @@
 #ifndef DSRT_IO_OUTPUTDIR_H
 #define DSRT_IO_OUTPUTDIR_H
 
-#include "runtime/io/FileUtil.h"
+#include "io/FileUtil.h"
 
 #include <ctime>
 #include <string>

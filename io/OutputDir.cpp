@@ -1,5 +1,5 @@
 //===- OutputDir.cpp - folders and files the tools may write --------------===//
-#include "runtime/io/OutputDir.h"
+#include "io/OutputDir.h"
 
 #include <algorithm>
 #include <cerrno>

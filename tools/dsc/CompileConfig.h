@@ -17,7 +17,7 @@
 #ifndef DSRT_CONFIG_COMPILECONFIG_H
 #define DSRT_CONFIG_COMPILECONFIG_H
 
-#include "runtime/config/DsConfig.h"
+#include "config/DsConfig.h"
 
 #include <optional>
 #include <string>

@@ -6,7 +6,7 @@
 #ifndef DSRT_PLAN_ELEMENTBYTES_H
 #define DSRT_PLAN_ELEMENTBYTES_H
 
-#include "runtime/io/DType.h"
+#include "io/DType.h"
 
 #include "plan.pb.h"
 

@@ -8,7 +8,7 @@
 #ifndef DSRT_CONFIG_SECTION_H
 #define DSRT_CONFIG_SECTION_H
 
-#include "runtime/config/DsConfig.h"
+#include "config/DsConfig.h"
 
 #include <nlohmann/json.hpp>
 

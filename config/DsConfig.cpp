@@ -9,11 +9,11 @@
 // (Readers.h). See DsConfig.h for the DeepSpeed rules.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/config/DsConfig.h"
-#include "runtime/config/KeyTable.h"
-#include "runtime/config/Readers.h"
+#include "config/DsConfig.h"
+#include "config/KeyTable.h"
+#include "config/Readers.h"
 
-#include "runtime/io/JsonLimits.h"
+#include "io/JsonLimits.h"
 
 #include <nlohmann/json.hpp>
 

@@ -3,7 +3,7 @@
 // The mixed-precision sections (fp16, bf16, data_types, torch_autocast).
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/config/Readers.h"
+#include "config/Readers.h"
 
 #include <algorithm>
 #include <cmath>

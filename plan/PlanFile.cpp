@@ -1,8 +1,8 @@
 //===- PlanFile.cpp - reading plan.pb, checked --------------------------===//
-#include "runtime/plan/PlanFile.h"
+#include "plan/PlanFile.h"
 
-#include "runtime/io/FileUtil.h"
-#include "runtime/plan/Version.h"
+#include "io/FileUtil.h"
+#include "plan/Version.h"
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>

@@ -3,7 +3,7 @@
 // The batch-size relation, zero_optimization and pipeline.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/config/Readers.h"
+#include "config/Readers.h"
 
 #include <algorithm>
 #include <cmath>

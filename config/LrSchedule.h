@@ -42,7 +42,7 @@
 #ifndef DSRT_CONFIG_LRSCHEDULE_H
 #define DSRT_CONFIG_LRSCHEDULE_H
 
-#include "runtime/config/DsConfig.h"
+#include "config/DsConfig.h"
 
 #include <cstdint>
 

@@ -18,8 +18,8 @@
 //    resolve are named together in one error (docs/ds-config.md, "auto").
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/config/KeyTable.h"
-#include "runtime/config/Readers.h"
+#include "config/KeyTable.h"
+#include "config/Readers.h"
 
 #include <cmath>
 #include <optional>
