@@ -679,7 +679,7 @@ private:
 
   /// An input read as indices: the range its values must lie in.
   void recordIndexBound(Operation *op) {
-    auto bound = [&](Value indices, int64_t n) {
+    auto bound = [&](Value indices, int64_t n, std::optional<int64_t> ignore = std::nullopt) {
       while (auto r = indices.getDefiningOp<nn::ReshapeOp>()) // a view of the input
         indices = r.getInput();
       auto it = buffers_.find(indices);
@@ -688,6 +688,8 @@ private:
       plan::Buffer *b = plan_.mutable_buffers(it->second);
       if (b->role() == plan::INPUT && (b->index_bound() == 0 || n < b->index_bound()))
         b->set_index_bound(n);
+      if (b->role() == plan::INPUT && ignore)
+        b->set_ignore_index(*ignore);
     };
     auto dim = [](Value v, int64_t axis) {
       auto t = cast<RankedTensorType>(v.getType());
@@ -697,11 +699,11 @@ private:
       auto parts = g->getAttrOfType<IntegerAttr>("dist.tp_part");
       bound(g.getIndices(), dim(g.getData(), g.getAxis()) * (parts ? parts.getInt() : 1));
     } else if (auto v = dyn_cast<nn::VocabCeLossOp>(op))
-      bound(v.getLabels(), v.getClasses());
+      bound(v.getLabels(), v.getClasses(), v.getIgnoreIndex());
     else if (auto ce = dyn_cast<nn::CrossEntropyOp>(op))
-      bound(ce.getLabels(), dim(ce.getInput(), 1)); // classes: dimension 1
+      bound(ce.getLabels(), dim(ce.getInput(), 1), ce.getIgnoreIndex()); // classes: dim 1
     else if (auto nll = dyn_cast<nn::NllLossOp>(op))
-      bound(nll.getLabels(), dim(nll.getInput(), 1));
+      bound(nll.getLabels(), dim(nll.getInput(), 1), nll.getIgnoreIndex());
   }
 
   /// The ONNX node an op comes from: the first name in its location (the

@@ -39,7 +39,11 @@ namespace dsrt {
 /// Version 7: instructions of step classes (Instr.step_classes with
 /// Plan.step_rule: 0/1 Adam's variance, compressed-gradient, local and
 /// sync steps), which an older dsrt would run on every step.
-constexpr unsigned kPlanFormatVersion = 7;
+/// Version 8: Buffer.ignore_index, the label a loss skips, which the data
+/// check of a version-7 dsrt would not know (it refuses the field).
+/// Version-7 plans run as they meant; their .npy inputs are not checked
+/// before training.
+constexpr unsigned kPlanFormatVersion = 8;
 constexpr unsigned kOldestPlanFormatVersion = 1;
 
 } // namespace dsrt

@@ -61,6 +61,49 @@ private:
 };
 
 class NpyFolder : public DataSource {
+  /// Every value of an index input is in [0, indexBound) or the label its
+  /// loss skips, checked before training (as a token file's ids are): one
+  /// out of range would otherwise end the run at the step that reads it.
+  static void checkIndices(const NpyArray &a, const std::string &path, const InputSpec &t,
+                           bool int32) {
+    if (!t.checkValues || t.indexBound <= 0 || (t.dtype != DType::I64 && t.dtype != DType::I32))
+      return;
+    int64_t width = int32 || t.dtype == DType::I32 ? 4 : 8, count = 1;
+    for (int64_t d : a.shape)
+      count *= d;
+    int64_t row = a.shape.empty() ? 1 : count / std::max<int64_t>(a.shape[0], 1);
+    const char *data = static_cast<const char *>(a.data());
+    int64_t bad = 0, first = -1, firstValue = 0;
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t v;
+      if (width == 4) {
+        int32_t w;
+        std::memcpy(&w, data + i * 4, 4);
+        v = w;
+      } else {
+        std::memcpy(&v, data + i * 8, 8);
+      }
+      if ((v < 0 || v >= t.indexBound) && !(t.ignoreIndex && v == *t.ignoreIndex)) {
+        if (first < 0) {
+          first = i;
+          firstValue = v;
+        }
+        ++bad;
+      }
+    }
+    if (!bad)
+      return;
+    std::string allowed = "[0, " + std::to_string(t.indexBound) + ")" +
+                          (t.ignoreIndex ? " or " + std::to_string(*t.ignoreIndex) +
+                                               " (the label its loss skips)"
+                                         : "");
+    fail(path + ": sample " + std::to_string(first / row) + ", element " +
+         std::to_string(first % row) + " is " + std::to_string(firstValue) +
+         ", outside what input '" + t.name + "' indexes: " + allowed + " (the model's " +
+         "embedding rows or loss classes); " + std::to_string(bad) + " of the " +
+         std::to_string(count) + " values are (data made for another vocabulary?)");
+  }
+
 public:
   NpyFolder(const std::string &dir, const std::vector<InputSpec> &inputs, int64_t batch)
       : inputs_(inputs), batch_(batch) {
@@ -85,6 +128,7 @@ public:
         fail(path + ": " + std::to_string(a.shape[0]) + " samples, but the other inputs have " +
              std::to_string(samples_));
       samples_ = a.shape[0];
+      checkIndices(a, path, t, widen_.back());
     }
   }
   void load(int64_t k, const std::vector<void *> &into) override {

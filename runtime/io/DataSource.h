@@ -28,8 +28,14 @@ struct InputSpec {
   std::string name;
   DType dtype = DType::F32; // F32, F64, I64, I32 or Bool
   std::vector<int64_t> shape;
-  /// Integer ids must be in [0, indexBound) (0: no bound known).
+  /// Integer ids must be in [0, indexBound) (0: no bound known), or equal
+  /// ignoreIndex, the label a loss skips.
   int64_t indexBound = 0;
+  std::optional<int64_t> ignoreIndex;
+  /// Whether a .npy input's values are checked against those before
+  /// training (a plan older than format 8 cannot say which label its loss
+  /// skips).
+  bool checkValues = true;
   int64_t numel() const;
   int64_t bytes() const;
 };

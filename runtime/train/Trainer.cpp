@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 
 namespace fs = std::filesystem;
@@ -68,6 +69,22 @@ std::string fmtG(double v) {
   return buf;
 }
 
+/// The label the losses that read input `name` skip, if any (format 8).
+std::optional<int64_t> ignoreIndex(const plan::Plan &p, const std::string &name) {
+  auto find = [&](const plan::Plan &q) -> std::optional<int64_t> {
+    for (const auto &b : q.buffers())
+      if (b.role() == plan::INPUT && b.name() == name && b.has_ignore_index())
+        return b.ignore_index();
+    return std::nullopt;
+  };
+  if (auto v = find(p))
+    return v;
+  for (const auto &stage : p.stages())
+    if (auto v = find(stage))
+      return v;
+  return std::nullopt;
+}
+
 /// The bound the plan records for integer input `name` (the embedding rows
 /// or loss classes it indexes, in any stage), or 0 if none.
 int64_t indexBound(const plan::Plan &p, const std::string &name) {
@@ -113,6 +130,8 @@ std::vector<io::InputSpec> inputSpecs(const Executor &exec) {
     s.dtype = plan_util::ioDType(t->dtype);
     s.shape.assign(t->shape.dims, t->shape.dims + t->shape.rank);
     s.indexBound = indexBound(exec.plan(), t->name);
+    s.ignoreIndex = ignoreIndex(exec.plan(), t->name);
+    s.checkValues = exec.plan().format_version() >= 8;
     specs.push_back(std::move(s));
   }
   return specs;
