@@ -95,12 +95,12 @@ class NpyFolder : public DataSource {
       return;
     std::string allowed = "[0, " + std::to_string(t.indexBound) + ")" +
                           (t.ignoreIndex ? " or " + std::to_string(*t.ignoreIndex) +
-                                               " (the label its loss skips)"
+                                               ", the label its loss skips"
                                          : "");
     fail(path + ": sample " + std::to_string(first / row) + ", element " +
          std::to_string(first % row) + " is " + std::to_string(firstValue) +
-         ", outside what input '" + t.name + "' indexes: " + allowed + " (the model's " +
-         "embedding rows or loss classes); " + std::to_string(bad) + " of the " +
+         ", outside what input '" + t.name + "' indexes (the model's embedding rows or loss " +
+         "classes): " + allowed + "; " + std::to_string(bad) + " of the " +
          std::to_string(count) + " values are (data made for another vocabulary?)");
   }
 
