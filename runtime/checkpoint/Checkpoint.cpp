@@ -536,9 +536,14 @@ std::string firstNonFinite(const std::vector<Piece> &pieces, int64_t step) {
   return std::string();
 }
 
-Saver::Saver(std::string dir, int64_t keep, bool async, Layout layout, comm::Communicator &world)
+Saver::Saver(std::string dir, int64_t keep, bool async, Layout layout, comm::Communicator &world,
+             bool continues)
     : dir_(std::move(dir)), keep_(keep), async_(async), layout_(std::move(layout)),
-      world_(world) {}
+      world_(world) {
+  if (!continues)
+    for (const auto &tag : tagsIn(dir_))
+      othersTags_.insert(tag.second);
+}
 
 Saver::~Saver() {
   if (pending_ && pending_->writer.joinable())
@@ -704,8 +709,13 @@ void Saver::commit(Pending &q) {
       // complete and named by `latest`. Each leaves the tag names first
       // (renamed to .step-N.deleting): a kill during a removal must not
       // leave a tag with its index but not all its files.
+      // A fresh run's --keep counts and removes only its own tags: the
+      // checkpoints of a run before it in the folder are kept.
       if (keep_ > 0) {
         auto tags = tagsIn(dir_);
+        tags.erase(std::remove_if(tags.begin(), tags.end(),
+                                  [&](const auto &t) { return othersTags_.count(t.second); }),
+                   tags.end());
         for (size_t i = 0; i + size_t(keep_) < tags.size(); ++i) {
           if (tags[i].second == q.tag)
             continue;

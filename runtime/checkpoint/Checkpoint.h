@@ -38,6 +38,7 @@
 #include <memory>
 #include <optional>
 #include <functional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -155,7 +156,11 @@ struct SaveResult {
 /// folder is removed; `latest` is untouched).
 class Saver {
 public:
-  Saver(std::string dir, int64_t keep, bool async, Layout layout, comm::Communicator &world);
+  /// `continues`: this run continues the series of checkpoints `dir`
+  /// holds (it resumed from one of them), so --keep may remove them;
+  /// otherwise --keep removes only the tags this Saver commits.
+  Saver(std::string dir, int64_t keep, bool async, Layout layout, comm::Communicator &world,
+        bool continues = false);
   ~Saver();
   Saver(const Saver &) = delete;
   Saver &operator=(const Saver &) = delete;
@@ -176,6 +181,7 @@ private:
   void commit(Pending &p);
   std::string dir_;
   int64_t keep_;
+  std::set<std::string> othersTags_; // another run's: never pruned
   bool async_;
   Layout layout_;
   comm::Communicator &world_;

@@ -179,7 +179,8 @@ int Trainer::run() {
         layout.planSha256 = c.sha256;
     saver_ = std::make_unique<checkpoint::Saver>(options_.saveDir, options_.keep,
                                                  options_.asyncSave, layout,
-                                                 exec_.communicator());
+                                                 exec_.communicator(),
+                                                 options_.continuesSaveDir);
   }
   if (options_.profile)
     exec_.enableProfile();

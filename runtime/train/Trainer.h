@@ -48,6 +48,11 @@ struct TrainOptions {
   std::string saveDir;   // checkpoints (empty: none); rank 0 holds its lock
   int64_t saveInterval = 0; // 0: only after the last step
   int64_t keep = 0;         // 0: keep every checkpoint
+  // --resume continues the series in --save-dir (its checkpoint is there):
+  // --keep may remove that series' earlier tags. Otherwise the tags the
+  // folder holds at the start are another run's and --keep never touches
+  // them.
+  bool continuesSaveDir = false;
   bool asyncSave = false;
   bool profile = false;  // per-op-kind times at the end
   bool timeline = false; // the last step's instructions, per rank

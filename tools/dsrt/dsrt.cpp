@@ -368,6 +368,10 @@ int main(int argc, char **argv) {
     run.saveDir = saveDir;
     run.saveInterval = saveInterval;
     run.keep = keep;
+    if (ckpt && !saveDir.empty()) { // resumed from a checkpoint in --save-dir
+      std::error_code ec;
+      run.continuesSaveDir = fs::equivalent(fs::path(ckpt->path()).parent_path(), saveDir, ec);
+    }
     run.asyncSave = saveMode == "async";
     run.profile = profile;
     run.timeline = timeline;
