@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "frontends/aten/AtenImporter.h"
+#include "frontends/common/BuildOps.h"
 #include "frontends/common/ForwardFunction.h"
 #include "frontends/common/Names.h"
 
@@ -74,25 +75,16 @@ Type AtenImporter::elementType(int dtype) {
 }
 
 LogicalResult AtenImporter::inferTypes(Operation *op) {
-  auto infer = mlir::cast<InferTypeOpInterface>(op);
-  SmallVector<Type> types;
   diagnostic_.clear();
-  if (failed(infer.inferReturnTypes(&ctx_, op->getLoc(), op->getOperands(),
-                                    op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
-                                    op->getRegions(), types))) {
-    op->erase();
-    return fail(diagnostic_.empty() ? "cannot infer result types" : diagnostic_);
-  }
-  for (auto [result, type] : llvm::zip(op->getResults(), types))
-    result.setType(type);
-  return success();
+  if (succeeded(frontend::inferResultTypes(op)))
+    return success();
+  return fail(diagnostic_.empty() ? "cannot infer result types" : diagnostic_);
 }
 
 LogicalResult AtenImporter::verifyNew(Operation *op) {
   diagnostic_.clear();
-  if (succeeded(verify(op)))
+  if (succeeded(frontend::verifyOrErase(op)))
     return success();
-  op->erase();
   return fail(diagnostic_.empty() ? "the op does not verify" : diagnostic_);
 }
 
@@ -240,14 +232,7 @@ void AtenImporter::setOutput(size_t k, Value v) {
 }
 
 Value AtenImporter::splat(RankedTensorType type, double v) {
-  Type et = type.getElementType();
-  Attribute element;
-  if (auto ft = dyn_cast<FloatType>(et))
-    element = FloatAttr::get(ft, v);
-  else
-    element = IntegerAttr::get(et, APInt(et.getIntOrFloatBitWidth(), (uint64_t)(int64_t)v,
-                                         true, true));
-  return arith::ConstantOp::create(b_, loc_, SplatElementsAttr::get(type, element));
+  return frontend::splatConstant(b_, loc_, type, v);
 }
 
 Value AtenImporter::scalar(double v, Type elementType) {

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "frontends/onnx/GraphImporter.h"
+#include "frontends/common/BuildOps.h"
 #include "frontends/common/ForwardFunction.h"
 
 #include "dialects/nn/NNDialect.h"
@@ -123,26 +124,16 @@ Type GraphImporter::elementType(int32_t dtype) {
 }
 
 LogicalResult GraphImporter::inferTypes(Operation *op) {
-  auto infer = cast<InferTypeOpInterface>(op);
-  SmallVector<Type> types;
   diagnostic_.clear();
-  if (failed(infer.inferReturnTypes(&ctx_, op->getLoc(), op->getOperands(),
-                                    op->getRawDictionaryAttrs(),
-                                    op->getPropertiesStorage(), op->getRegions(),
-                                    types))) {
-    op->erase();
-    return fail(diagnostic_.empty() ? "cannot infer result types" : diagnostic_);
-  }
-  for (auto [result, type] : llvm::zip(op->getResults(), types))
-    result.setType(type);
-  return success();
+  if (succeeded(frontend::inferResultTypes(op)))
+    return success();
+  return fail(diagnostic_.empty() ? "cannot infer result types" : diagnostic_);
 }
 
 LogicalResult GraphImporter::verifyNew(Operation *op) {
   diagnostic_.clear();
-  if (succeeded(verify(op)))
+  if (succeeded(frontend::verifyOrErase(op)))
     return success();
-  op->erase();
   return fail(diagnostic_.empty() ? "the op does not verify" : diagnostic_);
 }
 
@@ -179,14 +170,7 @@ Value GraphImporter::materialize(const HostTensor &t) {
 }
 
 Value GraphImporter::splat(RankedTensorType type, double v) {
-  Type et = type.getElementType();
-  Attribute element;
-  if (auto ft = dyn_cast<FloatType>(et))
-    element = FloatAttr::get(ft, v);
-  else
-    element = IntegerAttr::get(et, APInt(et.getIntOrFloatBitWidth(), (uint64_t)(int64_t)v,
-                                         true, true));
-  return arith::ConstantOp::create(b_, loc_, SplatElementsAttr::get(type, element));
+  return frontend::splatConstant(b_, loc_, type, v);
 }
 
 Value GraphImporter::scalar(double v, Type elementType) {

@@ -145,9 +145,9 @@ private:
     return name;
   }
 
-  /// A scalar float Constant node; returns its output name.
-  std::string floatConstant(double v, google::protobuf::RepeatedPtrField<onnx::NodeProto> &out,
-                            const std::string &base) {
+  /// A one-element Constant node (float or int64); returns its output name.
+  std::string constantNode(google::protobuf::RepeatedPtrField<onnx::NodeProto> &out,
+                           const std::string &base, int32_t dtype, double v) {
     onnx::NodeProto *c = out.Add();
     c->set_op_type("Constant");
     std::string name = fresh(base);
@@ -156,9 +156,23 @@ private:
     onnx::AttributeProto *a = c->add_attribute();
     a->set_name("value");
     a->set_type(onnx::AttributeProto::TENSOR);
-    a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
-    a->mutable_t()->add_float_data((float)v);
+    onnx::TensorProto *t = a->mutable_t();
+    t->set_data_type(dtype);
+    if (dtype == onnx::TensorProto::INT64) {
+      t->add_dims(1);
+      t->add_int64_data(int64_t(v));
+    } else {
+      t->add_float_data(float(v));
+    }
     return name;
+  }
+  std::string floatConstant(double v, google::protobuf::RepeatedPtrField<onnx::NodeProto> &out,
+                            const std::string &base) {
+    return constantNode(out, base, onnx::TensorProto::FLOAT, v);
+  }
+  std::string intConstant(int64_t v, google::protobuf::RepeatedPtrField<onnx::NodeProto> &out,
+                          const std::string &base) {
+    return constantNode(out, base, onnx::TensorProto::INT64, double(v));
   }
 
   onnx::NodeProto *emit(google::protobuf::RepeatedPtrField<onnx::NodeProto> &out,
@@ -258,23 +272,6 @@ private:
     }
     *out.Add() = std::move(node);
     return llvm::Error::success();
-  }
-
-  /// An int64 Constant node of one element; returns its output name.
-  std::string intConstant(int64_t v, google::protobuf::RepeatedPtrField<onnx::NodeProto> &out,
-                          const std::string &base) {
-    onnx::NodeProto *c = out.Add();
-    c->set_op_type("Constant");
-    std::string name = fresh(base);
-    c->set_name(name);
-    c->add_output(name);
-    onnx::AttributeProto *a = c->add_attribute();
-    a->set_name("value");
-    a->set_type(onnx::AttributeProto::TENSOR);
-    a->mutable_t()->set_data_type(onnx::TensorProto::INT64);
-    a->mutable_t()->add_dims(1);
-    a->mutable_t()->add_int64_data(v);
-    return name;
   }
 
   /// Split with num_outputs (18): chunks of ceil(d / n), the last smaller,

@@ -69,33 +69,31 @@ std::string fmtG(double v) {
   return buf;
 }
 
+/// The INPUT buffer `name` that `has` holds for, in the plan or any stage.
+template <typename Has>
+const plan::Buffer *inputWith(const plan::Plan &p, const std::string &name, Has has) {
+  for (const auto &b : p.buffers())
+    if (b.role() == plan::INPUT && b.name() == name && has(b))
+      return &b;
+  for (const auto &stage : p.stages())
+    if (const plan::Buffer *b = inputWith(stage, name, has))
+      return b;
+  return nullptr;
+}
+
 /// The label the losses that read input `name` skip, if any (format 8).
 std::optional<int64_t> ignoreIndex(const plan::Plan &p, const std::string &name) {
-  auto find = [&](const plan::Plan &q) -> std::optional<int64_t> {
-    for (const auto &b : q.buffers())
-      if (b.role() == plan::INPUT && b.name() == name && b.has_ignore_index())
-        return b.ignore_index();
-    return std::nullopt;
-  };
-  if (auto v = find(p))
-    return v;
-  for (const auto &stage : p.stages())
-    if (auto v = find(stage))
-      return v;
-  return std::nullopt;
+  const plan::Buffer *b =
+      inputWith(p, name, [](const plan::Buffer &b) { return b.has_ignore_index(); });
+  return b ? std::optional<int64_t>(b->ignore_index()) : std::nullopt;
 }
 
 /// The bound the plan records for integer input `name` (the embedding rows
 /// or loss classes it indexes, in any stage), or 0 if none.
 int64_t indexBound(const plan::Plan &p, const std::string &name) {
-  for (const plan::Buffer &b : p.buffers())
-    if (b.role() == plan::INPUT && b.name() == name && b.index_bound() > 0)
-      return b.index_bound();
-  for (const plan::Plan &st : p.stages())
-    for (const plan::Buffer &b : st.buffers())
-      if (b.role() == plan::INPUT && b.name() == name && b.index_bound() > 0)
-        return b.index_bound();
-  return 0;
+  const plan::Buffer *b =
+      inputWith(p, name, [](const plan::Buffer &b) { return b.index_bound() > 0; });
+  return b ? b->index_bound() : 0;
 }
 
 } // namespace
