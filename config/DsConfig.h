@@ -405,6 +405,11 @@ struct MonitorConfig {
   }
 };
 
+/// Whether a monitor's job_name names a folder inside its output_path
+/// (relative, not empty, no ".." component leaving it): DeepSpeed joins the
+/// two, and the files must not land elsewhere.
+bool jobNameStaysInside(const std::string &jobName);
+
 /// DeepSpeed's comms_logger (edaa722 deepspeed/comm/config.py,
 /// utils/comms_logging.py): times each collective and message; dsrt prints
 /// DeepSpeed's summary at the end of the run and writes it to comms.csv.

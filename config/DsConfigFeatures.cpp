@@ -12,6 +12,16 @@
 #include <string>
 #include <vector>
 
+namespace dsrt::config {
+
+bool jobNameStaysInside(const std::string &j) {
+  return !(j.empty() || j == "." || j.front() == '/' || j == ".." || j.rfind("../", 0) == 0 ||
+           j.find("/../") != std::string::npos ||
+           (j.size() >= 3 && j.compare(j.size() - 3, 3, "/..") == 0));
+}
+
+} // namespace dsrt::config
+
 namespace dsrt::config::detail {
 
 /// Whether a section without dsc's "recompute" asks for checkpoints: a
@@ -112,11 +122,8 @@ void readMonitor(const Section &top, const std::string &key, MonitorConfig &m) {
   m.jobName = c.string("job_name").value_or(m.jobName);
   // DeepSpeed joins output_path and job_name; a job name that leaves the
   // folder (absolute, "..", empty) would put the files somewhere else.
-  const std::string &j = m.jobName;
-  if (j.empty() || j == "." || j.front() == '/' || j == ".." || j.rfind("../", 0) == 0 ||
-      j.find("/../") != std::string::npos ||
-      (j.size() >= 3 && j.compare(j.size() - 3, 3, "/..") == 0))
-    c.fail("'" + c.path("job_name") + "' is '" + j +
+  if (!jobNameStaysInside(m.jobName))
+    c.fail("'" + c.path("job_name") + "' is '" + m.jobName +
            "': it names the folder for the monitor's files inside output_path; give a relative "
            "name that stays inside it, such as \"DeepSpeedJobName\"");
 }

@@ -138,17 +138,16 @@ void checkStep(int64_t step) {
 
 } // namespace
 
-double learningRate(const TrainConfig &cfg, int64_t step) {
+double learningRate(const SchedulerConfig &s, double lr, int64_t step) {
   checkStep(step);
-  const SchedulerConfig &s = cfg.scheduler;
   double t = double(step) - 1; // DeepSpeed's last_batch_iteration
   if (s.type.empty())
-    return cfg.optimizer.lr;
+    return lr;
   if (s.type == "WarmupLR" || s.type == "WarmupDecayLR")
     return step == 0 ? s.param("warmup_min_lr")
                      : warmupLr(s, t, s.type == "WarmupDecayLR");
   if (s.type == "WarmupCosineLR")
-    return step == 0 ? 0.0 : cfg.optimizer.lr * cosineRatio(s, t);
+    return step == 0 ? 0.0 : lr * cosineRatio(s, t);
   if (s.type == "OneCycle")
     return oneCycleLr(s, step);
   if (s.type == "LRRangeTest")
@@ -156,14 +155,20 @@ double learningRate(const TrainConfig &cfg, int64_t step) {
   throw ConfigError("unknown scheduler type '" + s.type + "'");
 }
 
-AdamBetas betasAt(const TrainConfig &cfg, int64_t step) {
-  checkStep(step);
-  const OptimizerConfig &o = cfg.optimizer;
-  const SchedulerConfig &s = cfg.scheduler;
+double learningRate(const TrainConfig &cfg, int64_t step) {
+  return learningRate(cfg.scheduler, cfg.optimizer.lr, step);
+}
+
+bool cyclesBetas(const TrainConfig &cfg) {
   // Only optimizers with betas: DeepSpeed turns cycle_momentum off for the
   // others ('betas' not in optimizer.defaults).
-  if (s.type != "OneCycle" || !s.cycleMomentum || o.type == "SGD" || o.type == "Adagrad")
-    return {o.beta1, o.beta2};
+  const std::string &o = cfg.optimizer.type;
+  return cfg.scheduler.type == "OneCycle" && cfg.scheduler.cycleMomentum && o != "SGD" &&
+         o != "Adagrad";
+}
+
+AdamBetas cycledBetas(const SchedulerConfig &s, int64_t step) {
+  checkStep(step);
   // OneCycle._initialize_momentum / get_mom(): beta2 is pinned to 0.99.
   double minMom = s.param("cycle_min_mom"), maxMom = s.param("cycle_max_mom");
   if (step == 0)
@@ -175,6 +180,13 @@ AdamBetas betasAt(const TrainConfig &cfg, int64_t step) {
   if (rate == 0 || every == 0)
     return {maxMom, 0.99};
   return {maxMom * (1 + rate * (decayIt / every)), 0.99};
+}
+
+AdamBetas betasAt(const TrainConfig &cfg, int64_t step) {
+  checkStep(step);
+  if (!cyclesBetas(cfg))
+    return {cfg.optimizer.beta1, cfg.optimizer.beta2};
+  return cycledBetas(cfg.scheduler, step);
 }
 
 } // namespace dsrt::config

@@ -48,7 +48,12 @@
 
 namespace dsrt::config {
 
-/// The learning rate DeepSpeed applies in optimizer update `step` (>= 0).
+/// The learning rate DeepSpeed applies in optimizer update `step` (>= 0)
+/// under schedule `s`, whose optimizer's lr is `lr` (dsrt's form: the
+/// plan's lr schedule holds both).
+double learningRate(const SchedulerConfig &s, double lr, int64_t step);
+
+/// learningRate(cfg.scheduler, cfg.optimizer.lr, step).
 double learningRate(const TrainConfig &cfg, int64_t step);
 
 struct AdamBetas {
@@ -66,6 +71,14 @@ struct AdamBetas {
 /// betas, so DeepSpeed disables momentum cycling for them and so does this
 /// function. dsrt's updates read it at step - 1, the lr's schedule index.
 AdamBetas betasAt(const TrainConfig &cfg, int64_t step);
+
+/// Whether the betas cycle: OneCycle with cycle_momentum on an optimizer
+/// with betas (what a plan's LrSchedule.cycle_momentum says from format 9).
+bool cyclesBetas(const TrainConfig &cfg);
+
+/// OneCycle's betas of update `step` when they cycle (betasAt's cycling
+/// branch; dsrt's form, from the plan's lr schedule).
+AdamBetas cycledBetas(const SchedulerConfig &s, int64_t step);
 
 } // namespace dsrt::config
 

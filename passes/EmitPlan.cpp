@@ -22,6 +22,7 @@
 #include "dialects/train/TrainDialect.h"
 #include "frontends/ModelFile.h"
 #include "config/DsConfig.h"
+#include "config/PlanSettings.h"
 #include "io/FileUtil.h"
 #include "io/SafeTensors.h"
 #include "plan/Instructions.h"
@@ -1034,8 +1035,7 @@ void describeTensorParallel(Operation *scope, int64_t tp, plan::Plan &p) {
 
 /// The plan's lr schedule: the config's scheduler and optimizer lr, which
 /// the step's train.lr_schedule must name.
-static LogicalResult lrSchedule(func::FuncOp step, const dsrt::config::TrainConfig &cfg,
-                                plan::LrSchedule &out) {
+static LogicalResult checkLrSchedule(func::FuncOp step, const dsrt::config::TrainConfig &cfg) {
   const dsrt::config::SchedulerConfig &s = cfg.scheduler;
   std::string expected = s.type.empty() ? "constant" : s.type;
   WalkResult walk = step.walk([&](train::LrScheduleOp op) {
@@ -1047,14 +1047,6 @@ static LogicalResult lrSchedule(func::FuncOp step, const dsrt::config::TrainConf
   });
   if (walk.wasInterrupted())
     return failure();
-  out.set_type(s.type);
-  for (const auto &[name, value] : s.params)
-    (*out.mutable_params())[name] = value;
-  out.set_lr(cfg.optimizer.lr);
-  out.set_warmup_type(s.warmupType);
-  out.set_staircase(s.staircase);
-  out.set_cycle_momentum(s.cycleMomentum);
-  out.set_total_steps_from_run(s.totalStepsFromRun);
   return success();
 }
 
@@ -1088,7 +1080,7 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
   if (!source)
     return module.emitError("emit-plan: the module has no dsc.source (the model to read weights from)");
   p.set_source_model(source.getValue().str());
-  p.set_config_json(dsrt::config::toJson(options.config));
+  p.set_ds_config(dsrt::config::toJson(options.config)); // the record (plan.proto)
   int64_t dp = 1, zeroStage = 0;
   if (auto a = module->getAttrOfType<IntegerAttr>(distutil::kDp))
     dp = a.getInt();
@@ -1103,8 +1095,11 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
     describeTensorParallel(module, tp, p);
   std::vector<std::unique_ptr<Emitter>> emitters;
   std::set<std::string> weightNames, paramNames;
-  if (failed(lrSchedule(steps[0], options.config, *p.mutable_lr_schedule())))
+  // The settings dsrt reads, typed (format 9): precision and loss scaler,
+  // lr schedule, monitors, and the digests of the compiled-in groups.
+  if (failed(checkLrSchedule(steps[0], options.config)))
     return failure();
+  dsrt::config::writePlanSettings(dsrt::config::planSettingsOf(options.config), p);
   // 0/1 Adam: the rule of its instructions' step classes (format 7).
   for (auto update : steps[0].getOps<train::ZeroOneAdamOp>()) {
     dsrt::ZeroOneRule r = update.rule();
@@ -1141,8 +1136,13 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
       stage->set_format_version(dsrt::kPlanFormatVersion);
       stage->set_producer(p.producer());
       stage->set_source_model(p.source_model());
-      stage->set_config_json(p.config_json());
+      stage->set_ds_config(p.ds_config());
+      stage->set_precision(p.precision());
+      if (p.has_loss_scaler())
+        *stage->mutable_loss_scaler() = p.loss_scaler();
       *stage->mutable_lr_schedule() = p.lr_schedule();
+      *stage->mutable_run_settings() = p.run_settings();
+      *stage->mutable_compiled_settings() = p.compiled_settings();
       if (p.has_nvme_tier()) // the bytes are each stage's
         *stage->mutable_nvme_tier() = p.nvme_tier();
       stage->set_dp(dp);
@@ -1245,7 +1245,7 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
     return module.emitError("emit-plan: ") << ec.message();
   auto write = [&](llvm::raw_ostream &os) {
     if (pp == 1)
-      return writeManifest(p, os);
+      return writeManifest(p, options.config, os);
     double bubble = 0;
     if (auto a = module->getAttrOfType<FloatAttr>("dist.bubble"))
       bubble = a.getValueAsDouble();
@@ -1278,7 +1278,7 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
     }
     for (int64_t s = 0; s < pp; ++s) {
       os << "\n== stage " << s << " ==\n";
-      writeManifest(p.stages(s), os);
+      writeManifest(p.stages(s), options.config, os);
     }
   };
   write(manifest);

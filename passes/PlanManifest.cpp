@@ -19,7 +19,6 @@
 #include <map>
 #include <set>
 #include <string>
-#include <variant>
 #include <vector>
 
 namespace dsc {
@@ -83,21 +82,6 @@ LowCopies lowPrecisionCopies(const plan::Plan &p) {
 /// The precision the plan trains in, as the baked config and the plan's
 /// casts state it: what is 16-bit, what stays fp32, the dtypes gradients
 /// accumulate and travel in, the loss scaler, and the 16-bit copies' bytes.
-/// The config baked into the plan, read back (the run length left to the
-/// run), or the reason it does not read back.
-std::variant<dsrt::config::TrainConfig, std::string> bakedConfig(const plan::Plan &p) {
-  using namespace dsrt::config;
-  try {
-    AutoValues autos;
-    autos.runLengthAtRun = true;
-    return p.config_json().empty() ? defaultConfig()
-                                   : parseDsConfig(p.config_json(), "baked config",
-                                                   std::max<int64_t>(1, p.dp()), autos);
-  } catch (const ConfigError &e) {
-    return std::string(e.what());
-  }
-}
-
 void writePrecision(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
                     llvm::raw_ostream &os) {
   using namespace dsrt::config;
@@ -895,7 +879,8 @@ void writeOptimizer(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
   os << "\n";
 }
 
-void writeManifest(const plan::Plan &p, llvm::raw_ostream &os) {
+void writeManifest(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
+                   llvm::raw_ostream &os) {
   int64_t params = 0, paramCount = 0, states = 0, constants = 0;
   std::vector<const plan::Buffer *> inputs;
   for (const plan::Buffer &b : p.buffers()) {
@@ -994,14 +979,8 @@ void writeManifest(const plan::Plan &p, llvm::raw_ostream &os) {
        << " instructions (the forward and the loss, with the gathers and messages they read; "
           "dropout off), in the training arena (dsrt --eval-data)\n";
   }
-  auto cfg = bakedConfig(p);
-  if (auto *c = std::get_if<dsrt::config::TrainConfig>(&cfg)) {
-    writePrecision(p, *c, os);
-    writeOptimizer(p, *c, os);
-  } else {
-    os << "precision:        (the baked config does not read back: " << std::get<std::string>(cfg)
-       << ")\n";
-  }
+  writePrecision(p, cfg, os);
+  writeOptimizer(p, cfg, os);
   if (p.dp() > 1 || p.zero_stage() > 0)
     writeDataParallel(p, os);
   if (p.tp() > 1)

@@ -2,6 +2,7 @@
 #ifndef DSC_PASSES_PLANMANIFEST_H
 #define DSC_PASSES_PLANMANIFEST_H
 
+#include "config/DsConfig.h"
 #include "plan.pb.h"
 
 #include "llvm/Support/raw_ostream.h"
@@ -15,8 +16,9 @@ namespace dsc {
 std::string humanBytes(int64_t bytes);
 /// Elements of a plan shape.
 int64_t numel(const google::protobuf::RepeatedField<int64_t> &shape);
-/// The manifest of one (stage's) plan.
-void writeManifest(const plan::Plan &p, llvm::raw_ostream &os);
+/// The manifest of one (stage's) plan compiled with `cfg`.
+void writeManifest(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
+                   llvm::raw_ostream &os);
 
 } // namespace dsc
 

@@ -25,7 +25,7 @@ namespace dsrt {
 /// fields mean what they meant.
 /// Version 3: the lr schedule is plan data (Plan.lr_schedule), which a dsrt
 /// of version 2 would not read (it took the baked config's). dsrt runs
-/// version-2 plans with their config_json's scheduler, as they meant.
+/// version-2 plans with their recorded ds_config's scheduler, as they meant.
 /// Version 4: memory tiers (Buffer.tier, Plan.host_tier_bytes and the
 /// tier.fetch / tier.store instructions of ZeRO-Offload), which an older
 /// dsrt would take for arena offsets. Plans without offload are unchanged.
@@ -43,7 +43,14 @@ namespace dsrt {
 /// check of a version-7 dsrt would not know (it refuses the field).
 /// Version-7 plans run as they meant; their .npy inputs are not checked
 /// before training.
-constexpr unsigned kPlanFormatVersion = 8;
+/// Version 9: the settings dsrt reads are typed plan data (Plan.precision,
+/// loss_scaler, run_settings and the compiled_settings digests; the lr
+/// schedule's cycle_momentum says whether the betas cycle), and field 4 is
+/// an opaque record of the ds_config that dsrt no longer reads. A
+/// version-8 dsrt would take its settings from that record and ignore the
+/// typed ones. Plans of versions 1-8 run as they meant: their settings are
+/// read from the record once at load (config/PlanSettings.cpp).
+constexpr unsigned kPlanFormatVersion = 9;
 constexpr unsigned kOldestPlanFormatVersion = 1;
 
 } // namespace dsrt

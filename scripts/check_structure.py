@@ -7,12 +7,17 @@ Facts, each PASS or FAIL with what was measured:
   compiler-includes  no file under dialects/, frontends/, passes/ or tools/dsc
                      includes a runtime/ header; the rooms both sides use
                      (io/, plan/, config/) include neither side
-  plan-no-json       plan.proto has no JSON field
+  plan-no-json       plan.proto has no JSON field, and no file under runtime/
+                     parses a ds_config (its settings are typed plan data;
+                     Plan.ds_config is an opaque record)
   cuda-enum          at most 2 mentions of the CUDA device enum
                      (Device::Cuda) outside runtime/kernels/cuda
   driver-lines       tools/dsrt/dsrt.cpp at most 400 lines, tools/dsc/dsc.cpp
                      at most 450
   file-lines         no non-test source file over 1,500 lines
+
+(That a plan with an unknown field is refused is behaviour, held by
+test/runtime/dsrt/plan-errors.test and PlanValidationTest.)
 
 Exit status 1 when a fact named by --require fails (all of them without
 --require), so a test can hold the facts reached so far while the others
@@ -59,7 +64,21 @@ def plan_no_json(repo):
     text = open(os.path.join(repo, "plan", "plan.proto")).read()
     fields = re.findall(r"^\s*(?:optional |repeated )?\w+\s+(\w*json\w*)\s*=", text,
                         re.MULTILINE | re.IGNORECASE)
-    return not fields, ("no JSON field" if not fields else "JSON fields: " + ", ".join(fields))
+    # The runtime takes its settings from the plan's typed messages: no
+    # file under runtime/ parses a ds_config (dsrt --config, in the driver,
+    # reads the user's file, never the plan's record).
+    parsers = []
+    for path in sources(repo, ["runtime"]):
+        with open(path, errors="replace") as f:
+            if re.search(r"\b(parseDsConfig|loadDsConfig)\s*\(", f.read()):
+                parsers.append(rel(repo, path))
+    ok = not fields and not parsers
+    what = []
+    if fields:
+        what.append("JSON fields: " + ", ".join(fields))
+    if parsers:
+        what.append("runtime files parsing a ds_config: " + ", ".join(parsers))
+    return ok, "; ".join(what) or "no JSON field; no runtime file parses a ds_config"
 
 
 def cuda_enum(repo):

@@ -29,14 +29,6 @@ namespace dsrt {
 namespace plan = dsc::plan;
 
 namespace {
-/// The baked config may leave total_num_steps to the run (dsrt sets it
-/// from --steps, Executor::setConfig).
-config::AutoValues bakedAutos() {
-  config::AutoValues autos;
-  autos.runLengthAtRun = true;
-  return autos;
-}
-
 /// A collective operand's element type (bindCollective allows F32, BF16
 /// and F16).
 comm::Elem commElem(const Tensor &t) { return plan_util::ioDType(t.dtype); }
@@ -172,11 +164,10 @@ Executor::Executor(const std::string &dir, comm::Communicator *world, Device dev
       throw PlanError(path + ": micro_batches " + std::to_string(m) + " must lie in [1, " +
                       std::to_string(kMaxMicroBatches) + "]");
   }
+  // The settings dsrt reads (format 9: typed plan data; an older plan's
+  // from its recorded ds_config).
   try {
-    config_ = plan_.config_json().empty()
-                  ? config::defaultConfig()
-                  : config::parseDsConfig(plan_.config_json(), name_ + " (baked config)", dp_,
-                                          bakedAutos());
+    settings_ = config::readPlanSettings(plan_, name_);
   } catch (const config::ConfigError &e) {
     throw PlanError(e.what());
   }
@@ -194,22 +185,6 @@ Executor::Executor(const std::string &dir, comm::Communicator *world, Device dev
                       "} is out of range (non-negative, the clipper at least 1, the offset 0 "
                       "or 1)");
     stepRule_ = zeroOneRuleOf(r);
-  }
-  // Format 3: the lr schedule is the plan's own (an older plan's is its
-  // baked config's).
-  if (plan_.format_version() >= 3) {
-    if (!plan_.has_lr_schedule())
-      throw PlanError(name_ + ": a format-" + std::to_string(plan_.format_version()) +
-                      " plan has no lr_schedule");
-    const plan::LrSchedule &l = plan_.lr_schedule();
-    config::SchedulerConfig &s = config_.scheduler;
-    s.type = l.type();
-    s.params = std::map<std::string, double>(l.params().begin(), l.params().end());
-    s.warmupType = l.warmup_type();
-    s.staircase = l.staircase();
-    s.cycleMomentum = l.cycle_momentum();
-    s.totalStepsFromRun = l.total_steps_from_run();
-    config_.optimizer.lr = l.lr();
   }
   ctx_.comm = comm_;
   ctx_.rank = comm_->rank();
@@ -244,7 +219,7 @@ Executor::Executor(const std::string &dir, comm::Communicator *world, Device dev
   scalar(plan_.grad_norm_buffer(), plan::F32, "grad_norm");
   scalar(plan_.lr_buffer(), plan::F32, "lr");
   scalar(plan_.step_buffer(), plan::I64, "step");
-  ctx_.config = &config_;
+  ctx_.settings = &settings_;
   // fp16: the loss scale the step reads, and DeepSpeed's scaler moving it.
   for (size_t k = 0; k < tensors_.size(); ++k) {
     if (tensors_[k].role != plan::LOSS_SCALE)
@@ -255,10 +230,10 @@ Executor::Executor(const std::string &dir, comm::Communicator *world, Device dev
     scalar(uint32_t(k), plan::F32, "loss_scale");
     lossScale_ = &tensors_[k];
   }
-  if (lossScale_ && config_.precision.kind != config::Precision::FP16)
-    throw PlanError(name_ + ": the plan scales its loss, but its config does not enable fp16");
+  if (lossScale_ && settings_.precision != config::Precision::FP16)
+    throw PlanError(name_ + ": the plan scales its loss, but does not train in fp16");
   if (lossScale_) {
-    const config::Fp16Config &f = config_.precision.fp16;
+    const config::Fp16Config &f = settings_.fp16;
     LossScalerConfig sc;
     static_cast<config::Fp16Config &>(sc) = f;
     try {
@@ -357,15 +332,15 @@ void Executor::setupPipeline(plan::Plan &top, const std::string &path) {
   int tpRank = w % tp_, rest = w / tp_;
   stage_ = rest % pp_;
   int index = rest / pp_;
-  std::string config = top.config_json();
+  std::string config = top.ds_config();
   std::optional<plan::LrSchedule> lrSchedule;
   if (top.has_lr_schedule())
     lrSchedule = top.lr_schedule();
   schedule_ = top.schedule();
   plan_.Swap(top.mutable_stages(stage_));
   top.Clear(); // the other stages' plans are not needed any more
-  if (plan_.config_json().empty())
-    plan_.set_config_json(config);
+  if (plan_.ds_config().empty()) // format 1-8 stages read their settings from it
+    plan_.set_ds_config(config);
   if (!plan_.has_lr_schedule() && lrSchedule)
     *plan_.mutable_lr_schedule() = *lrSchedule;
   name_ = path + " (stage " + std::to_string(stage_) + ")";

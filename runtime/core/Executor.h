@@ -34,7 +34,7 @@
 #define DSRT_CORE_EXECUTOR_H
 
 #include "runtime/comm/Communicator.h"
-#include "config/DsConfig.h"
+#include "config/PlanSettings.h"
 #include "runtime/core/LossScaler.h"
 #include "plan/PlanFile.h"
 #include "plan/StepRule.h"
@@ -224,7 +224,8 @@ using LoadFn = void (*)(void *loader, int64_t global, const std::vector<Tensor *
 
 /// Run state the kernels read.
 struct Context {
-  const config::TrainConfig *config = nullptr;
+  /// The plan's settings (the lr kernel reads the schedule).
+  const config::PlanSettings *settings = nullptr;
   int64_t step = 0;         // training step, from 1 (data, dropout, messages)
   /// The optimizer's step, from 1: step minus the steps fp16's loss scaler
   /// skipped (what the STEP buffer holds).
@@ -309,7 +310,8 @@ public:
   const dsc::plan::Plan &plan() const { return plan_; }
   /// Plan.step_rule (format 7: 0/1 Adam's step classes), or null.
   const ZeroOneRule *stepRule() const { return plan_.has_step_rule() ? &stepRule_ : nullptr; }
-  const config::TrainConfig &config() const { return config_; }
+  /// The ds_config settings the run reads (the plan's, or dsrt --config's).
+  const config::PlanSettings &settings() const { return settings_; }
   /// Micro-batches per step (a pipeline plan: M, pipeline_micro_batches).
   int64_t microBatches() const {
     return pp_ > 1 ? ctx_.microBatches : plan_.program().micro_batches();
@@ -348,9 +350,10 @@ public:
   /// loads nothing). Every other micro-batch's set has the same names,
   /// dtypes and shapes.
   const std::vector<Tensor *> &inputs() const { return inputs_; }
-  /// Replaces the baked config (dsrt --config: the schedule and
-  /// steps_per_print may change at run time).
-  void setConfig(const config::TrainConfig &cfg) { config_ = cfg; }
+  /// Replaces the run-time settings (dsrt --config: the schedule, the
+  /// monitors and what the run prints; the caller has checked that the
+  /// compiled-in groups agree).
+  void setSettings(const config::PlanSettings &s) { settings_ = s; }
   /// Trained parameters of this rank's plan, in plan order (one buffer per
   /// name; a ZeRO shard is this rank's chunk).
   std::vector<const Tensor *> weights() const;
@@ -650,7 +653,7 @@ private:
   std::string name_; // "DIR/plan.pb", "DIR/plan.pb (stage 1)" in errors
   std::string weightsSha256_; // DIR/weights.safetensors', from plan.sha256
   dsc::plan::Plan plan_;
-  config::TrainConfig config_;
+  config::PlanSettings settings_;
   std::vector<Tensor> tensors_;
   std::vector<Tensor *> inputs_;
   std::vector<Instr> prologue_, micro_, epilogue_;

@@ -302,12 +302,12 @@ void Executor::beginStep(int64_t stepIndex) {
   // applied updates: a step fp16's loss scaler skipped does not advance it.
   ctx_.optimizerStep = appliedSteps_ + 1;
   *tensors_[plan_.step_buffer()].i64() = ctx_.optimizerStep;
-  const config::SchedulerConfig &s = config_.scheduler;
+  const config::SchedulerConfig &s = settings_.scheduler;
+  // cycleMomentum: the plan's optimizer has betas (PlanSettings).
   ctx_.cycledBetas = s.type == "OneCycle" && s.cycleMomentum;
   if (ctx_.cycledBetas) {
-    // The lr's schedule index, step - 1 (betasAt leaves optimizers without
-    // betas alone).
-    config::AdamBetas b = config::betasAt(config_, ctx_.optimizerStep - 1);
+    // The lr's schedule index, step - 1.
+    config::AdamBetas b = config::cycledBetas(s, ctx_.optimizerStep - 1);
     ctx_.beta1 = float(b.beta1);
     ctx_.beta2 = float(b.beta2);
   }

@@ -443,7 +443,8 @@ const std::map<std::string, BindFn> &deviceTable() {
       // On the host (the STEP buffer's host copy is the executor's), then
       // copied to the device for whatever reads it there.
       b.i.run = [](const Instr &i, Context &ctx) {
-        *i.out[0]->f32() = (float)config::learningRate(*ctx.config, *i.in[0]->i64() - 1);
+        *i.out[0]->f32() = (float)config::learningRate(ctx.settings->scheduler, ctx.settings->lr,
+                                                      *i.in[0]->i64() - 1);
         cuda::copyToDevice(i.out[0]->dev, i.out[0]->data, sizeof(float));
       };
     };

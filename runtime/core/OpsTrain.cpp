@@ -228,7 +228,8 @@ void addTrainOps(OpTable &t) {
       c.scalar(i.out[0], plan::F32, "lr");
       i.run = [](const Instr &i, Context &ctx) {
         // DeepSpeed's schedules count updates from 0.
-        *i.out[0]->f32() = (float)config::learningRate(*ctx.config, *i.in[0]->i64() - 1);
+        *i.out[0]->f32() = (float)config::learningRate(ctx.settings->scheduler, ctx.settings->lr,
+                                                      *i.in[0]->i64() - 1);
       };
     }};
     t["train.clip_grad_norm"] = {[](Instr &i, const Check &c) {

@@ -147,7 +147,7 @@ int Trainer::run() {
   if (options_.evalData)
     evalBatches_ = planEvaluation();
   // DeepSpeed's flops_profiler: one step's instructions recorded.
-  const config::FlopsProfilerConfig &fp = exec_.config().flopsProfiler;
+  const config::FlopsProfilerConfig &fp = exec_.settings().flopsProfiler;
   if (fp.enabled) {
     if (fp.profileStep > options_.steps)
       throw std::runtime_error("flops_profiler.profile_step " + std::to_string(fp.profileStep) +
@@ -170,8 +170,8 @@ int Trainer::run() {
     layout.dp = exec_.dp();
     layout.pp = exec_.pp();
     layout.zeroStage = int(exec_.plan().zero_stage());
-    layout.configJson = exec_.plan().config_json();
-    layout.precision = config::precisionName(exec_.config().precision.kind);
+    layout.configJson = exec_.plan().ds_config(); // the record, copied
+    layout.precision = config::precisionName(exec_.settings().precision);
     for (const io::FileChecksum &c : io::readChecksums(options_.planDir))
       if (c.name == "plan.pb")
         layout.planSha256 = c.sha256;
@@ -215,7 +215,7 @@ int Trainer::run() {
       return ((m.outputPath.empty() ? fs::path(runDir_) : fs::path(m.outputPath)) / m.jobName)
           .string();
     };
-    const config::MonitorConfig &csv = exec_.config().csvMonitor;
+    const config::MonitorConfig &csv = exec_.settings().csvMonitor;
     if (csv.enabled) {
       std::vector<std::string> tags = {kTrainLoss, kLr};
       if (exec_.lossScaler())
@@ -226,7 +226,7 @@ int Trainer::run() {
     }
     // A new event file per run (TensorBoard reads every file of a folder,
     // so a resumed run's continue the curve).
-    const config::MonitorConfig &tb = exec_.config().tensorboard;
+    const config::MonitorConfig &tb = exec_.settings().tensorboard;
     if (tb.enabled)
       events_ = std::make_unique<monitor::EventWriter>(folder(tb));
   }
@@ -291,10 +291,10 @@ int Trainer::run() {
     }
   }
   // DeepSpeed's wall_clock_breakdown: the forward, backward and step timers.
-  if (exec_.config().wallClockBreakdown)
+  if (exec_.settings().wallClockBreakdown)
     exec_.enablePhaseTimes();
   // DeepSpeed's comms_logger: every group's collectives and messages.
-  const config::CommsLoggerConfig &cl = exec_.config().commsLogger;
+  const config::CommsLoggerConfig &cl = exec_.settings().commsLogger;
   if (cl.enabled) {
     comm::OpLogOptions lo;
     lo.verbose = cl.verbose;
@@ -362,7 +362,7 @@ void Trainer::loop() {
   o.lastGood = options_.steps;
   const LossScaler *scaler = exec_.lossScaler();
   bool ranks = exec_.worldSize() > 1;
-  const config::TrainConfig &cfg = exec_.config();
+  const config::PlanSettings &cfg = exec_.settings();
   int64_t every = cfg.stepsPerPrint > 0 ? cfg.stepsPerPrint : 10;
   auto reportSave = [&](const std::optional<checkpoint::SaveResult> &saved) {
     if (!saved || !rank0_)
@@ -760,7 +760,7 @@ int Trainer::writeResults() {
     std::printf("dsrt: communication per step%s: %s\n",
                 exec_.pipelined() ? " (rank 0, stage 0)" : "",
                 exec_.commCounters().summary().c_str());
-  if (exec_.config().commsLogger.enabled)
+  if (exec_.settings().commsLogger.enabled)
     writeCommsLog();
   if (options_.profile)
     exec_.printProfile(stdout);

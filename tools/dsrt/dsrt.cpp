@@ -75,29 +75,6 @@ std::unique_ptr<dsrt::comm::MpiCommunicator> setupComm(double timeoutSeconds, in
   return comm;
 }
 
-/// The keys dsc bakes into the plan must not differ at run time.
-void checkRuntimeConfig(const dsrt::config::TrainConfig &baked,
-                        const dsrt::config::TrainConfig &given, const std::string &path) {
-  auto differs = [&](bool d, const char *keys) {
-    if (d)
-      die(path + ": " + keys + " differ from the plan's (they are compiled in: recompile with "
-                               "dsc --config " + path + ")");
-  };
-  differs(baked.trainBatchSize != given.trainBatchSize ||
-              baked.microBatchPerGpu != given.microBatchPerGpu ||
-              baked.gradAccumSteps != given.gradAccumSteps,
-          "the batch sizes / gradient_accumulation_steps");
-  differs(baked.optimizer != given.optimizer, "the optimizer settings");
-  differs(baked.gradientClipping != given.gradientClipping, "the gradient_clipping settings");
-  differs(!(baked.zero == given.zero), "the zero_optimization settings");
-  differs(!(baked.pipeline == given.pipeline), "the pipeline settings");
-  differs(baked.precision != given.precision,
-          "the bf16 / fp16 / data_types / communication_data_type settings");
-  differs(!(baked.recompute == given.recompute), "the activation_checkpointing settings");
-  differs(baked.tensorParallel != given.tensorParallel,
-          "the tensor_parallel.autotp_size settings");
-}
-
 /// The exit of a rank that finished (MPI_Finalize under mpirun).
 int finishRank(int status = 0) {
   std::fflush(stdout);
@@ -176,8 +153,9 @@ int main(int argc, char **argv) {
   app.add_option("--out", out, "run folder (default: ./runs/<timestamp>)")
       ->check(dsrt::cli::nonEmpty());
   app.add_option("--config", configPath,
-                 "ds_config.json: steps_per_print, scheduler, csv_monitor and tensorboard may "
-                 "change at run time; batch, optimizer and clipping keys must match the plan")
+                 "ds_config.json: steps_per_print, wall_clock_breakdown, the scheduler, the "
+                 "monitors, comms_logger and flops_profiler may change at run time; the other "
+                 "settings are compiled in and must match the plan's")
       ->check(dsrt::cli::nonEmpty());
   app.add_option("--threads", threads, "CPU threads for the kernels (0: all cores)")
       ->check(integer<int64_t>(0, dsrt::launch::availableCores()));
@@ -318,7 +296,7 @@ int main(int argc, char **argv) {
     if (!execPtr)
       execPtr = std::make_unique<dsrt::Executor>(planDir, comm.get(), dsrt::Device::Cpu);
     dsrt::Executor &exec = *execPtr;
-    dsrt::config::TrainConfig cfg = exec.config();
+    dsrt::config::PlanSettings cfg = exec.settings();
     // A plan for one rank runs without mpirun and has no collective to time.
     if (app.count("--comm-timeout") && !comm)
       die("--comm-timeout: the plan runs on one rank, which has no collectives to time out; "
@@ -396,15 +374,21 @@ int main(int argc, char **argv) {
       dsrt::config::AutoValues autos;
       autos.totalSteps = steps;
       autos.microBatch = exec.microBatchSize();
-      dsrt::config::TrainConfig given = dsrt::config::loadDsConfig(configPath, exec.dp(), autos);
-      checkRuntimeConfig(cfg, given, configPath);
+      // The settings compiled into the program (batch, optimizer, ZeRO,
+      // precision, ...) must be the plan's; the run-time ones replace its.
+      dsrt::config::PlanSettings given =
+          dsrt::config::planSettingsOf(dsrt::config::loadDsConfig(configPath, exec.dp(), autos));
+      std::string differs = dsrt::config::firstDifferingGroup(cfg, given);
+      if (!differs.empty())
+        die(configPath + ": " + differs + " differ from the plan's (they are compiled in: "
+            "recompile with dsc --config " + configPath + ")");
       cfg = given;
-      exec.setConfig(given);
+      exec.setSettings(given);
     }
     // total_num_steps "auto" (the Trainer's max_steps): this run's --steps.
     if (cfg.scheduler.totalStepsFromRun) {
       cfg.scheduler.params["total_num_steps"] = double(steps);
-      exec.setConfig(cfg);
+      exec.setSettings(cfg);
       if (rank0)
         std::fprintf(stderr, "dsrt: note: scheduler %s's total_num_steps is \"auto\": %lld, "
                              "the run's --steps\n",

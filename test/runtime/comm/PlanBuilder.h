@@ -9,7 +9,9 @@
 #ifndef DSRT_TEST_COMM_PLANBUILDER_H
 #define DSRT_TEST_COMM_PLANBUILDER_H
 
+#include "config/PlanSettings.h"
 #include "io/SafeTensors.h"
+#include "plan/Version.h"
 
 #include "plan.pb.h"
 
@@ -19,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +37,19 @@ namespace plan = dsc::plan;
 using TempDir = dsrt::io::test::TestDir;
 
 enum List { Prologue, MicroBatch, Epilogue };
+
+/// Makes `p` a plan of this dsc's format, with the typed settings of a
+/// plan compiled without a ds_config (format 9); an lr schedule it holds
+/// is kept.
+inline void currentFormat(plan::Plan &p) {
+  std::optional<plan::LrSchedule> lr;
+  if (p.has_lr_schedule())
+    lr = p.lr_schedule();
+  p.set_format_version(kPlanFormatVersion);
+  config::writePlanSettings(config::planSettingsOf(config::defaultConfig()), p);
+  if (lr)
+    *p.mutable_lr_schedule() = *lr;
+}
 
 class PlanBuilder {
 public:

@@ -112,6 +112,8 @@ TEST(PlanFormat, VersionsThisDsrtRuns) {
   smallPlan().write(dir.path());
   for (unsigned v = 0; v <= kPlanFormatVersion + 1; ++v) {
     editPlan(dir.path(), [v](plan::Plan &p) {
+      if (v >= 9) // format 9 holds its settings typed
+        currentFormat(p);
       p.set_format_version(v);
       if (v >= 3) // format 3 holds its lr schedule
         p.mutable_lr_schedule()->set_lr(0.125);
@@ -189,7 +191,7 @@ TEST(PlanFormat, StepClassesRunOnTheirClassesOnly) {
   TempDir dir;
   b.write(dir.path());
   auto rule = [](plan::Plan &p) {
-    p.set_format_version(kPlanFormatVersion);
+    currentFormat(p);
     p.mutable_lr_schedule()->set_lr(0.125);
     plan::StepRule &r = *p.mutable_step_rule();
     r.set_var_freeze_step(8);
@@ -217,7 +219,7 @@ TEST(PlanFormat, StepClassesRunOnTheirClassesOnly) {
               HasSubstr("runs on step classes 2, which a format-6 plan cannot say (format 7 "
                         "and later)"));
   editPlan(dir.path(), [&](plan::Plan &p) {
-    p.set_format_version(kPlanFormatVersion);
+    currentFormat(p);
     p.clear_step_rule();
   });
   EXPECT_THAT(loadError(dir.path()),
@@ -233,6 +235,107 @@ TEST(PlanFormat, StepClassesRunOnTheirClassesOnly) {
   });
   EXPECT_THAT(loadError(dir.path()), HasSubstr("local_step_clipper 0, step_offset 0} is out of "
                                                "range"));
+}
+
+TEST(PlanFormat, TheSettingsAreTypedPlanData) {
+  // Format 9: dsrt reads the typed settings and never the recorded
+  // ds_config; a format-8 plan's settings are its record's.
+  TempDir dir;
+  smallPlan().write(dir.path());
+  config::TrainConfig recorded = config::defaultConfig();
+  recorded.stepsPerPrint = 7;
+  recorded.csvMonitor.enabled = true;
+  editPlan(dir.path(), [&](plan::Plan &p) {
+    currentFormat(p);
+    p.set_ds_config(config::toJson(recorded));
+  });
+  {
+    Executor exec(dir.path());
+    EXPECT_EQ(exec.settings().stepsPerPrint, 0);
+    EXPECT_FALSE(exec.settings().csvMonitor.enabled);
+  }
+  editPlan(dir.path(), [&](plan::Plan &p) { p.clear_ds_config(); });
+  EXPECT_EQ(loadError(dir.path()), "no error");
+  editPlan(dir.path(), [&](plan::Plan &p) {
+    p.set_format_version(8);
+    p.set_ds_config(config::toJson(recorded));
+  });
+  {
+    Executor exec(dir.path());
+    EXPECT_EQ(exec.settings().stepsPerPrint, 7);
+    EXPECT_TRUE(exec.settings().csvMonitor.enabled);
+    EXPECT_EQ(exec.settings().compiled, config::planSettingsOf(recorded).compiled);
+  }
+  // What a hand-made or damaged format-9 plan may not say.
+  auto typedError = [&](auto &&edit) {
+    editPlan(dir.path(), [&](plan::Plan &p) {
+      currentFormat(p);
+      edit(p);
+    });
+    return loadError(dir.path());
+  };
+  EXPECT_THAT(typedError([](plan::Plan &p) { p.clear_run_settings(); }),
+              HasSubstr("a format-9 plan has no run_settings"));
+  EXPECT_THAT(typedError([](plan::Plan &p) { p.mutable_compiled_settings()->erase("zero"); }),
+              HasSubstr("compiled_settings has no 'zero' digest"));
+  EXPECT_THAT(typedError([](plan::Plan &p) { p.set_precision(plan::Precision(7)); }),
+              HasSubstr("precision 7 is not one this dsrt knows"));
+  EXPECT_THAT(typedError([](plan::Plan &p) { p.set_precision(plan::PRECISION_FP16); }),
+              HasSubstr("an fp16 plan has no loss_scaler"));
+  EXPECT_THAT(typedError([](plan::Plan &p) {
+                p.mutable_run_settings()->mutable_flops_profiler()->set_profile_step(0);
+              }),
+              HasSubstr("run_settings.flops_profiler.profile_step 0 must lie in [1, "));
+  EXPECT_THAT(typedError([](plan::Plan &p) {
+                p.mutable_run_settings()->mutable_tensorboard()->set_job_name("../elsewhere");
+              }),
+              HasSubstr("run_settings.tensorboard.job_name '../elsewhere' leaves its "
+                        "output_path"));
+}
+
+TEST(PlanFormat, RunTimeConfigsDifferOnlyInRunTimeSettings) {
+  // dsrt --config: the compiled-in groups compare by digest; the run-time
+  // settings may differ.
+  config::TrainConfig base = config::defaultConfig();
+  config::PlanSettings plan = config::planSettingsOf(base);
+  auto differing = [&](auto &&edit) {
+    config::TrainConfig given = base;
+    edit(given);
+    return config::firstDifferingGroup(plan, config::planSettingsOf(given));
+  };
+  EXPECT_EQ(differing([](config::TrainConfig &c) {
+              c.stepsPerPrint = 5;
+              c.tensorboard.enabled = true;
+              c.scheduler.type = "WarmupLR";
+              c.scheduler.params = {{"warmup_min_lr", 0}, {"warmup_max_lr", 1e-3},
+                                    {"warmup_num_steps", 10}};
+              c.scheduler.warmupType = "linear";
+            }),
+            "");
+  EXPECT_EQ(differing([](config::TrainConfig &c) { c.optimizer.lr = 0.5; }),
+            "the optimizer settings");
+  EXPECT_EQ(differing([](config::TrainConfig &c) { c.aio.queueDepth = 16; }),
+            "the zero_optimization / aio settings");
+  EXPECT_EQ(differing([](config::TrainConfig &c) { c.precision.fp16.hysteresis = 3; }),
+            "the bf16 / fp16 / data_types / communication_data_type settings");
+  // Spelled differently, the same: overlap_comm written as its default.
+  EXPECT_EQ(differing([](config::TrainConfig &c) { c.zero.overlapCommSetting = false; }), "");
+}
+
+TEST(PlanFormat, OnlyOptimizersWithBetasCycleThem) {
+  // OneCycle's cycle_momentum acts on optimizers with betas (DeepSpeed
+  // turns it off for the others): the plan says whether the betas cycle.
+  auto cycles = [](const std::string &optimizer) {
+    config::TrainConfig c = config::parseDsConfig(
+        R"({"train_batch_size": 1, "optimizer": {"type": ")" + optimizer +
+        R"("}, "scheduler": {"type": "OneCycle", "params": {"cycle_min_lr": 0.001,
+            "cycle_max_lr": 0.01, "cycle_first_step_size": 4, "cycle_momentum": true}}})");
+    return config::planSettingsOf(c).scheduler.cycleMomentum;
+  };
+  EXPECT_TRUE(cycles("AdamW"));
+  EXPECT_TRUE(cycles("Lamb"));
+  EXPECT_FALSE(cycles("SGD"));
+  EXPECT_FALSE(cycles("Adagrad"));
 }
 
 //===--- sizes ------------------------------------------------------------===//
