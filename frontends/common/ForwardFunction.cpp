@@ -1,6 +1,8 @@
 //===- ForwardFunction.cpp - ending an imported forward+loss function ----===//
 #include "frontends/common/ForwardFunction.h"
 
+#include <map>
+
 #include "dialects/nn/NNDialect.h"
 #include "dialects/train/TrainDialect.h"
 
@@ -69,6 +71,40 @@ std::string finishForward(func::FuncOp fn, Value loss, Location loc,
                   param ? train::TrainDialect::kParam : train::TrainDialect::kBuffer, name);
   }
   return "";
+}
+
+int64_t forwardBatch(mlir::ModuleOp module) {
+  auto fn = *module.getOps<mlir::func::FuncOp>().begin();
+  for (auto arg : fn.getArguments())
+    if (fn.getArgAttr(arg.getArgNumber(), train::TrainDialect::kInput)) {
+      auto t = mlir::cast<mlir::RankedTensorType>(arg.getType());
+      if (t.getRank() > 0)
+        return t.getShape()[0];
+    }
+  return 0;
+}
+
+std::optional<int64_t> forwardHiddenSize(mlir::ModuleOp module) {
+  auto fn = *module.getOps<mlir::func::FuncOp>().begin();
+  std::map<int64_t, int64_t> vectors, dims;
+  for (auto arg : fn.getArguments()) {
+    if (!fn.getArgAttr(arg.getArgNumber(), train::TrainDialect::kParam))
+      continue;
+    auto t = mlir::cast<mlir::RankedTensorType>(arg.getType());
+    if (t.getRank() == 1)
+      ++vectors[t.getShape()[0]];
+    for (int64_t d : t.getShape())
+      ++dims[d];
+  }
+  const std::map<int64_t, int64_t> &counts = vectors.empty() ? dims : vectors;
+  std::optional<int64_t> best;
+  int64_t bestCount = 0;
+  for (auto [size, count] : counts)
+    if (count >= bestCount) {
+      best = size;
+      bestCount = count;
+    }
+  return best;
 }
 
 } // namespace dsc::frontend

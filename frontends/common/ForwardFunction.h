@@ -11,8 +11,11 @@
 #define DSC_FRONTENDS_COMMON_FORWARDFUNCTION_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +32,16 @@ inline constexpr const char *kInitializerAttr = "dsc.initializer";
 std::string finishForward(mlir::func::FuncOp fn, mlir::Value loss, mlir::Location loc,
                           llvm::function_ref<bool(llvm::StringRef)> trainable,
                           std::vector<std::string> &trained);
+
+/// The model's micro-batch: dim 0 of the imported forward's inputs (all
+/// agree), or 0 when no input has one.
+int64_t forwardBatch(mlir::ModuleOp module);
+
+/// The model's hidden size, as the Hugging Face integration reads
+/// config.hidden_size to fill "auto" bucket sizes: the most common length
+/// among the 1-D parameters (layer-norm weights and biases, most biases),
+/// the larger on a tie; without 1-D parameters, the most common dimension.
+std::optional<int64_t> forwardHiddenSize(mlir::ModuleOp module);
 
 } // namespace dsc::frontend
 

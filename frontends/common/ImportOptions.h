@@ -27,6 +27,11 @@ struct ImportOptions {
   llvm::raw_ostream *notes = nullptr;
 };
 
+/// Parses dsc --input-shape's NAME=DxDx... into `out` (a name given once,
+/// positive dimensions); false with `error` set otherwise.
+bool parseInputShape(const std::string &spec,
+                     std::map<std::string, std::vector<int64_t>> &out, std::string &error);
+
 } // namespace dsc::frontend
 
 #endif // DSC_FRONTENDS_COMMON_IMPORTOPTIONS_H

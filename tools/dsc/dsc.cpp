@@ -8,14 +8,13 @@
 // DeepSpeed settings of --config, and writes the plan directory dsrt runs.
 //
 //===----------------------------------------------------------------------===//
-#include "dialects/nn/NNDialect.h"
-#include "dialects/train/TrainDialect.h"
 #include "frontends/ModelFile.h"
 #include "frontends/aten/AtenImporter.h"
+#include "frontends/common/ForwardFunction.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "passes/EmitPlan.h"
-#include "passes/Passes.h"
-#include "passes/Pipeline.h"
+#include "passes/Explain.h"
+#include "passes/TrainStep.h"
 #include "config/CliChecks.h"
 #include "tools/dsc/CompileConfig.h"
 #include "config/DsConfig.h"
@@ -23,13 +22,9 @@
 #include "io/OutputDir.h"
 #include "plan/Limits.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OperationSupport.h"
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/Format.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <csignal>
@@ -42,87 +37,6 @@
 #include <optional>
 
 namespace {
-
-/// Parses NAME=DxDx... into the options' input shapes.
-bool parseInputShape(const std::string &spec,
-                     std::map<std::string, std::vector<int64_t>> &out,
-                     std::string &error) {
-  auto eq = spec.rfind('=');
-  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
-    error = "--input-shape '" + spec + "': expected NAME=DxDx... (e.g. input_ids=8x128)";
-    return false;
-  }
-  std::string name = spec.substr(0, eq);
-  if (out.count(name)) {
-    error = "--input-shape gives '" + name + "' twice";
-    return false;
-  }
-  std::vector<int64_t> dims;
-  llvm::SmallVector<llvm::StringRef> parts;
-  llvm::StringRef(spec).substr(eq + 1).split(parts, 'x');
-  for (llvm::StringRef p : parts) {
-    int64_t d;
-    if (p.getAsInteger(10, d) || d <= 0) {
-      error = "--input-shape '" + spec + "': dimension '" + p.str() +
-              "' is not a positive integer";
-      return false;
-    }
-    dims.push_back(d);
-  }
-  out[name] = dims;
-  return true;
-}
-
-std::string typeString(mlir::Type t) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << t;
-  return s;
-}
-
-void explain(mlir::ModuleOp module, llvm::raw_ostream &os) {
-  auto fn = *module.getOps<mlir::func::FuncOp>().begin();
-  os << "model: " << module->getAttrOfType<mlir::StringAttr>("dsc.source").getValue();
-  if (auto opset = module->getAttrOfType<mlir::IntegerAttr>("dsc.opset"))
-    os << " (ONNX opset " << opset.getInt() << ")";
-  else if (auto producer = module->getAttrOfType<mlir::StringAttr>("dsc.producer"))
-    os << " (" << producer.getValue() << ")";
-  os << "\n";
-  int64_t params = 0, paramBytes = 0, buffers = 0, bufferBytes = 0, nParams = 0;
-  std::vector<std::string> frozen, running;
-  // Buffers the forward pass updates (BatchNorm's running statistics).
-  llvm::DenseSet<mlir::Value> assigned;
-  fn.walk([&](dsc::train::AssignOp op) { assigned.insert(op.getBuffer()); });
-  os << "inputs:\n";
-  for (auto arg : fn.getArguments()) {
-    unsigned k = arg.getArgNumber();
-    if (auto name = fn.getArgAttrOfType<mlir::StringAttr>(k, dsc::train::TrainDialect::kInput))
-      os << "  " << name.getValue() << ": " << typeString(arg.getType()) << "\n";
-    if (fn.getArgAttr(k, dsc::train::TrainDialect::kParam)) {
-      ++nParams;
-      params += dsc::nn::numElements(arg.getType());
-      paramBytes += dsc::nn::byteSize(arg.getType());
-    }
-    if (auto name = fn.getArgAttrOfType<mlir::StringAttr>(k, dsc::train::TrainDialect::kBuffer)) {
-      (assigned.contains(arg) ? running : frozen).push_back(name.str());
-      ++buffers;
-      bufferBytes += dsc::nn::byteSize(arg.getType());
-    }
-  }
-  os << llvm::format("parameters: %lld tensors, %lld elements (%.2f M), %.2f MB\n",
-                     (long long)nParams, (long long)params, params / 1e6, paramBytes / 1e6);
-  os << llvm::format("buffers: %lld tensors, %.2f MB (%s)\n", (long long)buffers,
-                     bufferBytes / 1e6, running.empty() ? "frozen, not trained" : "not trained");
-  if (!frozen.empty())
-    os << "  frozen: " << dsc::onnx_import::compactNames(frozen) << "\n";
-  if (!running.empty())
-    os << "  updated in forward (running statistics, checkpointed): "
-       << dsc::onnx_import::compactNames(running) << "\n";
-  for (unsigned i = 0; i < fn.getNumResults(); ++i)
-    if (fn.getResultAttr(i, dsc::train::TrainDialect::kLoss))
-      os << "loss: " << typeString(fn.getResultTypes()[i]) << "\n";
-  dsc::printCostReport(module, os);
-}
 
 /// The first line of every file dsc writes with -o FILE: dsc writes over
 /// an existing file only when it starts with this line.
@@ -153,158 +67,6 @@ bool mayWriteFile(const std::string &output, const std::string &model, std::stri
 }
 
 } // namespace
-
-/// The planned peak per rank of a compiled module: its largest arena (a
-/// pipeline's stages each have theirs).
-uint64_t planArena(mlir::ModuleOp module) {
-  uint64_t peak = 0;
-  for (auto fn : module.getOps<mlir::func::FuncOp>())
-    if (auto a = fn->getAttrOfType<mlir::IntegerAttr>("dsc.arena_bytes"))
-      peak = std::max<uint64_t>(peak, uint64_t(a.getInt()));
-  return peak;
-}
-
-/// --recompute auto: compiles the step with the candidates of one family,
-/// none, selective, and layers on the first j layers (j = 1..L; the first
-/// layers' activations live longest, so they go first), and keeps the one
-/// with the fewest recomputed flops whose planned peak fits the budget. j
-/// is found by bisection (the peak does not grow with j), so it takes
-/// about 3 + log2(L) compiles. Optimal within that family to one layer;
-/// not over every keep set (a mix of selective and layers, or keeping
-/// particular tensors, can beat it: finding that is the Checkmate ILP).
-std::optional<dsrt::config::RecomputeConfig>
-chooseRecompute(mlir::MLIRContext &ctx, mlir::ModuleOp module,
-                const dsrt::config::TrainConfig &cfg) {
-  struct Try {
-    dsrt::config::RecomputeConfig rc;
-    uint64_t peak = 0;
-    double flops = 0;
-    int64_t layers = 0;
-  };
-  auto attempt = [&](dsrt::config::RecomputeConfig rc) -> std::optional<Try> {
-    dsrt::config::TrainConfig c = cfg;
-    c.recompute = rc;
-    mlir::OwningOpRef<mlir::ModuleOp> copy = module.clone();
-    mlir::PassManager pm(&ctx);
-    dsc::buildTrainPipeline(pm, c);
-    if (mlir::failed(pm.run(*copy)))
-      return std::nullopt;
-    Try t{rc, planArena(*copy), 0, 0};
-    if (auto d = (*copy)->getAttrOfType<mlir::DictionaryAttr>("train.recompute"))
-      if (auto f = d.getAs<mlir::FloatAttr>("flops"))
-        t.flops = f.getValueAsDouble();
-    if (auto l = (*copy)->getAttrOfType<mlir::IntegerAttr>("train.recompute_layers"))
-      t.layers = l.getInt();
-    return t;
-  };
-  uint64_t budget = cfg.recompute.memoryBudget;
-  dsrt::config::RecomputeConfig base = cfg.recompute;
-  base.mode = "none";
-  std::optional<Try> none = attempt(base);
-  if (!none)
-    return std::nullopt;
-  auto say = [&](const Try &t, const std::string &what) {
-    llvm::errs() << "dsc: note: --recompute auto: " << what << ": planned peak " << t.peak
-                 << " bytes <= --memory-budget " << budget << " (without recompute: "
-                 << none->peak << ")\n";
-    return t.rc;
-  };
-  if (none->peak <= budget)
-    return say(*none, "nothing to recompute");
-  dsrt::config::RecomputeConfig rc = base;
-  rc.mode = "selective";
-  std::optional<Try> selective = attempt(rc);
-  rc.mode = "layers";
-  rc.limit = 0;
-  std::optional<Try> layers = attempt(rc);
-  if (!selective || !layers)
-    return std::nullopt;
-  std::vector<Try> fit;
-  if (selective->peak <= budget)
-    fit.push_back(*selective);
-  if (layers->peak > budget) {
-    if (fit.empty()) {
-      llvm::errs() << "dsc: error: --memory-budget " << budget
-                   << " bytes: no recomputation fits it; the smallest planned peak is "
-                   << std::min(layers->peak, selective->peak) << " bytes (--recompute "
-                   << (layers->peak <= selective->peak ? "layers" : "selective")
-                   << "; without recompute " << none->peak << ")\n";
-      return std::nullopt;
-    }
-  } else {
-    fit.push_back(*layers);
-    // The fewest first layers that fit.
-    int64_t lo = 1, hi = std::max<int64_t>(1, layers->layers - 1);
-    std::optional<Try> best;
-    while (lo <= hi) {
-      int64_t mid = (lo + hi) / 2;
-      rc.limit = mid;
-      std::optional<Try> t = attempt(rc);
-      if (!t)
-        return std::nullopt;
-      if (t->peak <= budget) {
-        best = t;
-        hi = mid - 1;
-      } else {
-        lo = mid + 1;
-      }
-    }
-    if (best)
-      fit.push_back(*best);
-  }
-  const Try *pick = &fit.front();
-  for (const Try &t : fit)
-    if (t.flops < pick->flops)
-      pick = &t;
-  std::string what = pick->rc.mode == "selective" ? std::string("selective")
-                     : pick->rc.limit > 0
-                         ? "layers on the first " + std::to_string(pick->rc.limit) + " of " +
-                               std::to_string(layers->layers) + " layers"
-                         : std::string("layers");
-  char flops[64];
-  std::snprintf(flops, sizeof flops, ", %.3f GFLOP recomputed per micro-batch",
-                pick->flops / 1e9);
-  return say(*pick, what + flops);
-}
-
-/// The model's micro-batch: dim 0 of its inputs (all agree, or 0 if none).
-int64_t modelBatch(mlir::ModuleOp module) {
-  auto fn = *module.getOps<mlir::func::FuncOp>().begin();
-  for (auto arg : fn.getArguments())
-    if (fn.getArgAttr(arg.getArgNumber(), dsc::train::TrainDialect::kInput)) {
-      auto t = mlir::cast<mlir::RankedTensorType>(arg.getType());
-      if (t.getRank() > 0)
-        return t.getShape()[0];
-    }
-  return 0;
-}
-
-/// The model's hidden size, as the Hugging Face integration reads
-/// config.hidden_size to fill "auto" bucket sizes: the most common length
-/// among the 1-D parameters (layer-norm weights and biases, most biases), the
-/// larger on a tie; without 1-D parameters, the most common dimension.
-std::optional<int64_t> modelHiddenSize(mlir::ModuleOp module) {
-  auto fn = *module.getOps<mlir::func::FuncOp>().begin();
-  std::map<int64_t, int64_t> vectors, dims;
-  for (auto arg : fn.getArguments()) {
-    if (!fn.getArgAttr(arg.getArgNumber(), dsc::train::TrainDialect::kParam))
-      continue;
-    auto t = mlir::cast<mlir::RankedTensorType>(arg.getType());
-    if (t.getRank() == 1)
-      ++vectors[t.getShape()[0]];
-    for (int64_t d : t.getShape())
-      ++dims[d];
-  }
-  const std::map<int64_t, int64_t> &counts = vectors.empty() ? dims : vectors;
-  std::optional<int64_t> best;
-  int64_t bestCount = 0;
-  for (auto [size, count] : counts)
-    if (count >= bestCount) {
-      best = size;
-      bestCount = count;
-    }
-  return best;
-}
 
 int main(int argc, char **argv) {
   // A write past the file-size limit (ulimit -f) fails with EFBIG and an
@@ -549,7 +311,7 @@ int main(int argc, char **argv) {
                     "given): --batch-size N sets a dynamic one\n";
   for (const auto &spec : inputShapes) {
     std::string error;
-    if (!parseInputShape(spec, options.inputShapes, error)) {
+    if (!dsc::frontend::parseInputShape(spec, options.inputShapes, error)) {
       llvm::errs() << "dsc: error: " << error << "\n";
       return 1;
     }
@@ -562,8 +324,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   dsrt::config::ModelFacts facts;
-  facts.batch = modelBatch(**module);
-  facts.hiddenSize = modelHiddenSize(**module);
+  facts.batch = dsc::frontend::forwardBatch(**module);
+  facts.hiddenSize = dsc::frontend::forwardHiddenSize(**module);
   dsrt::config::TrainConfig cfg;
   try {
     std::vector<std::string> notes;
@@ -577,8 +339,8 @@ int main(int argc, char **argv) {
 
   // --batch-size fixes a dynamic batch dimension; on a model whose batch
   // is fixed it would change nothing, so it must agree (or it is an error).
-  if (batchSize && modelBatch(**module) != batchSize) {
-    int64_t fixed = modelBatch(**module);
+  if (batchSize && dsc::frontend::forwardBatch(**module) != batchSize) {
+    int64_t fixed = dsc::frontend::forwardBatch(**module);
     llvm::errs() << "dsc: error: --batch-size " << batchSize << ": "
                  << (fixed ? "the model's inputs have the fixed batch " + std::to_string(fixed)
                            : std::string("the model has no input with a batch dimension"))
@@ -598,44 +360,8 @@ int main(int argc, char **argv) {
       llvm::outs() << dsrt::config::toJson(cfg) << "\n";
       return 0;
     }
-    // --recompute auto: the mode (and layer limit) that fits the budget.
-    dsrt::config::TrainConfig compiled = cfg;
-    if (cfg.recompute.mode == "auto") {
-      std::optional<dsrt::config::RecomputeConfig> chosen = chooseRecompute(ctx, **module, cfg);
-      if (!chosen)
-        return 1;
-      compiled.recompute = *chosen;
-    }
-    // With recompute, the same step without it gives the arena it saves
-    // (--explain and the manifest state both).
-    mlir::OwningOpRef<mlir::ModuleOp> without;
-    if (compiled.recompute.mode != "none" && emit == "plan")
-      without = (*module)->clone();
-    mlir::PassManager pm(&ctx);
-    dsc::buildTrainPipeline(pm, compiled);
-    if (mlir::failed(pm.run(**module)))
+    if (mlir::failed(dsc::compileTrainStep(ctx, **module, cfg, emit == "plan", llvm::errs())))
       return 1;
-    if (uint64_t budget = cfg.recompute.memoryBudget) {
-      uint64_t peak = planArena(**module);
-      if (peak > budget) {
-        llvm::errs() << "dsc: error: the planned peak per rank, " << peak
-                     << " bytes, exceeds --memory-budget " << budget
-                     << " bytes (--recompute auto chooses what to recompute to fit it)\n";
-        return 1;
-      }
-    }
-    if (without) {
-      dsrt::config::TrainConfig plain = compiled;
-      plain.recompute.mode = "none";
-      mlir::PassManager pm2(&ctx);
-      dsc::buildTrainPipeline(pm2, plain);
-      if (mlir::failed(pm2.run(*without)))
-        return 1;
-      for (auto fn : without->getOps<mlir::func::FuncOp>())
-        if (auto arena = fn->getAttrOfType<mlir::IntegerAttr>("dsc.arena_bytes"))
-          if (auto same = (*module)->lookupSymbol<mlir::func::FuncOp>(fn.getSymName()))
-            same->setAttr("dsc.arena_bytes_without_recompute", arena);
-    }
   }
   if (emit == "plan") {
     dsc::EmitPlanOptions planOptions;
@@ -643,7 +369,7 @@ int main(int argc, char **argv) {
     planOptions.config = cfg;
     planOptions.importOptions = options;
     if (doExplain) {
-      explain(**module, llvm::outs());
+      dsc::explainModule(**module, llvm::outs());
       planOptions.manifest = &llvm::outs();
     }
     if (mlir::failed(dsc::emitPlan(**module, planOptions)))
@@ -667,7 +393,7 @@ int main(int argc, char **argv) {
     out->os() << kFileHeader << " from " << model << " (--emit=" << emit
               << "); dsc may write over this file\n";
   if (doExplain) {
-    explain(**module, out->os());
+    dsc::explainModule(**module, out->os());
   } else {
     mlir::OpPrintingFlags flags;
     if (elide > 0)
