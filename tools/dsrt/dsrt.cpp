@@ -33,6 +33,7 @@
 #include "runtime/onnx/OnnxExport.h"
 #include "runtime/onnx/StateDict.h"
 #include "plan/Limits.h"
+#include "runtime/train/RunSetup.h"
 #include "runtime/train/Trainer.h"
 
 #include <csignal>
@@ -41,7 +42,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <xmmintrin.h>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -203,7 +203,7 @@ int main(int argc, char **argv) {
                  "snapshot of the state is written (host memory the size of the rank's state; "
                  "pays off where a core is idle during training)")
       ->check(CLI::IsMember({"async", "sync"}));
-  auto *resumeOpt = app.add_option(
+  app.add_option(
       "--resume", resume,
       "continue from a checkpoint (a --save-dir: its latest; or DIR/TAG), saved with any dp, "
       "pp or ZeRO stage; --steps is the total, counted from the first step")
@@ -252,18 +252,10 @@ int main(int argc, char **argv) {
     if (app.count(flag) && saveDir.empty())
       die(std::string(flag) + " applies to saving checkpoints: give --save-dir DIR too (or "
           "leave " + flag + " out)");
-  // The run folder holds one run's results and must be new or empty; a
-  // save folder inside it (or holding it) would make each the other's
-  // foreign file, and every retry fail the same way.
-  if (!saveDir.empty() && !out.empty()) {
-    bool saveInRun = dsrt::io::isWithin(saveDir, out), runInSave = dsrt::io::isWithin(out, saveDir);
-    if (saveInRun || runInSave)
-      die("--save-dir " + saveDir + " and --out " + out + ": " +
-          (saveInRun && runInSave ? std::string("the same folder")
-           : saveInRun            ? "the save folder is inside the run folder"
-                                  : "the run folder is inside the save folder") +
-          "; a run folder holds one run's results and a save folder only checkpoints: "
-          "put them side by side (for example --save-dir " + out + "-ckpt)");
+  try {
+    dsrt::train::checkRunFolders(saveDir, out);
+  } catch (const std::exception &e) {
+    die(e.what());
   }
   if (!init.empty() && !resume.empty())
     die("--init and --resume exclude each other: --resume continues a run (its weights, "
@@ -279,24 +271,13 @@ int main(int argc, char **argv) {
       dsrt::launch::writeRankPidFile(out, *rank);
     std::unique_ptr<dsrt::comm::MpiCommunicator> comm = setupComm(commTimeout, threads);
     bool rank0 = !comm || comm->rank() == 0; // prints and writes the results
-    // --device: auto takes the GPU where the plan can run there; a plan
-    // the device executor cannot run yet (DeviceUnsupported) then runs on
-    // the CPU, with the reason. Without a GPU, auto is simply the CPU.
-    std::unique_ptr<dsrt::Executor> execPtr;
-    if (device == "cuda" || (device == "auto" && dsrt::Executor::cudaUsable(nullptr))) {
-      try {
-        execPtr = std::make_unique<dsrt::Executor>(planDir, comm.get(), dsrt::Device::Cuda);
-      } catch (const dsrt::DeviceUnsupported &e) {
-        if (device == "cuda")
-          throw;
-        if (rank0)
-          std::fprintf(stderr, "dsrt: note: running on the CPU, not the GPU: %s\n", e.what());
-      }
-    }
-    if (!execPtr)
-      execPtr = std::make_unique<dsrt::Executor>(planDir, comm.get(), dsrt::Device::Cpu);
+    auto note = [rank0](const std::string &text) {
+      if (rank0)
+        std::fprintf(stderr, "dsrt: note: %s\n", text.c_str());
+    };
+    std::unique_ptr<dsrt::Executor> execPtr =
+        dsrt::train::openExecutor(planDir, comm.get(), device, note);
     dsrt::Executor &exec = *execPtr;
-    dsrt::config::PlanSettings cfg = exec.settings();
     // A plan for one rank runs without mpirun and has no collective to time.
     if (app.count("--comm-timeout") && !comm)
       die("--comm-timeout: the plan runs on one rank, which has no collectives to time out; "
@@ -307,24 +288,11 @@ int main(int argc, char **argv) {
     int64_t firstStep = 1;
     if (!resume.empty()) {
       ckpt.emplace(dsrt::checkpoint::Reader::open(resume));
-      const dsrt::checkpoint::Progress &g = ckpt->progress();
-      int64_t tbs = exec.microBatchSize() * exec.microBatches() * exec.dp();
-      if (g.trainBatchSize != tbs)
-        die("--resume " + ckpt->path() + ": saved with a global batch of " +
-            std::to_string(g.trainBatchSize) + " samples per step, the plan's is " +
-            std::to_string(tbs) + "; the data position (step x batch) would not continue");
-      if (seedOpt->count() && seed != g.seed)
-        die("--resume " + ckpt->path() + ": the run used --seed " + std::to_string(g.seed) +
-            ", not " + std::to_string(seed) + " (the dropout masks follow the seed); leave "
-            "--seed out to continue it");
-      seed = g.seed;
-      firstStep = g.step + 1;
-      if (firstStep > steps)
-        die("--resume " + ckpt->path() + ": the checkpoint is after step " +
-            std::to_string(g.step) + " and --steps " + std::to_string(steps) +
-            " (the total, counted from the first step) leaves nothing to run");
+      dsrt::train::ResumePoint r = dsrt::train::checkResume(
+          exec, *ckpt, seedOpt->count() ? std::optional<uint64_t>(seed) : std::nullopt, steps);
+      firstStep = r.firstStep;
+      seed = r.seed;
     }
-    (void)resumeOpt;
     // --init: the whole file against the plan's model, before anything is
     // created (each rank loads only its own tensors later).
     std::string initialWeights = planDir + "/weights.safetensors";
@@ -356,54 +324,18 @@ int main(int argc, char **argv) {
     run.exportOnnx = exportOnnx;
     // The save folder is checked before any training: a tag this run would
     // write must not exist yet. Rank 0 holds its lock until the run ends.
-    std::optional<dsrt::checkpoint::SaveDir> saveDirLock;
-    if (!saveDir.empty() && rank0) {
-      saveDirLock.emplace(saveDir, keep);
-      for (int64_t s = firstStep; s <= steps; ++s)
-        if (run.savesAt(s))
-          saveDirLock->checkFree(s);
-    }
-    // Every micro-batch of the run has a global index (data and dropout):
-    // steps x micro-batches x dp must fit in it.
-    if (__int128(steps) * exec.microBatches() * exec.dp() > (__int128(1) << 62))
-      die("--steps " + std::to_string(steps) + " x " + std::to_string(exec.microBatches()) +
-          " micro-batches x dp " + std::to_string(exec.dp()) +
-          " exceeds the 2^62 micro-batches a run can number; run fewer steps");
-    if (!configPath.empty()) {
-      // The batch relation counts data-parallel ranks (not pipeline stages).
-      dsrt::config::AutoValues autos;
-      autos.totalSteps = steps;
-      autos.microBatch = exec.microBatchSize();
-      // The settings compiled into the program (batch, optimizer, ZeRO,
-      // precision, ...) must be the plan's; the run-time ones replace its.
-      dsrt::config::PlanSettings given =
-          dsrt::config::planSettingsOf(dsrt::config::loadDsConfig(configPath, exec.dp(), autos));
-      std::string differs = dsrt::config::firstDifferingGroup(cfg, given);
-      if (!differs.empty())
-        die(configPath + ": " + differs + " differ from the plan's (they are compiled in: "
-            "recompile with dsc --config " + configPath + ")");
-      cfg = given;
-      exec.setSettings(given);
-    }
-    // total_num_steps "auto" (the Trainer's max_steps): this run's --steps.
-    if (cfg.scheduler.totalStepsFromRun) {
-      cfg.scheduler.params["total_num_steps"] = double(steps);
-      exec.setSettings(cfg);
-      if (rank0)
-        std::fprintf(stderr, "dsrt: note: scheduler %s's total_num_steps is \"auto\": %lld, "
-                             "the run's --steps\n",
-                     cfg.scheduler.type.c_str(), (long long)steps);
-    }
+    std::unique_ptr<dsrt::checkpoint::SaveDir> saveDirLock;
+    if (!saveDir.empty() && rank0)
+      saveDirLock = dsrt::train::lockSaveDir(run);
+    dsrt::train::checkRunLength(exec, steps);
+    dsrt::config::PlanSettings cfg =
+        dsrt::train::applyRunSettings(exec, configPath, steps, note);
     // ds_config's wall_clock_breakdown asks for dsrt's per-op timing.
     if (cfg.wallClockBreakdown)
       profile = true;
     if (threads)
       dsrt::cpu::setNumThreads((int)threads);
-    // Flush denormals to zero on every kernel thread: gradients and Adam
-    // moments decay into the denormal range, where x86 arithmetic is ~100x
-    // slower. (PyTorch's oneDNN/MKL paths do the same.)
-#pragma omp parallel
-    _mm_setcsr(_mm_getcsr() | 0x8040);
+    dsrt::cpu::flushDenormals();
 
     if (data.empty() && tokenDtype.empty() && rank0)
       std::fprintf(stderr, "dsrt: no --data: training on synthetic random batches (token ids "
@@ -425,50 +357,18 @@ int main(int argc, char **argv) {
     }
 
     std::string skeleton = planDir + "/model.onnx";
-    if (!exportOnnx.empty() && rank0) {
-      std::vector<std::string> names; // every stage's, which rank 0 gathers
-      for (const auto &[name, shape] : exec.allWeights())
-        names.push_back(name);
-      dsrt::onnx_export::checkSkeleton(skeleton, names);
-      fs::path parent = fs::absolute(exportOnnx).parent_path();
-      if (!fs::is_directory(parent))
-        die("--export-onnx " + exportOnnx + ": the folder " + parent.string() +
-            " does not exist");
-      if (fs::is_directory(exportOnnx))
-        die("--export-onnx " + exportOnnx + ": is a folder; give a file name");
-      // Checked now, not after the run: an existing file (the source model,
-      // the plan's model.onnx, an earlier export) is never written over.
-      dsrt::io::checkNewFile(exportOnnx, "--export-onnx");
-      dsrt::io::checkNewFile(exportOnnx + ".data", "--export-onnx (its external data)");
-    }
+    if (!exportOnnx.empty() && rank0)
+      dsrt::train::checkExportOnnx(exec, skeleton, exportOnnx);
 
     // What the process holds before the arena (binary, libraries, MPI,
     // the plan): the peak's part the plan does not predict by design.
     double baseRss = dsrt::io::currentRssMiB();
-    if (!nvmePath.empty()) {
-      if (!exec.plan().nvme_tier().bytes())
-        die("--nvme-path " + nvmePath + ": the plan has no NVMe tier (its optimizer state is " +
-            "not offloaded to NVMe); leave it out");
-      exec.setNvmePath(nvmePath);
-    }
+    if (!nvmePath.empty())
+      dsrt::train::setNvmePath(exec, nvmePath);
     exec.initialize(initialWeights, seed);
     dsrt::train::checkFiniteWeights(exec, initialWeights);
     if (ckpt) {
-      // Load time (bench/checkpoint.py): the slowest rank's restore.
-      auto restoreStart = std::chrono::steady_clock::now();
-      std::string note = dsrt::checkpoint::restore(exec, *ckpt);
-      if (rank0 && !note.empty())
-        std::fprintf(stderr, "dsrt: note: --resume %s: %s\n", ckpt->path().c_str(), note.c_str());
-      double restoreSeconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - restoreStart).count();
-      if (exec.worldSize() > 1)
-        restoreSeconds =
-            exec.communicator().blockingAllReduceScalar(restoreSeconds, dsrt::comm::ReduceOp::Max);
-      if (rank0)
-        std::printf("dsrt: resuming %s after step %lld (%lld updates applied), restored in "
-                    "%.2fs\n",
-                    ckpt->path().c_str(), (long long)ckpt->progress().step,
-                    (long long)ckpt->progress().appliedSteps, restoreSeconds);
+      dsrt::train::restoreCheckpoint(exec, *ckpt, rank0, note);
       ckpt.reset(); // unmaps its files
     }
     run.onnxSkeleton = skeleton;

@@ -36,6 +36,11 @@ using kernels::Unary;
 /// Number of OpenMP threads the kernels use (0 = OpenMP's default).
 void setNumThreads(int n);
 int numThreads();
+/// Flushes denormals to zero on every kernel thread: gradients and Adam
+/// moments decay into the denormal range, where x86 arithmetic is ~100x
+/// slower (PyTorch's oneDNN/MKL paths do the same). Call after
+/// setNumThreads.
+void flushDenormals();
 
 //===--- elementwise ------------------------------------------------------===//
 

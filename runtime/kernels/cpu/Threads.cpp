@@ -8,6 +8,7 @@
 
 #include <cblas.h>
 #include <omp.h>
+#include <xmmintrin.h>
 
 namespace dsrt::cpu {
 
@@ -22,5 +23,11 @@ void setNumThreads(int n) {
 }
 
 int numThreads() { return omp_get_max_threads(); }
+
+void flushDenormals() {
+  // FTZ (bit 15) and DAZ (bit 6) of MXCSR on every OpenMP thread.
+#pragma omp parallel
+  _mm_setcsr(_mm_getcsr() | 0x8040);
+}
 
 } // namespace dsrt::cpu
