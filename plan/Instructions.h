@@ -116,6 +116,13 @@ inline constexpr std::array<std::string_view, 94> kPlanInstructions = {
     "train.zero_one_payload",
 };
 
+/// The index of `op` in kPlanInstructions (dsrt's id of the instruction,
+/// assigned once when a plan is loaded), or -1 for a name not in it.
+inline int instructionId(std::string_view op) {
+  auto it = std::lower_bound(kPlanInstructions.begin(), kPlanInstructions.end(), op);
+  return it != kPlanInstructions.end() && *it == op ? int(it - kPlanInstructions.begin()) : -1;
+}
+
 /// Whether `op` is an instruction of the plan format.
 inline bool isPlanInstruction(std::string_view op) {
   return std::binary_search(kPlanInstructions.begin(), kPlanInstructions.end(), op);

@@ -111,8 +111,8 @@ uint64_t cgroupMemoryLimit() {
 } // namespace
 
 
-Executor::Executor(const std::string &dir, comm::Communicator *world, Device device)
-    : dir_(dir), device_(device), world_(world) {
+Executor::Executor(const std::string &dir, comm::Communicator *world)
+    : dir_(dir), world_(world) {
   std::string path = dir + "/plan.pb";
   name_ = path;
   PlanFile file = readPlanFile(dir);
@@ -242,8 +242,17 @@ Executor::Executor(const std::string &dir, comm::Communicator *world, Device dev
       throw PlanError(name_ + " (baked config): " + e.what());
     }
   }
-  if (device_ == Device::Cuda)
-    setupDevice();
+  program_.reset(new ProgramView{name_, plan_, tensors_, arena_, {&prologue_, &micro_, &epilogue_},
+                                 ctx_, lossScale_, hasLoss_, world_->size(),
+                                 [this] { progressComms(); }});
+  backend_ = makeCpuBackend();
+}
+
+void Executor::setBackend(std::unique_ptr<Backend> backend) {
+  if (arena_)
+    throw PlanError(name_ + ": the backend is chosen before initialize()");
+  backend->bind(*program_);
+  backend_ = std::move(backend);
 }
 
 
@@ -441,7 +450,7 @@ void Executor::validatePipeline() {
 
 Executor::~Executor() {
   nvme_.reset(); // its I/O thread finishes the writes it was given first
-  destroyDevice();
+  backend_.reset(); // the device's memory
   std::free(arena_);
   std::free(hostTier_);
 }
@@ -617,9 +626,6 @@ void Executor::rangeInstr(Instr &instr, const plan::Instr &p, const std::string 
                       std::to_string(last) +
                       "] are no range (first >= 0; last 0 for no end, or >= first)");
   }
-  if (device_ == Device::Cuda)
-    throw DeviceUnsupported(name + ": --device cuda: instructions of some optimizer steps "
-                                   "only (a 1-bit optimizer's phases) run on the CPU only");
   instr.firstStep = first;
   instr.lastStep = last;
   instr.stepClasses = classes;
@@ -651,6 +657,8 @@ Executor::resolve(const google::protobuf::RepeatedPtrField<plan::Instr> &list, c
                        p.op() + ")";
     Instr instr;
     instr.op = p.op();
+    instr.opId = instructionId(instr.op);
+    instr.collective = instr.op.rfind("dist.", 0) == 0;
     instr.axis = p.axis();
     instr.microBatch = p.micro_batch();
     instr.phase = p.phase();
@@ -988,8 +996,7 @@ void Executor::initialize(const std::string &weightsPath, uint64_t seed) {
   ctx_.handles.assign(size_t(maxHandle_ + 1), Context::Started());
   loadWeights(weightsPath);
   ctx_.seed = seed;
-  if (device_ == Device::Cuda)
-    initDevice();
+  backend_->allocate();
 }
 
 } // namespace dsrt

@@ -34,8 +34,10 @@
 #define DSRT_CORE_EXECUTOR_H
 
 #include "runtime/comm/Communicator.h"
+#include "runtime/core/Backend.h"
 #include "config/PlanSettings.h"
 #include "runtime/core/LossScaler.h"
+#include "plan/Instructions.h"
 #include "plan/PlanFile.h"
 #include "plan/StepRule.h"
 #include "plan/Version.h"
@@ -72,9 +74,9 @@ constexpr uint64_t kMaxArenaBytes = uint64_t(1) << 50;
 /// micro_batches and pipeline_micro_batches: micro-batches per step.
 constexpr int64_t kMaxMicroBatches = int64_t(1) << 20;
 
-/// A plan that is sound but that the CUDA device executor cannot run yet
-/// (several ranks, an op or dtype without a CUDA kernel), or no usable
-/// device: `dsrt --device auto` then runs it on the CPU.
+/// A plan that is sound but that a device backend cannot run yet (several
+/// ranks, an op or dtype without a CUDA kernel), or no usable device:
+/// `dsrt --device auto` then runs it on the CPU.
 class DeviceUnsupported : public PlanError {
 public:
   using PlanError::PlanError;
@@ -94,19 +96,12 @@ public:
   double norm;
 };
 
-/// Where a plan's kernels run. Cuda: the arena lives in device memory
-/// (one cudaMalloc of the planned size) and every instruction runs a CUDA
-/// kernel on it (runtime/core/OpsCuda.cpp); a host copy of the arena
-/// stays the place where weights are loaded, inputs are filled, and
-/// checkpoints and weights are read, synchronized at the step's edges.
-enum class Device { Cpu, Cuda };
-
 /// A typed view of arena bytes.
 struct Tensor {
   dsc::plan::DType dtype = dsc::plan::F32;
   kernels::Shape shape;
   void *data = nullptr;
-  /// Device::Cuda: the same buffer in the device arena (what the CUDA
+  /// A device backend's: the same buffer in the device arena (what its
   /// kernels read and write); `data` is then its host copy.
   void *dev = nullptr;
   uint64_t offset = 0; // in the arena, or in the host tier (tier HOST)
@@ -170,6 +165,10 @@ using KernelFn = void (*)(const Instr &, Context &);
 struct Instr {
   KernelFn run = nullptr;
   std::string op;
+  /// op's id (plan/Instructions.h: its index in kPlanInstructions), set at
+  /// load: what the run-time tallies key by, instead of the name.
+  int opId = -1;
+  bool collective = false; // a dist.* instruction (wall_clock_breakdown)
   std::vector<Tensor *> in, out;
   std::vector<int64_t> ints;
   std::vector<double> floats;
@@ -183,9 +182,10 @@ struct Instr {
   uint64_t stagingOffset = 0, stagingBytes = 0; // planned staging (arena)
   float *staging = nullptr;
   std::string label; // "instruction 57 of the epilogue"
-  int badSlot = -1;        // Device::Cuda: its device counter of bad indices
-  /// Device::Cuda: an attention softmax (or its gradient) with the scale
-  /// and mask instructions next to it fused in (OpsCuda.cpp). `absorbed`
+  int badSlot = -1;        // the CUDA backend's device counter of bad indices
+  /// The CUDA backend: an attention softmax (or its gradient) with the
+  /// scale and mask instructions next to it fused in (runtime/backends/
+  /// cuda/Fusions.h). `absorbed`
   /// marks those instructions, which then do nothing; the softmax holds
   /// the operands it took over.
   struct Fused {
@@ -254,7 +254,7 @@ struct Context {
     comm::Handle handle;
   };
   std::vector<Started> handles;
-  /// Device::Cuda: the device executor's state (OpsCuda.cpp).
+  /// The CUDA backend's state (runtime/backends/cuda/CudaBackend.cpp).
   DeviceState *gpu = nullptr;
   /// ZeRO-Infinity's NVMe tier of this rank (tier.fetch / tier.store), or
   /// null.
@@ -292,19 +292,17 @@ public:
   /// Loads `dir`/plan.pb and validates it for the ranks of `world` (null:
   /// one rank): dp ranks, or pp * dp for a pipeline plan, whose world is
   /// split here (collective: every rank constructs its executor). `world`
-  /// must outlive the executor. Throws PlanError.
-  explicit Executor(const std::string &dir, comm::Communicator *world = nullptr,
-                    Device device = Device::Cpu);
+  /// must outlive the executor. The program runs on the CPU backend until
+  /// setBackend. Throws PlanError.
+  explicit Executor(const std::string &dir, comm::Communicator *world = nullptr);
   ~Executor();
 
+  /// Runs the program on `backend` from now on (before initialize()): it
+  /// binds the instructions to its kernels, or throws DeviceUnsupported
+  /// and the executor stays as it was, on its current backend.
+  void setBackend(std::unique_ptr<Backend> backend);
   /// Where the kernels run.
-  Device device() const { return device_; }
-  /// Whether a plan can run on a CUDA device with this dsrt, and why not:
-  /// a build with CUDA, a device present, one rank, and a CUDA kernel for
-  /// every instruction (checked by loading the plan for the device).
-  static bool cudaUsable(std::string *why);
-  /// The CUDA device's name ("" without one).
-  static std::string cudaDeviceName();
+  const Backend &backend() const { return *backend_; }
 
   /// The plan this rank runs (a pipeline plan: its stage's).
   const dsc::plan::Plan &plan() const { return plan_; }
@@ -437,8 +435,7 @@ public:
           loadMicroBatch(global, inputs_);
         else
           loadMicroBatch(global);
-        if (device_ == Device::Cuda)
-          deviceUpload(inputs_);
+        backend_->upload(inputs_);
         ctx_.rngCounter = uint64_t(global);
         runList(micro_, 1, k);
       }
@@ -476,8 +473,7 @@ public:
         for (int64_t k = 0; k < microBatches(); ++k) {
           int64_t global = globalMicroBatch(batch + 1, k);
           load(global, inputs_);
-          if (device_ == Device::Cuda)
-            deviceUpload(inputs_);
+          backend_->upload(inputs_);
           ctx_.rngCounter = uint64_t(global);
           runEvalList(evalLists_[1]);
         }
@@ -553,9 +549,9 @@ public:
   void enableProfile() { profile_ = true; }
   void printProfile(std::FILE *out) const;
 
-  /// This rank's loss (0 on a pipeline stage without it). With
-  /// Device::Cuda, this and the two below are the host copies, fetched at
-  /// the end of each step.
+  /// This rank's loss (0 on a pipeline stage without it). On a device
+  /// backend, this and the two below are the host copies, fetched at the
+  /// end of each step.
   float loss() const { return hasLoss_ ? *tensors_[plan_.loss_buffer()].f32() : 0.0f; }
   /// The last step's (an evaluation's activations may since have taken
   /// the buffers' bytes: the values as they were before it).
@@ -625,24 +621,6 @@ private:
   void beginStep(int64_t stepIndex);
   void runList(const std::vector<Instr> &list, int which, int64_t micro);
   void endStep();
-  /// Device::Cuda (OpsCuda.cpp; NoCuda.cpp where dsrt is built without
-  /// CUDA): binds every instruction to its CUDA kernel (throws PlanError
-  /// naming one that has none); allocates the device arena and copies the
-  /// host arena in; copies host buffers in; brings the whole arena to the
-  /// host when the device holds newer values; at a step's start, copies in
-  /// the step and loss-scale scalars (and the state a restore wrote) and
-  /// zeroes the bad-index counters; at its end, fetches the step's scalars
-  /// and bad-index counts; waits for the device; frees it all.
-  void setupDevice();
-  void initDevice();
-  void deviceBeginStep();
-  void deviceUpload(const std::vector<Tensor *> &ts);
-  void devicePull() const;
-  void deviceEndStep();
-  void deviceSync() const;
-  /// --profile on the GPU: runs `list`, timing it with CUDA events.
-  void profileDeviceList(const std::vector<Instr> &list);
-  void destroyDevice();
   void progressComms() {
     for (comm::Communicator *c : ctx_.comms)
       if (c && c->pending())
@@ -672,12 +650,6 @@ private:
   uint64_t linkReadAhead();
   std::unique_ptr<NvmeTier> nvme_; // Plan.nvme_tier (ZeRO-Infinity's state)
   std::string nvmePath_;
-  Device device_ = Device::Cpu;
-  /// Device::Cuda: the device arena holds values the host copy lacks (after
-  /// a step), or the host copy was written (a restore) and the device must
-  /// take it before the next step.
-  mutable bool hostStale_ = false;
-  bool deviceStale_ = false;
   bool profile_ = false;
   int dp_ = 1;
   int pp_ = 1, stage_ = 0;
@@ -700,7 +672,9 @@ private:
   };
   std::vector<StageParam> stageParams_;
   std::vector<std::vector<float>> gathered_; // gatherWeights' storage
-  std::map<std::string, std::pair<int64_t, double>> opTime_; // calls, seconds
+  /// By Instr::opId: calls, seconds.
+  std::vector<std::pair<int64_t, double>> opTime_ =
+      std::vector<std::pair<int64_t, double>>(kPlanInstructions.size());
   std::map<const Instr *, double> instrTime_;                 // seconds
   double deviceIdle_ = 0;      // --profile on the GPU: seconds between instructions
   int64_t stepsBegun_ = 0;     // beginStep calls
@@ -717,6 +691,10 @@ private:
   bool lastSkipped_ = false;
   double stepScale_ = 1.0;
   Context ctx_;
+  /// What the backend works on, and the backend (declared last: it goes
+  /// first, while the program it points into is still there).
+  std::unique_ptr<ProgramView> program_;
+  std::unique_ptr<Backend> backend_;
 };
 
 /// Validates one instruction (arity, dtypes, shapes, attributes) and binds

@@ -57,8 +57,7 @@ void Executor::runList(const std::vector<Instr> &list, int which, int64_t micro)
     const Instr &i = list[k];
     int64_t t0 = nowUs();
     i.run(i, ctx_);
-    if (device_ == Device::Cuda) // the kernel's end, not its launch
-      deviceSync();
+    backend_->synchronize(); // the kernel's end, not its launch
     progressComms();
     int64_t t1 = nowUs();
     // The resident set for --timeline's memory columns only: reading
@@ -135,7 +134,7 @@ void Executor::addPhaseTime(const Instr &i, int list, double seconds) {
   int phase = phaseOf(i, list);
   phaseSeconds_[phase == 2 ? 3 : phase] += seconds;
   // The backward's collectives and waits (DeepSpeed's bwd_allreduce).
-  if (phase == 1 && i.op.rfind("dist.", 0) == 0)
+  if (phase == 1 && i.collective)
     phaseSeconds_[2] += seconds;
 }
 
@@ -160,8 +159,9 @@ void Executor::runList(const std::vector<Instr> &list, int which) {
     }
     return;
   }
-  if (device_ == Device::Cuda) {
-    profileDeviceList(list);
+  if (backend_->timesItsKernels()) {
+    ProfileTimes times{opTime_, instrTime_, deviceIdle_};
+    backend_->runTimed(list, times);
     return;
   }
   for (const Instr &i : list) {
@@ -171,7 +171,7 @@ void Executor::runList(const std::vector<Instr> &list, int which) {
     double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (phaseTiming_)
       addPhaseTime(i, which, dt);
-    auto &slot = opTime_[i.op];
+    auto &slot = opTime_[i.opId];
     ++slot.first;
     slot.second += dt;
     instrTime_[&i] += dt;
@@ -187,23 +187,26 @@ static std::string shapeText(const Tensor *t) {
 
 void Executor::printProfile(std::FILE *out) const {
   double total = 0;
-  for (auto &[op, v] : opTime_)
-    total += v.second;
-  std::vector<std::pair<double, std::string>> rows;
-  for (auto &[op, v] : opTime_)
-    rows.push_back({v.second, op});
+  for (auto &[calls, seconds] : opTime_)
+    total += seconds;
+  std::vector<std::pair<double, int>> rows; // seconds, op id
+  for (size_t id = 0; id < opTime_.size(); ++id)
+    if (opTime_[id].first)
+      rows.push_back({opTime_[id].second, int(id)});
   std::sort(rows.rbegin(), rows.rend());
-  if (device_ == Device::Cuda)
+  if (!backend_->onHost())
     std::fprintf(out,
-                 "GPU time by op kind (CUDA events around each instruction%s); the GPU waited "
-                 "%.3f s between instructions (%.1f%% of its time: launches, host work and "
-                 "synchronizations)\n",
+                 "%s time by op kind (the device's events around each instruction%s); it "
+                 "waited %.3f s between instructions (%.1f%% of its time: launches, host work "
+                 "and synchronizations)\n",
+                 backend_->deviceName().c_str(),
                  profileSkippedFirst_ ? ", the first step left out" : "", deviceIdle_,
                  100.0 * deviceIdle_ / std::max(total + deviceIdle_, 1e-12));
   std::fprintf(out, "%-24s %10s %10s %7s\n", "op", "calls", "seconds", "share");
-  for (auto &[sec, op] : rows)
-    std::fprintf(out, "%-24s %10lld %10.3f %6.1f%%\n", op.c_str(),
-                 (long long)opTime_.at(op).first, sec, 100.0 * sec / std::max(total, 1e-12));
+  for (auto &[sec, id] : rows)
+    std::fprintf(out, "%-24s %10lld %10.3f %6.1f%%\n",
+                 std::string(kPlanInstructions[id]).c_str(), (long long)opTime_[id].first, sec,
+                 100.0 * sec / std::max(total, 1e-12));
   int masks = 0, casts = 0;
   for (const auto *list : {&prologue_, &micro_, &epilogue_})
     for (const Instr &i : *list)
@@ -271,13 +274,12 @@ void Executor::beginEval(int64_t batch) {
   // before the evaluation's fetches read it (they start no read-ahead).
   if (ctx_.nvme && ctx_.writeBehindBuffer)
     ctx_.nvme->wait(ctx_.writeBehindTicket);
-  if (device_ == Device::Cuda)
-    deviceBeginStep();
+  backend_->beginStep();
 }
 
 void Executor::endEval(int64_t batch, bool completed) {
-  if (completed && device_ == Device::Cuda)
-    deviceEndStep();
+  if (completed)
+    backend_->endStep();
   ctx_.step = savedStep_;
   ctx_.eval = false;
   int64_t bad = ctx_.badIndices;
@@ -291,9 +293,9 @@ void Executor::endEval(int64_t batch, bool completed) {
 void Executor::beginStep(int64_t stepIndex) {
   afterEval_ = false;
   ctx_.step = stepIndex;
-  if (profile_ && device_ == Device::Cuda && ++stepsBegun_ == 2) {
+  if (profile_ && !backend_->onHost() && ++stepsBegun_ == 2) {
     // The first step's times hold cuBLAS's and the modules' set-up.
-    opTime_.clear();
+    opTime_.assign(kPlanInstructions.size(), {0, 0.0});
     instrTime_.clear();
     deviceIdle_ = 0;
     profileSkippedFirst_ = true;
@@ -318,13 +320,11 @@ void Executor::beginStep(int64_t stepIndex) {
   ctx_.badIndices = 0;
   for (comm::Communicator *c : ctx_.comms)
     c->resetCounters();
-  if (device_ == Device::Cuda)
-    deviceBeginStep();
+  backend_->beginStep();
 }
 
 void Executor::endStep() {
-  if (device_ == Device::Cuda)
-    deviceEndStep();
+  backend_->endStep();
   counters_ = ctx_.comms[0]->counters();
   counters_ += ctx_.comms[1]->counters();
   counters_ += ctx_.comms[2]->counters();

@@ -147,7 +147,7 @@ void Executor::loadWeights(const std::string &path) {
 }
 
 std::vector<const Tensor *> Executor::weights() const {
-  devicePull();
+  backend_->pull();
   std::vector<const Tensor *> r;
   for (const Tensor &t : tensors_)
     if (t.role == plan::PARAM || (t.role == plan::FROZEN && t.assigned))
@@ -158,8 +158,8 @@ std::vector<const Tensor *> Executor::weights() const {
 std::vector<Tensor *> Executor::stateTensors() {
   // The caller may write them (a restore): the device takes them back
   // before the next step.
-  devicePull();
-  deviceStale_ = device_ == Device::Cuda;
+  backend_->pull();
+  backend_->hostWritten();
   std::vector<Tensor *> r;
   for (Tensor &t : tensors_)
     if (t.role == plan::PARAM || t.role == plan::OPT_STATE || t.role == plan::FROZEN)
@@ -168,7 +168,7 @@ std::vector<Tensor *> Executor::stateTensors() {
 }
 
 std::vector<const Tensor *> Executor::stateTensors() const {
-  devicePull();
+  backend_->pull();
   std::vector<const Tensor *> r;
   for (const Tensor &t : tensors_)
     if (t.role == plan::PARAM || t.role == plan::OPT_STATE || t.role == plan::FROZEN)

@@ -882,4 +882,23 @@ std::vector<std::string> knownOps() {
   return names;
 }
 
+namespace ops {
+
+bool bytesOverlap(const Tensor *a, const Tensor *b) { return Region(a).overlaps(b); }
+
+bool deadAfter(const std::vector<Instr> &list, size_t from, const Tensor *t) {
+  Region r(t);
+  for (size_t j = from; j < list.size(); ++j) {
+    for (const Tensor *in : list[j].in)
+      if (r.overlaps(in))
+        return false;
+    for (const Tensor *out : list[j].out)
+      if (r.overlaps(out))
+        return true;
+  }
+  return false;
+}
+
+} // namespace ops
+
 } // namespace dsrt

@@ -313,22 +313,25 @@ inline bool sameShape(const Tensor *a, const Tensor *b) {
          std::equal(a->shape.dims, a->shape.dims + a->shape.rank, b->shape.dims);
 }
 
-/// Device::Cuda: marks the attention softmax chains of `list` that one
-/// kernel computes (FuseSoftmax.cpp): the scale and mask instructions get
-/// `fused.absorbed`, the softmax or its gradient the operands it takes
-/// over. Returns the number of instructions absorbed.
-int fuseSoftmaxChains(std::vector<Instr> &list);
+/// A tensor's planned bytes: its offset in its tier's space (the device
+/// arena, the host tier). The fusions run when the plan is bound, before
+/// the buffers have addresses, so they compare offsets.
+struct Region {
+  int tier;
+  uint64_t begin, end;
+  explicit Region(const Tensor *t)
+      : tier(int(t->tier)), begin(t->offset), end(t->offset + t->bytes()) {}
+  bool overlaps(const Tensor *t) const {
+    Region o(t);
+    return o.tier == tier && o.begin < end && begin < o.end && o.end > o.begin && end > begin;
+  }
+  bool same(const Tensor *t) const {
+    Region o(t);
+    return o.tier == tier && o.begin == begin && o.end == end;
+  }
+};
 
-/// Device::Cuda: marks the casts around a cross-entropy on 16-bit logits
-/// that its kernels take over (FuseCrossEntropy.cpp): cast(bf16 -> f32)
-/// read only by nn.cross_entropy and nn.cross_entropy_grad, and the
-/// cast(f32 -> bf16) of the gradient right after it. The two read the
-/// bf16 logits (`fused.x`) and the gradient is written rounded to bf16
-/// (`fused.out`), the same bits. Returns the number of casts absorbed.
-/// `lists`: every list of the step (prologue, micro-batch, epilogue).
-int fuseCrossEntropyCasts(const std::vector<std::vector<Instr> *> &lists);
-
-/// Whether two tensors' arena bytes overlap (FuseSoftmax.cpp).
+/// Whether two tensors' arena bytes overlap (Ops.cpp).
 bool bytesOverlap(const Tensor *a, const Tensor *b);
 /// Whether no instruction of `list` from index `from` on reads `t`'s bytes
 /// before one overwrites them (a list that ends first: no, it may run

@@ -101,8 +101,8 @@ template <typename T> void matmulRuns(int64_t n, int reps, double &best) {
 
 Peak measurePeak(const Executor &exec) {
   Peak p;
-  if (exec.device() == Device::Cuda) {
-    p.what = "not measured on the GPU yet";
+  if (!exec.backend().onHost()) {
+    p.what = std::string("not measured on ") + exec.backend().deviceName() + " yet";
     return p;
   }
   // The dtype of most of the plan's matmul flops.

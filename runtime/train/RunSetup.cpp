@@ -20,16 +20,19 @@ std::unique_ptr<Executor> openExecutor(const std::string &planDir, comm::Communi
   // auto takes the GPU where the plan can run there; a plan the device
   // executor cannot run yet (DeviceUnsupported) then runs on the CPU, with
   // the reason. Without a GPU, auto is simply the CPU.
-  if (device == "cuda" || (device == "auto" && Executor::cudaUsable(nullptr))) {
+  // The plan is loaded and validated once; a backend that refuses it
+  // leaves it on the CPU, as it was.
+  auto exec = std::make_unique<Executor>(planDir, comm);
+  if (device == "cuda" || (device == "auto" && cudaUsable(nullptr))) {
     try {
-      return std::make_unique<Executor>(planDir, comm, Device::Cuda);
+      exec->setBackend(makeBackend(Device::Cuda));
     } catch (const DeviceUnsupported &e) {
       if (device == "cuda")
         throw;
       note(std::string("running on the CPU, not the GPU: ") + e.what());
     }
   }
-  return std::make_unique<Executor>(planDir, comm, Device::Cpu);
+  return exec;
 }
 
 void checkRunFolders(const std::string &saveDir, const std::string &out) {

@@ -239,9 +239,9 @@ int Trainer::run() {
                   std::to_string(exec_.worldSize()) + " ranks)"
         : exec_.dp() > 1 ? " x " + std::to_string(exec_.dp()) + " ranks"
                          : std::string();
-    std::string where = exec_.device() == Device::Cuda
-                            ? "on " + Executor::cudaDeviceName()
-                            : std::to_string(cpu::numThreads()) + " threads";
+    std::string where = exec_.backend().onHost()
+                            ? std::to_string(cpu::numThreads()) + " threads"
+                            : "on " + exec_.backend().deviceName();
     std::printf("dsrt: %s, %lld steps x %lld micro-batches of %lld%s, %s, arena %.1f "
                 "MiB%s, run folder %s\n",
                 options_.planDir.c_str(), (long long)options_.steps,

@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "InstrUtil.h"
-#include "runtime/core/OpsInternal.h"
+#include "runtime/backends/cuda/Fusions.h"
 
 #include <gtest/gtest.h>
 

@@ -14,28 +14,10 @@
 // reads those bytes before one overwrites them, within the list.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/core/OpsInternal.h"
+#include "runtime/backends/cuda/Fusions.h"
 
 namespace dsrt::ops {
 namespace {
-
-/// A tensor's planned bytes: its offset in its tier's space (the device
-/// arena, the host tier). The fusions run when the plan is bound, before
-/// the buffers have addresses, so they compare offsets.
-struct Region {
-  int tier;
-  uint64_t begin, end;
-  explicit Region(const Tensor *t)
-      : tier(int(t->tier)), begin(t->offset), end(t->offset + t->bytes()) {}
-  bool overlaps(const Tensor *t) const {
-    Region o(t);
-    return o.tier == tier && o.begin < end && begin < o.end && o.end > o.begin && end > begin;
-  }
-  bool same(const Tensor *t) const {
-    Region o(t);
-    return o.tier == tier && o.begin == begin && o.end == end;
-  }
-};
 
 /// An elementwise nn.mul of a tensor by a scalar of its type: its
 /// operands {scalar, tensor}, or nulls.
@@ -121,21 +103,6 @@ bool disjointOrSame(const Tensor *result, const std::vector<Tensor *> &operands)
 }
 
 } // namespace
-
-bool bytesOverlap(const Tensor *a, const Tensor *b) { return Region(a).overlaps(b); }
-
-bool deadAfter(const std::vector<Instr> &list, size_t from, const Tensor *t) {
-  Region r(t);
-  for (size_t j = from; j < list.size(); ++j) {
-    for (const Tensor *in : list[j].in)
-      if (r.overlaps(in))
-        return false;
-    for (const Tensor *out : list[j].out)
-      if (r.overlaps(out))
-        return true;
-  }
-  return false;
-}
 
 int fuseSoftmaxChains(std::vector<Instr> &list) {
   int absorbed = 0;

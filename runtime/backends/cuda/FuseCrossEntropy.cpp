@@ -27,7 +27,7 @@
 //    epilogue, the next step), since fused they keep older values.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/core/OpsInternal.h"
+#include "runtime/backends/cuda/Fusions.h"
 
 namespace dsrt::ops {
 namespace {

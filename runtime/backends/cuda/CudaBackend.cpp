@@ -1,9 +1,9 @@
-//===- OpsCuda.cpp - the device executor: plan ops on CUDA kernels --------===//
+//===- CudaBackend.cpp - the program on a CUDA device ---------------------===//
 //
-// Executor::Device::Cuda. The plan is loaded and validated as for the CPU
-// (bindInstr: shapes, dtypes, attributes and geometry), then every
-// instruction is re-bound here to a kernel of runtime/kernels/cuda on the
-// device arena (Tensor::dev). What runs on the device and what on the host:
+// The CUDA backend (runtime/core/Backend.h). The plan is loaded and
+// validated as for the CPU (bindInstr: shapes, dtypes, attributes and
+// geometry), then every instruction is re-bound here to a kernel of
+// runtime/kernels/cuda on the device arena (Tensor::dev). What runs on the device and what on the host:
 //  * every tensor computation, the optimizer update and the gradient
 //    norm's sum of squares run on the device, in plan order on one stream;
 //  * the step counter and the lr are host values (the executor writes the
@@ -20,8 +20,8 @@
 // squares and the cuBLAS workspace are allocated with it at initialize():
 // the step loop allocates nothing. The host copy of the arena is where
 // weights are loaded, inputs filled and checkpoints read; whole copies
-// move between the two only at those points (devicePull, the state a
-// restore wrote).
+// move between the two only at those points (pull, the state a restore
+// wrote).
 //
 // Two bind-time fusions run before the binding: the attention softmax's
 // scale and mask (FuseSoftmax.cpp) and the casts around a bf16
@@ -38,7 +38,8 @@
 // float accumulation.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/core/OpsInternal.h"
+#include "runtime/backends/cuda/Fusions.h"
+#include "runtime/core/Backend.h"
 #include "runtime/kernels/cuda/Kernels.h"
 
 #include <cstdlib>
@@ -485,153 +486,207 @@ const std::map<std::string, BindFn> &deviceTable() {
   return t;
 }
 
+/// The CUDA backend: the device arena, one stream, the kernels bound by
+/// deviceTable(); the host copy is brought up to date only when read.
+class CudaBackend final : public Backend {
+public:
+  ~CudaBackend() override {
+    if (program_)
+      program_->ctx.gpu = nullptr;
+  }
+  const char *name() const override { return "cuda"; }
+  std::string deviceName() const override { return cuda::deviceName(); }
+  bool onHost() const override { return false; }
+  bool timesItsKernels() const override { return true; }
+
+  void bind(ProgramView &program) override {
+    const std::string &name = program.name;
+    std::string why;
+    if (!cuda::deviceAvailable(&why))
+      throw DeviceUnsupported(name + ": --device cuda: no usable CUDA device (" + why + ")");
+    if (program.worldSize > 1)
+      throw DeviceUnsupported(name + ": --device cuda runs plans for one rank so far; this "
+                                     "plan runs on " +
+                              std::to_string(program.worldSize) +
+                              " ranks (collectives over NCCL are not built into dsrt yet)");
+    // Bound in place; on a refusal the lists are put back as they were
+    // (same elements, same addresses: the executor's pointers into them
+    // stay valid), and the program stays on the CPU.
+    std::vector<Instr> saved[3];
+    for (int l = 0; l < 3; ++l)
+      saved[l] = *program.lists[l];
+    try {
+      bindLists(program);
+    } catch (...) {
+      for (int l = 0; l < 3; ++l)
+        std::copy(saved[l].begin(), saved[l].end(), program.lists[l]->begin());
+      throw;
+    }
+    program_ = &program;
+    program.ctx.gpu = state_.get();
+  }
+
+  void allocate() override {
+    ProgramView &p = *program_;
+    DeviceState &g = *state_;
+    uint64_t bytes = p.plan.arena_bytes();
+    g.arenaBytes = (std::max<uint64_t>(bytes, 64) + 255) / 256 * 256;
+    size_t freeBytes = 0, totalBytes = 0;
+    cuda::deviceMemory(&freeBytes, &totalBytes);
+    uint64_t want = g.arenaBytes + g.scratchBytes + (uint64_t(32) << 20);
+    if (want > freeBytes)
+      throw PlanError(p.name + ": needs " + std::to_string(want) + " bytes of device memory "
+                      "(the arena " + std::to_string(g.arenaBytes) + ", scratch " +
+                      std::to_string(g.scratchBytes) + ", the cuBLAS workspace 32 MiB); " +
+                      cuda::deviceName() + " has " + std::to_string(freeBytes) + " free of " +
+                      std::to_string(totalBytes));
+    g.arena = cuda::deviceAlloc(g.arenaBytes);
+    g.scratch = cuda::deviceAlloc(std::max<size_t>(g.scratchBytes, 256));
+    g.bad = static_cast<int64_t *>(
+        cuda::deviceAlloc(std::max<size_t>(g.badHost.size(), 1) * sizeof(int64_t)));
+    g.sumSq = static_cast<double *>(cuda::deviceAlloc(sizeof(double)));
+    g.blas = std::make_unique<cuda::Blas>();
+    for (int k = 0; k < p.plan.buffers_size(); ++k)
+      p.tensors[k].dev = static_cast<char *>(g.arena) + p.plan.buffers(k).offset();
+    // The whole host arena: constants, the loaded weights, zeros elsewhere.
+    cuda::copyToDevice(g.arena, p.hostArena, bytes);
+    hostStale_ = false;
+    deviceStale_ = false;
+  }
+
+  void upload(const std::vector<Tensor *> &ts) override {
+    for (const Tensor *t : ts)
+      if (t->bytes())
+        cuda::copyToDevice(t->dev, t->data, t->bytes());
+  }
+
+  void beginStep() override {
+    ProgramView &p = *program_;
+    std::vector<Tensor *> in;
+    if (deviceStale_)
+      for (Tensor &t : p.tensors)
+        if (t.role == plan::PARAM || t.role == plan::OPT_STATE || t.role == plan::FROZEN)
+          in.push_back(&t);
+    in.push_back(&p.tensors[p.plan.step_buffer()]);
+    if (p.lossScale)
+      in.push_back(p.lossScale);
+    upload(in);
+    deviceStale_ = false;
+    DeviceState &g = *state_;
+    if (!g.badHost.empty())
+      cuda::zero(g.bad, g.badHost.size() * sizeof(int64_t));
+    hostStale_ = true; // from here on the device moves ahead
+  }
+
+  void endStep() override {
+    ProgramView &p = *program_;
+    DeviceState &g = *state_;
+    for (uint32_t b : {p.plan.grad_norm_buffer(), p.plan.lr_buffer()})
+      cuda::copyToHost(p.tensors[b].data, p.tensors[b].dev, sizeof(float));
+    if (p.hasLoss)
+      cuda::copyToHost(p.tensors[p.plan.loss_buffer()].data,
+                       p.tensors[p.plan.loss_buffer()].dev, sizeof(float));
+    if (!g.badHost.empty()) {
+      cuda::copyToHost(g.badHost.data(), g.bad, g.badHost.size() * sizeof(int64_t));
+      for (size_t k = 0; k < g.badHost.size(); ++k)
+        noteBad(p.ctx, g.badHost[k], *g.badInstrs[k]);
+    }
+  }
+
+  void pull() const override {
+    if (!hostStale_ || !program_ || !state_->arena)
+      return;
+    cuda::copyToHost(program_->hostArena, state_->arena, program_->plan.arena_bytes());
+    hostStale_ = false;
+  }
+
+  void hostWritten() override { deviceStale_ = true; }
+
+  void synchronize() const override { cuda::synchronize(); }
+
+  void runTimed(const std::vector<Instr> &list, ProfileTimes &times) override {
+    DeviceState &g = *state_;
+    Context &ctx = program_->ctx;
+    if (!g.events || g.events->size() < 2 * list.size())
+      g.events = std::make_unique<cuda::Events>(2 * list.size());
+    for (size_t k = 0; k < list.size(); ++k) {
+      g.events->record(2 * k);
+      list[k].run(list[k], ctx);
+      g.events->record(2 * k + 1);
+      program_->progress();
+    }
+    cuda::synchronize();
+    for (size_t k = 0; k < list.size(); ++k) {
+      const Instr &i = list[k];
+      double dt = g.events->elapsedMs(2 * k, 2 * k + 1) / 1e3;
+      if (k)
+        times.idle += std::max(0.0, g.events->elapsedMs(2 * k - 1, 2 * k) / 1e3);
+      auto &slot = times.byOp[i.opId];
+      ++slot.first;
+      slot.second += dt;
+      times.byInstr[&i] += dt;
+    }
+  }
+
+private:
+  /// Fuses, then binds every instruction of the program's lists to its
+  /// CUDA kernel; throws DeviceUnsupported naming the first it cannot run.
+  void bindLists(ProgramView &program) {
+    auto state = std::make_unique<DeviceState>();
+    std::vector<Instr *> counting;
+    size_t scratch = 0;
+    std::vector<Instr> *lists[3] = {program.lists[0], program.lists[1], program.lists[2]};
+    // Instructions of some optimizer steps only (a 1-bit optimizer's
+    // phases, plan formats 5 and 7) are not on the device yet.
+    for (std::vector<Instr> *list : lists)
+      for (const Instr &i : *list)
+        if (i.firstStep || i.lastStep || i.stepClasses)
+          throw DeviceUnsupported(program.name + ": " + i.label + " (" + i.op +
+                                  "): --device cuda: instructions of some optimizer steps "
+                                  "only (a 1-bit optimizer's phases) run on the CPU only");
+    // DSRT_CUDA_FUSE=0 turns the fusions off, =softmax or =cross_entropy
+    // keeps only that one (to measure each).
+    const char *fuseEnv = std::getenv("DSRT_CUDA_FUSE");
+    std::string fuse = fuseEnv ? fuseEnv : "";
+    if (fuse != "0" && fuse != "cross_entropy")
+      for (std::vector<Instr> *list : lists)
+        fuseSoftmaxChains(*list);
+    if (fuse != "0" && fuse != "softmax")
+      fuseCrossEntropyCasts({lists[0], lists[1], lists[2]});
+    for (std::vector<Instr> *list : lists)
+      for (Instr &i : *list) {
+        if (i.fused.absorbed) {
+          i.run = [](const Instr &, Context &) {};
+          continue;
+        }
+        std::string where = program.name + ": " + i.label + " (" + i.op + ")";
+        auto it = deviceTable().find(i.op);
+        if (it == deviceTable().end())
+          throw DeviceUnsupported(where + ": no CUDA kernel for " + i.op + " yet");
+        it->second(Binder{i, where, scratch, counting});
+      }
+    for (size_t k = 0; k < counting.size(); ++k) {
+      counting[k]->badSlot = int(k);
+      state->badInstrs.push_back(counting[k]);
+    }
+    state->badHost.assign(counting.size(), 0);
+    state->scratchBytes = scratch;
+    state_ = std::move(state);
+  }
+
+  ProgramView *program_ = nullptr;
+  std::unique_ptr<DeviceState> state_;
+  /// The device arena holds values the host copy lacks (after a step).
+  mutable bool hostStale_ = false;
+  /// The host copy was written (a restore): the device takes the state
+  /// before the next step.
+  bool deviceStale_ = false;
+};
+
 } // namespace
 
-bool Executor::cudaUsable(std::string *why) { return cuda::deviceAvailable(why); }
-std::string Executor::cudaDeviceName() {
-  return cuda::deviceAvailable() ? cuda::deviceName() : std::string();
-}
+std::unique_ptr<Backend> makeCudaBackend() { return std::make_unique<CudaBackend>(); }
 
-void Executor::setupDevice() {
-  std::string why;
-  if (!cuda::deviceAvailable(&why))
-    throw DeviceUnsupported(name_ + ": --device cuda: no usable CUDA device (" + why + ")");
-  if (world_->size() > 1)
-    throw DeviceUnsupported(name_ + ": --device cuda runs plans for one rank so far; this plan "
-                                    "runs on " +
-                            std::to_string(world_->size()) +
-                            " ranks (collectives over NCCL are not built into dsrt yet)");
-  auto state = std::make_unique<DeviceState>();
-  std::vector<Instr *> counting;
-  size_t scratch = 0;
-  // DSRT_CUDA_FUSE=0 turns the fusions off, =softmax or =cross_entropy
-  // keeps only that one (to measure each).
-  const char *fuseEnv = std::getenv("DSRT_CUDA_FUSE");
-  std::string fuse = fuseEnv ? fuseEnv : "";
-  if (fuse != "0" && fuse != "cross_entropy")
-    for (auto *list : {&prologue_, &micro_, &epilogue_})
-      fuseSoftmaxChains(*list);
-  if (fuse != "0" && fuse != "softmax")
-    fuseCrossEntropyCasts({&prologue_, &micro_, &epilogue_});
-  for (auto *list : {&prologue_, &micro_, &epilogue_})
-    for (Instr &i : *list) {
-      if (i.fused.absorbed) {
-        i.run = [](const Instr &, Context &) {};
-        continue;
-      }
-      std::string where = name_ + ": " + i.label + " (" + i.op + ")";
-      auto it = deviceTable().find(i.op);
-      if (it == deviceTable().end())
-        throw DeviceUnsupported(where + ": no CUDA kernel for " + i.op + " yet");
-      it->second(Binder{i, where, scratch, counting});
-    }
-  for (size_t k = 0; k < counting.size(); ++k) {
-    counting[k]->badSlot = int(k);
-    state->badInstrs.push_back(counting[k]);
-  }
-  state->badHost.assign(counting.size(), 0);
-  state->scratchBytes = scratch;
-  ctx_.gpu = state.release();
-}
-
-void Executor::initDevice() {
-  DeviceState &g = *ctx_.gpu;
-  g.arenaBytes = (std::max<uint64_t>(plan_.arena_bytes(), 64) + 255) / 256 * 256;
-  size_t freeBytes = 0, totalBytes = 0;
-  cuda::deviceMemory(&freeBytes, &totalBytes);
-  uint64_t want = g.arenaBytes + g.scratchBytes + (uint64_t(32) << 20);
-  if (want > freeBytes)
-    throw PlanError(name_ + ": needs " + std::to_string(want) + " bytes of device memory (the "
-                    "arena " + std::to_string(g.arenaBytes) + ", scratch " +
-                    std::to_string(g.scratchBytes) + ", the cuBLAS workspace 32 MiB); " +
-                    cuda::deviceName() + " has " + std::to_string(freeBytes) + " free of " +
-                    std::to_string(totalBytes));
-  g.arena = cuda::deviceAlloc(g.arenaBytes);
-  g.scratch = cuda::deviceAlloc(std::max<size_t>(g.scratchBytes, 256));
-  g.bad = static_cast<int64_t *>(
-      cuda::deviceAlloc(std::max<size_t>(g.badHost.size(), 1) * sizeof(int64_t)));
-  g.sumSq = static_cast<double *>(cuda::deviceAlloc(sizeof(double)));
-  g.blas = std::make_unique<cuda::Blas>();
-  for (int k = 0; k < plan_.buffers_size(); ++k)
-    tensors_[k].dev = static_cast<char *>(g.arena) + plan_.buffers(k).offset();
-  // The whole host arena: constants, the loaded weights, zeros elsewhere.
-  cuda::copyToDevice(g.arena, arena_, std::max<uint64_t>(plan_.arena_bytes(), 0));
-  hostStale_ = false;
-  deviceStale_ = false;
-}
-
-void Executor::deviceBeginStep() {
-  std::vector<Tensor *> in;
-  if (deviceStale_)
-    for (Tensor &t : tensors_)
-      if (t.role == plan::PARAM || t.role == plan::OPT_STATE || t.role == plan::FROZEN)
-        in.push_back(&t);
-  in.push_back(&tensors_[plan_.step_buffer()]);
-  if (lossScale_)
-    in.push_back(lossScale_);
-  deviceUpload(in);
-  deviceStale_ = false;
-  DeviceState &g = *ctx_.gpu;
-  if (!g.badHost.empty())
-    cuda::zero(g.bad, g.badHost.size() * sizeof(int64_t));
-  hostStale_ = true; // from here on the device moves ahead
-}
-
-void Executor::deviceUpload(const std::vector<Tensor *> &ts) {
-  for (const Tensor *t : ts)
-    if (t->bytes())
-      cuda::copyToDevice(t->dev, t->data, t->bytes());
-}
-
-void Executor::devicePull() const {
-  if (device_ != Device::Cuda || !hostStale_ || !ctx_.gpu || !ctx_.gpu->arena)
-    return;
-  cuda::copyToHost(arena_, ctx_.gpu->arena, plan_.arena_bytes());
-  hostStale_ = false;
-}
-
-void Executor::deviceEndStep() {
-  DeviceState &g = *ctx_.gpu;
-  for (uint32_t b : {plan_.grad_norm_buffer(), plan_.lr_buffer()})
-    cuda::copyToHost(tensors_[b].data, tensors_[b].dev, sizeof(float));
-  if (hasLoss_)
-    cuda::copyToHost(tensors_[plan_.loss_buffer()].data, tensors_[plan_.loss_buffer()].dev,
-                     sizeof(float));
-  if (!g.badHost.empty()) {
-    cuda::copyToHost(g.badHost.data(), g.bad, g.badHost.size() * sizeof(int64_t));
-    for (size_t k = 0; k < g.badHost.size(); ++k)
-      noteBad(ctx_, g.badHost[k], *g.badInstrs[k]);
-  }
-}
-
-void Executor::deviceSync() const { cuda::synchronize(); }
-
-void Executor::profileDeviceList(const std::vector<Instr> &list) {
-  DeviceState &g = *ctx_.gpu;
-  if (!g.events || g.events->size() < 2 * list.size())
-    g.events = std::make_unique<cuda::Events>(2 * list.size());
-  for (size_t k = 0; k < list.size(); ++k) {
-    g.events->record(2 * k);
-    list[k].run(list[k], ctx_);
-    g.events->record(2 * k + 1);
-    progressComms();
-  }
-  cuda::synchronize();
-  for (size_t k = 0; k < list.size(); ++k) {
-    const Instr &i = list[k];
-    double dt = g.events->elapsedMs(2 * k, 2 * k + 1) / 1e3;
-    if (k)
-      deviceIdle_ += std::max(0.0, g.events->elapsedMs(2 * k - 1, 2 * k) / 1e3);
-    auto &slot = opTime_[i.op];
-    ++slot.first;
-    slot.second += dt;
-    instrTime_[&i] += dt;
-  }
-}
-
-void Executor::destroyDevice() {
-  delete ctx_.gpu;
-  ctx_.gpu = nullptr;
-}
+bool cudaUsable(std::string *why) { return cuda::deviceAvailable(why); }
 
 } // namespace dsrt

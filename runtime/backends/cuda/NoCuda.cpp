@@ -1,0 +1,48 @@
+//===- NoCuda.cpp - the CUDA backend where dsrt is built without CUDA -----===//
+//
+// Built instead of CudaBackend.cpp when no CUDA compiler was found (and in
+// the sanitizer and fuzzing builds): --device cuda is refused by name.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/core/Backend.h"
+#include "runtime/core/Executor.h"
+
+namespace dsrt {
+
+struct DeviceState {};
+
+namespace {
+
+const char *kWhy = "this dsrt was built without CUDA (no nvcc was found when it was configured)";
+
+class NoCudaBackend final : public Backend {
+public:
+  const char *name() const override { return "cuda"; }
+  std::string deviceName() const override { return std::string(); }
+  bool onHost() const override { return false; }
+  void bind(ProgramView &program) override {
+    throw DeviceUnsupported(program.name + ": --device cuda: " + kWhy);
+  }
+  // Never reached: bind refuses every program.
+  void allocate() override {}
+  void upload(const std::vector<Tensor *> &) override {}
+  void beginStep() override {}
+  void endStep() override {}
+  void pull() const override {}
+  void hostWritten() override {}
+  void synchronize() const override {}
+  bool timesItsKernels() const override { return false; }
+  void runTimed(const std::vector<Instr> &, ProfileTimes &) override {}
+};
+
+} // namespace
+
+std::unique_ptr<Backend> makeCudaBackend() { return std::make_unique<NoCudaBackend>(); }
+
+bool cudaUsable(std::string *why) {
+  if (why)
+    *why = kWhy;
+  return false;
+}
+
+} // namespace dsrt
