@@ -26,7 +26,7 @@ process; the six configurations alternate `--rounds` times and each keeps
 its best (lowest) median step. Peak RSS is the largest over the rounds.
 
 Where the planned activation bytes go: for each dsc plan the script also
-reads `dsc --emit train` (the IR with the memory plan's dsc.offsets) and
+reads `dsc --emit train` (the IR with the memory plan's train.offsets) and
 computes, op by op in program order, the bytes of the live micro-batch
 values (union of their arena intervals; a value lives from its op to its
 last use, reshapes are views). It reports the step-long gradient sums
@@ -150,7 +150,7 @@ def live_profile(ir_path):
         operands = re.findall(r"%[\w#]+", rhs[len(op):].split(" {")[0].split(" : ")[0])
         for v in operands:
             uses[v] = idx
-        offs = re.search(r"dsc\.offsets = array<i64: ([\d, ]+)>", rhs)
+        offs = re.search(r"train\.offsets = array<i64: ([\d, ]+)>", rhs)
         offs = [int(x) for x in offs.group(1).split(",")] if offs else []
         sig = rhs.rsplit(" : ", 1)[-1]
         types = re.findall(r"tensor<[^>]*>", sig.split("->")[-1])

@@ -21,17 +21,18 @@ namespace dsc::distutil {
 /// Argument attribute: this argument is chunk `rank` of a tensor of this
 /// (full) shape, flattened and zero-padded to dp chunks.
 inline constexpr llvm::StringLiteral kShardOf = "dist.shard_of";
-/// Module attributes: data-parallel ranks and ZeRO stage of the step.
-inline constexpr llvm::StringLiteral kDp = "dist.dp";
-inline constexpr llvm::StringLiteral kZeroStage = "dist.zero_stage";
+/// Module attributes: data-parallel ranks and ZeRO stage of the step
+/// (declared and verified by the dist dialect).
+inline constexpr llvm::StringLiteral kDp = dist::DistDialect::kDp;
+inline constexpr llvm::StringLiteral kZeroStage = dist::DistDialect::kZeroStage;
 /// Pipelines: module attributes `dist.pp` (stages) and `dist.micro_batches`;
 /// function attribute `dist.stage` (the stage a function is); argument
 /// attribute `dist.tied_copy` (a parameter another, earlier stage also
 /// holds: its gradient is summed with that stage's and counted once in the
 /// gradient norm).
-inline constexpr llvm::StringLiteral kPp = "dist.pp";
-inline constexpr llvm::StringLiteral kMicroBatches = "dist.micro_batches";
-inline constexpr llvm::StringLiteral kStage = "dist.stage";
+inline constexpr llvm::StringLiteral kPp = dist::DistDialect::kPp;
+inline constexpr llvm::StringLiteral kMicroBatches = dist::DistDialect::kMicroBatches;
+inline constexpr llvm::StringLiteral kStage = dist::DistDialect::kStage;
 inline constexpr llvm::StringLiteral kTiedCopy = "dist.tied_copy";
 
 /// Whether `fn` is a differentiated step (it returns train.grad results).

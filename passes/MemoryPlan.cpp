@@ -39,7 +39,7 @@ using train::TrainDialect;
 /// Storage classes, in arena order. Everything before kTransient lives for
 /// the whole run.
 /// Tiered: state whose storage is a memory tier outside the arena
-/// (`dsc.tier`, the offload pass); its offset is its tier offset.
+/// (`train.tier`, the offload pass); its offset is its tier offset.
 enum class Kind { Param, OptState, Buffer, Input, Step, Constant, Transient, Tiered };
 
 struct Storage {
@@ -306,7 +306,7 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
     auto kindOf = [&](Value v) -> Kind {
       if (auto arg = dyn_cast<BlockArgument>(v)) {
         unsigned i = arg.getArgNumber();
-        if (fn.getArgAttr(i, "dsc.tier")) // offloaded: its bytes in a tier
+        if (fn.getArgAttr(i, TrainDialect::kTier)) // offloaded: its bytes in a tier
           return Kind::Tiered;
         if (fn.getArgAttr(i, TrainDialect::kParam))
           return Kind::Param;
@@ -493,8 +493,8 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
       NamedAttrList attrs(fn.getArgAttrDict(a.getArgNumber()));
       int64_t offset = storage[leader(a)].offset;
       if (storage[leader(a)].kind == Kind::Tiered) // its bytes in the tier
-        offset = fn.getArgAttrOfType<IntegerAttr>(a.getArgNumber(), "dsc.tier_offset").getInt();
-      attrs.set("dsc.offset", b.getI64IntegerAttr(offset));
+        offset = fn.getArgAttrOfType<IntegerAttr>(a.getArgNumber(), TrainDialect::kTierOffset).getInt();
+      attrs.set(TrainDialect::kOffset, b.getI64IntegerAttr(offset));
       argAttrs.push_back(attrs.getDictionary(fn.getContext()));
     }
     if (!argAttrs.empty())
@@ -507,15 +507,15 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
         offsets.push_back(isa<RankedTensorType>(r.getType())
                               ? storage[leader(r)].offset
                               : -1);
-      op->setAttr("dsc.offsets", b.getDenseI64ArrayAttr(offsets));
+      op->setAttr(TrainDialect::kOffsets, b.getDenseI64ArrayAttr(offsets));
     }
     for (auto &[op, s] : staging)
-      op->setAttr("dsc.staging", b.getDenseI64ArrayAttr({s.offset, s.bytes}));
+      op->setAttr(TrainDialect::kStaging, b.getDenseI64ArrayAttr({s.offset, s.bytes}));
     numBuffers += leaders.size();
     numInPlace += inPlace;
     numStaging += staging.size();
-    fn->setAttr("dsc.arena_bytes", b.getI64IntegerAttr(arena));
-    fn->setAttr("dsc.persistent_bytes", b.getI64IntegerAttr(persistent));
+    fn->setAttr(TrainDialect::kArenaBytes, b.getI64IntegerAttr(arena));
+    fn->setAttr(TrainDialect::kPersistentBytes, b.getI64IntegerAttr(persistent));
     return success();
   }
 };

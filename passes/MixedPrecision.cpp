@@ -245,7 +245,7 @@ struct MixedPrecision : impl::MixedPrecisionBase<MixedPrecision> {
       Lowering lowering(fn, low, casts, lowered);
       if (failed(lowering.run()))
         return signalPassFailure();
-      module->setAttr("train.precision", StringAttr::get(ctx, floatKindName(dtype)));
+      module->setAttr(train::TrainDialect::kPrecision, StringAttr::get(ctx, floatKindName(dtype)));
     }
     numCasts = casts;
     numLowered = lowered;

@@ -48,13 +48,6 @@ struct Offload : impl::OffloadBase<Offload> {
   using OffloadBase::OffloadBase;
 
   void runOnOperation() override {
-    for (const std::string *d : {&device.getValue(), &paramDevice.getValue()})
-      if (*d != "none" && *d != "cpu" && *d != "nvme") {
-        getOperation().emitError("offload: ")
-            << (d == &device.getValue() ? "device" : "param-device") << " '" << *d
-            << "' is not a tier dsc plans (cpu: host memory, nvme: a file per rank; none)";
-        return signalPassFailure();
-      }
     if (persistenceThreshold < 0) {
       getOperation().emitError("offload: persistence-threshold must be >= 0");
       return signalPassFailure();
@@ -72,7 +65,7 @@ struct Offload : impl::OffloadBase<Offload> {
   /// The state operands of an optimizer update, or failure with an error.
   FailureOr<SmallVector<StatePair>> statesOf(func::FuncOp fn, Operation *op) {
     SmallVector<StatePair> states;
-    if (device == "none")
+    if (device == OffloadTier::None)
       return states;
     auto add = [&](OpOperand &use, Value updated) -> LogicalResult {
       auto arg = dyn_cast<BlockArgument>(use.get());
@@ -98,7 +91,7 @@ struct Offload : impl::OffloadBase<Offload> {
   /// train.param argument above the persistence threshold (ZeRO-3 keeps
   /// those whole and in device memory, and so does DeepSpeed's offload).
   std::optional<StatePair> paramOf(func::FuncOp fn, Operation *op) {
-    if (paramDevice == "none")
+    if (paramDevice == OffloadTier::None)
       return std::nullopt;
     auto arg = dyn_cast<BlockArgument>(op->getOperand(0));
     if (!arg || arg.getOwner()->getParentOp() != fn ||
@@ -145,12 +138,13 @@ struct Offload : impl::OffloadBase<Offload> {
     Builder attrs(fn.getContext());
     int64_t hostBytes = 0, nvmeBytes = 0, tile = 0;
     // Each tiered argument in its tier: the tier's name, offset and tile.
-    auto place = [&](BlockArgument home, const std::string &dev) {
+    auto place = [&](BlockArgument home, OffloadTier dev) {
       unsigned i = home.getArgNumber();
-      int64_t &at = dev == "cpu" ? hostBytes : nvmeBytes;
-      fn.setArgAttr(i, "dsc.tier", attrs.getStringAttr(dev == "cpu" ? "host" : "nvme"));
-      fn.setArgAttr(i, "dsc.tier_offset", attrs.getI64IntegerAttr(at));
-      fn.setArgAttr(i, "dsc.tile", attrs.getI64IntegerAttr(tile));
+      bool host = dev == OffloadTier::Cpu;
+      int64_t &at = host ? hostBytes : nvmeBytes;
+      fn.setArgAttr(i, train::TrainDialect::kTier, attrs.getStringAttr(host ? "host" : "nvme"));
+      fn.setArgAttr(i, train::TrainDialect::kTierOffset, attrs.getI64IntegerAttr(at));
+      fn.setArgAttr(i, train::TrainDialect::kTile, attrs.getI64IntegerAttr(tile));
       at += (nn::byteSize(home.getType()) + alignment - 1) / alignment * alignment;
       ++numTiered;
     };
@@ -226,7 +220,7 @@ struct Offload : impl::OffloadBase<Offload> {
     for (auto &[user, homes] : readers) {
       OpBuilder b(user);
       SmallVector<Value> values(homes.begin(), homes.end());
-      int64_t t = fn.getArgAttrOfType<IntegerAttr>(homes.front().getArgNumber(), "dsc.tile")
+      int64_t t = fn.getArgAttrOfType<IntegerAttr>(homes.front().getArgNumber(), train::TrainDialect::kTile)
                       .getInt();
       auto fetch = train::TierFetchOp::create(b, user->getLoc(), values, t);
       for (auto [home, staged] : llvm::zip(homes, fetch.getStaged()))
@@ -234,9 +228,9 @@ struct Offload : impl::OffloadBase<Offload> {
       ++numParamFetches;
     }
     if (hostBytes)
-      fn->setAttr("dsc.host_tier_bytes", attrs.getI64IntegerAttr(hostBytes));
+      fn->setAttr(train::TrainDialect::kHostTierBytes, attrs.getI64IntegerAttr(hostBytes));
     if (nvmeBytes)
-      fn->setAttr("dsc.nvme_tier_bytes", attrs.getI64IntegerAttr(nvmeBytes));
+      fn->setAttr(train::TrainDialect::kNvmeTierBytes, attrs.getI64IntegerAttr(nvmeBytes));
     return success();
   }
 };

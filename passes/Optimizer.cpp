@@ -197,7 +197,7 @@ struct Optimizer : impl::OptimizerBase<Optimizer> {
     auto sched = buildScheduleParams(b);
     if (failed(sched))
       return failure();
-    Value lrValue = train::LrScheduleOp::create(b, loc, RankedTensorType::get({}, b.getF32Type()), step, b.getStringAttr(schedule), *sched);
+    Value lrValue = train::LrScheduleOp::create(b, loc, RankedTensorType::get({}, b.getF32Type()), step, b.getStringAttr(lrScheduleName(schedule)), *sched);
 
     b.setInsertionPoint(ret);
     SmallVector<Value> grads;

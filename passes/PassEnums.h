@@ -33,6 +33,37 @@ enum class RecomputeMode { None, Layers, Selective };
 enum class OptimizerKind { Adam, AdamW, SGD, Lamb, Lion, Adagrad, OneBitAdam, ZeroOneAdam,
                            OneBitLamb };
 
+/// Memory tiers of offload (DeepSpeed's offload_optimizer / offload_param
+/// device): none, cpu (host memory) or nvme (a file per rank).
+enum class OffloadTier { None, Cpu, Nvme };
+
+/// lr schedules of optimizer: DeepSpeed's scheduler types, and constant
+/// (no scheduler: the optimizer's lr).
+enum class LrScheduleKind {
+  Constant, WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest
+};
+
+inline llvm::StringRef offloadTierName(OffloadTier t) {
+  switch (t) {
+  case OffloadTier::None: return "none";
+  case OffloadTier::Cpu: return "cpu";
+  case OffloadTier::Nvme: return "nvme";
+  }
+  return "?";
+}
+/// DeepSpeed's name (the train.lr_schedule op's kind).
+inline llvm::StringRef lrScheduleName(LrScheduleKind k) {
+  switch (k) {
+  case LrScheduleKind::Constant: return "constant";
+  case LrScheduleKind::WarmupLR: return "WarmupLR";
+  case LrScheduleKind::WarmupDecayLR: return "WarmupDecayLR";
+  case LrScheduleKind::WarmupCosineLR: return "WarmupCosineLR";
+  case LrScheduleKind::OneCycle: return "OneCycle";
+  case LrScheduleKind::LRRangeTest: return "LRRangeTest";
+  }
+  return "?";
+}
+
 inline llvm::StringRef floatKindName(FloatKind k) {
   switch (k) {
   case FloatKind::FP32: return "fp32";
@@ -124,5 +155,20 @@ inline llvm::StringRef optimizerKindName(OptimizerKind k) {
                                 "DeepSpeed's ZeroOneAdam (0/1 Adam: local steps, 1-bit syncs)"), \
                      clEnumValN(::dsc::OptimizerKind::OneBitLamb, "onebitlamb",                    \
                                 "DeepSpeed's OnebitLamb (1-bit compressed LAMB)"))
+
+#define DSC_OFFLOAD_TIER_VALUES                                                                    \
+  ::llvm::cl::values(clEnumValN(::dsc::OffloadTier::None, "none", "not offloaded"),                \
+                     clEnumValN(::dsc::OffloadTier::Cpu, "cpu", "host memory"),                    \
+                     clEnumValN(::dsc::OffloadTier::Nvme, "nvme", "a file per rank"))
+#define DSC_LR_SCHEDULE_VALUES                                                                     \
+  ::llvm::cl::values(                                                                              \
+      clEnumValN(::dsc::LrScheduleKind::Constant, "constant", "the optimizer's lr"),              \
+      clEnumValN(::dsc::LrScheduleKind::WarmupLR, "WarmupLR", "DeepSpeed's WarmupLR"),            \
+      clEnumValN(::dsc::LrScheduleKind::WarmupDecayLR, "WarmupDecayLR",                           \
+                 "DeepSpeed's WarmupDecayLR"),                                                     \
+      clEnumValN(::dsc::LrScheduleKind::WarmupCosineLR, "WarmupCosineLR",                         \
+                 "DeepSpeed's WarmupCosineLR"),                                                    \
+      clEnumValN(::dsc::LrScheduleKind::OneCycle, "OneCycle", "DeepSpeed's OneCycle"),            \
+      clEnumValN(::dsc::LrScheduleKind::LRRangeTest, "LRRangeTest", "DeepSpeed's LRRangeTest"))
 
 #endif // DSC_PASSES_PASSENUMS_H

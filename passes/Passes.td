@@ -304,7 +304,8 @@ def Optimizer : Pass<"optimizer", "mlir::ModuleOp"> {
     Option<"factorThreshold", "factor-threshold", "double", "0.1",
            "OnebitLamb's factor_threshold (the factor's largest relative change a step)">,
     Option<"clip", "clip", "double", "0.0", "max global gradient norm (0: no clipping)">,
-    Option<"schedule", "schedule", "std::string", "\"constant\"", "lr schedule type">,
+    Option<"schedule", "schedule", "::dsc::LrScheduleKind", "::dsc::LrScheduleKind::Constant",
+           "lr schedule: constant or a DeepSpeed scheduler type", "DSC_LR_SCHEDULE_VALUES">,
     ListOption<"scheduleParams", "schedule-params", "std::string",
                "schedule parameters as name:value">,
   ];
@@ -438,9 +439,9 @@ def VerifyPlanned : Pass<"verify-planned", "mlir::ModuleOp"> {
   let summary = "Check that every value of a planned step has its bytes in the arena";
   let description = [{
     Runs after memory-plan in dsc's pipeline, before emit-plan: a function
-    with `dsc.arena_bytes` has a `dsc.offset` on every argument and
-    `dsc.offsets` (one per result) on every op with results, and each
-    tensor's bytes and each collective's `dsc.staging` range lie inside the
+    with `train.arena_bytes` has a `train.offset` on every argument and
+    `train.offsets` (one per result) on every op with results, and each
+    tensor's bytes and each collective's `train.staging` range lie inside the
     arena.
   }];
   let statistics = [
@@ -501,9 +502,9 @@ def Offload : Pass<"offload", "mlir::ModuleOp"> {
     before its updates and written back (`train.tier_store`) right after,
     so the arena holds one tile's state at a time and memory-plan reuses
     the working copies' bytes from tile to tile. The state arguments get
-    `dsc.tier`, `dsc.tier_offset` (bytes from the tier's start, each
-    tensor aligned to `alignment`) and `dsc.tile`; the function
-    `dsc.host_tier_bytes` and/or `dsc.nvme_tier_bytes`. The step returns the state arguments themselves
+    `train.tier`, `train.tier_offset` (bytes from the tier's start, each
+    tensor aligned to `alignment`) and `train.tile`; the function
+    `train.host_tier_bytes` and/or `train.nvme_tier_bytes`. The step returns the state arguments themselves
     as their new values: the stores wrote them. The math is unchanged.
 
     With `param-device` (ZeRO-3's `offload_param`), the parameters a tile
@@ -518,10 +519,12 @@ def Offload : Pass<"offload", "mlir::ModuleOp"> {
     by nothing but the step's return (ZeRO stage 3).
   }];
   let options = [
-    Option<"device", "device", "std::string", "\"cpu\"",
-           "the optimizer state's tier: cpu (host memory), nvme (a file per rank) or none">,
-    Option<"paramDevice", "param-device", "std::string", "\"none\"",
-           "the parameters' tier (ZeRO-3's offload_param): none, cpu or nvme">,
+    Option<"device", "device", "::dsc::OffloadTier", "::dsc::OffloadTier::Cpu",
+           "the optimizer state's tier: cpu (host memory), nvme (a file per rank) or none",
+           "DSC_OFFLOAD_TIER_VALUES">,
+    Option<"paramDevice", "param-device", "::dsc::OffloadTier", "::dsc::OffloadTier::None",
+           "the parameters' tier (ZeRO-3's offload_param): none, cpu or nvme",
+           "DSC_OFFLOAD_TIER_VALUES">,
     Option<"persistenceThreshold", "persistence-threshold", "int64_t", "0",
            "parameters with fewer elements stay in the arena (stage3_param_persistence_threshold)">,
     Option<"subGroupSize", "sub-group-size", "int64_t", "1000000000",
@@ -547,8 +550,8 @@ def MemoryPlan : Pass<"memory-plan", "mlir::ModuleOp"> {
     greedy-by-size best fit so buffers whose lifetimes do not overlap share
     memory. Views (reshape) share their operand's bytes; optimizer updates
     and clipping run in place; an elementwise op writes over an operand that
-    dies there. Annotates `dsc.offsets` on ops, `dsc.offset` on arguments,
-    and `dsc.arena_bytes` / `dsc.persistent_bytes` on the function.
+    dies there. Annotates `train.offsets` on ops, `train.offset` on arguments,
+    and `train.arena_bytes` / `train.persistent_bytes` on the function.
   }];
   let options = [
     Option<"alignment", "alignment", "int64_t", "64", "byte alignment of every buffer">,

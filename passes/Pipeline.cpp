@@ -33,11 +33,7 @@ std::string checkTrainPipelineOptions(const TrainPipelineOptions &o) {
     return "zero must be 0, 1, 2 or 3, got " + std::to_string(o.zero);
   if (o.sequenceParallel && o.tp < 2)
     return "sequence-parallel splits the tokens over the tensor-parallel group: it needs tp >= 2";
-  if (o.offloadOptimizer != "none" && o.offloadOptimizer != "cpu" && o.offloadOptimizer != "nvme")
-    return "offload-optimizer must be none, cpu or nvme, got '" + o.offloadOptimizer + "'";
-  if (o.offloadParam != "none" && o.offloadParam != "cpu" && o.offloadParam != "nvme")
-    return "offload-param must be none, cpu or nvme, got '" + o.offloadParam + "'";
-  if (o.offloadParam != "none" && o.zero != 3)
+  if (o.offloadParam != OffloadTier::None && o.zero != 3)
     return "offload-param tiers ZeRO-3's parameter shards: it needs zero=3, got zero=" +
            std::to_string(int(o.zero));
   if (o.pp == 1 && (o.partition.hasValue() || o.schedule.hasValue()))
@@ -163,7 +159,7 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &o) 
     pm.addPass(createPipelineGradNorm());
   pm.addPass(mlir::createCSEPass());
   // The optimizer updates and their (sharded) state are final: tier them.
-  if (o.offloadOptimizer != "none" || o.offloadParam != "none") {
+  if (o.offloadOptimizer != OffloadTier::None || o.offloadParam != OffloadTier::None) {
     OffloadOptions off;
     off.device = o.offloadOptimizer;
     off.paramDevice = o.offloadParam;
@@ -183,6 +179,15 @@ FloatKind floatKind(dsrt::config::Precision p) {
   case dsrt::config::Precision::FP16: return FloatKind::FP16;
   default: return FloatKind::FP32;
   }
+}
+/// A resolved config's scheduler type (the reader admits only these).
+LrScheduleKind lrScheduleOf(const std::string &type) {
+  for (LrScheduleKind k : {LrScheduleKind::WarmupLR, LrScheduleKind::WarmupDecayLR,
+                           LrScheduleKind::WarmupCosineLR, LrScheduleKind::OneCycle,
+                           LrScheduleKind::LRRangeTest})
+    if (type == lrScheduleName(k))
+      return k;
+  return LrScheduleKind::Constant;
 }
 } // namespace
 
@@ -246,7 +251,7 @@ void setTrainPipelineOptions(TrainPipelineOptions &o, const dsrt::config::TrainC
   o.factorMin = opt.factorMin;
   o.factorThreshold = opt.factorThreshold;
   o.clip = cfg.gradientClipping;
-  o.lrSchedule = cfg.scheduler.type.empty() ? "constant" : cfg.scheduler.type;
+  o.lrSchedule = lrScheduleOf(cfg.scheduler.type);
   o.lrScheduleParams.clear();
   for (const auto &[name, value] : cfg.scheduler.params) {
     char exact[32]; // every bit of the double (std::to_string rounds to 1e-6)
@@ -261,12 +266,12 @@ void setTrainPipelineOptions(TrainPipelineOptions &o, const dsrt::config::TrainC
                                    : z.allgatherBucketSize;
   o.overlap = z.overlapComm();
   using Device = dsrt::config::ZeroConfig::OffloadDevice;
-  o.offloadOptimizer = z.offloadOptimizer == Device::Cpu    ? "cpu"
-                       : z.offloadOptimizer == Device::Nvme ? "nvme"
-                                                            : "none";
-  o.offloadParam = z.offloadParam == Device::Cpu    ? "cpu"
-                   : z.offloadParam == Device::Nvme ? "nvme"
-                                                    : "none";
+  auto tier = [](Device d) {
+    return d == Device::Cpu ? OffloadTier::Cpu : d == Device::Nvme ? OffloadTier::Nvme
+                                                                   : OffloadTier::None;
+  };
+  o.offloadOptimizer = tier(z.offloadOptimizer);
+  o.offloadParam = tier(z.offloadParam);
   o.subGroupSize = z.subGroupSize;
 }
 

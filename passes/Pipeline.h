@@ -119,9 +119,10 @@ struct TrainPipelineOptions : mlir::PassPipelineOptions<TrainPipelineOptions> {
                          llvm::cl::init(0.0)};
   Option<double> clip{*this, "clip", llvm::cl::desc("max global gradient norm (0: none)"),
                       llvm::cl::init(0.0)};
-  Option<std::string> lrSchedule{*this, "lr-schedule",
-                                 llvm::cl::desc("DeepSpeed scheduler type (constant: none)"),
-                                 llvm::cl::init("constant")};
+  Option<LrScheduleKind> lrSchedule{*this, "lr-schedule",
+                                    llvm::cl::desc("DeepSpeed scheduler type (constant: none)"),
+                                    llvm::cl::init(LrScheduleKind::Constant),
+                                    DSC_LR_SCHEDULE_VALUES};
   ListOption<std::string> lrScheduleParams{*this, "lr-schedule-params",
                                            llvm::cl::desc("scheduler parameters, name:value")};
   // Data-parallel communication.
@@ -139,14 +140,15 @@ struct TrainPipelineOptions : mlir::PassPipelineOptions<TrainPipelineOptions> {
                        llvm::cl::desc("start collectives early, wait late (overlap_comm)"),
                        llvm::cl::init(false)};
   // ZeRO-Offload.
-  Option<std::string> offloadOptimizer{*this, "offload-optimizer",
+  Option<OffloadTier> offloadOptimizer{*this, "offload-optimizer",
                                        llvm::cl::desc("the optimizer state's tier: none, cpu "
                                                       "(host memory) or nvme"),
-                                       llvm::cl::init("none")};
-  Option<std::string> offloadParam{*this, "offload-param",
+                                       llvm::cl::init(OffloadTier::None),
+                                       DSC_OFFLOAD_TIER_VALUES};
+  Option<OffloadTier> offloadParam{*this, "offload-param",
                                    llvm::cl::desc("the parameters' tier (ZeRO-3 only): none, "
                                                   "cpu (host memory) or nvme"),
-                                   llvm::cl::init("none")};
+                                   llvm::cl::init(OffloadTier::None), DSC_OFFLOAD_TIER_VALUES};
   Option<int64_t> subGroupSize{*this, "sub-group-size",
                                llvm::cl::desc("parameters per tile of the offloaded update"),
                                llvm::cl::init(1000000000)};

@@ -4,6 +4,8 @@
 
 #include "passes/Pipeline.h"
 
+#include "dialects/train/TrainDialect.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
 
@@ -17,7 +19,7 @@ namespace dsc {
 uint64_t plannedPeak(mlir::ModuleOp module) {
   uint64_t peak = 0;
   for (auto fn : module.getOps<mlir::func::FuncOp>())
-    if (auto a = fn->getAttrOfType<mlir::IntegerAttr>("dsc.arena_bytes"))
+    if (auto a = fn->getAttrOfType<mlir::IntegerAttr>(train::TrainDialect::kArenaBytes))
       peak = std::max<uint64_t>(peak, uint64_t(a.getInt()));
   return peak;
 }
@@ -155,9 +157,9 @@ mlir::LogicalResult compileTrainStep(mlir::MLIRContext &ctx, mlir::ModuleOp modu
     if (mlir::failed(pm2.run(*without)))
       return mlir::failure();
     for (auto fn : without->getOps<mlir::func::FuncOp>())
-      if (auto arena = fn->getAttrOfType<mlir::IntegerAttr>("dsc.arena_bytes"))
+      if (auto arena = fn->getAttrOfType<mlir::IntegerAttr>(train::TrainDialect::kArenaBytes))
         if (auto same = module.lookupSymbol<mlir::func::FuncOp>(fn.getSymName()))
-          same->setAttr("dsc.arena_bytes_without_recompute", arena);
+          same->setAttr(train::TrainDialect::kArenaBytesWithoutRecompute, arena);
   }
   return mlir::success();
 }

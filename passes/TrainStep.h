@@ -44,7 +44,7 @@ chooseRecompute(mlir::MLIRContext &ctx, mlir::ModuleOp module,
 /// in place: the recompute search when cfg.recompute.mode is "auto", the
 /// pipeline, the memory budget's check, and with `statePlain` (a plan is
 /// emitted) the arena of the same step without recompute on each step
-/// function (dsc.arena_bytes_without_recompute). Errors go to `diag`.
+/// function (train.arena_bytes_without_recompute). Errors go to `diag`.
 mlir::LogicalResult compileTrainStep(mlir::MLIRContext &ctx, mlir::ModuleOp module,
                                      const dsrt::config::TrainConfig &cfg, bool statePlain,
                                      llvm::raw_ostream &diag);

@@ -1,13 +1,15 @@
 //===- VerifyPlanned.cpp - every value of a planned step has its bytes ---===//
 //
 // The check after memory-plan, which emit-plan relies on: a function with
-// `dsc.arena_bytes` has a `dsc.offset` on every argument and `dsc.offsets`
+// `train.arena_bytes` has a `train.offset` on every argument and `train.offsets`
 // (one per result) on every op with results, and each tensor's bytes, and
-// each collective's `dsc.staging` range, lie inside the arena; offloaded
-// state (`dsc.tier`) inside the host tier (`dsc.host_tier_bytes`).
+// each collective's `train.staging` range, lie inside the arena; offloaded
+// state (`train.tier`) inside the host tier (`train.host_tier_bytes`).
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
+
+#include "dialects/train/TrainDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -34,7 +36,7 @@ struct VerifyPlanned : impl::VerifyPlannedBase<VerifyPlanned> {
     bool ok = true;
     int64_t checked = 0;
     for (auto fn : getOperation().getOps<func::FuncOp>()) {
-      auto arenaAttr = fn->getAttrOfType<IntegerAttr>("dsc.arena_bytes");
+      auto arenaAttr = fn->getAttrOfType<IntegerAttr>(train::TrainDialect::kArenaBytes);
       if (!arenaAttr)
         continue;
       int64_t arena = arenaAttr.getInt();
@@ -42,17 +44,17 @@ struct VerifyPlanned : impl::VerifyPlannedBase<VerifyPlanned> {
         return offset >= 0 && bytes >= 0 && offset <= arena && bytes <= arena - offset;
       };
       for (BlockArgument a : fn.getArguments()) {
-        auto off = fn.getArgAttrOfType<IntegerAttr>(a.getArgNumber(), "dsc.offset");
+        auto off = fn.getArgAttrOfType<IntegerAttr>(a.getArgNumber(), train::TrainDialect::kOffset);
         ++checked;
         if (!off) {
-          fn.emitError("verify-planned: argument ") << a.getArgNumber() << " has no dsc.offset";
+          fn.emitError("verify-planned: argument ") << a.getArgNumber() << " has no train.offset";
           ok = false;
-        } else if (fn.getArgAttr(a.getArgNumber(), "dsc.tier")) {
+        } else if (fn.getArgAttr(a.getArgNumber(), train::TrainDialect::kTier)) {
           // Offloaded state: its bytes lie in the host tier, not the arena.
-          bool nvme = fn.getArgAttrOfType<StringAttr>(a.getArgNumber(), "dsc.tier").getValue() ==
+          bool nvme = fn.getArgAttrOfType<StringAttr>(a.getArgNumber(), train::TrainDialect::kTier).getValue() ==
                       "nvme";
-          auto tier = fn->getAttrOfType<IntegerAttr>(nvme ? "dsc.nvme_tier_bytes"
-                                                          : "dsc.host_tier_bytes");
+          auto tier = fn->getAttrOfType<IntegerAttr>(nvme ? train::TrainDialect::kNvmeTierBytes
+                                                          : train::TrainDialect::kHostTierBytes);
           int64_t t = tier ? tier.getInt() : 0, o = off.getInt(), n = bytesOf(a.getType());
           if (o < 0 || n < 0 || o > t || n > t - o) {
             fn.emitError("verify-planned: argument ")
@@ -70,9 +72,9 @@ struct VerifyPlanned : impl::VerifyPlannedBase<VerifyPlanned> {
       fn.walk([&](Operation *op) {
         if (op->getNumResults() == 0 || op == fn.getOperation())
           return;
-        auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("dsc.offsets");
+        auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(train::TrainDialect::kOffsets);
         if (!offsets || offsets.size() != int64_t(op->getNumResults())) {
-          op->emitOpError("verify-planned: has no dsc.offsets for its ")
+          op->emitOpError("verify-planned: has no train.offsets for its ")
               << op->getNumResults() << " results";
           ok = false;
           return;
@@ -89,7 +91,7 @@ struct VerifyPlanned : impl::VerifyPlannedBase<VerifyPlanned> {
             ok = false;
           }
         }
-        if (auto staging = op->getAttrOfType<DenseI64ArrayAttr>("dsc.staging"))
+        if (auto staging = op->getAttrOfType<DenseI64ArrayAttr>(train::TrainDialect::kStaging))
           if (staging.size() != 2 || !inside(staging[0], staging[1])) {
             op->emitOpError("verify-planned: the staging range does not fit the arena of ")
                 << arena << " bytes";

@@ -1,13 +1,17 @@
 //===- Instructions.h - the plan format's instruction vocabulary -*- C++ -*-===//
 //
 // Part of the plan format (with plan.proto, Version.h and Staging.h): every
-// name an Instr.op may hold. The names are spelled like the dsc ops most of
-// them come from, but they are fixed here, not taken from the dialects:
-// emit-plan maps each op class to its instruction (passes/EmitPlan.cpp,
-// instructionOf), so renaming an op in a dialect changes no plan. dsrt's
-// CPU op table implements exactly this set (PlanValidationTest checks it).
-// Adding a name is a format change (docs/architecture.md, "Plan format
-// versions"); renaming or removing one breaks older plans.
+// name an Instr.op may hold, and the layout of each one's attributes
+// (Instr.ints, Instr.floats). The names are spelled like the dsc ops most
+// of them come from, but they are fixed here, not taken from the dialects:
+// emit-plan maps each op class to its instruction (target/plan/EmitPlan.cpp,
+// instructionOf) and writes its attributes in the order declared here, so
+// renaming an op in a dialect changes no plan. dsrt's CPU op table
+// implements exactly this set and checks each instruction's attribute
+// counts against its layout (runtime/core/Ops.cpp, Check::layout;
+// PlanValidationTest checks both). Adding a name or an attribute is a
+// format change (docs/architecture.md, "Plan format versions"); renaming or
+// removing one, or reordering attributes, breaks older plans.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSRT_PLAN_INSTRUCTIONS_H
@@ -15,106 +19,256 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
 #include <string_view>
 
 namespace dsrt {
 
-inline constexpr std::array<std::string_view, 94> kPlanInstructions = {
-    "accumulate",
-    "dist.all_gather",
-    "dist.all_reduce",
-    "dist.all_to_all",
-    "dist.chunk",
-    "dist.recv",
-    "dist.reduce_scatter",
-    "dist.send",
-    "dist.wait",
-    "fill",
-    "load_batch",
-    "nn.abs",
-    "nn.add",
-    "nn.argmax",
-    "nn.avg_pool",
-    "nn.avg_pool_grad",
-    "nn.broadcast",
-    "nn.cast",
-    "nn.cmp",
-    "nn.concat",
-    "nn.conv",
-    "nn.conv_input_grad",
-    "nn.conv_weight_grad",
-    "nn.cos",
-    "nn.cross_entropy",
-    "nn.cross_entropy_grad",
-    "nn.div",
-    "nn.dropout",
-    "nn.dropout_grad",
-    "nn.erf",
-    "nn.exp",
-    "nn.gather",
-    "nn.gather_grad",
-    "nn.gelu",
-    "nn.gelu_grad",
-    "nn.layer_norm",
-    "nn.layer_norm_grad",
-    "nn.log",
-    "nn.log_softmax",
-    "nn.log_softmax_grad",
-    "nn.matmul",
-    "nn.max",
-    "nn.max_pool",
-    "nn.max_pool_grad",
-    "nn.min",
-    "nn.mul",
-    "nn.neg",
-    "nn.nll_loss",
-    "nn.nll_loss_grad",
-    "nn.not",
-    "nn.pow",
-    "nn.reciprocal",
-    "nn.reduce_max",
-    "nn.reduce_mean",
-    "nn.reduce_sum",
-    "nn.relu",
-    "nn.rsqrt",
-    "nn.select",
-    "nn.sigmoid",
-    "nn.sin",
-    "nn.slice",
-    "nn.slice_grad",
-    "nn.softmax",
-    "nn.softmax_grad",
-    "nn.sqrt",
-    "nn.sub",
-    "nn.tanh",
-    "nn.transpose",
-    "nn.vocab_ce_loss",
-    "nn.vocab_ce_loss_grad",
-    "nn.vocab_ce_sums",
-    "nn.vocab_ce_sums_grad",
-    "tier.fetch",
-    "tier.store",
-    "train.adagrad",
-    "train.adam",
-    "train.assign",
-    "train.clip_grad_norm",
-    "train.lamb",
-    "train.lamb_stats",
-    "train.lion",
-    "train.lr_schedule",
-    "train.onebit_adam",
-    "train.onebit_compress",
-    "train.onebit_expand",
-    "train.onebit_lamb",
-    "train.onebit_lamb_scaling",
-    "train.onebit_lamb_stats",
-    "train.onebit_server",
-    "train.reset_at",
-    "train.sgd",
-    "train.sum_sq",
-    "train.zero_one_adam",
-    "train.zero_one_payload",
+/// One instruction and its attributes: `ints` names Instr.ints and
+/// `floats` Instr.floats, in order, separated by ", " ("" for none).
+///  * `name[length]` is a list whose length follows from the operands
+///    (`r`: the spatial dims of a window, `rank`: the operand's rank); the
+///    binder checks the count against the shapes.
+///  * `[a, b]` is an optional trailing group, present whole or not at all
+///    (what older plans lack, or what a variant of the instruction adds).
+/// Flags are 0 or 1; axes are non-negative.
+struct InstructionLayout {
+  std::string_view name;
+  std::string_view ints;
+  std::string_view floats;
 };
+
+/// The vocabulary, sorted by name: an instruction's index here is its id
+/// (instructionId).
+inline constexpr InstructionLayout kInstructionLayouts[] = {
+    {"accumulate", "", ""},
+    // group_size: the ranks of the group Instr.axis names; handle: what
+    // dist.wait completes (0 to 65535); reduce: 0 sum, 1 avg, 2 max, 3 min.
+    {"dist.all_gather", "group_size, handle", ""},
+    {"dist.all_reduce", "group_size, reduce, handle", ""},
+    {"dist.all_to_all", "group_size, handle", ""},
+    {"dist.chunk", "group_size", ""},
+    // peer: the rank that many steps along the group (non-zero).
+    {"dist.recv", "group_size, peer, tag, handle", ""},
+    {"dist.reduce_scatter", "group_size, reduce, handle", ""},
+    {"dist.send", "group_size, peer, tag, handle", ""},
+    {"dist.wait", "handle", ""},
+    {"fill", "", "value"},
+    // micro_batch: m in [0, pipeline_micro_batches).
+    {"load_batch", "micro_batch", ""},
+    {"nn.abs", "", ""},
+    {"nn.add", "", ""},
+    {"nn.argmax", "axis", ""},
+    // r: the spatial dims (1 to 3); pads: the begins, then the ends.
+    {"nn.avg_pool", "kernel[r], strides[r], pads[2r], count_include_pad", ""},
+    {"nn.avg_pool_grad", "kernel[r], strides[r], pads[2r], count_include_pad", ""},
+    {"nn.broadcast", "", ""},
+    {"nn.cast", "", ""},
+    // predicate: eq ne lt le gt ge = 0..5.
+    {"nn.cmp", "predicate", ""},
+    {"nn.concat", "axis", ""},
+    {"nn.conv", "strides[r], pads[2r], dilations[r], groups", ""},
+    {"nn.conv_input_grad", "strides[r], pads[2r], dilations[r], groups", ""},
+    {"nn.conv_weight_grad", "strides[r], pads[2r], dilations[r], groups", ""},
+    {"nn.cos", "", ""},
+    // reduction: 0 none, 1 sum, 2 mean.
+    {"nn.cross_entropy", "reduction, has_ignore_index, ignore_index", ""},
+    {"nn.cross_entropy_grad", "reduction, has_ignore_index, ignore_index", ""},
+    {"nn.div", "", ""},
+    // On a tensor-parallel part, the split of the whole tensor (whose mask
+    // bits the part draws): its dim, blocks and tp size.
+    {"nn.dropout", "rng_stream, [tp_dim, tp_blocks, tp_size]", "ratio"},
+    {"nn.dropout_grad", "", "ratio"},
+    {"nn.erf", "", ""},
+    {"nn.exp", "", ""},
+    // parts: on a vocabulary-parallel part of the table (axis 0, float32),
+    // the number of parts.
+    {"nn.gather", "axis, [parts]", ""},
+    {"nn.gather_grad", "axis, [parts]", ""},
+    {"nn.gelu", "tanh_approximation", ""},
+    {"nn.gelu_grad", "tanh_approximation", ""},
+    {"nn.layer_norm", "axis", "epsilon"},
+    {"nn.layer_norm_grad", "axis", "epsilon"},
+    {"nn.log", "", ""},
+    {"nn.log_softmax", "axis", ""},
+    {"nn.log_softmax_grad", "axis", ""},
+    {"nn.matmul", "transpose_lhs, transpose_rhs", ""},
+    {"nn.max", "", ""},
+    {"nn.max_pool", "kernel[r], strides[r], pads[2r], dilations[r]", ""},
+    {"nn.max_pool_grad", "kernel[r], strides[r], pads[2r], dilations[r]", ""},
+    {"nn.min", "", ""},
+    {"nn.mul", "", ""},
+    {"nn.neg", "", ""},
+    {"nn.nll_loss", "reduction, has_ignore_index, ignore_index", ""},
+    {"nn.nll_loss_grad", "reduction, has_ignore_index, ignore_index", ""},
+    {"nn.not", "", ""},
+    {"nn.pow", "", ""},
+    {"nn.reciprocal", "", ""},
+    // The reduced axes (a mask: one written twice counts once).
+    {"nn.reduce_max", "axes[<= rank]", ""},
+    {"nn.reduce_mean", "axes[<= rank]", ""},
+    {"nn.reduce_sum", "axes[<= rank]", ""},
+    {"nn.relu", "", ""},
+    {"nn.rsqrt", "", ""},
+    {"nn.select", "", ""},
+    {"nn.sigmoid", "", ""},
+    {"nn.sin", "", ""},
+    // rank: the sliced (larger) operand's.
+    {"nn.slice", "start[rank], stride[rank]", ""},
+    {"nn.slice_grad", "start[rank], stride[rank]", ""},
+    {"nn.softmax", "axis", ""},
+    {"nn.softmax_grad", "axis", ""},
+    {"nn.sqrt", "", ""},
+    {"nn.sub", "", ""},
+    {"nn.tanh", "", ""},
+    {"nn.transpose", "permutation[rank]", ""},
+    // classes: the whole vocabulary; then as the losses.
+    {"nn.vocab_ce_loss", "classes, reduction, has_ignore_index, ignore_index", ""},
+    {"nn.vocab_ce_loss_grad", "classes, reduction, has_ignore_index, ignore_index", ""},
+    // parts: the number of vocabulary-parallel parts of the logits.
+    {"nn.vocab_ce_sums", "parts", ""},
+    {"nn.vocab_ce_sums_grad", "parts", ""},
+    {"tier.fetch", "tile", ""},
+    {"tier.store", "tile", ""},
+    {"train.adagrad", "", "eps, weight_decay, lr_decay"},
+    {"train.adam", "decoupled, bias_correction", "beta1, beta2, eps, weight_decay"},
+    {"train.assign", "", ""},
+    // max_norm 0: only the norm. Older plans lack the flags (then a sum of
+    // squares input exactly when there is one more input than outputs - 1).
+    {"train.clip_grad_norm", "[has_sum_sq, has_loss_scale]", "max_norm"},
+    {"train.lamb", "bias_correction", "beta1, beta2, eps, weight_decay, max_coeff, min_coeff"},
+    {"train.lamb_stats", "", "beta1, beta2, eps, weight_decay"},
+    {"train.lion", "", "beta1, beta2, weight_decay"},
+    // The schedule is Plan.lr_schedule (format 2: the baked config's).
+    {"train.lr_schedule", "", ""},
+    {"train.onebit_adam", "freeze_step, step_offset", "beta1, beta2, eps, weight_decay"},
+    {"train.onebit_compress", "", ""},
+    {"train.onebit_expand", "", ""},
+    // has_compressed, has_stats: whether those inputs follow the step.
+    {"train.onebit_lamb", "freeze_step, step_offset, has_compressed, has_stats",
+     "beta1, beta2, eps, weight_decay, max_coeff, min_coeff, coeff_beta, factor_max, "
+     "factor_min, factor_threshold"},
+    // at: the optimizer step the coefficients are set on.
+    {"train.onebit_lamb_scaling", "at", ""},
+    // params: n, the number of parameters (of each kind of input).
+    {"train.onebit_lamb_stats", "freeze_step, step_offset, has_compressed, params",
+     "beta1, beta2, eps, weight_decay"},
+    {"train.onebit_server", "", ""},
+    // at: the optimizer step the input is zeroed on.
+    {"train.reset_at", "at", ""},
+    {"train.sgd", "nesterov", "momentum, dampening, weight_decay"},
+    {"train.sum_sq", "", ""},
+    // ZeroOneAdam's policy (dsrt::ZeroOneRule, Plan.step_rule's fields).
+    {"train.zero_one_adam",
+     "var_freeze_step, var_update_scaler, local_step_scaler, local_step_clipper, step_offset",
+     "beta1, beta2, eps, weight_decay"},
+    {"train.zero_one_payload",
+     "var_freeze_step, var_update_scaler, local_step_scaler, local_step_clipper, step_offset",
+     "beta1, eps, weight_decay"},
+};
+
+/// How many attributes of one kind a layout string allows.
+struct AttributeCounts {
+  /// Bit k set: exactly k attributes are right.
+  uint64_t allowed = 0;
+  /// A list whose length follows from the operands: any count passes here,
+  /// the binder checks it against the shapes.
+  bool operandDependent = false;
+  /// Whether the string follows InstructionLayout's form (checked below).
+  bool wellFormed = true;
+
+  constexpr bool allows(size_t n) const {
+    return operandDependent || (n < 64 && ((allowed >> n) & 1) != 0);
+  }
+};
+
+/// The counts `layout` (an InstructionLayout's ints or floats) allows.
+constexpr AttributeCounts attributeCounts(std::string_view layout) {
+  AttributeCounts c{};
+  size_t total = 0;      // attributes up to the current entry
+  bool group = false;    // an optional group seen: only groups may follow
+  size_t pos = 0;
+  if (!layout.empty() && layout.back() == ',')
+    c.wellFormed = false;
+  while (pos < layout.size()) {
+    // One entry: up to the next comma outside brackets.
+    size_t end = pos;
+    int depth = 0;
+    while (end < layout.size() && (depth > 0 || layout[end] != ',')) {
+      depth += layout[end] == '[' ? 1 : layout[end] == ']' ? -1 : 0;
+      ++end;
+    }
+    std::string_view entry = layout.substr(pos, end - pos);
+    while (!entry.empty() && entry.front() == ' ')
+      entry.remove_prefix(1);
+    while (!entry.empty() && entry.back() == ' ')
+      entry.remove_suffix(1);
+    if (entry.empty() || depth != 0 || total >= 64) {
+      c.wellFormed = false;
+    } else if (entry.front() == '[') {
+      // [a, b]: the plan may stop before it, or hold all of it.
+      std::string_view names =
+          entry.size() >= 2 ? entry.substr(1, entry.size() - 2) : std::string_view();
+      if (names.empty() || entry.back() != ']' || names.find('[') != std::string_view::npos)
+        c.wellFormed = false;
+      size_t n = 1;
+      for (size_t k = 0; k < names.size(); ++k)
+        n += names[k] == ',' ? 1 : 0;
+      c.allowed |= uint64_t(1) << total;
+      total += n;
+      group = true;
+    } else if (group) {
+      c.wellFormed = false; // a required attribute after an optional one
+    } else if (entry.find('[') != std::string_view::npos) {
+      // name[length]
+      if (entry.back() != ']')
+        c.wellFormed = false;
+      c.operandDependent = true;
+    } else {
+      ++total;
+    }
+    pos = end + 1;
+  }
+  if (total >= 64)
+    c.wellFormed = false;
+  else
+    c.allowed |= uint64_t(1) << total;
+  return c;
+}
+
+/// Whether `t` is sorted by name (instructionId's binary search), each name
+/// once, and every layout string in InstructionLayout's form.
+constexpr bool instructionLayoutsWellFormed(const InstructionLayout *t, size_t n) {
+  for (size_t k = 0; k < n; ++k) {
+    if (t[k].name.empty() || (k > 0 && !(t[k - 1].name < t[k].name)))
+      return false;
+    if (!attributeCounts(t[k].ints).wellFormed || !attributeCounts(t[k].floats).wellFormed)
+      return false;
+  }
+  return true;
+}
+
+/// The names of `t`, in its order.
+template <size_t N>
+constexpr std::array<std::string_view, N> instructionNamesOf(const InstructionLayout (&t)[N]) {
+  std::array<std::string_view, N> names{};
+  for (size_t k = 0; k < N; ++k)
+    names[k] = t[k].name;
+  return names;
+}
+
+static_assert(instructionLayoutsWellFormed(kInstructionLayouts, std::size(kInstructionLayouts)),
+              "kInstructionLayouts: names sorted and unique, layouts in InstructionLayout's "
+              "form");
+static_assert(std::size(kInstructionLayouts) == 94,
+              "adding an instruction is a plan format change (docs/architecture.md, \"Plan "
+              "format versions\"); removing one breaks older plans");
+
+/// Every name an Instr.op may hold, sorted (kInstructionLayouts' names).
+inline constexpr std::array<std::string_view, std::size(kInstructionLayouts)> kPlanInstructions =
+    instructionNamesOf(kInstructionLayouts);
 
 /// The index of `op` in kPlanInstructions (dsrt's id of the instruction,
 /// assigned once when a plan is loaded), or -1 for a name not in it.
@@ -126,6 +280,13 @@ inline int instructionId(std::string_view op) {
 /// Whether `op` is an instruction of the plan format.
 inline bool isPlanInstruction(std::string_view op) {
   return std::binary_search(kPlanInstructions.begin(), kPlanInstructions.end(), op);
+}
+
+/// The attribute layout of instruction `op`, or null for a name that is
+/// not an instruction.
+inline const InstructionLayout *instructionLayout(std::string_view op) {
+  int id = instructionId(op);
+  return id < 0 ? nullptr : &kInstructionLayouts[id];
 }
 
 } // namespace dsrt

@@ -2,9 +2,11 @@
 #include "dialects/dist/DistDialect.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/TypeUtilities.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -14,6 +16,41 @@ using namespace dsc::dist;
 #include "dialects/dist/DistEnums.cpp.inc"
 #define GET_ATTRDEF_CLASSES
 #include "dialects/dist/DistAttrs.cpp.inc"
+
+/// An i64 attribute in [low, high] on an op of kind `Where`, or an error.
+template <typename Where>
+static LogicalResult inRange(Operation *op, NamedAttribute attr, int64_t low, int64_t high,
+                             const char *where) {
+  auto i = dyn_cast<IntegerAttr>(attr.getValue());
+  if (!isa<Where>(op) || !i || !i.getType().isSignlessInteger(64) || i.getInt() < low ||
+      i.getInt() > high)
+    return op->emitError("'") << attr.getName().getValue() << "' is " << where
+                              << " attribute, an i64 in [" << low << ", " << high << "]; got "
+                              << attr.getValue();
+  return success();
+}
+
+LogicalResult DistDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  constexpr int64_t kMany = int64_t(1) << 31;
+  // dist.tp on an op is tensor-parallel's mark of its split ("column",
+  // "row", "replicated"), left to that pass; on the module, the tp ranks.
+  if (name == kTp && !isa<ModuleOp>(op))
+    return success();
+  if (name == kDp || name == kPp || name == kTp || name == kMicroBatches)
+    return inRange<ModuleOp>(op, attr, 1, kMany, "a module");
+  if (name == kZeroStage)
+    return inRange<ModuleOp>(op, attr, 0, 3, "a module");
+  if (name == kStage)
+    return inRange<FunctionOpInterface>(op, attr, 0, kMany, "a function");
+  if (name == kSchedule) {
+    auto s = dyn_cast<StringAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op) || !s || (s.getValue() != "1f1b" && s.getValue() != "zb-h1"))
+      return op->emitError("'") << name << "' is a module attribute, \"1f1b\" or \"zb-h1\"; "
+                                << "got " << attr.getValue();
+  }
+  return success();
+}
 
 void DistDialect::initialize() {
   addOperations<

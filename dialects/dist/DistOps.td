@@ -21,6 +21,25 @@ def Dist_Dialect : Dialect {
     Variadic operands are the bucketed (fused) form: one call moves them all.
   }];
   let useDefaultAttributePrinterParser = 1;
+  // The layout the passes record for one another and the plan target,
+  // verified by the dialect (DistDialect::verifyOperationAttribute)
+  // whichever pass sets it; other dist.* names are left to their passes.
+  let hasOperationAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// Module attributes (i64): data-parallel ranks (>= 1), the ZeRO stage
+    /// (0-3), pipeline stages (>= 1), micro-batches per step (>= 1),
+    /// tensor-parallel ranks (>= 1; on an op, `dist.tp` is
+    /// tensor-parallel's mark of its split, a string).
+    static constexpr ::llvm::StringLiteral kDp = "dist.dp";
+    static constexpr ::llvm::StringLiteral kZeroStage = "dist.zero_stage";
+    static constexpr ::llvm::StringLiteral kPp = "dist.pp";
+    static constexpr ::llvm::StringLiteral kMicroBatches = "dist.micro_batches";
+    static constexpr ::llvm::StringLiteral kTp = "dist.tp";
+    /// Function attribute (i64 >= 0): the pipeline stage a function is.
+    static constexpr ::llvm::StringLiteral kStage = "dist.stage";
+    /// Module attribute: the pipeline schedule, "1f1b" or "zb-h1".
+    static constexpr ::llvm::StringLiteral kSchedule = "dist.schedule";
+  }];
 }
 
 def Dist_Axis : I32EnumAttr<"Axis", "axis of the device grid", [

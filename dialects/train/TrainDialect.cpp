@@ -45,7 +45,54 @@ static FailureOr<StringRef> roleName(Operation *op, NamedAttribute attr,
   return value.getValue();
 }
 
+/// A non-negative i64 attribute, or an error naming `name` on `op`.
+static LogicalResult nonNegative(Operation *op, StringRef name, Attribute value) {
+  auto i = dyn_cast<IntegerAttr>(value);
+  if (!i || !i.getType().isSignlessInteger(64) || i.getInt() < 0)
+    return op->emitError("'") << name << "' must be a non-negative i64, got " << value;
+  return success();
+}
+
+/// The memory plan's op and function attributes (TrainOps.td).
+static LogicalResult verifyPlannedAttribute(Operation *op, NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name == TrainDialect::kOffsets) {
+    auto offsets = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    if (!offsets || offsets.size() != int64_t(op->getNumResults()))
+      return op->emitOpError("'") << name << "' must be array<i64> with one offset per result ("
+                                  << op->getNumResults() << "), got " << attr.getValue();
+    for (int64_t o : offsets.asArrayRef())
+      if (o < 0)
+        return op->emitOpError("'") << name << "' holds the negative offset " << o;
+    return success();
+  }
+  if (name == TrainDialect::kStaging) {
+    auto range = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    if (!range || range.size() != 2 || range[0] < 0 || range[1] < 0)
+      return op->emitOpError("'") << name
+                                  << "' must be array<i64: offset, bytes>, both >= 0, got "
+                                  << attr.getValue();
+    return success();
+  }
+  if (!isa<FunctionOpInterface>(op))
+    return op->emitOpError("'") << name << "' belongs on a function";
+  return nonNegative(op, name, attr.getValue());
+}
+
 LogicalResult TrainDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  StringRef attrName = attr.getName().getValue();
+  if (attrName == kOffsets || attrName == kStaging || attrName == kArenaBytes ||
+      attrName == kPersistentBytes || attrName == kHostTierBytes ||
+      attrName == kNvmeTierBytes || attrName == kArenaBytesWithoutRecompute)
+    return verifyPlannedAttribute(op, attr);
+  if (attrName == kPrecision) {
+    auto p = dyn_cast<StringAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op) || !p || (p.getValue() != "bf16" && p.getValue() != "fp16"))
+      return op->emitError("'") << kPrecision
+                                << "' is a module attribute, \"bf16\" or \"fp16\"; got "
+                                << attr.getValue();
+    return success();
+  }
   if (attr.getName() == kStepClasses) {
     auto classes = dyn_cast<IntegerAttr>(attr.getValue());
     if (!classes || classes.getInt() < 1 || classes.getInt() > dsrt::kAllStepClasses)
@@ -73,6 +120,16 @@ LogicalResult TrainDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                                                      unsigned argIndex,
                                                      NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
+  // The memory plan's (TrainOps.td).
+  if (name == kOffset || name == kTierOffset || name == kTile)
+    return nonNegative(op, name, attr.getValue());
+  if (name == kTier) {
+    auto tier = dyn_cast<StringAttr>(attr.getValue());
+    if (!tier || (tier.getValue() != "host" && tier.getValue() != "nvme"))
+      return op->emitError("'") << kTier << "' (argument " << argIndex
+                                << ") is \"host\" or \"nvme\", got " << attr.getValue();
+    return success();
+  }
   if (name != kParam && name != kBuffer && name != kInput && name != kOptState &&
       name != kStep && name != kLossScale)
     return op->emitError("unknown argument attribute '") << name << "'";
@@ -580,13 +637,13 @@ LogicalResult AssignOp::verify() {
 }
 
 /// A tier op's `homes` must be step arguments that the offload pass gave a
-/// memory tier (`dsc.tier`).
+/// memory tier (`train.tier`).
 static LogicalResult verifyHomes(Operation *op, ValueRange homes) {
   for (Value h : homes) {
     auto arg = dyn_cast<BlockArgument>(h);
     auto fn = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : func::FuncOp();
-    if (!fn || !fn.getArgAttr(arg.getArgNumber(), "dsc.tier"))
-      return op->emitOpError("operand is not a step argument with a memory tier (dsc.tier)");
+    if (!fn || !fn.getArgAttr(arg.getArgNumber(), TrainDialect::kTier))
+      return op->emitOpError("operand is not a step argument with a memory tier (train.tier)");
   }
   return success();
 }

@@ -72,6 +72,33 @@ def Train_Dialect : Dialect {
     /// 0/1 Adam's variance, compressed-gradient, local and sync steps are
     /// planned together. Off them it behaves as off train.active_steps.
     static constexpr ::llvm::StringLiteral kStepClasses = "train.step_classes";
+
+    // The memory plan, as memory-plan (and offload) leave it for the plan
+    // target; each verified by the dialect (verifyOperationAttribute,
+    // verifyRegionArgAttribute), whichever pass sets it.
+    /// Op attribute `train.offsets = array<i64: ...>`: each result's byte
+    /// offset in the arena (one per result, >= 0).
+    static constexpr ::llvm::StringLiteral kOffsets = "train.offsets";
+    /// Op attribute `train.staging = array<i64: offset, bytes>`: the
+    /// arena range a collective stages its transfer in.
+    static constexpr ::llvm::StringLiteral kStaging = "train.staging";
+    /// Function attributes (i64, >= 0): the arena's bytes, the bytes alive
+    /// from the start (model state, constants), the host and NVMe tiers'
+    /// bytes (offload), and the arena without recompute (for --explain).
+    static constexpr ::llvm::StringLiteral kArenaBytes = "train.arena_bytes";
+    static constexpr ::llvm::StringLiteral kPersistentBytes = "train.persistent_bytes";
+    static constexpr ::llvm::StringLiteral kHostTierBytes = "train.host_tier_bytes";
+    static constexpr ::llvm::StringLiteral kNvmeTierBytes = "train.nvme_tier_bytes";
+    static constexpr ::llvm::StringLiteral kArenaBytesWithoutRecompute =
+        "train.arena_bytes_without_recompute";
+    /// Argument attributes: the byte offset of an argument's buffer in the
+    /// arena (i64 >= 0); an offloaded one's tier ("host" or "nvme"), its
+    /// offset from the tier's start and its tile of the offloaded update
+    /// (i64 >= 0).
+    static constexpr ::llvm::StringLiteral kOffset = "train.offset";
+    static constexpr ::llvm::StringLiteral kTier = "train.tier";
+    static constexpr ::llvm::StringLiteral kTierOffset = "train.tier_offset";
+    static constexpr ::llvm::StringLiteral kTile = "train.tile";
   }];
 }
 
@@ -722,7 +749,7 @@ def Train_TierFetchOp : Train_Op<"tier_fetch"> {
   let summary = "copies state from its memory tier into the arena for an update";
   let description = [{
     `homes` are step arguments whose storage is a memory tier outside the
-    arena (`dsc.tier`, set by the offload pass: optimizer state ZeRO-Offload
+    arena (`train.tier`, set by the offload pass: optimizer state ZeRO-Offload
     keeps in host memory). The results are working copies in the arena,
     which the tile's optimizer updates read and write; `train.tier_store`
     writes them back. `tile` numbers the offloaded step's tiles

@@ -1,150 +1,102 @@
 //===- Ops.cpp - the ops a plan may use, their checks and kernels --------===//
 //
-// One entry per op name that dsc's emit-plan writes (the table; the
-// losses, the optimizer ops and the collectives are in OpsLoss.cpp,
-// OpsTrain.cpp and OpsDist.cpp, OpsInternal.h what they share). Attribute encoding
-// (Instr.ints / Instr.floats), in the order listed:
-//   nn.<binary> (add sub mul div pow max min), nn.<unary>, nn.not,
-//   nn.cast, nn.broadcast (any dtype), nn.select     -
-//   nn.cmp                 ints: predicate (eq ne lt le gt ge = 0..5)
-//   nn.gelu, nn.gelu_grad  ints: tanh approximation (0/1)
-//   nn.matmul              ints: transpose_lhs, transpose_rhs
-//   nn.layer_norm(_grad)   ints: axis;  floats: epsilon
-//   nn.softmax, nn.log_softmax, and their _grad: ints: axis
-//   nn.cross_entropy, nn.nll_loss, and their _grad:
-//                          ints: reduction (0 none, 1 sum, 2 mean),
-//                                has_ignore_index, ignore_index
-//   nn.gather, nn.gather_grad, nn.concat: ints: axis; a gather of a
-//                          vocabulary-parallel part (axis 0, float32)
-//                          also the number of parts: the table is rows
+// One entry per instruction of the plan format (the table; the losses, the
+// optimizer ops and the collectives are in OpsLoss.cpp, OpsTrain.cpp and
+// OpsDist.cpp, OpsInternal.h what they share). Each instruction's
+// attributes (Instr.ints / Instr.floats: names, order, counts and what a
+// plan may leave out) are declared once, in plan/Instructions.h
+// (kInstructionLayouts); a binder refuses other counts with Check::layout
+// and checks the values itself. The operands, where more than their types
+// and shapes say:
+//   nn.cast, nn.broadcast  any dtype
+//   nn.argmax              an int64 result, the axis dropped or 1
+//   nn.slice, nn.concat    also move int64 tensors
+//   nn.gather(_grad)       on a vocabulary-parallel part the table is rows
 //                          [tp rank * A, + A) of A * parts
-//   nn.vocab_ce_sums(_grad) ints: parts (the logits [N, C] are classes
-//                          [tp rank * C, + C)); OpsLoss.cpp
-//   nn.vocab_ce_loss(_grad) ints: classes (the whole vocabulary), then as
-//                          the losses: reduction, has_ignore, ignore_index
-//   nn.reduce_sum/mean/max ints: the reduced axes
-//   nn.argmax              ints: axis (int64 result, the axis dropped or 1)
-//   nn.transpose           ints: permutation
-//   nn.slice, nn.slice_grad: ints: start[rank], stride[rank] (nn.slice and
-//                          nn.concat also move int64 tensors)
-//   nn.conv, nn.conv_input_grad, nn.conv_weight_grad: ints: strides[r],
-//                          pads[2r] (begins, ends), dilations[r], groups
-//                          (r = spatial dims, 1 to 3). Operands x [N, C,
-//                          S...], w [O, C / groups, K...], y [N, O, R...]
-//                          with R the floor of the window formula: conv
-//                          (x, w) -> y, conv_input_grad (dy, w) -> dx,
-//                          conv_weight_grad (x, dy) -> dw
-//   nn.max_pool(_grad)     ints: kernel[r], strides[r], pads[2r],
-//                          dilations[r]; max_pool (x) -> y, max_pool_grad
-//                          (x, dy) -> dx; R the floor or the ceil-mode
-//                          extent
-//   nn.avg_pool(_grad)     ints: kernel[r], strides[r], pads[2r],
-//                          count_include_pad; avg_pool (x) -> y,
-//                          avg_pool_grad (dy) -> dx
-//   nn.dropout             ints: rng stream; floats: ratio
-//   nn.dropout_grad        floats: ratio
-//   train.assign           -   1 input, 1 output: the FROZEN buffer (a
-//                          model buffer the forward pass updates, BatchNorm's
+//   nn.vocab_ce_sums(_grad) the logits [N, C] are classes [tp rank * C,
+//                          + C); OpsLoss.cpp
+//   nn.conv, nn.conv_input_grad, nn.conv_weight_grad: x [N, C, S...], w
+//                          [O, C / groups, K...], y [N, O, R...] (r = 1 to
+//                          3 spatial dims) with R the floor of the window
+//                          formula: conv (x, w) -> y, conv_input_grad
+//                          (dy, w) -> dx, conv_weight_grad (x, dy) -> dw
+//   nn.max_pool(_grad)     max_pool (x) -> y, max_pool_grad (x, dy) -> dx;
+//                          R the floor or the ceil-mode extent
+//   nn.avg_pool(_grad)     avg_pool (x) -> y, avg_pool_grad (dy) -> dx
+//   train.assign           1 input, 1 output: the FROZEN buffer (a model
+//                          buffer the forward pass updates, BatchNorm's
 //                          running statistics) gets the input's value
-//   train.lr_schedule      - (the schedule is Plan.lr_schedule; format 2: the
-//                          baked config's scheduler)
-//   train.clip_grad_norm   floats: max_norm (0: only the norm); ints:
-//                          has_sum_sq, has_loss_scale (older plans: none)
-//   train.adam             floats: beta1, beta2, eps, weight_decay;
-//                          ints: decoupled, bias_correction
-//   train.sgd              floats: momentum, dampening, weight_decay;
-//                          ints: nesterov
-//   train.lion             floats: beta1, beta2, weight_decay
-//   train.adagrad          floats: eps, weight_decay, lr_decay
-//   train.lamb_stats       floats: beta1, beta2, eps, weight_decay
-//                          (param, grad, exp_avg, exp_avg_sq -> f32[2])
-//   train.lamb             floats: beta1, beta2, eps, weight_decay,
-//                          max_coeff, min_coeff; ints: bias_correction
-//   train.onebit_adam      floats: beta1, beta2, eps, weight_decay;
-//                          ints: freeze_step, step_offset (param, grad,
-//                          exp_avg, exp_avg_sq, lr, step[, compressed]
-//                          -> param, exp_avg, exp_avg_sq in place)
-//   train.onebit_lamb      floats: beta1, beta2, eps, weight_decay, max_coeff,
-//                          min_coeff, coeff_beta, factor_max, factor_min,
-//                          factor_threshold; ints: freeze_step, step_offset,
-//                          has compressed, has stats (param, grad, exp_avg,
+//   train.clip_grad_norm   N gradients [, with has_sum_sq the global sum of
+//                          squares (sharded gradients)] [, with
+//                          has_loss_scale fp16's loss scale (overflow:
+//                          Context::overflow)] -> N results and the norm
+//   train.lamb_stats       param, grad, exp_avg, exp_avg_sq -> f32[2]
+//   train.onebit_adam      param, grad, exp_avg, exp_avg_sq, lr, step[,
+//                          compressed] -> param, exp_avg, exp_avg_sq in
+//                          place
+//   train.onebit_lamb      param, grad, exp_avg, exp_avg_sq,
+//                          exp_avg_sq_fresh, lamb_coeff_freeze,
+//                          last_factor, scaling_coeff, lr, step[,
+//                          compressed][, stats f32[3]] -> param, exp_avg,
 //                          exp_avg_sq, exp_avg_sq_fresh, lamb_coeff_freeze,
-//                          last_factor, scaling_coeff, lr, step[, compressed]
-//                          [, stats f32[3]] -> param,
-//                          exp_avg, exp_avg_sq, exp_avg_sq_fresh,
-//                          lamb_coeff_freeze, last_factor in place)
-//   train.onebit_lamb_stats floats: beta1, beta2, eps, weight_decay; ints:
-//                          freeze_step, step_offset, has compressed, n (n
-//                          params, grads, exp_avgs, exp_avg_sqs,
-//                          exp_avg_sq_freshes[, compressed], step -> f32[3])
-//   train.onebit_lamb_scaling ints: at (k momenta, k coefficients, step ->
-//                          k coefficients, set on step `at` only)
-//   train.zero_one_adam    floats: beta1, beta2, eps, weight_decay;
-//                          ints: var_freeze_step, var_update_scaler,
-//                          local_step_scaler, local_step_clipper,
-//                          step_offset (param, grad, exp_avg, exp_avg_sq,
+//                          last_factor in place
+//   train.onebit_lamb_stats n params, grads, exp_avgs, exp_avg_sqs,
+//                          exp_avg_sq_freshes[, compressed], step -> f32[3]
+//   train.onebit_lamb_scaling k momenta, k coefficients, step -> k
+//                          coefficients, set on step `at` only
+//   train.zero_one_adam    param, grad, exp_avg, exp_avg_sq,
 //                          momentum_accumulator, lrs, lr, step[,
 //                          compressed] -> param, exp_avg, exp_avg_sq,
-//                          momentum_accumulator, lrs in place)
-//   train.zero_one_payload floats: beta1, eps, weight_decay; ints: as
-//                          train.zero_one_adam (param, grad, exp_avg,
-//                          exp_avg_sq, momentum_accumulator, lr, step ->
-//                          what the 1-bit all-reduce carries)
-//   train.reset_at         ints: at (input f32[n], step -> zeros on step
-//                          `at`, else the input)
-//   train.onebit_compress  -   (input f32[n], error f32[n] -> bits u8[n/8],
-//                          scale f32[1], new error f32[n]: in place of the
-//                          error or apart from the operands)
-//   train.onebit_server    -   (bits u8[W n/8], scales f32[W], error f32[n]
-//                          -> bits u8[n/8], scale f32[1], new error f32[n])
-//   train.onebit_expand    -   (bits u8[W c/8], scales f32[W] -> f32[W c])
-//   fill                   floats: value
-//   accumulate             -   (out += in)
-//   train.sum_sq           -   (k inputs -> f32 scalar: sum of squares)
-//                          with has_sum_sq the input after the gradients is
-//                          the global sum of squares (sharded gradients),
-//                          with has_loss_scale the last input is fp16's
-//                          loss scale (overflow: Context::overflow)
-//   load_batch             ints: micro-batch m (pipeline plans only; 0 <= m
-//                          < pipeline_micro_batches). 0 inputs, k outputs:
-//                          INPUT buffers (the model's inputs this stage
-//                          reads, the same names, order and shapes for
-//                          every m), filled by the data loader with global
-//                          micro-batch ((step - 1) * M + m) * dp + dp index,
-//                          which also becomes the dropout counter.
+//                          momentum_accumulator, lrs in place
+//   train.zero_one_payload param, grad, exp_avg, exp_avg_sq,
+//                          momentum_accumulator, lr, step -> what the 1-bit
+//                          all-reduce carries
+//   train.reset_at         input f32[n], step -> zeros on step `at`, else
+//                          the input
+//   train.onebit_compress  input f32[n], error f32[n] -> bits u8[n/8], scale
+//                          f32[1], new error f32[n]: in place of the error
+//                          or apart from the operands
+//   train.onebit_server    bits u8[W n/8], scales f32[W], error f32[n] ->
+//                          bits u8[n/8], scale f32[1], new error f32[n]
+//   train.onebit_expand    bits u8[W c/8], scales f32[W] -> f32[W c]
+//   accumulate             out += in
+//   train.sum_sq           k inputs -> f32 scalar: sum of squares
+//   load_batch             (pipeline plans only) 0 inputs, k outputs: INPUT
+//                          buffers (the model's inputs this stage reads,
+//                          the same names, order and shapes for every
+//                          micro-batch m), filled by the data loader with
+//                          global micro-batch ((step - 1) * M + m) * dp + dp
+//                          index, which also becomes the dropout counter.
 // Communication. Instr.axis names the group: 0 the data-parallel group
 // (the ranks of this pipeline stage, the plan's dp), 1 the pipeline group
 // (the ranks of this data-parallel index, one per stage, pp), 2 the
 // tensor-parallel group (the plan's tp). Collectives
 // and messages are non-blocking: the instruction starts one, `dist.wait`
-// with the same handle completes it; until then its inputs must not be
-// written nor its outputs read (the memory plan guarantees it). Handles
-// are one namespace over the dp, pp and tp groups. Collectives: k inputs, k outputs.
-//   dist.all_reduce        ints: group size, reduce (0 sum 1 avg 2 max
-//                          3 min), handle
-//   dist.reduce_scatter    ints: group size, reduce, handle. Output j is
-//                          chunk `rank` of input j flattened and
+// with the same handle completes it (0 inputs, 0 outputs); until then its
+// inputs must not be written nor its outputs read (the memory plan
+// guarantees it). Handles are one namespace over the dp, pp and tp groups.
+// Collectives: k inputs, k outputs.
+//   dist.all_reduce        output j is input j reduced over the group
+//   dist.reduce_scatter    output j is chunk `rank` of input j flattened and
 //                          zero-padded to size chunks of ceil(n / size)
-//   dist.all_gather        ints: group size, handle. Output j is the
-//                          concatenation of every rank's input j, cut to
-//                          its length (any n with ceil(n / size) = chunk)
-//   dist.all_to_all        ints: group size, handle. Input j is size equal
-//                          chunks; output j (its shape) holds chunk `rank`
-//                          of every rank's input j, in rank order
-//   dist.wait              ints: handle (0 inputs, 0 outputs)
-//   dist.chunk             ints: group size. 1 input, 1 output: chunk
-//                          `rank` of the flattened input, zero-padded as
-//                          for reduce_scatter (a local copy)
-//   dist.send              ints: group size, peer, tag, handle. 1 input
-//                          (any dtype), 0 outputs: its bytes go to the rank
-//                          `peer` steps along the group (+1 the next
-//                          pipeline stage, -1 the previous; inside the
+//   dist.all_gather        output j is the concatenation of every rank's
+//                          input j, cut to its length (any n with ceil(n /
+//                          size) = chunk)
+//   dist.all_to_all        input j is size equal chunks; output j (its
+//                          shape) holds chunk `rank` of every rank's input
+//                          j, in rank order
+//   dist.chunk             1 input, 1 output: chunk `rank` of the flattened
+//                          input, zero-padded as for reduce_scatter (a
+//                          local copy)
+//   dist.send              1 input (any dtype), 0 outputs: its bytes go to
+//                          the rank `peer` steps along the group (+1 the
+//                          next pipeline stage, -1 the previous; inside the
 //                          group). No staging.
-//   dist.recv              ints: group size, peer, tag, handle. 0 inputs,
-//                          1 output (any dtype): filled from the rank `peer`
-//                          steps along the group. Messages pair by (source,
-//                          destination, tag), several with one tag in the
-//                          order sent; a size mismatch fails the wait.
+//   dist.recv              0 inputs, 1 output (any dtype): filled from the
+//                          rank `peer` steps along the group. Messages pair
+//                          by (source, destination, tag), several with one
+//                          tag in the order sent; a size mismatch fails the
+//                          wait.
 // Dropout in a pipeline plan draws from the global micro-batch of its
 // Instr.micro_batch (the instructions of several micro-batches interleave).
 // Axes are non-negative. Every check runs at load time; kernels trust them:
@@ -201,7 +153,7 @@ int checkWindowAttrs(const Instr &i, const Check &c, const Tensor *x, bool kerne
   if (r < 1 || r > 3)
     c.fail("operand " + Check::shape(x) + " must be [N, C] and 1 to 3 spatial dims");
   size_t n = size_t(r) * ((kernel ? 1 : 0) + 3 + (dilations ? 1 : 0)) + extra;
-  c.attrs(n, 0);
+  c.layout(n); // the declared lists, sized by the spatial rank
   const int64_t limit = int64_t(1) << 31;
   size_t k = 0;
   auto range = [&](const char *what, size_t count, int64_t lo) {
@@ -348,7 +300,7 @@ const std::map<std::string, OpDef> &table() {
 
     t["nn.not"] = {[](Instr &i, const Check &c) {
       c.arity(1, 1);
-      c.attrs(0, 0);
+      c.layout();
       c.dtype(i.in[0], plan::BOOL, "input");
       c.dtype(i.out[0], plan::BOOL, "result");
       c.sameShape(i.in[0], i.out[0]);
@@ -358,7 +310,7 @@ const std::map<std::string, OpDef> &table() {
     }};
     t["nn.gelu"] = {[](Instr &i, const Check &c) {
       c.arity(1, 1);
-      c.attrs(1, 0);
+      c.layout();
       c.flag(0, "tanh approximation");
       plan::DType d = c.sameFloat({i.in[0], i.out[0]});
       c.sameShape(i.in[0], i.out[0]);
@@ -372,7 +324,7 @@ const std::map<std::string, OpDef> &table() {
     }};
     t["nn.gelu_grad"] = {[](Instr &i, const Check &c) {
       c.arity(2, 1);
-      c.attrs(1, 0);
+      c.layout();
       c.flag(0, "tanh approximation");
       plan::DType d = c.sameFloat({i.in[0], i.in[1], i.out[0]});
       c.sameShape(i.in[0], i.out[0]);
@@ -387,7 +339,7 @@ const std::map<std::string, OpDef> &table() {
     }};
     t["nn.cmp"] = {[](Instr &i, const Check &c) {
       c.arity(2, 1);
-      c.attrs(1, 0);
+      c.layout();
       if (i.ints[0] < 0 || i.ints[0] > 5)
         c.fail("unknown comparison predicate " + std::to_string(i.ints[0]));
       c.dtype(i.out[0], plan::BOOL, "result");
@@ -414,7 +366,7 @@ const std::map<std::string, OpDef> &table() {
     }};
     t["nn.select"] = {[](Instr &i, const Check &c) {
       c.arity(3, 1);
-      c.attrs(0, 0);
+      c.layout();
       c.dtype(i.in[0], plan::BOOL, "condition");
       plan::DType d = c.sameFloat({i.in[1], i.in[2], i.out[0]});
       for (int k = 0; k < 3; ++k)
@@ -429,7 +381,7 @@ const std::map<std::string, OpDef> &table() {
     }};
     t["nn.cast"] = {[](Instr &i, const Check &c) {
       c.arity(1, 1);
-      c.attrs(0, 0);
+      c.layout();
       if (i.in[0]->numel != i.out[0]->numel)
         c.fail("element counts differ");
       i.run = [](const Instr &i, Context &) {
@@ -439,7 +391,7 @@ const std::map<std::string, OpDef> &table() {
     }};
     t["nn.broadcast"] = {[](Instr &i, const Check &c) {
       c.arity(1, 1);
-      c.attrs(0, 0);
+      c.layout();
       // Any element type: a bool mask input is broadcast too (the key
       // padding mask of nn.MultiheadAttention). g[0]: the element size.
       c.dtype(i.out[0], i.in[0]->dtype, "result");
@@ -452,7 +404,7 @@ const std::map<std::string, OpDef> &table() {
     }};
     t["nn.matmul"] = {[](Instr &i, const Check &c) {
       c.arity(2, 1);
-      c.attrs(2, 0);
+      c.layout();
       plan::DType dt = c.sameFloat({i.in[0], i.in[1], i.out[0]});
       c.flag(0, "transpose_lhs");
       c.flag(1, "transpose_rhs");
@@ -496,7 +448,7 @@ const std::map<std::string, OpDef> &table() {
       if (i.in.size() != 2 && i.in.size() != 3)
         c.fail("expects 2 or 3 inputs");
       c.arity(i.in.size(), 1);
-      c.attrs(1, 1);
+      c.layout();
       // x and y share a float type; scale and bias are fp32 (with mixed
       // precision they are the master parameters themselves).
       plan::DType d = c.sameFloat({i.in[0], i.out[0]});
@@ -522,7 +474,7 @@ const std::map<std::string, OpDef> &table() {
     }};
     t["nn.layer_norm_grad"] = {[](Instr &i, const Check &c) {
       c.arity(3, 3);
-      c.attrs(1, 1);
+      c.layout();
       // dy, x and dx share a float type; the scale and its gradients are fp32.
       plan::DType d = c.sameFloat({i.in[0], i.in[1], i.out[0]});
       c.floats({i.in[2], i.out[1], i.out[2]});
@@ -557,7 +509,7 @@ const std::map<std::string, OpDef> &table() {
     auto softmaxLike = [&](const char *name, KernelFn (*kernelOf)(plan::DType), bool grad) {
       t[name] = {[kernelOf, grad](Instr &i, const Check &c) {
         c.arity(grad ? 2 : 1, 1);
-        c.attrs(1, 0);
+        c.layout();
         plan::DType d = grad ? c.sameFloat({i.in[0], i.in[1], i.out[0]})
                              : c.sameFloat({i.in[0], i.out[0]});
         c.sameShape(i.in[0], i.out[0]);
@@ -621,8 +573,7 @@ const std::map<std::string, OpDef> &table() {
       t[name] = {[kind](Instr &i, const Check &c) {
         c.arity(1, 1);
         plan::DType d = c.sameFloat({i.in[0], i.out[0]});
-        if (!i.floats.empty())
-          c.fail("takes no float attributes");
+        c.layout(); // any number of axes, each checked below
         uint32_t mask = 0;
         int64_t kept = 1;
         for (int64_t a : i.ints) {
@@ -659,7 +610,7 @@ const std::map<std::string, OpDef> &table() {
     };
     t["nn.argmax"] = {[](Instr &i, const Check &c) {
       c.arity(1, 1);
-      c.attrs(1, 0);
+      c.layout();
       plan::DType d = c.sameFloat({i.in[0]});
       c.dtype(i.out[0], plan::I64, "result");
       c.axis(i.ints[0], i.in[0]);
@@ -685,6 +636,7 @@ const std::map<std::string, OpDef> &table() {
     reduce("nn.reduce_max", cpu::Reduce::Max);
     t["nn.transpose"] = {[](Instr &i, const Check &c) {
       c.arity(1, 1);
+      c.layout(); // the permutation's length is checked against the rank below
       plan::DType dt = c.sameFloat({i.in[0], i.out[0]});
       int r = i.in[0]->shape.rank;
       if ((int)i.ints.size() != r || i.out[0]->shape.rank != r)
@@ -708,6 +660,7 @@ const std::map<std::string, OpDef> &table() {
     auto sliceLike = [&](const char *name, bool grad) {
       t[name] = {[grad](Instr &i, const Check &c) {
         c.arity(1, 1);
+        c.layout(); // start and stride's lengths are checked against the rank below
         // A slice also moves int64 indices (a shifted label row); its
         // gradient is float.
         plan::DType dt = grad ? c.sameFloat({i.in[0], i.out[0]})
@@ -763,7 +716,7 @@ const std::map<std::string, OpDef> &table() {
     t["nn.concat"] = {[](Instr &i, const Check &c) {
       if (i.in.empty() || i.out.size() != 1)
         c.fail("expects inputs and one output");
-      c.attrs(1, 0);
+      c.layout();
       plan::DType dt = c.sameMoved({i.out[0]}); // float, or int64 indices
       c.minRank(i.out[0], 1, "result");
       c.axis(i.ints[0], i.out[0]);
@@ -800,7 +753,7 @@ const std::map<std::string, OpDef> &table() {
     t["nn.dropout"] = {[](Instr &i, const Check &c) {
       c.arity(1, 2);
       // ints: stream, then [dim, blocks, tp] on a tensor-parallel part.
-      c.attrs(i.ints.size() == 4 ? 4 : 1, 1);
+      c.layout();
       if (i.ints.size() == 4) {
         // The part's runs of the whole tensor (as for a split parameter).
         Tensor &whole = i.tpWhole;
@@ -844,7 +797,7 @@ const std::map<std::string, OpDef> &table() {
     }};
     t["nn.dropout_grad"] = {[](Instr &i, const Check &c) {
       c.arity(2, 1);
-      c.attrs(0, 1);
+      c.layout();
       c.floatIn(0, "ratio", 0, 1);
       plan::DType dt = c.sameFloat({i.in[0], i.out[0]});
       c.dtype(i.in[1], plan::BOOL, "mask");

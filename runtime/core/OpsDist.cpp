@@ -1,7 +1,7 @@
 //===- OpsDist.cpp - collectives and messages -===//
 //
 // dist.all_reduce / reduce_scatter / all_gather / all_to_all / wait / chunk / send / recv and
-// load_batch (see Ops.cpp for the encodings).
+// load_batch (their attributes: plan/Instructions.h; their operands: Ops.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/core/OpsInternal.h"
@@ -17,7 +17,7 @@ void bindCollective(Instr &i, const Check &c, comm::Kind kind) {
   if (i.in.empty() || i.in.size() != i.out.size())
     c.fail("expects k inputs and k outputs (k >= 1), has " + std::to_string(i.in.size()) +
            " and " + std::to_string(i.out.size()));
-  c.attrs(reduces ? 3 : 2, 0);
+  c.layout();
   int64_t group = i.ints[0], handle = i.ints.back();
   groupSize(c, group);
   if (reduces && (i.ints[1] < 0 || i.ints[1] > 3))
@@ -87,7 +87,7 @@ template <comm::Kind K> void runCollective(const Instr &i, Context &ctx) {
 /// dist.send / dist.recv: group size, peer (a relative offset), tag, handle.
 void bindMessage(Instr &i, const Check &c, bool send) {
   c.arity(send ? 1 : 0, send ? 0 : 1);
-  c.attrs(4, 0);
+  c.layout();
   int64_t group = i.ints[0], peer = i.ints[1], tag = i.ints[2], handle = i.ints[3];
   groupSize(c, group);
   if (peer == 0 || peer <= -group || peer >= group)
@@ -135,7 +135,7 @@ void addDistOps(OpTable &t) {
   }};
   t["dist.wait"] = {[](Instr &i, const Check &c) {
     c.arity(0, 0);
-    c.attrs(1, 0);
+    c.layout();
     if (i.ints[0] < 0 || i.ints[0] > 65535)
       c.fail("handle " + std::to_string(i.ints[0]) + " out of range [0, 65535]");
     i.run = [](const Instr &i, Context &ctx) {
@@ -149,7 +149,7 @@ void addDistOps(OpTable &t) {
     if (!i.in.empty() || i.out.empty())
       c.fail("expects 0 inputs and at least one output, has " + std::to_string(i.in.size()) +
              " and " + std::to_string(i.out.size()));
-    c.attrs(1, 0);
+    c.layout();
     if (i.ints[0] < 0)
       c.fail("micro-batch " + std::to_string(i.ints[0]) + " must be non-negative");
     for (const Tensor *t : i.out)
@@ -166,7 +166,7 @@ void addDistOps(OpTable &t) {
   }};
   t["dist.chunk"] = {[](Instr &i, const Check &c) {
     c.arity(1, 1);
-    c.attrs(1, 0);
+    c.layout();
     int64_t group = i.ints[0];
     groupSize(c, group);
     if (i.in[0]->dtype != i.out[0]->dtype)

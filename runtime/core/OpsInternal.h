@@ -12,6 +12,7 @@
 #define DSRT_CORE_OPSINTERNAL_H
 
 #include "config/LrSchedule.h"
+#include "plan/Instructions.h"
 #include "runtime/core/Executor.h"
 #include "runtime/kernels/cpu/Half.h"
 
@@ -23,9 +24,25 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace dsrt::ops {
 namespace plan = dsc::plan;
+
+/// The counts an attribute layout allows, for a message: "2", "0 or 2",
+/// "1, 2 or 4", or "an operand-dependent number of".
+inline std::string countsText(const AttributeCounts &c) {
+  if (c.operandDependent)
+    return "an operand-dependent number of";
+  std::vector<std::string> counts;
+  for (size_t k = 0; k < 64; ++k)
+    if ((c.allowed >> k) & 1)
+      counts.push_back(std::to_string(k));
+  std::string text;
+  for (size_t j = 0; j < counts.size(); ++j)
+    text += (j == 0 ? "" : j + 1 == counts.size() ? " or " : ", ") + counts[j];
+  return text;
+}
 
 struct Check {
   const Instr &i;
@@ -39,11 +56,22 @@ struct Check {
       fail("expects " + std::to_string(in) + " inputs and " + std::to_string(out) +
            " outputs, has " + std::to_string(i.in.size()) + " and " + std::to_string(i.out.size()));
   }
-  void attrs(size_t ints, size_t floats) const {
-    if (i.ints.size() != ints || i.floats.size() != floats)
-      fail("expects " + std::to_string(ints) + " integer and " + std::to_string(floats) +
-           " float attributes, has " + std::to_string(i.ints.size()) + " and " +
-           std::to_string(i.floats.size()));
+  /// Refuses attribute counts outside the instruction's declared layout
+  /// (plan/Instructions.h, kInstructionLayouts: the one place they are
+  /// written). A layout with a list sized by the operands (conv's
+  /// strides[r], ...) passes any number of integers here unless the binder
+  /// gives `ints`, the count it computed from the operand shapes.
+  void layout(std::optional<size_t> ints = std::nullopt) const {
+    const InstructionLayout *l = instructionLayout(i.op);
+    if (!l)
+      fail("'" + i.op + "' has no attribute layout (plan/Instructions.h)");
+    const AttributeCounts declaredInts = attributeCounts(l->ints);
+    const AttributeCounts declaredFloats = attributeCounts(l->floats);
+    bool intsFit = ints ? i.ints.size() == *ints : declaredInts.allows(i.ints.size());
+    if (!intsFit || !declaredFloats.allows(i.floats.size()))
+      fail("expects " + (ints ? std::to_string(*ints) : countsText(declaredInts)) +
+           " integer and " + countsText(declaredFloats) + " float attributes, has " +
+           std::to_string(i.ints.size()) + " and " + std::to_string(i.floats.size()));
   }
   void dtype(const Tensor *t, plan::DType d, const char *what) const {
     if (t->dtype != d)
@@ -265,7 +293,7 @@ template <cpu::Unary U, typename T> void runUnary(const Instr &i, Context &) {
 
 template <cpu::Binary B> void bindBinary(Instr &i, const Check &c) {
   c.arity(2, 1);
-  c.attrs(0, 0);
+  c.layout();
   plan::DType d = c.sameFloat({i.in[0], i.in[1], i.out[0]});
   c.broadcastsTo(i.in[0], i.out[0]);
   c.broadcastsTo(i.in[1], i.out[0]);
@@ -275,7 +303,7 @@ template <cpu::Binary B> void bindBinary(Instr &i, const Check &c) {
 }
 template <cpu::Unary U> void bindUnary(Instr &i, const Check &c) {
   c.arity(1, 1);
-  c.attrs(0, 0);
+  c.layout();
   plan::DType d = c.sameFloat({i.in[0], i.out[0]});
   c.sameShape(i.in[0], i.out[0]);
   i.run = byFloat(d, [](auto tag) -> KernelFn {

@@ -1,6 +1,8 @@
 //===- OpsLoss.cpp - losses, embeddings, vocabulary-parallel ops -===//
 //
-// nn.cross_entropy / nn.nll_loss and their gradients, nn.gather(_grad) (whole tables and vocabulary-parallel parts), the vocabulary-parallel cross-entropy (see Ops.cpp for the attribute encodings).
+// nn.cross_entropy / nn.nll_loss and their gradients, nn.gather(_grad)
+// (whole tables and vocabulary-parallel parts), the vocabulary-parallel
+// cross-entropy (their attributes: plan/Instructions.h).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/core/OpsInternal.h"
@@ -28,7 +30,7 @@ void addLossOps(OpTable &t) {
     auto lossForward = [&](const char *name, bool logits) {
       t[name] = {[lossGeometry, logits](Instr &i, const Check &c) {
         c.arity(2, 1);
-        c.attrs(3, 0);
+        c.layout();
         c.floats({i.in[0], i.out[0]});
         lossGeometry(i, c, i.in[0], i.in[1]);
         int64_t expected = i.ints[0] == 0 ? i.g[0] * i.g[2] : 1;
@@ -54,7 +56,7 @@ void addLossOps(OpTable &t) {
     auto lossBackward = [&](const char *name, bool logits) {
       t[name] = {[lossGeometry, logits](Instr &i, const Check &c) {
         c.arity(3, 1);
-        c.attrs(3, 0);
+        c.layout();
         c.floats({i.in[0], i.in[2], i.out[0]});
         c.sameShape(i.in[0], i.out[0]);
         lossGeometry(i, c, i.in[0], i.in[1]);
@@ -80,7 +82,6 @@ void addLossOps(OpTable &t) {
     // ints: axis, then (a vocabulary-parallel part of the table along axis
     // 0) the number of parts: this part is rows [tp rank * A, + A) of A * parts.
     auto vocabPart = [](Instr &i, const Check &c, const Tensor *table) {
-      c.attrs(i.ints.size() == 2 ? 2 : 1, 0);
       if (i.ints.size() == 2 && (i.ints[0] != 0 || i.ints[1] < 1 || i.g[0] != 1 ||
                                  c.mul(i.g[1], i.ints[1]) < 1 || table->dtype != plan::F32))
         c.fail("a vocabulary-parallel part is a float32 table split along axis 0 into " +
@@ -91,8 +92,7 @@ void addLossOps(OpTable &t) {
       c.floats({i.in[0], i.out[0]});
       c.dtype(i.in[1], plan::I64, "indices");
       c.minRank(i.in[0], 1, "data");
-      if (i.ints.empty())
-        c.fail("expects the axis");
+      c.layout();
       c.axis(i.ints[0], i.in[0]);
       splitAround(i, i.in[0], i.ints[0]);
       vocabPart(i, c, i.in[0]);
@@ -122,8 +122,7 @@ void addLossOps(OpTable &t) {
       c.floats({i.in[0], i.out[0]});
       c.dtype(i.in[1], plan::I64, "indices");
       c.minRank(i.out[0], 1, "data gradient");
-      if (i.ints.empty())
-        c.fail("expects the axis");
+      c.layout();
       c.axis(i.ints[0], i.out[0]);
       splitAround(i, i.out[0], i.ints[0]);
       vocabPart(i, c, i.out[0]);
@@ -169,7 +168,7 @@ void addLossOps(OpTable &t) {
     };
     t["nn.vocab_ce_sums"] = {[vocabRows, rowVector](Instr &i, const Check &c) {
       c.arity(3, 1);
-      c.attrs(1, 0);
+      c.layout();
       vocabRows(i, c, i.in[0]);
       rowVector(c, i.in[1], i.g[0], plan::I64, "labels");
       rowVector(c, i.in[2], i.g[0], plan::F32, "max");
@@ -183,7 +182,7 @@ void addLossOps(OpTable &t) {
     }};
     t["nn.vocab_ce_sums_grad"] = {[vocabRows, rowVector](Instr &i, const Check &c) {
       c.arity(4, 1);
-      c.attrs(1, 0);
+      c.layout();
       vocabRows(i, c, i.in[0]);
       rowVector(c, i.in[1], i.g[0], plan::I64, "labels");
       rowVector(c, i.in[2], i.g[0], plan::F32, "max");
@@ -198,7 +197,7 @@ void addLossOps(OpTable &t) {
     }};
     auto vocabLoss = [rowVector](Instr &i, const Check &c, const Tensor *sums,
                                  const Tensor *labels) {
-      c.attrs(4, 0);
+      c.layout();
       c.dtype(sums, plan::F32, "sums");
       if (sums->shape.rank != 2 || sums->shape.dims[0] != 2)
         c.fail("sums must be [2, N], not " + Check::shape(sums));

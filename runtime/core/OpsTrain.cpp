@@ -1,6 +1,8 @@
 //===- OpsTrain.cpp - optimizer, clipping, accumulation ops -===//
 //
-// train.lr_schedule, train.clip_grad_norm, train.adam, train.sgd, train.sum_sq, fill and accumulate (see Ops.cpp for the attribute encodings).
+// train.lr_schedule, train.clip_grad_norm, train.adam, train.sgd,
+// train.sum_sq, fill and accumulate (their attributes:
+// plan/Instructions.h).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/core/OpsInternal.h"
@@ -40,7 +42,7 @@ void bindTierCopy(Instr &i, const Check &c, bool fetch) {
   if (i.in.empty() || i.in.size() != i.out.size())
     c.fail("copies as many tensors as it writes, at least one; has " +
            std::to_string(i.in.size()) + " and " + std::to_string(i.out.size()));
-  c.attrs(1, 0);
+  c.layout();
   if (i.ints[0] < 0)
     c.fail("tile must be non-negative, is " + std::to_string(i.ints[0]));
   for (size_t k = 0; k < i.in.size(); ++k) {
@@ -158,7 +160,7 @@ void addTrainOps(OpTable &t) {
     // 1-bit compression (the compressed all-reduce's local steps).
     t["train.onebit_compress"] = {[](Instr &i, const Check &c) {
       c.arity(2, 3);
-      c.attrs(0, 0);
+      c.layout();
       c.dtype(i.in[0], plan::F32, "input");
       c.dtype(i.in[1], plan::F32, "error");
       c.dtype(i.out[0], plan::U8, "bits");
@@ -182,7 +184,7 @@ void addTrainOps(OpTable &t) {
     }};
     t["train.onebit_server"] = {[](Instr &i, const Check &c) {
       c.arity(3, 3);
-      c.attrs(0, 0);
+      c.layout();
       c.dtype(i.in[0], plan::U8, "bits");
       c.dtype(i.in[1], plan::F32, "scales");
       c.dtype(i.in[2], plan::F32, "error");
@@ -206,7 +208,7 @@ void addTrainOps(OpTable &t) {
     }};
     t["train.onebit_expand"] = {[](Instr &i, const Check &c) {
       c.arity(2, 1);
-      c.attrs(0, 0);
+      c.layout();
       c.dtype(i.in[0], plan::U8, "bits");
       c.dtype(i.in[1], plan::F32, "scales");
       c.dtype(i.out[0], plan::F32, "result");
@@ -223,7 +225,7 @@ void addTrainOps(OpTable &t) {
     }};
     t["train.lr_schedule"] = {[](Instr &i, const Check &c) {
       c.arity(1, 1);
-      c.attrs(0, 0);
+      c.layout();
       c.scalar(i.in[0], plan::I64, "step");
       c.scalar(i.out[0], plan::F32, "lr");
       i.run = [](const Instr &i, Context &ctx) {
@@ -238,9 +240,7 @@ void addTrainOps(OpTable &t) {
       // has_sum_sq, has_loss_scale (a plan without them: the sum of squares
       // exactly when there is one more input than outputs - 1).
       size_t n = i.out.size() >= 1 ? i.out.size() - 1 : 0;
-      if (i.ints.size() != 0 && i.ints.size() != 2)
-        c.fail("expects 0 or 2 ints (has_sum_sq, has_loss_scale), got " +
-               std::to_string(i.ints.size()));
+      c.layout();
       if (i.ints.size() == 2) {
         c.flag(0, "has_sum_sq");
         c.flag(1, "has_loss_scale");
@@ -250,8 +250,6 @@ void addTrainOps(OpTable &t) {
       if (n == 0 || i.in.size() != n + sharded + scaled)
         c.fail("expects N gradients (sharded: then the global sum of squares; fp16: then the "
                "loss scale), N results and the norm");
-      if (i.floats.size() != 1)
-        c.fail("expects 1 float (max_norm), got " + std::to_string(i.floats.size()));
       for (size_t k = 0; k < n; ++k) {
         c.floats({i.in[k], i.out[k]});
         c.sameShape(i.in[k], i.out[k]);
@@ -283,7 +281,7 @@ void addTrainOps(OpTable &t) {
     }};
     t["train.adam"] = {[](Instr &i, const Check &c) {
       c.arity(6, 3);
-      c.attrs(2, 4);
+      c.layout();
       c.floats({i.in[0], i.in[1], i.in[2], i.in[3], i.out[0], i.out[1], i.out[2]});
       c.scalar(i.in[4], plan::F32, "lr");
       c.scalar(i.in[5], plan::I64, "step");
@@ -307,7 +305,7 @@ void addTrainOps(OpTable &t) {
         c.fail("expects 6 or 7 inputs (param, grad, exp_avg, exp_avg_sq, lr, step[, "
                "compressed]), has " + std::to_string(i.in.size()));
       c.arity(i.in.size(), 3);
-      c.attrs(2, 4);
+      c.layout();
       c.floats({i.in[0], i.in[1], i.in[2], i.in[3], i.out[0], i.out[1], i.out[2]});
       c.scalar(i.in[4], plan::F32, "lr");
       c.scalar(i.in[5], plan::I64, "step");
@@ -339,7 +337,7 @@ void addTrainOps(OpTable &t) {
       };
     }};
     t["train.onebit_lamb"] = {[](Instr &i, const Check &c) {
-      c.attrs(4, 10);
+      c.layout();
       const bool hasCompressed = i.ints[2] != 0, hasStats = i.ints[3] != 0;
       const size_t inputs = 10 + hasCompressed + hasStats;
       if (i.in.size() != inputs)
@@ -399,7 +397,7 @@ void addTrainOps(OpTable &t) {
       };
     }};
     t["train.onebit_lamb_stats"] = {[](Instr &i, const Check &c) {
-      c.attrs(4, 4);
+      c.layout();
       const int64_t n = i.ints[3];
       const bool hasCompressed = i.ints[2] != 0;
       if (n < 1 || i.in.size() != size_t(n * (hasCompressed ? 6 : 5) + 1) || i.out.size() != 1)
@@ -441,7 +439,7 @@ void addTrainOps(OpTable &t) {
       if (k == 0 || i.in.size() != 2 * k + 1)
         c.fail("expects k momenta, k coefficients and the step, and k results; has " +
                std::to_string(i.in.size()) + " inputs and " + std::to_string(k) + " results");
-      c.attrs(1, 0);
+      c.layout();
       for (size_t j = 0; j < k; ++j) {
         c.floats({i.in[j]});
         c.scalar(i.in[k + j], plan::F32, "a coefficient");
@@ -474,7 +472,7 @@ void addTrainOps(OpTable &t) {
         c.fail("expects 8 or 9 inputs (param, grad, exp_avg, exp_avg_sq, momentum_accumulator, "
                "lrs, lr, step[, compressed]), has " + std::to_string(i.in.size()));
       c.arity(i.in.size(), 5);
-      c.attrs(5, 4);
+      c.layout();
       c.floats({i.in[0], i.in[1], i.in[2], i.in[3], i.in[4], i.out[0], i.out[1], i.out[2],
                 i.out[3]});
       c.scalar(i.in[5], plan::F32, "lrs");
@@ -502,7 +500,7 @@ void addTrainOps(OpTable &t) {
     }};
     t["train.zero_one_payload"] = {[](Instr &i, const Check &c) {
       c.arity(7, 1);
-      c.attrs(5, 3);
+      c.layout();
       c.floats({i.in[0], i.in[1], i.in[2], i.in[3], i.in[4], i.out[0]});
       for (int k = 1; k < 5; ++k)
         c.sameShape(i.in[0], i.in[k]);
@@ -524,7 +522,7 @@ void addTrainOps(OpTable &t) {
     }};
     t["train.reset_at"] = {[](Instr &i, const Check &c) {
       c.arity(2, 1);
-      c.attrs(1, 0);
+      c.layout();
       c.floats({i.in[0], i.out[0]});
       c.sameShape(i.in[0], i.out[0]);
       c.scalar(i.in[1], plan::I64, "step");
@@ -539,7 +537,7 @@ void addTrainOps(OpTable &t) {
     }};
     t["train.lion"] = {[](Instr &i, const Check &c) {
       c.arity(4, 2);
-      c.attrs(0, 3);
+      c.layout();
       c.floats({i.in[0], i.in[1], i.in[2], i.out[0], i.out[1]});
       c.scalar(i.in[3], plan::F32, "lr");
       // What train.lion's verifier accepts.
@@ -557,7 +555,7 @@ void addTrainOps(OpTable &t) {
     }};
     t["train.adagrad"] = {[](Instr &i, const Check &c) {
       c.arity(5, 2);
-      c.attrs(0, 3);
+      c.layout();
       c.floats({i.in[0], i.in[1], i.in[2], i.out[0], i.out[1]});
       c.scalar(i.in[3], plan::F32, "lr");
       c.scalar(i.in[4], plan::I64, "step");
@@ -587,7 +585,7 @@ void addTrainOps(OpTable &t) {
     };
     t["train.lamb_stats"] = {[lambRates](Instr &i, const Check &c) {
       c.arity(4, 1);
-      c.attrs(0, 4);
+      c.layout();
       c.floats({i.in[0], i.in[1], i.in[2], i.in[3], i.out[0]});
       if (i.out[0]->numel != 2)
         c.fail("the result must hold 2 sums, has shape " + Check::shape(i.out[0]));
@@ -603,7 +601,7 @@ void addTrainOps(OpTable &t) {
     }};
     t["train.lamb"] = {[lambRates](Instr &i, const Check &c) {
       c.arity(7, 3);
-      c.attrs(1, 6);
+      c.layout();
       c.floats({i.in[0], i.in[1], i.in[2], i.in[3], i.in[6], i.out[0], i.out[1], i.out[2]});
       c.scalar(i.in[4], plan::F32, "lr");
       c.scalar(i.in[5], plan::I64, "step");
@@ -632,7 +630,7 @@ void addTrainOps(OpTable &t) {
     t["train.sgd"] = {[](Instr &i, const Check &c) {
       bool momentum = i.in.size() == 4;
       c.arity(momentum ? 4 : 3, momentum ? 2 : 1);
-      c.attrs(1, 3);
+      c.layout();
       c.floats({i.in[0], i.in[1], i.out[0]});
       c.scalar(i.in[2], plan::F32, "lr");
       c.sameShape(i.in[0], i.in[1]);
@@ -665,7 +663,7 @@ void addTrainOps(OpTable &t) {
     t["train.sum_sq"] = {[](Instr &i, const Check &c) {
       if (i.in.empty() || i.out.size() != 1)
         c.fail("expects at least one input and one output");
-      c.attrs(0, 0);
+      c.layout();
       for (const Tensor *t : i.in)
         c.floats({t});
       c.dtype(i.out[0], plan::F32, "result");
@@ -683,7 +681,7 @@ void addTrainOps(OpTable &t) {
       // A model buffer's new value (BatchNorm's running statistics): a copy
       // into the FROZEN buffer, which is then part of the model's state.
       c.arity(1, 1);
-      c.attrs(0, 0);
+      c.layout();
       c.floats({i.in[0], i.out[0]});
       c.sameShape(i.in[0], i.out[0]);
       if (i.out[0]->role != plan::FROZEN)
@@ -698,7 +696,7 @@ void addTrainOps(OpTable &t) {
     }};
     t["fill"] = {[](Instr &i, const Check &c) {
       c.arity(0, 1);
-      c.attrs(0, 1);
+      c.layout();
       plan::DType d = c.sameFloat({i.out[0]});
       if (d == plan::F32)
         i.run = [](const Instr &i, Context &) {
@@ -715,7 +713,7 @@ void addTrainOps(OpTable &t) {
     }};
     t["accumulate"] = {[](Instr &i, const Check &c) {
       c.arity(1, 1);
-      c.attrs(0, 0);
+      c.layout();
       plan::DType d = c.sameFloat({i.in[0], i.out[0]});
       c.sameShape(i.in[0], i.out[0]);
       // out += in; 16-bit sums (grad_accum_dtype) round every addition.

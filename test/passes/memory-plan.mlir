@@ -12,9 +12,9 @@
 // default); then the transient values, largest first, each at the lowest
 // offset (from the end of the model state) that no buffer with an
 // overlapping lifetime occupies. Lifetimes that touch (one ends at the op
-// where the other starts) overlap. Results: dsc.offset on arguments,
-// dsc.offsets on ops (one per result), dsc.arena_bytes and
-// dsc.persistent_bytes on the function.
+// where the other starts) overlap. Results: train.offset on arguments,
+// train.offsets on ops (one per result), train.arena_bytes and
+// train.persistent_bytes on the function.
 
 // @fwd, by hand (positions: %0=1 ... %6=7, return=8; f32 = 4 bytes):
 //   model state: w [4x4] = 64 B at 0; b [3] = 12 B -> 64 at 64 (parameters
@@ -33,33 +33,33 @@
 //   %3/%6 overlaps both -> 256; %5 overlaps [192,256) and [256,320) -> 320.
 //   arena = 320 + 64 = 384.
 // CHECK-LABEL: func.func @fwd(
-// CHECK-SAME:    {dsc.offset = 128 : i64, train.input = "x"}
-// CHECK-SAME:    {dsc.offset = 0 : i64, train.param = "w"}
-// CHECK-SAME:    {dsc.offset = 64 : i64, train.param = "b"}
-// CHECK-SAME:    attributes {dsc.arena_bytes = 384 : i64, dsc.persistent_bytes = 192 : i64}
-// CHECK-NEXT:    nn.matmul {{.*}} {dsc.offsets = array<i64: 192>}
-// CHECK-NEXT:    nn.relu {{.*}} {dsc.offsets = array<i64: 192>}
-// CHECK-NEXT:    nn.reshape {{.*}} {dsc.offsets = array<i64: 192>}
-// CHECK-NEXT:    nn.reduce_sum {{.*}} {axes = array<i64: 0>, dsc.offsets = array<i64: 256>}
-// CHECK-NEXT:    nn.matmul {{.*}} {dsc.offsets = array<i64: 192>}
-// CHECK-NEXT:    nn.reduce_sum {{.*}} {axes = array<i64: 0, 1>, dsc.offsets = array<i64: 320>}
-// CHECK-NEXT:    nn.add {{.*}} {dsc.offsets = array<i64: 256>}
+// CHECK-SAME:    {train.input = "x", train.offset = 128 : i64}
+// CHECK-SAME:    {train.offset = 0 : i64, train.param = "w"}
+// CHECK-SAME:    {train.offset = 64 : i64, train.param = "b"}
+// CHECK-SAME:    attributes {train.arena_bytes = 384 : i64, train.persistent_bytes = 192 : i64}
+// CHECK-NEXT:    nn.matmul {{.*}} {train.offsets = array<i64: 192>}
+// CHECK-NEXT:    nn.relu {{.*}} {train.offsets = array<i64: 192>}
+// CHECK-NEXT:    nn.reshape {{.*}} {train.offsets = array<i64: 192>}
+// CHECK-NEXT:    nn.reduce_sum {{.*}} {axes = array<i64: 0>, train.offsets = array<i64: 256>}
+// CHECK-NEXT:    nn.matmul {{.*}} {train.offsets = array<i64: 192>}
+// CHECK-NEXT:    nn.reduce_sum {{.*}} {axes = array<i64: 0, 1>, train.offsets = array<i64: 320>}
+// CHECK-NEXT:    nn.add {{.*}} {train.offsets = array<i64: 256>}
 // CHECK-NEXT:    return
 //
 // alignment=16: w at 0, b (12 -> 16 B) at 64, x at 80; persistent 144.
 //   %0 group and %4 at 144; %3/%6 (4 -> 16 B) at 208; %5 at 224; arena 240.
 // A16-LABEL: func.func @fwd(
-// A16-SAME:    {dsc.offset = 80 : i64, train.input = "x"}
-// A16-SAME:    {dsc.offset = 0 : i64, train.param = "w"}
-// A16-SAME:    {dsc.offset = 64 : i64, train.param = "b"}
-// A16-SAME:    attributes {dsc.arena_bytes = 240 : i64, dsc.persistent_bytes = 144 : i64}
-// A16-NEXT:    nn.matmul {{.*}} {dsc.offsets = array<i64: 144>}
-// A16-NEXT:    nn.relu {{.*}} {dsc.offsets = array<i64: 144>}
-// A16-NEXT:    nn.reshape {{.*}} {dsc.offsets = array<i64: 144>}
-// A16-NEXT:    nn.reduce_sum {{.*}} dsc.offsets = array<i64: 208>}
-// A16-NEXT:    nn.matmul {{.*}} {dsc.offsets = array<i64: 144>}
-// A16-NEXT:    nn.reduce_sum {{.*}} dsc.offsets = array<i64: 224>}
-// A16-NEXT:    nn.add {{.*}} {dsc.offsets = array<i64: 208>}
+// A16-SAME:    {train.input = "x", train.offset = 80 : i64}
+// A16-SAME:    {train.offset = 0 : i64, train.param = "w"}
+// A16-SAME:    {train.offset = 64 : i64, train.param = "b"}
+// A16-SAME:    attributes {train.arena_bytes = 240 : i64, train.persistent_bytes = 144 : i64}
+// A16-NEXT:    nn.matmul {{.*}} {train.offsets = array<i64: 144>}
+// A16-NEXT:    nn.relu {{.*}} {train.offsets = array<i64: 144>}
+// A16-NEXT:    nn.reshape {{.*}} {train.offsets = array<i64: 144>}
+// A16-NEXT:    nn.reduce_sum {{.*}} train.offsets = array<i64: 208>}
+// A16-NEXT:    nn.matmul {{.*}} {train.offsets = array<i64: 144>}
+// A16-NEXT:    nn.reduce_sum {{.*}} train.offsets = array<i64: 224>}
+// A16-NEXT:    nn.add {{.*}} {train.offsets = array<i64: 208>}
 func.func @fwd(%x: tensor<4x4xf32> {train.input = "x"}, %w: tensor<4x4xf32> {train.param = "w"},
                %b: tensor<3xf32> {train.param = "b"}) -> tensor<f32> {
   %0 = nn.matmul %x, %w : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
@@ -80,25 +80,25 @@ func.func @fwd(%x: tensor<4x4xf32> {train.input = "x"}, %w: tensor<4x4xf32> {tra
 //   %g/clipped (16 B) [2,4] at 256; lr (4 B) [1,5] -> 320; norm [3,5] -> 384.
 //   arena 448.
 // CHECK-LABEL: func.func @adam(
-// CHECK-SAME:    {dsc.offset = 0 : i64, train.param = "w"}
-// CHECK-SAME:    {dsc.offset = 64 : i64, train.opt_state = "w/exp_avg"}
-// CHECK-SAME:    {dsc.offset = 128 : i64, train.opt_state = "w/exp_avg_sq"}
-// CHECK-SAME:    {dsc.offset = 192 : i64, train.step}
-// CHECK-SAME:    attributes {dsc.arena_bytes = 448 : i64, dsc.persistent_bytes = 256 : i64}
-// CHECK-NEXT:    train.lr_schedule {{.*}} {dsc.offsets = array<i64: 320>}
-// CHECK-NEXT:    nn.mul {{.*}} {dsc.offsets = array<i64: 256>}
-// CHECK-NEXT:    train.clip_grad_norm {{.*}} {dsc.offsets = array<i64: 256, 384>, max_norm
-// CHECK-NEXT:    train.adam {{.*}} {dsc.offsets = array<i64: 0, 64, 128>}
+// CHECK-SAME:    {train.offset = 0 : i64, train.param = "w"}
+// CHECK-SAME:    {train.offset = 64 : i64, train.opt_state = "w/exp_avg"}
+// CHECK-SAME:    {train.offset = 128 : i64, train.opt_state = "w/exp_avg_sq"}
+// CHECK-SAME:    {train.offset = 192 : i64, train.step}
+// CHECK-SAME:    attributes {train.arena_bytes = 448 : i64, train.persistent_bytes = 256 : i64}
+// CHECK-NEXT:    train.lr_schedule {{.*}} {train.offsets = array<i64: 320>}
+// CHECK-NEXT:    nn.mul {{.*}} {train.offsets = array<i64: 256>}
+// CHECK-NEXT:    train.clip_grad_norm {{.*}} {max_norm = {{[^,]*}}, train.offsets = array<i64: 256, 384>}
+// CHECK-NEXT:    train.adam {{.*}} {train.offsets = array<i64: 0, 64, 128>}
 // A16-LABEL: func.func @adam(
-// A16-SAME:    {dsc.offset = 0 : i64, train.param = "w"}
-// A16-SAME:    {dsc.offset = 16 : i64, train.opt_state = "w/exp_avg"}
-// A16-SAME:    {dsc.offset = 32 : i64, train.opt_state = "w/exp_avg_sq"}
-// A16-SAME:    {dsc.offset = 48 : i64, train.step}
-// A16-SAME:    attributes {dsc.arena_bytes = 112 : i64, dsc.persistent_bytes = 64 : i64}
-// A16-NEXT:    train.lr_schedule {{.*}} {dsc.offsets = array<i64: 80>}
-// A16-NEXT:    nn.mul {{.*}} {dsc.offsets = array<i64: 64>}
-// A16-NEXT:    train.clip_grad_norm {{.*}} {dsc.offsets = array<i64: 64, 96>, max_norm
-// A16-NEXT:    train.adam {{.*}} {dsc.offsets = array<i64: 0, 16, 32>}
+// A16-SAME:    {train.offset = 0 : i64, train.param = "w"}
+// A16-SAME:    {train.offset = 16 : i64, train.opt_state = "w/exp_avg"}
+// A16-SAME:    {train.offset = 32 : i64, train.opt_state = "w/exp_avg_sq"}
+// A16-SAME:    {train.offset = 48 : i64, train.step}
+// A16-SAME:    attributes {train.arena_bytes = 112 : i64, train.persistent_bytes = 64 : i64}
+// A16-NEXT:    train.lr_schedule {{.*}} {train.offsets = array<i64: 80>}
+// A16-NEXT:    nn.mul {{.*}} {train.offsets = array<i64: 64>}
+// A16-NEXT:    train.clip_grad_norm {{.*}} {max_norm = {{[^,]*}}, train.offsets = array<i64: 64, 96>}
+// A16-NEXT:    train.adam {{.*}} {train.offsets = array<i64: 0, 16, 32>}
 func.func @adam(%w: tensor<4xf32> {train.param = "w"}, %m: tensor<4xf32> {train.opt_state = "w/exp_avg"},
                 %v: tensor<4xf32> {train.opt_state = "w/exp_avg_sq"}, %s: tensor<i64> {train.step})
     -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>) {
@@ -111,9 +111,9 @@ func.func @adam(%w: tensor<4xf32> {train.param = "w"}, %m: tensor<4xf32> {train.
 
 // SGD with momentum updates the parameter and its buffer in place too.
 // CHECK-LABEL: func.func @sgd(
-// CHECK-SAME:    {dsc.offset = 0 : i64, train.param = "w"}
-// CHECK-SAME:    {dsc.offset = 64 : i64, train.opt_state = "w/momentum_buffer"}
-// CHECK:         train.sgd {{.*}} {dsc.offsets = array<i64: 0, 64>, momentum
+// CHECK-SAME:    {train.offset = 0 : i64, train.param = "w"}
+// CHECK-SAME:    {train.offset = 64 : i64, train.opt_state = "w/momentum_buffer"}
+// CHECK:         train.sgd {{.*}} {momentum = {{[^,]*}}, train.offsets = array<i64: 0, 64>}
 func.func @sgd(%w: tensor<4xf32> {train.param = "w"}, %buf: tensor<4xf32> {train.opt_state = "w/momentum_buffer"},
                %g: tensor<4xf32> {train.input = "g"}, %lr: tensor<f32> {train.input = "lr"}) -> (tensor<4xf32>, tensor<4xf32>) {
   %p, %b = train.sgd %w, %g, %lr buffer %buf : tensor<4xf32> {momentum = 0.9} : tensor<4xf32> -> tensor<4xf32>
@@ -130,27 +130,27 @@ func.func @sgd(%w: tensor<4xf32> {train.param = "w"}, %buf: tensor<4xf32> {train
 //   %t [1,6] 128; %r [2,7] 192; %a/%c (add in place over %a) [3,6] 256;
 //   %b [4,5] 320. arena 384.
 // CHECK-LABEL: func.func @acc(
-// CHECK-SAME:    {dsc.offset = 0 : i64, train.param = "w"}
-// CHECK-SAME:    {dsc.offset = 64 : i64, train.input = "x"}
-// CHECK-SAME:    attributes {dsc.arena_bytes = 384 : i64, dsc.persistent_bytes = 128 : i64}
-// CHECK-NEXT:    nn.mul {{.*}} {dsc.offsets = array<i64: 128>}
+// CHECK-SAME:    {train.offset = 0 : i64, train.param = "w"}
+// CHECK-SAME:    {train.input = "x", train.offset = 64 : i64}
+// CHECK-SAME:    attributes {train.arena_bytes = 384 : i64, train.persistent_bytes = 128 : i64}
+// CHECK-NEXT:    nn.mul {{.*}} {train.offsets = array<i64: 128>}
 // CHECK-NEXT:    train.accumulate 2
 // CHECK-NEXT:    ^bb0
-// CHECK-NEXT:      nn.mul {{.*}} {dsc.offsets = array<i64: 256>}
-// CHECK-NEXT:      nn.exp {{.*}} {dsc.offsets = array<i64: 320>}
-// CHECK-NEXT:      nn.add {{.*}} {dsc.offsets = array<i64: 256>}
+// CHECK-NEXT:      nn.mul {{.*}} {train.offsets = array<i64: 256>}
+// CHECK-NEXT:      nn.exp {{.*}} {train.offsets = array<i64: 320>}
+// CHECK-NEXT:      nn.add {{.*}} {train.offsets = array<i64: 256>}
 // CHECK-NEXT:      train.yield
-// CHECK-NEXT:    } {dsc.offsets = array<i64: 192>}
+// CHECK-NEXT:    } {train.offsets = array<i64: 192>}
 // A16-LABEL: func.func @acc(
-// A16-SAME:    attributes {dsc.arena_bytes = 96 : i64, dsc.persistent_bytes = 32 : i64}
-// A16-NEXT:    nn.mul {{.*}} {dsc.offsets = array<i64: 32>}
+// A16-SAME:    attributes {train.arena_bytes = 96 : i64, train.persistent_bytes = 32 : i64}
+// A16-NEXT:    nn.mul {{.*}} {train.offsets = array<i64: 32>}
 // A16-NEXT:    train.accumulate 2
 // A16-NEXT:    ^bb0
-// A16-NEXT:      nn.mul {{.*}} {dsc.offsets = array<i64: 64>}
-// A16-NEXT:      nn.exp {{.*}} {dsc.offsets = array<i64: 80>}
-// A16-NEXT:      nn.add {{.*}} {dsc.offsets = array<i64: 64>}
+// A16-NEXT:      nn.mul {{.*}} {train.offsets = array<i64: 64>}
+// A16-NEXT:      nn.exp {{.*}} {train.offsets = array<i64: 80>}
+// A16-NEXT:      nn.add {{.*}} {train.offsets = array<i64: 64>}
 // A16-NEXT:      train.yield
-// A16-NEXT:    } {dsc.offsets = array<i64: 48>}
+// A16-NEXT:    } {train.offsets = array<i64: 48>}
 func.func @acc(%w: tensor<4xf32> {train.param = "w"}, %x: tensor<4xf32> {train.input = "x"}) -> tensor<4xf32> {
   %t = nn.mul %w, %w : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
   %r = train.accumulate 2 -> tensor<4xf32> {
@@ -173,13 +173,13 @@ func.func @acc(%w: tensor<4xf32> {train.param = "w"}, %x: tensor<4xf32> {train.i
 //   %h [1,4] 192 (read by %g2); %g1 [1..2.5] 256; %e [3,4] 256 again;
 //   %g2 [4,4.5]: %e dies at %g2 and has its type: in place, 256. arena 320.
 // CHECK-LABEL: func.func @sum_point(
-// CHECK-SAME:    attributes {dsc.arena_bytes = 320 : i64, dsc.persistent_bytes = 64 : i64}
-// CHECK:           nn.exp {{.*}} {dsc.offsets = array<i64: 192>}
-// CHECK-NEXT:      nn.mul {{.*}} {dsc.offsets = array<i64: 256>}
-// CHECK-NEXT:      nn.neg {{.*}} {dsc.offsets = array<i64: 256>}
-// CHECK-NEXT:      nn.add {{.*}} {dsc.offsets = array<i64: 256>}
+// CHECK-SAME:    attributes {train.arena_bytes = 320 : i64, train.persistent_bytes = 64 : i64}
+// CHECK:           nn.exp {{.*}} {train.offsets = array<i64: 192>}
+// CHECK-NEXT:      nn.mul {{.*}} {train.offsets = array<i64: 256>}
+// CHECK-NEXT:      nn.neg {{.*}} {train.offsets = array<i64: 256>}
+// CHECK-NEXT:      nn.add {{.*}} {train.offsets = array<i64: 256>}
 // CHECK-NEXT:      train.yield
-// CHECK-NEXT:    } {dsc.offsets = array<i64: 64, 128>}
+// CHECK-NEXT:    } {train.offsets = array<i64: 64, 128>}
 func.func @sum_point(%x: tensor<4xf32> {train.input = "x"}) -> (tensor<4xf32>, tensor<4xf32>) {
   %s1, %s2 = train.accumulate 2 -> tensor<4xf32>, tensor<4xf32> {
   ^bb0(%i: index):
@@ -199,10 +199,10 @@ func.func @sum_point(%x: tensor<4xf32> {train.input = "x"}) -> (tensor<4xf32>, t
 // so its sum is a buffer of its own too.
 //   model state: x 0; persistent 64. %c, %r0 at 64; %r1 128; %r2 192.
 // CHECK-LABEL: func.func @sum_in_place(
-// CHECK-SAME:    attributes {dsc.arena_bytes = 256 : i64, dsc.persistent_bytes = 64 : i64}
-// CHECK:           nn.exp {{.*}} {dsc.offsets = array<i64: 64>}
+// CHECK-SAME:    attributes {train.arena_bytes = 256 : i64, train.persistent_bytes = 64 : i64}
+// CHECK:           nn.exp {{.*}} {train.offsets = array<i64: 64>}
 // CHECK-NEXT:      train.yield
-// CHECK-NEXT:    } {dsc.offsets = array<i64: 64, 128, 192>}
+// CHECK-NEXT:    } {train.offsets = array<i64: 64, 128, 192>}
 func.func @sum_in_place(%x: tensor<4xf32> {train.input = "x"}) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
   %r0, %r1, %r2 = train.accumulate 1 -> tensor<4xf32>, tensor<4xf32>, tensor<4xf32> {
   ^bb0(%i: index):
@@ -220,25 +220,25 @@ func.func @sum_in_place(%x: tensor<4xf32> {train.input = "x"}) -> (tensor<4xf32>
 //   persistent 512; %0 at 512, arena 576. (x dies at the add but is not
 //   transient, so the add does not write over it.)
 // CHECK-LABEL: func.func @kinds(
-// CHECK-SAME:    {dsc.offset = 384 : i64, train.step}
-// CHECK-SAME:    {dsc.offset = 320 : i64, train.input = "x"}
-// CHECK-SAME:    {dsc.offset = 192 : i64, train.buffer = "buf"}
-// CHECK-SAME:    {dsc.offset = 128 : i64, train.opt_state = "w/exp_avg"}
-// CHECK-SAME:    {dsc.offset = 0 : i64, train.param = "w"}
-// CHECK-SAME:    {dsc.offset = 256 : i64})
-// CHECK-SAME:    attributes {dsc.arena_bytes = 576 : i64, dsc.persistent_bytes = 512 : i64}
-// CHECK-NEXT:    arith.constant {dsc.offsets = array<i64: 448>}
-// CHECK-NEXT:    nn.add {{.*}} {dsc.offsets = array<i64: 512>}
+// CHECK-SAME:    {train.offset = 384 : i64, train.step}
+// CHECK-SAME:    {train.input = "x", train.offset = 320 : i64}
+// CHECK-SAME:    {train.buffer = "buf", train.offset = 192 : i64}
+// CHECK-SAME:    {train.offset = 128 : i64, train.opt_state = "w/exp_avg"}
+// CHECK-SAME:    {train.offset = 0 : i64, train.param = "w"}
+// CHECK-SAME:    {train.offset = 256 : i64})
+// CHECK-SAME:    attributes {train.arena_bytes = 576 : i64, train.persistent_bytes = 512 : i64}
+// CHECK-NEXT:    arith.constant {train.offsets = array<i64: 448>}
+// CHECK-NEXT:    nn.add {{.*}} {train.offsets = array<i64: 512>}
 // A16-LABEL: func.func @kinds(
-// A16-SAME:    {dsc.offset = 160 : i64, train.step}
-// A16-SAME:    {dsc.offset = 144 : i64, train.input = "x"}
-// A16-SAME:    {dsc.offset = 112 : i64, train.buffer = "buf"}
-// A16-SAME:    {dsc.offset = 80 : i64, train.opt_state = "w/exp_avg"}
-// A16-SAME:    {dsc.offset = 0 : i64, train.param = "w"}
-// A16-SAME:    {dsc.offset = 128 : i64})
-// A16-SAME:    attributes {dsc.arena_bytes = 208 : i64, dsc.persistent_bytes = 192 : i64}
-// A16-NEXT:    arith.constant {dsc.offsets = array<i64: 176>}
-// A16-NEXT:    nn.add {{.*}} {dsc.offsets = array<i64: 192>}
+// A16-SAME:    {train.offset = 160 : i64, train.step}
+// A16-SAME:    {train.input = "x", train.offset = 144 : i64}
+// A16-SAME:    {train.buffer = "buf", train.offset = 112 : i64}
+// A16-SAME:    {train.offset = 80 : i64, train.opt_state = "w/exp_avg"}
+// A16-SAME:    {train.offset = 0 : i64, train.param = "w"}
+// A16-SAME:    {train.offset = 128 : i64})
+// A16-SAME:    attributes {train.arena_bytes = 208 : i64, train.persistent_bytes = 192 : i64}
+// A16-NEXT:    arith.constant {train.offsets = array<i64: 176>}
+// A16-NEXT:    nn.add {{.*}} {train.offsets = array<i64: 192>}
 func.func @kinds(%s: tensor<i64> {train.step}, %x: tensor<2xf32> {train.input = "x"}, %buf: tensor<3xf32> {train.buffer = "buf"},
                  %m: tensor<5xf32> {train.opt_state = "w/exp_avg"}, %w: tensor<20xf32> {train.param = "w"}, %n: tensor<2xf32>) -> tensor<2xf32> {
   %c = arith.constant dense<1.0> : tensor<2xf32>

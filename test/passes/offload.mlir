@@ -26,12 +26,12 @@
 // Two Adam updates of 16 and 8 elements, then SGD with momentum of 4.
 // Default sub-group-size (1e9): one tile of all three.
 // CHECK-LABEL: func.func @step(
-// CHECK-SAME:    %[[M1:[a-z0-9]+]]: tensor<16xf32> {dsc.tier = "host", dsc.tier_offset = 0 : i64, dsc.tile = 0 : i64, train.opt_state = "a/exp_avg"}
-// CHECK-SAME:    %[[V1:[a-z0-9]+]]: tensor<16xf32> {dsc.tier = "host", dsc.tier_offset = 4096 : i64, dsc.tile = 0 : i64, train.opt_state = "a/exp_avg_sq"}
-// CHECK-SAME:    {dsc.tier = "host", dsc.tier_offset = 8192 : i64, dsc.tile = 0 : i64, train.opt_state = "b/exp_avg"}
-// CHECK-SAME:    {dsc.tier = "host", dsc.tier_offset = 12288 : i64, dsc.tile = 0 : i64, train.opt_state = "b/exp_avg_sq"}
-// CHECK-SAME:    {dsc.tier = "host", dsc.tier_offset = 16384 : i64, dsc.tile = 0 : i64, train.opt_state = "c/momentum_buffer"}
-// CHECK-SAME:  attributes {dsc.host_tier_bytes = 20480 : i64}
+// CHECK-SAME:    %[[M1:[a-z0-9]+]]: tensor<16xf32> {train.opt_state = "a/exp_avg", train.tier = "host", train.tier_offset = 0 : i64, train.tile = 0 : i64}
+// CHECK-SAME:    %[[V1:[a-z0-9]+]]: tensor<16xf32> {train.opt_state = "a/exp_avg_sq", train.tier = "host", train.tier_offset = 4096 : i64, train.tile = 0 : i64}
+// CHECK-SAME:    {train.opt_state = "b/exp_avg", train.tier = "host", train.tier_offset = 8192 : i64, train.tile = 0 : i64}
+// CHECK-SAME:    {train.opt_state = "b/exp_avg_sq", train.tier = "host", train.tier_offset = 12288 : i64, train.tile = 0 : i64}
+// CHECK-SAME:    {train.opt_state = "c/momentum_buffer", train.tier = "host", train.tier_offset = 16384 : i64, train.tile = 0 : i64}
+// CHECK-SAME:  attributes {train.host_tier_bytes = 20480 : i64}
 // CHECK:         %[[S:.*]]:5 = train.tier_fetch %[[M1]], %[[V1]], %{{.*}}, %{{.*}}, %{{.*}} {tile = 0 : i64}
 // CHECK-NEXT:    %[[PA:.*]], %[[MA:.*]], %[[VA:.*]] = train.adam %{{.*}}, %{{.*}}, %[[S]]#0, %[[S]]#1,
 // CHECK-NEXT:    %[[PB:.*]], %[[MB:.*]], %[[VB:.*]] = train.adam %{{.*}}, %{{.*}}, %[[S]]#2, %[[S]]#3,
@@ -40,15 +40,15 @@
 // CHECK-NEXT:    return %[[PA]], %[[M1]], %[[V1]], %[[PB]], %{{.*}}, %{{.*}}, %[[PC]], %{{.*}} :
 
 // NVME-LABEL: func.func @step(
-// NVME-SAME:    {dsc.tier = "nvme", dsc.tier_offset = 0 : i64, dsc.tile = 0 : i64, train.opt_state = "a/exp_avg"}
-// NVME-SAME:  attributes {dsc.nvme_tier_bytes = 20480 : i64}
+// NVME-SAME:    {train.opt_state = "a/exp_avg", train.tier = "nvme", train.tier_offset = 0 : i64, train.tile = 0 : i64}
+// NVME-SAME:  attributes {train.nvme_tier_bytes = 20480 : i64}
 // NVME:         train.tier_fetch
 
 // PARAM-LABEL: func.func @step(
-// PARAM-SAME:    %[[A:[a-z0-9]+]]: tensor<16xf32> {dsc.tier = "host", dsc.tier_offset = 0 : i64, dsc.tile = 0 : i64, train.param = "a"}
-// PARAM-SAME:    %[[B:[a-z0-9]+]]: tensor<8xf32> {dsc.tier = "host", dsc.tier_offset = 4096 : i64, dsc.tile = 0 : i64, train.param = "b"}
+// PARAM-SAME:    %[[A:[a-z0-9]+]]: tensor<16xf32> {train.param = "a", train.tier = "host", train.tier_offset = 0 : i64, train.tile = 0 : i64}
+// PARAM-SAME:    %[[B:[a-z0-9]+]]: tensor<8xf32> {train.param = "b", train.tier = "host", train.tier_offset = 4096 : i64, train.tile = 0 : i64}
 // PARAM-SAME:    %[[C:[a-z0-9]+]]: tensor<4xf32> {train.param = "c"}
-// PARAM-SAME:  attributes {dsc.host_tier_bytes = 8192 : i64}
+// PARAM-SAME:  attributes {train.host_tier_bytes = 8192 : i64}
 // PARAM:         %[[FA:.*]] = train.tier_fetch %[[A]] {tile = 0 : i64}
 // PARAM-NEXT:    nn.mul %[[FA]], %[[FA]]
 // PARAM-NEXT:    %[[FB:.*]] = train.tier_fetch %[[B]] {tile = 0 : i64}
@@ -62,10 +62,10 @@
 // PARAM-NEXT:    return %[[A]], %{{.*}}, %{{.*}}, %[[B]], %{{.*}}, %{{.*}}, %[[PC]], %{{.*}} :
 
 // BOTH-LABEL: func.func @step(
-// BOTH-SAME:    {dsc.tier = "host", dsc.tier_offset = 0 : i64, dsc.tile = 0 : i64, train.param = "a"}
-// BOTH-SAME:    {dsc.tier = "nvme", dsc.tier_offset = 0 : i64, dsc.tile = 0 : i64, train.opt_state = "a/exp_avg"}
-// BOTH-SAME:    {dsc.tier = "host", dsc.tier_offset = 4096 : i64, dsc.tile = 0 : i64, train.param = "b"}
-// BOTH-SAME:  attributes {dsc.host_tier_bytes = 8192 : i64, dsc.nvme_tier_bytes = 20480 : i64}
+// BOTH-SAME:    {train.param = "a", train.tier = "host", train.tier_offset = 0 : i64, train.tile = 0 : i64}
+// BOTH-SAME:    {train.opt_state = "a/exp_avg", train.tier = "nvme", train.tier_offset = 0 : i64, train.tile = 0 : i64}
+// BOTH-SAME:    {train.param = "b", train.tier = "host", train.tier_offset = 4096 : i64, train.tile = 0 : i64}
+// BOTH-SAME:  attributes {train.host_tier_bytes = 8192 : i64, train.nvme_tier_bytes = 20480 : i64}
 // BOTH:         train.tier_fetch %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}} {tile = 0 : i64}
 
 // One tile per parameter.
@@ -84,19 +84,19 @@
 // TWO:  train.tier_store {{.*}} {tile = 0 : i64}
 // TWO-NEXT: train.tier_fetch %{{.*}} {tile = 1 : i64}
 
-// The tiered state has its tier offset as dsc.offset and no arena bytes:
+// The tiered state has its tier offset as train.offset and no arena bytes:
 // the persistent part of the arena is the parameters (16, 8, 4 floats ->
 // 64 + 64 + 64 bytes with the default 64-byte alignment) and the step, 256
 // bytes. Each tile's working copies live from its fetch to its store, so
 // the next tile's reuse their bytes (tile 0 at 320 and 384, tile 1 at 256
 // and 320, tile 2 at 256); with the gradients the arena is 640 bytes.
 // PLAN-LABEL: func.func @step(
-// PLAN-SAME:    {dsc.offset = 0 : i64, dsc.tier = "host", dsc.tier_offset = 0 : i64
-// PLAN-SAME:    {dsc.offset = 4096 : i64, dsc.tier = "host", dsc.tier_offset = 4096 : i64
-// PLAN-SAME:  attributes {dsc.arena_bytes = 640 : i64, dsc.host_tier_bytes = 20480 : i64, dsc.persistent_bytes = 256 : i64}
-// PLAN:         train.tier_fetch {{.*}} {dsc.offsets = array<i64: 320, 384>, tile = 0 : i64}
-// PLAN:         train.tier_fetch {{.*}} {dsc.offsets = array<i64: 256, 320>, tile = 1 : i64}
-// PLAN:         train.tier_fetch {{.*}} {dsc.offsets = array<i64: 256>, tile = 2 : i64}
+// PLAN-SAME:    {train.offset = 0 : i64, train.opt_state = "a/exp_avg", train.tier = "host", train.tier_offset = 0 : i64
+// PLAN-SAME:    {train.offset = 4096 : i64, train.opt_state = "a/exp_avg_sq", train.tier = "host", train.tier_offset = 4096 : i64
+// PLAN-SAME:  attributes {train.arena_bytes = 640 : i64, train.host_tier_bytes = 20480 : i64, train.persistent_bytes = 256 : i64}
+// PLAN:         train.tier_fetch {{.*}} {tile = 0 : i64, train.offsets = array<i64: 320, 384>}
+// PLAN:         train.tier_fetch {{.*}} {tile = 1 : i64, train.offsets = array<i64: 256, 320>}
+// PLAN:         train.tier_fetch {{.*}} {tile = 2 : i64, train.offsets = array<i64: 256>}
 func.func @step(%a: tensor<16xf32> {train.param = "a"}, %ma: tensor<16xf32> {train.opt_state = "a/exp_avg"},
                 %va: tensor<16xf32> {train.opt_state = "a/exp_avg_sq"},
                 %b: tensor<8xf32> {train.param = "b"}, %mb: tensor<8xf32> {train.opt_state = "b/exp_avg"},

@@ -12,9 +12,9 @@
 #include "frontends/aten/AtenImporter.h"
 #include "frontends/common/ForwardFunction.h"
 #include "frontends/onnx/OnnxImporter.h"
-#include "passes/EmitPlan.h"
 #include "passes/Explain.h"
 #include "passes/TrainStep.h"
+#include "target/plan/EmitPlan.h"
 #include "config/CliChecks.h"
 #include "tools/dsc/CompileConfig.h"
 #include "config/DsConfig.h"
@@ -367,7 +367,12 @@ int main(int argc, char **argv) {
     dsc::EmitPlanOptions planOptions;
     planOptions.dir = staged->path();
     planOptions.config = cfg;
-    planOptions.importOptions = options;
+    // The initial weights, from the model file the module was imported from.
+    planOptions.weights = [&](const std::set<std::string> &names,
+                              const dsc::WeightConsumer &consume, std::string *skeleton,
+                              const std::set<std::string> *strip) {
+      return dsc::frontend::readFloatWeights(model, options, names, consume, skeleton, strip);
+    };
     if (doExplain) {
       dsc::explainModule(**module, llvm::outs());
       planOptions.manifest = &llvm::outs();

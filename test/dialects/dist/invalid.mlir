@@ -507,3 +507,33 @@ func.func @tp_max_other_axis(%a: tensor<4xf32>) {
   %0 = dist.tp_max %a {group = #dist.group<dp, 2>} : tensor<4xf32>
   return
 }
+
+// -----
+
+// The layout the passes record (dist.dp, dist.zero_stage, dist.pp, dist.tp,
+// dist.micro_batches on the module, dist.stage on a function,
+// dist.schedule): the dialect checks it whichever pass sets it.
+// expected-error @+1 {{'dist.zero_stage' is a module attribute, an i64 in [0, 3]; got 4 : i64}}
+module attributes {dist.dp = 2 : i64, dist.zero_stage = 4 : i64} {
+}
+
+// -----
+
+// expected-error @+1 {{'dist.dp' is a module attribute, an i64 in [1, 2147483648]; got 0 : i64}}
+module attributes {dist.dp = 0 : i64} {
+}
+
+// -----
+
+module {
+  // expected-error @+1 {{'dist.stage' is a function attribute, an i64 in [0, 2147483648]; got -1 : i64}}
+  func.func @stage() attributes {dist.stage = -1 : i64} {
+    return
+  }
+}
+
+// -----
+
+// expected-error @+1 {{'dist.schedule' is a module attribute, "1f1b" or "zb-h1"; got "gpipe"}}
+module attributes {dist.schedule = "gpipe"} {
+}

@@ -883,3 +883,68 @@ func.func @onebit_lamb_stats_count(%p: tensor<4xf32>, %q: tensor<2xf32>, %t: ten
   %0 = train.onebit_lamb_stats(%p, %q : tensor<4xf32>, tensor<2xf32>) grads(%p : tensor<4xf32>) exp_avgs(%p : tensor<4xf32>) exp_avg_sqs(%p : tensor<4xf32>) exp_avg_sq_freshes(%p : tensor<4xf32>), %t {freeze_step = 8 : i64} -> tensor<3xf32>
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// The memory plan (memory-plan and offload set these; the dialect checks
+// them whichever pass does)
+//===----------------------------------------------------------------------===//
+
+// One offset per result.
+func.func @offsets_per_result(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'train.offsets' must be array<i64> with one offset per result (1), got array<i64: 0, 16>}}
+  %0 = "test.op"(%x) {train.offsets = array<i64: 0, 16>} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @negative_offset(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'train.offsets' holds the negative offset -64}}
+  %0 = "test.op"(%x) {train.offsets = array<i64: -64>} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @staging_range(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'train.staging' must be array<i64: offset, bytes>, both >= 0, got array<i64: 64>}}
+  "test.op"(%x) {train.staging = array<i64: 64>} : (tensor<4xf32>) -> ()
+  return
+}
+
+// -----
+
+// The arena's size is the function's.
+// expected-error @+1 {{'train.arena_bytes' belongs on a function}}
+module attributes {train.arena_bytes = 64 : i64} {
+}
+
+// -----
+
+// expected-error @+1 {{'train.persistent_bytes' must be a non-negative i64, got -1 : i64}}
+func.func @negative_bytes() attributes {train.persistent_bytes = -1 : i64} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'train.offset' must be a non-negative i64, got "0"}}
+func.func @offset_type(%w: tensor<4xf32> {train.param = "w", train.offset = "0"}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'train.tier' (argument 0) is "host" or "nvme", got "disk"}}
+func.func @tier_name(%m: tensor<4xf32> {train.opt_state = "w/exp_avg", train.tier = "disk"}) {
+  return
+}
+
+// -----
+
+// The precision of mixed-precision: bf16 or fp16, on the module.
+// expected-error @+1 {{'train.precision' is a module attribute, "bf16" or "fp16"; got "fp8"}}
+module attributes {train.precision = "fp8"} {
+}

@@ -142,6 +142,50 @@ TEST(PlanFormat, TheCpuExecutorRunsExactlyTheInstructionVocabulary) {
   EXPECT_THAT(extra, ::testing::IsEmpty()) << "kernels of no instruction";
 }
 
+TEST(PlanFormat, EveryInstructionDeclaresItsAttributeLayoutOnce) {
+  // plan/Instructions.h: the vocabulary is the layout table's names, in its
+  // order, and the CPU op table binds exactly the instructions it declares.
+  ASSERT_EQ(std::size(kInstructionLayouts), kPlanInstructions.size());
+  std::vector<std::string> known = knownOps(); // sorted: the op table is a map
+  for (size_t k = 0; k < kPlanInstructions.size(); ++k) {
+    const InstructionLayout &l = kInstructionLayouts[k];
+    const std::string name(l.name);
+    EXPECT_EQ(name, std::string(kPlanInstructions[k]));
+    EXPECT_EQ(instructionId(l.name), int(k)) << name;
+    EXPECT_TRUE(instructionLayout(l.name) == &l) << name;
+    EXPECT_TRUE(attributeCounts(l.ints).wellFormed) << name << " ints '" << l.ints << "'";
+    EXPECT_TRUE(attributeCounts(l.floats).wellFormed) << name << " floats '" << l.floats << "'";
+    EXPECT_TRUE(std::binary_search(known.begin(), known.end(), name))
+        << name << " has a declared layout but no CPU kernel";
+  }
+  for (const std::string &op : known)
+    EXPECT_TRUE(instructionLayout(op) != nullptr) << op << " has a CPU kernel but no layout";
+  EXPECT_TRUE(instructionLayout("nn.no_such_op") == nullptr);
+}
+
+TEST(PlanFormat, AttributeLayoutStrings) {
+  // Names separated by ", "; name[length] a list sized by the operands;
+  // [a, b] an optional trailing group, all of it or none.
+  constexpr AttributeCounts none = attributeCounts(""), two = attributeCounts("lhs, rhs"),
+                            group = attributeCounts("stream, [dim, blocks, size]"),
+                            older = attributeCounts("[has_sum_sq, has_loss_scale]"),
+                            list = attributeCounts("start[rank], stride[rank]");
+  static_assert(none.allows(0) && !none.allows(1), "no attributes");
+  EXPECT_TRUE(two.allows(2));
+  EXPECT_FALSE(two.allows(1));
+  EXPECT_FALSE(two.allows(3));
+  EXPECT_TRUE(group.allows(1) && group.allows(4));
+  EXPECT_FALSE(group.allows(0) || group.allows(2) || group.allows(3) || group.allows(5));
+  EXPECT_TRUE(older.allows(0) && older.allows(2));
+  EXPECT_FALSE(older.allows(1));
+  EXPECT_TRUE(list.operandDependent);
+  EXPECT_TRUE(list.allows(0) && list.allows(8));
+  for (const AttributeCounts &c : {none, two, group, older, list})
+    EXPECT_TRUE(c.wellFormed);
+  for (std::string_view bad : {"a,", "a, , b", "[]", "a]", "[a", "a, [b], c", "a[rank"})
+    EXPECT_FALSE(attributeCounts(bad).wellFormed) << bad;
+}
+
 TEST(PlanFormat, TheLrScheduleIsPlanData) {
   // train.lr_schedule computes the plan's schedule (format 3), whatever the
   // baked config says (here nothing: no scheduler, lr 1e-3); a format-2
@@ -597,6 +641,45 @@ TEST(OpChecks, AttributeRanges) {
             "test: group size 1099511627776 must lie in [1, 65536]");
 }
 
+TEST(OpChecks, AttributeCountsOutsideTheDeclaredLayout) {
+  // Each instruction's counts are plan/Instructions.h's, checked before a
+  // binder reads an attribute: in a plan on disk...
+  TempDir dir;
+  smallPlan().write(dir.path());
+  editPlan(dir.path(),
+           [](plan::Plan &p) { p.mutable_program()->mutable_prologue(0)->add_floats(1.0); });
+  EXPECT_THAT(loadError(dir.path()),
+              HasSubstr("prologue instruction 0 (fill): expects 0 integer and 1 float "
+                        "attributes, has 0 and 2"));
+  editPlan(dir.path(), [](plan::Plan &p) {
+    p.mutable_program()->mutable_prologue(0)->mutable_floats()->RemoveLast();
+    p.mutable_program()->mutable_epilogue(0)->add_ints(0);
+  });
+  EXPECT_THAT(loadError(dir.path()),
+              HasSubstr("epilogue instruction 0 (nn.mul): expects 0 integer and 0 float "
+                        "attributes, has 1 and 0"));
+  // ... and of one instruction: fixed counts, optional groups, lists sized
+  // by the operands (any length, or the one the shapes give).
+  Buf a({2, 3}), b({3, 4}), o({2, 4}), x({4}), y({4}), mask({4}, plan::BOOL);
+  EXPECT_EQ(bindError("nn.matmul", {&a, &b}, {&o}, {0}),
+            "test: expects 2 integer and 0 float attributes, has 1 and 0");
+  EXPECT_EQ(bindError("nn.dropout", {&x}, {&y, &mask}, {0, 1}, {0.5}),
+            "test: expects 1 or 4 integer and 1 float attributes, has 2 and 1");
+  Buf table({5, 3}), idx({2}, plan::I64), rows({2, 3});
+  EXPECT_EQ(bindError("nn.gather", {&table, &idx}, {&rows}),
+            "test: expects 1 or 2 integer and 0 float attributes, has 0 and 0");
+  Buf at({3, 2});
+  EXPECT_EQ(bindError("nn.transpose", {&a}, {&at}, {1, 0}, {1.0}),
+            "test: expects an operand-dependent number of integer and 0 float attributes, "
+            "has 2 and 1");
+  // nn.conv over 2 spatial dims: strides[2], pads[4], dilations[2], groups.
+  Buf image({1, 1, 4, 4}), weight({1, 1, 3, 3}), result({1, 1, 2, 2});
+  EXPECT_EQ(bindError("nn.conv", {&image, &weight}, {&result}, {1, 1, 0, 0, 0, 0, 1, 1}),
+            "test: expects 9 integer and 0 float attributes, has 8 and 0");
+  EXPECT_EQ(bindError("nn.conv", {&image, &weight}, {&result}, {1, 1, 0, 0, 0, 0, 1, 1, 1}),
+            "no error");
+}
+
 TEST(OpChecks, ElementCountsOfTwoBuffersDoNotOverflow) {
   // outer 2^30 x 2^20 indices x inner 2^20 = 2^70 wrapped to the 64
   // elements of the result: a write of 2^70 floats.
@@ -856,7 +939,7 @@ TEST(LossScaling, ClipOperandChecks) {
   EXPECT_EQ(bindError("train.clip_grad_norm", {&g, &scale}, {&g, &norm}, {0, 2}, {1.0}),
             "test: has_loss_scale must be 0 or 1, is 2");
   EXPECT_EQ(bindError("train.clip_grad_norm", {&g, &scale}, {&g, &norm}, {1}, {1.0}),
-            "test: expects 0 or 2 ints (has_sum_sq, has_loss_scale), got 1");
+            "test: expects 0 or 2 integer and 1 float attributes, has 1 and 1");
   EXPECT_THAT(bindError("train.clip_grad_norm", {&g, &vec}, {&g, &norm}, {0, 1}, {1.0}),
               HasSubstr("loss scale must be a scalar"));
   EXPECT_EQ(bindError("train.clip_grad_norm", {&g, &scale}, {&g, &norm}, {0, 1}, {1.0}),

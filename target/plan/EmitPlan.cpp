@@ -13,14 +13,13 @@
 // runtime/core/Ops.cpp, the runtime's table of ops; both sides check arity.
 //
 //===----------------------------------------------------------------------===//
-#include "passes/EmitPlan.h"
+#include "target/plan/EmitPlan.h"
 
 #include "dialects/dist/DistDialect.h"
 #include "dialects/nn/NNDialect.h"
 #include "passes/DistUtils.h"
-#include "passes/PlanManifest.h"
+#include "target/plan/PlanManifest.h"
 #include "dialects/train/TrainDialect.h"
-#include "frontends/ModelFile.h"
 #include "config/DsConfig.h"
 #include "config/PlanSettings.h"
 #include "io/FileUtil.h"
@@ -173,14 +172,14 @@ public:
   Emitter(func::FuncOp fn, plan::Plan &p, int64_t dp) : fn_(fn), plan_(p), dp_(dp) {}
 
   LogicalResult run() {
-    auto arena = fn_->getAttrOfType<IntegerAttr>("dsc.arena_bytes");
-    auto persistent = fn_->getAttrOfType<IntegerAttr>("dsc.persistent_bytes");
+    auto arena = fn_->getAttrOfType<IntegerAttr>(TrainDialect::kArenaBytes);
+    auto persistent = fn_->getAttrOfType<IntegerAttr>(TrainDialect::kPersistentBytes);
     if (!arena || !persistent)
-      return fn_.emitError("emit-plan: run memory-plan first (no dsc.arena_bytes)");
+      return fn_.emitError("emit-plan: run memory-plan first (no train.arena_bytes)");
     plan_.set_arena_bytes(arena.getInt());
-    if (auto tier = fn_->getAttrOfType<IntegerAttr>("dsc.host_tier_bytes"))
+    if (auto tier = fn_->getAttrOfType<IntegerAttr>(TrainDialect::kHostTierBytes))
       plan_.set_host_tier_bytes(uint64_t(tier.getInt()));
-    if (auto tier = fn_->getAttrOfType<IntegerAttr>("dsc.nvme_tier_bytes"))
+    if (auto tier = fn_->getAttrOfType<IntegerAttr>(TrainDialect::kNvmeTierBytes))
       plan_.mutable_nvme_tier()->set_bytes(uint64_t(tier.getInt()));
     plan_.set_persistent_bytes(persistent.getInt());
     // Activation checkpointing: what the recompute pass did (module
@@ -195,7 +194,7 @@ public:
       if (auto flops = fn_->getAttrOfType<FloatAttr>("train.recomputed_flops"))
         plan_.set_recomputed_flops(flops.getValueAsDouble());
     }
-    if (auto without = fn_->getAttrOfType<IntegerAttr>("dsc.arena_bytes_without_recompute"))
+    if (auto without = fn_->getAttrOfType<IntegerAttr>(TrainDialect::kArenaBytesWithoutRecompute))
       plan_.set_arena_bytes_without_recompute(uint64_t(without.getInt()));
 
     for (BlockArgument a : fn_.getArguments())
@@ -362,10 +361,10 @@ private:
   FailureOr<int64_t> offsetOf(Value v) {
     if (auto arg = dyn_cast<BlockArgument>(v)) {
       if (arg.getOwner()->getParentOp() == fn_)
-        if (auto o = fn_.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "dsc.offset"))
+        if (auto o = fn_.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), TrainDialect::kOffset))
           return o.getInt();
     } else if (auto offsets =
-                   v.getDefiningOp()->getAttrOfType<DenseI64ArrayAttr>("dsc.offsets")) {
+                   v.getDefiningOp()->getAttrOfType<DenseI64ArrayAttr>(TrainDialect::kOffsets)) {
       int64_t o = offsets[cast<OpResult>(v).getResultNumber()];
       if (o >= 0)
         return o;
@@ -428,7 +427,7 @@ private:
   /// An offloaded argument's buffer lives in its tier (the offload pass).
   void setTier(FailureOr<uint32_t> index, unsigned arg) {
     if (succeeded(index))
-      if (auto tier = fn_.getArgAttrOfType<StringAttr>(arg, "dsc.tier"))
+      if (auto tier = fn_.getArgAttrOfType<StringAttr>(arg, TrainDialect::kTier))
         plan_.mutable_buffers(*index)->set_tier(tier.getValue() == "nvme" ? plan::NVME
                                                                           : plan::HOST);
   }
@@ -670,7 +669,7 @@ private:
     if (failed(encodeAttributes(op, instr)))
       return failure();
     recordIndexBound(op);
-    if (auto staging = op->getAttrOfType<DenseI64ArrayAttr>("dsc.staging")) {
+    if (auto staging = op->getAttrOfType<DenseI64ArrayAttr>(TrainDialect::kStaging)) {
       instr.set_staging_offset(staging[0]);
       instr.set_staging_bytes(staging[1]);
     }
@@ -1184,8 +1183,10 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
   // Weights first: if they cannot be read, no plan.pb is left behind.
   std::vector<std::pair<std::string, std::pair<std::vector<int64_t>, std::vector<float>>>> weights;
   std::string skeleton;
-  if (llvm::Error e = frontend::readFloatWeights(
-          p.source_model(), options.importOptions, weightNames,
+  if (!options.weights)
+    return module.emitError("emit-plan: no source of the initial weights");
+  if (llvm::Error e = options.weights(
+          weightNames,
           [&](const std::string &name, const std::vector<int64_t> &shape,
               const std::vector<float> &values) {
             weights.push_back({name, {shape, values}});

@@ -7,7 +7,7 @@
 // states what dsrt will run.
 //
 //===----------------------------------------------------------------------===//
-#include "passes/PlanManifest.h"
+#include "target/plan/PlanManifest.h"
 
 #include "config/DsConfig.h"
 #include "plan/ElementBytes.h"

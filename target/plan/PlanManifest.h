@@ -1,6 +1,6 @@
 //===- PlanManifest.h - manifest.txt: a plan explained before the run -----===//
-#ifndef DSC_PASSES_PLANMANIFEST_H
-#define DSC_PASSES_PLANMANIFEST_H
+#ifndef DSC_TARGET_PLAN_PLANMANIFEST_H
+#define DSC_TARGET_PLAN_PLANMANIFEST_H
 
 #include "config/DsConfig.h"
 #include "plan.pb.h"
@@ -22,4 +22,4 @@ void writeManifest(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
 
 } // namespace dsc
 
-#endif // DSC_PASSES_PLANMANIFEST_H
+#endif // DSC_TARGET_PLAN_PLANMANIFEST_H
