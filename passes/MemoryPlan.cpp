@@ -211,9 +211,8 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
       getOperation().emitError("memory-plan: alignment must be a power of two");
       return signalPassFailure();
     }
-    for (auto fn : getOperation().getOps<func::FuncOp>())
-      if (failed(plan(fn)))
-        return signalPassFailure();
+    if (failed(plan(getOperation())))
+      return signalPassFailure();
   }
 
   int64_t align(int64_t n) { return (n + alignment - 1) / alignment * alignment; }

@@ -16,7 +16,7 @@ def NNCostReport : Pass<"nn-cost-report", "mlir::ModuleOp"> {
   ];
 }
 
-def NNFusion : Pass<"nn-fusion", "mlir::ModuleOp"> {
+def NNFusion : Pass<"nn-fusion", "mlir::func::FuncOp"> {
   let summary = "Fuse exported op chains into the kernels dsrt has";
   let description = [{
     Run on the forward graph before autodiff, so the backward pass uses the
@@ -435,7 +435,7 @@ def VerifyDifferentiated : Pass<"verify-differentiated", "mlir::ModuleOp"> {
   ];
 }
 
-def VerifyPlanned : Pass<"verify-planned", "mlir::ModuleOp"> {
+def VerifyPlanned : Pass<"verify-planned", "mlir::func::FuncOp"> {
   let summary = "Check that every value of a planned step has its bytes in the arena";
   let description = [{
     Runs after memory-plan in dsc's pipeline, before emit-plan: a function
@@ -449,7 +449,7 @@ def VerifyPlanned : Pass<"verify-planned", "mlir::ModuleOp"> {
   ];
 }
 
-def CommFusion : Pass<"comm-fusion", "mlir::ModuleOp"> {
+def CommFusion : Pass<"comm-fusion", "mlir::func::FuncOp"> {
   let summary = "Fuse collectives of the same kind into buckets";
   let description = [{
     Collectives of the same kind, group, reduction and element type that
@@ -475,7 +475,7 @@ def CommFusion : Pass<"comm-fusion", "mlir::ModuleOp"> {
   ];
 }
 
-def Overlap : Pass<"overlap", "mlir::ModuleOp"> {
+def Overlap : Pass<"overlap", "mlir::func::FuncOp"> {
   let summary = "Start collectives early and wait for them late";
   let description = [{
     Each `dist.wait` moves down to just before the first use of its results,
@@ -539,7 +539,7 @@ def Offload : Pass<"offload", "mlir::ModuleOp"> {
   ];
 }
 
-def MemoryPlan : Pass<"memory-plan", "mlir::ModuleOp"> {
+def MemoryPlan : Pass<"memory-plan", "mlir::func::FuncOp"> {
   let summary = "Linear schedule, buffer lifetimes and one static arena with offsets";
   let description = [{
     Numbers the ops of the step in execution order (the micro-batch body of

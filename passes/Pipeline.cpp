@@ -43,7 +43,7 @@ std::string checkTrainPipelineOptions(const TrainPipelineOptions &o) {
 }
 
 void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
-  pm.addPass(createNNFusion());
+  pm.addNestedPass<mlir::func::FuncOp>(createNNFusion());
   // Megatron's splits on the forward graph, before mixed precision casts
   // the parameters and autodiff derives the backward pass of f and g.
   if (o.tp > 1) {
@@ -146,9 +146,11 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &o) 
     CommFusionOptions fusion;
     fusion.reduceBucket = o.reduceBucket;
     fusion.allgatherBucket = o.allgatherBucket;
-    pm.addPass(createCommFusion(fusion));
+    // Per function, in one nest.
+    mlir::OpPassManager &fpm = pm.nest<mlir::func::FuncOp>();
+    fpm.addPass(createCommFusion(fusion));
     if (o.overlap)
-      pm.addPass(createOverlap());
+      fpm.addPass(createOverlap());
   }
   // After the data-parallel reductions (the gradient norm is taken of the
   // dp-reduced gradients) and their fusion (f and g lower to tp-group
@@ -167,9 +169,11 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &o) 
     off.subGroupSize = o.subGroupSize;
     pm.addPass(createOffload(off));
   }
-  pm.addPass(createMemoryPlan());
-  // What emit-plan relies on: every value has its bytes in the arena.
-  pm.addPass(createVerifyPlanned());
+  // Per function: the memory plan, then what the plan target relies on
+  // (every value has its bytes in the arena).
+  mlir::OpPassManager &fpm = pm.nest<mlir::func::FuncOp>();
+  fpm.addPass(createMemoryPlan());
+  fpm.addPass(createVerifyPlanned());
 }
 
 namespace {

@@ -35,10 +35,11 @@ struct VerifyPlanned : impl::VerifyPlannedBase<VerifyPlanned> {
   void runOnOperation() override {
     bool ok = true;
     int64_t checked = 0;
-    for (auto fn : getOperation().getOps<func::FuncOp>()) {
+    func::FuncOp fn = getOperation();
+    {
       auto arenaAttr = fn->getAttrOfType<IntegerAttr>(train::TrainDialect::kArenaBytes);
       if (!arenaAttr)
-        continue;
+        return; // not a planned step
       int64_t arena = arenaAttr.getInt();
       auto inside = [&](int64_t offset, int64_t bytes) {
         return offset >= 0 && bytes >= 0 && offset <= arena && bytes <= arena - offset;

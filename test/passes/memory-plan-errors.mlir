@@ -5,10 +5,11 @@
 // RUN: dsc-opt %t/alignment.mlir --memory-plan=alignment=-64 -verify-diagnostics
 
 //--- alignment.mlir
-// The alignment must be a positive power of two; it is checked on the
-// module before any function is planned.
+// The alignment must be a positive power of two; it is checked on each
+// function before it is planned.
 // expected-error @below {{memory-plan: alignment must be a power of two}}
-module {
+func.func @step() {
+  return
 }
 
 //--- functions.mlir
