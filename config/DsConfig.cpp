@@ -492,6 +492,12 @@ TrainConfig parseDsConfig(const std::string &jsonText, const std::string &source
   cfg.scheduler.totalStepsFromRun = totalFromRun;
   readZero(top, cfg.zero, cfg.notes);
   readAio(top, cfg.aio);
+  // The aio section tunes the NVMe tier's requests: without a tier it
+  // changes nothing, which is said rather than accepted silently.
+  if (top.has("aio") && cfg.zero.nvmeTierPath().empty())
+    cfg.notes.push_back("'aio' sets how the NVMe tier's requests reach the disk, and this "
+                        "config offloads nothing to NVMe (zero_optimization.offload_optimizer "
+                        "or offload_param with device \"nvme\"): it changes nothing");
   if (top.has("pipeline"))
     readPipeline(top, cfg.pipeline);
   cfg.wallClockBreakdown =

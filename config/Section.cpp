@@ -71,6 +71,8 @@ std::string join(const std::vector<std::string> &items) {
 //===--- typed access -----------------------------------------------------===//
 
 std::string shown(const json &v) {
+  if (v.is_null())
+    return "null"; // not "null null"
   std::string text = v.dump();
   if (text.size() > 40)
     text = text.substr(0, 37) + "...";

@@ -274,4 +274,16 @@ void checkNewFile(const std::string &path, const std::string &what) {
                   "create in this run: give a new file name");
 }
 
+void checkFileCanBeMade(const std::string &path, const std::string &what) {
+  checkNewFile(path, what);
+  fs::path parent = fs::absolute(path).parent_path();
+  std::error_code ec;
+  if (!fs::is_directory(parent, ec))
+    throw IoError(what + " " + path + ": the folder " + parent.string() +
+                  " does not exist; create it or give a file in an existing folder");
+  if (::access(parent.c_str(), W_OK | X_OK) != 0)
+    throw IoError(what + " " + path + ": cannot create files in " + parent.string() + " (" +
+                  std::strerror(errno) + ")");
+}
+
 } // namespace dsrt::io

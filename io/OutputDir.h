@@ -84,6 +84,11 @@ std::string newRunToken();
 /// ("--export-onnx").
 void checkNewFile(const std::string &path, const std::string &what);
 
+/// checkNewFile, and the file's folder exists and this process may create
+/// files in it: what a file written at the end of a run (a report) must
+/// hold before the run starts. Throws IoError naming `what`.
+void checkFileCanBeMade(const std::string &path, const std::string &what);
+
 } // namespace dsrt::io
 
 #endif // DSRT_IO_OUTPUTDIR_H

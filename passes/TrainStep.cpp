@@ -140,6 +140,24 @@ mlir::LogicalResult compileTrainStep(mlir::MLIRContext &ctx, mlir::ModuleOp modu
   buildTrainPipeline(pm, compiled);
   if (mlir::failed(pm.run(module)))
     return mlir::failure();
+  // offload_param that tiers no parameter (all under the persistence
+  // threshold) changes nothing: a note, not silence.
+  if (cfg.zero.offloadParam != dsrt::config::ZeroConfig::OffloadDevice::None) {
+    int64_t params = 0, tiered = 0;
+    for (auto fn : module.getOps<mlir::func::FuncOp>())
+      for (mlir::BlockArgument a : fn.getArguments())
+        if (fn.getArgAttr(a.getArgNumber(), train::TrainDialect::kParam)) {
+          ++params;
+          tiered += bool(fn.getArgAttr(a.getArgNumber(), train::TrainDialect::kTier));
+        }
+    if (params && !tiered)
+      diag << "dsc: note: zero_optimization.offload_param offloads no parameter: the "
+           << params << " parameter tensors are all under "
+           << "stage3_param_persistence_threshold ("
+           << cfg.zero.stage3ParamPersistenceThreshold
+           << "), which ZeRO-3 keeps whole in device memory; lower the threshold to offload "
+              "them\n";
+  }
   if (uint64_t budget = cfg.recompute.memoryBudget) {
     uint64_t peak = plannedPeak(module);
     if (peak > budget) {

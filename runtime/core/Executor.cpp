@@ -854,6 +854,58 @@ uint64_t nvmeBytesOf(const std::vector<Tensor *> &ts) {
 }
 } // namespace
 
+std::string Executor::tileAdvice(uint64_t excess) const {
+  // The arena holds one tile's working copies of the offloaded state at a
+  // time (the offload pass tiles the update by sub_group_size parameters):
+  // the largest tile's bytes, and the parameters it updates (a state
+  // "NAME/..." belongs to parameter NAME).
+  // Each tiered tensor (a fetch's input: the state "NAME/..." or the
+  // parameter NAME) counts once in its tile, however often it is fetched.
+  std::map<int64_t, uint64_t> tileBytes;
+  std::map<int64_t, std::map<std::string, int64_t>> tileParams;
+  std::set<const Tensor *> seen;
+  for (const auto *list : {&prologue_, &micro_, &epilogue_})
+    for (const Instr &i : *list) {
+      if (i.op != "tier.fetch")
+        continue;
+      int64_t tile = i.ints[0];
+      for (const Tensor *t : i.in) {
+        if (!seen.insert(t).second)
+          continue;
+        tileBytes[tile] += t->bytes();
+        int64_t &n = tileParams[tile][t->name.substr(0, t->name.find('/'))];
+        n = std::max(n, t->numel);
+      }
+    }
+  if (tileBytes.empty())
+    return "";
+  auto largest = std::max_element(tileBytes.begin(), tileBytes.end(),
+                                  [](auto &a, auto &b) { return a.second < b.second; });
+  uint64_t bytes = largest->second;
+  int64_t params = 0, biggest = 0;
+  for (const auto &[name, n] : tileParams[largest->first]) {
+    params += n;
+    biggest = std::max(biggest, n);
+  }
+  std::string tile = "; its largest tile of the offloaded update holds " + std::to_string(bytes) +
+                     " bytes of working copies in the arena for " + std::to_string(params) +
+                     " parameters (zero_optimization.sub_group_size)";
+  if (excess >= bytes)
+    return tile + ": smaller tiles cannot save the " + std::to_string(excess) +
+           " bytes missing; give the run more memory";
+  // The working copies scale with the tile's parameters; a tile closes
+  // once it holds sub_group_size parameters or more, whole tensors each, so
+  // it may hold up to (the largest tensor - 1) more.
+  int64_t fits = int64_t(double(params) * double(bytes - excess) / double(bytes));
+  if (fits < biggest)
+    return tile + ": a tile that fits would split a tensor of " + std::to_string(biggest) +
+           " elements, and a tile holds whole tensors; give the run more memory";
+  int64_t setting = fits - biggest + 1;
+  return tile + ": recompile with sub_group_size at most " + std::to_string(setting) +
+         (setting == 1 ? " (one tensor per tile)" : "") + " to fit (tiles of at most " +
+         std::to_string(fits) + " parameters)";
+}
+
 uint64_t Executor::linkReadAhead() {
   auto nvmeBytes = [](const Instr &i) { return nvmeBytesOf(i.in); };
   uint64_t largest = 0;
@@ -908,8 +960,8 @@ void Executor::initialize(const std::string &weightsPath, uint64_t seed) {
           writeBehindBytes = std::max(writeBehindBytes, nvmeBytesOf(i.out));
   const uint64_t pipelineBytes = readAheadBytes + writeBehindBytes;
   const uint64_t machine = machineMemoryBytes(), cgroup = cgroupMemoryLimit();
-  if (uint64_t have = std::min(machine, cgroup);
-      arenaBytes + commBytes + tierBytes + pipelineBytes > have)
+  const uint64_t need = arenaBytes + commBytes + tierBytes + pipelineBytes;
+  if (uint64_t have = std::min(machine, cgroup); need > have)
     throw PlanError(name_ + ": needs " +
                     std::to_string(arenaBytes + commBytes + tierBytes + pipelineBytes) +
                     " bytes (the arena " + std::to_string(arenaBytes) +
@@ -922,7 +974,7 @@ void Executor::initialize(const std::string &weightsPath, uint64_t seed) {
                     std::to_string(have) +
                     (cgroup < machine ? " bytes" : " bytes of memory and swap") +
                     (plan_.host_tier_bytes() || plan_.nvme_tier().bytes()
-                         ? ""
+                         ? tileAdvice(need - have)
                          : " (zero_optimization.offload_optimizer / offload_param with device "
                            "\"nvme\" keep the state on disk)"));
   arena_ = std::aligned_alloc(64, arenaBytes);

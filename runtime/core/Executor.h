@@ -648,6 +648,9 @@ private:
   /// pipeline_read: links each tier.fetch to the next one of its list it
   /// may start reading; returns the most NVMe bytes a fetch reads.
   uint64_t linkReadAhead();
+  /// The offloaded update's tiles, when `excess` bytes are missing: the
+  /// sub_group_size that would fit, or why none does.
+  std::string tileAdvice(uint64_t excess) const;
   std::unique_ptr<NvmeTier> nvme_; // Plan.nvme_tier (ZeRO-Infinity's state)
   std::string nvmePath_;
   bool profile_ = false;

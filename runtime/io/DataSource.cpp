@@ -254,12 +254,12 @@ std::unique_ptr<DataSource> openDataSource(const DataOptions &o,
   if (data.empty())
     return syntheticSource(inputs, batch);
   if (!o.tokenDtype.empty() && (fs::is_directory(data) || !fs::exists(data)))
-    fail("--token-dtype " + o.tokenDtype + ": applies only to a token file, and --data " + data +
+    fail("--token-dtype " + o.tokenDtype + ": applies only to a token file, and " + o.flag + " " + data +
          " is " + (fs::is_directory(data) ? "a folder of .npy files" : "not a file"));
   if (fs::is_directory(data))
     return npyFolderSource(data, inputs, batch);
   if (!fs::exists(data))
-    fail("--data " + data + ": no such file or folder");
+    fail(o.flag + " " + data + ": no such file or folder");
   std::optional<TokenWidth> width;
   if (!o.tokenDtype.empty())
     width = parseTokenWidth(o.tokenDtype);

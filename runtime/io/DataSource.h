@@ -59,6 +59,7 @@ public:
 struct DataOptions {
   std::string path;      // empty: synthetic batches
   std::string tokenDtype; // u16 | u32 for a token file; empty: from the file
+  std::string flag = "--data"; // the option that gave `path`, for errors
 };
 
 /// The loader `options` name for `inputs` with micro-batches of `batch`

@@ -161,7 +161,7 @@ int Trainer::run() {
                      (long long)fp.profileStep, (long long)options_.firstStep);
     } else {
       if (rank0_ && !fp.outputFile.empty())
-        io::checkNewFile(fp.outputFile, "flops_profiler.output_file");
+        io::checkFileCanBeMade(fp.outputFile, "flops_profiler.output_file");
       exec_.recordStep(fp.profileStep);
     }
   }
@@ -470,9 +470,11 @@ void Trainer::loop() {
             std::printf("dsrt: flops profile of step %lld in %s\n", (long long)s,
                         fp.outputFile.c_str());
           } catch (const io::IoError &e) {
-            // The report is lost, not the run: it goes to stdout instead.
-            std::fprintf(stderr, "dsrt: error: flops_profiler.output_file: %s; the report "
-                                 "follows on stdout\n", e.what());
+            // The report goes to stdout instead, and the run ends with an
+            // error status once its weights are written.
+            o.reportError = std::string("flops_profiler.output_file: ") + e.what();
+            std::fprintf(stderr, "dsrt: error: %s; the report follows on stdout\n",
+                         o.reportError.c_str());
             std::fputs(report.c_str(), stdout);
           }
         }
@@ -768,6 +770,11 @@ int Trainer::writeResults() {
     metricsNote();
     return 1;
   }
+  if (!o.reportError.empty()) {
+    std::fprintf(stderr, "dsrt: error: %s (the run's weights are in %s)\n",
+                 o.reportError.c_str(), weightsPath.c_str());
+    return 1;
+  }
   return 0;
 }
 
@@ -796,8 +803,15 @@ void Trainer::writeCommsLog() {
                   bw.algbw, bw.busbw);
     csv += "\"" + key.name + "\"," + std::to_string(key.groupSize) + "," + row;
   }
-  if (opLog_.empty())
-    std::printf("(no collectives or messages: one rank)\n");
+  if (opLog_.empty()) {
+    const config::CommsLoggerConfig &cl = exec_.settings().commsLogger;
+    if (exec_.worldSize() == 1)
+      std::printf("(no collectives or messages: one rank)\n");
+    else if (!cl.profAll)
+      std::printf("(none of the ops comms_logger.prof_ops names ran on rank 0)\n");
+    else
+      std::printf("(no collectives or messages on rank 0)\n");
+  }
   std::string path = (fs::path(runDir_) / "comms.csv").string();
   try {
     io::writeFileAtomically(path, {io::ByteSpan{csv.data(), csv.size()}},

@@ -95,6 +95,7 @@ struct Outcome {
   std::string saveError;
   int64_t metricsFailedAt = 0; // the first step without a metrics.csv row
   std::string metricsError;
+  std::string reportError; // a report the run could not write (rank 0)
   checkpoint::SaveResult lastSaved; // the newest committed checkpoint
   std::string weightsPath;          // where rank 0 wrote the weights ("": none)
   double seconds = 0;               // the loop's wall time

@@ -987,6 +987,20 @@ void writeManifest(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
     writeTensorParallel(p, os);
   if (p.host_tier_bytes() || p.nvme_tier().bytes())
     writeOffload(p, os);
+  // offload_param that tiers no parameter: said, not silent.
+  if (cfg.zero.offloadParam != dsrt::config::ZeroConfig::OffloadDevice::None) {
+    int64_t tiered = 0, params = 0;
+    for (const plan::Buffer &b : p.buffers())
+      if (b.role() == plan::PARAM) {
+        ++params;
+        tiered += b.tier() != plan::ARENA;
+      }
+    if (!tiered)
+      os << "offload_param:    offloads nothing on this " << (p.pp() > 1 ? "stage" : "rank")
+         << ": its " << params << " parameters are all under "
+         << "stage3_param_persistence_threshold (" << cfg.zero.stage3ParamPersistenceThreshold
+         << " elements), which ZeRO-3 keeps whole in the arena\n";
+  }
   std::map<std::string, int> kinds;
   for (const plan::Instr &i : prog.micro_batch())
     ++kinds[i.op()];

@@ -127,6 +127,39 @@ def monitors_here(args, path, work):
     return copy
 
 
+def round_trip(args, path, plan, work):
+    """dsc --print-config's output, fed back to dsc, is the config that ran:
+    it reads back to the same effective config, draws no note (every key in
+    it is one the compile set), and compiles to the same plan.pb bytes.
+    Returns what differs, or None."""
+    rc, printed = run_config(args, path, ["--print-config"])
+    if rc != 0:
+        return "--print-config failed: " + printed.strip()
+    copy = os.path.join(work, "printed.json")
+    with open(copy, "w") as f:
+        f.write(printed)
+    rc, again = run_config(args, copy, ["--print-config"])
+    if rc != 0:
+        return "the printed config is refused: " + again.strip()
+    if again != printed:
+        return "the printed config prints back differently"
+    p = subprocess.run([args.dsc, args.model, "--config", copy, "-o",
+                        os.path.join(work, "plan")], capture_output=True, text=True)
+    if p.returncode != 0 and "is dynamic; dsc compiles static shapes" in p.stderr:
+        p = subprocess.run([args.dsc, args.model, "--config", copy, "--batch-size", "2", "-o",
+                            os.path.join(work, "plan")], capture_output=True, text=True)
+    if p.returncode != 0:
+        return "the printed config does not compile: " + p.stderr.strip()
+    notes = [l for l in p.stderr.splitlines() if "note:" in l and copy in l]
+    if notes:
+        return "the printed config draws notes: " + "; ".join(notes)
+    with open(os.path.join(plan, "plan.pb"), "rb") as a, \
+            open(os.path.join(work, "plan", "plan.pb"), "rb") as b:
+        if a.read() != b.read():
+            return "the printed config compiles to other plan.pb bytes"
+    return None
+
+
 def train(args, plan, out, config=None):
     rc, text = run([args.dsrt, plan, "--steps", str(args.steps), "--out", out] +
                    (["--config", config] if config else []))
@@ -157,7 +190,7 @@ def main():
     if os.path.isdir(inv):
         names += sorted("invalid/" + f[:-5] for f in os.listdir(inv) if f.endswith(".json"))
     failures, rows = [], []
-    trained = compiled = 0
+    trained = compiled = round_trips = compiling = 0
     refused = {}
     for i, name in enumerate(names):
         path = os.path.join(args.corpus, name + ".json")
@@ -177,6 +210,14 @@ def main():
         if expected is not None:
             failures.append("%s: compiles, but it is listed as refused for %s: remove it from "
                             "EXPECTED" % (name, expected[0]))
+        rt = os.path.join(args.work, "rt%d" % i)
+        os.makedirs(rt, exist_ok=True)
+        compiling += 1
+        differs = round_trip(args, path, plan, rt)
+        if differs:
+            failures.append("%s: --print-config does not round-trip: %s" % (name, differs))
+        else:
+            round_trips += 1
         ranks = plan_ranks(plan)
         if ranks > args.max_ranks:
             compiled += 1
@@ -207,6 +248,9 @@ def main():
           "%d refused (%s)" % (len(names), trained, compiled, total_refused,
                                ", ".join("%s: %d" % (k, len(v)) for k, v in
                                          sorted(refused.items(), key=lambda kv: -len(kv[1])))))
+    print("ds_config_corpus: --print-config round-trips for %d of the %d that compile "
+          "(the same effective config, no note, the same plan.pb bytes)"
+          % (round_trips, compiling))
     print("ds_config_corpus: %s" % ("FAIL" if failures else "OK"))
     return 1 if failures else 0
 

@@ -137,8 +137,12 @@ def main():
     off = json.loads(json.dumps(base))
     off["zero_optimization"]["offload_optimizer"] = {"device": "nvme", "nvme_path": nvme}
     off["zero_optimization"]["offload_param"] = {"device": "nvme", "nvme_path": nvme}
+    # DeepSpeed's default sub_group_size (1e9): one tile of all the state,
+    # whose working copies the arena would hold at once.
+    big = json.loads(json.dumps(off))
+    big["zero_optimization"]["sub_group_size"] = 1000000000
     plans = {}
-    for kind, cfg in (("plain", base), ("offload", off)):
+    for kind, cfg in (("plain", base), ("offload", off), ("offload-big", big)):
         path = os.path.join(a.work, f"{kind}.json")
         json.dump(cfg, open(path, "w"))
         plans[kind] = os.path.join(a.work, f"plan-{kind}")
@@ -163,6 +167,28 @@ def main():
         if not refused:
             sys.exit(f"offload-ltm: FAIL: without offload, dsrt under the {limit} byte limit "
                      f"exited {r.returncode} without the memory-limit error:\n{r.stderr[-2000:]}")
+        # With one tile of everything the refusal names the setting that
+        # fits, and a plan compiled with it fits the limit.
+        r = subprocess.run(cg.command([a.dsrt, plans["offload-big"], "--data", a.data, "--steps",
+                                       "1", "--out", os.path.join(a.work, "run-big")]),
+                           capture_output=True, text=True)
+        m = re.search(r"recompile with sub_group_size at most (\d+)", r.stderr)
+        if r.returncode == 0 or not m:
+            sys.exit(f"offload-ltm: FAIL: with sub_group_size 1e9, dsrt under the {limit} byte "
+                     f"limit exited {r.returncode} without naming the sub_group_size that "
+                     f"fits:\n{r.stderr[-2000:]}")
+        fit = json.loads(json.dumps(off))
+        fit["zero_optimization"]["sub_group_size"] = int(m.group(1))
+        json.dump(fit, open(os.path.join(a.work, "fit.json"), "w"))
+        run([a.dsc, a.model, "--config", os.path.join(a.work, "fit.json"), "-o",
+             os.path.join(a.work, "plan-fit")])
+        fit_arena = manifest_number(open(os.path.join(a.work, "plan-fit", "manifest.txt")).read(),
+                                    r"arena:\s+(\d+) bytes")
+        if fit_arena >= limit:
+            sys.exit(f"offload-ltm: FAIL: sub_group_size {m.group(1)}, as the refusal says, "
+                     f"plans an arena of {fit_arena} bytes, not under the limit of {limit}")
+        print(f"offload-ltm: with sub_group_size 1e9 refused, naming sub_group_size at most "
+              f"{m.group(1)} (arena {fit_arena / MiB:.0f} MiB under the limit)")
         if not cg.v2:  # v2's memory.peak counts from the cgroup's start
             cg._write("memory.max_usage_in_bytes", 0)
         out = os.path.join(a.work, "run-offload")

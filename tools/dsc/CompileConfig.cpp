@@ -135,6 +135,24 @@ TrainConfig applyCompileFlags(TrainConfig cfg, const CompileFlags &f, const Comp
                       "that the offload tier fetches them for; DeepSpeed has no CPU LAMB "
                       "either). Keep the optimizer states on the device (remove "
                       "offload_optimizer), or use Adam, AdamW, SGD, Lion or Adagrad with it");
+  // The 1-bit optimizers keep error-feedback buffers that every step's
+  // compression reads and writes beside the moments (and 0/1 Adam's local
+  // steps read them between updates): the offload tiers fetch a state for
+  // its update alone. DeepSpeed's 1-bit optimizers have no offload either.
+  const std::string &opt = cfg.optimizer.type;
+  if ((opt == "OneBitAdam" || opt == "ZeroOneAdam" || opt == "OneBitLamb") &&
+      (cfg.zero.offloadOptimizer != ZeroConfig::OffloadDevice::None ||
+       cfg.zero.offloadParam != ZeroConfig::OffloadDevice::None))
+    throw ConfigError((in.haveConfig ? f.configPath : std::string("--config")) +
+                      ": optimizer " + opt + " with zero_optimization." +
+                      (cfg.zero.offloadOptimizer != ZeroConfig::OffloadDevice::None
+                           ? "offload_optimizer"
+                           : "offload_param") +
+                      ": dsc does not offload a 1-bit optimizer's state (its compression "
+                      "reads and writes the error-feedback buffers beside the moments every "
+                      "step; DeepSpeed's 1-bit optimizers do not offload either). Keep the "
+                      "state on the device (remove the offload section), or use Adam or "
+                      "AdamW with offload");
   if ((f.schedule || f.partition) && cfg.pipeline.stages <= 1)
     throw ConfigError(std::string(f.schedule ? "--schedule" : "--partition") +
                       ": applies to a pipeline; give --pp P (or pipeline.stages in the "

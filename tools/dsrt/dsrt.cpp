@@ -348,7 +348,8 @@ int main(int argc, char **argv) {
       std::string why = exec.evalUnavailable();
       if (!why.empty())
         die("--eval-data: " + why);
-      evalSource = dsrt::io::openDataSource({evalData, tokenDtype}, dsrt::train::inputSpecs(exec),
+      evalSource = dsrt::io::openDataSource({evalData, tokenDtype, "--eval-data"},
+                                            dsrt::train::inputSpecs(exec),
                                             exec.microBatchSize(), exec.pipelined());
       run.evalData = evalSource.get();
       run.evalDataPath = evalData;

@@ -126,5 +126,24 @@ TEST(CompileConfig, CombinationsThatCannotCompileNameTheFlagOrKey) {
   EXPECT_EQ(errorOf(ga), "no error");
 }
 
+TEST(CompileConfig, OneBitOptimizersWithOffloadAreAConfigRefusal) {
+  // It used to reach the offload pass ("error: 'train.onebit_adam' op
+  // offload: ...") without the config file's name.
+  for (const char *opt : {"OneBitAdam", "ZeroOneAdam", "OneBitLamb"}) {
+    ConfigFile cfg(std::string(R"({"train_micro_batch_size_per_gpu": 4, "optimizer": {"type": ")") +
+                   opt + R"("}, "zero_optimization": {"stage": 0, "offload_optimizer": {"device": "cpu"}}})");
+    CompileFlags f;
+    f.configPath = cfg.path;
+    f.dp = 2;
+    std::string e = errorOf(f);
+    EXPECT_EQ(e.rfind(cfg.path + ": optimizer " + opt +
+                          " with zero_optimization.offload_optimizer: dsc does not offload a "
+                          "1-bit optimizer's state",
+                      0),
+              0u)
+        << e;
+  }
+}
+
 } // namespace
 } // namespace dsrt::config

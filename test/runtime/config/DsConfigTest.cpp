@@ -1768,7 +1768,10 @@ TEST(DsConfig, ZeroErrors) {
             "true or false, got string \"true\"");
   EXPECT_EQ(zero(R"({"reduce_scatter": null})"),
             "ds_config.json: 'zero_optimization.reduce_scatter' must be true "
-            "or false, got null null");
+            "or false, got null");
+  // A null size reads "got null" (it read "got null null").
+  EXPECT_EQ(zero(R"({"sub_group_size": null})"),
+            "ds_config.json: 'zero_optimization.sub_group_size' must be an integer, got null");
   EXPECT_EQ(zero(R"({"allgather_partitions": 0})"),
             "ds_config.json: 'zero_optimization.allgather_partitions' must be "
             "true or false, got number 0");
@@ -2097,6 +2100,25 @@ TEST(DsConfig, CanonicalJsonRoundTrips) {
       EXPECT_EQ(toJson(back), canonical);
     }
   }
+}
+
+TEST(DsConfig, AnAioSectionWithoutAnNvmeTierIsANote) {
+  // It was accepted silently: the aio section tunes the NVMe tier alone.
+  auto notesOf = [](const std::string &json) {
+    std::string all;
+    for (const std::string &n : parseDsConfig(json).notes)
+      all += n + "\n";
+    return all;
+  };
+  EXPECT_NE(notesOf(R"({"train_batch_size": 1, "aio": {"queue_depth": 16}})")
+                .find("'aio' sets how the NVMe tier's requests reach the disk, and this config "
+                      "offloads nothing to NVMe"),
+            std::string::npos);
+  EXPECT_EQ(notesOf(R"({"train_batch_size": 1, "aio": {"queue_depth": 16},
+      "zero_optimization": {"stage": 1, "offload_optimizer": {"device": "nvme",
+                                                               "nvme_path": "/tmp"}}})")
+                .find("'aio'"),
+            std::string::npos);
 }
 
 TEST(DsConfig, CanonicalJsonSpellsOutDefaults) {
