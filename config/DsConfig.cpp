@@ -662,7 +662,9 @@ std::string toJson(const TrainConfig &cfg) {
   else if (z.offloadParam == ZeroConfig::OffloadDevice::Nvme)
     zj["offload_param"] = ordered_json{{"device", "nvme"}, {"nvme_path", z.offloadParamNvmePath}};
   root["zero_optimization"] = zj;
-  if (!(cfg.aio == AioConfig()))
+  // The aio section whenever it is in effect (an NVMe tier), defaults
+  // included: --print-config shows the config that runs.
+  if (!(cfg.aio == AioConfig()) || !cfg.zero.nvmeTierPath().empty())
     root["aio"] = ordered_json{{"block_size", cfg.aio.blockSize},
                                {"queue_depth", cfg.aio.queueDepth},
                                {"single_submit", cfg.aio.singleSubmit}};
@@ -692,7 +694,11 @@ std::string toJson(const TrainConfig &cfg) {
   const PrecisionConfig &p = cfg.precision;
   ordered_json fp16;
   fp16["enabled"] = p.kind == Precision::FP16;
-  fp16["auto_cast"] = p.fp16.autoCast;
+  // Settings that change nothing in dsc (a note when given) are written
+  // only when away from their defaults: --print-config's text, fed back,
+  // draws no note for a key its user never set.
+  if (p.fp16.autoCast)
+    fp16["auto_cast"] = true;
   fp16["loss_scale"] = p.fp16.lossScale;
   fp16["initial_scale_power"] = p.fp16.initialScalePower;
   fp16["loss_scale_window"] = p.fp16.lossScaleWindow;
@@ -702,8 +708,10 @@ std::string toJson(const TrainConfig &cfg) {
   root["fp16"] = fp16;
   ordered_json bf16;
   bf16["enabled"] = p.kind == Precision::BF16;
-  bf16["immediate_grad_update"] = p.bf16.immediateGradUpdate;
-  bf16["check_grad_overflow"] = p.bf16.checkGradOverflow;
+  if (p.bf16.immediateGradUpdate != Bf16Config().immediateGradUpdate)
+    bf16["immediate_grad_update"] = p.bf16.immediateGradUpdate;
+  if (p.bf16.checkGradOverflow != Bf16Config().checkGradOverflow)
+    bf16["check_grad_overflow"] = p.bf16.checkGradOverflow;
   root["bf16"] = bf16;
   root["data_types"] = {
       {"grad_accum_dtype", precisionName(p.gradAccumDtype())}};

@@ -2160,7 +2160,6 @@ TEST(DsConfig, CanonicalJsonSpellsOutDefaults) {
   },
   "fp16": {
     "enabled": false,
-    "auto_cast": false,
     "loss_scale": 0.0,
     "initial_scale_power": 16,
     "loss_scale_window": 1000,
@@ -2169,21 +2168,27 @@ TEST(DsConfig, CanonicalJsonSpellsOutDefaults) {
     "min_loss_scale": 1
   },
   "bf16": {
-    "enabled": false,
-    "immediate_grad_update": false,
-    "check_grad_overflow": true
+    "enabled": false
   },
   "data_types": {
     "grad_accum_dtype": "fp32"
   },
   "communication_data_type": "fp32"
 })");
+  // The keys that change nothing in dsc (auto_cast, immediate_grad_update,
+  // check_grad_overflow) are written only away from their defaults, so the
+  // text draws no note for a key its user never set; set, they read back.
+  TrainConfig set = parse(R"({"train_batch_size": 8, "fp16": {"auto_cast": true},
+      "bf16": {"immediate_grad_update": true, "check_grad_overflow": false}})");
+  EXPECT_EQ(parse(toJson(set)), set);
+  EXPECT_NE(toJson(set).find("\"auto_cast\": true"), std::string::npos);
   // bf16 writes the dtypes dsc uses: fp32 accumulation and reduction
   // unless the config says otherwise (what --print-config shows).
   std::string bf16 = toJson(
       parse(R"({"train_batch_size": 8, "bfloat16": {"enabled": true}})"));
   EXPECT_NE(bf16.find(R"("bf16": {
-    "enabled": true,)"),
+    "enabled": true
+  })"),
             std::string::npos)
       << bf16;
   EXPECT_NE(bf16.find(R"("data_types": {
