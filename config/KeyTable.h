@@ -1,8 +1,9 @@
 //===- KeyTable.h - every key DeepSpeed's config reads, and what dsc does ===//
 //
-// One table of every ds_config key DeepSpeed reads (DeepSpeed edaa72212,
-// listed by scripts/deepspeed_config_keys.py in test/config/deepspeed-keys.tsv;
-// a test keeps the two in step), plus dsc's own keys. Each key is one of:
+// One table of every ds_config key DeepSpeed reads (DeepSpeed
+// kDeepSpeedKeysCommit, listed by scripts/deepspeed_config_keys.py in
+// test/config/deepspeed-keys.tsv; KeyTableTest keeps the two in step), plus
+// dsc's own keys. Each key is one of:
 //
 //  * Implemented: a section reader (DsConfig*.cpp) reads it.
 //  * Inert: accepted whatever its value, because no value asks for anything
@@ -28,6 +29,12 @@
 #include <vector>
 
 namespace dsrt::config {
+
+/// The DeepSpeed commit whose keys the table holds: the one
+/// test/config/deepspeed-keys.tsv was listed at (its first line names it;
+/// KeyTableTest checks that the two agree). edaa7221267243c7be7fb49c5d5f5c4fb97b4641
+/// is deepspeedai/DeepSpeed master of 2026-08-22, after release v0.19.5.
+inline constexpr const char *kDeepSpeedKeysCommit = "edaa72212";
 
 enum class KeyKind { Implemented, Inert, Refused };
 

@@ -25,6 +25,17 @@ over constant tuples/dicts, and copies.  Pydantic models (subclasses of
 DeepSpeedConfigModel) instantiated as ``Model(**d)`` contribute all their field
 names, ``alias=`` names, nested models and field defaults/types.
 
+test/config/deepspeed-keys.tsv is this script's output at DeepSpeed
+edaa7221267243c7be7fb49c5d5f5c4fb97b4641 (master, 2026-08-22; the newest
+release then, v0.19.5, reads four keys fewer), the commit config/KeyTable.h
+names as kDeepSpeedKeysCommit.  To refresh it from a bare clone DIR:
+
+    git --git-dir=DIR archive SHA -- deepspeed | tar -x -C /tmp/ds
+    scripts/deepspeed_config_keys.py --commit SHA_SHORT /tmp/ds > test/config/deepspeed-keys.tsv
+
+then set kDeepSpeedKeysCommit to SHA_SHORT and give config/KeyTable.cpp an
+entry for each new key (KeyTableTest says which).
+
 Entry points are listed in ENTRY_FUNCTIONS / ENTRY_CLASSES (ds_config_keys/targets.py); everything
 else is reached by following the data.  Hand-maintained parts (SUPPLEMENT,
 EXCLUDE, OPAQUE, FREE_FORM_NOTES, TYPE_HINTS, FORCE) each cite where DeepSpeed

@@ -1029,6 +1029,14 @@ std::string restore(Executor &exec, const Reader &ckpt) {
       ++(isOneBitPadding(t->name) ? resetPadding : resetErrors);
       continue;
     }
+    // Saved on one rank, which compresses nothing: the errors the plan's
+    // ranks keep start from zero, as on another number of ranks.
+    if (it == all.end() && isOneBitError(t->name)) {
+      std::fill(t->f32(), t->f32() + t->numel, 0.0f);
+      held.insert(t->name);
+      ++(isOneBitPadding(t->name) ? resetPadding : resetErrors);
+      continue;
+    }
     if (it == all.end())
       throw CheckpointError("checkpoint " + ckpt.path() + ": has no " + kind + " '" + t->name +
                             "', which the plan trains (a checkpoint of another model or "
@@ -1082,9 +1090,16 @@ std::string restore(Executor &exec, const Reader &ckpt) {
   std::set<std::string> planParams;
   for (const auto &[name, shape] : exec.allWeights())
     planParams.insert(name);
+  int64_t droppedErrors = 0;
   for (const auto &[name, t] : all) {
     bool known = exec.pipelined() ? (t.kind != "param" || planParams.count(name))
                                    : held.count(name) > 0 || (resetAll && isOneBitPadding(name));
+    // Errors of several ranks, resumed on one (which compresses nothing,
+    // so its plan keeps none): dropped, as a reset would zero them.
+    if (!known && isOneBitError(name)) {
+      droppedErrors += !isOneBitPadding(name);
+      continue;
+    }
     if (!known)
       throw CheckpointError("checkpoint " + ckpt.path() + ": " + t.kind + " '" + name +
                             "' is not in the plan (a checkpoint of another model or optimizer?)");
@@ -1093,8 +1108,12 @@ std::string restore(Executor &exec, const Reader &ckpt) {
   if (resetErrors)
     note += std::string(note.empty() ? "" : "; ") + std::to_string(resetErrors) +
             " 1-bit error buffers (worker and server) were saved on another number of "
-            "data-parallel ranks and start from zero, as DeepSpeed's 1-bit optimizers reset them "
-            "on every load";
+            "data-parallel ranks (or not at all: one rank keeps none) and start from zero, as "
+            "DeepSpeed's 1-bit optimizers reset them on every load";
+  if (droppedErrors)
+    note += std::string(note.empty() ? "" : "; ") + std::to_string(droppedErrors) +
+            " 1-bit error buffers (worker and server) of the saved run are dropped: this plan "
+            "runs on one data-parallel rank, which compresses nothing and keeps none";
   if (resetPadding || (resetAll && std::any_of(all.begin(), all.end(), [&](const auto &e) {
                          return isOneBitPadding(e.first);
                        })))

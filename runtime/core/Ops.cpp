@@ -637,7 +637,9 @@ const std::map<std::string, OpDef> &table() {
     t["nn.transpose"] = {[](Instr &i, const Check &c) {
       c.arity(1, 1);
       c.layout(); // the permutation's length is checked against the rank below
-      plan::DType dt = c.sameFloat({i.in[0], i.out[0]});
+      // A layout op moves values: int64 too (a one-hot router's expert
+      // ids transposed, F.one_hot(topk, E).transpose(0, 1)).
+      plan::DType dt = c.sameMoved({i.in[0], i.out[0]});
       int r = i.in[0]->shape.rank;
       if ((int)i.ints.size() != r || i.out[0]->shape.rank != r)
         c.fail("permutation needs one entry per dimension");
@@ -650,7 +652,7 @@ const std::map<std::string, OpDef> &table() {
       }
       if (seen != (r ? (1u << r) - 1 : 0))
         c.fail("not a permutation");
-      i.run = byFloat(dt, [](auto tag) -> KernelFn {
+      i.run = byMoved(dt, [](auto tag) -> KernelFn {
         using T = typename decltype(tag)::type;
         return [](const Instr &i, Context &) {
           cpu::transpose(as<T>(i.in[0]), i.in[0]->shape, i.ints.data(), as<T>(i.out[0]));

@@ -89,7 +89,13 @@ void addLossOps(OpTable &t) {
     };
     t["nn.gather"] = {[vocabPart](Instr &i, const Check &c) {
       c.arity(2, 1);
-      c.floats({i.in[0], i.out[0]});
+      // A layout op moves values: an int64 table too (a row of a one-hot
+      // router's ids), not differentiated.
+      const bool ints = i.in[0]->dtype == plan::I64;
+      if (ints)
+        c.dtype(i.out[0], plan::I64, "result");
+      else
+        c.floats({i.in[0], i.out[0]});
       c.dtype(i.in[1], plan::I64, "indices");
       c.minRank(i.in[0], 1, "data");
       c.layout();
@@ -110,6 +116,15 @@ void addLossOps(OpTable &t) {
       }
       // Empty rows: nothing to copy (the kernel divides by the row length),
       // but the indices are still checked.
+      if (ints && i.g[2] != 0) {
+        i.run = [](const Instr &i, Context &ctx) {
+          noteBad(ctx,
+                  cpu::gather(i.in[0]->i64(), i.in[1]->i64(), i.out[0]->i64(), i.g[0], i.g[1],
+                              i.g[2], i.g[3]),
+                  i);
+        };
+        return;
+      }
       i.run = i.g[2] == 0 ? countBadIndices : KernelFn([](const Instr &i, Context &ctx) {
         noteBad(ctx,
                 cpu::gather(i.in[0]->f32(), i.in[1]->i64(), i.out[0]->f32(), i.g[0], i.g[1],

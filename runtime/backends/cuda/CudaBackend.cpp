@@ -340,6 +340,8 @@ const std::map<std::string, BindFn> &deviceTable() {
       };
     };
     t["nn.gather"] = [](const Binder &b) {
+      if (b.i.in[0]->dtype == plan::I64) // the CPU moves int64 too
+        b.refuse("no CUDA kernel for an I64 nn.gather table yet");
       b.floats();
       if (b.i.ints.size() != 1 || b.i.g[0] != 1 || b.i.g[2] == 0)
         b.refuse("the CUDA gather takes rows of a whole table (axis 0, rows not empty)");
@@ -375,6 +377,8 @@ const std::map<std::string, BindFn> &deviceTable() {
     t["nn.reduce_mean"] = reduce;
     t["nn.reduce_max"] = reduce;
     t["nn.transpose"] = [](const Binder &b) {
+      if (b.i.in[0]->dtype == plan::I64) // the CPU moves int64 too
+        b.refuse("no CUDA kernel for I64 nn.transpose yet");
       b.i.run = byType(b.floatOrBf16(), [](auto tag) -> KernelFn {
         using T = typename decltype(tag)::type;
         return [](const Instr &i, Context &) {
@@ -383,6 +387,8 @@ const std::map<std::string, BindFn> &deviceTable() {
       });
     };
     t["nn.slice"] = [](const Binder &b) {
+      if (b.i.in[0]->dtype == plan::I64) // the CPU moves int64 too
+        b.refuse("no CUDA kernel for I64 nn.slice yet");
       b.i.run = byType(b.floatOrBf16(), [](auto tag) -> KernelFn {
         using T = typename decltype(tag)::type;
         return [](const Instr &i, Context &) {

@@ -188,6 +188,10 @@ void crossEntropyPartSumsGrad(const float *logits, const int64_t *labels, const 
 /// zero-filled).
 int64_t gather(const float *data, const int64_t *idx, float *out,
                int64_t outer, int64_t A, int64_t inner, int64_t nIdx);
+/// The same on int64 elements (a layout op moves indices too: one row of a
+/// one-hot router's ids).
+int64_t gather(const int64_t *data, const int64_t *idx, int64_t *out,
+               int64_t outer, int64_t A, int64_t inner, int64_t nIdx);
 /// The vocabulary-parallel embedding: `data` is rows [first, first + A) of
 /// a [whole, inner] table; indices are normalized and checked against
 /// `whole`, the rows of other parts are zeros (the tp group sums them).
@@ -205,6 +209,9 @@ int64_t gatherGrad(const float *dy, const int64_t *idx, float *dtable,
 
 /// y = x permuted: y.dims[i] = x.dims[perm[i]].
 void transpose(const float *x, const Shape &xs, const int64_t *perm, float *y);
+/// The same on int64 elements (indices: a one-hot router's expert ids
+/// transposed).
+void transpose(const int64_t *x, const Shape &xs, const int64_t *perm, int64_t *y);
 
 /// y = x[start : start + ys*stride : stride] per dim (ys = result shape).
 void slice(const float *x, const Shape &xs, const int64_t *start,

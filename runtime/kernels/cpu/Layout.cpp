@@ -314,6 +314,10 @@ void concatT(const T *const *inputs, const Shape *shapes, int count, int axis,
 
 } // namespace
 
+int64_t gather(const int64_t *data, const int64_t *idx, int64_t *out, int64_t outer,
+               int64_t A, int64_t inner, int64_t nIdx) {
+  return gatherT(data, idx, out, outer, A, inner, nIdx);
+}
 int64_t gather(const float *data, const int64_t *idx, float *out, int64_t outer,
                int64_t A, int64_t inner, int64_t nIdx) {
   return gatherT(data, idx, out, outer, A, inner, nIdx);
@@ -347,6 +351,9 @@ int64_t gatherGrad(const Fp16 *dy, const int64_t *idx, float *dtable,
   return gatherGradT(dy, idx, dtable, outer, A, inner, nIdx);
 }
 void transpose(const float *x, const Shape &xs, const int64_t *perm, float *y) {
+  transposeT(x, xs, perm, y);
+}
+void transpose(const int64_t *x, const Shape &xs, const int64_t *perm, int64_t *y) {
   transposeT(x, xs, perm, y);
 }
 void transpose(const Bf16 *x, const Shape &xs, const int64_t *perm, Bf16 *y) {

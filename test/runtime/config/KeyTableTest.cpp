@@ -1,10 +1,12 @@
 //===- KeyTableTest.cpp - the key table against DeepSpeed's keys ----------===//
 //
-// test/config/deepspeed-keys.tsv lists every key DeepSpeed edaa72212 reads
-// (scripts/deepspeed_config_keys.py over its source). The table must hold
-// each, with DeepSpeed's type and default, and nothing DeepSpeed does not
-// read unless it is marked as dsc's own; docs/ds-config-keys.md must be the
-// page rendered from it.
+// test/config/deepspeed-keys.tsv lists every key DeepSpeed reads at commit
+// kDeepSpeedKeysCommit (config/KeyTable.h: edaa72212, master of 2026-08-22,
+// after v0.19.5), found by scripts/deepspeed_config_keys.py in its source; the
+// tsv's first line names that commit. The table must hold each key, with
+// DeepSpeed's type and default, and nothing DeepSpeed does not read unless it
+// is marked as dsc's own; docs/ds-config-keys.md must be the page rendered
+// from it.
 //
 //===----------------------------------------------------------------------===//
 #include "config/DsConfig.h"
@@ -60,12 +62,26 @@ bool sameDefault(const char *table, const std::string &tsv) {
 
 } // namespace
 
+// The tsv and the table name the same DeepSpeed commit: refreshing one
+// without the other fails here.
+TEST(KeyTable, ChecksTheKeysOfItsDeepSpeedCommit) {
+  RecordProperty("deepspeed_commit", kDeepSpeedKeysCommit);
+  std::ifstream in(std::string(DSC_SOURCE_DIR) + "/test/config/deepspeed-keys.tsv");
+  std::string first;
+  std::getline(in, first);
+  EXPECT_EQ(first, std::string("# DeepSpeed ") + kDeepSpeedKeysCommit +
+                       " (deepspeedai/DeepSpeed), scripts/deepspeed_config_keys.py")
+      << "test/config/deepspeed-keys.tsv was not listed at DeepSpeed " << kDeepSpeedKeysCommit
+      << " (config/KeyTable.h): run scripts/deepspeed_config_keys.py --commit SHA over that "
+         "commit, or update kDeepSpeedKeysCommit with the table";
+}
+
 TEST(KeyTable, HoldsEveryDeepSpeedKey) {
   std::map<std::string, DsKey> keys = deepSpeedKeys();
   ASSERT_GT(keys.size(), 200u) << "test/config/deepspeed-keys.tsv missing or short";
   for (const auto &[path, k] : keys) {
     const KeySpec *spec = findKey(path);
-    ASSERT_NE(spec, nullptr) << "DeepSpeed reads '" << path
+    ASSERT_NE(spec, nullptr) << "DeepSpeed " << kDeepSpeedKeysCommit << " reads '" << path
                              << "': add it to config/KeyTable.cpp";
     EXPECT_FALSE(spec->dscOnly) << path << " is DeepSpeed's, not dsc's own";
     if (k.type != "any" && spec->type != KeyType::Any) {
@@ -83,7 +99,8 @@ TEST(KeyTable, InventsNoKey) {
     if (spec.dscOnly)
       continue;
     EXPECT_TRUE(keys.count(spec.path))
-        << spec.path << " is in the table but DeepSpeed does not read it (mark dsc's own keys)";
+        << spec.path << " is in the table but DeepSpeed " << kDeepSpeedKeysCommit
+        << " does not read it (mark dsc's own keys)";
   }
 }
 

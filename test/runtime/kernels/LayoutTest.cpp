@@ -218,6 +218,23 @@ TEST(Slice, Int64) {
   slice(x.data(), xs, start, stride, y.data(), ys);
   EXPECT_EQ(y, (std::vector<int64_t>{2, (int64_t(1) << 53) + 1, 7, -10}));
 }
+TEST(Transpose, Int64) {
+  // A one-hot router's [tokens, experts] ids as [experts, tokens]: exact
+  // moves, values beyond float's mantissa included.
+  Shape xs = shape({2, 3});
+  std::vector<int64_t> x{0, 1, (int64_t(1) << 53) + 1, -4, 5, 6}, y(6);
+  int64_t perm[2] = {1, 0};
+  transpose(x.data(), xs, perm, y.data());
+  EXPECT_EQ(y, (std::vector<int64_t>{0, -4, 1, 5, (int64_t(1) << 53) + 1, 6}));
+}
+TEST(Gather, Int64) {
+  // Rows of an int64 table (a one-hot router's ids): exact moves; an index
+  // outside the table is counted and its row zero-filled.
+  std::vector<int64_t> table{1, 2, (int64_t(1) << 53) + 1, -4, 5, 6}, out(6, 7);
+  std::vector<int64_t> idx{2, -3, 3};
+  EXPECT_EQ(gather(table.data(), idx.data(), out.data(), 1, 3, 2, 3), 1);
+  EXPECT_EQ(out, (std::vector<int64_t>{5, 6, 1, 2, 0, 0}));
+}
 TEST(Concat, Int64) {
   std::vector<int64_t> a{0, 0}, b{5, 6, 7, 8, 9, 10};
   Shape shapes[2] = {shape({2, 1}), shape({2, 3})};
