@@ -83,21 +83,26 @@ public:
   /// throws DeviceUnsupported naming what it cannot run; on a throw the
   /// program is as it was.
   virtual void bind(ProgramView &program) = 0;
+
+  // The hooks below do nothing by default: what a device whose memory is
+  // the host arena (the CPU) needs. A device with memory of its own
+  // overrides them all.
+
   /// Allocates the device's memory and copies the host arena in.
-  virtual void allocate() = 0;
-  virtual void upload(const std::vector<Tensor *> &ts) = 0;
-  virtual void beginStep() = 0;
-  virtual void endStep() = 0;
+  virtual void allocate() {}
+  virtual void upload(const std::vector<Tensor *> &) {}
+  virtual void beginStep() {}
+  virtual void endStep() {}
   /// Brings the host copy up to date (a no-op when it is).
-  virtual void pull() const = 0;
+  virtual void pull() const {}
   /// The host copy of the state was written: the device takes it before
   /// the next step.
-  virtual void hostWritten() = 0;
-  virtual void synchronize() const = 0;
+  virtual void hostWritten() {}
+  virtual void synchronize() const {}
   /// Whether runTimed times the instructions (else the executor times
   /// them on the host clock).
-  virtual bool timesItsKernels() const = 0;
-  virtual void runTimed(const std::vector<Instr> &list, ProfileTimes &times) = 0;
+  virtual bool timesItsKernels() const { return false; }
+  virtual void runTimed(const std::vector<Instr> &, ProfileTimes &) {}
 };
 
 /// The backend of `device`: the CPU's, or the CUDA one (which may refuse

@@ -2,8 +2,8 @@
 //
 // The CPU backend: the executor's validating binder has already bound every
 // instruction to its CPU kernel (runtime/core/Ops*.cpp, runtime/kernels/
-// cpu), and the host arena is the device's memory, so every hook is empty
-// and --profile times the kernels on the host clock.
+// cpu), and the host arena is the device's memory, so it keeps Backend's
+// empty hooks and --profile times the kernels on the host clock.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/core/Backend.h"
@@ -17,15 +17,6 @@ public:
   std::string deviceName() const override { return "the CPU"; }
   bool onHost() const override { return true; }
   void bind(ProgramView &) override {}
-  void allocate() override {}
-  void upload(const std::vector<Tensor *> &) override {}
-  void beginStep() override {}
-  void endStep() override {}
-  void pull() const override {}
-  void hostWritten() override {}
-  void synchronize() const override {}
-  bool timesItsKernels() const override { return false; }
-  void runTimed(const std::vector<Instr> &, ProfileTimes &) override {}
 };
 
 } // namespace

@@ -20,19 +20,10 @@ public:
   const char *name() const override { return "cuda"; }
   std::string deviceName() const override { return std::string(); }
   bool onHost() const override { return false; }
+  // Refuses every program, so no other hook is reached.
   void bind(ProgramView &program) override {
     throw DeviceUnsupported(program.name + ": --device cuda: " + kWhy);
   }
-  // Never reached: bind refuses every program.
-  void allocate() override {}
-  void upload(const std::vector<Tensor *> &) override {}
-  void beginStep() override {}
-  void endStep() override {}
-  void pull() const override {}
-  void hostWritten() override {}
-  void synchronize() const override {}
-  bool timesItsKernels() const override { return false; }
-  void runTimed(const std::vector<Instr> &, ProfileTimes &) override {}
 };
 
 } // namespace
