@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <iterator>
+#include <utility>
 
 namespace dsrt::config {
 namespace {
@@ -47,15 +49,17 @@ std::map<std::string, std::string> compiledDigests(const TrainConfig &cfg) {
   return digests;
 }
 
+/// The plan's precision of each config precision (one table, both ways).
+constexpr std::pair<Precision, plan::Precision> kPrecisions[] = {
+    {Precision::FP32, plan::PRECISION_FP32},
+    {Precision::BF16, plan::PRECISION_BF16},
+    {Precision::FP16, plan::PRECISION_FP16},
+};
+
 plan::Precision toPlan(Precision p) {
-  switch (p) {
-  case Precision::FP32:
-    return plan::PRECISION_FP32;
-  case Precision::BF16:
-    return plan::PRECISION_BF16;
-  case Precision::FP16:
-    return plan::PRECISION_FP16;
-  }
+  for (auto [config, planned] : kPrecisions)
+    if (config == p)
+      return planned;
   return plan::PRECISION_FP32;
 }
 
@@ -85,20 +89,12 @@ void checkRange(int64_t value, int64_t low, int64_t high, const std::string &wha
 /// A format-9 plan's own messages.
 PlanSettings readTyped(const plan::Plan &p, const std::string &name) {
   PlanSettings s;
-  switch (p.precision()) {
-  case plan::PRECISION_FP32:
-    s.precision = Precision::FP32;
-    break;
-  case plan::PRECISION_BF16:
-    s.precision = Precision::BF16;
-    break;
-  case plan::PRECISION_FP16:
-    s.precision = Precision::FP16;
-    break;
-  default:
+  const auto *known = std::find_if(std::begin(kPrecisions), std::end(kPrecisions),
+                                   [&](const auto &e) { return e.second == p.precision(); });
+  if (known == std::end(kPrecisions))
     throw ConfigError(name + ": precision " + std::to_string(int(p.precision())) +
                       " is not one this dsrt knows (fp32 0, bf16 1, fp16 2)");
-  }
+  s.precision = known->first;
   if (s.precision == Precision::FP16) {
     if (!p.has_loss_scaler())
       throw ConfigError(name + ": an fp16 plan has no loss_scaler");

@@ -40,7 +40,6 @@
 #include <CLI/CLI.hpp>
 
 #include <cerrno>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
