@@ -198,6 +198,15 @@ struct ZeroConfig {
       return offloadNvmePath;
     return offloadParam == OffloadDevice::Nvme ? offloadParamNvmePath : std::string();
   }
+  /// The parameters' own NVMe folder when both offloads use NVMe on
+  /// different folders (DeepSpeed's two swappers on two drives: the tier's
+  /// parameter bytes are a second file per rank there), else "".
+  std::string nvmeParamPath() const {
+    return offloadOptimizer == OffloadDevice::Nvme && offloadParam == OffloadDevice::Nvme &&
+                   offloadParamNvmePath != offloadNvmePath
+               ? offloadParamNvmePath
+               : std::string();
+  }
 
   /// DeepSpeed's rule (overlap_comm_valid): true for stage 3, false for the
   /// other stages, unless overlap_comm is given.

@@ -339,16 +339,10 @@ void readZero(const Section &top, ZeroConfig &z, std::vector<std::string> &notes
                       "offload reads it (DeepSpeed too)");
     }
   }
-  if (std::optional<Section> off = readOffload(zero, "offload_param", "cpu_offload_param", {},
-                                               z.offloadParam, z.offloadParamNvmePath, notes)) {
-    // One NVMe file per rank holds both.
-    if (z.offloadParam == ZeroConfig::OffloadDevice::Nvme &&
-        z.offloadOptimizer == ZeroConfig::OffloadDevice::Nvme &&
-        z.offloadParamNvmePath != z.offloadNvmePath)
-      off->fail("'" + off->path("nvme_path") + "' is \"" + z.offloadParamNvmePath + "\" and '" +
-               zero.path("offload_optimizer.nvme_path") + "' is \"" + z.offloadNvmePath +
-               "\": dsc keeps one NVMe tier file per rank for both; give the same folder");
-  }
+  // Both on NVMe under different folders: a tier file per rank in each
+  // (ZeroConfig::nvmeParamPath).
+  readOffload(zero, "offload_param", "cpu_offload_param", {}, z.offloadParam,
+              z.offloadParamNvmePath, notes);
 }
 
 void readAio(const Section &top, AioConfig &a) {

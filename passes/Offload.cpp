@@ -136,12 +136,18 @@ struct Offload : impl::OffloadBase<Offload> {
 
     auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
     Builder attrs(fn.getContext());
-    int64_t hostBytes = 0, nvmeBytes = 0, tile = 0;
+    // With param-nvme-file the parameters on NVMe count their own bytes
+    // and move behind the optimizer state's at the end.
+    int64_t hostBytes = 0, nvmeBytes = 0, nvmeParamBytes = 0, tile = 0;
+    SmallVector<BlockArgument> ownFile;
     // Each tiered argument in its tier: the tier's name, offset and tile.
-    auto place = [&](BlockArgument home, OffloadTier dev) {
+    auto place = [&](BlockArgument home, OffloadTier dev, bool param) {
       unsigned i = home.getArgNumber();
       bool host = dev == OffloadTier::Cpu;
-      int64_t &at = host ? hostBytes : nvmeBytes;
+      bool own = !host && param && paramNvmeFile;
+      if (own)
+        ownFile.push_back(home);
+      int64_t &at = host ? hostBytes : own ? nvmeParamBytes : nvmeBytes;
       fn.setArgAttr(i, train::TrainDialect::kTier, attrs.getStringAttr(host ? "host" : "nvme"));
       fn.setArgAttr(i, train::TrainDialect::kTierOffset, attrs.getI64IntegerAttr(at));
       fn.setArgAttr(i, train::TrainDialect::kTile, attrs.getI64IntegerAttr(tile));
@@ -197,7 +203,7 @@ struct Offload : impl::OffloadBase<Offload> {
                    << ", which lives in its tier";
           use.set(s.home);
         }
-        place(s.home, param ? paramDevice : device);
+        place(s.home, param ? paramDevice : device, param);
         if (param)
           params.push_back(s.home);
       }
@@ -229,6 +235,17 @@ struct Offload : impl::OffloadBase<Offload> {
     }
     if (hostBytes)
       fn->setAttr(train::TrainDialect::kHostTierBytes, attrs.getI64IntegerAttr(hostBytes));
+    if (paramNvmeFile && nvmeParamBytes) {
+      // The parameters' file begins where the optimizer state's ends (both
+      // aligned: every tensor's bytes were rounded up to the alignment).
+      for (BlockArgument home : ownFile) {
+        unsigned i = home.getArgNumber();
+        int64_t at = fn.getArgAttrOfType<IntegerAttr>(i, train::TrainDialect::kTierOffset).getInt();
+        fn.setArgAttr(i, train::TrainDialect::kTierOffset, attrs.getI64IntegerAttr(nvmeBytes + at));
+      }
+      fn->setAttr(train::TrainDialect::kNvmeParamOffset, attrs.getI64IntegerAttr(nvmeBytes));
+      nvmeBytes += nvmeParamBytes;
+    }
     if (nvmeBytes)
       fn->setAttr(train::TrainDialect::kNvmeTierBytes, attrs.getI64IntegerAttr(nvmeBytes));
     return success();

@@ -517,6 +517,14 @@ def Offload : Pass<"offload", "mlir::ModuleOp"> {
     as ZeRO-3 fetches a layer's parameters before its forward and its
     backward. Parameter offload needs the updated parameters to be read
     by nothing but the step's return (ZeRO stage 3).
+
+    With `param-nvme-file` (`offload_param.nvme_path` differing from
+    `offload_optimizer.nvme_path`: the parameters on a drive of their own,
+    as DeepSpeed's separate swappers allow), the parameters on NVMe are
+    laid out after all the optimizer state, and the function gets
+    `train.nvme_param_offset`: the NVMe tier's bytes before it are one file
+    per rank under the optimizer's folder, those from it on one under the
+    parameters'. Tiles and transfers are unchanged.
   }];
   let options = [
     Option<"device", "device", "::dsc::OffloadTier", "::dsc::OffloadTier::Cpu",
@@ -531,6 +539,9 @@ def Offload : Pass<"offload", "mlir::ModuleOp"> {
            "parameters per tile at least (DeepSpeed's sub_group_size; 0: one per tile)">,
     Option<"alignment", "alignment", "int64_t", "4096",
            "byte alignment of each tensor in the tier">,
+    Option<"paramNvmeFile", "param-nvme-file", "bool", "false",
+           "the parameters on NVMe in a file of their own, after the optimizer state's "
+           "(offload_param.nvme_path differing from offload_optimizer.nvme_path)">,
   ];
   let statistics = [
     Statistic<"numTiles", "tiles", "Tiles of the offloaded optimizer step">,

@@ -165,6 +165,7 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &o) 
     OffloadOptions off;
     off.device = o.offloadOptimizer;
     off.paramDevice = o.offloadParam;
+    off.paramNvmeFile = o.offloadParamNvmeFile;
     off.persistenceThreshold = o.persistenceThreshold;
     off.subGroupSize = o.subGroupSize;
     pm.addPass(createOffload(off));
@@ -276,6 +277,7 @@ void setTrainPipelineOptions(TrainPipelineOptions &o, const dsrt::config::TrainC
   };
   o.offloadOptimizer = tier(z.offloadOptimizer);
   o.offloadParam = tier(z.offloadParam);
+  o.offloadParamNvmeFile = !z.nvmeParamPath().empty();
   o.subGroupSize = z.subGroupSize;
 }
 

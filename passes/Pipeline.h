@@ -149,6 +149,11 @@ struct TrainPipelineOptions : mlir::PassPipelineOptions<TrainPipelineOptions> {
                                    llvm::cl::desc("the parameters' tier (ZeRO-3 only): none, "
                                                   "cpu (host memory) or nvme"),
                                    llvm::cl::init(OffloadTier::None), DSC_OFFLOAD_TIER_VALUES};
+  Option<bool> offloadParamNvmeFile{
+      *this, "offload-param-nvme-file",
+      llvm::cl::desc("both on NVMe: the parameters in a file of their own "
+                     "(offload_param.nvme_path differing from offload_optimizer's)"),
+      llvm::cl::init(false)};
   Option<int64_t> subGroupSize{*this, "sub-group-size",
                                llvm::cl::desc("parameters per tile of the offloaded update"),
                                llvm::cl::init(1000000000)};

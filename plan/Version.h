@@ -50,7 +50,11 @@ namespace dsrt {
 /// version-8 dsrt would take its settings from that record and ignore the
 /// typed ones. Plans of versions 1-8 run as they meant: their settings are
 /// read from the record once at load (config/PlanSettings.cpp).
-constexpr unsigned kPlanFormatVersion = 9;
+/// Version 10: the NVMe tier may be two files per rank
+/// (NvmeTier.param_path and param_offset: offload_param and
+/// offload_optimizer on different nvme_paths), which a version-9 dsrt
+/// would refuse as an unknown field. Plans of version 9 are unchanged.
+constexpr unsigned kPlanFormatVersion = 10;
 constexpr unsigned kOldestPlanFormatVersion = 1;
 
 } // namespace dsrt

@@ -85,6 +85,17 @@ LogicalResult TrainDialect::verifyOperationAttribute(Operation *op, NamedAttribu
       attrName == kPersistentBytes || attrName == kHostTierBytes ||
       attrName == kNvmeTierBytes || attrName == kArenaBytesWithoutRecompute)
     return verifyPlannedAttribute(op, attr);
+  if (attrName == kNvmeParamOffset) {
+    if (failed(verifyPlannedAttribute(op, attr)))
+      return failure();
+    auto tier = op->getAttrOfType<IntegerAttr>(kNvmeTierBytes);
+    if (!tier)
+      return op->emitOpError("'") << kNvmeParamOffset << "' needs '" << kNvmeTierBytes << "'";
+    if (cast<IntegerAttr>(attr.getValue()).getInt() > tier.getInt())
+      return op->emitOpError("'") << kNvmeParamOffset << "' (" << attr.getValue()
+                                  << ") lies past the NVMe tier's " << tier.getInt() << " bytes";
+    return success();
+  }
   if (attrName == kPrecision) {
     auto p = dyn_cast<StringAttr>(attr.getValue());
     if (!isa<ModuleOp>(op) || !p || (p.getValue() != "bf16" && p.getValue() != "fp16"))

@@ -89,6 +89,12 @@ def Train_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kPersistentBytes = "train.persistent_bytes";
     static constexpr ::llvm::StringLiteral kHostTierBytes = "train.host_tier_bytes";
     static constexpr ::llvm::StringLiteral kNvmeTierBytes = "train.nvme_tier_bytes";
+    /// Function attribute (i64, >= 0, at most train.nvme_tier_bytes): where
+    /// the offloaded parameters' bytes begin in the NVMe tier when they
+    /// live in a file of their own (offload_param.nvme_path differing from
+    /// offload_optimizer.nvme_path): the tier's bytes before it are the
+    /// optimizer state's file, those from it on the parameters'.
+    static constexpr ::llvm::StringLiteral kNvmeParamOffset = "train.nvme_param_offset";
     static constexpr ::llvm::StringLiteral kArenaBytesWithoutRecompute =
         "train.arena_bytes_without_recompute";
     /// Argument attributes: the byte offset of an argument's buffer in the

@@ -467,6 +467,20 @@ void Executor::validateBuffers() {
        plan_.nvme_tier().queue_depth() == 0 || plan_.nvme_tier().queue_depth() > 4096))
     throw PlanError(path + ": nvme_tier needs a path, a block size that is a multiple of " +
                     std::to_string(io::AioFile::kAlign) + " and a queue depth of 1 to 4096");
+  const plan::NvmeTier &nvmeTier = plan_.nvme_tier();
+  const bool paramFile = !nvmeTier.param_path().empty();
+  if (paramFile && (nvmeTier.param_offset() > nvmeTier.bytes() ||
+                    nvmeTier.param_offset() % io::AioFile::kAlign))
+    throw PlanError(path + ": nvme_tier.param_offset " +
+                    std::to_string(nvmeTier.param_offset()) +
+                    " must be a multiple of " + std::to_string(io::AioFile::kAlign) +
+                    " within the tier's " + std::to_string(nvmeTier.bytes()) + " bytes");
+  if (paramFile && plan_.format_version() < 10)
+    throw PlanError(path + ": nvme_tier has a param_path, which a format-" +
+                    std::to_string(plan_.format_version()) +
+                    " plan cannot say (format 10 and later)");
+  if (!paramFile && nvmeTier.param_offset())
+    throw PlanError(path + ": nvme_tier.param_offset without a param_path");
   if (plan_.host_tier_bytes() > kMaxArenaBytes)
     throw PlanError(path + ": host tier of " + std::to_string(plan_.host_tier_bytes()) +
                     " bytes, more than the " + std::to_string(kMaxArenaBytes) +
@@ -513,6 +527,12 @@ void Executor::validateBuffers() {
       if (nvme && b.offset() % io::AioFile::kAlign)
         throw PlanError(where + ": NVMe tier offset " + std::to_string(b.offset()) +
                         " is not a multiple of " + std::to_string(io::AioFile::kAlign));
+      if (nvme && paramFile && b.offset() < nvmeTier.param_offset() &&
+          b.offset() + bytes > nvmeTier.param_offset())
+        throw PlanError(where + ": NVMe bytes [" + std::to_string(b.offset()) + ", " +
+                        std::to_string(b.offset() + bytes) +
+                        ") span the tier's two files (the parameters' begins at " +
+                        std::to_string(nvmeTier.param_offset()) + ")");
     } else if (b.offset() > plan_.arena_bytes() || bytes > plan_.arena_bytes() - b.offset())
       throw PlanError(where + ": bytes [" + std::to_string(b.offset()) + ", " +
                       std::to_string(b.offset() + bytes) + ") lie outside the arena of " +
@@ -992,12 +1012,18 @@ void Executor::initialize(const std::string &weightsPath, uint64_t seed) {
     o.blockSize = t.block_size();
     o.queueDepth = int(t.queue_depth());
     o.singleSubmit = t.single_submit();
-    const std::string dir = nvmePath_.empty() ? t.path() : nvmePath_;
+    // One file per rank, or two when the parameters have a folder of their
+    // own; --nvme-path puts them all in its folder.
+    const std::string suffix =
+        "rank" + std::to_string(world_->rank()) + "-" + std::to_string(::getpid()) + ".swp";
+    std::vector<NvmeTier::FileSpec> files;
+    const uint64_t split = t.param_path().empty() ? t.bytes() : t.param_offset();
+    files.push_back({nvmePath_.empty() ? t.path() : nvmePath_, "dsrt-tier-" + suffix, split});
+    if (!t.param_path().empty())
+      files.push_back({nvmePath_.empty() ? t.param_path() : nvmePath_,
+                       "dsrt-param-tier-" + suffix, t.bytes() - split});
     try {
-      nvme_ = std::make_unique<NvmeTier>(dir,
-                                         "dsrt-tier-rank" + std::to_string(world_->rank()) + "-" +
-                                             std::to_string(::getpid()) + ".swp",
-                                         t.bytes(), o);
+      nvme_ = std::make_unique<NvmeTier>(files, o);
     } catch (const io::IoError &e) {
       throw PlanError(name_ + ": the NVMe tier: " + e.what());
     }

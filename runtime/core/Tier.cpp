@@ -17,17 +17,38 @@ uint64_t down(uint64_t v) { return v / kAlign * kAlign; }
 uint64_t up(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 } // namespace
 
-NvmeTier::NvmeTier(const std::string &dir, const std::string &name, uint64_t bytes,
-                   const io::AioOptions &options)
-    : file_(io::AioFile::create(dir, name, bytes, options)), block_(options.blockSize),
-      slots_(std::max(1, options.queueDepth)) {
+NvmeTier::NvmeTier(const std::vector<FileSpec> &files, const io::AioOptions &options)
+    : block_(options.blockSize), slots_(std::max(1, options.queueDepth)) {
+  uint64_t begin = 0;
+  for (const FileSpec &f : files) {
+    if (!f.bytes)
+      continue;
+    if (begin % kAlign)
+      throw io::IoError(f.dir + ": the NVMe tier's file begins at byte " +
+                        std::to_string(begin) + ", not a multiple of " + std::to_string(kAlign));
+    files_.push_back({begin, io::AioFile::create(f.dir, f.name, f.bytes, options)});
+    begin += f.bytes;
+  }
   if (const char *f = std::getenv("DSRT_FAILPOINT");
       f && std::strncmp(f, "nvme-write:", 11) == 0)
     killAtWrite_ = std::strtoull(f + 11, nullptr, 10);
   bounce_ = static_cast<char *>(std::aligned_alloc(kAlign, block_ * uint64_t(slots_)));
   if (!bounce_)
-    throw io::IoError(dir + ": cannot allocate the NVMe tier's " + std::to_string(slots_) +
+    throw io::IoError("cannot allocate the NVMe tier's " + std::to_string(slots_) +
                       " buffers of " + std::to_string(block_) + " bytes");
+}
+
+io::AioFile &NvmeTier::locate(uint64_t &offset, uint64_t bytes) const {
+  for (const Part &p : files_)
+    if (offset >= p.begin && offset - p.begin < p.file->size()) {
+      if (bytes > p.file->size() - (offset - p.begin))
+        break;
+      offset -= p.begin;
+      return *p.file;
+    }
+  // The executor checks every buffer against the files when it loads.
+  throw io::IoError("NVMe tier bytes [" + std::to_string(offset) + ", " +
+                    std::to_string(offset + bytes) + ") do not lie in one of its files");
 }
 
 NvmeTier::~NvmeTier() {
@@ -39,7 +60,7 @@ NvmeTier::~NvmeTier() {
     cv_.notify_all();
     io_.join(); // after the requests queued before
   }
-  file_.reset(); // waits for every request into the buffers
+  files_.clear(); // waits for every request into the buffers
   std::free(bounce_);
 }
 
@@ -123,7 +144,8 @@ void NvmeTier::write(uint64_t offset, uint64_t bytes, const void *src) {
 void NvmeTier::readNow(uint64_t offset, uint64_t bytes, void *dst) {
   if (!bytes)
     return;
-  const uint64_t begin = down(offset), end = std::min(up(offset + bytes), file_->size());
+  io::AioFile &file = locate(offset, bytes);
+  const uint64_t begin = down(offset), end = std::min(up(offset + bytes), file.size());
   struct Pending {
     io::AioFile::Ticket ticket;
     char *slot;
@@ -134,7 +156,7 @@ void NvmeTier::readNow(uint64_t offset, uint64_t bytes, void *dst) {
   auto finish = [&] {
     Pending p = inFlight.front();
     inFlight.pop_front();
-    file_->wait(p.ticket);
+    file.wait(p.ticket);
     uint64_t lo = std::max(p.at, offset), hi = std::min(p.at + block_, offset + bytes);
     std::memcpy(static_cast<char *>(dst) + (lo - offset), p.slot + (lo - p.at), hi - lo);
   };
@@ -143,7 +165,7 @@ void NvmeTier::readNow(uint64_t offset, uint64_t bytes, void *dst) {
       finish();
     char *slot = bounce_ + uint64_t(next) * block_;
     next = (next + 1) % slots_;
-    inFlight.push_back({file_->read(slot, at, std::min(block_, end - at)), slot, at});
+    inFlight.push_back({file.read(slot, at, std::min(block_, end - at)), slot, at});
   }
   while (!inFlight.empty())
     finish();
@@ -152,13 +174,14 @@ void NvmeTier::readNow(uint64_t offset, uint64_t bytes, void *dst) {
 void NvmeTier::writeNow(uint64_t offset, uint64_t bytes, const void *src) {
   if (!bytes)
     return;
-  const uint64_t begin = down(offset), end = std::min(up(offset + bytes), file_->size());
+  io::AioFile &file = locate(offset, bytes);
+  const uint64_t begin = down(offset), end = std::min(up(offset + bytes), file.size());
   std::deque<io::AioFile::Ticket> inFlight;
   int next = 0;
   const bool kill = killAtWrite_ && ++writes_ == killAtWrite_;
   for (uint64_t at = begin; at < end; at += block_) {
     if (int(inFlight.size()) == slots_) {
-      file_->wait(inFlight.front());
+      file.wait(inFlight.front());
       inFlight.pop_front();
     }
     char *slot = bounce_ + uint64_t(next) * block_;
@@ -166,15 +189,15 @@ void NvmeTier::writeNow(uint64_t offset, uint64_t bytes, const void *src) {
     const uint64_t n = std::min(block_, end - at);
     const uint64_t lo = std::max(at, offset), hi = std::min(at + n, offset + bytes);
     if (lo > at || hi < at + n) // a block only partly ours: the rest as it is
-      file_->wait(file_->read(slot, at, n));
+      file.wait(file.read(slot, at, n));
     std::memcpy(slot + (lo - at), static_cast<const char *>(src) + (lo - offset), hi - lo);
-    inFlight.push_back(file_->write(slot, at, n));
+    inFlight.push_back(file.write(slot, at, n));
     if (kill && (at + n - begin) * 2 >= end - begin)
       ::raise(SIGKILL); // the failpoint: half submitted, requests in flight
   }
   // A later read of these bytes must see them.
   while (!inFlight.empty()) {
-    file_->wait(inFlight.front());
+    file.wait(inFlight.front());
     inFlight.pop_front();
   }
 }

@@ -2,7 +2,10 @@
 //
 // ZeRO-Infinity's optimizer state on NVMe (Buffer.tier NVME): one file per
 // rank (runtime/io/Aio: O_DIRECT through io_uring, created, reserved and
-// unlinked by dsrt) and `slots` bounce buffers of the block size, through
+// unlinked by dsrt), or two when the parameters have a drive of their own
+// (Plan.nvme_tier.param_path: the files lie end to end in the tier's
+// offsets, and no request spans two), and `slots` bounce buffers of the
+// block size, through
 // which any byte range of the tier is read into or written from ordinary
 // memory with up to `slots` requests in flight. tier.fetch and tier.store
 // copy a tile with it; checkpoints read and write the state through it a
@@ -22,15 +25,22 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace dsrt {
 
 class NvmeTier {
 public:
-  /// Creates the rank's file `name` under `dir` of `bytes` (errors name the
-  /// folder: missing, unwritable, too little room).
-  NvmeTier(const std::string &dir, const std::string &name, uint64_t bytes,
-           const io::AioOptions &options);
+  /// One of the tier's files: the rank's file `name` under `dir` of `bytes`
+  /// (a multiple of io::AioFile::kAlign, but for the last).
+  struct FileSpec {
+    std::string dir, name;
+    uint64_t bytes;
+  };
+  /// Creates the files, end to end in the tier's offsets (those of no
+  /// bytes are skipped; errors name the folder: missing, unwritable, too
+  /// little room).
+  NvmeTier(const std::vector<FileSpec> &files, const io::AioOptions &options);
   ~NvmeTier();
   NvmeTier(const NvmeTier &) = delete;
   NvmeTier &operator=(const NvmeTier &) = delete;
@@ -53,9 +63,17 @@ public:
   /// pipeline_write: they overlap the kernels).
   void startIoThread();
 
-  const io::AioFile &file() const { return *file_; }
+  /// The files in tier order, each with its first byte in the tier.
+  struct Part {
+    uint64_t begin;
+    std::unique_ptr<io::AioFile> file;
+  };
+  const std::vector<Part> &files() const { return files_; }
 
 private:
+  /// The file that holds [offset, offset + bytes) (one must), and the
+  /// offset in it.
+  io::AioFile &locate(uint64_t &offset, uint64_t bytes) const;
   Ticket start(bool write, uint64_t offset, uint64_t bytes, void *mem);
   void readNow(uint64_t offset, uint64_t bytes, void *dst);
   void writeNow(uint64_t offset, uint64_t bytes, const void *src);
@@ -67,7 +85,7 @@ private:
   };
   void serve();
 
-  std::unique_ptr<io::AioFile> file_;
+  std::vector<Part> files_;
   char *bounce_ = nullptr;
   uint64_t block_ = 0;
   int slots_ = 0;

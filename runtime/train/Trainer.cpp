@@ -259,10 +259,16 @@ int Trainer::run() {
                                          : "the optimizer state is");
     };
     if (const NvmeTier *nvme = exec_.nvmeTier()) {
+      uint64_t size = 0;
+      std::string where;
+      for (const NvmeTier::Part &part : nvme->files()) {
+        size += part.file->size();
+        where += (where.empty() ? "" : " and ") + part.file->path();
+      }
       std::printf("dsrt: note: ZeRO-Infinity: %s in an NVMe tier of %.1f MiB "
                   "per rank (%s, %s), read and written tile by tile\n",
-                  held(plan::NVME).c_str(), nvme->file().size() / 1048576.0,
-                  nvme->file().path().c_str(), io::aioModeName(nvme->file().mode()));
+                  held(plan::NVME).c_str(), size / 1048576.0, where.c_str(),
+                  io::aioModeName(nvme->files().front().file->mode()));
       if (!options_.saveDir.empty() && options_.asyncSave)
         std::printf("dsrt: note: --save-mode async: the state on NVMe is copied into each "
                     "checkpoint before the next step changes it, so those saves block training "

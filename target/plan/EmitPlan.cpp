@@ -179,8 +179,16 @@ public:
     plan_.set_arena_bytes(arena.getInt());
     if (auto tier = fn_->getAttrOfType<IntegerAttr>(TrainDialect::kHostTierBytes))
       plan_.set_host_tier_bytes(uint64_t(tier.getInt()));
-    if (auto tier = fn_->getAttrOfType<IntegerAttr>(TrainDialect::kNvmeTierBytes))
-      plan_.mutable_nvme_tier()->set_bytes(uint64_t(tier.getInt()));
+    if (auto tier = fn_->getAttrOfType<IntegerAttr>(TrainDialect::kNvmeTierBytes)) {
+      plan::NvmeTier *nvme = plan_.mutable_nvme_tier();
+      nvme->set_bytes(uint64_t(tier.getInt()));
+      // The parameters' own file (param_path set from the config): where
+      // it begins; all of the tier when this function tiered no parameter.
+      if (!nvme->param_path().empty()) {
+        auto at = fn_->getAttrOfType<IntegerAttr>(TrainDialect::kNvmeParamOffset);
+        nvme->set_param_offset(uint64_t(at ? at.getInt() : tier.getInt()));
+      }
+    }
     plan_.set_persistent_bytes(persistent.getInt());
     // Activation checkpointing: what the recompute pass did (module
     // train.recompute, per function its ops and flops) and the arena the
@@ -1111,11 +1119,12 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
     break;
   }
   // ZeRO-Infinity's optimizer state and/or parameters on NVMe: where and
-  // how (each stage's emitter sets the bytes; the config has checked that
-  // both name the same folder).
+  // how (each stage's emitter sets the bytes and where the parameters'
+  // own file begins, when they have one).
   if (std::string nvme = options.config.zero.nvmeTierPath(); !nvme.empty()) {
     plan::NvmeTier *t = p.mutable_nvme_tier();
     t->set_path(nvme);
+    t->set_param_path(options.config.zero.nvmeParamPath());
     t->set_block_size(uint64_t(options.config.aio.blockSize));
     t->set_queue_depth(uint32_t(options.config.aio.queueDepth));
     t->set_single_submit(options.config.aio.singleSubmit);

@@ -619,7 +619,11 @@ void writeOffload(const plan::Plan &p, llvm::raw_ostream &os) {
   } else {
     os << (states ? "the parameters and the optimizer state" : "the parameters")
        << " in memory tiers";
-    if (anyNvme)
+    if (anyNvme && !p.nvme_tier().param_path().empty())
+      os << " (NVMe: two files per rank, the optimizer state's under " << p.nvme_tier().path()
+         << " and the parameters' under " << p.nvme_tier().param_path() << ", from byte "
+         << p.nvme_tier().param_offset() << " of the tier on)";
+    else if (anyNvme)
       os << " (NVMe: one file per rank under " << p.nvme_tier().path() << ")";
     os << "\n";
   }

@@ -57,6 +57,9 @@ def main():
                     help="also offload the parameters (offload_param: the optimizer's device, "
                          "or the one given; stage3_param_persistence_threshold 0, so that every "
                          "one is)")
+    ap.add_argument("--param-nvme", default=None, metavar="DIR",
+                    help="with --params nvme: the parameters' own nvme_path (a second "
+                         "tier file per rank; DeepSpeed's two drives)")
     ap.add_argument("--pipeline", action="store_true",
                     help="with --nvme: pipeline_read and pipeline_write (read-ahead, "
                          "write-behind on an I/O thread)")
@@ -74,9 +77,10 @@ def main():
         zero["sub_group_size"] = a.sub_group
         if a.params:
             zero["offload_param"] = (dict(zero["offload_optimizer"]) if a.params == "same" else
-                                     {"device": a.params, "nvme_path": a.nvme or ""})
-            if a.params == "nvme" and not a.nvme:
-                sys.exit("offload-exact: --params nvme needs --nvme DIR")
+                                     {"device": a.params,
+                                      "nvme_path": a.param_nvme or a.nvme or ""})
+            if a.params == "nvme" and not (a.nvme or a.param_nvme):
+                sys.exit("offload-exact: --params nvme needs --nvme DIR or --param-nvme DIR")
             zero["stage3_param_persistence_threshold"] = 0
         if a.nvme:
             off["aio"] = {"block_size": 65536, "queue_depth": 4}

@@ -11,6 +11,12 @@
 // RUN: dsc-opt %s --offload="device=none param-device=cpu persistence-threshold=8" | FileCheck %s --check-prefix=PARAM
 // Both: parameters in host memory, optimizer state on NVMe, one fetch each tile.
 // RUN: dsc-opt %s --offload="device=nvme param-device=cpu persistence-threshold=8" | FileCheck %s --check-prefix=BOTH
+// param-nvme-file: parameters and optimizer state both on NVMe, on two
+// drives (offload_param.nvme_path differing from offload_optimizer's): the
+// parameters' bytes follow all the state's, from train.nvme_param_offset
+// on, in the same tiles; without it they interleave in one file.
+// RUN: dsc-opt %s --offload="device=nvme param-device=nvme persistence-threshold=8 param-nvme-file=true" | FileCheck %s --check-prefix=OWN
+// RUN: dsc-opt %s --offload="device=nvme param-device=nvme persistence-threshold=8" | FileCheck %s --check-prefix=SHARED
 // The offloaded IR is valid and round-trips.
 // RUN: dsc-opt %s --offload | dsc-opt | FileCheck %s
 
@@ -67,6 +73,21 @@
 // BOTH-SAME:    {train.param = "b", train.tier = "host", train.tier_offset = 4096 : i64, train.tile = 0 : i64}
 // BOTH-SAME:  attributes {train.host_tier_bytes = 8192 : i64, train.nvme_tier_bytes = 20480 : i64}
 // BOTH:         train.tier_fetch %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}} {tile = 0 : i64}
+
+// OWN-LABEL: func.func @step(
+// OWN-SAME:    {train.param = "a", train.tier = "nvme", train.tier_offset = 20480 : i64, train.tile = 0 : i64}
+// OWN-SAME:    {train.opt_state = "a/exp_avg", train.tier = "nvme", train.tier_offset = 0 : i64, train.tile = 0 : i64}
+// OWN-SAME:    {train.opt_state = "a/exp_avg_sq", train.tier = "nvme", train.tier_offset = 4096 : i64, train.tile = 0 : i64}
+// OWN-SAME:    {train.param = "b", train.tier = "nvme", train.tier_offset = 24576 : i64, train.tile = 0 : i64}
+// OWN-SAME:    {train.opt_state = "b/exp_avg", train.tier = "nvme", train.tier_offset = 8192 : i64, train.tile = 0 : i64}
+// OWN-SAME:    {train.opt_state = "c/momentum_buffer", train.tier = "nvme", train.tier_offset = 16384 : i64, train.tile = 0 : i64}
+// OWN-SAME:  attributes {train.nvme_param_offset = 20480 : i64, train.nvme_tier_bytes = 28672 : i64}
+// OWN:         train.tier_fetch %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}} {tile = 0 : i64}
+
+// SHARED-LABEL: func.func @step(
+// SHARED-SAME:    {train.param = "a", train.tier = "nvme", train.tier_offset = 0 : i64, train.tile = 0 : i64}
+// SHARED-SAME:    {train.opt_state = "a/exp_avg", train.tier = "nvme", train.tier_offset = 4096 : i64, train.tile = 0 : i64}
+// SHARED-SAME:  attributes {train.nvme_tier_bytes = 28672 : i64}
 
 // One tile per parameter.
 // EACH:  train.tier_fetch %{{.*}}, %{{.*}} {tile = 0 : i64}

@@ -178,8 +178,8 @@ int main(int argc, char **argv) {
       ->check(dsrt::cli::positiveSeconds(7 * 24 * 3600));
   std::string nvmePath;
   app.add_option("--nvme-path", nvmePath,
-                 "folder of the NVMe tier's file (one per rank), instead of the plan's "
-                 "offload_optimizer.nvme_path")
+                 "folder of the NVMe tier's files (one or two per rank), instead of the "
+                 "plan's nvme_path(s)")
       ->check(CLI::ExistingDirectory);
   std::string saveDir, resume;
   int64_t saveInterval = 0, keep = 0;

@@ -930,6 +930,21 @@ func.func @negative_bytes() attributes {train.persistent_bytes = -1 : i64} {
 
 // -----
 
+// The parameters' own NVMe file begins inside the tier.
+// expected-error @+1 {{'train.nvme_param_offset' (8192 : i64) lies past the NVMe tier's 4096 bytes}}
+func.func @param_file_outside() attributes {train.nvme_tier_bytes = 4096 : i64, train.nvme_param_offset = 8192 : i64} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'train.nvme_param_offset' needs 'train.nvme_tier_bytes'}}
+func.func @param_file_no_tier() attributes {train.nvme_param_offset = 0 : i64} {
+  return
+}
+
+// -----
+
 // expected-error @+1 {{'train.offset' must be a non-negative i64, got "0"}}
 func.func @offset_type(%w: tensor<4xf32> {train.param = "w", train.offset = "0"}) {
   return

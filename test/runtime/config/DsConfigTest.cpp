@@ -1890,10 +1890,18 @@ TEST(DsConfig, ZeroKeysDscDoesNotImplementSaySo) {
   EXPECT_NE(errorOf(withZero(R"({"offload_param": {"device": "nvme"}})"))
                 .find("give 'zero_optimization.offload_param.nvme_path'"),
             std::string::npos);
-  EXPECT_NE(errorOf(withZero(R"({"offload_optimizer": {"device": "nvme", "nvme_path": "/a"},
-      "offload_param": {"device": "nvme", "nvme_path": "/b"}})"))
-                .find("give the same folder"),
-            std::string::npos);
+  EXPECT_EQ(params.zero.nvmeParamPath(), ""); // no optimizer offload: one tier file
+  // Two drives (DeepSpeed's two swappers): the parameters' own folder.
+  TrainConfig two = parse(withZero(R"({"stage": 3,
+      "offload_optimizer": {"device": "nvme", "nvme_path": "/a"},
+      "offload_param": {"device": "nvme", "nvme_path": "/b"}})"));
+  EXPECT_EQ(two.zero.nvmeTierPath(), "/a");
+  EXPECT_EQ(two.zero.nvmeParamPath(), "/b");
+  EXPECT_EQ(parse(toJson(two)).zero, two.zero);
+  TrainConfig one = parse(withZero(R"({"stage": 3,
+      "offload_optimizer": {"device": "nvme", "nvme_path": "/a"},
+      "offload_param": {"device": "nvme", "nvme_path": "/a"}})"));
+  EXPECT_EQ(one.zero.nvmeParamPath(), "");
   EXPECT_NE(errorOf(withZero(R"({"zero_quantized_gradients": true})")).find("ZeRO++"),
             std::string::npos);
   EXPECT_NE(errorOf(withZero(R"({"mics_shard_size": 8})")).find("MiCS"), std::string::npos);

@@ -130,6 +130,37 @@ TEST(PlanFormat, VersionsThisDsrtRuns) {
   }
 }
 
+TEST(PlanFormat, TheParametersNvmeFileIsCheckedAtLoad) {
+  // The NVMe tier in two files (format 10): where the parameters' begins
+  // is aligned, inside the tier, said by a plan that can say it.
+  TempDir dir;
+  smallPlan().write(dir.path());
+  auto withTier = [&](uint64_t paramOffset, const std::string &paramPath, unsigned version) {
+    editPlan(dir.path(), [&](plan::Plan &p) {
+      plan::NvmeTier *t = p.mutable_nvme_tier();
+      t->set_path(dir.path());
+      t->set_bytes(8192);
+      t->set_block_size(4096);
+      t->set_queue_depth(4);
+      t->set_param_path(paramPath);
+      t->set_param_offset(paramOffset);
+      currentFormat(p);
+      p.set_format_version(version);
+    });
+    return loadError(dir.path());
+  };
+  EXPECT_THAT(withTier(100, dir.path(), kPlanFormatVersion),
+              HasSubstr("nvme_tier.param_offset 100 must be a multiple of 4096 within the "
+                        "tier's 8192 bytes"));
+  EXPECT_THAT(withTier(12288, dir.path(), kPlanFormatVersion),
+              HasSubstr("nvme_tier.param_offset 12288 must be a multiple"));
+  EXPECT_THAT(withTier(4096, dir.path(), 9),
+              HasSubstr("nvme_tier has a param_path, which a format-9 plan cannot say"));
+  EXPECT_THAT(withTier(4096, "", kPlanFormatVersion),
+              HasSubstr("nvme_tier.param_offset without a param_path"));
+  EXPECT_EQ(withTier(4096, dir.path(), kPlanFormatVersion), "no error");
+}
+
 TEST(PlanFormat, TheCpuExecutorRunsExactlyTheInstructionVocabulary) {
   std::vector<std::string> vocabulary(kPlanInstructions.begin(), kPlanInstructions.end());
   EXPECT_TRUE(std::is_sorted(vocabulary.begin(), vocabulary.end())); // isPlanInstruction's search
@@ -319,7 +350,7 @@ TEST(PlanFormat, TheSettingsAreTypedPlanData) {
     return loadError(dir.path());
   };
   EXPECT_THAT(typedError([](plan::Plan &p) { p.clear_run_settings(); }),
-              HasSubstr("a format-9 plan has no run_settings"));
+              HasSubstr("a format-" + std::to_string(kPlanFormatVersion) + " plan has no run_settings"));
   EXPECT_THAT(typedError([](plan::Plan &p) { p.mutable_compiled_settings()->erase("zero"); }),
               HasSubstr("compiled_settings has no 'zero' digest"));
   EXPECT_THAT(typedError([](plan::Plan &p) { p.set_precision(plan::Precision(7)); }),
