@@ -116,6 +116,11 @@ std::unique_ptr<Backend> makeCpuBackend();
 std::unique_ptr<Backend> makeCudaBackend();
 /// Whether a CUDA device is usable by this dsrt, and why not.
 bool cudaUsable(std::string *why);
+/// The CUDA backend's verdict on one instruction the CPU has bound (the
+/// kernel-coverage check over the op table): "" when it has a kernel for
+/// it, else its refusal, which names the instruction (--device auto then
+/// runs the plan on the CPU). Chooses the kernel only: needs no device.
+std::string cudaKernelRefusal(Instr &instr);
 
 } // namespace dsrt
 

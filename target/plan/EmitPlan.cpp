@@ -17,6 +17,7 @@
 
 #include "dialects/dist/DistDialect.h"
 #include "dialects/nn/NNDialect.h"
+#include "dialects/nn/SourceNode.h"
 #include "passes/DistUtils.h"
 #include "target/plan/PlanManifest.h"
 #include "dialects/train/TrainDialect.h"
@@ -649,7 +650,7 @@ private:
     markSchedule(op, instr);
     if (auto cost = dyn_cast<nn::CostOpInterface>(op))
       instr.set_flops(double(cost.getFlops()));
-    if (std::string node = sourceNode(op->getLoc()); !node.empty())
+    if (std::string node = nn::sourceNode(op->getLoc()); !node.empty())
       instr.set_source(node);
     markSteps(op, instr);
     if (auto group = op->getAttrOfType<dist::GroupAttr>("group")) {
@@ -676,6 +677,23 @@ private:
     }
     if (failed(encodeAttributes(op, instr)))
       return failure();
+    // dsrt's kernels take what the instruction's layout lists (plan/
+    // Instructions.h); anything else is refused here, naming the op, and
+    // never reaches a dsrt that would refuse the plan.
+    if (instr.outputs_size() || instr.inputs_size()) {
+      const plan::DType d =
+          plan_.buffers(int(instr.outputs_size() ? instr.outputs(0) : instr.inputs(0))).dtype();
+      if (!dsrt::instructionTakes(name, plan::DType_Name(d))) {
+        std::string takes;
+        for (int k = plan::DType_MIN; k <= plan::DType_MAX; ++k)
+          if (plan::DType_IsValid(k) && k != plan::DTYPE_UNSPECIFIED &&
+              dsrt::instructionTakes(name, plan::DType_Name(plan::DType(k))))
+            takes += (takes.empty() ? "" : ", ") + plan::DType_Name(plan::DType(k));
+        return op->emitOpError("emit-plan: dsrt has no kernel for ")
+               << name << " on " << plan::DType_Name(d) << " values (its kernels take "
+               << takes << "); compute it in one of those (a Cast in the model)";
+      }
+    }
     recordIndexBound(op);
     if (auto staging = op->getAttrOfType<DenseI64ArrayAttr>(TrainDialect::kStaging)) {
       instr.set_staging_offset(staging[0]);
@@ -712,21 +730,6 @@ private:
       bound(ce.getLabels(), dim(ce.getInput(), 1), ce.getIgnoreIndex()); // classes: dim 1
     else if (auto nll = dyn_cast<nn::NllLossOp>(op))
       bound(nll.getLabels(), dim(nll.getInput(), 1), nll.getIgnoreIndex());
-  }
-
-  /// The ONNX node an op comes from: the first name in its location (the
-  /// importer names each op after its node; passes that fuse ops keep the
-  /// names in a FusedLoc).
-  static std::string sourceNode(Location loc) {
-    if (auto name = dyn_cast<NameLoc>(loc))
-      return name.getName().str();
-    if (auto fused = dyn_cast<FusedLoc>(loc))
-      for (Location l : fused.getLocations())
-        if (std::string s = sourceNode(l); !s.empty())
-          return s;
-    if (auto site = dyn_cast<CallSiteLoc>(loc))
-      return sourceNode(site.getCallee());
-    return {};
   }
 
   /// The micro-batch and phase a pipeline schedule gave the op.

@@ -12,6 +12,7 @@
 #include "frontends/aten/AtenImporter.h"
 #include "frontends/common/ForwardFunction.h"
 #include "frontends/onnx/OnnxImporter.h"
+#include "dialects/nn/SourceNode.h"
 #include "passes/Explain.h"
 #include "passes/TrainStep.h"
 #include "target/plan/EmitPlan.h"
@@ -22,6 +23,7 @@
 #include "io/OutputDir.h"
 #include "plan/Limits.h"
 
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OperationSupport.h"
 #include "llvm/Support/FileSystem.h"
@@ -348,6 +350,23 @@ int main(int argc, char **argv) {
                     "dynamic batch, e.g. models/*.py --dynamic-batch, or drop the flag)\n";
     return 1;
   }
+
+  // The passes' and emit-plan's errors read as dsc's own: the model, the
+  // node the op comes from, then the message (and its notes).
+  ctx.printOpOnDiagnostic(false); // the node names the op
+  mlir::ScopedDiagnosticHandler diagnostics(&ctx, [&](mlir::Diagnostic &d) {
+    const char *kind = d.getSeverity() == mlir::DiagnosticSeverity::Error     ? "error"
+                       : d.getSeverity() == mlir::DiagnosticSeverity::Warning ? "warning"
+                       : d.getSeverity() == mlir::DiagnosticSeverity::Remark  ? "remark"
+                                                                              : "note";
+    llvm::errs() << "dsc: " << kind << ": " << model << ": ";
+    if (std::string node = dsc::nn::sourceNode(d.getLocation()); !node.empty())
+      llvm::errs() << "node '" << node << "': ";
+    llvm::errs() << d.str() << "\n";
+    for (mlir::Diagnostic &note : d.getNotes())
+      llvm::errs() << "dsc: note: " << note.str() << "\n";
+    return mlir::success();
+  });
 
   if (emit != "nn") {
     try {

@@ -695,4 +695,19 @@ std::unique_ptr<Backend> makeCudaBackend() { return std::make_unique<CudaBackend
 
 bool cudaUsable(std::string *why) { return cuda::deviceAvailable(why); }
 
+std::string cudaKernelRefusal(Instr &instr) {
+  const std::string where = instr.op;
+  auto it = deviceTable().find(instr.op);
+  if (it == deviceTable().end())
+    return where + ": no CUDA kernel for " + instr.op + " yet";
+  size_t scratch = 0;
+  std::vector<Instr *> counting;
+  try {
+    it->second(Binder{instr, where, scratch, counting});
+  } catch (const DeviceUnsupported &e) {
+    return e.what();
+  }
+  return std::string();
+}
+
 } // namespace dsrt

@@ -36,4 +36,6 @@ bool cudaUsable(std::string *why) {
   return false;
 }
 
+std::string cudaKernelRefusal(Instr &) { return kWhy; }
+
 } // namespace dsrt

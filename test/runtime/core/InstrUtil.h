@@ -4,6 +4,7 @@
 
 #include "runtime/core/Executor.h"
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +43,27 @@ struct Arena {
     tensors.push_back(std::move(t));
     return tensors.back().get();
   }
+};
+
+/// A tensor for bindInstr, over zeroed storage of its own when small (the
+/// shape checks never read it).
+struct Buf : Tensor {
+  std::vector<uint64_t> storage;
+  explicit Buf(std::vector<int64_t> dims, dsc::plan::DType type = dsc::plan::F32) {
+    static uint64_t nextOffset = 0;
+    dtype = type;
+    numel = 1;
+    for (int64_t d : dims) {
+      shape.dims[shape.rank++] = d;
+      numel *= d;
+    }
+    offset = nextOffset += 1 << 20; // distinct: nothing is in place by accident
+    if (numel <= (1 << 20)) {
+      storage.assign(size_t(numel) + 1, 0);
+      data = storage.data();
+    }
+  }
+  float *f() const { return f32(); }
 };
 
 } // namespace dsrt::test

@@ -542,27 +542,6 @@ TEST(PlanCounts, OneLoadBatchPerMicroBatch) {
 
 //===--- ops: shapes, dtypes, attributes ----------------------------------===//
 
-/// A tensor for bindInstr, over zeroed storage of its own when small (the
-/// shape checks never read it).
-struct Buf : Tensor {
-  std::vector<uint64_t> storage;
-  explicit Buf(std::vector<int64_t> dims, plan::DType type = plan::F32) {
-    static uint64_t nextOffset = 0;
-    dtype = type;
-    numel = 1;
-    for (int64_t d : dims) {
-      shape.dims[shape.rank++] = d;
-      numel *= d;
-    }
-    offset = nextOffset += 1 << 20; // distinct: nothing is in place by accident
-    if (numel <= (1 << 20)) {
-      storage.assign(size_t(numel) + 1, 0);
-      data = storage.data();
-    }
-  }
-  float *f() const { return f32(); }
-};
-
 /// The load-time error of one instruction, or "no error".
 std::string bindError(const std::string &op, std::vector<Tensor *> in, std::vector<Tensor *> out,
                       std::vector<int64_t> ints = {}, std::vector<double> floats = {}) {
