@@ -3,6 +3,9 @@
 #include "frontends/aten/AtenImporter.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "frontends/pt2/Pt2Archive.h"
+#ifdef DSC_HAVE_TORCHSCRIPT
+#include "frontends/torchscript/TorchScriptArchive.h"
+#endif
 
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -40,9 +43,15 @@ llvm::Expected<ModelFormat> modelFormat(const std::string &path) {
     if (llvm::StringRef(kind).starts_with("unreadable: "))
       return err(path, "a zip archive that cannot be read (truncated or corrupt): " +
                            llvm::StringRef(kind).drop_front(12));
-    if (kind == "torchscript")
-      return err(path, llvm::Twine("a TorchScript archive (torch.jit.save), which dsc does not "
-                                   "import yet; ") + kExportAdvice);
+    if (kind == "torchscript") {
+#ifdef DSC_HAVE_TORCHSCRIPT
+      return ModelFormat::TorchScript;
+#else
+      return err(path, llvm::Twine("a TorchScript archive (torch.jit.save), which this dsc "
+                                   "cannot read: it was built without libtorch (install "
+                                   "libtorch-dev and build again); or ") + kExportAdvice);
+#endif
+    }
     if (kind == "torch.save")
       return err(path, llvm::Twine("a torch.save file (a state dict or pickled module): it holds "
                                    "weights but no graph; ") + kExportAdvice);
@@ -73,6 +82,18 @@ importModel(mlir::MLIRContext &ctx, const std::string &path, const ImportOptions
     return format.takeError();
   if (*format == ModelFormat::Onnx)
     return onnx_import::importOnnxFile(ctx, path, options);
+#ifdef DSC_HAVE_TORCHSCRIPT
+  if (*format == ModelFormat::TorchScript) {
+    auto archive = torchscript::Archive::open(path, options.inputShapes);
+    if (!archive)
+      return archive.takeError();
+    const torchscript::Archive &a = **archive;
+    aten::TensorSource tensors = [&](const std::string &name, aten::TensorMeta &meta) {
+      return a.readTensor(name, meta);
+    };
+    return aten::importProgram(ctx, a.program(), tensors, options);
+  }
+#endif
   auto archive = pt2::Archive::open(path);
   if (!archive)
     return archive.takeError();
@@ -95,11 +116,24 @@ llvm::Error readFloatWeights(
     return onnx_import::readFloatInitializers(path, options, names, consume, skeleton, strip);
   if (skeleton)
     skeleton->clear();
+  std::vector<int64_t> shape;
+  std::vector<float> values;
+#ifdef DSC_HAVE_TORCHSCRIPT
+  if (*format == ModelFormat::TorchScript) {
+    auto archive = torchscript::Archive::open(path, options.inputShapes);
+    if (!archive)
+      return archive.takeError();
+    for (const std::string &name : names) {
+      if (auto e = (*archive)->readFloat(name, shape, values))
+        return e;
+      consume(name, shape, values);
+    }
+    return llvm::Error::success();
+  }
+#endif
   auto archive = pt2::Archive::open(path);
   if (!archive)
     return archive.takeError();
-  std::vector<int64_t> shape;
-  std::vector<float> values;
   for (const std::string &name : names) {
     if (auto e = (*archive)->readFloat(name, shape, values))
       return e;

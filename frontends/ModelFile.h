@@ -23,7 +23,7 @@
 
 namespace dsc::frontend {
 
-enum class ModelFormat { Onnx, Pt2 };
+enum class ModelFormat { Onnx, Pt2, TorchScript };
 
 /// The format of `path`, or an error saying what the file is instead.
 llvm::Expected<ModelFormat> modelFormat(const std::string &path);

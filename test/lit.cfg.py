@@ -65,6 +65,14 @@ else:
     lit_config.warning("no PyTorch 2.11 exports at %s: their import and parity tests are "
                        "skipped (set DSC_PYTORCH_211)" % pt211)
 
+# dsc's TorchScript frontend is built where libtorch-dev is installed
+# (scripts/install-deps.sh installs it); its tests say REQUIRES: torchscript.
+if getattr(config, "dsc_torchscript", "") in ("ON", "1", "TRUE", "YES"):
+    config.available_features.add("torchscript")
+else:
+    lit_config.warning("dsc was built without libtorch: the TorchScript frontend's tests are "
+                       "skipped (apt-get install libtorch-dev, then configure again)")
+
 # Kernel-path pins pass through, so the suite can run with oneDNN held to
 # an ISA level (ONEDNN_MAX_CPU_ISA=AVX2, AVX512_CORE, AVX512_CORE_BF16, ...)
 # and dsrt's conversions to one (DSRT_HALF_ISA=portable|avx512f).

@@ -108,12 +108,12 @@ Value AtenImporter::tensor(const char *name) {
     (void)fail(Twine("argument '") + name + "' is not a tensor");
     return {};
   }
-  auto it = values_.find(a->tensor);
-  if (it == values_.end() || !it->second) {
-    (void)fail("value '" + a->tensor + "' is not produced by any earlier node");
+  auto v = value(a->tensor);
+  if (!v) {
+    (void)fail(llvm::toString(v.takeError()));
     return {};
   }
-  return it->second;
+  return *v;
 }
 
 Value AtenImporter::optionalTensor(const char *name) {
@@ -130,14 +130,34 @@ std::optional<std::vector<Value>> AtenImporter::tensors(const char *name) {
   }
   std::vector<Value> out;
   for (const std::string &t : a->tensors) {
-    auto it = values_.find(t);
-    if (it == values_.end() || !it->second) {
-      (void)fail("value '" + t + "' is not produced by any earlier node");
+    auto v = value(t);
+    if (!v) {
+      (void)fail(llvm::toString(v.takeError()));
       return std::nullopt;
     }
-    out.push_back(it->second);
+    out.push_back(*v);
   }
   return out;
+}
+
+static Value constantFrom(OpBuilder &b, Location loc, RankedTensorType type,
+                          const std::string &bytes);
+
+llvm::Expected<Value> AtenImporter::value(const std::string &name) {
+  auto it = values_.find(name);
+  if (it != values_.end() && it->second)
+    return it->second;
+  auto pending = unfolded_.find(name);
+  if (pending == unfolded_.end())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "value '" + name + "' is not produced by any earlier node");
+  TensorMeta meta;
+  auto bytes = tensorSource_(pending->second.first->name, meta);
+  if (!bytes)
+    return bytes.takeError();
+  Value c = constantFrom(b_, loc_, pending->second.second, *bytes);
+  unfolded_.erase(pending);
+  return values_[name] = c;
 }
 
 std::optional<int64_t> AtenImporter::integer(const char *name, std::optional<int64_t> dflt) {
@@ -416,13 +436,8 @@ llvm::Expected<OwningOpRef<ModuleOp>> AtenImporter::run(const frontend::ImportOp
     values_[argValues[k]] = entry->getArgument(k);
   }
   b_.setInsertionPointToEnd(entry);
-  for (auto &[in, type] : folded) {
-    TensorMeta meta;
-    auto bytes = tensorSource_(in->name, meta);
-    if (!bytes)
-      return bytes.takeError();
-    values_[in->placeholder] = constantFrom(b_, loc_, type, *bytes);
-  }
+  for (auto &[in, type] : folded)
+    unfolded_[in->placeholder] = {in, type};
 
   for (const Node &n : program_.nodes) {
     node_ = &n;
@@ -439,8 +454,12 @@ llvm::Expected<OwningOpRef<ModuleOp>> AtenImporter::run(const frontend::ImportOp
 
   // The loss: the named output, or the single scalar float output.
   auto outputValue = [&](const std::string &name) -> Value {
-    auto it = values_.find(name);
-    return it == values_.end() ? Value() : it->second;
+    auto v = value(name);
+    if (!v) {
+      llvm::consumeError(v.takeError());
+      return Value();
+    }
+    return *v;
   };
   auto isScalarFloat = [](Value v) {
     auto t = v ? dyn_cast<RankedTensorType>(v.getType()) : nullptr;

@@ -144,6 +144,11 @@ private:
   mlir::Location loc_;
   const Node *node_ = nullptr;
   std::map<std::string, mlir::Value> values_;
+  /// Integer and bool model tensors, folded into a constant where first
+  /// read (value(): wherever the file put them, one IR).
+  std::map<std::string, std::pair<const Input *, mlir::RankedTensorType>> unfolded_;
+  /// The value of `name`: produced, an argument, or a constant folded now.
+  llvm::Expected<mlir::Value> value(const std::string &name);
   std::set<std::string> read_; // every value some node or output reads
   int64_t rngStreams_ = 0;
   std::string diagnostic_, error_;

@@ -32,14 +32,131 @@ LogicalResult done(AtenImporter &g, Value v, size_t k = 0) {
   return success();
 }
 
-/// The result's declared shape (shape-only ops take it from the program).
-std::optional<SmallVector<int64_t>> resultShape(AtenImporter &g) {
-  auto m = g.resultMeta(0);
-  if (!m) {
-    (void)g.fail("the program gives no type for the result");
+/// The result shape of a shape-only op on `x` from its own arguments, for
+/// a program that declares no result types (TorchScript): view / reshape's
+/// sizes (one -1 inferred), unsqueeze, squeeze, flatten, expand's sizes (-1
+/// keeps a dimension).
+std::optional<SmallVector<int64_t>> shapeFromArguments(AtenImporter &g, Value x) {
+  const std::string &t = g.node().target;
+  SmallVector<int64_t> in(typeOf(x).getShape());
+  int64_t rank = int64_t(in.size());
+  auto fail = [&](const Twine &why) -> std::optional<SmallVector<int64_t>> {
+    (void)g.fail(why);
     return std::nullopt;
+  };
+  if (t == "aten.view.default" || t == "aten.reshape.default" ||
+      t == "aten._unsafe_view.default") {
+    auto sizes = g.integers(t == "aten.reshape.default" ? "shape" : "size");
+    if (!sizes)
+      return std::nullopt;
+    int64_t known = 1, numel = typeOf(x).getNumElements();
+    int infer = -1;
+    for (size_t k = 0; k < sizes->size(); ++k) {
+      if ((*sizes)[k] == -1) {
+        if (infer >= 0)
+          return fail("more than one size is -1");
+        infer = int(k);
+      } else if ((*sizes)[k] < 0) {
+        return fail("size " + Twine((*sizes)[k]) + " is negative");
+      } else {
+        known *= (*sizes)[k];
+      }
+    }
+    SmallVector<int64_t> out(sizes->begin(), sizes->end());
+    if (infer >= 0) {
+      if (known == 0 || numel % known)
+        return fail("cannot infer the -1 size of " + nn::formatShape(in) + " viewed as " +
+                    formatSizes(*sizes));
+      out[infer] = numel / known;
+    }
+    int64_t total = 1;
+    for (int64_t d : out)
+      total *= d;
+    if (total != numel)
+      return fail(nn::formatShape(in) + " cannot be viewed as " + formatSizes(*sizes));
+    return out;
   }
-  return SmallVector<int64_t>(m->sizes.begin(), m->sizes.end());
+  if (t == "aten.unsqueeze.default") {
+    auto d = g.integer("dim");
+    if (!d)
+      return std::nullopt;
+    auto axis = g.dim(*d, rank + 1);
+    if (!axis)
+      return std::nullopt;
+    in.insert(in.begin() + *axis, 1);
+    return in;
+  }
+  if (t == "aten.squeeze.dim" || t == "aten.squeeze.dims" || t == "aten.squeeze.default") {
+    SmallVector<bool> drop(rank, false);
+    if (t == "aten.squeeze.default") {
+      for (int64_t k = 0; k < rank; ++k)
+        drop[k] = in[k] == 1;
+    } else {
+      auto dims = g.integers("dim");
+      if (!dims)
+        return std::nullopt;
+      for (int64_t d : *dims) {
+        auto axis = g.dim(d, rank);
+        if (!axis)
+          return std::nullopt;
+        if (rank)
+          drop[*axis] = in[*axis] == 1;
+      }
+    }
+    SmallVector<int64_t> out;
+    for (int64_t k = 0; k < rank; ++k)
+      if (!drop[k])
+        out.push_back(in[k]);
+    return out;
+  }
+  if (t == "aten.flatten.using_ints") {
+    auto s = g.integer("start_dim", 0), e = g.integer("end_dim", -1);
+    if (!s || !e)
+      return std::nullopt;
+    if (rank == 0)
+      return SmallVector<int64_t>{1};
+    auto a = g.dim(*s, rank), b = g.dim(*e, rank);
+    if (!a || !b)
+      return std::nullopt;
+    if (*a > *b)
+      return fail("flatten's start_dim comes after its end_dim");
+    SmallVector<int64_t> out(in.begin(), in.begin() + *a);
+    int64_t n = 1;
+    for (int64_t k = *a; k <= *b; ++k)
+      n *= in[k];
+    out.push_back(n);
+    out.append(in.begin() + *b + 1, in.end());
+    return out;
+  }
+  if (t == "aten.expand.default") {
+    auto sizes = g.integers("size");
+    if (!sizes)
+      return std::nullopt;
+    int64_t lead = int64_t(sizes->size()) - rank;
+    if (lead < 0)
+      return fail("expand to fewer dimensions than " + nn::formatShape(in));
+    SmallVector<int64_t> out(sizes->begin(), sizes->end());
+    for (int64_t k = 0; k < int64_t(out.size()); ++k) {
+      int64_t have = k >= lead ? in[k - lead] : 1;
+      if (out[k] == -1) {
+        if (k < lead)
+          return fail("expand's new leading dimension " + Twine(k) + " is -1");
+        out[k] = have;
+      } else if (have != 1 && have != out[k]) {
+        return fail(nn::formatShape(in) + " does not expand to " + formatSizes(*sizes));
+      }
+    }
+    return out;
+  }
+  return fail("the program gives no type for the result");
+}
+
+/// The result's shape: the program's declared one (torch.export has
+/// computed it), else the op's own arguments applied to `x`.
+std::optional<SmallVector<int64_t>> resultShape(AtenImporter &g, Value x) {
+  if (auto m = g.resultMeta(0))
+    return SmallVector<int64_t>(m->sizes.begin(), m->sizes.end());
+  return shapeFromArguments(g, x);
 }
 
 /// The element type the program declares for result 0, or `fallback`'s.
@@ -48,6 +165,14 @@ Type resultElementType(AtenImporter &g, Value fallback) {
     if (Type t = g.elementType(m->dtype))
       return t;
   return fallback ? typeOf(fallback).getElementType() : Type();
+}
+
+/// A `dtype` argument's element type; null when it is absent or None.
+Type dtypeArgument(AtenImporter &g) {
+  if (g.isNone("dtype"))
+    return Type();
+  auto code = g.integer("dtype");
+  return code ? g.elementType(int(*code)) : Type();
 }
 
 //===--- Elementwise --------------------------------------------------------===//
@@ -187,7 +312,15 @@ LogicalResult identity(AtenImporter &g) { return done(g, g.tensor("self")); }
 /// _to_copy, to.dtype, type_as: a cast to the result's element type.
 LogicalResult toType(AtenImporter &g) {
   Value x = g.tensor("self");
-  return done(g, g.cast(x, resultElementType(g, x)));
+  if (!x)
+    return failure();
+  Type et = resultElementType(g, Value());
+  if (!et && g.node().arg("dtype"))
+    et = dtypeArgument(g);
+  if (!et && g.node().arg("other"))
+    if (Value other = g.tensor("other"))
+      et = typeOf(other).getElementType();
+  return done(g, g.cast(x, et ? et : typeOf(x).getElementType()));
 }
 
 //===--- Contractions, norms, losses ---------------------------------------===//
@@ -469,16 +602,20 @@ LogicalResult embedding(AtenImporter &g) {
 /// view, reshape, unsqueeze, squeeze, flatten: the program's result shape.
 LogicalResult reshapeOp(AtenImporter &g) {
   Value x = g.tensor("self");
-  auto shape = resultShape(g);
-  if (!x || !shape)
+  if (!x)
+    return failure();
+  auto shape = resultShape(g, x);
+  if (!shape)
     return failure();
   return done(g, g.reshape(x, *shape));
 }
 
 LogicalResult expand(AtenImporter &g) {
   Value x = g.tensor("self");
-  auto shape = resultShape(g);
-  if (!x || !shape)
+  if (!x)
+    return failure();
+  auto shape = resultShape(g, x);
+  if (!shape)
     return failure();
   if (typeOf(x).getShape() == ArrayRef<int64_t>(*shape))
     return done(g, x);
@@ -656,8 +793,37 @@ LogicalResult cat(AtenImporter &g) {
 /// of the result's declared type.
 LogicalResult arange(AtenImporter &g) {
   auto m = g.resultMeta(0);
-  if (!m)
-    return g.fail("the program gives no type for the result");
+  if (!m) {
+    // From the arguments (TorchScript): PyTorch's rule, int64 unless a
+    // bound is a float (then the default float32), or the dtype given.
+    auto number = [&](const char *name, double dflt, bool &isFloat) -> std::optional<double> {
+      const aten::Arg *a = g.node().arg(name);
+      if (!a)
+        return dflt;
+      isFloat |= a->kind == aten::Arg::Float;
+      return g.real(name);
+    };
+    bool isFloat = false;
+    auto end = number("end", 0, isFloat), start = number("start", 0, isFloat),
+         step = number("step", 1, isFloat);
+    if (!end || !start || !step)
+      return failure();
+    if (*step == 0)
+      return g.fail("arange's step is 0");
+    TensorMeta meta;
+    Type given = dtypeArgument(g);
+    meta.dtype = int(isFloat ? ScalarType::Float : ScalarType::Long);
+    double n = std::ceil((*end - *start) / *step);
+    meta.sizes = {int64_t(std::max(0.0, n))};
+    m = meta;
+    if (given) {
+      for (int code : {int(ScalarType::Float), int(ScalarType::Long), int(ScalarType::Int),
+                       int(ScalarType::Double), int(ScalarType::Half),
+                       int(ScalarType::BFloat16)})
+        if (g.elementType(code) == given)
+          m->dtype = code;
+    }
+  }
   Type et = g.elementType(m->dtype);
   if (!et || m->sizes.size() != 1)
     return g.fail("arange of another type or rank");
@@ -700,11 +866,30 @@ LogicalResult arange(AtenImporter &g) {
 
 LogicalResult fill(AtenImporter &g) {
   auto m = g.resultMeta(0);
-  if (!m)
-    return g.fail("the program gives no type for the result");
-  Type et = g.elementType(m->dtype);
-  if (!et)
-    return g.fail("element type " + scalarTypeName(m->dtype) + " is not supported");
+  Type et = m ? g.elementType(m->dtype) : Type();
+  SmallVector<int64_t> sizes;
+  if (m) {
+    if (!et)
+      return g.fail("element type " + scalarTypeName(m->dtype) + " is not supported");
+    sizes.assign(m->sizes.begin(), m->sizes.end());
+  } else if (llvm::StringRef(g.node().target).contains("_like")) {
+    // From the arguments (TorchScript): self's shape, its type or dtype.
+    Value self = g.tensor("self");
+    if (!self)
+      return failure();
+    sizes.assign(typeOf(self).getShape().begin(), typeOf(self).getShape().end());
+    et = dtypeArgument(g);
+    if (!et)
+      et = typeOf(self).getElementType();
+  } else {
+    auto s = g.integers("size");
+    if (!s)
+      return failure();
+    sizes.assign(s->begin(), s->end());
+    et = dtypeArgument(g);
+    if (!et)
+      et = g.builder().getF32Type();
+  }
   const std::string &target = g.node().target;
   double v = 0;
   if (llvm::StringRef(target).contains("ones"))
@@ -715,7 +900,7 @@ LogicalResult fill(AtenImporter &g) {
       return failure();
     v = *f;
   }
-  return done(g, g.splat(RankedTensorType::get(m->sizes, et), v));
+  return done(g, g.splat(RankedTensorType::get(sizes, et), v));
 }
 
 const std::map<std::string, Converter> &table() {

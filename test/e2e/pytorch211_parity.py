@@ -2,7 +2,7 @@
 """Trains each PyTorch 2.11 export of ../shared/pytorch-2.11 with dsc + dsrt
 and compares the losses with PyTorch 2.11's own (reference.json).
 
-    pytorch211_parity.py DSC DSRT PT211_DIR WORKDIR
+    pytorch211_parity.py DSC DSRT PT211_DIR WORKDIR [--torchscript]
 
 For the GPT and the LLaMA, the dynamo ONNX (opset 20), the torch.export
 archive (.pt2) and the legacy ONNX (opset 17) each train 10 steps of AdamW
@@ -55,8 +55,15 @@ def report(name, got, want):
     return ok
 
 
+# The TorchScript archives keep no input shapes (dsc --input-shape).
+TRACE_FLAGS = ("--input-shape", "idx=8x64", "--input-shape", "tgt=8x64")
+
+
 def main():
     dsc, dsrt, shared, work = sys.argv[1:5]
+    # --torchscript: the torch.jit.trace archives instead (dsc built with
+    # libtorch), with the same checks on the GPT's.
+    torchscript = sys.argv[5:] == ["--torchscript"]
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     with open(os.path.join(work, "config.json"), "w") as f:
@@ -65,11 +72,13 @@ def main():
     data = os.path.join(shared, "data")
     ok = True
     runs = {}
+    forms = ("_trace.pt",) if torchscript else ("_dynamo.onnx", ".pt2", "_legacy.onnx")
+    flags = TRACE_FLAGS if torchscript else ()
     for model in ("gpt", "llama"):
         want = reference[model]["losses_adamw_cpu_fp32"][:STEPS]
-        for form in ("_dynamo.onnx", ".pt2", "_legacy.onnx"):
+        for form in forms:
             name = model + form
-            runs[name] = train(dsc, dsrt, os.path.join(shared, name), work, name, data)
+            runs[name] = train(dsc, dsrt, os.path.join(shared, name), work, name, data, flags)
             ok &= report(name, runs[name], want)
     # The same batch on each of 2 ranks: the global step is one rank's.
     doubled = os.path.join(work, "data2")
@@ -77,12 +86,14 @@ def main():
     for input_name in ("idx", "tgt"):
         a = np.load(os.path.join(data, input_name + ".npy"))
         np.save(os.path.join(doubled, input_name + ".npy"), np.concatenate([a, a]))
-    one = runs["gpt_dynamo.onnx"]
-    model = os.path.join(shared, "gpt_dynamo.onnx")
-    ok &= report("gpt_dynamo.onnx dp 2 ZeRO 3 vs 1 rank",
-                 train(dsc, dsrt, model, work, "dp2", doubled, ("--dp", "2", "--zero", "3")), one)
-    ok &= report("gpt_dynamo.onnx tp 2 vs 1 rank",
-                 train(dsc, dsrt, model, work, "tp2", data, ("--tp", "2")), one)
+    base = "gpt_trace.pt" if torchscript else "gpt_dynamo.onnx"
+    one = runs[base]
+    model = os.path.join(shared, base)
+    ok &= report(base + " dp 2 ZeRO 3 vs 1 rank",
+                 train(dsc, dsrt, model, work, "dp2", doubled,
+                       ("--dp", "2", "--zero", "3") + flags), one)
+    ok &= report(base + " tp 2 vs 1 rank",
+                 train(dsc, dsrt, model, work, "tp2", data, ("--tp", "2") + flags), one)
     sys.exit(0 if ok else 1)
 
 

@@ -1,0 +1,497 @@
+//===- TorchScriptArchive.cpp - torch.jit.save archives -> aten::Program --===//
+#include "frontends/torchscript/TorchScriptArchive.h"
+
+#include <torch/csrc/jit/passes/constant_propagation.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
+#include <torch/csrc/jit/passes/inliner.h>
+#include <torch/csrc/jit/passes/remove_mutation.h>
+#include <torch/library.h>
+#include <torch/script.h>
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+// The schemas of ATen ops newer than libtorch 1.13 that the ATen op table
+// lowers, so that 1.13's loader resolves calls to them in archives PyTorch
+// 2.x saved. Schema only: dsc reads the graph and never runs it.
+TORCH_LIBRARY_FRAGMENT(aten, m) {
+  m.def("scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, "
+        "Tensor? attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, "
+        "float? scale=None, bool enable_gqa=False) -> Tensor");
+}
+
+namespace dsc::torchscript {
+
+namespace {
+
+using torch::jit::Node;
+using torch::jit::Value;
+namespace prim = c10::prim;
+
+llvm::Error err(const std::string &path, const std::string &why) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), path + ": " + why);
+}
+
+/// The first line of a libtorch error (the rest is its C++ backtrace).
+std::string firstLine(const std::string &what) { return what.substr(0, what.find('\n')); }
+
+/// c10::ScalarType -> the torch.export numbering aten::Program uses
+/// (torch/_export/serde/schema.py); 0 for a type dsc does not read.
+int exportDType(c10::ScalarType t) {
+  switch (t) {
+  case c10::ScalarType::Byte: return int(aten::ScalarType::Byte);
+  case c10::ScalarType::Char: return int(aten::ScalarType::Char);
+  case c10::ScalarType::Short: return int(aten::ScalarType::Short);
+  case c10::ScalarType::Int: return int(aten::ScalarType::Int);
+  case c10::ScalarType::Long: return int(aten::ScalarType::Long);
+  case c10::ScalarType::Half: return int(aten::ScalarType::Half);
+  case c10::ScalarType::Float: return int(aten::ScalarType::Float);
+  case c10::ScalarType::Double: return int(aten::ScalarType::Double);
+  case c10::ScalarType::Bool: return int(aten::ScalarType::Bool);
+  case c10::ScalarType::BFloat16: return int(aten::ScalarType::BFloat16);
+  default: return 0;
+  }
+}
+
+/// "code/__torch__/model.py:23" of a node, where the archive records it.
+std::string sourceOf(const Node *n) {
+  if (auto flc = n->sourceRange().file_line_col())
+    return std::get<0>(*flc) + ":" + std::to_string(std::get<1>(*flc));
+  return std::string();
+}
+
+} // namespace
+
+struct Archive::Impl {
+  torch::jit::Module module;
+  /// Parameters and buffers by their PyTorch names.
+  std::map<std::string, at::Tensor> tensors;
+};
+
+Archive::~Archive() = default;
+
+namespace {
+
+/// Builds the program from the inlined, lowered graph.
+class Builder {
+public:
+  Builder(const std::string &path, aten::Program &program,
+          std::map<std::string, at::Tensor> &tensors)
+      : path_(path), program_(program), tensors_(tensors) {}
+
+  llvm::Error run(torch::jit::Module &m,
+                  const std::map<std::string, std::vector<int64_t>> &inputShapes);
+
+private:
+  std::string nameOf(const Value *v) {
+    auto it = names_.find(v);
+    return it != names_.end() ? it->second : v->debugName();
+  }
+  llvm::Error fail(const Node *n, const std::string &why) {
+    std::string src = sourceOf(n);
+    return err(path_, std::string("node '") + n->kind().toQualString() + "'" +
+                          (src.empty() ? "" : " (" + src + ")") + ": " + why);
+  }
+  llvm::Error resolveAttributes(torch::jit::Graph &g, torch::jit::Module &m);
+  llvm::Expected<aten::Arg> argOf(const Node *n, const Value *v, const std::string &argName);
+  llvm::Error addNode(Node *n);
+
+  std::string path_;
+  aten::Program &program_;
+  std::map<std::string, at::Tensor> &tensors_;
+  std::unordered_map<const Value *, std::string> names_;
+  int constants_ = 0;
+};
+
+llvm::Error Builder::resolveAttributes(torch::jit::Graph &g, torch::jit::Module &m) {
+  // PyTorch's names, shared storage once (tied weights): the first name
+  // named_parameters() gives a tensor is its name.
+  std::map<const void *, std::string> byStorage;
+  std::set<std::string> parameterNames;
+  for (const auto &p : m.named_parameters(/*recurse=*/true)) {
+    parameterNames.insert(p.name);
+    byStorage.emplace(p.value.unsafeGetTensorImpl(), p.name);
+  }
+  for (const auto &b : m.named_buffers(/*recurse=*/true))
+    byStorage.emplace(b.value.unsafeGetTensorImpl(), b.name);
+
+  Value *self = g.inputs().at(0);
+  std::unordered_map<const Value *, torch::jit::Module> modules{{self, m}};
+  std::map<std::string, Value *> inputOf; // one graph input per tensor
+  std::vector<Node *> getAttrs;
+  for (Node *n : g.nodes()) {
+    if (n->kind() != prim::GetAttr)
+      continue;
+    auto owner = modules.find(n->input());
+    if (owner == modules.end())
+      return fail(n, "reads an attribute of something that is not a module");
+    const std::string attr = n->s(c10::attr::name);
+    c10::IValue v = owner->second.attr(attr);
+    getAttrs.push_back(n);
+    if (v.isObject()) {
+      modules.emplace(n->output(), torch::jit::Module(v.toObject()));
+      continue;
+    }
+    if (v.isTensor()) {
+      at::Tensor t = v.toTensor();
+      auto known = byStorage.find(t.unsafeGetTensorImpl());
+      std::string name = known != byStorage.end()
+                             ? known->second
+                             : "constant." + std::to_string(constants_++);
+      Value *&in = inputOf[name];
+      if (!in) {
+        in = g.addInput();
+        in->setType(n->output()->type());
+        names_[in] = name;
+        tensors_[name] = t;
+        aten::Input input;
+        input.role = parameterNames.count(name) ? aten::Input::Parameter
+                     : known != byStorage.end() ? aten::Input::Buffer
+                                                : aten::Input::Constant;
+        input.placeholder = name;
+        input.name = name;
+        input.requiresGrad = t.requires_grad();
+        program_.inputs.push_back(input);
+        aten::TensorMeta meta;
+        meta.dtype = exportDType(t.scalar_type());
+        meta.sizes.assign(t.sizes().begin(), t.sizes().end());
+        program_.values[name] = meta;
+      }
+      n->output()->replaceAllUsesWith(in);
+      continue;
+    }
+    if (v.isBool() || v.isInt() || v.isDouble() || v.isNone() || v.isString()) {
+      torch::jit::WithInsertPoint guard(n);
+      n->output()->replaceAllUsesWith(g.insertConstant(v));
+      continue;
+    }
+    return fail(n, "attribute '" + attr + "' is a " + v.tagKind() +
+                       ", which dsc cannot read as a constant");
+  }
+  // The model's tensors in named_parameters() then named_buffers() order,
+  // as torch.export lists them (so that both give one IR).
+  std::map<std::string, size_t> rank;
+  for (const auto &p : m.named_parameters(/*recurse=*/true))
+    rank.emplace(p.name, rank.size());
+  for (const auto &b : m.named_buffers(/*recurse=*/true))
+    rank.emplace(b.name, rank.size());
+  std::stable_sort(program_.inputs.begin(), program_.inputs.end(),
+                   [&](const aten::Input &a, const aten::Input &b) {
+                     auto ra = rank.find(a.name), rb = rank.find(b.name);
+                     size_t x = a.role == aten::Input::UserInput ? 0
+                                : ra != rank.end()              ? 1 + ra->second
+                                                                : rank.size() + 1;
+                     size_t y = b.role == aten::Input::UserInput ? 0
+                                : rb != rank.end()              ? 1 + rb->second
+                                                                : rank.size() + 1;
+                     return x < y;
+                   });
+  for (auto it = getAttrs.rbegin(); it != getAttrs.rend(); ++it)
+    if (!(*it)->hasUses())
+      (*it)->destroy();
+  if (self->hasUses())
+    return err(path_, "forward uses the module itself beyond reading its attributes (a "
+                      "method call that inlining left, or the module passed on)");
+  g.eraseInput(0);
+  return llvm::Error::success();
+}
+
+llvm::Expected<aten::Arg> Builder::argOf(const Node *n, const Value *v,
+                                         const std::string &argName) {
+  aten::Arg a;
+  if (v->type()->kind() == c10::TypeKind::TensorType) {
+    // A 0-dim constant (a Python number the trace recorded as a tensor)
+    // is the number, as torch.export writes it.
+    if (v->node()->kind() == prim::Constant) {
+      at::Tensor t = torch::jit::toIValue(v)->toTensor();
+      if (t.dim() == 0 && (t.is_floating_point() || t.scalar_type() == c10::ScalarType::Long)) {
+        if (t.is_floating_point()) {
+          a.kind = aten::Arg::Float;
+          a.f = t.item<double>();
+        } else {
+          a.kind = aten::Arg::Int;
+          a.i = t.item<int64_t>();
+        }
+        return a;
+      }
+    }
+    a.kind = aten::Arg::Tensor;
+    a.tensor = nameOf(v);
+    return a;
+  }
+  const Node *p = v->node();
+  if (p->kind() == prim::ListConstruct) {
+    bool tensors = true;
+    for (const Value *e : p->inputs())
+      tensors &= e->type()->kind() == c10::TypeKind::TensorType;
+    if (tensors) {
+      a.kind = aten::Arg::Tensors;
+      for (const Value *e : p->inputs())
+        a.tensors.push_back(nameOf(e));
+      return a;
+    }
+  }
+  c10::optional<c10::IValue> c = torch::jit::toIValue(v);
+  if (!c)
+    return fail(n, "argument '" + argName + "' is computed when the graph runs (" +
+                       p->kind().toQualString() +
+                       "); dsc reads sizes and flags that are constants in the archive (trace "
+                       "the module with the shapes to train on)");
+  if (c->isNone()) {
+    a.kind = aten::Arg::None;
+  } else if (c->isBool()) {
+    a.kind = aten::Arg::Bool;
+    a.i = c->toBool();
+  } else if (c->isInt()) {
+    a.kind = argName == "dtype" ? aten::Arg::ScalarType : aten::Arg::Int;
+    a.i = argName == "dtype" ? exportDType(c10::ScalarType(c->toInt())) : c->toInt();
+  } else if (c->isDouble()) {
+    a.kind = aten::Arg::Float;
+    a.f = c->toDouble();
+  } else if (c->isString()) {
+    a.kind = aten::Arg::String;
+    a.s = c->toStringRef();
+  } else if (c->isIntList()) {
+    a.kind = aten::Arg::Ints;
+    for (int64_t x : c->toIntVector())
+      a.ints.push_back(x);
+  } else if (c->isDoubleList()) {
+    a.kind = aten::Arg::Floats;
+    for (double x : c->toDoubleVector())
+      a.floats.push_back(x);
+  } else if (c->isBoolList()) {
+    a.kind = aten::Arg::Bools;
+    for (bool x : c->toBoolList())
+      a.ints.push_back(x);
+  } else if (c->isDevice()) {
+    a.kind = aten::Arg::Device;
+    a.s = c->toDevice().str();
+  } else {
+    a.kind = aten::Arg::Other;
+    a.s = c->tagKind();
+  }
+  return a;
+}
+
+llvm::Error Builder::addNode(Node *n) {
+  const c10::FunctionSchema *schema = n->maybeSchema();
+  if (!schema)
+    return fail(n, "has no operator schema (dsc lowers ATen operator calls)");
+  aten::Node node;
+  std::string name = schema->name();
+  if (name.rfind("aten::", 0) != 0)
+    return fail(n, "is not an ATen operator");
+  node.target = "aten." + name.substr(6) + "." +
+                (schema->overload_name().empty() ? "default" : schema->overload_name());
+  node.sourceLine = sourceOf(n);
+  const auto &params = schema->arguments();
+  if (n->inputs().size() > params.size())
+    return fail(n, "has more inputs than its schema's arguments");
+  for (size_t k = 0; k < n->inputs().size(); ++k) {
+    auto a = argOf(n, n->inputs()[k], params[k].name());
+    if (!a)
+      return a.takeError();
+    node.args.emplace_back(params[k].name(), *a);
+  }
+  for (Value *out : n->outputs()) {
+    if (out->type()->kind() == c10::TypeKind::ListType) {
+      // Tensor[] results (split, chunk) are read through one ListUnpack.
+      if (out->uses().size() != 1 || out->uses()[0].user->kind() != prim::ListUnpack)
+        return fail(n, "its list result is used other than by unpacking it");
+      for (Value *piece : out->uses()[0].user->outputs())
+        node.outputs.push_back(nameOf(piece));
+      continue;
+    }
+    node.outputs.push_back(nameOf(out));
+  }
+  node.name = n->outputs().empty() ? node.target : nameOf(n->outputs()[0]);
+  program_.nodes.push_back(std::move(node));
+  return llvm::Error::success();
+}
+
+llvm::Error Builder::run(torch::jit::Module &m,
+                         const std::map<std::string, std::vector<int64_t>> &inputShapes) {
+  if (!m.find_method("forward"))
+    return err(path_, "the module has no forward method");
+  std::shared_ptr<torch::jit::Graph> g = m.get_method("forward").graph()->copy();
+  torch::jit::Inline(*g);
+  // The user's inputs, before the attributes add theirs.
+  std::vector<Value *> user(g->inputs().begin() + 1, g->inputs().end());
+  for (Value *v : user) {
+    std::string name = v->debugNameBase();
+    names_[v] = name;
+    aten::Input in;
+    in.role = aten::Input::UserInput;
+    in.placeholder = name;
+    in.name = name;
+    program_.inputs.push_back(in);
+  }
+  if (auto e = resolveAttributes(*g, m))
+    return e;
+  torch::jit::ConstantPropagation(g);
+  torch::jit::EliminateDeadCode(g);
+  // In-place ops become functional where alias analysis proves it safe
+  // (RemoveTensorMutation; not RemoveInplaceOps, which would also rewrite
+  // a write through a view and lose it). What is left is refused below.
+  torch::jit::RemoveListMutation(g);
+  torch::jit::RemoveTensorMutation(g);
+  torch::jit::ConstantPropagation(g);
+  torch::jit::EliminateDeadCode(g);
+
+  // Each user input's shape (--input-shape) and dtype (from its use).
+  std::set<std::string> integral;
+  for (Node *n : g->nodes()) {
+    const c10::FunctionSchema *schema = n->maybeSchema();
+    if (!schema)
+      continue;
+    for (size_t k = 0; k < n->inputs().size() && k < schema->arguments().size(); ++k) {
+      const std::string &arg = schema->arguments()[k].name();
+      bool index = (schema->name() == "aten::embedding" && arg == "indices") ||
+                   (arg == "target" && (schema->name() == "aten::cross_entropy_loss" ||
+                                        schema->name() == "aten::nll_loss" ||
+                                        schema->name() == "aten::nll_loss_nd"));
+      // Through the shape-only ops between the input and its use
+      // (tgt.view(-1)).
+      for (const Value *v = index ? n->inputs()[k] : nullptr; v;) {
+        integral.insert(nameOf(v));
+        const Node *p = v->node();
+        static const std::set<std::string> views = {
+            "aten::view", "aten::reshape", "aten::flatten", "aten::contiguous",
+            "aten::squeeze", "aten::unsqueeze", "aten::select", "aten::slice"};
+        const c10::FunctionSchema *ps = p->maybeSchema();
+        v = ps && views.count(ps->name()) ? p->inputs()[0] : nullptr;
+      }
+    }
+  }
+  std::vector<std::string> missing;
+  for (Value *v : user) {
+    const std::string &name = names_[v];
+    auto shape = inputShapes.find(name);
+    if (shape == inputShapes.end()) {
+      missing.push_back(name);
+      continue;
+    }
+    aten::TensorMeta meta;
+    meta.dtype = int(integral.count(name) ? aten::ScalarType::Long : aten::ScalarType::Float);
+    meta.sizes = shape->second;
+    program_.values[name] = meta;
+  }
+  if (!missing.empty()) {
+    std::string list;
+    for (const std::string &s : missing)
+      list += (list.empty() ? "" : ", ") + s;
+    return err(path_, "a TorchScript archive keeps no input shapes: give each input's with "
+                      "--input-shape NAME=DxD... (missing: " + list + ")");
+  }
+
+  // Tensor constants (what constant propagation folded, such as an arange
+  // of fixed length, and the trace's own) are the program's constants.
+  for (Node *n : g->nodes()) {
+    if (n->kind() != prim::Constant ||
+        n->output()->type()->kind() != c10::TypeKind::TensorType)
+      continue;
+    at::Tensor t = torch::jit::toIValue(n->output())->toTensor();
+    if (t.dim() == 0 && (t.is_floating_point() || t.scalar_type() == c10::ScalarType::Long))
+      continue; // an argument (argOf)
+    // A trace records a Python float it divides by as a float64 tensor; a
+    // 0-dim tensor takes the other operand's type in PyTorch's promotion,
+    // and dsc computes in float32.
+    if (t.scalar_type() == c10::ScalarType::Double)
+      t = t.to(c10::ScalarType::Float);
+    std::string name = "constant." + std::to_string(constants_++);
+    names_[n->output()] = name;
+    tensors_[name] = t;
+    aten::Input in;
+    in.role = aten::Input::Constant;
+    in.placeholder = name;
+    in.name = name;
+    in.requiresGrad = false;
+    program_.inputs.push_back(in);
+    aten::TensorMeta meta;
+    meta.dtype = exportDType(t.scalar_type());
+    meta.sizes.assign(t.sizes().begin(), t.sizes().end());
+    program_.values[name] = meta;
+  }
+  for (Node *n : g->nodes()) {
+    auto kind = n->kind();
+    if (kind == prim::Constant || kind == prim::ListConstruct || kind == prim::ListUnpack)
+      continue;
+    if (kind == prim::TupleConstruct && n->output()->uses().size() == 1 &&
+        n->output()->uses()[0].user->kind() == prim::Return)
+      continue;
+    if (kind.is_prim())
+      return fail(n, "is not supported (constant propagation leaves it: control flow or "
+                     "Python objects the graph builds when it runs)");
+    std::string qual = kind.toQualString();
+    if (qual.size() > 1 && qual.back() == '_' && qual.find("__") == std::string::npos)
+      return fail(n, "is an in-place op dsc could not make functional (it writes a tensor "
+                     "another op reads); write it out of place in the model");
+    if (auto e = addNode(n))
+      return e;
+  }
+  for (Value *out : g->outputs()) {
+    if (out->node()->kind() == prim::TupleConstruct) {
+      for (Value *e : out->node()->inputs())
+        program_.outputs.push_back(nameOf(e));
+      continue;
+    }
+    program_.outputs.push_back(nameOf(out));
+  }
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Expected<std::unique_ptr<Archive>>
+Archive::open(const std::string &path,
+              const std::map<std::string, std::vector<int64_t>> &inputShapes) {
+  std::unique_ptr<Archive> a(new Archive());
+  a->impl_ = std::make_unique<Impl>();
+  a->program_.path = path;
+  a->program_.producer = "TorchScript (torch.jit.save)";
+  try {
+    a->impl_->module = torch::jit::load(path);
+  } catch (const std::exception &e) {
+    return err(path, "not a TorchScript archive libtorch can read: " + firstLine(e.what()));
+  }
+  torch::jit::Module &m = a->impl_->module;
+  if (!m.is_training())
+    return err(path, "the module was saved in eval mode (model.eval(): dropout off, batch "
+                     "norm frozen); call model.train() before torch.jit.trace or "
+                     "torch.jit.script and save it again");
+  Builder b(path, a->program_, a->impl_->tensors);
+  try {
+    if (auto e = b.run(m, inputShapes))
+      return std::move(e);
+  } catch (const std::exception &e) {
+    return err(path, "cannot read its forward graph: " + firstLine(e.what()));
+  }
+  return a;
+}
+
+llvm::Expected<std::string> Archive::readTensor(const std::string &name,
+                                                aten::TensorMeta &meta) const {
+  auto it = impl_->tensors.find(name);
+  if (it == impl_->tensors.end())
+    return err(program_.path, "no parameter or buffer named '" + name + "'");
+  at::Tensor t = it->second.contiguous();
+  meta.dtype = exportDType(t.scalar_type());
+  meta.sizes.assign(t.sizes().begin(), t.sizes().end());
+  return std::string(static_cast<const char *>(t.data_ptr()), t.numel() * t.element_size());
+}
+
+llvm::Error Archive::readFloat(const std::string &name, std::vector<int64_t> &shape,
+                               std::vector<float> &values) const {
+  auto it = impl_->tensors.find(name);
+  if (it == impl_->tensors.end())
+    return err(program_.path, "no parameter or buffer named '" + name + "'");
+  at::Tensor t = it->second.detach().to(at::kFloat).contiguous();
+  shape.assign(t.sizes().begin(), t.sizes().end());
+  const float *p = t.data_ptr<float>();
+  values.assign(p, p + t.numel());
+  return llvm::Error::success();
+}
+
+} // namespace dsc::torchscript

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Writes the small TorchScript archives the TorchScript frontend's tests read.
+
+    make_ts.py KIND OUT
+
+KIND is one of:
+  mlp-trace / mlp-script   a 2-layer MLP with dropout whose forward(x, y) returns
+                           the cross-entropy loss, traced / scripted, saved in
+                           training mode (x [4, 8] float, y [4] int64 labels)
+  eval                     the traced MLP saved after model.eval()
+  unsupported              a forward calling torch.cumsum (no ATen table entry)
+  inplace                  a forward writing into a slice of a tensor it reads
+  no-loss                  a forward returning the logits, not a loss
+  tied                     an embedding and a head sharing one weight
+  frozen                   a parameter with requires_grad False and a buffer
+  corrupt                  the traced MLP with its code entry overwritten
+"""
+import io
+import sys
+import zipfile
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.fc2 = nn.Linear(16, 5)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x, y):
+        h = self.drop(F.gelu(self.fc1(x)))
+        return F.cross_entropy(self.fc2(h), y)
+
+
+class Cumsum(Mlp):
+    def forward(self, x, y):
+        return F.cross_entropy(self.fc2(F.relu(self.fc1(torch.cumsum(x, 1)))), y)
+
+
+class Inplace(Mlp):
+    def forward(self, x, y):
+        h = self.fc1(x)
+        v = h[:, :4]
+        v.mul_(2.0)
+        return F.cross_entropy(self.fc2(h), y)
+
+
+class NoLoss(Mlp):
+    def forward(self, x, y):
+        return self.fc2(F.relu(self.fc1(x)))
+
+
+class Tied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(16, 8)
+        self.head = nn.Linear(8, 16, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, ids, y):
+        return F.cross_entropy(self.head(self.emb(ids)).reshape(-1, 16), y.reshape(-1))
+
+
+class Frozen(Mlp):
+    def __init__(self):
+        super().__init__()
+        self.fc1.weight.requires_grad_(False)
+        self.register_buffer("shift", torch.full((8,), 0.5))
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.fc2(F.relu(self.fc1(x + self.shift))), y)
+
+
+def main():
+    kind, out = sys.argv[1], sys.argv[2]
+    torch.manual_seed(0)
+    x, y = torch.randn(4, 8), torch.tensor([0, 3, 1, 4])
+    model = {"unsupported": Cumsum, "inplace": Inplace, "no-loss": NoLoss, "tied": Tied,
+             "frozen": Frozen}.get(kind, Mlp)()
+    if kind == "tied":
+        x, y = torch.randint(0, 16, (4, 6)), torch.randint(0, 16, (4, 6))
+    model.train()
+    if kind == "eval":
+        model.eval()
+    if kind == "mlp-script":
+        m = torch.jit.script(model)
+    else:
+        m = torch.jit.trace(model, (x, y), check_trace=False)
+    if kind != "corrupt":
+        m.save(out)
+        return
+    buf = io.BytesIO()
+    torch.jit.save(m, buf)
+    with zipfile.ZipFile(io.BytesIO(buf.getvalue())) as src, \
+            zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename.endswith("data.pkl"):
+                data = b"\x80\x02garbage" + data[:8]
+            dst.writestr(info, data)
+
+
+if __name__ == "__main__":
+    main()
