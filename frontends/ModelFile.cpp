@@ -80,11 +80,16 @@ importModel(mlir::MLIRContext &ctx, const std::string &path, const ImportOptions
   auto format = modelFormat(path);
   if (!format)
     return format.takeError();
+  if (*format != ModelFormat::TorchScript && !options.inputDTypes.empty())
+    return err(path, "--input-shape " + options.inputDTypes.begin()->first + "=...:" +
+                         options.inputDTypes.begin()->second +
+                         " gives a dtype, which only a TorchScript archive needs (this model "
+                         "file declares its inputs' types); drop the :DTYPE");
   if (*format == ModelFormat::Onnx)
     return onnx_import::importOnnxFile(ctx, path, options);
 #ifdef DSC_HAVE_TORCHSCRIPT
   if (*format == ModelFormat::TorchScript) {
-    auto archive = torchscript::Archive::open(path, options.inputShapes);
+    auto archive = torchscript::Archive::open(path, options.inputShapes, options.inputDTypes);
     if (!archive)
       return archive.takeError();
     const torchscript::Archive &a = **archive;
@@ -120,7 +125,7 @@ llvm::Error readFloatWeights(
   std::vector<float> values;
 #ifdef DSC_HAVE_TORCHSCRIPT
   if (*format == ModelFormat::TorchScript) {
-    auto archive = torchscript::Archive::open(path, options.inputShapes);
+    auto archive = torchscript::Archive::open(path, options.inputShapes, options.inputDTypes);
     if (!archive)
       return archive.takeError();
     for (const std::string &name : names) {

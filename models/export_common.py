@@ -60,7 +60,11 @@ def make_parser(description, presets, default_size="tiny"):
         description=description,
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("-o", "--output", required=True, metavar="OUT.onnx",
-                   help="output ONNX file")
+                   help="output ONNX file (or TorchScript archive, --format torchscript)")
+    p.add_argument("--format", choices=["onnx", "torchscript"], default="onnx",
+                   help="onnx: torch.onnx.export; torchscript: torch.jit.trace of the "
+                        "training-mode module, saved with torch.jit.save (dsc then needs "
+                        "--input-shape for each input, which the export prints)")
     p.add_argument("--size", choices=sorted(presets), default=default_size,
                    help="preset; explicit model flags override it")
     p.add_argument("--seed", type=int, default=0,
@@ -342,6 +346,24 @@ def export(model, inputs, input_names, args):
     out = args.output
     d = os.path.dirname(os.path.abspath(out))
     os.makedirs(d, exist_ok=True)
+
+    if getattr(args, "format", "onnx") == "torchscript":
+        t0 = time.perf_counter()
+        traced = torch.jit.trace(model, inputs, check_trace=False)
+        torch.jit.save(traced, out)
+        # dsc needs each input's shape, and a dtype where use does not tell.
+        flags = []
+        for name, t in zip(input_names, inputs):
+            spec = "%s=%s" % (name, "x".join(str(s) for s in t.shape))
+            if t.dtype == torch.int64:
+                spec += ":int64"
+            elif t.dtype == torch.bool:
+                spec += ":bool"
+            flags.append("--input-shape " + spec)
+        print("wrote %s (%d bytes): TorchScript (torch.jit.trace), %.2fs; dsc %s %s" % (
+            out, os.path.getsize(out), time.perf_counter() - t0, out, " ".join(flags)),
+            file=sys.stderr)
+        return
 
     t0 = time.perf_counter()
     torch.onnx.export(

@@ -167,10 +167,53 @@ std::optional<int64_t> AtenImporter::integer(const char *name, std::optional<int
       (void)fail(Twine("argument '") + name + "' is None");
     return dflt;
   }
+  if (a->kind == Arg::Int && !a->exprs.empty() && a->exprs[0])
+    return evaluate(*a->exprs[0]);
   if (a->kind == Arg::Int || a->kind == Arg::Bool || a->kind == Arg::ScalarType)
     return a->i;
   (void)fail(Twine("argument '") + name + "' is not an integer");
   return std::nullopt;
+}
+
+std::optional<int64_t> AtenImporter::evaluate(const IntExpr &e) {
+  switch (e.op) {
+  case IntExpr::Const:
+    return e.value;
+  case IntExpr::Size: {
+    auto v = value(e.tensor);
+    if (!v) {
+      (void)fail(llvm::toString(v.takeError()));
+      return std::nullopt;
+    }
+    auto shape = mlir::cast<RankedTensorType>(v->getType()).getShape();
+    auto d = dim(e.value, int64_t(shape.size()));
+    if (!d)
+      return std::nullopt;
+    return shape.empty() ? 1 : shape[*d];
+  }
+  default:
+    break;
+  }
+  if (!e.lhs || !e.rhs) {
+    (void)fail("a malformed size expression");
+    return std::nullopt;
+  }
+  auto a = evaluate(*e.lhs), b = evaluate(*e.rhs);
+  if (!a || !b)
+    return std::nullopt;
+  switch (e.op) {
+  case IntExpr::Add: return *a + *b;
+  case IntExpr::Sub: return *a - *b;
+  case IntExpr::Mul: return *a * *b;
+  case IntExpr::FloorDiv:
+    if (*b == 0) {
+      (void)fail("a size expression divides by 0");
+      return std::nullopt;
+    }
+    return (*a / *b) - ((*a % *b != 0) && ((*a < 0) != (*b < 0)) ? 1 : 0);
+  default:
+    return std::nullopt;
+  }
 }
 
 std::optional<double> AtenImporter::real(const char *name, std::optional<double> dflt) {
@@ -182,6 +225,10 @@ std::optional<double> AtenImporter::real(const char *name, std::optional<double>
   }
   if (a->kind == Arg::Float)
     return a->f;
+  if (a->kind == Arg::Int && !a->exprs.empty() && a->exprs[0]) {
+    auto v = evaluate(*a->exprs[0]);
+    return v ? std::optional<double>(double(*v)) : std::nullopt;
+  }
   if (a->kind == Arg::Int || a->kind == Arg::Bool)
     return double(a->i);
   (void)fail(Twine("argument '") + name + "' is not a number");
@@ -198,8 +245,17 @@ AtenImporter::integers(const char *name, std::optional<std::vector<int64_t>> dfl
   const Arg *a = argument(name, !dflt);
   if (!a || a->kind == Arg::None)
     return dflt;
-  if (a->kind == Arg::Ints)
-    return a->ints;
+  if (a->kind == Arg::Ints) {
+    std::vector<int64_t> out = a->ints;
+    for (size_t k = 0; k < a->exprs.size() && k < out.size(); ++k)
+      if (a->exprs[k]) {
+        auto v = evaluate(*a->exprs[k]);
+        if (!v)
+          return std::nullopt;
+        out[k] = *v;
+      }
+    return out;
+  }
   if (a->kind == Arg::Int)
     return std::vector<int64_t>{a->i};
   (void)fail(Twine("argument '") + name + "' is not a list of integers");
@@ -226,6 +282,10 @@ Value AtenImporter::operand(const char *name, Value like) {
   auto et = mlir::cast<RankedTensorType>(like.getType()).getElementType();
   if (a->kind == Arg::Float)
     return scalar(a->f, et);
+  if (a->kind == Arg::Int && !a->exprs.empty() && a->exprs[0]) {
+    auto v = evaluate(*a->exprs[0]);
+    return v ? scalar(double(*v), et) : Value();
+  }
   if (a->kind == Arg::Int || a->kind == Arg::Bool)
     return scalar(double(a->i), et);
   (void)fail(Twine("argument '") + name + "' is not a tensor or a number");

@@ -147,6 +147,8 @@ private:
   /// Integer and bool model tensors, folded into a constant where first
   /// read (value(): wherever the file put them, one IR).
   std::map<std::string, std::pair<const Input *, mlir::RankedTensorType>> unfolded_;
+  /// An IntExpr's value over the shapes of the values built so far.
+  std::optional<int64_t> evaluate(const IntExpr &e);
   /// The value of `name`: produced, an argument, or a constant folded now.
   llvm::Expected<mlir::Value> value(const std::string &name);
   std::set<std::string> read_; // every value some node or output reads

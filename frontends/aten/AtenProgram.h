@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +38,17 @@ struct TensorMeta {
   std::vector<int64_t> sizes;
 };
 
+/// An integer a TorchScript graph computes from tensor sizes (x.size(-1)
+/// // 2): evaluated by the importer, which knows every tensor's shape.
+struct IntExpr {
+  enum Op { Const, Size, Add, Sub, Mul, FloorDiv };
+  Op op = Const;
+  int64_t value = 0;  // Const: the number; Size: the dimension
+  std::string tensor; // Size: the value whose dimension it is
+  std::shared_ptr<const IntExpr> lhs, rhs;
+};
+using IntExprPtr = std::shared_ptr<const IntExpr>;
+
 /// One argument of a call, as the serialized schema spells it.
 struct Arg {
   enum Kind { None, Tensor, Tensors, Int, Ints, Float, Floats, Bool, Bools, String, ScalarType,
@@ -49,6 +61,9 @@ struct Arg {
   double f = 0;                     // Float
   std::vector<double> floats;       // Floats
   std::string s;                    // String, Device; the JSON key for Other
+  /// Int, Ints: sizes computed from tensor shapes (one per element of Ints,
+  /// null for a constant one); empty when every value is a constant.
+  std::vector<IntExprPtr> exprs;
 };
 
 struct Node {

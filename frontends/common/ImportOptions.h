@@ -18,6 +18,10 @@ struct ImportOptions {
   int64_t batchSize = 0;
   /// Full static shapes for named graph inputs.
   std::map<std::string, std::vector<int64_t>> inputShapes;
+  /// Element types for named inputs ("int64", "float32", ...): only a
+  /// TorchScript archive, which keeps none, takes them; other model files
+  /// declare theirs.
+  std::map<std::string, std::string> inputDTypes;
   /// Initializers never to train (dsc --freeze): a glob (`*`, `?`, `[...]`,
   /// `{a,b}`) matching the whole name, or `/regex/` matching anywhere in it.
   /// A pattern that matches no initializer is an error.
@@ -27,10 +31,14 @@ struct ImportOptions {
   llvm::raw_ostream *notes = nullptr;
 };
 
-/// Parses dsc --input-shape's NAME=DxDx... into `out` (a name given once,
-/// positive dimensions); false with `error` set otherwise.
-bool parseInputShape(const std::string &spec,
-                     std::map<std::string, std::vector<int64_t>> &out, std::string &error);
+/// The element types --input-shape's :DTYPE may name.
+inline constexpr const char *kInputDTypes[] = {"float32", "float16", "bfloat16", "int64",
+                                               "int32", "bool"};
+
+/// Parses dsc --input-shape's NAME=DxDx...[:DTYPE] into the options' shapes
+/// and dtypes (a name given once, positive dimensions, a DTYPE of
+/// kInputDTypes); false with `error` set otherwise.
+bool parseInputShape(const std::string &spec, ImportOptions &options, std::string &error);
 
 } // namespace dsc::frontend
 

@@ -82,7 +82,8 @@ public:
       : path_(path), program_(program), tensors_(tensors) {}
 
   llvm::Error run(torch::jit::Module &m,
-                  const std::map<std::string, std::vector<int64_t>> &inputShapes);
+                  const std::map<std::string, std::vector<int64_t>> &inputShapes,
+                  const std::map<std::string, std::string> &inputDTypes);
 
 private:
   std::string nameOf(const Value *v) {
@@ -95,6 +96,10 @@ private:
                           (src.empty() ? "" : " (" + src + ")") + ": " + why);
   }
   llvm::Error resolveAttributes(torch::jit::Graph &g, torch::jit::Module &m);
+  /// The integer `v` holds when it is a constant or computed from tensor
+  /// sizes (aten::size, int arithmetic, NumToTensor / Int round trips); null
+  /// otherwise.
+  aten::IntExprPtr exprOf(const Value *v);
   llvm::Expected<aten::Arg> argOf(const Node *n, const Value *v, const std::string &argName);
   llvm::Error addNode(Node *n);
 
@@ -102,6 +107,7 @@ private:
   aten::Program &program_;
   std::map<std::string, at::Tensor> &tensors_;
   std::unordered_map<const Value *, std::string> names_;
+  std::unordered_map<const Value *, aten::IntExprPtr> exprs_;
   int constants_ = 0;
 };
 
@@ -198,6 +204,61 @@ llvm::Error Builder::resolveAttributes(torch::jit::Graph &g, torch::jit::Module 
   return llvm::Error::success();
 }
 
+aten::IntExprPtr Builder::exprOf(const Value *v) {
+  if (auto it = exprs_.find(v); it != exprs_.end())
+    return it->second;
+  exprs_[v] = nullptr; // no cycles in a graph; this marks the visit
+  auto make = [](aten::IntExpr::Op op, int64_t value = 0, std::string tensor = "",
+                 aten::IntExprPtr lhs = nullptr, aten::IntExprPtr rhs = nullptr) {
+    auto e = std::make_shared<aten::IntExpr>();
+    e->op = op;
+    e->value = value;
+    e->tensor = std::move(tensor);
+    e->lhs = std::move(lhs);
+    e->rhs = std::move(rhs);
+    return aten::IntExprPtr(e);
+  };
+  aten::IntExprPtr e;
+  const Node *n = v->node();
+  const std::string kind = n->kind().toQualString();
+  if (kind == "prim::Constant") {
+    if (c10::optional<c10::IValue> c = torch::jit::toIValue(v)) {
+      if (c->isInt())
+        e = make(aten::IntExpr::Const, c->toInt());
+      else if (c->isTensor() && c->toTensor().dim() == 0 &&
+               c->toTensor().scalar_type() == c10::ScalarType::Long)
+        e = make(aten::IntExpr::Const, c->toTensor().item<int64_t>());
+    }
+  } else if (kind == "aten::size" && n->inputs().size() == 2) {
+    if (aten::IntExprPtr d = exprOf(n->inputs()[1]); d && d->op == aten::IntExpr::Const)
+      e = make(aten::IntExpr::Size, d->value, nameOf(n->inputs()[0]));
+  } else if (kind == "prim::ListUnpack" && n->input()->node()->kind() == c10::aten::size &&
+             n->input()->node()->inputs().size() == 1) {
+    for (size_t k = 0; k < n->outputs().size(); ++k)
+      if (n->outputs()[k] == v)
+        e = make(aten::IntExpr::Size, int64_t(k), nameOf(n->input()->node()->input()));
+  } else if (kind == "prim::NumToTensor" || kind == "aten::Int" ||
+             kind == "aten::ScalarImplicit" || kind == "aten::IntImplicit") {
+    e = exprOf(n->inputs()[0]);
+  } else if ((kind == "aten::floor_divide" || kind == "aten::floordiv" || kind == "aten::mul" ||
+              kind == "aten::add" || kind == "aten::sub") &&
+             n->inputs().size() >= 2) {
+    aten::IntExprPtr a = exprOf(n->inputs()[0]), b = exprOf(n->inputs()[1]);
+    bool unitAlpha = true;
+    if (n->inputs().size() == 3) {
+      aten::IntExprPtr alpha = exprOf(n->inputs()[2]);
+      unitAlpha = alpha && alpha->op == aten::IntExpr::Const && alpha->value == 1;
+    }
+    if (a && b && unitAlpha)
+      e = make(kind == "aten::add"   ? aten::IntExpr::Add
+               : kind == "aten::sub" ? aten::IntExpr::Sub
+               : kind == "aten::mul" ? aten::IntExpr::Mul
+                                     : aten::IntExpr::FloorDiv,
+               0, "", a, b);
+  }
+  return exprs_[v] = e;
+}
+
 llvm::Expected<aten::Arg> Builder::argOf(const Node *n, const Value *v,
                                          const std::string &argName) {
   aten::Arg a;
@@ -217,11 +278,38 @@ llvm::Expected<aten::Arg> Builder::argOf(const Node *n, const Value *v,
         return a;
       }
     }
+    // A size the graph computes (NumToTensor(x.size(1)) // 2) is a number.
+    if (aten::IntExprPtr e = v->node()->kind() != prim::Constant ? exprOf(v) : nullptr) {
+      a.kind = aten::Arg::Int;
+      a.exprs = {e};
+      return a;
+    }
     a.kind = aten::Arg::Tensor;
     a.tensor = nameOf(v);
     return a;
   }
   const Node *p = v->node();
+  if (p->kind() == prim::ListConstruct && !torch::jit::toIValue(v)) {
+    // A list of sizes some of which the graph computes.
+    bool sizes = !p->inputs().empty();
+    for (const Value *e : p->inputs())
+      sizes &= bool(exprOf(e));
+    if (sizes) {
+      a.kind = aten::Arg::Ints;
+      for (const Value *e : p->inputs()) {
+        a.ints.push_back(0);
+        a.exprs.push_back(exprOf(e));
+      }
+      return a;
+    }
+  }
+  if (p->kind() != prim::Constant && v->type()->kind() == c10::TypeKind::IntType) {
+    if (aten::IntExprPtr e = exprOf(v)) {
+      a.kind = aten::Arg::Int;
+      a.exprs = {e};
+      return a;
+    }
+  }
   if (p->kind() == prim::ListConstruct) {
     bool tensors = true;
     for (const Value *e : p->inputs())
@@ -312,7 +400,8 @@ llvm::Error Builder::addNode(Node *n) {
 }
 
 llvm::Error Builder::run(torch::jit::Module &m,
-                         const std::map<std::string, std::vector<int64_t>> &inputShapes) {
+                         const std::map<std::string, std::vector<int64_t>> &inputShapes,
+                         const std::map<std::string, std::string> &inputDTypes) {
   if (!m.find_method("forward"))
     return err(path_, "the module has no forward method");
   std::shared_ptr<torch::jit::Graph> g = m.get_method("forward").graph()->copy();
@@ -375,6 +464,13 @@ llvm::Error Builder::run(torch::jit::Module &m,
     }
     aten::TensorMeta meta;
     meta.dtype = int(integral.count(name) ? aten::ScalarType::Long : aten::ScalarType::Float);
+    if (auto d = inputDTypes.find(name); d != inputDTypes.end()) {
+      static const std::map<std::string, aten::ScalarType> types = {
+          {"float32", aten::ScalarType::Float}, {"float16", aten::ScalarType::Half},
+          {"bfloat16", aten::ScalarType::BFloat16}, {"int64", aten::ScalarType::Long},
+          {"int32", aten::ScalarType::Int}, {"bool", aten::ScalarType::Bool}};
+      meta.dtype = int(types.at(d->second));
+    }
     meta.sizes = shape->second;
     program_.values[name] = meta;
   }
@@ -421,6 +517,14 @@ llvm::Error Builder::run(torch::jit::Module &m,
     if (kind == prim::TupleConstruct && n->output()->uses().size() == 1 &&
         n->output()->uses()[0].user->kind() == prim::Return)
       continue;
+    // Sizes and the integer arithmetic on them: their users' arguments.
+    if (kind == c10::aten::size)
+      continue;
+    bool integerOnly = !n->outputs().empty();
+    for (const Value *out : n->outputs())
+      integerOnly &= bool(exprOf(out));
+    if (integerOnly)
+      continue;
     if (kind.is_prim())
       return fail(n, "is not supported (constant propagation leaves it: control flow or "
                      "Python objects the graph builds when it runs)");
@@ -446,7 +550,8 @@ llvm::Error Builder::run(torch::jit::Module &m,
 
 llvm::Expected<std::unique_ptr<Archive>>
 Archive::open(const std::string &path,
-              const std::map<std::string, std::vector<int64_t>> &inputShapes) {
+              const std::map<std::string, std::vector<int64_t>> &inputShapes,
+              const std::map<std::string, std::string> &inputDTypes) {
   std::unique_ptr<Archive> a(new Archive());
   a->impl_ = std::make_unique<Impl>();
   a->program_.path = path;
@@ -463,7 +568,7 @@ Archive::open(const std::string &path,
                      "torch.jit.script and save it again");
   Builder b(path, a->program_, a->impl_->tensors);
   try {
-    if (auto e = b.run(m, inputShapes))
+    if (auto e = b.run(m, inputShapes, inputDTypes))
       return std::move(e);
   } catch (const std::exception &e) {
     return err(path, "cannot read its forward graph: " + firstLine(e.what()));

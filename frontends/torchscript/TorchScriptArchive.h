@@ -17,7 +17,8 @@
 //  * names every call's arguments by its schema, as torch.export does.
 // The archive keeps no input shapes: --input-shape gives them, and an
 // input's dtype comes from its use (an embedding's indices and a loss's
-// targets are int64, others float32). The shapes of everything else come
+// targets are int64, others float32) unless --input-shape NAME=...:DTYPE
+// says it. The shapes of everything else come
 // from the nn dialect's type inference in the importer.
 //
 //===----------------------------------------------------------------------===//
@@ -38,10 +39,12 @@ namespace dsc::torchscript {
 class Archive {
 public:
   ~Archive();
-  /// Loads `path` and builds its program; `inputShapes` are dsc's
-  /// --input-shape (every user input needs one).
+  /// Loads `path` and builds its program; `inputShapes` and `inputDTypes`
+  /// are dsc's --input-shape NAME=DxD...[:DTYPE] (every user input needs a
+  /// shape; a dtype where its use does not tell).
   static llvm::Expected<std::unique_ptr<Archive>>
-  open(const std::string &path, const std::map<std::string, std::vector<int64_t>> &inputShapes);
+  open(const std::string &path, const std::map<std::string, std::vector<int64_t>> &inputShapes,
+       const std::map<std::string, std::string> &inputDTypes = {});
 
   const aten::Program &program() const { return program_; }
 

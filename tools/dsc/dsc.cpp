@@ -313,7 +313,7 @@ int main(int argc, char **argv) {
                     "given): --batch-size N sets a dynamic one\n";
   for (const auto &spec : inputShapes) {
     std::string error;
-    if (!dsc::frontend::parseInputShape(spec, options.inputShapes, error)) {
+    if (!dsc::frontend::parseInputShape(spec, options, error)) {
       llvm::errs() << "dsc: error: " << error << "\n";
       return 1;
     }
