@@ -1,8 +1,8 @@
 //===- AtenImporter.h - an ATen program -> nn dialect -----------*- C++ -*-===//
 //
 // One table, keyed by the ATen overload ("aten.linear.default"), lowers
-// each call of an aten::Program to nn ops. The .pt2 reader feeds it today;
-// the TorchScript reader will feed it the same calls, so that a module gives
+// each call of an aten::Program to nn ops. The .pt2 reader and the
+// TorchScript reader feed it the same calls, so that a module gives
 // one IR whichever file it came in.
 //
 //===----------------------------------------------------------------------===//

@@ -1,9 +1,10 @@
 //===- AtenProgram.h - a forward+loss graph of ATen operator calls -*- C++ -*-===//
 //
 // What the frontends that speak ATen hand to the one ATen op table: a
-// torch.export program (.pt2) today, a TorchScript graph later. It is the
+// torch.export program (.pt2) and a TorchScript graph (.pt). It is the
 // graph as a list of calls of ATen overloads with named arguments (the
-// names of the operator's schema), the static type of every tensor value,
+// names of the operator's schema), the static type of every tensor value
+// (of the inputs only, for TorchScript: the importer infers the rest),
 // and the program's signature: which placeholders are parameters, buffers,
 // constants and user inputs. Weights are not held here; the reader serves
 // them on demand by their PyTorch names.

@@ -113,7 +113,9 @@ int main(int argc, char **argv) {
   app.add_option("--batch-size", batchSizeText,
                  "value for a dynamic dimension 0 of every input")
       ->check(dsrt::cli::integer<int64_t>(1, int64_t(1) << 31));
-  app.add_option("--input-shape", inputShapes, "static shape of an input: NAME=DxDx...");
+  app.add_option("--input-shape", inputShapes,
+                 "static shape of an input: NAME=DxDx...[:DTYPE] (a DTYPE only for a "
+                 "TorchScript archive, which keeps none: float32, int64, ...)");
   app.add_option("--freeze", freeze,
                  "never train the initializers matching PATTERN (repeatable): a glob over the "
                  "whole name (* ? [..] {a,b}) or /regex/ (matching anywhere in the name); "
