@@ -20,7 +20,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${DSC_SAN_BUILD_DIR:-$root/build-asan}"
 work="${DSC_FUZZ_WORK:-$build/fuzz-work}"
-all=(ds_config hostfile_launch safetensors npy token_file plan_loader onnx_import pt2_import)
+all=(ds_config hostfile_launch safetensors npy token_file plan_loader onnx_import pt2_import torchscript_import)
 
 smoke=0
 seconds=60
@@ -38,6 +38,18 @@ for h in "${harnesses[@]}"; do
 done
 
 "$root/scripts/configure-sanitize.sh" "$build"
+cmake "$build" > /dev/null # picks up what the tree's CMake files now configure
+# A harness of an optional part (torchscript_import: libtorch) is built only
+# where that part is.
+present=()
+for h in "${harnesses[@]}"; do
+  if grep -q "fuzz_$h" "$build/build.ninja" 2> /dev/null; then
+    present+=("$h")
+  else
+    echo "fuzz.sh: $h: SKIPPED (not configured: its frontend's library is not installed)"
+  fi
+done
+harnesses=("${present[@]}")
 targets=()
 for h in "${harnesses[@]}"; do targets+=("fuzz_$h"); done
 lock=()

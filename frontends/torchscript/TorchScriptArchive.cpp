@@ -5,13 +5,21 @@
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/csrc/jit/passes/remove_mutation.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+#include <caffe2/serialize/inline_container.h>
 #include <torch/library.h>
 #include <torch/script.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <set>
 #include <sstream>
 #include <unordered_map>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 // The schemas of ATen ops newer than libtorch 1.13 that the ATen op table
 // lowers, so that 1.13's loader resolves calls to them in archives PyTorch
@@ -60,6 +68,218 @@ std::string sourceOf(const Node *n) {
   if (auto flc = n->sourceRange().file_line_col())
     return std::get<0>(*flc) + ":" + std::to_string(std::get<1>(*flc));
   return std::string();
+}
+
+/// A length in a pickle that runs past the record: libtorch's unpickler
+/// allocates (and clears) what a length-prefixed opcode says before it
+/// reads the bytes, so a 13 KB archive claiming a 12 GB string would take
+/// the machine's memory. Walks the opcodes of protocols 0-5; "" when every
+/// length fits (an opcode it does not know ends the walk: the unpickler
+/// refuses that itself).
+std::string pickleProblem(const unsigned char *p, size_t n) {
+  size_t at = 0;
+  auto lengthOf = [&](size_t bytes, uint64_t &len) {
+    if (n - at < bytes)
+      return false;
+    len = 0;
+    for (size_t k = 0; k < bytes; ++k)
+      len |= uint64_t(p[at + k]) << (8 * k);
+    at += bytes;
+    return true;
+  };
+  auto skipLine = [&] {
+    while (at < n && p[at] != '\n')
+      ++at;
+    if (at >= n)
+      return false;
+    ++at;
+    return true;
+  };
+  while (at < n) {
+    unsigned char op = p[at++];
+    uint64_t len = 0;
+    size_t fixed = 0; // bytes of a fixed-size argument
+    int prefix = 0;   // bytes of a length prefix, then that many bytes
+    int lines = 0;    // newline-terminated arguments
+    switch (op) {
+    case '.': // STOP
+      return std::string();
+    case 0x80: case 'K': case 'h': case 'q': case 0x82: fixed = 1; break; // PROTO BININT1 BINGET BINPUT EXT1
+    case 'M': case 0x83: fixed = 2; break;                                // BININT2 EXT2
+    case 'J': case 'j': case 'r': case 0x84: fixed = 4; break;            // BININT LONG_BINGET LONG_BINPUT EXT4
+    case 'G': case 0x95: fixed = 8; break;                                // BINFLOAT FRAME
+    case 0x8a: case 'U': case 0x8c: case 'C': prefix = 1; break; // LONG1 SHORT_BINSTRING SHORT_BINUNICODE SHORT_BINBYTES
+    case 0x8b: case 'T': case 'X': case 'B': prefix = 4; break;  // LONG4 BINSTRING BINUNICODE BINBYTES
+    case 0x8d: case 0x8e: case 0x96: prefix = 8; break;          // BINUNICODE8 BINBYTES8 BYTEARRAY8
+    case 'c': case 'i': lines = 2; break;                                  // GLOBAL INST
+    case 'I': case 'L': case 'S': case 'V': case 'F': case 'g': case 'p': case 'P':
+      lines = 1;
+      break;
+    default:
+      break; // no argument, or one the unpickler refuses itself
+    }
+    if (fixed && n - at < fixed)
+      return "the record ends inside an opcode's argument";
+    if (op == 'r') { // LONG_BINPUT: the unpickler sizes its memo to the index
+      uint64_t index = 0;
+      for (size_t k = 0; k < 4; ++k)
+        index |= uint64_t(p[at + k]) << (8 * k);
+      if (index > n)
+        return "a memo index of " + std::to_string(index) + " in a record of " +
+               std::to_string(n) + " bytes";
+    }
+    at += fixed;
+    if (prefix) {
+      if (!lengthOf(size_t(prefix), len))
+        return "the record ends inside a length";
+      if (len > n - at)
+        return "a length of " + std::to_string(len) + " bytes runs past the record's " +
+               std::to_string(n) + " bytes";
+      at += size_t(len);
+    }
+    for (int k = 0; k < lines; ++k)
+      if (!skipLine())
+        return "the record ends inside a text argument";
+  }
+  return std::string();
+}
+
+/// What libtorch 1.13's source-range unpickler would trip on in a
+/// *.debug_pkl (serialization/source_range_serialization.cpp: it indexes
+/// its string table and slices the source text unchecked, and its asserts
+/// throw inside ErrorReport::what()); "" when it reads cleanly.
+std::string debugInfoProblem(const c10::IValue &root) {
+  if (!root.isTuple())
+    return "not a tuple";
+  const auto &top = root.toTupleRef().elements();
+  if (top.empty())
+    return "an empty tuple";
+  std::vector<size_t> table; // the string table (format 2): its entries' lengths
+  c10::IValue lines = root;
+  if (top[0].isString() && top[0].toStringRef() == "FORMAT_WITH_STRING_TABLE") {
+    if (top.size() < 3 || !top[1].isTuple() || !top[2].isTuple())
+      return "a string-table record without its table and lines";
+    for (const c10::IValue &t : top[1].toTupleRef().elements()) {
+      if (!t.isString())
+        return "a string table entry that is not a string";
+      table.push_back(t.toStringRef().size());
+    }
+    lines = top[2];
+  }
+  for (const c10::IValue &line : lines.toTupleRef().elements()) {
+    if (!line.isTuple() || line.toTupleRef().elements().size() < 2 ||
+        !line.toTupleRef().elements()[0].isInt())
+      return "a record that is not (offset, range)";
+    const c10::IValue &range = line.toTupleRef().elements()[1];
+    if (!range.isTuple() || range.toTupleRef().elements().size() != 3)
+      return "a source range that is not (source, start, end)";
+    const auto &r = range.toTupleRef().elements();
+    if (!r[0].isTuple() || r[0].toTupleRef().elements().size() != 3 || !r[1].isInt() ||
+        !r[2].isInt())
+      return "a source range of the wrong types";
+    const auto &src = r[0].toTupleRef().elements();
+    if (!table.empty()) {
+      if (!src[0].isIntList() || !src[1].isInt() || !src[2].isInt())
+        return "a source of the wrong types";
+      auto inTable = [&](int64_t k) { return k >= 0 && k < int64_t(table.size()); };
+      if (!inTable(src[1].toInt()))
+        return "a file name outside the string table";
+      for (int64_t k : src[0].toIntVector())
+        if (!inTable(k))
+          return "a source piece outside the string table";
+    } else {
+      if (!src[0].isString() || !(src[1].isString() || src[1].isNone()) || !src[2].isInt())
+        return "a source of the wrong types";
+    }
+    // (A range past its text occurs in archives PyTorch writes; libtorch
+    // clamps it when it renders.)
+  }
+  return std::string();
+}
+
+/// What the child of trialLoad runs: "" when `path` loads, else why not.
+/// Every pickle is walked first (lengths that fit); the debug info
+/// (*.debug_pkl: where each line of the archive's code came from), which
+/// libtorch reads only inside ErrorReport::what(), where an error ends the
+/// process, is read here, where an error is an error.
+std::string checkAndLoad(const std::string &path) {
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(path);
+    for (const std::string &record : reader.getAllRecords()) {
+      auto endsWith = [&](const char *tail) {
+        size_t t = std::strlen(tail);
+        return record.size() >= t && record.compare(record.size() - t, t, tail) == 0;
+      };
+      if (!endsWith(".pkl") && !endsWith("_pkl"))
+        continue;
+      auto [data, size] = reader.getRecord(record);
+      if (std::string why =
+              pickleProblem(static_cast<const unsigned char *>(data.get()), size);
+          !why.empty())
+        return "its record '" + record + "' is corrupt: " + why;
+      if (!endsWith(".debug_pkl"))
+        continue;
+      std::string why;
+      try {
+        why = debugInfoProblem(torch::jit::unpickle(static_cast<const char *>(data.get()), size));
+      } catch (const std::exception &e) {
+        why = firstLine(e.what());
+      }
+      if (!why.empty())
+        return "its debug info '" + record + "' is corrupt: " + why;
+    }
+    (void)torch::jit::load(path);
+  } catch (const std::exception &e) {
+    return "not a TorchScript archive libtorch can read: " + firstLine(e.what());
+  }
+  return std::string();
+}
+
+/// Runs checkAndLoad(`path`) in a child process: "" when the archive
+/// loads, else why not (the child's verdict, or the signal that ended it).
+std::string trialLoad(const std::string &path) {
+  int fds[2];
+  if (::pipe(fds) != 0)
+    return checkAndLoad(path); // no child to be had: check here
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return checkAndLoad(path);
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::string verdict = checkAndLoad(path);
+    if (verdict.size() > 4000)
+      verdict.resize(4000);
+    verdict = (verdict.empty() ? "OK" : "E") + verdict;
+    ssize_t unused = ::write(fds[1], verdict.data(), verdict.size());
+    (void)unused;
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string verdict;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      break;
+    verdict.append(buf, size_t(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (verdict.rfind("OK", 0) == 0)
+    return std::string();
+  if (!verdict.empty() && verdict[0] == 'E')
+    return verdict.substr(1);
+  std::string how = WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status))
+                                        : "exit status " + std::to_string(WEXITSTATUS(status));
+  return "libtorch crashed reading it (" + how +
+         "): the archive is corrupt, or uses what libtorch 1.13 cannot read";
 }
 
 } // namespace
@@ -556,6 +776,13 @@ Archive::open(const std::string &path,
   a->impl_ = std::make_unique<Impl>();
   a->program_.path = path;
   a->program_.producer = "TorchScript (torch.jit.save)";
+  // libtorch 1.13 is not safe on a malformed archive (the fuzzer found a
+  // null dereference in its TorchScript class parser, a bad free in its
+  // unpickler, and 12 GB allocations): a child process checks and loads
+  // it first (checkAndLoad), so that a crash there is an error here, and
+  // this process reads only an archive that loaded there.
+  if (std::string why = trialLoad(path); !why.empty())
+    return err(path, why);
   try {
     a->impl_->module = torch::jit::load(path);
   } catch (const std::exception &e) {

@@ -22,6 +22,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import zipfile
 
 import numpy as np
 
@@ -224,6 +225,27 @@ def onnx_import():
         put(d, "mlp-tiny.bin", open(out, "rb").read())
 
 
+# --- torchscript_import --------------------------------------------------------
+
+def torchscript_import():
+    d = reset("torchscript_import")
+    # The frontend test's archives (PyTorch 1.13: a traced and a scripted
+    # MLP, tied weights, a frozen parameter and a buffer), whole; the
+    # harness's template (mlp-trace.pt) is one of them. And the traced
+    # MLP's code text, which the harness packs into the template.
+    make = os.path.join(ROOT, "test/frontends/torchscript/make_ts.py")
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind in ("mlp-trace", "mlp-script", "frozen", "inplace", "unsupported"):
+            out = os.path.join(tmp, kind + ".pt")
+            subprocess.run(["/usr/bin/python3", make, kind, out], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            put(d, kind + ".pt", open(out, "rb").read())
+            if kind in ("mlp-trace", "mlp-script"):
+                with zipfile.ZipFile(out) as z:
+                    code = [n for n in z.namelist() if n.endswith("code/__torch__.py")][0]
+                    put(d, kind + "-code.txt", z.read(code))
+
+
 # --- plan_loader ----------------------------------------------------------------
 
 def export(tmp, script, name, args):
@@ -292,7 +314,7 @@ def main():
     a = p.parse_args()
     makers = {"ds_config": ds_config, "hostfile_launch": hostfile_launch,
               "safetensors": safetensors, "npy": npy, "token_file": token_file,
-              "onnx_import": onnx_import}
+              "onnx_import": onnx_import, "torchscript_import": torchscript_import}
     if a.dsc:
         makers["plan_loader"] = lambda: plan_loader(a.dsc)
     elif not a.only or "plan_loader" in a.only:

@@ -13,7 +13,9 @@ KIND is one of:
   no-loss                  a forward returning the logits, not a loss
   tied                     an embedding and a head sharing one weight
   frozen                   a parameter with requires_grad False and a buffer
-  corrupt                  the traced MLP with its code entry overwritten
+  corrupt                  the traced MLP with its data.pkl overwritten
+  huge-string              the traced MLP whose data.pkl claims a 2 GB string
+                           (libtorch's unpickler would allocate it first)
 """
 import io
 import sys
@@ -90,7 +92,7 @@ def main():
         m = torch.jit.script(model)
     else:
         m = torch.jit.trace(model, (x, y), check_trace=False)
-    if kind != "corrupt":
+    if kind not in ("corrupt", "huge-string"):
         m.save(out)
         return
     buf = io.BytesIO()
@@ -99,8 +101,11 @@ def main():
             zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst:
         for info in src.infolist():
             data = src.read(info)
-            if info.filename.endswith("data.pkl"):
+            if info.filename.endswith("data.pkl") and kind == "corrupt":
                 data = b"\x80\x02garbage" + data[:8]
+            elif info.filename.endswith("data.pkl"):
+                at = data.index(b"X")  # the first BINUNICODE: its 4-byte length
+                data = data[:at + 1] + b"\xff\xff\xff\x7f" + data[at + 5:]
             dst.writestr(info, data)
 
 
