@@ -284,13 +284,22 @@ std::string trialLoad(const std::string &path) {
 
 } // namespace
 
-struct Archive::Impl {
-  torch::jit::Module module;
-  /// Parameters and buffers by their PyTorch names.
-  std::map<std::string, at::Tensor> tensors;
-};
+/// The archive as libtorch loaded it.
+class LibtorchArchive final : public Archive {
+public:
+  static llvm::Expected<std::unique_ptr<Archive>>
+  load(const std::string &path, const std::map<std::string, std::vector<int64_t>> &inputShapes,
+       const std::map<std::string, std::string> &inputDTypes);
+  llvm::Expected<std::string> readTensor(const std::string &name,
+                                         aten::TensorMeta &meta) const override;
+  llvm::Error readFloat(const std::string &name, std::vector<int64_t> &shape,
+                        std::vector<float> &values) const override;
 
-Archive::~Archive() = default;
+private:
+  torch::jit::Module module_;
+  /// Parameters and buffers by their PyTorch names.
+  std::map<std::string, at::Tensor> tensors_;
+};
 
 namespace {
 
@@ -769,11 +778,10 @@ llvm::Error Builder::run(torch::jit::Module &m,
 } // namespace
 
 llvm::Expected<std::unique_ptr<Archive>>
-Archive::open(const std::string &path,
-              const std::map<std::string, std::vector<int64_t>> &inputShapes,
-              const std::map<std::string, std::string> &inputDTypes) {
-  std::unique_ptr<Archive> a(new Archive());
-  a->impl_ = std::make_unique<Impl>();
+LibtorchArchive::load(const std::string &path,
+                      const std::map<std::string, std::vector<int64_t>> &inputShapes,
+                      const std::map<std::string, std::string> &inputDTypes) {
+  std::unique_ptr<LibtorchArchive> a(new LibtorchArchive());
   a->program_.path = path;
   a->program_.producer = "TorchScript (torch.jit.save)";
   // libtorch 1.13 is not safe on a malformed archive (the fuzzer found a
@@ -784,29 +792,29 @@ Archive::open(const std::string &path,
   if (std::string why = trialLoad(path); !why.empty())
     return err(path, why);
   try {
-    a->impl_->module = torch::jit::load(path);
+    a->module_ = torch::jit::load(path);
   } catch (const std::exception &e) {
     return err(path, "not a TorchScript archive libtorch can read: " + firstLine(e.what()));
   }
-  torch::jit::Module &m = a->impl_->module;
+  torch::jit::Module &m = a->module_;
   if (!m.is_training())
     return err(path, "the module was saved in eval mode (model.eval(): dropout off, batch "
                      "norm frozen); call model.train() before torch.jit.trace or "
                      "torch.jit.script and save it again");
-  Builder b(path, a->program_, a->impl_->tensors);
+  Builder b(path, a->program_, a->tensors_);
   try {
     if (auto e = b.run(m, inputShapes, inputDTypes))
       return std::move(e);
   } catch (const std::exception &e) {
     return err(path, "cannot read its forward graph: " + firstLine(e.what()));
   }
-  return a;
+  return std::unique_ptr<Archive>(std::move(a));
 }
 
-llvm::Expected<std::string> Archive::readTensor(const std::string &name,
-                                                aten::TensorMeta &meta) const {
-  auto it = impl_->tensors.find(name);
-  if (it == impl_->tensors.end())
+llvm::Expected<std::string> LibtorchArchive::readTensor(const std::string &name,
+                                                        aten::TensorMeta &meta) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end())
     return err(program_.path, "no parameter or buffer named '" + name + "'");
   at::Tensor t = it->second.contiguous();
   meta.dtype = exportDType(t.scalar_type());
@@ -814,10 +822,10 @@ llvm::Expected<std::string> Archive::readTensor(const std::string &name,
   return std::string(static_cast<const char *>(t.data_ptr()), t.numel() * t.element_size());
 }
 
-llvm::Error Archive::readFloat(const std::string &name, std::vector<int64_t> &shape,
-                               std::vector<float> &values) const {
-  auto it = impl_->tensors.find(name);
-  if (it == impl_->tensors.end())
+llvm::Error LibtorchArchive::readFloat(const std::string &name, std::vector<int64_t> &shape,
+                                       std::vector<float> &values) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end())
     return err(program_.path, "no parameter or buffer named '" + name + "'");
   at::Tensor t = it->second.detach().to(at::kFloat).contiguous();
   shape.assign(t.sizes().begin(), t.sizes().end());
@@ -827,3 +835,9 @@ llvm::Error Archive::readFloat(const std::string &name, std::vector<int64_t> &sh
 }
 
 } // namespace dsc::torchscript
+
+// The library's one entry point (TorchScriptLoader.cpp finds it by name).
+extern "C" __attribute__((visibility("default"))) void *dsc_torchscript_open() {
+  dsc::torchscript::OpenFn fn = &dsc::torchscript::LibtorchArchive::load;
+  return reinterpret_cast<void *>(fn);
+}

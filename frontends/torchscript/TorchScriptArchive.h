@@ -36,9 +36,14 @@
 
 namespace dsc::torchscript {
 
+/// A loaded archive. libtorch lives in a shared library of its own
+/// (libdsc-torchscript.so, beside the binaries in lib/), which open()
+/// loads on first use: libtorch's start-up registers thousands of
+/// operators, half a second that a dsc run on an ONNX or .pt2 file must not
+/// pay.
 class Archive {
 public:
-  ~Archive();
+  virtual ~Archive() = default;
   /// Loads `path` and builds its program; `inputShapes` and `inputDTypes`
   /// are dsc's --input-shape NAME=DxD...[:DTYPE] (every user input needs a
   /// shape; a dtype where its use does not tell).
@@ -49,17 +54,24 @@ public:
   const aten::Program &program() const { return program_; }
 
   /// A parameter's or buffer's type and raw little-endian bytes.
-  llvm::Expected<std::string> readTensor(const std::string &name, aten::TensorMeta &meta) const;
+  virtual llvm::Expected<std::string> readTensor(const std::string &name,
+                                                 aten::TensorMeta &meta) const = 0;
   /// The same, converted to float32.
-  llvm::Error readFloat(const std::string &name, std::vector<int64_t> &shape,
-                        std::vector<float> &values) const;
+  virtual llvm::Error readFloat(const std::string &name, std::vector<int64_t> &shape,
+                                std::vector<float> &values) const = 0;
 
-private:
+protected:
   Archive() = default;
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
   aten::Program program_;
 };
+
+/// What the shared library exports, by the C name kOpenSymbol: open()'s
+/// implementation.
+using OpenFn = llvm::Expected<std::unique_ptr<Archive>> (*)(
+    const std::string &path, const std::map<std::string, std::vector<int64_t>> &inputShapes,
+    const std::map<std::string, std::string> &inputDTypes);
+inline constexpr const char *kOpenSymbol = "dsc_torchscript_open";
+inline constexpr const char *kLibraryName = "libdsc-torchscript.so";
 
 } // namespace dsc::torchscript
 
