@@ -24,6 +24,41 @@ const char *const kExportAdvice =
     "export the model's forward+loss with torch.export.save(torch.export.export(model, "
     "args), 'model.pt2') or torch.onnx.export(model, args, 'model.onnx', dynamo=True)";
 
+/// The program of a .pt2 or TorchScript archive, through the ATen table.
+template <typename Archive>
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+importArchive(mlir::MLIRContext &ctx, const Archive &a, const ImportOptions &options) {
+  aten::TensorSource tensors = [&](const std::string &name, aten::TensorMeta &meta) {
+    return a.readTensor(name, meta);
+  };
+  return aten::importProgram(ctx, a.program(), tensors, options);
+}
+
+/// Every tensor of `names`, as float32, from an archive.
+template <typename Archive>
+llvm::Error readAllFloats(
+    const Archive &a, const std::set<std::string> &names,
+    const std::function<void(const std::string &, const std::vector<int64_t> &,
+                             const std::vector<float> &)> &consume) {
+  std::vector<int64_t> shape;
+  std::vector<float> values;
+  for (const std::string &name : names) {
+    if (auto e = a.readFloat(name, shape, values))
+      return e;
+    consume(name, shape, values);
+  }
+  return llvm::Error::success();
+}
+
+#ifdef DSC_HAVE_TORCHSCRIPT
+/// The TorchScript archive importModel loaded last, and its path, which
+/// readFloatWeights takes over instead of loading it again.
+std::pair<std::string, std::unique_ptr<torchscript::Archive>> &lastTorchScript() {
+  static std::pair<std::string, std::unique_ptr<torchscript::Archive>> last;
+  return last;
+}
+#endif
+
 } // namespace
 
 llvm::Expected<ModelFormat> modelFormat(const std::string &path) {
@@ -92,21 +127,17 @@ importModel(mlir::MLIRContext &ctx, const std::string &path, const ImportOptions
     auto archive = torchscript::Archive::open(path, options.inputShapes, options.inputDTypes);
     if (!archive)
       return archive.takeError();
-    const torchscript::Archive &a = **archive;
-    aten::TensorSource tensors = [&](const std::string &name, aten::TensorMeta &meta) {
-      return a.readTensor(name, meta);
-    };
-    return aten::importProgram(ctx, a.program(), tensors, options);
+    auto module = importArchive(ctx, **archive, options);
+    // The weights are read from the same archive (readFloatWeights):
+    // loading one again would cost libtorch another read and check.
+    lastTorchScript() = {path, std::move(*archive)};
+    return module;
   }
 #endif
   auto archive = pt2::Archive::open(path);
   if (!archive)
     return archive.takeError();
-  const pt2::Archive &a = **archive;
-  aten::TensorSource tensors = [&](const std::string &name, aten::TensorMeta &meta) {
-    return a.readTensor(name, meta);
-  };
-  return aten::importProgram(ctx, a.program(), tensors, options);
+  return importArchive(ctx, **archive, options);
 }
 
 llvm::Error readFloatWeights(
@@ -121,30 +152,22 @@ llvm::Error readFloatWeights(
     return onnx_import::readFloatInitializers(path, options, names, consume, skeleton, strip);
   if (skeleton)
     skeleton->clear();
-  std::vector<int64_t> shape;
-  std::vector<float> values;
 #ifdef DSC_HAVE_TORCHSCRIPT
   if (*format == ModelFormat::TorchScript) {
-    auto archive = torchscript::Archive::open(path, options.inputShapes, options.inputDTypes);
-    if (!archive)
-      return archive.takeError();
-    for (const std::string &name : names) {
-      if (auto e = (*archive)->readFloat(name, shape, values))
-        return e;
-      consume(name, shape, values);
+    auto [imported, archive] = std::move(lastTorchScript());
+    if (!archive || imported != path) {
+      auto opened = torchscript::Archive::open(path, options.inputShapes, options.inputDTypes);
+      if (!opened)
+        return opened.takeError();
+      archive = std::move(*opened);
     }
-    return llvm::Error::success();
+    return readAllFloats(*archive, names, consume);
   }
 #endif
   auto archive = pt2::Archive::open(path);
   if (!archive)
     return archive.takeError();
-  for (const std::string &name : names) {
-    if (auto e = (*archive)->readFloat(name, shape, values))
-      return e;
-    consume(name, shape, values);
-  }
-  return llvm::Error::success();
+  return readAllFloats(**archive, names, consume);
 }
 
 } // namespace dsc::frontend
