@@ -12,7 +12,9 @@ hand-written attention (separate q/k/v Linears, additive extended mask
 (1 - mask) * -10000), GELU FFN; MLM head dense -> GELU -> LayerNorm ->
 decoder tied to the word embedding (+ separate bias).
 
-All reshapes use the static config sizes (batch as -1).
+All reshapes use the static config sizes (batch as -1). The sizes are module
+constants (``__constants__``) rather than Python closures, so the module also
+compiles with torch.jit.script (``--format torchscript --jit script``).
 """
 
 import math
@@ -48,8 +50,11 @@ def build_model(a):
         return nn.GELU(approximate="tanh") if a.gelu == "tanh" else nn.GELU()
 
     class Embeddings(nn.Module):
+        __constants__ = ["T", "max_pos"]
+
         def __init__(self):
             super().__init__()
+            self.T, self.max_pos = T, a.max_pos
             self.word_embeddings = nn.Embedding(a.vocab, d)
             self.position_embeddings = nn.Embedding(a.max_pos, d)
             self.token_type_embeddings = nn.Embedding(a.type_vocab, d)
@@ -61,16 +66,19 @@ def build_model(a):
 
         def forward(self, input_ids, token_type_ids):
             pos = self.position_ids
-            if T != a.max_pos:
-                pos = pos[:, :T]
+            if self.T != self.max_pos:
+                pos = pos[:, :self.T]
             x = (self.word_embeddings(input_ids)
                  + self.position_embeddings(pos)
                  + self.token_type_embeddings(token_type_ids))
             return self.dropout(self.LayerNorm(x))
 
     class SelfAttention(nn.Module):
+        __constants__ = ["d", "H", "T", "hd"]
+
         def __init__(self):
             super().__init__()
+            self.d, self.H, self.T, self.hd = d, H, T, hd
             self.query = nn.Linear(d, d)
             self.key = nn.Linear(d, d)
             self.value = nn.Linear(d, d)
@@ -81,13 +89,14 @@ def build_model(a):
             self.LayerNorm = nn.LayerNorm(d, eps=eps)
 
         def forward(self, x, ext_mask):
+            T, H, hd = self.T, self.H, self.hd
             q = self.query(x).view(-1, T, H, hd).transpose(1, 2)  # [B, H, T, hd]
             k = self.key(x).view(-1, T, H, hd).transpose(1, 2)
             v = self.value(x).view(-1, T, H, hd).transpose(1, 2)
             scores = (q @ k.transpose(-1, -2)) / math.sqrt(hd)
             scores = scores + ext_mask  # [B, 1, 1, T] broadcast
             probs = self.dropout(F.softmax(scores, dim=-1))
-            ctx = (probs @ v).transpose(1, 2).contiguous().view(-1, T, d)
+            ctx = (probs @ v).transpose(1, 2).contiguous().view(-1, T, self.d)
             return self.LayerNorm(self.out_dropout(self.dense(ctx)) + x)  # post-LN
 
     class Layer(nn.Module):
@@ -120,8 +129,11 @@ def build_model(a):
             return self.decoder(x) + self.bias
 
     class BertForMLM(nn.Module):
+        __constants__ = ["vocab", "mask_value"]
+
         def __init__(self):
             super().__init__()
+            self.vocab, self.mask_value = a.vocab, mask_value
             self.embeddings = Embeddings()
             self.layers = nn.ModuleList([Layer() for _ in range(a.layers)])
             self.cls = MLMHead(self.embeddings.word_embeddings)
@@ -137,12 +149,12 @@ def build_model(a):
         def forward(self, input_ids, token_type_ids, attention_mask, labels):
             # [B, T] int64 -> [B, 1, 1, T] float: 0 for tokens, mask_value for pads.
             ext = attention_mask[:, None, None, :].to(torch.float32)
-            ext = (1.0 - ext) * mask_value
+            ext = (1.0 - ext) * self.mask_value
             x = self.embeddings(input_ids, token_type_ids)
             for layer in self.layers:
                 x = layer(x, ext)
             logits = self.cls(x)  # [B, T, V]
-            return F.cross_entropy(logits.view(-1, a.vocab), labels.view(-1),
+            return F.cross_entropy(logits.view(-1, self.vocab), labels.view(-1),
                                    ignore_index=-100)
 
     return BertForMLM()

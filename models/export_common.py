@@ -62,9 +62,13 @@ def make_parser(description, presets, default_size="tiny"):
     p.add_argument("-o", "--output", required=True, metavar="OUT.onnx",
                    help="output ONNX file (or TorchScript archive, --format torchscript)")
     p.add_argument("--format", choices=["onnx", "torchscript"], default="onnx",
-                   help="onnx: torch.onnx.export; torchscript: torch.jit.trace of the "
+                   help="onnx: torch.onnx.export; torchscript: torch.jit.trace (or script, --jit) of the "
                         "training-mode module, saved with torch.jit.save (dsc then needs "
                         "--input-shape for each input, which the export prints)")
+    p.add_argument("--jit", choices=["trace", "script"], default="trace",
+                   help="with --format torchscript: torch.jit.trace (records the ops "
+                        "one example batch runs) or torch.jit.script (compiles forward's "
+                        "Python, control flow included)")
     p.add_argument("--size", choices=sorted(presets), default=default_size,
                    help="preset; explicit model flags override it")
     p.add_argument("--seed", type=int, default=0,
@@ -349,8 +353,11 @@ def export(model, inputs, input_names, args):
 
     if getattr(args, "format", "onnx") == "torchscript":
         t0 = time.perf_counter()
-        traced = torch.jit.trace(model, inputs, check_trace=False)
-        torch.jit.save(traced, out)
+        if args.jit == "script":
+            jitted = torch.jit.script(model)
+        else:
+            jitted = torch.jit.trace(model, inputs, check_trace=False)
+        torch.jit.save(jitted, out)
         # dsc needs each input's shape, and a dtype where use does not tell.
         flags = []
         for name, t in zip(input_names, inputs):
@@ -360,8 +367,8 @@ def export(model, inputs, input_names, args):
             elif t.dtype == torch.bool:
                 spec += ":bool"
             flags.append("--input-shape " + spec)
-        print("wrote %s (%d bytes): TorchScript (torch.jit.trace), %.2fs; dsc %s %s" % (
-            out, os.path.getsize(out), time.perf_counter() - t0, out, " ".join(flags)),
+        print("wrote %s (%d bytes): TorchScript (torch.jit.%s), %.2fs; dsc %s %s" % (
+            out, os.path.getsize(out), args.jit, time.perf_counter() - t0, out, " ".join(flags)),
             file=sys.stderr)
         return
 

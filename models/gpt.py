@@ -14,12 +14,16 @@ self-attention, MLP d -> 4d -> d with GELU, final LayerNorm, LM head
 (bias-free, optionally tied to the token embedding).
 
 All reshapes use the static config sizes (batch as -1), so a static export
-contains no Shape/Gather/Concat shape arithmetic.
+contains no Shape/Gather/Concat shape arithmetic. The sizes are module
+constants (``__constants__``) rather than Python closures, so the module also
+compiles with torch.jit.script (``--format torchscript --jit script``; the
+manual attention only).
 """
 
 import math
 import os
 import sys
+from typing import Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import export_common as ec  # noqa: E402
@@ -47,9 +51,11 @@ def build_model(a):
     class ManualAttention(nn.Module):
         """nanoGPT CausalSelfAttention: fused qkv Linear, bool tril mask buffer,
         masked_fill(-inf), softmax, attention dropout, output projection."""
+        __constants__ = ["d", "H", "T", "hd"]
 
         def __init__(self):
             super().__init__()
+            self.d, self.H, self.T, self.hd = d, H, T, hd
             self.c_attn = nn.Linear(d, 3 * d)
             self.c_proj = nn.Linear(d, d)
             self.attn_dropout = nn.Dropout(a.dropout)
@@ -58,8 +64,9 @@ def build_model(a):
             self.register_buffer(
                 "mask", torch.tril(torch.ones(T, T, dtype=torch.bool)).view(1, 1, T, T))
 
-        def forward(self, x, key_padding_mask=None):
-            q, k, v = self.c_attn(x).split(d, dim=2)
+        def forward(self, x, key_padding_mask: Optional[torch.Tensor] = None):
+            T, H, hd = self.T, self.H, self.hd
+            q, k, v = self.c_attn(x).split(self.d, dim=2)
             q = q.view(-1, T, H, hd).transpose(1, 2)  # [B, H, T, hd]
             k = k.view(-1, T, H, hd).transpose(1, 2)
             v = v.view(-1, T, H, hd).transpose(1, 2)
@@ -70,7 +77,7 @@ def build_model(a):
             att = F.softmax(att, dim=-1)
             att = self.attn_dropout(att)
             y = att @ v  # [B, H, T, hd]
-            y = y.transpose(1, 2).contiguous().view(-1, T, d)
+            y = y.transpose(1, 2).contiguous().view(-1, T, self.d)
             return self.resid_dropout(self.c_proj(y))
 
     class MHAAttention(nn.Module):
@@ -84,7 +91,7 @@ def build_model(a):
             self.register_buffer(
                 "attn_mask", torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1))
 
-        def forward(self, x, key_padding_mask=None):
+        def forward(self, x, key_padding_mask: Optional[torch.Tensor] = None):
             # With both masks bool, MHA ors them (a run-time Or of bools).
             y, _ = self.attn(x, x, x, attn_mask=self.attn_mask,
                              key_padding_mask=key_padding_mask, need_weights=False)
@@ -109,13 +116,16 @@ def build_model(a):
             self.ln_2 = nn.LayerNorm(d)
             self.mlp = MLP()
 
-        def forward(self, x, key_padding_mask=None):
+        def forward(self, x, key_padding_mask: Optional[torch.Tensor] = None):
             x = x + self.attn(self.ln_1(x), key_padding_mask)
             return x + self.mlp(self.ln_2(x))
 
     class GPT(nn.Module):
+        __constants__ = ["T", "vocab", "learned_pos"]
+
         def __init__(self):
             super().__init__()
+            self.T, self.vocab, self.learned_pos = T, a.vocab, a.pos == "learned"
             modules = dict(wte=nn.Embedding(a.vocab, d))
             if a.pos == "learned":
                 modules["wpe"] = nn.Embedding(T, d)
@@ -153,17 +163,17 @@ def build_model(a):
             elif isinstance(m, nn.Embedding):
                 nn.init.normal_(m.weight, mean=0.0, std=0.02)
 
-        def forward(self, input_ids, targets, key_padding_mask=None):
+        def forward(self, input_ids, targets, key_padding_mask: Optional[torch.Tensor] = None):
             tr = self.transformer
-            if a.pos == "learned":
-                pos = torch.arange(0, T, dtype=torch.long, device=input_ids.device)  # [T]
+            if self.learned_pos:  # a constant: TorchScript compiles one branch
+                pos = torch.arange(0, self.T, dtype=torch.long, device=input_ids.device)  # [T]
                 x = tr.drop(tr.wte(input_ids) + tr.wpe(pos))
             else:
                 x = tr.drop(tr.wte(input_ids) + self.pos_enc)
             for block in tr.h:
                 x = block(x, key_padding_mask)
             logits = self.lm_head(tr.ln_f(x))  # [B, T, V]
-            return F.cross_entropy(logits.view(-1, a.vocab), targets.view(-1))
+            return F.cross_entropy(logits.view(-1, self.vocab), targets.view(-1))
 
     return GPT()
 

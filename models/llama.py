@@ -18,7 +18,9 @@ that never train); the causal mask is the bool buffer ``causal_mask``
 [1, 1, seq, seq] (True = may attend), filled with finfo(float32).min.
 
 All reshapes use the static config sizes (batch as -1), so a static export
-contains no Shape/Gather/Concat shape arithmetic.
+contains no Shape/Gather/Concat shape arithmetic. The sizes are module
+constants (``__constants__``) rather than Python closures, so the module also
+compiles with torch.jit.script (``--format torchscript --jit script``).
 """
 
 import math
@@ -65,9 +67,11 @@ def build_model(a):
     class RotaryEmbedding(nn.Module):
         """cos/sin of position x inverse frequency, each frequency twice
         (transformers' layout: emb = cat(freqs, freqs))."""
+        __constants__ = ["T", "rope_forward"]
 
         def __init__(self):
             super().__init__()
+            self.T, self.rope_forward = T, a.rope_forward
             inv_freq = 1.0 / (a.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
             if a.rope_forward:
                 # Older transformers (LlamaRotaryEmbedding before 4.38): the
@@ -82,9 +86,9 @@ def build_model(a):
             self.register_buffer("sin_cached", emb.sin())
 
         def forward(self):
-            if a.rope_forward:
-                t = torch.arange(T, dtype=self.inv_freq.dtype)
-                freqs = torch.einsum("i,j->ij", t, self.inv_freq)
+            if self.rope_forward:  # a constant: TorchScript compiles one branch
+                t = torch.arange(self.T, dtype=self.inv_freq.dtype)
+                freqs = torch.einsum("i,j->ij", [t, self.inv_freq])
                 emb = torch.cat((freqs, freqs), dim=-1)
                 return emb.cos(), emb.sin()
             return self.cos_cached, self.sin_cached
@@ -97,7 +101,7 @@ def build_model(a):
     def apply_rotary_pos_emb(q, k, cos, sin):
         return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
 
-    def repeat_kv(x):
+    def repeat_kv(x, KV: int, H: int, T: int, hd: int):
         """[B, KV, T, hd] -> [B, H, T, hd], each kv head for H / KV query heads."""
         if KV == H:
             return x
@@ -105,8 +109,12 @@ def build_model(a):
         return x.reshape(-1, H, T, hd)
 
     class Attention(nn.Module):
+        __constants__ = ["d", "H", "KV", "T", "hd", "mask_min"]
+
         def __init__(self):
             super().__init__()
+            self.d, self.H, self.KV, self.T, self.hd = d, H, KV, T, hd
+            self.mask_min = torch.finfo(torch.float32).min
             self.q_proj = nn.Linear(d, d, bias=False)
             self.k_proj = nn.Linear(d, KV * hd, bias=False)
             self.v_proj = nn.Linear(d, KV * hd, bias=False)
@@ -114,17 +122,18 @@ def build_model(a):
             self.attention_dropout = a.dropout
 
         def forward(self, x, cos, sin, causal_mask):
+            T, H, KV, hd = self.T, self.H, self.KV, self.hd
             q = self.q_proj(x).view(-1, T, H, hd).transpose(1, 2)  # [B, H, T, hd]
             k = self.k_proj(x).view(-1, T, KV, hd).transpose(1, 2)
             v = self.v_proj(x).view(-1, T, KV, hd).transpose(1, 2)
             q, k = apply_rotary_pos_emb(q, k, cos, sin)
-            k, v = repeat_kv(k), repeat_kv(v)
+            k, v = repeat_kv(k, KV, H, T, hd), repeat_kv(v, KV, H, T, hd)
             att = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(hd)
-            att = att.masked_fill(~causal_mask, torch.finfo(torch.float32).min)
+            att = att.masked_fill(~causal_mask, self.mask_min)
             att = F.softmax(att, dim=-1)
             att = F.dropout(att, p=self.attention_dropout, training=self.training)
             y = torch.matmul(att, v)  # [B, H, T, hd]
-            y = y.transpose(1, 2).contiguous().reshape(-1, T, d)
+            y = y.transpose(1, 2).contiguous().reshape(-1, T, self.d)
             return self.o_proj(y)
 
     class MLP(nn.Module):
@@ -170,8 +179,11 @@ def build_model(a):
             return self.norm(x)
 
     class LlamaForCausalLM(nn.Module):
+        __constants__ = ["vocab"]
+
         def __init__(self):
             super().__init__()
+            self.vocab = a.vocab
             self.model = LlamaModel()
             self.lm_head = nn.Linear(d, a.vocab, bias=False)  # untied
             self.apply(self._init_weights)
@@ -184,7 +196,7 @@ def build_model(a):
 
         def forward(self, input_ids, targets):
             logits = self.lm_head(self.model(input_ids))  # [B, T, V]
-            return F.cross_entropy(logits.view(-1, a.vocab), targets.view(-1))
+            return F.cross_entropy(logits.view(-1, self.vocab), targets.view(-1))
 
     return LlamaForCausalLM()
 

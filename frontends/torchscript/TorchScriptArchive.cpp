@@ -4,7 +4,10 @@
 #include <torch/csrc/jit/passes/constant_propagation.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/inliner.h>
+#include <torch/csrc/jit/passes/lower_tuples.h>
+#include <torch/csrc/jit/passes/peephole.h>
 #include <torch/csrc/jit/passes/remove_mutation.h>
+#include <torch/csrc/jit/runtime/graph_iterator.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <caffe2/serialize/inline_container.h>
 #include <torch/library.h>
@@ -332,7 +335,8 @@ private:
     return err(path_, std::string("node '") + n->kind().toQualString() + "'" +
                           (src.empty() ? "" : " (" + src + ")") + ": " + why);
   }
-  llvm::Error resolveAttributes(torch::jit::Graph &g, torch::jit::Module &m);
+  llvm::Error resolveAttributes(std::shared_ptr<torch::jit::Graph> &graph,
+                                torch::jit::Module &m);
   /// The integer `v` holds when it is a constant or computed from tensor
   /// sizes (aten::size, int arithmetic, NumToTensor / Int round trips); null
   /// otherwise.
@@ -348,7 +352,9 @@ private:
   int constants_ = 0;
 };
 
-llvm::Error Builder::resolveAttributes(torch::jit::Graph &g, torch::jit::Module &m) {
+llvm::Error Builder::resolveAttributes(std::shared_ptr<torch::jit::Graph> &graph,
+                                       torch::jit::Module &m) {
+  torch::jit::Graph &g = *graph;
   // PyTorch's names, shared storage once (tied weights): the first name
   // named_parameters() gives a tensor is its name.
   std::map<const void *, std::string> byStorage;
@@ -364,7 +370,9 @@ llvm::Error Builder::resolveAttributes(torch::jit::Graph &g, torch::jit::Module 
   std::unordered_map<const Value *, torch::jit::Module> modules{{self, m}};
   std::map<std::string, Value *> inputOf; // one graph input per tensor
   std::vector<Node *> getAttrs;
-  for (Node *n : g.nodes()) {
+  // Every block's (a branch's attribute reads too), definitions first.
+  torch::jit::DepthFirstGraphNodeIterator walk(graph);
+  while (Node *n = walk.next()) {
     if (n->kind() != prim::GetAttr)
       continue;
     auto owner = modules.find(n->input());
@@ -435,8 +443,9 @@ llvm::Error Builder::resolveAttributes(torch::jit::Graph &g, torch::jit::Module 
     if (!(*it)->hasUses())
       (*it)->destroy();
   if (self->hasUses())
-    return err(path_, "forward uses the module itself beyond reading its attributes (a "
-                      "method call that inlining left, or the module passed on)");
+    return fail(self->uses()[0].user,
+                "uses the module itself beyond reading its attributes (a method call "
+                "that inlining left, or the module passed on)");
   g.eraseInput(0);
   return llvm::Error::success();
 }
@@ -474,6 +483,12 @@ aten::IntExprPtr Builder::exprOf(const Value *v) {
     for (size_t k = 0; k < n->outputs().size(); ++k)
       if (n->outputs()[k] == v)
         e = make(aten::IntExpr::Size, int64_t(k), nameOf(n->input()->node()->input()));
+  } else if (kind == "aten::__getitem__" && n->inputs().size() == 2 &&
+             n->inputs()[0]->node()->kind() == c10::aten::size &&
+             n->inputs()[0]->node()->inputs().size() == 1) {
+    // x.shape[-1] in a scripted forward: an element of the size list.
+    if (aten::IntExprPtr d = exprOf(n->inputs()[1]); d && d->op == aten::IntExpr::Const)
+      e = make(aten::IntExpr::Size, d->value, nameOf(n->inputs()[0]->node()->input()));
   } else if (kind == "prim::NumToTensor" || kind == "aten::Int" ||
              kind == "aten::ScalarImplicit" || kind == "aten::IntImplicit") {
     e = exprOf(n->inputs()[0]);
@@ -643,6 +658,30 @@ llvm::Error Builder::run(torch::jit::Module &m,
     return err(path_, "the module has no forward method");
   std::shared_ptr<torch::jit::Graph> g = m.get_method("forward").graph()->copy();
   torch::jit::Inline(*g);
+  // An Optional input (a scripted forward's `mask: Optional[Tensor] = None`)
+  // is None without --input-shape, as a caller who leaves it out passes it,
+  // and a tensor with one; either way the checks on it (`is not None`, and
+  // the casts after them) fold away.
+  bool refined = false;
+  for (size_t k = g->inputs().size(); k-- > 1;) {
+    Value *v = g->inputs()[k];
+    auto optional = v->type()->cast<c10::OptionalType>();
+    if (!optional)
+      continue;
+    refined = true;
+    if (inputShapes.count(v->debugNameBase())) {
+      v->setType(optional->getElementType());
+      continue;
+    }
+    torch::jit::WithInsertPoint guard(g->param_node()->next());
+    v->replaceAllUsesWith(g->insertConstant(c10::IValue()));
+    g->eraseInput(k);
+  }
+  if (refined)
+    torch::jit::PeepholeOptimize(g, /*disable_shape_peepholes=*/true);
+  // The tuples a scripted forward passes between its functions
+  // (`cos, sin = self.rotary_emb()`) unpacked where they are built.
+  torch::jit::LowerSimpleTuples(g);
   // The user's inputs, before the attributes add theirs.
   std::vector<Value *> user(g->inputs().begin() + 1, g->inputs().end());
   for (Value *v : user) {
@@ -654,8 +693,29 @@ llvm::Error Builder::run(torch::jit::Module &m,
     in.name = name;
     program_.inputs.push_back(in);
   }
-  if (auto e = resolveAttributes(*g, m))
+  if (auto e = resolveAttributes(g, m))
     return e;
+  // What a scripted forward asks of a tensor when it runs, and a trace
+  // records as a constant: `x.device` (arange(..., device=ids.device); the
+  // plan places tensors itself, so any device is the one), and a model
+  // tensor's `.dtype` (arange(T, dtype=self.inv_freq.dtype)).
+  for (auto it = g->nodes().begin(); it != g->nodes().end();) {
+    Node *n = *it++;
+    c10::IValue known;
+    if (n->kind() == prim::device) {
+      known = c10::Device(c10::kCPU);
+    } else if (n->kind() == prim::dtype) {
+      auto t = tensors_.find(nameOf(n->input()));
+      if (t == tensors_.end())
+        continue;
+      known = int64_t(t->second.scalar_type());
+    } else {
+      continue;
+    }
+    torch::jit::WithInsertPoint guard(n);
+    n->output()->replaceAllUsesWith(g->insertConstant(known));
+    n->destroy();
+  }
   torch::jit::ConstantPropagation(g);
   torch::jit::EliminateDeadCode(g);
   // In-place ops become functional where alias analysis proves it safe

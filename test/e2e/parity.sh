@@ -17,7 +17,8 @@
 # PARITY_LOSS_RTOL (1e-5) and PARITY_WEIGHT_ATOL (1e-5; float32 runs record
 # about 1e-7 for both, and each test sets its own, ~100x what it records),
 # PARITY_FORMAT (onnx; torchscript: dsc imports the same module traced with
-# --format torchscript), PARITY_DSC_FLAGS (more dsc flags, e.g. --tp 2),
+# --format torchscript), PARITY_JIT (trace; script: with PARITY_FORMAT=
+# torchscript, the module compiled by torch.jit.script), PARITY_DSC_FLAGS (more dsc flags, e.g. --tp 2),
 # PARITY_PRECISION (fp32; bf16: dsc --precision bf16 and reference_train.py
 # --precision bf16, which makes dsc's casts), PARITY_REFERENCE (float32; float64:
 # the reference trains in float64, for models whose training amplifies
@@ -77,12 +78,12 @@ echo "== make_data ($SAMPLES samples)"
 model="$WORK/model.onnx"
 shapes=()
 if [ "${PARITY_FORMAT:-onnx}" = torchscript ]; then
-  # The same module (same seed, same flags) as a torch.jit.trace archive,
+  # The same module (same seed, same flags) as a torch.jit archive,
   # which dsc imports with the --input-shape flags its export prints; the
   # reference still trains from the ONNX file's weights, the same ones.
-  echo "== export models/$MODEL.py $* ${forced[*]} --format torchscript"
+  echo "== export models/$MODEL.py $* ${forced[*]} --format torchscript --jit ${PARITY_JIT:-trace}"
   "$PY" "$REPO/models/$MODEL.py" "$@" "${forced[@]}" --format torchscript \
-    -o "$WORK/model.pt" 2> "$WORK/torchscript-export.txt"
+    --jit "${PARITY_JIT:-trace}" -o "$WORK/model.pt" 2> "$WORK/torchscript-export.txt"
   read -r -a shapes <<< "$(grep -o -- '--input-shape.*' "$WORK/torchscript-export.txt")"
   model="$WORK/model.pt"
 fi

@@ -13,6 +13,10 @@ KIND is one of:
   no-loss                  a forward returning the logits, not a loss
   tied                     an embedding and a head sharing one weight
   frozen                   a parameter with requires_grad False and a buffer
+  optional-script          scripted: forward(x, y, mask: Optional[Tensor] = None)
+                           asking what a trace would record as constants
+                           (x.shape[-1], x.device, a buffer's dtype) and calling a
+                           submodule that returns a tuple
   corrupt                  the traced MLP with its data.pkl overwritten
   huge-string              the traced MLP whose data.pkl claims a 2 GB string
                            (libtorch's unpickler would allocate it first)
@@ -20,6 +24,7 @@ KIND is one of:
 import io
 import sys
 import zipfile
+from typing import Optional
 
 import torch
 import torch.nn as nn
@@ -77,18 +82,39 @@ class Frozen(Mlp):
         return F.cross_entropy(self.fc2(F.relu(self.fc1(x + self.shift))), y)
 
 
+class Halves(nn.Module):
+    def forward(self, h):
+        return h[..., : h.shape[-1] // 2], h[..., h.shape[-1] // 2:]
+
+
+class OptionalMask(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.fc2 = nn.Linear(8, 5)
+        self.halves = Halves()
+        self.register_buffer("scale", torch.ones(8))
+
+    def forward(self, x, y, mask: Optional[torch.Tensor] = None):
+        a, b = self.halves(self.fc1(x))
+        h = a * b + torch.arange(8, dtype=self.scale.dtype, device=x.device)
+        if mask is not None:
+            h = h.masked_fill(mask, 0.0)
+        return F.cross_entropy(self.fc2(h), y)
+
+
 def main():
     kind, out = sys.argv[1], sys.argv[2]
     torch.manual_seed(0)
     x, y = torch.randn(4, 8), torch.tensor([0, 3, 1, 4])
     model = {"unsupported": Cumsum, "inplace": Inplace, "no-loss": NoLoss, "tied": Tied,
-             "frozen": Frozen}.get(kind, Mlp)()
+             "frozen": Frozen, "optional-script": OptionalMask}.get(kind, Mlp)()
     if kind == "tied":
         x, y = torch.randint(0, 16, (4, 6)), torch.randint(0, 16, (4, 6))
     model.train()
     if kind == "eval":
         model.eval()
-    if kind == "mlp-script":
+    if kind.endswith("-script"):
         m = torch.jit.script(model)
     else:
         m = torch.jit.trace(model, (x, y), check_trace=False)
