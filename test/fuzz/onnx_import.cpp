@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "frontends/onnx/OnnxImporter.h"
-#include "test/fuzz/FuzzUtil.h"
+#include "test/fuzz/ImportFuzz.h"
 
 #include "mlir/IR/MLIRContext.h"
 
@@ -28,25 +28,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ctx.printOpOnDiagnostic(false);
     dsc::onnx_import::ImportOptions options;
     options.batchSize = batch;
-    std::string message;
-    try {
-      auto module = dsc::onnx_import::importOnnxFile(ctx, path, options);
-      if (module)
-        return 0;
-      message = llvm::toString(module.takeError());
-    } catch (const std::exception &e) {
-      if (!dsc::fuzz::lenient())
-        dsc::fuzz::foreignException("onnx_import", e);
-      return 0;
-    }
-    dsc::fuzz::note(message.c_str());
-    // The importer's own "PATH: internal error: ..." (not the input's text
-    // echoed in a parse error).
-    bool internal = message.rfind(path + ": internal error:", 0) == 0;
-    if (internal || (message.rfind(path, 0) != 0 && !dsc::fuzz::lenient())) {
-      std::fprintf(stderr, "onnx_import: %s\n", message.c_str());
-      std::abort();
-    }
+    std::string message = dsc::fuzz::judgeImport("onnx_import", path, [&] {
+      return dsc::onnx_import::importOnnxFile(ctx, path, options);
+    });
     if (message.find("is dynamic") == std::string::npos)
       return 0;
   }

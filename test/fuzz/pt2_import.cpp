@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "frontends/ModelFile.h"
-#include "test/fuzz/FuzzUtil.h"
+#include "test/fuzz/ImportFuzz.h"
 
 #include "mlir/IR/MLIRContext.h"
 
@@ -73,22 +73,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   mlir::MLIRContext ctx(mlir::MLIRContext::Threading::DISABLED);
   ctx.printOpOnDiagnostic(false);
   dsc::frontend::ImportOptions options;
-  std::string message;
-  try {
-    auto module = dsc::frontend::importModel(ctx, path, options);
-    if (module)
-      return 0;
-    message = llvm::toString(module.takeError());
-  } catch (const std::exception &e) {
-    if (!dsc::fuzz::lenient())
-      dsc::fuzz::foreignException("pt2_import", e);
-    return 0;
-  }
-  dsc::fuzz::note(message.c_str());
-  bool internal = message.rfind(path + ": internal error:", 0) == 0;
-  if (internal || (message.rfind(path, 0) != 0 && !dsc::fuzz::lenient())) {
-    std::fprintf(stderr, "pt2_import: %s\n", message.c_str());
-    std::abort();
-  }
+  dsc::fuzz::judgeImport("pt2_import", path, [&] {
+    return dsc::frontend::importModel(ctx, path, options);
+  });
   return 0;
 }

@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "frontends/ModelFile.h"
-#include "test/fuzz/FuzzUtil.h"
+#include "test/fuzz/ImportFuzz.h"
 
 #include "mlir/IR/MLIRContext.h"
 
@@ -77,22 +77,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   dsc::frontend::ImportOptions options;
   options.inputShapes["x"] = {4, 8};
   options.inputShapes["y"] = {4};
-  std::string message;
-  try {
-    auto module = dsc::frontend::importModel(ctx, path, options);
-    if (module)
-      return 0;
-    message = llvm::toString(module.takeError());
-  } catch (const std::exception &e) {
-    if (!dsc::fuzz::lenient())
-      dsc::fuzz::foreignException("torchscript_import", e);
-    return 0;
-  }
-  dsc::fuzz::note(message.c_str());
-  bool internal = message.rfind(path + ": internal error:", 0) == 0;
-  if (internal || (message.rfind(path, 0) != 0 && !dsc::fuzz::lenient())) {
-    std::fprintf(stderr, "torchscript_import: %s\n", message.c_str());
-    std::abort();
-  }
+  dsc::fuzz::judgeImport("torchscript_import", path, [&] {
+    return dsc::frontend::importModel(ctx, path, options);
+  });
   return 0;
 }
