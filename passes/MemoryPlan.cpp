@@ -472,6 +472,20 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
         transient.push_back(&storage[l]);
     for (auto &[op, s] : staging)
       transient.push_back(&s);
+    // The least any placement can need: the most bytes live at one time,
+    // each buffer's own bytes (its alignment padding is the placement's
+    // cost, as is the fragmentation; lowest fit by size comes within 0.1%
+    // on the bundled GPTs).
+    int64_t peakLive = persistent;
+    {
+      SmallVector<std::pair<int64_t, int64_t>> events; // time, bytes coming or going
+      for (Storage *s : transient)
+        events.append({{s->begin, s->bytes}, {s->end + 1, -s->bytes}});
+      llvm::sort(events);
+      int64_t live = persistent;
+      for (auto [time, delta] : events)
+        peakLive = std::max(peakLive, live += delta);
+    }
     llvm::stable_sort(transient, [&](Storage *a, Storage *b) { return a->bytes > b->bytes; });
     SmallVector<int64_t> times;
     for (Storage *s : transient)
@@ -515,6 +529,7 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
     numStaging += staging.size();
     fn->setAttr(TrainDialect::kArenaBytes, b.getI64IntegerAttr(arena));
     fn->setAttr(TrainDialect::kPersistentBytes, b.getI64IntegerAttr(persistent));
+    fn->setAttr(TrainDialect::kPeakLiveBytes, b.getI64IntegerAttr(peakLive));
     return success();
   }
 };

@@ -557,12 +557,15 @@ def MemoryPlan : Pass<"memory-plan", "mlir::func::FuncOp"> {
     `train.accumulate` once; values from outside it stay live across it),
     computes each buffer's lifetime, and assigns every tensor an offset in
     one arena: model state (parameters, gradient sums, optimizer states,
-    constants, inputs) first, then the transient activations placed by
-    greedy-by-size best fit so buffers whose lifetimes do not overlap share
-    memory. Views (reshape) share their operand's bytes; optimizer updates
-    and clipping run in place; an elementwise op writes over an operand that
-    dies there. Annotates `train.offsets` on ops, `train.offset` on arguments,
-    and `train.arena_bytes` / `train.persistent_bytes` on the function.
+    constants, inputs) first, then the transient activations placed
+    largest first at the lowest offset free for their lifetime, so buffers
+    whose lifetimes do not overlap share memory. Views (reshape) share their
+    operand's bytes; optimizer updates and clipping run in place; an
+    elementwise op writes over an operand that dies there. Annotates
+    `train.offsets` on ops, `train.offset` on arguments, and
+    `train.arena_bytes` / `train.persistent_bytes` / `train.peak_live_bytes`
+    (the most bytes live at one time, the least any placement needs) on the
+    function.
   }];
   let options = [
     Option<"alignment", "alignment", "int64_t", "64", "byte alignment of every buffer">,

@@ -54,7 +54,12 @@ namespace dsrt {
 /// (NvmeTier.param_path and param_offset: offload_param and
 /// offload_optimizer on different nvme_paths), which a version-9 dsrt
 /// would refuse as an unknown field. Plans of version 9 are unchanged.
-constexpr unsigned kPlanFormatVersion = 10;
+/// Version 11: what the memory plan knows of its bytes in use
+/// (Plan.peak_live_bytes, which the manifest prints against the arena, and
+/// Buffer.view_of, which dsrt --timeline's planned bytes follow through
+/// reshapes), fields a version-10 dsrt would refuse as unknown. Plans of
+/// version 10 are unchanged.
+constexpr unsigned kPlanFormatVersion = 11;
 constexpr unsigned kOldestPlanFormatVersion = 1;
 
 } // namespace dsrt

@@ -85,6 +85,16 @@ LogicalResult TrainDialect::verifyOperationAttribute(Operation *op, NamedAttribu
       attrName == kPersistentBytes || attrName == kHostTierBytes ||
       attrName == kNvmeTierBytes || attrName == kArenaBytesWithoutRecompute)
     return verifyPlannedAttribute(op, attr);
+  if (attrName == kPeakLiveBytes) {
+    if (failed(verifyPlannedAttribute(op, attr)))
+      return failure();
+    auto arena = op->getAttrOfType<IntegerAttr>(kArenaBytes);
+    if (arena && cast<IntegerAttr>(attr.getValue()).getInt() > arena.getInt())
+      return op->emitOpError("'") << kPeakLiveBytes << "' (" << attr.getValue()
+                                  << ") exceeds the arena's " << arena.getInt()
+                                  << " bytes: no arena holds less than what is live at once";
+    return success();
+  }
   if (attrName == kNvmeParamOffset) {
     if (failed(verifyPlannedAttribute(op, attr)))
       return failure();

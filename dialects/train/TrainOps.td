@@ -87,6 +87,9 @@ def Train_Dialect : Dialect {
     /// bytes (offload), and the arena without recompute (for --explain).
     static constexpr ::llvm::StringLiteral kArenaBytes = "train.arena_bytes";
     static constexpr ::llvm::StringLiteral kPersistentBytes = "train.persistent_bytes";
+    /// Function attribute (i64, >= 0, at most train.arena_bytes): the most
+    /// bytes live at one time, the least any placement of the arena needs.
+    static constexpr ::llvm::StringLiteral kPeakLiveBytes = "train.peak_live_bytes";
     static constexpr ::llvm::StringLiteral kHostTierBytes = "train.host_tier_bytes";
     static constexpr ::llvm::StringLiteral kNvmeTierBytes = "train.nvme_tier_bytes";
     /// Function attribute (i64, >= 0, at most train.nvme_tier_bytes): where

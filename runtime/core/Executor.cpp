@@ -479,6 +479,10 @@ void Executor::validateBuffers() {
     throw PlanError(path + ": nvme_tier has a param_path, which a format-" +
                     std::to_string(plan_.format_version()) +
                     " plan cannot say (format 10 and later)");
+  if (plan_.peak_live_bytes() > plan_.arena_bytes())
+    throw PlanError(path + ": peak_live_bytes " + std::to_string(plan_.peak_live_bytes()) +
+                    " exceeds the arena's " + std::to_string(plan_.arena_bytes()) +
+                    " bytes (no arena holds less than what is live at once)");
   if (!paramFile && nvmeTier.param_offset())
     throw PlanError(path + ": nvme_tier.param_offset without a param_path");
   if (plan_.host_tier_bytes() > kMaxArenaBytes)
@@ -501,6 +505,13 @@ void Executor::validateBuffers() {
     if (b.shape_size() > cpu::kMaxRank)
       throw PlanError(where + ": rank " + std::to_string(b.shape_size()) + " exceeds " +
                       std::to_string(cpu::kMaxRank));
+    if (b.has_view_of()) {
+      if (b.view_of() >= uint32_t(k) || plan_.buffers(int(b.view_of())).offset() != b.offset() ||
+          plan_.buffers(int(b.view_of())).has_view_of())
+        throw PlanError(where + ": view_of " + std::to_string(b.view_of()) +
+                        " must name an earlier buffer at the same offset that is no view itself");
+      t.viewOf = &tensors_[b.view_of()];
+    }
     t.dtype = b.dtype();
     t.offset = b.offset();
     t.role = b.role();

@@ -71,13 +71,17 @@ void Executor::runList(const std::vector<Instr> &list, int which, int64_t micro)
 }
 
 std::vector<uint64_t> Executor::plannedBytes() const {
-  // Each activation's first and last event; the others are model state,
-  // inputs or constants, which the plan lays out before the activations.
+  // Each activation's first and last event (a view's are its base's: the
+  // bytes are in use from the first to the last of either); the others are
+  // model state, inputs or constants, which the plan lays out before the
+  // activations.
   std::map<const Tensor *, std::pair<size_t, size_t>> span;
   for (size_t k = 0; k < timeline_.size(); ++k) {
     const Instr &i = *timeline_[k].instr;
     for (const auto *list : {&i.in, &i.out})
       for (const Tensor *t : *list) {
+        if (t->viewOf)
+          t = t->viewOf;
         if (t->role != plan::ACTIVATION || t->tier != plan::ARENA)
           continue;
         auto [it, fresh] = span.try_emplace(t, k, k);
@@ -87,6 +91,30 @@ std::vector<uint64_t> Executor::plannedBytes() const {
   }
   using Live = std::pair<size_t, std::pair<uint64_t, uint64_t>>; // last event, byte range
   std::vector<std::vector<Live>> starting(timeline_.size());
+  // A collective holds its operands, and its staging bytes, until its
+  // dist.wait (memory-plan's lifetimes): the communicator works in them.
+  std::map<int64_t, size_t> open; // handle -> the collective's event
+  for (size_t k = 0; k < timeline_.size(); ++k) {
+    const Instr &i = *timeline_[k].instr;
+    if (i.op == "dist.wait") {
+      auto started = open.find(i.ints[0]);
+      if (started == open.end())
+        continue;
+      const Instr &c = *timeline_[started->second].instr;
+      for (const auto *list : {&c.in, &c.out})
+        for (const Tensor *t : *list)
+          if (auto it = span.find(t->viewOf ? t->viewOf : t); it != span.end())
+            it->second.second = std::max(it->second.second, k);
+      if (c.stagingBytes)
+        starting[started->second].push_back(
+            {k, {c.stagingOffset, c.stagingOffset + c.stagingBytes}});
+      open.erase(started);
+    } else if (i.op == "dist.send" || i.op == "dist.recv") {
+      open[i.ints[3]] = k;
+    } else if (i.collective && !i.comm.empty()) {
+      open[i.ints.back()] = k;
+    }
+  }
   for (auto &[t, s] : span)
     starting[s.first].push_back({s.second, {t->offset, t->offset + t->bytes()}});
   std::vector<Live> live;

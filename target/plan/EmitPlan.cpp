@@ -191,6 +191,8 @@ public:
       }
     }
     plan_.set_persistent_bytes(persistent.getInt());
+    if (auto peak = fn_->getAttrOfType<IntegerAttr>(TrainDialect::kPeakLiveBytes))
+      plan_.set_peak_live_bytes(uint64_t(peak.getInt()));
     // Activation checkpointing: what the recompute pass did (module
     // train.recompute, per function its ops and flops) and the arena the
     // same step needs without it (dsc compiles it once more to know).
@@ -553,6 +555,24 @@ private:
     return success();
   }
 
+  /// The buffers of `base` and of `view`, a value over the same bytes (a
+  /// reshape, a wait's result): a new view's Buffer.view_of names the
+  /// base's own buffer, so that dsrt counts the bytes in use while either is.
+  LogicalResult emitView(Value base, Value view) {
+    auto b = bufferFor(base);
+    if (failed(b))
+      return failure();
+    bool fresh = !buffers_.count(view);
+    auto v = bufferFor(view);
+    if (failed(v))
+      return failure();
+    if (fresh && *v != *b) {
+      const plan::Buffer &root = plan_.buffers(int(*b));
+      plan_.mutable_buffers(int(*v))->set_view_of(root.has_view_of() ? root.view_of() : *b);
+    }
+    return success();
+  }
+
   LogicalResult emitOp(Operation *op, google::protobuf::RepeatedPtrField<plan::Instr> &list) {
     if (isa<arith::ConstantOp>(op))
       return success(); // a CONSTANT buffer, created at its first use
@@ -565,9 +585,7 @@ private:
         return op->emitOpError("emit-plan: reshape is not a view (offsets differ)");
       // The viewed bytes must be there: a constant read only through its
       // view gets its CONSTANT buffer (and so its data) here.
-      if (failed(bufferFor(reshape.getInput())))
-        return failure();
-      return failure(failed(bufferFor(reshape.getResult())));
+      return emitView(reshape.getInput(), reshape.getResult());
     }
     if (auto wait = dyn_cast<dist::WaitOp>(op)) {
       // Completes the collective; its results are views of the
@@ -578,7 +596,7 @@ private:
           return failure();
         if (*a != *b)
           return op->emitOpError("emit-plan: a wait's results must share the collective's buffers");
-        if (failed(bufferFor(out)))
+        if (failed(emitView(in, out)))
           return failure();
       }
       auto handle = handles_.find(wait.getCollective());

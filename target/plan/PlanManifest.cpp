@@ -44,8 +44,15 @@ int64_t numel(const google::protobuf::RepeatedField<int64_t> &shape) {
   return n;
 }
 
-
 namespace {
+
+/// "1.0004x": the arena over the most bytes live at once.
+std::string fragmentation(uint64_t arena, uint64_t live) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << llvm::format("%.4fx", double(arena) / double(live));
+  return s;
+}
 
 /// Per-rank memory by kind of state, and the communication of one step in
 /// the ZeRO paper's units (an all-reduce of n elements moves 2n, a
@@ -395,6 +402,10 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
   line("activations:    ", activations, "");
   line("comm buffers:   ", largestBucket, " (largest bucket, inside the activations)");
   line("planned peak:   ", (int64_t)p.arena_bytes(), " (the arena)");
+  if (p.peak_live_bytes())
+    line("live at once:   ", (int64_t)p.peak_live_bytes(),
+         " (the most the plan holds at one time; the arena is " +
+             fragmentation(p.arena_bytes(), p.peak_live_bytes()) + " it)");
   // The steps where the set of running collectives changes.
   std::set<int64_t> starts;
   for (const auto *list : {&prog.prologue(), &prog.micro_batch(), &prog.epilogue()})
@@ -928,6 +939,11 @@ void writeManifest(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
      << humanBytes(p.persistent_bytes()) << ")\n";
   os << "  activations:    " << p.arena_bytes() - p.persistent_bytes() << " bytes ("
      << humanBytes(p.arena_bytes() - p.persistent_bytes()) << ")\n";
+  if (p.peak_live_bytes())
+    os << "  live at once:   " << p.peak_live_bytes() << " bytes ("
+       << humanBytes(p.peak_live_bytes()) << ") at the busiest point (model state, "
+       << "activations and collective staging): the arena is "
+       << fragmentation(p.arena_bytes(), p.peak_live_bytes()) << " it\n";
   if (!p.recompute().empty() && p.recompute() != "none") {
     os << "recompute:        " << p.recompute() << ": " << p.recomputed_ops()
        << " forward ops recomputed per micro-batch, "

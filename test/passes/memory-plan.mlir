@@ -36,7 +36,7 @@
 // CHECK-SAME:    {train.input = "x", train.offset = 128 : i64}
 // CHECK-SAME:    {train.offset = 0 : i64, train.param = "w"}
 // CHECK-SAME:    {train.offset = 64 : i64, train.param = "b"}
-// CHECK-SAME:    attributes {train.arena_bytes = 384 : i64, train.persistent_bytes = 192 : i64}
+// CHECK-SAME:    attributes {train.arena_bytes = 384 : i64, train.peak_live_bytes = 264 : i64, train.persistent_bytes = 192 : i64}
 // CHECK-NEXT:    nn.matmul {{.*}} {train.offsets = array<i64: 192>}
 // CHECK-NEXT:    nn.relu {{.*}} {train.offsets = array<i64: 192>}
 // CHECK-NEXT:    nn.reshape {{.*}} {train.offsets = array<i64: 192>}
@@ -52,7 +52,7 @@
 // A16-SAME:    {train.input = "x", train.offset = 80 : i64}
 // A16-SAME:    {train.offset = 0 : i64, train.param = "w"}
 // A16-SAME:    {train.offset = 64 : i64, train.param = "b"}
-// A16-SAME:    attributes {train.arena_bytes = 240 : i64, train.persistent_bytes = 144 : i64}
+// A16-SAME:    attributes {train.arena_bytes = 240 : i64, train.peak_live_bytes = 216 : i64, train.persistent_bytes = 144 : i64}
 // A16-NEXT:    nn.matmul {{.*}} {train.offsets = array<i64: 144>}
 // A16-NEXT:    nn.relu {{.*}} {train.offsets = array<i64: 144>}
 // A16-NEXT:    nn.reshape {{.*}} {train.offsets = array<i64: 144>}
@@ -84,7 +84,7 @@ func.func @fwd(%x: tensor<4x4xf32> {train.input = "x"}, %w: tensor<4x4xf32> {tra
 // CHECK-SAME:    {train.offset = 64 : i64, train.opt_state = "w/exp_avg"}
 // CHECK-SAME:    {train.offset = 128 : i64, train.opt_state = "w/exp_avg_sq"}
 // CHECK-SAME:    {train.offset = 192 : i64, train.step}
-// CHECK-SAME:    attributes {train.arena_bytes = 448 : i64, train.persistent_bytes = 256 : i64}
+// CHECK-SAME:    attributes {train.arena_bytes = 448 : i64, train.peak_live_bytes = 280 : i64, train.persistent_bytes = 256 : i64}
 // CHECK-NEXT:    train.lr_schedule {{.*}} {train.offsets = array<i64: 320>}
 // CHECK-NEXT:    nn.mul {{.*}} {train.offsets = array<i64: 256>}
 // CHECK-NEXT:    train.clip_grad_norm {{.*}} {max_norm = {{[^,]*}}, train.offsets = array<i64: 256, 384>}
@@ -94,7 +94,7 @@ func.func @fwd(%x: tensor<4x4xf32> {train.input = "x"}, %w: tensor<4x4xf32> {tra
 // A16-SAME:    {train.offset = 16 : i64, train.opt_state = "w/exp_avg"}
 // A16-SAME:    {train.offset = 32 : i64, train.opt_state = "w/exp_avg_sq"}
 // A16-SAME:    {train.offset = 48 : i64, train.step}
-// A16-SAME:    attributes {train.arena_bytes = 112 : i64, train.persistent_bytes = 64 : i64}
+// A16-SAME:    attributes {train.arena_bytes = 112 : i64, train.peak_live_bytes = 88 : i64, train.persistent_bytes = 64 : i64}
 // A16-NEXT:    train.lr_schedule {{.*}} {train.offsets = array<i64: 80>}
 // A16-NEXT:    nn.mul {{.*}} {train.offsets = array<i64: 64>}
 // A16-NEXT:    train.clip_grad_norm {{.*}} {max_norm = {{[^,]*}}, train.offsets = array<i64: 64, 96>}
@@ -132,7 +132,7 @@ func.func @sgd(%w: tensor<4xf32> {train.param = "w"}, %buf: tensor<4xf32> {train
 // CHECK-LABEL: func.func @acc(
 // CHECK-SAME:    {train.offset = 0 : i64, train.param = "w"}
 // CHECK-SAME:    {train.input = "x", train.offset = 64 : i64}
-// CHECK-SAME:    attributes {train.arena_bytes = 384 : i64, train.persistent_bytes = 128 : i64}
+// CHECK-SAME:    attributes {train.arena_bytes = 384 : i64, train.peak_live_bytes = 192 : i64, train.persistent_bytes = 128 : i64}
 // CHECK-NEXT:    nn.mul {{.*}} {train.offsets = array<i64: 128>}
 // CHECK-NEXT:    train.accumulate 2
 // CHECK-NEXT:    ^bb0
@@ -142,7 +142,7 @@ func.func @sgd(%w: tensor<4xf32> {train.param = "w"}, %buf: tensor<4xf32> {train
 // CHECK-NEXT:      train.yield
 // CHECK-NEXT:    } {train.offsets = array<i64: 192>}
 // A16-LABEL: func.func @acc(
-// A16-SAME:    attributes {train.arena_bytes = 96 : i64, train.persistent_bytes = 32 : i64}
+// A16-SAME:    attributes {train.arena_bytes = 96 : i64, train.peak_live_bytes = 96 : i64, train.persistent_bytes = 32 : i64}
 // A16-NEXT:    nn.mul {{.*}} {train.offsets = array<i64: 32>}
 // A16-NEXT:    train.accumulate 2
 // A16-NEXT:    ^bb0
@@ -173,7 +173,7 @@ func.func @acc(%w: tensor<4xf32> {train.param = "w"}, %x: tensor<4xf32> {train.i
 //   %h [1,4] 192 (read by %g2); %g1 [1..2.5] 256; %e [3,4] 256 again;
 //   %g2 [4,4.5]: %e dies at %g2 and has its type: in place, 256. arena 320.
 // CHECK-LABEL: func.func @sum_point(
-// CHECK-SAME:    attributes {train.arena_bytes = 320 : i64, train.persistent_bytes = 64 : i64}
+// CHECK-SAME:    attributes {train.arena_bytes = 320 : i64, train.peak_live_bytes = 128 : i64, train.persistent_bytes = 64 : i64}
 // CHECK:           nn.exp {{.*}} {train.offsets = array<i64: 192>}
 // CHECK-NEXT:      nn.mul {{.*}} {train.offsets = array<i64: 256>}
 // CHECK-NEXT:      nn.neg {{.*}} {train.offsets = array<i64: 256>}
@@ -199,7 +199,7 @@ func.func @sum_point(%x: tensor<4xf32> {train.input = "x"}) -> (tensor<4xf32>, t
 // so its sum is a buffer of its own too.
 //   model state: x 0; persistent 64. %c, %r0 at 64; %r1 128; %r2 192.
 // CHECK-LABEL: func.func @sum_in_place(
-// CHECK-SAME:    attributes {train.arena_bytes = 256 : i64, train.persistent_bytes = 64 : i64}
+// CHECK-SAME:    attributes {train.arena_bytes = 256 : i64, train.peak_live_bytes = 112 : i64, train.persistent_bytes = 64 : i64}
 // CHECK:           nn.exp {{.*}} {train.offsets = array<i64: 64>}
 // CHECK-NEXT:      train.yield
 // CHECK-NEXT:    } {train.offsets = array<i64: 64, 128, 192>}
@@ -226,7 +226,7 @@ func.func @sum_in_place(%x: tensor<4xf32> {train.input = "x"}) -> (tensor<4xf32>
 // CHECK-SAME:    {train.offset = 128 : i64, train.opt_state = "w/exp_avg"}
 // CHECK-SAME:    {train.offset = 0 : i64, train.param = "w"}
 // CHECK-SAME:    {train.offset = 256 : i64})
-// CHECK-SAME:    attributes {train.arena_bytes = 576 : i64, train.persistent_bytes = 512 : i64}
+// CHECK-SAME:    attributes {train.arena_bytes = 576 : i64, train.peak_live_bytes = 520 : i64, train.persistent_bytes = 512 : i64}
 // CHECK-NEXT:    arith.constant {train.offsets = array<i64: 448>}
 // CHECK-NEXT:    nn.add {{.*}} {train.offsets = array<i64: 512>}
 // A16-LABEL: func.func @kinds(
@@ -236,7 +236,7 @@ func.func @sum_in_place(%x: tensor<4xf32> {train.input = "x"}) -> (tensor<4xf32>
 // A16-SAME:    {train.offset = 80 : i64, train.opt_state = "w/exp_avg"}
 // A16-SAME:    {train.offset = 0 : i64, train.param = "w"}
 // A16-SAME:    {train.offset = 128 : i64})
-// A16-SAME:    attributes {train.arena_bytes = 208 : i64, train.persistent_bytes = 192 : i64}
+// A16-SAME:    attributes {train.arena_bytes = 208 : i64, train.peak_live_bytes = 200 : i64, train.persistent_bytes = 192 : i64}
 // A16-NEXT:    arith.constant {train.offsets = array<i64: 176>}
 // A16-NEXT:    nn.add {{.*}} {train.offsets = array<i64: 192>}
 func.func @kinds(%s: tensor<i64> {train.step}, %x: tensor<2xf32> {train.input = "x"}, %buf: tensor<3xf32> {train.buffer = "buf"},

@@ -114,7 +114,7 @@
 // PLAN-LABEL: func.func @step(
 // PLAN-SAME:    {train.offset = 0 : i64, train.opt_state = "a/exp_avg", train.tier = "host", train.tier_offset = 0 : i64
 // PLAN-SAME:    {train.offset = 4096 : i64, train.opt_state = "a/exp_avg_sq", train.tier = "host", train.tier_offset = 4096 : i64
-// PLAN-SAME:  attributes {train.arena_bytes = 640 : i64, train.host_tier_bytes = 20480 : i64, train.persistent_bytes = 256 : i64}
+// PLAN-SAME:  attributes {train.arena_bytes = 640 : i64, train.host_tier_bytes = 20480 : i64, train.peak_live_bytes = 500 : i64, train.persistent_bytes = 256 : i64}
 // PLAN:         train.tier_fetch {{.*}} {tile = 0 : i64, train.offsets = array<i64: 320, 384>}
 // PLAN:         train.tier_fetch {{.*}} {tile = 1 : i64, train.offsets = array<i64: 256, 320>}
 // PLAN:         train.tier_fetch {{.*}} {tile = 2 : i64, train.offsets = array<i64: 256>}

@@ -945,6 +945,21 @@ func.func @param_file_no_tier() attributes {train.nvme_param_offset = 0 : i64} {
 
 // -----
 
+// No arena holds less than the bytes live at one time.
+// expected-error @+1 {{'train.peak_live_bytes' (4096 : i64) exceeds the arena's 2048 bytes: no arena holds less than what is live at once}}
+func.func @peak_past_arena() attributes {train.arena_bytes = 2048 : i64, train.peak_live_bytes = 4096 : i64} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'train.peak_live_bytes' must be a non-negative i64, got -1 : i64}}
+func.func @peak_negative() attributes {train.peak_live_bytes = -1 : i64} {
+  return
+}
+
+// -----
+
 // expected-error @+1 {{'train.offset' must be a non-negative i64, got "0"}}
 func.func @offset_type(%w: tensor<4xf32> {train.param = "w", train.offset = "0"}) {
   return

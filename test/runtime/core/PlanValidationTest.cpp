@@ -34,6 +34,7 @@
 #include <iterator>
 #include <cstring>
 #include <fstream>
+#include <optional>
 
 #include <sys/stat.h>
 
@@ -159,6 +160,45 @@ TEST(PlanFormat, TheParametersNvmeFileIsCheckedAtLoad) {
   EXPECT_THAT(withTier(4096, "", kPlanFormatVersion),
               HasSubstr("nvme_tier.param_offset without a param_path"));
   EXPECT_EQ(withTier(4096, dir.path(), kPlanFormatVersion), "no error");
+}
+
+TEST(PlanFormat, WhatTheMemoryPlanKnowsIsCheckedAtLoad) {
+  // Format 11: the bytes live at once, within the arena, and views of an
+  // earlier buffer's bytes (what dsrt --timeline's planned bytes follow).
+  TempDir dir;
+  smallPlan().write(dir.path());
+  auto with = [&](uint64_t peak, std::optional<uint32_t> viewOf, uint64_t viewOffset,
+                  unsigned version) {
+    smallPlan().write(dir.path());
+    editPlan(dir.path(), [&](plan::Plan &p) {
+      currentFormat(p);
+      p.set_format_version(version);
+      p.set_peak_live_bytes(peak);
+      if (viewOf) {
+        plan::Buffer *view = p.add_buffers();
+        *view = p.buffers(int(PlanBuilder::kLoss));
+        view->set_offset(viewOffset);
+        view->set_view_of(*viewOf);
+      }
+    });
+    return loadError(dir.path());
+  };
+  const uint64_t lossAt = [&] {
+    plan::Plan p;
+    std::ifstream in(dir.path() + "/plan.pb", std::ios::binary);
+    EXPECT_TRUE(p.ParseFromIstream(&in));
+    return p.buffers(int(PlanBuilder::kLoss)).offset();
+  }();
+  const unsigned v = kPlanFormatVersion;
+  EXPECT_EQ(with(16, std::nullopt, 0, v), "no error");
+  EXPECT_THAT(with(1 << 30, std::nullopt, 0, v),
+              HasSubstr("peak_live_bytes 1073741824 exceeds the arena's"));
+  EXPECT_EQ(with(0, PlanBuilder::kLoss, lossAt, v), "no error");
+  // Neither changes how a plan runs: a plan relabelled older keeps them.
+  EXPECT_EQ(with(16, PlanBuilder::kLoss, lossAt, 10), "no error");
+  EXPECT_THAT(with(0, PlanBuilder::kLoss, lossAt + 8, v),
+              HasSubstr("view_of 2 must name an earlier buffer at the same offset"));
+  EXPECT_THAT(with(0, 99, lossAt, v), HasSubstr("view_of 99 must name an earlier buffer"));
 }
 
 TEST(PlanFormat, TheCpuExecutorRunsExactlyTheInstructionVocabulary) {
