@@ -89,6 +89,13 @@ std::vector<uint64_t> Executor::plannedBytes() const {
           it->second.second = k;
       }
   }
+  // What the host reads after the step (the loss, the gradient norm, the
+  // lr: the step function's results) is in use to its end.
+  if (!timeline_.empty())
+    for (uint32_t read : {plan_.loss_buffer(), plan_.grad_norm_buffer(), plan_.lr_buffer()})
+      if (read < tensors_.size())
+        if (auto it = span.find(&tensors_[read]); it != span.end())
+          it->second.second = timeline_.size() - 1;
   using Live = std::pair<size_t, std::pair<uint64_t, uint64_t>>; // last event, byte range
   std::vector<std::vector<Live>> starting(timeline_.size());
   // A collective holds its operands, and its staging bytes, until its
