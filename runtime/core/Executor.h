@@ -112,8 +112,8 @@ struct Tensor {
   int64_t numel = 0;
   std::string name;
   dsc::plan::Role role = dsc::plan::ACTIVATION;
-  /// A view's (a reshape's) base buffer, whose bytes it shares (plan.proto's
-  /// Buffer.view_of); null for a buffer of its own.
+  /// A view's (a reshape's, a dist.wait result's) base buffer, whose bytes
+  /// it shares (plan.proto's Buffer.view_of); null for a buffer of its own.
   const Tensor *viewOf = nullptr;
   /// ZeRO shard (shards > 1): this [chunk] buffer is chunk `rank` of the
   /// tensor of fullShape, flattened and zero-padded to shards * chunk.

@@ -75,13 +75,13 @@ std::vector<uint64_t> Executor::plannedBytes() const {
   // bytes are in use from the first to the last of either); the others are
   // model state, inputs or constants, which the plan lays out before the
   // activations.
+  auto bytesOf = [](const Tensor *t) { return t->viewOf ? t->viewOf : t; };
   std::map<const Tensor *, std::pair<size_t, size_t>> span;
   for (size_t k = 0; k < timeline_.size(); ++k) {
     const Instr &i = *timeline_[k].instr;
     for (const auto *list : {&i.in, &i.out})
       for (const Tensor *t : *list) {
-        if (t->viewOf)
-          t = t->viewOf;
+        t = bytesOf(t);
         if (t->role != plan::ACTIVATION || t->tier != plan::ARENA)
           continue;
         auto [it, fresh] = span.try_emplace(t, k, k);
@@ -94,7 +94,7 @@ std::vector<uint64_t> Executor::plannedBytes() const {
   if (!timeline_.empty())
     for (uint32_t read : {plan_.loss_buffer(), plan_.grad_norm_buffer(), plan_.lr_buffer()})
       if (read < tensors_.size())
-        if (auto it = span.find(&tensors_[read]); it != span.end())
+        if (auto it = span.find(bytesOf(&tensors_[read])); it != span.end())
           it->second.second = timeline_.size() - 1;
   using Live = std::pair<size_t, std::pair<uint64_t, uint64_t>>; // last event, byte range
   std::vector<std::vector<Live>> starting(timeline_.size());
@@ -110,7 +110,7 @@ std::vector<uint64_t> Executor::plannedBytes() const {
       const Instr &c = *timeline_[started->second].instr;
       for (const auto *list : {&c.in, &c.out})
         for (const Tensor *t : *list)
-          if (auto it = span.find(t->viewOf ? t->viewOf : t); it != span.end())
+          if (auto it = span.find(bytesOf(t)); it != span.end())
             it->second.second = std::max(it->second.second, k);
       if (c.stagingBytes)
         starting[started->second].push_back(
