@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <map>
 
 namespace fs = std::filesystem;
 
@@ -199,31 +200,66 @@ public:
            std::to_string(batch) + " x " + std::to_string(seq_) + " (+1) tokens");
     // Every id against the vocabulary, once, before the first step: a bad
     // id would otherwise surface only at the step that reads it.
-    int64_t bound = 0;
     for (const InputSpec &t : inputs)
       if (t.indexBound > 0)
-        bound = bound ? std::min(bound, t.indexBound) : t.indexBound;
-    if (bound > 0)
-      file_.checkIds(bound, "the model's vocabulary");
+        bound_ = bound_ ? std::min(bound_, t.indexBound) : t.indexBound;
+    if (bound_ > 0)
+      file_.checkIds(bound_, "the model's vocabulary");
   }
   void load(int64_t k, const std::vector<void *> &into) override {
-    for (int64_t i = 0; i < batch_; ++i) {
-      int64_t start = ((k * batch_ + i) % windows_) * seq_;
-      if (tokens_ >= 0)
-        file_.copyWindow(start, seq_, static_cast<int64_t *>(into[size_t(tokens_)]) + i * seq_);
-      if (targets_ >= 0)
-        file_.copyWindow(start + 1, seq_,
-                         static_cast<int64_t *>(into[size_t(targets_)]) + i * seq_);
+    if (tokens_ < 0 && targets_ < 0)
+      return;
+    auto it = ahead_.find(k);
+    if (it == ahead_.end()) {
+      readAhead({k});
+      it = ahead_.find(k);
     }
+    // Sample i's window holds seq + 1 tokens: the inputs are its first
+    // seq, the targets the same shifted by one.
+    const int64_t *w = it->second.data();
+    for (int64_t i = 0; i < batch_; ++i, w += seq_ + 1) {
+      if (tokens_ >= 0)
+        std::memcpy(static_cast<int64_t *>(into[size_t(tokens_)]) + i * seq_, w,
+                    size_t(seq_) * sizeof(int64_t));
+      if (targets_ >= 0)
+        std::memcpy(static_cast<int64_t *>(into[size_t(targets_)]) + i * seq_, w + 1,
+                    size_t(seq_) * sizeof(int64_t));
+    }
+    ahead_.erase(it);
   }
   int64_t itemsPerMicroBatch() const override { return batch_ * seq_; }
   const char *itemName() const override { return "tokens"; }
   int64_t microBatchesHeld() const override { return seq_ ? windows_ / batch_ : -1; }
+  bool readsDuringRun() const override { return true; }
+  void readAhead(const std::vector<int64_t> &ks) override {
+    ahead_.clear(); // what an earlier read-ahead held and no load took
+    if (tokens_ < 0 && targets_ < 0)
+      return;
+    for (int64_t k : ks) {
+      std::vector<int64_t> &ids = ahead_[k];
+      ids.resize(size_t(batch_ * (seq_ + 1)));
+      for (int64_t i = 0; i < batch_; ++i) {
+        int64_t start = ((k * batch_ + i) % windows_) * seq_;
+        int64_t *w = ids.data() + i * (seq_ + 1);
+        file_.copyWindow(start, seq_ + 1, w);
+        // Checked before step 1 too: an id out of range now means the
+        // file was rewritten while the run went on.
+        for (int64_t j = 0; bound_ > 0 && j <= seq_; ++j)
+          if (w[j] >= bound_)
+            fail(file_.path() + ": token " + std::to_string(start + j) + " is " +
+                 std::to_string(w[j]) + ", outside the model's vocabulary of " +
+                 std::to_string(bound_) +
+                 ": the file was rewritten during the run (its ids were checked before step 1)");
+      }
+    }
+  }
 
 private:
   TokenFile file_;
   int tokens_ = -1, targets_ = -1; // positions in the loaded set
   int64_t batch_, seq_ = 0, windows_ = 0;
+  int64_t bound_ = 0; // ids must be below it (0: no bound known)
+  std::map<int64_t, std::vector<int64_t>> ahead_; // micro-batch -> its windows
 };
 
 } // namespace

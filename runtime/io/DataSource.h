@@ -53,6 +53,14 @@ public:
   /// unbounded, as synthetic batches are, or nothing to load on this
   /// pipeline stage). An evaluation reads no sample twice.
   virtual int64_t microBatchesHeld() const { return -1; }
+  /// Whether load() reads a file while the run goes on (a token file), and
+  /// so can fail after the checks before step 1: the file cut short or
+  /// rewritten with ids the model has no row for. The same on every rank.
+  virtual bool readsDuringRun() const { return false; }
+  /// Reads and checks micro-batches `ks` before the load() calls that ask
+  /// for them, so that such a failure comes before a step changes any
+  /// weight (throws IoError naming the file). Only for readsDuringRun().
+  virtual void readAhead(const std::vector<int64_t> &ks) { (void)ks; }
 };
 
 /// Where the data comes from (dsrt's --data and --token-dtype).
@@ -83,7 +91,7 @@ std::unique_ptr<DataSource> npyFolderSource(const std::string &dir,
 /// A flat token file: the two [B, T] int64 inputs get windows of T tokens
 /// and the same windows shifted by one (the targets: the input named like
 /// target/label, else the second). Every id is checked against the
-/// inputs' index bound once, here.
+/// inputs' index bound once, here, and again as each window is read.
 std::unique_ptr<DataSource> tokenFileSource(const std::string &path,
                                             std::optional<TokenWidth> width,
                                             const std::vector<InputSpec> &inputs, int64_t batch,

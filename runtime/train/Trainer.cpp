@@ -348,10 +348,48 @@ int64_t Trainer::planEvaluation() {
   return options_.evalBatches > 0 ? options_.evalBatches : fit;
 }
 
+namespace {
+/// Data that cannot be read during the run (every rank throws it alike).
+struct DataFailure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+} // namespace
+
+std::string Trainer::readAhead(io::DataSource &source, int64_t step) {
+  if (!source.readsDuringRun())
+    return {};
+  std::vector<int64_t> ks;
+  for (int64_t k = 0; k < exec_.microBatches(); ++k)
+    ks.push_back(exec_.globalMicroBatch(step, k));
+  std::string error;
+  try {
+    source.readAhead(ks);
+  } catch (const io::IoError &e) {
+    error = e.what();
+  }
+  if (exec_.worldSize() == 1)
+    return error;
+  // The first rank that failed, known to all (one scalar per step, only
+  // for data read as the run goes); the others stop with it.
+  const int64_t world = exec_.worldSize(), me = exec_.worldRank();
+  const int64_t failed = int64_t(exec_.communicator().blockingAllReduceScalar(
+      double(error.empty() ? world : me), comm::ReduceOp::Min));
+  if (failed == world)
+    return {};
+  if (!error.empty() && me != 0)
+    std::fprintf(stderr, "dsrt: error: rank %lld: %s\n", (long long)me, error.c_str());
+  return error.empty() || me != failed
+             ? "rank " + std::to_string(failed) + " cannot read its data (see its error)"
+             : error;
+}
+
 double Trainer::evaluate() {
   std::vector<void *> into;
   double sum = 0;
   for (int64_t j = 0; j < evalBatches_; ++j) {
+    std::string error = readAhead(*options_.evalData, j + 1);
+    if (!error.empty())
+      throw DataFailure("--eval-data: " + error);
     exec_.evaluate(j, [&](int64_t global, const std::vector<Tensor *> &tensors) {
       into.clear();
       for (Tensor *t : tensors)
@@ -402,6 +440,16 @@ void Trainer::loop() {
   int64_t windowItems = 0;
   std::vector<void *> into;
   for (int64_t s = options_.firstStep; s <= options_.steps; ++s) {
+    // Data read as the run goes (a token file) is read and checked before
+    // the step: a file cut short or rewritten meanwhile stops the run with
+    // the weights of the last step, on every rank alike.
+    if (std::string error = readAhead(data_, s); !error.empty()) {
+      o.stoppedAt = s;
+      o.lastGood = s - 1;
+      o.stopReason = "--data: " + error;
+      o.dataFailed = true;
+      break;
+    }
     auto t0 = Clock::now();
     // A step whose loss or gradient norm is NaN or infinite ends the run
     // there, loudly: its number, what was not finite, and the weights of
@@ -496,11 +544,19 @@ void Trainer::loop() {
     double evalSeconds = 0;
     if (!o.stoppedAt && options_.evalsAt(s)) {
       auto e0 = Clock::now();
-      evalLoss = evaluate();
+      try {
+        evalLoss = evaluate();
+      } catch (const DataFailure &e) {
+        // This step's weights are whole: the evaluation changes none.
+        o.stoppedAt = o.lastGood = s;
+        o.stopReason = e.what();
+        o.dataFailed = true;
+      }
       evalSeconds = std::chrono::duration<double>(Clock::now() - e0).count();
       windowStart += Clock::now() - e0;
-      lastEval_ = checkpoint::Progress::Eval{s, *evalLoss, evalBatches_};
-      if (!std::isfinite(*evalLoss)) {
+      if (evalLoss)
+        lastEval_ = checkpoint::Progress::Eval{s, *evalLoss, evalBatches_};
+      if (evalLoss && !std::isfinite(*evalLoss)) {
         // The weights of this step are finite (its loss and norm were).
         o.stoppedAt = o.lastGood = s;
         o.stopReason = "the validation loss is " + nonFinite(*evalLoss);
@@ -709,13 +765,15 @@ int Trainer::writeResults() {
     if (o.lastGood > 0) {
       writeWeights(o.lastGood);
       kept = "the weights after step " + std::to_string(o.lastGood) +
-             " (the last finite step) are in " + weightsPath;
+             (o.dataFailed ? "" : " (the last finite step)") + " are in " + weightsPath;
     }
-    std::fprintf(stderr,
-                 "dsrt: error: step %lld: %s; training stopped (lower the learning rate, "
-                 "enable gradient_clipping, or check the data and the initial weights); "
-                 "%s, metrics in %s\n",
-                 (long long)o.stoppedAt, o.stopReason.c_str(), kept.c_str(),
+    const char *advice = o.dataFailed ? "training stopped (restore the data, then --resume from a "
+                                        "checkpoint or start again from these weights with --init)"
+                                      : "training stopped (lower the learning rate, enable "
+                                        "gradient_clipping, or check the data and the initial "
+                                        "weights)";
+    std::fprintf(stderr, "dsrt: error: step %lld: %s; %s; %s, metrics in %s\n",
+                 (long long)o.stoppedAt, o.stopReason.c_str(), advice, kept.c_str(),
                  metrics_->path().c_str());
     metricsNote();
     return 1;

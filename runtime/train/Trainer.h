@@ -88,9 +88,11 @@ struct StepRecord {
 
 /// How the loop ended (also for tests).
 struct Outcome {
-  int64_t stoppedAt = 0; // the step with a non-finite loss or norm (0: none)
-  int64_t lastGood = 0;  // the last step whose weights are finite
+  int64_t stoppedAt = 0; // the step with a non-finite loss or norm, or
+                         // whose data could not be read (0: none)
+  int64_t lastGood = 0;  // the last step whose weights are whole
   std::string stopReason;
+  bool dataFailed = false; // the stop was data that could not be read
   int64_t saveFailedAt = 0; // the step whose checkpoint failed (0: none)
   std::string saveError;
   int64_t metricsFailedAt = 0; // the first step without a metrics.csv row
@@ -124,8 +126,13 @@ private:
   /// The evaluation batches, agreed by every rank (throws when the data
   /// holds fewer than asked for, or not one).
   int64_t planEvaluation();
-  /// The mean validation loss over the evaluation batches (every rank).
+  /// The mean validation loss over the evaluation batches (every rank);
+  /// throws DataFailure when the data cannot be read.
   double evaluate();
+  /// Reads ahead what `source` loads for `step` (evaluation batch step - 1
+  /// for the validation data) and agrees on it with every rank: "" or why
+  /// the data cannot be read, the same stop on every rank.
+  std::string readAhead(io::DataSource &source, int64_t step);
   int64_t evalBatches_ = 0;
   std::optional<checkpoint::Progress::Eval> lastEval_;
   int writeResults();
