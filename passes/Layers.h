@@ -53,9 +53,12 @@ LayerSplit findLayers(llvm::ArrayRef<mlir::Operation *> forward, IsInput isInput
   for (Operation *op : forward) {
     if (isStatic(op))
       continue;
-    bool rep = llvm::all_of(op->getOperands(), [&](Value v) {
+    // Of the static results, those of constants and buffers (not of a
+    // parameter, which usesParam sees) leave an op replicable.
+    bool rep = !usesParam(op) && llvm::all_of(op->getOperands(), [&](Value v) {
       Operation *def = v.getDefiningOp();
-      return def ? replicable.contains(def) || !inForward.contains(def) : isInput(v);
+      return def ? replicable.contains(def) || isStatic(def) || !inForward.contains(def)
+                 : isInput(v);
     });
     if (rep)
       replicable.insert(op);
@@ -127,6 +130,35 @@ LayerSplit findLayers(llvm::ArrayRef<mlir::Operation *> forward, IsInput isInput
     }
   }
   return cut;
+}
+
+/// The ops of `forward` that are functions of parameters, buffers and
+/// constants only, not of the micro-batch (mixed precision's parameter
+/// copies, a weight's transpose): the same in every micro-batch. They are
+/// not activations; `fromParam` holds the parameters and the results of
+/// the fixed ops that read one, which an op reading them reads a parameter
+/// through.
+struct FixedOps {
+  llvm::DenseSet<mlir::Operation *> ops;
+  llvm::DenseSet<mlir::Value> fromParam;
+};
+template <typename IsInput, typename IsParam>
+FixedOps findFixed(llvm::ArrayRef<mlir::Operation *> forward, IsInput isInput, IsParam isParam) {
+  FixedOps fixed;
+  for (mlir::Operation *op : forward) {
+    bool isFixed = llvm::all_of(op->getOperands(), [&](mlir::Value v) {
+      mlir::Operation *def = v.getDefiningOp();
+      return def ? fixed.ops.contains(def) : !isInput(v);
+    });
+    if (!isFixed)
+      continue;
+    fixed.ops.insert(op);
+    if (llvm::any_of(op->getOperands(),
+                     [&](mlir::Value v) { return isParam(v) || fixed.fromParam.count(v); }))
+      for (mlir::Value r : op->getResults())
+        fixed.fromParam.insert(r);
+  }
+  return fixed;
 }
 
 template <typename IsInput, typename UsesParam>

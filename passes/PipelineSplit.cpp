@@ -115,17 +115,24 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
       auto a = dyn_cast<BlockArgument>(v);
       return a && fn.getArgAttr(a.getArgNumber(), TrainDialect::kInput);
     };
-    // 1-2. Replicable ops, cut points and layers (passes/Layers.h).
-    auto usesParam = [&](Operation *op) {
-      return llvm::any_of(op->getOperands(), [&](Value v) {
-        auto a = dyn_cast<BlockArgument>(v);
-        return a && (fn.getArgAttr(a.getArgNumber(), TrainDialect::kParam));
-      });
+    auto isParam = [&](Value v) {
+      auto a = dyn_cast<BlockArgument>(v);
+      return a && fn.getArgAttr(a.getArgNumber(), TrainDialect::kParam);
     };
+    // 1-2. Replicable ops, cut points and layers (passes/Layers.h), looking
+    // through the fixed ops (mixed precision's parameter copies, which it
+    // places at the top): they are not activations, and each stage gets
+    // its own copy of those it reads, as of the replicable ones.
     SmallVector<Operation *> all;
     for (Operation &op : body.without_terminator())
       all.push_back(&op);
-    LayerSplit cut = findLayers(all, isInput, usesParam);
+    FixedOps fixed = findFixed(all, isInput, isParam);
+    auto usesParam = [&](Operation *op) {
+      return llvm::any_of(op->getOperands(),
+                          [&](Value v) { return isParam(v) || fixed.fromParam.count(v); });
+    };
+    LayerSplit cut =
+        findLayers(all, isInput, usesParam, [&](Operation *op) { return fixed.ops.contains(op); });
     if (cut.ops.empty())
       return fn.emitError("pipeline-split: the loss does not depend on any parameter");
     SmallVector<Operation *> &ops = cut.ops;
@@ -187,15 +194,23 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
     auto group = dist::GroupAttr::get(ctx, dist::Axis::pp, stages);
     SmallVector<func::FuncOp> fns;
     SmallVector<IRMapping> maps(stages);
-    // Which stages use each argument.
+    // Which stages use each argument, directly or through the fixed ops
+    // they copy.
     llvm::DenseMap<Value, SmallVector<unsigned>> argStages;
+    std::function<void(Value, unsigned)> useIn = [&](Value v, unsigned s) {
+      if (isa<BlockArgument>(v)) {
+        auto &list = argStages[v];
+        if (!llvm::is_contained(list, s))
+          list.push_back(s);
+        return;
+      }
+      if (Operation *def = v.getDefiningOp(); def && fixed.ops.contains(def))
+        for (Value o : def->getOperands())
+          useIn(o, s);
+    };
     for (unsigned k = 0; k < n; ++k)
       for (Value v : ops[k]->getOperands())
-        if (isa<BlockArgument>(v)) {
-          auto &list = argStages[v];
-          if (list.empty() || list.back() != stageOf[k])
-            list.push_back(stageOf[k]);
-        }
+        useIn(v, stageOf[k]);
     // Replicable ops read inputs only, and every stage has every input.
     int64_t channel = 0;
     for (unsigned s = 0; s < stages; ++s) {
@@ -227,7 +242,7 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
       fns.push_back(stageFn);
     }
 
-    // Clones `v` (replicable) into stage s at the builder's point.
+    // Clones `v` (replicable or fixed) into stage s at the builder's point.
     std::function<Value(Value, unsigned)> local = [&](Value v, unsigned s) -> Value {
       if (Value m = maps[s].lookupOrNull(v))
         return m;
@@ -248,7 +263,7 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
           continue;
         Operation *def = v.getDefiningOp();
         b.setInsertionPointToEnd(&dst);
-        if (!def || replicable.contains(def)) {
+        if (!def || replicable.contains(def) || fixed.ops.contains(def)) {
           local(v, s);
           continue;
         }

@@ -135,20 +135,9 @@ struct Recompute : impl::RecomputeBase<Recompute> {
     // Fixed: a function of parameters, buffers and constants only (not of
     // the micro-batch): the same in every micro-batch (mixed precision's
     // parameter copies).
-    llvm::DenseSet<Operation *> fixed;
-    llvm::DenseSet<Value> fromParam; // parameters and their fixed copies
-    for (Operation *op : forward) {
-      bool isFixed = llvm::all_of(op->getOperands(), [&](Value v) {
-        Operation *def = v.getDefiningOp();
-        return def ? fixed.contains(def) : !isInput(v);
-      });
-      if (!isFixed)
-        continue;
-      fixed.insert(op);
-      if (llvm::any_of(op->getOperands(), [&](Value v) { return isParam(v) || fromParam.count(v); }))
-        for (Value r : op->getResults())
-          fromParam.insert(r);
-    }
+    FixedOps fixedOps = findFixed(forward, isInput, isParam);
+    llvm::DenseSet<Operation *> &fixed = fixedOps.ops;
+    llvm::DenseSet<Value> &fromParam = fixedOps.fromParam;
     // The layers as pipeline-split finds them, looking through the fixed
     // copies: an op reading a parameter's bf16 copy reads the parameter,
     // and the copies are not activations.
