@@ -46,6 +46,10 @@ TRAINABLE_KEY = "dsc.trainable"
 # --init accepts such a file). See state_dict_layout().
 STATE_DICT_KEY = "dsc.state_dict"
 
+# metadata_props key of a --no-weights export: JSON list of the graph inputs
+# that are the model's parameters, whose values the file does not hold.
+NO_WEIGHTS_KEY = "dsc.no_weights"
+
 # Set by model_args(): build_and_export() stores its namespace here and
 # returns without exporting.
 _capture = None
@@ -82,6 +86,12 @@ def make_parser(description, presets, default_size="tiny"):
                    help="write the example inputs to DIR/<input_name>.npy")
     p.add_argument("--external-data", action="store_true",
                    help="re-save with all tensors >= 1 KiB in OUT.onnx.data")
+    p.add_argument("--no-weights", action="store_true",
+                   help="export without the parameters' values (onnx only): the model is "
+                        "built on PyTorch's meta device, so any size exports in seconds; the "
+                        "parameters become graph inputs named in the metadata key "
+                        "'dsc.no_weights' (buffers keep their values). dsc plans and explains "
+                        "such a file; dsrt runs its plan with --init or --resume")
     p.add_argument("--freeze", action="append", default=[], metavar="PATTERN",
                    help="requires_grad=False for the parameters whose names match "
                         "this fnmatch pattern (repeatable; one matching nothing is "
@@ -247,7 +257,6 @@ def state_dict_layout(model, onnx_model):
 
     Raises ValueError when a renamed initializer's tensor is ambiguous (a
     guess could write one trained weight under another's name)."""
-    import base64
     import numpy as np
     import torch
     from onnx import numpy_helper
@@ -289,16 +298,25 @@ def state_dict_layout(model, onnx_model):
         if src is not None:
             out.append([key, src])
             continue
-        dtype = str(t.dtype).replace("torch.", "")
-        if dtype not in _ST_DTYPES:
-            raise ValueError("state_dict entry %s is %s, which is not exported and has no "
-                             "safetensors type here" % (key, dtype))
-        a = t.detach().cpu().contiguous()
-        raw = (a.view(torch.int16).numpy() if dtype == "bfloat16" else a.numpy())
-        out.append([key, None, _ST_DTYPES[dtype], list(a.shape),
-                    base64.b64encode(np.ascontiguousarray(raw).astype(
-                        raw.dtype.newbyteorder("<")).tobytes()).decode("ascii")])
+        out.append(state_dict_entry(key, t))
     return out
+
+
+def state_dict_entry(key, t):
+    """The layout entry of a state_dict key no initializer holds: ``[key,
+    None, dtype, shape, base64]``, its value inline."""
+    import base64
+    import numpy as np
+    import torch
+    dtype = str(t.dtype).replace("torch.", "")
+    if dtype not in _ST_DTYPES:
+        raise ValueError("state_dict entry %s is %s, which is not exported and has no "
+                         "safetensors type here" % (key, dtype))
+    a = t.detach().cpu().contiguous()
+    raw = (a.view(torch.int16).numpy() if dtype == "bfloat16" else a.numpy())
+    return [key, None, _ST_DTYPES[dtype], list(a.shape),
+            base64.b64encode(np.ascontiguousarray(raw).astype(
+                raw.dtype.newbyteorder("<")).tobytes()).decode("ascii")]
 
 
 def _set_metadata(m, key, value):
@@ -404,6 +422,139 @@ def export(model, inputs, input_names, args):
         file=sys.stderr)
 
 
+class _ParametersOnMeta:
+    """While active, every parameter a module registers lives on PyTorch's
+    meta device: shapes and dtypes without storage, and the initializers
+    (nn.init.*) do nothing. Buffers stay real."""
+
+    def __enter__(self):
+        import torch.nn as nn
+        self._register = nn.Module.register_parameter
+        register = self._register
+
+        def on_meta(module, name, param):
+            if param is not None and param.device.type != "meta":
+                param = nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+            return register(module, name, param)
+        nn.Module.register_parameter = on_meta
+        return self
+
+    def __exit__(self, *exc):
+        import torch.nn as nn
+        nn.Module.register_parameter = self._register
+
+
+def export_no_weights(model, inputs, input_names, args):
+    """``--no-weights``: exports ``model``, whose parameters are on the meta
+    device, with the parameters as graph inputs (no values) named in the
+    metadata key NO_WEIGHTS_KEY, the buffers as initializers with their
+    values (identical ones stored once), and the trainable list and
+    state_dict layout as a full export records them."""
+    import json
+    import numpy as np
+    import onnx
+    import torch
+    import torch.onnx.utils as onnx_utils
+    from onnx import numpy_helper
+    from torch.onnx._globals import GLOBALS
+
+    if getattr(args, "format", "onnx") != "onnx":
+        sys.exit("error: --no-weights exports ONNX only (--format onnx)")
+    if args.external_data or args.dynamic_batch:
+        sys.exit("error: --no-weights takes neither --external-data (the file holds no "
+                 "weights) nor --dynamic-batch")
+    model.train()
+    inputs = tuple(inputs)
+    if args.save_batch:
+        _save_batch(args.save_batch, input_names, inputs)
+    # The trace sees meta buffers too (a real buffer beside a meta tensor
+    # is a device mismatch); their values go back in afterwards.
+    buffers = {}
+    for mod_name, mod in model.named_modules():
+        for b_name, b in list(mod._buffers.items()):
+            if b is not None:
+                buffers[(mod_name + "." if mod_name else "") + b_name] = b
+                mod._buffers[b_name] = b.to("meta")
+    out = args.output
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    t0 = time.perf_counter()
+    # torch 1.13's exporter infers shapes by running ops on the values and
+    # deduplicates initializers by storage, which meta tensors lack (every
+    # meta parameter would be the same one): both off. dsc infers the
+    # shapes itself; tied parameters are one tensor in the trace anyway.
+    dedup = torch._C._jit_pass_onnx_deduplicate_initializers
+    inference = GLOBALS.onnx_shape_inference
+    import warnings
+    try:
+        # Without shape inference torch warns that it cannot infer types.
+        warnings.filterwarnings("ignore", message="Type cannot be inferred")
+        torch._C._jit_pass_onnx_deduplicate_initializers = lambda graph, params, training: params
+        GLOBALS.onnx_shape_inference = False
+        onnx_utils._export(model, inputs, out, export_params=False, opset_version=args.opset,
+                           training=torch.onnx.TrainingMode.TRAINING,
+                           do_constant_folding=False, onnx_shape_inference=False,
+                           input_names=list(input_names), output_names=["loss"])
+    finally:
+        torch._C._jit_pass_onnx_deduplicate_initializers = dedup
+        GLOBALS.onnx_shape_inference = inference
+    t1 = time.perf_counter()
+
+    m = onnx.load_model(out)
+    graph = m.graph
+    sd = model.state_dict(keep_vars=True)
+    params = {id(p) for p in model.parameters()}
+    state = [i.name for i in graph.input if i.name not in input_names]
+    unknown = [n for n in state if n not in sd and n not in buffers]
+    if unknown:
+        sys.exit("error: --no-weights: graph inputs %s are no state_dict entry of the model"
+                 % ", ".join(unknown))
+    # Buffers: initializers with their values, identical ones once.
+    canonical, stored = {}, {}
+    for name in [n for n in state if n in buffers]:
+        a = buffers[name].detach().cpu().contiguous().numpy()
+        key = (a.dtype.str, a.shape, a.tobytes())
+        if key not in stored:
+            stored[key] = name
+            graph.initializer.append(numpy_helper.from_array(a, name))
+        canonical[name] = stored[key]
+    kept = [i for i in graph.input if i.name not in buffers]
+    del graph.input[:]
+    graph.input.extend(kept)
+    for node in graph.node:
+        for k, name in enumerate(node.input):
+            if name in canonical:
+                node.input[k] = canonical[name]
+    weightless = [n for n in state if n not in buffers]
+    _set_metadata(m, NO_WEIGHTS_KEY, json.dumps(weightless, separators=(",", ":")))
+    trainable = [n for n in weightless if sd[n].requires_grad]
+    _set_metadata(m, TRAINABLE_KEY, json.dumps(trainable, separators=(",", ":")))
+    # The state_dict layout: each key by the input or initializer holding
+    # it (a tied key by its tensor's exported name).
+    holder = {}
+    for key, t in sd.items():
+        name = canonical.get(key, key)
+        if key in weightless or key in canonical:
+            holder.setdefault(id(t), name)
+    layout = []
+    for key, t in sd.items():
+        if id(t) in holder:
+            layout.append([key, holder[id(t)]])
+        elif id(t) in params:
+            sys.exit("error: --no-weights: parameter %s is not used by the model's forward; "
+                     "the file could not name its value" % key)
+        else:  # a buffer the forward does not read: its value inline
+            layout.append(state_dict_entry(key, buffers.get(key, t)))
+    _set_metadata(m, STATE_DICT_KEY, json.dumps(layout, separators=(",", ":")))
+    onnx.save_model(m, out)
+    if _model_name:
+        _write_sidecar(out, _model_name, input_names, args)
+    count = sum(p.numel() for p in model.parameters())
+    print("wrote %s (%d bytes): %d params without their values (%.1f GB as float32), "
+          "%d trainable, %d buffers, opset %d, export %.2fs" % (
+              out, os.path.getsize(out), count, count * 4 / 1e9, len(trainable),
+              len(stored), args.opset, t1 - t0), file=sys.stderr)
+
+
 def build_and_export(args, build_model, make_batch):
     """Seeds torch, builds the model and its example batch, and exports."""
     if _capture is not None:
@@ -411,7 +562,11 @@ def build_and_export(args, build_model, make_batch):
         return
     import torch
     torch.manual_seed(args.seed)
-    model = build_model(args)
+    if getattr(args, "no_weights", False):
+        with _ParametersOnMeta():
+            model = build_model(args)
+    else:
+        model = build_model(args)
     try:
         apply_freeze(model, getattr(args, "freeze", None))
     except ValueError as e:
@@ -420,4 +575,7 @@ def build_and_export(args, build_model, make_batch):
     global _model_name
     model_file = build_model.__globals__.get("__file__") or sys.argv[0]
     _model_name = os.path.splitext(os.path.basename(model_file))[0]
-    export(model, inputs, names, args)
+    if getattr(args, "no_weights", False):
+        export_no_weights(model, inputs, names, args)
+    else:
+        export(model, inputs, names, args)

@@ -32,6 +32,10 @@ PRESETS = {
     "tiny": dict(layers=2, d_model=32, heads=2, vocab=96, seq=16, batch=2),
     "gpt2-small": dict(layers=12, d_model=768, heads=12, vocab=50257,
                        seq=1024, batch=1),
+    # GPT-3 175B (Brown et al. 2020) with Megatron-LM's padded vocabulary:
+    # export it with --no-weights (its float32 weights are 698 GB).
+    "gpt3-175b": dict(layers=96, d_model=12288, heads=96, vocab=50304,
+                      seq=2048, batch=1),
 }
 KEYS = ["layers", "d_model", "heads", "vocab", "seq", "batch"]
 

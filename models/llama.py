@@ -35,6 +35,10 @@ PRESETS = {
                  batch=2),
     "llama2-7b": dict(layers=32, d_model=4096, heads=32, intermediate=11008,
                       vocab=32000, seq=4096, batch=1),
+    # Grouped-query attention, 8 key/value heads; --no-weights (280 GB of
+    # float32 weights).
+    "llama2-70b": dict(layers=80, d_model=8192, heads=64, kv_heads=8, intermediate=28672,
+                       vocab=32000, seq=4096, batch=1),
 }
 KEYS = ["layers", "d_model", "heads", "kv_heads", "intermediate", "vocab", "seq", "batch"]
 

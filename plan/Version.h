@@ -59,7 +59,10 @@ namespace dsrt {
 /// Buffer.view_of, which dsrt --timeline's planned bytes follow through
 /// reshapes), fields a version-10 dsrt would refuse as unknown. Plans of
 /// version 10 are unchanged.
-constexpr unsigned kPlanFormatVersion = 11;
+/// Version 12: plans without their weights (Plan.no_weights), which a
+/// version-11 dsrt would refuse as an unknown field. Plans of version 11
+/// are unchanged.
+constexpr unsigned kPlanFormatVersion = 12;
 constexpr unsigned kOldestPlanFormatVersion = 1;
 
 } // namespace dsrt

@@ -373,6 +373,8 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run(const ImportOptions &op
   ModuleOp module = *owned;
   module->setAttr("dsc.source", b_.getStringAttr(model_.path));
   module->setAttr("dsc.opset", b_.getI64IntegerAttr(model_.sourceOpset));
+  if (!model_.weightless.empty())
+    module->setAttr("dsc.no_weights", b_.getUnitAttr());
   b_.setInsertionPointToEnd(module.getBody());
   auto fn = func::FuncOp::create(b_, UnknownLoc::get(&ctx_), "forward",
                                  b_.getFunctionType(argTypes, {}));

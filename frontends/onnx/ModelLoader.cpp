@@ -148,6 +148,81 @@ static llvm::Error inlineExternal(const LoadedModel &m, onnx::TensorProto &t,
   return llvm::Error::success();
 }
 
+/// A file without its weights (kNoWeightsKey): each name must be a graph
+/// input of a floating-point type and a static shape that no initializer
+/// holds. Reads them into m.weightless.
+static llvm::Error readNoWeights(LoadedModel &m, const ImportOptions &o) {
+  const onnx::GraphProto &graph = m.model.graph();
+  for (const onnx::StringStringEntryProto &kv : m.model.metadata_props()) {
+    if (kv.key() != kNoWeightsKey)
+      continue;
+    auto names = parseNameList(m.path, kNoWeightsKey, kv.value(), "graph input names");
+    if (!names)
+      return names.takeError();
+    std::set<std::string> initializers;
+    for (const auto &t : graph.initializer())
+      initializers.insert(t.name());
+    for (const std::string &n : *names) {
+      auto bad = [&](const llvm::Twine &why) {
+        return err(m.path, "metadata '" + llvm::Twine(kNoWeightsKey) + "' names '" + n +
+                               "', " + why + "; it lists the graph inputs that are the "
+                               "model's parameters (models/*.py --no-weights)");
+      };
+      if (initializers.count(n))
+        return bad("which is an initializer: the file holds its value");
+      if (o.inputShapes.count(n))
+        return bad("which --input-shape also names: a parameter's shape is the file's");
+      const onnx::ValueInfoProto *in = nullptr;
+      for (const auto &i : graph.input())
+        if (i.name() == n)
+          in = &i;
+      if (!in)
+        return bad("which is not a graph input");
+      const auto &tt = in->type().tensor_type();
+      if (!in->type().has_tensor_type() || !isFloatDType(tt.elem_type()))
+        return bad("which is not a floating-point tensor (only parameters are left out)");
+      if (!tt.has_shape())
+        return bad("which has no shape");
+      for (const auto &d : tt.shape().dim())
+        if (!d.has_dim_value() || d.dim_value() <= 0)
+          return bad("whose shape is not static");
+    }
+    m.weightless = std::move(*names);
+  }
+  return llvm::Error::success();
+}
+
+/// Gives each weightless input (m.weightless) of `model` an initializer of
+/// its name, type and shape and no data: the importer then takes it as a
+/// parameter, and dsrt --export-onnx fills it in. `asWritten` (the
+/// skeleton): also takes it out of the graph inputs, and the metadata key
+/// with it, so that the exported model is an ordinary one.
+static void stubWeightless(const LoadedModel &m, onnx::ModelProto &model, bool asWritten) {
+  if (m.weightless.empty())
+    return;
+  onnx::GraphProto &graph = *model.mutable_graph();
+  google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> kept;
+  for (const onnx::ValueInfoProto &in : graph.input()) {
+    bool param = m.weightless.count(in.name());
+    if (!param || !asWritten)
+      *kept.Add() = in;
+    if (!param)
+      continue;
+    onnx::TensorProto &t = *graph.add_initializer();
+    t.set_name(in.name());
+    t.set_data_type(in.type().tensor_type().elem_type());
+    for (const auto &d : in.type().tensor_type().shape().dim())
+      t.add_dims(d.dim_value());
+  }
+  graph.mutable_input()->Swap(&kept);
+  if (asWritten) {
+    auto *props = model.mutable_metadata_props();
+    for (int k = props->size() - 1; k >= 0; --k)
+      if (props->Get(k).key() == kNoWeightsKey)
+        props->DeleteSubrange(k, 1);
+  }
+}
+
 /// The model as the user wrote it, for dsrt --export-onnx to fill with the
 /// trained weights: the initializers in `strip` keep their name, type and
 /// shape but no data; other external tensors come inline so that the
@@ -172,6 +247,7 @@ static llvm::Error makeSkeleton(LoadedModel &m, const std::set<std::string> &str
     if (auto e = inlineExternal(m, t, it->second))
       return e;
   }
+  stubWeightless(m, *m.skeleton, /*asWritten=*/true);
   return llvm::Error::success();
 }
 
@@ -438,6 +514,8 @@ loadModel(const std::string &path, const ImportOptions &options,
     return std::move(e);
   if (auto e = bridgeToOpset17(*m))
     return std::move(e);
+  if (auto e = readNoWeights(*m, options))
+    return std::move(e);
   if (strip)
     if (auto e = makeSkeleton(*m, *strip))
       return std::move(e);
@@ -463,6 +541,8 @@ loadModel(const std::string &path, const ImportOptions &options,
   } catch (const std::exception &e) {
     return err(path, "shape inference failed: " + llvm::Twine(e.what()));
   }
+  // After the checker, which wants an initializer's data.
+  stubWeightless(*m, m->model, /*asWritten=*/false);
   return std::move(m);
 }
 

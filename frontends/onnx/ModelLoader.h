@@ -42,6 +42,9 @@ struct LoadedModel {
   std::optional<std::set<std::string>> exporterTrainable;
   /// What reading the exporter's metadata changed, for the user.
   std::vector<std::string> exporterNotes;
+  /// The parameters the file holds no values for (kNoWeightsKey): graph
+  /// inputs in the file, initializers without data once loaded.
+  std::set<std::string> weightless;
 
   std::string originOf(const onnx::NodeProto &node) const {
     if (node.output_size() == 0)
@@ -67,6 +70,11 @@ loadModel(const std::string &path, const ImportOptions &options,
 /// locations, the torch.export signature, folded constants), untying the
 /// parameters its optimizer merged because their values were equal.
 llvm::Error readExporterMetadata(LoadedModel &m);
+
+/// A flat JSON array of strings, the value of metadata `key` (naming
+/// `what` in its errors); Trainable.cpp.
+llvm::Expected<std::set<std::string>> parseNameList(const std::string &path, const char *key,
+                                                    const std::string &text, const char *what);
 
 /// Expands every call of a model-local ONNX function in place
 /// (LocalFunctions.cpp).

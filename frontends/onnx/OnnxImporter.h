@@ -26,6 +26,11 @@ using frontend::ImportOptions;
 /// models/export_common.py from requires_grad. Floating-point initializers
 /// it does not name are frozen (train.buffer).
 inline constexpr const char *kTrainableKey = "dsc.trainable";
+/// The metadata key of a file without its weights (models/*.py
+/// --no-weights): a JSON array of the graph inputs that are the model's
+/// parameters, whose values the file does not hold. dsc imports them as
+/// initializers and the plan it writes holds no weights for them.
+inline constexpr const char *kNoWeightsKey = "dsc.no_weights";
 
 /// Reads a binary (.onnx) or textual (.onnxtxt, ONNX's own syntax) model,
 /// validates it (checker, opset 13-17, external data confined to the model's

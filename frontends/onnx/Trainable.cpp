@@ -20,16 +20,14 @@
 
 namespace dsc::onnx_import {
 
-namespace {
-
-/// Reads kTrainableKey's value: a flat JSON array of strings. The nesting
+/// A metadata value that lists names: a flat JSON array of strings. The nesting
 /// is bounded before parsing, since llvm::json recurses once per level and
 /// the file may be crafted.
-llvm::Expected<std::set<std::string>> parseTrainable(const std::string &path,
-                                                     const std::string &text) {
+llvm::Expected<std::set<std::string>> parseNameList(const std::string &path, const char *key,
+                                                    const std::string &text, const char *what) {
   auto bad = [&](const llvm::Twine &why) {
-    return llvm::createStringError(path + ": metadata '" + kTrainableKey + "' " + why +
-                                   "; it must be a JSON array of initializer names");
+    return llvm::createStringError(path + ": metadata '" + key + "' " + why +
+                                   "; it must be a JSON array of " + what);
   };
   int depth = 0;
   bool inString = false, escaped = false;
@@ -62,8 +60,6 @@ llvm::Expected<std::set<std::string>> parseTrainable(const std::string &path,
   return names;
 }
 
-} // namespace
-
 llvm::Expected<TrainableRule> decideTrainable(const LoadedModel &model,
                                               const ImportOptions &options) {
   const onnx::GraphProto &graph = model.model.graph();
@@ -80,7 +76,7 @@ llvm::Expected<TrainableRule> decideTrainable(const LoadedModel &model,
   for (const onnx::StringStringEntryProto &kv : model.model.metadata_props()) {
     if (kv.key() != kTrainableKey)
       continue;
-    auto names = parseTrainable(model.path, kv.value());
+    auto names = parseNameList(model.path, kTrainableKey, kv.value(), "initializer names");
     if (!names)
       return names.takeError();
     for (const std::string &n : *names)

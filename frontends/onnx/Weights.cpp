@@ -26,6 +26,10 @@ llvm::Error readFloatInitializers(
   for (const onnx::TensorProto &t : model.model.graph().initializer()) {
     if (!names.count(t.name()))
       continue;
+    if (model.weightless.count(t.name())) {
+      missing.erase(t.name()); // the file has no value for it
+      continue;
+    }
     std::string bytes;
     const std::string *external = nullptr;
     if (auto ext = model.external.find(t.name()); ext != model.external.end()) {

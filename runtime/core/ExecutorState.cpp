@@ -91,6 +91,15 @@ void Executor::loadWeights(const std::string &path) {
     if (t.role != plan::PARAM && t.role != plan::FROZEN)
       continue;
     const io::TensorRef *w = file.find(t.name);
+    // A plan without its weights: the trained ones come from the
+    // checkpoint dsrt resumes (dsrt asks for --init or --resume).
+    if (!w && plan_.no_weights() && t.role == plan::PARAM)
+      continue;
+    if (!w && plan_.no_weights())
+      throw PlanError(path + ": no value for the frozen tensor '" + t.name +
+                      "': the plan was compiled from a model file without its weights (a "
+                      "--no-weights export), and a checkpoint holds only what trains; give "
+                      "the model's state_dict with --init");
     if (!w)
       throw PlanError(path + ": no tensor '" + t.name + "' (a parameter of the plan)");
     const cpu::Shape &whole = t.whole();

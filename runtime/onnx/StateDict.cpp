@@ -276,40 +276,57 @@ InitCheck checkInitWeights(const std::string &path, const std::string &planDir) 
       throw IoError("--init " + std::string(e.what()));
     }
   }();
-  io::SafeTensorsFile plan = io::SafeTensorsFile::open(planDir + "/weights.safetensors");
+  io::SafeTensorsFile planFile = io::SafeTensorsFile::open(planDir + "/weights.safetensors");
+  std::string skeleton = planDir + "/model.onnx";
+  StateDictLayout layout;
+  if (std::filesystem::exists(skeleton))
+    layout = readStateDict(skeleton);
+  // The plan's weights: those in its weights.safetensors, and those of a
+  // plan without weights (a --no-weights export), which its model holds as
+  // initializers without data.
+  struct Weight {
+    io::DType dtype;
+    std::vector<int64_t> shape;
+  };
+  std::map<std::string, Weight> plan;
+  std::vector<std::string> order;
+  for (const io::TensorRef &w : planFile.tensors()) {
+    plan[w.name] = {w.dtype, w.shape};
+    order.push_back(w.name);
+  }
+  for (const auto &[name, shape] : layout.trained)
+    if (plan.emplace(name, Weight{io::DType::F32, shape}).second)
+      order.push_back(name);
   InitCheck check;
 
   // The plan's weights: all there, float32, of the plan's shapes.
   std::vector<std::string> missing;
-  for (const io::TensorRef &w : plan.tensors()) {
-    const io::TensorRef *t = init.find(w.name);
+  for (const std::string &name : order) {
+    const Weight &w = plan.at(name);
+    const io::TensorRef *t = init.find(name);
     if (!t) {
-      missing.push_back(w.name);
+      missing.push_back(name);
       continue;
     }
     if (t->dtype != w.dtype || t->shape != w.shape)
-      fail(where, "tensor '" + w.name + "' is " + describe(t->dtype, t->shape) +
+      fail(where, "tensor '" + name + "' is " + describe(t->dtype, t->shape) +
                       ", the plan needs " + describe(w.dtype, w.shape));
     ++check.weights;
   }
   if (!missing.empty()) {
-    const io::TensorRef &w = plan.at(missing.front());
-    fail(where, "no tensor '" + w.name + "' (" + describe(w.dtype, w.shape) +
+    const Weight &w = plan.at(missing.front());
+    fail(where, "no tensor '" + missing.front() + "' (" + describe(w.dtype, w.shape) +
                     "), a weight of the plan" +
                     (missing.size() > 1 ? " (" + std::to_string(missing.size()) + " of its " +
-                                              std::to_string(plan.tensors().size()) +
+                                              std::to_string(order.size()) +
                                               " weights are missing)"
                                         : std::string()));
   }
 
   // Everything else: a key of the model's state_dict that loading it would
   // not change.
-  std::string skeleton = planDir + "/model.onnx";
-  StateDictLayout layout;
-  if (std::filesystem::exists(skeleton))
-    layout = readStateDict(skeleton);
   for (const io::TensorRef &t : init.tensors()) {
-    if (plan.find(t.name))
+    if (plan.count(t.name))
       continue;
     const StateDictEntry *e = layout.find(t.name);
     if (!e)
@@ -322,7 +339,7 @@ InitCheck checkInitWeights(const std::string &path, const std::string &planDir) 
                       "; a state dict of another model?");
     // A weight of the plan under another of its names (tied: one tensor in
     // PyTorch, one weight in the plan), which the file has as well.
-    if (const io::TensorRef *w = plan.find(e->initializer) ? init.find(e->initializer) : nullptr;
+    if (const io::TensorRef *w = plan.count(e->initializer) ? init.find(e->initializer) : nullptr;
         w) {
       if (t.dtype != w->dtype || t.shape != w->shape ||
           std::memcmp(t.data, w->data, w->nbytes()) != 0)

@@ -1108,6 +1108,7 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
   if (!source)
     return module.emitError("emit-plan: the module has no dsc.source (the model to read weights from)");
   p.set_source_model(source.getValue().str());
+  p.set_no_weights(module->hasAttr("dsc.no_weights"));
   p.set_ds_config(dsrt::config::toJson(options.config)); // the record (plan.proto)
   int64_t dp = 1, zeroStage = 0;
   if (auto a = module->getAttrOfType<IntegerAttr>(distutil::kDp))
@@ -1165,6 +1166,7 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
       stage->set_format_version(dsrt::kPlanFormatVersion);
       stage->set_producer(p.producer());
       stage->set_source_model(p.source_model());
+      stage->set_no_weights(p.no_weights());
       stage->set_ds_config(p.ds_config());
       stage->set_precision(p.precision());
       if (p.has_loss_scaler())

@@ -920,6 +920,9 @@ void writeManifest(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
   }
   os << "dsc plan (format " << p.format_version() << ", " << p.producer() << ")\n";
   os << "model:            " << p.source_model() << "\n";
+  if (p.no_weights())
+    os << "weights:          none (the model file holds no parameter values: a --no-weights "
+          "export); dsrt runs this plan with --init or --resume\n";
   os << "parameters:       " << params << " in " << paramCount << " tensors ("
      << humanBytes(params * 4) << " fp32)\n";
   os << "optimizer states: " << states << " elements (" << humanBytes(states * 4) << ")\n";

@@ -277,6 +277,14 @@ int main(int argc, char **argv) {
     std::unique_ptr<dsrt::Executor> execPtr =
         dsrt::train::openExecutor(planDir, comm.get(), device, note);
     dsrt::Executor &exec = *execPtr;
+    // A plan compiled from a model file without its weights trains only
+    // from weights given here.
+    if (exec.plan().no_weights() && init.empty() && resume.empty())
+      throw std::runtime_error(
+          planDir + " holds no weights: " + exec.plan().source_model() +
+          " was exported without them (--no-weights); give the initial weights with --init "
+          "FILE (the model's state_dict as safetensors, as dsrt export or "
+          "safetensors.torch.save_file write it) or continue a run with --resume CHECKPOINT");
     // A plan for one rank runs without mpirun and has no collective to time.
     if (app.count("--comm-timeout") && !comm)
       die("--comm-timeout: the plan runs on one rank, which has no collectives to time out; "
