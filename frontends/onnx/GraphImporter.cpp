@@ -137,7 +137,10 @@ LogicalResult GraphImporter::verifyNew(Operation *op) {
   return fail(diagnostic_.empty() ? "the op does not verify" : diagnostic_);
 }
 
-Value GraphImporter::materialize(const HostTensor &t) {
+Value GraphImporter::materialize(const std::shared_ptr<HostTensor> &held) {
+  if (auto it = materialized_.find(held.get()); it != materialized_.end())
+    return arith::ConstantOp::create(b_, loc_, it->second.second);
+  const HostTensor &t = *held;
   Type et = elementType(t.dtype);
   if (!et)
     return {};
@@ -166,6 +169,7 @@ Value GraphImporter::materialize(const HostTensor &t) {
       values.push_back(APInt(width, (uint64_t)v, /*isSigned=*/true, /*implicitTrunc=*/true));
     attr = DenseElementsAttr::get(type, values);
   }
+  materialized_[held.get()] = {held, attr};
   return arith::ConstantOp::create(b_, loc_, attr);
 }
 
@@ -198,7 +202,7 @@ Value GraphImporter::input(int k) {
   Entry &e = it->second;
   if (!e.value && e.constant) {
     // Constants are materialized once, at their first use.
-    e.value = materialize(*e.constant);
+    e.value = materialize(e.constant);
   }
   return e.value;
 }
@@ -211,7 +215,7 @@ Value GraphImporter::valueNamed(const std::string &name) {
   }
   Entry &e = it->second;
   if (!e.value && e.constant)
-    e.value = materialize(*e.constant);
+    e.value = materialize(e.constant);
   return e.value;
 }
 
@@ -286,12 +290,29 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node, int index) 
     // Trailing optional inputs that are absent do not block folding.
     while (!constants.empty() && !constants.back())
       constants.pop_back();
+    // The same node of the same tensors folds to the same tensors.
+    std::string key = node.op_type();
+    for (const onnx::AttributeProto &a : node.attribute())
+      key += '\0' + a.SerializeAsString();
+    for (const HostTensor *c : constants)
+      key += '\0' + std::to_string(reinterpret_cast<uintptr_t>(c));
+    if (auto hit = folded_.find(key); hit != folded_.end()) {
+      for (size_t k = 0; k < hit->second.size(); ++k)
+        if (outputUsed(k))
+          values_[node.output(k)] = Entry{{}, hit->second[k]};
+      return success();
+    }
     std::string foldError;
     if (auto outs = foldNode(node, constants, foldError)) {
       if (!foldError.empty())
         return fail(foldError);
-      for (size_t k = 0; k < outs->size(); ++k)
-        setOutput(k, std::move((*outs)[k]));
+      std::vector<std::shared_ptr<HostTensor>> held;
+      for (HostTensor &t : *outs)
+        held.push_back(std::make_shared<HostTensor>(std::move(t)));
+      for (size_t k = 0; k < held.size(); ++k)
+        if (outputUsed(k))
+          values_[node.output(k)] = Entry{{}, held[k]};
+      folded_[key] = std::move(held);
       return success();
     }
   }
@@ -399,7 +420,7 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run(const ImportOptions &op
     if (it == values_.end())
       return {};
     if (!it->second.value && it->second.constant)
-      it->second.value = materialize(*it->second.constant);
+      it->second.value = materialize(it->second.constant);
     return it->second.value;
   };
   std::vector<std::string> outputs;

@@ -115,7 +115,9 @@ private:
     std::shared_ptr<HostTensor> constant;
   };
   mlir::LogicalResult inferTypes(mlir::Operation *op);
-  mlir::Value materialize(const HostTensor &t);
+  /// A constant op of `t`'s value; its attribute is built once per
+  /// tensor (a 2048 x 2048 causal mask that every layer reads).
+  mlir::Value materialize(const std::shared_ptr<HostTensor> &t);
   mlir::LogicalResult importNode(const onnx::NodeProto &node, int index);
   llvm::Error error(const llvm::Twine &message);
   const Entry *lookup(int k);
@@ -127,6 +129,14 @@ private:
   const onnx::NodeProto *node_ = nullptr;
   int nodeIndex_ = 0;
   std::map<std::string, Entry> values_;
+  /// Folded results by node (op type, attributes, input tensors): a
+  /// --no-weights export stores an equal buffer once, and the node every
+  /// layer applies to it (Not of the causal mask) folds once.
+  std::map<std::string, std::vector<std::shared_ptr<HostTensor>>> folded_;
+  /// The attribute of each materialized tensor (holding the tensor, so
+  /// that its address is not reused while it is a key).
+  std::map<const HostTensor *, std::pair<std::shared_ptr<HostTensor>, mlir::TypedAttr>>
+      materialized_;
   ConverterTable converters_;
   int64_t rngStreams_ = 0;
   std::string diagnostic_; // last MLIR diagnostic, captured for messages
