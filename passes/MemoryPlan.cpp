@@ -268,7 +268,17 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
     for (Value v : values)
       alias.insert(v);
     auto join = [&](Value a, Value b) { alias.unionSets(a, b); };
+    // Equal constants are one buffer (a causal mask that every layer and
+    // micro-batch of a pipeline stage reads, cloned with each), which
+    // emit-plan writes once.
+    llvm::DenseMap<Attribute, Value> constantOf;
     for (Operation *op : order) {
+      if (auto c = dyn_cast<arith::ConstantOp>(op)) {
+        auto [it, fresh] = constantOf.try_emplace(c.getValue(), c.getResult());
+        if (!fresh)
+          join(it->second, c.getResult());
+        continue;
+      }
       if (auto r = dyn_cast<nn::ReshapeOp>(op))
         join(r.getInput(), r.getResult());
       else if (auto send = dyn_cast<dist::SendOp>(op))

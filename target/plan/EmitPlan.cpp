@@ -487,6 +487,11 @@ private:
     if (auto it = buffers_.find(v); it != buffers_.end())
       return it->second;
     if (auto cst = v.getDefiningOp<arith::ConstantOp>()) {
+      // Equal constants are one buffer (memory-plan placed them as one).
+      if (auto it = constants_.find(cst.getValue()); it != constants_.end()) {
+        buffers_[v] = it->second;
+        return it->second;
+      }
       auto index = newBuffer(v, plan::CONSTANT, "");
       if (failed(index))
         return failure();
@@ -495,30 +500,35 @@ private:
         return cst.emitOpError("emit-plan: only dense constants are supported");
       std::string bytes;
       Type e = dense.getElementType();
-      for (int64_t k = 0, n = dense.getNumElements(); k < n; ++k) {
-        if (e.isF32()) {
-          float f = dense.getValues<APFloat>()[k].convertToFloat();
-          bytes.append(reinterpret_cast<const char *>(&f), 4);
-        } else if (e.isF64()) {
-          double d = dense.getValues<APFloat>()[k].convertToDouble();
-          bytes.append(reinterpret_cast<const char *>(&d), 8);
-        } else if (e.isBF16() || e.isF16()) {
-          // The 16 bits as the mixed-precision pass rounded them.
-          uint16_t h = (uint16_t)dense.getValues<APFloat>()[k].bitcastToAPInt().getZExtValue();
-          bytes.append(reinterpret_cast<const char *>(&h), 2);
-        } else if (e.isInteger(1)) {
-          bytes.push_back(dense.getValues<bool>()[k] ? 1 : 0);
-        } else if (e.isInteger(64)) {
-          int64_t x = dense.getValues<APInt>()[k].getSExtValue();
-          bytes.append(reinterpret_cast<const char *>(&x), 8);
-        } else if (e.isInteger(32)) {
-          int32_t x = (int32_t)dense.getValues<APInt>()[k].getSExtValue();
-          bytes.append(reinterpret_cast<const char *>(&x), 4);
-        } else {
-          return cst.emitOpError("emit-plan: constant of type ") << e << " is not supported";
-        }
+      int64_t n = dense.getNumElements();
+      auto append = [&](const auto &x) {
+        bytes.append(reinterpret_cast<const char *>(&x), sizeof x);
+      };
+      if (e.isF32()) {
+        for (const APFloat &x : dense.getValues<APFloat>())
+          append(x.convertToFloat());
+      } else if (e.isF64()) {
+        for (const APFloat &x : dense.getValues<APFloat>())
+          append(x.convertToDouble());
+      } else if (e.isBF16() || e.isF16()) {
+        // The 16 bits as the mixed-precision pass rounded them.
+        for (const APFloat &x : dense.getValues<APFloat>())
+          append(uint16_t(x.bitcastToAPInt().getZExtValue()));
+      } else if (e.isInteger(1)) {
+        bytes.reserve(size_t(n));
+        for (bool x : dense.getValues<bool>())
+          bytes.push_back(x ? 1 : 0);
+      } else if (e.isInteger(64)) {
+        for (const APInt &x : dense.getValues<APInt>())
+          append(int64_t(x.getSExtValue()));
+      } else if (e.isInteger(32)) {
+        for (const APInt &x : dense.getValues<APInt>())
+          append(int32_t(x.getSExtValue()));
+      } else {
+        return cst.emitOpError("emit-plan: constant of type ") << e << " is not supported";
       }
       plan_.mutable_buffers(*index)->set_data(bytes);
+      constants_[cst.getValue()] = *index;
       return index;
     }
     return newBuffer(v, plan::ACTIVATION, "");
@@ -1027,6 +1037,7 @@ private:
   llvm::DenseSet<Operation *> evalOps_;  // the evaluation slice (sliceEval)
   llvm::DenseSet<unsigned> evalSums_;    // accumulate results it reads
   llvm::DenseMap<Value, uint32_t> buffers_;
+  llvm::DenseMap<Attribute, uint32_t> constants_; // one buffer per constant value
   std::map<std::string, uint32_t> named_;
   std::set<std::string> weights_, params_;
 };

@@ -245,3 +245,22 @@ func.func @kinds(%s: tensor<i64> {train.step}, %x: tensor<2xf32> {train.input = 
   %0 = nn.add %x, %c : tensor<2xf32>, tensor<2xf32> -> tensor<2xf32>
   return %0 : tensor<2xf32>
 }
+
+// Equal constants (a mask each layer and micro-batch clones) are one
+// buffer: %a and %c share offset 64, %b (another value) has its own at 128;
+// persistent 192.
+// CHECK-LABEL: func.func @equal_constants(
+// CHECK-SAME:    attributes {train.arena_bytes = 256 : i64, {{.*}}train.persistent_bytes = 192 : i64}
+// CHECK-NEXT:    arith.constant {train.offsets = array<i64: 64>} dense<[1.000000e+00, 2.000000e+00]>
+// CHECK-NEXT:    arith.constant {train.offsets = array<i64: 128>} dense<[1.000000e+00, 3.000000e+00]>
+// CHECK-NEXT:    nn.add {{.*}} {train.offsets = array<i64: 192>}
+// CHECK-NEXT:    arith.constant {train.offsets = array<i64: 64>} dense<[1.000000e+00, 2.000000e+00]>
+func.func @equal_constants(%x: tensor<2xf32> {train.input = "x"}) -> tensor<2xf32> {
+  %a = arith.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %b = arith.constant dense<[1.0, 3.0]> : tensor<2xf32>
+  %0 = nn.add %x, %a : tensor<2xf32>, tensor<2xf32> -> tensor<2xf32>
+  %c = arith.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %1 = nn.add %0, %c : tensor<2xf32>, tensor<2xf32> -> tensor<2xf32>
+  %2 = nn.add %1, %b : tensor<2xf32>, tensor<2xf32> -> tensor<2xf32>
+  return %2 : tensor<2xf32>
+}
