@@ -54,6 +54,15 @@ std::string fragmentation(uint64_t arena, uint64_t live) {
   return s;
 }
 
+/// Elements of this tp rank's part of the tensor a PARAM buffer holds
+/// (before a ZeRO stage shards it over the dp group; the whole tensor
+/// without tensor parallelism): what the data-parallel group partitions.
+int64_t tpPartNumel(const plan::Buffer &b, int64_t tp) {
+  if (b.tp_split_size())
+    return numel(b.full_shape()) / std::max<int64_t>(1, tp);
+  return b.shard_count() > 1 ? numel(b.full_shape()) : numel(b.shape());
+}
+
 /// Per-rank memory by kind of state, and the communication of one step in
 /// the ZeRO paper's units (an all-reduce of n elements moves 2n, a
 /// reduce-scatter or all-gather of an n-element tensor moves n), with P the
@@ -77,7 +86,7 @@ LowCopies lowPrecisionCopies(const plan::Plan &p) {
           p.buffers(i.inputs(0)).role() == plan::PARAM &&
           elementBytes(p.buffers(i.outputs(0)).dtype()) == 2 && cast.insert(i.inputs(0)).second) {
         const plan::Buffer &b = p.buffers(i.inputs(0));
-        int64_t n = b.shard_count() > 1 ? numel(b.full_shape()) : numel(b.shape());
+        int64_t n = tpPartNumel(b, p.tp());
         low.elements += n;
         if (p.zero_stage() < 3 || b.shard_count() <= 1)
           low.heldElements += n;
@@ -222,7 +231,7 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
   for (const plan::Buffer &b : p.buffers()) {
     int64_t n = numel(b.shape());
     bool sharded = b.shard_count() > 1;
-    int64_t full = sharded ? numel(b.full_shape()) : n;
+    int64_t full = b.role() == plan::PARAM ? tpPartNumel(b, p.tp()) : sharded ? numel(b.full_shape()) : n;
     int64_t padding = (full + dp - 1) / dp * dp - full;
     if (b.role() == plan::PARAM) {
       ++paramTensors;
@@ -312,7 +321,8 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
   int64_t activations = (int64_t)p.arena_bytes() - (int64_t)p.persistent_bytes() - gradBytes;
 
   os << "data parallel:    " << dp << " ranks, ZeRO stage " << stage << ", P = " << P
-     << " parameters, padding " << pad << " (chunks of ceil(n/" << dp << ") per tensor)\n";
+     << " parameters" << (p.tp() > 1 ? " (this tp rank's part)" : "") << ", padding " << pad
+     << " (chunks of ceil(n/" << dp << ") per tensor)\n";
   os << "per rank:\n";
   auto line = [&](const char *what, int64_t bytes, const std::string &formula) {
     os << "  " << what << bytes << " bytes (" << humanBytes(bytes) << ")" << formula << "\n";
@@ -492,9 +502,7 @@ void writeTensorParallel(const plan::Plan &p, llvm::raw_ostream &os) {
   for (const plan::Buffer &b : p.buffers())
     if (b.role() == plan::PARAM) {
       // The tp part (before a ZeRO stage 3 shards it over the dp group).
-      int64_t n = b.tp_split_size() ? numel(b.full_shape()) / tp
-                  : b.shard_count() > 1 ? numel(b.full_shape())
-                                         : numel(b.shape());
+      int64_t n = tpPartNumel(b, tp);
       local += n;
       whole += b.tp_split_size() ? n * tp : n;
       split += b.tp_split_size() ? n : 0;
