@@ -13,6 +13,7 @@
 #ifndef DSC_PASSES_LAYERS_H
 #define DSC_PASSES_LAYERS_H
 
+#include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -146,10 +147,14 @@ template <typename IsInput, typename IsParam>
 FixedOps findFixed(llvm::ArrayRef<mlir::Operation *> forward, IsInput isInput, IsParam isParam) {
   FixedOps fixed;
   for (mlir::Operation *op : forward) {
-    bool isFixed = llvm::all_of(op->getOperands(), [&](mlir::Value v) {
-      mlir::Operation *def = v.getDefiningOp();
-      return def ? fixed.ops.contains(def) : !isInput(v);
-    });
+    // Of the ops without operands, only constants: a dist.recv (a pipeline
+    // stage's activations) brings the micro-batch's data.
+    bool isFixed = op->getNumOperands() == 0
+                       ? op->hasTrait<mlir::OpTrait::ConstantLike>()
+                       : llvm::all_of(op->getOperands(), [&](mlir::Value v) {
+                           mlir::Operation *def = v.getDefiningOp();
+                           return def ? fixed.ops.contains(def) : !isInput(v);
+                         });
     if (!isFixed)
       continue;
     fixed.ops.insert(op);

@@ -67,3 +67,17 @@
 // LIMIT:     nn.cross_entropy_grad
 // LIMIT-NOT: train.recomputed = 2
 // LIMIT:     nn.matmul %arg0, %arg2 {train.recomputed = 0 : i64}
+
+// A pipeline's later stage reads its activations from a dist.recv, which
+// is data of the micro-batch, not a constant: its layers are found and
+// recomputed as the first stage's are (they were taken for functions of
+// the parameters alone, and nothing was recomputed past stage 0).
+// RUN: dsc-opt %S/Inputs/recompute-blocks.mlir --pipeline-split="stages=2 method=uniform" --autodiff --recompute=mode=layers | FileCheck %s --check-prefix=PIPE
+// PIPE-LABEL: func.func @blocks_stage0(
+// PIPE-SAME:    train.recomputed_ops = 1 : i64
+// PIPE:         nn.matmul {{.*}}train.backward, train.recomputed = 0 : i64
+// PIPE-LABEL: func.func @blocks_stage1(
+// PIPE-SAME:    train.recomputed_ops = 1 : i64
+// PIPE:         %[[RECV:.*]] = dist.recv
+// PIPE-NEXT:    %[[IN:.*]] = dist.wait %[[RECV]]
+// PIPE:         nn.matmul %[[IN]], {{.*}}train.backward, train.recomputed = 0 : i64
