@@ -236,8 +236,11 @@ def PipelineSchedule : Pass<"pipeline-schedule", "mlir::ModuleOp"> {
     weight gradients, weight gradients filling the bubble), each micro-batch
     reading `train.load_batch k`; gradients are summed over micro-batches
     and scaled once, tied parameters' gradients summed over their stages,
-    and sends complete before the next send on their channel. Records the
-    predicted bubble fraction as `dist.bubble`. See PipelineSchedule.cpp.
+    and sends complete before the next send on their channel. A
+    parameter's low-precision copy is made once before the micro-batches,
+    and each gradient is added into its sum right after it is computed.
+    Records the predicted bubble fraction as `dist.bubble`. See
+    PipelineSchedule.cpp.
   }];
   let dependentDialects = ["::dsc::dist::DistDialect", "::mlir::arith::ArithDialect"];
   let options = [

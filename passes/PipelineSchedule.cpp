@@ -23,7 +23,9 @@
 // compute the same bits. A send's dist.wait moves to just before the next
 // send on its channel (or the end of the step): sends never block the
 // schedule, and the number of buffers kept for them stays one per channel.
-// Every cloned op records `train.micro` and `train.phase` (1 F, 2 B, 3 W).
+// Every cloned op records `train.micro` and `train.phase` (1 F, 2 B, 3 W),
+// except the parameters' low-precision copies, made once before the
+// micro-batches (as gradient-accumulation hoists them).
 //
 //===----------------------------------------------------------------------===//
 #include "passes/DistUtils.h"
@@ -392,19 +394,54 @@ struct PipelineSchedule : impl::PipelineScheduleBase<PipelineSchedule> {
         mark(c, k, phase);
       }
     };
-    // Adds micro-batch k's values of results `from..to` to the sums.
+    // Adds micro-batch k's values of results `from..to` to the sums, each
+    // right after it is computed: a gradient then dies into its sum at
+    // once, instead of every gradient of the micro-batch living until its
+    // backward ends beside the sums (4P more at the peak).
     auto accumulate = [&](unsigned from, unsigned to, int64_t k, Phase phase) {
+      OpBuilder::InsertionGuard guard(b);
       for (unsigned i = from; i < to; ++i) {
         Value v = maps[k].lookupOrDefault(ret.getOperand(i));
         if (!sums[i]) {
           sums[i] = v;
           continue;
         }
+        Operation *def = v.getDefiningOp();
+        Operation *after = def;
+        if (Operation *s = sums[i].getDefiningOp(); s && after && after->isBeforeInBlock(s))
+          after = s;
+        if (after)
+          b.setInsertionPointAfter(after);
+        else
+          b.setInsertionPoint(ret);
         auto add = nn::AddOp::create(b, loc, sums[i], v);
         mark(add, k, phase);
         sums[i] = add;
       }
     };
+    // A parameter's low-precision copy (mixed-precision) is the same in
+    // every micro-batch: made once per step, before them, as
+    // gradient-accumulation does (cloned with each micro-batch, the P - s
+    // in flight on stage s each held a copy of the stage's weights).
+    auto isWeight = [&](Value v) {
+      auto arg = dyn_cast<BlockArgument>(v);
+      return arg && arg.getOwner() == &body &&
+             (fn.getArgAttr(arg.getArgNumber(), TrainDialect::kParam) ||
+              fn.getArgAttr(arg.getArgNumber(), TrainDialect::kBuffer));
+    };
+    SmallVector<Operation *> hoisted, perMicro;
+    for (Operation *op : st.forward) {
+      auto c = dyn_cast<nn::CastOp>(op);
+      if (!c || !isWeight(c.getInput())) {
+        perMicro.push_back(op);
+        continue;
+      }
+      Operation *once = b.clone(*op);
+      for (IRMapping &m : maps)
+        m.map(c.getResult(), once->getResult(0));
+      hoisted.push_back(op);
+    }
+    st.forward = std::move(perMicro);
     unsigned n = ret.getNumOperands();
     for (const Item &item : order) {
       int64_t k = item.micro;
@@ -479,7 +516,8 @@ struct PipelineSchedule : impl::PipelineScheduleBase<PipelineSchedule> {
     ret->setOperands(sums);
 
     // The single-micro-batch ops go; then the input arguments.
-    SmallVector<Operation *> old(st.forward);
+    SmallVector<Operation *> old(hoisted);
+    llvm::append_range(old, st.forward);
     llvm::append_range(old, st.backward);
     llvm::append_range(old, st.weight);
     for (Operation *op : llvm::reverse(old)) {

@@ -88,3 +88,23 @@
 // PLANNED-LABEL: func.func @mlp_stage3(
 // PLANNED:       %[[SQ3:.*]] = arith.constant {{.*}}dense<0.000000e+00> : tensor<f32>
 // PLANNED:       dist.all_reduce  sum %[[SQ3]] {{.*}}group = #dist.group<pp, 4>
+
+// Mixed precision: a parameter's bf16 copy is made once, before the
+// micro-batches, and every micro-batch reads it (each in-flight micro-batch
+// held a copy of the stage's weights); a micro-batch's gradient is added
+// into its sum right after it is computed (not after the whole backward,
+// which kept every gradient of the micro-batch beside the sums).
+// RUN: dsc-opt %S/Inputs/pp-fixed-copies.mlir --pipeline-split="stages=3 method=uniform" --autodiff --pipeline-schedule="micro-batches=3" | FileCheck %s --check-prefix=COPIES
+// COPIES-LABEL: func.func @mlp_stage1(
+// COPIES-SAME:    %[[W2:[^:]*]]: tensor<8x8xf32> {train.param = "w2"}, %[[B2:[^:]*]]: tensor<8xf32> {train.param = "b2"})
+// COPIES-NEXT:    %[[C2:.*]] = nn.cast %[[W2]] : tensor<8x8xf32> to tensor<8x8xbf16>
+// COPIES-NEXT:    %[[CB2:.*]] = nn.cast %[[B2]] : tensor<8xf32> to tensor<8xbf16>
+// COPIES-NEXT:    train.load_batch 0
+// COPIES-NOT:     nn.cast %[[W2]]
+// COPIES:         nn.matmul %{{.*}}, %[[C2]] {train.micro = 0
+// COPIES-NOT:     nn.cast %[[W2]]
+// COPIES:         nn.matmul %{{.*}}, %[[C2]] {train.micro = 1
+// Micro-batch 1's bias gradient joins micro-batch 0's as soon as it is cast.
+// COPIES:         %[[G0:.*]] = nn.cast %{{.*}} {train.micro = 0 : i64, train.phase = 2 : i64} : tensor<8xbf16> to tensor<8xf32>
+// COPIES:         %[[G1:.*]] = nn.cast %{{.*}} {train.micro = 1 : i64, train.phase = 2 : i64} : tensor<8xbf16> to tensor<8xf32>
+// COPIES-NEXT:    nn.add %[[G0]], %[[G1]] {train.micro = 1 : i64, train.phase = 2 : i64}
