@@ -108,13 +108,18 @@ void regatherForBackward(func::FuncOp fn) {
   for (dist::SpGatherOp g : gathers) {
     Block *block = g->getBlock();
     // In a micro-batch body the backward pass follows the loss (the first
-    // value the body yields); a pipeline stage marks its backward ops.
+    // value the body yields); a pipeline stage marks its backward ops, and
+    // pipeline-schedule each unrolled op's phase (2 B, 3 W: the backward).
     Operation *lossOp = nullptr;
     if (isa_and_nonnull<train::AccumulateOp>(block->getParentOp()))
       lossOp = block->getTerminator()->getOperand(0).getDefiningOp();
     auto isBackward = [&](Operation *o) {
-      return o && (o->hasAttr(train::TrainDialect::kBackward) ||
-                   (lossOp && lossOp->getBlock() == block && lossOp->isBeforeInBlock(o)));
+      if (!o)
+        return false;
+      if (auto phase = o->getAttrOfType<IntegerAttr>(train::TrainDialect::kPhase))
+        return phase.getInt() >= 2;
+      return o->hasAttr(train::TrainDialect::kBackward) ||
+             (lossOp && lossOp->getBlock() == block && lossOp->isBeforeInBlock(o));
     };
     if (isBackward(g)) // a backward gather (a g's gradient) already is where it is read
       continue;
