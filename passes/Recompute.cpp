@@ -14,8 +14,8 @@
 // mixed-precision copies, constants), values of ops that read only inputs
 // (masks, position ids: pipeline-split's replicable ops), results of ops
 // with side effects (pipeline receives), and the values of the last layer
-// (its backward starts right after the forward: recomputing it would save
-// nothing).
+// where its backward starts right after the forward (recomputing it would
+// save nothing): a step, or a pipeline's last stage.
 //
 //   layers     also keeps each layer's input: the values crossing a cut
 //              point of passes/Layers.h (the residual stream), every
@@ -152,6 +152,15 @@ struct Recompute : impl::RecomputeBase<Recompute> {
       for (unsigned k = layer.first; k <= layer.last; ++k)
         layerOf[cut.ops[k]] = l;
     unsigned lastLayer = cut.layers.empty() ? 0 : cut.layers.size() - 1;
+    // The last layer's values are kept where its backward follows its
+    // forward: a step, or the last pipeline stage. On an earlier stage,
+    // 1F1B runs P - s - 1 other micro-batches' forwards in between, so its
+    // last layer is recomputed like the others.
+    bool keepLastLayer = true;
+    if (pipelined)
+      if (auto stage = fn->getAttrOfType<IntegerAttr>(distutil::kStage))
+        if (auto pp = fn->getParentOfType<ModuleOp>()->getAttrOfType<IntegerAttr>(distutil::kPp))
+          keepLastLayer = stage.getInt() + 1 >= pp.getInt();
     maxLayers = std::max<int64_t>(maxLayers, int64_t(cut.layers.size()));
     // number_checkpoints: that many kept layer inputs, evenly spread.
     int64_t every = interval;
@@ -164,7 +173,7 @@ struct Recompute : impl::RecomputeBase<Recompute> {
       bool isFixed = fixed.contains(op);
       bool clonable = isPure(op) && op->getNumRegions() == 0;
       auto it = layerOf.find(op);
-      bool inLastLayer = it == layerOf.end() || it->second == lastLayer ||
+      bool inLastLayer = it == layerOf.end() || (keepLastLayer && it->second == lastLayer) ||
                          (limit > 0 && int64_t(it->second) >= limit);
       if (isFixed || !clonable || inLastLayer) {
         for (Value r : op->getResults())

@@ -88,7 +88,7 @@ report("tp reduce-scatters per stage and step (4 per layer and micro-batch)", 4 
        int(ag.group(3)))
 report("tp reduce-scatter elements per stage and step", 4 * (l // p) * M * s * b * h,
        int(ag.group(4)))
-# Not equal: 2 all-gathers fewer per micro-batch than the formula (10 of
+# Not equal: one all-gather fewer per micro-batch than the formula (11 of
 # the 12 column GEMM inputs of a stage are gathered again; not yet
 # explained); guarded from both sides.
 if not 5 * (l // p) * M < int(ag.group(1)) <= 6 * (l // p) * M:
@@ -107,9 +107,9 @@ per_layer = steps[0] // (l // p)
 report("activation bytes per layer and micro-batch (34 s b h / t)", 34 * s * b * h // t,
        per_layer, must_equal=False)
 # Not equal (docs/planning-at-scale.md): dsc's sequence-parallel
-# collectives move fp32, and the two inputs above that are not gathered
-# again. The bound guards what is measured.
-if per_layer > 1.2 * 34 * s * b * h / t:
-    bad.append("activation bytes per layer above 1.2x the formula")
+# collectives move fp32, and the input above that is not gathered again.
+# The bound guards what is measured.
+if per_layer > 1.1 * 34 * s * b * h / t:
+    bad.append("activation bytes per layer above 1.1x the formula")
 if bad:
     sys.exit("differ from the formulas: " + ", ".join(bad))

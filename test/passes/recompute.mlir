@@ -81,3 +81,15 @@
 // PIPE:         %[[RECV:.*]] = dist.recv
 // PIPE-NEXT:    %[[IN:.*]] = dist.wait %[[RECV]]
 // PIPE:         nn.matmul %[[IN]], {{.*}}train.backward, train.recomputed = 0 : i64
+
+// The last layer's values are kept only where its backward follows its
+// forward at once: on a pipeline's last stage. Earlier stages run other
+// micro-batches' forwards in between (1F1B), so their last layer (here the
+// bias add and ReLU after each stage's GEMM) is recomputed too.
+// RUN: dsc-opt %S/Inputs/pp-fixed-copies.mlir --pipeline-split="stages=3 method=uniform" --autodiff --recompute=mode=selective | FileCheck %s --check-prefix=LASTSTAGE
+// LASTSTAGE-LABEL: func.func @mlp_stage0(
+// LASTSTAGE-SAME:    train.recomputed_ops = 1 : i64
+// LASTSTAGE-LABEL: func.func @mlp_stage1(
+// LASTSTAGE-SAME:    train.recomputed_ops = 1 : i64
+// LASTSTAGE-LABEL: func.func @mlp_stage2(
+// LASTSTAGE-SAME:    train.recomputed_ops = 0 : i64
