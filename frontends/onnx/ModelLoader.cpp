@@ -153,12 +153,10 @@ static llvm::Error inlineExternal(const LoadedModel &m, onnx::TensorProto &t,
 /// holds. Reads them into m.weightless.
 static llvm::Error readNoWeights(LoadedModel &m, const ImportOptions &o) {
   const onnx::GraphProto &graph = m.model.graph();
-  for (const onnx::StringStringEntryProto &kv : m.model.metadata_props()) {
-    if (kv.key() != kNoWeightsKey)
-      continue;
-    auto names = parseNameList(m.path, kNoWeightsKey, kv.value(), "graph input names");
-    if (!names)
-      return names.takeError();
+  auto listed = readNameList(m, kNoWeightsKey, "graph input names");
+  if (!listed)
+    return listed.takeError();
+  if (auto &names = *listed) {
     std::set<std::string> initializers;
     for (const auto &t : graph.initializer())
       initializers.insert(t.name());

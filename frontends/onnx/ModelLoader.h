@@ -71,10 +71,11 @@ loadModel(const std::string &path, const ImportOptions &options,
 /// parameters its optimizer merged because their values were equal.
 llvm::Error readExporterMetadata(LoadedModel &m);
 
-/// A flat JSON array of strings, the value of metadata `key` (naming
-/// `what` in its errors); Trainable.cpp.
-llvm::Expected<std::set<std::string>> parseNameList(const std::string &path, const char *key,
-                                                    const std::string &text, const char *what);
+/// The model's metadata `key` as a flat JSON array of strings (naming
+/// `what` in its errors); none when the model has no such key
+/// (Trainable.cpp).
+llvm::Expected<std::optional<std::set<std::string>>>
+readNameList(const LoadedModel &m, const char *key, const char *what);
 
 /// Expands every call of a model-local ONNX function in place
 /// (LocalFunctions.cpp).

@@ -20,6 +20,8 @@
 
 namespace dsc::onnx_import {
 
+namespace {
+
 /// A metadata value that lists names: a flat JSON array of strings. The nesting
 /// is bounded before parsing, since llvm::json recurses once per level and
 /// the file may be crafted.
@@ -60,6 +62,21 @@ llvm::Expected<std::set<std::string>> parseNameList(const std::string &path, con
   return names;
 }
 
+} // namespace
+
+llvm::Expected<std::optional<std::set<std::string>>>
+readNameList(const LoadedModel &m, const char *key, const char *what) {
+  // ONNX's checker has rejected duplicate keys.
+  for (const onnx::StringStringEntryProto &kv : m.model.metadata_props())
+    if (kv.key() == key) {
+      auto names = parseNameList(m.path, key, kv.value(), what);
+      if (!names)
+        return names.takeError();
+      return std::optional<std::set<std::string>>(std::move(*names));
+    }
+  return std::optional<std::set<std::string>>();
+}
+
 llvm::Expected<TrainableRule> decideTrainable(const LoadedModel &model,
                                               const ImportOptions &options) {
   const onnx::GraphProto &graph = model.model.graph();
@@ -72,13 +89,10 @@ llvm::Expected<TrainableRule> decideTrainable(const LoadedModel &model,
   }
 
   TrainableRule rule;
-  // ONNX's checker has rejected duplicate keys.
-  for (const onnx::StringStringEntryProto &kv : model.model.metadata_props()) {
-    if (kv.key() != kTrainableKey)
-      continue;
-    auto names = parseNameList(model.path, kTrainableKey, kv.value(), "initializer names");
-    if (!names)
-      return names.takeError();
+  auto listed = readNameList(model, kTrainableKey, "initializer names");
+  if (!listed)
+    return listed.takeError();
+  if (auto &names = *listed) {
     for (const std::string &n : *names)
       if (!floats.count(n))
         return llvm::createStringError(
