@@ -45,6 +45,7 @@
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
+#include "dialects/dist/DistDialect.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/train/TrainDialect.h"
 
@@ -76,6 +77,11 @@ Policy policyOf(Operation *op) {
       .Case<nn::TransposeOp, nn::ReshapeOp, nn::SliceOp, nn::ConcatOp, nn::BroadcastOp,
             nn::SelectOp, nn::CmpOp, nn::SinOp, nn::CosOp>(
           [](Operation *) { return Policy::Follow; }) // sin, cos: on autocast's lists neither
+      // Tensor and sequence parallelism's collectives move what they are
+      // given, as Megatron's do: a bf16 activation is all-reduced,
+      // gathered or reduce-scattered in bf16 (half the bytes of fp32).
+      .Case<dist::TpCopyOp, dist::TpReduceOp, dist::SpGatherOp, dist::SpScatterOp>(
+          [](Operation *) { return Policy::Follow; })
 
       .Default([](Operation *) { return Policy::Keep; });
 }

@@ -81,18 +81,13 @@ report("data-parallel elements per rank and step (2 Psi)", 2 * psi,
 # inputs again for their weight gradients: 6 AG + 4 RS.
 ag = re.search(r"(\d+) all-gathers of (\d+), (\d+) reduce-scatters of (\d+)", per[1])
 report("tp all-gathers per stage and step (6 per layer and micro-batch)", 6 * (l // p) * M,
-       int(ag.group(1)), must_equal=False)
+       int(ag.group(1)))
 report("tp all-gather elements per stage and step", 6 * (l // p) * M * s * b * h,
-       int(ag.group(2)), must_equal=False)
+       int(ag.group(2)))
 report("tp reduce-scatters per stage and step (4 per layer and micro-batch)", 4 * (l // p) * M,
        int(ag.group(3)))
 report("tp reduce-scatter elements per stage and step", 4 * (l // p) * M * s * b * h,
        int(ag.group(4)))
-# Not equal: one all-gather fewer per micro-batch than the formula (11 of
-# the 12 column GEMM inputs of a stage are gathered again; not yet
-# explained); guarded from both sides.
-if not 5 * (l // p) * M < int(ag.group(1)) <= 6 * (l // p) * M:
-    bad.append("tp all-gathers outside (5, 6] per layer and micro-batch")
 # 1F1B (Narayanan et al. 2021): stage i holds p - i micro-batches in
 # flight, so the planned peaks of stages with the same layers differ by one
 # micro-batch's activations; Korthikanti's selective recompute with
@@ -106,9 +101,9 @@ if len(set(steps)) != 1:
 per_layer = steps[0] // (l // p)
 report("activation bytes per layer and micro-batch (34 s b h / t)", 34 * s * b * h // t,
        per_layer, must_equal=False)
-# Not equal (docs/planning-at-scale.md): dsc's sequence-parallel
-# collectives move fp32, and the input above that is not gathered again.
-# The bound guards what is measured.
+# Not equal (docs/planning-at-scale.md): below the formula, as dsc's
+# selective recompute also recomputes the layer norms and GELU. The bound
+# guards what is measured.
 if per_layer > 1.1 * 34 * s * b * h / t:
     bad.append("activation bytes per layer above 1.1x the formula")
 if bad:

@@ -98,3 +98,15 @@ func.func @block(%x: tensor<4x8xf32> {train.input = "x"}, %g: tensor<8xf32> {tra
   %l = nn.reduce_sum %d {axes = array<i64: 0, 1>} : tensor<4x8xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// Mixed precision after the splits: the collectives move what they are
+// given, bf16 activations in bf16 (they were cast to fp32 around each one,
+// twice Megatron's bytes); the micro-batch's fp32 input is scattered as it
+// is.
+// RUN: dsc-opt %s --tensor-parallel=tp=2 --sequence-parallel --mixed-precision | FileCheck %s --check-prefix=BF16
+// BF16-LABEL: func.func @block(
+// BF16:         dist.sp_scatter %arg0 {{.*}} : tensor<4x8xf32> -> tensor<2x8xf32>
+// BF16:         dist.tp_copy %{{.*}} : tensor<1x8xbf16>
+// BF16:         %[[G:.*]] = dist.sp_gather %{{.*}} {dim = 0 : i64, group = #dist.group<tp, 2>, reduce} : tensor<2x8xbf16> -> tensor<4x8xbf16>
+// BF16-NEXT:    nn.matmul %[[G]], %{{.*}} : tensor<4x8xbf16>, tensor<8x8xbf16> -> tensor<4x8xbf16>
+// BF16:         dist.sp_scatter %{{.*}} {dim = 0 : i64, group = #dist.group<tp, 2>, reduce} : tensor<4x8xbf16> -> tensor<2x8xbf16>
