@@ -482,21 +482,24 @@ def export_no_weights(model, inputs, input_names, args):
     # deduplicates initializers by storage, which meta tensors lack (every
     # meta parameter would be the same one): both off. dsc infers the
     # shapes itself; tied parameters are one tensor in the trace anyway.
+    import warnings
     dedup = torch._C._jit_pass_onnx_deduplicate_initializers
     inference = GLOBALS.onnx_shape_inference
-    import warnings
-    try:
+    with warnings.catch_warnings():
         # Without shape inference torch warns that it cannot infer types.
         warnings.filterwarnings("ignore", message="Type cannot be inferred")
-        torch._C._jit_pass_onnx_deduplicate_initializers = lambda graph, params, training: params
-        GLOBALS.onnx_shape_inference = False
-        onnx_utils._export(model, inputs, out, export_params=False, opset_version=args.opset,
-                           training=torch.onnx.TrainingMode.TRAINING,
-                           do_constant_folding=False, onnx_shape_inference=False,
-                           input_names=list(input_names), output_names=["loss"])
-    finally:
-        torch._C._jit_pass_onnx_deduplicate_initializers = dedup
-        GLOBALS.onnx_shape_inference = inference
+        try:
+            torch._C._jit_pass_onnx_deduplicate_initializers = (
+                lambda graph, params, training: params)
+            GLOBALS.onnx_shape_inference = False
+            onnx_utils._export(model, inputs, out, export_params=False,
+                               opset_version=args.opset,
+                               training=torch.onnx.TrainingMode.TRAINING,
+                               do_constant_folding=False, onnx_shape_inference=False,
+                               input_names=list(input_names), output_names=["loss"])
+        finally:
+            torch._C._jit_pass_onnx_deduplicate_initializers = dedup
+            GLOBALS.onnx_shape_inference = inference
     t1 = time.perf_counter()
 
     m = onnx.load_model(out)

@@ -210,10 +210,8 @@ public:
     if (tokens_ < 0 && targets_ < 0)
       return;
     auto it = ahead_.find(k);
-    if (it == ahead_.end()) {
-      readAhead({k});
-      it = ahead_.find(k);
-    }
+    if (it == ahead_.end())
+      it = readWindows(k);
     // Sample i's window holds seq + 1 tokens: the inputs are its first
     // seq, the targets the same shifted by one.
     const int64_t *w = it->second.data();
@@ -235,26 +233,31 @@ public:
     ahead_.clear(); // what an earlier read-ahead held and no load took
     if (tokens_ < 0 && targets_ < 0)
       return;
-    for (int64_t k : ks) {
-      std::vector<int64_t> &ids = ahead_[k];
-      ids.resize(size_t(batch_ * (seq_ + 1)));
-      for (int64_t i = 0; i < batch_; ++i) {
-        int64_t start = ((k * batch_ + i) % windows_) * seq_;
-        int64_t *w = ids.data() + i * (seq_ + 1);
-        file_.copyWindow(start, seq_ + 1, w);
-        // Checked before step 1 too: an id out of range now means the
-        // file was rewritten while the run went on.
-        for (int64_t j = 0; bound_ > 0 && j <= seq_; ++j)
-          if (w[j] >= bound_)
-            fail(file_.path() + ": token " + std::to_string(start + j) + " is " +
-                 std::to_string(w[j]) + ", outside the model's vocabulary of " +
-                 std::to_string(bound_) +
-                 ": the file was rewritten during the run (its ids were checked before step 1)");
-      }
-    }
+    for (int64_t k : ks)
+      readWindows(k);
   }
 
 private:
+  /// Reads and checks micro-batch k's windows into ahead_ (nothing is
+  /// kept when they fail).
+  std::map<int64_t, std::vector<int64_t>>::iterator readWindows(int64_t k) {
+    std::vector<int64_t> ids(size_t(batch_ * (seq_ + 1)));
+    for (int64_t i = 0; i < batch_; ++i) {
+      int64_t start = ((k * batch_ + i) % windows_) * seq_;
+      int64_t *w = ids.data() + i * (seq_ + 1);
+      file_.copyWindow(start, seq_ + 1, w);
+      // Checked before step 1 too: an id out of range now means the
+      // file was rewritten while the run went on.
+      for (int64_t j = 0; bound_ > 0 && j <= seq_; ++j)
+        if (w[j] >= bound_)
+          fail(file_.path() + ": token " + std::to_string(start + j) + " is " +
+               std::to_string(w[j]) + ", outside the model's vocabulary of " +
+               std::to_string(bound_) +
+               ": the file was rewritten during the run (its ids were checked before step 1)");
+    }
+    return ahead_.insert_or_assign(k, std::move(ids)).first;
+  }
+
   TokenFile file_;
   int tokens_ = -1, targets_ = -1; // positions in the loaded set
   int64_t batch_, seq_ = 0, windows_ = 0;
