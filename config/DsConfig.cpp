@@ -81,10 +81,12 @@ std::string lineColumn(const std::string &text, size_t byte) {
   return std::to_string(line) + ":" + std::to_string(column);
 }
 
+} // namespace
+
 /// nlohmann keeps the last of duplicate keys silently; DeepSpeed rejects them
 /// (dict_raise_error_on_duplicate_keys), so a parser callback tracks the open
 /// containers and throws on the second occurrence of a key.
-json parseStrict(const std::string &text, const std::string &source) {
+json detail::parseStrict(const std::string &text, const std::string &source) {
   // nlohmann recurses per level when it dumps, destroys or reports on a
   // value: bound the nesting before it sees the text.
   if (std::optional<io::JsonPosition> at =
@@ -159,6 +161,8 @@ json parseStrict(const std::string &text, const std::string &source) {
     throw ConfigError(source + ": JSON error: " + e.what());
   }
 }
+
+namespace {
 
 //===--- hjson's leniencies ------------------------------------------------===//
 

@@ -30,6 +30,10 @@ std::string lower(const std::string &s);
 /// " (did you mean 'K'?)" for the known key nearest `key`, or "".
 std::string didYouMean(const std::string &key, const std::vector<std::string> &known);
 std::string join(const std::vector<std::string> &items);
+/// JSON as dsc reads every file it is given: comments allowed, a duplicate
+/// key, a syntax error or an out-of-range number a ConfigError naming
+/// `source`, its line and column or its key path.
+json parseStrict(const std::string &text, const std::string &source);
 /// A value as an error shows it: its type and (shortened) JSON.
 std::string shown(const json &v);
 /// Shortest text that reads back as `v` ("0.1", not "0.10000000000000001").

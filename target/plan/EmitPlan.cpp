@@ -1220,6 +1220,54 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
     return emitters[0]->named(name);
   };
 
+  // The manifest: what the plan holds and needs, per stage.
+  auto write = [&](llvm::raw_ostream &os) {
+    if (pp == 1)
+      return writeManifest(p, options.config, os);
+    double bubble = 0;
+    if (auto a = module->getAttrOfType<FloatAttr>("dist.bubble"))
+      bubble = a.getValueAsDouble();
+    int64_t layers = 0;
+    if (auto a = module->getAttrOfType<IntegerAttr>("dist.layers"))
+      layers = a.getInt();
+    int64_t M = p.pipeline_micro_batches();
+    os << "pipeline:         " << pp << " stages x " << dp << " data-parallel ranks"
+       << (tp > 1 ? " x tp " + std::to_string(tp) : std::string()) << " = " << pp * dp * tp
+       << " ranks (rank = "
+       << (tp > 1 ? "(dp_index * " + std::to_string(pp) + " + stage) * " + std::to_string(tp) +
+                        " + tp_rank"
+                  : "dp_index * " + std::to_string(pp) + " + stage")
+       << "), " << layers
+       << " layers, " << M << " micro-batches per step, schedule " << p.schedule() << "\n";
+    os << llvm::format("predicted bubble: %.1f%% (1F1B with equal stages: (P-1)/(M+P-1) = "
+                       "%.1f%%)\n",
+                       100 * bubble, 100.0 * (pp - 1) / double(M + pp - 1));
+    os << "stage  layers    parameters   planned peak\n";
+    for (int64_t s = 0; s < pp; ++s) {
+      const plan::Plan &st = p.stages(s);
+      int64_t params = 0;
+      for (const plan::Buffer &b : st.buffers())
+        if (b.role() == plan::PARAM)
+          params += b.shard_count() > 1 ? numel(b.full_shape()) : numel(b.shape());
+      auto l = steps[s]->getAttrOfType<DenseI64ArrayAttr>("dist.layers");
+      std::string range = l ? std::to_string(l[0]) + "-" + std::to_string(l[1]) : "?";
+      os << llvm::format("%5lld  %-8s %12lld   ", (long long)s, range.c_str(), (long long)params)
+         << humanBytes(st.arena_bytes()) << "\n";
+    }
+    for (int64_t s = 0; s < pp; ++s) {
+      os << "\n== stage " << s << " ==\n";
+      writeManifest(p.stages(s), options.config, os);
+    }
+  };
+  if (options.inspect)
+    options.inspect(p);
+  if (options.dir.empty()) {
+    // In memory only (dsc --simulate without -o): no weights are read.
+    if (options.manifest)
+      write(*options.manifest);
+    return success();
+  }
+
   if (auto ec = llvm::sys::fs::create_directories(options.dir))
     return module.emitError("emit-plan: cannot create '") << options.dir << "': " << ec.message();
 
@@ -1287,44 +1335,6 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
   llvm::raw_fd_ostream manifest(options.dir + "/manifest.txt", ec);
   if (ec)
     return module.emitError("emit-plan: ") << ec.message();
-  auto write = [&](llvm::raw_ostream &os) {
-    if (pp == 1)
-      return writeManifest(p, options.config, os);
-    double bubble = 0;
-    if (auto a = module->getAttrOfType<FloatAttr>("dist.bubble"))
-      bubble = a.getValueAsDouble();
-    int64_t layers = 0;
-    if (auto a = module->getAttrOfType<IntegerAttr>("dist.layers"))
-      layers = a.getInt();
-    int64_t M = p.pipeline_micro_batches();
-    os << "pipeline:         " << pp << " stages x " << dp << " data-parallel ranks"
-       << (tp > 1 ? " x tp " + std::to_string(tp) : std::string()) << " = " << pp * dp * tp
-       << " ranks (rank = "
-       << (tp > 1 ? "(dp_index * " + std::to_string(pp) + " + stage) * " + std::to_string(tp) +
-                        " + tp_rank"
-                  : "dp_index * " + std::to_string(pp) + " + stage")
-       << "), " << layers
-       << " layers, " << M << " micro-batches per step, schedule " << p.schedule() << "\n";
-    os << llvm::format("predicted bubble: %.1f%% (1F1B with equal stages: (P-1)/(M+P-1) = "
-                       "%.1f%%)\n",
-                       100 * bubble, 100.0 * (pp - 1) / double(M + pp - 1));
-    os << "stage  layers    parameters   planned peak\n";
-    for (int64_t s = 0; s < pp; ++s) {
-      const plan::Plan &st = p.stages(s);
-      int64_t params = 0;
-      for (const plan::Buffer &b : st.buffers())
-        if (b.role() == plan::PARAM)
-          params += b.shard_count() > 1 ? numel(b.full_shape()) : numel(b.shape());
-      auto l = steps[s]->getAttrOfType<DenseI64ArrayAttr>("dist.layers");
-      std::string range = l ? std::to_string(l[0]) + "-" + std::to_string(l[1]) : "?";
-      os << llvm::format("%5lld  %-8s %12lld   ", (long long)s, range.c_str(), (long long)params)
-         << humanBytes(st.arena_bytes()) << "\n";
-    }
-    for (int64_t s = 0; s < pp; ++s) {
-      os << "\n== stage " << s << " ==\n";
-      writeManifest(p.stages(s), options.config, os);
-    }
-  };
   write(manifest);
   if (options.manifest)
     write(*options.manifest);

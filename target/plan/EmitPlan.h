@@ -21,6 +21,9 @@
 #include <vector>
 
 namespace dsc {
+namespace plan {
+class Plan;
+}
 
 /// Receives one initial weight: its name, shape and values (float32).
 using WeightConsumer = std::function<void(const std::string &, const std::vector<int64_t> &,
@@ -38,10 +41,13 @@ using WeightSource = std::function<llvm::Error(const std::set<std::string> &name
 
 
 struct EmitPlanOptions {
-  std::string dir;                          // the plan directory
+  std::string dir;                          // the plan directory ("": none, see inspect)
   dsrt::config::TrainConfig config;         // its settings, typed, and the record
   WeightSource weights;                     // the initial weights
   llvm::raw_ostream *manifest = nullptr;    // also print the manifest here
+  /// Called with the whole plan before anything is written (dsc
+  /// --simulate). With `dir` empty, nothing is written and no weight read.
+  std::function<void(const plan::Plan &)> inspect;
 };
 
 /// Writes `dir`/plan.pb, weights.safetensors and manifest.txt for the

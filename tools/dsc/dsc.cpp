@@ -18,6 +18,7 @@
 #include "target/plan/EmitPlan.h"
 #include "config/CliChecks.h"
 #include "tools/dsc/CompileConfig.h"
+#include "tools/dsc/Simulate.h"
 #include "config/DsConfig.h"
 #include "config/KeyTable.h"
 #include "io/OutputDir.h"
@@ -83,6 +84,8 @@ int main(int argc, char **argv) {
   dsrt::config::CompileFlags flags;
   std::optional<std::string> memoryBudgetText;
   std::vector<std::string> inputShapes, freeze;
+  std::string hardwarePath;
+  bool simulate = false;
   bool doExplain = false, printConfig = false, listConfigKeys = false, listOnnxOps = false,
        listAtenOps = false;
   app.add_option("model", model,
@@ -188,6 +191,13 @@ int main(int argc, char **argv) {
                "the \"auto\" values filled in, in DeepSpeed's JSON shape) and stop");
   app.add_flag("--explain", doExplain,
                "print a summary (inputs, parameters, cost per op kind) instead of the IR");
+  app.add_flag("--simulate", simulate,
+               "predict the step time, per stage and per instruction kind, and the MFU on the "
+               "machine --hardware describes (no -o: the plan is built in memory only)");
+  app.add_option("--hardware", hardwarePath,
+                 "a hardware file (JSON: rates, links; docs/planning-at-scale.md), or the name "
+                 "of one in the source tree's hardware/ folder (h100-sxm, gaudi2)")
+      ->check(dsrt::cli::nonEmpty());
   app.add_option("--elide-constants", elide,
                  "print constants with more elements than this elided (0: never)")
       ->check(integer<int64_t>(0));
@@ -256,7 +266,10 @@ int main(int argc, char **argv) {
                     "not to a plan\n";
     return 1;
   }
-  if (emit == "plan" && output == "-") {
+  dsc::driver::Simulation simulation;
+  if (!simulation.configure(simulate, hardwarePath, app.count("--emit"), emit, llvm::errs()))
+    return 1;
+  if (emit == "plan" && output == "-" && !simulate) {
     llvm::errs() << "dsc: error: --emit=plan writes a directory: give it with -o DIR\n";
     return 1;
   }
@@ -265,7 +278,7 @@ int main(int argc, char **argv) {
   // is written beside -o and moved into place whole: an earlier plan there
   // is replaced only once the new one is complete.
   std::optional<dsrt::io::StagedDir> staged;
-  if (emit == "plan") {
+  if (emit == "plan" && output != "-") {
     bool existed = std::filesystem::exists(output);
     try {
       staged.emplace(output, "-o");
@@ -386,7 +399,8 @@ int main(int argc, char **argv) {
   }
   if (emit == "plan") {
     dsc::EmitPlanOptions planOptions;
-    planOptions.dir = staged->path();
+    planOptions.dir = staged ? staged->path() : std::string();
+    planOptions.inspect = simulation.inspector();
     planOptions.config = cfg;
     // The initial weights, from the model file the module was imported from.
     planOptions.weights = [&](const std::set<std::string> &names,
@@ -400,8 +414,11 @@ int main(int argc, char **argv) {
     }
     if (mlir::failed(dsc::emitPlan(**module, planOptions)))
       return 1;
+    if (!simulation.finish(doExplain, llvm::outs(), llvm::errs()))
+      return 1;
     try {
-      staged->commit();
+      if (staged)
+        staged->commit();
     } catch (const std::exception &e) {
       llvm::errs() << "dsc: error: " << e.what() << "\n";
       return 1;
