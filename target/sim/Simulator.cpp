@@ -483,7 +483,9 @@ private:
   std::map<std::string, double> byKind_, commBytes_;
 };
 
-std::string seconds(double s) {
+} // namespace
+
+std::string durationText(double s) {
   char buf[32];
   if (s >= 1)
     std::snprintf(buf, sizeof buf, "%.3f s", s);
@@ -493,6 +495,8 @@ std::string seconds(double s) {
     std::snprintf(buf, sizeof buf, "%.1f us", s * 1e6);
   return buf;
 }
+
+namespace {
 
 std::string sizeText(double bytes) {
   char buf[32];
@@ -540,7 +544,7 @@ void printReport(const Report &r, const Hardware &hw, llvm::raw_ostream &os) {
   if (r.threads)
     os << ", " << r.threads << (r.threads == 1 ? " thread" : " threads") << " per rank";
   os << "\n";
-  os << "step time:        " << seconds(r.stepSeconds) << " predicted ("
+  os << "step time:        " << durationText(r.stepSeconds) << " predicted ("
      << llvm::format("%.2f", r.stepSeconds > 0 ? double(r.samplesPerStep) / r.stepSeconds : 0)
      << " samples/s, " << r.samplesPerStep << " samples per step)\n";
   os << "MFU:              " << llvm::format("%.1f%%", 100 * r.mfu) << " of the " << r.peakDtype
@@ -549,8 +553,8 @@ void printReport(const Report &r, const Hardware &hw, llvm::raw_ostream &os) {
   for (size_t s = 0; s < r.stages.size(); ++s) {
     const StageTimes &st = r.stages[s];
     os << llvm::format("                  %5zu %9s %11s %12s %14s\n", s,
-                       seconds(st.finish).c_str(), seconds(st.compute).c_str(),
-                       seconds(st.comm).c_str(), seconds(st.pipeline).c_str());
+                       durationText(st.finish).c_str(), durationText(st.compute).c_str(),
+                       durationText(st.comm).c_str(), durationText(st.pipeline).c_str());
   }
   std::vector<std::pair<double, std::string>> kinds;
   double total = 0;
@@ -562,7 +566,7 @@ void printReport(const Report &r, const Hardware &hw, llvm::raw_ostream &os) {
   os << "stage 0's time by instruction (one rank, alone on its node):\n";
   for (size_t i = 0; i < kinds.size() && i < 8; ++i)
     os << llvm::format("  %-28s %11s %5.1f%%\n", kinds[i].second.c_str(),
-                       seconds(kinds[i].first).c_str(),
+                       durationText(kinds[i].first).c_str(),
                        total > 0 ? 100 * kinds[i].first / total : 0.0);
   for (auto &[axis, bytes] : r.commBytes)
     os << "communication:    " << axis << " group: " << sizeText(bytes)

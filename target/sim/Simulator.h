@@ -83,6 +83,9 @@ Report simulate(const plan::Plan &plan, const Hardware &hw, const SimulateOption
 
 void printReport(const Report &r, const Hardware &hw, llvm::raw_ostream &os);
 
+/// "1.234 s", "12.345 ms", "12.3 us".
+std::string durationText(double seconds);
+
 } // namespace dsc::sim
 
 #endif // DSC_TARGET_SIM_SIMULATOR_H

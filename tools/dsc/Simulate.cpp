@@ -1,24 +1,42 @@
 //===- Simulate.cpp - dsc's --simulate and --hardware ----------------------===//
 #include "tools/dsc/Simulate.h"
 
+#include "config/CliChecks.h"
+
+#include <CLI/CLI.hpp>
+
 namespace dsc::driver {
 
-bool Simulation::configure(bool simulate, const std::string &hardwarePath, bool emitGiven,
-                           std::string &emit, llvm::raw_ostream &errs) {
+void Simulation::addOptions(CLI::App &app) {
+  app.add_flag("--simulate", simulate_,
+               "predict the step time, per stage and per instruction kind, and the MFU on the "
+               "machine --hardware describes (no -o: the plan is built in memory only)");
+  app.add_option("--hardware", hardwarePath_,
+                 "a hardware file (JSON: rates, links; docs/planning-at-scale.md), or the name "
+                 "of one in the source tree's hardware/ folder (h100-sxm, gaudi2)")
+      ->check(dsrt::cli::nonEmpty());
+}
+
+bool Simulation::configure(bool autoSearch, bool emitGiven, std::string &emit,
+                           llvm::raw_ostream &errs) {
+  const bool simulate = simulate_ || autoSearch;
+  const char *flag = autoSearch ? "--auto" : "--simulate";
+  const std::string &hardwarePath = hardwarePath_;
   if (!hardwarePath.empty() && !simulate) {
-    errs << "dsc: error: --hardware: is read by --simulate only; add it or drop the flag\n";
+    errs << "dsc: error: --hardware: is read by --simulate and --auto only; add one or drop "
+            "the flag\n";
     return false;
   }
   if (!simulate)
     return true;
   if (emitGiven && emit != "plan") {
-    errs << "dsc: error: --simulate runs the plan's instructions: it takes no --emit=" << emit
-         << "\n";
+    errs << "dsc: error: " << flag << " runs the plan's instructions: it takes no --emit="
+         << emit << "\n";
     return false;
   }
   if (hardwarePath.empty()) {
-    errs << "dsc: error: --simulate needs --hardware FILE: one of " << sim::shippedHardware()
-         << ", or this machine's, which bench/calibrate.py measures\n";
+    errs << "dsc: error: " << flag << " needs --hardware FILE: one of "
+         << sim::shippedHardware() << ", or this machine's, which bench/calibrate.py measures\n";
     return false;
   }
   try {

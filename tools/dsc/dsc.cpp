@@ -18,6 +18,7 @@
 #include "target/plan/EmitPlan.h"
 #include "config/CliChecks.h"
 #include "tools/dsc/CompileConfig.h"
+#include "tools/dsc/Auto.h"
 #include "tools/dsc/Simulate.h"
 #include "config/DsConfig.h"
 #include "config/KeyTable.h"
@@ -84,8 +85,6 @@ int main(int argc, char **argv) {
   dsrt::config::CompileFlags flags;
   std::optional<std::string> memoryBudgetText;
   std::vector<std::string> inputShapes, freeze;
-  std::string hardwarePath;
-  bool simulate = false;
   bool doExplain = false, printConfig = false, listConfigKeys = false, listOnnxOps = false,
        listAtenOps = false;
   app.add_option("model", model,
@@ -191,13 +190,10 @@ int main(int argc, char **argv) {
                "the \"auto\" values filled in, in DeepSpeed's JSON shape) and stop");
   app.add_flag("--explain", doExplain,
                "print a summary (inputs, parameters, cost per op kind) instead of the IR");
-  app.add_flag("--simulate", simulate,
-               "predict the step time, per stage and per instruction kind, and the MFU on the "
-               "machine --hardware describes (no -o: the plan is built in memory only)");
-  app.add_option("--hardware", hardwarePath,
-                 "a hardware file (JSON: rates, links; docs/planning-at-scale.md), or the name "
-                 "of one in the source tree's hardware/ folder (h100-sxm, gaudi2)")
-      ->check(dsrt::cli::nonEmpty());
+  dsc::driver::Simulation simulation;
+  simulation.addOptions(app);
+  dsc::driver::AutoOptions autoOptions;
+  dsc::driver::addAutoOptions(app, autoOptions);
   app.add_option("--elide-constants", elide,
                  "print constants with more elements than this elided (0: never)")
       ->check(integer<int64_t>(0));
@@ -266,10 +262,12 @@ int main(int argc, char **argv) {
                     "not to a plan\n";
     return 1;
   }
-  dsc::driver::Simulation simulation;
-  if (!simulation.configure(simulate, hardwarePath, app.count("--emit"), emit, llvm::errs()))
+  if (!dsc::driver::checkAutoOptions(app, autoOptions, llvm::errs()) ||
+      !simulation.configure(autoOptions.enabled, app.count("--emit"), emit, llvm::errs()))
     return 1;
-  if (emit == "plan" && output == "-" && !simulate) {
+  if (autoOptions.enabled)
+    flags.dp = autoOptions.ranks; // the global batch: every rank data-parallel
+  if (emit == "plan" && output == "-" && !simulation.enabled()) {
     llvm::errs() << "dsc: error: --emit=plan writes a directory: give it with -o DIR\n";
     return 1;
   }
@@ -353,6 +351,10 @@ int main(int argc, char **argv) {
     llvm::errs() << "dsc: error: " << e.what() << "\n";
     return 1;
   }
+  if (autoOptions.enabled)
+    return dsc::driver::runAuto(ctx, **module, model, flags, facts, autoOptions,
+                                simulation.hardware(), cfg, {argv + 1, argv + argc}, llvm::outs(),
+                                llvm::errs());
 
   // --batch-size fixes a dynamic batch dimension; on a model whose batch
   // is fixed it would change nothing, so it must agree (or it is an error).

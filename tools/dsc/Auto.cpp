@@ -1,0 +1,334 @@
+//===- Auto.cpp - dsc --auto: the layout search ----------------------------===//
+#include "tools/dsc/Auto.h"
+
+#include "config/CliChecks.h"
+#include "config/DsConfig.h"
+#include "passes/TrainStep.h"
+#include "target/plan/EmitPlan.h"
+#include "target/plan/PlanManifest.h"
+#include "target/sim/Simulator.h"
+
+#include "plan.pb.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/Support/Format.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <optional>
+#include <vector>
+
+namespace dsc::driver {
+
+void addAutoOptions(CLI::App &app, AutoOptions &o) {
+  app.add_flag("--auto", o.enabled,
+               "search the layouts of --ranks ranks (tp, pp, dp, ZeRO stage, recompute) for the "
+               "shortest step predicted on --hardware that fits --device-memory; layout flags "
+               "given fix that part of the search; prints the best and their dsc commands");
+  app.add_option("--ranks", o.ranks, "with --auto: the ranks (devices) to lay the model out on")
+      ->check(dsrt::cli::integer<int64_t>(1, 65536));
+  app.add_option("--device-memory", o.deviceMemoryText,
+                 "with --auto: the memory of one device (SIZE as for --memory-budget)");
+  app.add_option("--top", o.top, "with --auto: how many plans to list (default 5)")
+      ->check(dsrt::cli::integer<int64_t>(1, 1000));
+}
+
+bool checkAutoOptions(const CLI::App &app, AutoOptions &o, llvm::raw_ostream &errs) {
+  const char *withAuto[] = {"--ranks", "--device-memory", "--top"};
+  if (!o.enabled) {
+    for (const char *f : withAuto)
+      if (app.count(f)) {
+        errs << "dsc: error: " << f << ": is read by --auto only; add it or drop the flag\n";
+        return false;
+      }
+    return true;
+  }
+  if (!o.ranks || o.deviceMemoryText.empty()) {
+    errs << "dsc: error: --auto needs --ranks N and --device-memory SIZE (the devices to lay "
+            "the model out on and the memory of each)\n";
+    return false;
+  }
+  std::optional<uint64_t> bytes = dsrt::config::parseByteSize(o.deviceMemoryText);
+  if (!bytes || *bytes == 0) {
+    errs << "dsc: error: --device-memory: '" << o.deviceMemoryText
+         << "' is not a size (for example 80GiB, 24G)\n";
+    return false;
+  }
+  o.deviceMemory = *bytes;
+  for (const char *f : {"--dp", "--output", "--emit", "--memory-budget", "--explain"})
+    if (app.count(f)) {
+      errs << "dsc: error: --auto: " << f
+           << (std::string(f) == "--dp"
+                   ? ": the data-parallel ranks are what --ranks leaves after tp and pp"
+                   : ": --auto prints the best layouts and their dsc commands; run the chosen "
+                     "command with -o")
+           << "\n";
+      return false;
+    }
+  return true;
+}
+
+namespace {
+
+struct Candidate {
+  int64_t dp = 1, tp = 1, pp = 1, zero = 0, micro = 1;
+  bool sp = false;
+  std::string recompute = "none";
+  enum Status { Fits, TooBig, Refused } status = Refused;
+  uint64_t memory = 0; // the largest rank's planned peak
+  sim::Report report;
+  std::string reason;
+
+  std::string layout() const {
+    std::string s = "dp " + std::to_string(dp) + " x pp " + std::to_string(pp) + " x tp " +
+                    std::to_string(tp) + (sp ? "+sp" : "") + ", ZeRO " + std::to_string(zero) +
+                    ", recompute " + recompute;
+    if (pp > 1)
+      s += ", " + std::to_string(micro) + " micro-batches";
+    return s;
+  }
+  /// The layout's flags.
+  std::string flags() const {
+    std::string s = "--dp " + std::to_string(dp);
+    if (tp > 1)
+      s += " --tp " + std::to_string(tp) + (sp ? " --sequence-parallel" : "");
+    if (pp > 1)
+      s += " --pp " + std::to_string(pp);
+    s += " --zero " + std::to_string(zero) + " --recompute " + recompute + " --micro-batches " +
+         std::to_string(micro);
+    return s;
+  }
+};
+
+class Search {
+public:
+  Search(mlir::MLIRContext &ctx, mlir::ModuleOp module, const dsrt::config::CompileFlags &flags,
+         const dsrt::config::ModelFacts &facts, const AutoOptions &options,
+         const sim::Hardware &hw)
+      : ctx_(ctx), module_(module), flags_(flags), facts_(facts), options_(options), hw_(hw) {}
+
+  /// Compiles, measures and (when it fits) simulates `c`.
+  void evaluate(Candidate &c, int64_t globalBatch, int64_t microBatchSize) {
+    const int64_t perStep = globalBatch / microBatchSize;
+    if (perStep % c.dp) {
+      c.reason = "the global batch of " + std::to_string(globalBatch) +
+                 " samples does not divide over dp " + std::to_string(c.dp);
+      return;
+    }
+    c.micro = perStep / c.dp;
+    dsrt::config::CompileFlags f = flags_;
+    f.dp = c.dp;
+    f.tp = c.tp;
+    f.pp = c.pp;
+    f.zeroStage = c.zero;
+    f.recompute = c.recompute;
+    f.sequenceParallel = c.sp;
+    f.microBatches = c.micro;
+    dsrt::config::TrainConfig cfg;
+    try {
+      dsrt::config::CompileInput input = dsrt::config::readCompileInput(f);
+      std::vector<std::string> notes;
+      cfg = dsrt::config::resolveCompileConfig(f, input, facts_, notes);
+    } catch (const std::exception &e) {
+      c.reason = e.what();
+      return;
+    }
+    mlir::OwningOpRef<mlir::ModuleOp> copy(module_.clone());
+    std::string firstError;
+    mlir::ScopedDiagnosticHandler capture(&ctx_, [&](mlir::Diagnostic &d) {
+      if (d.getSeverity() == mlir::DiagnosticSeverity::Error && firstError.empty())
+        firstError = d.str();
+      return mlir::success();
+    });
+    std::string diag;
+    llvm::raw_string_ostream diagStream(diag);
+    if (mlir::failed(dsc::compileTrainStep(ctx_, *copy, cfg, false, diagStream))) {
+      c.reason = firstError.empty() ? diag : firstError;
+      return;
+    }
+    dsc::EmitPlanOptions o;
+    o.config = cfg;
+    o.inspect = [&](const plan::Plan &p) {
+      c.memory = p.arena_bytes();
+      for (const plan::Plan &s : p.stages())
+        c.memory = std::max<uint64_t>(c.memory, s.arena_bytes());
+      if (c.memory > options_.deviceMemory) {
+        c.status = Candidate::TooBig;
+        return;
+      }
+      try {
+        c.report = sim::simulate(p, hw_);
+        c.status = Candidate::Fits;
+      } catch (const sim::SimulationError &e) {
+        c.reason = e.what();
+      }
+    };
+    if (mlir::failed(dsc::emitPlan(*copy, o)) && c.reason.empty())
+      c.reason = firstError;
+  }
+
+private:
+  mlir::MLIRContext &ctx_;
+  mlir::ModuleOp module_;
+  const dsrt::config::CompileFlags &flags_;
+  const dsrt::config::ModelFacts &facts_;
+  const AutoOptions &options_;
+  const sim::Hardware &hw_;
+};
+
+std::vector<int64_t> divisorsOf(int64_t n) {
+  std::vector<int64_t> d;
+  for (int64_t i = 1; i <= n; ++i)
+    if (n % i == 0)
+      d.push_back(i);
+  return d;
+}
+
+/// The user's arguments without the model, the search's flags and the
+/// layout flags (which each candidate sets), for the printed command.
+std::string otherArgs(const std::vector<std::string> &args, const std::string &model) {
+  static const std::vector<std::string> dropped = {
+      "--auto", "--ranks", "--device-memory", "--top", "--hardware", "--dp", "--tp", "--pp",
+      "--zero", "--recompute", "--micro-batches", "--sequence-parallel"};
+  static const std::vector<std::string> flagsOnly = {"--auto", "--sequence-parallel"};
+  std::string out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string &a = args[i];
+    std::string name = a.substr(0, a.find('='));
+    if (std::find(dropped.begin(), dropped.end(), name) != dropped.end()) {
+      if (name == a && std::find(flagsOnly.begin(), flagsOnly.end(), a) == flagsOnly.end())
+        ++i; // its value
+      continue;
+    }
+    if (a == model)
+      continue;
+    out += (a.find(' ') == std::string::npos ? a : "'" + a + "'") + " ";
+  }
+  return out;
+}
+
+
+} // namespace
+
+int runAuto(mlir::MLIRContext &ctx, mlir::ModuleOp module, const std::string &model,
+            const dsrt::config::CompileFlags &flags, const dsrt::config::ModelFacts &facts,
+            const AutoOptions &options, const sim::Hardware &hw,
+            const dsrt::config::TrainConfig &allData, const std::vector<std::string> &args,
+            llvm::raw_ostream &outs, llvm::raw_ostream &errs) {
+  const auto start = std::chrono::steady_clock::now();
+  // The samples of a step, the same for every layout: the config's, or
+  // (without one) the model's batch per micro-batch on every rank.
+  const int64_t microBatchSize =
+      flags.configPath.empty() && facts.batch ? facts.batch : allData.microBatchPerGpu;
+  const int64_t globalBatch = microBatchSize * allData.gradAccumSteps * options.ranks;
+  const int64_t N = options.ranks;
+  // tp: powers of two that divide N, inside one node (Megatron's rule:
+  // a tensor-parallel all-reduce per layer does not cross nodes).
+  std::vector<int64_t> tps;
+  for (int64_t t = 1; t <= N; t *= 2)
+    if (N % t == 0 && (hw.devicesPerNode == 0 || t <= hw.devicesPerNode) &&
+        (!flags.tp || *flags.tp == t))
+      tps.push_back(t);
+  const std::vector<std::string> recomputes =
+      flags.recompute ? std::vector<std::string>{*flags.recompute}
+                      : std::vector<std::string>{"none", "selective", "layers"};
+  Search search(ctx, module, flags, facts, options, hw);
+  std::vector<Candidate> all;
+  int64_t tried = 0;
+  for (int64_t tp : tps) {
+    for (int64_t pp : divisorsOf(N / tp)) {
+      if (flags.pp && *flags.pp != pp)
+        continue;
+      const int64_t dp = N / tp / pp;
+      std::vector<int64_t> zeros;
+      for (int64_t z = 0; z <= (dp > 1 ? 3 : 0); ++z)
+        if (!flags.zeroStage || *flags.zeroStage == z)
+          zeros.push_back(z);
+      bool refused = false;
+      for (int64_t zero : zeros) {
+        // The least recomputation that fits at this ZeRO stage: more only
+        // adds work.
+        for (const std::string &r : recomputes) {
+          Candidate c;
+          c.dp = dp, c.tp = tp, c.pp = pp, c.zero = zero, c.recompute = r;
+          c.sp = tp > 1 && (flags.sequenceParallel || !flags.tp);
+          search.evaluate(c, globalBatch, microBatchSize);
+          ++tried;
+          errs << "dsc: --auto [" << tried << "] " << c.layout() << ": "
+               << (c.status == Candidate::Fits ? "fits, " + humanBytes(int64_t(c.memory)) +
+                                                    " per rank, step " +
+                                                    sim::durationText(c.report.stepSeconds)
+                   : c.status == Candidate::TooBig
+                       ? "needs " + humanBytes(int64_t(c.memory)) + " per rank"
+                       : "refused: " + c.reason.substr(0, c.reason.find('\n')))
+               << "\n";
+          all.push_back(c);
+          if (c.status == Candidate::Refused)
+            refused = true;
+          if (c.status != Candidate::TooBig)
+            break;
+        }
+        if (refused)
+          break; // the compiler refuses this tp x pp whatever the stage
+      }
+    }
+  }
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::vector<const Candidate *> fits;
+  int64_t tooBig = 0, refusedCount = 0;
+  for (const Candidate &c : all) {
+    if (c.status == Candidate::Fits)
+      fits.push_back(&c);
+    tooBig += c.status == Candidate::TooBig;
+    refusedCount += c.status == Candidate::Refused;
+  }
+  // Shortest step first; steps within 0.1% of each other are a tie, which
+  // the lower ZeRO stage (less traffic at scale), then less memory, wins.
+  std::stable_sort(fits.begin(), fits.end(), [](const Candidate *a, const Candidate *b) {
+    const double x = a->report.stepSeconds, y = b->report.stepSeconds;
+    if (std::fabs(x - y) > 1e-3 * std::min(x, y))
+      return x < y;
+    return a->zero != b->zero ? a->zero < b->zero : a->memory < b->memory;
+  });
+  outs << "dsc --auto: " << N << " ranks of " << humanBytes(int64_t(options.deviceMemory))
+       << " on " << hw.name << "\n";
+  outs << "global batch:     " << globalBatch << " samples per step (micro-batch "
+       << microBatchSize << "), for every layout\n";
+  outs << "searched:         " << all.size() << " layouts in " << llvm::format("%.1f", took)
+       << " s: " << fits.size() << " fit, " << tooBig << " need more memory, " << refusedCount
+       << " refused by the compiler\n";
+  if (fits.empty()) {
+    const Candidate *least = nullptr;
+    for (const Candidate &c : all)
+      if (c.status == Candidate::TooBig && (!least || c.memory < least->memory))
+        least = &c;
+    errs << "dsc: error: --auto: no layout of " << N << " ranks fits "
+         << humanBytes(int64_t(options.deviceMemory)) << " per rank";
+    if (least)
+      errs << "; the least memory is " << humanBytes(int64_t(least->memory)) << " ("
+           << least->layout() << ")";
+    errs << "\n";
+    return 1;
+  }
+  outs << "\n rank  predicted step  samples/s    MFU  memory/rank  layout\n";
+  for (size_t i = 0; i < fits.size() && int64_t(i) < options.top; ++i) {
+    const Candidate &c = *fits[i];
+    outs << llvm::format("%5zu  %14s %10.2f %5.1f%%  %11s  ", i + 1,
+                         sim::durationText(c.report.stepSeconds).c_str(),
+                         double(globalBatch) / c.report.stepSeconds, 100 * c.report.mfu,
+                         humanBytes(int64_t(c.memory)).c_str())
+         << c.layout() << "\n";
+  }
+  outs << "\nbest:  dsc " << model << " " << otherArgs(args, model) << fits[0]->flags() << " -o PLAN\n";
+  if (fits.size() > 1)
+    outs << "next:  dsc " << model << " " << otherArgs(args, model) << fits[1]->flags() << " -o PLAN ("
+         << llvm::format("%.1f%%", 100 * (fits[1]->report.stepSeconds / fits[0]->report.stepSeconds - 1))
+         << " slower)\n";
+  return 0;
+}
+
+} // namespace dsc::driver
