@@ -397,7 +397,7 @@ struct RecomputeConfig {
 };
 
 /// A byte count as written in a flag or a config: digits, then optionally
-/// K, M, G, T (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024), e.g.
+/// K, M, G, T or KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024), e.g.
 /// "6GiB", "512M", "1000000". Nullopt for anything else or an overflow.
 std::optional<uint64_t> parseByteSize(const std::string &text);
 

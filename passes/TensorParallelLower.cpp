@@ -73,6 +73,12 @@ LogicalResult splitZeroNorm(func::FuncOp fn, train::ClipGradNormOp clip,
     if (llvm::all_of(s->getOperands(), [&](Value v) { return grads.contains(v); }))
       sums.push_back(s);
   });
+  // A pipeline stage whose only parameters are tied copies (the LM head of
+  // a last stage that holds no layer) adds nothing to the norm: ZeRO summed
+  // no chunk there (a zero), and the stage holding the original counts it.
+  if (sums.empty() && llvm::all_of(gradsOfParamsWith(fn, clip, distutil::kTiedCopy),
+                                   [](bool tied) { return tied; }))
+    return success();
   if (sums.size() != 1)
     return clip.emitOpError("tensor-parallel-lower: expected one train.sum_sq of the ZeRO "
                             "chunks feeding the norm, found ")

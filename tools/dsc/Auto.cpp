@@ -223,7 +223,8 @@ int runAuto(mlir::MLIRContext &ctx, mlir::ModuleOp module, const std::string &mo
   // (without one) the model's batch per micro-batch on every rank.
   const int64_t microBatchSize =
       flags.configPath.empty() && facts.batch ? facts.batch : allData.microBatchPerGpu;
-  const int64_t globalBatch = microBatchSize * allData.gradAccumSteps * options.ranks;
+  const int64_t globalBatch =
+      microBatchSize * flags.microBatches.value_or(allData.gradAccumSteps) * options.ranks;
   const int64_t N = options.ranks;
   // tp: powers of two that divide N, inside one node (Megatron's rule:
   // a tensor-parallel all-reduce per layer does not cross nodes).

@@ -13,7 +13,7 @@ void Simulation::addOptions(CLI::App &app) {
                "machine --hardware describes (no -o: the plan is built in memory only)");
   app.add_option("--hardware", hardwarePath_,
                  "a hardware file (JSON: rates, links; docs/planning-at-scale.md), or the name "
-                 "of one in the source tree's hardware/ folder (h100-sxm, gaudi2)")
+                 "of one in the source tree's hardware/ folder (a100-sxm, h100-sxm, gaudi2)")
       ->check(dsrt::cli::nonEmpty());
 }
 

@@ -161,7 +161,7 @@ int main(int argc, char **argv) {
                  "activation_checkpointing")
       ->check(CLI::IsMember({"none", "layers", "selective", "auto"}));
   app.add_option("--memory-budget", memoryBudgetText,
-                 "the planned peak per rank must fit SIZE (bytes, or K/M/G/T = powers of "
+                 "the planned peak per rank must fit SIZE (bytes, or K/M/G/T or KB/.. = powers of "
                  "1000, KiB/MiB/GiB/TiB = of 1024); --recompute auto chooses the least "
                  "recomputation that fits it")
       ->check(CLI::Validator(

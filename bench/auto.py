@@ -1,0 +1,91 @@
+#!/usr/bin/python3
+"""dsc --auto's ranking against dsrt's measured steps, on this machine.
+
+    /usr/bin/python3 bench/auto.py [--hardware FILE] [--ranks 2] [--steps 30] [--repeats 3]
+
+The main job's GPT (as bench/simulate.py), --auto over --ranks ranks of this
+machine (--device-memory 1GiB: every layout fits); then every layout it
+lists is compiled with its dsc command and run --repeats times for --steps
+steps. Prints the predicted and measured step of each, in the predicted
+order, and whether the measured order agrees (Spearman's rank correlation
+and the measured rank of the predicted best).
+"""
+import argparse
+import os
+import re
+import statistics
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import BIN, PY, REPO, metrics, run, token_file  # noqa: E402
+
+ROW = re.compile(r"^\s+\d+\s+([\d.]+) (s|ms)\s+[\d.]+\s+[\d.]+%\s+\S+ \S+\s+"
+                 r"dp (\d+) x pp (\d+) x tp (\d+)(\+sp)?, ZeRO (\d), recompute (\w+)", re.M)
+
+
+def spearman(a, b):
+    ra = {v: i for i, v in enumerate(sorted(a))}
+    rb = {v: i for i, v in enumerate(sorted(b))}
+    n = len(a)
+    d2 = sum((ra[x] - rb[y]) ** 2 for x, y in zip(a, b))
+    return 1 - 6 * d2 / (n * (n * n - 1)) if n > 1 else 1.0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--hardware", help="a hardware file (default: measure this machine)")
+    p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--repeats", type=int, default=3)
+    a = p.parse_args()
+    work = tempfile.mkdtemp(prefix="dsc-auto-")
+    hw = a.hardware
+    if not hw:
+        hw = os.path.join(work, "this-machine.json")
+        run([PY, os.path.join(REPO, "bench", "calibrate.py"), "-o", hw])
+    data = token_file(work)
+    model = os.path.join(work, "gpt.onnx")
+    run([PY, os.path.join(REPO, "models", "gpt.py"), "--size", "tiny", "--layers", "4",
+         "--d-model", "128", "--heads", "4", "--vocab", "256", "--seq", "64", "--batch", "8",
+         "--dropout", "0.1", "-o", model])
+    out = run([os.path.join(BIN, "dsc"), model, "--auto", "--ranks", str(a.ranks),
+               "--device-memory", "1GiB", "--hardware", hw, "--top", "100"])
+    print(out)
+    rows = []
+    for m in ROW.finditer(out):
+        step = float(m.group(1)) * (1e-3 if m.group(2) == "ms" else 1)
+        dp, pp, tp = int(m.group(3)), int(m.group(4)), int(m.group(5))
+        flags = ["--dp", str(dp), "--zero", m.group(7), "--recompute", m.group(8),
+                 "--micro-batches", str(a.ranks // dp)]
+        if tp > 1:
+            flags += ["--tp", str(tp)] + (["--sequence-parallel"] if m.group(6) else [])
+        if pp > 1:
+            flags += ["--pp", str(pp)]
+        name = m.group(0).split("  ")[-1].strip()
+        rows.append((name, step, flags))
+    results = []
+    for i, (name, predicted, flags) in enumerate(rows):
+        plan = os.path.join(work, f"plan{i}")
+        run([os.path.join(BIN, "dsc"), model, "-o", plan] + flags)
+        runs = []
+        for k in range(a.repeats):
+            d = os.path.join(work, f"run{i}-{k}")
+            run([os.path.join(BIN, "dsrt"), plan, "--data", data, "--steps", str(a.steps),
+                 "--out", d])
+            t = [float(r["step_time_s"]) for r in metrics(d)]
+            runs.append(statistics.median(t[len(t) // 3:]))
+        measured = statistics.median(runs)
+        results.append((name, predicted, measured))
+        print(f"  {i + 1:2d}. {name:60s} predicted {predicted * 1e3:8.2f} ms  measured "
+              f"{measured * 1e3:8.2f} ms ({min(runs) * 1e3:.2f}-{max(runs) * 1e3:.2f})", flush=True)
+    pred = [r[1] for r in results]
+    meas = [r[2] for r in results]
+    best_measured_rank = sorted(meas).index(meas[0]) + 1
+    print(f"\nSpearman rank correlation, predicted against measured: {spearman(pred, meas):.2f}; "
+          f"the predicted best is measured #{best_measured_rank} of {len(results)} "
+          f"({100 * (meas[0] / min(meas) - 1):.1f}% from the measured best)")
+
+
+if __name__ == "__main__":
+    main()
