@@ -13,12 +13,11 @@ and the measured rank of the predicted best).
 import argparse
 import os
 import re
-import statistics
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import BIN, PY, REPO, metrics, run, token_file  # noqa: E402
+from common import BIN, hardware_file, main_job_gpt, repeated_step, run, token_file  # noqa: E402
 
 ROW = re.compile(r"^\s+\d+\s+([\d.]+) (s|ms)\s+[\d.]+\s+[\d.]+%\s+\S+ \S+\s+"
                  r"dp (\d+) x pp (\d+) x tp (\d+)(\+sp)?, ZeRO (\d), recompute (\w+)", re.M)
@@ -40,15 +39,9 @@ def main():
     p.add_argument("--repeats", type=int, default=3)
     a = p.parse_args()
     work = tempfile.mkdtemp(prefix="dsc-auto-")
-    hw = a.hardware
-    if not hw:
-        hw = os.path.join(work, "this-machine.json")
-        run([PY, os.path.join(REPO, "bench", "calibrate.py"), "-o", hw])
+    hw = hardware_file(work, a.hardware)
     data = token_file(work)
-    model = os.path.join(work, "gpt.onnx")
-    run([PY, os.path.join(REPO, "models", "gpt.py"), "--size", "tiny", "--layers", "4",
-         "--d-model", "128", "--heads", "4", "--vocab", "256", "--seq", "64", "--batch", "8",
-         "--dropout", "0.1", "-o", model])
+    model = main_job_gpt(work)
     out = run([os.path.join(BIN, "dsc"), model, "--auto", "--ranks", str(a.ranks),
                "--device-memory", "1GiB", "--hardware", hw, "--top", "100"])
     print(out)
@@ -68,17 +61,11 @@ def main():
     for i, (name, predicted, flags) in enumerate(rows):
         plan = os.path.join(work, f"plan{i}")
         run([os.path.join(BIN, "dsc"), model, "-o", plan] + flags)
-        runs = []
-        for k in range(a.repeats):
-            d = os.path.join(work, f"run{i}-{k}")
-            run([os.path.join(BIN, "dsrt"), plan, "--data", data, "--steps", str(a.steps),
-                 "--out", d])
-            t = [float(r["step_time_s"]) for r in metrics(d)]
-            runs.append(statistics.median(t[len(t) // 3:]))
-        measured = statistics.median(runs)
+        measured, lo, hi = repeated_step(plan, data, a.steps, a.repeats,
+                                         os.path.join(work, f"run{i}-"))
         results.append((name, predicted, measured))
         print(f"  {i + 1:2d}. {name:60s} predicted {predicted * 1e3:8.2f} ms  measured "
-              f"{measured * 1e3:8.2f} ms ({min(runs) * 1e3:.2f}-{max(runs) * 1e3:.2f})", flush=True)
+              f"{measured * 1e3:8.2f} ms ({lo * 1e3:.2f}-{hi * 1e3:.2f})", flush=True)
     pred = [r[1] for r in results]
     meas = [r[2] for r in results]
     best_measured_rank = sorted(meas).index(meas[0]) + 1

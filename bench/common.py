@@ -139,3 +139,39 @@ def dsrt_comm(out):
     return {k: (int(c), int(e)) for k, c, e in re.findall(
         r"(all_reduce|reduce_scatter|all_gather|send|recv) (\d+) calls? (\d+) elements",
         m.group(1))}
+
+
+# --------------------------------------------------------------------------
+# The simulator's benches (bench/simulate.py, bench/auto.py)
+
+def hardware_file(work, given):
+    """`given`, or this machine's hardware file measured by bench/calibrate.py."""
+    if given:
+        return given
+    hw = os.path.join(work, "this-machine.json")
+    print("== calibrating this machine (bench/calibrate.py)", flush=True)
+    run([PY, os.path.join(REPO, "bench", "calibrate.py"), "-o", hw])
+    return hw
+
+
+def main_job_gpt(work):
+    """The main job's GPT (scripts/run-main.sh): 4 layers, d=128, 4 heads,
+    seq 64, vocabulary 256, micro-batch 8, dropout 0.1."""
+    model = os.path.join(work, "gpt.onnx")
+    run([PY, os.path.join(REPO, "models", "gpt.py"), "--size", "tiny", "--layers", "4",
+         "--d-model", "128", "--heads", "4", "--vocab", "256", "--seq", "64", "--batch", "8",
+         "--dropout", "0.1", "-o", model])
+    return model
+
+
+def repeated_step(plan, data, steps, repeats, out_prefix):
+    """dsrt `plan` run `repeats` times for `steps` steps: each run's median
+    step_time_s after its first third; returns (median of the runs, min, max)."""
+    runs = []
+    for k in range(repeats):
+        out_dir = f"{out_prefix}{k}"
+        run([os.path.join(BIN, "dsrt"), plan, "--data", data, "--steps", str(steps),
+             "--out", out_dir])
+        t = [float(r["step_time_s"]) for r in metrics(out_dir)]
+        runs.append(statistics.median(t[len(t) // 3:]))
+    return statistics.median(runs), min(runs), max(runs)

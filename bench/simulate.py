@@ -23,7 +23,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import BIN, PY, REPO, metrics, report, run, token_file  # noqa: E402
+from common import (BIN, hardware_file, main_job_gpt, repeated_step, report, run,  # noqa: E402
+                    token_file)
 
 # name, dsc flags, micro-batches per step
 LAYOUTS = [
@@ -51,16 +52,9 @@ def main():
     p.add_argument("--markdown", help="also write the table here")
     a = p.parse_args()
     work = tempfile.mkdtemp(prefix="dsc-simulate-")
-    hw = a.hardware
-    if not hw:
-        hw = os.path.join(work, "this-machine.json")
-        print("== calibrating this machine (bench/calibrate.py)", flush=True)
-        run([PY, os.path.join(REPO, "bench", "calibrate.py"), "-o", hw])
+    hw = hardware_file(work, a.hardware)
     data = token_file(work)
-    model = os.path.join(work, "gpt.onnx")
-    run([PY, os.path.join(REPO, "models", "gpt.py"), "--size", "tiny", "--layers", "4",
-         "--d-model", "128", "--heads", "4", "--vocab", "256", "--seq", "64", "--batch", "8",
-         "--dropout", "0.1", "-o", model])
+    model = main_job_gpt(work)
     rows = []
     for name, flags, micro in LAYOUTS:
         d = os.path.join(work, re.sub(r"[^a-z0-9]+", "-", name.lower()))
@@ -75,17 +69,11 @@ def main():
         out = run([os.path.join(BIN, "dsc"), model, "--config", cfg, "-o",
                    os.path.join(d, "plan"), "--simulate", "--hardware", hw] + flags)
         predicted = float(re.search(r"^step time:\s+([\d.]+) ms", out, re.M).group(1)) / 1e3
-        runs = []
-        for k in range(a.repeats):
-            out_dir = os.path.join(d, f"run{k}")
-            run([os.path.join(BIN, "dsrt"), os.path.join(d, "plan"), "--data", data, "--steps",
-                 str(a.steps), "--out", out_dir])
-            times = [float(r["step_time_s"]) for r in metrics(out_dir)]
-            runs.append(statistics.median(times[len(times) // 3:]))
-        measured = statistics.median(runs)
-        rows.append((name, predicted, measured, min(runs), max(runs)))
+        measured, lo, hi = repeated_step(os.path.join(d, "plan"), data, a.steps, a.repeats,
+                                         os.path.join(d, "run"))
+        rows.append((name, predicted, measured, lo, hi))
         print(f"  {name:26s} predicted {predicted * 1e3:8.2f} ms  measured {measured * 1e3:8.2f} ms"
-              f" ({min(runs) * 1e3:.2f}-{max(runs) * 1e3:.2f})"
+              f" ({lo * 1e3:.2f}-{hi * 1e3:.2f})"
               f"  {100 * (predicted / measured - 1):+6.1f}%", flush=True)
     cpu = json.load(open(hw))["name"]
     lines = [f"dsc --simulate against dsrt, the bundled GPT, {a.repeats} runs of {a.steps} steps "

@@ -180,24 +180,20 @@ int gemms(int threads, int reps, const std::vector<std::array<int64_t, 3>> &shap
                   2.0 * double(m) * double(k) * double(n), sec);
       std::fflush(stdout);
     };
-    form("f32", "y", [&](size_t j) {
-      cpu::matmul(a[j].data(), as, false, b[j].data(), bs, false, c[j].data(), cs);
-    });
-    form("f32", "dx", [&](size_t j) {
-      cpu::matmul(c[j].data(), cs, false, b[j].data(), bs, true, a[j].data(), as);
-    });
-    form("f32", "dw", [&](size_t j) {
-      cpu::matmul(a[j].data(), as, true, c[j].data(), cs, false, b[j].data(), bs, 1.0f, 1.0f);
-    });
-    form("bf16", "y", [&](size_t j) {
-      cpu::matmul(ah[j].data(), as, false, bh[j].data(), bs, false, ch[j].data(), cs);
-    });
-    form("bf16", "dx", [&](size_t j) {
-      cpu::matmul(ch[j].data(), cs, false, bh[j].data(), bs, true, ah[j].data(), as);
-    });
-    form("bf16", "dw", [&](size_t j) {
-      cpu::matmul(ah[j].data(), as, true, ch[j].data(), cs, false, b[j].data(), bs, 1.0f, 1.0f);
-    });
+    // The float dW accumulates into b (as a float gradient) in both types.
+    auto threeForms = [&](const char *dtype, auto &A, auto &B, auto &C) {
+      form(dtype, "y", [&](size_t j) {
+        cpu::matmul(A[j].data(), as, false, B[j].data(), bs, false, C[j].data(), cs);
+      });
+      form(dtype, "dx", [&](size_t j) {
+        cpu::matmul(C[j].data(), cs, false, B[j].data(), bs, true, A[j].data(), as);
+      });
+      form(dtype, "dw", [&](size_t j) {
+        cpu::matmul(A[j].data(), as, true, C[j].data(), cs, false, b[j].data(), bs, 1.0f, 1.0f);
+      });
+    };
+    threeForms("f32", a, b, c);
+    threeForms("bf16", ah, bh, ch);
   }
   return 0;
 }
