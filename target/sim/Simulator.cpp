@@ -185,13 +185,16 @@ Work computeWork(const plan::Instr &in, const plan::Plan &p, const Hardware &hw)
     const Rate &r = hw.gemmRate(dtypeName(d));
     atLeast(r.latency + in.flops() / r.rate, Class::Gemm);
   } else if (op == "tier.fetch" || op == "tier.store") {
+    // The tile's homes in the host or NVMe tier (a fetch's inputs, a
+    // store's outputs) are what crosses the link.
     bool nvme = false;
     double moved = 0;
     for (const auto *ids : {&in.inputs(), &in.outputs()})
-      for (uint32_t i : *ids) {
-        nvme |= i < uint32_t(p.buffers_size()) && p.buffers(int(i)).tier() == plan::NVME;
-        moved = std::max(moved, bufferBytes(p, i));
-      }
+      for (uint32_t i : *ids)
+        if (i < uint32_t(p.buffers_size()) && p.buffers(int(i)).tier() != plan::ARENA) {
+          nvme |= p.buffers(int(i)).tier() == plan::NVME;
+          moved += bufferBytes(p, i);
+        }
     if (nvme && hw.nvmeBandwidth > 0)
       w = {hw.memory.latency + moved / hw.nvmeBandwidth, Class::Fixed};
     else if (hw.hostBandwidth > 0)
@@ -559,6 +562,8 @@ void printReport(const Report &r, const Hardware &hw, llvm::raw_ostream &os) {
   std::vector<std::pair<double, std::string>> kinds;
   double total = 0;
   for (auto &[k, s] : r.byKind) {
+    if (s <= 0)
+      continue; // free on this hardware
     kinds.push_back({s, k});
     total += s;
   }

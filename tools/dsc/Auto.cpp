@@ -77,6 +77,8 @@ struct Candidate {
   int64_t dp = 1, tp = 1, pp = 1, zero = 0, micro = 1;
   bool sp = false;
   std::string recompute = "none";
+  std::string offload;  // "", "cpu", "nvme": the optimizer state's tier ("": the config's)
+  int64_t tile = 0;     // sub_group_size (0: the config's)
   enum Status { Fits, TooBig, Refused } status = Refused;
   uint64_t memory = 0; // the largest rank's planned peak
   sim::Report report;
@@ -88,7 +90,21 @@ struct Candidate {
                     ", recompute " + recompute;
     if (pp > 1)
       s += ", " + std::to_string(micro) + " micro-batches";
+    if (!offload.empty())
+      s += ", optimizer state on " + std::string(offload == "cpu" ? "the host" : "NVMe");
+    if (tile)
+      s += ", sub_group_size " + std::to_string(tile);
     return s;
+  }
+  /// What the config must say for the layout (flags do not express it).
+  std::string configKeys() const {
+    std::string s;
+    if (!offload.empty())
+      s += "zero_optimization.offload_optimizer.device \"" + offload + "\"";
+    if (tile)
+      s += std::string(s.empty() ? "" : ", ") + "zero_optimization.sub_group_size " +
+           std::to_string(tile);
+    return s.empty() ? s : "   # with " + s + " in the config";
   }
   /// The layout's flags.
   std::string flags() const {
@@ -109,6 +125,20 @@ public:
          const dsrt::config::ModelFacts &facts, const AutoOptions &options,
          const sim::Hardware &hw)
       : ctx_(ctx), module_(module), flags_(flags), facts_(facts), options_(options), hw_(hw) {}
+
+  /// Whether the optimizer's state may move to the host (dsc offloads
+  /// neither LAMB's nor a 1-bit optimizer's: CompileConfig.cpp says why).
+  bool canOffload() const {
+    try {
+      std::vector<std::string> notes;
+      dsrt::config::CompileInput input = dsrt::config::readCompileInput(flags_);
+      std::string opt = dsrt::config::resolveCompileConfig(flags_, input, facts_, notes)
+                            .optimizer.type;
+      return opt != "Lamb" && opt != "OneBitAdam" && opt != "ZeroOneAdam" && opt != "OneBitLamb";
+    } catch (const std::exception &) {
+      return false;
+    }
+  }
 
   /// Compiles, measures and (when it fits) simulates `c`.
   void evaluate(Candidate &c, int64_t globalBatch, int64_t microBatchSize) {
@@ -136,6 +166,11 @@ public:
       c.reason = e.what();
       return;
     }
+    using Device = dsrt::config::ZeroConfig::OffloadDevice;
+    if (!c.offload.empty())
+      cfg.zero.offloadOptimizer = c.offload == "cpu" ? Device::Cpu : Device::Nvme;
+    if (c.tile)
+      cfg.zero.subGroupSize = c.tile;
     mlir::OwningOpRef<mlir::ModuleOp> copy(module_.clone());
     std::string firstError;
     mlir::ScopedDiagnosticHandler capture(&ctx_, [&](mlir::Diagnostic &d) {
@@ -239,23 +274,31 @@ int runAuto(mlir::MLIRContext &ctx, mlir::ModuleOp module, const std::string &mo
   Search search(ctx, module, flags, facts, options, hw);
   std::vector<Candidate> all;
   int64_t tried = 0;
-  for (int64_t tp : tps) {
-    for (int64_t pp : divisorsOf(N / tp)) {
-      if (flags.pp && *flags.pp != pp)
+  // The optimizer's tiles an offloaded state may take (sub_group_size):
+  // the config's, then ten times smaller each, down to 1e5 elements.
+  std::vector<int64_t> tiles;
+  for (int64_t t = allData.zero.subGroupSize; t >= 100000 && tiles.size() < 5; t /= 10)
+    tiles.push_back(t);
+  if (tiles.empty())
+    tiles.push_back(allData.zero.subGroupSize);
+  const bool configOffloads =
+      allData.zero.offloadOptimizer != dsrt::config::ZeroConfig::OffloadDevice::None;
+  // One tp x pp x dp: at each ZeRO stage the least recomputation (and,
+  // offloaded, the largest tile) that fits; more only adds work.
+  auto searchLayout = [&](int64_t tp, int64_t pp, const std::string &offload) {
+    const int64_t dp = N / tp / pp;
+    for (int64_t zero = 0; zero <= (dp > 1 || !offload.empty() || configOffloads ? 3 : 0);
+         ++zero) {
+      if (flags.zeroStage && *flags.zeroStage != zero)
         continue;
-      const int64_t dp = N / tp / pp;
-      std::vector<int64_t> zeros;
-      for (int64_t z = 0; z <= (dp > 1 ? 3 : 0); ++z)
-        if (!flags.zeroStage || *flags.zeroStage == z)
-          zeros.push_back(z);
-      bool refused = false;
-      for (int64_t zero : zeros) {
-        // The least recomputation that fits at this ZeRO stage: more only
-        // adds work.
-        for (const std::string &r : recomputes) {
+      for (const std::string &r : recomputes) {
+        bool fitted = false;
+        for (int64_t tile : (offload.empty() && !configOffloads) ? std::vector<int64_t>{0} : tiles) {
           Candidate c;
           c.dp = dp, c.tp = tp, c.pp = pp, c.zero = zero, c.recompute = r;
           c.sp = tp > 1 && (flags.sequenceParallel || !flags.tp);
+          c.offload = offload;
+          c.tile = tile == allData.zero.subGroupSize ? 0 : tile; // 0: the config's
           search.evaluate(c, globalBatch, microBatchSize);
           ++tried;
           errs << "dsc: --auto [" << tried << "] " << c.layout() << ": "
@@ -268,14 +311,37 @@ int runAuto(mlir::MLIRContext &ctx, mlir::ModuleOp module, const std::string &mo
                << "\n";
           all.push_back(c);
           if (c.status == Candidate::Refused)
-            refused = true;
-          if (c.status != Candidate::TooBig)
+            return; // the compiler refuses this tp x pp whatever the stage
+          if (c.status == Candidate::Fits) {
+            fitted = true;
             break;
+          }
         }
-        if (refused)
-          break; // the compiler refuses this tp x pp whatever the stage
+        if (fitted)
+          break;
       }
     }
+  };
+  auto searchAll = [&](const std::string &offload) {
+    for (int64_t tp : tps)
+      for (int64_t pp : divisorsOf(N / tp))
+        if (!flags.pp || *flags.pp == pp)
+          searchLayout(tp, pp, offload);
+  };
+  searchAll("");
+  // Nothing fits on the devices: ZeRO-Offload's host tier for the
+  // optimizer state, as a DeepSpeed user would turn to next (NVMe only
+  // where the config names a folder for it).
+  auto anyFits = [&] {
+    return std::any_of(all.begin(), all.end(),
+                       [](const Candidate &c) { return c.status == Candidate::Fits; });
+  };
+  if (!anyFits() && !configOffloads && search.canOffload()) {
+    errs << "dsc: --auto: no layout fits on the devices alone; trying the optimizer state "
+            "in host memory (ZeRO-Offload)\n";
+    searchAll("cpu");
+    if (!anyFits() && !allData.zero.offloadNvmePath.empty())
+      searchAll("nvme");
   }
   const double took =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -324,9 +390,10 @@ int runAuto(mlir::MLIRContext &ctx, mlir::ModuleOp module, const std::string &mo
                          humanBytes(int64_t(c.memory)).c_str())
          << c.layout() << "\n";
   }
-  outs << "\nbest:  dsc " << model << " " << otherArgs(args, model) << fits[0]->flags() << " -o PLAN\n";
+  outs << "\nbest:  dsc " << model << " " << otherArgs(args, model) << fits[0]->flags() << " -o PLAN"
+       << fits[0]->configKeys() << "\n";
   if (fits.size() > 1)
-    outs << "next:  dsc " << model << " " << otherArgs(args, model) << fits[1]->flags() << " -o PLAN ("
+    outs << "next:  dsc " << model << " " << otherArgs(args, model) << fits[1]->flags() << " -o PLAN" << fits[1]->configKeys() << " ("
          << llvm::format("%.1f%%", 100 * (fits[1]->report.stepSeconds / fits[0]->report.stepSeconds - 1))
          << " slower)\n";
   return 0;
