@@ -114,13 +114,18 @@ void checkReplaceablePlanDir(const std::string &dir, const std::string &what) {
       foreign.push_back(name);
   if (foreign.empty())
     return;
+  // A plan folder (-o), or another folder dsc writes whole (--timeline).
+  const bool plan = what == "-o";
+  const std::string is = plan ? "a dsc plan" : "dsc's output",
+                    earlier = plan ? "an earlier plan" : "its earlier output";
   if (ours.empty())
-    throw IoError(what + " " + dir + ": is a folder that is not empty and not a dsc plan (it " +
-                  "holds " + listSome(foreign) + "); dsc writes a plan only into a new or " +
-                  "empty folder, or over an earlier plan: choose another -o");
-  throw IoError(what + " " + dir + ": is a dsc plan, but it also holds " + listSome(foreign) +
-                ", which dsc did not write; dsc replaces a plan folder only as a whole: move " +
-                "those files out, or choose another -o");
+    throw IoError(what + " " + dir + ": is a folder that is not empty and not " + is + " (it " +
+                  "holds " + listSome(foreign) + "); dsc writes " + (plan ? "a plan" : "it") +
+                  " only into a new or empty folder, or over " + earlier + ": choose another " +
+                  what);
+  throw IoError(what + " " + dir + ": is " + is + ", but it also holds " + listSome(foreign) +
+                ", which dsc did not write; dsc replaces " + (plan ? "a plan" : "such a") +
+                " folder only as a whole: move those files out, or choose another " + what);
 }
 
 bool isWithin(const std::string &inner, const std::string &outer) {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -236,8 +237,18 @@ struct Pending {
   bool pipeline = false;
 };
 
+struct Where {
+  const char *list;
+  int64_t micro;
+  int index;
+};
+
 struct Proc {
   int stage = 0;
+  std::vector<Where> where; // each instruction's place in the program
+  bool begun = false;       // the instruction at pc has started
+  double begunAt = 0;
+  std::vector<TimelineEvent> events;
   const plan::Plan *plan = nullptr;
   std::vector<const plan::Instr *> code;
   size_t pc = 0;
@@ -261,7 +272,7 @@ struct Message {
 class Run {
 public:
   Run(const plan::Plan &top, const Hardware &hw, const SimulateOptions &options)
-      : top_(top), hw_(hw),
+      : top_(top), hw_(hw), record_(options.timeline),
         L_(hw, int(top.dp()), int(top.tp()), int(top.pp() > 1 ? top.pp() : 1)) {
     const int pp = L_.pp;
     procs_.resize(size_t(pp));
@@ -270,15 +281,18 @@ public:
       p.stage = s;
       p.plan = pp > 1 ? &top.stages(s) : &top;
       const plan::Program &prog = p.plan->program();
-      auto add = [&](const google::protobuf::RepeatedPtrField<plan::Instr> &list) {
-        for (const plan::Instr &in : list)
-          if (runsOn(in, *p.plan, options.step))
-            p.code.push_back(&in);
+      auto add = [&](const google::protobuf::RepeatedPtrField<plan::Instr> &list,
+                     const char *name, int64_t micro) {
+        for (int i = 0; i < list.size(); ++i)
+          if (runsOn(list[i], *p.plan, options.step)) {
+            p.code.push_back(&list[i]);
+            p.where.push_back({name, micro, i});
+          }
       };
-      add(prog.prologue());
+      add(prog.prologue(), "prologue", 0);
       for (int64_t m = 0; m < std::max<int64_t>(1, prog.micro_batches()); ++m)
-        add(prog.micro_batch());
-      add(prog.epilogue());
+        add(prog.micro_batch(), "micro_batch", m);
+      add(prog.epilogue(), "epilogue", 0);
       for (const plan::Instr *in : p.code)
         p.times.flops += in->flops();
       p.times.modelFlops =
@@ -323,14 +337,14 @@ public:
           p.work -= dt * p.speed;
           if (p.work <= 1e-15) {
             p.working = false;
-            ++p.pc;
+            retire(p, t + dt);
           }
         } else if (p.waiting >= 0) {
           const Pending &h = p.handles.at(p.waiting);
           (h.pipeline ? p.times.pipeline : p.times.comm) += dt;
           if (h.known && h.at <= t + dt) {
             p.waiting = -1;
-            ++p.pc;
+            retire(p, t + dt);
           }
         }
       }
@@ -345,6 +359,7 @@ public:
     double model = 0, hardware = 0;
     for (Proc &p : procs_) {
       r.stages.push_back(p.times);
+      r.timeline.push_back(std::move(p.events));
       model += p.times.modelFlops * L_.dp * L_.tp;
       hardware += p.times.flops * L_.dp * L_.tp;
     }
@@ -373,12 +388,16 @@ private:
         p.times.finish = t;
         return;
       }
+      if (!p.begun) {
+        p.begun = true;
+        p.begunAt = t;
+      }
       const plan::Instr &in = *p.code[p.pc];
       const Kind kind = kindOf(in.op());
       if (kind == Kind::Wait) {
         auto it = p.handles.find(in.ints_size() ? in.ints(0) : -1);
         if (it == p.handles.end() || (it->second.known && it->second.at <= t)) {
-          ++p.pc;
+          retire(p, t);
           continue;
         }
         p.waiting = it->first;
@@ -388,7 +407,7 @@ private:
         Work w = computeWork(in, *p.plan, hw_);
         if (p.stage == 0)
           byKind_[in.op()] += w.seconds / speedOf(hw_, L_, w.cls, 1);
-        startWork(p, w, false);
+        startWork(p, w, false, t);
         continue;
       }
       const int64_t n = in.ints_size() ? in.ints(0) : 1;
@@ -410,14 +429,14 @@ private:
           double start = std::max(t, p.engineFree);
           p.engineFree = start + s;
           p.handles[handle] = {true, start + s, false};
-          ++p.pc;
+          retire(p, t);
         } else {
           p.handles[handle] = {true, 0, false};
-          startWork(p, {s, Class::Fixed}, true);
+          startWork(p, {s, Class::Fixed}, true, t);
         }
         continue;
       }
-      ++p.pc;
+      retire(p, t);
       if (kind == Kind::Collective) {
         // Over the stages: complete when the last stage has issued it.
         p.handles[handle] = {false, 0, true};
@@ -449,9 +468,21 @@ private:
     }
   }
 
-  void startWork(Proc &p, Work w, bool comm) {
+  /// Ends the instruction at `pc` at time `end` (recorded for --timeline).
+  void retire(Proc &p, double end) {
+    if (record_) {
+      const Where &w = p.where[p.pc];
+      const plan::Instr &in = *p.code[p.pc];
+      p.events.push_back({w.list, w.micro, w.index, in.op(), p.begunAt, end,
+                          in.micro_batch(), int(in.phase())});
+    }
+    ++p.pc;
+    p.begun = false;
+  }
+
+  void startWork(Proc &p, Work w, bool comm, double t) {
     if (w.seconds <= 0) {
-      ++p.pc;
+      retire(p, t);
       return;
     }
     p.work = w.seconds;
@@ -479,6 +510,7 @@ private:
 
   const plan::Plan &top_;
   const Hardware &hw_;
+  bool record_ = false;
   Layout L_;
   std::vector<Proc> procs_;
   std::map<std::tuple<int, int, int64_t>, std::deque<Message>> sends_, recvs_;
@@ -576,6 +608,25 @@ void printReport(const Report &r, const Hardware &hw, llvm::raw_ostream &os) {
   for (auto &[axis, bytes] : r.commBytes)
     os << "communication:    " << axis << " group: " << sizeText(bytes)
        << " per step through each rank of stage 0 (the collectives' whole tensors)\n";
+}
+
+} // namespace dsc::sim
+
+namespace dsc::sim {
+
+void writeTimeline(const Report &r, const std::string &dir) {
+  for (size_t s = 0; s < r.timeline.size(); ++s) {
+    const int rank = int(s) * r.tp;
+    const std::string path = dir + "/timeline.rank-" + std::to_string(rank) + ".csv";
+    std::ofstream out(path);
+    out << "rank,list,micro,index,op,start_us,end_us,mb,phase\n";
+    for (const TimelineEvent &e : r.timeline[s])
+      out << rank << ',' << e.list << ',' << e.micro << ',' << e.index << ',' << e.op << ','
+          << std::llround(e.start * 1e6) << ',' << std::llround(e.end * 1e6) << ','
+          << e.microBatch << ',' << e.phase << '\n';
+    if (!out.flush())
+      throw std::runtime_error("cannot write " + path);
+  }
 }
 
 } // namespace dsc::sim

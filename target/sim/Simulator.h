@@ -50,6 +50,18 @@ struct StageTimes {
   double modelFlops = 0; // the same without recomputation
 };
 
+/// One instruction of a stage's step as simulated (dsrt --timeline's
+/// columns: the program list, its micro-batch repetition and index).
+struct TimelineEvent {
+  std::string list;
+  int64_t micro = 0;
+  int index = 0;
+  std::string op;
+  double start = 0, end = 0; // seconds from the step's start
+  int64_t microBatch = 0;    // Instr.micro_batch and .phase (pipelines)
+  int phase = 0;
+};
+
 struct Report {
   int dp = 1, tp = 1, pp = 1, ranks = 1, nodes = 1, threads = 0;
   double stepSeconds = 0;
@@ -61,6 +73,8 @@ struct Report {
   std::map<std::string, double> byKind;
   /// Bytes each rank of stage 0 sends and receives per step, by group.
   std::map<std::string, double> commBytes;
+  /// With SimulateOptions::timeline: each stage's instructions.
+  std::vector<std::vector<TimelineEvent>> timeline;
 };
 
 class SimulationError : public std::runtime_error {
@@ -72,7 +86,14 @@ struct SimulateOptions {
   /// The optimizer step simulated (a 1-bit optimizer's phases and
   /// first_step/last_step ranges are decided by it): past every warm-up.
   int64_t step = 1000000;
+  /// Record every instruction's start and end (Report::timeline).
+  bool timeline = false;
 };
+
+/// Writes `r.timeline` as dsrt --timeline's files, DIR/timeline.rank-R.csv
+/// for the first rank R of each stage (tools/timeline/render_timeline.py
+/// draws them). Throws std::runtime_error.
+void writeTimeline(const Report &r, const std::string &dir);
 
 /// Seconds one instruction of `stage` takes on one rank with the node to
 /// itself (collectives: on their link, by the group's placement).

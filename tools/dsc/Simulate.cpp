@@ -2,6 +2,7 @@
 #include "tools/dsc/Simulate.h"
 
 #include "config/CliChecks.h"
+#include "io/OutputDir.h"
 
 #include <CLI/CLI.hpp>
 
@@ -15,6 +16,10 @@ void Simulation::addOptions(CLI::App &app) {
                  "a hardware file (JSON: rates, links; docs/planning-at-scale.md), or the name "
                  "of one in the source tree's hardware/ folder (a100-sxm, h100-sxm, gaudi2)")
       ->check(dsrt::cli::nonEmpty());
+  app.add_option("--timeline", timelineDir_,
+                 "with --simulate: write the predicted step of each stage's first rank to DIR "
+                 "as dsrt --timeline does (draw it with tools/timeline/render_timeline.py DIR)")
+      ->check(dsrt::cli::nonEmpty());
 }
 
 bool Simulation::configure(bool autoSearch, bool emitGiven, std::string &emit,
@@ -25,6 +30,10 @@ bool Simulation::configure(bool autoSearch, bool emitGiven, std::string &emit,
   if (!hardwarePath.empty() && !simulate) {
     errs << "dsc: error: --hardware: is read by --simulate and --auto only; add one or drop "
             "the flag\n";
+    return false;
+  }
+  if (!timelineDir_.empty() && !simulate_) {
+    errs << "dsc: error: --timeline: is written by --simulate only; add it or drop the flag\n";
     return false;
   }
   if (!simulate)
@@ -54,7 +63,9 @@ std::function<void(const plan::Plan &)> Simulation::inspector() {
     return {};
   return [this](const plan::Plan &plan) {
     try {
-      report_ = sim::simulate(plan, *hardware_);
+      sim::SimulateOptions options;
+      options.timeline = !timelineDir_.empty();
+      report_ = sim::simulate(plan, *hardware_, options);
     } catch (const sim::SimulationError &e) {
       error_ = e.what();
     }
@@ -71,6 +82,20 @@ bool Simulation::finish(bool afterExplain, llvm::raw_ostream &outs,
     if (afterExplain)
       outs << "\n";
     sim::printReport(*report_, *hardware_, outs);
+  }
+  if (report_ && !timelineDir_.empty()) {
+    // Written beside DIR and moved into place whole; DIR may be new, empty
+    // or an earlier output of dsc (io/OutputDir.h).
+    try {
+      dsrt::io::StagedDir dir(timelineDir_, "--timeline");
+      sim::writeTimeline(*report_, dir.path());
+      dir.commit();
+    } catch (const std::exception &e) {
+      errs << "dsc: error: " << e.what() << "\n";
+      return false;
+    }
+    outs << "timeline:         " << timelineDir_ << "/timeline.rank-*.csv (draw it: "
+         << "tools/timeline/render_timeline.py " << timelineDir_ << ")\n";
   }
   return true;
 }

@@ -40,7 +40,7 @@ public:
 
 private:
   bool simulate_ = false;
-  std::string hardwarePath_;
+  std::string hardwarePath_, timelineDir_;
   std::optional<sim::Hardware> hardware_;
   std::optional<sim::Report> report_;
   std::string error_;
