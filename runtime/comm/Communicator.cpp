@@ -430,12 +430,14 @@ double Communicator::elapsedSince(std::chrono::steady_clock::time_point start) {
 }
 
 void Communicator::pause(unsigned spin) {
-  // Spin briefly (collectives usually finish within microseconds of the
-  // last rank arriving), then back off so a stuck wait does not burn a core.
-  if (spin < 64)
+  // Yield for the first few thousand polls (a few milliseconds: a ring step
+  // advances only while both ranks poll, and a sleep costs its timer slack,
+  // about 50 us more, per step), then back off so a stuck wait does not
+  // burn a core. A yield gives the core to a rank that shares it.
+  if (spin < 4096)
     std::this_thread::yield();
   else
-    std::this_thread::sleep_for(std::chrono::microseconds(spin < 1024 ? 20 : 200));
+    std::this_thread::sleep_for(std::chrono::microseconds(spin < 8192 ? 20 : 200));
 }
 
 void SelfCommunicator::startCollective(int slot) {
