@@ -23,12 +23,32 @@ ROW = re.compile(r"^\s+\d+\s+([\d.]+) (s|ms)\s+[\d.]+\s+[\d.]+%\s+\S+ \S+\s+"
                  r"dp (\d+) x pp (\d+) x tp (\d+)(\+sp)?, ZeRO (\d), recompute (\w+)", re.M)
 
 
+def ranks(values):
+    """Ranks from 1, ties sharing their average rank."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    r = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            r[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return r
+
+
 def spearman(a, b):
-    ra = {v: i for i, v in enumerate(sorted(a))}
-    rb = {v: i for i, v in enumerate(sorted(b))}
+    """Spearman's rank correlation (Pearson's of the ranks, ties averaged)."""
+    ra, rb = ranks(a), ranks(b)
     n = len(a)
-    d2 = sum((ra[x] - rb[y]) ** 2 for x, y in zip(a, b))
-    return 1 - 6 * d2 / (n * (n * n - 1)) if n > 1 else 1.0
+    if n < 2:
+        return 1.0
+    ma, mb = sum(ra) / n, sum(rb) / n
+    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    va = sum((x - ma) ** 2 for x in ra) ** 0.5
+    vb = sum((y - mb) ** 2 for y in rb) ** 0.5
+    return cov / (va * vb) if va and vb else 1.0
 
 
 def main():
