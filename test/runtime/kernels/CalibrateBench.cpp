@@ -41,12 +41,13 @@ double now() {
 }
 
 /// Seconds per call: the best of `reps` runs of enough calls to last
-/// about 100 ms, after a warm-up call.
-template <class F> double timeCall(int reps, F call) {
+/// about 100 ms, after a warm-up call. `agree` makes the ranks of a
+/// collective use the same numbers (the identity for a local call).
+template <class F, class Agree> double timeCall(int reps, F call, Agree agree) {
   call();
   double t0 = now();
   call();
-  const double once = std::max(now() - t0, 1e-9);
+  const double once = agree(std::max(now() - t0, 1e-9));
   const int calls = std::max(1, std::min(100000, int(0.1 / once)));
   double best = 1e30;
   for (int r = 0; r < reps; ++r) {
@@ -55,7 +56,11 @@ template <class F> double timeCall(int reps, F call) {
       call();
     best = std::min(best, (now() - t0) / calls);
   }
-  return best;
+  return agree(best);
+}
+
+template <class F> double timeCall(int reps, F call) {
+  return timeCall(reps, call, [](double x) { return x; });
 }
 
 /// How many copies of a call's operands (`bytes` together) to cycle
@@ -200,21 +205,11 @@ int gemms(int threads, int reps, const std::vector<std::array<int64_t, 3>> &shap
 
 int links(int reps) {
   comm::MpiCommunicator c(60);
-  // The ranks must make the same calls: they agree on the count.
+  // The ranks must make the same calls: they agree on the count (the
+  // slowest rank's), and report the slowest rank's time.
   auto timeCollective = [&](auto call) {
-    call();
-    double t0 = now();
-    call();
-    const double once = c.blockingAllReduceScalar(std::max(now() - t0, 1e-9), comm::ReduceOp::Max);
-    const int calls = std::max(1, std::min(100000, int(0.1 / once)));
-    double best = 1e30;
-    for (int r = 0; r < reps; ++r) {
-      t0 = now();
-      for (int i = 0; i < calls; ++i)
-        call();
-      best = std::min(best, (now() - t0) / calls);
-    }
-    return c.blockingAllReduceScalar(best, comm::ReduceOp::Max);
+    return timeCall(reps, call,
+                    [&](double x) { return c.blockingAllReduceScalar(x, comm::ReduceOp::Max); });
   };
   const int64_t most = int64_t(16) << 20; // floats: 64 MiB
   comm::Reservation r;
