@@ -77,25 +77,23 @@ std::pair<double, double> Link::of(const std::string &op) const {
   return it != byCollective.end() ? it->second : std::make_pair(busBandwidth, latency);
 }
 
-const Rate &Hardware::gemmRate(const std::string &dtype) const {
-  if (auto it = gemm.find(dtype); it != gemm.end())
+namespace {
+/// The entry of `dtype`; f16 falls back to bf16's and the other way
+/// round, then to f32's (which every file has).
+template <typename T>
+const T &byDtype(const std::map<std::string, T> &m, const std::string &dtype) {
+  if (auto it = m.find(dtype); it != m.end())
     return it->second;
-  if (dtype == "f16" && gemm.count("bf16"))
-    return gemm.at("bf16");
-  if (dtype == "bf16" && gemm.count("f16"))
-    return gemm.at("f16");
-  return gemm.at("f32");
+  const char *other = dtype == "f16" ? "bf16" : dtype == "bf16" ? "f16" : nullptr;
+  if (auto it = other ? m.find(other) : m.end(); it != m.end())
+    return it->second;
+  return m.at("f32");
 }
+} // namespace
 
-double Hardware::peak(const std::string &dtype) const {
-  if (auto it = peakFlops.find(dtype); it != peakFlops.end())
-    return it->second;
-  if (dtype == "f16" && peakFlops.count("bf16"))
-    return peakFlops.at("bf16");
-  if (dtype == "bf16" && peakFlops.count("f16"))
-    return peakFlops.at("f16");
-  return peakFlops.at("f32");
-}
+const Rate &Hardware::gemmRate(const std::string &dtype) const { return byDtype(gemm, dtype); }
+
+double Hardware::peak(const std::string &dtype) const { return byDtype(peakFlops, dtype); }
 
 Hardware parseHardware(const std::string &text, const std::string &source) {
   try {

@@ -548,23 +548,6 @@ std::string sizeText(double bytes) {
 
 } // namespace
 
-double instructionSeconds(const plan::Instr &in, const plan::Plan &stage, const Hardware &hw,
-                          int dp, int tp, int pp) {
-  Layout L(hw, dp, tp, pp);
-  Kind kind = kindOf(in.op());
-  if (kind == Kind::Wait)
-    return 0;
-  if (kind == Kind::Compute) {
-    Work w = computeWork(in, stage, hw);
-    return w.seconds / speedOf(hw, L, w.cls, 1);
-  }
-  int64_t n = in.ints_size() ? in.ints(0) : 1;
-  const int s = int(stage.stage());
-  const int peer = int(((s + (in.ints_size() > 1 ? in.ints(1) : 1)) % L.pp + L.pp) % L.pp);
-  Hop hop = kind == Kind::Collective ? hopOf(L, in.axis(), n, s) : hopOf(L, in.axis(), 2, s, peer);
-  return collectiveSeconds(hw, in.op(), n, collectiveBytes(in, stage), hop);
-}
-
 Report simulate(const plan::Plan &plan, const Hardware &hw, const SimulateOptions &options) {
   return Run(plan, hw, options).run();
 }

@@ -95,11 +95,6 @@ struct SimulateOptions {
 /// draws them). Throws std::runtime_error.
 void writeTimeline(const Report &r, const std::string &dir);
 
-/// Seconds one instruction of `stage` takes on one rank with the node to
-/// itself (collectives: on their link, by the group's placement).
-double instructionSeconds(const plan::Instr &in, const plan::Plan &stage, const Hardware &hw,
-                          int dp, int tp, int pp);
-
 Report simulate(const plan::Plan &plan, const Hardware &hw, const SimulateOptions &options = {});
 
 void printReport(const Report &r, const Hardware &hw, llvm::raw_ostream &os);

@@ -126,20 +126,6 @@ public:
          const sim::Hardware &hw)
       : ctx_(ctx), module_(module), flags_(flags), facts_(facts), options_(options), hw_(hw) {}
 
-  /// Whether the optimizer's state may move to the host (dsc offloads
-  /// neither LAMB's nor a 1-bit optimizer's: CompileConfig.cpp says why).
-  bool canOffload() const {
-    try {
-      std::vector<std::string> notes;
-      dsrt::config::CompileInput input = dsrt::config::readCompileInput(flags_);
-      std::string opt = dsrt::config::resolveCompileConfig(flags_, input, facts_, notes)
-                            .optimizer.type;
-      return opt != "Lamb" && opt != "OneBitAdam" && opt != "ZeroOneAdam" && opt != "OneBitLamb";
-    } catch (const std::exception &) {
-      return false;
-    }
-  }
-
   /// Compiles, measures and (when it fits) simulates `c`.
   void evaluate(Candidate &c, int64_t globalBatch, int64_t microBatchSize) {
     const int64_t perStep = globalBatch / microBatchSize;
@@ -336,7 +322,12 @@ int runAuto(mlir::MLIRContext &ctx, mlir::ModuleOp module, const std::string &mo
     return std::any_of(all.begin(), all.end(),
                        [](const Candidate &c) { return c.status == Candidate::Fits; });
   };
-  if (!anyFits() && !configOffloads && search.canOffload()) {
+  // dsc offloads neither LAMB's nor a 1-bit optimizer's state
+  // (CompileConfig.cpp says why).
+  const std::string &opt = allData.optimizer.type;
+  const bool canOffload =
+      opt != "Lamb" && opt != "OneBitAdam" && opt != "ZeroOneAdam" && opt != "OneBitLamb";
+  if (!anyFits() && !configOffloads && canOffload) {
     errs << "dsc: --auto: no layout fits on the devices alone; trying the optimizer state "
             "in host memory (ZeRO-Offload)\n";
     searchAll("cpu");
