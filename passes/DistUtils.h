@@ -16,6 +16,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
+#include <map>
+
 namespace dsc::distutil {
 
 /// Argument attribute: this argument is chunk `rank` of a tensor of this
@@ -68,6 +70,27 @@ inline dist::WaitOp waitOf(mlir::Operation *op) {
     if (auto w = mlir::dyn_cast<dist::WaitOp>(user))
       return w;
   return {};
+}
+
+/// A pipeline stage's sends, in the function's top block, never block the
+/// schedule: each one's dist.wait moves to just before the next send on
+/// its channel (peer and tag), the last one's to the end of the step. The
+/// buffers kept for sends in flight stay one per channel.
+inline mlir::LogicalResult deferSendWaits(mlir::func::FuncOp fn) {
+  mlir::Block &body = fn.getBody().front();
+  mlir::Operation *ret = body.getTerminator();
+  std::map<std::pair<int64_t, int64_t>, llvm::SmallVector<dist::SendOp>> channels;
+  for (mlir::Operation &op : body)
+    if (auto s = mlir::dyn_cast<dist::SendOp>(op))
+      channels[{s.getPeer(), s.getTag()}].push_back(s);
+  for (auto &[key, list] : channels)
+    for (size_t i = 0; i < list.size(); ++i) {
+      dist::WaitOp w = waitOf(list[i]);
+      if (!w)
+        return list[i].emitOpError("a pipeline send without its dist.wait");
+      w->moveBefore(i + 1 < list.size() ? list[i + 1].getOperation() : ret);
+    }
+  return mlir::success();
 }
 
 /// Elements of the whole tensors a collective works on: the inputs of a

@@ -228,19 +228,18 @@ def PipelineSplit : Pass<"pipeline-split", "mlir::ModuleOp"> {
 }
 
 def PipelineSchedule : Pass<"pipeline-schedule", "mlir::ModuleOp"> {
-  let summary = "Unroll each stage's micro-batches in 1F1B (or zero-bubble) order";
+  let summary = "Schedule each stage's micro-batches in 1F1B (or zero-bubble) order";
   let description = [{
-    After autodiff, instead of gradient-accumulation. Each stage function
-    runs `micro-batches` forward and backward parts in its schedule order
-    (`1f1b`: PipeDream-Flush; `zb-h1`: the backward split into input and
-    weight gradients, weight gradients filling the bubble), each micro-batch
-    reading `train.load_batch k`; gradients are summed over micro-batches
-    and scaled once, tied parameters' gradients summed over their stages,
-    and sends complete before the next send on their channel. A
-    parameter's low-precision copy is made once before the micro-batches,
-    and each gradient is added into its sum right after it is computed.
-    Records the predicted bubble fraction as `dist.bubble`. See
-    PipelineSchedule.cpp.
+    After autodiff, instead of gradient-accumulation. Each stage function's
+    micro-batch moves into a `train.pipeline` op whose schedule runs
+    `micro-batches` forward and backward parts in order (`1f1b`:
+    PipeDream-Flush; `zb-h1`: the backward split into input (B) and weight
+    (W) gradients, weight gradients filling the bubble), each micro-batch
+    reading `train.load_batch` of its index; the op sums the gradients over
+    micro-batches, which are scaled once after it, tied parameters'
+    gradients summed over their stages. A parameter's low-precision copy is
+    made once before the micro-batches. Records the predicted bubble
+    fraction as `dist.bubble`. See PipelineSchedule.cpp.
   }];
   let dependentDialects = ["::dsc::dist::DistDialect", "::mlir::arith::ArithDialect"];
   let options = [
@@ -249,6 +248,17 @@ def PipelineSchedule : Pass<"pipeline-schedule", "mlir::ModuleOp"> {
            "::dsc::PipelineScheduleKind::OneFOneB", "1f1b | zb-h1",
            "DSC_PIPELINE_SCHEDULE_VALUES">,
   ];
+}
+
+def PipelineExpand : Pass<"pipeline-expand", "mlir::ModuleOp"> {
+  let summary = "Unroll each train.pipeline into its schedule's items";
+  let description = [{
+    Each item (phase, k) of a stage's schedule becomes the body's ops of
+    that phase for micro-batch k (marked `train.micro` and `train.phase`),
+    reading `train.load_batch k`; each yielded value is added to its sum
+    right after it is computed, and each send completes before the next
+    send on its channel. See PipelineExpand.cpp.
+  }];
 }
 
 def PipelineGradNorm : Pass<"pipeline-grad-norm", "mlir::ModuleOp"> {

@@ -86,6 +86,7 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &o) 
     sched.microBatches = o.microBatches;
     sched.schedule = o.schedule;
     pm.addPass(createPipelineSchedule(sched));
+    pm.addPass(createPipelineExpand());
   } else {
     GradientAccumulationOptions ga;
     ga.steps = o.microBatches;

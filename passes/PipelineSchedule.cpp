@@ -275,7 +275,7 @@ struct PipelineSchedule : impl::PipelineScheduleBase<PipelineSchedule> {
       }
 
     for (StageStep &st : steps)
-      if (failed(unroll(st, orders[st.stage], M, P, holders, tiedTag)))
+      if (failed(buildTemplate(st, orders[st.stage], M, P, holders, tiedTag)))
         return signalPassFailure();
     OpBuilder b(module.getContext());
     module->setAttr("dist.bubble", b.getF64FloatAttr(predictedBubble(orders, M, tF, tB, tW)));
@@ -365,9 +365,12 @@ struct PipelineSchedule : impl::PipelineScheduleBase<PipelineSchedule> {
     return success();
   }
 
-  LogicalResult unroll(StageStep &st, ArrayRef<Item> order, int64_t M, int64_t P,
-                       const std::map<std::string, SmallVector<int64_t>> &holders,
-                       const std::map<std::string, int64_t> &tiedTag) {
+  /// Moves the stage's single micro-batch into a train.pipeline op with
+  /// its schedule; the sums it returns are then combined over tied
+  /// holders and scaled by 1/M outside it.
+  LogicalResult buildTemplate(StageStep &st, ArrayRef<Item> order, int64_t M, int64_t P,
+                              const std::map<std::string, SmallVector<int64_t>> &holders,
+                              const std::map<std::string, int64_t> &tiedTag) {
     func::FuncOp fn = st.fn;
     MLIRContext *ctx = fn.getContext();
     Block &body = fn.getBody().front();
@@ -375,50 +378,13 @@ struct PipelineSchedule : impl::PipelineScheduleBase<PipelineSchedule> {
     OpBuilder b(ret);
     Location loc = fn.getLoc();
     bool last = st.stage + 1 == P;
-    SmallVector<IRMapping> maps(M);
-    SmallVector<Value> sums(ret.getNumOperands());
+    IRMapping map;
     SmallVector<Attribute> names;
     SmallVector<Type> inputTypes;
     for (BlockArgument a : st.inputs) {
       names.push_back(fn.getArgAttr(a.getArgNumber(), TrainDialect::kInput));
       inputTypes.push_back(a.getType());
     }
-    auto mark = [&](Operation *op, int64_t k, Phase phase) {
-      op->setAttr(TrainDialect::kMicro, b.getI64IntegerAttr(k));
-      op->setAttr(TrainDialect::kPhase, b.getI64IntegerAttr(phase));
-    };
-    auto clone = [&](ArrayRef<Operation *> ops, int64_t k, Phase phase) {
-      for (Operation *op : ops) {
-        Operation *c = b.clone(*op, maps[k]);
-        c->removeAttr(TrainDialect::kBackward);
-        mark(c, k, phase);
-      }
-    };
-    // Adds micro-batch k's values of results `from..to` to the sums, each
-    // right after it is computed: a gradient then dies into its sum at
-    // once, instead of every gradient of the micro-batch living until its
-    // backward ends beside the sums (4P more at the peak).
-    auto accumulate = [&](unsigned from, unsigned to, int64_t k, Phase phase) {
-      OpBuilder::InsertionGuard guard(b);
-      for (unsigned i = from; i < to; ++i) {
-        Value v = maps[k].lookupOrDefault(ret.getOperand(i));
-        if (!sums[i]) {
-          sums[i] = v;
-          continue;
-        }
-        Operation *def = v.getDefiningOp();
-        Operation *after = def;
-        if (Operation *s = sums[i].getDefiningOp(); s && after && after->isBeforeInBlock(s))
-          after = s;
-        if (after)
-          b.setInsertionPointAfter(after);
-        else
-          b.setInsertionPoint(ret);
-        auto add = nn::AddOp::create(b, loc, sums[i], v);
-        mark(add, k, phase);
-        sums[i] = add;
-      }
-    };
     // A parameter's low-precision copy (mixed-precision) is the same in
     // every micro-batch: made once per step, before them, as
     // gradient-accumulation does (cloned with each micro-batch, the P - s
@@ -436,39 +402,56 @@ struct PipelineSchedule : impl::PipelineScheduleBase<PipelineSchedule> {
         perMicro.push_back(op);
         continue;
       }
-      Operation *once = b.clone(*op);
-      for (IRMapping &m : maps)
-        m.map(c.getResult(), once->getResult(0));
+      map.map(c.getResult(), b.clone(*op)->getResult(0));
       hoisted.push_back(op);
     }
     st.forward = std::move(perMicro);
+
+    // What is summed: the last stage's loss after each forward, the
+    // gradients after the backward part that ends a micro-batch.
     unsigned n = ret.getNumOperands();
-    for (const Item &item : order) {
-      int64_t k = item.micro;
-      switch (item.phase) {
-      case kForward: {
-        auto load = train::LoadBatchOp::create(b, loc, inputTypes, k, b.getArrayAttr(names));
-        mark(load, k, kForward);
-        for (auto [a, v] : llvm::zip(st.inputs, load.getResults()))
-          maps[k].map(a, v);
-        clone(st.forward, k, kForward);
-        if (last)
-          accumulate(0, 1, k, kForward);
-        break;
-      }
-      case kBackward:
-        clone(st.backward, k, kBackward);
-        if (schedule == PipelineScheduleKind::OneFOneB)
-          accumulate(1, n, k, kBackward);
-        break;
-      case kWeight:
-        clone(st.weight, k, kWeight);
-        accumulate(1, n, k, kWeight);
-        break;
-      case kNone:
-        break;
-      }
+    unsigned first = last ? 0 : 1;
+    Phase gradPhase = schedule == PipelineScheduleKind::ZBH1 ? kWeight : kBackward;
+    SmallVector<Type> sumTypes;
+    SmallVector<int64_t> sumPhases;
+    for (unsigned i = first; i < n; ++i) {
+      sumTypes.push_back(ret.getOperand(i).getType());
+      sumPhases.push_back(i == 0 ? kForward : gradPhase);
     }
+    SmallVector<int64_t> items;
+    for (const Item &item : order) {
+      items.push_back(item.phase);
+      items.push_back(item.micro);
+    }
+    auto pipe = train::PipelineOp::create(b, loc, sumTypes, M, b.getDenseI64ArrayAttr(items),
+                                          b.getDenseI64ArrayAttr(sumPhases));
+    {
+      OpBuilder::InsertionGuard guard(b);
+      Block *inner = b.createBlock(&pipe.getBody(), {}, {b.getIndexType()}, {loc});
+      auto mark = [&](Operation *op, Phase phase) {
+        op->setAttr(TrainDialect::kPhase, b.getI64IntegerAttr(phase));
+      };
+      auto load = train::LoadBatchOp::create(b, loc, inputTypes, IntegerAttr(),
+                                             inner->getArgument(0), b.getArrayAttr(names));
+      mark(load, kForward);
+      for (auto [a, v] : llvm::zip(st.inputs, load.getResults()))
+        map.map(a, v);
+      for (auto [ops, phase] : {std::pair{&st.forward, kForward}, {&st.backward, kBackward},
+                                {&st.weight, kWeight}})
+        for (Operation *op : *ops) {
+          Operation *c = b.clone(*op, map);
+          c->removeAttr(TrainDialect::kBackward);
+          mark(c, phase);
+        }
+      SmallVector<Value> yielded;
+      for (unsigned i = first; i < n; ++i)
+        yielded.push_back(map.lookupOrDefault(ret.getOperand(i)));
+      train::YieldOp::create(b, loc, yielded);
+    }
+    SmallVector<Value> sums(n);
+    for (unsigned i = first; i < n; ++i)
+      sums[i] = pipe.getResult(i - first);
+
     // Stages before the last have no loss: they return zero.
     if (!last) {
       auto type = cast<RankedTensorType>(ret.getOperand(0).getType());
@@ -529,20 +512,8 @@ struct PipelineSchedule : impl::PipelineScheduleBase<PipelineSchedule> {
       erase.set(a.getArgNumber());
     if (failed(fn.eraseArguments(erase)))
       return failure();
-
-    // A send's wait: before the next send on the same channel, or at the end.
-    std::map<std::pair<int64_t, int64_t>, SmallVector<dist::SendOp>> channels;
-    for (Operation &op : body)
-      if (auto s = dyn_cast<dist::SendOp>(op))
-        channels[{s.getPeer(), s.getTag()}].push_back(s);
-    for (auto &[key, list] : channels)
-      for (size_t i = 0; i < list.size(); ++i) {
-        dist::WaitOp w = distutil::waitOf(list[i]);
-        if (!w)
-          return list[i].emitOpError("pipeline-schedule: a send without its dist.wait");
-        w->moveBefore(i + 1 < list.size() ? list[i + 1].getOperation() : ret.getOperation());
-      }
-    return success();
+    // The tied sums' sends complete at the end of the step.
+    return distutil::deferSendWaits(fn);
   }
 };
 } // namespace

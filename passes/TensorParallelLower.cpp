@@ -226,9 +226,13 @@ LogicalResult sumPartialGradients(func::FuncOp fn, train::ClipGradNormOp clip,
 
 struct TensorParallelLower : impl::TensorParallelLowerBase<TensorParallelLower> {
   void runOnOperation() override {
-    for (auto fn : getOperation().getOps<func::FuncOp>())
+    for (auto fn : getOperation().getOps<func::FuncOp>()) {
       if (failed(lower(fn)))
         return signalPassFailure();
+      // The collectives lowered inside a pipeline stage's micro-batch run
+      // in the phase of what reads them.
+      fn.walk([](train::PipelineOp pipe) { pipe.inferPhases(); });
+    }
   }
 
   LogicalResult lower(func::FuncOp fn) {

@@ -622,6 +622,97 @@ Operation *AccumulateOp::getSumPoint(unsigned i) {
   return point;
 }
 
+int64_t PipelineOp::phaseOf(Operation *op) {
+  auto phase = op->getAttrOfType<IntegerAttr>(TrainDialect::kPhase);
+  return phase ? phase.getInt() : 0;
+}
+
+void PipelineOp::inferPhases() {
+  Block &body = getBody().front();
+  Builder b(getContext());
+  // Readers come after what they read: backwards, each op's readers are
+  // already known; then forwards, what an op without readers reads.
+  for (Operation &op : llvm::reverse(body.without_terminator())) {
+    if (phaseOf(&op))
+      continue;
+    int64_t phase = 0;
+    for (Operation *user : op.getUsers())
+      if (Operation *o = body.findAncestorOpInBlock(*user); o && phaseOf(o))
+        phase = phase ? std::min(phase, phaseOf(o)) : phaseOf(o);
+    if (phase)
+      op.setAttr(TrainDialect::kPhase, b.getI64IntegerAttr(phase));
+  }
+  for (Operation &op : body.without_terminator()) {
+    if (phaseOf(&op))
+      continue;
+    int64_t phase = 1;
+    for (Value v : op.getOperands())
+      if (Operation *def = v.getDefiningOp(); def && def->getBlock() == &body)
+        phase = std::max(phase, phaseOf(def));
+    op.setAttr(TrainDialect::kPhase, b.getI64IntegerAttr(phase));
+  }
+}
+
+LogicalResult PipelineOp::verifyRegions() {
+  int64_t count = getCount();
+  if (count < 1)
+    return emitOpError("count must be at least 1, got ") << count;
+  Block &body = getBody().front();
+  if (body.getNumArguments() != 1 || !body.getArgument(0).getType().isIndex())
+    return emitOpError("body must take the micro-batch index as its one argument of type index");
+  if (failed(verifyYield(*this, getBody())))
+    return failure();
+  // The schedule's phases: F and B, and W when it has any.
+  ArrayRef<int64_t> items = getSchedule();
+  if (items.size() % 2)
+    return emitOpError("schedule must hold (phase, micro-batch) pairs, has ")
+           << items.size() << " numbers";
+  int64_t last = 2;
+  for (size_t j = 0; j < items.size(); j += 2)
+    last = std::max(last, items[j]);
+  // Each op has a phase of the schedule and reads nothing of a later phase;
+  // only train.load_batch reads the micro-batch index.
+  for (Operation &op : body.without_terminator()) {
+    int64_t phase = phaseOf(&op);
+    if (phase < 1 || phase > last)
+      return op.emitOpError("in a train.pipeline body needs train.phase ")
+             << (last == 3 ? "1 (F), 2 (B) or 3 (W)" : "1 (F) or 2 (B)");
+    for (Value v : op.getOperands()) {
+      if (v == body.getArgument(0) && !isa<LoadBatchOp>(op))
+        return op.emitOpError("reads the micro-batch index, which only train.load_batch may");
+      if (Operation *def = v.getDefiningOp(); def && def->getBlock() == &body &&
+                                              phaseOf(def) > phase)
+        return op.emitOpError("of phase ")
+               << phase << " reads a value of the later phase " << phaseOf(def);
+    }
+  }
+  ArrayRef<int64_t> sumPhases = getSumPhases();
+  if (sumPhases.size() != getNumResults())
+    return emitOpError("has ") << sumPhases.size() << " sum_phases for " << getNumResults()
+                               << " results";
+  for (auto [i, p] : llvm::enumerate(sumPhases))
+    if (p < 1 || p > last)
+      return emitOpError("sum_phases[") << i << "] = " << p << " is not a phase of the schedule";
+  // Every micro-batch's phases once each, in order.
+  if (items.size() != size_t(2 * last * count))
+    return emitOpError("schedule has ")
+           << items.size() / 2 << " items, expected " << last * count << " (" << last
+           << " phases of " << count << " micro-batches)";
+  SmallVector<int64_t> next(count, 1);
+  for (size_t j = 0; j < items.size(); j += 2) {
+    int64_t phase = items[j], micro = items[j + 1];
+    if (micro < 0 || micro >= count)
+      return emitOpError("schedule item ") << j / 2 << " names micro-batch " << micro
+                                           << ", outside [0, " << count << ")";
+    if (phase != next[micro])
+      return emitOpError("schedule item ")
+             << j / 2 << " runs phase " << phase << " of micro-batch " << micro
+             << ", whose next phase is " << next[micro];
+    ++next[micro];
+  }
+  return success();
+}
+
 bool AccumulateOp::isSumInPlace(unsigned i) {
   if (getCount() != 1 || !getSumPoint(i))
     return false;
@@ -634,9 +725,13 @@ bool AccumulateOp::isSumInPlace(unsigned i) {
 }
 
 LogicalResult LoadBatchOp::verify() {
-  if (getMicroAttr().getInt() < 0)
+  if (static_cast<bool>(getMicroAttr()) == static_cast<bool>(getIndex()))
+    return emitOpError("needs the micro-batch as either a number or an index operand");
+  if (getMicroAttr() && getMicroAttr().getInt() < 0)
     return emitOpError("micro-batch index must be non-negative, got ")
            << getMicroAttr().getInt();
+  if (getIndex() && !isa_and_nonnull<PipelineOp>((*this)->getParentOp()))
+    return emitOpError("takes its micro-batch as an operand only in a train.pipeline body");
   if (getNames().size() != getInputs().size())
     return emitOpError("names ") << getNames().size() << " inputs but has "
                                  << getInputs().size() << " results";
@@ -699,6 +794,31 @@ LogicalResult TierStoreOp::verify() {
       return emitOpError("a value's type ") << v.getType() << " is not its home's "
                                             << h.getType();
   return verifyHomes(*this, getHomes());
+}
+
+/// load_batch's micro-batch: a number, or the pipeline body's index operand.
+static ParseResult parseMicroBatch(OpAsmParser &parser, IntegerAttr &micro,
+                                   std::optional<OpAsmParser::UnresolvedOperand> &index) {
+  OpAsmParser::UnresolvedOperand operand;
+  OptionalParseResult r = parser.parseOptionalOperand(operand);
+  if (r.has_value()) {
+    if (failed(*r))
+      return failure();
+    index = operand;
+    return success();
+  }
+  int64_t k = 0;
+  if (parser.parseInteger(k))
+    return failure();
+  micro = parser.getBuilder().getI64IntegerAttr(k);
+  return success();
+}
+
+static void printMicroBatch(OpAsmPrinter &p, Operation *, IntegerAttr micro, Value index) {
+  if (index)
+    p << index;
+  else
+    p << micro.getInt();
 }
 
 #define GET_OP_CLASSES

@@ -678,7 +678,7 @@ def Train_LrScheduleOp : Train_Op<"lr_schedule", [Pure]> {
 //===----------------------------------------------------------------------===//
 
 def Train_YieldOp : Train_Op<"yield", [Pure, Terminator, ReturnLike,
-    HasParent<"AccumulateOp">]> {
+    ParentOneOf<["AccumulateOp", "PipelineOp"]>]> {
   let summary = "values produced by a train region";
   let arguments = (ins Variadic<AnyType>:$values);
   let assemblyFormat = "($values^ `:` type($values))? attr-dict";
@@ -714,6 +714,51 @@ def Train_AccumulateOp : Train_Op<"accumulate", [
   }];
 }
 
+def Train_PipelineOp : Train_Op<"pipeline", [
+    SingleBlock, RecursiveMemoryEffects]> {
+  let summary = "one pipeline stage's micro-batches, in the order of its schedule";
+  let description = [{
+    The body is one micro-batch of a pipeline stage: its block argument is
+    the micro-batch index, and every op in it carries `train.phase`, the
+    part of the micro-batch it belongs to: 1 the forward (F), 2 the input
+    gradient (B), 3 the weight gradient (W, zero-bubble schedules only). An
+    op reads values of its own phase or an earlier one; what a later phase
+    reads of an earlier one is what the stage keeps for each micro-batch in
+    flight.
+
+    `schedule` lists the items the stage runs as (phase, micro-batch)
+    pairs, flattened: each micro-batch of `count` runs its F, then its B,
+    then (when the body has W ops) its W, once each. An item runs the body's
+    ops of its phase, in body order, for that micro-batch.
+
+    Results are the sums over the micro-batches of the yielded values;
+    `sum_phases` gives, per yielded value, the item after which a
+    micro-batch's value is added to its sum (1 F, 2 B, 3 W).
+
+    A dist.send's dist.wait in the body completes the send before the next
+    send on the same channel (peer and tag) of a later item, or after the
+    last item, not where it stands: sends never block the schedule.
+    pipeline-expand unrolls the op into the ops of every item.
+  }];
+  let arguments = (ins I64Attr:$count, DenseI64ArrayAttr:$schedule,
+                       DenseI64ArrayAttr:$sum_phases);
+  let results = (outs Variadic<Train_FloatTensor>:$sums);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $count `schedule` $schedule `sum_phases` $sum_phases (`->` type($sums)^)? $body attr-dict
+  }];
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The phase of a body op (0 when it has none).
+    static int64_t phaseOf(::mlir::Operation *op);
+    /// Gives each body op without `train.phase` (one a later pass added,
+    /// such as tensor-parallel-lower's collectives) the earliest phase of
+    /// its readers in the body, or else the latest of the body values it
+    /// reads, or else F: it runs in the first item that needs it.
+    void inferPhases();
+  }];
+}
+
 def Train_LoadBatchOp : Train_Op<"load_batch"> {
   let summary = "the model inputs of one micro-batch of the step";
   let description = [{
@@ -721,12 +766,17 @@ def Train_LoadBatchOp : Train_Op<"load_batch"> {
     its own inputs: the runtime's data loader fills the results with
     micro-batch `micro` of the step (0-based), in the order of the step's
     `train.input` arguments, and runs the micro-batch's dropout with that
-    micro-batch's random stream. It has side effects: it is never merged
-    or removed.
+    micro-batch's random stream. In the body of train.pipeline the
+    micro-batch is the body's index argument, given as the operand instead
+    of the attribute: `train.load_batch %k ["x"]`. It has side effects: it
+    is never merged or removed.
   }];
-  let arguments = (ins I64Attr:$micro, StrArrayAttr:$names);
+  let arguments = (ins OptionalAttr<I64Attr>:$micro, Optional<Index>:$index,
+                       StrArrayAttr:$names);
   let results = (outs Variadic<AnyRankedTensor>:$inputs);
-  let assemblyFormat = "$micro $names attr-dict (`:` type($inputs)^)?";
+  let assemblyFormat = [{
+    custom<MicroBatch>($micro, $index) $names attr-dict (`:` type($inputs)^)?
+  }];
   let hasVerifier = 1;
 }
 

@@ -623,7 +623,7 @@ private:
       // The inputs of micro-batch k, which the data loader fills.
       plan::Instr *instr = list.Add();
       instr->set_op("load_batch");
-      instr->add_ints(load.getMicro());
+      instr->add_ints(load.getMicroAttr().getInt());
       for (auto [v, name] : llvm::zip(load.getInputs(), load.getNames())) {
         auto index = newBuffer(v, plan::INPUT, cast<StringAttr>(name).getValue());
         if (failed(index))

@@ -3,37 +3,40 @@
 // --pipeline-schedule alone, on hand-written stages at its precondition:
 // the output of pipeline-split=stages=2 and autodiff (one function per
 // dist.stage, the activation sent forward and its gradient sent back, the
-// backward ops marked train.backward). Each stage is unrolled over 2
-// micro-batches in 1F1B order, each reading train.load_batch k; the
-// gradients (and the loss) are summed over micro-batches and scaled by 1/2;
-// a send is waited for before the next send on its channel.
+// backward ops marked train.backward). Each stage's micro-batch moves into
+// one train.pipeline op: its body is the micro-batch once, every op marked
+// with its phase (1 F, 2 B), reading train.load_batch of the body's index;
+// the schedule lists the 1F1B items (phase, micro-batch); the op sums the
+// gradients (and the last stage's loss) over the 2 micro-batches, and the
+// sums are scaled by 1/2 after it. pipeline-expand.mlir unrolls the result.
 
 // CHECK:       module attributes {dist.bubble = {{.*}}, dist.micro_batches = 2 : i64, dist.pp = 2 : i64, dist.schedule = "1f1b"}
-// Stage 0 (warm-up: both forwards, then both backwards).
+// Stage 0 (warm-up: both forwards, then both backwards); no loss to sum.
 // CHECK-LABEL: func.func @mlp_stage0(
 // CHECK-SAME:    %[[W1:[a-z0-9]+]]: tensor<4x4xf32> {train.param = "w1"})
-// CHECK-NEXT:    %[[B0:.*]]:2 = train.load_batch 0 ["x", "y"] {train.micro = 0 : i64, train.phase = 1 : i64}
-// CHECK-NEXT:    %[[H0:.*]] = nn.matmul %[[B0]]#0, %[[W1]] {train.micro = 0 : i64, train.phase = 1 : i64}
-// CHECK-NEXT:    %[[S0:.*]] = dist.send %[[H0]] {{.*}}tag = 0 : i64, train.micro = 0 : i64
-// CHECK:         %[[B1:.*]]:2 = train.load_batch 1 ["x", "y"] {train.micro = 1 : i64, train.phase = 1 : i64}
-// CHECK-NEXT:    %[[H1:.*]] = nn.matmul %[[B1]]#0, %[[W1]] {train.micro = 1 : i64, train.phase = 1 : i64}
-// CHECK-NEXT:    dist.wait %[[S0]]
-// CHECK-NEXT:    dist.send %[[H1]] {{.*}}tag = 0 : i64, train.micro = 1 : i64
-// CHECK:         dist.recv {{.*}}tag = 1 : i64, train.micro = 0 : i64, train.phase = 2 : i64}
-// CHECK:         %[[G0:.*]] = nn.matmul %[[B0]]#0, %{{.*}} {train.micro = 0 : i64, train.phase = 2 : i64, transpose_lhs}
-// CHECK:         dist.recv {{.*}}tag = 1 : i64, train.micro = 1 : i64, train.phase = 2 : i64}
-// CHECK:         %[[G1:.*]] = nn.matmul %[[B1]]#0, %{{.*}} {train.micro = 1 : i64, train.phase = 2 : i64, transpose_lhs}
-// CHECK-NEXT:    %[[SUM:.*]] = nn.add %[[G0]], %[[G1]]
+// CHECK-NEXT:    %[[SUM:.*]] = train.pipeline 2 schedule [1, 0, 1, 1, 2, 0, 2, 1] sum_phases [2] -> tensor<4x4xf32> {
+// CHECK-NEXT:    ^bb0(%[[K:.*]]: index):
+// CHECK-NEXT:      %[[B:.*]]:2 = train.load_batch %[[K]] ["x", "y"] {train.phase = 1 : i64}
+// CHECK-NEXT:      %[[H:.*]] = nn.matmul %[[B]]#0, %[[W1]] {train.phase = 1 : i64}
+// CHECK-NEXT:      %[[S:.*]] = dist.send %[[H]] {{.*}}tag = 0 : i64, train.phase = 1 : i64}
+// CHECK-NEXT:      dist.wait %[[S]] {train.phase = 1 : i64}
+// CHECK:           dist.recv {{.*}}tag = 1 : i64, train.phase = 2 : i64}
+// CHECK:           %[[G:.*]] = nn.matmul %[[B]]#0, %{{.*}} {train.phase = 2 : i64, transpose_lhs}
+// CHECK-NEXT:      train.yield %[[G]]
+// CHECK-NEXT:    }
 // CHECK:         %[[HALF:.*]] = arith.constant dense<5.000000e-01>
 // CHECK-NEXT:    %[[MEAN:.*]] = nn.mul %[[SUM]], %[[HALF]]
-// CHECK:         return %{{.*}}, %[[MEAN]]
-// Stage 1 (steady state: forward 0, backward 0, forward 1, backward 1).
+// CHECK-NEXT:    return %{{.*}}, %[[MEAN]]
+// Stage 1 (steady state: F0 B0 F1 B1): the loss is summed after each
+// forward, the gradient after each backward.
 // CHECK-LABEL: func.func @mlp_stage1(
-// CHECK:         nn.cross_entropy {{.*}}train.micro = 0 : i64, train.phase = 1 : i64
-// CHECK:         nn.cross_entropy_grad {{.*}}train.micro = 0 : i64, train.phase = 2 : i64
-// CHECK:         train.load_batch 1
-// CHECK:         nn.cross_entropy {{.*}}train.micro = 1 : i64, train.phase = 1 : i64
-// CHECK:         nn.cross_entropy_grad {{.*}}train.micro = 1 : i64, train.phase = 2 : i64
+// CHECK:         %[[SUMS:.*]]:2 = train.pipeline 2 schedule [1, 0, 2, 0, 1, 1, 2, 1] sum_phases [1, 2]
+// CHECK:           %[[LOSS:.*]] = nn.cross_entropy {{.*}}train.phase = 1 : i64
+// CHECK:           nn.cross_entropy_grad {{.*}}train.phase = 2 : i64
+// CHECK:           %[[DW:.*]] = nn.matmul {{.*}}train.phase = 2 : i64, transpose_lhs
+// CHECK:           train.yield %[[LOSS]], %[[DW]]
+// CHECK:         nn.mul %[[SUMS]]#0
+// CHECK:         nn.mul %[[SUMS]]#1
 // CHECK-NOT:     train.load_batch
 // CHECK:         return
 module attributes {dist.layers = 2 : i64, dist.pp = 2 : i64} {

@@ -1,7 +1,7 @@
-// RUN: dsc-opt %S/Inputs/pp-mlp.mlir --pipeline-split="stages=4" --autodiff --pipeline-schedule="micro-batches=8" | FileCheck %s
-// RUN: dsc-opt %S/Inputs/pp-mlp.mlir --pipeline-split="stages=4" --autodiff --pipeline-schedule="micro-batches=8 schedule=zb-h1" | FileCheck %s --check-prefix=ZB
+// RUN: dsc-opt %S/Inputs/pp-mlp.mlir --pipeline-split="stages=4" --autodiff --pipeline-schedule="micro-batches=8" --pipeline-expand | FileCheck %s
+// RUN: dsc-opt %S/Inputs/pp-mlp.mlir --pipeline-split="stages=4" --autodiff --pipeline-schedule="micro-batches=8 schedule=zb-h1" --pipeline-expand | FileCheck %s --check-prefix=ZB
 // The scheduled step goes through the rest of the pipeline.
-// RUN: dsc-opt %S/Inputs/pp-mlp.mlir --pipeline-split="stages=4" --autodiff --pipeline-schedule="micro-batches=8" --optimizer="clip=1.0" --pipeline-grad-norm --cse --memory-plan | FileCheck %s --check-prefix=PLANNED
+// RUN: dsc-opt %S/Inputs/pp-mlp.mlir --pipeline-split="stages=4" --autodiff --pipeline-schedule="micro-batches=8" --pipeline-expand --optimizer="clip=1.0" --pipeline-grad-norm --cse --memory-plan | FileCheck %s --check-prefix=PLANNED
 
 // 1F1B with P = 4 stages and M = 8 micro-batches. Stage 0 runs P-1 = 3
 // warm-up forwards and one more, then alternates backward and forward, then
@@ -94,7 +94,7 @@
 // held a copy of the stage's weights); a micro-batch's gradient is added
 // into its sum right after it is computed (not after the whole backward,
 // which kept every gradient of the micro-batch beside the sums).
-// RUN: dsc-opt %S/Inputs/pp-fixed-copies.mlir --pipeline-split="stages=3 method=uniform" --autodiff --pipeline-schedule="micro-batches=3" | FileCheck %s --check-prefix=COPIES
+// RUN: dsc-opt %S/Inputs/pp-fixed-copies.mlir --pipeline-split="stages=3 method=uniform" --autodiff --pipeline-schedule="micro-batches=3" --pipeline-expand | FileCheck %s --check-prefix=COPIES
 // COPIES-LABEL: func.func @mlp_stage1(
 // COPIES-SAME:    %[[W2:[^:]*]]: tensor<8x8xf32> {train.param = "w2"}, %[[B2:[^:]*]]: tensor<8xf32> {train.param = "b2"})
 // COPIES-NEXT:    %[[C2:.*]] = nn.cast %[[W2]] : tensor<8x8xf32> to tensor<8x8xbf16>

@@ -5,7 +5,7 @@
 // the weight gradient of every micro-batch reads a fresh all-gather (the
 // forward's whole copy was kept for it, tp times the token-split bytes per
 // micro-batch in flight).
-// RUN: dsc-opt %s --tensor-parallel=tp=2 --sequence-parallel --pipeline-split="stages=2 method=uniform" --autodiff --pipeline-schedule="micro-batches=2" --optimizer="type=adamw clip=1.0" --tensor-parallel-lower | FileCheck %s --check-prefix=PIPE
+// RUN: dsc-opt %s --tensor-parallel=tp=2 --sequence-parallel --pipeline-split="stages=2 method=uniform" --autodiff --pipeline-schedule="micro-batches=2" --pipeline-expand --optimizer="type=adamw clip=1.0" --tensor-parallel-lower | FileCheck %s --check-prefix=PIPE
 
 // --sequence-parallel after --tensor-parallel: the layer norm, the bias and
 // residual adds and the dropout outside the MLP's tensor-parallel region

@@ -516,7 +516,7 @@ func.func @accumulate_foreign_terminator(%x: tensor<4xf32>) {
 
 // train.yield only terminates train regions.
 func.func @yield_outside() {
-  // expected-error @+1 {{'train.yield' op expects parent op 'train.accumulate'}}
+  // expected-error @+1 {{'train.yield' op expects parent op to be one of 'train.accumulate, train.pipeline'}}
   train.yield
 }
 
@@ -977,4 +977,117 @@ func.func @tier_name(%m: tensor<4xf32> {train.opt_state = "w/exp_avg", train.tie
 // The precision of mixed-precision: bf16 or fp16, on the module.
 // expected-error @+1 {{'train.precision' is a module attribute, "bf16" or "fp16"; got "fp8"}}
 module attributes {train.precision = "fp8"} {
+}
+
+// -----
+
+// pipeline: every body op belongs to a phase of the schedule.
+func.func @pipeline_no_phase(%w: tensor<4xf32>) -> tensor<4xf32> {
+  %s = train.pipeline 1 schedule [1, 0, 2, 0] sum_phases [2] -> tensor<4xf32> {
+  ^bb0(%k: index):
+    // expected-error @+1 {{'nn.neg' op in a train.pipeline body needs train.phase 1 (F) or 2 (B)}}
+    %n = nn.neg %w : tensor<4xf32>
+    train.yield %n : tensor<4xf32>
+  }
+  return %s : tensor<4xf32>
+}
+
+// -----
+
+// pipeline: a forward op cannot read what the backward computes.
+func.func @pipeline_reads_later(%w: tensor<4xf32>) -> tensor<4xf32> {
+  %s = train.pipeline 1 schedule [1, 0, 2, 0] sum_phases [2] -> tensor<4xf32> {
+  ^bb0(%k: index):
+    %b = nn.neg %w {train.phase = 2 : i64} : tensor<4xf32>
+    // expected-error @+1 {{'nn.neg' op of phase 1 reads a value of the later phase 2}}
+    %f = nn.neg %b {train.phase = 1 : i64} : tensor<4xf32>
+    train.yield %f : tensor<4xf32>
+  }
+  return %s : tensor<4xf32>
+}
+
+// -----
+
+// pipeline: only train.load_batch reads the micro-batch index.
+func.func @pipeline_index_use(%w: tensor<4xf32>) -> tensor<4xf32> {
+  %s = train.pipeline 1 schedule [1, 0, 2, 0] sum_phases [2] -> tensor<4xf32> {
+  ^bb0(%k: index):
+    // expected-error @+1 {{'test.op' op reads the micro-batch index, which only train.load_batch may}}
+    %x = "test.op"(%k) {train.phase = 1 : i64} : (index) -> tensor<4xf32>
+    train.yield %x : tensor<4xf32>
+  }
+  return %s : tensor<4xf32>
+}
+
+// -----
+
+// pipeline: each micro-batch runs F then B, once each.
+func.func @pipeline_order(%w: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'train.pipeline' op schedule item 1 runs phase 2 of micro-batch 1, whose next phase is 1}}
+  %s = train.pipeline 2 schedule [1, 0, 2, 1, 2, 0, 1, 1] sum_phases [2] -> tensor<4xf32> {
+  ^bb0(%k: index):
+    %n = nn.neg %w {train.phase = 2 : i64} : tensor<4xf32>
+    train.yield %n : tensor<4xf32>
+  }
+  return %s : tensor<4xf32>
+}
+
+// -----
+
+// pipeline: the schedule holds every item of every micro-batch.
+func.func @pipeline_items(%w: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'train.pipeline' op schedule has 2 items, expected 4 (2 phases of 2 micro-batches)}}
+  %s = train.pipeline 2 schedule [1, 0, 2, 0] sum_phases [2] -> tensor<4xf32> {
+  ^bb0(%k: index):
+    %n = nn.neg %w {train.phase = 2 : i64} : tensor<4xf32>
+    train.yield %n : tensor<4xf32>
+  }
+  return %s : tensor<4xf32>
+}
+
+// -----
+
+// pipeline: micro-batches are numbered from 0 to count - 1.
+func.func @pipeline_micro_range(%w: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'train.pipeline' op schedule item 0 names micro-batch 1, outside [0, 1)}}
+  %s = train.pipeline 1 schedule [1, 1, 2, 0] sum_phases [2] -> tensor<4xf32> {
+  ^bb0(%k: index):
+    %n = nn.neg %w {train.phase = 2 : i64} : tensor<4xf32>
+    train.yield %n : tensor<4xf32>
+  }
+  return %s : tensor<4xf32>
+}
+
+// -----
+
+// pipeline: one sum phase per result, a phase of the schedule.
+func.func @pipeline_sum_phase(%w: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'train.pipeline' op sum_phases[0] = 3 is not a phase of the schedule}}
+  %s = train.pipeline 1 schedule [1, 0, 2, 0] sum_phases [3] -> tensor<4xf32> {
+  ^bb0(%k: index):
+    %n = nn.neg %w {train.phase = 2 : i64} : tensor<4xf32>
+    train.yield %n : tensor<4xf32>
+  }
+  return %s : tensor<4xf32>
+}
+
+// -----
+
+func.func @pipeline_sum_count(%w: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'train.pipeline' op has 2 sum_phases for 1 results}}
+  %s = train.pipeline 1 schedule [1, 0, 2, 0] sum_phases [2, 2] -> tensor<4xf32> {
+  ^bb0(%k: index):
+    %n = nn.neg %w {train.phase = 2 : i64} : tensor<4xf32>
+    train.yield %n : tensor<4xf32>
+  }
+  return %s : tensor<4xf32>
+}
+
+// -----
+
+// load_batch: the micro-batch as an operand only in a pipeline body.
+func.func @load_batch_index_outside(%k: index) {
+  // expected-error @+1 {{'train.load_batch' op takes its micro-batch as an operand only in a train.pipeline body}}
+  %0 = train.load_batch %k ["x"] : tensor<2x4xi64>
+  return
 }
