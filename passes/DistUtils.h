@@ -72,23 +72,21 @@ inline dist::WaitOp waitOf(mlir::Operation *op) {
   return {};
 }
 
-/// A pipeline stage's sends, in the function's top block, never block the
-/// schedule: each one's dist.wait moves to just before the next send on
-/// its channel (peer and tag), the last one's to the end of the step. The
-/// buffers kept for sends in flight stay one per channel.
-inline mlir::LogicalResult deferSendWaits(mlir::func::FuncOp fn) {
-  mlir::Block &body = fn.getBody().front();
-  mlir::Operation *ret = body.getTerminator();
+/// Sends that never block a pipeline stage's schedule: each one's dist.wait
+/// moves to just before the next of `sends` on its channel (peer and tag),
+/// the last one's to just before `end`. The buffers kept for sends in
+/// flight stay one per channel.
+inline mlir::LogicalResult deferSendWaits(llvm::ArrayRef<dist::SendOp> sends,
+                                          mlir::Operation *end) {
   std::map<std::pair<int64_t, int64_t>, llvm::SmallVector<dist::SendOp>> channels;
-  for (mlir::Operation &op : body)
-    if (auto s = mlir::dyn_cast<dist::SendOp>(op))
-      channels[{s.getPeer(), s.getTag()}].push_back(s);
+  for (dist::SendOp s : sends)
+    channels[{s.getPeer(), s.getTag()}].push_back(s);
   for (auto &[key, list] : channels)
     for (size_t i = 0; i < list.size(); ++i) {
       dist::WaitOp w = waitOf(list[i]);
       if (!w)
         return list[i].emitOpError("a pipeline send without its dist.wait");
-      w->moveBefore(i + 1 < list.size() ? list[i + 1].getOperation() : ret);
+      w->moveBefore(i + 1 < list.size() ? list[i + 1].getOperation() : end);
     }
   return mlir::success();
 }

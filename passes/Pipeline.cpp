@@ -81,12 +81,12 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &o) 
   // The end of the forward phase: one gradient per parameter.
   pm.addPass(createVerifyDifferentiated());
   if (pipelined) {
-    // The micro-batches are unrolled in schedule order instead of looped.
+    // Each stage's micro-batch once, with the order of its items: the
+    // passes up to pipeline-expand see it once, not M times.
     PipelineScheduleOptions sched;
     sched.microBatches = o.microBatches;
     sched.schedule = o.schedule;
     pm.addPass(createPipelineSchedule(sched));
-    pm.addPass(createPipelineExpand());
   } else {
     GradientAccumulationOptions ga;
     ga.steps = o.microBatches;
@@ -158,8 +158,11 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &o) 
   // collectives that never join a dp bucket).
   if (o.tp > 1)
     pm.addPass(createTensorParallelLower());
-  if (pipelined)
+  if (pipelined) {
     pm.addPass(createPipelineGradNorm());
+    // The plan target runs the unrolled items.
+    pm.addPass(createPipelineExpand());
+  }
   pm.addPass(mlir::createCSEPass());
   // The optimizer updates and their (sharded) state are final: tier them.
   if (o.offloadOptimizer != OffloadTier::None || o.offloadParam != OffloadTier::None) {

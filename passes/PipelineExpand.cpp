@@ -9,7 +9,8 @@
 // the sum), so a gradient dies into its sum at once instead of every
 // gradient of a micro-batch living until its backward ends. The op's
 // results are then the sums. Sends keep the op's semantics: each one's wait
-// moves to before the next send on its channel, or to the end of the step.
+// moves to before the next send on its channel, the last ones' to the end
+// of the stage's items.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/DistUtils.h"
@@ -31,7 +32,7 @@ using namespace mlir;
 namespace {
 using train::TrainDialect;
 
-void expand(train::PipelineOp pipe) {
+LogicalResult expand(train::PipelineOp pipe) {
   OpBuilder b(pipe);
   Location loc = pipe.getLoc();
   Block &body = pipe.getBody().front();
@@ -40,6 +41,7 @@ void expand(train::PipelineOp pipe) {
   ArrayRef<int64_t> sumPhases = pipe.getSumPhases();
   SmallVector<IRMapping> maps(M);
   SmallVector<Value> sums(pipe.getNumResults());
+  SmallVector<dist::SendOp> sends;
   auto mark = [&](Operation *op, int64_t k, int64_t phase) {
     op->setAttr(TrainDialect::kMicro, b.getI64IntegerAttr(k));
     op->setAttr(TrainDialect::kPhase, b.getI64IntegerAttr(phase));
@@ -62,6 +64,8 @@ void expand(train::PipelineOp pipe) {
         c = b.clone(op, maps[k]);
       }
       mark(c, k, phase);
+      if (auto send = dyn_cast<dist::SendOp>(c))
+        sends.push_back(send);
     }
     // The values summed after this item: added right after each is
     // computed (or after the previous sum, when that comes later).
@@ -86,8 +90,13 @@ void expand(train::PipelineOp pipe) {
       sums[i] = add;
     }
   }
+  // Each send completes before the next on its channel, the last ones
+  // once the stage's last item is done.
+  if (failed(distutil::deferSendWaits(sends, pipe)))
+    return failure();
   pipe->replaceAllUsesWith(sums);
   pipe->erase();
+  return success();
 }
 
 struct PipelineExpand : impl::PipelineExpandBase<PipelineExpand> {
@@ -97,9 +106,8 @@ struct PipelineExpand : impl::PipelineExpandBase<PipelineExpand> {
       if (pipes.empty())
         continue;
       for (train::PipelineOp pipe : pipes)
-        expand(pipe);
-      if (failed(distutil::deferSendWaits(fn)))
-        return signalPassFailure();
+        if (failed(expand(pipe)))
+          return signalPassFailure();
     }
   }
 };

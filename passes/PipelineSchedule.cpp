@@ -513,7 +513,7 @@ struct PipelineSchedule : impl::PipelineScheduleBase<PipelineSchedule> {
     if (failed(fn.eraseArguments(erase)))
       return failure();
     // The tied sums' sends complete at the end of the step.
-    return distutil::deferSendWaits(fn);
+    return distutil::deferSendWaits(llvm::to_vector(body.getOps<dist::SendOp>()), ret);
   }
 };
 } // namespace

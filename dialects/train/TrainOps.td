@@ -736,8 +736,8 @@ def Train_PipelineOp : Train_Op<"pipeline", [
     micro-batch's value is added to its sum (1 F, 2 B, 3 W).
 
     A dist.send's dist.wait in the body completes the send before the next
-    send on the same channel (peer and tag) of a later item, or after the
-    last item, not where it stands: sends never block the schedule.
+    send on the same channel (peer and tag) of a later item, or once the
+    last item is done, not where it stands: sends never block the schedule.
     pipeline-expand unrolls the op into the ops of every item.
   }];
   let arguments = (ins I64Attr:$count, DenseI64ArrayAttr:$schedule,

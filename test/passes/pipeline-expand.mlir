@@ -6,7 +6,7 @@
 // that phase for micro-batch k, marked train.micro and train.phase, reading
 // train.load_batch k; each yielded value is added to its sum right after
 // it is computed in the items of its sum phase; a send is waited for before
-// the next send on its channel, the last one at the end of the step.
+// the next send on its channel, the last one after the stage's last item.
 
 // Stage 0 (warm-up: both forwards, then both backwards).
 // CHECK-LABEL: func.func @mlp_stage0(
@@ -23,9 +23,10 @@
 // CHECK:         dist.recv {{.*}}tag = 1 : i64, train.micro = 1 : i64, train.phase = 2 : i64}
 // CHECK:         %[[G1:.*]] = nn.matmul %[[B1]]#0, %{{.*}} {train.micro = 1 : i64, train.phase = 2 : i64, transpose_lhs}
 // CHECK-NEXT:    %[[SUM:.*]] = nn.add %[[G0]], %[[G1]] {train.micro = 1 : i64, train.phase = 2 : i64}
+// The last send completes once the stage's last item is done.
+// CHECK-NEXT:    dist.wait %[[S1]]
 // CHECK:         %[[HALF:.*]] = arith.constant dense<5.000000e-01>
 // CHECK-NEXT:    %[[MEAN:.*]] = nn.mul %[[SUM]], %[[HALF]]
-// CHECK-NEXT:    dist.wait %[[S1]]
 // CHECK-NEXT:    return %{{.*}}, %[[MEAN]]
 // CHECK-NOT:     train.pipeline
 // Stage 1 (steady state: forward 0, backward 0, forward 1, backward 1); the

@@ -5,7 +5,7 @@
 // the weight gradient of every micro-batch reads a fresh all-gather (the
 // forward's whole copy was kept for it, tp times the token-split bytes per
 // micro-batch in flight).
-// RUN: dsc-opt %s --tensor-parallel=tp=2 --sequence-parallel --pipeline-split="stages=2 method=uniform" --autodiff --pipeline-schedule="micro-batches=2" --pipeline-expand --optimizer="type=adamw clip=1.0" --tensor-parallel-lower | FileCheck %s --check-prefix=PIPE
+// RUN: dsc-opt %s --tensor-parallel=tp=2 --sequence-parallel --pipeline-split="stages=2 method=uniform" --autodiff --pipeline-schedule="micro-batches=2" --optimizer="type=adamw clip=1.0" --tensor-parallel-lower --pipeline-expand | FileCheck %s --check-prefix=PIPE
 
 // --sequence-parallel after --tensor-parallel: the layer norm, the bias and
 // residual adds and the dropout outside the MLP's tensor-parallel region
@@ -68,16 +68,16 @@
 // (The row GEMM's input gradient and weight gradient of micro-batch 0
 // come first; then the column GEMM's weight gradient.)
 // PIPE:         nn.matmul {{.*}} {train.micro = 0 : i64, train.phase = 2 : i64, transpose_lhs}
-// PIPE:         %[[PART0:.+]] = nn.reshape %{{.*}} : tensor<2x8xf32> -> tensor<16xf32>
-// PIPE-NEXT:    %[[AG0:.+]] = dist.all_gather %[[PART0]] {group = #dist.group<tp, 2>} : tensor<16xf32> -> tensor<32xf32>
+// PIPE:         %[[PART0:.+]] = nn.reshape %{{.*}} {train.micro = 0 : i64, train.phase = 2 : i64} : tensor<2x8xf32> -> tensor<16xf32>
+// PIPE-NEXT:    %[[AG0:.+]] = dist.all_gather %[[PART0]] {group = #dist.group<tp, 2>, train.micro = 0 : i64, train.phase = 2 : i64} : tensor<16xf32> -> tensor<32xf32>
 // PIPE-NEXT:    %[[AGW0:.+]] = dist.wait %[[AG0]]
-// PIPE-NEXT:    %[[IN0:.+]] = nn.reshape %[[AGW0]] : tensor<32xf32> -> tensor<4x8xf32>
+// PIPE-NEXT:    %[[IN0:.+]] = nn.reshape %[[AGW0]] {train.micro = 0 : i64, train.phase = 2 : i64} : tensor<32xf32> -> tensor<4x8xf32>
 // PIPE-NEXT:    nn.matmul %[[IN0]], %{{.*}} {train.micro = 0 : i64, train.phase = 2 : i64, transpose_lhs}
 // PIPE:         nn.matmul {{.*}} {train.micro = 1 : i64, train.phase = 2 : i64, transpose_lhs}
-// PIPE:         %[[PART1:.+]] = nn.reshape %{{.*}} : tensor<2x8xf32> -> tensor<16xf32>
-// PIPE-NEXT:    %[[AG1:.+]] = dist.all_gather %[[PART1]] {group = #dist.group<tp, 2>} : tensor<16xf32> -> tensor<32xf32>
+// PIPE:         %[[PART1:.+]] = nn.reshape %{{.*}} {train.micro = 1 : i64, train.phase = 2 : i64} : tensor<2x8xf32> -> tensor<16xf32>
+// PIPE-NEXT:    %[[AG1:.+]] = dist.all_gather %[[PART1]] {group = #dist.group<tp, 2>, train.micro = 1 : i64, train.phase = 2 : i64} : tensor<16xf32> -> tensor<32xf32>
 // PIPE-NEXT:    %[[AGW1:.+]] = dist.wait %[[AG1]]
-// PIPE-NEXT:    %[[IN1:.+]] = nn.reshape %[[AGW1]] : tensor<32xf32> -> tensor<4x8xf32>
+// PIPE-NEXT:    %[[IN1:.+]] = nn.reshape %[[AGW1]] {train.micro = 1 : i64, train.phase = 2 : i64} : tensor<32xf32> -> tensor<4x8xf32>
 // PIPE-NEXT:    nn.matmul %[[IN1]], %{{.*}} {train.micro = 1 : i64, train.phase = 2 : i64, transpose_lhs}
 func.func @block(%x: tensor<4x8xf32> {train.input = "x"}, %g: tensor<8xf32> {train.param = "ln.weight"},
                  %w1: tensor<16x8xf32> {train.param = "w1"}, %b1: tensor<16xf32> {train.param = "b1"},
