@@ -11,7 +11,9 @@
 // clipping write over their inputs, and an elementwise op writes over an
 // operand whose storage dies at that op. Model state and constants are laid
 // out first; the rest is placed greedy-by-size into the lowest offset that
-// no storage with an overlapping lifetime occupies.
+// no storage with an overlapping lifetime occupies. A pipeline stage's
+// train.pipeline body counts once too; its stash (values one micro-batch
+// keeps from an item to a later one) goes into per-micro-batch slots (3b).
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -25,6 +27,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/EquivalenceClasses.h"
 
+#include <map>
 #include <optional>
 
 namespace dsc {
@@ -241,10 +244,14 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
     // that `v` is defined outside of lasts until the region's end.
     auto usePos = [&](OpOperand &use, Value v) {
       Operation *user = use.getOwner();
-      if (isa<train::YieldOp>(user))
+      if (isa<train::YieldOp>(user)) {
         if (auto acc = dyn_cast<train::AccumulateOp>(user->getParentOp()))
           if (Operation *point = acc.getSumPoint(use.getOperandNumber()))
             return pos[point] + 1; // the addition, right after the point
+        if (auto pipe = dyn_cast<train::PipelineOp>(user->getParentOp()))
+          if (Operation *point = pipe.getSumPoint(use.getOperandNumber()))
+            return pos[point] + 1;
+      }
       int64_t p = pos[user];
       Region *defRegion = v.getParentRegion();
       for (Operation *parent = user->getParentOp(); parent && parent != fn;
@@ -459,6 +466,103 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
       }
     }
 
+    // 3b. Pipeline stages (train.pipeline): the items of the schedule run
+    // one at a time, each in the body's order, so a value whose life stays
+    // in its phase is an ordinary transient of the body (a forward's and a
+    // backward's may share bytes). What a micro-batch keeps from one of its
+    // items to a later one (its stash: the forward's activations for its
+    // backward) lives in the micro-batch's slot: the stash is laid out once
+    // by its lives within a micro-batch, and the slots, as many as the
+    // schedule has micro-batches in flight, are one block held through the
+    // items. A send in the body sends a copy from its channel's buffer,
+    // held through the items too.
+    struct PipelineLayout {
+      train::PipelineOp op;
+      SmallVector<std::pair<Storage *, int64_t>> stash; // storage, offset in a slot
+      Storage block;
+      int64_t slots = 0, slotBytes = 0;
+      SmallVector<int64_t> itemSlots;
+      std::map<std::pair<int64_t, int64_t>, Storage> channels;
+      SmallVector<std::pair<dist::SendOp, std::pair<int64_t, int64_t>>> sends;
+    };
+    std::vector<PipelineLayout> pipelines;
+    llvm::DenseSet<Storage *> inSlots;
+    for (Operation *op : order) {
+      auto pipe = dyn_cast<train::PipelineOp>(op);
+      if (!pipe)
+        continue;
+      PipelineLayout &L = pipelines.emplace_back();
+      L.op = pipe;
+      int64_t start = pos[pipe], end = regionEnd[pipe];
+      // The phase at each body position.
+      SmallVector<std::pair<int64_t, int64_t>> phaseAt; // position, phase
+      for (Operation &inner : pipe.getBody().front())
+        phaseAt.push_back({pos[&inner], train::PipelineOp::phaseOf(&inner)});
+      auto phaseOfPos = [&](int64_t p) {
+        auto it = llvm::upper_bound(phaseAt, std::pair<int64_t, int64_t>{p, INT64_MAX});
+        return it == phaseAt.begin() ? int64_t(0) : std::prev(it)->second;
+      };
+      llvm::DenseSet<Value> counted;
+      SmallVector<Storage *> crossing;
+      pipe.getBody().walk([&](Operation *inner) {
+        for (Value r : inner->getResults()) {
+          if (!isa<RankedTensorType>(r.getType()) || !counted.insert(leader(r)).second)
+            continue;
+          Storage &st = storage[leader(r)];
+          if (st.kind != Kind::Transient || st.begin <= start || st.end >= end)
+            continue;
+          if (phaseOfPos(st.begin) != phaseOfPos(st.end))
+            crossing.push_back(&st);
+        }
+      });
+      // Slots: a micro-batch takes the lowest free one at its forward and
+      // frees it after its last item.
+      ArrayRef<int64_t> items = pipe.getSchedule();
+      int64_t lastPhase = 2;
+      for (size_t j = 0; j < items.size(); j += 2)
+        lastPhase = std::max(lastPhase, items[j]);
+      std::map<int64_t, int64_t> slotOf;
+      SmallVector<bool> busy;
+      for (size_t j = 0; j < items.size(); j += 2) {
+        int64_t phase = items[j], micro = items[j + 1];
+        if (phase == 1) {
+          size_t free = 0;
+          while (free < busy.size() && busy[free])
+            ++free;
+          if (free == busy.size())
+            busy.push_back(false);
+          busy[free] = true;
+          slotOf[micro] = int64_t(free);
+        }
+        L.itemSlots.push_back(slotOf[micro]);
+        if (phase == lastPhase)
+          busy[size_t(slotOf[micro])] = false;
+      }
+      L.slots = std::max<int64_t>(1, busy.size());
+      llvm::stable_sort(crossing, [](Storage *a, Storage *b) { return a->bytes > b->bytes; });
+      SmallVector<int64_t> times;
+      for (Storage *st : crossing)
+        times.append({st->begin, st->end});
+      LowestFit slot(std::move(times), 0);
+      for (Storage *st : crossing) {
+        int64_t at = slot.place(st->begin, st->end, align(st->bytes));
+        L.stash.push_back({st, at});
+        L.slotBytes = std::max(L.slotBytes, at + align(st->bytes));
+        inSlots.insert(st);
+      }
+      L.block.bytes = L.slots * L.slotBytes;
+      L.block.begin = start;
+      L.block.end = end;
+      pipe.getBody().walk([&](dist::SendOp send) {
+        std::pair<int64_t, int64_t> key{send.getPeer(), send.getTag()};
+        Storage &c = L.channels[key];
+        c.bytes = std::max(c.bytes, nn::byteSize(send.getInput().getType()));
+        c.begin = start;
+        c.end = end;
+        L.sends.push_back({send, key});
+      });
+    }
+
     // 4. Offsets: model state first, then greedy-by-size for the rest.
     SmallVector<Value> leaders;
     llvm::DenseSet<Value> seen;
@@ -478,10 +582,15 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
     int64_t persistent = offset;
     SmallVector<Storage *> transient;
     for (Value l : leaders)
-      if (storage[l].kind == Kind::Transient)
+      if (storage[l].kind == Kind::Transient && !inSlots.contains(&storage[l]))
         transient.push_back(&storage[l]);
     for (auto &[op, s] : staging)
       transient.push_back(&s);
+    for (PipelineLayout &L : pipelines) {
+      transient.push_back(&L.block);
+      for (auto &[key, c] : L.channels)
+        transient.push_back(&c);
+    }
     // The least any placement can need: the most bytes live at one time,
     // each buffer's own bytes (its alignment padding is the placement's
     // cost, as is the fragmentation; lowest fit by size comes within 0.1%
@@ -508,8 +617,21 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
       arena = std::max(arena, s.offset + align(s.bytes));
     }
 
+    // The stash's place in its slots' block.
+    for (PipelineLayout &L : pipelines)
+      for (auto &[st, at] : L.stash)
+        st->offset = L.block.offset + at;
+
     // 5. Annotate.
     OpBuilder b(fn.getContext());
+    for (PipelineLayout &L : pipelines) {
+      L.op->setAttr(TrainDialect::kStash,
+                    b.getDenseI64ArrayAttr({L.block.offset, L.slotBytes, L.slots}));
+      L.op->setAttr(TrainDialect::kItemSlots, b.getDenseI64ArrayAttr(L.itemSlots));
+      for (auto &[send, key] : L.sends)
+        send->setAttr(TrainDialect::kStaging,
+                      b.getDenseI64ArrayAttr({L.channels[key].offset, L.channels[key].bytes}));
+    }
     // All argument attributes at once: setArgAttr copies the whole list.
     SmallVector<DictionaryAttr> argAttrs;
     for (BlockArgument a : fn.getArguments()) {

@@ -574,7 +574,13 @@ def MemoryPlan : Pass<"memory-plan", "mlir::func::FuncOp"> {
     largest first at the lowest offset free for their lifetime, so buffers
     whose lifetimes do not overlap share memory. Views (reshape) share their
     operand's bytes; optimizer updates and clipping run in place; an
-    elementwise op writes over an operand that dies there. Annotates
+    elementwise op writes over an operand that dies there. A pipeline
+    stage's `train.pipeline` runs its items one at a time: what a
+    micro-batch keeps from one item to a later one (its stash) is laid out
+    once, within a slot, and the slots (as many as the schedule has
+    micro-batches in flight) are one block held through the items
+    (`train.stash`, `train.item_slots`); each channel's sends copy into a
+    buffer of their own (`train.staging` on the send). Annotates
     `train.offsets` on ops, `train.offset` on arguments, and
     `train.arena_bytes` / `train.persistent_bytes` / `train.peak_live_bytes`
     (the most bytes live at one time, the least any placement needs) on the

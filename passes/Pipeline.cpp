@@ -158,11 +158,8 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &o) 
   // collectives that never join a dp bucket).
   if (o.tp > 1)
     pm.addPass(createTensorParallelLower());
-  if (pipelined) {
+  if (pipelined)
     pm.addPass(createPipelineGradNorm());
-    // The plan target runs the unrolled items.
-    pm.addPass(createPipelineExpand());
-  }
   pm.addPass(mlir::createCSEPass());
   // The optimizer updates and their (sharded) state are final: tier them.
   if (o.offloadOptimizer != OffloadTier::None || o.offloadParam != OffloadTier::None) {

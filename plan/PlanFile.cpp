@@ -1,5 +1,6 @@
 //===- PlanFile.cpp - reading plan.pb, checked --------------------------===//
 #include "plan/PlanFile.h"
+#include "plan/PipelineItems.h"
 
 #include "io/FileUtil.h"
 #include "plan/Version.h"
@@ -135,6 +136,13 @@ PlanFile readPlanFile(const std::string &dir) {
                     std::to_string(kPlanFormatVersion) + "; the plan says " +
                     std::to_string(version) +
                     "): written by a newer dsc, or not a plan; refusing rather than ignoring it");
+  // A format-13 stage's schedule, unrolled once here: the executor reads
+  // the step as one list in run order.
+  for (int k = 0; k < top.stages_size(); ++k)
+    if (std::string bad = unrollPipeline(*top.mutable_stages(k)); !bad.empty())
+      throw PlanError(path + ": stage " + std::to_string(k) + ": " + bad);
+  if (std::string bad = unrollPipeline(top); !bad.empty())
+    throw PlanError(path + ": " + bad);
   file.plan = std::move(top);
   return file;
 }

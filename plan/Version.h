@@ -62,7 +62,12 @@ namespace dsrt {
 /// Version 12: plans without their weights (Plan.no_weights), which a
 /// version-11 dsrt would refuse as an unknown field. Plans of version 11
 /// are unchanged.
-constexpr unsigned kPlanFormatVersion = 12;
+/// Version 13: a pipeline stage's micro-batches as each phase's
+/// instructions once and the schedule of items that runs them
+/// (Program.pipeline, Buffer.slotted), fields a version-12 dsrt would
+/// refuse as unknown. Plans of version 12 (the items unrolled into the
+/// prologue) run unchanged.
+constexpr unsigned kPlanFormatVersion = 13;
 constexpr unsigned kOldestPlanFormatVersion = 1;
 
 } // namespace dsrt

@@ -81,6 +81,22 @@ static LogicalResult verifyPlannedAttribute(Operation *op, NamedAttribute attr) 
 
 LogicalResult TrainDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
   StringRef attrName = attr.getName().getValue();
+  if (attrName == kStash || attrName == kItemSlots) {
+    auto pipe = dyn_cast<PipelineOp>(op);
+    auto values = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    if (!pipe || !values)
+      return op->emitOpError("'") << attrName << "' belongs on train.pipeline as array<i64>";
+    for (int64_t v : values.asArrayRef())
+      if (v < 0)
+        return op->emitOpError("'") << attrName << "' holds the negative " << v;
+    if (attrName == kStash && (values.size() != 3 || values[2] < 1))
+      return op->emitOpError("'") << attrName
+                                  << "' must be array<i64: offset, slot_bytes, slots>, slots >= 1";
+    if (attrName == kItemSlots && values.size() * 2 != pipe.getSchedule().size())
+      return op->emitOpError("'") << attrName << "' has " << values.size() << " slots for "
+                                  << pipe.getSchedule().size() / 2 << " items";
+    return success();
+  }
   if (attrName == kOffsets || attrName == kStaging || attrName == kArenaBytes ||
       attrName == kPersistentBytes || attrName == kHostTierBytes ||
       attrName == kNvmeTierBytes || attrName == kArenaBytesWithoutRecompute)
@@ -607,8 +623,9 @@ LogicalResult AccumulateOp::verifyRegions() {
   return verifyYield(*this, getBody());
 }
 
-Operation *AccumulateOp::getSumPoint(unsigned i) {
-  Block &body = getBody().front();
+/// The op of `body` after which yielded value `i` is summed: its
+/// definition or its last other reader in the body.
+static Operation *sumPointIn(Block &body, unsigned i) {
   Value v = body.getTerminator()->getOperand(i);
   Operation *def = v.getDefiningOp();
   if (!def || def->getBlock() != &body)
@@ -712,6 +729,10 @@ LogicalResult PipelineOp::verifyRegions() {
   }
   return success();
 }
+
+Operation *AccumulateOp::getSumPoint(unsigned i) { return sumPointIn(getBody().front(), i); }
+
+Operation *PipelineOp::getSumPoint(unsigned i) { return sumPointIn(getBody().front(), i); }
 
 bool AccumulateOp::isSumInPlace(unsigned i) {
   if (getCount() != 1 || !getSumPoint(i))

@@ -82,6 +82,13 @@ def Train_Dialect : Dialect {
     /// Op attribute `train.staging = array<i64: offset, bytes>`: the
     /// arena range a collective stages its transfer in.
     static constexpr ::llvm::StringLiteral kStaging = "train.staging";
+    /// train.pipeline attributes: `train.stash = array<i64: offset,
+    /// slot_bytes, slots>`, the block of the micro-batches' slots (slot s
+    /// at offset + s * slot_bytes; a stash value's offset is its slot-0
+    /// place), and `train.item_slots = array<i64: ...>`, the slot of each
+    /// item of the schedule.
+    static constexpr ::llvm::StringLiteral kStash = "train.stash";
+    static constexpr ::llvm::StringLiteral kItemSlots = "train.item_slots";
     /// Function attributes (i64, >= 0): the arena's bytes, the bytes alive
     /// from the start (model state, constants), the host and NVMe tiers'
     /// bytes (offload), and the arena without recompute (for --explain).
@@ -751,6 +758,11 @@ def Train_PipelineOp : Train_Op<"pipeline", [
   let extraClassDeclaration = [{
     /// The phase of a body op (0 when it has none).
     static int64_t phaseOf(::mlir::Operation *op);
+    /// The op of the body after which a micro-batch's yielded value `i`
+    /// is added to its sum, once lowered (memory-plan, emit-plan): as
+    /// train.accumulate's getSumPoint. Null for a value from outside the
+    /// body (added at the end of the item).
+    ::mlir::Operation *getSumPoint(unsigned i);
     /// Gives each body op without `train.phase` (one a later pass added,
     /// such as tensor-parallel-lower's collectives) the earliest phase of
     /// its readers in the body, or else the latest of the body values it

@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/core/OpsInternal.h"
 
+#include <cstring>
+
 namespace dsrt::ops {
 namespace {
 
@@ -98,11 +100,22 @@ void bindMessage(Instr &i, const Check &c, bool send) {
            std::to_string(comm::Communicator::kMaxTag) + "]");
   if (handle < 0 || handle > 65535)
     c.fail("handle " + std::to_string(handle) + " out of range [0, 65535]");
+  // A pipeline body's send (plan format 13) sends a copy in its staging
+  // bytes, the channel's buffer: its input is an item's, which the next
+  // item may overwrite before the send completes.
+  if (send && i.stagingBytes && i.stagingBytes < i.in[0]->bytes())
+    c.fail("staging of " + std::to_string(i.stagingBytes) + " bytes for a message of " +
+           std::to_string(i.in[0]->bytes()));
   if (send)
     i.run = [](const Instr &i, Context &ctx) {
       comm::Communicator *c = ctx.comms[i.axis];
+      const void *from = i.in[0]->data;
+      if (i.stagingBytes) {
+        std::memcpy(i.staging, from, i.in[0]->bytes());
+        from = i.staging;
+      }
       ctx.handles[size_t(i.ints[3])] = {
-          c, c->send(i.in[0]->data, i.in[0]->bytes(), ctx.ranks[i.axis] + int(i.ints[1]),
+          c, c->send(from, i.in[0]->bytes(), ctx.ranks[i.axis] + int(i.ints[1]),
                      int(i.ints[2]), i.label.c_str())};
     };
   else

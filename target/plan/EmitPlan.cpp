@@ -20,6 +20,7 @@
 #include "dialects/nn/SourceNode.h"
 #include "passes/DistUtils.h"
 #include "target/plan/PlanManifest.h"
+#include "plan/PipelineItems.h"
 #include "dialects/train/TrainDialect.h"
 #include "config/DsConfig.h"
 #include "config/PlanSettings.h"
@@ -214,7 +215,7 @@ public:
     sliceEval();
     plan::Program *prog = plan_.mutable_program();
     auto *current = prog->mutable_micro_batch();
-    bool sawAccumulate = false;
+    bool sawAccumulate = false, sawPipeline = false;
     for (Operation &op : fn_.getBody().front()) {
       if (auto acc = dyn_cast<train::AccumulateOp>(op)) {
         if (sawAccumulate)
@@ -271,6 +272,15 @@ public:
         current = prog->mutable_epilogue();
         continue;
       }
+      if (auto pipe = dyn_cast<train::PipelineOp>(op)) {
+        if (sawAccumulate || sawPipeline)
+          return pipe.emitOpError("emit-plan: one accumulate or pipeline region per step");
+        sawPipeline = true;
+        if (failed(emitPipeline(pipe, *prog)))
+          return failure();
+        current = prog->mutable_epilogue();
+        continue;
+      }
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
         if (failed(checkResults(ret)))
           return failure();
@@ -282,8 +292,88 @@ public:
     if (!sawAccumulate)
       prog->set_micro_batches(1);
     // A pipeline stage's unrolled schedule is one list, run once per step.
-    if (!sawAccumulate && fn_->hasAttr(distutil::kStage))
+    if (!sawAccumulate && !sawPipeline && fn_->hasAttr(distutil::kStage))
       prog->mutable_prologue()->Swap(prog->mutable_micro_batch());
+    return success();
+  }
+
+  /// A pipeline stage's micro-batches (train.pipeline, plan format 13):
+  /// what precedes the op is the prologue; each phase's ops are emitted
+  /// once, into Program.pipeline's list of that phase, each yielded value
+  /// accumulated into its sum (zero-filled in the prologue) right after its
+  /// sum point; the schedule's items carry the slots memory-plan gave
+  /// them. dsrt unrolls the items (plan/PipelineItems.h).
+  LogicalResult emitPipeline(train::PipelineOp pipe, plan::Program &prog) {
+    prog.mutable_prologue()->Swap(prog.mutable_micro_batch());
+    auto stash = pipe->getAttrOfType<DenseI64ArrayAttr>(TrainDialect::kStash);
+    auto itemSlots = pipe->getAttrOfType<DenseI64ArrayAttr>(TrainDialect::kItemSlots);
+    if (!stash || !itemSlots)
+      return pipe.emitOpError("emit-plan: the pipeline has no slots (run memory-plan)");
+    Block &body = pipe.getBody().front();
+    pipeBody_ = &body;
+    stashBegin_ = stash[0];
+    stashEnd_ = stash[0] + stash[1];
+    plan::PipelineSchedule &ps = *prog.mutable_pipeline();
+    ps.set_slots(uint32_t(stash[2]));
+    ps.set_slot_bytes(uint64_t(stash[1]));
+    ArrayRef<int64_t> items = pipe.getSchedule();
+    for (size_t j = 0; j < items.size(); j += 2) {
+      ps.add_items(items[j]);
+      ps.add_items(items[j + 1]);
+      ps.add_items(itemSlots[j / 2]);
+    }
+    auto listOf = [&](int64_t phase) {
+      return phase == 1 ? ps.mutable_forward() : phase == 2 ? ps.mutable_backward()
+                                                            : ps.mutable_weight();
+    };
+    Operation *yield = body.getTerminator();
+    llvm::DenseMap<Operation *, SmallVector<unsigned>> addAfter;
+    for (auto [i, sum] : llvm::enumerate(pipe.getResults())) {
+      auto index = bufferFor(sum);
+      if (failed(index))
+        return failure();
+      if (!cast<RankedTensorType>(sum.getType()).getShape().empty())
+        prog.add_gradient_buffers(*index);
+      plan::Instr *fill = prog.add_prologue();
+      fill->set_op("fill");
+      fill->add_outputs(*index);
+      fill->add_floats(0.0);
+      fill->set_eval(evalSums_.contains(i));
+      addAfter[pipe.getSumPoint(i)].push_back(i); // null: a value from outside
+    }
+    auto addSums = [&](Operation *point, google::protobuf::RepeatedPtrField<plan::Instr> &list)
+        -> LogicalResult {
+      auto found = addAfter.find(point);
+      if (found == addAfter.end())
+        return success();
+      for (unsigned i : found->second) {
+        auto in = bufferFor(yield->getOperand(i)), out = bufferFor(pipe.getResult(i));
+        if (failed(in) || failed(out))
+          return failure();
+        plan::Instr *add = list.Add();
+        add->set_op("accumulate");
+        add->add_inputs(*in);
+        add->add_outputs(*out);
+        add->set_eval(evalSums_.contains(i));
+      }
+      return success();
+    };
+    for (Operation &inner : body.without_terminator()) {
+      auto &list = *listOf(train::PipelineOp::phaseOf(&inner));
+      if (failed(emitMarked(&inner, list)) || failed(addSums(&inner, list)))
+        return failure();
+    }
+    // A sum of a value from outside the body: added in its sum phase.
+    if (auto found = addAfter.find(nullptr); found != addAfter.end())
+      for (unsigned i : found->second) {
+        llvm::DenseMap<Operation *, SmallVector<unsigned>> one{{nullptr, {i}}};
+        std::swap(one, addAfter);
+        LogicalResult r = addSums(nullptr, *listOf(pipe.getSumPhases()[i]));
+        std::swap(one, addAfter);
+        if (failed(r))
+          return failure();
+      }
+    pipeBody_ = nullptr;
     return success();
   }
 
@@ -340,10 +430,10 @@ private:
         auto r = dyn_cast<OpResult>(v);
         if (!r)
           continue; // an argument: model state or an input
-        if (auto acc = dyn_cast<train::AccumulateOp>(r.getOwner())) {
+        if (isa<train::AccumulateOp, train::PipelineOp>(r.getOwner())) {
           unsigned i = r.getResultNumber();
           if (evalSums_.insert(i).second)
-            values.push_back(acc.getBody().front().getTerminator()->getOperand(i));
+            values.push_back(r.getOwner()->getRegion(0).front().getTerminator()->getOperand(i));
           continue;
         }
         addOp(r.getOwner());
@@ -402,6 +492,10 @@ private:
       b->add_shape(d);
     b->set_offset(*offset);
     b->set_role(role);
+    // A pipeline body's value in the slots' block: micro-batch state.
+    if (pipeBody_ && v.getParentBlock() == pipeBody_ && *offset >= stashBegin_ &&
+        *offset < stashEnd_)
+      b->set_slotted(true);
     uint32_t index = plan_.buffers_size() - 1;
     buffers_[v] = index;
     if (!name.empty())
@@ -623,7 +717,7 @@ private:
       // The inputs of micro-batch k, which the data loader fills.
       plan::Instr *instr = list.Add();
       instr->set_op("load_batch");
-      instr->add_ints(load.getMicroAttr().getInt());
+      instr->add_ints(load.getMicroAttr() ? load.getMicroAttr().getInt() : 0); // a body's: its item's
       for (auto [v, name] : llvm::zip(load.getInputs(), load.getNames())) {
         auto index = newBuffer(v, plan::INPUT, cast<StringAttr>(name).getValue());
         if (failed(index))
@@ -1034,6 +1128,9 @@ private:
   plan::Plan &plan_;
   int64_t dp_ = 1;
   llvm::DenseMap<Operation *, int64_t> handles_; // collective -> its handle
+  /// While a train.pipeline body is emitted: the body, and slot 0's bytes.
+  Block *pipeBody_ = nullptr;
+  int64_t stashBegin_ = 0, stashEnd_ = 0;
   llvm::DenseSet<Operation *> evalOps_;  // the evaluation slice (sliceEval)
   llvm::DenseSet<unsigned> evalSums_;    // accumulate results it reads
   llvm::DenseMap<Value, uint32_t> buffers_;
@@ -1220,6 +1317,13 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
     return emitters[0]->named(name);
   };
 
+  // The manifest and --simulate read each stage's step in run order: its
+  // pipeline items unrolled (in memory; plan.pb keeps the schedule).
+  plan::Plan run = p;
+  for (plan::Plan &stage : *run.mutable_stages())
+    if (std::string bad = dsrt::unrollPipeline(stage); !bad.empty())
+      return module.emitError("emit-plan: stage ") << stage.stage() << ": " << bad;
+
   // The manifest: what the plan holds and needs, per stage.
   auto write = [&](llvm::raw_ostream &os) {
     if (pp == 1)
@@ -1256,11 +1360,11 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
     }
     for (int64_t s = 0; s < pp; ++s) {
       os << "\n== stage " << s << " ==\n";
-      writeManifest(p.stages(s), options.config, os);
+      writeManifest(run.stages(s), options.config, os);
     }
   };
   if (options.inspect)
-    options.inspect(p);
+    options.inspect(run);
   if (options.dir.empty()) {
     // In memory only (dsc --simulate without -o): no weights are read.
     if (options.manifest)

@@ -201,6 +201,52 @@ TEST(PlanFormat, WhatTheMemoryPlanKnowsIsCheckedAtLoad) {
   EXPECT_THAT(with(0, 99, lossAt, v), HasSubstr("view_of 99 must name an earlier buffer"));
 }
 
+TEST(PlanFormat, ThePipelineScheduleIsCheckedAtLoad) {
+  // Format 13: a pipeline stage's items, unrolled at load
+  // (plan/PipelineItems.h); a malformed schedule is refused, named.
+  TempDir dir;
+  auto with = [&](auto &&edit) {
+    smallPlan().write(dir.path());
+    editPlan(dir.path(), [&](plan::Plan &p) {
+      currentFormat(p);
+      edit(*p.mutable_program()->mutable_pipeline());
+    });
+    return loadError(dir.path());
+  };
+  EXPECT_THAT(with([](plan::PipelineSchedule &s) {
+                s.set_slots(1);
+                s.add_items(1);
+              }),
+              HasSubstr("plan.pb: the pipeline schedule's items are not (phase, micro-batch, "
+                        "slot) triples"));
+  EXPECT_THAT(with([](plan::PipelineSchedule &s) {
+                for (int64_t x : {1, 0, 0})
+                  s.add_items(x);
+              }),
+              HasSubstr("the pipeline schedule has no slots"));
+  EXPECT_THAT(with([](plan::PipelineSchedule &s) {
+                s.set_slots(2);
+                for (int64_t x : {1, 0, 2})
+                  s.add_items(x);
+              }),
+              HasSubstr("pipeline item 0 (phase 1, micro-batch 0, slot 2) is outside phases 1-3 "
+                        "or the 2 slots"));
+  EXPECT_THAT(with([](plan::PipelineSchedule &s) {
+                s.set_slots(1);
+                for (int64_t x : {4, 0, 0})
+                  s.add_items(x);
+              }),
+              HasSubstr("pipeline item 0 (phase 4, micro-batch 0, slot 0)"));
+  EXPECT_THAT(with([](plan::PipelineSchedule &s) {
+                s.set_slots(1);
+                for (int64_t x : {1, 0, 0})
+                  s.add_items(x);
+                s.add_forward()->set_op("nn.neg");
+                s.mutable_forward(0)->add_inputs(999);
+              }),
+              HasSubstr("a pipeline instruction (nn.neg) names buffer 999, which does not exist"));
+}
+
 TEST(PlanFormat, TheCpuExecutorRunsExactlyTheInstructionVocabulary) {
   std::vector<std::string> vocabulary(kPlanInstructions.begin(), kPlanInstructions.end());
   EXPECT_TRUE(std::is_sorted(vocabulary.begin(), vocabulary.end())); // isPlanInstruction's search
