@@ -229,34 +229,19 @@ public:
         Operation *yield = acc.getBody().front().getTerminator();
         llvm::DenseMap<Operation *, SmallVector<unsigned>> addAfter;
         for (auto [i, sum] : llvm::enumerate(acc.getResults())) {
-          auto index = bufferFor(sum);
-          if (failed(index))
-            return failure();
-          if (!cast<RankedTensorType>(sum.getType()).getShape().empty())
-            plan_.mutable_program()->add_gradient_buffers(*index);
-          if (acc.isSumInPlace(i))
+          if (acc.isSumInPlace(i)) {
+            if (failed(gradientBuffer(sum, *prog)))
+              return failure();
             continue;
-          plan::Instr *fill = prog->add_prologue();
-          fill->set_op("fill");
-          fill->add_outputs(*index);
-          fill->add_floats(0.0);
-          fill->set_eval(evalSums_.contains(i));
+          }
+          if (failed(fillSum(sum, i, *prog)))
+            return failure();
           addAfter[acc.getSumPoint(i)].push_back(i); // null: at the yield
         }
         auto addSums = [&](Operation *point) -> LogicalResult {
-          auto found = addAfter.find(point);
-          if (found == addAfter.end())
-            return success();
-          for (unsigned i : found->second) {
-            auto in = bufferFor(yield->getOperand(i)), out = bufferFor(acc.getResult(i));
-            if (failed(in) || failed(out))
+          for (unsigned i : addAfter.lookup(point))
+            if (failed(accumulateInto(acc, i, *prog->mutable_micro_batch())))
               return failure();
-            plan::Instr *add = prog->add_micro_batch();
-            add->set_op("accumulate");
-            add->add_inputs(*in);
-            add->add_outputs(*out);
-            add->set_eval(evalSums_.contains(i));
-          }
           return success();
         };
         for (Operation &inner : acc.getBody().front()) {
@@ -297,6 +282,44 @@ public:
     return success();
   }
 
+  /// A region's sum (train.accumulate, train.pipeline) among the
+  /// gradient buffers (for --explain), unless a scalar (the loss).
+  LogicalResult gradientBuffer(Value sum, plan::Program &prog) {
+    auto index = bufferFor(sum);
+    if (failed(index))
+      return failure();
+    if (!cast<RankedTensorType>(sum.getType()).getShape().empty())
+      prog.add_gradient_buffers(*index);
+    return success();
+  }
+
+  /// Sum `i` of a region, zero-filled in the prologue (before the region).
+  LogicalResult fillSum(Value sum, unsigned i, plan::Program &prog) {
+    if (failed(gradientBuffer(sum, prog)))
+      return failure();
+    plan::Instr *fill = prog.add_prologue();
+    fill->set_op("fill");
+    fill->add_outputs(*bufferFor(sum));
+    fill->add_floats(0.0);
+    fill->set_eval(evalSums_.contains(i));
+    return success();
+  }
+
+  /// Adds a micro-batch's yielded value `i` of `region` into its sum.
+  LogicalResult accumulateInto(Operation *region, unsigned i,
+                               google::protobuf::RepeatedPtrField<plan::Instr> &list) {
+    Operation *yield = region->getRegion(0).front().getTerminator();
+    auto in = bufferFor(yield->getOperand(i)), out = bufferFor(region->getResult(i));
+    if (failed(in) || failed(out))
+      return failure();
+    plan::Instr *add = list.Add();
+    add->set_op("accumulate");
+    add->add_inputs(*in);
+    add->add_outputs(*out);
+    add->set_eval(evalSums_.contains(i));
+    return success();
+  }
+
   /// A pipeline stage's micro-batches (train.pipeline, plan format 13):
   /// what precedes the op is the prologue; each phase's ops are emitted
   /// once, into Program.pipeline's list of that phase, each yielded value
@@ -326,53 +349,24 @@ public:
       return phase == 1 ? ps.mutable_forward() : phase == 2 ? ps.mutable_backward()
                                                             : ps.mutable_weight();
     };
-    Operation *yield = body.getTerminator();
     llvm::DenseMap<Operation *, SmallVector<unsigned>> addAfter;
     for (auto [i, sum] : llvm::enumerate(pipe.getResults())) {
-      auto index = bufferFor(sum);
-      if (failed(index))
+      if (failed(fillSum(sum, i, prog)))
         return failure();
-      if (!cast<RankedTensorType>(sum.getType()).getShape().empty())
-        prog.add_gradient_buffers(*index);
-      plan::Instr *fill = prog.add_prologue();
-      fill->set_op("fill");
-      fill->add_outputs(*index);
-      fill->add_floats(0.0);
-      fill->set_eval(evalSums_.contains(i));
       addAfter[pipe.getSumPoint(i)].push_back(i); // null: a value from outside
     }
-    auto addSums = [&](Operation *point, google::protobuf::RepeatedPtrField<plan::Instr> &list)
-        -> LogicalResult {
-      auto found = addAfter.find(point);
-      if (found == addAfter.end())
-        return success();
-      for (unsigned i : found->second) {
-        auto in = bufferFor(yield->getOperand(i)), out = bufferFor(pipe.getResult(i));
-        if (failed(in) || failed(out))
-          return failure();
-        plan::Instr *add = list.Add();
-        add->set_op("accumulate");
-        add->add_inputs(*in);
-        add->add_outputs(*out);
-        add->set_eval(evalSums_.contains(i));
-      }
-      return success();
-    };
     for (Operation &inner : body.without_terminator()) {
       auto &list = *listOf(train::PipelineOp::phaseOf(&inner));
-      if (failed(emitMarked(&inner, list)) || failed(addSums(&inner, list)))
+      if (failed(emitMarked(&inner, list)))
         return failure();
+      for (unsigned i : addAfter.lookup(&inner))
+        if (failed(accumulateInto(pipe, i, list)))
+          return failure();
     }
     // A sum of a value from outside the body: added in its sum phase.
-    if (auto found = addAfter.find(nullptr); found != addAfter.end())
-      for (unsigned i : found->second) {
-        llvm::DenseMap<Operation *, SmallVector<unsigned>> one{{nullptr, {i}}};
-        std::swap(one, addAfter);
-        LogicalResult r = addSums(nullptr, *listOf(pipe.getSumPhases()[i]));
-        std::swap(one, addAfter);
-        if (failed(r))
-          return failure();
-      }
+    for (unsigned i : addAfter.lookup(nullptr))
+      if (failed(accumulateInto(pipe, i, *listOf(pipe.getSumPhases()[i]))))
+        return failure();
     pipeBody_ = nullptr;
     return success();
   }
