@@ -32,12 +32,15 @@ void addAutoOptions(CLI::App &app, AutoOptions &o) {
       ->check(dsrt::cli::integer<int64_t>(1, 65536));
   app.add_option("--device-memory", o.deviceMemoryText,
                  "with --auto: the memory of one device (SIZE as for --memory-budget)");
+  app.add_option("--host-memory", o.hostMemoryText,
+                 "with --auto: the host memory of one node (SIZE); a layout whose optimizer "
+                 "state on the host (ZeRO-Offload) needs more is ruled out");
   app.add_option("--top", o.top, "with --auto: how many plans to list (default 5)")
       ->check(dsrt::cli::integer<int64_t>(1, 1000));
 }
 
 bool checkAutoOptions(const CLI::App &app, AutoOptions &o, llvm::raw_ostream &errs) {
-  const char *withAuto[] = {"--ranks", "--device-memory", "--top"};
+  const char *withAuto[] = {"--ranks", "--device-memory", "--host-memory", "--top"};
   if (!o.enabled) {
     for (const char *f : withAuto)
       if (app.count(f)) {
@@ -58,6 +61,15 @@ bool checkAutoOptions(const CLI::App &app, AutoOptions &o, llvm::raw_ostream &er
     return false;
   }
   o.deviceMemory = *bytes;
+  if (!o.hostMemoryText.empty()) {
+    std::optional<uint64_t> host = dsrt::config::parseByteSize(o.hostMemoryText);
+    if (!host || *host == 0) {
+      errs << "dsc: error: --host-memory: '" << o.hostMemoryText
+           << "' is not a size (for example 2TiB, 512G)\n";
+      return false;
+    }
+    o.hostMemory = *host;
+  }
   for (const char *f : {"--dp", "--output", "--emit", "--memory-budget", "--explain"})
     if (app.count(f)) {
       errs << "dsc: error: --auto: " << f
@@ -81,6 +93,8 @@ struct Candidate {
   int64_t tile = 0;     // sub_group_size (0: the config's)
   enum Status { Fits, TooBig, Refused } status = Refused;
   uint64_t memory = 0; // the largest rank's planned peak
+  uint64_t hostMemory = 0; // a node's host tier (the offloaded state), at most
+  bool hostBound = false;  // too big for --host-memory, not for the device
   sim::Report report;
   std::string reason;
 
@@ -92,6 +106,8 @@ struct Candidate {
       s += ", " + std::to_string(micro) + " micro-batches";
     if (!offload.empty())
       s += ", optimizer state on " + std::string(offload == "cpu" ? "the host" : "NVMe");
+    if (hostMemory)
+      s += " (" + humanBytes(int64_t(hostMemory)) + " of host memory a node)";
     if (tile)
       s += ", sub_group_size " + std::to_string(tile);
     return s;
@@ -176,8 +192,22 @@ public:
       c.memory = p.arena_bytes();
       for (const plan::Plan &s : p.stages())
         c.memory = std::max<uint64_t>(c.memory, s.arena_bytes());
+      // The host tier of each rank on a node (ZeRO-Offload's state in
+      // pinned host memory), the largest stage's on every one of them.
+      uint64_t hostPerRank = p.host_tier_bytes();
+      for (const plan::Plan &s : p.stages())
+        hostPerRank = std::max<uint64_t>(hostPerRank, s.host_tier_bytes());
+      const int64_t ranksPerNode =
+          hw_.devicesPerNode > 0 ? std::min<int64_t>(hw_.devicesPerNode, options_.ranks)
+                                 : options_.ranks;
+      c.hostMemory = hostPerRank * uint64_t(ranksPerNode);
       if (c.memory > options_.deviceMemory) {
         c.status = Candidate::TooBig;
+        return;
+      }
+      if (options_.hostMemory && c.hostMemory > options_.hostMemory) {
+        c.status = Candidate::TooBig;
+        c.hostBound = true;
         return;
       }
       try {
@@ -212,7 +242,8 @@ std::vector<int64_t> divisorsOf(int64_t n) {
 /// layout flags (which each candidate sets), for the printed command.
 std::string otherArgs(const std::vector<std::string> &args, const std::string &model) {
   static const std::vector<std::string> dropped = {
-      "--auto", "--ranks", "--device-memory", "--top", "--hardware", "--dp", "--tp", "--pp",
+      "--auto", "--ranks", "--device-memory", "--host-memory", "--top", "--hardware", "--dp",
+      "--tp", "--pp",
       "--zero", "--recompute", "--micro-batches", "--sequence-parallel"};
   static const std::vector<std::string> flagsOnly = {"--auto", "--sequence-parallel"};
   std::string out;
@@ -291,6 +322,8 @@ int runAuto(mlir::MLIRContext &ctx, mlir::ModuleOp module, const std::string &mo
                << (c.status == Candidate::Fits ? "fits, " + humanBytes(int64_t(c.memory)) +
                                                     " per rank, step " +
                                                     sim::durationText(c.report.stepSeconds)
+                   : c.hostBound
+                       ? "needs " + humanBytes(int64_t(c.hostMemory)) + " of host memory a node"
                    : c.status == Candidate::TooBig
                        ? "needs " + humanBytes(int64_t(c.memory)) + " per rank"
                        : "refused: " + c.reason.substr(0, c.reason.find('\n')))
@@ -360,15 +393,24 @@ int runAuto(mlir::MLIRContext &ctx, mlir::ModuleOp module, const std::string &mo
        << " s: " << fits.size() << " fit, " << tooBig << " need more memory, " << refusedCount
        << " refused by the compiler\n";
   if (fits.empty()) {
-    const Candidate *least = nullptr;
-    for (const Candidate &c : all)
-      if (c.status == Candidate::TooBig && (!least || c.memory < least->memory))
+    const Candidate *least = nullptr, *leastHost = nullptr;
+    for (const Candidate &c : all) {
+      if (c.status == Candidate::TooBig && !c.hostBound && (!least || c.memory < least->memory))
         least = &c;
+      if (c.hostBound && (!leastHost || c.hostMemory < leastHost->hostMemory))
+        leastHost = &c;
+    }
     errs << "dsc: error: --auto: no layout of " << N << " ranks fits "
          << humanBytes(int64_t(options.deviceMemory)) << " per rank";
+    if (options.hostMemory)
+      errs << " and " << humanBytes(int64_t(options.hostMemory)) << " of host memory a node";
     if (least)
-      errs << "; the least memory is " << humanBytes(int64_t(least->memory)) << " ("
+      errs << "; the least device memory is " << humanBytes(int64_t(least->memory)) << " ("
            << least->layout() << ")";
+    if (leastHost)
+      errs << "; of the layouts that fit the devices, the least host memory is "
+           << humanBytes(int64_t(leastHost->hostMemory)) << " a node (" << leastHost->layout()
+           << ")";
     errs << "\n";
     return 1;
   }
@@ -381,6 +423,10 @@ int runAuto(mlir::MLIRContext &ctx, mlir::ModuleOp module, const std::string &mo
                          humanBytes(int64_t(c.memory)).c_str())
          << c.layout() << "\n";
   }
+  if (!options.hostMemory && fits[0]->hostMemory)
+    outs << "\nhost memory:      not checked (--host-memory SIZE gives a node's): the best plan "
+            "keeps "
+         << humanBytes(int64_t(fits[0]->hostMemory)) << " of optimizer state on each node's host\n";
   outs << "\nbest:  dsc " << model << " " << otherArgs(args, model) << fits[0]->flags() << " -o PLAN"
        << fits[0]->configKeys() << "\n";
   if (fits.size() > 1)

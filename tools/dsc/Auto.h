@@ -35,10 +35,12 @@ struct AutoOptions {
   int64_t ranks = 0;
   std::string deviceMemoryText;
   uint64_t deviceMemory = 0;
+  std::string hostMemoryText; // --host-memory: one node's (0: not checked)
+  uint64_t hostMemory = 0;
   int64_t top = 5; // plans listed
 };
 
-/// --auto, --ranks, --device-memory, --top.
+/// --auto, --ranks, --device-memory, --host-memory, --top.
 void addAutoOptions(CLI::App &app, AutoOptions &options);
 
 /// Checks the flags that go with --auto (false after printing the error).
