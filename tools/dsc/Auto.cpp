@@ -90,6 +90,7 @@ struct Candidate {
   bool sp = false;
   std::string recompute = "none";
   std::string offload;  // "", "cpu", "nvme": the optimizer state's tier ("": the config's)
+  std::string paramOffload; // the parameters' tier at ZeRO 3 (ZeRO-Infinity), alike
   int64_t tile = 0;     // sub_group_size (0: the config's)
   enum Status { Fits, TooBig, Refused } status = Refused;
   uint64_t memory = 0; // the largest rank's planned peak
@@ -106,6 +107,8 @@ struct Candidate {
       s += ", " + std::to_string(micro) + " micro-batches";
     if (!offload.empty())
       s += ", optimizer state on " + std::string(offload == "cpu" ? "the host" : "NVMe");
+    if (!paramOffload.empty())
+      s += ", parameters on " + std::string(paramOffload == "cpu" ? "the host" : "NVMe");
     if (hostMemory)
       s += " (" + humanBytes(int64_t(hostMemory)) + " of host memory a node)";
     if (tile)
@@ -117,6 +120,9 @@ struct Candidate {
     std::string s;
     if (!offload.empty())
       s += "zero_optimization.offload_optimizer.device \"" + offload + "\"";
+    if (!paramOffload.empty())
+      s += std::string(s.empty() ? "" : ", ") + "zero_optimization.offload_param.device \"" +
+           paramOffload + "\"";
     if (tile)
       s += std::string(s.empty() ? "" : ", ") + "zero_optimization.sub_group_size " +
            std::to_string(tile);
@@ -171,6 +177,11 @@ public:
     using Device = dsrt::config::ZeroConfig::OffloadDevice;
     if (!c.offload.empty())
       cfg.zero.offloadOptimizer = c.offload == "cpu" ? Device::Cpu : Device::Nvme;
+    if (!c.paramOffload.empty()) {
+      cfg.zero.offloadParam = c.paramOffload == "cpu" ? Device::Cpu : Device::Nvme;
+      if (cfg.zero.offloadParamNvmePath.empty())
+        cfg.zero.offloadParamNvmePath = cfg.zero.offloadNvmePath;
+    }
     if (c.tile)
       cfg.zero.subGroupSize = c.tile;
     mlir::OwningOpRef<mlir::ModuleOp> copy(module_.clone());
@@ -302,12 +313,15 @@ int runAuto(mlir::MLIRContext &ctx, mlir::ModuleOp module, const std::string &mo
       allData.zero.offloadOptimizer != dsrt::config::ZeroConfig::OffloadDevice::None;
   // One tp x pp x dp: at each ZeRO stage the least recomputation (and,
   // offloaded, the largest tile) that fits; more only adds work.
-  auto searchLayout = [&](int64_t tp, int64_t pp, const std::string &offload) {
+  auto searchLayout = [&](int64_t tp, int64_t pp, const std::string &offload,
+                          const std::string &paramOffload) {
     const int64_t dp = N / tp / pp;
     for (int64_t zero = 0; zero <= (dp > 1 || !offload.empty() || configOffloads ? 3 : 0);
          ++zero) {
       if (flags.zeroStage && *flags.zeroStage != zero)
         continue;
+      if (!paramOffload.empty() && zero != 3)
+        continue; // DeepSpeed offloads the parameters at ZeRO 3 only
       for (const std::string &r : recomputes) {
         bool fitted = false;
         for (int64_t tile : (offload.empty() && !configOffloads) ? std::vector<int64_t>{0} : tiles) {
@@ -315,6 +329,7 @@ int runAuto(mlir::MLIRContext &ctx, mlir::ModuleOp module, const std::string &mo
           c.dp = dp, c.tp = tp, c.pp = pp, c.zero = zero, c.recompute = r;
           c.sp = tp > 1 && (flags.sequenceParallel || !flags.tp);
           c.offload = offload;
+          c.paramOffload = paramOffload;
           c.tile = tile == allData.zero.subGroupSize ? 0 : tile; // 0: the config's
           search.evaluate(c, globalBatch, microBatchSize);
           ++tried;
@@ -341,11 +356,11 @@ int runAuto(mlir::MLIRContext &ctx, mlir::ModuleOp module, const std::string &mo
       }
     }
   };
-  auto searchAll = [&](const std::string &offload) {
+  auto searchAll = [&](const std::string &offload, const std::string &paramOffload = "") {
     for (int64_t tp : tps)
       for (int64_t pp : divisorsOf(N / tp))
         if (!flags.pp || *flags.pp == pp)
-          searchLayout(tp, pp, offload);
+          searchLayout(tp, pp, offload, paramOffload);
   };
   searchAll("");
   // Nothing fits on the devices: ZeRO-Offload's host tier for the
@@ -366,6 +381,21 @@ int runAuto(mlir::MLIRContext &ctx, mlir::ModuleOp module, const std::string &mo
     searchAll("cpu");
     if (!anyFits() && !allData.zero.offloadNvmePath.empty())
       searchAll("nvme");
+  }
+  // Still nothing: ZeRO-Infinity's parameters in the tier too (ZeRO 3; the
+  // fp32 master weights leave the device), as DeepSpeed's users do next.
+  const bool configOffloadsParams =
+      allData.zero.offloadParam != dsrt::config::ZeroConfig::OffloadDevice::None;
+  if (!anyFits() && !configOffloadsParams && canOffload &&
+      (!flags.zeroStage || *flags.zeroStage == 3)) {
+    const std::string tier = configOffloads ? "" : "cpu";
+    errs << "dsc: --auto: no layout fits with the optimizer state offloaded; trying the "
+            "parameters in host memory too (ZeRO-Infinity's offload_param, ZeRO 3)\n";
+    searchAll(tier, "cpu");
+    const bool nvme = !allData.zero.offloadNvmePath.empty() ||
+                      !allData.zero.offloadParamNvmePath.empty();
+    if (!anyFits() && nvme)
+      searchAll(configOffloads ? "" : "nvme", "nvme");
   }
   const double took =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -426,7 +456,7 @@ int runAuto(mlir::MLIRContext &ctx, mlir::ModuleOp module, const std::string &mo
   if (!options.hostMemory && fits[0]->hostMemory)
     outs << "\nhost memory:      not checked (--host-memory SIZE gives a node's): the best plan "
             "keeps "
-         << humanBytes(int64_t(fits[0]->hostMemory)) << " of optimizer state on each node's host\n";
+         << humanBytes(int64_t(fits[0]->hostMemory)) << " in each node's host tier\n";
   outs << "\nbest:  dsc " << model << " " << otherArgs(args, model) << fits[0]->flags() << " -o PLAN"
        << fits[0]->configKeys() << "\n";
   if (fits.size() > 1)
