@@ -1340,7 +1340,10 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
     os << llvm::format("predicted bubble: %.1f%% (1F1B with equal stages: (P-1)/(M+P-1) = "
                        "%.1f%%)\n",
                        100 * bubble, 100.0 * (pp - 1) / double(M + pp - 1));
-    os << "stage  layers    parameters   planned peak\n";
+    // Each stage's micro-batch is written once (its slots hold the
+    // micro-batches in flight); the step runs its items.
+    os << "stage  layers    parameters   planned peak  slots  slot bytes  instructions "
+          "written / run a step\n";
     for (int64_t s = 0; s < pp; ++s) {
       const plan::Plan &st = p.stages(s);
       int64_t params = 0;
@@ -1349,8 +1352,15 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
           params += b.shard_count() > 1 ? numel(b.full_shape()) : numel(b.shape());
       auto l = steps[s]->getAttrOfType<DenseI64ArrayAttr>("dist.layers");
       std::string range = l ? std::to_string(l[0]) + "-" + std::to_string(l[1]) : "?";
-      os << llvm::format("%5lld  %-8s %12lld   ", (long long)s, range.c_str(), (long long)params)
-         << humanBytes(st.arena_bytes()) << "\n";
+      const plan::Program &prog = st.program();
+      const plan::PipelineSchedule &ps = prog.pipeline();
+      int64_t written = prog.prologue_size() + prog.epilogue_size() + ps.forward_size() +
+                        ps.backward_size() + ps.weight_size();
+      int64_t ran = run.stages(s).program().prologue_size();
+      os << llvm::format("%5lld  %-8s %12lld   %12s  %5u  %10s  %lld / %lld\n", (long long)s,
+                         range.c_str(), (long long)params, humanBytes(st.arena_bytes()).c_str(),
+                         ps.slots(), humanBytes(int64_t(ps.slot_bytes())).c_str(),
+                         (long long)written, (long long)ran);
     }
     for (int64_t s = 0; s < pp; ++s) {
       os << "\n== stage " << s << " ==\n";
