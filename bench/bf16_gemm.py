@@ -30,7 +30,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import BIN, report, run  # noqa: E402
+from common import BIN, pytorch_blas, report, run  # noqa: E402
 
 # name, batch, M, K, N
 SHAPES = [("QKV", 1, 1024, 384, 1152), ("MLP up", 1, 1024, 384, 1536),
@@ -83,6 +83,7 @@ def main():
     p.add_argument("--peak", type=int, default=2048, help="largest square size of the peak search")
     p.add_argument("--markdown", help="also write the tables to this file")
     a = p.parse_args()
+    blas = pytorch_blas()  # before torch loads
 
     import torch
     torch.set_num_threads(a.threads)
@@ -146,7 +147,7 @@ def main():
             "through dsrt / oneDNN): " +
             ", ".join(f"{s}^3 {v:.0f}" for s, v in sorted(squares.items())) +
             f" GFLOP/s; peak {pk:.0f} GFLOP/s at {pk_size}^3."]
-    report("\n".join(out) + "\n", a.markdown)
+    report(blas + "\n\n" + "\n".join(out) + "\n", a.markdown)
 
 
 if __name__ == "__main__":

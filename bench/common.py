@@ -17,6 +17,66 @@ PY = "/usr/bin/python3"
 MiB = 2.0 ** 20
 
 
+# OpenBLAS kernels it falls back to on a CPU newer than its release
+# (Debian's 0.3.21 on a 2023 Xeon: Prescott, no AVX at all).
+_OPENBLAS_FALLBACKS = {"prescott", "katmai", "coppermine", "northwood", "banias", "core2",
+                       "penryn", "dunnington", "nehalem", "atom", "opteron", "barcelona",
+                       "bobcat", "unknown"}
+
+
+def _openblas_core(env):
+    """The kernel set OpenBLAS picks in PyTorch's process ("Core: X" under
+    OPENBLAS_VERBOSE=2), or None when PyTorch does not use OpenBLAS."""
+    probe = subprocess.run([PY, "-c", "import torch; torch.ones(8, 8) @ torch.ones(8, 8)"],
+                           env=dict(env, OPENBLAS_VERBOSE="2"), capture_output=True, text=True)
+    m = re.search(r"Core:\s*(\S+)", probe.stdout + probe.stderr)
+    return m.group(1) if m else None
+
+
+def _best_openblas_core():
+    """OPENBLAS_CORETYPE's name for this CPU's widest kernels."""
+    flags, vendor = set(), ""
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
+            elif line.startswith("vendor_id") and not vendor:
+                vendor = line.split(":", 1)[1].strip()
+    if vendor == "AuthenticAMD" and "avx2" in flags:
+        return "ZEN"
+    if {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd"} <= flags:
+        return "SKYLAKEX"
+    if {"avx2", "fma"} <= flags:
+        return "HASWELL"
+    return "SANDYBRIDGE" if "avx" in flags else None
+
+
+def pytorch_blas():
+    """Gives PyTorch OpenBLAS's best kernels for this CPU, before anything
+    imports torch (OpenBLAS reads OPENBLAS_CORETYPE when it loads), and says
+    which it uses: Debian's OpenBLAS 0.3.21 does not know CPUs newer than
+    itself and falls back to kernels without AVX (60 against 205 GFLOP/s of
+    fp32 GEMM on a 2023 Xeon), which would flatter every ratio against
+    PyTorch. A choice of its own that is not such a fallback, or an
+    OPENBLAS_CORETYPE already set, is kept."""
+    given = os.environ.get("OPENBLAS_CORETYPE")
+    chosen = _openblas_core(os.environ)
+    if chosen is None:
+        return "PyTorch's BLAS: not OpenBLAS (no OPENBLAS_VERBOSE report)"
+    if given:
+        return f"PyTorch's BLAS: OpenBLAS, {chosen} kernels (OPENBLAS_CORETYPE={given}, as given)"
+    best = _best_openblas_core()
+    if not best or chosen.lower() not in _OPENBLAS_FALLBACKS:
+        return f"PyTorch's BLAS: OpenBLAS, {chosen} kernels (its own choice)"
+    forced = _openblas_core(dict(os.environ, OPENBLAS_CORETYPE=best))
+    if forced is None or forced.lower() in _OPENBLAS_FALLBACKS:
+        return (f"PyTorch's BLAS: OpenBLAS, {chosen} kernels (its fallback; "
+                f"OPENBLAS_CORETYPE={best} is not built in)")
+    os.environ["OPENBLAS_CORETYPE"] = best
+    return (f"PyTorch's BLAS: OpenBLAS, {forced} kernels (OPENBLAS_CORETYPE={best}; "
+            f"on its own it chose {chosen})")
+
+
 def run(cmd, **kw):
     """stdout of `cmd`; exits with its output when it fails."""
     r = subprocess.run(cmd, capture_output=True, text=True, **kw)

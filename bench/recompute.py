@@ -49,7 +49,7 @@ import tempfile
 from math import prod
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (BIN, PY, REPO, dsrt_peak_rss, median_step, metrics,  # noqa: E402
+from common import (BIN, PY, REPO, pytorch_blas, dsrt_peak_rss, median_step, metrics,  # noqa: E402
                     report, run, run_measured, sha256, token_file)
 
 MODES = ["none", "layers", "selective", "auto"]
@@ -221,6 +221,7 @@ def main():
     ap.add_argument("--work", help="folder for the model, plans and runs (default: a new temp dir)")
     ap.add_argument("--markdown", help="also write the tables here")
     a = ap.parse_args()
+    blas = pytorch_blas()  # before torch loads
 
     work = a.work or tempfile.mkdtemp(prefix="dsc-recompute-")
     os.makedirs(work, exist_ok=True)
@@ -370,7 +371,7 @@ def main():
               f"{res[t1]['losses']} ({'identical' if torch_same else 'different'}).\n"
             + f"dsc losses per step (none): {', '.join(res[n0]['losses'])}.\n"
             + "".join(f"dsc {m}: {notes[m]}\n" for m in MODES if notes[m]))
-    report(text, a.markdown)
+    report(blas + "\n\n" + text, a.markdown)
     print(f"(work folder: {work})")
     return 0
 

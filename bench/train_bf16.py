@@ -47,7 +47,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import BIN, PY, REPO, report, token_file  # noqa: E402
+from common import BIN, PY, REPO, pytorch_blas, report, token_file  # noqa: E402
 
 LAYERS, D, HEADS, SEQ, BATCH, VOCAB = 6, 384, 6, 128, 8, 4096
 MODEL_FLAGS = ["--layers", str(LAYERS), "--d-model", str(D), "--heads", str(HEADS),
@@ -167,6 +167,8 @@ def main():
         return torch_worker([x for x in rest if x != "--"], a.autocast)
     if rest:
         ap.error("unknown arguments: " + " ".join(rest))
+    blas = pytorch_blas()  # before any torch loads, here or in the workers
+    print(blas, flush=True)
 
     import numpy as np
     work = tempfile.mkdtemp(prefix="dsc-bf16-")
@@ -279,7 +281,7 @@ def main():
         lines += ["", f"Inside the profile nn.matmul runs at {g_mm:.0f} GFLOP/s "
                   f"({g_mm / pk:.0%} of the bf16 peak); the whole step at "
                   f"{dsc_gflop_step * a.profile_steps / total:.0f} GFLOP/s."]
-    report("\n".join(lines) + "\n", a.markdown)
+    report(blas + "\n\n" + "\n".join(lines) + "\n", a.markdown)
     return 0
 
 

@@ -22,7 +22,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import BIN, PY, REPO, report, run, token_file  # noqa: E402
+from common import BIN, PY, REPO, pytorch_blas, report, run, token_file  # noqa: E402
 
 PRESETS = {
     "small": ("6 layers, d=384, vocab 256, seq 256, batch 4",
@@ -78,6 +78,8 @@ def main():
     ap.add_argument("--data", help="uint16 token file (default: built from the repo's text)")
     ap.add_argument("--markdown", help="also write the table here")
     a = ap.parse_args()
+    blas = pytorch_blas()  # train_pytorch.py's runs inherit it
+    print(blas, flush=True)
     work = tempfile.mkdtemp(prefix="dsc-bench-")
     if not a.data:
         a.data = token_file(work)
@@ -95,7 +97,8 @@ def main():
             f"{d['peak_rss_mib'] / f['peak_rss_mib']:.2f} | {r['arena_mib']:.0f} | "
             f"{d['peak_rss_mib'] / r['arena_mib']:.2f} |")
         print(lines[-1], flush=True)
-    text = (f"threads {a.threads}, {a.warmup} untimed + {a.steps} timed steps, float32, AdamW\n\n"
+    text = (f"threads {a.threads}, {a.warmup} untimed + {a.steps} timed steps, float32, AdamW; "
+            f"{blas}\n\n"
             + "\n".join(lines) + "\n")
     report(text, a.markdown)
 
