@@ -2,6 +2,8 @@
 #include "tools/dsc/Auto.h"
 
 #include "config/CliChecks.h"
+#include "frontends/ModelFile.h"
+#include "frontends/common/ForwardFunction.h"
 #include "config/DsConfig.h"
 #include "passes/TrainStep.h"
 #include "target/plan/EmitPlan.h"
@@ -18,6 +20,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -25,7 +28,8 @@ namespace dsc::driver {
 
 void addAutoOptions(CLI::App &app, AutoOptions &o) {
   app.add_flag("--auto", o.enabled,
-               "search the layouts of --ranks ranks (tp, pp, dp, ZeRO stage, recompute) for the "
+               "search the layouts of --ranks ranks (tp, pp, dp, ZeRO stage, recompute, offload, "
+               "and a dynamic-batch model's micro-batch size) for the "
                "shortest step predicted on --hardware that fits --device-memory; layout flags "
                "given fix that part of the search; prints the best and their dsc commands");
   app.add_option("--ranks", o.ranks, "with --auto: the ranks (devices) to lay the model out on")
@@ -87,6 +91,8 @@ namespace {
 
 struct Candidate {
   int64_t dp = 1, tp = 1, pp = 1, zero = 0, micro = 1;
+  int64_t mbs = 0;      // the micro-batch size searched (0: the configured one)
+  bool configured = false; // a ds_config gives the micro-batch size
   bool sp = false;
   std::string recompute = "none";
   std::string offload;  // "", "cpu", "nvme": the optimizer state's tier ("": the config's)
@@ -103,6 +109,8 @@ struct Candidate {
     std::string s = "dp " + std::to_string(dp) + " x pp " + std::to_string(pp) + " x tp " +
                     std::to_string(tp) + (sp ? "+sp" : "") + ", ZeRO " + std::to_string(zero) +
                     ", recompute " + recompute;
+    if (mbs)
+      s += ", micro-batch " + std::to_string(mbs);
     if (pp > 1)
       s += ", " + std::to_string(micro) + " micro-batches";
     if (!offload.empty())
@@ -118,8 +126,11 @@ struct Candidate {
   /// What the config must say for the layout (flags do not express it).
   std::string configKeys() const {
     std::string s;
+    if (mbs && configured)
+      s += "train_micro_batch_size_per_gpu " + std::to_string(mbs);
     if (!offload.empty())
-      s += "zero_optimization.offload_optimizer.device \"" + offload + "\"";
+      s += std::string(s.empty() ? "" : ", ") + "zero_optimization.offload_optimizer.device \"" +
+           offload + "\"";
     if (!paramOffload.empty())
       s += std::string(s.empty() ? "" : ", ") + "zero_optimization.offload_param.device \"" +
            paramOffload + "\"";
@@ -131,6 +142,8 @@ struct Candidate {
   /// The layout's flags.
   std::string flags() const {
     std::string s = "--dp " + std::to_string(dp);
+    if (mbs && !configured)
+      s += " --batch-size " + std::to_string(mbs);
     if (tp > 1)
       s += " --tp " + std::to_string(tp) + (sp ? " --sequence-parallel" : "");
     if (pp > 1)
@@ -143,13 +156,36 @@ struct Candidate {
 
 class Search {
 public:
-  Search(mlir::MLIRContext &ctx, mlir::ModuleOp module, const dsrt::config::CompileFlags &flags,
+  Search(mlir::MLIRContext &ctx, mlir::ModuleOp module, const std::string &model,
+         const dsc::frontend::ImportOptions &import, const dsrt::config::CompileFlags &flags,
          const dsrt::config::ModelFacts &facts, const AutoOptions &options,
          const sim::Hardware &hw)
-      : ctx_(ctx), module_(module), flags_(flags), facts_(facts), options_(options), hw_(hw) {}
+      : ctx_(ctx), module_(module), model_(model), import_(import), flags_(flags),
+        facts_(facts), options_(options), hw_(hw) {}
+
+  /// The model imported with its dynamic batch at `size` (null when the
+  /// import fails).
+  mlir::ModuleOp moduleAt(int64_t size) {
+    auto found = reimported_.find(size);
+    if (found == reimported_.end()) {
+      dsc::frontend::ImportOptions o = import_;
+      o.batchSize = size;
+      o.notes = nullptr;
+      auto m = dsc::frontend::importModel(ctx_, model_, o);
+      mlir::OwningOpRef<mlir::ModuleOp> owned;
+      if (m)
+        owned = std::move(*m);
+      else
+        llvm::consumeError(m.takeError());
+      found = reimported_.emplace(size, std::move(owned)).first;
+    }
+    return found->second ? *found->second : mlir::ModuleOp();
+  }
 
   /// Compiles, measures and (when it fits) simulates `c`.
   void evaluate(Candidate &c, int64_t globalBatch, int64_t microBatchSize) {
+    if (c.mbs)
+      microBatchSize = c.mbs;
     const int64_t perStep = globalBatch / microBatchSize;
     if (perStep % c.dp) {
       c.reason = "the global batch of " + std::to_string(globalBatch) +
@@ -166,12 +202,22 @@ public:
     f.sequenceParallel = c.sp;
     f.microBatches = c.micro;
     dsrt::config::TrainConfig cfg;
+    dsrt::config::ModelFacts facts = facts_;
+    if (c.mbs && !c.configured)
+      facts.batch = c.mbs; // without a config the model's batch is the micro-batch
     try {
       dsrt::config::CompileInput input = dsrt::config::readCompileInput(f);
       std::vector<std::string> notes;
-      cfg = dsrt::config::resolveCompileConfig(f, input, facts_, notes);
+      cfg = dsrt::config::resolveCompileConfig(f, input, facts, notes);
     } catch (const std::exception &e) {
       c.reason = e.what();
+      return;
+    }
+    if (c.mbs)
+      cfg.microBatchPerGpu = c.mbs; // the config's, searched
+    mlir::ModuleOp source = c.mbs ? moduleAt(c.mbs) : module_;
+    if (!source) {
+      c.reason = "the model does not import with a batch of " + std::to_string(c.mbs);
       return;
     }
     using Device = dsrt::config::ZeroConfig::OffloadDevice;
@@ -184,7 +230,7 @@ public:
     }
     if (c.tile)
       cfg.zero.subGroupSize = c.tile;
-    mlir::OwningOpRef<mlir::ModuleOp> copy(module_.clone());
+    mlir::OwningOpRef<mlir::ModuleOp> copy(source.clone());
     std::string firstError;
     mlir::ScopedDiagnosticHandler capture(&ctx_, [&](mlir::Diagnostic &d) {
       if (d.getSeverity() == mlir::DiagnosticSeverity::Error && firstError.empty())
@@ -235,6 +281,9 @@ public:
 private:
   mlir::MLIRContext &ctx_;
   mlir::ModuleOp module_;
+  const std::string &model_;
+  const dsc::frontend::ImportOptions &import_;
+  std::map<int64_t, mlir::OwningOpRef<mlir::ModuleOp>> reimported_;
   const dsrt::config::CompileFlags &flags_;
   const dsrt::config::ModelFacts &facts_;
   const AutoOptions &options_;
@@ -250,8 +299,10 @@ std::vector<int64_t> divisorsOf(int64_t n) {
 }
 
 /// The user's arguments without the model, the search's flags and the
-/// layout flags (which each candidate sets), for the printed command.
-std::string otherArgs(const std::vector<std::string> &args, const std::string &model) {
+/// layout flags (which each candidate sets), for the printed command; and
+/// without --batch-size when the candidate sets the micro-batch size.
+std::string otherArgs(const std::vector<std::string> &args, const std::string &model,
+                      bool setsBatch) {
   static const std::vector<std::string> dropped = {
       "--auto", "--ranks", "--device-memory", "--host-memory", "--top", "--hardware", "--dp",
       "--tp", "--pp",
@@ -261,7 +312,8 @@ std::string otherArgs(const std::vector<std::string> &args, const std::string &m
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &a = args[i];
     std::string name = a.substr(0, a.find('='));
-    if (std::find(dropped.begin(), dropped.end(), name) != dropped.end()) {
+    if (std::find(dropped.begin(), dropped.end(), name) != dropped.end() ||
+        (setsBatch && name == "--batch-size")) {
       if (name == a && std::find(flagsOnly.begin(), flagsOnly.end(), a) == flagsOnly.end())
         ++i; // its value
       continue;
@@ -277,6 +329,7 @@ std::string otherArgs(const std::vector<std::string> &args, const std::string &m
 } // namespace
 
 int runAuto(mlir::MLIRContext &ctx, mlir::ModuleOp module, const std::string &model,
+            const dsc::frontend::ImportOptions &importOptions,
             const dsrt::config::CompileFlags &flags, const dsrt::config::ModelFacts &facts,
             const AutoOptions &options, const sim::Hardware &hw,
             const dsrt::config::TrainConfig &allData, const std::vector<std::string> &args,
@@ -299,7 +352,21 @@ int runAuto(mlir::MLIRContext &ctx, mlir::ModuleOp module, const std::string &mo
   const std::vector<std::string> recomputes =
       flags.recompute ? std::vector<std::string>{*flags.recompute}
                       : std::vector<std::string>{"none", "selective", "layers"};
-  Search search(ctx, module, flags, facts, options, hw);
+  Search search(ctx, module, model, importOptions, flags, facts, options, hw);
+  // A model exported with a dynamic batch: the micro-batch size is searched
+  // too (the powers of two dividing a data-parallel rank's samples, and the
+  // configured size), as DeepSpeed's autotuner does, the global batch kept.
+  std::vector<int64_t> sizes{0};
+  if (facts.batch && search.moduleAt(2 * facts.batch) &&
+      dsc::frontend::forwardBatch(search.moduleAt(2 * facts.batch)) == 2 * facts.batch) {
+    sizes.clear();
+    for (int64_t m = 1; m <= globalBatch; m *= 2)
+      sizes.push_back(m);
+    if (std::find(sizes.begin(), sizes.end(), microBatchSize) == sizes.end())
+      sizes.push_back(microBatchSize);
+    std::sort(sizes.begin(), sizes.end());
+  }
+  const bool searchSizes = sizes.size() > 1 || sizes[0] != 0;
   std::vector<Candidate> all;
   int64_t tried = 0;
   // The optimizer's tiles an offloaded state may take (sub_group_size):
@@ -316,6 +383,11 @@ int runAuto(mlir::MLIRContext &ctx, mlir::ModuleOp module, const std::string &mo
   auto searchLayout = [&](int64_t tp, int64_t pp, const std::string &offload,
                           const std::string &paramOffload) {
     const int64_t dp = N / tp / pp;
+    for (int64_t mbs : sizes) {
+    // A size must divide a data-parallel rank's samples, into at least as
+    // many micro-batches as stages.
+    if (mbs && (globalBatch % (dp * mbs) || globalBatch / (dp * mbs) < pp))
+      continue;
     for (int64_t zero = 0; zero <= (dp > 1 || !offload.empty() || configOffloads ? 3 : 0);
          ++zero) {
       if (flags.zeroStage && *flags.zeroStage != zero)
@@ -330,6 +402,8 @@ int runAuto(mlir::MLIRContext &ctx, mlir::ModuleOp module, const std::string &mo
           c.sp = tp > 1 && (flags.sequenceParallel || !flags.tp);
           c.offload = offload;
           c.paramOffload = paramOffload;
+          c.mbs = mbs;
+          c.configured = !flags.configPath.empty();
           c.tile = tile == allData.zero.subGroupSize ? 0 : tile; // 0: the config's
           search.evaluate(c, globalBatch, microBatchSize);
           ++tried;
@@ -354,6 +428,7 @@ int runAuto(mlir::MLIRContext &ctx, mlir::ModuleOp module, const std::string &mo
         if (fitted)
           break;
       }
+    }
     }
   };
   auto searchAll = [&](const std::string &offload, const std::string &paramOffload = "") {
@@ -417,8 +492,10 @@ int runAuto(mlir::MLIRContext &ctx, mlir::ModuleOp module, const std::string &mo
   });
   outs << "dsc --auto: " << N << " ranks of " << humanBytes(int64_t(options.deviceMemory))
        << " on " << hw.name << "\n";
-  outs << "global batch:     " << globalBatch << " samples per step (micro-batch "
-       << microBatchSize << "), for every layout\n";
+  outs << "global batch:     " << globalBatch << " samples per step ("
+       << (searchSizes ? std::string("micro-batch searched: the model's batch is dynamic")
+                       : "micro-batch " + std::to_string(microBatchSize))
+       << "), for every layout\n";
   outs << "searched:         " << all.size() << " layouts in " << llvm::format("%.1f", took)
        << " s: " << fits.size() << " fit, " << tooBig << " need more memory, " << refusedCount
        << " refused by the compiler\n";
@@ -457,10 +534,10 @@ int runAuto(mlir::MLIRContext &ctx, mlir::ModuleOp module, const std::string &mo
     outs << "\nhost memory:      not checked (--host-memory SIZE gives a node's): the best plan "
             "keeps "
          << humanBytes(int64_t(fits[0]->hostMemory)) << " in each node's host tier\n";
-  outs << "\nbest:  dsc " << model << " " << otherArgs(args, model) << fits[0]->flags() << " -o PLAN"
+  outs << "\nbest:  dsc " << model << " " << otherArgs(args, model, fits[0]->mbs) << fits[0]->flags() << " -o PLAN"
        << fits[0]->configKeys() << "\n";
   if (fits.size() > 1)
-    outs << "next:  dsc " << model << " " << otherArgs(args, model) << fits[1]->flags() << " -o PLAN" << fits[1]->configKeys() << " ("
+    outs << "next:  dsc " << model << " " << otherArgs(args, model, fits[1]->mbs) << fits[1]->flags() << " -o PLAN" << fits[1]->configKeys() << " ("
          << llvm::format("%.1f%%", 100 * (fits[1]->report.stepSeconds / fits[0]->report.stepSeconds - 1))
          << " slower)\n";
   return 0;

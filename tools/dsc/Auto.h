@@ -2,7 +2,8 @@
 //
 // dsc MODEL --auto --ranks N --device-memory SIZE --hardware FILE searches
 // the layouts of N ranks (tensor, pipeline and data parallelism, the ZeRO
-// stage, activation recomputation) for the one with the shortest predicted
+// stage, activation recomputation, offload, and a dynamic-batch model's
+// micro-batch size) for the one with the shortest predicted
 // step, with no trial run: each candidate is compiled (the plan's exact
 // memory per rank), dropped when it does not fit SIZE, and simulated
 // (target/sim). Layout flags given with --auto fix that part of the
@@ -13,6 +14,7 @@
 #ifndef DSC_TOOLS_DSC_AUTO_H
 #define DSC_TOOLS_DSC_AUTO_H
 
+#include "frontends/common/ImportOptions.h"
 #include "tools/dsc/CompileConfig.h"
 #include "target/sim/Hardware.h"
 
@@ -50,7 +52,10 @@ bool checkAutoOptions(const CLI::App &app, AutoOptions &options, llvm::raw_ostre
 /// the best plans; returns dsc's exit status. Every layout trains the
 /// samples per step of `allData`, the configuration read with all ranks
 /// data-parallel. `args`: dsc's command line, for the printed commands.
+/// A model with a dynamic batch is imported again (`importOptions`) at
+/// each micro-batch size the search tries.
 int runAuto(mlir::MLIRContext &ctx, mlir::ModuleOp module, const std::string &model,
+            const dsc::frontend::ImportOptions &importOptions,
             const dsrt::config::CompileFlags &flags, const dsrt::config::ModelFacts &facts,
             const AutoOptions &options, const sim::Hardware &hardware,
             const dsrt::config::TrainConfig &allData, const std::vector<std::string> &args,

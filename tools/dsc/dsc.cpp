@@ -352,7 +352,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (autoOptions.enabled)
-    return dsc::driver::runAuto(ctx, **module, model, flags, facts, autoOptions,
+    return dsc::driver::runAuto(ctx, **module, model, options, flags, facts, autoOptions,
                                 simulation.hardware(), cfg, {argv + 1, argv + argc}, llvm::outs(),
                                 llvm::errs());
 
