@@ -3,8 +3,9 @@
 // Input: the stage functions of pipeline-split after autodiff (forward ops,
 // then backward ops marked `train.backward`; the step returns the loss and
 // one gradient per parameter). Replaces gradient-accumulation for pipelines:
-// the step of each stage is unrolled into M micro-batches whose forward (F)
-// and backward (B) parts run in the stage's schedule order:
+// each stage's micro-batch moves into one train.pipeline op, written once,
+// whose schedule runs M micro-batches' forward (F) and backward (B) parts
+// in the stage's order:
 //
 //   1f1b   PipeDream-Flush: stage s runs min(P-1-s, M) warm-up forwards,
 //          then alternates F and B, then drains the remaining backwards;
@@ -15,17 +16,18 @@
 //          deferred and fill the time the stage would otherwise wait. The
 //          order comes from simulating all stages with the ops' costs.
 //
-// Each micro-batch reads its inputs from `train.load_batch k`; the input
-// arguments are removed. Gradients (and the last stage's loss) are summed
-// as micro-batches finish and scaled by 1/M once, as gradient-accumulation
-// does; a parameter held by several stages (dist.tied_copy) then gets the
-// sum of every holder's gradient, added in stage order so that all holders
-// compute the same bits. A send's dist.wait moves to just before the next
-// send on its channel (or the end of the step): sends never block the
-// schedule, and the number of buffers kept for them stays one per channel.
-// Every cloned op records `train.micro` and `train.phase` (1 F, 2 B, 3 W),
-// except the parameters' low-precision copies, made once before the
-// micro-batches (as gradient-accumulation hoists them).
+// Every op of the body records its phase (`train.phase`: 1 F, 2 B, 3 W);
+// the body reads its inputs with `train.load_batch` of its micro-batch
+// index, and the input arguments are removed. The op sums the gradients
+// (and the last stage's loss) over the micro-batches; they are scaled by
+// 1/M once after it, as gradient-accumulation does, and a parameter held by
+// several stages (dist.tied_copy) then gets the sum of every holder's
+// gradient, added in stage order so that all holders compute the same
+// bits. A send in the body completes before the next send on its channel
+// (train.pipeline's semantics); the tied sums' sends complete at the end of
+// the step. The parameters' low-precision copies are made once, before the
+// op (as gradient-accumulation hoists them). pipeline-expand unrolls the
+// op into the ops of every item.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/DistUtils.h"

@@ -115,7 +115,8 @@ void regatherForBackward(func::FuncOp fn) {
     Block *block = g->getBlock();
     // In a micro-batch body the backward pass follows the loss (the first
     // value the body yields); a pipeline stage marks its backward ops, and
-    // pipeline-schedule each unrolled op's phase (2 B, 3 W: the backward).
+    // pipeline-schedule each op of its train.pipeline body with its phase
+    // (2 B, 3 W: the backward).
     Operation *lossOp = nullptr;
     if (isa_and_nonnull<train::AccumulateOp>(block->getParentOp()))
       lossOp = block->getTerminator()->getOperand(0).getDefiningOp();

@@ -128,9 +128,9 @@ struct Zero : impl::ZeroBase<Zero> {
     if (clips.size() > 1 || clip.getSumSq())
       return clip.emitOpError("zero: expected one unpartitioned gradient clipping per step");
     auto accs = llvm::to_vector(top.getOps<train::AccumulateOp>());
-    // A pipeline stage (pipeline-schedule) has its micro-batches unrolled
-    // and sums the gradients itself: every stage reduces them once per step,
-    // after the flush, as stage 1 does.
+    // A pipeline stage (pipeline-schedule) sums its micro-batches'
+    // gradients in its train.pipeline op: every stage reduces them once per
+    // step, after the flush, as stage 1 does.
     bool pipelined = fn->hasAttr(distutil::kStage);
     if (!pipelined && accs.size() != 1)
       return fn.emitError("zero: expected one train.accumulate (run gradient-accumulation)");

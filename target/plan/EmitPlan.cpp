@@ -276,7 +276,8 @@ public:
     }
     if (!sawAccumulate)
       prog->set_micro_batches(1);
-    // A pipeline stage's unrolled schedule is one list, run once per step.
+    // A pipeline stage without a train.pipeline op (its schedule unrolled,
+    // pipeline-expand): one list, run once per step.
     if (!sawAccumulate && !sawPipeline && fn_->hasAttr(distutil::kStage))
       prog->mutable_prologue()->Swap(prog->mutable_micro_batch());
     return success();
