@@ -58,22 +58,22 @@ bool checkAutoOptions(const CLI::App &app, AutoOptions &o, llvm::raw_ostream &er
             "the model out on and the memory of each)\n";
     return false;
   }
-  std::optional<uint64_t> bytes = dsrt::config::parseByteSize(o.deviceMemoryText);
-  if (!bytes || *bytes == 0) {
-    errs << "dsc: error: --device-memory: '" << o.deviceMemoryText
-         << "' is not a size (for example 80GiB, 24G)\n";
-    return false;
-  }
-  o.deviceMemory = *bytes;
-  if (!o.hostMemoryText.empty()) {
-    std::optional<uint64_t> host = dsrt::config::parseByteSize(o.hostMemoryText);
-    if (!host || *host == 0) {
-      errs << "dsc: error: --host-memory: '" << o.hostMemoryText
-           << "' is not a size (for example 2TiB, 512G)\n";
+  // A positive SIZE, or an error naming the flag with examples.
+  auto size = [&](const char *flag, const std::string &text, const char *examples,
+                  uint64_t &out) {
+    std::optional<uint64_t> bytes = dsrt::config::parseByteSize(text);
+    if (!bytes || *bytes == 0) {
+      errs << "dsc: error: " << flag << ": '" << text << "' is not a size (for example "
+           << examples << ")\n";
       return false;
     }
-    o.hostMemory = *host;
-  }
+    out = *bytes;
+    return true;
+  };
+  if (!size("--device-memory", o.deviceMemoryText, "80GiB, 24G", o.deviceMemory) ||
+      (!o.hostMemoryText.empty() &&
+       !size("--host-memory", o.hostMemoryText, "2TiB, 512G", o.hostMemory)))
+    return false;
   for (const char *f : {"--dp", "--output", "--emit", "--memory-budget", "--explain"})
     if (app.count(f)) {
       errs << "dsc: error: --auto: " << f
