@@ -88,6 +88,7 @@ std::string unrollPipeline(dsc::plan::Plan &stage) {
   // The waits of the body's sends: each send's handle -> its wait, found
   // in its list after it; moved, not copied in place.
   std::vector<std::map<int64_t, int>> sendWait(3);
+  std::vector<std::vector<bool>> moved(3); // per list: a send's wait, emitted elsewhere
   for (int p = 0; p < 3; ++p) {
     std::map<int64_t, int> sending; // handle -> index of the send
     for (int k = 0; k < lists[p]->size(); ++k) {
@@ -97,15 +98,15 @@ std::string unrollPipeline(dsc::plan::Plan &stage) {
       else if (i.op() == "dist.wait" && i.ints_size() >= 1 && sending.count(i.ints(0)))
         sendWait[p][i.ints(0)] = k;
     }
+    moved[p].assign(size_t(lists[p]->size()), false);
+    for (auto &[handle, k] : sendWait[p])
+      moved[p][size_t(k)] = true;
   }
   std::map<std::pair<int64_t, int64_t>, plan::Instr> pending; // channel -> its wait
   for (int j = 0; j < pipe.items_size(); j += 3) {
     int p = int(pipe.items(j)) - 1;
     int64_t micro = pipe.items(j + 1), slot = pipe.items(j + 2);
     const std::vector<uint32_t> &remap = copyOf[size_t(slot)];
-    std::vector<bool> moved(size_t(lists[p]->size()), false);
-    for (auto &[handle, k] : sendWait[p])
-      moved[size_t(k)] = true;
     for (int k = 0; k < lists[p]->size(); ++k) {
       plan::Instr i = (*lists[p])[k];
       for (int x = 0; x < i.inputs_size(); ++x)
@@ -116,7 +117,7 @@ std::string unrollPipeline(dsc::plan::Plan &stage) {
       i.set_phase(uint32_t(p + 1));
       if (i.op() == "load_batch" && i.ints_size() >= 1)
         i.set_ints(0, micro);
-      if (moved[size_t(k)])
+      if (moved[p][size_t(k)])
         continue;
       if (i.op() == "dist.send" && sendWait[p].count(i.ints(3))) {
         std::pair<int64_t, int64_t> channel{i.ints(1), i.ints(2)};

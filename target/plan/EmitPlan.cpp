@@ -34,6 +34,8 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
+#include <optional>
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -1314,10 +1316,15 @@ LogicalResult emitPlan(ModuleOp module, const EmitPlanOptions &options) {
 
   // The manifest and --simulate read each stage's step in run order: its
   // pipeline items unrolled (in memory; plan.pb keeps the schedule).
-  plan::Plan run = p;
-  for (plan::Plan &stage : *run.mutable_stages())
-    if (std::string bad = dsrt::unrollPipeline(stage); !bad.empty())
-      return module.emitError("emit-plan: stage ") << stage.stage() << ": " << bad;
+  // (Only a pipeline has items: a single stage's plan is read as it is.)
+  std::optional<plan::Plan> unrolled;
+  if (pp > 1) {
+    unrolled = p;
+    for (plan::Plan &stage : *unrolled->mutable_stages())
+      if (std::string bad = dsrt::unrollPipeline(stage); !bad.empty())
+        return module.emitError("emit-plan: stage ") << stage.stage() << ": " << bad;
+  }
+  const plan::Plan &run = unrolled ? *unrolled : p;
 
   // The manifest: what the plan holds and needs, per stage.
   auto write = [&](llvm::raw_ostream &os) {
