@@ -147,8 +147,11 @@ def build_model(a):
                 nn.init.zeros_(m.bias)
 
         def forward(self, input_ids, token_type_ids, attention_mask, labels):
-            # [B, T] int64 -> [B, 1, 1, T] float: 0 for tokens, mask_value for pads.
-            ext = attention_mask[:, None, None, :].to(torch.float32)
+            # [B, T] int64 -> [B, 1, 1, T] float: 0 for tokens, mask_value for
+            # pads, on the weights' device (a --no-weights export traces on
+            # the meta device).
+            device = self.embeddings.word_embeddings.weight.device
+            ext = attention_mask[:, None, None, :].to(device, torch.float32)
             ext = (1.0 - ext) * self.mask_value
             x = self.embeddings(input_ids, token_type_ids)
             for layer in self.layers:
