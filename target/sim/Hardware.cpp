@@ -49,8 +49,13 @@ Rate readRate(const Section &top, const std::string &key, const std::string &rat
 Link readLink(const Section &top, const std::string &key) {
   Section s = top.object(key);
   const std::vector<std::string> collectives = {"all_reduce", "all_gather", "send"};
-  s.checkKeys({"bus_gbps", "latency_us", "all_reduce", "all_gather", "send"});
+  std::vector<std::string> keys = {"bus_gbps", "latency_us", "all_reduce", "all_gather", "send"};
+  if (key == "inter_node")
+    keys.push_back("aggregate");
+  s.checkKeys(keys);
   Link l;
+  if (std::optional<bool> a = s.boolean("aggregate"))
+    l.aggregate = *a;
   l.busBandwidth = positive(s, "bus_gbps") * kGiga;
   l.latency = nonNegative(s, "latency_us") * kMicro;
   for (const std::string &c : collectives)

@@ -36,7 +36,10 @@
 //                                 send ({bus_gbps, latency_us}) replace the
 //                                 link's own for that collective (MPI on a
 //                                 CPU adds while it moves); reduce_scatter
-//                                 takes all_reduce's, all_to_all all_gather's
+//                                 takes all_reduce's, all_to_all all_gather's;
+//                                 inter_node's `aggregate` (default true):
+//                                 false when the node's devices do not send
+//                                 side by side (a host-staged scale-out)
 //   host_gbps, nvme_gbps          offload tiers (tier.fetch / tier.store)
 //   comm_overlaps_compute         collectives run beside the kernels (a GPU's
 //                                 NCCL stream) or on the same cores (MPI on a
@@ -66,6 +69,13 @@ struct Rate {
 struct Link {
   double busBandwidth = 0; // bytes/s, as nccl-tests' busbw
   double latency = 0;      // s per algorithm step
+  /// inter_node only: a node's devices move a collective's traffic out of
+  /// the node side by side, each through its own NIC (NCCL's rings and
+  /// trees), so the node carries devices-per-node times busBandwidth.
+  /// False: a ring crosses nodes at busBandwidth alone (a scale-out staged
+  /// through host memory, such as HCCL over a host NIC without
+  /// Gaudi-direct).
+  bool aggregate = true;
   /// Per collective ("all_reduce", "all_gather", "send"), when measured apart.
   std::map<std::string, std::pair<double, double>> byCollective;
   /// The bandwidth and latency of an instruction ("dist.reduce_scatter").

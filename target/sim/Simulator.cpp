@@ -139,7 +139,8 @@ std::pair<double, double> linkOf(const Hardware &hw, const Hop &h, const std::st
   if (h.nodes <= 1)
     return intra;
   auto inter = hw.interNode.of(op);
-  return {std::min(intra.first, double(h.perNode) * inter.first), inter.second};
+  const double across = hw.interNode.aggregate ? double(h.perNode) * inter.first : inter.first;
+  return {std::min(intra.first, across), inter.second};
 }
 
 double collectiveSeconds(const Hardware &hw, const std::string &op, int64_t n, double bytes,
