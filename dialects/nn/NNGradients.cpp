@@ -100,6 +100,7 @@ DSC_NO_GRADIENT_RULE(ConvWeightGradOp)
 DSC_NO_GRADIENT_RULE(MaxPoolGradOp)
 DSC_NO_GRADIENT_RULE(AvgPoolGradOp)
 DSC_NO_GRADIENT_RULE(DropoutGradOp)
+DSC_NO_GRADIENT_RULE(AttentionGradOp)
 #undef DSC_NO_GRADIENT_RULE
 
 // Ops with boolean results pass no gradient.
@@ -466,6 +467,21 @@ LogicalResult BroadcastOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, Grad
 
 LogicalResult DropoutOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, Grads &g) {
   g.assign({DropoutGradOp::create(b, getLoc(), dy[0], getMask(), getRatio())});
+  return success();
+}
+
+// The bias gets no gradient (see the op); the stats are only the backward's.
+LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, Grads &g) {
+  if (!dy[0]) {
+    g.assign(getNumOperands(), Value());
+    return success();
+  }
+  auto grad = AttentionGradOp::create(b, getLoc(), dy[0], getQuery(), getKey(), getValue(),
+                                      getStats(), getBias(), getScaleAttr(), getScaleDividesAttr(),
+                                      getCausalAttr(), getRatioAttr(), getRngStreamAttr());
+  g.assign({grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad()});
+  if (getBias())
+    g.push_back(Value());
   return success();
 }
 

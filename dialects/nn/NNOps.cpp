@@ -452,6 +452,111 @@ LogicalResult DropoutOp::inferReturnTypes(MLIRContext *ctx,
 int64_t DropoutOp::getFlops() { return 2 * numElements(getInput().getType()); }
 
 //===----------------------------------------------------------------------===//
+// Fused attention
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The shapes of an attention's operands: query [..., T, E], key [..., S, E],
+/// value [..., S, F], the same leading dimensions, and a bias broadcasting
+/// to [..., T, S]. Fills the result's and the stats' shapes.
+LogicalResult checkAttention(std::optional<Location> loc, Type queryType, Type keyType,
+                             Type valueType, Type biasType, double scale, double ratio,
+                             SmallVectorImpl<int64_t> &result, SmallVectorImpl<int64_t> &stats) {
+  auto q = tensorOf(queryType), k = tensorOf(keyType), v = tensorOf(valueType);
+  int64_t r = q.getRank();
+  if (r < 2 || k.getRank() != r || v.getRank() != r)
+    return fail(loc, "query, key and value must have one rank >= 2, got " +
+                         shapeStr(q.getShape()) + ", " + shapeStr(k.getShape()) + ", " +
+                         shapeStr(v.getShape()));
+  ArrayRef<int64_t> qs = q.getShape(), ks = k.getShape(), vs = v.getShape();
+  if (qs.drop_back(2) != ks.drop_back(2) || qs.drop_back(2) != vs.drop_back(2))
+    return fail(loc, "query " + shapeStr(qs) + ", key " + shapeStr(ks) + " and value " +
+                         shapeStr(vs) + " must have the same leading dimensions");
+  if (ks[r - 1] != qs[r - 1])
+    return fail(loc, "key " + shapeStr(ks) + " must have the query's feature size " +
+                         Twine(qs[r - 1]));
+  if (vs[r - 2] != ks[r - 2])
+    return fail(loc, "value " + shapeStr(vs) + " must have the key's length " +
+                         Twine(ks[r - 2]));
+  if (!(scale > 0.0) || !std::isfinite(scale))
+    return fail(loc, "scale " + std::to_string(scale) + " must be positive and finite");
+  if (!(ratio >= 0.0 && ratio < 1.0))
+    return fail(loc, "ratio " + std::to_string(ratio) + " must be in [0, 1)");
+  SmallVector<int64_t> scores(qs.drop_back(1));
+  scores.push_back(ks[r - 2]);
+  if (biasType) {
+    auto b = tensorOf(biasType);
+    auto shape = broadcastShapes(scores, b.getShape());
+    if (b.getElementType() != q.getElementType() || failed(shape) ||
+        ArrayRef<int64_t>(*shape) != ArrayRef<int64_t>(scores))
+      return fail(loc, "bias " + shapeStr(b.getShape()) + " must broadcast to the scores " +
+                           shapeStr(scores) + " and have the query's element type");
+  }
+  result.assign(qs.begin(), qs.end() - 1);
+  result.push_back(vs[r - 1]);
+  stats.assign(qs.begin(), qs.end() - 1);
+  stats.push_back(2);
+  return success();
+}
+
+/// Per score element: the scale, the mask or bias, softmax's 5 and
+/// dropout's 2, as the unfused ops count them.
+int64_t scoreFlops(bool masked, double ratio) { return 1 + (masked ? 1 : 0) + 5 + (ratio > 0 ? 2 : 0); }
+} // namespace
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                            Adaptor a, Types &r) {
+  SmallVector<int64_t> result, stats;
+  Value bias = a.getBias();
+  if (failed(checkAttention(loc, a.getQuery().getType(), a.getKey().getType(),
+                            a.getValue().getType(), bias ? bias.getType() : Type(),
+                            a.getScale().convertToDouble(), a.getRatio().convertToDouble(),
+                            result, stats)))
+    return failure();
+  r.push_back(RankedTensorType::get(result, tensorOf(a.getQuery().getType()).getElementType()));
+  r.push_back(RankedTensorType::get(stats, Float32Type::get(ctx)));
+  return success();
+}
+
+int64_t AttentionOp::getFlops() {
+  auto q = getQuery().getType(), v = getValue().getType();
+  int64_t S = getKey().getType().getShape().end()[-2];
+  int64_t scores = numElements(q) / q.getShape().back() * S;
+  return 2 * scores * (q.getShape().back() + v.getShape().back()) +
+         scores * scoreFlops(getCausal() || getBias(), getRatio().convertToDouble());
+}
+
+LogicalResult AttentionGradOp::verify() {
+  SmallVector<int64_t> result, stats;
+  Value bias = getBias();
+  if (failed(checkAttention(getLoc(), getQuery().getType(), getKey().getType(),
+                            getValue().getType(), bias ? bias.getType() : Type(),
+                            getScale().convertToDouble(), getRatio().convertToDouble(), result,
+                            stats)))
+    return failure();
+  auto q = getQuery().getType();
+  if (getGrad().getType() != RankedTensorType::get(result, q.getElementType()))
+    return emitOpError("grad ") << getGrad().getType() << " must be the forward's result type "
+                                << RankedTensorType::get(result, q.getElementType());
+  auto f32 = Float32Type::get(getContext());
+  if (getStats().getType() != RankedTensorType::get(stats, f32))
+    return emitOpError("stats ") << getStats().getType() << " must be "
+                                 << RankedTensorType::get(stats, f32);
+  return success();
+}
+
+// The forward recomputed (its two GEMMs' first, QK^T, and the score work),
+// then dP' = dO V^T, dV = P'^T dO, dQ = dS K and dK = dS^T Q.
+int64_t AttentionGradOp::getFlops() {
+  auto q = getQuery().getType(), v = getValue().getType();
+  int64_t S = getKey().getType().getShape().end()[-2];
+  int64_t scores = numElements(q) / q.getShape().back() * S;
+  int64_t E = q.getShape().back(), F = v.getShape().back();
+  return scores * (2 * E + 4 * F + 4 * E) +
+         scores * (scoreFlops(getCausal() || getBias(), getRatio().convertToDouble()) + 4);
+}
+
+//===----------------------------------------------------------------------===//
 // Convolution and pooling
 //===----------------------------------------------------------------------===//
 

@@ -427,6 +427,44 @@ def NN_DropoutOp : NN_Op<"dropout", [InferTypeOpAdaptor], ["getFlops"]> {
 }
 
 //===----------------------------------------------------------------------===//
+// Fused attention (made by nn-fusion from the exported op chain)
+//===----------------------------------------------------------------------===//
+
+def NN_AttentionOp : NN_Op<"attention", [InferTypeOpAdaptor,
+    AllElementTypesMatch<["query", "key", "value", "result"]>], ["getFlops"]> {
+  let summary = "scaled dot-product attention that keeps no scores";
+  let description = [{
+    `result = dropout(softmax(mask(scale(query key^T)) + bias)) value` over
+    the two innermost dimensions: query [..., T, E], key [..., S, E] and
+    value [..., S, F] give [..., T, F]; the leading dimensions are equal.
+    `scale` multiplies the scores, or divides them with `scale_divides`
+    (x / sqrt(96) and x * (1 / sqrt(96)) round differently). `causal` masks
+    the keys after each query (key j > query i, PyTorch's is_causal): their
+    probabilities are exactly 0, whatever value the exported mask filled in.
+    The optional `bias` is added to the scaled scores and broadcasts to
+    [..., T, S]; it receives no gradient (nn-fusion fuses only a bias that
+    no parameter reaches). With `ratio` > 0, dropout draws the bits
+    nn.dropout with `rng_stream` draws at the same positions of the
+    [..., T, S] probabilities.
+
+    The scores are never stored: `stats` [..., T, 2] (f32) keeps each row's
+    maximum and the reciprocal of its sum of exponentials, from which the
+    backward (nn.attention_grad) recomputes the probabilities bit for bit.
+    Every step rounds to the element type where the unfused ops would.
+  }];
+  let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
+                       NN_FloatTensor:$value, Optional<NN_FloatTensor>:$bias,
+                       F64Attr:$scale, UnitAttr:$scale_divides, UnitAttr:$causal,
+                       DefaultValuedAttr<F64Attr, "0.0">:$ratio,
+                       DefaultValuedAttr<I64Attr, "0">:$rng_stream);
+  let results = (outs NN_FloatTensor:$result, NN_FloatTensor:$stats);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`,` $bias^)? attr-dict `:` type($query) `,` type($key) `,`
+      type($value) (`,` type($bias)^)? `->` type($result) `,` type($stats)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // Gradient ops (made by autodiff; fused kernels for the backward pass)
 //===----------------------------------------------------------------------===//
 
@@ -543,6 +581,30 @@ def NN_SliceGradOp : NN_Op<"slice_grad", [
                        DenseI64ArrayAttr:$limit, DenseI64ArrayAttr:$stride);
   let results = (outs NN_FloatTensor:$input_grad);
   let assemblyFormat = "$grad attr-dict `:` type($grad) `->` type($input_grad)";
+  let hasVerifier = 1;
+}
+
+def NN_AttentionGradOp : NN_Op<"attention_grad", [
+    AllTypesMatch<["query", "query_grad"]>, AllTypesMatch<["key", "key_grad"]>,
+    AllTypesMatch<["value", "value_grad"]>], ["getFlops"]> {
+  let summary = "gradients of nn.attention w.r.t. query, key and value";
+  let description = [{
+    Recomputes the scores, probabilities and dropout bits block by block
+    from the operands and the forward's `stats`, with the forward's
+    attributes; `grad` is the result's gradient.
+  }];
+  let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$query, NN_FloatTensor:$key,
+                       NN_FloatTensor:$value, NN_FloatTensor:$stats,
+                       Optional<NN_FloatTensor>:$bias,
+                       F64Attr:$scale, UnitAttr:$scale_divides, UnitAttr:$causal,
+                       DefaultValuedAttr<F64Attr, "0.0">:$ratio,
+                       DefaultValuedAttr<I64Attr, "0">:$rng_stream);
+  let results = (outs NN_FloatTensor:$query_grad, NN_FloatTensor:$key_grad,
+                      NN_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $grad `,` $query `,` $key `,` $value `,` $stats (`,` $bias^)? attr-dict `:` type($grad) `,`
+      type($query) `,` type($key) `,` type($value) `,` type($stats) (`,` type($bias)^)?
+  }];
   let hasVerifier = 1;
 }
 

@@ -193,3 +193,19 @@ func.func @conv_pool(%x: tensor<1x2x8xf32> {train.input = "x"}, %w: tensor<4x2x3
   %5 = nn.reduce_sum %4 {axes = array<i64: 0, 1, 2>} : tensor<1x2x5xf32> -> tensor<f32>
   return %5 : tensor<f32>
 }
+
+// Fused attention: one attention_grad from the result's gradient, the
+// forward's stats and attributes; the query, key and value gradients reach
+// their parameters; the bias (an input) gets none, and no gradient flows
+// into the stats.
+// CHECK-LABEL: func.func @attention(
+// CHECK-SAME:    %[[Q:[a-z0-9]+]]: tensor<2x4x3xf32> {train.param = "q"}, %[[K:[a-z0-9]+]]: tensor<2x5x3xf32> {train.param = "k"}, %[[V:[a-z0-9]+]]: tensor<2x5x6xf32> {train.param = "v"}, %[[B:[a-z0-9]+]]: tensor<2x1x5xf32> {train.input = "b"})
+// CHECK:         %[[O:.*]], %[[S:.*]] = nn.attention %[[Q]], %[[K]], %[[V]], %[[B]] {ratio = 1.000000e-01 : f64, rng_stream = 2 : i64, scale = 5.000000e-01 : f64}
+// CHECK:         %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]] = nn.attention_grad %{{.*}}, %[[Q]], %[[K]], %[[V]], %[[S]], %[[B]] {ratio = 1.000000e-01 : f64, rng_stream = 2 : i64, scale = 5.000000e-01 : f64}
+// CHECK-NOT:     nn.attention_grad
+// CHECK:         return %{{.*}}, %[[DQ]], %[[DK]], %[[DV]]
+func.func @attention(%q: tensor<2x4x3xf32> {train.param = "q"}, %k: tensor<2x5x3xf32> {train.param = "k"}, %v: tensor<2x5x6xf32> {train.param = "v"}, %b: tensor<2x1x5xf32> {train.input = "b"}) -> (tensor<f32> {train.loss}) {
+  %0, %1 = nn.attention %q, %k, %v, %b {scale = 0.5 : f64, ratio = 0.1 : f64, rng_stream = 2 : i64} : tensor<2x4x3xf32>, tensor<2x5x3xf32>, tensor<2x5x6xf32>, tensor<2x1x5xf32> -> tensor<2x4x6xf32>, tensor<2x4x2xf32>
+  %2 = nn.reduce_sum %0 {axes = array<i64: 0, 1, 2>} : tensor<2x4x6xf32> -> tensor<f32>
+  return %2 : tensor<f32>
+}

@@ -982,3 +982,86 @@ func.func @argmax_result(%x: tensor<2x3xf32>) {
   %0 = nn.argmax %x {axis = 1 : i64, keepdims} : tensor<2x3xf32> -> tensor<2xi64>
   return
 }
+
+//===----------------------------------------------------------------------===//
+// Fused attention
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @attention_rank(%q: tensor<8xf32>, %k: tensor<8xf32>, %v: tensor<8xf32>) {
+  // expected-error @+2 {{query, key and value must have one rank >= 2, got [8], [8], [8]}}
+  // expected-error @+1 {{'nn.attention' op failed to infer returned types}}
+  %0, %1 = nn.attention %q, %k, %v {scale = 1.0 : f64} : tensor<8xf32>, tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>, tensor<8x2xf32>
+  return
+}
+
+// -----
+
+func.func @attention_heads(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x4x8x16xf32>) {
+  // expected-error @+2 {{query [2,4,8,16], key [2,2,8,16] and value [2,4,8,16] must have the same leading dimensions}}
+  // expected-error @+1 {{'nn.attention' op failed to infer returned types}}
+  %0, %1 = nn.attention %q, %k, %v {scale = 1.0 : f64} : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x4x8x16xf32> -> tensor<2x4x8x16xf32>, tensor<2x4x8x2xf32>
+  return
+}
+
+// -----
+
+func.func @attention_features(%q: tensor<4x8x16xf32>, %k: tensor<4x8x8xf32>, %v: tensor<4x8x16xf32>) {
+  // expected-error @+2 {{key [4,8,8] must have the query's feature size 16}}
+  // expected-error @+1 {{'nn.attention' op failed to infer returned types}}
+  %0, %1 = nn.attention %q, %k, %v {scale = 1.0 : f64} : tensor<4x8x16xf32>, tensor<4x8x8xf32>, tensor<4x8x16xf32> -> tensor<4x8x16xf32>, tensor<4x8x2xf32>
+  return
+}
+
+// -----
+
+func.func @attention_length(%q: tensor<4x8x16xf32>, %k: tensor<4x8x16xf32>, %v: tensor<4x6x16xf32>) {
+  // expected-error @+2 {{value [4,6,16] must have the key's length 8}}
+  // expected-error @+1 {{'nn.attention' op failed to infer returned types}}
+  %0, %1 = nn.attention %q, %k, %v {scale = 1.0 : f64} : tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x6x16xf32> -> tensor<4x8x16xf32>, tensor<4x8x2xf32>
+  return
+}
+
+// -----
+
+func.func @attention_scale(%q: tensor<4x8x16xf32>) {
+  // expected-error @+2 {{scale -1.000000 must be positive and finite}}
+  // expected-error @+1 {{'nn.attention' op failed to infer returned types}}
+  %0, %1 = nn.attention %q, %q, %q {scale = -1.0 : f64} : tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32> -> tensor<4x8x16xf32>, tensor<4x8x2xf32>
+  return
+}
+
+// -----
+
+func.func @attention_ratio(%q: tensor<4x8x16xf32>) {
+  // expected-error @+2 {{ratio 1.000000 must be in [0, 1)}}
+  // expected-error @+1 {{'nn.attention' op failed to infer returned types}}
+  %0, %1 = nn.attention %q, %q, %q {scale = 1.0 : f64, ratio = 1.0 : f64} : tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32> -> tensor<4x8x16xf32>, tensor<4x8x2xf32>
+  return
+}
+
+// -----
+
+func.func @attention_bias(%q: tensor<4x8x16xf32>, %b: tensor<4x8x16xf32>) {
+  // expected-error @+2 {{bias [4,8,16] must broadcast to the scores [4,8,8] and have the query's element type}}
+  // expected-error @+1 {{'nn.attention' op failed to infer returned types}}
+  %0, %1 = nn.attention %q, %q, %q, %b {scale = 1.0 : f64} : tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32> -> tensor<4x8x16xf32>, tensor<4x8x2xf32>
+  return
+}
+
+// -----
+
+func.func @attention_grad_stats(%dy: tensor<4x8x16xf32>, %q: tensor<4x8x16xf32>, %s: tensor<4x8x2xbf16>) {
+  // expected-error @+1 {{'nn.attention_grad' op stats 'tensor<4x8x2xbf16>' must be 'tensor<4x8x2xf32>'}}
+  %0:3 = nn.attention_grad %dy, %q, %q, %q, %s {scale = 1.0 : f64} : tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x2xbf16>
+  return
+}
+
+// -----
+
+func.func @attention_grad_grad(%dy: tensor<4x8x8xf32>, %q: tensor<4x8x16xf32>, %s: tensor<4x8x2xf32>) {
+  // expected-error @+1 {{'nn.attention_grad' op grad 'tensor<4x8x8xf32>' must be the forward's result type 'tensor<4x8x16xf32>'}}
+  %0:3 = nn.attention_grad %dy, %q, %q, %q, %s {scale = 1.0 : f64} : tensor<4x8x8xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x2xf32>
+  return
+}
