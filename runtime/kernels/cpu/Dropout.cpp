@@ -8,6 +8,7 @@
 // each kept value once.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/kernels/common/DropoutBits.h"
 #include "runtime/kernels/cpu/Half.h"
 
 #include <cmath>
@@ -17,31 +18,16 @@ using namespace detail;
 
 namespace {
 
-inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ULL;
-
-/// 1 / (1 - ratio); unused when ratio == 1 since nothing is kept.
-float keepScale(float ratio) {
-  return ratio < 1.0f ? 1.0f / (1.0f - ratio) : 0.0f;
-}
+namespace bits = kernels::dropout_bits;
+using bits::kGolden;
+using bits::keepScale;
 
 /// The float kernel's mask, element for element, for any element type.
 template <class T>
 void dropoutT(const T *x, T *y, uint8_t *mask, int64_t n, float ratio,
               uint64_t seed, uint64_t stream, uint64_t counter, uint64_t first) {
-  uint64_t key = mix64(seed);
-  key = mix64(key ^ (stream * 0xd6e8feb86659fd93ULL));
-  key = mix64(key ^ (counter * 0xa0761d6478bd642fULL));
-  // Keep iff u >= ratio with u = top 24 hash bits / 2^24, done on integers:
-  // bits >= ceil(ratio * 2^24). ratio 0 keeps all, ratio 1 none.
-  const float r = std::min(std::max(ratio, 0.0f), 1.0f);
-  const uint64_t threshold = uint64_t(std::ceil(double(r) * 16777216.0));
-  const float s = keepScale(r);
+  const uint64_t key = bits::key(seed, stream, counter), threshold = bits::threshold(ratio);
+  const float s = keepScale(ratio);
   parallelFor(n, kGrain, [&](int64_t b, int64_t e) {
     float xb[kTile], yb[kTile];
     forTiles<T>(b, e, [&](int64_t t0, int64_t t1) {
@@ -54,7 +40,7 @@ void dropoutT(const T *x, T *y, uint8_t *mask, int64_t n, float ratio,
       float *__restrict dst = resultIn(y + t0, yb);
       uint8_t *__restrict m = mask + t0;
       for (int64_t i = 0; i < len; ++i) {
-        const bool keep = (mix64(k + uint64_t(i) * kGolden) >> 40) >= thr;
+        const bool keep = (bits::mix64(k + uint64_t(i) * kGolden) >> 40) >= thr;
         m[i] = keep;
         dst[i] = keep ? src[i] * sc : 0.0f;
       }
@@ -66,7 +52,7 @@ void dropoutT(const T *x, T *y, uint8_t *mask, int64_t n, float ratio,
 template <class T>
 void dropoutGradT(const T *dy, const uint8_t *mask, T *dx, int64_t n,
                   float ratio) {
-  const float s = keepScale(std::min(std::max(ratio, 0.0f), 1.0f));
+  const float s = keepScale(ratio);
   parallelFor(n, kGrain, [&](int64_t b, int64_t e) {
     float gb[kTile], db[kTile];
     forTiles<T>(b, e, [&](int64_t t0, int64_t t1) {

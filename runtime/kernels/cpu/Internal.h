@@ -66,6 +66,12 @@ inline float rowMax(const float *x, int64_t n) {
   return m;
 }
 
+/// Softmax's row steps (Softmax.cpp): y = exp(x - m), returning the sum of
+/// y; and dr = yr * (gr - sum(yr * gr)).
+float expShifted(const float *__restrict x, float m, float *__restrict y, int64_t n);
+void softmaxGradRow(const float *__restrict yr, const float *__restrict gr,
+                    float *__restrict dr, int64_t n);
+
 inline float asFloat(int32_t i) {
   float f;
   std::memcpy(&f, &i, sizeof f);

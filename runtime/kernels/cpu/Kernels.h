@@ -286,6 +286,39 @@ void dropout(const float *x, float *y, uint8_t *mask, int64_t n, float ratio,
 void dropoutGrad(const float *dy, const uint8_t *mask, float *dx, int64_t n,
                  float ratio);
 
+//===--- fused attention --------------------------------------------------===//
+
+/// nn.attention over `heads` independent heads (the leading dimensions,
+/// flattened): query [heads, T, E], key [heads, S, E], value [heads, S, F].
+struct Attention {
+  int64_t heads = 0, T = 0, S = 0, E = 0, F = 0;
+  /// Multiplies the scores, or divides them with `divides`.
+  float scale = 1.0f;
+  bool divides = false;
+  /// Key j > query i masked (probability exactly 0).
+  bool causal = false;
+  /// Added to the scaled scores: [..., T, S] broadcast (numpy) to `scores`,
+  /// the scores' full shape, whose leading dimensions are the heads.
+  const float *bias = nullptr;
+  Shape biasShape, scores;
+  /// Dropout of the probabilities, drawing nn.dropout's bits for (seed,
+  /// stream, counter) at index first + (head * T + i) * S + j.
+  float ratio = 0.0f;
+  uint64_t seed = 0, stream = 0, counter = 0, first = 0;
+};
+
+/// result [heads, T, F] and stats [heads, T, 2] (each row's maximum and the
+/// reciprocal of its sum of exponentials). The scores live one head at a
+/// time in per-thread scratch; the probabilities are the unfused chain's
+/// (matmul, mul or div, select or add, softmax, dropout) bit for bit where
+/// the GEMM library computes a head's scores as the batched matmul does.
+void attention(const float *q, const float *k, const float *v, float *result, float *stats,
+               const Attention &a);
+/// dq, dk, dv from the result's gradient `dresult` and the forward's stats,
+/// recomputing the probabilities and the dropout bits.
+void attentionGrad(const float *dresult, const float *q, const float *k, const float *v,
+                   const float *stats, float *dq, float *dk, float *dv, const Attention &a);
+
 //===--- optimizers (in place, DeepSpeed / torch semantics) ---------------===//
 
 /// DeepSpeed's OnebitAdam (edaa722 runtime/fp16/onebit/adam.py) in one of

@@ -15,6 +15,36 @@
 #include <limits>
 
 namespace dsrt::cpu {
+
+// Shared with the fused attention kernel (Attention.cpp), so that its
+// probabilities and their gradient are the unfused softmax's bit for bit.
+namespace detail {
+
+/// y = exp(x - m), returns the sum of y.
+float expShifted(const float *__restrict x, float m, float *__restrict y,
+                 int64_t n) {
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) {
+    float e = detail::expf(x[i] - m);
+    y[i] = e;
+    s += e;
+  }
+  return s;
+}
+
+/// dr = yr * (gr - sum(yr * gr)).
+void softmaxGradRow(const float *__restrict yr, const float *__restrict gr,
+                    float *__restrict dr, int64_t n) {
+  float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+  for (int64_t i = 0; i < n; ++i)
+    dot += yr[i] * gr[i];
+  for (int64_t i = 0; i < n; ++i)
+    dr[i] = yr[i] * (gr[i] - dot);
+}
+
+} // namespace detail
 using namespace detail;
 
 namespace {
@@ -121,19 +151,6 @@ void onSlices(const T *a, const T *b, T *y, int64_t outer, int64_t n,
 
 //===--- the float kernels, on a row or on a [n, len] block of columns ----===//
 
-/// y = exp(x - m), returns the sum of y.
-float expShifted(const float *__restrict x, float m, float *__restrict y,
-                 int64_t n) {
-  float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-  for (int64_t i = 0; i < n; ++i) {
-    float e = detail::expf(x[i] - m);
-    y[i] = e;
-    s += e;
-  }
-  return s;
-}
-
 void colMax(const float *__restrict x, int64_t n, int64_t inner, int64_t len,
             float *__restrict m) {
   for (int64_t j = 0; j < len; ++j)
@@ -194,16 +211,6 @@ void logSoftmaxCols(const float *__restrict xs, float *__restrict ys, int64_t n,
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < len; ++j)
       ys[i * inner + j] = (xs[i * inner + j] - m[j]) - s[j];
-}
-
-void softmaxGradRow(const float *__restrict yr, const float *__restrict gr,
-                    float *__restrict dr, int64_t n) {
-  float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-  for (int64_t i = 0; i < n; ++i)
-    dot += yr[i] * gr[i];
-  for (int64_t i = 0; i < n; ++i)
-    dr[i] = yr[i] * (gr[i] - dot);
 }
 
 void softmaxGradCols(const float *__restrict ys, const float *__restrict gs,

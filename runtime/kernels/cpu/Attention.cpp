@@ -1,0 +1,187 @@
+//===- Attention.cpp - scaled dot-product attention, fused -----------------===//
+//
+// One head at a time per thread: its scores [T, S] live in per-thread
+// scratch and never in the arena, the forward keeps each row's maximum and
+// reciprocal sum (8 bytes a row), and the backward recomputes the
+// probabilities from them. Each step is the unfused op's arithmetic: the
+// GEMMs are the single-head GEMMs the batched matmul runs for
+// matmul(q, k, transpose_rhs) and its gradients, the row steps are
+// softmax's own functions (Softmax.cpp) and the dropout bits are
+// nn.dropout's (common/DropoutBits.h). The result and the three gradients
+// are that unfused chain's bit for bit (test/runtime/kernels/
+// AttentionTest.cpp); where the exported key arrives explicitly transposed
+// (nanoGPT), the unfused GEMM takes another operand layout and may add in
+// another order.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/kernels/common/DropoutBits.h"
+#include "runtime/kernels/cpu/Internal.h"
+
+#include <cmath>
+#include <limits>
+
+namespace dsrt::cpu {
+using namespace detail;
+
+namespace {
+
+namespace bits = kernels::dropout_bits;
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+/// C = op(A) op(B), one single-threaded GEMM (inside the heads' parallel
+/// loop the GEMM library does not thread).
+void gemm(bool tA, bool tB, int64_t M, int64_t N, int64_t K, const float *A, const float *B,
+          float *C) {
+  Shape as{2, {tA ? K : M, tA ? M : K}}, bs{2, {tB ? N : K, tB ? K : N}}, cs{2, {M, N}};
+  matmul(A, as, tA, B, bs, tB, C, cs);
+}
+
+/// The bias's offset for head `h`: the scores' leading dimensions
+/// decomposed, with the bias's strides (0 where it broadcasts).
+int64_t biasOffset(const Attention &a, int64_t h) {
+  const Shape &sc = a.scores, &bs = a.biasShape;
+  int64_t offset = 0, stride = bs.rank >= 2 ? bs.dims[bs.rank - 1] * bs.dims[bs.rank - 2] : 1;
+  for (int d = sc.rank - 3; d >= 0; --d) {
+    const int64_t idx = h % sc.dims[d];
+    h /= sc.dims[d];
+    const int j = d - (sc.rank - bs.rank);
+    if (j < 0)
+      break;
+    if (bs.dims[j] != 1)
+      offset += idx * stride;
+    stride *= bs.dims[j];
+  }
+  return offset;
+}
+
+/// x = the scaled, masked or biased scores of head h ([T, S], from q k^T in x).
+void scoresOf(const Attention &a, int64_t h, float *__restrict x) {
+  const int64_t T = a.T, S = a.S;
+  const float c = a.scale;
+  if (a.divides) {
+    for (int64_t i = 0; i < T * S; ++i)
+      x[i] = x[i] / c;
+  } else {
+    for (int64_t i = 0; i < T * S; ++i)
+      x[i] = x[i] * c;
+  }
+  if (a.causal)
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t j = i + 1; j < S; ++j)
+        x[i * S + j] = kNegInf;
+  if (a.bias) {
+    const Shape &bs = a.biasShape;
+    const float *b = a.bias + biasOffset(a, h);
+    const int64_t rows = bs.rank >= 2 ? bs.dims[bs.rank - 2] : 1, cols = bs.dims[bs.rank - 1];
+    for (int64_t i = 0; i < T; ++i) {
+      const float *br = b + (rows == 1 ? 0 : i * cols);
+      float *xr = x + i * S;
+      if (cols == 1)
+        for (int64_t j = 0; j < S; ++j)
+          xr[j] = xr[j] + br[0];
+      else
+        for (int64_t j = 0; j < S; ++j)
+          xr[j] = xr[j] + br[j];
+    }
+  }
+}
+
+/// p = dropout(p) in place for head h: kept values times 1 / (1 - ratio).
+void dropIn(const Attention &a, int64_t h, float *__restrict p, uint64_t key, uint64_t thr,
+            float keepScale) {
+  const uint64_t base = a.first + uint64_t(h) * uint64_t(a.T * a.S);
+  for (int64_t i = 0; i < a.T * a.S; ++i)
+    p[i] = bits::kept(key, base + uint64_t(i), thr) ? p[i] * keepScale : 0.0f;
+}
+
+template <class F> void forHeads(const Attention &a, F &&f) {
+#pragma omp parallel for schedule(static)
+  for (int64_t h = 0; h < a.heads; ++h)
+    f(h);
+}
+
+} // namespace
+
+void attention(const float *q, const float *k, const float *v, float *result, float *stats,
+               const Attention &a) {
+  const int64_t T = a.T, S = a.S, E = a.E, F = a.F;
+  const bool drop = a.ratio > 0.0f;
+  const uint64_t key = bits::key(a.seed, a.stream, a.counter), thr = bits::threshold(a.ratio);
+  const float keep = bits::keepScale(a.ratio);
+  forHeads(a, [&](int64_t h) {
+    float *x = scratch<float, 0>(size_t(T * S));
+    float *p = scratch<float, 1>(size_t(T * S));
+    gemm(false, true, T, S, E, q + h * T * E, k + h * S * E, x);
+    scoresOf(a, h, x);
+    float *st = stats + h * T * 2;
+    for (int64_t i = 0; i < T; ++i) {
+      // softmaxRow, keeping its maximum and reciprocal sum.
+      const float m = rowMax(x + i * S, S);
+      const float inv = 1.0f / expShifted(x + i * S, m, p + i * S, S);
+      float *pr = p + i * S;
+      for (int64_t j = 0; j < S; ++j)
+        pr[j] *= inv;
+      st[2 * i] = m;
+      st[2 * i + 1] = inv;
+    }
+    if (drop)
+      dropIn(a, h, p, key, thr, keep);
+    gemm(false, false, T, F, S, p, v + h * S * F, result + h * T * F);
+  });
+}
+
+void attentionGrad(const float *dresult, const float *q, const float *k, const float *v,
+                   const float *stats, float *dq, float *dk, float *dv, const Attention &a) {
+  const int64_t T = a.T, S = a.S, E = a.E, F = a.F;
+  const bool drop = a.ratio > 0.0f;
+  const uint64_t key = bits::key(a.seed, a.stream, a.counter), thr = bits::threshold(a.ratio);
+  const float keep = bits::keepScale(a.ratio);
+  forHeads(a, [&](int64_t h) {
+    float *x = scratch<float, 0>(size_t(T * S));
+    float *p = scratch<float, 1>(size_t(T * S));
+    float *d = scratch<float, 2>(size_t(T * S));
+    const float *dO = dresult + h * T * F, *qh = q + h * T * E, *kh = k + h * S * E;
+    // The probabilities, as the forward computed them.
+    gemm(false, true, T, S, E, qh, kh, x);
+    scoresOf(a, h, x);
+    const float *st = stats + h * T * 2;
+    for (int64_t i = 0; i < T; ++i) {
+      (void)expShifted(x + i * S, st[2 * i], p + i * S, S);
+      const float inv = st[2 * i + 1];
+      float *pr = p + i * S;
+      for (int64_t j = 0; j < S; ++j)
+        pr[j] *= inv;
+    }
+    // dV = P'^T dO, with P' the dropped probabilities (in x).
+    if (drop) {
+      for (int64_t i = 0; i < T * S; ++i)
+        x[i] = p[i];
+      dropIn(a, h, x, key, thr, keep);
+    }
+    gemm(true, false, S, F, T, drop ? x : p, dO, dv + h * S * F);
+    // dP = dropout_grad(dO V^T), then dS = softmax_grad(P, dP) (in d).
+    gemm(false, true, T, S, F, dO, v + h * S * F, x);
+    if (drop)
+      dropIn(a, h, x, key, thr, keep);
+    for (int64_t i = 0; i < T; ++i)
+      softmaxGradRow(p + i * S, x + i * S, d + i * S, S);
+    // Through the mask (masked scores get none) and the scale.
+    if (a.causal)
+      for (int64_t i = 0; i < T; ++i)
+        for (int64_t j = i + 1; j < S; ++j)
+          d[i * S + j] = 0.0f;
+    const float c = a.scale;
+    if (a.divides) {
+      for (int64_t i = 0; i < T * S; ++i)
+        d[i] = d[i] / c;
+    } else {
+      for (int64_t i = 0; i < T * S; ++i)
+        d[i] = d[i] * c;
+    }
+    gemm(false, false, T, E, S, d, kh, dq + h * T * E);
+    gemm(true, false, S, E, T, d, qh, dk + h * S * E);
+  });
+}
+
+} // namespace dsrt::cpu
