@@ -11,6 +11,7 @@
 #include "dialects/nn/NNDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -178,8 +179,246 @@ struct FuseGelu : OpRewritePattern<nn::MulOp> {
   llvm::Statistic &count;
 };
 
+//===--- attention ---------------------------------------------------------===//
+
+/// A masked score's fill is exact when exp(fill - max) is 0 in float32
+/// whatever the row's real scores: -inf, finfo.min or anything below -1e30.
+bool isMaskFill(double v) { return v <= -1e30; }
+
+/// Whether constant `c` of shape [1.., T, S] is the causal pattern: `when`
+/// at key j > query i and !`when` elsewhere (bool), or 0 at j <= i and a
+/// mask fill above (float, additive).
+bool isCausal(DenseElementsAttr c, int64_t T, int64_t S, bool when) {
+  auto type = cast<RankedTensorType>(c.getType());
+  ArrayRef<int64_t> shape = type.getShape();
+  int64_t r = shape.size();
+  if (r < 2 || shape[r - 2] != T || shape[r - 1] != S ||
+      llvm::any_of(shape.drop_back(2), [](int64_t d) { return d != 1; }))
+    return false;
+  if (type.getElementType().isInteger(1)) {
+    auto values = c.getValues<bool>();
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t j = 0; j < S; ++j)
+        if (values[i * S + j] != ((j > i) == when))
+          return false;
+    return true;
+  }
+  if (!isa<FloatType>(type.getElementType()))
+    return false;
+  auto values = c.getValues<APFloat>();
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t j = 0; j < S; ++j) {
+      double v = values[i * S + j].convertToDouble();
+      if (j > i ? !isMaskFill(v) : v != 0.0)
+        return false;
+    }
+  return true;
+}
+
+/// Whether a function argument marked train.param reaches `v`.
+bool reachedByParam(Value v) {
+  SmallVector<Value> work{v};
+  llvm::DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value x = work.pop_back_val();
+    if (!seen.insert(x).second)
+      continue;
+    if (auto arg = dyn_cast<BlockArgument>(x)) {
+      auto fn = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+      if (!fn || fn.getArgAttr(arg.getArgNumber(), "train.param"))
+        return true;
+      continue;
+    }
+    for (Value operand : x.getDefiningOp()->getOperands())
+      work.push_back(operand);
+  }
+  return false;
+}
+
+/// softmax(mask-or-bias(scale(matmul(q, k^T)))) -> dropout -> matmul(., v)
+/// as one nn.attention. Anchored on the softmax; every step must have the
+/// next as its only use.
+struct FuseAttention : OpRewritePattern<nn::SoftmaxOp> {
+  FuseAttention(MLIRContext *ctx, llvm::Statistic &count) : OpRewritePattern(ctx), count(count) {}
+
+  struct Chain {
+    nn::MatmulOp scores;
+    double scale = 1.0;
+    bool divides = false, causal = false;
+    Value bias;
+    SmallVector<Location> locs;
+  };
+
+  /// v = scale(matmul) or matmul, scale a scalar constant multiplying or
+  /// dividing it.
+  static bool matchScaled(Value v, Chain &c) {
+    if (!v.hasOneUse())
+      return false;
+    if (auto mm = v.getDefiningOp<nn::MatmulOp>()) {
+      c.scores = mm;
+      c.locs.push_back(mm.getLoc());
+      return true;
+    }
+    auto scalar = [](Value x) -> std::optional<double> {
+      auto t = cast<RankedTensorType>(x.getType());
+      if (llvm::any_of(t.getShape(), [](int64_t d) { return d != 1; }))
+        return std::nullopt;
+      return splat(x);
+    };
+    if (auto mul = v.getDefiningOp<nn::MulOp>()) {
+      for (auto [x, k] : {std::make_pair(mul.getLhs(), mul.getRhs()),
+                          std::make_pair(mul.getRhs(), mul.getLhs())})
+        if (auto s = scalar(k); s && *s > 0 && x.getType() == v.getType()) {
+          c.scale = *s;
+          c.locs.push_back(mul.getLoc());
+          return matchScaled(x, c) && c.scores && c.scores.getResult() == x;
+        }
+      return false;
+    }
+    if (auto div = v.getDefiningOp<nn::DivOp>()) {
+      auto s = scalar(div.getRhs());
+      if (!s || *s <= 0 || div.getLhs().getType() != v.getType())
+        return false;
+      c.scale = *s;
+      c.divides = true;
+      c.locs.push_back(div.getLoc());
+      return matchScaled(div.getLhs(), c) && c.scores.getResult() == div.getLhs();
+    }
+    return false;
+  }
+
+  /// v = a causal select or additive constant and / or a bias around the
+  /// scaled scores.
+  static bool matchMasked(Value v, Chain &c, int64_t T, int64_t S) {
+    if (!v.hasOneUse())
+      return false;
+    if (auto sel = v.getDefiningOp<nn::SelectOp>()) {
+      DenseElementsAttr cond;
+      if (c.causal || !matchPattern(sel.getCond(), m_Constant(&cond)))
+        return false;
+      for (auto [fill, kept, when] : {std::make_tuple(sel.getLhs(), sel.getRhs(), true),
+                                      std::make_tuple(sel.getRhs(), sel.getLhs(), false)}) {
+        auto f = splat(fill);
+        if (f && isMaskFill(*f) && kept.getType() == v.getType() && isCausal(cond, T, S, when)) {
+          c.causal = true;
+          c.locs.push_back(sel.getLoc());
+          return matchMasked(kept, c, T, S);
+        }
+      }
+      return false;
+    }
+    if (auto add = v.getDefiningOp<nn::AddOp>()) {
+      for (auto [x, other] : {std::make_pair(add.getLhs(), add.getRhs()),
+                              std::make_pair(add.getRhs(), add.getLhs())}) {
+        if (x.getType() != v.getType())
+          continue;
+        DenseElementsAttr k;
+        if (!c.causal && matchPattern(other, m_Constant(&k)) && isCausal(k, T, S, true)) {
+          Chain trial = c;
+          trial.causal = true;
+          trial.locs.push_back(add.getLoc());
+          if (matchMasked(x, trial, T, S)) {
+            c = trial;
+            return true;
+          }
+        }
+        if (!c.bias && !reachedByParam(other)) {
+          Chain trial = c;
+          trial.bias = other;
+          trial.locs.push_back(add.getLoc());
+          if (matchMasked(x, trial, T, S)) {
+            c = trial;
+            return true;
+          }
+        }
+      }
+      return false;
+    }
+    return matchScaled(v, c);
+  }
+
+  LogicalResult matchAndRewrite(nn::SoftmaxOp softmax, PatternRewriter &rewriter) const override {
+    auto type = cast<RankedTensorType>(softmax.getType());
+    int64_t r = type.getRank();
+    if (r < 2 || (softmax.getAxis() != -1 && softmax.getAxis() != r - 1) ||
+        !type.getElementType().isF32())
+      return failure();
+    int64_t T = type.getShape()[r - 2], S = type.getShape()[r - 1];
+    // After the softmax: an optional dropout, then the value GEMM.
+    Value probs = softmax.getResult();
+    nn::DropoutOp dropout;
+    if (!probs.hasOneUse())
+      return failure();
+    Operation *user = *probs.getUsers().begin();
+    if ((dropout = dyn_cast<nn::DropoutOp>(user))) {
+      if (!dropout.getResult().hasOneUse() || !dropout.getMask().use_empty())
+        return failure();
+      probs = dropout.getResult();
+      user = *probs.getUsers().begin();
+    }
+    auto pv = dyn_cast<nn::MatmulOp>(user);
+    if (!pv || pv.getLhs() != probs || pv.getTransposeLhs() || pv.getTransposeRhs())
+      return failure();
+    // Before it: the masked, scaled scores.
+    Chain c;
+    if (!matchMasked(softmax.getInput(), c, T, S) || !c.scores || c.scores.getTransposeLhs())
+      return failure();
+    Value q = c.scores.getLhs(), kT = c.scores.getRhs(), v = pv.getRhs();
+    auto qt = cast<RankedTensorType>(q.getType()), kt = cast<RankedTensorType>(kT.getType()),
+         vt = cast<RankedTensorType>(v.getType());
+    if (qt.getRank() != r || kt.getRank() != r || vt.getRank() != r ||
+        qt.getShape().drop_back(2) != type.getShape().drop_back(2) ||
+        kt.getShape().drop_back(2) != type.getShape().drop_back(2) ||
+        vt.getShape().drop_back(2) != type.getShape().drop_back(2))
+      return failure();
+    if (c.bias) {
+      auto bt = cast<RankedTensorType>(c.bias.getType());
+      auto shape = nn::broadcastShapes(type.getShape(), bt.getShape());
+      if (bt.getElementType() != type.getElementType() || failed(shape) ||
+          ArrayRef<int64_t>(*shape) != type.getShape())
+        return failure();
+    }
+    // The key as [..., S, E]: the scores GEMM's rhs with its transpose
+    // flag, or a transpose whose last two dimensions swap back.
+    rewriter.setInsertionPoint(pv);
+    Location loc = rewriter.getFusedLoc(c.locs);
+    Value k = kT;
+    if (!c.scores.getTransposeRhs()) {
+      SmallVector<int64_t> perm = llvm::to_vector(llvm::seq<int64_t>(0, r));
+      Value base = kT;
+      if (auto t = kT.getDefiningOp<nn::TransposeOp>()) {
+        perm = llvm::to_vector(t.getPermutation());
+        base = t.getInput();
+      }
+      std::swap(perm[r - 1], perm[r - 2]);
+      if (llvm::equal(perm, llvm::seq<int64_t>(0, r)))
+        k = base;
+      else
+        k = nn::TransposeOp::create(rewriter, loc, base, perm).getResult();
+    }
+    auto attention = nn::AttentionOp::create(
+        rewriter, loc, q, k, v, c.bias, rewriter.getF64FloatAttr(c.scale),
+        c.divides ? rewriter.getUnitAttr() : UnitAttr(), c.causal ? rewriter.getUnitAttr() : UnitAttr(),
+        rewriter.getF64FloatAttr(dropout ? dropout.getRatio().convertToDouble() : 0.0),
+        rewriter.getI64IntegerAttr(dropout ? int64_t(dropout.getRngStream()) : 0));
+    rewriter.replaceOp(pv, attention.getResult());
+    ++count;
+    return success();
+  }
+  llvm::Statistic &count;
+};
+
 struct NNFusion : impl::NNFusionBase<NNFusion> {
+  using Base::Base;
   void runOnOperation() override {
+    // Attention first: folding its key's transpose into the scores GEMM
+    // would not change what it matches, but the chain is whole here.
+    if (fuse != FuseKind::None) {
+      RewritePatternSet attention(&getContext());
+      attention.add<FuseAttention>(&getContext(), numAttention);
+      if (failed(applyPatternsGreedily(getOperation(), std::move(attention))))
+        return signalPassFailure();
+    }
     RewritePatternSet patterns(&getContext());
     patterns.add<FoldTransposeIntoMatmul>(&getContext(), numTransposesFolded);
     patterns.add<FuseGelu>(&getContext(), numGelus);

@@ -29,6 +29,11 @@ enum class PipelineScheduleKind { OneFOneB, ZBH1 };
 /// Activation checkpointing modes of recompute.
 enum class RecomputeMode { None, Layers, Selective };
 
+/// What nn-fusion fuses beyond the layout folds (transposes into GEMMs,
+/// GELU's chain), which it always does: none, attention (nn.attention), or
+/// all it can.
+enum class FuseKind { None, Attention, All };
+
 /// Parameter updates of optimizer.
 enum class OptimizerKind { Adam, AdamW, SGD, Lamb, Lion, Adagrad, OneBitAdam, ZeroOneAdam,
                            OneBitLamb };
@@ -100,6 +105,14 @@ inline llvm::StringRef recomputeModeName(RecomputeMode m) {
   }
   return "?";
 }
+inline llvm::StringRef fuseKindName(FuseKind k) {
+  switch (k) {
+  case FuseKind::None: return "none";
+  case FuseKind::Attention: return "attention";
+  case FuseKind::All: return "all";
+  }
+  return "?";
+}
 inline llvm::StringRef optimizerKindName(OptimizerKind k) {
   switch (k) {
   case OptimizerKind::Adam: return "adam";
@@ -142,6 +155,11 @@ inline llvm::StringRef optimizerKindName(OptimizerKind k) {
       clEnumValN(::dsc::RecomputeMode::Layers, "layers", "keep each layer's input"),               \
       clEnumValN(::dsc::RecomputeMode::Selective, "selective",                                     \
                  "keep the layer inputs and GEMM outputs"))
+#define DSC_FUSE_KIND_VALUES                                                                       \
+  ::llvm::cl::values(                                                                              \
+      clEnumValN(::dsc::FuseKind::None, "none", "only the layout folds and GELU"),                  \
+      clEnumValN(::dsc::FuseKind::Attention, "attention", "scaled dot-product attention too"),     \
+      clEnumValN(::dsc::FuseKind::All, "all", "everything nn-fusion can fuse"))
 #define DSC_OPTIMIZER_KIND_VALUES                                                                  \
   ::llvm::cl::values(clEnumValN(::dsc::OptimizerKind::Adam, "adam", "Adam (L2 weight decay)"),     \
                      clEnumValN(::dsc::OptimizerKind::AdamW, "adamw", "AdamW (decoupled)"),        \

@@ -27,11 +27,26 @@ def NNFusion : Pass<"nn-fusion", "mlir::func::FuncOp"> {
       * x * 0.5 * (1 + erf(x / sqrt(2))) (torch's exact GELU as ONNX
         exports it, in any operand order) becomes nn.gelu, and
         0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))) becomes
-        nn.gelu approximation = tanh.
+        nn.gelu approximation = tanh;
+      * with fuse = attention or all, scaled dot-product attention as the
+        exporters write it, matmul(q, k^T) -> mul or div by a scalar ->
+        a causal mask (select with a constant lower triangle, either
+        polarity, or an additive 0 / -inf constant) or an additive bias
+        that no parameter reaches -> softmax over the keys -> dropout
+        (optional) -> matmul with v, each step used only by the next,
+        becomes nn.attention (the scores are never stored). A bias that a
+        parameter reaches (T5's), a mask that is not the causal triangle,
+        or an intermediate with another use (need_weights) is left
+        unfused.
   }];
+  let options = [
+    Option<"fuse", "fuse", "::dsc::FuseKind", "::dsc::FuseKind::None",
+           "what to fuse beyond the layout folds", "DSC_FUSE_KIND_VALUES">,
+  ];
   let statistics = [
     Statistic<"numTransposesFolded", "transposes-folded", "Transposes folded into matmuls">,
     Statistic<"numGelus", "gelus", "GELU chains fused">,
+    Statistic<"numAttention", "attention", "Attention chains fused into nn.attention">,
   ];
 }
 

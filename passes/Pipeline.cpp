@@ -43,7 +43,7 @@ std::string checkTrainPipelineOptions(const TrainPipelineOptions &o) {
 }
 
 void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
-  pm.addNestedPass<mlir::func::FuncOp>(createNNFusion());
+  pm.addNestedPass<mlir::func::FuncOp>(createNNFusion(NNFusionOptions{o.fuse}));
   // Megatron's splits on the forward graph, before mixed precision casts
   // the parameters and autodiff derives the backward pass of f and g.
   if (o.tp > 1) {
@@ -202,6 +202,9 @@ void setTrainPipelineOptions(TrainPipelineOptions &o, const dsrt::config::TrainC
   o.zero = cfg.zero.stage;
   o.tp = cfg.tensorParallel;
   o.sequenceParallel = cfg.sequenceParallel;
+  o.fuse = cfg.fuse == "all"         ? FuseKind::All
+           : cfg.fuse == "attention" ? FuseKind::Attention
+                                     : FuseKind::None;
   o.pp = cfg.pipeline.stages;
   if (cfg.pipeline.stages > 1) {
     o.partition = cfg.pipeline.partitionMethod == "uniform"      ? PartitionMethod::Uniform

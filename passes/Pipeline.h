@@ -48,6 +48,8 @@ struct TrainPipelineOptions : mlir::PassPipelineOptions<TrainPipelineOptions> {
   Option<int64_t> microBatches{*this, "micro-batches",
                                llvm::cl::desc("micro-batches per optimizer step"),
                                llvm::cl::init(1)};
+  Option<FuseKind> fuse{*this, "fuse", llvm::cl::desc("what nn-fusion fuses beyond its folds"),
+                        llvm::cl::init(FuseKind::None), DSC_FUSE_KIND_VALUES};
   // Precision and memory.
   Option<FloatKind> precision{*this, "precision",
                               llvm::cl::desc("fp32, or bf16/fp16 over fp32 master weights"),

@@ -193,6 +193,12 @@ struct Recompute : impl::RecomputeBase<Recompute> {
         if (crosses)
           keep.insert(r);
       }
+      // The fused attention keeps no scores, only its output and row
+      // statistics: it is its own selective recompute, and recomputing it
+      // would run its GEMMs again for no memory.
+      if (mode == RecomputeMode::Selective && isa<nn::AttentionOp>(op))
+        for (Value r : op->getResults())
+          keep.insert(r);
       if (mode == RecomputeMode::Selective && isa<nn::MatmulOp>(op)) {
         // A GEMM with a weight (or its mixed-precision copy).
         bool weighted = usesParam(op);

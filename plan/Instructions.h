@@ -73,6 +73,9 @@ inline constexpr InstructionLayout kInstructionLayouts[] = {
     {"nn.abs", "", "", "float"},
     {"nn.add", "", "", "float"},
     {"nn.argmax", "axis", "", "i64"},
+    // inputs query, key, value[, bias]; the flags 0 or 1; ratio: dropout's.
+    {"nn.attention", "scale_divides, causal, rng_stream", "scale, ratio", "f32"},
+    {"nn.attention_grad", "scale_divides, causal, rng_stream", "scale, ratio", "f32"},
     // r: the spatial dims (1 to 3); pads: the begins, then the ends.
     {"nn.avg_pool", "kernel[r], strides[r], pads[2r], count_include_pad", "", "f32"},
     {"nn.avg_pool_grad", "kernel[r], strides[r], pads[2r], count_include_pad", "", "f32"},
@@ -299,7 +302,7 @@ constexpr std::array<std::string_view, N> instructionNamesOf(const InstructionLa
 static_assert(instructionLayoutsWellFormed(kInstructionLayouts, std::size(kInstructionLayouts)),
               "kInstructionLayouts: names sorted and unique, layouts and dtypes in "
               "InstructionLayout's form");
-static_assert(std::size(kInstructionLayouts) == 94,
+static_assert(std::size(kInstructionLayouts) == 96,
               "adding an instruction is a plan format change (docs/architecture.md, \"Plan "
               "format versions\"); removing one breaks older plans");
 

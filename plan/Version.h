@@ -67,7 +67,10 @@ namespace dsrt {
 /// (Program.pipeline, Buffer.slotted), fields a version-12 dsrt would
 /// refuse as unknown. Plans of version 12 (the items unrolled into the
 /// prologue) run unchanged.
-constexpr unsigned kPlanFormatVersion = 13;
+/// Version 14: the fused attention instructions (nn.attention,
+/// nn.attention_grad), which a version-13 dsrt refuses by name. Plans of
+/// version 13 are unchanged.
+constexpr unsigned kPlanFormatVersion = 14;
 constexpr unsigned kOldestPlanFormatVersion = 1;
 
 } // namespace dsrt

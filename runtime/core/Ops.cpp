@@ -816,6 +816,7 @@ const std::map<std::string, OpDef> &table() {
 
     addTrainOps(t);
     addDistOps(t);
+    addAttentionOps(t);
     return t;
   }();
   return ops;

@@ -334,6 +334,7 @@ using OpTable = std::map<std::string, OpDef>;
 void addLossOps(OpTable &t);  // OpsLoss.cpp
 void addTrainOps(OpTable &t); // OpsTrain.cpp
 void addDistOps(OpTable &t);  // OpsDist.cpp
+void addAttentionOps(OpTable &t); // OpsAttention.cpp
 
 /// Whether two tensors have the same shape.
 inline bool sameShape(const Tensor *a, const Tensor *b) {

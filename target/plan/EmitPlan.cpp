@@ -88,6 +88,8 @@ const char *instructionOf(Operation *op) {
       .Case<dist::WaitOp>([](Operation *) { return "dist.wait"; })
       .Case<nn::AbsOp>([](Operation *) { return "nn.abs"; })
       .Case<nn::AddOp>([](Operation *) { return "nn.add"; })
+      .Case<nn::AttentionOp>([](Operation *) { return "nn.attention"; })
+      .Case<nn::AttentionGradOp>([](Operation *) { return "nn.attention_grad"; })
       .Case<nn::BroadcastOp>([](Operation *) { return "nn.broadcast"; })
       .Case<nn::CastOp>([](Operation *) { return "nn.cast"; })
       .Case<nn::CmpOp>([](Operation *) { return "nn.cmp"; })
@@ -1003,6 +1005,13 @@ private:
           instr.add_floats(o.getRatio().convertToDouble());
         })
         .Case([&](nn::DropoutGradOp o) {
+          instr.add_floats(o.getRatio().convertToDouble());
+        })
+        .Case<nn::AttentionOp, nn::AttentionGradOp>([&](auto o) {
+          instr.add_ints(o.getScaleDivides() ? 1 : 0);
+          instr.add_ints(o.getCausal() ? 1 : 0);
+          instr.add_ints(o.getRngStream());
+          instr.add_floats(o.getScale().convertToDouble());
           instr.add_floats(o.getRatio().convertToDouble());
         })
         .Case([&](train::ClipGradNormOp o) {

@@ -40,9 +40,11 @@ Kind kindOf(const std::string &op) {
   return Kind::Compute;
 }
 
+/// Instructions whose flops run at the GEMM rate: the fused attention's
+/// are its GEMMs but for the softmax's few per score element.
 bool isGemm(const std::string &op) {
   return op == "nn.matmul" || op == "nn.conv" || op == "nn.conv_input_grad" ||
-         op == "nn.conv_weight_grad";
+         op == "nn.conv_weight_grad" || op == "nn.attention" || op == "nn.attention_grad";
 }
 
 std::string dtypeName(plan::DType d) {

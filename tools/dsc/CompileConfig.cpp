@@ -1,6 +1,10 @@
 //===- CompileConfig.cpp - dsc's flags and ds_config, resolved ------------===//
 #include "tools/dsc/CompileConfig.h"
 
+#include "config/CliChecks.h"
+
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 
 namespace dsrt::config {
@@ -97,6 +101,17 @@ TrainConfig applyCompileFlags(TrainConfig cfg, const CompileFlags &f, const Comp
     cfg.precision.kind = precisionFromFlag(*f.precision);
   if (f.recompute)
     cfg.recompute.mode = *f.recompute;
+  if (f.fuse) {
+    // The fused attention kernel is float32 on whole heads for now: the
+    // layouts it does not cover yet are refused, not silently unfused.
+    if (*f.fuse != "none" && cfg.precision.kind != Precision::FP32)
+      throw ConfigError("--fuse " + *f.fuse + ": the fused attention kernel is float32 only so "
+                        "far; with --precision bf16 or fp16 give --fuse none");
+    if (*f.fuse != "none" && cfg.tensorParallel > 1)
+      throw ConfigError("--fuse " + *f.fuse + ": the fused attention is not split over "
+                        "tensor-parallel heads yet; with --tp give --fuse none");
+    cfg.fuse = *f.fuse;
+  }
   if (f.memoryBudget)
     cfg.recompute.memoryBudget = *f.memoryBudget;
   if (cfg.recompute.mode == "auto" && !cfg.recompute.memoryBudget)
@@ -172,6 +187,24 @@ TrainConfig applyCompileFlags(TrainConfig cfg, const CompileFlags &f, const Comp
 TrainConfig resolveCompileConfig(const CompileFlags &f, const CompileInput &in,
                                  const ModelFacts &model, std::vector<std::string> &notes) {
   return applyCompileFlags(readWithModel(f, in, model, notes), f, in, model);
+}
+
+void addStepOptions(CLI::App &app, CompileFlags &flags) {
+  app.add_option("--micro-batches", flags.microBatches,
+                 "micro-batches per step (overrides gradient_accumulation_steps; with --pp "
+                 "and no config the default is 2 x pp)")
+      ->check(cli::integer<int64_t>(1, kMaxGradAccumSteps));
+  app.add_option("--schedule", flags.schedule,
+                 "pipeline schedule: 1f1b (the default) or zb-h1 (zero-bubble H1)")
+      ->check(CLI::IsMember({"1f1b", "zb-h1"}));
+  app.add_option("--partition", flags.partition,
+                 "pipeline partition method: cost (the default), parameters or uniform")
+      ->check(CLI::IsMember({"uniform", "parameters", "cost"}));
+  app.add_option("--fuse", flags.fuse,
+                 "kernel fusion beyond the layout folds: none (the default for now), attention "
+                 "(scaled dot-product attention as one op that keeps no T x T scores; float32, "
+                 "no --tp yet) or all")
+      ->check(CLI::IsMember({"none", "attention", "all"}));
 }
 
 } // namespace dsrt::config

@@ -23,6 +23,10 @@
 #include <string>
 #include <vector>
 
+namespace CLI {
+class App;
+}
+
 namespace dsrt::config {
 
 /// dsc's flags that decide the training step (each already checked alone by
@@ -33,9 +37,13 @@ struct CompileFlags {
   int64_t batchSize = 0;  // --batch-size (0: not given)
   std::optional<int64_t> zeroStage, pp, tp, microBatches;
   bool sequenceParallel = false;
-  std::optional<std::string> schedule, partition, precision, recompute;
+  std::optional<std::string> schedule, partition, precision, recompute, fuse;
   std::optional<uint64_t> memoryBudget; // --memory-budget, bytes
 };
+
+/// Adds the pipeline and kernel-fusion flags (--micro-batches, --schedule,
+/// --partition, --fuse) to dsc's command line.
+void addStepOptions(CLI::App &app, CompileFlags &flags);
 
 /// What the model tells (after its import).
 struct ModelFacts {

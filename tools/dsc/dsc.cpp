@@ -143,16 +143,7 @@ int main(int argc, char **argv) {
                "with --tp: layer norm, dropout and residual regions on each rank's part of the "
                "tokens, all-gather / reduce-scatter instead of all-reduce (Korthikanti et al. "
                "2022)");
-  app.add_option("--micro-batches", flags.microBatches,
-                 "micro-batches per step (overrides gradient_accumulation_steps; with --pp "
-                 "and no config the default is 2 x pp)")
-      ->check(integer<int64_t>(1, dsrt::config::kMaxGradAccumSteps));
-  app.add_option("--schedule", flags.schedule,
-                 "pipeline schedule: 1f1b (the default) or zb-h1 (zero-bubble H1)")
-      ->check(CLI::IsMember({"1f1b", "zb-h1"}));
-  app.add_option("--partition", flags.partition,
-                 "pipeline partition method: cost (the default), parameters or uniform")
-      ->check(CLI::IsMember({"uniform", "parameters", "cost"}));
+  addStepOptions(app, flags);
   app.add_option("--recompute", flags.recompute,
                  "activation checkpointing: none, layers (recompute each layer's forward in "
                  "its backward, keeping its input), selective (keep the GEMM outputs, "

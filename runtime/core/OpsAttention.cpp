@@ -1,0 +1,118 @@
+//===- OpsAttention.cpp - the fused attention instructions ----------------===//
+//
+// nn.attention (query, key, value[, bias] -> result, stats) and
+// nn.attention_grad (grad, query, key, value, stats[, bias] -> query, key
+// and value gradients); their attributes: plan/Instructions.h. float32
+// only for now (the mixed-precision kernel is issue 47's next step);
+// dropout draws nn.dropout's bits with nn.dropout's counter.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/core/OpsInternal.h"
+
+namespace dsrt::ops {
+
+namespace {
+
+/// Checks query [..., T, E], key [..., S, E], value [..., S, F], the bias
+/// broadcasting to the scores [..., T, S], and the attributes.
+void checkAttention(const Check &c, const Tensor *q, const Tensor *k, const Tensor *v,
+                    const Tensor *bias) {
+  c.layout();
+  c.flag(0, "scale_divides");
+  c.flag(1, "causal");
+  c.floatIn(0, "scale", 1e-30, std::numeric_limits<double>::infinity());
+  c.floatIn(1, "ratio", 0, 1);
+  c.floats({q, k, v});
+  c.minRank(q, 2, "query");
+  const int r = q->shape.rank;
+  if (k->shape.rank != r || v->shape.rank != r ||
+      !std::equal(q->shape.dims, q->shape.dims + r - 2, k->shape.dims) ||
+      !std::equal(q->shape.dims, q->shape.dims + r - 2, v->shape.dims) ||
+      k->shape.dims[r - 1] != q->shape.dims[r - 1] || v->shape.dims[r - 2] != k->shape.dims[r - 2])
+    c.fail("query " + Check::shape(q) + ", key " + Check::shape(k) + " and value " +
+           Check::shape(v) + " are not [..., T, E], [..., S, E] and [..., S, F]");
+  if (bias) {
+    c.floats({bias});
+    Tensor scores;
+    scores.shape = q->shape;
+    scores.shape.dims[r - 1] = k->shape.dims[r - 2];
+    c.broadcastsTo(bias, &scores);
+  }
+}
+
+/// The kernel's view of the instruction's operands.
+cpu::Attention attentionOf(const Instr &i, const Tensor *q, const Tensor *k, const Tensor *v,
+                           const Tensor *bias, const Context &ctx) {
+  const int r = q->shape.rank;
+  cpu::Attention a;
+  a.heads = prod(q->shape, 0, r - 2);
+  a.T = q->shape.dims[r - 2], a.E = q->shape.dims[r - 1];
+  a.S = k->shape.dims[r - 2], a.F = v->shape.dims[r - 1];
+  a.divides = i.ints[0] != 0, a.causal = i.ints[1] != 0;
+  a.scale = float(i.floats[0]);
+  a.scores = q->shape;
+  a.scores.dims[r - 1] = a.S;
+  if (bias) {
+    a.bias = static_cast<const float *>(bias->data);
+    a.biasShape = bias->shape;
+  }
+  // nn.dropout's draw: the global micro-batch of a pipeline, else the
+  // run's counter; evaluation keeps every probability.
+  a.ratio = ctx.eval ? 0.0f : float(i.floats[1]);
+  a.seed = ctx.seed, a.stream = uint64_t(i.ints[2]);
+  a.counter = ctx.pipelined ? uint64_t(ctx.globalMicroBatch(i.microBatch)) : ctx.rngCounter;
+  return a;
+}
+
+} // namespace
+
+void addAttentionOps(OpTable &t) {
+  t["nn.attention"] = {[](Instr &i, const Check &c) {
+    if (i.in.size() != 3 && i.in.size() != 4)
+      c.arity(3, 2);
+    c.arity(i.in.size(), 2);
+    const Tensor *bias = i.in.size() == 4 ? i.in[3] : nullptr;
+    checkAttention(c, i.in[0], i.in[1], i.in[2], bias);
+    const Tensor *q = i.in[0], *v = i.in[2], *out = i.out[0], *stats = i.out[1];
+    c.floats({out, stats});
+    Tensor want = *q;
+    want.shape.dims[q->shape.rank - 1] = v->shape.dims[v->shape.rank - 1];
+    want.numel = want.shape.numel();
+    c.sameShape(&want, out);
+    want.shape.dims[q->shape.rank - 1] = 2;
+    want.numel = want.shape.numel();
+    c.sameShape(&want, stats);
+    i.run = [](const Instr &i, Context &ctx) {
+      const Tensor *bias = i.in.size() == 4 ? i.in[3] : nullptr;
+      cpu::attention(i.in[0]->f32(), i.in[1]->f32(), i.in[2]->f32(), i.out[0]->f32(),
+                     i.out[1]->f32(), attentionOf(i, i.in[0], i.in[1], i.in[2], bias, ctx));
+    };
+  }};
+  t["nn.attention_grad"] = {[](Instr &i, const Check &c) {
+    if (i.in.size() != 5 && i.in.size() != 6)
+      c.arity(5, 3);
+    c.arity(i.in.size(), 3);
+    const Tensor *bias = i.in.size() == 6 ? i.in[5] : nullptr;
+    checkAttention(c, i.in[1], i.in[2], i.in[3], bias);
+    c.floats({i.in[0], i.in[4], i.out[0], i.out[1], i.out[2]});
+    c.sameShape(i.in[1], i.out[0]);
+    c.sameShape(i.in[2], i.out[1]);
+    c.sameShape(i.in[3], i.out[2]);
+    const Tensor *q = i.in[1], *v = i.in[3];
+    Tensor want = *q;
+    want.shape.dims[q->shape.rank - 1] = v->shape.dims[v->shape.rank - 1];
+    want.numel = want.shape.numel();
+    c.sameShape(&want, i.in[0]);
+    want.shape.dims[q->shape.rank - 1] = 2;
+    want.numel = want.shape.numel();
+    c.sameShape(&want, i.in[4]);
+    i.run = [](const Instr &i, Context &ctx) {
+      const Tensor *bias = i.in.size() == 6 ? i.in[5] : nullptr;
+      cpu::attentionGrad(i.in[0]->f32(), i.in[1]->f32(), i.in[2]->f32(), i.in[3]->f32(),
+                         i.in[4]->f32(), i.out[0]->f32(), i.out[1]->f32(), i.out[2]->f32(),
+                         attentionOf(i, i.in[1], i.in[2], i.in[3], bias, ctx));
+    };
+  }};
+}
+
+} // namespace dsrt::ops
