@@ -458,6 +458,33 @@ bool Propagation::run(const llvm::DenseSet<Operation *> &banned, std::string &re
       states[d.getMask()] = State{s, seedsHere};
       continue;
     }
+    if (auto at = dyn_cast<nn::AttentionOp>(op)) {
+      // Each rank attends over its own heads: query, key and value split
+      // alike on a leading (head) dimension, a bias split alike there or
+      // broadcast along it. The rewrite marks the op (dist.tp_split) so
+      // that its dropout draws the whole tensor's bits, as nn.dropout's.
+      int64_t r = rankOf(at.getQuery());
+      if (s.dim >= r - 2)
+        return fail(op, "attends over the split dimension", splitOperands, reason, culprits);
+      for (Value v : {at.getQuery(), at.getKey(), at.getValue()}) {
+        const State *vs = stateOf(v);
+        if (!vs || vs->split.dim != s.dim || vs->split.blocks != s.blocks)
+          return fail(op, "needs its query, key and value split alike on a head dimension",
+                      splitOperands, reason, culprits);
+      }
+      if (Value bias = at.getBias()) {
+        int64_t bd = s.dim - (r - rankOf(bias));
+        const State *bs = stateOf(bias);
+        if (bs ? bs->split.dim != bd || bs->split.blocks != s.blocks
+               : !(bd < 0 || shapeOf(bias)[bd] == 1))
+          return fail(op, "adds a bias that is neither split like its heads nor broadcast "
+                          "along them",
+                      splitOperands, reason, culprits);
+      }
+      states[at.getResult()] = State{s, seedsHere};
+      states[at.getStats()] = State{s, seedsHere};
+      continue;
+    }
     if (isa<nn::SoftmaxOp, nn::LogSoftmaxOp>(op)) {
       int64_t axis = op->getAttrOfType<IntegerAttr>("axis").getInt();
       if (axis < 0)
@@ -583,6 +610,9 @@ struct TensorParallel : impl::TensorParallelBase<TensorParallel> {
       if (auto d = v.getDefiningOp<nn::DropoutOp>(); d && v == d.getResult())
         d->setAttr("dist.tp_split",
                    b.getDenseI64ArrayAttr({st.split.dim, st.split.blocks, int64_t(tp)}));
+      if (auto at = v.getDefiningOp<nn::AttentionOp>(); at && v == at.getResult())
+        at->setAttr("dist.tp_split",
+                    b.getDenseI64ArrayAttr({st.split.dim, st.split.blocks, int64_t(tp)}));
       if (auto sl = v.getDefiningOp<nn::SliceOp>()) {
         SmallVector<int64_t> start(sl.getStart()), limit(sl.getLimit());
         start[st.split.dim] /= tp;

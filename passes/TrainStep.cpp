@@ -133,9 +133,12 @@ mlir::LogicalResult compileTrainStep(mlir::MLIRContext &ctx, mlir::ModuleOp modu
   }
   // With recompute, the same step without it gives the arena it saves
   // (--explain and the manifest state both).
-  mlir::OwningOpRef<mlir::ModuleOp> without;
+  mlir::OwningOpRef<mlir::ModuleOp> without, unfused;
   if (compiled.recompute.mode != "none" && statePlain)
     without = module.clone();
+  // With fusion, the same step unfused gives the arena fusion saves.
+  if (compiled.fuse != "none" && statePlain)
+    unfused = module.clone();
   mlir::PassManager pm(&ctx);
   buildTrainPipeline(pm, compiled);
   if (mlir::failed(pm.run(module)))
@@ -178,6 +181,18 @@ mlir::LogicalResult compileTrainStep(mlir::MLIRContext &ctx, mlir::ModuleOp modu
       if (auto arena = fn->getAttrOfType<mlir::IntegerAttr>(train::TrainDialect::kArenaBytes))
         if (auto same = module.lookupSymbol<mlir::func::FuncOp>(fn.getSymName()))
           same->setAttr(train::TrainDialect::kArenaBytesWithoutRecompute, arena);
+  }
+  if (unfused) {
+    dsrt::config::TrainConfig plain = compiled;
+    plain.fuse = "none";
+    mlir::PassManager pm3(&ctx);
+    buildTrainPipeline(pm3, plain);
+    if (mlir::failed(pm3.run(*unfused)))
+      return mlir::failure();
+    for (auto fn : unfused->getOps<mlir::func::FuncOp>())
+      if (auto arena = fn->getAttrOfType<mlir::IntegerAttr>(train::TrainDialect::kArenaBytes))
+        if (auto same = module.lookupSymbol<mlir::func::FuncOp>(fn.getSymName()))
+          same->setAttr(train::TrainDialect::kArenaBytesWithoutFusion, arena);
   }
   return mlir::success();
 }

@@ -479,6 +479,10 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, Grad
   auto grad = AttentionGradOp::create(b, getLoc(), dy[0], getQuery(), getKey(), getValue(),
                                       getStats(), getBias(), getScaleAttr(), getScaleDividesAttr(),
                                       getCausalAttr(), getRatioAttr(), getRngStreamAttr());
+  // A tensor-parallel part (tensor-parallel's mark): the backward redraws
+  // the dropout bits of the same part of the whole tensor.
+  if (Attribute split = (*this)->getAttr("dist.tp_split"))
+    grad->setAttr("dist.tp_split", split);
   g.assign({grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad()});
   if (getBias())
     g.push_back(Value());

@@ -99,7 +99,8 @@ LogicalResult TrainDialect::verifyOperationAttribute(Operation *op, NamedAttribu
   }
   if (attrName == kOffsets || attrName == kStaging || attrName == kArenaBytes ||
       attrName == kPersistentBytes || attrName == kHostTierBytes ||
-      attrName == kNvmeTierBytes || attrName == kArenaBytesWithoutRecompute)
+      attrName == kNvmeTierBytes || attrName == kArenaBytesWithoutRecompute ||
+      attrName == kArenaBytesWithoutFusion)
     return verifyPlannedAttribute(op, attr);
   if (attrName == kPeakLiveBytes) {
     if (failed(verifyPlannedAttribute(op, attr)))

@@ -107,6 +107,9 @@ def Train_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kNvmeParamOffset = "train.nvme_param_offset";
     static constexpr ::llvm::StringLiteral kArenaBytesWithoutRecompute =
         "train.arena_bytes_without_recompute";
+    /// With dsc --fuse: the arena of the same step compiled without fusion.
+    static constexpr ::llvm::StringLiteral kArenaBytesWithoutFusion =
+        "train.arena_bytes_without_fusion";
     /// Argument attributes: the byte offset of an argument's buffer in the
     /// arena (i64 >= 0); an offloaded one's tier ("host" or "nvme"), its
     /// offset from the tier's start and its tile of the offloaded update

@@ -309,7 +309,8 @@ LogicalResult clamp(AtenImporter &g) {
 
 LogicalResult identity(AtenImporter &g) { return done(g, g.tensor("self")); }
 
-/// _to_copy, to.dtype, type_as: a cast to the result's element type.
+/// _to_copy, to.dtype, to.device, type_as: a cast to the result's element
+/// type (where a tensor lives is dsrt's to decide, not the program's).
 LogicalResult toType(AtenImporter &g) {
   Value x = g.tensor("self");
   if (!x)
@@ -958,6 +959,7 @@ const std::map<std::string, Converter> &table() {
       {"aten.detach.default", identity},
       {"aten.lift_fresh_copy.default", identity},
       {"aten._to_copy.default", toType},
+      {"aten.to.device", toType},
       {"aten.to.dtype", toType},
       {"aten.type_as.default", toType},
       // Contractions, norms, losses.

@@ -15,9 +15,17 @@ namespace {
 
 /// Checks query [..., T, E], key [..., S, E], value [..., S, F], the bias
 /// broadcasting to the scores [..., T, S], and the attributes.
-void checkAttention(const Check &c, const Tensor *q, const Tensor *k, const Tensor *v,
+void checkAttention(const Instr &i, const Check &c, const Tensor *q, const Tensor *k, const Tensor *v,
                     const Tensor *bias) {
   c.layout();
+  if (i.ints.size() == 6) {
+    // A tensor-parallel part: heads split on a leading dimension, whole.
+    c.axis(i.ints[3], q);
+    if (i.ints[3] >= q->shape.rank - 2 || i.ints[4] != 1 || i.ints[5] < 1)
+      c.fail("tensor-parallel heads must be split whole (one block) on a leading dimension, "
+             "got [dim " + std::to_string(i.ints[3]) + ", blocks " + std::to_string(i.ints[4]) +
+             ", tp " + std::to_string(i.ints[5]) + "]");
+  }
   c.flag(0, "scale_divides");
   c.flag(1, "causal");
   c.floatIn(0, "scale", 1e-30, std::numeric_limits<double>::infinity());
@@ -61,6 +69,13 @@ cpu::Attention attentionOf(const Instr &i, const Tensor *q, const Tensor *k, con
   a.ratio = ctx.eval ? 0.0f : float(i.floats[1]);
   a.seed = ctx.seed, a.stream = uint64_t(i.ints[2]);
   a.counter = ctx.pipelined ? uint64_t(ctx.globalMicroBatch(i.microBatch)) : ctx.rngCounter;
+  if (i.ints.size() == 6) {
+    const int d = int(i.ints[3]);
+    a.tpLocal = q->shape.dims[d];
+    a.tpWhole = a.tpLocal * i.ints[5];
+    a.tpOffset = a.tpLocal * int64_t(ctx.ranks[2]);
+    a.tpTrailing = prod(q->shape, d + 1, r - 2);
+  }
   return a;
 }
 
@@ -72,7 +87,7 @@ void addAttentionOps(OpTable &t) {
       c.arity(3, 2);
     c.arity(i.in.size(), 2);
     const Tensor *bias = i.in.size() == 4 ? i.in[3] : nullptr;
-    checkAttention(c, i.in[0], i.in[1], i.in[2], bias);
+    checkAttention(i, c, i.in[0], i.in[1], i.in[2], bias);
     const Tensor *q = i.in[0], *v = i.in[2], *out = i.out[0], *stats = i.out[1];
     c.floats({out, stats});
     Tensor want = *q;
@@ -93,7 +108,7 @@ void addAttentionOps(OpTable &t) {
       c.arity(5, 3);
     c.arity(i.in.size(), 3);
     const Tensor *bias = i.in.size() == 6 ? i.in[5] : nullptr;
-    checkAttention(c, i.in[1], i.in[2], i.in[3], bias);
+    checkAttention(i, c, i.in[1], i.in[2], i.in[3], bias);
     c.floats({i.in[0], i.in[4], i.out[0], i.out[1], i.out[2]});
     c.sameShape(i.in[1], i.out[0]);
     c.sameShape(i.in[2], i.out[1]);

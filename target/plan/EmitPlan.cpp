@@ -212,6 +212,13 @@ public:
     }
     if (auto without = fn_->getAttrOfType<IntegerAttr>(TrainDialect::kArenaBytesWithoutRecompute))
       plan_.set_arena_bytes_without_recompute(uint64_t(without.getInt()));
+    if (auto unfused = fn_->getAttrOfType<IntegerAttr>(TrainDialect::kArenaBytesWithoutFusion))
+      plan_.set_arena_bytes_without_fusion(uint64_t(unfused.getInt()));
+    {
+      int64_t fused = 0;
+      fn_.walk([&](nn::AttentionOp) { ++fused; });
+      plan_.set_fused_attention(fused);
+    }
 
     for (BlockArgument a : fn_.getArguments())
       if (failed(addArgument(a)))
@@ -1011,6 +1018,11 @@ private:
           instr.add_ints(o.getScaleDivides() ? 1 : 0);
           instr.add_ints(o.getCausal() ? 1 : 0);
           instr.add_ints(o.getRngStream());
+          // On a tensor-parallel part: [dim, blocks, tp] (its dropout bits
+          // are the whole tensor's).
+          if (auto split = o->template getAttrOfType<DenseI64ArrayAttr>("dist.tp_split"))
+            for (int64_t v : split.asArrayRef())
+              instr.add_ints(v);
           instr.add_floats(o.getScale().convertToDouble());
           instr.add_floats(o.getRatio().convertToDouble());
         })

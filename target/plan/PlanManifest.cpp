@@ -968,6 +968,18 @@ void writeManifest(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
     }
     os << "\n";
   }
+  if (p.fused_attention()) {
+    os << "fusion:           " << p.fused_attention()
+       << " attention ops keep no scores (nn.attention)";
+    if (p.arena_bytes_without_fusion()) {
+      int64_t without = int64_t(p.arena_bytes_without_fusion()) - int64_t(p.persistent_bytes());
+      int64_t with = int64_t(p.arena_bytes()) - int64_t(p.persistent_bytes());
+      os << "; activations " << humanBytes(without) << " without fusion -> " << humanBytes(with)
+         << " (" << llvm::format("%.2fx", with > 0 ? double(without) / double(with) : 0.0)
+         << " less)";
+    }
+    os << "\n";
+  }
   const plan::Program &prog = p.program();
   os << "schedule:         " << prog.prologue_size() << " prologue + "
      << prog.micro_batches() << " x " << prog.micro_batch_size()

@@ -101,6 +101,40 @@ func.func @attention(%x: tensor<2x3x8xf32> {train.input = "x"},
 
 // -----
 
+// The same attention fused (nn-fusion fuse=attention): nn.attention on each
+// rank's head, marked with the split so that its dropout draws its part of
+// the whole tensor's bits; autodiff gives its gradient op the same mark.
+// CHECK-LABEL: func.func @fused_attention(
+// CHECK:         nn.attention {{.*}}dist.tp_split = array<i64: 1, 1, 2>{{.*}} : tensor<2x1x3x4xf32>, tensor<2x1x3x4xf32>, tensor<2x1x3x4xf32> -> tensor<2x1x3x4xf32>, tensor<2x1x3x2xf32>
+// CHECK:         nn.matmul {{.*}} {dist.tp = "row"} : tensor<2x3x4xf32>, tensor<4x8xf32> -> tensor<2x3x8xf32>
+// CHECK-NEXT:    dist.tp_reduce
+// GRAD-LABEL: func.func @fused_attention(
+// GRAD:          nn.attention_grad {{.*}}dist.tp_split = array<i64: 1, 1, 2>{{.*}} : tensor<2x1x3x4xf32>, tensor<2x1x3x4xf32>, tensor<2x1x3x4xf32>, tensor<2x1x3x4xf32>, tensor<2x1x3x2xf32>
+func.func @fused_attention(%x: tensor<2x3x8xf32> {train.input = "x"},
+                     %wqkv: tensor<24x8xf32> {train.param = "c_attn.weight"},
+                     %wo: tensor<8x8xf32> {train.param = "c_proj.weight"}) -> (tensor<f32> {train.loss}) {
+  %t = nn.transpose %wqkv {permutation = array<i64: 1, 0>} : tensor<24x8xf32> -> tensor<8x24xf32>
+  %pb = nn.matmul %x, %t : tensor<2x3x8xf32>, tensor<8x24xf32> -> tensor<2x3x24xf32>
+  %q = nn.slice %pb {limit = array<i64: 2, 3, 8>, start = array<i64: 0, 0, 0>, stride = array<i64: 1, 1, 1>} : tensor<2x3x24xf32> -> tensor<2x3x8xf32>
+  %k = nn.slice %pb {limit = array<i64: 2, 3, 16>, start = array<i64: 0, 0, 8>, stride = array<i64: 1, 1, 1>} : tensor<2x3x24xf32> -> tensor<2x3x8xf32>
+  %v = nn.slice %pb {limit = array<i64: 2, 3, 24>, start = array<i64: 0, 0, 16>, stride = array<i64: 1, 1, 1>} : tensor<2x3x24xf32> -> tensor<2x3x8xf32>
+  %q4 = nn.reshape %q : tensor<2x3x8xf32> -> tensor<2x3x2x4xf32>
+  %k4 = nn.reshape %k : tensor<2x3x8xf32> -> tensor<2x3x2x4xf32>
+  %v4 = nn.reshape %v : tensor<2x3x8xf32> -> tensor<2x3x2x4xf32>
+  %qh = nn.transpose %q4 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x3x2x4xf32> -> tensor<2x2x3x4xf32>
+  %kh = nn.transpose %k4 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x3x2x4xf32> -> tensor<2x2x3x4xf32>
+  %vh = nn.transpose %v4 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x3x2x4xf32> -> tensor<2x2x3x4xf32>
+  %o, %st = nn.attention %qh, %kh, %vh {scale = 0.5 : f64, causal, ratio = 0.1 : f64, rng_stream = 0 : i64} : tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32> -> tensor<2x2x3x4xf32>, tensor<2x2x3x2xf32>
+  %ot = nn.transpose %o {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x2x3x4xf32> -> tensor<2x3x2x4xf32>
+  %om = nn.reshape %ot : tensor<2x3x2x4xf32> -> tensor<2x3x8xf32>
+  %to = nn.transpose %wo {permutation = array<i64: 1, 0>} : tensor<8x8xf32> -> tensor<8x8xf32>
+  %y = nn.matmul %om, %to : tensor<2x3x8xf32>, tensor<8x8xf32> -> tensor<2x3x8xf32>
+  %l = nn.reduce_sum %y {axes = array<i64: 0, 1, 2>} : tensor<2x3x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // What the split cannot cover stays whole, with the reason: a weight also
 // read whole elsewhere (tied to an embedding gather, here by a GEMM that is
 // not an LM head), and a GEMM whose output feeds the loss directly (an LM

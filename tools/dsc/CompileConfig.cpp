@@ -102,14 +102,11 @@ TrainConfig applyCompileFlags(TrainConfig cfg, const CompileFlags &f, const Comp
   if (f.recompute)
     cfg.recompute.mode = *f.recompute;
   if (f.fuse) {
-    // The fused attention kernel is float32 on whole heads for now: the
-    // layouts it does not cover yet are refused, not silently unfused.
+    // The fused attention kernel is float32 for now: mixed precision is
+    // refused, not silently left unfused.
     if (*f.fuse != "none" && cfg.precision.kind != Precision::FP32)
       throw ConfigError("--fuse " + *f.fuse + ": the fused attention kernel is float32 only so "
                         "far; with --precision bf16 or fp16 give --fuse none");
-    if (*f.fuse != "none" && cfg.tensorParallel > 1)
-      throw ConfigError("--fuse " + *f.fuse + ": the fused attention is not split over "
-                        "tensor-parallel heads yet; with --tp give --fuse none");
     cfg.fuse = *f.fuse;
   }
   if (f.memoryBudget)
@@ -202,8 +199,8 @@ void addStepOptions(CLI::App &app, CompileFlags &flags) {
       ->check(CLI::IsMember({"uniform", "parameters", "cost"}));
   app.add_option("--fuse", flags.fuse,
                  "kernel fusion beyond the layout folds: none (the default for now), attention "
-                 "(scaled dot-product attention as one op that keeps no T x T scores; float32, "
-                 "no --tp yet) or all")
+                 "(scaled dot-product attention as one op that keeps no T x T scores; float32 "
+                 "so far) or all")
       ->check(CLI::IsMember({"none", "attention", "all"}));
 }
 

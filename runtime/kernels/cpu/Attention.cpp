@@ -87,10 +87,19 @@ void scoresOf(const Attention &a, int64_t h, float *__restrict x) {
   }
 }
 
+/// Head h's index in the whole tensor (a tensor-parallel part's map).
+int64_t wholeHead(const Attention &a, int64_t h) {
+  if (a.tpLocal <= 0)
+    return h;
+  const int64_t t = h % a.tpTrailing, rest = h / a.tpTrailing;
+  const int64_t i = rest % a.tpLocal, o = rest / a.tpLocal;
+  return (o * a.tpWhole + a.tpOffset + i) * a.tpTrailing + t;
+}
+
 /// p = dropout(p) in place for head h: kept values times 1 / (1 - ratio).
 void dropIn(const Attention &a, int64_t h, float *__restrict p, uint64_t key, uint64_t thr,
             float keepScale) {
-  const uint64_t base = a.first + uint64_t(h) * uint64_t(a.T * a.S);
+  const uint64_t base = a.first + uint64_t(wholeHead(a, h)) * uint64_t(a.T * a.S);
   for (int64_t i = 0; i < a.T * a.S; ++i)
     p[i] = bits::kept(key, base + uint64_t(i), thr) ? p[i] * keepScale : 0.0f;
 }

@@ -305,6 +305,12 @@ struct Attention {
   /// stream, counter) at index first + (head * T + i) * S + j.
   float ratio = 0.0f;
   uint64_t seed = 0, stream = 0, counter = 0, first = 0;
+  /// A tensor-parallel part's heads (tpLocal > 0): the heads split on one
+  /// leading dimension of tpLocal here and tpWhole in the whole tensor,
+  /// this part's from tpOffset, with tpTrailing heads per index of the
+  /// dimensions after it. Local head h = (o * tpLocal + i) * tpTrailing + t
+  /// draws the bits of whole head (o * tpWhole + tpOffset + i) * tpTrailing + t.
+  int64_t tpLocal = 0, tpWhole = 0, tpOffset = 0, tpTrailing = 1;
 };
 
 /// result [heads, T, F] and stats [heads, T, 2] (each row's maximum and the
