@@ -312,25 +312,26 @@ struct FuseAttention : OpRewritePattern<nn::SoftmaxOp> {
                               std::make_pair(add.getRhs(), add.getLhs())}) {
         if (x.getType() != v.getType())
           continue;
+        // The rest of the chain matched with `other` as the causal mask
+        // or as the bias; `c` is left as it was when it does not.
+        auto tryAs = [&](bool causal) {
+          Chain trial = c;
+          if (causal)
+            trial.causal = true;
+          else
+            trial.bias = other;
+          trial.locs.push_back(add.getLoc());
+          if (!matchMasked(x, trial, T, S))
+            return false;
+          c = trial;
+          return true;
+        };
         DenseElementsAttr k;
-        if (!c.causal && matchPattern(other, m_Constant(&k)) && isCausal(k, T, S, true)) {
-          Chain trial = c;
-          trial.causal = true;
-          trial.locs.push_back(add.getLoc());
-          if (matchMasked(x, trial, T, S)) {
-            c = trial;
-            return true;
-          }
-        }
-        if (!c.bias && !reachedByParam(other)) {
-          Chain trial = c;
-          trial.bias = other;
-          trial.locs.push_back(add.getLoc());
-          if (matchMasked(x, trial, T, S)) {
-            c = trial;
-            return true;
-          }
-        }
+        if (!c.causal && matchPattern(other, m_Constant(&k)) && isCausal(k, T, S, true) &&
+            tryAs(true))
+          return true;
+        if (!c.bias && !reachedByParam(other) && tryAs(false))
+          return true;
       }
       return false;
     }
@@ -340,8 +341,9 @@ struct FuseAttention : OpRewritePattern<nn::SoftmaxOp> {
   LogicalResult matchAndRewrite(nn::SoftmaxOp softmax, PatternRewriter &rewriter) const override {
     auto type = cast<RankedTensorType>(softmax.getType());
     int64_t r = type.getRank();
-    if (r < 2 || (softmax.getAxis() != -1 && softmax.getAxis() != r - 1) ||
-        !type.getElementType().isF32())
+    // The attribute's own getter is unsigned: read it signed (-1 is last).
+    int64_t axis = softmax.getAxisAttr().getInt();
+    if (r < 2 || (axis < 0 ? axis + r : axis) != r - 1 || !type.getElementType().isF32())
       return failure();
     int64_t T = type.getShape()[r - 2], S = type.getShape()[r - 1];
     // After the softmax: an optional dropout, then the value GEMM.

@@ -55,21 +55,33 @@ int64_t biasOffset(const Attention &a, int64_t h) {
   return offset;
 }
 
+/// x = x * scale, or x / scale, over a head's [T, S] (the forward's scale
+/// and, by the chain rule, its gradient's).
+void scaleScores(const Attention &a, float *__restrict x) {
+  const int64_t n = a.T * a.S;
+  const float c = a.scale;
+  if (a.divides) {
+    for (int64_t i = 0; i < n; ++i)
+      x[i] = x[i] / c;
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      x[i] = x[i] * c;
+  }
+}
+
+/// x = v at the keys after each query (a causal head's masked scores).
+void fillMasked(const Attention &a, float *__restrict x, float v) {
+  for (int64_t i = 0; i < a.T; ++i)
+    for (int64_t j = i + 1; j < a.S; ++j)
+      x[i * a.S + j] = v;
+}
+
 /// x = the scaled, masked or biased scores of head h ([T, S], from q k^T in x).
 void scoresOf(const Attention &a, int64_t h, float *__restrict x) {
   const int64_t T = a.T, S = a.S;
-  const float c = a.scale;
-  if (a.divides) {
-    for (int64_t i = 0; i < T * S; ++i)
-      x[i] = x[i] / c;
-  } else {
-    for (int64_t i = 0; i < T * S; ++i)
-      x[i] = x[i] * c;
-  }
+  scaleScores(a, x);
   if (a.causal)
-    for (int64_t i = 0; i < T; ++i)
-      for (int64_t j = i + 1; j < S; ++j)
-        x[i * S + j] = kNegInf;
+    fillMasked(a, x, kNegInf);
   if (a.bias) {
     const Shape &bs = a.biasShape;
     const float *b = a.bias + biasOffset(a, h);
@@ -177,17 +189,8 @@ void attentionGrad(const float *dresult, const float *q, const float *k, const f
       softmaxGradRow(p + i * S, x + i * S, d + i * S, S);
     // Through the mask (masked scores get none) and the scale.
     if (a.causal)
-      for (int64_t i = 0; i < T; ++i)
-        for (int64_t j = i + 1; j < S; ++j)
-          d[i * S + j] = 0.0f;
-    const float c = a.scale;
-    if (a.divides) {
-      for (int64_t i = 0; i < T * S; ++i)
-        d[i] = d[i] / c;
-    } else {
-      for (int64_t i = 0; i < T * S; ++i)
-        d[i] = d[i] * c;
-    }
+      fillMasked(a, d, 0.0f);
+    scaleScores(a, d);
     gemm(false, false, T, E, S, d, kh, dq + h * T * E);
     gemm(true, false, S, E, T, d, qh, dk + h * S * E);
   });
