@@ -170,29 +170,31 @@ mlir::LogicalResult compileTrainStep(mlir::MLIRContext &ctx, mlir::ModuleOp modu
       return mlir::failure();
     }
   }
+  // The copy compiled with `plain`: each function's arena, as `attr` on
+  // the compiled step's.
+  auto arenaOf = [&](mlir::ModuleOp copy, const dsrt::config::TrainConfig &plain,
+                     llvm::StringRef attr) {
+    mlir::PassManager pmPlain(&ctx);
+    buildTrainPipeline(pmPlain, plain);
+    if (mlir::failed(pmPlain.run(copy)))
+      return mlir::failure();
+    for (auto fn : copy.getOps<mlir::func::FuncOp>())
+      if (auto arena = fn->getAttrOfType<mlir::IntegerAttr>(train::TrainDialect::kArenaBytes))
+        if (auto same = module.lookupSymbol<mlir::func::FuncOp>(fn.getSymName()))
+          same->setAttr(attr, arena);
+    return mlir::success();
+  };
   if (without) {
     dsrt::config::TrainConfig plain = compiled;
     plain.recompute.mode = "none";
-    mlir::PassManager pm2(&ctx);
-    buildTrainPipeline(pm2, plain);
-    if (mlir::failed(pm2.run(*without)))
+    if (mlir::failed(arenaOf(*without, plain, train::TrainDialect::kArenaBytesWithoutRecompute)))
       return mlir::failure();
-    for (auto fn : without->getOps<mlir::func::FuncOp>())
-      if (auto arena = fn->getAttrOfType<mlir::IntegerAttr>(train::TrainDialect::kArenaBytes))
-        if (auto same = module.lookupSymbol<mlir::func::FuncOp>(fn.getSymName()))
-          same->setAttr(train::TrainDialect::kArenaBytesWithoutRecompute, arena);
   }
   if (unfused) {
     dsrt::config::TrainConfig plain = compiled;
     plain.fuse = "none";
-    mlir::PassManager pm3(&ctx);
-    buildTrainPipeline(pm3, plain);
-    if (mlir::failed(pm3.run(*unfused)))
+    if (mlir::failed(arenaOf(*unfused, plain, train::TrainDialect::kArenaBytesWithoutFusion)))
       return mlir::failure();
-    for (auto fn : unfused->getOps<mlir::func::FuncOp>())
-      if (auto arena = fn->getAttrOfType<mlir::IntegerAttr>(train::TrainDialect::kArenaBytes))
-        if (auto same = module.lookupSymbol<mlir::func::FuncOp>(fn.getSymName()))
-          same->setAttr(train::TrainDialect::kArenaBytesWithoutFusion, arena);
   }
   return mlir::success();
 }

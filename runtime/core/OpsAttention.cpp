@@ -79,6 +79,15 @@ cpu::Attention attentionOf(const Instr &i, const Tensor *q, const Tensor *k, con
   return a;
 }
 
+/// The query's shape with its last dimension `last` (the result's with the
+/// value's feature size, the stats' with 2).
+Tensor withLast(const Tensor *q, int64_t last) {
+  Tensor t = *q;
+  t.shape.dims[q->shape.rank - 1] = last;
+  t.numel = t.shape.numel();
+  return t;
+}
+
 } // namespace
 
 void addAttentionOps(OpTable &t) {
@@ -90,13 +99,9 @@ void addAttentionOps(OpTable &t) {
     checkAttention(i, c, i.in[0], i.in[1], i.in[2], bias);
     const Tensor *q = i.in[0], *v = i.in[2], *out = i.out[0], *stats = i.out[1];
     c.floats({out, stats});
-    Tensor want = *q;
-    want.shape.dims[q->shape.rank - 1] = v->shape.dims[v->shape.rank - 1];
-    want.numel = want.shape.numel();
-    c.sameShape(&want, out);
-    want.shape.dims[q->shape.rank - 1] = 2;
-    want.numel = want.shape.numel();
-    c.sameShape(&want, stats);
+    Tensor result = withLast(q, v->shape.dims[v->shape.rank - 1]), rows = withLast(q, 2);
+    c.sameShape(&result, out);
+    c.sameShape(&rows, stats);
     i.run = [](const Instr &i, Context &ctx) {
       const Tensor *bias = i.in.size() == 4 ? i.in[3] : nullptr;
       cpu::attention(i.in[0]->f32(), i.in[1]->f32(), i.in[2]->f32(), i.out[0]->f32(),
@@ -114,13 +119,9 @@ void addAttentionOps(OpTable &t) {
     c.sameShape(i.in[2], i.out[1]);
     c.sameShape(i.in[3], i.out[2]);
     const Tensor *q = i.in[1], *v = i.in[3];
-    Tensor want = *q;
-    want.shape.dims[q->shape.rank - 1] = v->shape.dims[v->shape.rank - 1];
-    want.numel = want.shape.numel();
-    c.sameShape(&want, i.in[0]);
-    want.shape.dims[q->shape.rank - 1] = 2;
-    want.numel = want.shape.numel();
-    c.sameShape(&want, i.in[4]);
+    Tensor result = withLast(q, v->shape.dims[v->shape.rank - 1]), rows = withLast(q, 2);
+    c.sameShape(&result, i.in[0]);
+    c.sameShape(&rows, i.in[4]);
     i.run = [](const Instr &i, Context &ctx) {
       const Tensor *bias = i.in.size() == 6 ? i.in[5] : nullptr;
       cpu::attentionGrad(i.in[0]->f32(), i.in[1]->f32(), i.in[2]->f32(), i.in[3]->f32(),

@@ -116,6 +116,16 @@ void dropIn(const Attention &a, int64_t h, float *__restrict p, uint64_t key, ui
     p[i] = bits::kept(key, base + uint64_t(i), thr) ? p[i] * keepScale : 0.0f;
 }
 
+/// Dropout's key, threshold and scale for the whole call.
+struct Drop {
+  bool on;
+  uint64_t key, threshold;
+  float keep;
+  explicit Drop(const Attention &a)
+      : on(a.ratio > 0.0f), key(bits::key(a.seed, a.stream, a.counter)),
+        threshold(bits::threshold(a.ratio)), keep(bits::keepScale(a.ratio)) {}
+};
+
 template <class F> void forHeads(const Attention &a, F &&f) {
 #pragma omp parallel for schedule(static)
   for (int64_t h = 0; h < a.heads; ++h)
@@ -127,9 +137,7 @@ template <class F> void forHeads(const Attention &a, F &&f) {
 void attention(const float *q, const float *k, const float *v, float *result, float *stats,
                const Attention &a) {
   const int64_t T = a.T, S = a.S, E = a.E, F = a.F;
-  const bool drop = a.ratio > 0.0f;
-  const uint64_t key = bits::key(a.seed, a.stream, a.counter), thr = bits::threshold(a.ratio);
-  const float keep = bits::keepScale(a.ratio);
+  const Drop drop(a);
   forHeads(a, [&](int64_t h) {
     float *x = scratch<float, 0>(size_t(T * S));
     float *p = scratch<float, 1>(size_t(T * S));
@@ -146,8 +154,8 @@ void attention(const float *q, const float *k, const float *v, float *result, fl
       st[2 * i] = m;
       st[2 * i + 1] = inv;
     }
-    if (drop)
-      dropIn(a, h, p, key, thr, keep);
+    if (drop.on)
+      dropIn(a, h, p, drop.key, drop.threshold, drop.keep);
     gemm(false, false, T, F, S, p, v + h * S * F, result + h * T * F);
   });
 }
@@ -155,9 +163,7 @@ void attention(const float *q, const float *k, const float *v, float *result, fl
 void attentionGrad(const float *dresult, const float *q, const float *k, const float *v,
                    const float *stats, float *dq, float *dk, float *dv, const Attention &a) {
   const int64_t T = a.T, S = a.S, E = a.E, F = a.F;
-  const bool drop = a.ratio > 0.0f;
-  const uint64_t key = bits::key(a.seed, a.stream, a.counter), thr = bits::threshold(a.ratio);
-  const float keep = bits::keepScale(a.ratio);
+  const Drop drop(a);
   forHeads(a, [&](int64_t h) {
     float *x = scratch<float, 0>(size_t(T * S));
     float *p = scratch<float, 1>(size_t(T * S));
@@ -175,16 +181,16 @@ void attentionGrad(const float *dresult, const float *q, const float *k, const f
         pr[j] *= inv;
     }
     // dV = P'^T dO, with P' the dropped probabilities (in x).
-    if (drop) {
+    if (drop.on) {
       for (int64_t i = 0; i < T * S; ++i)
         x[i] = p[i];
-      dropIn(a, h, x, key, thr, keep);
+      dropIn(a, h, x, drop.key, drop.threshold, drop.keep);
     }
-    gemm(true, false, S, F, T, drop ? x : p, dO, dv + h * S * F);
+    gemm(true, false, S, F, T, drop.on ? x : p, dO, dv + h * S * F);
     // dP = dropout_grad(dO V^T), then dS = softmax_grad(P, dP) (in d).
     gemm(false, true, T, S, F, dO, v + h * S * F, x);
-    if (drop)
-      dropIn(a, h, x, key, thr, keep);
+    if (drop.on)
+      dropIn(a, h, x, drop.key, drop.threshold, drop.keep);
     for (int64_t i = 0; i < T; ++i)
       softmaxGradRow(p + i * S, x + i * S, d + i * S, S);
     // Through the mask (masked scores get none) and the scale.
