@@ -15,6 +15,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -23,9 +24,75 @@
 namespace dsrt::cuda {
 namespace {
 
+/// cuBLAS is opened when the first handle is made, not linked: the
+/// static initializers of libcublas and libcublasLt (541 MB) took 0.4 s of
+/// every dsrt start, CPU runs and `--help` included, longer than a step of
+/// a small model. The names are the exported symbols cublas_v2.h maps the
+/// API onto (cublasCreate is cublasCreate_v2).
+struct CublasApi {
+  decltype(&cublasCreate) create;
+  decltype(&cublasDestroy) destroy;
+  decltype(&cublasSetStream) setStream;
+  decltype(&cublasSetWorkspace) setWorkspace;
+  decltype(&cublasSetMathMode) setMathMode;
+  // The overloads taking a cublasComputeType_t (the header also declares
+  // inline ones taking a cudaDataType).
+  cublasStatus_t (*gemmEx)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                           const void *, const void *, cudaDataType, int, const void *,
+                           cudaDataType, int, const void *, void *, cudaDataType, int,
+                           cublasComputeType_t, cublasGemmAlgo_t);
+  cublasStatus_t (*gemmStridedBatchedEx)(cublasHandle_t, cublasOperation_t, cublasOperation_t,
+                                         int, int, int, const void *, const void *,
+                                         cudaDataType, int, long long, const void *,
+                                         cudaDataType, int, long long, const void *, void *,
+                                         cudaDataType, int, long long, int,
+                                         cublasComputeType_t, cublasGemmAlgo_t);
+  decltype(&cublasGetStatusString) statusString;
+};
+
+#define DSRT_SYMBOL_NAME(f) #f
+#define DSRT_SYMBOL(f) DSRT_SYMBOL_NAME(f)
+
+const CublasApi &cublas() {
+  static const CublasApi api = [] {
+    const std::string lib = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
+    void *h = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      const char *why = dlerror();
+      throw CudaError("cuBLAS: cannot load " + lib + " (CUDA " +
+                      std::to_string(CUBLAS_VER_MAJOR) + "'s cuBLAS, which dsrt was built "
+                      "against): " + (why ? why : "not found"));
+    }
+    auto sym = [&](const char *name) {
+      void *f = dlsym(h, name);
+      if (!f)
+        throw CudaError("cuBLAS: " + lib + " has no " + name);
+      return f;
+    };
+    CublasApi a;
+    a.create = reinterpret_cast<decltype(a.create)>(sym(DSRT_SYMBOL(cublasCreate)));
+    a.destroy = reinterpret_cast<decltype(a.destroy)>(sym(DSRT_SYMBOL(cublasDestroy)));
+    a.setStream = reinterpret_cast<decltype(a.setStream)>(sym(DSRT_SYMBOL(cublasSetStream)));
+    a.setWorkspace =
+        reinterpret_cast<decltype(a.setWorkspace)>(sym(DSRT_SYMBOL(cublasSetWorkspace)));
+    a.setMathMode =
+        reinterpret_cast<decltype(a.setMathMode)>(sym(DSRT_SYMBOL(cublasSetMathMode)));
+    a.gemmEx = reinterpret_cast<decltype(a.gemmEx)>(sym(DSRT_SYMBOL(cublasGemmEx)));
+    a.gemmStridedBatchedEx = reinterpret_cast<decltype(a.gemmStridedBatchedEx)>(
+        sym(DSRT_SYMBOL(cublasGemmStridedBatchedEx)));
+    a.statusString =
+        reinterpret_cast<decltype(a.statusString)>(sym(DSRT_SYMBOL(cublasGetStatusString)));
+    return a;
+  }();
+  return api;
+}
+
+#undef DSRT_SYMBOL
+#undef DSRT_SYMBOL_NAME
+
 void check(cublasStatus_t s, const char *what) {
   if (s != CUBLAS_STATUS_SUCCESS)
-    throw CudaError(std::string("cuBLAS: ") + what + ": " + cublasGetStatusString(s));
+    throw CudaError(std::string("cuBLAS: ") + what + ": " + cublas().statusString(s));
 }
 
 /// cuBLAS' recommended workspace on Hopper.
@@ -117,9 +184,9 @@ Geometry geometry(const kernels::Shape &as, bool transA, const kernels::Shape &b
 
 Blas::Blas(void *stream) : stream_(stream) {
   cublasHandle_t h = nullptr;
-  check(cublasCreate(&h), "create");
+  check(cublas().create(&h), "create");
   handle_ = h;
-  check(cublasSetStream(h, static_cast<cudaStream_t>(stream)), "set stream");
+  check(cublas().setStream(h, static_cast<cudaStream_t>(stream)), "set stream");
   workspace_ = deviceAlloc(kWorkspaceBytes);
   // DSRT_CUDA_GEMM_PAD=0 turns the padding off, =8 pads to multiples of
   // 8 (to measure what each buys).
@@ -132,18 +199,18 @@ Blas::Blas(void *stream) : stream_(stream) {
                       ": expected 0 (no padding) or a multiple of 8 up to 4096");
     align_ = v;
   }
-  check(cublasSetWorkspace(h, workspace_, kWorkspaceBytes), "set workspace");
+  check(cublas().setWorkspace(h, workspace_, kWorkspaceBytes), "set workspace");
   // Float sums throughout: no split-k partial sums rounded to bf16 (the
   // CPU kernels' contract, and PyTorch's with
   // allow_bf16_reduced_precision_reduction off).
-  check(cublasSetMathMode(h, cublasMath_t(CUBLAS_DEFAULT_MATH |
+  check(cublas().setMathMode(h, cublasMath_t(CUBLAS_DEFAULT_MATH |
                                           CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
         "set math mode");
 }
 
 Blas::~Blas() {
   if (handle_)
-    cublasDestroy(static_cast<cublasHandle_t>(handle_));
+    cublas().destroy(static_cast<cublasHandle_t>(handle_));
   deviceFree(workspace_);
 }
 
@@ -215,18 +282,18 @@ void Blas::gemm(const void *av, const kernels::Shape &as, bool transA, const voi
   // b shared by every batch and a's rows contiguous: one GEMM of
   // batches * M rows.
   if (bBatches == 1 && !transA && aBatches == batches) {
-    check(cublasGemmEx(h, opB, opA, int(N), int(batches * M), int(K), &one, b, type, ldb, a, type,
+    check(cublas().gemmEx(h, opB, opA, int(N), int(batches * M), int(K), &one, b, type, ldb, a, type,
                        int(K), &zero, out, type, ldc, compute, CUBLAS_GEMM_DEFAULT),
           "gemm");
   } else if (!g.perMatrix) {
-    check(cublasGemmStridedBatchedEx(h, opB, opA, int(N), int(M), int(K), &one, b, type, ldb,
+    check(cublas().gemmStridedBatchedEx(h, opB, opA, int(N), int(M), int(K), &one, b, type, ldb,
                                      bBatches == 1 ? 0 : bMatrix, a, type, lda,
                                      aBatches == 1 ? 0 : aMatrix, &zero, out, type, ldc, cMatrix,
                                      int(batches), compute, CUBLAS_GEMM_DEFAULT),
           "gemm strided batched");
   } else {
     for (int64_t k = 0; k < batches; ++k)
-      check(cublasGemmEx(h, opB, opA, int(N), int(M), int(K), &one,
+      check(cublas().gemmEx(h, opB, opA, int(N), int(M), int(K), &one,
                          b + batchOffset(bs, os, k) * int64_t(elementBytes), type, ldb,
                          a + batchOffset(as, os, k) * int64_t(elementBytes), type, lda, &zero,
                          out + k * cMatrix * int64_t(elementBytes), type, ldc, compute,
