@@ -12,6 +12,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin
   libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   liburing-dev libzip-dev libtorch-dev
+  openssh-server openssh-client iproute2
   python3-torch python3-torchvision python3-onnx python3-numpy python3-matplotlib
 )
 # Only for scripts/fuzz.sh and scripts/sanitize.sh (install-deps.sh

@@ -91,6 +91,16 @@ if os.geteuid() == 0:
         config.available_features.add("tmpfs")
     os.rmdir(probe_dir)
 
+# The multi-host tests (REQUIRES: testbed) make hosts of network namespaces
+# with an sshd each (scripts/testbed.sh): root, iproute2 and openssh-server.
+testbed = subprocess.run([os.path.join(config.dsc_src_root, "scripts", "testbed.sh"), "check"],
+                         capture_output=True, text=True)
+if testbed.returncode == 0:
+    config.available_features.add("testbed")
+else:
+    lit_config.note("no multi-host test bed here (%s): the multi-host tests "
+                    "(REQUIRES: testbed) are skipped" % testbed.stdout.strip().replace("testbed: ", ""))
+
 # dsrt's --device defaults to auto (the GPU where there is one): the suite
 # pins the CPU, whose results its tests state; GPU tests say --device cuda
 # and REQUIRES: cuda-device, present where nvidia-smi lists a GPU.

@@ -33,6 +33,7 @@
 #include <cerrno>
 #include <csignal>
 #include <charconv>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -58,7 +59,8 @@ namespace {
 /// Flags of the launcher only; with --out, they are not passed to the ranks
 /// as given (--out is passed as the launcher decided it).
 constexpr const char *kLauncherOnlyFlags[] = {"--hostfile",  "--include",   "--exclude",
-                                              "--num_nodes", "--num_ranks", "--out"};
+                                              "--num_nodes", "--num_ranks", "--ssh_port",
+                                              "--ssh_args",  "--out"};
 
 /// OpenMPI frames its help messages with lines of 74 dashes.
 bool isHelpRule(const std::string &line) { return line == std::string(74, '-'); }
@@ -149,9 +151,17 @@ public:
     inBlock_ = false;
   }
 
-  const std::optional<RankFailure> &failure() const { return failure_; }
+  /// mpirun's report, or else what its ssh clients said of a host they
+  /// could not reach or lost.
+  const std::optional<RankFailure> &failure() const { return failure_ ? failure_ : ssh_; }
   /// mpirun said that a process returned a non-zero exit code.
   bool sawNonZeroBanner() const { return nonZeroBanner_; }
+  /// From now on nothing reaches the terminal (it is all in
+  /// logs/mpirun.stderr): once a rank failed or the run was interrupted,
+  /// what mpirun says while it ends the job (its own crash in
+  /// PMIx_Finalize when a host is lost, with a backtrace) is noise beside
+  /// dsrt's one line.
+  void quiet() { quiet_ = true; }
 
 private:
   void line(const std::string &text) {
@@ -166,6 +176,7 @@ private:
       block_ = {text};
       return;
     }
+    sshLine(text);
     // "[host:pid] 3 more processes have sent help message help-mpi-api.txt /
     // mpi-abort", "Set MCA parameter "orte_base_help_aggregate" to 0 ...",
     // and "[host:pid] [[J,0],0] ORTE_ERROR_LOG: Data unpack would read past
@@ -174,7 +185,8 @@ private:
     if (text.find("sent help message") != std::string::npos ||
         text.find("orte_base_help_aggregate") != std::string::npos ||
         (text.find("ORTE_ERROR_LOG") != std::string::npos &&
-         text.find("show_help.c") != std::string::npos))
+         text.find("show_help.c") != std::string::npos) ||
+        quiet_)
       return;
     std::fprintf(err_, "%s\n", text.c_str());
     std::fflush(err_);
@@ -196,11 +208,43 @@ private:
       block_.clear();
       return;
     }
+    // Its generic list of causes, when ssh said which host and why.
+    if (ssh_ && squeezeSpaces(text).find("ORTE was unable to reliably start one or more "
+                                         "daemons") != std::string::npos) {
+      block_.clear();
+      return;
+    }
     emitBlock();
   }
 
+  /// ssh's own messages (at its default LogLevel, INFO): a host lost
+  /// mid-run (ServerAliveInterval x ServerAliveCountMax without an answer),
+  /// or one it cannot reach at start (ConnectTimeout, refused, unknown).
+  void sshLine(const std::string &text) {
+    static const std::regex timeout(R"(Timeout, server (\S+) not responding)");
+    static const std::regex connect(R"(ssh: connect to host (\S+) port (\d+): (.+))");
+    static const std::regex resolve(R"(ssh: Could not resolve hostname ([^:\s]+): (.+))");
+    std::smatch m;
+    if (ssh_)
+      return;
+    if (std::regex_search(text, m, timeout))
+      ssh_ = RankFailure{RankFailure::LostDaemon, -1, m[1], 0, "",
+                         "its ssh connection got no answer to " +
+                             std::to_string(kSshAliveCount) + " keep-alives " +
+                             std::to_string(kSshAliveInterval) +
+                             " s apart (the host or its link is down)"};
+    else if (std::regex_search(text, m, connect))
+      ssh_ = RankFailure{RankFailure::Unreachable, -1, m[1], 0, "",
+                         "ssh cannot reach it on port " + m[2].str() + ": " + m[3].str() +
+                             " (is the host up and its sshd running? --ssh_port sets the "
+                             "port)"};
+    else if (std::regex_search(text, m, resolve))
+      ssh_ = RankFailure{RankFailure::Unreachable, -1, m[1], 0, "",
+                         "ssh cannot resolve the name: " + m[2].str()};
+  }
+
   void emitBlock() {
-    for (const std::string &l : block_)
+    for (const std::string &l : quiet_ ? std::vector<std::string>() : block_)
       std::fprintf(err_, "%s\n", l.c_str());
     std::fflush(err_);
     block_.clear();
@@ -212,6 +256,8 @@ private:
   std::vector<std::string> block_;
   std::optional<RankFailure> failure_;
   bool nonZeroBanner_ = false;
+  bool quiet_ = false;
+  std::optional<RankFailure> ssh_;
 };
 
 //===----------------------------------------------------------------------===//
@@ -272,6 +318,14 @@ public:
   /// The rank whose "dsrt: error:" line came first (lowest rank first
   /// within one poll).
   std::optional<size_t> firstErrorRank() const { return firstErrorRank_; }
+  /// The ranks that printed a "dsrt: error:" line.
+  const std::set<size_t> &errorRanks() const { return errorRanks_; }
+  /// The ranks that rank `r`'s communication timeout named as silent
+  /// ("rank 3 did not arrive", "ranks 2, 3 did not arrive": MpiCommunicator).
+  std::set<size_t> silentTo(size_t r) const {
+    auto it = silent_.find(r);
+    return it == silent_.end() ? std::set<size_t>() : it->second;
+  }
 
   /// After mpirun exited: the rest of the files, unfinished lines included.
   void finish() {
@@ -309,6 +363,23 @@ private:
     bool error = line.rfind("dsrt: error:", 0) == 0;
     if (error && !firstErrorRank_)
       firstErrorRank_ = rank;
+    if (error)
+      errorRanks_.insert(rank);
+    static const std::regex silent(R"(; ranks? ([0-9]+(?:, [0-9]+)*) did not arrive)");
+    std::smatch m;
+    if (error && std::regex_search(line, m, silent)) {
+      std::string list = m[1];
+      for (size_t at = 0; at < list.size();) {
+        size_t end = list.find(',', at);
+        if (end == std::string::npos)
+          end = list.size();
+        size_t r = 0;
+        auto [ptr, ec] = std::from_chars(list.data() + at, list.data() + end, r);
+        if (ec == std::errc() && r < numRanks_)
+          silent_[rank].insert(r);
+        at = end + 2;
+      }
+    }
     if (error && !shownErrors_.insert(line).second)
       return;
     if (rank == 0 || error) {
@@ -325,6 +396,8 @@ private:
   std::vector<std::string> partial_;
   std::set<std::string> shownErrors_;
   std::optional<size_t> firstErrorRank_;
+  std::map<size_t, std::set<size_t>> silent_;
+  std::set<size_t> errorRanks_;
 };
 
 //===----------------------------------------------------------------------===//
@@ -414,11 +487,12 @@ void LaunchOptions::addTo(CLI::App &app) {
          "counts per node); it must equal the plan's dp (x pp for a pipeline plan)")
       ->check(cli::integer<int64_t>(1, limits::kMaxRanks))
       ->group(group);
+  ssh.addTo(app, group);
 }
 
 bool LaunchOptions::anyGiven() const {
   return !hostfile.empty() || !selection.include.empty() || !selection.exclude.empty() ||
-         selection.numNodes || selection.numRanks;
+         selection.numNodes || selection.numRanks || ssh.given();
 }
 
 namespace {
@@ -607,7 +681,7 @@ bool isLocalHost(const std::string &host) {
   if (::gethostname(name, sizeof name - 1) != 0)
     return false;
   std::string self = name;
-  return host == self || host == self.substr(0, self.find('.'));
+  return host == self || host == self.substr(0, self.find('.')) || isLocalAddress(host);
 }
 
 int availableCores() {
@@ -650,6 +724,10 @@ std::vector<std::string> buildMpirunCommand(const MpirunSetup &setup) {
                {"-x", "OMP_NUM_THREADS=" + std::to_string(std::max(1, setup.cores / mostPerHost))});
   if (!setup.runToken.empty())
     cmd.insert(cmd.end(), {"-x", std::string(kRunTokenEnv) + "=" + setup.runToken});
+  for (const auto &[name, value] : setup.mca)
+    cmd.insert(cmd.end(), {"--mca", name, value});
+  for (const ForwardedVar &v : setup.forward)
+    cmd.insert(cmd.end(), {"-x", v.name + "=" + v.value});
   cmd.insert(cmd.end(), {"--output-filename",
                          setup.runDir + "/logs" + (setup.relayFromFiles ? ":nocopy" : "")});
   cmd.push_back(setup.dsrt);
@@ -667,6 +745,8 @@ std::optional<RankFailure> parseMpirunFailure(const std::string &text) {
       R"(MPI_ABORT was invoked on rank (\d+) in communicator \S+ with errorcode (-?\d+))");
   static const std::regex noFinalize(
       R"(process rank (\d+) with PID \d+ on node (\S+) exiting improperly)");
+  static const std::regex lostDaemon(
+      R"(ORTE has lost communication with a remote daemon\..*?Remote daemon: \[\[\d+,\d+\],\d+\] on node (\S+))");
 
   std::optional<RankFailure> first;
   size_t firstAt = std::string::npos;
@@ -704,6 +784,11 @@ std::optional<RankFailure> parseMpirunFailure(const std::string &text) {
   consider(noFinalize, [&](const std::smatch &m) {
     return withCode(RankFailure::NoFinalize, m, 0, m[2], "");
   });
+  consider(lostDaemon, [&](const std::smatch &m) -> std::optional<RankFailure> {
+    return RankFailure{RankFailure::LostDaemon, -1, m[1], 0, "",
+                       "mpirun lost contact with its daemon there (found by the daemons' "
+                       "keep-alives: the host or its link is down)"};
+  });
   return first;
 }
 
@@ -731,6 +816,19 @@ std::string describeFailure(const RankFailure &failure, const std::vector<RankSl
   case RankFailure::NoFinalize:
     what = who + " exited before the other ranks finished (without MPI_Finalize)";
     break;
+  case RankFailure::LostDaemon:
+  case RankFailure::Unreachable: {
+    std::string list;
+    size_t n = 0;
+    for (size_t r = 0; r < ranks.size(); ++r)
+      if (ranks[r].host == failure.node)
+        list += (n++ ? ", " : "") + std::to_string(r);
+    what = (failure.kind == RankFailure::LostDaemon ? "lost host " : "cannot start on host ") +
+           failure.node +
+           (n ? std::string(n > 1 ? " (ranks " : " (rank ") + list + ")" : std::string()) +
+           ": " + failure.detail;
+    break;
+  }
   }
   return what + "; all ranks were stopped (logs in " + logsDir + ")";
 }
@@ -738,6 +836,52 @@ std::string describeFailure(const RankFailure &failure, const std::vector<RankSl
 //===----------------------------------------------------------------------===//
 // Supervision
 //===----------------------------------------------------------------------===//
+
+namespace {
+
+constexpr std::chrono::seconds kStopGrace{10}, kSignalGrace{5}, kKillGrace{5};
+constexpr int kOrphanGraceMs = 3000;
+
+/// Whether rank `r`, started on this host, has ended: its pid file names
+/// no process, or a zombie.
+bool localRankEnded(const std::string &runDir, size_t r) {
+  std::ifstream in(runDir + "/ranks/" + std::to_string(r) + ".pid");
+  long pid = 0;
+  if (!(in >> pid) || pid <= 0)
+    return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  size_t close = text.rfind(')');
+  return text.empty() || (close != std::string::npos && close + 2 < text.size() &&
+                          text[close + 2] == 'Z');
+}
+
+/// "lost rank 3 on h2 (...); " for the ranks that the ranks on this host
+/// timed out waiting for, on other hosts; "" when there are none.
+std::string lostRanks(const RankRelay &relay, const std::vector<RankSlot> &ranks) {
+  std::map<std::string, std::vector<size_t>> byHost;
+  std::set<size_t> lost;
+  for (size_t r = 0; r < ranks.size(); ++r)
+    if (isLocalHost(ranks[r].host))
+      for (size_t s : relay.silentTo(r))
+        if (!isLocalHost(ranks[s].host) && lost.insert(s).second)
+          byHost[ranks[s].host].push_back(s);
+  if (lost.empty())
+    return "";
+  std::string text;
+  for (auto &[host, list] : byHost) {
+    std::string numbers;
+    for (size_t r : list)
+      numbers += (numbers.empty() ? "" : ", ") + std::to_string(r);
+    text += std::string(text.empty() ? "" : " and ") + (list.size() > 1 ? "ranks " : "rank ") +
+            numbers + " on " + host;
+  }
+  return "lost " + text +
+         " (no answer to the ranks on this host within --comm-timeout: the host or its link "
+         "is down, or the ranks froze); ";
+}
+
+} // namespace
 
 SuperviseResult superviseMpirun(const std::vector<std::string> &command,
                                 const std::vector<RankSlot> &ranks, const std::string &runDir,
@@ -793,6 +937,7 @@ SuperviseResult superviseMpirun(const std::vector<std::string> &command,
   std::fflush(err);
 
   SignalForwarding forwarding;
+  becomeSubreaper();
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) {
@@ -865,6 +1010,17 @@ SuperviseResult superviseMpirun(const std::vector<std::string> &command,
     if (relayFromFiles)
       relay.poll();
   };
+  // Once mpirun reported a failed rank, or dsrt forwarded a signal, mpirun
+  // ends the job within a second or two; with a host lost it waits for
+  // that host's daemon for ever. kStopGrace later its process group gets
+  // SIGTERM, kKillGrace after that SIGKILL (docs/multi-host.md).
+  using Clock = std::chrono::steady_clock;
+  std::optional<Clock::time_point> failedAt, termAt;
+  bool killed = false;
+  auto note = [&](const std::string &text) {
+    stderrLog << "dsrt: " << text << "\n";
+    stderrLog.flush();
+  };
   for (;;) {
     pollfd fds[2] = {{outOpen ? outPipe[0] : -1, POLLIN, 0},
                      {errOpen ? errPipe[0] : -1, POLLIN, 0}};
@@ -875,6 +1031,28 @@ SuperviseResult superviseMpirun(const std::vector<std::string> &command,
       break;
     if (done < 0 && errno != EINTR)
       return {false, std::string("cannot wait for mpirun: ") + std::strerror(errno)};
+    // mpirun's report of an aborted rank can be lost ("ORTE_ERROR_LOG:
+    // Data unpack would read past end of buffer ... show_help.c") when the
+    // rank ends first: a rank here that printed its error and ended counts.
+    bool rankFailed = false;
+    for (size_t r : relay.errorRanks())
+      rankFailed = rankFailed || (isLocalHost(ranks[r].host) && localRankEnded(runDir, r));
+    if (!failedAt && (mpirunStderr.failure() || gSignal || rankFailed)) {
+      failedAt = Clock::now();
+      mpirunStderr.quiet();
+    }
+    // After a Ctrl-C the user waits: a shorter grace.
+    const std::chrono::seconds grace = gSignal ? kSignalGrace : kStopGrace;
+    if (failedAt && !termAt && Clock::now() - *failedAt >= grace) {
+      note("mpirun still runs " + std::to_string(grace.count()) +
+           " s after the failure: SIGTERM to its process group");
+      ::kill(-pid, SIGTERM);
+      termAt = Clock::now();
+    } else if (termAt && !killed && Clock::now() - *termAt >= kKillGrace) {
+      note("mpirun still runs: SIGKILL to its process group");
+      ::kill(-pid, SIGKILL);
+      killed = true;
+    }
   }
   // mpirun has exited: what is left in the pipes (a process it left behind
   // may hold them open, so do not wait for their end) and in the files.
@@ -884,6 +1062,10 @@ SuperviseResult superviseMpirun(const std::vector<std::string> &command,
   mpirunStderr.finish();
   if (relayFromFiles)
     relay.finish();
+  // What mpirun left on this host (an ssh client to a lost host, a rank
+  // of a killed mpirun) was reparented to dsrt, its subreaper.
+  for (const std::string &left : stopChildren(kOrphanGraceMs))
+    note("stopped a process mpirun left behind: " + left);
   int signal = gSignal;
 
   std::string stopped = "all ranks were stopped (logs in " + logsDir + ")";
@@ -911,19 +1093,25 @@ SuperviseResult superviseMpirun(const std::vector<std::string> &command,
     return {true, ""};
   }
   if (const std::optional<RankFailure> &failure = mpirunStderr.failure())
-    return {false, describeFailure(*failure, ranks, logsDir)};
+    return {false, (failure->rank >= 0 ? lostRanks(relay, ranks) : "") +
+                       describeFailure(*failure, ranks, logsDir)};
   // mpirun says only "1 process returned a non-zero exit code" when a rank
   // fails while the others are still starting; the ranks' exit files say
   // which (local ranks, or every rank on a shared file system).
-  if (WIFEXITED(status))
+  // mpirun ended (or was stopped by dsrt, above) without naming the rank.
+  const bool ended = WIFEXITED(status) || termAt;
+  if (ended)
     if (std::optional<RankFailure> failure = failureFromExitFiles(runDir))
-      return {false, describeFailure(*failure, ranks, logsDir)};
+      return {false, lostRanks(relay, ranks) + describeFailure(*failure, ranks, logsDir)};
   // mpirun's report was lost (see MpirunStderr::line): the rank that
   // printed the first error is the likely culprit.
-  if (WIFEXITED(status) && relay.firstErrorRank())
-    return {false, "rank " + std::to_string(*relay.firstErrorRank()) + " on " +
-                       ranks[*relay.firstErrorRank()].host + " stopped with status " +
-                       std::to_string(WEXITSTATUS(status)) + " after the error above; " + stopped};
+  if (ended && relay.firstErrorRank())
+    return {false, lostRanks(relay, ranks) + "rank " +
+                       std::to_string(*relay.firstErrorRank()) + " on " +
+                       ranks[*relay.firstErrorRank()].host + " stopped after the error above" +
+                       (termAt ? "; mpirun did not end the job and was stopped "
+                               : "; ") +
+                       stopped};
   if (WIFEXITED(status) && mpirunStderr.sawNonZeroBanner())
     return {false, "a rank exited with status " + std::to_string(WEXITSTATUS(status)) +
                        " (mpirun did not say which; each rank's stderr is in " + logsDir +
@@ -1071,6 +1259,19 @@ std::optional<int> launchIfNeeded(const LaunchOptions &options, const LaunchRequ
   setup.cores = availableCores();
   setup.userThreads = request.threads > 0;
   setup.relayFromFiles = !fromHostfile || isLocalHost(ranks[0].host);
+  bool remote = fromHostfile && std::any_of(ranks.begin(), ranks.end(), [](const RankSlot &r) {
+                  return !isLocalHost(r.host);
+                });
+  if (remote) {
+    setup.mca = remoteMcaParams(options.ssh);
+    std::vector<std::string> setByDsrt = {kRunTokenEnv};
+    if (!setup.userThreads)
+      setByDsrt.push_back("OMP_NUM_THREADS");
+    setup.forward = forwardedEnvironment(setByDsrt);
+  } else if (options.ssh.given()) {
+    throw LaunchError(std::string(options.ssh.port ? "--ssh_port" : "--ssh_args") +
+                      ": every rank runs on this machine, so no ssh is started; leave it out");
+  }
   std::vector<std::string> command = buildMpirunCommand(setup);
 
   std::string commandLine;

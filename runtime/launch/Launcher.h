@@ -27,6 +27,7 @@
 #define DSRT_LAUNCH_LAUNCHER_H
 
 #include "runtime/launch/Hostfile.h"
+#include "runtime/launch/Remote.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -44,9 +45,10 @@ namespace dsrt::launch {
 struct LaunchOptions {
   std::string hostfile;
   Selection selection;
+  SshOptions ssh;
 
-  /// Adds --hostfile, --include, --exclude, --num_nodes and --num_ranks to
-  /// dsrt's command line (group "Launcher").
+  /// Adds --hostfile, --include, --exclude, --num_nodes, --num_ranks,
+  /// --ssh_port and --ssh_args to dsrt's command line (group "Launcher").
   void addTo(CLI::App &app);
   bool anyGiven() const;
 };
@@ -133,8 +135,8 @@ std::optional<int> launchIfNeeded(const LaunchOptions &options, const LaunchRequ
 std::vector<std::string> rankArguments(const std::vector<std::string> &argv,
                                        const std::string &runDir);
 
-/// True for localhost, 127.x.x.x, ::1 and this machine's host name (full or
-/// up to the first '.').
+/// True for localhost, 127.x.x.x, ::1, this machine's host name (full or
+/// up to the first '.') and the addresses of its interfaces.
 bool isLocalHost(const std::string &host);
 
 /// CPUs this process may run on.
@@ -152,12 +154,17 @@ struct MpirunSetup {
   bool userThreads = false;      // --threads given: no OMP_NUM_THREADS
   bool relayFromFiles = true;    // rank 0 is local: ":nocopy" + file relay
   std::string runToken;          // -x DSRT_RUN_TOKEN (the run folder's owner)
+  // With a host other than this one (Remote.h): mpirun's settings for
+  // remote hosts (--mca NAME VALUE: the ssh command, the daemons'
+  // keep-alives) and the variables every rank gets (-x NAME=VALUE).
+  std::vector<std::pair<std::string, std::string>> mca;
+  std::vector<ForwardedVar> forward;
 };
 
 /// The mpirun command line:
 ///   mpirun [--allow-run-as-root] [--oversubscribe] -np N [--host h1:n1,...]
 ///          --bind-to none --map-by slot [-x OMP_NUM_THREADS=T]
-///          [-x DSRT_RUN_TOKEN=TOKEN]
+///          [-x DSRT_RUN_TOKEN=TOKEN] [--mca NAME VALUE...] [-x NAME=VALUE...]
 ///          --output-filename RUNDIR/logs[:nocopy] DSRT ARGS...
 /// --oversubscribe when more ranks run on this machine than it has cores;
 /// T = cores / (most ranks on one host), at least 1.
@@ -165,11 +172,15 @@ std::vector<std::string> buildMpirunCommand(const MpirunSetup &setup);
 
 /// A failed rank as mpirun reports it on its stderr.
 struct RankFailure {
-  enum Kind { Signal, ExitStatus, MpiAbort, NoFinalize } kind = ExitStatus;
+  /// LostDaemon: mpirun lost its daemon on `node`; Unreachable: it could
+  /// not start one there (rank -1 for both).
+  enum Kind { Signal, ExitStatus, MpiAbort, NoFinalize, LostDaemon, Unreachable } kind =
+      ExitStatus;
   int rank = 0;
   std::string node;       // mpirun's node name, when it says
   int code = 0;           // signal number, exit status or MPI_Abort code
   std::string signalName; // "Killed", when mpirun says
+  std::string detail;     // LostDaemon, Unreachable: what happened, and how it was found
 };
 
 /// The failure one of mpirun's messages (OpenMPI 4.1's help texts) reports,

@@ -21,6 +21,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include <sys/wait.h>
@@ -965,3 +966,140 @@ TEST_F(MpiRanks, Killed) {
   expectOneErrorLine(c);
 }
 #endif
+
+//===----------------------------------------------------------------------===//
+// Remote hosts (Remote.h)
+//===----------------------------------------------------------------------===//
+
+TEST(Remote, SshAgentBoundsAndTheUsersOptions) {
+  ScopedEnv noAgent("OMPI_MCA_plm_rsh_agent", nullptr);
+  SshOptions ssh;
+  EXPECT_EQ(sshAgent(ssh), "ssh -tt -o BatchMode=yes -o ConnectTimeout=10 "
+                           "-o ServerAliveInterval=5 -o ServerAliveCountMax=3");
+  // The user's options come first: ssh keeps the first value of each.
+  ssh.args = "-F /etc/cluster/ssh_config -o ConnectTimeout=30";
+  ssh.port = 2222;
+  EXPECT_EQ(sshAgent(ssh), "ssh -tt -F /etc/cluster/ssh_config -o ConnectTimeout=30 -p 2222 "
+                           "-o BatchMode=yes -o ConnectTimeout=10 -o ServerAliveInterval=5 "
+                           "-o ServerAliveCountMax=3");
+  ssh.args = "-i '/my keys/id'";
+  try {
+    sshAgent(ssh);
+    FAIL() << "a quote was accepted";
+  } catch (const LaunchError &e) {
+    EXPECT_NE(std::string(e.what()).find("mpirun splits the ssh command at spaces"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Remote, UsersOwnRshAgent) {
+  ScopedEnv agent("OMPI_MCA_plm_rsh_agent", "ssh -F /mine");
+  EXPECT_FALSE(sshAgent(SshOptions{}).has_value());
+  SshOptions ssh;
+  ssh.port = 22;
+  EXPECT_THROW(sshAgent(ssh), LaunchError);
+  // Its keep-alives stay dsrt's unless set too.
+  ScopedEnv keep("OMPI_MCA_oob_tcp_keepalive_time", "60");
+  std::vector<std::pair<std::string, std::string>> want = {
+      {"oob_tcp_keepalive_intvl", "5"}, {"oob_tcp_keepalive_probes", "3"}};
+  EXPECT_EQ(remoteMcaParams(SshOptions{}), want);
+}
+
+TEST(Remote, ForwardedEnvironmentAndDeepSpeedEnvFile) {
+  TestDir dir;
+  std::string file = dir.file("ds_env");
+  writeBytes(file, "# the cluster's\n\nNCCL_IB_HCA = mlx5_0\nMY_SETTING=a=b\n");
+  ScopedEnv envFile("DS_ENV_FILE", file.c_str());
+  ScopedEnv a("DSRT_TEST_FORWARDED", "1"), b("NCCL_DEBUG", "INFO"),
+      c("SOME_OTHER_VARIABLE", "x"), d("OMP_NUM_THREADS", "7"), e("NCCL_IB_HCA", "mlx4");
+  std::map<std::string, ForwardedVar> got;
+  for (const ForwardedVar &v : forwardedEnvironment({"OMP_NUM_THREADS"}))
+    got[v.name] = v;
+  EXPECT_EQ(got["DSRT_TEST_FORWARDED"].value, "1");
+  EXPECT_EQ(got["NCCL_DEBUG"].source, "environment");
+  EXPECT_EQ(got.count("SOME_OTHER_VARIABLE"), 0u);
+  EXPECT_EQ(got.count("OMP_NUM_THREADS"), 0u); // dsrt sets it per host
+  // The file's win over the environment's, as DeepSpeed's do.
+  EXPECT_EQ(got["NCCL_IB_HCA"].value, "mlx5_0");
+  EXPECT_EQ(got["NCCL_IB_HCA"].source, file + ":3");
+  EXPECT_EQ(got["MY_SETTING"].value, "a=b");
+
+  writeBytes(file, "NCCL_DEBUG=INFO\nexport FOO\n");
+  try {
+    forwardedEnvironment({});
+    FAIL() << "a line without '=' was accepted";
+  } catch (const LaunchError &err) {
+    EXPECT_EQ(std::string(err.what()),
+              file + ":2: \"export FOO\": expected NAME=VALUE (DeepSpeed's .deepspeed_env, "
+                     "whose variables every rank gets)");
+  }
+}
+
+TEST(Remote, MpirunCommandForOtherHosts) {
+  MpirunSetup s;
+  s.mpirun = "mpirun";
+  s.ranks = {{"10.0.0.1", 0}, {"10.0.0.2", 0}};
+  s.fromHostfile = true;
+  s.runDir = "/r";
+  s.dsrt = "/bin/dsrt";
+  s.args = {"plan", "--out", "/r"};
+  s.cores = 2;
+  s.userThreads = true;
+  s.relayFromFiles = false;
+  s.mca = {{"plm_rsh_agent", "ssh -tt"}, {"oob_tcp_keepalive_time", "10"}};
+  s.forward = {{"NCCL_DEBUG", "INFO", "environment"}};
+  std::vector<std::string> want = {
+      "mpirun",  "-np",         "2",     "--host",        "10.0.0.1:1,10.0.0.2:1",
+      "--bind-to", "none",      "--map-by", "slot",       "--mca",
+      "plm_rsh_agent", "ssh -tt", "--mca", "oob_tcp_keepalive_time", "10",
+      "-x",      "NCCL_DEBUG=INFO", "--output-filename", "/r/logs", "/bin/dsrt",
+      "plan",    "--out",       "/r"};
+  EXPECT_EQ(buildMpirunCommand(s), want);
+}
+
+TEST(Remote, LostDaemonAndUnreachableHosts) {
+  std::optional<RankFailure> f = parseMpirunFailure(
+      "ORTE has lost communication with a remote daemon.\n\n"
+      "  HNP daemon   : [[49577,0],0] on node h1\n"
+      "  Remote daemon: [[49577,0],1] on node node-b\n\n"
+      "This is usually due to either a failure of the TCP network\n");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->kind, RankFailure::LostDaemon);
+  std::vector<RankSlot> ranks = {{"node-a", 0}, {"node-a", 1}, {"node-b", 0}, {"node-b", 1}};
+  EXPECT_EQ(describeFailure(*f, ranks, "L"),
+            "lost host node-b (ranks 2, 3): mpirun lost contact with its daemon there (found "
+            "by the daemons' keep-alives: the host or its link is down); all ranks were "
+            "stopped (logs in L)");
+}
+
+TEST(Remote, LocalAddresses) {
+  EXPECT_TRUE(isLocalAddress("127.0.0.1"));
+  EXPECT_TRUE(isLocalHost("127.0.0.1"));
+  EXPECT_FALSE(isLocalAddress("198.18.255.254"));
+  EXPECT_FALSE(isLocalAddress("not-an-address"));
+}
+
+/// A grandchild orphaned by its parent is reparented to the subreaper,
+/// which stops it: SIGTERM, then SIGKILL for one that ignores it.
+TEST(Remote, SubreaperStopsWhatIsLeft) {
+  becomeSubreaper();
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::fork() == 0) {
+      ::signal(SIGTERM, SIG_IGN);
+      for (;;)
+        ::pause();
+    }
+    ::_exit(0);
+  }
+  ::waitpid(child, nullptr, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::string> stopped = stopChildren(300);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(stopped.size(), 1u);
+  EXPECT_LT(s, 3.0);
+  EXPECT_TRUE(stopChildren(300).empty());
+}
