@@ -1127,6 +1127,34 @@ SuperviseResult superviseMpirun(const std::vector<std::string> &command,
 // The launcher
 //===----------------------------------------------------------------------===//
 
+std::optional<std::string> tpGroupsAcrossHosts(const std::vector<RankSlot> &ranks, uint32_t tp) {
+  if (tp <= 1)
+    return std::nullopt;
+  size_t split = 0, groups = ranks.size() / tp;
+  std::string first;
+  for (size_t g = 0; g < groups; ++g) {
+    std::vector<std::string> hosts;
+    for (size_t r = g * tp; r < (g + 1) * tp; ++r)
+      if (std::find(hosts.begin(), hosts.end(), ranks[r].host) == hosts.end())
+        hosts.push_back(ranks[r].host);
+    if (hosts.size() < 2)
+      continue;
+    if (split++ == 0) {
+      first = "ranks " + std::to_string(g * tp) + "-" + std::to_string((g + 1) * tp - 1) +
+              " on ";
+      for (size_t i = 0; i < hosts.size(); ++i)
+        first += (i ? " and " : "") + hosts[i];
+    }
+  }
+  if (!split)
+    return std::nullopt;
+  return plural(split, "tensor-parallel group spans", "tensor-parallel groups span") +
+         " hosts (" + first + (split > 1 ? ", ..." : "") +
+         "): each such group's all-reduces, two per layer and step, cross the network; give "
+         "every host a multiple of tp=" +
+         std::to_string(tp) + " slots to keep each group inside a host";
+}
+
 std::optional<int> launchIfNeeded(const LaunchOptions &options, const LaunchRequest &request) {
   const Selection &selection = options.selection;
   std::string firstFlag = !options.hostfile.empty()        ? "--hostfile"
@@ -1247,6 +1275,8 @@ std::optional<int> launchIfNeeded(const LaunchOptions &options, const LaunchRequ
     table += "\n";
   }
   writeTextFile(runDir + "/ranks.txt", table);
+  if (std::optional<std::string> split = tpGroupsAcrossHosts(ranks, planRanks->tp))
+    std::fprintf(stderr, "dsrt: note: %s\n", split->c_str());
 
   std::error_code ec;
   fs::path self = fs::read_symlink("/proc/self/exe", ec);

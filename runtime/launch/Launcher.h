@@ -135,6 +135,11 @@ std::optional<int> launchIfNeeded(const LaunchOptions &options, const LaunchRequ
 std::vector<std::string> rankArguments(const std::vector<std::string> &argv,
                                        const std::string &runDir);
 
+/// A note when a tensor-parallel group (world ranks g*tp .. g*tp+tp-1)
+/// has ranks on more than one host: its all-reduces then cross the
+/// network. A note, not an error: such a run is correct, only slower.
+std::optional<std::string> tpGroupsAcrossHosts(const std::vector<RankSlot> &ranks, uint32_t tp);
+
 /// True for localhost, 127.x.x.x, ::1, this machine's host name (full or
 /// up to the first '.') and the addresses of its interfaces.
 bool isLocalHost(const std::string &host);

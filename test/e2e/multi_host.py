@@ -145,6 +145,9 @@ def parity(args, bed, work):
             if r.returncode != 0:
                 fail("%s on %s: dsrt exited %d: %s" % (name, layout, r.returncode, last_line(log)))
                 continue
+            for line in open(log, errors="replace"):
+                if line.startswith("dsrt: note: ") and "tensor-parallel" in line:
+                    print("multi-host: %s on %s: %s" % (name, layout, line.strip()), flush=True)
             with open(os.path.join(run, "ranks.txt")) as f:
                 hosts = sorted({l.split()[1] for l in f.read().splitlines()[1:]})
             same_weights = subprocess.run(["cmp", "-s", os.path.join(local, "weights.safetensors"),

@@ -1103,3 +1103,19 @@ TEST(Remote, SubreaperStopsWhatIsLeft) {
   EXPECT_LT(s, 3.0);
   EXPECT_TRUE(stopChildren(300).empty());
 }
+
+TEST(Remote, TensorParallelGroupsAcrossHosts) {
+  std::vector<RankSlot> twoByTwo = {{"a", 0}, {"a", 1}, {"b", 0}, {"b", 1}};
+  EXPECT_FALSE(tpGroupsAcrossHosts(twoByTwo, 2));
+  EXPECT_FALSE(tpGroupsAcrossHosts(twoByTwo, 1));
+  std::vector<RankSlot> fourByOne = {{"a", 0}, {"b", 0}, {"c", 0}, {"d", 0}};
+  EXPECT_EQ(tpGroupsAcrossHosts(fourByOne, 2),
+            "2 tensor-parallel groups span hosts (ranks 0-1 on a and b, ...): each such group's "
+            "all-reduces, two per layer and step, cross the network; give every host a "
+            "multiple of tp=2 slots to keep each group inside a host");
+  std::vector<RankSlot> threeAndOne = {{"a", 0}, {"a", 1}, {"a", 2}, {"b", 0}};
+  EXPECT_EQ(tpGroupsAcrossHosts(threeAndOne, 2),
+            "1 tensor-parallel group spans hosts (ranks 2-3 on a and b): each such group's "
+            "all-reduces, two per layer and step, cross the network; give every host a "
+            "multiple of tp=2 slots to keep each group inside a host");
+}
