@@ -65,6 +65,7 @@ TAG = re.compile(r"^step-(\d{8})$")
 PARTIAL = re.compile(r"^\.step-(\d{8})\.partial$")
 LATEST_TMP = re.compile(r"^latest\.tmp\.\d+$")
 # The marker's temporary: a kill while the run marks a new folder.
+MARKER = ".dsrt-checkpoints"
 MARKER_TMP = re.compile(r"^\.dsrt-checkpoints\.tmp\.\d+$")
 DELETING = re.compile(r"^\.step-(\d{8})\.deleting$")
 HANG_LIMIT = 30.0  # seconds a killed run may take to stop entirely
@@ -430,12 +431,18 @@ def main():
         # the run saves again: no stale partial folder or temporary gets in
         # the way, and none is left; the user's files stay.
         if ok and os.path.isdir(ck):
-            with open(os.path.join(ck, "notes.txt"), "w") as f:
-                f.write("a user's notes\n")
-            os.makedirs(os.path.join(ck, "step-notes"))
-            with open(os.path.join(ck, "step-notes", "plot.txt"), "w") as f:
-                f.write("not a checkpoint\n")
-            users = snapshot([os.path.join(ck, "notes.txt"), os.path.join(ck, "step-notes")])
+            # A kill between the folder's creation and its marker leaves it
+            # unmarked: a user's files put there would make it a folder
+            # dsrt did not make, which it rightly refuses; so they go only
+            # into a marked folder.
+            users = {}
+            if os.path.exists(os.path.join(ck, MARKER)):
+                with open(os.path.join(ck, "notes.txt"), "w") as f:
+                    f.write("a user's notes\n")
+                os.makedirs(os.path.join(ck, "step-notes"))
+                with open(os.path.join(ck, "step-notes", "plot.txt"), "w") as f:
+                    f.write("not a checkpoint\n")
+                users = snapshot([os.path.join(ck, "notes.txt"), os.path.join(ck, "step-notes")])
             first = (newest or 0) + 1
             out = os.path.join(tdir, "restart")
             extra = ["--save-dir", ck, "--save-interval", 1, "--save-mode", save_mode,
