@@ -384,6 +384,7 @@ bool TrainConfig::operator==(const TrainConfig &o) const {
          stepsPerPrint == o.stepsPerPrint && optimizer == o.optimizer &&
          scheduler == o.scheduler && zero == o.zero && pipeline == o.pipeline &&
          precision == o.precision && wallClockBreakdown == o.wallClockBreakdown &&
+         checkpointNodeLocal == o.checkpointNodeLocal &&
          recompute == o.recompute && tensorParallel == o.tensorParallel && aio == o.aio &&
          csvMonitor == o.csvMonitor && tensorboard == o.tensorboard &&
          commsLogger == o.commsLogger && flopsProfiler == o.flopsProfiler;
@@ -567,6 +568,8 @@ std::string toJson(const TrainConfig &cfg) {
   if (cfg.stepsPerPrint > 0)
     root["steps_per_print"] = cfg.stepsPerPrint;
   root["wall_clock_breakdown"] = cfg.wallClockBreakdown;
+  if (cfg.checkpointNodeLocal)
+    root["checkpoint"] = {{"use_node_local_storage", true}};
   for (auto [key, m] : {std::pair{"csv_monitor", &cfg.csvMonitor},
                         std::pair{"tensorboard", &cfg.tensorboard}})
     if (m->enabled)

@@ -476,6 +476,9 @@ struct TrainConfig {
   /// wall_clock_breakdown: DeepSpeed's per-phase timers; dsrt reports its
   /// per-op and per-phase timing (as with --profile) when it is set.
   bool wallClockBreakdown = false;
+  /// checkpoint.use_node_local_storage: each host saves its ranks' pieces
+  /// into --save-dir on its own disk (docs/multi-host.md).
+  bool checkpointNodeLocal = false;
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
   ZeroConfig zero;

@@ -219,11 +219,7 @@ void readCheckpoint(const Section &top, TrainConfig &cfg) {
     cfg.notes.push_back("'" + c.path("load_universal") +
                         "' is false, but every dsc checkpoint is universal: dsrt --resume "
                         "loads it into any dp, pp, ZeRO stage and precision");
-  if (c.boolean("use_node_local_storage").value_or(false))
-    c.fail("'" + c.path("use_node_local_storage") +
-           "' is true: dsrt builds a checkpoint's index from every rank's file in the one "
-           "--save-dir, which must be a folder all ranks share (node-local folders are not "
-           "supported)");
+  cfg.checkpointNodeLocal = c.boolean("use_node_local_storage").value_or(false);
   if (c.has("parallel_write")) {
     Section pw = c.object("parallel_write");
     pw.checkKeys({"pipeline_stage"});

@@ -115,6 +115,7 @@ PlanSettings readTyped(const plan::Plan &p, const std::string &name) {
   checkRange(r.steps_per_print(), 0, kMaxSteps, name + ": run_settings.steps_per_print");
   s.stepsPerPrint = r.steps_per_print();
   s.wallClockBreakdown = r.wall_clock_breakdown();
+  s.checkpointNodeLocal = r.checkpoint_node_local();
   s.csvMonitor = readMonitor(r.csv_monitor(), name + ": run_settings.csv_monitor");
   s.tensorboard = readMonitor(r.tensorboard(), name + ": run_settings.tensorboard");
   const plan::CommsLogger &c = r.comms_logger();
@@ -167,6 +168,7 @@ PlanSettings planSettingsOf(const TrainConfig &cfg) {
   s.lr = cfg.optimizer.lr;
   s.stepsPerPrint = cfg.stepsPerPrint;
   s.wallClockBreakdown = cfg.wallClockBreakdown;
+  s.checkpointNodeLocal = cfg.checkpointNodeLocal;
   s.csvMonitor = cfg.csvMonitor;
   s.tensorboard = cfg.tensorboard;
   s.commsLogger = cfg.commsLogger;
@@ -201,6 +203,7 @@ void writePlanSettings(const PlanSettings &s, plan::Plan &p) {
   plan::RunSettings *r = p.mutable_run_settings();
   r->set_steps_per_print(s.stepsPerPrint);
   r->set_wall_clock_breakdown(s.wallClockBreakdown);
+  r->set_checkpoint_node_local(s.checkpointNodeLocal);
   writeMonitor(s.csvMonitor, *r->mutable_csv_monitor());
   writeMonitor(s.tensorboard, *r->mutable_tensorboard());
   plan::CommsLogger *c = r->mutable_comms_logger();

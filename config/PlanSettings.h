@@ -42,6 +42,7 @@ struct PlanSettings {
   /// Run-time settings (dsrt --config may change them with the schedule).
   int64_t stepsPerPrint = 0; // 0: dsrt's default
   bool wallClockBreakdown = false;
+  bool checkpointNodeLocal = false; // checkpoint.use_node_local_storage
   MonitorConfig csvMonitor;
   MonitorConfig tensorboard;
   CommsLoggerConfig commsLogger;

@@ -269,15 +269,43 @@ std::string tagFor(int64_t step) {
   return buf;
 }
 
-std::vector<Piece> ownedPieces(const Executor &exec) {
+ReplicaWriter replicaWriter(const Executor &exec, const std::vector<std::string> *hosts) {
+  const int d = exec.rank(), s = exec.stage(), t = exec.tpRank();
+  if (!hosts)
+    return {d == 0 && t == 0, d == 0};
+  // World rank of (dp index, stage, tp rank): tp innermost, then stages.
+  const int pp = exec.pp(), tp = exec.tp();
+  auto world = [&](int dd, int tt) { return (dd * pp + s) * tp + tt; };
+  const std::string &mine = hosts->at(size_t(world(d, t)));
+  ReplicaWriter w{true, true};
+  for (int dd = 0; dd <= d; ++dd)
+    for (int tt = 0; tt < tp; ++tt) {
+      if (world(dd, tt) >= world(d, t) || hosts->at(size_t(world(dd, tt))) != mine)
+        continue;
+      w.whole = false;
+      if (tt == t)
+        w.tpPart = false;
+    }
+  return w;
+}
+
+bool isFolderWriter(const Layout &layout, int rank) {
+  if (!layout.nodeLocal)
+    return rank == 0;
+  const std::string &mine = layout.hosts.at(size_t(rank));
+  return std::find(layout.hosts.begin(), layout.hosts.end(), mine) - layout.hosts.begin() ==
+         rank;
+}
+
+std::vector<Piece> ownedPieces(const Executor &exec, ReplicaWriter writer) {
   std::vector<Piece> pieces;
   for (const Tensor *t : exec.stateTensors()) {
     if (t->dtype != dsc::plan::F32)
       throw CheckpointError("tensor '" + t->name + "' is not float32; checkpoints hold the " +
                             "float32 training state");
-    // Replicated over the dp group: dp index 0 writes it (and of a tensor
-    // whole on every tp rank, tp rank 0).
-    if (t->shards <= 1 && (exec.rank() != 0 || (t->tpDim < 0 && exec.tpRank() != 0)))
+    // Replicated over the dp group: written by the ranks `writer` names
+    // (dp index 0, and of a tensor whole on every tp rank, tp rank 0).
+    if (t->shards <= 1 && !(t->tpDim < 0 ? writer.whole : writer.tpPart))
       continue;
     // A ZeRO chunk, a tp part's runs, or both.
     for (const TpRun &r : heldRuns(*t, exec.rank(), exec.tpRank())) {
@@ -422,43 +450,55 @@ uint64_t writeRankFile(const std::string &folder, int rank, int64_t step,
   return bytes;
 }
 
-/// index.json of the rank files in `partial`, from their headers.
-std::string buildIndex(const std::string &partial, int ranks, const std::string &tag,
+/// What rank `rank` wrote into `folder`: its file's pieces (as
+/// writeRankFile names them) and the file's SHA-256 (read back from the
+/// page cache by the rank that wrote it, so no rank reads another's file),
+/// as the JSON every rank all-gathers for the index.
+std::string rankEntry(const std::string &folder, int rank, const std::vector<Piece> &pieces) {
+  ordered_json list = ordered_json::array();
+  for (const Piece &p : pieces) {
+    int64_t numel = numelOf(p.name, p.shape);
+    bool whole = p.start == 0 && p.count == numel;
+    list.push_back({{"name", p.name},
+                    {"kind", p.kind},
+                    {"shape", p.shape},
+                    {"key", whole ? p.name : p.name + "@" + std::to_string(p.start)},
+                    {"start", p.start},
+                    {"count", p.count}});
+  }
+  ordered_json e = {{"file", rankFile(rank)},
+                    {"sha256", io::sha256File(folder + "/" + rankFile(rank))},
+                    {"pieces", std::move(list)}};
+  return e.dump();
+}
+
+/// index.json from every rank's entry (rankEntry), in rank order.
+std::string buildIndex(const std::vector<std::string> &rankEntries, const std::string &tag,
                        const Progress &progress, const Layout &layout,
                        const std::optional<std::string> &previous) {
+  const int ranks = int(rankEntries.size());
   std::map<std::string, ordered_json> entries;
-  for (int r = 0; r < ranks; ++r) {
-    std::string file = rankFile(r);
-    io::SafeTensorsFile f = io::SafeTensorsFile::open(partial + "/" + file);
-    const auto &meta = f.metadata();
-    for (const io::TensorRef &t : f.tensors()) {
-      auto get = [&](const char *what) {
-        auto it = meta.find(std::string(what) + ":" + t.name);
-        if (it == meta.end())
-          throw CheckpointError(file + ": no " + what + " for '" + t.name + "'");
-        return it->second;
-      };
-      std::string name = get("piece");
-      ordered_json &e = entries[name];
+  ordered_json files = ordered_json::object();
+  for (const std::string &text : rankEntries) {
+    ordered_json r = ordered_json::parse(text);
+    std::string file = r.at("file").get<std::string>();
+    // Each rank file's SHA-256, so that a changed value is found when it is
+    // read.
+    files[file] = {{"sha256", r.at("sha256")}};
+    for (const ordered_json &p : r.at("pieces")) {
+      ordered_json &e = entries[p.at("name").get<std::string>()];
       if (e.is_null())
-        e = {{"kind", get("kind")},
+        e = {{"kind", p.at("kind")},
              {"dtype", "F32"},
-             {"shape", parseShape(file, get("shape"))},
+             {"shape", p.at("shape")},
              {"pieces", ordered_json::array()}};
-      e["pieces"].push_back({{"file", file},
-                             {"key", t.name},
-                             {"start", std::stoll(get("start"))},
-                             {"count", t.numel()}});
+      e["pieces"].push_back(
+          {{"file", file}, {"key", p.at("key")}, {"start", p.at("start")}, {"count", p.at("count")}});
     }
   }
   ordered_json tensors = ordered_json::object();
   for (auto &[name, e] : entries)
     tensors[name] = std::move(e);
-  // Each rank file's SHA-256 (the files were just written: read back from
-  // the page cache), so that a changed value is found when it is read.
-  ordered_json files = ordered_json::object();
-  for (int r = 0; r < ranks; ++r)
-    files[rankFile(r)] = {{"sha256", io::sha256File(partial + "/" + rankFile(r))}};
   ordered_json index = {
       {"format", kFormat},
       {"version", kVersion},
@@ -494,6 +534,10 @@ std::string buildIndex(const std::string &partial, int ranks, const std::string 
   else
     index["eval"] = nullptr;
   index["previous_tag"] = previous ? ordered_json(*previous) : ordered_json(nullptr);
+  // Saved into each host's own folder: this folder holds only its host's
+  // rank files (all hosts' folders copied together make the whole).
+  if (layout.nodeLocal)
+    index["node_local"] = true;
   index["config"] = ordered_json::parse(layout.configJson.empty() ? "{}" : layout.configJson);
   index["files"] = std::move(files);
   index["tensors"] = std::move(tensors);
@@ -511,6 +555,7 @@ struct Saver::Pending {
   std::atomic<bool> done{false};
   std::string error; // the writer's, read after done
   uint64_t bytes = 0;
+  std::string entry; // rankEntry of this rank's file
 };
 
 /// The first NaN or infinity of `pieces` (or a negative Adam second
@@ -540,6 +585,12 @@ Saver::Saver(std::string dir, int64_t keep, bool async, Layout layout, comm::Com
              bool continues)
     : dir_(std::move(dir)), keep_(keep), async_(async), layout_(std::move(layout)),
       world_(world) {
+  if (layout_.nodeLocal && layout_.hosts.size() != size_t(world_.size()))
+    throw CheckpointError("checkpoint.use_node_local_storage: the hosts of the " +
+                          std::to_string(world_.size()) +
+                          " ranks are not known (dsrt's launcher tells its ranks; a plain "
+                          "mpirun does not): start the run with dsrt --hostfile");
+  writer_ = isFolderWriter(layout_, world_.rank());
   if (!continues)
     for (const auto &tag : tagsIn(dir_))
       othersTags_.insert(tag.second);
@@ -567,7 +618,7 @@ std::optional<SaveResult> Saver::save(const std::vector<Piece> &pieces,
   // naming the last good checkpoint. Every rank checks its own pieces; the
   // vote below stops all of them alike.
   std::string error = firstNonFinite(pieces, progress.step);
-  if (world_.rank() == 0 && error.empty()) {
+  if (writer_ && error.empty()) {
     try {
       std::error_code ec;
       if (fs::exists(fs::symlink_status(p->final, ec)))
@@ -587,14 +638,14 @@ std::optional<SaveResult> Saver::save(const std::vector<Piece> &pieces,
   pending_ = std::move(p);
   Pending &q = *pending_;
   if (world_.blockingAllReduceScalar(error.empty() ? 0.0 : 1.0, comm::ReduceOp::Max) != 0.0) {
-    if (world_.rank() == 0) {
+    if (writer_) {
       std::error_code ec;
       fs::remove_all(q.partial, ec);
     }
     pending_.reset();
     throw CheckpointError("checkpoint " + dir_ + "/" + tagFor(progress.step) + ": " +
                           (error.empty() ? "another rank could not save (its state is not "
-                                           "finite, or rank 0 could not create the folder)"
+                                           "finite, or a folder's writer could not create it)"
                                          : error));
   }
   // The NVMe tier's state goes into the file from the disk, before the
@@ -604,6 +655,7 @@ std::optional<SaveResult> Saver::save(const std::vector<Piece> &pieces,
   if (!async_ || fromNvme) {
     try {
       q.bytes = writeRankFile(q.partial, world_.rank(), progress.step, pieces);
+      q.entry = rankEntry(q.partial, world_.rank(), pieces);
     } catch (const std::exception &e) {
       q.error = e.what();
     }
@@ -634,6 +686,7 @@ std::optional<SaveResult> Saver::save(const std::vector<Piece> &pieces,
   q.writer = std::thread([&q, rank, snapshot = std::move(snapshot)] {
     try {
       q.bytes = writeRankFile(q.partial, rank, q.progress.step, snapshot);
+      q.entry = rankEntry(q.partial, rank, snapshot);
     } catch (const std::exception &e) {
       q.error = e.what();
     }
@@ -671,7 +724,7 @@ std::optional<SaveResult> Saver::finish() {
 }
 
 void Saver::commit(Pending &q) {
-  bool root = world_.rank() == 0;
+  bool root = writer_;
   std::string error = q.error;
   auto agree = [&](const char *what) {
     double failed = world_.blockingAllReduceScalar(error.empty() ? 0.0 : 1.0, comm::ReduceOp::Max);
@@ -686,14 +739,16 @@ void Saver::commit(Pending &q) {
     }
   };
   agree("writing its file");
+  // Every rank's pieces and checksum: no rank reads another's file (on
+  // node-local storage it could not).
+  std::vector<std::string> entries = world_.blockingAllGatherText(q.entry);
   if (root) {
     try {
       // The tag `latest` names now: a reader takes this save over it only
       // if it follows it (a kill between the rename and `latest`), never a
       // tag an older resume abandoned.
       std::optional<std::string> previous = readLatest(dir_);
-      std::string text =
-          buildIndex(q.partial, world_.size(), q.tag, q.progress, layout_, previous);
+      std::string text = buildIndex(entries, q.tag, q.progress, layout_, previous);
       io::writeFileAtomically(q.partial + "/" + kIndex, {{text.data(), text.size()}},
                               io::Existing::Refuse);
       io::syncDir(q.partial);
@@ -705,8 +760,17 @@ void Saver::commit(Pending &q) {
       removeLeftovers(dir_);
       std::string latest = q.tag + "\n";
       io::writeFileAtomically(dir_ + "/" + kLatest, {{latest.data(), latest.size()}});
+    } catch (const std::exception &e) {
+      error = e.what();
+    }
+  }
+  agree("a folder's writer wrote the index");
+  if (root) {
+    try {
       // --keep K: the oldest complete tags go, only now that the new one is
-      // complete and named by `latest`. Each leaves the tag names first
+      // complete and named by `latest` (on every host: a host whose commit
+      // failed still has the tag the others would resume from). Each leaves
+      // the tag names first
       // (renamed to .step-N.deleting): a kill during a removal must not
       // leave a tag with its index but not all its files.
       // A fresh run's --keep counts and removes only its own tags: the
@@ -739,7 +803,7 @@ void Saver::commit(Pending &q) {
       error = e.what();
     }
   }
-  agree("rank 0 wrote the index");
+  agree("a folder's writer removed older checkpoints");
 }
 
 struct Reader::Open {
@@ -901,6 +965,7 @@ Reader Reader::open(const std::string &path) {
     if (r.index_.contains("files"))
       for (const auto &[file, f] : r.index_.at("files").items())
         r.sha256_[file] = f.at("sha256").get<std::string>();
+    r.nodeLocal_ = r.index_.value("node_local", false);
   } catch (const json::exception &e) {
     throw CheckpointError(where + ": " + e.what());
   } catch (const io::IoError &e) {
@@ -914,21 +979,33 @@ void Reader::read(const std::string &name, int64_t start, int64_t count, float *
   if (it == pieces_.end())
     throw CheckpointError("checkpoint " + path_ + ": no tensor '" + name + "'");
   int64_t next = start, end = start + count;
-  for (const PieceRef &p : it->second) {
+  auto c = copies_.find(name);
+  for (const PieceRef &primary : it->second) {
     if (next >= end)
       break;
-    if (p.start + p.count <= next)
+    if (primary.start + primary.count <= next)
       continue;
-    if (p.start > next)
+    if (primary.start > next)
       break; // a gap
+    // A node-local folder holds only its host's files: a piece whose file
+    // is on another host is read from a copy here, if there is one.
+    const PieceRef *chosen = &primary;
+    if (nodeLocal_ && !present(primary.file) && c != copies_.end())
+      for (const PieceRef &q : c->second)
+        if (q.start == primary.start && present(q.file)) {
+          chosen = &q;
+          break;
+        }
+    const PieceRef &p = *chosen;
     const float *piece = pieceData(name, p);
     int64_t upto = std::min(end, p.start + p.count);
     const float *src = piece + (next - p.start);
     std::memcpy(dst + (next - start), src, size_t(upto - next) * 4);
-    // Another stage's copy of the same piece must hold the same values.
-    if (auto c = copies_.find(name); c != copies_.end())
+    // Another stage's (or host's) copy of the same piece must hold the
+    // same values.
+    if (c != copies_.end())
       for (const PieceRef &q : c->second)
-        if (q.start == p.start &&
+        if (q.start == p.start && &q != &p && (!nodeLocal_ || present(q.file)) &&
             std::memcmp(pieceData(name, q) + (next - p.start), src, size_t(upto - next) * 4))
           throw CheckpointError("checkpoint " + path_ + ": the copies of '" + name + "' in " +
                                 p.file + " and " + q.file + " differ");
@@ -945,6 +1022,15 @@ void Reader::read(const std::string &name, int64_t start, int64_t count, float *
     throw CheckpointError("checkpoint " + path_ + ": elements [" + std::to_string(next) + ", " +
                           std::to_string(end) + ") of '" + name +
                           "' are in no piece (a rank's file or index entry is missing)");
+}
+
+bool Reader::present(const std::string &file) const {
+  auto [it, fresh] = present_.try_emplace(file, false);
+  if (fresh) {
+    std::error_code ec;
+    it->second = fs::is_regular_file(fs::path(path_) / file, ec);
+  }
+  return it->second;
 }
 
 const float *Reader::pieceData(const std::string &name, const PieceRef &p) const {

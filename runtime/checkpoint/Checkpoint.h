@@ -91,9 +91,23 @@ struct Piece {
   std::function<void(int64_t first, int64_t n, float *dst)> read;
 };
 
+/// Which replicated tensors a rank writes: those whole on every rank of
+/// its stage (`whole`), and its tp rank's part of those split over tp
+/// (`tpPart`). One folder all ranks share: data-parallel index 0 (and tp
+/// rank 0 for whole ones). Node-local storage (`hosts`: every world rank's
+/// host): the first rank holding the same replica on each host, so that
+/// every host's folder holds what its ranks load.
+struct ReplicaWriter {
+  bool whole = false, tpPart = false;
+};
+ReplicaWriter replicaWriter(const Executor &exec, const std::vector<std::string> *hosts);
+
 /// What this rank of `exec` writes: its ZeRO chunks (without padding), and
-/// its replicated tensors when it is data-parallel index 0 of its stage.
-std::vector<Piece> ownedPieces(const Executor &exec);
+/// the replicated tensors `writer` gives it.
+std::vector<Piece> ownedPieces(const Executor &exec, ReplicaWriter writer);
+inline std::vector<Piece> ownedPieces(const Executor &exec) {
+  return ownedPieces(exec, replicaWriter(exec, nullptr));
+}
 
 /// The folder checkpoints are saved into. Rank 0 constructs it before the
 /// first step: a missing folder is created, an empty one or one marked as
@@ -128,6 +142,10 @@ struct Layout {
   int dp = 1, pp = 1, zeroStage = 0;
   std::string precision, planSha256;
   std::string configJson; // the canonical ds_config
+  /// checkpoint.use_node_local_storage: SAVE_DIR is a folder on each
+  /// host's own disk; `hosts` names every world rank's host.
+  bool nodeLocal = false;
+  std::vector<std::string> hosts;
 };
 
 /// A completed save.
@@ -141,10 +159,16 @@ struct SaveResult {
 
 /// Saves checkpoints into a folder, synchronously or asynchronously. Every
 /// call is collective over `world` (every rank, in the same order); only
-/// rank 0 needs the SaveDir constructed (the others pass its path).
+/// the folder's writer needs the SaveDir constructed (the others pass its
+/// path): rank 0, or with node-local storage the first rank of each host
+/// (isFolderWriter).
 ///
-/// Synchronous: save() writes every rank's file, then rank 0 the index,
-/// the rename and `latest`, and returns the result.
+/// Synchronous: save() writes every rank's file; each rank's piece list
+/// and the file's SHA-256 are all-gathered, and the writer writes the
+/// index, renames the folder and replaces `latest` (with node-local
+/// storage every host's writer, each the same index into its own folder;
+/// the older tags are pruned only once every host committed), and
+/// returns the result.
 /// Asynchronous: save() copies this rank's pieces into a staging buffer
 /// (the size of what the rank owns, allocated at the first save and
 /// reused) and returns; a thread writes the file while training goes on.
@@ -154,6 +178,11 @@ struct SaveResult {
 /// checkpoint is complete (and named by `latest`) only after the commit.
 /// Throws CheckpointError on every rank if any rank failed (the partial
 /// folder is removed; `latest` is untouched).
+/// Whether world rank `rank` writes the index, renames and prunes in its
+/// host's SAVE_DIR: rank 0, or with `layout.nodeLocal` the first world rank
+/// on its host.
+bool isFolderWriter(const Layout &layout, int rank);
+
 class Saver {
 public:
   /// `continues`: this run continues the series of checkpoints `dir`
@@ -185,6 +214,7 @@ private:
   bool async_;
   Layout layout_;
   comm::Communicator &world_;
+  bool writer_ = false; // isFolderWriter
   std::vector<float> staging_;
   std::unique_ptr<Pending> pending_;
 };
@@ -237,6 +267,10 @@ private:
   std::map<std::string, std::vector<PieceRef>> copies_;
   /// index.json's "files": each rank file's SHA-256.
   std::map<std::string, std::string> sha256_;
+  /// Saved with node-local storage: the folder holds its host's files.
+  bool nodeLocal_ = false;
+  mutable std::map<std::string, bool> present_;
+  bool present(const std::string &file) const;
   mutable std::map<std::string, std::unique_ptr<Open>> open_;
 };
 

@@ -452,4 +452,10 @@ void SelfCommunicator::startCollective(int slot) {
                        size_t(ts[j].elementBytes()));
 }
 
+std::vector<std::string> Communicator::blockingAllGatherText(const std::string &mine) {
+  if (size() != 1)
+    throw CommError(prefix() + "the " + backend() + " backend has no all-gather of text");
+  return {mine};
+}
+
 } // namespace dsrt::comm

@@ -286,6 +286,10 @@ public:
   /// A blocking all_reduce of one value for metrics (the loss). Not
   /// counted; bounded by the timeout like wait().
   virtual double blockingAllReduceScalar(double value, ReduceOp op = ReduceOp::Avg) = 0;
+  /// Every rank's `mine`, in rank order (blocking, not counted; bounded by
+  /// the timeout). For small records (a checkpoint file's index entry).
+  /// This default serves one rank; a backend of several overrides it.
+  virtual std::vector<std::string> blockingAllGatherText(const std::string &mine);
 
   double timeoutSeconds() const { return timeoutSeconds_; }
   void setTimeoutSeconds(double seconds) { timeoutSeconds_ = seconds; }

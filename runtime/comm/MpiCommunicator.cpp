@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <limits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -692,6 +693,43 @@ double MpiCommunicator::blockingAllReduceScalar(double value, ReduceOp op) {
     throw CommError(timeoutMessage(what, timeoutSeconds()) + missingRanks(what));
   }
   return op == ReduceOp::Avg ? v / size_ : v;
+}
+
+std::vector<std::string> MpiCommunicator::blockingAllGatherText(const std::string &mine) {
+  const std::string what = "all_gather of " + std::to_string(mine.size()) + " bytes of text";
+  auto finish = [&](MPI_Request &req) {
+    bool done = pollUntil([&] {
+      int flag = 0;
+      check(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), worldRankOf(rank_), "MPI_Test");
+      return flag != 0;
+    });
+    if (!done)
+      throw CommError(timeoutMessage(what, timeoutSeconds()) + missingRanks(what));
+  };
+  if (mine.size() > size_t(std::numeric_limits<int>::max()))
+    throw CommError(prefix() + what + ": more than 2 GiB");
+  int n = int(mine.size());
+  std::vector<int> counts(static_cast<size_t>(size_)), offsets(static_cast<size_t>(size_));
+  MPI_Request req = MPI_REQUEST_NULL;
+  check(MPI_Iallgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, impl_->comm, &req), rank_,
+        "MPI_Iallgather");
+  finish(req);
+  int64_t total = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (total + counts[size_t(r)] > std::numeric_limits<int>::max())
+      throw CommError(prefix() + what + ": the ranks' texts exceed 2 GiB");
+    offsets[size_t(r)] = int(total);
+    total += counts[size_t(r)];
+  }
+  std::string all(size_t(total), '\0');
+  check(MPI_Iallgatherv(mine.data(), n, MPI_CHAR, all.data(), counts.data(), offsets.data(),
+                        MPI_CHAR, impl_->comm, &req),
+        rank_, "MPI_Iallgatherv");
+  finish(req);
+  std::vector<std::string> out;
+  for (int r = 0; r < size_; ++r)
+    out.push_back(all.substr(size_t(offsets[size_t(r)]), size_t(counts[size_t(r)])));
+  return out;
 }
 
 void MpiCommunicator::barrier() {

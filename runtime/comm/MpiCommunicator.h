@@ -51,6 +51,7 @@ public:
   int64_t stagingElements(Kind kind, const TensorArg *ts, size_t k) const override;
   void progress() override;
   double blockingAllReduceScalar(double value, ReduceOp op = ReduceOp::Avg) override;
+  std::vector<std::string> blockingAllGatherText(const std::string &mine) override;
 
   /// A barrier on this communicator, bounded by the timeout (tests).
   void barrier();

@@ -551,6 +551,25 @@ void recordExitStatus(int status, void *) {
 }
 } // namespace
 
+std::optional<std::vector<std::string>> rankHosts(int worldSize) {
+  std::vector<std::string> hosts;
+  if (const char *list = std::getenv(kRankHostsEnv)) {
+    std::string text = list;
+    for (size_t at = 0; at <= text.size();) {
+      size_t end = std::min(text.find(',', at), text.size());
+      hosts.push_back(text.substr(at, end - at));
+      at = end + 1;
+    }
+  } else if (std::optional<RankEnv> env = rankEnvironment();
+             !env || env->localSize == env->size) {
+    hosts.assign(size_t(std::max(1, worldSize)), "localhost");
+  }
+  if (hosts.size() != size_t(worldSize) ||
+      std::any_of(hosts.begin(), hosts.end(), [](const std::string &h) { return h.empty(); }))
+    return std::nullopt;
+  return hosts;
+}
+
 std::string runToken() {
   const char *token = std::getenv(kRunTokenEnv);
   return token ? token : "";
@@ -728,6 +747,8 @@ std::vector<std::string> buildMpirunCommand(const MpirunSetup &setup) {
     cmd.insert(cmd.end(), {"--mca", name, value});
   for (const ForwardedVar &v : setup.forward)
     cmd.insert(cmd.end(), {"-x", v.name + "=" + v.value});
+  if (!setup.rankHosts.empty())
+    cmd.insert(cmd.end(), {"-x", std::string(kRankHostsEnv) + "=" + setup.rankHosts});
   cmd.insert(cmd.end(), {"--output-filename",
                          setup.runDir + "/logs" + (setup.relayFromFiles ? ":nocopy" : "")});
   cmd.push_back(setup.dsrt);
@@ -1289,6 +1310,9 @@ std::optional<int> launchIfNeeded(const LaunchOptions &options, const LaunchRequ
   setup.cores = availableCores();
   setup.userThreads = request.threads > 0;
   setup.relayFromFiles = !fromHostfile || isLocalHost(ranks[0].host);
+  if (fromHostfile)
+    for (const RankSlot &r : ranks)
+      setup.rankHosts += (setup.rankHosts.empty() ? "" : ",") + r.host;
   bool remote = fromHostfile && std::any_of(ranks.begin(), ranks.end(), [](const RankSlot &r) {
                   return !isLocalHost(r.host);
                 });

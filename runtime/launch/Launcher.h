@@ -102,6 +102,15 @@ std::optional<int> mpiRank();
 /// The environment variable through which dsrt's launcher gives its ranks
 /// the token of the run folder it made for them (io::makeRunDir).
 constexpr const char *kRunTokenEnv = "DSRT_RUN_TOKEN";
+/// The variable through which the launcher tells the ranks every world
+/// rank's host, comma-separated (set for hostfile runs).
+constexpr const char *kRankHostsEnv = "DSRT_RANK_HOSTS";
+/// Every world rank's host as the launcher placed them, or nullopt where
+/// no launcher said (a plain mpirun) or the list does not have `worldSize`
+/// names. A dsrt launch without a hostfile runs on one host and says
+/// nothing: that is `localSize == worldSize`.
+std::optional<std::vector<std::string>> rankHosts(int worldSize);
+
 /// The token of the run this rank belongs to, or "" when no dsrt launcher
 /// started it (a plain mpirun or a single process).
 std::string runToken();
@@ -164,6 +173,8 @@ struct MpirunSetup {
   // keep-alives) and the variables every rank gets (-x NAME=VALUE).
   std::vector<std::pair<std::string, std::string>> mca;
   std::vector<ForwardedVar> forward;
+  // -x DSRT_RANK_HOSTS=h0,h1,...: each world rank's host (from a hostfile).
+  std::string rankHosts;
 };
 
 /// The mpirun command line:

@@ -49,7 +49,7 @@ void checkRunFolders(const std::string &saveDir, const std::string &out) {
         "put them side by side (for example --save-dir " + out + "-ckpt)");
 }
 
-ResumePoint checkResume(const Executor &exec, const checkpoint::Reader &ckpt,
+ResumePoint checkResume(Executor &exec, const checkpoint::Reader &ckpt,
                         std::optional<uint64_t> seed, int64_t steps) {
   const checkpoint::Progress &g = ckpt.progress();
   int64_t tbs = exec.microBatchSize() * exec.microBatches() * exec.dp();
@@ -63,6 +63,21 @@ ResumePoint checkResume(const Executor &exec, const checkpoint::Reader &ckpt,
                              std::to_string(g.seed) + ", not " + std::to_string(*seed) +
                              " (the dropout masks follow the seed); leave --seed out to "
                              "continue it");
+  // Every rank resumes from the same step: with node-local storage each
+  // host opened its own folder, and a save that some hosts committed and
+  // others did not leaves their newest tags apart.
+  comm::Communicator &world = exec.communicator();
+  if (world.size() > 1) {
+    double lo = world.blockingAllReduceScalar(double(g.step), comm::ReduceOp::Min);
+    double hi = world.blockingAllReduceScalar(double(g.step), comm::ReduceOp::Max);
+    if (lo != hi)
+      throw std::runtime_error(
+          "--resume " + ckpt.path() + ": this rank's checkpoint is of step " +
+          std::to_string(g.step) + ", other ranks' of steps " + std::to_string(int64_t(lo)) +
+          " to " + std::to_string(int64_t(hi)) +
+          " (node-local folders of hosts that did not all commit the last save): resume from "
+          "the tag every host has, --resume SAVE_DIR/" + checkpoint::tagFor(int64_t(lo)));
+  }
   ResumePoint r{g.step + 1, g.seed};
   if (r.firstStep > steps)
     throw std::runtime_error("--resume " + ckpt.path() + ": the checkpoint is after step " +
@@ -80,7 +95,22 @@ void checkRunLength(const Executor &exec, int64_t steps) {
                              "steps");
 }
 
-std::unique_ptr<checkpoint::SaveDir> lockSaveDir(const TrainOptions &run) {
+std::unique_ptr<checkpoint::SaveDir> lockSaveDir(const TrainOptions &run, const Executor &exec) {
+  if (run.saveDir.empty())
+    return nullptr;
+  // The folder's writer (checkpoint::isFolderWriter): rank 0, or with
+  // node-local storage the first rank of each host, each its own folder.
+  checkpoint::Layout storage;
+  storage.nodeLocal = exec.settings().checkpointNodeLocal;
+  storage.hosts = run.rankHosts;
+  int world = exec.dp() * exec.pp() * exec.tp();
+  if (storage.nodeLocal && storage.hosts.size() != size_t(world))
+    throw std::runtime_error(
+        "checkpoint.use_node_local_storage: the hosts of the " + std::to_string(world) +
+        " ranks are not known (dsrt's launcher tells its ranks; a plain mpirun does not): "
+        "start the run with dsrt --hostfile");
+  if (!checkpoint::isFolderWriter(storage, exec.worldRank()))
+    return nullptr;
   auto dir = std::make_unique<checkpoint::SaveDir>(run.saveDir, run.keep);
   for (int64_t s = run.firstStep; s <= run.steps; ++s)
     if (run.savesAt(s))

@@ -47,7 +47,7 @@ struct ResumePoint {
 /// --resume: the checkpoint must have the plan's global batch (the data
 /// position is step x batch), the run's --seed when one is given (the
 /// dropout masks follow it), and leave a step to run before --steps.
-ResumePoint checkResume(const Executor &exec, const checkpoint::Reader &ckpt,
+ResumePoint checkResume(Executor &exec, const checkpoint::Reader &ckpt,
                         std::optional<uint64_t> seed, int64_t steps);
 
 /// Every micro-batch of the run has a global index (data and dropout):
@@ -56,7 +56,7 @@ void checkRunLength(const Executor &exec, int64_t steps);
 
 /// The save folder's lock (rank 0 holds it until the run ends), checked
 /// for every tag this run would write: none may exist yet.
-std::unique_ptr<checkpoint::SaveDir> lockSaveDir(const TrainOptions &run);
+std::unique_ptr<checkpoint::SaveDir> lockSaveDir(const TrainOptions &run, const Executor &exec);
 
 /// dsrt --config (when `configPath` is not empty): the run-time settings
 /// of that ds_config replace the plan's, refused when a setting compiled

@@ -175,6 +175,9 @@ int Trainer::run() {
     for (const io::FileChecksum &c : io::readChecksums(options_.planDir))
       if (c.name == "plan.pb")
         layout.planSha256 = c.sha256;
+    layout.nodeLocal = exec_.settings().checkpointNodeLocal;
+    layout.hosts = options_.rankHosts;
+    replicas_ = checkpoint::replicaWriter(exec_, layout.nodeLocal ? &layout.hosts : nullptr);
     saver_ = std::make_unique<checkpoint::Saver>(options_.saveDir, options_.keep,
                                                  options_.asyncSave, layout,
                                                  exec_.communicator(),
@@ -574,7 +577,7 @@ void Trainer::loop() {
       if (scaler)
         g.scaler = scaler->state();
       g.lastEval = lastEval_;
-      guardedSave(s, [&] { return saver_->save(checkpoint::ownedPieces(exec_), g); });
+      guardedSave(s, [&] { return saver_->save(checkpoint::ownedPieces(exec_, replicas_), g); });
       noteLocalStepSave(s);
     } else if (saver_) {
       guardedSave(s, [&] { return saver_->poll(); });

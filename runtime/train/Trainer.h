@@ -45,7 +45,10 @@ struct TrainOptions {
   int64_t firstStep = 1; // after --resume, the step after the checkpoint's
   std::string outDir;    // --out: the run folder ("": ./runs/<timestamp>)
   std::string runToken;  // the launcher's token for a folder it made ("": none)
-  std::string saveDir;   // checkpoints (empty: none); rank 0 holds its lock
+  std::string saveDir;   // checkpoints (empty: none); its writer holds its lock
+  // Every world rank's host (launch::rankHosts; empty where unknown), for
+  // checkpoint.use_node_local_storage.
+  std::vector<std::string> rankHosts;
   int64_t saveInterval = 0; // 0: only after the last step
   int64_t keep = 0;         // 0: keep every checkpoint
   // --resume continues the series in --save-dir (its checkpoint is there):
@@ -146,6 +149,7 @@ private:
   bool rank0_;
   std::string runDir_;
   std::unique_ptr<checkpoint::Saver> saver_;
+  checkpoint::ReplicaWriter replicas_; // which replicated tensors this rank saves
   std::unique_ptr<io::MetricsWriter> metrics_;
   std::unique_ptr<io::CsvMonitor> monitor_; // csv_monitor (rank 0)
   std::unique_ptr<monitor::EventWriter> events_; // tensorboard (rank 0)

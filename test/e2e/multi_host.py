@@ -20,6 +20,7 @@ hold (and exits 1). The bed is always taken down.
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,8 +32,8 @@ LINK_TIMEOUT = 10   # --comm-timeout of the link cut
 # plus the launcher's grace (10 s, then SIGTERM, 5 s, SIGKILL, 3 s for
 # what mpirun left).
 GRACE = 18
-# After a Ctrl-C: 5 s, SIGTERM, 5 s, SIGKILL, 3 s.
-SIGNAL_GRACE = 13
+# After a Ctrl-C (sent 2 s after the cut): 5 s, SIGTERM, 5 s, SIGKILL, 3 s.
+SIGNAL_GRACE = 17
 # What a lost host runs until its daemon's keep-alives end it (10 + 3 x 5
 # s) and its sshd gives the session up (3 x 5 s).
 LOST_HOST_CLEAN = 60
@@ -278,6 +279,83 @@ def faults(args, bed, work):
                                             bed.addr(2) + " slots=1"]), 5)
 
 
+def node_local(args, bed, work):
+    """checkpoint.use_node_local_storage: each host saves its ranks' pieces
+    (and a copy of the replicated state) into the same path on its own disk
+    (the bed's DIR/local); a run resumes from them on the same hosts to the
+    uninterrupted run's bits; the hosts' folders copied together resume on
+    another layout to the bits of a checkpoint saved into one shared
+    folder."""
+    cfg = os.path.join(work, "node-local.json")
+    with open(cfg, "w") as f:
+        f.write('{"train_micro_batch_size_per_gpu": 8, '
+                '"checkpoint": {"use_node_local_storage": true}}\n')
+    plan = os.path.join(work, "plan-node-local")
+    subprocess.run([args.dsc, args.model, "--config", cfg, "--dp", "4", "--zero", "2", "-o", plan],
+                   check=True, stdout=subprocess.DEVNULL)
+    two = bed.hostfile("hosts-2x2", [bed.addr(1) + " slots=2", bed.addr(2) + " slots=2"])
+    local_dir = os.path.join(bed.folder, "local", "ckpt")  # each host's own disk
+    def hosts_run(out, *extra):
+        log = out + ".log"
+        with open(log, "w") as f:
+            r = bed.run(1, args.dsrt, plan, "--hostfile", two, *bed.ssh, "--data", args.data,
+                        "--steps", "10", "--out", out, *extra, stdout=f, stderr=subprocess.STDOUT)
+        if r.returncode != 0:
+            fail("node-local: %s: dsrt exited %d: %s" % (os.path.basename(out), r.returncode,
+                                                        last_line(log)))
+        return r.returncode == 0
+    full = os.path.join(work, "nl-full")
+    if not hosts_run(full, "--save-dir", local_dir, "--save-interval", "5"):
+        return
+    for k in (1, 2):
+        tag = os.path.join(bed.folder, "h%d" % k, "local", "ckpt", "step-00000005")
+        files = sorted(f for f in os.listdir(tag) if f.endswith(".safetensors"))
+        print("multi-host: node-local: host %d's step-00000005 holds %s" % (k, ", ".join(files)),
+              flush=True)
+    resumed = os.path.join(work, "nl-resumed")
+    if hosts_run(resumed, "--resume", os.path.join(local_dir, "step-00000005")):
+        same = subprocess.run(["cmp", "-s", os.path.join(full, "weights.safetensors"),
+                               os.path.join(resumed, "weights.safetensors")]).returncode == 0
+        if same and losses(full)[5:] == losses(resumed):
+            print("multi-host: node-local: resumed at step 5 on the same hosts, steps 6-10 "
+                  "bitwise equal to the uninterrupted run", flush=True)
+        else:
+            fail("node-local: the resumed run differs from the uninterrupted one")
+    # The hosts' folders copied together, and a checkpoint of the same
+    # steps saved into one shared folder (4 local ranks): both resume on
+    # dp 2 to the same bits.
+    merged = os.path.join(work, "nl-merged", "step-00000005")
+    os.makedirs(merged)
+    for k in (1, 2):
+        tag = os.path.join(bed.folder, "h%d" % k, "local", "ckpt", "step-00000005")
+        for f in os.listdir(tag):
+            shutil.copy(os.path.join(tag, f), merged)
+    shared_plan = os.path.join(work, "plan-dp4-zero2")
+    shared_dir = os.path.join(work, "nl-shared-ckpt")
+    subprocess.run([args.dsrt, shared_plan, "--data", args.data, "--steps", "5", "--out",
+                    os.path.join(work, "nl-shared"), "--save-dir", shared_dir], check=True,
+                   stdout=subprocess.DEVNULL)
+    dp2 = os.path.join(work, "plan-dp2")
+    subprocess.run([args.dsc, args.model, "--dp", "2", "--zero", "1", "--micro-batches", "2",
+                    "-o", dp2], check=True, stdout=subprocess.DEVNULL)
+    outs = []
+    for name, ckpt in (("merged", merged), ("shared", os.path.join(shared_dir, "step-00000005"))):
+        out = os.path.join(work, "nl-dp2-" + name)
+        r = subprocess.run([args.dsrt, dp2, "--data", args.data, "--steps", "10", "--resume", ckpt,
+                            "--out", out], capture_output=True, text=True)
+        if r.returncode != 0:
+            fail("node-local: resume of the %s checkpoint on dp 2: %s" % (name, r.stderr.strip()))
+            return
+        outs.append(out)
+    if subprocess.run(["cmp", "-s", os.path.join(outs[0], "weights.safetensors"),
+                       os.path.join(outs[1], "weights.safetensors")]).returncode == 0:
+        print("multi-host: node-local: the hosts' folders copied together resume on dp 2 "
+              "(ZeRO 1, 2 micro-batches) bitwise as the same checkpoint saved to one folder",
+              flush=True)
+    else:
+        fail("node-local: the merged checkpoint resumes differently from the shared one")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dsc", required=True)
@@ -297,6 +375,7 @@ def main():
     bed = Bed(os.path.abspath(args.testbed), os.path.join(args.work, "bed"), 4)
     try:
         parity(args, bed, args.work)
+        node_local(args, bed, args.work)
         faults(args, bed, args.work)
     finally:
         bed.down()

@@ -329,14 +329,13 @@ int main(int argc, char **argv) {
     run.profile = profile;
     run.timeline = timeline;
     run.exportOnnx = exportOnnx;
-    // The save folder is checked before any training: a tag this run would
-    // write must not exist yet. Rank 0 holds its lock until the run ends.
-    std::unique_ptr<dsrt::checkpoint::SaveDir> saveDirLock;
-    if (!saveDir.empty() && rank0)
-      saveDirLock = dsrt::train::lockSaveDir(run);
+    run.rankHosts = dsrt::launch::rankHosts(exec.communicator().size()).value_or(run.rankHosts);
     dsrt::train::checkRunLength(exec, steps);
     dsrt::config::PlanSettings cfg =
         dsrt::train::applyRunSettings(exec, configPath, steps, note);
+    // The save folder is checked before any training: a tag this run would
+    // write must not exist yet. Its writer holds its lock until the run ends.
+    std::unique_ptr<dsrt::checkpoint::SaveDir> saveDirLock = dsrt::train::lockSaveDir(run, exec);
     // ds_config's wall_clock_breakdown asks for dsrt's per-op timing.
     if (cfg.wallClockBreakdown)
       profile = true;

@@ -550,6 +550,22 @@ TEST(MpiCommunicator, BlockingScalar) {
   EXPECT_DOUBLE_EQ(c.blockingAllReduceScalar(r, ReduceOp::Min), 0);
 }
 
+/// Texts of different lengths (one empty, one with a NUL byte) come back
+/// whole and in rank order on every rank (a checkpoint's index entries).
+TEST(MpiCommunicator, BlockingAllGatherText) {
+  comm::MpiCommunicator &c = world();
+  auto textOf = [](int r) {
+    return r == 1 ? std::string() : std::string(size_t(r) * 1000 + 3, char('a' + r)) +
+                                        std::string(1, '\0') + "end";
+  };
+  std::vector<std::string> all = c.blockingAllGatherText(textOf(c.rank()));
+  ASSERT_EQ(all.size(), size_t(c.size()));
+  for (int r = 0; r < c.size(); ++r)
+    EXPECT_EQ(all[size_t(r)], textOf(r)) << "rank " << r;
+  comm::SelfCommunicator self;
+  EXPECT_EQ(self.blockingAllGatherText("x"), std::vector<std::string>{"x"});
+}
+
 TEST(MpiCommunicator, StagingBeyondTheReservationIsAnError) {
   comm::MpiCommunicator &c = world();
   reserve(10, 1);

@@ -100,7 +100,8 @@ TEST(RunSetup, RunTimeConfigReplacesOnlyRunTimeSettings) {
 }
 
 TEST(RunSetup, SaveDirRefusesAnEarlierRunsTag) {
-  TempDir save;
+  TempDir save, dir;
+  auto exec = smallExecutor(dir.path());
   train::TrainOptions run;
   run.saveDir = save.path();
   run.steps = 4;
@@ -108,9 +109,9 @@ TEST(RunSetup, SaveDirRefusesAnEarlierRunsTag) {
   // A folder an earlier run saved into (its marker) with that run's tag.
   writeFile(save.path() + "/" + checkpoint::kMarker, "");
   std::filesystem::create_directories(save.path() + "/step-00000004");
-  EXPECT_THAT(errorOf([&] { train::lockSaveDir(run); }), HasSubstr("step-00000004 exists (an earlier run's checkpoint of that step)"));
+  EXPECT_THAT(errorOf([&] { train::lockSaveDir(run, *exec); }), HasSubstr("step-00000004 exists (an earlier run's checkpoint of that step)"));
   run.steps = 3; // saves at 2 and 3
-  EXPECT_EQ(errorOf([&] { train::lockSaveDir(run); }), "no error");
+  EXPECT_EQ(errorOf([&] { train::lockSaveDir(run, *exec); }), "no error");
 }
 
 TEST(RunSetup, NvmePathNeedsAnNvmeTier) {
