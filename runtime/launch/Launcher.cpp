@@ -870,11 +870,8 @@ bool localRankEnded(const std::string &runDir, size_t r) {
   long pid = 0;
   if (!(in >> pid) || pid <= 0)
     return false;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  size_t close = text.rfind(')');
-  return text.empty() || (close != std::string::npos && close + 2 < text.size() &&
-                          text[close + 2] == 'Z');
+  std::optional<ProcessState> st = processState(pid);
+  return !st || st->state == 'Z';
 }
 
 /// "lost rank 3 on h2 (...); " for the ranks that the ranks on this host
@@ -1056,8 +1053,9 @@ SuperviseResult superviseMpirun(const std::vector<std::string> &command,
     // Data unpack would read past end of buffer ... show_help.c") when the
     // rank ends first: a rank here that printed its error and ended counts.
     bool rankFailed = false;
-    for (size_t r : relay.errorRanks())
-      rankFailed = rankFailed || (isLocalHost(ranks[r].host) && localRankEnded(runDir, r));
+    if (!failedAt)
+      for (size_t r : relay.errorRanks())
+        rankFailed = rankFailed || (isLocalHost(ranks[r].host) && localRankEnded(runDir, r));
     if (!failedAt && (mpirunStderr.failure() || gSignal || rankFailed)) {
       failedAt = Clock::now();
       mpirunStderr.quiet();

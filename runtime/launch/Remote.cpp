@@ -162,6 +162,18 @@ std::vector<ForwardedVar> forwardedEnvironment(const std::vector<std::string> &s
 
 void becomeSubreaper() { ::prctl(PR_SET_CHILD_SUBREAPER, 1); }
 
+std::optional<ProcessState> processState(long pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  // pid (comm) state ppid ...: comm may hold spaces and parentheses.
+  size_t close = text.rfind(')');
+  ProcessState s;
+  if (close == std::string::npos ||
+      std::sscanf(text.c_str() + close + 1, " %c %ld", &s.state, &s.ppid) != 2)
+    return std::nullopt;
+  return s;
+}
+
 namespace {
 
 /// The children of this process, with their command lines.
@@ -173,15 +185,8 @@ std::map<pid_t, std::string> listChildren() {
     const std::string name = d.path().filename().string();
     if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit))
       continue;
-    std::ifstream stat(d.path() / "stat");
-    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-    // pid (comm) state ppid ...: comm may hold spaces and parentheses.
-    size_t close = text.rfind(')');
-    if (close == std::string::npos)
-      continue;
-    char state = 0;
-    long ppid = 0;
-    if (std::sscanf(text.c_str() + close + 1, " %c %ld", &state, &ppid) != 2 || ppid != self)
+    std::optional<ProcessState> st = processState(std::stol(name));
+    if (!st || st->ppid != self)
       continue;
     std::ifstream cmd(d.path() / "cmdline");
     std::string line((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());

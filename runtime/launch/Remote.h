@@ -88,6 +88,14 @@ void becomeSubreaper();
 /// of each, for the logs.
 std::vector<std::string> stopChildren(int graceMs);
 
+/// The state letter ('R', 'S', 'Z', ...) and parent of process `pid`, from
+/// /proc/PID/stat; nullopt when there is no such process.
+struct ProcessState {
+  char state = 0;
+  long ppid = 0;
+};
+std::optional<ProcessState> processState(long pid);
+
 /// True when `host` is an address of one of this machine's interfaces.
 bool isLocalAddress(const std::string &host);
 
