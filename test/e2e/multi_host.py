@@ -134,15 +134,18 @@ def parity(args, bed, work):
         subprocess.run([args.dsc, args.model, "-o", plan] + flags, check=True,
                        stdout=subprocess.DEVNULL)
         local = os.path.join(work, "local-" + name)
-        subprocess.run([args.dsrt, plan, "--data", args.data, "--steps", "10", "--out", local],
-                       check=True, stdout=subprocess.DEVNULL)
+        # One thread per rank on both sides: the launcher gives a rank
+        # cores / ranks on its host, and oneDNN's AVX2 GEMMs round
+        # differently with another thread count (its AVX-512 ones did not).
+        subprocess.run([args.dsrt, plan, "--data", args.data, "--steps", "10", "--out", local,
+                        "--threads", "1"], check=True, stdout=subprocess.DEVNULL)
         for layout, hostfile in layouts.items():
             run = os.path.join(work, "hosts-%s-%s" % (name, layout.replace(" ", "")))
             log = run + ".log"
             with open(log, "w") as out:
                 r = bed.run(1, args.dsrt, plan, "--hostfile", hostfile, *bed.ssh, "--data",
-                            args.data, "--steps", "10", "--out", run, stdout=out,
-                            stderr=subprocess.STDOUT)
+                            args.data, "--steps", "10", "--out", run, "--threads", "1",
+                            stdout=out, stderr=subprocess.STDOUT)
             if r.returncode != 0:
                 fail("%s on %s: dsrt exited %d: %s" % (name, layout, r.returncode, last_line(log)))
                 continue
