@@ -1127,9 +1127,13 @@ SuperviseResult superviseMpirun(const std::vector<std::string> &command,
   if (ended && relay.firstErrorRank())
     return {false, lostRanks(relay, ranks) + "rank " +
                        std::to_string(*relay.firstErrorRank()) + " on " +
-                       ranks[*relay.firstErrorRank()].host + " stopped after the error above" +
-                       (termAt ? "; mpirun did not end the job and was stopped "
-                               : "; ") +
+                       ranks[*relay.firstErrorRank()].host + " stopped" +
+                       // mpirun exits with the status of the rank that failed.
+                       (WIFEXITED(status) && WEXITSTATUS(status) != 0
+                            ? " with status " + std::to_string(WEXITSTATUS(status))
+                            : std::string()) +
+                       " after the error above" +
+                       (termAt ? "; mpirun did not end the job and was stopped " : "; ") +
                        stopped};
   if (WIFEXITED(status) && mpirunStderr.sawNonZeroBanner())
     return {false, "a rank exited with status " + std::to_string(WEXITSTATUS(status)) +

@@ -17,13 +17,20 @@ one line per layout:
 
     offload-exact: LAYOUT: N steps bitwise equal; host tier B bytes, T tiles
     (or NVMe tier)
+
+--plain-cache DIR keeps each plain (not offloaded) run there, under a key of
+its plan.pb's bytes, data and steps, and copies it into the layout's folder
+when the same plan comes again: a test that checks one layout against
+several tiers trains the reference once.
 """
 import argparse
 import csv
 import filecmp
+import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -63,6 +70,8 @@ def main():
     ap.add_argument("--pipeline", action="store_true",
                     help="with --nvme: pipeline_read and pipeline_write (read-ahead, "
                          "write-behind on an I/O thread)")
+    ap.add_argument("--plain-cache", default=None, metavar="DIR",
+                    help="reuse the plain runs kept here by an earlier call of this test")
     ap.add_argument("layouts", nargs="+")
     a = ap.parse_args()
     failed = False
@@ -94,7 +103,17 @@ def main():
             plan = os.path.join(d, f"plan-{kind}")
             run([a.dsc, a.model, "--config", path, "-o", plan] + flags.split())
             runs[kind] = os.path.join(d, f"run-{kind}")
+            kept = None
+            if kind == "plain" and a.plain_cache:
+                key = hashlib.sha256(open(os.path.join(plan, "plan.pb"), "rb").read() +
+                                     json.dumps([os.path.abspath(a.data), a.steps]).encode())
+                kept = os.path.join(a.plain_cache, key.hexdigest()[:16])
+                if os.path.isdir(kept):
+                    shutil.copytree(kept, runs[kind])
+                    continue
             run([a.dsrt, plan, "--data", a.data, "--steps", str(a.steps), "--out", runs[kind]])
+            if kept:
+                shutil.copytree(runs[kind], kept)
         manifest = open(os.path.join(d, "plan-offload", "manifest.txt")).read()
         tier = re.search(r"((?:host|NVMe) tier):\s+(\d+) bytes", manifest)
         if a.params and not re.search(r"(host|NVMe) tier: .* of parameters", manifest):

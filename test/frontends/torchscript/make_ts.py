@@ -2,6 +2,7 @@
 """Writes the small TorchScript archives the TorchScript frontend's tests read.
 
     make_ts.py KIND OUT
+    make_ts.py KIND=OUT [KIND=OUT...]   several in one run (one PyTorch start)
 
 KIND is one of:
   mlp-trace / mlp-script   a 2-layer MLP with dropout whose forward(x, y) returns
@@ -104,7 +105,17 @@ class OptionalMask(nn.Module):
 
 
 def main():
-    kind, out = sys.argv[1], sys.argv[2]
+    if len(sys.argv) == 3 and "=" not in sys.argv[1]:
+        write(sys.argv[1], sys.argv[2])
+        return
+    for pair in sys.argv[1:]:
+        kind, _, out = pair.partition("=")
+        if not out:
+            sys.exit("make_ts.py: expected KIND=OUT, got %r" % pair)
+        write(kind, out)
+
+
+def write(kind, out):
     torch.manual_seed(0)
     x, y = torch.randn(4, 8), torch.tensor([0, 3, 1, 4])
     model = {"unsupported": Cumsum, "inplace": Inplace, "no-loss": NoLoss, "tied": Tied,
