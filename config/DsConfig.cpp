@@ -384,7 +384,7 @@ bool TrainConfig::operator==(const TrainConfig &o) const {
          stepsPerPrint == o.stepsPerPrint && optimizer == o.optimizer &&
          scheduler == o.scheduler && zero == o.zero && pipeline == o.pipeline &&
          precision == o.precision && wallClockBreakdown == o.wallClockBreakdown &&
-         checkpointNodeLocal == o.checkpointNodeLocal &&
+         checkpointNodeLocal == o.checkpointNodeLocal && elastic == o.elastic &&
          recompute == o.recompute && tensorParallel == o.tensorParallel && aio == o.aio &&
          csvMonitor == o.csvMonitor && tensorboard == o.tensorboard &&
          commsLogger == o.commsLogger && flopsProfiler == o.flopsProfiler;
@@ -466,8 +466,12 @@ std::vector<std::string> autoKeys(const std::string &jsonText, const std::string
   std::vector<std::string> out;
   json root = parseRoot(jsonText, sourceName);
   collectAuto(root, "", out);
-  // No batch size at all: the micro-batch is filled in too.
-  if (!root.contains("train_batch_size") && !root.contains("train_micro_batch_size_per_gpu"))
+  // No batch size at all: the micro-batch is filled in too (unless an
+  // enabled elasticity section chooses it).
+  bool elastic = root.contains("elasticity") && root["elasticity"].is_object() &&
+                 root["elasticity"].value("enabled", false) == true;
+  if (!root.contains("train_batch_size") && !root.contains("train_micro_batch_size_per_gpu") &&
+      !elastic)
     out.push_back("train_micro_batch_size_per_gpu");
   return out;
 }
@@ -490,7 +494,9 @@ TrainConfig parseDsConfig(const std::string &jsonText, const std::string &source
       implemented.push_back(key);
   top.checkKeys(implemented);
 
-  readBatch(top, worldSize, cfg);
+  // An enabled elasticity section decides the batch (DeepSpeed's rules).
+  if (!readElasticity(top, worldSize, cfg, cfg.notes))
+    readBatch(top, worldSize, cfg);
   cfg.gradientClipping = top.number("gradient_clipping").value_or(cfg.gradientClipping);
   top.atLeast("gradient_clipping", cfg.gradientClipping, 0);
   cfg.stepsPerPrint = top.count("steps_per_print", 1, kMaxSteps).value_or(0);
@@ -561,9 +567,23 @@ TrainConfig loadDsConfig(const std::string &path, int64_t worldSize, const AutoV
 
 std::string toJson(const TrainConfig &cfg) {
   ordered_json root;
-  root["train_batch_size"] = cfg.trainBatchSize;
-  root["train_micro_batch_size_per_gpu"] = cfg.microBatchPerGpu;
-  root["gradient_accumulation_steps"] = cfg.gradAccumSteps;
+  if (const ElasticConfig &e = cfg.elastic; e.enabled) {
+    // The section decides the batch keys, which it would refuse beside it.
+    root["elasticity"] = {{"enabled", true},
+                          {"max_train_batch_size", e.maxTrainBatch},
+                          {"micro_batch_sizes", e.microBatchSizes},
+                          {"min_gpus", e.minGpus},
+                          {"max_gpus", e.maxGpus},
+                          {"min_time", e.minTime},
+                          {"version", e.version},
+                          {"prefer_larger_batch", e.preferLargerBatch},
+                          {"model_parallel_size", e.modelParallelSize},
+                          {"num_gpus_per_node", e.gpusPerNode}};
+  } else {
+    root["train_batch_size"] = cfg.trainBatchSize;
+    root["train_micro_batch_size_per_gpu"] = cfg.microBatchPerGpu;
+    root["gradient_accumulation_steps"] = cfg.gradAccumSteps;
+  }
   root["gradient_clipping"] = cfg.gradientClipping;
   if (cfg.stepsPerPrint > 0)
     root["steps_per_print"] = cfg.stepsPerPrint;

@@ -453,10 +453,50 @@ struct FlopsProfilerConfig {
   }
 };
 
+/// DeepSpeed's "elasticity" section (deepspeed/elasticity, versions 0.1
+/// and 0.2): from max_train_batch_size and micro_batch_sizes it chooses one
+/// global batch and the data-parallel sizes that keep it, then sets
+/// train_batch_size, the micro-batch and gradient_accumulation_steps for the
+/// size the plan is compiled for. dsc also compiles a plan for each smaller
+/// valid size (PLAN/elastic/dpN), which dsrt --max-restarts continues on
+/// when a host is lost.
+struct ElasticConfig {
+  bool enabled = false;
+  int64_t maxTrainBatch = 2000;
+  std::vector<int64_t> microBatchSizes = {2, 4, 6};
+  int64_t minGpus = 1, maxGpus = 10000, minTime = 0;
+  double version = 0.2;
+  bool preferLargerBatch = true;
+  bool ignoreNonElasticBatchInfo = false;
+  int64_t modelParallelSize = 1, gpusPerNode = 1;
+  /// Derived: the data-parallel sizes DeepSpeed accepts with this batch,
+  /// ascending.
+  std::vector<int64_t> validSizes;
+  bool operator==(const ElasticConfig &o) const {
+    return enabled == o.enabled && maxTrainBatch == o.maxTrainBatch &&
+           microBatchSizes == o.microBatchSizes && minGpus == o.minGpus &&
+           maxGpus == o.maxGpus && minTime == o.minTime && version == o.version &&
+           preferLargerBatch == o.preferLargerBatch &&
+           ignoreNonElasticBatchInfo == o.ignoreNonElasticBatchInfo &&
+           modelParallelSize == o.modelParallelSize && gpusPerNode == o.gpusPerNode;
+  }
+};
+
+/// DeepSpeed's elastic batch for `worldSize` data-parallel ranks: the global
+/// batch, the micro-batch, the valid sizes. Throws ConfigError (naming
+/// `source`) where DeepSpeed raises.
+struct ElasticBatch {
+  int64_t trainBatch = 0, microBatch = 0;
+  std::vector<int64_t> validSizes;
+};
+ElasticBatch computeElasticBatch(const ElasticConfig &e, int64_t worldSize,
+                                 const std::string &source);
+
 struct TrainConfig {
   int64_t trainBatchSize = 1;
   int64_t microBatchPerGpu = 1;
   int64_t gradAccumSteps = 1;
+  ElasticConfig elastic;
   /// Data-parallel world size the batch relation was checked against. Not a
   /// ds_config key; it is the argument given to parseDsConfig().
   int64_t worldSize = 1;

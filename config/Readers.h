@@ -23,6 +23,10 @@ void readCommsLogger(const Section &top, CommsLoggerConfig &c);
 void readFlopsProfiler(const Section &top, FlopsProfilerConfig &f);
 /// The names comms_logger.prof_ops takes for the ops dsrt issues.
 const std::vector<std::string> &commsLoggerOps();
+// DsConfigElastic.cpp: false when the section is absent or disabled;
+// otherwise sets the batch keys as DeepSpeed's elasticity does.
+bool readElasticity(const Section &top, int64_t worldSize, TrainConfig &cfg,
+                    std::vector<std::string> &notes);
 // DsConfigBatch.cpp
 void readBatch(const Section &top, int64_t worldSize, TrainConfig &cfg);
 void readPipeline(const Section &top, PipelineConfig &p);

@@ -58,9 +58,9 @@ namespace {
 
 /// Flags of the launcher only; with --out, they are not passed to the ranks
 /// as given (--out is passed as the launcher decided it).
-constexpr const char *kLauncherOnlyFlags[] = {"--hostfile",  "--include",   "--exclude",
-                                              "--num_nodes", "--num_ranks", "--ssh_port",
-                                              "--ssh_args",  "--out"};
+constexpr const char *kLauncherOnlyFlags[] = {
+    "--hostfile", "--include",  "--exclude",      "--num_nodes",     "--num_ranks",
+    "--ssh_port", "--ssh_args", "--max-restarts", "--max_restarts",  "--out"};
 
 /// OpenMPI frames its help messages with lines of 74 dashes.
 bool isHelpRule(const std::string &line) { return line == std::string(74, '-'); }
@@ -488,11 +488,19 @@ void LaunchOptions::addTo(CLI::App &app) {
       ->check(cli::integer<int64_t>(1, limits::kMaxRanks))
       ->group(group);
   ssh.addTo(app, group);
+  app.add_option("--max-restarts,--max_restarts", maxRestarts,
+                 "after a lost host (a rank killed, a host or link down), continue from the "
+                 "newest checkpoint in --save-dir on the hosts that remain, with the plan "
+                 "for fewer ranks dsc compiled beside it (elasticity), at most N times "
+                 "(default 0)")
+      ->check(cli::integer<int64_t>(0, 1000))
+      ->group(group);
+  this->app = &app;
 }
 
 bool LaunchOptions::anyGiven() const {
   return !hostfile.empty() || !selection.include.empty() || !selection.exclude.empty() ||
-         selection.numNodes || selection.numRanks || ssh.given();
+         selection.numNodes || selection.numRanks || ssh.given() || maxRestarts;
 }
 
 namespace {
@@ -633,11 +641,13 @@ std::optional<PlanRanks> readPlanRanks(const std::string &planDir) {
   // same checks (a regular file, its size, version and checksum, no unknown
   // field) before the launcher trusts a number in it.
   try {
-    PlanShape shape = planShape(readPlanFile(planDir).plan, planDir + "/plan.pb");
+    dsc::plan::Plan plan = readPlanFile(planDir).plan;
+    PlanShape shape = planShape(plan, planDir + "/plan.pb");
     PlanRanks r;
     r.dp = shape.dp;
     r.pp = shape.pp;
     r.tp = shape.tp;
+    r.nodeLocal = plan.run_settings().checkpoint_node_local();
     return r;
   } catch (const PlanError &) {
     return std::nullopt;
@@ -876,7 +886,8 @@ bool localRankEnded(const std::string &runDir, size_t r) {
 
 /// "lost rank 3 on h2 (...); " for the ranks that the ranks on this host
 /// timed out waiting for, on other hosts; "" when there are none.
-std::string lostRanks(const RankRelay &relay, const std::vector<RankSlot> &ranks) {
+std::string lostRanks(const RankRelay &relay, const std::vector<RankSlot> &ranks,
+                      std::vector<std::string> *hosts = nullptr) {
   std::map<std::string, std::vector<size_t>> byHost;
   std::set<size_t> lost;
   for (size_t r = 0; r < ranks.size(); ++r)
@@ -888,6 +899,8 @@ std::string lostRanks(const RankRelay &relay, const std::vector<RankSlot> &ranks
     return "";
   std::string text;
   for (auto &[host, list] : byHost) {
+    if (hosts)
+      hosts->push_back(host);
     std::string numbers;
     for (size_t r : list)
       numbers += (numbers.empty() ? "" : ", ") + std::to_string(r);
@@ -1111,9 +1124,21 @@ SuperviseResult superviseMpirun(const std::vector<std::string> &command,
     }
     return {true, ""};
   }
-  if (const std::optional<RankFailure> &failure = mpirunStderr.failure())
-    return {false, (failure->rank >= 0 ? lostRanks(relay, ranks) : "") +
-                       describeFailure(*failure, ranks, logsDir)};
+  std::vector<std::string> lost; // the hosts a restart leaves out
+  auto result = [&lost](std::string error) {
+    std::sort(lost.begin(), lost.end());
+    lost.erase(std::unique(lost.begin(), lost.end()), lost.end());
+    return SuperviseResult{false, std::move(error), lost};
+  };
+  if (const std::optional<RankFailure> &failure = mpirunStderr.failure()) {
+    std::string error = (failure->rank >= 0 ? lostRanks(relay, ranks, &lost) : "") +
+                        describeFailure(*failure, ranks, logsDir);
+    if (failure->kind == RankFailure::Signal && size_t(failure->rank) < ranks.size())
+      lost.push_back(ranks[failure->rank].host);
+    if (failure->kind == RankFailure::LostDaemon || failure->kind == RankFailure::Unreachable)
+      lost.push_back(failure->node);
+    return result(error);
+  }
   // mpirun says only "1 process returned a non-zero exit code" when a rank
   // fails while the others are still starting; the ranks' exit files say
   // which (local ranks, or every rank on a shared file system).
@@ -1121,11 +1146,11 @@ SuperviseResult superviseMpirun(const std::vector<std::string> &command,
   const bool ended = WIFEXITED(status) || termAt;
   if (ended)
     if (std::optional<RankFailure> failure = failureFromExitFiles(runDir))
-      return {false, lostRanks(relay, ranks) + describeFailure(*failure, ranks, logsDir)};
+      return result(lostRanks(relay, ranks, &lost) + describeFailure(*failure, ranks, logsDir));
   // mpirun's report was lost (see MpirunStderr::line): the rank that
   // printed the first error is the likely culprit.
   if (ended && relay.firstErrorRank())
-    return {false, lostRanks(relay, ranks) + "rank " +
+    return result(lostRanks(relay, ranks, &lost) + "rank " +
                        std::to_string(*relay.firstErrorRank()) + " on " +
                        ranks[*relay.firstErrorRank()].host + " stopped" +
                        // mpirun exits with the status of the rank that failed.
@@ -1134,7 +1159,7 @@ SuperviseResult superviseMpirun(const std::vector<std::string> &command,
                             : std::string()) +
                        " after the error above" +
                        (termAt ? "; mpirun did not end the job and was stopped " : "; ") +
-                       stopped};
+                       stopped);
   if (WIFEXITED(status) && mpirunStderr.sawNonZeroBanner())
     return {false, "a rank exited with status " + std::to_string(WEXITSTATUS(status)) +
                        " (mpirun did not say which; each rank's stderr is in " + logsDir +
@@ -1178,6 +1203,247 @@ std::optional<std::string> tpGroupsAcrossHosts(const std::vector<RankSlot> &rank
          std::to_string(tp) + " slots to keep each group inside a host";
 }
 
+/// dsrt's arguments with the plan (its first positional argument) replaced
+/// by `plan` and --init / --resume by `--resume resume` (when not empty).
+/// `app` tells which options take a value.
+std::vector<std::string> restartArguments(const std::vector<std::string> &argv,
+                                          const CLI::App &app, const std::string &plan,
+                                          const std::string &resume) {
+  std::vector<std::string> outArgs = {argv.at(0)};
+  bool planSeen = false, positionalOnly = false;
+  for (size_t i = 1; i < argv.size(); ++i) {
+    const std::string &arg = argv[i];
+    bool option = !positionalOnly && arg.size() > 1 && arg[0] == '-';
+    if (!option) {
+      outArgs.push_back(planSeen ? arg : plan);
+      planSeen = true;
+      continue;
+    }
+    if (arg == "--") {
+      positionalOnly = true;
+      outArgs.push_back(arg);
+      continue;
+    }
+    size_t eq = arg.find('=');
+    std::string name = arg.substr(0, eq);
+    const CLI::Option *opt = app.get_option_no_throw(name);
+    bool takesValue = eq == std::string::npos && opt && opt->get_items_expected_max() > 0;
+    bool drop = !resume.empty() && (name == "--resume" || name == "--init");
+    if (!drop)
+      outArgs.push_back(arg);
+    if (takesValue && i + 1 < argv.size()) {
+      if (!drop)
+        outArgs.push_back(argv[i + 1]);
+      ++i;
+    }
+  }
+  if (!resume.empty()) {
+    outArgs.push_back("--resume");
+    outArgs.push_back(resume);
+  }
+  return outArgs;
+}
+
+namespace {
+
+/// One mpirun of the job: its run folder and how it ended.
+struct Attempt {
+  std::string runDir;
+  SuperviseResult result;
+};
+
+Attempt runAttempt(const LaunchOptions &options, const LaunchRequest &request,
+                   const std::vector<RankSlot> &ranks, const PlanRanks &planRanksIn,
+                   bool fromHostfile, const std::vector<std::string> &argv,
+                   const std::string &out) {
+  const PlanRanks *planRanks = &planRanksIn;
+  MpirunSetup setup;
+  setup.mpirun = findOnPath("mpirun");
+  if (setup.mpirun.empty())
+    throw LaunchError("mpirun: not found on PATH; dsrt starts the ranks of a multi-rank run "
+                      "with OpenMPI's mpirun: install openmpi-bin (apt-get install "
+                      "openmpi-bin)");
+
+  // The run folder, decided once for every rank. mpirun reads what follows
+  // a ':' in --output-filename as options.
+  std::string where = out.empty() ? "runs" : out;
+  if (fs::absolute(where).string().find(':') != std::string::npos)
+    throw LaunchError((out.empty() ? "the run folder " : "--out ") +
+                      fs::absolute(where).string() +
+                      ": contains ':', which mpirun's --output-filename does not accept; "
+                      "choose another --out");
+  // A new or empty folder, marked with this run's token: its ranks may
+  // write into it, and nothing an earlier run left is ever deleted.
+  setup.runToken = io::newRunToken();
+  std::string runDir = io::makeRunDir(out, setup.runToken);
+  std::string absRunDir = fs::absolute(runDir).lexically_normal().string();
+  if (absRunDir.size() > 1 && absRunDir.back() == '/')
+    absRunDir.pop_back();
+  // A pipeline's ranks also say their stage and data-parallel index, a
+  // tensor-parallel plan's their tp rank (tp innermost: world rank w is tp
+  // rank w % tp; w / tp is stage (w / tp) % pp of dp index (w / tp) / pp).
+  bool pipeline = planRanks->pp > 1, tensor = planRanks->tp > 1;
+  std::string table = std::string("rank host slot") + (pipeline ? " stage dp_index" : "") +
+                      (tensor ? (pipeline ? " tp_rank" : " dp_index tp_rank") : "") + "\n";
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    size_t rest = r / planRanks->tp;
+    table += std::to_string(r) + " " + ranks[r].host + " " + std::to_string(ranks[r].slot);
+    if (pipeline)
+      table += " " + std::to_string(rest % planRanks->pp) + " " +
+               std::to_string(rest / planRanks->pp);
+    if (tensor)
+      table += (pipeline ? "" : " " + std::to_string(rest)) + " " +
+               std::to_string(r % planRanks->tp);
+    table += "\n";
+  }
+  writeTextFile(runDir + "/ranks.txt", table);
+  if (std::optional<std::string> split = tpGroupsAcrossHosts(ranks, planRanks->tp))
+    std::fprintf(stderr, "dsrt: note: %s\n", split->c_str());
+
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  setup.dsrt = ec ? fs::absolute(argv.at(0)).string() : self.string();
+  setup.ranks = ranks;
+  setup.fromHostfile = fromHostfile;
+  setup.runDir = absRunDir;
+  setup.args = rankArguments(argv, absRunDir);
+  setup.root = ::getuid() == 0;
+  setup.cores = availableCores();
+  setup.userThreads = request.threads > 0;
+  setup.relayFromFiles = !fromHostfile || isLocalHost(ranks[0].host);
+  if (fromHostfile)
+    for (const RankSlot &r : ranks)
+      setup.rankHosts += (setup.rankHosts.empty() ? "" : ",") + r.host;
+  bool remote = fromHostfile && std::any_of(ranks.begin(), ranks.end(), [](const RankSlot &r) {
+                  return !isLocalHost(r.host);
+                });
+  if (remote) {
+    setup.mca = remoteMcaParams(options.ssh);
+    std::vector<std::string> setByDsrt = {kRunTokenEnv};
+    if (!setup.userThreads)
+      setByDsrt.push_back("OMP_NUM_THREADS");
+    setup.forward = forwardedEnvironment(setByDsrt);
+  } else if (options.ssh.given()) {
+    throw LaunchError(std::string(options.ssh.port ? "--ssh_port" : "--ssh_args") +
+                      ": every rank runs on this machine, so no ssh is started; leave it out");
+  }
+  std::vector<std::string> command = buildMpirunCommand(setup);
+
+  std::string commandLine;
+  for (const std::string &arg : command)
+    commandLine += (commandLine.empty() ? "" : " ") + shellQuote(arg);
+  fs::create_directories(runDir + "/logs", ec);
+  writeTextFile(runDir + "/logs/mpirun.cmd", commandLine + "\n");
+
+  std::string hosts;
+  std::map<std::string, int> perHost;
+  for (const RankSlot &r : ranks)
+    ++perHost[r.host];
+  for (const RankSlot &r : ranks)
+    if (perHost.count(r.host)) {
+      hosts += (hosts.empty() ? "" : ", ") + r.host + " (" + std::to_string(perHost[r.host]) + ")";
+      perHost.erase(r.host);
+    }
+  std::printf("dsrt: starting %s with mpirun on %s; run folder %s, ranks in %s/ranks.txt, "
+              "every rank's output in %s/logs%s\n",
+              plural(ranks.size(), "rank", "ranks").c_str(), hosts.c_str(), runDir.c_str(),
+              runDir.c_str(), runDir.c_str(), setup.relayFromFiles ? " (rank 0's follows)" : "");
+  std::fflush(stdout);
+
+  Attempt attempt;
+  attempt.runDir = runDir;
+  attempt.result = superviseMpirun(command, ranks, runDir, setup.relayFromFiles, stdout, stderr);
+  return attempt;
+}
+
+
+/// What a restart runs: the ranks, the plan, dsrt's arguments, and the line
+/// that says so.
+struct Restart {
+  std::vector<RankSlot> ranks;
+  std::optional<PlanRanks> planRanks;
+  std::vector<std::string> argv;
+  std::string what;
+};
+
+/// The plans a restart can choose: the plan itself and the smaller
+/// data-parallel sizes dsc compiled beside it (PLAN/elastic/dpN).
+std::vector<std::pair<std::string, PlanRanks>> restartPlans(const std::string &planDir,
+                                                            const PlanRanks &plan) {
+  std::vector<std::pair<std::string, PlanRanks>> plans = {{planDir, plan}};
+  std::error_code ec;
+  for (fs::directory_iterator it(fs::path(planDir) / "elastic", ec), end; !ec && it != end;
+       it.increment(ec))
+    if (std::optional<PlanRanks> r = readPlanRanks(it->path().string()))
+      plans.push_back({it->path().string(), *r});
+  std::sort(plans.begin(), plans.end(),
+            [](const auto &a, const auto &b) { return a.second.ranks() > b.second.ranks(); });
+  return plans;
+}
+
+Restart planRestart(const LaunchOptions &options, const LaunchRequest &request,
+                    const Attempt &attempt, bool fromHostfile, std::set<std::string> &lostHosts,
+                    const std::vector<RankSlot> &current) {
+  Restart next;
+  std::string without;
+  // Without a hostfile every rank runs here: the same ranks again (the
+  // fault was a rank's, not a host's). With one, the lost hosts are left
+  // out of the selection.
+  std::vector<RankSlot> available = current;
+  if (fromHostfile) {
+    for (const std::string &host : attempt.result.lostHosts)
+      if (lostHosts.insert(host).second)
+        without += (without.empty() ? "" : ", ") + host;
+    Selection all = options.selection;
+    all.numRanks.reset();
+    available.clear();
+    for (const RankSlot &slot : selectRanks(readHostfile(options.hostfile), all))
+      if (!lostHosts.count(slot.host))
+        available.push_back(slot);
+  }
+  std::optional<PlanRanks> top = readPlanRanks(request.planDir);
+  if (!top)
+    throw LaunchError(attempt.result.error + "; cannot restart: " + request.planDir +
+                      "/plan.pb cannot be read any more");
+  std::vector<std::pair<std::string, PlanRanks>> plans = restartPlans(request.planDir, *top);
+  auto fits = std::find_if(plans.begin(), plans.end(), [&](const auto &p) {
+    return p.second.ranks() <= available.size();
+  });
+  std::string sizes;
+  for (const auto &p : plans)
+    sizes += (sizes.empty() ? "" : ", ") + std::to_string(p.second.ranks());
+  if (fits == plans.end())
+    throw LaunchError(attempt.result.error + "; cannot restart: " +
+                      plural(available.size(), "slot remains", "slots remain") +
+                      (without.empty() ? "" : " without " + without) +
+                      ", and the plans compiled for this job need " + sizes +
+                      " ranks (an elastic config compiles plans for fewer ranks beside the "
+                      "plan: docs/multi-host.md)");
+  std::optional<std::pair<std::string, int64_t>> latest =
+      request.latestCheckpoint(request.saveDir);
+  if (!latest && fits->first != request.planDir)
+    throw LaunchError(attempt.result.error + "; cannot restart on fewer ranks: " +
+                      request.saveDir + " holds no complete checkpoint yet to continue from");
+  next.ranks.assign(available.begin(), available.begin() + fits->second.ranks());
+  next.planRanks = fits->second;
+  next.argv = restartArguments(request.argv, *options.app, fits->first,
+                               latest ? latest->first : std::string());
+  std::set<std::string> hosts;
+  for (const RankSlot &r : next.ranks)
+    hosts.insert(r.host);
+  next.what = (without.empty() ? std::string("on the same ") + plural(next.ranks.size(), "rank", "ranks")
+                               : "without " + without + ", on " +
+                                     plural(hosts.size(), "host", "hosts")) +
+              ": " + (fits->first == request.planDir ? "the same plan " : "plan ") + fits->first +
+              " (" + fits->second.describe() + ")" +
+              (latest ? ", from checkpoint " + latest->first + " (step " +
+                            std::to_string(latest->second) + ")"
+                      : ", from the start (no checkpoint yet)");
+  return next;
+}
+
+} // namespace
+
 std::optional<int> launchIfNeeded(const LaunchOptions &options, const LaunchRequest &request) {
   const Selection &selection = options.selection;
   std::string firstFlag = !options.hostfile.empty()        ? "--hostfile"
@@ -1205,6 +1471,19 @@ std::optional<int> launchIfNeeded(const LaunchOptions &options, const LaunchRequ
   size_t need = planRanks->ranks();
   std::vector<RankSlot> ranks;
   bool fromHostfile = !options.hostfile.empty();
+  if (options.maxRestarts) {
+    std::string flag = "--max-restarts " + std::to_string(options.maxRestarts);
+    if (request.saveDir.empty())
+      throw LaunchError(flag + ": a restart continues from the newest checkpoint: give "
+                        "--save-dir DIR and --save-interval K");
+    if (need == 1 && !fromHostfile)
+      throw LaunchError(flag + ": the plan runs on one rank, in this process; restarts are "
+                        "for runs dsrt starts with mpirun (dp > 1, or --hostfile)");
+    if (planRanks->nodeLocal && fromHostfile)
+      throw LaunchError(flag + ": the plan saves checkpoints on node-local storage "
+                        "(checkpoint.use_node_local_storage), and a lost host takes its "
+                        "ranks' pieces with it; save to a folder every host shares");
+  }
   if (fromHostfile) {
     Hostfile hostfile = readHostfile(options.hostfile);
     ranks = selectRanks(hostfile, selection);
@@ -1258,106 +1537,39 @@ std::optional<int> launchIfNeeded(const LaunchOptions &options, const LaunchRequ
                       " ranks per core; give a --hostfile with more machines, or recompile with " +
                       planRanks->recompileFor(size_t(limits::kMaxRanksPerCore) * size_t(cores)));
 
-  MpirunSetup setup;
-  setup.mpirun = findOnPath("mpirun");
-  if (setup.mpirun.empty())
-    throw LaunchError("mpirun: not found on PATH; dsrt starts the ranks of a multi-rank run "
-                      "with OpenMPI's mpirun: install openmpi-bin (apt-get install "
-                      "openmpi-bin)");
-
-  // The run folder, decided once for every rank. mpirun reads what follows
-  // a ':' in --output-filename as options.
-  std::string where = request.out.empty() ? "runs" : request.out;
-  if (fs::absolute(where).string().find(':') != std::string::npos)
-    throw LaunchError((request.out.empty() ? "the run folder " : "--out ") +
-                      fs::absolute(where).string() +
-                      ": contains ':', which mpirun's --output-filename does not accept; "
-                      "choose another --out");
-  // A new or empty folder, marked with this run's token: its ranks may
-  // write into it, and nothing an earlier run left is ever deleted.
-  setup.runToken = io::newRunToken();
-  std::string runDir = io::makeRunDir(request.out, setup.runToken);
-  std::string absRunDir = fs::absolute(runDir).lexically_normal().string();
-  if (absRunDir.size() > 1 && absRunDir.back() == '/')
-    absRunDir.pop_back();
-  // A pipeline's ranks also say their stage and data-parallel index, a
-  // tensor-parallel plan's their tp rank (tp innermost: world rank w is tp
-  // rank w % tp; w / tp is stage (w / tp) % pp of dp index (w / tp) / pp).
-  bool pipeline = planRanks->pp > 1, tensor = planRanks->tp > 1;
-  std::string table = std::string("rank host slot") + (pipeline ? " stage dp_index" : "") +
-                      (tensor ? (pipeline ? " tp_rank" : " dp_index tp_rank") : "") + "\n";
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    size_t rest = r / planRanks->tp;
-    table += std::to_string(r) + " " + ranks[r].host + " " + std::to_string(ranks[r].slot);
-    if (pipeline)
-      table += " " + std::to_string(rest % planRanks->pp) + " " +
-               std::to_string(rest / planRanks->pp);
-    if (tensor)
-      table += (pipeline ? "" : " " + std::to_string(rest)) + " " +
-               std::to_string(r % planRanks->tp);
-    table += "\n";
-  }
-  writeTextFile(runDir + "/ranks.txt", table);
-  if (std::optional<std::string> split = tpGroupsAcrossHosts(ranks, planRanks->tp))
-    std::fprintf(stderr, "dsrt: note: %s\n", split->c_str());
-
-  std::error_code ec;
-  fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  setup.dsrt = ec ? fs::absolute(request.argv.at(0)).string() : self.string();
-  setup.ranks = ranks;
-  setup.fromHostfile = fromHostfile;
-  setup.runDir = absRunDir;
-  setup.args = rankArguments(request.argv, absRunDir);
-  setup.root = ::getuid() == 0;
-  setup.cores = availableCores();
-  setup.userThreads = request.threads > 0;
-  setup.relayFromFiles = !fromHostfile || isLocalHost(ranks[0].host);
-  if (fromHostfile)
-    for (const RankSlot &r : ranks)
-      setup.rankHosts += (setup.rankHosts.empty() ? "" : ",") + r.host;
-  bool remote = fromHostfile && std::any_of(ranks.begin(), ranks.end(), [](const RankSlot &r) {
-                  return !isLocalHost(r.host);
-                });
-  if (remote) {
-    setup.mca = remoteMcaParams(options.ssh);
-    std::vector<std::string> setByDsrt = {kRunTokenEnv};
-    if (!setup.userThreads)
-      setByDsrt.push_back("OMP_NUM_THREADS");
-    setup.forward = forwardedEnvironment(setByDsrt);
-  } else if (options.ssh.given()) {
-    throw LaunchError(std::string(options.ssh.port ? "--ssh_port" : "--ssh_args") +
-                      ": every rank runs on this machine, so no ssh is started; leave it out");
-  }
-  std::vector<std::string> command = buildMpirunCommand(setup);
-
-  std::string commandLine;
-  for (const std::string &arg : command)
-    commandLine += (commandLine.empty() ? "" : " ") + shellQuote(arg);
-  fs::create_directories(runDir + "/logs", ec);
-  writeTextFile(runDir + "/logs/mpirun.cmd", commandLine + "\n");
-
-  std::string hosts;
-  std::map<std::string, int> perHost;
-  for (const RankSlot &r : ranks)
-    ++perHost[r.host];
-  for (const RankSlot &r : ranks)
-    if (perHost.count(r.host)) {
-      hosts += (hosts.empty() ? "" : ", ") + r.host + " (" + std::to_string(perHost[r.host]) + ")";
-      perHost.erase(r.host);
+  std::vector<std::string> argv = request.argv;
+  std::string planDir = request.planDir, out = request.out;
+  std::set<std::string> lostHosts;
+  for (int64_t restart = 0;; ++restart) {
+    Attempt attempt =
+        runAttempt(options, request, ranks, *planRanks, fromHostfile, argv, out);
+    if (attempt.result.ok) {
+      std::printf("dsrt: all %s finished; logs in %s/logs\n",
+                  plural(ranks.size(), "rank", "ranks").c_str(), attempt.runDir.c_str());
+      return 0;
     }
-  std::printf("dsrt: starting %s with mpirun on %s; run folder %s, ranks in %s/ranks.txt, "
-              "every rank's output in %s/logs%s\n",
-              plural(ranks.size(), "rank", "ranks").c_str(), hosts.c_str(), runDir.c_str(),
-              runDir.c_str(), runDir.c_str(), setup.relayFromFiles ? " (rank 0's follows)" : "");
-  std::fflush(stdout);
-
-  SuperviseResult result =
-      superviseMpirun(command, ranks, runDir, setup.relayFromFiles, stdout, stderr);
-  if (!result.ok)
-    throw LaunchError(result.error);
-  std::printf("dsrt: all %s finished; logs in %s/logs\n",
-              plural(ranks.size(), "rank", "ranks").c_str(), runDir.c_str());
-  return 0;
+    if (restart >= options.maxRestarts)
+      throw LaunchError(attempt.result.error +
+                        (options.maxRestarts && attempt.result.lostHosts.empty()
+                             ? " (not restarted: a rank ended the run by itself, and a restart "
+                               "would meet the same error)"
+                             : options.maxRestarts ? " (no restart left of --max-restarts " +
+                                                         std::to_string(options.maxRestarts) + ")"
+                                                   : ""));
+    if (attempt.result.lostHosts.empty())
+      throw LaunchError(attempt.result.error +
+                        " (not restarted: a rank ended the run by itself, and a restart would "
+                        "meet the same error)");
+    std::fprintf(stderr, "dsrt: %s\n", attempt.result.error.c_str());
+    Restart next = planRestart(options, request, attempt, fromHostfile, lostHosts, ranks);
+    std::printf("dsrt: restart %lld of %lld: %s\n", (long long)(restart + 1),
+                (long long)options.maxRestarts, next.what.c_str());
+    std::fflush(stdout);
+    ranks = next.ranks;
+    planRanks = next.planRanks;
+    argv = next.argv;
+    out = attempt.runDir + "/restart-" + std::to_string(restart + 1);
+  }
 }
 
 } // namespace dsrt::launch

@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,11 +47,16 @@ struct LaunchOptions {
   std::string hostfile;
   Selection selection;
   SshOptions ssh;
+  /// --max-restarts: after a lost host, continue from the latest checkpoint
+  /// on the hosts that remain, at most this many times.
+  int64_t maxRestarts = 0;
 
   /// Adds --hostfile, --include, --exclude, --num_nodes, --num_ranks,
-  /// --ssh_port and --ssh_args to dsrt's command line (group "Launcher").
+  /// --ssh_port, --ssh_args and --max-restarts to dsrt's command line
+  /// (group "Launcher"), and keeps `app` to read its options' arity.
   void addTo(CLI::App &app);
   bool anyGiven() const;
+  const CLI::App *app = nullptr;
 };
 
 /// What the launcher needs from dsrt's own command line.
@@ -59,12 +65,18 @@ struct LaunchRequest {
   std::string out;               // --out as given ("" when not given)
   int64_t threads = 0;           // --threads (0: not given)
   std::vector<std::string> argv; // dsrt's argv, argv[0] included
+  std::string saveDir;           // --save-dir ("": none)
+  /// The newest complete checkpoint under a save folder (its SAVE_DIR/TAG
+  /// path and step), or nullopt when it holds none yet.
+  std::function<std::optional<std::pair<std::string, int64_t>>(const std::string &)>
+      latestCheckpoint;
 };
 
 /// The ranks a plan runs on: dp per pipeline stage, pp stages (1: not a
 /// pipeline plan).
 struct PlanRanks {
   uint32_t dp = 1, pp = 1, tp = 1;
+  bool nodeLocal = false; // checkpoint.use_node_local_storage
   size_t ranks() const { return size_t(dp) * pp * tp; }
   /// "dp=2", "pp=4 x dp=2 = 8 ranks", "dp=2 x tp=2 = 4 ranks".
   std::string describe() const;
@@ -138,6 +150,14 @@ std::optional<int> launchIfNeeded(const LaunchOptions &options, const LaunchRequ
 //===----------------------------------------------------------------------===//
 // Building blocks, public for the tests.
 //===----------------------------------------------------------------------===//
+
+/// dsrt's arguments for a restart: the plan (the first positional
+/// argument) replaced by `plan`, and --init / --resume by `--resume resume`
+/// when `resume` is not empty. `app` (dsrt's parser) tells which options
+/// take a value.
+std::vector<std::string> restartArguments(const std::vector<std::string> &argv,
+                                          const CLI::App &app, const std::string &plan,
+                                          const std::string &resume);
 
 /// The arguments of every rank: `argv` without argv[0], the launcher flags
 /// (`--flag value` and `--flag=value`) and any --out, then `--out runDir`.
@@ -218,6 +238,12 @@ std::string describeFailure(const RankFailure &failure, const std::vector<RankSl
 struct SuperviseResult {
   bool ok = false;
   std::string error; // one line, without "dsrt: error: ", when !ok
+  /// The hosts whose loss ended the run: a rank's host when the rank was
+  /// killed by a signal, a host whose daemon was lost or that could not be
+  /// reached, the hosts of ranks silent past --comm-timeout. Empty when a
+  /// rank ended the run by itself (an error, an exit): a restart would
+  /// meet it again.
+  std::vector<std::string> lostHosts;
 };
 
 /// Runs `command` (an mpirun command line) and waits for it. mpirun's stdout

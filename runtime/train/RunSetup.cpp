@@ -190,4 +190,16 @@ void restoreCheckpoint(Executor &exec, const checkpoint::Reader &ckpt, bool rank
                 (long long)ckpt.progress().appliedSteps, seconds);
 }
 
+std::optional<std::pair<std::string, int64_t>> latestCheckpoint(const std::string &saveDir) {
+  std::error_code ec;
+  bool any = fs::exists(fs::path(saveDir) / checkpoint::kLatest, ec);
+  for (fs::directory_iterator it(saveDir, ec), end; !any && !ec && it != end; it.increment(ec))
+    any = it->path().filename().string().rfind("step-", 0) == 0 &&
+          it->path().filename().string().find('.') == std::string::npos; // not a .partial
+  if (!any)
+    return std::nullopt;
+  checkpoint::Reader r = checkpoint::Reader::open(saveDir);
+  return std::make_pair(r.path(), r.progress().step);
+}
+
 } // namespace dsrt::train

@@ -38,6 +38,11 @@ std::unique_ptr<Executor> openExecutor(const std::string &planDir, comm::Communi
 /// folder only checkpoints, so neither may be inside the other.
 void checkRunFolders(const std::string &saveDir, const std::string &out);
 
+/// The newest complete checkpoint in `saveDir` (SAVE_DIR/TAG and its step),
+/// nullopt when the folder holds none yet (a restart from the start);
+/// throws CheckpointError when one is there but cannot be read.
+std::optional<std::pair<std::string, int64_t>> latestCheckpoint(const std::string &saveDir);
+
 /// Where --resume continues: the step after the checkpoint's, with its seed.
 struct ResumePoint {
   int64_t firstStep = 1;

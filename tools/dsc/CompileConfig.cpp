@@ -64,6 +64,17 @@ TrainConfig readWithModel(const CompileFlags &f, const CompileInput &in, const M
   return cfg;
 }
 
+TrainConfig readForDp(const CompileFlags &f, const CompileInput &in, const ModelFacts &model,
+                      int64_t dp, std::vector<std::string> &notes) {
+  CompileFlags other = f;
+  other.dp = dp;
+  if (!in.autoPaths.empty())
+    return readWithModel(other, in, model, notes);
+  TrainConfig cfg = parseDsConfig(in.text, f.configPath, dp, flagAutos(other));
+  notes.insert(notes.end(), cfg.notes.begin(), cfg.notes.end());
+  return cfg;
+}
+
 TrainConfig applyCompileFlags(TrainConfig cfg, const CompileFlags &f, const CompileInput &in,
                               const ModelFacts &model) {
   if (in.haveConfig && model.batch && model.batch != cfg.microBatchPerGpu)
@@ -169,6 +180,11 @@ TrainConfig applyCompileFlags(TrainConfig cfg, const CompileFlags &f, const Comp
     throw ConfigError(std::string(f.schedule ? "--schedule" : "--partition") +
                       ": applies to a pipeline; give --pp P (or pipeline.stages in the "
                       "config) with P >= 2");
+  if (f.microBatches && cfg.elastic.enabled)
+    throw ConfigError("--micro-batches: " + f.configPath +
+                      " enables elasticity, which decides gradient_accumulation_steps (" +
+                      std::to_string(cfg.gradAccumSteps) + " on " +
+                      std::to_string(cfg.worldSize) + " data-parallel ranks); leave it out");
   // Micro-batches: --micro-batches, else gradient_accumulation_steps; a
   // pipeline compiled without a config runs 2 x pp of them.
   int64_t m = f.microBatches                             ? *f.microBatches

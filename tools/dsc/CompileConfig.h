@@ -72,6 +72,10 @@ CompileInput readCompileInput(const CompileFlags &flags);
 TrainConfig readWithModel(const CompileFlags &flags, const CompileInput &input,
                           const ModelFacts &model, std::vector<std::string> &notes);
 
+/// The config read as for --dp `dp` (an elastic plan's smaller size).
+TrainConfig readForDp(const CompileFlags &flags, const CompileInput &input,
+                      const ModelFacts &model, int64_t dp, std::vector<std::string> &notes);
+
 /// `cfg` (readWithModel's) for a training step: the model's batch checked
 /// against the config's micro-batch, dsc's defaults without a config, the
 /// flags' overrides and the checks of their combination.

@@ -18,6 +18,7 @@
 #include "target/plan/EmitPlan.h"
 #include "config/CliChecks.h"
 #include "tools/dsc/CompileConfig.h"
+#include "tools/dsc/Elastic.h"
 #include "tools/dsc/Auto.h"
 #include "tools/dsc/Simulate.h"
 #include "config/DsConfig.h"
@@ -376,6 +377,7 @@ int main(int argc, char **argv) {
     return mlir::success();
   });
 
+  std::optional<dsc::driver::ElasticPlans> elastic; // elasticity's smaller sizes
   if (emit != "nn") {
     try {
       cfg = dsrt::config::applyCompileFlags(cfg, flags, input, facts);
@@ -387,6 +389,8 @@ int main(int argc, char **argv) {
       llvm::outs() << dsrt::config::toJson(cfg) << "\n";
       return 0;
     }
+    if (cfg.elastic.enabled && emit == "plan")
+      elastic.emplace(**module, flags, input, facts, cfg); // the module as imported
     if (mlir::failed(dsc::compileTrainStep(ctx, **module, cfg, emit == "plan", llvm::errs())))
       return 1;
   }
@@ -408,6 +412,9 @@ int main(int argc, char **argv) {
     if (mlir::failed(dsc::emitPlan(**module, planOptions)))
       return 1;
     if (!simulation.finish(doExplain, llvm::outs(), llvm::errs()))
+      return 1;
+    if (elastic && !planOptions.dir.empty() &&
+        !elastic->compile(ctx, planOptions.dir, doExplain ? &llvm::outs() : nullptr, llvm::errs()))
       return 1;
     try {
       if (staged)

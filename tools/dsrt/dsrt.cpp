@@ -264,7 +264,8 @@ int main(int argc, char **argv) {
     // With --hostfile or a plan for dp > 1, a dsrt that is not itself a rank
     // starts the ranks through mpirun and supervises them (runtime/launch).
     if (std::optional<int> status = dsrt::launch::launchIfNeeded(
-            launchOptions, {planDir, out, threads, {argv, argv + argc}}))
+            launchOptions, {planDir, out, threads, {argv, argv + argc}, saveDir,
+                            dsrt::train::latestCheckpoint}))
       return *status;
     if (std::optional<int> rank = dsrt::launch::mpiRank())
       dsrt::launch::writeRankPidFile(out, *rank);

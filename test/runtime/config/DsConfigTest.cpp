@@ -2241,3 +2241,131 @@ TEST(DsConfig, LoadFromFileNamesThePath) {
               path + ": cannot open the DeepSpeed config");
   }
 }
+
+//===--- elasticity --------------------------------------------------------===//
+// DeepSpeed's own cases (tests/unit/elasticity/test_elastic.py at edaa72212)
+// and dsc's use of the result.
+
+namespace {
+
+ElasticConfig deepSpeed10k() {
+  ElasticConfig e;
+  e.enabled = true;
+  e.maxTrainBatch = 10000;
+  e.microBatchSizes = {8, 12, 16, 17};
+  e.minGpus = 32;
+  e.maxGpus = 1500;
+  e.version = 0.1;
+  return e;
+}
+
+std::string elasticError(const ElasticConfig &e, int64_t world) {
+  try {
+    computeElasticBatch(e, world, "elasticity");
+  } catch (const ConfigError &err) {
+    return err.what();
+  }
+  ADD_FAILURE() << "expected a ConfigError for world size " << world;
+  return "";
+}
+
+const char *kElastic24 = R"({"elasticity": {"enabled": true, "max_train_batch_size": 24,
+    "micro_batch_sizes": [2], "max_gpus": 4, "version": 0.1}})";
+
+} // namespace
+
+TEST(Elasticity, DeepSpeedsTenThousandBatch) {
+  ElasticBatch b = computeElasticBatch(deepSpeed10k(), 64, "elasticity");
+  EXPECT_EQ(b.trainBatch, 9792);
+  EXPECT_EQ(b.validSizes.size(), 23u);
+  EXPECT_EQ(b.microBatch, 17); // test_valid_world_size
+  for (int64_t g : b.validSizes)
+    EXPECT_EQ(b.trainBatch % g, 0) << g;
+  // test_invalid_world_size
+  EXPECT_NE(elasticError(deepSpeed10k(), 128).find("data-parallel size 128 is not valid"),
+            std::string::npos);
+}
+
+TEST(Elasticity, VersionTwoWithoutModelParallelism) {
+  // One GPU per node and no model parallelism: 0.2's node-level search is
+  // 0.1's.
+  ElasticConfig e = deepSpeed10k();
+  e.version = 0.2;
+  ElasticBatch b = computeElasticBatch(e, 64, "elasticity");
+  EXPECT_EQ(b.trainBatch, 9792);
+  EXPECT_EQ(b.validSizes.size(), 23u);
+}
+
+TEST(Elasticity, ProperMicroBatch) {
+  ElasticConfig e = deepSpeed10k();
+  e.maxTrainBatch = 32;
+  e.microBatchSizes = {1, 2, 3, 7};
+  e.minGpus = 1;
+  // test_proper_mbsz: the least common multiple, 42, is over the cap and no
+  // candidate (DeepSpeed #8237); 24 it is, and 3 the largest micro-batch
+  // dividing its 6 per rank at world size 4. 7 is not valid.
+  ElasticBatch b = computeElasticBatch(e, 4, "elasticity");
+  EXPECT_EQ(b.trainBatch, 24);
+  EXPECT_EQ(b.microBatch, 3);
+  EXPECT_NE(elasticError(e, 7).find("not valid"), std::string::npos);
+}
+
+TEST(Elasticity, ModelParallelByVersion) {
+  ElasticConfig e = deepSpeed10k();
+  e.modelParallelSize = 4;
+  e.gpusPerNode = 8;
+  EXPECT_NE(elasticError(e, 64).find("version 0.1 does not support model parallelism"),
+            std::string::npos);
+  e.version = 0.2;
+  e.modelParallelSize = 16;
+  EXPECT_NE(elasticError(e, 16).find("must be divisible by model_parallel_size 16"),
+            std::string::npos);
+}
+
+TEST(Elasticity, SetsTheBatchForEachSize) {
+  TrainConfig four = parse(kElastic24, 4);
+  EXPECT_TRUE(four.elastic.enabled);
+  EXPECT_EQ(four.trainBatchSize, 24);
+  EXPECT_EQ(four.microBatchPerGpu, 2);
+  EXPECT_EQ(four.gradAccumSteps, 3);
+  EXPECT_EQ(four.elastic.validSizes, (std::vector<int64_t>{1, 2, 3, 4}));
+  TrainConfig three = parse(kElastic24, 3);
+  EXPECT_EQ(three.trainBatchSize, 24);
+  EXPECT_EQ(three.gradAccumSteps, 4);
+  EXPECT_NE(errorOf(kElastic24, 5).find("data-parallel size 5 is not valid with the current "
+                                        "list of valid GPU counts [1, 2, 3, 4]"),
+            std::string::npos);
+  // --print-config's form reads back the same.
+  EXPECT_EQ(parseDsConfig(toJson(four), "canonical", 4), four);
+}
+
+TEST(Elasticity, BatchKeysBesideIt) {
+  std::string both = R"({"train_batch_size": 2, "elasticity": {"enabled": true,
+      "max_train_batch_size": 4, "micro_batch_sizes": [1, 2, 3, 4], "max_gpus": 4,
+      "version": 0.1)";
+  EXPECT_NE(errorOf(both + "}}", 2).find("'train_batch_size' is set, but elasticity is enabled "
+                                         "and decides the batch"),
+            std::string::npos);
+  TrainConfig c = parse(both + R"(, "ignore_non_elastic_batch_info": true}})", 2);
+  EXPECT_EQ(c.trainBatchSize, 4);
+  ASSERT_FALSE(c.notes.empty());
+  EXPECT_NE(c.notes.back().find("'train_batch_size' is overridden by elasticity"),
+            std::string::npos);
+}
+
+TEST(Elasticity, InvalidValues) {
+  const std::string head = R"({"elasticity": {"enabled": true, )";
+  EXPECT_NE(errorOf(head + R"("micro_batch_sizes": [2]}})").find("max_train_batch_size' is missing"),
+            std::string::npos);
+  for (const char *mbs : {"[1, 4, -1, 2, -10]", "5", "[2, 0.5, 4]", "[\"a\"]", "[]"})
+    EXPECT_NE(errorOf(head + R"("max_train_batch_size": 8, "micro_batch_sizes": )" + mbs + "}}")
+                  .find("micro_batch_sizes"),
+              std::string::npos)
+        << mbs;
+  EXPECT_NE(errorOf(head + R"("max_train_batch_size": 8, "micro_batch_sizes": [2], "version": 0.3}})")
+                .find("versions 0.1 and 0.2"),
+            std::string::npos);
+  EXPECT_NE(errorOf(head + R"("max_train_batch_size": 8, "micro_batch_sizes": [2], "min_gpus": 4, "max_gpus": 2}})")
+                .find("is more than 'max_gpus'"),
+            std::string::npos);
+}

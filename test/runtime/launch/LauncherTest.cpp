@@ -14,6 +14,7 @@
 #include "io/FileUtil.h"
 #include "plan.pb.h"
 
+#include <CLI/CLI.hpp>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -183,6 +184,35 @@ TEST(RankArguments, DropLauncherFlagsAndPassTheRunFolder) {
   EXPECT_EQ(rankArguments(argv, "/abs/run"), want);
   want = {"--out", "/r"};
   EXPECT_EQ(rankArguments({"dsrt"}, "/r"), want);
+}
+
+/// A restart's arguments: the plan replaced wherever it stands among the
+/// options, --init / --resume replaced by the checkpoint, every other
+/// option (a flag, a value that looks like the plan) kept.
+TEST(RankArguments, RestartReplacesThePlanAndTheResumePoint) {
+  CLI::App app;
+  std::string plan, data, init, resume, out;
+  int64_t steps = 0;
+  bool profile = false;
+  app.add_option("plan", plan);
+  app.add_option("--data", data);
+  app.add_option("--init", init);
+  app.add_option("--resume", resume);
+  app.add_option("--out", out);
+  app.add_option("--steps", steps);
+  app.add_flag("--profile", profile);
+  std::vector<std::string> argv = {"dsrt", "--profile", "--data", "plan", "plan",
+                                   "--init=w.safetensors", "--steps", "40"};
+  std::vector<std::string> want = {"dsrt",    "--profile", "--data", "plan",
+                                   "plan/elastic/dp2", "--steps", "40", "--resume",
+                                   "ck/step-00000010"};
+  EXPECT_EQ(restartArguments(argv, app, "plan/elastic/dp2", "ck/step-00000010"), want);
+  argv = {"dsrt", "plan", "--resume", "old", "--steps", "40"};
+  want = {"dsrt", "plan/elastic/dp3", "--steps", "40", "--resume", "ck/step-00000015"};
+  EXPECT_EQ(restartArguments(argv, app, "plan/elastic/dp3", "ck/step-00000015"), want);
+  // No checkpoint yet: the same start again.
+  want = {"dsrt", "plan", "--resume", "old", "--steps", "40"};
+  EXPECT_EQ(restartArguments(argv, app, "plan", ""), want);
 }
 
 TEST(MpirunCommand, LocalRanks) {
