@@ -64,7 +64,7 @@ std::pair<int64_t, std::vector<int64_t>> compatibleV01(const std::vector<int64_t
   maxGpus = maxGpus ? maxGpus : maxBatch / smallest;
   for (int64_t mb : mbs)
     if (mb > maxBatch)
-      throw ConfigError(source + ": elasticity: every micro-batch size must be at most "
+      throw ConfigError((source.empty() ? "" : source + ": ") + "elasticity: every micro-batch size must be at most "
                         "max_train_batch_size " + std::to_string(maxBatch) + ", and " +
                         listText(mbs) + " has " + std::to_string(mb));
   std::vector<int64_t> bases = mbs;
@@ -112,7 +112,7 @@ std::pair<int64_t, std::vector<int64_t>> compatibleV01(const std::vector<int64_t
 ElasticBatch computeElasticBatch(const ElasticConfig &e, int64_t worldSize,
                                  const std::string &source) {
   auto fail = [&](const std::string &what) -> void {
-    throw ConfigError(source + ": elasticity: " + what);
+    throw ConfigError((source.empty() ? "" : source + ": ") + "elasticity: " + what);
   };
   ElasticBatch out;
   if (e.version == 0.1) {
@@ -221,7 +221,12 @@ bool readElasticity(const Section &top, int64_t worldSize, TrainConfig &cfg,
   e.modelParallelSize = el.count("model_parallel_size", 1, 1 << 20).value_or(1);
   e.gpusPerNode = el.count("num_gpus_per_node", 1, 1 << 20).value_or(1);
 
-  ElasticBatch b = computeElasticBatch(e, worldSize, top.path("elasticity"));
+  ElasticBatch b;
+  try {
+    b = computeElasticBatch(e, worldSize, "");
+  } catch (const ConfigError &err) {
+    top.fail(err.what()); // named after the config file
+  }
   e.validSizes = b.validSizes;
   // DeepSpeed takes control of the batch keys; one the user also set is an
   // error unless ignore_non_elastic_batch_info says to override it.
