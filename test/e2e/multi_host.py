@@ -20,6 +20,7 @@ hold (and exits 1). The bed is always taken down.
 
 import argparse
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -92,7 +93,7 @@ def losses(run):
     return [r.split(",")[1] for r in rows]
 
 
-def wait_for_steps(run, n, proc, limit=60):
+def wait_for_steps(run, n, proc, limit=60, poll=0.2):
     """Until RUN's metrics.csv has n steps (the ranks are training)."""
     t0 = time.time()
     while time.time() - t0 < limit and proc.poll() is None:
@@ -101,7 +102,7 @@ def wait_for_steps(run, n, proc, limit=60):
                 return True
         except (OSError, IndexError):
             pass
-        time.sleep(0.2)
+        time.sleep(poll)
     return False
 
 
@@ -359,6 +360,76 @@ def node_local(args, bed, work):
         fail("node-local: the merged checkpoint resumes differently from the shared one")
 
 
+def elastic(args, bed, work):
+    """dsrt --max-restarts: dp 4 over 4 hosts (an elasticity section: a
+    global batch of 96 on 1 to 4 ranks), host 4's ranks killed after step
+    12 with checkpoints every 5 steps; the run goes on from the newest
+    checkpoint on the 3 hosts left with PLAN/elastic/dp3, and its steps
+    after the restart equal a run of that plan resumed from that
+    checkpoint. Nothing is left on any host."""
+    cfg = os.path.join(work, "elastic.json")
+    with open(cfg, "w") as f:
+        f.write('{"elasticity": {"enabled": true, "max_train_batch_size": 96, '
+                '"micro_batch_sizes": [8], "max_gpus": 4, "version": 0.1}, '
+                '"zero_optimization": {"stage": 2}}\n')
+    plan = os.path.join(work, "plan-elastic")
+    subprocess.run([args.dsc, args.model, "--config", cfg, "--dp", "4", "-o", plan], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    four = bed.hostfile("hosts-4x1", [bed.addr(k) + " slots=1" for k in range(1, 5)])
+    run, ckpt_dir = os.path.join(work, "el-run"), os.path.join(work, "el-ckpt")
+    log = run + ".log"
+    steps = 60
+    with open(log, "w") as out:
+        proc = bed.popen(1, [args.dsrt, plan, "--hostfile", four, *bed.ssh, "--data", args.data,
+                             "--steps", str(steps), "--threads", "1", "--save-dir", ckpt_dir,
+                             "--save-interval", "5", "--max-restarts", "1", "--out", run], out)
+        if not wait_for_steps(run, 12, proc, poll=0.01):
+            fail("elastic: the run did not reach step 12")
+            proc.kill()
+            return
+        t0 = time.time()
+        kill_ranks_on(bed, 4)(proc)
+        try:
+            proc.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            fail("elastic: dsrt still runs 180 s after the kill")
+            return
+    took = time.time() - t0
+    text = open(log, errors="replace").read()
+    if proc.returncode != 0:
+        fail("elastic: dsrt exited %d: %s" % (proc.returncode, last_line(log)))
+        return
+    m = re.search(r"^dsrt: restart 1 of 1: (.*from checkpoint (\S+) \(step (\d+)\))$", text, re.M)
+    lost = re.search(r"^dsrt: (rank 3 on 198\.18\.0\.4 .*?);", text, re.M)
+    if not m or not lost:
+        fail("elastic: no lost host or no restart line in the log:\n" + text)
+        return
+    ckpt, step = m.group(2), int(m.group(3))
+    print("multi-host: elastic: %s" % lost.group(1), flush=True)
+    print("multi-host: elastic: restart 1 of 1: %s" % m.group(1).replace(plan, "PLAN")
+          .replace(ckpt_dir, "CKPT"), flush=True)
+    ref = os.path.join(work, "el-ref")
+    r = subprocess.run([args.dsrt, os.path.join(plan, "elastic", "dp3"), "--data", args.data,
+                        "--steps", str(steps), "--threads", "1", "--resume", ckpt, "--out", ref],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        fail("elastic: the reference run failed: " + r.stderr.strip())
+        return
+    after = os.path.join(run, "restart-1")
+    same_losses = losses(after) == losses(ref) and len(losses(after)) == steps - step
+    same_weights = subprocess.run(["cmp", "-s", os.path.join(after, "weights.safetensors"),
+                                   os.path.join(ref, "weights.safetensors")]).returncode == 0
+    if same_losses and same_weights:
+        print("multi-host: elastic: steps %d-%d on 3 hosts bitwise equal to PLAN/elastic/dp3 "
+              "resumed from step %d on 3 local ranks; the kill to the end: %.0f s" %
+              (step + 1, steps, step, took), flush=True)
+    else:
+        fail("elastic: after the restart, losses %s, weights %s" % (
+            "equal" if same_losses else "differ", "equal" if same_weights else "differ"))
+    check_clean(bed, "elastic", lost=4)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dsc", required=True)
@@ -367,6 +438,8 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--data", required=True)
     ap.add_argument("--work", required=True)
+    ap.add_argument("--only", choices=["parity", "node_local", "elastic", "faults"],
+                    help="run one part (the bed is made either way)")
     args = ap.parse_args()
     for a in ("dsc", "dsrt"):
         setattr(args, a, subprocess.run(["sh", "-c", "command -v " + getattr(args, a)],
@@ -377,9 +450,9 @@ def main():
     os.makedirs(args.work, exist_ok=True)
     bed = Bed(os.path.abspath(args.testbed), os.path.join(args.work, "bed"), 4)
     try:
-        parity(args, bed, args.work)
-        node_local(args, bed, args.work)
-        faults(args, bed, args.work)
+        for part in (parity, node_local, elastic, faults):
+            if args.only in (None, part.__name__):
+                part(args, bed, args.work)
     finally:
         bed.down()
     print("multi-host: %s" % ("OK" if not failures else "%d FAILED" % len(failures)))
