@@ -151,14 +151,6 @@ std::optional<int> launchIfNeeded(const LaunchOptions &options, const LaunchRequ
 // Building blocks, public for the tests.
 //===----------------------------------------------------------------------===//
 
-/// dsrt's arguments for a restart: the plan (the first positional
-/// argument) replaced by `plan`, and --init / --resume by `--resume resume`
-/// when `resume` is not empty. `app` (dsrt's parser) tells which options
-/// take a value.
-std::vector<std::string> restartArguments(const std::vector<std::string> &argv,
-                                          const CLI::App &app, const std::string &plan,
-                                          const std::string &resume);
-
 /// The arguments of every rank: `argv` without argv[0], the launcher flags
 /// (`--flag value` and `--flag=value`) and any --out, then `--out runDir`.
 std::vector<std::string> rankArguments(const std::vector<std::string> &argv,

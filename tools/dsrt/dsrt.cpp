@@ -283,7 +283,8 @@ int main(int argc, char **argv) {
     if (exec.plan().no_weights() && init.empty() && resume.empty())
       throw std::runtime_error(
           planDir + " holds no weights: " + exec.plan().source_model() +
-          " was exported without them (--no-weights); give the initial weights with --init "
+          " was exported without them (--no-weights), or it is an elastic plan, compiled for a "
+          "restart; give the initial weights with --init "
           "FILE (the model's state_dict as safetensors, as dsrt export or "
           "safetensors.torch.save_file write it) or continue a run with --resume CHECKPOINT");
     // A plan for one rank runs without mpirun and has no collective to time.

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/launch/Launcher.h"
+#include "runtime/launch/Restart.h"
 
 #include "TestDir.h"
 #include "io/FileUtil.h"
