@@ -24,9 +24,9 @@ namespace {
 
 // elasticity.py's HCN_LIST.
 constexpr int64_t kHighlyComposite[] = {
-    1,      2,      4,      6,      12,     24,     36,     48,     60,     120,
-    180,    240,    360,    720,    840,    1260,   1680,   2520,   5040,   7560,
-    10080,  15120,  20160,  25200,  27720,  45360,  50400,  55440,  83160,  110880,
+    1,      2,      4,      6,      12,     24,     36,     48,    60,    120,
+    180,    240,    360,    720,    840,    1260,   1680,   2520,  5040,  7560,
+    10080,  15120,  20160,  25200,  27720,  45360,  50400,  55440, 83160, 110880,
     166320, 221760, 277200, 332640, 498960, 554400, 665280, 720720};
 
 std::string listText(const std::vector<int64_t> &v) {
@@ -64,9 +64,11 @@ std::pair<int64_t, std::vector<int64_t>> compatibleV01(const std::vector<int64_t
   maxGpus = maxGpus ? maxGpus : maxBatch / smallest;
   for (int64_t mb : mbs)
     if (mb > maxBatch)
-      throw ConfigError((source.empty() ? "" : source + ": ") + "elasticity: every micro-batch size must be at most "
-                        "max_train_batch_size " + std::to_string(maxBatch) + ", and " +
-                        listText(mbs) + " has " + std::to_string(mb));
+      throw ConfigError((source.empty() ? "" : source + ": ") +
+                        "elasticity: every micro-batch size must be at most "
+                        "max_train_batch_size " +
+                        std::to_string(maxBatch) + ", and " + listText(mbs) + " has " +
+                        std::to_string(mb));
   std::vector<int64_t> bases = mbs;
   int64_t lcm = 1;
   for (int64_t mb : mbs) {
@@ -142,7 +144,8 @@ ElasticBatch computeElasticBatch(const ElasticConfig &e, int64_t worldSize,
       double dp = double(worldSize) / double(e.gpusPerNode) * double(perNode);
       std::optional<int64_t> chosen;
       for (int64_t mb : e.microBatchSizes) {
-        int64_t c = int64_t(std::floor(double(e.maxTrainBatch) / (double(mb) * dp)) * double(mb) * dp);
+        int64_t c =
+            int64_t(std::floor(double(e.maxTrainBatch) / (double(mb) * dp)) * double(mb) * dp);
         if (!chosen || (e.preferLargerBatch ? c > *chosen : c < *chosen))
           chosen = c;
       }
@@ -194,8 +197,10 @@ bool readElasticity(const Section &top, int64_t worldSize, TrainConfig &cfg,
   e.maxTrainBatch = *el.count("max_train_batch_size", 1, kMaxTrainBatch);
   const json &mbs = el.raw("micro_batch_sizes");
   if (!mbs.is_array() || mbs.empty())
-    el.fail("'" + el.path("micro_batch_sizes") + "' must be a non-empty list of micro-batch "
-            "sizes, got " + shown(mbs));
+    el.fail("'" + el.path("micro_batch_sizes") +
+            "' must be a non-empty list of micro-batch "
+            "sizes, got " +
+            shown(mbs));
   e.microBatchSizes.clear();
   for (const json &v : mbs) {
     if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > kMaxMicroBatch)
@@ -251,10 +256,12 @@ bool readElasticity(const Section &top, int64_t worldSize, TrainConfig &cfg,
   cfg.microBatchPerGpu = b.microBatch;
   cfg.gradAccumSteps = b.trainBatch / (b.microBatch * worldSize);
   for (const std::string &k : given)
-    notes.push_back("'" + k + "' is overridden by elasticity (ignore_non_elastic_batch_info): "
-                    "train_batch_size " + std::to_string(cfg.trainBatchSize) +
-                    ", micro-batch " + std::to_string(cfg.microBatchPerGpu) +
-                    ", gradient_accumulation_steps " + std::to_string(cfg.gradAccumSteps));
+    notes.push_back("'" + k +
+                    "' is overridden by elasticity (ignore_non_elastic_batch_info): "
+                    "train_batch_size " +
+                    std::to_string(cfg.trainBatchSize) + ", micro-batch " +
+                    std::to_string(cfg.microBatchPerGpu) + ", gradient_accumulation_steps " +
+                    std::to_string(cfg.gradAccumSteps));
   return true;
 }
 

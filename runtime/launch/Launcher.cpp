@@ -649,6 +649,9 @@ std::optional<PlanRanks> readPlanRanks(const std::string &planDir) {
     r.pp = shape.pp;
     r.tp = shape.tp;
     r.nodeLocal = plan.run_settings().checkpoint_node_local();
+    r.microBatchSize = plan.micro_batch_size();
+    int64_t m = r.pp > 1 ? plan.pipeline_micro_batches() : plan.program().micro_batches();
+    r.microBatches = m > 0 ? m : 1;
     return r;
   } catch (const PlanError &) {
     return std::nullopt;
@@ -667,6 +670,14 @@ std::string PlanRanks::describe() const {
            (tp > 1 ? " = " + std::to_string(ranks()) + " ranks" : std::string());
   return "pp=" + std::to_string(pp) + " x dp=" + std::to_string(dp) + tpText + " = " +
          std::to_string(ranks()) + " ranks";
+}
+
+std::string PlanRanks::batchText() const {
+  if (microBatchSize <= 0)
+    return "";
+  return "micro-batch " + std::to_string(microBatchSize) + " x " +
+         std::to_string(microBatches) + " accumulation steps: global batch " +
+         std::to_string(microBatchSize * microBatches * int64_t(dp));
 }
 
 std::string PlanRanks::recompileFor(size_t n) const {
@@ -1415,9 +1426,12 @@ std::optional<int> launchIfNeeded(const LaunchOptions &options, const LaunchRequ
   std::vector<std::string> argv = request.argv;
   std::string planDir = request.planDir, out = request.out;
   std::set<std::string> lostHosts;
+  std::string firstRunDir; // RUN: the restarts run in RUN/restart-K
   for (int64_t restart = 0;; ++restart) {
     Attempt attempt =
         runAttempt(options, request, ranks, *planRanks, fromHostfile, argv, out);
+    if (firstRunDir.empty())
+      firstRunDir = attempt.runDir;
     if (attempt.result.ok) {
       std::printf("dsrt: all %s finished; logs in %s/logs\n",
                   plural(ranks.size(), "rank", "ranks").c_str(), attempt.runDir.c_str());
@@ -1443,7 +1457,7 @@ std::optional<int> launchIfNeeded(const LaunchOptions &options, const LaunchRequ
     ranks = next.ranks;
     planRanks = next.planRanks;
     argv = next.argv;
-    out = attempt.runDir + "/restart-" + std::to_string(restart + 1);
+    out = firstRunDir + "/restart-" + std::to_string(restart + 1);
   }
 }
 

@@ -77,6 +77,10 @@ struct LaunchRequest {
 struct PlanRanks {
   uint32_t dp = 1, pp = 1, tp = 1;
   bool nodeLocal = false; // checkpoint.use_node_local_storage
+  int64_t microBatchSize = 0, microBatches = 1; // samples per micro-batch, per step
+  /// "micro-batch 8 x 4 accumulation steps: global batch 96" ("" when the
+  /// plan does not say its micro-batch size).
+  std::string batchText() const;
   size_t ranks() const { return size_t(dp) * pp * tp; }
   /// "dp=2", "pp=4 x dp=2 = 8 ranks", "dp=2 x tp=2 = 4 ranks".
   std::string describe() const;

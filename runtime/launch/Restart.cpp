@@ -31,12 +31,11 @@ std::vector<std::pair<std::string, PlanRanks>> restartPlans(const std::string &p
   return plans;
 }
 
-
 } // namespace
 
 Restart planRestart(const LaunchOptions &options, const LaunchRequest &request,
-                    const SuperviseResult &failed, bool fromHostfile, std::set<std::string> &lostHosts,
-                    const std::vector<RankSlot> &current) {
+                    const SuperviseResult &failed, bool fromHostfile,
+                    std::set<std::string> &lostHosts, const std::vector<RankSlot> &current) {
   Restart next;
   std::string without;
   // Without a hostfile every rank runs here: the same ranks again (the
@@ -59,9 +58,8 @@ Restart planRestart(const LaunchOptions &options, const LaunchRequest &request,
     throw LaunchError(failed.error + "; cannot restart: " + request.planDir +
                       "/plan.pb cannot be read any more");
   std::vector<std::pair<std::string, PlanRanks>> plans = restartPlans(request.planDir, *top);
-  auto fits = std::find_if(plans.begin(), plans.end(), [&](const auto &p) {
-    return p.second.ranks() <= available.size();
-  });
+  auto fits = std::find_if(plans.begin(), plans.end(),
+                           [&](const auto &p) { return p.second.ranks() <= available.size(); });
   std::string sizes;
   for (const auto &p : plans)
     sizes += (sizes.empty() ? "" : ", ") + std::to_string(p.second.ranks());
@@ -72,11 +70,10 @@ Restart planRestart(const LaunchOptions &options, const LaunchRequest &request,
                       ", and the plans compiled for this job need " + sizes +
                       " ranks (an elastic config compiles plans for fewer ranks beside the "
                       "plan: docs/multi-host.md)");
-  std::optional<std::pair<std::string, int64_t>> latest =
-      request.latestCheckpoint(request.saveDir);
+  std::optional<std::pair<std::string, int64_t>> latest = request.latestCheckpoint(request.saveDir);
   if (!latest && fits->first != request.planDir)
-    throw LaunchError(failed.error + "; cannot restart on fewer ranks: " +
-                      request.saveDir + " holds no complete checkpoint yet to continue from");
+    throw LaunchError(failed.error + "; cannot restart on fewer ranks: " + request.saveDir +
+                      " holds no complete checkpoint yet to continue from");
   next.ranks.assign(available.begin(), available.begin() + fits->second.ranks());
   next.planRanks = fits->second;
   next.argv = restartArguments(request.argv, *options.app, fits->first,
@@ -84,23 +81,23 @@ Restart planRestart(const LaunchOptions &options, const LaunchRequest &request,
   std::set<std::string> hosts;
   for (const RankSlot &r : next.ranks)
     hosts.insert(r.host);
-  next.what = (without.empty() ? std::string("on the same ") + plural(next.ranks.size(), "rank", "ranks")
-                               : "without " + without + ", on " +
-                                     plural(hosts.size(), "host", "hosts")) +
-              ": " + (fits->first == request.planDir ? "the same plan " : "plan ") + fits->first +
-              " (" + fits->second.describe() + ")" +
-              (latest ? ", from checkpoint " + latest->first + " (step " +
-                            std::to_string(latest->second) + ")"
-                      : ", from the start (no checkpoint yet)");
+  next.what =
+      (without.empty() ? std::string("on the same ") + plural(next.ranks.size(), "rank", "ranks")
+                       : "without " + without + ", on " + plural(hosts.size(), "host", "hosts")) +
+      ": " + (fits->first == request.planDir ? "the same plan " : "plan ") + fits->first + " (" +
+      fits->second.describe() +
+      (fits->second.batchText().empty() ? "" : ", " + fits->second.batchText()) + ")" +
+      (latest
+           ? ", from checkpoint " + latest->first + " (step " + std::to_string(latest->second) + ")"
+           : ", from the start (no checkpoint yet)");
   return next;
 }
 
 /// dsrt's arguments with the plan (its first positional argument) replaced
 /// by `plan` and --init / --resume by `--resume resume` (when not empty).
 /// `app` tells which options take a value.
-std::vector<std::string> restartArguments(const std::vector<std::string> &argv,
-                                          const CLI::App &app, const std::string &plan,
-                                          const std::string &resume) {
+std::vector<std::string> restartArguments(const std::vector<std::string> &argv, const CLI::App &app,
+                                          const std::string &plan, const std::string &resume) {
   std::vector<std::string> outArgs = {argv.at(0)};
   bool planSeen = false, positionalOnly = false;
   for (size_t i = 1; i < argv.size(); ++i) {

@@ -45,8 +45,8 @@ bool ElasticPlans::compile(mlir::MLIRContext &ctx, const std::string &planDir,
     } catch (const std::exception &e) {
       // A model whose batch is fixed cannot take another size's micro-batch.
       lines.push_back("  dp " + std::to_string(dp) + ": not compiled: " + e.what());
-      errs << "dsc: note: " << source << ": elasticity: dp " << dp << " is not compiled: "
-           << e.what() << "\n";
+      errs << "dsc: note: " << source << ": elasticity: dp " << dp
+           << " is not compiled: " << e.what() << "\n";
       continue;
     }
     mlir::OwningOpRef<mlir::ModuleOp> module = pristine_->clone();
