@@ -66,9 +66,6 @@ constexpr const char *kLauncherOnlyFlags[] = {
 /// OpenMPI frames its help messages with lines of 74 dashes.
 bool isHelpRule(const std::string &line) { return line == std::string(74, '-'); }
 
-std::string plural(size_t n, const char *one, const char *many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
-}
 
 /// `s` with every run of whitespace replaced by one space.
 std::string squeezeSpaces(const std::string &s) {
@@ -670,6 +667,10 @@ std::string PlanRanks::describe() const {
            (tp > 1 ? " = " + std::to_string(ranks()) + " ranks" : std::string());
   return "pp=" + std::to_string(pp) + " x dp=" + std::to_string(dp) + tpText + " = " +
          std::to_string(ranks()) + " ranks";
+}
+
+std::string plural(size_t n, const char *one, const char *many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
 std::string PlanRanks::batchText() const {
@@ -1437,18 +1438,16 @@ std::optional<int> launchIfNeeded(const LaunchOptions &options, const LaunchRequ
                   plural(ranks.size(), "rank", "ranks").c_str(), attempt.runDir.c_str());
       return 0;
     }
-    if (restart >= options.maxRestarts)
-      throw LaunchError(attempt.result.error +
-                        (options.maxRestarts && attempt.result.lostHosts.empty()
-                             ? " (not restarted: a rank ended the run by itself, and a restart "
-                               "would meet the same error)"
-                             : options.maxRestarts ? " (no restart left of --max-restarts " +
-                                                         std::to_string(options.maxRestarts) + ")"
-                                                   : ""));
-    if (attempt.result.lostHosts.empty())
+    // Only a lost host is restarted: a rank's own error would come again.
+    if (options.maxRestarts && attempt.result.lostHosts.empty())
       throw LaunchError(attempt.result.error +
                         " (not restarted: a rank ended the run by itself, and a restart would "
                         "meet the same error)");
+    if (restart >= options.maxRestarts)
+      throw LaunchError(attempt.result.error +
+                        (options.maxRestarts ? " (no restart left of --max-restarts " +
+                                                   std::to_string(options.maxRestarts) + ")"
+                                             : std::string()));
     std::fprintf(stderr, "dsrt: %s\n", attempt.result.error.c_str());
     Restart next = planRestart(options, request, attempt.result, fromHostfile, lostHosts, ranks);
     std::printf("dsrt: restart %lld of %lld: %s\n", (long long)(restart + 1),

@@ -89,6 +89,9 @@ struct PlanRanks {
   std::string recompileFor(size_t n) const;
 };
 
+/// "1 rank", "3 ranks": `n` with the word for its number.
+std::string plural(size_t n, const char *one, const char *many);
+
 /// The dp and pp of PLANDIR/plan.pb (0 counts as 1; a pipeline plan's dp
 /// from its stages when the top level has none), or nullopt when it cannot
 /// be read or parsed: dsrt's own plan checks then report why.

@@ -12,10 +12,6 @@ namespace dsrt::launch {
 
 namespace {
 
-std::string plural(size_t n, const char *one, const char *many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
-}
-
 /// The plans a restart can choose: the plan itself and the smaller
 /// data-parallel sizes dsc compiled beside it (PLAN/elastic/dpN).
 std::vector<std::pair<std::string, PlanRanks>> restartPlans(const std::string &planDir,
