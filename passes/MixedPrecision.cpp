@@ -12,12 +12,13 @@
 //     across micro-batches in fp32 (DeepSpeed's BF16_Optimizer default);
 //   * ops are put in one of three classes (the table in policyOf):
 //       low:    matmul, elementwise arithmetic, GELU / ReLU / tanh / erf /
-//               sigmoid, dropout, softmax and layer_norm: their float
-//               operands are cast to the low type
+//               sigmoid, dropout, softmax, layer_norm and the fused
+//               attention: their float operands are cast to the low type
 //               and they produce it. softmax and layer_norm keep fp32
 //               statistics inside their kernels; layer_norm's scale and
 //               bias stay fp32 (no copy, and their gradients are summed in
-//               fp32 by the kernel);
+//               fp32 by the kernel); attention computes its scores in
+//               fp32 and keeps its bias and row stats fp32;
 //       fp32:   the losses, log_softmax, exp / log / sqrt / rsqrt /
 //               reciprocal / pow, the reductions and the embedding gather:
 //               their float operands are cast to fp32 and so is what they
@@ -69,7 +70,7 @@ Policy policyOf(Operation *op) {
   return llvm::TypeSwitch<Operation *, Policy>(op)
       .Case<nn::MatmulOp, nn::AddOp, nn::SubOp, nn::MulOp, nn::DivOp, nn::MaxOp, nn::MinOp,
             nn::NegOp, nn::AbsOp, nn::TanhOp, nn::ErfOp, nn::ReluOp, nn::SigmoidOp, nn::GeluOp,
-            nn::DropoutOp, nn::SoftmaxOp, nn::LayerNormOp>(
+            nn::DropoutOp, nn::SoftmaxOp, nn::LayerNormOp, nn::AttentionOp>(
           [](Operation *) { return Policy::Low; })
       .Case<nn::GatherOp, nn::CrossEntropyOp, nn::NllLossOp, nn::LogSoftmaxOp, nn::ExpOp, nn::LogOp,
             nn::SqrtOp, nn::RsqrtOp, nn::ReciprocalOp, nn::PowOp, nn::ReduceSumOp,
@@ -138,17 +139,22 @@ private:
           target = low_;
     }
     // Only the float operands that carry the op's value: layer_norm's
-    // scale and bias stay fp32 (statistics and their gradients in fp32).
+    // scale and bias stay fp32 (statistics and their gradients in fp32),
+    // and so do attention's bias (added to fp32 scores) and its stats.
     auto ln = dyn_cast<nn::LayerNormOp>(op);
+    auto attention = dyn_cast<nn::AttentionOp>(op);
     for (OpOperand &use : op->getOpOperands()) {
       if (!isFloatTensor(use.get().getType()))
         continue;
       if (ln && use.getOperandNumber() != 0)
         continue;
-      if (getElementTypeOrSelf(use.get().getType()) != target)
-        use.set(valueAs(use.get(), target, op));
+      Type want = attention && use.getOperandNumber() == 3 ? f32_ : target;
+      if (getElementTypeOrSelf(use.get().getType()) != want)
+        use.set(valueAs(use.get(), want, op));
     }
     for (Value r : op->getResults()) {
+      if (attention && r == attention.getStats())
+        continue;
       if (!isFloatTensor(r.getType()) || getElementTypeOrSelf(r.getType()) == target)
         continue;
       original_.try_emplace(r, r.getType());

@@ -76,9 +76,9 @@ inline constexpr InstructionLayout kInstructionLayouts[] = {
     // inputs query, key, value[, bias]; the flags 0 or 1; ratio: dropout's;
     // on a tensor-parallel part, the heads' split as nn.dropout's.
     {"nn.attention", "scale_divides, causal, rng_stream, [tp_dim, tp_blocks, tp_size]",
-     "scale, ratio", "f32"},
+     "scale, ratio", "float"},
     {"nn.attention_grad", "scale_divides, causal, rng_stream, [tp_dim, tp_blocks, tp_size]",
-     "scale, ratio", "f32"},
+     "scale, ratio", "float"},
     // r: the spatial dims (1 to 3); pads: the begins, then the ends.
     {"nn.avg_pool", "kernel[r], strides[r], pads[2r], count_include_pad", "", "f32"},
     {"nn.avg_pool_grad", "kernel[r], strides[r], pads[2r], count_include_pad", "", "f32"},

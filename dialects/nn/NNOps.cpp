@@ -487,10 +487,12 @@ LogicalResult checkAttention(std::optional<Location> loc, Type queryType, Type k
   if (biasType) {
     auto b = tensorOf(biasType);
     auto shape = broadcastShapes(scores, b.getShape());
-    if (b.getElementType() != q.getElementType() || failed(shape) ||
+    // The bias is added to float32 scores: f32 whatever the query's type
+    // (mixed precision keeps it so).
+    if (!b.getElementType().isF32() || failed(shape) ||
         ArrayRef<int64_t>(*shape) != ArrayRef<int64_t>(scores))
       return fail(loc, "bias " + shapeStr(b.getShape()) + " must broadcast to the scores " +
-                           shapeStr(scores) + " and have the query's element type");
+                           shapeStr(scores) + " and be f32");
   }
   result.assign(qs.begin(), qs.end() - 1);
   result.push_back(vs[r - 1]);

@@ -441,8 +441,8 @@ def NN_AttentionOp : NN_Op<"attention", [InferTypeOpAdaptor,
     (x / sqrt(96) and x * (1 / sqrt(96)) round differently). `causal` masks
     the keys after each query (key j > query i, PyTorch's is_causal): their
     probabilities are exactly 0, whatever value the exported mask filled in.
-    The optional `bias` is added to the scaled scores and broadcasts to
-    [..., T, S]; it receives no gradient (nn-fusion fuses only a bias that
+    The optional `bias` (f32) is added to the scaled scores and broadcasts
+    to [..., T, S]; it receives no gradient (nn-fusion fuses only a bias that
     no parameter reaches). With `ratio` > 0, dropout draws the bits
     nn.dropout with `rng_stream` draws at the same positions of the
     [..., T, S] probabilities.
@@ -450,7 +450,9 @@ def NN_AttentionOp : NN_Op<"attention", [InferTypeOpAdaptor,
     The scores are never stored: `stats` [..., T, 2] (f32) keeps each row's
     maximum and the reciprocal of its sum of exponentials, from which the
     backward (nn.attention_grad) recomputes the probabilities bit for bit.
-    Every step rounds to the element type where the unfused ops would.
+    In f32 every step rounds where the unfused ops would; with bf16 or f16
+    operands (mixed precision) the scores, probabilities and products are
+    float32 and only the result (and the gradients) are rounded, once.
   }];
   let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
                        NN_FloatTensor:$value, Optional<NN_FloatTensor>:$bias,

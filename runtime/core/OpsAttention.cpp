@@ -2,9 +2,10 @@
 //
 // nn.attention (query, key, value[, bias] -> result, stats) and
 // nn.attention_grad (grad, query, key, value, stats[, bias] -> query, key
-// and value gradients); their attributes: plan/Instructions.h. float32
-// only for now (the mixed-precision kernel is issue 47's next step);
-// dropout draws nn.dropout's bits with nn.dropout's counter.
+// and value gradients); their attributes: plan/Instructions.h. query,
+// key, value, the result and the gradients share one float type (f32,
+// bf16 or f16: a mixed-precision plan's); the bias and the stats are f32.
+// Dropout draws nn.dropout's bits with nn.dropout's counter.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/core/OpsInternal.h"
@@ -30,7 +31,6 @@ void checkAttention(const Instr &i, const Check &c, const Tensor *q, const Tenso
   c.flag(1, "causal");
   c.floatIn(0, "scale", 1e-30, std::numeric_limits<double>::infinity());
   c.floatIn(1, "ratio", 0, 1);
-  c.floats({q, k, v});
   c.minRank(q, 2, "query");
   const int r = q->shape.rank;
   if (k->shape.rank != r || v->shape.rank != r ||
@@ -98,15 +98,19 @@ void addAttentionOps(OpTable &t) {
     const Tensor *bias = i.in.size() == 4 ? i.in[3] : nullptr;
     checkAttention(i, c, i.in[0], i.in[1], i.in[2], bias);
     const Tensor *q = i.in[0], *v = i.in[2], *out = i.out[0], *stats = i.out[1];
-    c.floats({out, stats});
+    const plan::DType d = c.sameFloat({q, i.in[1], v, out});
+    c.floats({stats});
     Tensor result = withLast(q, v->shape.dims[v->shape.rank - 1]), rows = withLast(q, 2);
     c.sameShape(&result, out);
     c.sameShape(&rows, stats);
-    i.run = [](const Instr &i, Context &ctx) {
-      const Tensor *bias = i.in.size() == 4 ? i.in[3] : nullptr;
-      cpu::attention(i.in[0]->f32(), i.in[1]->f32(), i.in[2]->f32(), i.out[0]->f32(),
-                     i.out[1]->f32(), attentionOf(i, i.in[0], i.in[1], i.in[2], bias, ctx));
-    };
+    i.run = byFloat(d, [](auto tag) -> KernelFn {
+      using T = typename decltype(tag)::type;
+      return [](const Instr &i, Context &ctx) {
+        const Tensor *bias = i.in.size() == 4 ? i.in[3] : nullptr;
+        cpu::attention(as<T>(i.in[0]), as<T>(i.in[1]), as<T>(i.in[2]), as<T>(i.out[0]),
+                       i.out[1]->f32(), attentionOf(i, i.in[0], i.in[1], i.in[2], bias, ctx));
+      };
+    });
   }};
   t["nn.attention_grad"] = {[](Instr &i, const Check &c) {
     if (i.in.size() != 5 && i.in.size() != 6)
@@ -114,7 +118,9 @@ void addAttentionOps(OpTable &t) {
     c.arity(i.in.size(), 3);
     const Tensor *bias = i.in.size() == 6 ? i.in[5] : nullptr;
     checkAttention(i, c, i.in[1], i.in[2], i.in[3], bias);
-    c.floats({i.in[0], i.in[4], i.out[0], i.out[1], i.out[2]});
+    const plan::DType d =
+        c.sameFloat({i.in[0], i.in[1], i.in[2], i.in[3], i.out[0], i.out[1], i.out[2]});
+    c.floats({i.in[4]});
     c.sameShape(i.in[1], i.out[0]);
     c.sameShape(i.in[2], i.out[1]);
     c.sameShape(i.in[3], i.out[2]);
@@ -122,12 +128,15 @@ void addAttentionOps(OpTable &t) {
     Tensor result = withLast(q, v->shape.dims[v->shape.rank - 1]), rows = withLast(q, 2);
     c.sameShape(&result, i.in[0]);
     c.sameShape(&rows, i.in[4]);
-    i.run = [](const Instr &i, Context &ctx) {
-      const Tensor *bias = i.in.size() == 6 ? i.in[5] : nullptr;
-      cpu::attentionGrad(i.in[0]->f32(), i.in[1]->f32(), i.in[2]->f32(), i.in[3]->f32(),
-                         i.in[4]->f32(), i.out[0]->f32(), i.out[1]->f32(), i.out[2]->f32(),
-                         attentionOf(i, i.in[1], i.in[2], i.in[3], bias, ctx));
-    };
+    i.run = byFloat(d, [](auto tag) -> KernelFn {
+      using T = typename decltype(tag)::type;
+      return [](const Instr &i, Context &ctx) {
+        const Tensor *bias = i.in.size() == 6 ? i.in[5] : nullptr;
+        cpu::attentionGrad(as<T>(i.in[0]), as<T>(i.in[1]), as<T>(i.in[2]), as<T>(i.in[3]),
+                           i.in[4]->f32(), as<T>(i.out[0]), as<T>(i.out[1]), as<T>(i.out[2]),
+                           attentionOf(i, i.in[1], i.in[2], i.in[3], bias, ctx));
+      };
+    });
   }};
 }
 

@@ -128,3 +128,27 @@ func.func @tied(%ids: tensor<2x3xi64> {train.input = "ids"}, %t: tensor<2x3xi64>
   %loss = nn.cross_entropy %r, %tt : tensor<6x10xf32>, tensor<6xi64> -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// The fused attention (nn-fusion's nn.attention) computes in bf16 storage:
+// query, key and value are cast, the result is bf16; its bias is added to
+// float32 scores and stays f32, even when what made it was lowered (the
+// nn.add here), and so do the row stats. Its gradient reads the bf16
+// result gradient and the f32 stats.
+// BF16-LABEL: func.func @attention(
+// BF16:         %[[Q:.*]] = nn.mul {{.*}} -> tensor<2x4x8xbf16>
+// BF16:         %[[BIAS:.*]] = nn.add {{.*}} -> tensor<2x4x4xbf16>
+// BF16-NEXT:    %[[BIAS32:.*]] = nn.cast %[[BIAS]] : tensor<2x4x4xbf16> to tensor<2x4x4xf32>
+// BF16-NEXT:    %[[R:.*]], %{{.*}} = nn.attention %[[Q]], %[[Q]], %[[Q]], %[[BIAS32]] {{.*}} : tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4x4xf32> -> tensor<2x4x8xbf16>, tensor<2x4x2xf32>
+// BF16-NEXT:    nn.cast %[[R]] : tensor<2x4x8xbf16> to tensor<2x4x8xf32>
+// STEP-LABEL: func.func @attention(
+// STEP:         nn.attention_grad {{.*}} : tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4x2xf32>, tensor<2x4x4xf32>
+func.func @attention(%x: tensor<2x4x8xf32> {train.input = "x"}, %m: tensor<2x4x4xf32> {train.input = "m"},
+                     %w: tensor<2x4x8xf32> {train.param = "w"}) -> (tensor<f32> {train.loss}) {
+  %q = nn.mul %x, %w : tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %b = nn.add %m, %m : tensor<2x4x4xf32>, tensor<2x4x4xf32> -> tensor<2x4x4xf32>
+  %r, %s = nn.attention %q, %q, %q, %b {scale = 0.5 : f64} : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x4xf32> -> tensor<2x4x8xf32>, tensor<2x4x2xf32>
+  %loss = nn.reduce_sum %r {axes = array<i64: 0, 1, 2>} : tensor<2x4x8xf32> -> tensor<f32>
+  return %loss : tensor<f32>
+}

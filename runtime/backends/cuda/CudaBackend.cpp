@@ -26,6 +26,8 @@
 // Two bind-time fusions run before the binding: the attention softmax's
 // scale and mask (FuseSoftmax.cpp) and the casts around a bf16
 // cross-entropy (FuseCrossEntropy.cpp); both give the unfused bits.
+// dsc's fused attention (nn.attention) is composed from the same kernels
+// over the scratch (Attention.cpp).
 //
 // Not yet on the device (each refused by name, so that `--device auto`
 // runs such a plan on the CPU): plans for several ranks (collectives over
@@ -38,6 +40,7 @@
 // float accumulation.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/backends/cuda/DeviceState.h"
 #include "runtime/backends/cuda/Fusions.h"
 #include "runtime/core/Backend.h"
 #include "runtime/kernels/cuda/Kernels.h"
@@ -46,25 +49,6 @@
 #include <memory>
 
 namespace dsrt {
-
-struct DeviceState {
-  std::unique_ptr<cuda::Blas> blas;
-  void *arena = nullptr;
-  uint64_t arenaBytes = 0;
-  void *scratch = nullptr;
-  size_t scratchBytes = 0; // the largest any instruction needs
-  int64_t *bad = nullptr;  // one counter per instruction that counts
-  std::vector<const Instr *> badInstrs;
-  std::vector<int64_t> badHost;
-  double *sumSq = nullptr;
-  std::unique_ptr<cuda::Events> events; // --profile: two per instruction
-  ~DeviceState() {
-    blas.reset();
-    for (void *p : {arena, scratch, static_cast<void *>(bad), static_cast<void *>(sumSq)})
-      if (p)
-        cuda::deviceFree(p);
-  }
-};
 
 namespace {
 using namespace ops;
@@ -408,6 +392,10 @@ const std::map<std::string, BindFn> &deviceTable() {
         };
       });
     };
+    // Fused attention: the unfused chain's kernels over scratch
+    // (Attention.cpp).
+    for (const char *op : {"nn.attention", "nn.attention_grad"})
+      t[op] = [](const Binder &b) { b.needs(bindCudaAttention(b.i, b.where)); };
     t["nn.dropout"] = [](const Binder &b) {
       if (b.i.ints.size() != 1)
         b.refuse("no CUDA kernel for dropout on a tensor-parallel part yet");

@@ -13,8 +13,15 @@
 // (nanoGPT), the unfused GEMM takes another operand layout and may add in
 // another order.
 //
+// bf16 and fp16 operands (a mixed-precision plan) are widened a head at a
+// time and everything runs in float32 as above, the result and gradients
+// rounded once: more exact than the unfused low-precision chain, which
+// rounds the scores, the scaled scores and the probabilities to bf16 on
+// the way (test/e2e/fuse-attention.test states the bound).
+//
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/common/DropoutBits.h"
+#include "runtime/kernels/cpu/Half.h"
 #include "runtime/kernels/cpu/Internal.h"
 
 #include <cmath>
@@ -132,19 +139,53 @@ template <class F> void forHeads(const Attention &a, F &&f) {
     f(h);
 }
 
+/// A head's operand as float: x itself, or x widened into scratch slot S.
+template <int Slot, class T> const float *headIn(const T *x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    (void)n;
+    return x;
+  } else {
+    float *w = scratch<float, Slot>(size_t(n));
+    convert(x, w, n);
+    return w;
+  }
+}
+
+/// Where a head's result is computed: y itself, or float scratch slot S
+/// that headOut then rounds into y.
+template <int Slot, class T> float *headResult(T *y, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    (void)n;
+    return y;
+  } else {
+    return scratch<float, Slot>(size_t(n));
+  }
+}
+template <class T> void headOut(const float *x, T *y, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    (void)x, (void)y, (void)n;
+  } else {
+    convert(x, y, n);
+  }
+}
+
 } // namespace
 
-void attention(const float *q, const float *k, const float *v, float *result, float *stats,
-               const Attention &a) {
-  const int64_t T = a.T, S = a.S, E = a.E, F = a.F;
+template <class T>
+void attention(const T *q, const T *k, const T *v, T *result, float *stats, const Attention &a) {
+  const int64_t T_ = a.T, S = a.S, E = a.E, F = a.F;
   const Drop drop(a);
   forHeads(a, [&](int64_t h) {
-    float *x = scratch<float, 0>(size_t(T * S));
-    float *p = scratch<float, 1>(size_t(T * S));
-    gemm(false, true, T, S, E, q + h * T * E, k + h * S * E, x);
+    float *x = scratch<float, 0>(size_t(T_ * S));
+    float *p = scratch<float, 1>(size_t(T_ * S));
+    const float *qh = headIn<3>(q + h * T_ * E, T_ * E);
+    const float *kh = headIn<4>(k + h * S * E, S * E);
+    const float *vh = headIn<5>(v + h * S * F, S * F);
+    float *out = headResult<6>(result + h * T_ * F, T_ * F);
+    gemm(false, true, T_, S, E, qh, kh, x);
     scoresOf(a, h, x);
-    float *st = stats + h * T * 2;
-    for (int64_t i = 0; i < T; ++i) {
+    float *st = stats + h * T_ * 2;
+    for (int64_t i = 0; i < T_; ++i) {
       // softmaxRow, keeping its maximum and reciprocal sum.
       const float m = rowMax(x + i * S, S);
       const float inv = 1.0f / expShifted(x + i * S, m, p + i * S, S);
@@ -156,24 +197,29 @@ void attention(const float *q, const float *k, const float *v, float *result, fl
     }
     if (drop.on)
       dropIn(a, h, p, drop.key, drop.threshold, drop.keep);
-    gemm(false, false, T, F, S, p, v + h * S * F, result + h * T * F);
+    gemm(false, false, T_, F, S, p, vh, out);
+    headOut(out, result + h * T_ * F, T_ * F);
   });
 }
 
-void attentionGrad(const float *dresult, const float *q, const float *k, const float *v,
-                   const float *stats, float *dq, float *dk, float *dv, const Attention &a) {
-  const int64_t T = a.T, S = a.S, E = a.E, F = a.F;
+template <class T>
+void attentionGrad(const T *dresult, const T *q, const T *k, const T *v, const float *stats,
+                   T *dq, T *dk, T *dv, const Attention &a) {
+  const int64_t T_ = a.T, S = a.S, E = a.E, F = a.F;
   const Drop drop(a);
   forHeads(a, [&](int64_t h) {
-    float *x = scratch<float, 0>(size_t(T * S));
-    float *p = scratch<float, 1>(size_t(T * S));
-    float *d = scratch<float, 2>(size_t(T * S));
-    const float *dO = dresult + h * T * F, *qh = q + h * T * E, *kh = k + h * S * E;
+    float *x = scratch<float, 0>(size_t(T_ * S));
+    float *p = scratch<float, 1>(size_t(T_ * S));
+    float *d = scratch<float, 2>(size_t(T_ * S));
+    const float *qh = headIn<3>(q + h * T_ * E, T_ * E);
+    const float *kh = headIn<4>(k + h * S * E, S * E);
+    const float *vh = headIn<5>(v + h * S * F, S * F);
+    const float *dO = headIn<6>(dresult + h * T_ * F, T_ * F);
     // The probabilities, as the forward computed them.
-    gemm(false, true, T, S, E, qh, kh, x);
+    gemm(false, true, T_, S, E, qh, kh, x);
     scoresOf(a, h, x);
-    const float *st = stats + h * T * 2;
-    for (int64_t i = 0; i < T; ++i) {
+    const float *st = stats + h * T_ * 2;
+    for (int64_t i = 0; i < T_; ++i) {
       (void)expShifted(x + i * S, st[2 * i], p + i * S, S);
       const float inv = st[2 * i + 1];
       float *pr = p + i * S;
@@ -182,24 +228,39 @@ void attentionGrad(const float *dresult, const float *q, const float *k, const f
     }
     // dV = P'^T dO, with P' the dropped probabilities (in x).
     if (drop.on) {
-      for (int64_t i = 0; i < T * S; ++i)
+      for (int64_t i = 0; i < T_ * S; ++i)
         x[i] = p[i];
       dropIn(a, h, x, drop.key, drop.threshold, drop.keep);
     }
-    gemm(true, false, S, F, T, drop.on ? x : p, dO, dv + h * S * F);
+    float *dvh = headResult<7>(dv + h * S * F, S * F);
+    gemm(true, false, S, F, T_, drop.on ? x : p, dO, dvh);
+    headOut(dvh, dv + h * S * F, S * F);
     // dP = dropout_grad(dO V^T), then dS = softmax_grad(P, dP) (in d).
-    gemm(false, true, T, S, F, dO, v + h * S * F, x);
+    gemm(false, true, T_, S, F, dO, vh, x);
     if (drop.on)
       dropIn(a, h, x, drop.key, drop.threshold, drop.keep);
-    for (int64_t i = 0; i < T; ++i)
+    for (int64_t i = 0; i < T_; ++i)
       softmaxGradRow(p + i * S, x + i * S, d + i * S, S);
     // Through the mask (masked scores get none) and the scale.
     if (a.causal)
       fillMasked(a, d, 0.0f);
     scaleScores(a, d);
-    gemm(false, false, T, E, S, d, kh, dq + h * T * E);
-    gemm(true, false, S, E, T, d, qh, dk + h * S * E);
+    float *dqh = headResult<7>(dq + h * T_ * E, T_ * E);
+    gemm(false, false, T_, E, S, d, kh, dqh);
+    headOut(dqh, dq + h * T_ * E, T_ * E);
+    float *dkh = headResult<7>(dk + h * S * E, S * E);
+    gemm(true, false, S, E, T_, d, qh, dkh);
+    headOut(dkh, dk + h * S * E, S * E);
   });
 }
+
+#define DSRT_ATTENTION(T)                                                                          \
+  template void attention<T>(const T *, const T *, const T *, T *, float *, const Attention &);    \
+  template void attentionGrad<T>(const T *, const T *, const T *, const T *, const float *, T *,  \
+                                 T *, T *, const Attention &);
+DSRT_ATTENTION(float)
+DSRT_ATTENTION(Bf16)
+DSRT_ATTENTION(Fp16)
+#undef DSRT_ATTENTION
 
 } // namespace dsrt::cpu

@@ -318,12 +318,16 @@ struct Attention {
 /// time in per-thread scratch; the probabilities are the unfused chain's
 /// (matmul, mul or div, select or add, softmax, dropout) bit for bit where
 /// the GEMM library computes a head's scores as the batched matmul does.
-void attention(const float *q, const float *k, const float *v, float *result, float *stats,
-               const Attention &a);
+/// T is float, Bf16 or Fp16: half operands are widened a head at a time,
+/// the arithmetic is float32's and the result is rounded once; the bias
+/// and the stats are float.
+template <class T>
+void attention(const T *q, const T *k, const T *v, T *result, float *stats, const Attention &a);
 /// dq, dk, dv from the result's gradient `dresult` and the forward's stats,
 /// recomputing the probabilities and the dropout bits.
-void attentionGrad(const float *dresult, const float *q, const float *k, const float *v,
-                   const float *stats, float *dq, float *dk, float *dv, const Attention &a);
+template <class T>
+void attentionGrad(const T *dresult, const T *q, const T *k, const T *v, const float *stats,
+                   T *dq, T *dk, T *dv, const Attention &a);
 
 //===--- optimizers (in place, DeepSpeed / torch semantics) ---------------===//
 

@@ -175,6 +175,9 @@ void sumSquares(const float *x, int64_t n, double *out, void *stream = nullptr);
 /// x *= s; x = v (n elements).
 void scale(float *x, int64_t n, float s, void *stream = nullptr);
 void fill(float *x, int64_t n, float v, void *stream = nullptr);
+/// cond[i, j] = j > i over [T, S]: the keys after each query (the flags
+/// maskedSoftmax fills for a causal attention).
+void causalFlags(uint8_t *cond, int64_t T, int64_t S, void *stream = nullptr);
 
 //===--- broadcasts and layouts (Layout.cu) -------------------------------===//
 

@@ -222,6 +222,12 @@ __global__ void fillKernel(float *x, int64_t n, float v) {
     x[i] = v;
 }
 
+__global__ void causalFlagsKernel(uint8_t *cond, int64_t T, int64_t S) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < T * S;
+       i += int64_t(gridDim.x) * blockDim.x)
+    cond[i] = (i % S) > (i / S) ? 1 : 0;
+}
+
 /// Column sums, pass 1: block (x, s) sums columns [32 x, + 32) over row
 /// slice s; thread (c, r) adds rows r, r + 8, ... of its column in double,
 /// then the 8 partials are added in order.
@@ -560,6 +566,13 @@ void fill(float *x, int64_t n, float v, void *stream) {
     return;
   fillKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, n, v);
   launched("fill");
+}
+
+void causalFlags(uint8_t *cond, int64_t T, int64_t S, void *stream) {
+  if (T * S == 0)
+    return;
+  causalFlagsKernel<<<blocksFor(T * S), kThreads, 0, asStream(stream)>>>(cond, T, S);
+  launched("causalFlags");
 }
 
 namespace {

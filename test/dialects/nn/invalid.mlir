@@ -1044,7 +1044,7 @@ func.func @attention_ratio(%q: tensor<4x8x16xf32>) {
 // -----
 
 func.func @attention_bias(%q: tensor<4x8x16xf32>, %b: tensor<4x8x16xf32>) {
-  // expected-error @+2 {{bias [4,8,16] must broadcast to the scores [4,8,8] and have the query's element type}}
+  // expected-error @+2 {{bias [4,8,16] must broadcast to the scores [4,8,8] and be f32}}
   // expected-error @+1 {{'nn.attention' op failed to infer returned types}}
   %0, %1 = nn.attention %q, %q, %q, %b {scale = 1.0 : f64} : tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32> -> tensor<4x8x16xf32>, tensor<4x8x2xf32>
   return
@@ -1063,5 +1063,14 @@ func.func @attention_grad_stats(%dy: tensor<4x8x16xf32>, %q: tensor<4x8x16xf32>,
 func.func @attention_grad_grad(%dy: tensor<4x8x8xf32>, %q: tensor<4x8x16xf32>, %s: tensor<4x8x2xf32>) {
   // expected-error @+1 {{'nn.attention_grad' op grad 'tensor<4x8x8xf32>' must be the forward's result type 'tensor<4x8x16xf32>'}}
   %0:3 = nn.attention_grad %dy, %q, %q, %q, %s {scale = 1.0 : f64} : tensor<4x8x8xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x2xf32>
+  return
+}
+
+// -----
+
+func.func @attention_bias_low(%q: tensor<4x8x16xbf16>, %b: tensor<4x8x8xbf16>) {
+  // expected-error @+2 {{bias [4,8,8] must broadcast to the scores [4,8,8] and be f32}}
+  // expected-error @+1 {{'nn.attention' op failed to infer returned types}}
+  %0, %1 = nn.attention %q, %q, %q, %b {scale = 1.0 : f64} : tensor<4x8x16xbf16>, tensor<4x8x16xbf16>, tensor<4x8x16xbf16>, tensor<4x8x8xbf16> -> tensor<4x8x16xbf16>, tensor<4x8x2xf32>
   return
 }

@@ -278,14 +278,14 @@ func.func @dropout(%x: tensor<8x16xf32>) {
 // takes the forward's operands, stats and attributes and returns the
 // three operands' types. Defaults (ratio 0, rng_stream 0) are not printed.
 // CHECK-LABEL: func.func @attention(
-// CHECK-SAME:    %[[Q:.*]]: tensor<2x4x8x16xbf16>, %[[K:.*]]: tensor<2x4x6x16xbf16>, %[[V:.*]]: tensor<2x4x6x32xbf16>, %[[B:.*]]: tensor<2x1x1x6xbf16>, %[[DY:.*]]: tensor<2x4x8x32xbf16>)
+// CHECK-SAME:    %[[Q:.*]]: tensor<2x4x8x16xbf16>, %[[K:.*]]: tensor<2x4x6x16xbf16>, %[[V:.*]]: tensor<2x4x6x32xbf16>, %[[B:.*]]: tensor<2x1x1x6xf32>, %[[DY:.*]]: tensor<2x4x8x32xbf16>)
 // CHECK-NEXT:    nn.attention %[[Q]], %[[K]], %[[V]] {causal, scale = 2.500000e-01 : f64} : tensor<2x4x8x16xbf16>, tensor<2x4x6x16xbf16>, tensor<2x4x6x32xbf16> -> tensor<2x4x8x32xbf16>, tensor<2x4x8x2xf32>
-// CHECK-NEXT:    %{{.*}}, %[[S:.*]] = nn.attention %[[Q]], %[[K]], %[[V]], %[[B]] {ratio = 1.000000e-01 : f64, rng_stream = 3 : i64, scale = 4.000000e+00 : f64, scale_divides} : tensor<2x4x8x16xbf16>, tensor<2x4x6x16xbf16>, tensor<2x4x6x32xbf16>, tensor<2x1x1x6xbf16> -> tensor<2x4x8x32xbf16>, tensor<2x4x8x2xf32>
-// CHECK-NEXT:    nn.attention_grad %[[DY]], %[[Q]], %[[K]], %[[V]], %[[S]], %[[B]] {ratio = 1.000000e-01 : f64, rng_stream = 3 : i64, scale = 4.000000e+00 : f64, scale_divides} : tensor<2x4x8x32xbf16>, tensor<2x4x8x16xbf16>, tensor<2x4x6x16xbf16>, tensor<2x4x6x32xbf16>, tensor<2x4x8x2xf32>, tensor<2x1x1x6xbf16>
-func.func @attention(%q: tensor<2x4x8x16xbf16>, %k: tensor<2x4x6x16xbf16>, %v: tensor<2x4x6x32xbf16>, %b: tensor<2x1x1x6xbf16>, %dy: tensor<2x4x8x32xbf16>) {
+// CHECK-NEXT:    %{{.*}}, %[[S:.*]] = nn.attention %[[Q]], %[[K]], %[[V]], %[[B]] {ratio = 1.000000e-01 : f64, rng_stream = 3 : i64, scale = 4.000000e+00 : f64, scale_divides} : tensor<2x4x8x16xbf16>, tensor<2x4x6x16xbf16>, tensor<2x4x6x32xbf16>, tensor<2x1x1x6xf32> -> tensor<2x4x8x32xbf16>, tensor<2x4x8x2xf32>
+// CHECK-NEXT:    nn.attention_grad %[[DY]], %[[Q]], %[[K]], %[[V]], %[[S]], %[[B]] {ratio = 1.000000e-01 : f64, rng_stream = 3 : i64, scale = 4.000000e+00 : f64, scale_divides} : tensor<2x4x8x32xbf16>, tensor<2x4x8x16xbf16>, tensor<2x4x6x16xbf16>, tensor<2x4x6x32xbf16>, tensor<2x4x8x2xf32>, tensor<2x1x1x6xf32>
+func.func @attention(%q: tensor<2x4x8x16xbf16>, %k: tensor<2x4x6x16xbf16>, %v: tensor<2x4x6x32xbf16>, %b: tensor<2x1x1x6xf32>, %dy: tensor<2x4x8x32xbf16>) {
   %0, %1 = nn.attention %q, %k, %v {scale = 0.25 : f64, causal, ratio = 0.0 : f64} : tensor<2x4x8x16xbf16>, tensor<2x4x6x16xbf16>, tensor<2x4x6x32xbf16> -> tensor<2x4x8x32xbf16>, tensor<2x4x8x2xf32>
-  %2, %3 = nn.attention %q, %k, %v, %b {scale = 4.0 : f64, scale_divides, ratio = 0.1 : f64, rng_stream = 3 : i64} : tensor<2x4x8x16xbf16>, tensor<2x4x6x16xbf16>, tensor<2x4x6x32xbf16>, tensor<2x1x1x6xbf16> -> tensor<2x4x8x32xbf16>, tensor<2x4x8x2xf32>
-  %4:3 = nn.attention_grad %dy, %q, %k, %v, %3, %b {scale = 4.0 : f64, scale_divides, ratio = 0.1 : f64, rng_stream = 3 : i64} : tensor<2x4x8x32xbf16>, tensor<2x4x8x16xbf16>, tensor<2x4x6x16xbf16>, tensor<2x4x6x32xbf16>, tensor<2x4x8x2xf32>, tensor<2x1x1x6xbf16>
+  %2, %3 = nn.attention %q, %k, %v, %b {scale = 4.0 : f64, scale_divides, ratio = 0.1 : f64, rng_stream = 3 : i64} : tensor<2x4x8x16xbf16>, tensor<2x4x6x16xbf16>, tensor<2x4x6x32xbf16>, tensor<2x1x1x6xf32> -> tensor<2x4x8x32xbf16>, tensor<2x4x8x2xf32>
+  %4:3 = nn.attention_grad %dy, %q, %k, %v, %3, %b {scale = 4.0 : f64, scale_divides, ratio = 0.1 : f64, rng_stream = 3 : i64} : tensor<2x4x8x32xbf16>, tensor<2x4x8x16xbf16>, tensor<2x4x6x16xbf16>, tensor<2x4x6x32xbf16>, tensor<2x4x8x2xf32>, tensor<2x1x1x6xf32>
   return
 }
 

@@ -131,9 +131,10 @@ const std::map<std::string, Builder> &builders() {
       c.set({c.t({2, 4}, d), c.t({2, 4}, plan::BOOL)}, {c.t({2, 4}, d)}, {}, {0.1});
     };
     // Attention: query [2, 3, 4], key [2, 5, 4], value [2, 5, 6], a bias
-    // over the keys; ints scale_divides, causal, rng_stream; scale, ratio.
+    // over the keys (f32, as the stats); ints scale_divides, causal,
+    // rng_stream; scale, ratio.
     b["nn.attention"] = [](Case &c, DType d) {
-      c.set({c.t({2, 3, 4}, d), c.t({2, 5, 4}, d), c.t({2, 5, 6}, d), c.t({2, 1, 5}, d)},
+      c.set({c.t({2, 3, 4}, d), c.t({2, 5, 4}, d), c.t({2, 5, 6}, d), c.f({2, 1, 5})},
             {c.t({2, 3, 6}, d), c.f({2, 3, 2})}, {0, 1, 0}, {0.5, 0.1});
     };
     b["nn.attention_grad"] = [](Case &c, DType d) {

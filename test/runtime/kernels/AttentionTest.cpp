@@ -15,6 +15,8 @@
 //===----------------------------------------------------------------------===//
 #include "TestUtil.h"
 
+#include "runtime/kernels/cpu/Half.h"
+
 namespace dsrt::cpu::test {
 namespace {
 
@@ -212,6 +214,56 @@ TEST(Attention, GradientIsTheUnfusedBackward) {
     ++which;
   }
 }
+
+// bf16 and fp16 operands: the float kernel on the widened operands, the
+// result and gradients rounded once (the contract a mixed-precision plan
+// relies on; the unfused bf16 chain rounds on the way, so it differs).
+template <class H> void halfIsFloatRoundedOnce() {
+  ThreadCount threads(2);
+  int which = 0;
+  for (const Case &c : kCases) {
+    SCOPED_TRACE("case " + std::to_string(which));
+    const int64_t heads = c.B * c.H;
+    auto round = [](std::vector<float> x) {
+      std::vector<H> h(x.size());
+      detail::convert(x.data(), h.data(), int64_t(x.size()));
+      return h;
+    };
+    auto widen = [](const std::vector<H> &h) {
+      std::vector<float> x(h.size());
+      detail::convert(h.data(), x.data(), int64_t(h.size()));
+      return x;
+    };
+    auto q = round(uniform(heads * c.T * c.E, 100 + which, -2, 2));
+    auto k = round(uniform(heads * c.S * c.E, 200 + which, -2, 2));
+    auto v = round(uniform(heads * c.S * c.F, 300 + which));
+    auto dO = round(uniform(heads * c.T * c.F, 500 + which));
+    Shape bs = biasShapeOf(c, which);
+    auto bias = uniform(bs.numel(), 400 + which, -3, 0);
+    Attention a = attentionOf(c, bias, bs);
+    std::vector<float> qf = widen(q), kf = widen(k), vf = widen(v), dOf = widen(dO);
+    std::vector<float> out(heads * c.T * c.F), stats(heads * c.T * 2);
+    attention(qf.data(), kf.data(), vf.data(), out.data(), stats.data(), a);
+    std::vector<float> fq(q.size()), fk(k.size()), fv(v.size());
+    attentionGrad(dOf.data(), qf.data(), kf.data(), vf.data(), stats.data(), fq.data(), fk.data(),
+                  fv.data(), a);
+
+    std::vector<H> hout(out.size()), hq(q.size()), hk(k.size()), hv(v.size());
+    std::vector<float> hstats(stats.size());
+    attention(q.data(), k.data(), v.data(), hout.data(), hstats.data(), a);
+    attentionGrad(dO.data(), q.data(), k.data(), v.data(), hstats.data(), hq.data(), hk.data(),
+                  hv.data(), a);
+    EXPECT_TRUE(bitEqual(hstats, stats));
+    EXPECT_TRUE(bitEqual(widen(hout), widen(round(out))));
+    EXPECT_TRUE(bitEqual(widen(hq), widen(round(fq))));
+    EXPECT_TRUE(bitEqual(widen(hk), widen(round(fk))));
+    EXPECT_TRUE(bitEqual(widen(hv), widen(round(fv))));
+    ++which;
+  }
+}
+
+TEST(Attention, Bf16IsFloatRoundedOnce) { halfIsFloatRoundedOnce<Bf16>(); }
+TEST(Attention, Fp16IsFloatRoundedOnce) { halfIsFloatRoundedOnce<Fp16>(); }
 
 // A part of the heads (a tensor-parallel rank's) draws the whole tensor's
 // dropout bits when given its first probability's index.
