@@ -7,21 +7,24 @@
 The model of issue 12: models/gpt.py with --layers 6 --d-model 384 --heads 6
 --seq 128 --batch 8 --vocab 4096 --dropout 0 (tied head, erf GELU), AdamW
 (lr 3e-4, no weight decay, no clipping), the project's own text as byte
-tokens (ids < 256 < vocab), --threads kernel threads. Four runs on the same
+tokens (ids < 256 < vocab), --threads kernel threads. Six runs on the same
 model and data:
 
 * dsc bf16: `dsc model.onnx --config CFG --precision bf16 -o plan`, then dsrt
-  (fp32 master weights, gradients and Adam states; bf16 compute);
+  (fp32 master weights, gradients and Adam states; bf16 compute), with
+  dsc's default fusion (`--fuse all`), and the same unfused (`--fuse none`);
 * PyTorch bf16 autocast: bench/train_pytorch.py's loop with forward and loss
   inside `torch.autocast("cpu", dtype=torch.bfloat16)`, backward and AdamW
   outside, fp32 parameters (what users write);
-* dsc fp32 and PyTorch fp32.
+* dsc fp32 (fused and unfused) and PyTorch fp32.
 
 Both PyTorch runs use torch.set_flush_denormal(True), as dsrt always does
 (bench/train_gpt.py's fair baseline). Each run trains --warmup untimed then
 --steps timed steps in its own process; its speed is the median timed step.
-The four runs alternate --rounds times and each keeps its best round, so a
-busy spell on a shared machine favours none of them.
+The runs alternate --rounds times and each keeps its best round, so a
+busy spell on a shared machine favours none of them; the min, median and
+max of each run's median steps over the rounds are shown too (issue 47's
+steady step).
 
 Model FLOPs per token (PaLM's formula, as bench/ has no other): 6 N + 12 L d T,
 N = the weights of the matmuls (12 L d^2 in the blocks + d V for the head,
@@ -31,7 +34,9 @@ FLOP/s / the machine's bf16 GEMM peak, measured in the same run as
 bench/bf16_gemm.py does (build/bin/dsrt_gemm_bench --peak: square bf16 GEMMs
 512..2048 through dsrt's oneDNN path, best). Peak RSS is ru_maxrss of each
 process (os.wait4); dsrt's own report and the planned arena are shown too.
-Finally `dsrt PLAN --profile` on the bf16 plan says where its time goes.
+Finally `dsrt PLAN --profile` on the fused and unfused bf16 plans says
+where their time goes, op by op. The CPU's model and flags head the
+report: the figures hold for that CPU only.
 
 Every timed command must run while holding /tmp/dsc-build.lock (run the
 whole script under flock, as above): builds in build/ would disturb it.
@@ -145,6 +150,36 @@ def profile(plan, a, work):
     return rows
 
 
+def cpu_text():
+    """lscpu's model name and the flags that decide the kernels."""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    except OSError:
+        return "unknown (no lscpu)"
+    info = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    flags = [f for f in info.get("Flags", "").split()
+             if f.startswith(("avx", "amx", "fma", "f16c"))]
+    return f"{info.get('Model name', '?').strip()}, {os.cpu_count()} CPUs, " + " ".join(flags)
+
+
+def profile_table(title, prof, a):
+    """Markdown lines: where a plan's time goes, op by op."""
+    total = sum(r[2] for r in prof)
+    lines = [
+        f"Where {title}'s time goes (`dsrt PLAN --steps {a.profile_steps} --profile`, all "
+        f"steps; {total:.2f} s in ops = {total / a.profile_steps * 1e3:.0f} ms per step):",
+        "",
+        "| op | calls | seconds | share | ms per step |",
+        "|---|---|---|---|---|"]
+    for op, calls, sec, share in prof[:a.top]:
+        lines.append(f"| {op} | {calls} | {sec:.3f} | {share:.1f}% | "
+                     f"{sec / a.profile_steps * 1e3:.1f} |")
+    rest_share = sum(r[3] for r in prof[a.top:])
+    lines.append(f"| {len(prof) - a.top} others | | {total - sum(r[2] for r in prof[:a.top]):.3f}"
+                 f" | {rest_share:.1f}% | |")
+    return lines + [""]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -188,12 +223,19 @@ def main():
                   f)
     plans, explain = {}, {}
     for prec in ("bf16", "fp32"):
-        plans[prec] = os.path.join(work, "plan-" + prec)
-        explain[prec] = run([os.path.join(BIN, "dsc"), model, "--config", cfg, "--precision",
-                             prec, "-o", plans[prec], "--explain"])
+        for fuse in ("all", "none"):
+            tag = prec if fuse == "all" else prec + "-unfused"
+            plans[tag] = os.path.join(work, "plan-" + tag)
+            explain[tag] = run([os.path.join(BIN, "dsc"), model, "--config", cfg,
+                                "--precision", prec, "--fuse", fuse, "-o", plans[tag],
+                                "--explain"])
     fpt, n_matmul = flops_per_token()
-    m = re.search(r"nn\.matmul\s+\d+\s+([\d.]+)", explain["fp32"])
+    # The unfused plan counts every GEMM as nn.matmul (the fused one
+    # counts attention's inside nn.attention).
+    m = re.search(r"nn\.matmul\s+\d+\s+([\d.]+)", explain["fp32-unfused"])
     dsc_gflop_step = float(m.group(1)) if m else float("nan")
+    m = re.search(r"nn\.matmul\s+\d+\s+([\d.]+)", explain["bf16"])
+    fused_matmul_gflop = float(m.group(1)) if m else float("nan")
 
     print(f"bench: bf16 GEMM peak ({a.threads} threads, square 512..{a.peak})", flush=True)
     squares, info = gemm_peak(a.threads, a.reps, a.ms, a.peak)
@@ -203,8 +245,12 @@ def main():
           flush=True)
 
     runs = [("dsc bf16", lambda rnd: dsc_run(plans["bf16"], a, work, f"bf16-{rnd}")),
+            ("dsc bf16 unfused",
+             lambda rnd: dsc_run(plans["bf16-unfused"], a, work, f"bf16-unfused-{rnd}")),
             ("PyTorch bf16 autocast", lambda rnd: torch_run(a, True)),
             ("dsc fp32", lambda rnd: dsc_run(plans["fp32"], a, work, f"fp32-{rnd}")),
+            ("dsc fp32 unfused",
+             lambda rnd: dsc_run(plans["fp32-unfused"], a, work, f"fp32-unfused-{rnd}")),
             ("PyTorch fp32", lambda rnd: torch_run(a, False))]
     best, all_steps = {}, {n: [] for n, _ in runs}
     for rnd in range(a.rounds):
@@ -221,9 +267,12 @@ def main():
                 best[name]["rss"] = max(best[name]["rss"], r["rss"])
 
     prof = profile(plans["bf16"], a, work)
+    prof_unfused = profile(plans["bf16-unfused"], a, work)
 
     tps = {n: BATCH * SEQ / r["step_s"] for n, r in best.items()}
     lines = [
+        f"CPU: {cpu_text()}.",
+        "",
         f"GPT {LAYERS} layers, d {D}, {HEADS} heads, seq {SEQ}, batch {BATCH}, vocab {VOCAB} "
         f"(tied head, erf GELU, dropout 0), AdamW, no clipping; {a.threads} threads; "
         f"the project's text as byte tokens; {a.warmup} untimed + {a.steps} timed steps per "
@@ -248,36 +297,37 @@ def main():
         lines.append(f"| {name} | {tps[name]:.0f} | {r['step_s'] * 1e3:.0f} | {g:.0f} | "
                      f"{g / pk:.1%} | {r['rss']:.0f} | {own} | {r['loss_last']:.4f} |")
     b16, t16, b32 = tps["dsc bf16"], tps["PyTorch bf16 autocast"], tps["dsc fp32"]
+    t32 = tps["PyTorch fp32"]
     mfu = b16 * fpt / 1e9 / pk
+
+    def goal(x, bound):
+        return f">= {bound}x ({'met' if x >= bound else 'not met'})"
+
     lines += [
         "",
-        "| ratio | measured | goal (issue 12) |",
+        "| ratio | measured | goal |",
         "|---|---|---|",
-        f"| dsc bf16 / PyTorch bf16 autocast | {b16 / t16:.2f}x | >= 1.5x "
-        f"({'met' if b16 / t16 >= 1.5 else 'not met'}) |",
+        f"| dsc bf16 / PyTorch bf16 autocast | {b16 / t16:.2f}x | {goal(b16 / t16, 2.0)} "
+        "(issue 47; 1.5x issue 12) |",
+        f"| dsc fp32 / PyTorch fp32 eager | {b32 / t32:.2f}x | {goal(b32 / t32, 3.0)} "
+        "(issue 47) |",
+        f"| dsc bf16 fused / unfused | {b16 / tps['dsc bf16 unfused']:.2f}x | - |",
+        f"| dsc fp32 fused / unfused | {b32 / tps['dsc fp32 unfused']:.2f}x | - |",
         f"| dsc bf16 / dsc fp32 | {b16 / b32:.2f}x | - |",
         f"| dsc bf16 MFU | {mfu:.1%} | >= 50% ({'met' if mfu >= 0.5 else 'not met'}) |",
-        f"| PyTorch bf16 autocast / PyTorch fp32 | {t16 / tps['PyTorch fp32']:.2f}x | - |",
+        f"| PyTorch bf16 autocast / PyTorch fp32 | {t16 / t32:.2f}x | - |",
         "",
-        "Median step per round (ms): " + "; ".join(
-            f"{n} " + ", ".join(f"{s * 1e3:.0f}" for s in all_steps[n]) for n, _ in runs) + ".",
+        "Each run's median step over the rounds, min / median / max (ms): " + "; ".join(
+            f"{n} " + " / ".join(f"{x * 1e3:.0f}" for x in (
+                min(all_steps[n]), statistics.median(all_steps[n]), max(all_steps[n])))
+            for n, _ in runs) + ".",
         ""]
+    for title, rows in (("dsc bf16 (fused)", prof), ("dsc bf16 unfused", prof_unfused)):
+        lines += profile_table(title, rows, a)
     total = sum(r[2] for r in prof)
     mm = next((r for r in prof if r[0] == "nn.matmul"), None)
-    lines += [
-        f"Where dsc bf16's time goes (`dsrt PLAN --steps {a.profile_steps} --profile`, all "
-        f"steps; {total:.2f} s in ops = {total / a.profile_steps * 1e3:.0f} ms per step):",
-        "",
-        "| op | calls | seconds | share | ms per step |",
-        "|---|---|---|---|---|"]
-    for op, calls, sec, share in prof[:a.top]:
-        lines.append(f"| {op} | {calls} | {sec:.3f} | {share:.1f}% | "
-                     f"{sec / a.profile_steps * 1e3:.1f} |")
-    rest_share = sum(r[3] for r in prof[a.top:])
-    lines.append(f"| {len(prof) - a.top} others | | {total - sum(r[2] for r in prof[:a.top]):.3f}"
-                 f" | {rest_share:.1f}% | |")
     if mm:
-        g_mm = dsc_gflop_step * a.profile_steps / mm[2]
+        g_mm = fused_matmul_gflop * a.profile_steps / mm[2]
         lines += ["", f"Inside the profile nn.matmul runs at {g_mm:.0f} GFLOP/s "
                   f"({g_mm / pk:.0%} of the bf16 peak); the whole step at "
                   f"{dsc_gflop_step * a.profile_steps / total:.0f} GFLOP/s."]

@@ -507,8 +507,8 @@ struct TrainConfig {
   /// --sequence-parallel; Megatron's --sequence-parallel, no ds_config key).
   bool sequenceParallel = false;
   /// What nn-fusion fuses beyond its layout folds (dsc --fuse: "none",
-  /// "attention" or "all"; no ds_config key).
-  std::string fuse = "none";
+  /// "attention" or "all", the default; no ds_config key).
+  std::string fuse = "all";
   /// The global gradient norm's bound; 0 = off. DeepSpeed's default is 1.0
   /// since PR #8068 (June 2026; 0, off, before).
   double gradientClipping = 1.0;

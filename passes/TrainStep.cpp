@@ -4,6 +4,7 @@
 
 #include "passes/Pipeline.h"
 
+#include "dialects/nn/NNDialect.h"
 #include "dialects/train/TrainDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -189,6 +190,14 @@ mlir::LogicalResult compileTrainStep(mlir::MLIRContext &ctx, mlir::ModuleOp modu
     plain.recompute.mode = "none";
     if (mlir::failed(arenaOf(*without, plain, train::TrainDialect::kArenaBytesWithoutRecompute)))
       return mlir::failure();
+  }
+  // Fusion that found nothing to fuse (a model without attention) saves
+  // nothing: its unfused step is not compiled again.
+  if (unfused) {
+    bool fused = false;
+    module.walk([&](nn::AttentionOp) { fused = true; });
+    if (!fused)
+      unfused = nullptr;
   }
   if (unfused) {
     dsrt::config::TrainConfig plain = compiled;

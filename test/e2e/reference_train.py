@@ -669,10 +669,21 @@ class Bf16Semantics:
     below one bf16 rounding (a float32 difference moves a bf16 result only
     when it straddles a rounding boundary: rare, one bf16 ulp).
 
+    With ``fused_attention`` (the plan has nn.attention: dsc --fuse
+    attention or all, the default), the attention chain runs as dsc's fused
+    op: a matmul of two 4-D operands (q k^T) computes in float32 from the
+    bf16 operands and is not rounded; the scale, the mask or bias, softmax
+    and dropout on that float32 chain stay float32 (a bf16 bias is widened,
+    as dsc casts a lowered bias back to f32); the matmul of the chain's
+    probabilities with v widens v and rounds the result to bf16 once.
+    Autograd then gives the fused gradient's roundings: float32 throughout
+    the chain, dq, dk and dv rounded once where the bf16 q, k and v were
+    widened (runtime/kernels/cpu/Attention.cpp).
+
     Use ``with semantics.forward():`` around the model call only; the
     backward pass runs outside the mode."""
 
-    def __init__(self):
+    def __init__(self, fused_attention=False):
         import torch
         import torch.nn.functional as F
         from torch.overrides import TorchFunctionMode
@@ -783,6 +794,8 @@ class Bf16Semantics:
                          T.ge, T.__eq__, T.__ne__, T.__lt__, T.__le__, T.__gt__, T.__ge__,
                          torch.eq, torch.ne, torch.lt, torch.le, torch.gt, torch.ge)
         self.casts = {}  # (id(value), dtype) -> (value, cast): dsc's shared nn.cast
+        self.fused_attention = fused_attention
+        self.chain = {}  # id -> tensor: the fused attention chain's float32 values
         sem = self
 
         class Mode(TorchFunctionMode):
@@ -831,9 +844,47 @@ class Bf16Semantics:
     def refuse(func, why):
         fail("--precision bf16: %s %s" % (getattr(func, "__name__", func), why))
 
+    def in_chain(self, v):
+        return isinstance(v, self.torch.Tensor) and id(v) in self.chain
+
+    def chained(self, t):
+        self.chain[id(t)] = t  # kept alive, so the id stays its own
+        return t
+
+    def fused_rule(self, func, args, kwargs):
+        """dsc's fused attention (see the class): the result, or None where
+        the op is not on an attention chain."""
+        torch, F = self.torch, self.F
+        if func in self.matmul and not kwargs and len(args) == 2:
+            a, b = args
+            if self.in_chain(a):  # probabilities @ v: one rounding
+                return torch.matmul(a, self.widen(self.as_low(b))).to(self.low)
+            if self.is_float(a) and self.is_float(b) and a.dim() == 4 and b.dim() == 4:
+                return self.chained(torch.matmul(self.widen(self.as_low(a)),
+                                                 self.widen(self.as_low(b))))
+            return None
+        flat = list(args) + list(kwargs.values())
+        if not any(self.in_chain(v) for v in flat):
+            return None
+        if func is F.dropout:
+            p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
+            if p != 0.0:
+                self.refuse(func, "p=%s: parity needs dropout 0" % p)
+            return args[0]
+        if func in self.muls or func in self.divs or func in self.addsub or \
+                func in self.softmaxes or func in self.follow:
+            args = [self.widen(v) if self.is_float(v) else v for v in args]
+            kwargs = {k: self.widen(v) if self.is_float(v) else v for k, v in kwargs.items()}
+            return self.chained(func(*args, **kwargs))
+        self.refuse(func, "on a fused attention chain has no rule")
+
     # -- the policy ----------------------------------------------------------
     def dispatch(self, func, args, kwargs):
         torch, F = self.torch, self.F
+        if self.fused_attention:
+            fused = self.fused_rule(func, args, kwargs)
+            if fused is not None:
+                return fused
         if func is F.linear:
             x, w = args[0], args[1]
             b = args[2] if len(args) > 2 else kwargs.get("bias")
@@ -920,6 +971,7 @@ class Bf16Semantics:
     def forward(self):
         """The mode for one forward pass, with a fresh set of casts."""
         self.casts = {}
+        self.chain = {}
         return self.mode_cls()
 
 
@@ -992,6 +1044,10 @@ def main(argv=None):
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
                     help="bf16: dsc's mixed precision (float32 master weights and "
                          "AdamW states, bf16 compute where dsc's pass puts it; see "
+                         "Bf16Semantics)")
+    ap.add_argument("--fused-attention", action="store_true",
+                    help="with --precision bf16: the attention chain as dsc's fused "
+                         "nn.attention computes it (float32 inside, one rounding; see "
                          "Bf16Semantics)")
     ap.add_argument("--dp", type=int, default=1, metavar="N",
                     help="model buffers as DistributedDataParallel leaves them on rank 0 of "
@@ -1072,7 +1128,7 @@ def main(argv=None):
                 full = "%s.%s" % (mname, b) if mname else b
                 if full in inits:
                     running.append((full, getattr(m, b)))
-    semantics = Bf16Semantics() if a.precision == "bf16" else None
+    semantics = Bf16Semantics(a.fused_attention) if a.precision == "bf16" else None
 
     def forward(m, batch):
         if semantics is None:
