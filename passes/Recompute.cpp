@@ -25,6 +25,10 @@
 //              that read a parameter (nn.matmul with a weight): attention
 //              scores, softmax, dropout, GELU, layer norm and the
 //              elementwise ops are recomputed (Korthikanti et al. 2022).
+//              So is the fused nn.attention: it keeps no scores, but its
+//              output (the attention projection's input, which Megatron's
+//              selective keeps) is recomputed as the unfused chain's is,
+//              so a fused plan never keeps more than the unfused one.
 //
 // Every nn op is a pure function of its operands (dropout's mask of its
 // counter-based key), so the clones compute the same bits: training with
@@ -54,7 +58,7 @@ namespace {
 using train::TrainDialect;
 
 /// Op attribute on a recomputed clone: the layer it belongs to.
-constexpr llvm::StringLiteral kRecomputed = "train.recomputed";
+constexpr llvm::StringLiteral kRecomputed = TrainDialect::kRecomputed;
 
 struct Recompute : impl::RecomputeBase<Recompute> {
   using Base::Base;
@@ -193,12 +197,6 @@ struct Recompute : impl::RecomputeBase<Recompute> {
         if (crosses)
           keep.insert(r);
       }
-      // The fused attention keeps no scores, only its output and row
-      // statistics: it is its own selective recompute, and recomputing it
-      // would run its GEMMs again for no memory.
-      if (mode == RecomputeMode::Selective && isa<nn::AttentionOp>(op))
-        for (Value r : op->getResults())
-          keep.insert(r);
       if (mode == RecomputeMode::Selective && isa<nn::MatmulOp>(op)) {
         // A GEMM with a weight (or its mixed-precision copy).
         bool weighted = usesParam(op);

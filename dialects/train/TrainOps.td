@@ -110,6 +110,9 @@ def Train_Dialect : Dialect {
     /// With dsc --fuse: the arena of the same step compiled without fusion.
     static constexpr ::llvm::StringLiteral kArenaBytesWithoutFusion =
         "train.arena_bytes_without_fusion";
+    /// Op attribute (i64: its layer) on a forward op's clone that
+    /// passes/Recompute.cpp placed in the backward pass.
+    static constexpr ::llvm::StringLiteral kRecomputed = "train.recomputed";
     /// Argument attributes: the byte offset of an argument's buffer in the
     /// arena (i64 >= 0); an offloaded one's tier ("host" or "nvme"), its
     /// offset from the tier's start and its tile of the offloaded update

@@ -216,7 +216,8 @@ public:
       plan_.set_arena_bytes_without_fusion(uint64_t(unfused.getInt()));
     {
       int64_t fused = 0;
-      fn_.walk([&](nn::AttentionOp) { ++fused; });
+      // The model's attention chains: recomputed clones are not more.
+      fn_.walk([&](nn::AttentionOp op) { fused += !op->hasAttr(TrainDialect::kRecomputed); });
       plan_.set_fused_attention(fused);
     }
 

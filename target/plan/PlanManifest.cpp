@@ -54,6 +54,17 @@ std::string fragmentation(uint64_t arena, uint64_t live) {
   return s;
 }
 
+/// "1.49x less" (with fewer bytes than without), "1.04x more" (with more).
+std::string lessOrMore(int64_t without, int64_t with) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  if (with > 0 && with <= without)
+    os << llvm::format("%.2fx", double(without) / double(with)) << " less";
+  else
+    os << llvm::format("%.2fx", without > 0 ? double(with) / double(without) : 0.0) << " more";
+  return s;
+}
+
 /// Elements of this tp rank's part of the tensor a PARAM buffer holds
 /// (before a ZeRO stage shards it over the dp group; the whole tensor
 /// without tensor parallelism): what the data-parallel group partitions.
@@ -963,8 +974,7 @@ void writeManifest(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
       int64_t without = int64_t(p.arena_bytes_without_recompute()) - int64_t(p.persistent_bytes());
       int64_t with = int64_t(p.arena_bytes()) - int64_t(p.persistent_bytes());
       os << "; activations " << humanBytes(without) << " without recompute -> "
-         << humanBytes(with) << " ("
-         << llvm::format("%.2fx", with > 0 ? double(without) / double(with) : 0.0) << " less)";
+         << humanBytes(with) << " (" << lessOrMore(without, with) << ")";
     }
     os << "\n";
   }
@@ -975,8 +985,7 @@ void writeManifest(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
       int64_t without = int64_t(p.arena_bytes_without_fusion()) - int64_t(p.persistent_bytes());
       int64_t with = int64_t(p.arena_bytes()) - int64_t(p.persistent_bytes());
       os << "; activations " << humanBytes(without) << " without fusion -> " << humanBytes(with)
-         << " (" << llvm::format("%.2fx", with > 0 ? double(without) / double(with) : 0.0)
-         << " less)";
+         << " (" << lessOrMore(without, with) << ")";
     }
     os << "\n";
   }
