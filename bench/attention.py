@@ -4,7 +4,8 @@
     /usr/bin/python3 bench/attention.py [--threads 2] [--steps 5] [--markdown FILE]
 
 For each shape: export models/gpt.py (float32, dropout 0.1), compile it with
-dsc twice (--fuse none, --fuse attention; AdamW), train `--warmup` untimed
+dsc twice (--fuse none, and --fuse attention, which dsc's default --fuse all
+does today; AdamW), train `--warmup` untimed
 and `--steps` timed steps of each with dsrt, and the same model with
 bench/train_pytorch.py (PyTorch eager, flush-to-zero like dsrt, the best
 OpenBLAS core for this CPU). Reports tokens/s, the plans' activation bytes
@@ -31,6 +32,13 @@ SHAPES = [
       "--batch", "4"]),
     ("4 layers, d=256, 4 heads, seq 1024, batch 1",
      ["--layers", "4", "--d-model", "256", "--heads", "4", "--vocab", "256", "--seq", "1024",
+      "--batch", "1"]),
+    # The bundled GPT (scripts/run-main.sh's) at long sequences.
+    ("bundled GPT (4 layers, d=128, 4 heads), seq 1024, batch 1",
+     ["--layers", "4", "--d-model", "128", "--heads", "4", "--vocab", "256", "--seq", "1024",
+      "--batch", "1"]),
+    ("bundled GPT (4 layers, d=128, 4 heads), seq 4096, batch 1",
+     ["--layers", "4", "--d-model", "128", "--heads", "4", "--vocab", "256", "--seq", "4096",
       "--batch", "1"]),
 ]
 

@@ -136,11 +136,11 @@ def torch_worker(argv, autocast):
     return train_pytorch.main(argv)
 
 
-def profile(plan, a, work):
+def profile(plan, a, work, tag):
     """dsrt --profile's rows: [(op, calls, seconds, share)]."""
     out = run([os.path.join(BIN, "dsrt"), plan, "--data", a.data, "--steps",
                str(a.profile_steps), "--threads", str(a.threads), "--profile", "--out",
-               os.path.join(work, "runs", "profile")])
+               os.path.join(work, "runs", "profile-" + tag)])
     body = out[out.index("\nop ") + 1:].splitlines()[1:]
     rows = []
     for line in body:
@@ -219,6 +219,9 @@ def main():
     with open(cfg, "w") as f:
         json.dump({"train_micro_batch_size_per_gpu": BATCH, "gradient_accumulation_steps": 1,
                    "steps_per_print": 1000,
+                   # PyTorch's loop clips nothing; DeepSpeed (and dsc) clip
+                   # at 1.0 unless told.
+                   "gradient_clipping": 0.0,
                    "optimizer": {"type": "AdamW", "params": {"lr": LR, "weight_decay": 0.0}}},
                   f)
     plans, explain = {}, {}
@@ -266,8 +269,8 @@ def main():
             else:
                 best[name]["rss"] = max(best[name]["rss"], r["rss"])
 
-    prof = profile(plans["bf16"], a, work)
-    prof_unfused = profile(plans["bf16-unfused"], a, work)
+    prof = profile(plans["bf16"], a, work, "bf16")
+    prof_unfused = profile(plans["bf16-unfused"], a, work, "bf16-unfused")
 
     tps = {n: BATCH * SEQ / r["step_s"] for n, r in best.items()}
     lines = [

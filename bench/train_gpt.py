@@ -44,7 +44,7 @@ def bench_preset(name, flags, a, work):
     cfg = os.path.join(d, "ds_config.json")
     with open(cfg, "w") as f:
         json.dump({"train_micro_batch_size_per_gpu": batch, "gradient_accumulation_steps": 1,
-                   "steps_per_print": 1000,
+                   "steps_per_print": 1000, "gradient_clipping": 0.0,
                    "optimizer": {"type": "AdamW", "params": {"lr": 3e-4, "weight_decay": 0.0}}}, f)
     plan = os.path.join(d, "plan")
     run([os.path.join(BIN, "dsc"), model, "--config", cfg, "-o", plan])
