@@ -437,7 +437,8 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
         }
     }
 
-    // 3. In place: clipping, and elementwise ops over a dying operand.
+    // 3. In place: clipping, elementwise ops over a dying operand, and a
+    // GEMM epilogue over its dying addend.
     auto tryInPlace = [&](Operation *op, Value operand, Value result) {
       Value lo = leader(operand), lr = leader(result);
       if (lo == lr)
@@ -463,6 +464,10 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
             tryInPlace(op, operand, op->getResult(0));
             break;
           }
+      } else if (auto e = dyn_cast<nn::MatmulEpilogueOp>(op); e && e.getAddend()) {
+        // The addend is read element by element where the sum is written
+        // (the add the epilogue replaced ran in place too).
+        tryInPlace(op, e.getAddend(), e.getResult());
       }
     }
 

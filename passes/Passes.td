@@ -50,6 +50,33 @@ def NNFusion : Pass<"nn-fusion", "mlir::func::FuncOp"> {
   ];
 }
 
+def MatmulEpilogue : Pass<"matmul-epilogue", "mlir::func::FuncOp"> {
+  let summary = "Add a GEMM's bias and residual before its result is stored";
+  let description = [{
+    Runs on the differentiated step (after tensor parallelism, mixed
+    precision and autodiff, before recompute, so that every recompute mode
+    clones or keeps the same ops), with fuse = all. An nn.add of an
+    nn.matmul whose only use it is, in the same block and the same phase
+    (train.backward), becomes nn.matmul_epilogue:
+      * with a vector of the matmul's N columns and its element type (a
+        linear layer's bias): the epilogue's bias;
+      * with a value of the matmul's type (a residual in the forward pass,
+        a gradient summed with the product's in the backward pass): its
+        addend, also after a bias was folded.
+    The fused op takes the matmul's place, so no operand lives longer than
+    it did: a bias or addend made after the matmul (a gradient summed with
+    the other branch's, computed later) is left as an add. A product with
+    another use (it is stored anyway), a sum over another broadcast, or a
+    matmul whose tensor-parallel all-reduce comes before the bias (a
+    row-parallel layer) is left alone. The unfused ops' gradients
+    were built before this pass, so the epilogue has no gradient rule.
+  }];
+  let statistics = [
+    Statistic<"numBiases", "biases", "Bias adds folded into a GEMM">,
+    Statistic<"numAddends", "addends", "Residual or gradient adds folded into a GEMM">,
+  ];
+}
+
 def MixedPrecision : Pass<"mixed-precision", "mlir::ModuleOp"> {
   let summary = "Compute in bf16 (or fp16) over fp32 master weights";
   let description = [{

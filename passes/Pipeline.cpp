@@ -68,6 +68,11 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &o) 
     pm.addPass(createPipelineSplit(split));
   }
   pm.addPass(createAutodiff());
+  // Every use of a product is known now (its gradient, tensor parallelism's
+  // collectives): hand each GEMM's bias and residual to its epilogue, before
+  // recompute, so that every recompute mode clones or keeps the same ops.
+  if (o.fuse == FuseKind::All)
+    pm.addNestedPass<mlir::func::FuncOp>(createMatmulEpilogue());
   // Activation checkpointing: on each step (or stage) with its forward and
   // backward in one block, before the micro-batches are looped or unrolled.
   if (o.recompute != RecomputeMode::None) {

@@ -197,8 +197,9 @@ struct Recompute : impl::RecomputeBase<Recompute> {
         if (crosses)
           keep.insert(r);
       }
-      if (mode == RecomputeMode::Selective && isa<nn::MatmulOp>(op)) {
-        // A GEMM with a weight (or its mixed-precision copy).
+      if (mode == RecomputeMode::Selective && isa<nn::MatmulOp, nn::MatmulEpilogueOp>(op)) {
+        // A GEMM with a weight (or its mixed-precision copy), with its
+        // epilogue's bias and residual if it has one.
         bool weighted = usesParam(op);
         if (weighted)
           for (Value r : op->getResults())

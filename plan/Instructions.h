@@ -113,6 +113,10 @@ inline constexpr InstructionLayout kInstructionLayouts[] = {
     {"nn.log_softmax", "axis", "", "float"},
     {"nn.log_softmax_grad", "axis", "", "float"},
     {"nn.matmul", "transpose_lhs, transpose_rhs", "", "float"},
+    // inputs lhs, rhs[, bias][, addend]; has_bias 1: the third input is
+    // the bias [N], has_addend 1: the last one is the addend (the result's
+    // shape); one of the two or both.
+    {"nn.matmul_epilogue", "transpose_lhs, transpose_rhs, has_bias, has_addend", "", "float"},
     {"nn.max", "", "", "float"},
     {"nn.max_pool", "kernel[r], strides[r], pads[2r], dilations[r]", "", "f32"},
     {"nn.max_pool_grad", "kernel[r], strides[r], pads[2r], dilations[r]", "", "f32"},
@@ -305,7 +309,7 @@ constexpr std::array<std::string_view, N> instructionNamesOf(const InstructionLa
 static_assert(instructionLayoutsWellFormed(kInstructionLayouts, std::size(kInstructionLayouts)),
               "kInstructionLayouts: names sorted and unique, layouts and dtypes in "
               "InstructionLayout's form");
-static_assert(std::size(kInstructionLayouts) == 96,
+static_assert(std::size(kInstructionLayouts) == 97,
               "adding an instruction is a plan format change (docs/architecture.md, \"Plan "
               "format versions\"); removing one breaks older plans");
 

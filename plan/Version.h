@@ -70,7 +70,9 @@ namespace dsrt {
 /// Version 14: the fused attention instructions (nn.attention,
 /// nn.attention_grad), which a version-13 dsrt refuses by name. Plans of
 /// version 13 are unchanged.
-constexpr unsigned kPlanFormatVersion = 14;
+/// Version 15: the GEMM epilogue instruction (nn.matmul_epilogue), which a
+/// version-14 dsrt refuses by name. Plans of version 14 are unchanged.
+constexpr unsigned kPlanFormatVersion = 15;
 constexpr unsigned kOldestPlanFormatVersion = 1;
 
 } // namespace dsrt

@@ -101,6 +101,7 @@ DSC_NO_GRADIENT_RULE(MaxPoolGradOp)
 DSC_NO_GRADIENT_RULE(AvgPoolGradOp)
 DSC_NO_GRADIENT_RULE(DropoutGradOp)
 DSC_NO_GRADIENT_RULE(AttentionGradOp)
+DSC_NO_GRADIENT_RULE(MatmulEpilogueOp)
 #undef DSC_NO_GRADIENT_RULE
 
 // Ops with boolean results pass no gradient.

@@ -107,19 +107,20 @@ int64_t GeluOp::getFlops() {
 // Contractions and normalizations
 //===----------------------------------------------------------------------===//
 
-LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
-                                         std::optional<Location> loc,
-                                         Adaptor a, Types &r) {
-  auto lhs = tensorOf(a.getLhs().getType()), rhs = tensorOf(a.getRhs().getType());
+namespace {
+/// The type of op(lhs) op(rhs), shared by nn.matmul and nn.matmul_epilogue.
+FailureOr<RankedTensorType> matmulResult(std::optional<Location> loc, Type lhsType,
+                                         Type rhsType, bool tl, bool tr) {
+  auto lhs = tensorOf(lhsType), rhs = tensorOf(rhsType);
   if (lhs.getRank() < 2 || rhs.getRank() < 2)
     return fail(loc, "operands must have rank >= 2, got " +
                          Twine(lhs.getRank()) + " and " + Twine(rhs.getRank()));
   ArrayRef<int64_t> ls = lhs.getShape(), rs = rhs.getShape();
   int64_t m = ls[ls.size() - 2], k = ls.back();
-  if (a.getTransposeLhs())
+  if (tl)
     std::swap(m, k);
   int64_t k2 = rs[rs.size() - 2], n = rs.back();
-  if (a.getTransposeRhs())
+  if (tr)
     std::swap(k2, n);
   if (k != k2)
     return fail(loc, "contracting dimensions differ: lhs " + shapeStr(ls) +
@@ -131,7 +132,18 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
                          shapeStr(rs) + " do not broadcast");
   SmallVector<int64_t> shape = *batch;
   shape.append({m, n});
-  r.push_back(RankedTensorType::get(shape, lhs.getElementType()));
+  return RankedTensorType::get(shape, lhs.getElementType());
+}
+} // namespace
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor a, Types &r) {
+  auto t = matmulResult(loc, a.getLhs().getType(), a.getRhs().getType(),
+                        a.getTransposeLhs(), a.getTransposeRhs());
+  if (failed(t))
+    return failure();
+  r.push_back(*t);
   return success();
 }
 
@@ -140,6 +152,34 @@ int64_t MatmulOp::getFlops() {
   int64_t k = getTransposeLhs() ? lhs.getShape()[lhs.getRank() - 2]
                                 : lhs.getShape().back();
   return 2 * numElements(getType()) * k;
+}
+
+LogicalResult MatmulEpilogueOp::verify() {
+  auto product = matmulResult(getLoc(), getLhs().getType(), getRhs().getType(),
+                              getTransposeLhs(), getTransposeRhs());
+  if (failed(product))
+    return failure();
+  if (*product != getType())
+    return emitOpError("result type ") << getType() << " must be the product's, " << *product;
+  if (!getBias() && !getAddend())
+    return emitOpError("needs a bias or an addend (without, it is nn.matmul)");
+  if (Value bias = getBias()) {
+    auto t = tensorOf(bias.getType());
+    int64_t n = getType().getShape().back();
+    if (t.getRank() != 1 || t.getShape()[0] != n || t.getElementType() != getType().getElementType())
+      return emitOpError("bias ") << t << " must be a vector of the result's " << n << " columns, of "
+                                  << getType().getElementType();
+  }
+  if (Value addend = getAddend(); addend && addend.getType() != getType())
+    return emitOpError("addend type ") << addend.getType() << " must be the result's, " << getType();
+  return success();
+}
+
+int64_t MatmulEpilogueOp::getFlops() {
+  auto lhs = getLhs().getType();
+  int64_t k = getTransposeLhs() ? lhs.getShape()[lhs.getRank() - 2] : lhs.getShape().back();
+  int64_t n = numElements(getType());
+  return 2 * n * k + (getBias() ? n : 0) + (getAddend() ? n : 0);
 }
 
 LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,

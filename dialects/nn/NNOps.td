@@ -467,6 +467,35 @@ def NN_AttentionOp : NN_Op<"attention", [InferTypeOpAdaptor,
 }
 
 //===----------------------------------------------------------------------===//
+// GEMM epilogues (made by matmul-epilogue on the planned step)
+//===----------------------------------------------------------------------===//
+
+def NN_MatmulEpilogueOp : NN_Op<"matmul_epilogue", [AttrSizedOperandSegments,
+    AllElementTypesMatch<["lhs", "rhs", "result"]>], ["getFlops"]> {
+  let summary = "matmul whose bias and addend are added before it is stored";
+  let description = [{
+    `result = op(lhs) op(rhs) + bias + addend`, nn.matmul's product (with
+    its transposes and broadcast batch dimensions) followed by the optional
+    `bias` [N], broadcast over the rows, and the optional `addend`, of the
+    result's type (a residual, or a gradient the product is summed into).
+    One of the two is present. The sum is formed from the float32
+    accumulator and rounded to the result type once: in f32 that equals
+    nn.matmul then nn.add up to the accumulator's summation order; in bf16
+    and f16 the unfused chain rounds after each op. matmul-epilogue makes it
+    after autodiff, so it has no gradient rule.
+  }];
+  let arguments = (ins NN_FloatTensor:$lhs, NN_FloatTensor:$rhs,
+                       Optional<NN_FloatTensor>:$bias, Optional<NN_FloatTensor>:$addend,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs (`bias` $bias^)? (`addend` $addend^)? attr-dict `:` type($lhs) `,` type($rhs)
+      (`bias` type($bias)^)? (`addend` type($addend)^)? `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Gradient ops (made by autodiff; fused kernels for the backward pass)
 //===----------------------------------------------------------------------===//
 

@@ -115,6 +115,40 @@ using namespace ops;
 
 namespace {
 
+/// Checks nn.matmul's and nn.matmul_epilogue's product op(A) op(B) -> C
+/// (ints 0 and 1: the transposes); returns N.
+int64_t checkProduct(const Instr &i, const Check &c) {
+  const cpu::Shape &a = i.in[0]->shape, &b = i.in[1]->shape, &o = i.out[0]->shape;
+  if (a.rank < 2 || b.rank < 2 || o.rank < 2)
+    c.fail("operands must have rank >= 2");
+  int64_t m = i.ints[0] ? a.dims[a.rank - 1] : a.dims[a.rank - 2];
+  int64_t k = i.ints[0] ? a.dims[a.rank - 2] : a.dims[a.rank - 1];
+  int64_t k2 = i.ints[1] ? b.dims[b.rank - 1] : b.dims[b.rank - 2];
+  int64_t n = i.ints[1] ? b.dims[b.rank - 2] : b.dims[b.rank - 1];
+  std::string shapes = Check::shape(i.in[0]) + " x " + Check::shape(i.in[1]) + " -> " +
+                       Check::shape(i.out[0]);
+  if (k != k2 || o.dims[o.rank - 2] != m || o.dims[o.rank - 1] != n)
+    c.fail("shapes " + shapes + " do not multiply");
+  // The kernel walks the result's batch index and steps each operand by
+  // it (stride 0 where the operand has 1 or no such dim): the batch dims
+  // must broadcast (numpy) to exactly the result's.
+  int ob = o.rank - 2, ab = a.rank - 2, bb = b.rank - 2;
+  if (ob != std::max(ab, bb))
+    c.fail("batch dimensions of " + shapes + " do not broadcast to the result's");
+  for (int d = 0; d < ob; ++d) {
+    int64_t ad = d >= ob - ab ? a.dims[d - (ob - ab)] : 1;
+    int64_t bd = d >= ob - bb ? b.dims[d - (ob - bb)] : 1;
+    if ((ad != 1 && bd != 1 && ad != bd) || o.dims[d] != (ad == 1 ? bd : ad))
+      c.fail("batch dimensions of " + shapes + " do not broadcast to the result's");
+  }
+  // OpenBLAS takes 32-bit sizes; the kernel may fold the batch into rows.
+  int64_t rows = n ? i.out[0]->numel / n : 0;
+  for (int64_t v : {rows, n, k, a.dims[a.rank - 1], b.dims[b.rank - 1]})
+    if (v > INT32_MAX)
+      c.fail("shapes " + shapes + ": a matrix dimension exceeds 2^31 - 1, the GEMM limit");
+  return n;
+}
+
 /// The window of a conv / pooling instruction from its ints: [kernel r]
 /// (pooling), strides r, pads 2r, [dilations r]; the conv kernel extents
 /// come from the weight.
@@ -408,39 +442,44 @@ const std::map<std::string, OpDef> &table() {
       plan::DType dt = c.sameFloat({i.in[0], i.in[1], i.out[0]});
       c.flag(0, "transpose_lhs");
       c.flag(1, "transpose_rhs");
-      const cpu::Shape &a = i.in[0]->shape, &b = i.in[1]->shape, &o = i.out[0]->shape;
-      if (a.rank < 2 || b.rank < 2 || o.rank < 2)
-        c.fail("operands must have rank >= 2");
-      int64_t m = i.ints[0] ? a.dims[a.rank - 1] : a.dims[a.rank - 2];
-      int64_t k = i.ints[0] ? a.dims[a.rank - 2] : a.dims[a.rank - 1];
-      int64_t k2 = i.ints[1] ? b.dims[b.rank - 1] : b.dims[b.rank - 2];
-      int64_t n = i.ints[1] ? b.dims[b.rank - 2] : b.dims[b.rank - 1];
-      std::string shapes = Check::shape(i.in[0]) + " x " + Check::shape(i.in[1]) + " -> " +
-                           Check::shape(i.out[0]);
-      if (k != k2 || o.dims[o.rank - 2] != m || o.dims[o.rank - 1] != n)
-        c.fail("shapes " + shapes + " do not multiply");
-      // The kernel walks the result's batch index and steps each operand by
-      // it (stride 0 where the operand has 1 or no such dim): the batch dims
-      // must broadcast (numpy) to exactly the result's.
-      int ob = o.rank - 2, ab = a.rank - 2, bb = b.rank - 2;
-      if (ob != std::max(ab, bb))
-        c.fail("batch dimensions of " + shapes + " do not broadcast to the result's");
-      for (int d = 0; d < ob; ++d) {
-        int64_t ad = d >= ob - ab ? a.dims[d - (ob - ab)] : 1;
-        int64_t bd = d >= ob - bb ? b.dims[d - (ob - bb)] : 1;
-        if ((ad != 1 && bd != 1 && ad != bd) || o.dims[d] != (ad == 1 ? bd : ad))
-          c.fail("batch dimensions of " + shapes + " do not broadcast to the result's");
-      }
-      // OpenBLAS takes 32-bit sizes; the kernel may fold the batch into rows.
-      int64_t rows = n ? i.out[0]->numel / n : 0;
-      for (int64_t v : {rows, n, k, a.dims[a.rank - 1], b.dims[b.rank - 1]})
-        if (v > INT32_MAX)
-          c.fail("shapes " + shapes + ": a matrix dimension exceeds 2^31 - 1, the GEMM limit");
+      checkProduct(i, c);
       i.run = byFloat(dt, [](auto tag) -> KernelFn {
         using T = typename decltype(tag)::type;
         return [](const Instr &i, Context &) {
           cpu::matmul(as<T>(i.in[0]), i.in[0]->shape, i.ints[0] != 0, as<T>(i.in[1]),
                       i.in[1]->shape, i.ints[1] != 0, as<T>(i.out[0]), i.out[0]->shape);
+        };
+      });
+    }};
+    t["nn.matmul_epilogue"] = {[](Instr &i, const Check &c) {
+      c.layout();
+      c.flag(0, "transpose_lhs");
+      c.flag(1, "transpose_rhs");
+      c.flag(2, "has_bias");
+      c.flag(3, "has_addend");
+      const bool hasBias = i.ints[2] != 0, hasAddend = i.ints[3] != 0;
+      if (!hasBias && !hasAddend)
+        c.fail("has neither a bias nor an addend");
+      c.arity(2 + hasBias + hasAddend, 1);
+      plan::DType dt = c.sameFloat({i.in[0], i.in[1], i.out[0]});
+      if (hasBias)
+        c.dtype(i.in[2], dt, "bias");
+      if (hasAddend)
+        c.dtype(i.in.back(), dt, "addend");
+      const int64_t n = checkProduct(i, c);
+      if (hasBias && (i.in[2]->shape.rank != 1 || i.in[2]->shape.dims[0] != n))
+        c.fail("bias " + Check::shape(i.in[2]) + " must be a vector of the " + std::to_string(n) +
+               " columns");
+      if (hasAddend)
+        c.sameShape(i.in.back(), i.out[0]);
+      i.run = byFloat(dt, [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &) {
+          const T *bias = i.ints[2] ? as<T>(i.in[2]) : nullptr;
+          const T *addend = i.ints[3] ? as<T>(i.in.back()) : nullptr;
+          cpu::matmulEpilogue(as<T>(i.in[0]), i.in[0]->shape, i.ints[0] != 0, as<T>(i.in[1]),
+                              i.in[1]->shape, i.ints[1] != 0, bias, addend, as<T>(i.out[0]),
+                              i.out[0]->shape);
         };
       });
     }};

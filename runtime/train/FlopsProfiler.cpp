@@ -110,7 +110,7 @@ Peak measurePeak(const Executor &exec) {
   const plan::Program &prog = exec.plan().program();
   auto scan = [&](const google::protobuf::RepeatedPtrField<plan::Instr> &list) {
     for (const plan::Instr &i : list)
-      if (i.op() == "nn.matmul" && i.inputs_size() > 0) {
+      if ((i.op() == "nn.matmul" || i.op() == "nn.matmul_epilogue") && i.inputs_size() > 0) {
         plan::DType t = exec.plan().buffers(i.inputs(0)).dtype();
         (t == plan::BF16 ? b16 : t == plan::F16 ? f16 : f32) += i.flops();
       }

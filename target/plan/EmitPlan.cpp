@@ -111,6 +111,7 @@ const char *instructionOf(Operation *op) {
       .Case<nn::LogSoftmaxOp>([](Operation *) { return "nn.log_softmax"; })
       .Case<nn::LogSoftmaxGradOp>([](Operation *) { return "nn.log_softmax_grad"; })
       .Case<nn::MatmulOp>([](Operation *) { return "nn.matmul"; })
+      .Case<nn::MatmulEpilogueOp>([](Operation *) { return "nn.matmul_epilogue"; })
       .Case<nn::ArgMaxOp>([](Operation *) { return "nn.argmax"; })
       .Case<nn::ConvOp>([](Operation *) { return "nn.conv"; })
       .Case<nn::ConvInputGradOp>([](Operation *) { return "nn.conv_input_grad"; })
@@ -215,10 +216,18 @@ public:
     if (auto unfused = fn_->getAttrOfType<IntegerAttr>(TrainDialect::kArenaBytesWithoutFusion))
       plan_.set_arena_bytes_without_fusion(uint64_t(unfused.getInt()));
     {
-      int64_t fused = 0;
-      // The model's attention chains: recomputed clones are not more.
-      fn_.walk([&](nn::AttentionOp op) { fused += !op->hasAttr(TrainDialect::kRecomputed); });
-      plan_.set_fused_attention(fused);
+      // The model's fused ops: recomputed clones are not more.
+      int64_t attention = 0, biases = 0, addends = 0;
+      fn_.walk([&](Operation *op) {
+        if (op->hasAttr(TrainDialect::kRecomputed))
+          return;
+        attention += isa<nn::AttentionOp>(op);
+        if (auto e = dyn_cast<nn::MatmulEpilogueOp>(op))
+          biases += e.getBias() != nullptr, addends += e.getAddend() != nullptr;
+      });
+      plan_.set_fused_attention(attention);
+      plan_.set_epilogue_biases(biases);
+      plan_.set_epilogue_addends(addends);
     }
 
     for (BlockArgument a : fn_.getArguments())
@@ -935,6 +944,12 @@ private:
           instr.add_ints(o.getTransposeLhs());
           instr.add_ints(o.getTransposeRhs());
         })
+        .Case([&](nn::MatmulEpilogueOp o) {
+          instr.add_ints(o.getTransposeLhs());
+          instr.add_ints(o.getTransposeRhs());
+          instr.add_ints(o.getBias() ? 1 : 0);
+          instr.add_ints(o.getAddend() ? 1 : 0);
+        })
         .Case([&](nn::LayerNormOp o) {
           instr.add_ints(normalize(o.getAxis(), rankOf(o.getInput())));
           instr.add_floats(o.getEpsilon().convertToDouble());
@@ -1162,9 +1177,10 @@ private:
 /// module, or a pipeline stage's step), and what not and why.
 void describeTensorParallel(Operation *scope, int64_t tp, plan::Plan &p) {
   p.set_tp(uint32_t(tp));
-  scope->walk([&](nn::MatmulOp mm) {
+  // A GEMM with an epilogue (matmul-epilogue) keeps its matmul's marks.
+  scope->walk([&](Operation *mm) {
     auto kind = mm->getAttrOfType<StringAttr>("dist.tp");
-    if (!kind)
+    if (!kind || !isa<nn::MatmulOp, nn::MatmulEpilogueOp>(mm))
       return;
     if (kind.getValue() == "column")
       p.set_tp_column_gemms(p.tp_column_gemms() + 1);
@@ -1172,7 +1188,7 @@ void describeTensorParallel(Operation *scope, int64_t tp, plan::Plan &p) {
       p.set_tp_row_gemms(p.tp_row_gemms() + 1);
     else if (auto reason = mm->getAttrOfType<StringAttr>("dist.tp_reason")) {
       std::string weight = "?";
-      Value rhs = mm.getRhs();
+      Value rhs = mm->getOperand(1);
       if (auto t = rhs.getDefiningOp<nn::TransposeOp>())
         rhs = t.getInput();
       if (auto c = rhs.getDefiningOp<nn::CastOp>())

@@ -978,15 +978,22 @@ void writeManifest(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
     }
     os << "\n";
   }
-  if (p.fused_attention()) {
-    os << "fusion:           " << p.fused_attention()
-       << " attention ops keep no scores (nn.attention)";
-    if (p.arena_bytes_without_fusion()) {
-      int64_t without = int64_t(p.arena_bytes_without_fusion()) - int64_t(p.persistent_bytes());
-      int64_t with = int64_t(p.arena_bytes()) - int64_t(p.persistent_bytes());
-      os << "; activations " << humanBytes(without) << " without fusion -> " << humanBytes(with)
-         << " (" << lessOrMore(without, with) << ")";
+  if (p.fused_attention() || p.epilogue_biases() || p.epilogue_addends()) {
+    os << "fusion:           ";
+    if (p.fused_attention()) {
+      os << p.fused_attention() << " attention ops keep no scores (nn.attention)";
+      if (p.arena_bytes_without_fusion()) {
+        int64_t without = int64_t(p.arena_bytes_without_fusion()) - int64_t(p.persistent_bytes());
+        int64_t with = int64_t(p.arena_bytes()) - int64_t(p.persistent_bytes());
+        os << "; activations " << humanBytes(without) << " without fusion -> "
+           << humanBytes(with) << " (" << lessOrMore(without, with) << ")";
+      }
+      if (p.epilogue_biases() || p.epilogue_addends())
+        os << "; ";
     }
+    if (p.epilogue_biases() || p.epilogue_addends())
+      os << "GEMM epilogues (nn.matmul_epilogue) add " << p.epilogue_biases() << " biases and "
+         << p.epilogue_addends() << " residual or gradient sums";
     os << "\n";
   }
   const plan::Program &prog = p.program();

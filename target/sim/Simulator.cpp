@@ -41,9 +41,10 @@ Kind kindOf(const std::string &op) {
 }
 
 /// Instructions whose flops run at the GEMM rate: the fused attention's
-/// are its GEMMs but for the softmax's few per score element.
+/// are its GEMMs but for the softmax's few per score element, an
+/// epilogue's its product's (computeWork leaves out its adds).
 bool isGemm(const std::string &op) {
-  return op == "nn.matmul" || op == "nn.conv" || op == "nn.conv_input_grad" ||
+  return op == "nn.matmul" || op == "nn.matmul_epilogue" || op == "nn.conv" || op == "nn.conv_input_grad" ||
          op == "nn.conv_weight_grad" || op == "nn.attention" || op == "nn.attention_grad";
 }
 
@@ -187,7 +188,13 @@ Work computeWork(const plan::Instr &in, const plan::Plan &p, const Hardware &hw)
   if (isGemm(op)) {
     plan::DType d = in.inputs_size() ? p.buffers(int(in.inputs(0))).dtype() : plan::F32;
     const Rate &r = hw.gemmRate(dtypeName(d));
-    atLeast(r.latency + in.flops() / r.rate, Class::Gemm);
+    // An epilogue's bias and addend are added in the GEMM's registers: its
+    // flops beyond the product cost no time of their own.
+    double flops = in.flops();
+    if (op == "nn.matmul_epilogue" && in.ints_size() == 4 && in.outputs_size())
+      flops -= double(in.ints(2) + in.ints(3)) * bufferBytes(p, in.outputs(0)) /
+               double(dsrt::plan_util::elementBytes(p.buffers(int(in.outputs(0))).dtype()));
+    atLeast(r.latency + flops / r.rate, Class::Gemm);
   } else if (op == "tier.fetch" || op == "tier.store") {
     // The tile's homes in the host or NVMe tier (a fetch's inputs, a
     // store's outputs) are what crosses the link.

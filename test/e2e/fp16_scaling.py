@@ -11,10 +11,15 @@ steps RUN1 skipped at the start (SKIPPED_RUN) and into WORK/run-applied for
 one step more (APPLIED_RUN). Checks, printing one line each:
 
   skips     RUN1 skips its first steps (the scale 2^32 overflows), then trains,
-            and its loss falls. How often it overflows later is not asserted:
-            marginal overflows (a gradient near 65504 / scale) depend on the
-            rounding of the kernels the CPU gets (oneDNN picks others on AMX
-            than on AVX-512), not on anything dsc guarantees;
+            and its loss falls (the mean of the first 10 applied steps
+            against the last 10 applied). How often it overflows later is
+            not asserted: marginal overflows (a gradient near 65504 / scale)
+            depend on the rounding of the kernels the CPU gets (oneDNN picks
+            others on AMX than on AVX-512), and a loss spike late in the run
+            (this tiny GPT at lr 3e-3 has them, in fp32 too: a gradient norm
+            of 158 at one step) is followed by skips until the scale has
+            halved enough, as DeepSpeed's would be: where the spike lands
+            depends on every rounding before it;
   scale     RUN1's loss_scale and skipped columns are what DeepSpeed's
             DynamicLossScaler.update_scale (replayed from
             test/runtime/core/loss_scaler_reference.py) gives for its own
@@ -69,8 +74,9 @@ def main():
         k += 1
     later = sum(skipped[k:])
     n = len(rows)
-    first = sum(r["loss"] for r in rows[k:k + 10]) / 10
-    last = sum(r["loss"] for r in rows[-10:]) / 10
+    applied = [r["loss"] for r, s in zip(rows, skipped) if not s]
+    first = sum(applied[:10]) / max(len(applied[:10]), 1)
+    last = sum(applied[-10:]) / max(len(applied[-10:]), 1)
     if k == 0 or k == n:
         fail("expected the first steps skipped and then training: skipped %s" % skipped)
     if not last < first * 0.9:

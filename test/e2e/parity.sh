@@ -20,8 +20,8 @@
 # --format torchscript), PARITY_JIT (trace; script: with PARITY_FORMAT=
 # torchscript, the module compiled by torch.jit.script), PARITY_DSC_FLAGS (more dsc flags, e.g. --tp 2),
 # PARITY_PRECISION (fp32; bf16: dsc --precision bf16 and reference_train.py
-# --precision bf16, which makes dsc's casts, with --fused-attention where
-# the plan's manifest says dsc fused its attention), PARITY_REFERENCE (float32; float64:
+# --precision bf16, which makes dsc's casts, with --fused-attention and
+# --fused-epilogue where the plan's manifest says dsc fused them), PARITY_REFERENCE (float32; float64:
 # the reference trains in float64, for models whose training amplifies
 # float32 rounding faster than the steps compared), and compare.py's optional checks
 # PARITY_LOSS_MEAN_RTOL and PARITY_GRAD_RTOL (unset: not checked).
@@ -103,8 +103,12 @@ fused=()
 if [ "$PRECISION" = bf16 ] && grep -q '^fusion: .* attention ops' "$WORK/plan/manifest.txt"; then
   fused=(--fused-attention)
 fi
+# Likewise a bf16 plan with GEMM epilogues (--fused-epilogue).
+if [ "$PRECISION" = bf16 ] && grep -q '^fusion: .*GEMM epilogues' "$WORK/plan/manifest.txt"; then
+  fused+=(--fused-epilogue)
+fi
 
-echo "== reference train $STEPS steps ($PRECISION${fused[@]+ fused attention})"
+echo "== reference train $STEPS steps ($PRECISION${fused[@]+ ${fused[*]}})"
 "$PY" "$HERE/reference_train.py" --onnx "$WORK/model.onnx" --config "$CONFIG" \
   --data "$WORK/data" --steps "$STEPS" --out "$WORK/torch" --self-check \
   ${precision[@]+"${precision[@]}"} ${reference[@]+"${reference[@]}"} ${fused[@]+"${fused[@]}"}

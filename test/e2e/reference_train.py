@@ -680,10 +680,22 @@ class Bf16Semantics:
     the chain, dq, dk and dv rounded once where the bf16 q, k and v were
     widened (runtime/kernels/cpu/Attention.cpp).
 
+    With ``fused_epilogue`` (the plan has nn.matmul_epilogue: dsc --fuse
+    all, the default), a linear layer's bias and the add of a matmul's
+    result to a value of its shape (a residual) join the float32 product
+    and round once, as dsc's GEMM epilogue does: F.linear and a 2-D matmul
+    keep their float32 sum beside their bf16 result, and an add that reads
+    that result first takes the float32 sum instead. dsc folds the add only
+    where it is the product's one use; the models these tests train read a
+    linear layer's output once (a value read again after such an add would
+    be summed here and not in dsc). The backward pass is the unfused
+    chain's (dsc builds it before fusing), and autograd through the float32
+    sum gives the same gradients.
+
     Use ``with semantics.forward():`` around the model call only; the
     backward pass runs outside the mode."""
 
-    def __init__(self, fused_attention=False):
+    def __init__(self, fused_attention=False, fused_epilogue=False):
         import torch
         import torch.nn.functional as F
         from torch.overrides import TorchFunctionMode
@@ -796,6 +808,8 @@ class Bf16Semantics:
         self.casts = {}  # (id(value), dtype) -> (value, cast): dsc's shared nn.cast
         self.fused_attention = fused_attention
         self.chain = {}  # id -> tensor: the fused attention chain's float32 values
+        self.fused_epilogue = fused_epilogue
+        self.products = {}  # id -> (bf16 result, its float32 sum): epilogue candidates
         sem = self
 
         class Mode(TorchFunctionMode):
@@ -878,11 +892,62 @@ class Bf16Semantics:
             return self.chained(func(*args, **kwargs))
         self.refuse(func, "on a fused attention chain has no rule")
 
+    def check_matmul(self, func, a, b, kwargs):
+        if kwargs or (a.dim() > 2 and b.dim() > 2 and a.shape[:-2] != b.shape[:-2]) \
+                or (a.dim() == 2 and b.dim() > 2):
+            self.refuse(func, "with broadcast batch dimensions has no rule (dsc "
+                              "rounds the batched gradient, then its sum)")
+
+    def product(self, f):
+        """The bf16 result of a float32 product sum f, kept as an epilogue
+        candidate."""
+        y = f.to(self.low)
+        self.products[id(y)] = (y, f)  # keeps y alive, so the id stays its own
+        return y
+
+    def epilogue_rule(self, func, args, kwargs):
+        """dsc's nn.matmul_epilogue (see the class): the result, or None."""
+        torch, F = self.torch, self.F
+        if func is F.linear:
+            x, w = args[0], args[1]
+            b = args[2] if len(args) > 2 else kwargs.get("bias")
+            f = torch.matmul(self.widen(self.as_low(x)), self.widen(self.as_low(w).t()))
+            return self.product(f if b is None else f + self.widen(self.as_low(b)))
+        if func in self.matmul and len(args) == 2:
+            a, b = args
+            if not (self.is_float(a) and self.is_float(b)) or (a.dim() > 2 and b.dim() > 2):
+                return None  # batched (attention's): no epilogue in these models
+            self.check_matmul(func, a, b, kwargs)
+            return self.product(torch.matmul(self.widen(self.as_low(a)),
+                                             self.widen(self.as_low(b))))
+        if func in (torch.add, self.torch.Tensor.add, self.torch.Tensor.__add__,
+                    self.torch.Tensor.__radd__) and len(args) == 2 and not kwargs:
+            for mine, other in ((args[0], args[1]), (args[1], args[0])):
+                hit = self.products.get(id(mine)) if isinstance(mine, torch.Tensor) else None
+                if hit is None or not self.is_float(other):
+                    continue
+                y, f = hit
+                other = self.as_low(other)
+                if other.shape == y.shape or (other.dim() == 1 and other.shape[0] == y.shape[-1]):
+                    del self.products[id(mine)]
+                    return self.product(f + self.widen(other))
+        if func is F.dropout and (args[1] if len(args) > 1 else kwargs.get("p", 0.5)) == 0.0:
+            return None  # the identity, which dsc's import drops: not a use
+        # Any other use comes first: dsc does not fold a product read twice.
+        for v in list(args) + list(kwargs.values()):
+            if isinstance(v, torch.Tensor):
+                self.products.pop(id(v), None)
+        return None
+
     # -- the policy ----------------------------------------------------------
     def dispatch(self, func, args, kwargs):
         torch, F = self.torch, self.F
         if self.fused_attention:
             fused = self.fused_rule(func, args, kwargs)
+            if fused is not None:
+                return fused
+        if self.fused_epilogue:
+            fused = self.epilogue_rule(func, args, kwargs)
             if fused is not None:
                 return fused
         if func is F.linear:
@@ -892,10 +957,7 @@ class Bf16Semantics:
             return y if b is None else self.low_op(torch.add, [b, y], {})
         if func in self.matmul:
             a, b = args[0], args[1]
-            if kwargs or (a.dim() > 2 and b.dim() > 2 and a.shape[:-2] != b.shape[:-2]) \
-                    or (a.dim() == 2 and b.dim() > 2):
-                self.refuse(func, "with broadcast batch dimensions has no rule (dsc "
-                                  "rounds the batched gradient, then its sum)")
+            self.check_matmul(func, a, b, kwargs)
             return self.low_op(torch.matmul, [a, b], {})
         if func in self.muls or func in self.divs:
             swapped = self.muls.get(func, self.divs.get(func))
@@ -972,6 +1034,7 @@ class Bf16Semantics:
         """The mode for one forward pass, with a fresh set of casts."""
         self.casts = {}
         self.chain = {}
+        self.products = {}
         return self.mode_cls()
 
 
@@ -1049,6 +1112,10 @@ def main(argv=None):
                     help="with --precision bf16: the attention chain as dsc's fused "
                          "nn.attention computes it (float32 inside, one rounding; see "
                          "Bf16Semantics)")
+    ap.add_argument("--fused-epilogue", action="store_true",
+                    help="with --precision bf16: linear layers' biases and residual adds "
+                         "as dsc's nn.matmul_epilogue computes them (with the float32 "
+                         "product, one rounding; see Bf16Semantics)")
     ap.add_argument("--dp", type=int, default=1, metavar="N",
                     help="model buffers as DistributedDataParallel leaves them on rank 0 of "
                          "N ranks: micro-batch j of a step is rank j %% N's, and only rank "
@@ -1128,7 +1195,8 @@ def main(argv=None):
                 full = "%s.%s" % (mname, b) if mname else b
                 if full in inits:
                     running.append((full, getattr(m, b)))
-    semantics = Bf16Semantics(a.fused_attention) if a.precision == "bf16" else None
+    semantics = Bf16Semantics(a.fused_attention, a.fused_epilogue) \
+        if a.precision == "bf16" else None
 
     def forward(m, batch):
         if semantics is None:

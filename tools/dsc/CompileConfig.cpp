@@ -208,9 +208,10 @@ void addStepOptions(CLI::App &app, CompileFlags &flags) {
                  "pipeline partition method: cost (the default), parameters or uniform")
       ->check(CLI::IsMember({"uniform", "parameters", "cost"}));
   app.add_option("--fuse", flags.fuse,
-                 "kernel fusion beyond the layout folds: all (the default), attention (scaled "
-                 "dot-product attention as one op that keeps no T x T scores; all fuses "
-                 "nothing more yet) or none (the exported ops as they are)")
+                 "kernel fusion beyond the layout folds: all (the default: attention, and each "
+                 "GEMM's bias and residual added in its epilogue), attention (scaled "
+                 "dot-product attention as one op that keeps no T x T scores) or none (the "
+                 "exported ops as they are)")
       ->check(CLI::IsMember({"none", "attention", "all"}));
 }
 

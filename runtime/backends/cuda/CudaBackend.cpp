@@ -396,6 +396,10 @@ const std::map<std::string, BindFn> &deviceTable() {
     // (Attention.cpp).
     for (const char *op : {"nn.attention", "nn.attention_grad"})
       t[op] = [](const Binder &b) { b.needs(bindCudaAttention(b.i, b.where)); };
+    t["nn.matmul_epilogue"] = [](const Binder &b) {
+      (void)b.floatOrBf16(); // refuses fp16 by name
+      b.needs(bindCudaEpilogue(b.i, b.where));
+    };
     t["nn.dropout"] = [](const Binder &b) {
       if (b.i.ints.size() != 1)
         b.refuse("no CUDA kernel for dropout on a tensor-parallel part yet");

@@ -42,6 +42,8 @@ struct DeviceState {
 /// i.run and returns the scratch bytes the call needs, or throws
 /// DeviceUnsupported naming `where`.
 size_t bindCudaAttention(Instr &i, const std::string &where);
+/// nn.matmul_epilogue on the device (Epilogue.cpp), likewise.
+size_t bindCudaEpilogue(Instr &i, const std::string &where);
 
 } // namespace dsrt
 

@@ -485,6 +485,23 @@ void matmul(const Fp16 *A, const Shape &as, bool transA, const Fp16 *B,
             const Shape &bs, bool transB, Fp16 *C, const Shape &cs,
             float alpha = 1.0f, float beta = 0.0f);
 
+/// nn.matmul_epilogue: C = op(A) op(B) + bias + addend, each optional (the
+/// bias [N] broadcast over C's rows, the addend C's shape), summed with the
+/// float32 accumulator and rounded to C's type once. oneDNN's matmul
+/// primitive with a bias and a binary-add post-op, cached per shape as the
+/// 16-bit matmul's; where it has no fast kernel, the float product and one
+/// elementwise pass. The float version's GEMM is the primitive, not
+/// dnnl_sgemm: its sums may differ from matmul's in the last bit.
+void matmulEpilogue(const float *A, const Shape &as, bool transA, const float *B,
+                    const Shape &bs, bool transB, const float *bias, const float *addend,
+                    float *C, const Shape &cs);
+void matmulEpilogue(const Bf16 *A, const Shape &as, bool transA, const Bf16 *B,
+                    const Shape &bs, bool transB, const Bf16 *bias, const Bf16 *addend,
+                    Bf16 *C, const Shape &cs);
+void matmulEpilogue(const Fp16 *A, const Shape &as, bool transA, const Fp16 *B,
+                    const Shape &bs, bool transB, const Fp16 *bias, const Fp16 *addend,
+                    Fp16 *C, const Shape &cs);
+
 void binary(Binary op, const Bf16 *a, const Shape &as, const Bf16 *b,
             const Shape &bs, Bf16 *out, const Shape &os);
 void binary(Binary op, const Fp16 *a, const Shape &as, const Fp16 *b,

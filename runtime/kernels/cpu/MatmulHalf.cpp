@@ -1,4 +1,4 @@
-//===- MatmulHalf.cpp - bf16 / fp16 matmul, float accumulation ------------===//
+//===- MatmulHalf.cpp - bf16 / fp16 matmul and GEMM epilogues -------------===//
 //
 // oneDNN's matmul primitive takes the operands where they are: transposes
 // are strides of the memory descriptors and broadcast batch dims have size
@@ -7,6 +7,11 @@
 // that shapes them (dims, transposes, types, alpha, beta, thread count); the
 // step loop only swaps data pointers and executes through the C API (no
 // std::unordered_map of arguments, no allocation).
+//
+// The GEMM epilogues (nn.matmul_epilogue, in every float type) run on the
+// same primitives: the bias is oneDNN's bias argument and the addend a
+// binary-add post-op, both applied to the float32 accumulator before the one
+// rounding to the result type.
 //
 // Where oneDNN has nothing better than its reference kernel for a type (no
 // fp16 matmul without AVX512_FP16, no bf16 one on pre-AVX-512 CPUs in
@@ -54,6 +59,9 @@ bool fastImpl(const dnnl::matmul::primitive_desc &pd) {
 struct Key {
   int32_t in, out, threads, rank;
   uint32_t alpha, beta;
+  int32_t bias;   // the epilogue's bias (0 or 1)
+  int32_t addend; // 0: none, 1: a binary-add post-op, 2: the sum post-op
+                  // (the addend is the result's own buffer)
   int64_t a[kMaxRank][2], b[kMaxRank][2], c[kMaxRank]; // dims, strides
   Key() { std::memset(this, 0, sizeof *this); }
   bool operator==(const Key &o) const {
@@ -80,7 +88,7 @@ struct Primitive {
   std::string impl;  // oneDNN's name for the kernel it chose
   dnnl::matmul prim;
   dnnl::stream stream;
-  memory a, b, c;
+  memory a, b, c, bias, addend;
 };
 
 /// The memory descriptor of a [.., rows, cols] operand stored row-major, or
@@ -109,16 +117,30 @@ Primitive makePrimitive(const Key &k, memory::data_type in,
       s *= k.c[i];
     }
     const memory::desc cDense(cd, out, cs);
+    // The bias: [1, ..., 1, N], of the result's type.
+    memory::dims bd(k.rank, 1), bs(k.rank, 1);
+    bd[k.rank - 1] = k.c[k.rank - 1];
+    for (int i = k.rank - 2; i >= 0; --i)
+      bs[i] = bd[k.rank - 1];
+    const memory::desc biasDesc = k.bias ? memory::desc(bd, out, bs) : memory::desc();
     dnnl::primitive_attr attr;
     if (alpha != 1.0f)
       attr.set_output_scales(0, {alpha});
-    if (beta != 0.0f) {
-      dnnl::post_ops ops;
+    dnnl::post_ops ops;
+    if (beta != 0.0f)
       ops.append_sum(beta);
+    // An addend in the result's own buffer is oneDNN's sum post-op (its
+    // kernels may keep partial sums in the destination while they run
+    // through K); another buffer is the binary add's second source.
+    if (k.addend == 2)
+      ops.append_sum(1.0f);
+    else if (k.addend == 1)
+      ops.append_binary(dnnl::algorithm::binary_add, cDense);
+    if (ops.len() > 0)
       attr.set_post_ops(ops);
-    }
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, cDense), attr,
-                                    engine());
+    dnnl::matmul::primitive_desc pd(k.bias ? dnnl::matmul::desc(a, b, biasDesc, cDense)
+                                           : dnnl::matmul::desc(a, b, cDense),
+                                    attr, engine());
     p.impl = pd.impl_info_str();
     p.fast = fastImpl(pd);
     if (p.fast) {
@@ -127,6 +149,10 @@ Primitive makePrimitive(const Key &k, memory::data_type in,
       p.a = memory(a, engine(), DNNL_MEMORY_NONE);
       p.b = memory(b, engine(), DNNL_MEMORY_NONE);
       p.c = memory(cDense, engine(), DNNL_MEMORY_NONE);
+      if (k.bias)
+        p.bias = memory(biasDesc, engine(), DNNL_MEMORY_NONE);
+      if (k.addend == 1)
+        p.addend = memory(cDense, engine(), DNNL_MEMORY_NONE);
     }
   } catch (const dnnl::error &) {
     p.fast = false; // unsupported type or shape: the fallback handles it
@@ -207,20 +233,11 @@ void widenedMatmul(const T *A, const Shape &as, bool transA, const T *B,
   }
 }
 
+/// The primitive key of C = op(A) op(B) and whether C is empty; fills `k`.
 template <class T, class TC>
-void matmulHalf(const T *A, const Shape &as, bool transA, const T *B,
-                const Shape &bs, bool transB, TC *C, const Shape &cs,
-                float alpha, float beta) {
-  const int cb = cs.rank - 2;
-  const int64_t M = cs.dims[cb], N = cs.dims[cb + 1];
-  const int64_t K = transA ? as.dims[as.rank - 2] : as.dims[as.rank - 1];
+void keyOf(const Shape &as, bool transA, const Shape &bs, bool transB, const Shape &cs,
+           float alpha, float beta, Key &k) {
   const int64_t batches = batchCount(cs);
-  if (M == 0 || N == 0 || batches == 0)
-    return;
-  if (K == 0)
-    return scaleOnly(C, batches * M * N, beta);
-
-  Key k;
   k.in = int32_t(dnnlType<T>());
   k.out = int32_t(dnnlType<TC>());
   k.threads = omp_get_max_threads();
@@ -233,8 +250,8 @@ void matmulHalf(const T *A, const Shape &as, bool transA, const T *B,
     describe(as, transA, 2, k.a);
     k.a[0][0] *= batches; // [M, K] row-major when batches > 1
     describe(bs, transB, 2, k.b);
-    k.c[0] = M * batches;
-    k.c[1] = N;
+    k.c[0] = cs.dims[cs.rank - 2] * batches;
+    k.c[1] = cs.dims[cs.rank - 1];
   } else {
     k.rank = cs.rank;
     describe(as, transA, k.rank, k.a);
@@ -242,28 +259,99 @@ void matmulHalf(const T *A, const Shape &as, bool transA, const T *B,
     for (int i = 0; i < cs.rank; ++i)
       k.c[i] = cs.dims[i];
   }
+}
 
+/// This thread's primitive for `k` (made on first use).
+template <class T, class TC> Primitive &primitiveFor(const Key &k, float alpha, float beta) {
   thread_local std::unordered_map<Key, Primitive, KeyHash> cache;
   auto it = cache.find(k);
   if (it == cache.end())
-    it = cache
-             .emplace(k, makePrimitive(k, dnnlType<T>(), dnnlType<TC>(), alpha,
-                                       beta))
-             .first;
-  Primitive &p = it->second;
-  if (!p.fast)
-    return widenedMatmul(A, as, transA, B, bs, transB, C, cs, alpha, beta);
+    it = cache.emplace(k, makePrimitive(k, dnnlType<T>(), dnnlType<TC>(), alpha, beta)).first;
+  return it->second;
+}
 
-  dnnl_memory_set_data_handle(p.a.get(), const_cast<T *>(A));
-  dnnl_memory_set_data_handle(p.b.get(), const_cast<T *>(B));
+/// Runs `p` on the given data (bias and addend where the key has them).
+void execute(Primitive &p, const void *A, const void *B, void *C, const void *bias,
+             const void *addend) {
+  dnnl_memory_set_data_handle(p.a.get(), const_cast<void *>(A));
+  dnnl_memory_set_data_handle(p.b.get(), const_cast<void *>(B));
   dnnl_memory_set_data_handle(p.c.get(), C);
-  const dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, p.a.get()},
-                                   {DNNL_ARG_WEIGHTS, p.b.get()},
-                                   {DNNL_ARG_DST, p.c.get()}};
+  dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, p.a.get()},
+                             {DNNL_ARG_WEIGHTS, p.b.get()},
+                             {DNNL_ARG_DST, p.c.get()}};
+  int n = 3;
+  if (bias) {
+    dnnl_memory_set_data_handle(p.bias.get(), const_cast<void *>(bias));
+    args[n++] = {DNNL_ARG_BIAS, p.bias.get()};
+  }
+  if (addend) {
+    dnnl_memory_set_data_handle(p.addend.get(), const_cast<void *>(addend));
+    args[n++] = {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, p.addend.get()};
+  }
   // Only invalid arguments make it fail, and these were checked when the
   // primitive was created.
-  (void)dnnl_primitive_execute(p.prim.get(), p.stream.get(), 3, args);
+  (void)dnnl_primitive_execute(p.prim.get(), p.stream.get(), n, args);
   (void)dnnl_stream_wait(p.stream.get());
+}
+
+template <class T, class TC>
+void matmulHalf(const T *A, const Shape &as, bool transA, const T *B,
+                const Shape &bs, bool transB, TC *C, const Shape &cs,
+                float alpha, float beta) {
+  const int cb = cs.rank - 2;
+  const int64_t M = cs.dims[cb], N = cs.dims[cb + 1];
+  const int64_t K = transA ? as.dims[as.rank - 2] : as.dims[as.rank - 1];
+  const int64_t batches = batchCount(cs);
+  if (M == 0 || N == 0 || batches == 0)
+    return;
+  if (K == 0)
+    return scaleOnly(C, batches * M * N, beta);
+  Key k;
+  keyOf<T, TC>(as, transA, bs, transB, cs, alpha, beta, k);
+  Primitive &p = primitiveFor<T, TC>(k, alpha, beta);
+  if (!p.fast)
+    return widenedMatmul(A, as, transA, B, bs, transB, C, cs, alpha, beta);
+  execute(p, A, B, C, nullptr, nullptr);
+}
+
+/// C = the float32 sum op(A) op(B) + bias + addend, rounded to T once.
+template <class T>
+void epilogue(const T *A, const Shape &as, bool transA, const T *B, const Shape &bs,
+              bool transB, const T *bias, const T *addend, T *C, const Shape &cs) {
+  const int64_t N = cs.dims[cs.rank - 1], n = cs.numel();
+  if (n == 0)
+    return;
+  const int64_t K = transA ? as.dims[as.rank - 2] : as.dims[as.rank - 1];
+  Primitive *p = nullptr;
+  if (K > 0) {
+    Key k;
+    keyOf<T, T>(as, transA, bs, transB, cs, 1.0f, 0.0f, k);
+    k.bias = bias != nullptr;
+    k.addend = !addend ? 0 : addend == C ? 2 : 1;
+    p = &primitiveFor<T, T>(k, 1.0f, 0.0f);
+  }
+  if (p && p->fast)
+    return execute(*p, A, B, C, bias, addend == C ? nullptr : addend);
+  // No fast primitive (or K = 0): the float product, then the sum in float
+  // and one rounding (scratch slot 23: the widened matmul uses 20-22).
+  float *c;
+  if constexpr (std::is_same_v<T, float>) {
+    c = addend == C ? scratch<float, 23>(size_t(n)) : C; // keep the addend
+    matmul(A, as, transA, B, bs, transB, c, cs);
+  } else {
+    c = scratch<float, 23>(size_t(n));
+    widenedMatmul(A, as, transA, B, bs, transB, c, cs, 1.0f, 0.0f);
+  }
+  parallelFor(n, kGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      float v = c[i];
+      if (bias)
+        v += toFloat(bias[i % N]);
+      if (addend)
+        v += toFloat(addend[i]);
+      C[i] = fromFloat<T>(v);
+    }
+  });
 }
 
 } // namespace
@@ -303,6 +391,22 @@ void matmul(const Fp16 *A, const Shape &as, bool transA, const Fp16 *B,
             const Shape &bs, bool transB, Fp16 *C, const Shape &cs, float alpha,
             float beta) {
   matmulHalf(A, as, transA, B, bs, transB, C, cs, alpha, beta);
+}
+
+void matmulEpilogue(const float *A, const Shape &as, bool transA, const float *B,
+                    const Shape &bs, bool transB, const float *bias, const float *addend,
+                    float *C, const Shape &cs) {
+  epilogue(A, as, transA, B, bs, transB, bias, addend, C, cs);
+}
+void matmulEpilogue(const Bf16 *A, const Shape &as, bool transA, const Bf16 *B,
+                    const Shape &bs, bool transB, const Bf16 *bias, const Bf16 *addend,
+                    Bf16 *C, const Shape &cs) {
+  epilogue(A, as, transA, B, bs, transB, bias, addend, C, cs);
+}
+void matmulEpilogue(const Fp16 *A, const Shape &as, bool transA, const Fp16 *B,
+                    const Shape &bs, bool transB, const Fp16 *bias, const Fp16 *addend,
+                    Fp16 *C, const Shape &cs) {
+  epilogue(A, as, transA, B, bs, transB, bias, addend, C, cs);
 }
 
 } // namespace dsrt::cpu

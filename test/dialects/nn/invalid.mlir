@@ -1074,3 +1074,51 @@ func.func @attention_bias_low(%q: tensor<4x8x16xbf16>, %b: tensor<4x8x8xbf16>) {
   %0, %1 = nn.attention %q, %q, %q, %b {scale = 1.0 : f64} : tensor<4x8x16xbf16>, tensor<4x8x16xbf16>, tensor<4x8x16xbf16>, tensor<4x8x8xbf16> -> tensor<4x8x16xbf16>, tensor<4x8x2xf32>
   return
 }
+
+// -----
+
+func.func @epilogue_nothing(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) {
+  // expected-error @+1 {{'nn.matmul_epilogue' op needs a bias or an addend (without, it is nn.matmul)}}
+  %0 = nn.matmul_epilogue %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @epilogue_result(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>) {
+  // expected-error @+1 {{'nn.matmul_epilogue' op result type 'tensor<4x8xf32>' must be the product's, 'tensor<4x16xf32>'}}
+  %0 = nn.matmul_epilogue %x, %w bias %b : tensor<4x8xf32>, tensor<8x16xf32> bias tensor<16xf32> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @epilogue_contracting(%x: tensor<4x8xf32>, %w: tensor<7x16xf32>, %b: tensor<16xf32>) {
+  // expected-error @+1 {{contracting dimensions differ: lhs [4,8] has 8, rhs [7,16] has 7}}
+  %0 = nn.matmul_epilogue %x, %w bias %b : tensor<4x8xf32>, tensor<7x16xf32> bias tensor<16xf32> -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @epilogue_bias_shape(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<4x16xf32>) {
+  // expected-error @+1 {{'nn.matmul_epilogue' op bias 'tensor<4x16xf32>' must be a vector of the result's 16 columns, of 'f32'}}
+  %0 = nn.matmul_epilogue %x, %w bias %b : tensor<4x8xf32>, tensor<8x16xf32> bias tensor<4x16xf32> -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @epilogue_bias_type(%x: tensor<4x8xbf16>, %w: tensor<8x16xbf16>, %b: tensor<16xf32>) {
+  // expected-error @+1 {{'nn.matmul_epilogue' op bias 'tensor<16xf32>' must be a vector of the result's 16 columns, of 'bf16'}}
+  %0 = nn.matmul_epilogue %x, %w bias %b : tensor<4x8xbf16>, tensor<8x16xbf16> bias tensor<16xf32> -> tensor<4x16xbf16>
+  return
+}
+
+// -----
+
+func.func @epilogue_addend(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %r: tensor<1x16xf32>) {
+  // expected-error @+1 {{'nn.matmul_epilogue' op addend type 'tensor<1x16xf32>' must be the result's, 'tensor<4x16xf32>'}}
+  %0 = nn.matmul_epilogue %x, %w addend %r : tensor<4x8xf32>, tensor<8x16xf32> addend tensor<1x16xf32> -> tensor<4x16xf32>
+  return
+}

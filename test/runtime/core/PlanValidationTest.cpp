@@ -664,6 +664,26 @@ TEST(OpChecks, MatmulBatchDimensions) {
             "test: transpose_rhs must be 0 or 1, is 2");
 }
 
+TEST(OpChecks, MatmulEpilogueOperands) {
+  Buf a({2, 3}), b({3, 4}), bias({4}), addend({2, 4}), o({2, 4}), wrongBias({2}),
+      wrongAddend({4, 2}), half({4}, plan::BF16);
+  EXPECT_EQ(bindError("nn.matmul_epilogue", {&a, &b, &bias, &addend}, {&o}, {0, 0, 1, 1}),
+            "no error");
+  EXPECT_EQ(bindError("nn.matmul_epilogue", {&a, &b, &addend}, {&o}, {0, 0, 0, 1}), "no error");
+  EXPECT_EQ(bindError("nn.matmul_epilogue", {&a, &b}, {&o}, {0, 0, 0, 0}),
+            "test: has neither a bias nor an addend");
+  EXPECT_THAT(bindError("nn.matmul_epilogue", {&a, &b, &bias}, {&o}, {0, 0, 1, 1}),
+              HasSubstr("expects 4 inputs and 1 outputs"));
+  EXPECT_EQ(bindError("nn.matmul_epilogue", {&a, &b, &wrongBias}, {&o}, {0, 0, 1, 0}),
+            "test: bias [2] must be a vector of the 4 columns");
+  EXPECT_THAT(bindError("nn.matmul_epilogue", {&a, &b, &wrongAddend}, {&o}, {0, 0, 0, 1}),
+              HasSubstr("[4,2]"));
+  EXPECT_EQ(bindError("nn.matmul_epilogue", {&a, &b, &half}, {&o}, {0, 0, 1, 0}),
+            "test: bias must be F32, is BF16");
+  EXPECT_EQ(bindError("nn.matmul_epilogue", {&a, &b, &bias}, {&o}, {0, 0, 2, 0}),
+            "test: has_bias must be 0 or 1, is 2");
+}
+
 TEST(OpChecks, ConcatOtherDimensions) {
   // The second input's rows were read past its one row.
   Buf x({2, 3}), y({1, 5}), out({2, 8}), bools({2, 8}, plan::BOOL), s0({}), s1({}), s2({});

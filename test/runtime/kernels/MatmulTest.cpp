@@ -3,7 +3,8 @@
 // Against a float64 triple loop over every transpose combination, batch
 // broadcast in either operand (the folded x @ W path and the per-batch
 // paths), alpha/beta accumulation, and the OpenBLAS backend (a fresh process
-// started with DSRT_GEMM=openblas, since the backend is chosen once).
+// started with DSRT_GEMM=openblas, since the backend is chosen once), and
+// the GEMM epilogues (matmulEpilogue: bias and addend) in float and 16-bit.
 //
 //===----------------------------------------------------------------------===//
 #include "TestUtil.h"
@@ -156,6 +157,100 @@ TEST(Matmul, EmptyK) {
   matmul(A.data(), shape({2, 0}), false, B.data(), shape({0, 2}), false,
          C.data(), shape({2, 2}), 1.0f, 0.5f);
   EXPECT_EQ(C, (std::vector<float>{0.5f, 1, 1.5f, 2}));
+}
+
+/// float64 op(A) op(B) + bias + addend of k (bias or addend may be empty).
+std::vector<double> refEpilogue(const Case &k, const std::vector<float> &A,
+                                const std::vector<float> &B, const std::vector<float> &bias,
+                                const std::vector<float> &addend) {
+  std::vector<float> zero(size_t(k.c.numel()), 0.0f);
+  auto ref = refMatmul(k, A, B, addend.empty() ? zero : addend, 1.0, 1.0);
+  const int64_t N = k.c.dims[k.c.rank - 1];
+  if (!bias.empty())
+    for (size_t i = 0; i < ref.size(); ++i)
+      ref[i] += bias[i % size_t(N)];
+  return ref;
+}
+
+// Every case of the plain matmul, with a bias, an addend and both.
+TEST(Matmul, EpilogueAgainstReference) {
+  unsigned seed = 700;
+  for (const Case &k : cases())
+    for (int which : {1, 2, 3}) {
+      const int64_t N = k.c.dims[k.c.rank - 1];
+      auto A = uniform(k.a.numel(), seed++), B = uniform(k.b.numel(), seed++);
+      auto bias = which & 1 ? uniform(N, seed++) : std::vector<float>();
+      auto addend = which & 2 ? uniform(k.c.numel(), seed++) : std::vector<float>();
+      std::vector<float> C(size_t(k.c.numel()), std::nanf(""));
+      matmulEpilogue(A.data(), k.a, k.transA, B.data(), k.b, k.transB,
+                     bias.empty() ? nullptr : bias.data(),
+                     addend.empty() ? nullptr : addend.data(), C.data(), k.c);
+      const int64_t K = k.transA ? k.a.dims[k.a.rank - 2] : k.a.dims[k.a.rank - 1];
+      EXPECT_TRUE(near(C, refEpilogue(k, A, B, bias, addend), 1e-5, 1e-6 * double(K + 2)))
+          << str(k.a) << (k.transA ? "^T" : "") << " x " << str(k.b) << (k.transB ? "^T" : "")
+          << " -> " << str(k.c) << (which & 1 ? " +bias" : "") << (which & 2 ? " +addend" : "");
+    }
+}
+
+// The addend may be the result's own buffer (memory-plan places the sum
+// over a dying addend): oneDNN's sum post-op, correct where its kernels
+// keep partial sums in the destination across a long K (1536 here).
+TEST(Matmul, EpilogueAddendInPlace) {
+  for (int64_t K : {65, 1536}) {
+    const Case k{shape({33, K}), false, shape({K, 17}), false, shape({33, 17})};
+    auto A = uniform(k.a.numel(), 1), B = uniform(k.b.numel(), 2), bias = uniform(17, 3),
+         C = uniform(k.c.numel(), 4);
+    auto want = refEpilogue(k, A, B, bias, C);
+    matmulEpilogue(A.data(), k.a, false, B.data(), k.b, false, bias.data(), C.data(), C.data(),
+                   k.c);
+    EXPECT_TRUE(near(C, want, 1e-5, 1e-6 * double(K + 2))) << "K " << K;
+  }
+}
+
+// In bf16 and fp16 the sum is formed in float and rounded once: each
+// element is the float64 sum rounded to T, except where the float sum and
+// the float64 one straddle a rounding midpoint (then one ulp away). The
+// unfused ops round the product, then each sum: 39% of these elements
+// differ from that.
+template <class T> class MatmulEpilogueHalf : public ::testing::Test {};
+using HalfTypes = ::testing::Types<Bf16, Fp16>;
+TYPED_TEST_SUITE(MatmulEpilogueHalf, HalfTypes, HalfNames);
+
+TYPED_TEST(MatmulEpilogueHalf, FloatSumRoundedOnce) {
+  using T = TypeParam;
+  const Case k{shape({4, 33, 65}), false, shape({17, 65}), true, shape({4, 33, 17})};
+  auto A = uniformIn<T>(k.a.numel(), 11), B = uniformIn<T>(k.b.numel(), 12),
+       bias = uniformIn<T>(17, 13), addend = uniformIn<T>(k.c.numel(), 14);
+  std::vector<T> C(size_t(k.c.numel()));
+  matmulEpilogue(A.data(), k.a, false, B.data(), k.b, true, bias.data(), addend.data(), C.data(),
+                 k.c);
+  auto ref = refEpilogue(k, widen(A), widen(B), widen(bias), widen(addend));
+  std::vector<float> refF(ref.begin(), ref.end());
+  auto once = widen(narrowTo<T>(refF)), got = widen(C);
+  const double ulp = std::is_same_v<T, Bf16> ? 0x1p-7 : 0x1p-10;
+  int64_t off = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] == once[i])
+      continue;
+    ++off;
+    EXPECT_LE(std::fabs(double(got[i]) - ref[i]), ulp * std::fabs(ref[i]) + 1e-6) << i;
+  }
+  EXPECT_LE(off, int64_t(got.size()) / 50) << off << " of " << got.size();
+}
+
+TYPED_TEST(MatmulEpilogueHalf, AddendInPlace) {
+  using T = TypeParam;
+  const Case k{shape({33, 1536}), false, shape({1536, 17}), false, shape({33, 17})};
+  auto A = uniformIn<T>(k.a.numel(), 21), B = uniformIn<T>(k.b.numel(), 22),
+       C = uniformIn<T>(k.c.numel(), 23);
+  auto ref = refEpilogue(k, widen(A), widen(B), {}, widen(C));
+  matmulEpilogue(A.data(), k.a, false, B.data(), k.b, false, nullptr, C.data(), C.data(), k.c);
+  // One rounding of the float sum: within one ulp of the float64 one, plus
+  // the float sum's own error over K products (the float test's bound).
+  const double ulp = std::is_same_v<T, Bf16> ? 0x1p-7 : 0x1p-10;
+  auto got = widen(C);
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_LE(std::fabs(double(got[i]) - ref[i]), ulp * std::fabs(ref[i]) + 1e-6 * 1536) << i;
 }
 
 /// Body of the OpenBLAS death test's child process: exits 0 on success.

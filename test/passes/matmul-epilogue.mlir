@@ -1,0 +1,100 @@
+// RUN: dsc-opt %s --matmul-epilogue | FileCheck %s
+
+// matmul-epilogue: an nn.add of a matmul's only use becomes the matmul's
+// epilogue: a vector of its N columns is the bias, a value of its type the
+// addend; a bias folded first meets its residual next.
+
+// A transformer block's projection: bias, then the residual (either operand
+// order of each add).
+// CHECK-LABEL: func.func @block(
+// CHECK-SAME:    %[[X:.*]]: tensor<2x4x8xf32>, %[[W:.*]]: tensor<8x8xf32>, %[[B:.*]]: tensor<8xf32>, %[[R:.*]]: tensor<2x4x8xf32>)
+// CHECK-NEXT:    %[[Y:.*]] = nn.matmul_epilogue %[[X]], %[[W]] bias %[[B]] addend %[[R]] {transpose_rhs} : tensor<2x4x8xf32>, tensor<8x8xf32> bias tensor<8xf32> addend tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+// CHECK-NEXT:    return %[[Y]]
+func.func @block(%x: tensor<2x4x8xf32>, %w: tensor<8x8xf32>, %b: tensor<8xf32>, %r: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %m = nn.matmul %x, %w {transpose_rhs} : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  %y = nn.add %b, %m : tensor<8xf32>, tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %z = nn.add %r, %y : tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  return %z : tensor<2x4x8xf32>
+}
+
+// A bias alone (the layer's output goes on to GELU), and in bf16.
+// CHECK-LABEL: func.func @bias_bf16(
+// CHECK-NEXT:    %[[Y:.*]] = nn.matmul_epilogue %arg0, %arg1 bias %arg2 : tensor<4x8xbf16>, tensor<8x16xbf16> bias tensor<16xbf16> -> tensor<4x16xbf16>
+// CHECK-NEXT:    nn.gelu %[[Y]]
+func.func @bias_bf16(%x: tensor<4x8xbf16>, %w: tensor<8x16xbf16>, %b: tensor<16xbf16>) -> tensor<4x16xbf16> {
+  %m = nn.matmul %x, %w : tensor<4x8xbf16>, tensor<8x16xbf16> -> tensor<4x16xbf16>
+  %y = nn.add %m, %b : tensor<4x16xbf16>, tensor<16xbf16> -> tensor<4x16xbf16>
+  %g = nn.gelu %y : tensor<4x16xbf16>
+  return %g : tensor<4x16xbf16>
+}
+
+// In the backward pass: a gradient summed with a GEMM's (an addend only),
+// with the matmul's transposes and its marks kept.
+// CHECK-LABEL: func.func @gradient_sum(
+// CHECK-NEXT:    %[[G:.*]] = nn.matmul_epilogue %arg0, %arg1 addend %arg2 {dist.tp = "column", transpose_lhs} : tensor<8x4xf32>, tensor<8x16xf32> addend tensor<4x16xf32> -> tensor<4x16xf32>
+// CHECK-NEXT:    return %[[G]]
+func.func @gradient_sum(%a: tensor<8x4xf32>, %b: tensor<8x16xf32>, %g: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  %m = nn.matmul %a, %b {transpose_lhs, dist.tp = "column"} : tensor<8x4xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %s = nn.add %g, %m : tensor<4x16xf32>, tensor<4x16xf32> -> tensor<4x16xf32>
+  return %s : tensor<4x16xf32>
+}
+
+// Two biases in a row: the second is an addend's broadcast, not the
+// epilogue's (one bias each); the second add stays.
+// CHECK-LABEL: func.func @two_biases(
+// CHECK-NEXT:    %[[Y:.*]] = nn.matmul_epilogue %arg0, %arg1 bias %arg2 : tensor<4x8xf32>, tensor<8x16xf32> bias tensor<16xf32> -> tensor<4x16xf32>
+// CHECK-NEXT:    nn.add %[[Y]], %arg3
+func.func @two_biases(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>, %c: tensor<16xf32>) -> tensor<4x16xf32> {
+  %m = nn.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %y = nn.add %m, %b : tensor<4x16xf32>, tensor<16xf32> -> tensor<4x16xf32>
+  %z = nn.add %y, %c : tensor<4x16xf32>, tensor<16xf32> -> tensor<4x16xf32>
+  return %z : tensor<4x16xf32>
+}
+
+// Must not fuse: the product has another use (it is stored anyway).
+// CHECK-LABEL: func.func @product_read_twice(
+// CHECK-NOT:     nn.matmul_epilogue
+// CHECK:         nn.matmul
+// CHECK-NEXT:    nn.add
+func.func @product_read_twice(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>) {
+  %m = nn.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %y = nn.add %m, %b : tensor<4x16xf32>, tensor<16xf32> -> tensor<4x16xf32>
+  return %y, %m : tensor<4x16xf32>, tensor<4x16xf32>
+}
+
+// Must not fuse: a sum over another broadcast (a per-row [4, 1] column, or a
+// result wider than the product), or a bias of another type.
+// CHECK-LABEL: func.func @other_broadcasts(
+// CHECK-NOT:     nn.matmul_epilogue
+func.func @other_broadcasts(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %c: tensor<4x1xf32>, %wide: tensor<3x4x16xf32>, %x16: tensor<4x8xbf16>, %w16: tensor<8x16xbf16>, %b32: tensor<16xf32>) -> (tensor<4x16xf32>, tensor<3x4x16xf32>, tensor<4x16xf32>) {
+  %m = nn.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %y = nn.add %m, %c : tensor<4x16xf32>, tensor<4x1xf32> -> tensor<4x16xf32>
+  %m2 = nn.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %z = nn.add %m2, %wide : tensor<4x16xf32>, tensor<3x4x16xf32> -> tensor<3x4x16xf32>
+  %m3 = nn.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %s = nn.sub %m3, %y : tensor<4x16xf32>, tensor<4x16xf32> -> tensor<4x16xf32>
+  return %y, %z, %s : tensor<4x16xf32>, tensor<3x4x16xf32>, tensor<4x16xf32>
+}
+
+// Must not fuse: a row-parallel layer's all-reduce comes between the GEMM
+// and its bias.
+// CHECK-LABEL: func.func @row_parallel(
+// CHECK-NOT:     nn.matmul_epilogue
+func.func @row_parallel(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>) -> tensor<4x16xf32> {
+  %m = nn.matmul %x, %w {dist.tp = "row"} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %r = dist.all_reduce sum %m {group = #dist.group<tp, 2>} : tensor<4x16xf32> -> tensor<4x16xf32>
+  %y = nn.add %r, %b : tensor<4x16xf32>, tensor<16xf32> -> tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
+
+// Must not fuse: the addend is made after the GEMM (a gradient summed with
+// another branch's computed later); the fused op would take the GEMM's
+// place, before its addend exists.
+// CHECK-LABEL: func.func @addend_after(
+// CHECK-NOT:     nn.matmul_epilogue
+func.func @addend_after(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %g: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  %m = nn.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %late = nn.neg %g : tensor<4x16xf32>
+  %s = nn.add %m, %late : tensor<4x16xf32>, tensor<4x16xf32> -> tensor<4x16xf32>
+  return %s : tensor<4x16xf32>
+}
