@@ -342,14 +342,30 @@ void epilogue(const T *A, const Shape &as, bool transA, const T *B, const Shape 
     c = scratch<float, 23>(size_t(n));
     widenedMatmul(A, as, transA, B, bs, transB, c, cs, 1.0f, 0.0f);
   }
-  parallelFor(n, kGrain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      float v = c[i];
+  // Row by row, the 16-bit operands widened and the sum narrowed with the
+  // vector conversions (scratch slots 24 and 25, per thread).
+  const int64_t rows = n / N;
+  parallelFor(rows, std::max<int64_t>(1, kGrain / N), [&](int64_t r0, int64_t r1) {
+    float *b = nullptr, *row = nullptr;
+    if constexpr (!std::is_same_v<T, float>) {
+      row = scratch<float, 24>(size_t(N));
       if (bias)
-        v += toFloat(bias[i % N]);
-      if (addend)
-        v += toFloat(addend[i]);
-      C[i] = fromFloat<T>(v);
+        convert(bias, b = scratch<float, 25>(size_t(N)), N);
+    }
+    for (int64_t r = r0; r < r1; ++r) {
+      const float *cr = c + r * N;
+      if constexpr (std::is_same_v<T, float>) {
+        float *out = C + r * N;
+        const float *a = addend ? addend + r * N : nullptr;
+        for (int64_t j = 0; j < N; ++j)
+          out[j] = (cr[j] + (bias ? bias[j] : 0.0f)) + (a ? a[j] : 0.0f);
+      } else {
+        if (addend)
+          convert(addend + r * N, row, N);
+        for (int64_t j = 0; j < N; ++j)
+          row[j] = (cr[j] + (b ? b[j] : 0.0f)) + (addend ? row[j] : 0.0f);
+        convert(row, C + r * N, N);
+      }
     }
   });
 }
