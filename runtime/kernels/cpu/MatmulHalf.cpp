@@ -233,7 +233,7 @@ void widenedMatmul(const T *A, const Shape &as, bool transA, const T *B,
   }
 }
 
-/// The primitive key of C = op(A) op(B) and whether C is empty; fills `k`.
+/// Fills `k`, the primitive key of C = op(A) op(B).
 template <class T, class TC>
 void keyOf(const Shape &as, bool transA, const Shape &bs, bool transB, const Shape &cs,
            float alpha, float beta, Key &k) {
