@@ -51,6 +51,29 @@ struct Storage {
   bool seen = false;
 };
 
+/// An optimizer update: one parameter's (OptimizerUpdateOpInterface) or
+/// many's (train.fused_adam), run in place.
+bool isUpdate(Operation *op) {
+  return isa<train::OptimizerUpdateOpInterface, train::FusedAdamOp>(op);
+}
+/// An update's (old value, new value) pairs: the parameters and states it
+/// writes over.
+SmallVector<std::pair<Value, Value>> updatedInPlace(Operation *op) {
+  SmallVector<std::pair<Value, Value>> pairs;
+  if (auto update = dyn_cast<train::OptimizerUpdateOpInterface>(op)) {
+    pairs.push_back({update.getOptParam(), update.getOptNewParam()});
+    for (auto [state, updated] : llvm::zip_equal(update.getOptStates(), update.getOptNewStates()))
+      pairs.push_back({state->get(), updated});
+  } else if (auto fused = dyn_cast<train::FusedAdamOp>(op)) {
+    for (auto [olds, news] : {std::pair{fused.getParams(), fused.getNewParams()},
+                              std::pair{fused.getExpAvgs(), fused.getNewExpAvgs()},
+                              std::pair{fused.getExpAvgSqs(), fused.getNewExpAvgSqs()}})
+      for (auto [o, n] : llvm::zip_equal(olds, news))
+        pairs.push_back({o, n});
+  }
+  return pairs;
+}
+
 bool isInPlaceElementwise(Operation *op) {
   return isa<nn::AddOp, nn::SubOp, nn::MulOp, nn::DivOp, nn::NegOp, nn::ExpOp,
              nn::LogOp, nn::SqrtOp, nn::RsqrtOp, nn::ReciprocalOp, nn::TanhOp, nn::SinOp, nn::CosOp,
@@ -293,11 +316,10 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
       else if (auto w = dyn_cast<dist::WaitOp>(op))
         for (auto [in, out] : llvm::zip(w.getInputs(), w.getResults()))
           join(in, out); // the wait hands over the collective's buffers
-      else if (auto update = dyn_cast<train::OptimizerUpdateOpInterface>(op)) {
+      else if (isUpdate(op)) {
         // In place: the parameter and each state share their new value's buffer.
-        join(update.getOptParam(), update.getOptNewParam());
-        for (auto [state, updated] : llvm::zip_equal(update.getOptStates(), update.getOptNewStates()))
-          join(state->get(), updated);
+        for (auto [old, updated] : updatedInPlace(op))
+          join(old, updated);
       } else if (auto acc = dyn_cast<train::AccumulateOp>(op)) {
         Operation *yield = acc.getBody().front().getTerminator();
         for (unsigned i = 0; i < acc.getNumResults(); ++i)
@@ -415,7 +437,7 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
     // instead of scanning every value per update.)
     llvm::DenseMap<Value, SmallVector<Value, 4>> updatedStorage;
     for (Operation *op : order)
-      if (isa<train::OptimizerUpdateOpInterface>(op))
+      if (isUpdate(op))
         for (Value result : op->getResults())
           updatedStorage.try_emplace(leader(result));
     for (Value v : values) {
@@ -424,7 +446,7 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
         it->second.push_back(v);
     }
     for (Operation *op : order) {
-      if (!isa<train::OptimizerUpdateOpInterface>(op))
+      if (!isUpdate(op))
         continue;
       for (Value result : op->getResults())
         for (Value v : updatedStorage.find(leader(result))->second) {

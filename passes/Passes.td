@@ -50,6 +50,36 @@ def NNFusion : Pass<"nn-fusion", "mlir::func::FuncOp"> {
   ];
 }
 
+def FuseOptimizer : Pass<"fuse-optimizer", "mlir::func::FuncOp"> {
+  let summary = "One Adam update over many parameters, with clipping and gradient casts";
+  let description = [{
+    Runs on the finished step, after every pass that adds, moves or
+    splits updates (optimizer, ZeRO, compression, tensor-parallel
+    lowering, offload) and before memory-plan, with fuse = all. Each run of
+    train.adam ops in a block with the same learning rate and
+    step values, the same attributes and gradients from the same
+    clip_grad_norm (or none) becomes one train.fused_adam. A
+    clip_grad_norm whose every clipped gradient is read only as the
+    gradient of such updates becomes train.clip_coef (the norm and the
+    factor), and the updates multiply each gradient by the factor as they
+    read it instead of reading a clipped copy; a lone update is fused for
+    that too. An nn.cast from bf16/fp16 to f32 of a gradient that only the
+    clip and the updates read is read through: they widen the narrow
+    gradient themselves. The per-element arithmetic is train.adam's, so
+    the step is bitwise the unfused one. A run steps over pure ops that
+    read none of its results (ZeRO's dist.chunk of the next parameter's
+    shard) and its fused op goes after them, at its last update; other
+    ops between updates (offload's tier copies, a gather of an updated
+    parameter) end it.
+  }];
+  let statistics = [
+    Statistic<"numFused", "fused", "train.fused_adam ops made">,
+    Statistic<"numUpdates", "updates", "train.adam ops fused">,
+    Statistic<"numClips", "clips", "clip_grad_norm ops folded into clip_coef">,
+    Statistic<"numCasts", "casts", "gradient widenings read through">,
+  ];
+}
+
 def MatmulEpilogue : Pass<"matmul-epilogue", "mlir::func::FuncOp"> {
   let summary = "Add a GEMM's bias and residual before its result is stored";
   let description = [{

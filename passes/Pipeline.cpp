@@ -71,7 +71,7 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &o) 
   // Every use of a product is known now (its gradient, tensor parallelism's
   // collectives): hand each GEMM's bias and residual to its epilogue, before
   // recompute, so that every recompute mode clones or keeps the same ops.
-  if (o.fuse == FuseKind::All)
+  if (o.fuse == FuseKind::All || o.fuseEpilogues)
     pm.addNestedPass<mlir::func::FuncOp>(createMatmulEpilogue());
   // Activation checkpointing: on each step (or stage) with its forward and
   // backward in one block, before the micro-batches are looped or unrolled.
@@ -179,6 +179,9 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &o) 
   // Per function: the memory plan, then what the plan target relies on
   // (every value has its bytes in the arena).
   mlir::OpPassManager &fpm = pm.nest<mlir::func::FuncOp>();
+  // The updates are final too: fuse them before their bytes are placed.
+  if (o.fuse == FuseKind::All || o.fuseOptimizer)
+    fpm.addPass(createFuseOptimizer());
   fpm.addPass(createMemoryPlan());
   fpm.addPass(createVerifyPlanned());
 }
@@ -207,9 +210,17 @@ void setTrainPipelineOptions(TrainPipelineOptions &o, const dsrt::config::TrainC
   o.zero = cfg.zero.stage;
   o.tp = cfg.tensorParallel;
   o.sequenceParallel = cfg.sequenceParallel;
-  o.fuse = cfg.fuse == "all"         ? FuseKind::All
-           : cfg.fuse == "attention" ? FuseKind::Attention
-                                     : FuseKind::None;
+  // cfg.fuse: "all", "none" or a list of attention, epilogues, optimizer.
+  llvm::SmallVector<llvm::StringRef> parts;
+  llvm::StringRef(cfg.fuse).split(parts, ',');
+  auto fuses = [&](llvm::StringRef what) {
+    return cfg.fuse == "all" || llvm::is_contained(parts, what);
+  };
+  o.fuse = cfg.fuse == "all" ? FuseKind::All
+           : fuses("attention") ? FuseKind::Attention
+                                : FuseKind::None;
+  o.fuseEpilogues = fuses("epilogues");
+  o.fuseOptimizer = fuses("optimizer");
   o.pp = cfg.pipeline.stages;
   if (cfg.pipeline.stages > 1) {
     o.partition = cfg.pipeline.partitionMethod == "uniform"      ? PartitionMethod::Uniform

@@ -50,6 +50,14 @@ struct TrainPipelineOptions : mlir::PassPipelineOptions<TrainPipelineOptions> {
                                llvm::cl::init(1)};
   Option<FuseKind> fuse{*this, "fuse", llvm::cl::desc("what nn-fusion fuses beyond its folds"),
                         llvm::cl::init(FuseKind::None), DSC_FUSE_KIND_VALUES};
+  // With fuse = all both are on; with none or attention each adds its pass.
+  Option<bool> fuseEpilogues{*this, "fuse-epilogues",
+                             llvm::cl::desc("matmul-epilogue: biases and residuals in GEMMs"),
+                             llvm::cl::init(false)};
+  Option<bool> fuseOptimizer{*this, "fuse-optimizer",
+                             llvm::cl::desc("fuse-optimizer: one Adam update over many "
+                                            "parameters, clipping and casts folded in"),
+                             llvm::cl::init(false)};
   // Precision and memory.
   Option<FloatKind> precision{*this, "precision",
                               llvm::cl::desc("fp32, or bf16/fp16 over fp32 master weights"),

@@ -157,9 +157,17 @@ inline constexpr InstructionLayout kInstructionLayouts[] = {
     {"train.adagrad", "", "eps, weight_decay, lr_decay", "f32"},
     {"train.adam", "decoupled, bias_correction", "beta1, beta2, eps, weight_decay", "f32"},
     {"train.assign", "", "", "f32"},
+    // N gradients (f32, bf16 or f16), [sum_sq], [loss_scale] -> norm, coef
+    // (the layout's dtype is the norm's).
+    {"train.clip_coef", "has_sum_sq, has_loss_scale", "max_norm", "f32"},
     // max_norm 0: only the norm. Older plans lack the flags (then a sum of
     // squares input exactly when there is one more input than outputs - 1).
     {"train.clip_grad_norm", "[has_sum_sq, has_loss_scale]", "max_norm", "f32"},
+    // N params, N grads (f32/bf16/f16), N exp_avg, N exp_avg_sq, lr, step
+    // [, coef] -> N params, N exp_avg, N exp_avg_sq, in place (the
+    // layout's dtype is the parameters'; the gradients may be narrower).
+    {"train.fused_adam", "decoupled, bias_correction, has_coef",
+     "beta1, beta2, eps, weight_decay", "f32"},
     {"train.lamb", "bias_correction", "beta1, beta2, eps, weight_decay, max_coeff, min_coeff", "f32"},
     {"train.lamb_stats", "", "beta1, beta2, eps, weight_decay", "f32"},
     {"train.lion", "", "beta1, beta2, weight_decay", "f32"},
@@ -309,7 +317,7 @@ constexpr std::array<std::string_view, N> instructionNamesOf(const InstructionLa
 static_assert(instructionLayoutsWellFormed(kInstructionLayouts, std::size(kInstructionLayouts)),
               "kInstructionLayouts: names sorted and unique, layouts and dtypes in "
               "InstructionLayout's form");
-static_assert(std::size(kInstructionLayouts) == 97,
+static_assert(std::size(kInstructionLayouts) == 99,
               "adding an instruction is a plan format change (docs/architecture.md, \"Plan "
               "format versions\"); removing one breaks older plans");
 

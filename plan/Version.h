@@ -72,7 +72,10 @@ namespace dsrt {
 /// version 13 are unchanged.
 /// Version 15: the GEMM epilogue instruction (nn.matmul_epilogue), which a
 /// version-14 dsrt refuses by name. Plans of version 14 are unchanged.
-constexpr unsigned kPlanFormatVersion = 15;
+/// Version 16: the fused optimizer instructions (train.fused_adam,
+/// train.clip_coef), which a version-15 dsrt refuses by name. Plans of
+/// version 15 are unchanged.
+constexpr unsigned kPlanFormatVersion = 16;
 constexpr unsigned kOldestPlanFormatVersion = 1;
 
 } // namespace dsrt

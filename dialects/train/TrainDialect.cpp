@@ -582,6 +582,51 @@ LogicalResult ClipGradNormOp::verify() {
   return success();
 }
 
+LogicalResult ClipCoefOp::verify() {
+  if (!(getMaxNorm().convertToDouble() >= 0.0))
+    return emitOpError("max_norm must be >= 0 (0 only unscales)");
+  if (getGrads().empty())
+    return emitOpError("needs at least one gradient");
+  return success();
+}
+
+LogicalResult FusedAdamOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  for (ValueRange group : {adaptor.getParams(), adaptor.getExpAvgs(), adaptor.getExpAvgSqs()})
+    llvm::append_range(types, group.getTypes());
+  return success();
+}
+
+LogicalResult FusedAdamOp::verify() {
+  if (failed(checkRate(*this, "beta1", getBeta1().convertToDouble(), 0.0, 1.0)) ||
+      failed(checkRate(*this, "beta2", getBeta2().convertToDouble(), 0.0, 1.0)) ||
+      failed(checkRate(*this, "weight_decay", getWeightDecay().convertToDouble(), 0.0, 1e30)))
+    return failure();
+  if (!(getEps().convertToDouble() > 0.0))
+    return emitOpError("eps must be positive");
+  size_t n = getParams().size();
+  if (n == 0)
+    return emitOpError("needs at least one parameter");
+  if (getGrads().size() != n || getExpAvgs().size() != n || getExpAvgSqs().size() != n)
+    return emitOpError("needs one gradient, exp_avg and exp_avg_sq per parameter; has ")
+           << n << " parameters, " << getGrads().size() << " gradients, "
+           << getExpAvgs().size() << " exp_avgs and " << getExpAvgSqs().size()
+           << " exp_avg_sqs";
+  for (size_t k = 0; k < n; ++k) {
+    auto p = cast<RankedTensorType>(getParams()[k].getType());
+    auto g = cast<RankedTensorType>(getGrads()[k].getType());
+    if (!p.getElementType().isF32())
+      return emitOpError("parameter ") << k << " must be f32 (the master weights), is " << p;
+    if (g.getShape() != p.getShape())
+      return emitOpError("gradient ") << k << " has shape " << g << ", its parameter " << p;
+    if (!g.getElementType().isF32() && !g.getElementType().isBF16() &&
+        !g.getElementType().isF16())
+      return emitOpError("gradient ") << k << " must be f32, bf16 or f16, is " << g;
+  }
+  return success();
+}
+
 LogicalResult LrScheduleOp::verify() {
   static const char *kinds[] = {"constant", "WarmupLR", "WarmupDecayLR",
                                 "WarmupCosineLR", "OneCycle", "LRRangeTest"};

@@ -5,6 +5,7 @@
 include "mlir/IR/OpBase.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
 include "dialects/train/TrainInterfaces.td"
 
 def Train_Dialect : Dialect {
@@ -657,6 +658,88 @@ def Train_ClipGradNormOp : Train_Op<"clip_grad_norm", [Pure, AttrSizedOperandSeg
   }];
   let builders = [OpBuilder<(ins "::mlir::ValueRange":$grads, "::mlir::Value":$lossScale,
                                 "double":$maxNorm)>];
+  let hasVerifier = 1;
+}
+
+def Train_ClipCoefOp : Train_Op<"clip_coef", [Pure, AttrSizedOperandSegments]> {
+  let summary = "the global gradient norm and the factor that clips the gradients";
+  let description = [{
+    `train.clip_grad_norm` without writing the clipped gradients: the same
+    operands, norm and decision (an fp16 overflow skips the step's updates;
+    otherwise a non-finite norm stops the run), and `coef`, the factor
+    clip_grad_norm would multiply every gradient by:
+    min(1, max_norm / (norm + 1e-6)) / loss_scale, or 1 / loss_scale when
+    max_norm is 0. The updates that read the gradients apply it as they
+    read them (`train.fused_adam ... coef`). The gradients may be bf16 or
+    fp16: their squares are summed from the exactly widened values, so the
+    norm is the one clip_grad_norm computes on their fp32 casts. The
+    fuse-optimizer pass makes it from a clip_grad_norm whose every result
+    feeds fused updates.
+  }];
+  let arguments = (ins Variadic<Train_FloatTensor>:$grads,
+                       Optional<Train_ScalarF32>:$sum_sq,
+                       Optional<Train_ScalarF32>:$loss_scale, F64Attr:$max_norm);
+  let results = (outs Train_ScalarF32:$norm, Train_ScalarF32:$coef);
+  let assemblyFormat = [{
+    $grads (`sum_sq` `(` $sum_sq^ `)`)? (`loss_scale` `(` $loss_scale^ `)`)? attr-dict `:`
+    type($grads)
+  }];
+  let hasVerifier = 1;
+}
+
+def Train_FusedAdamOp : Train_Op<"fused_adam", [Pure, AttrSizedOperandSegments,
+    InferTypeOpAdaptor,
+    RangedTypesMatchWith<"exp_avgs have the parameters' types", "params", "exp_avgs", "$_self">,
+    RangedTypesMatchWith<"exp_avg_sqs have the parameters' types", "params", "exp_avg_sqs",
+                         "$_self">]> {
+  let summary = "one Adam / AdamW step over many parameters, clipping and gradient casts folded in";
+  let description = [{
+    `train.adam` applied to each (param, grad, exp_avg, exp_avg_sq) in
+    turn, with the same attributes, learning rate and step, as one
+    instruction over all of them: the runtime splits the elements of every
+    tensor into equal pieces across its threads, so small tensors (biases,
+    norms) cost no call of their own. With `coef` (a `train.clip_coef`),
+    each gradient is multiplied by it as it is read, which is
+    `train.clip_grad_norm`'s clipping (and fp16 unscaling) without its
+    writes. A gradient may be bf16 or fp16 beside an fp32 parameter: it is
+    widened as it is read, which is an `nn.cast` to fp32 without its
+    buffer. Every element's arithmetic is train.adam's, in its order, so
+    the results are bitwise those of the unfused ops.
+
+    The results are the new parameters, then the new exp_avgs, then the new
+    exp_avg_sqs, each in place of its operand (getNewParams,
+    getNewExpAvgs, getNewExpAvgSqs). Made by the fuse-optimizer pass after
+    every other transformation of the step; no pass changes it after.
+  }];
+  let arguments = (ins Variadic<Train_FloatTensor>:$params,
+                       Variadic<Train_FloatTensor>:$grads,
+                       Variadic<Train_FloatTensor>:$exp_avgs,
+                       Variadic<Train_FloatTensor>:$exp_avg_sqs,
+                       Train_ScalarF32:$lr, Train_ScalarI64:$step,
+                       Optional<Train_ScalarF32>:$coef,
+                       DefaultValuedAttr<F64Attr, "0.9">:$beta1,
+                       DefaultValuedAttr<F64Attr, "0.999">:$beta2,
+                       DefaultValuedAttr<F64Attr, "1e-8">:$eps,
+                       DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
+                       UnitAttr:$decoupled_weight_decay,
+                       DefaultValuedAttr<BoolAttr, "true">:$bias_correction);
+  let results = (outs Variadic<Train_FloatTensor>:$updated);
+  let assemblyFormat = [{
+    `(` $params `)` `grads` `(` $grads `)` `states` `(` $exp_avgs `)` `(` $exp_avg_sqs `)` `,`
+      $lr `,` $step (`coef` `(` $coef^ `)`)? attr-dict `:` `(` type($params) `)` `grads` `(`
+      type($grads) `)`
+  }];
+  let extraClassDeclaration = [{
+    ::mlir::ResultRange getNewParams() {
+      return getUpdated().take_front(getParams().size());
+    }
+    ::mlir::ResultRange getNewExpAvgs() {
+      return getUpdated().slice(getParams().size(), getParams().size());
+    }
+    ::mlir::ResultRange getNewExpAvgSqs() {
+      return getUpdated().take_back(getParams().size());
+    }
+  }];
   let hasVerifier = 1;
 }
 

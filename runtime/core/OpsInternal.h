@@ -263,20 +263,37 @@ inline std::pair<float, float> stepBetas(const Instr &i, const Context &ctx) {
 /// any update: fp16 sets Context::overflow and returns nothing (the loss
 /// scaler skips the step); otherwise it throws NonFiniteError (DeepSpeed's
 /// fp32 optimizer would apply NaN to every parameter).
-inline std::optional<double> clipFactor(const Instr &i, Context &ctx, double sq) {
-  size_t n = i.out.size() - 1;
-  double scale = i.g[1] ? double(*i.in[n + i.g[0]]->f32()) : 1.0;
-  double norm = std::sqrt(sq) / scale;
-  *i.out[n]->f32() = (float)norm;
-  if (!std::isfinite(norm)) {
-    if (i.g[1]) {
+/// The decision itself: `lossScale` is fp16's (null without one), `norm`
+/// the buffer the norm goes to, maxNorm the bound (0: none).
+inline std::optional<double> clipDecision(Context &ctx, double sq, const float *lossScale,
+                                          double maxNorm, float *norm) {
+  double scale = lossScale ? double(*lossScale) : 1.0;
+  double value = std::sqrt(sq) / scale;
+  *norm = (float)value;
+  if (!std::isfinite(value)) {
+    if (lossScale) {
       ctx.overflow = true;
       return std::nullopt;
     }
-    throw NonFiniteError(ctx.step, norm);
+    throw NonFiniteError(ctx.step, value);
   }
-  double coef = i.floats[0] > 0 ? i.floats[0] / (norm + 1e-6) : 1.0;
+  double coef = maxNorm > 0 ? maxNorm / (value + 1e-6) : 1.0;
   return std::min(coef, 1.0) / scale;
+}
+inline std::optional<double> clipFactor(const Instr &i, Context &ctx, double sq) {
+  size_t n = i.out.size() - 1;
+  return clipDecision(ctx, sq, i.g[1] ? i.in[n + i.g[0]]->f32() : nullptr, i.floats[0],
+                      i.out[n]->f32());
+}
+/// train.clip_coef's (N gradients [, sum_sq] [, loss_scale] -> norm,
+/// coef): clip_grad_norm's decision, the factor written as a float (what
+/// clip_grad_norm multiplies by; 1 when it leaves the gradients as they
+/// are). g[0], g[1]: has_sum_sq, has_loss_scale.
+inline void clipCoef(const Instr &i, Context &ctx, double sq) {
+  size_t n = i.in.size() - size_t(i.g[0]) - size_t(i.g[1]);
+  std::optional<double> coef = clipDecision(ctx, sq, i.g[1] ? i.in[n + i.g[0]]->f32() : nullptr,
+                                            i.floats[0], i.out[0]->f32());
+  *i.out[1]->f32() = coef ? (float)*coef : 1.0f;
 }
 
 struct OpDef {

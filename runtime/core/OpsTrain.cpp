@@ -279,6 +279,92 @@ void addTrainOps(OpTable &t) {
             cpu::scale(i.out[k]->f32(), i.out[k]->numel, (float)*coef);
       };
     }};
+    t["train.clip_coef"] = {[](Instr &i, const Check &c) {
+      // N gradients (f32, bf16 or f16) [, sum_sq] [, loss_scale] -> norm,
+      // coef; ints: has_sum_sq, has_loss_scale.
+      c.layout();
+      c.flag(0, "has_sum_sq");
+      c.flag(1, "has_loss_scale");
+      const bool sharded = i.ints[0] != 0, scaled = i.ints[1] != 0;
+      if (i.out.size() != 2 || i.in.size() < 1 + size_t(sharded) + size_t(scaled))
+        c.fail("expects N >= 1 gradients (sharded: then the global sum of squares; fp16: then "
+               "the loss scale) and writes the norm and the factor");
+      const size_t n = i.in.size() - sharded - scaled;
+      for (size_t k = 0; k < n; ++k)
+        (void)c.sameFloat({i.in[k]}); // f32, bf16 or f16
+      c.scalar(i.out[0], plan::F32, "norm");
+      c.scalar(i.out[1], plan::F32, "coef");
+      if (sharded)
+        c.scalar(i.in[n], plan::F32, "sum of squares");
+      if (scaled)
+        c.scalar(i.in[n + sharded], plan::F32, "loss scale");
+      if (!(i.floats[0] >= 0))
+        c.fail("max_norm " + std::to_string(i.floats[0]) + " must be >= 0");
+      i.g[0] = sharded;
+      i.g[1] = scaled;
+      i.run = [](const Instr &i, Context &ctx) {
+        const size_t n = i.in.size() - size_t(i.g[0]) - size_t(i.g[1]);
+        double sq = 0;
+        if (i.g[0])
+          sq = *i.in[n]->f32();
+        else
+          for (size_t k = 0; k < n; ++k) {
+            const Tensor *g = i.in[k];
+            sq += g->dtype == plan::BF16  ? cpu::sumSquares(as<cpu::Bf16>(g), g->numel)
+                  : g->dtype == plan::F16 ? cpu::sumSquares(as<cpu::Fp16>(g), g->numel)
+                                          : cpu::sumSquares(g->f32(), g->numel);
+          }
+        clipCoef(i, ctx, sq);
+      };
+    }};
+    t["train.fused_adam"] = {[](Instr &i, const Check &c) {
+      // N params, N grads, N exp_avg, N exp_avg_sq, lr, step [, coef] ->
+      // N params, N exp_avg, N exp_avg_sq, each in place of its input.
+      c.layout();
+      checkAdamRates(i, c);
+      c.flag(0, "decoupled");
+      c.flag(1, "bias_correction");
+      c.flag(2, "has_coef");
+      const size_t coef = i.ints[2] != 0, n = i.out.size() / 3;
+      if (n == 0 || i.out.size() % 3 || i.in.size() != 4 * n + 2 + coef)
+        c.fail("expects N params, grads, exp_avgs and exp_avg_sqs, lr, step" +
+               std::string(coef ? " and coef" : "") + " and writes the N params and states");
+      for (size_t k = 0; k < n; ++k) {
+        const Tensor *p = i.in[k], *g = i.in[n + k], *m = i.in[2 * n + k], *v = i.in[3 * n + k];
+        const Tensor *np = i.out[k], *nm = i.out[n + k], *nv = i.out[2 * n + k];
+        for (const Tensor *t : {p, m, v, np, nm, nv})
+          c.dtype(t, plan::F32, "parameter and state");
+        (void)c.sameFloat({g}); // f32, bf16 or f16
+        for (const Tensor *t : {g, m, v, np, nm, nv})
+          c.sameShape(p, t);
+        c.inPlace(p, i.out[k]);
+        c.inPlace(m, i.out[n + k]);
+        c.inPlace(v, i.out[2 * n + k]);
+      }
+      c.scalar(i.in[4 * n], plan::F32, "lr");
+      c.scalar(i.in[4 * n + 1], plan::I64, "step");
+      if (coef)
+        c.scalar(i.in[4 * n + 2], plan::F32, "coef");
+      i.run = [](const Instr &i, Context &ctx) {
+        if (ctx.overflow) // fp16: the loss scaler skips this step
+          return;
+        const size_t n = i.out.size() / 3;
+        std::vector<cpu::AdamTensor> t(n);
+        for (size_t k = 0; k < n; ++k) {
+          const Tensor *g = i.in[n + k];
+          t[k] = {i.out[k]->f32(), g->data,
+                  g->dtype == plan::BF16  ? cpu::AdamTensor::Grad::BF16
+                  : g->dtype == plan::F16 ? cpu::AdamTensor::Grad::F16
+                                          : cpu::AdamTensor::Grad::F32,
+                  i.out[n + k]->f32(), i.out[2 * n + k]->f32(), g->numel};
+        }
+        const float scale = i.ints[2] ? *i.in[4 * n + 2]->f32() : 1.0f;
+        auto [beta1, beta2] = stepBetas(i, ctx);
+        cpu::fusedAdam(t.data(), n, scale, *i.in[4 * n]->f32(), beta1, beta2,
+                       (float)i.floats[2], (float)i.floats[3], i.ints[0] != 0, i.ints[1] != 0,
+                       *i.in[4 * n + 1]->i64());
+      };
+    }};
     t["train.adam"] = {[](Instr &i, const Check &c) {
       c.arity(6, 3);
       c.layout();

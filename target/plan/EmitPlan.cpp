@@ -152,6 +152,8 @@ const char *instructionOf(Operation *op) {
       .Case<nn::VocabCeSumsOp>([](Operation *) { return "nn.vocab_ce_sums"; })
       .Case<nn::VocabCeSumsGradOp>([](Operation *) { return "nn.vocab_ce_sums_grad"; })
       .Case<train::AdamOp>([](Operation *) { return "train.adam"; })
+      .Case<train::FusedAdamOp>([](Operation *) { return "train.fused_adam"; })
+      .Case<train::ClipCoefOp>([](Operation *) { return "train.clip_coef"; })
       .Case<train::AdagradOp>([](Operation *) { return "train.adagrad"; })
       .Case<train::LambOp>([](Operation *) { return "train.lamb"; })
       .Case<train::LambStatsOp>([](Operation *) { return "train.lamb_stats"; })
@@ -225,6 +227,16 @@ public:
         attention += isa<nn::AttentionOp>(op);
         if (auto e = dyn_cast<nn::MatmulEpilogueOp>(op))
           biases += e.getBias() != nullptr, addends += e.getAddend() != nullptr;
+        if (auto f = dyn_cast<train::FusedAdamOp>(op)) {
+          plan_.set_fused_updates(plan_.fused_updates() + 1);
+          plan_.set_fused_update_tensors(plan_.fused_update_tensors() +
+                                         int64_t(f.getParams().size()));
+          for (Value g : f.getGrads())
+            plan_.set_fused_update_narrow_grads(
+                plan_.fused_update_narrow_grads() +
+                !cast<RankedTensorType>(g.getType()).getElementType().isF32());
+        }
+        plan_.set_fused_clips(plan_.fused_clips() + isa<train::ClipCoefOp>(op));
       });
       plan_.set_fused_attention(attention);
       plan_.set_epilogue_biases(biases);
@@ -1054,6 +1066,11 @@ private:
           instr.add_ints(o.getSumSq() ? 1 : 0);
           instr.add_ints(o.getLossScale() ? 1 : 0);
         })
+        .Case([&](train::ClipCoefOp o) {
+          instr.add_floats(o.getMaxNorm().convertToDouble());
+          instr.add_ints(o.getSumSq() ? 1 : 0);
+          instr.add_ints(o.getLossScale() ? 1 : 0);
+        })
         .Case<dist::AllReduceOp, dist::ReduceScatterOp>([&](auto o) {
           instr.add_ints(o.getGroup().getSize());
           instr.add_ints((int64_t)o.getReduce());
@@ -1079,6 +1096,15 @@ private:
           instr.add_floats(o.getWeightDecay().convertToDouble());
           instr.add_ints(o.getDecoupledWeightDecay());
           instr.add_ints(o.getBiasCorrection());
+        })
+        .Case([&](train::FusedAdamOp o) {
+          instr.add_floats(o.getBeta1().convertToDouble());
+          instr.add_floats(o.getBeta2().convertToDouble());
+          instr.add_floats(o.getEps().convertToDouble());
+          instr.add_floats(o.getWeightDecay().convertToDouble());
+          instr.add_ints(o.getDecoupledWeightDecay());
+          instr.add_ints(o.getBiasCorrection());
+          instr.add_ints(o.getCoef() ? 1 : 0);
         })
         .Case([&](train::OneBitAdamOp o) {
           instr.add_floats(o.getBeta1().convertToDouble());

@@ -978,7 +978,7 @@ void writeManifest(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
     }
     os << "\n";
   }
-  if (p.fused_attention() || p.epilogue_biases() || p.epilogue_addends()) {
+  if (p.fused_attention() || p.epilogue_biases() || p.epilogue_addends() || p.fused_updates()) {
     os << "fusion:           ";
     if (p.fused_attention()) {
       os << p.fused_attention() << " attention ops keep no scores (nn.attention)";
@@ -994,6 +994,17 @@ void writeManifest(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
     if (p.epilogue_biases() || p.epilogue_addends())
       os << "GEMM epilogues (nn.matmul_epilogue) add " << p.epilogue_biases() << " biases and "
          << p.epilogue_addends() << " residual or gradient sums";
+    if (p.fused_updates()) {
+      if (p.fused_attention() || p.epilogue_biases() || p.epilogue_addends())
+        os << "; ";
+      os << p.fused_updates() << " Adam update" << (p.fused_updates() == 1 ? "" : "s")
+         << " (train.fused_adam) over " << p.fused_update_tensors() << " parameters";
+      if (p.fused_clips())
+        os << ", clipping folded in (train.clip_coef)";
+      if (p.fused_update_narrow_grads())
+        os << ", " << p.fused_update_narrow_grads() << " gradients read in "
+           << (p.precision() == plan::PRECISION_FP16 ? "fp16" : "bf16");
+    }
     os << "\n";
   }
   const plan::Program &prog = p.program();

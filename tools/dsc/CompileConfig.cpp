@@ -11,6 +11,34 @@ namespace dsrt::config {
 
 namespace {
 
+/// --fuse's value in its one spelling: "all", "none", or the fusions of
+/// kFusions it names, in that order and once each; an error names what is
+/// not one.
+constexpr const char *kFusions[] = {"attention", "epilogues", "optimizer"};
+std::string fuseSetting(const std::string &value) {
+  if (value == "all" || value == "none")
+    return value;
+  std::vector<bool> on(std::size(kFusions), false);
+  size_t from = 0;
+  while (from <= value.size()) {
+    size_t comma = std::min(value.find(',', from), value.size());
+    std::string part = value.substr(from, comma - from);
+    auto it = std::find(std::begin(kFusions), std::end(kFusions), part);
+    if (it == std::end(kFusions))
+      throw ConfigError("'" + part + "' is not a fusion; give all, none, or a comma-separated "
+                        "list of attention, epilogues and optimizer");
+    on[size_t(it - std::begin(kFusions))] = true;
+    from = comma + 1;
+  }
+  if (std::all_of(on.begin(), on.end(), [](bool b) { return b; }))
+    return "all";
+  std::string out;
+  for (size_t k = 0; k < on.size(); ++k)
+    if (on[k])
+      out += (out.empty() ? "" : ",") + std::string(kFusions[k]);
+  return out;
+}
+
 AutoValues flagAutos(const CompileFlags &f) {
   AutoValues autos;
   autos.gradAccumSteps = f.microBatches;
@@ -113,7 +141,7 @@ TrainConfig applyCompileFlags(TrainConfig cfg, const CompileFlags &f, const Comp
   if (f.recompute)
     cfg.recompute.mode = *f.recompute;
   if (f.fuse)
-    cfg.fuse = *f.fuse;
+    cfg.fuse = fuseSetting(*f.fuse);
   if (f.memoryBudget)
     cfg.recompute.memoryBudget = *f.memoryBudget;
   if (cfg.recompute.mode == "auto" && !cfg.recompute.memoryBudget)
@@ -208,11 +236,21 @@ void addStepOptions(CLI::App &app, CompileFlags &flags) {
                  "pipeline partition method: cost (the default), parameters or uniform")
       ->check(CLI::IsMember({"uniform", "parameters", "cost"}));
   app.add_option("--fuse", flags.fuse,
-                 "kernel fusion beyond the layout folds: all (the default: attention, and each "
-                 "GEMM's bias and residual added in its epilogue), attention (scaled "
-                 "dot-product attention as one op that keeps no T x T scores) or none (the "
-                 "exported ops as they are)")
-      ->check(CLI::IsMember({"none", "attention", "all"}));
+                 "kernel fusion beyond the layout folds: all (the default), none (the exported "
+                 "ops as they are), or a comma-separated list of attention (scaled dot-product "
+                 "attention as one op that keeps no T x T scores), epilogues (each GEMM's bias "
+                 "and residual added in its epilogue) and optimizer (one Adam update over all "
+                 "parameters, with the clipping and the gradients' casts folded in)")
+      ->check(CLI::Validator(
+          [](std::string &v) {
+            try {
+              fuseSetting(v);
+            } catch (const ConfigError &e) {
+              return std::string(e.what());
+            }
+            return std::string();
+          },
+          "FUSIONS"));
 }
 
 } // namespace dsrt::config

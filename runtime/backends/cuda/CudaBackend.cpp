@@ -396,6 +396,8 @@ const std::map<std::string, BindFn> &deviceTable() {
     // (Attention.cpp).
     for (const char *op : {"nn.attention", "nn.attention_grad"})
       t[op] = [](const Binder &b) { b.needs(bindCudaAttention(b.i, b.where)); };
+    t["train.clip_coef"] = [](const Binder &b) { b.needs(bindCudaClipCoef(b.i, b.where)); };
+    t["train.fused_adam"] = [](const Binder &b) { b.needs(bindCudaFusedAdam(b.i, b.where)); };
     t["nn.matmul_epilogue"] = [](const Binder &b) {
       (void)b.floatOrBf16(); // refuses fp16 by name
       b.needs(bindCudaEpilogue(b.i, b.where));

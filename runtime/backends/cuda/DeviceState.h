@@ -44,6 +44,10 @@ struct DeviceState {
 size_t bindCudaAttention(Instr &i, const std::string &where);
 /// nn.matmul_epilogue on the device (Epilogue.cpp), likewise.
 size_t bindCudaEpilogue(Instr &i, const std::string &where);
+/// train.clip_coef and train.fused_adam on the device (FusedAdam.cpp),
+/// likewise.
+size_t bindCudaClipCoef(Instr &i, const std::string &where);
+size_t bindCudaFusedAdam(Instr &i, const std::string &where);
 
 } // namespace dsrt
 

@@ -104,6 +104,10 @@ void reduce(Reduce op, const float *x, const Shape &xs, uint32_t axesMask,
 
 /// sum of squares of x[0..n) accumulated in double (for the global norm).
 double sumSquares(const float *x, int64_t n);
+/// The same of the exactly widened values, in the same order: bitwise
+/// sumSquares of x's cast to float.
+double sumSquares(const Bf16 *x, int64_t n);
+double sumSquares(const Fp16 *x, int64_t n);
 /// x *= s (in place).
 void scale(float *x, int64_t n, float s);
 /// y += x.
@@ -391,6 +395,23 @@ void zeroOnePayload(float *out, const float *p, const float *g, const float *m, 
 void adam(float *p, const float *g, float *m, float *v, int64_t n, float lr,
           float beta1, float beta2, float eps, float weightDecay,
           bool decoupled, bool biasCorrection, int64_t step);
+/// One parameter of a fused Adam step: its gradient is float32, bf16 or
+/// fp16 (`g` points at that type).
+struct AdamTensor {
+  enum class Grad : uint8_t { F32, BF16, F16 };
+  float *p;
+  const void *g;
+  Grad grad;
+  float *m, *v;
+  int64_t n;
+};
+/// adam() over every tensor of `t` as one element range split across the
+/// threads, each gradient widened to float and multiplied by `gradScale`
+/// as it is read (clipping): element by element what adam() computes on
+/// the clipped float32 gradient, bitwise.
+void fusedAdam(const AdamTensor *t, size_t count, float gradScale, float lr, float beta1,
+               float beta2, float eps, float weightDecay, bool decoupled, bool biasCorrection,
+               int64_t step);
 /// torch.optim.SGD: g += wd*p; with momentum: buf = g on the first step,
 /// else buf = momentum*buf + (1-dampening)*g; g = nesterov ? g +
 /// momentum*buf : buf; p -= lr*g. buf may be null when momentum == 0.

@@ -8,12 +8,14 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/common/AdamScalars.h"
 #include "runtime/kernels/common/OptimElements.h"
+#include "runtime/kernels/cpu/Half.h"
 #include "runtime/kernels/cpu/Internal.h"
 #include "plan/StepRule.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 namespace dsrt::cpu {
@@ -458,6 +460,69 @@ void adam(float *p, const float *g, float *m, float *v, int64_t n, float lr,
       kernels::adamScalars(lr, beta1, beta2, eps, weightDecay, decoupled, biasCorrection, step);
   parallelFor(n, kGrain / 4,
               [&](int64_t b, int64_t e) { adamRange(p, g, m, v, b, e, s); });
+}
+
+namespace {
+/// fusedAdam's elements [b, e) of one tensor, its gradient of type T,
+/// multiplied by gradScale when Scaled. A widened or scaled gradient goes
+/// through a block in L1 first: computed in the update's expression, the
+/// product could be contracted into an FMA with the L2 term, which rounds
+/// differently from the clipped gradient the unfused update reads.
+template <class T, bool Scaled>
+void adamScaledRange(const AdamTensor &t, int64_t b, int64_t e, float gradScale,
+                     const kernels::AdamScalars s) {
+  float *__restrict p = t.p, *__restrict m = t.m, *__restrict v = t.v;
+  const T *__restrict g = static_cast<const T *>(t.g);
+  if constexpr (!Scaled && std::is_same_v<T, float>) {
+    for (int64_t i = b; i < e; ++i)
+      kernels::adamElement(p[i], g[i], m[i], v[i], s);
+  } else {
+    constexpr int64_t kBlock = 512;
+    alignas(64) float gs[kBlock];
+    for (int64_t o = b; o < e; o += kBlock) {
+      const int64_t len = std::min(kBlock, e - o);
+      for (int64_t i = 0; i < len; ++i)
+        gs[i] = Scaled ? detail::toFloat(g[o + i]) * gradScale : detail::toFloat(g[o + i]);
+      for (int64_t i = 0; i < len; ++i)
+        kernels::adamElement(p[o + i], gs[i], m[o + i], v[o + i], s);
+    }
+  }
+}
+template <bool Scaled>
+void adamTensorRange(const AdamTensor &t, int64_t b, int64_t e, float gradScale,
+                     const kernels::AdamScalars s) {
+  switch (t.grad) {
+  case AdamTensor::Grad::F32:
+    return adamScaledRange<float, Scaled>(t, b, e, gradScale, s);
+  case AdamTensor::Grad::BF16:
+    return adamScaledRange<Bf16, Scaled>(t, b, e, gradScale, s);
+  case AdamTensor::Grad::F16:
+    return adamScaledRange<Fp16, Scaled>(t, b, e, gradScale, s);
+  }
+}
+} // namespace
+
+void fusedAdam(const AdamTensor *t, size_t count, float gradScale, float lr, float beta1,
+               float beta2, float eps, float weightDecay, bool decoupled, bool biasCorrection,
+               int64_t step) {
+  const kernels::AdamScalars s =
+      kernels::adamScalars(lr, beta1, beta2, eps, weightDecay, decoupled, biasCorrection, step);
+  // The tensors' elements end to end: start[k] is tensor k's first.
+  std::vector<int64_t> start(count + 1, 0);
+  for (size_t k = 0; k < count; ++k)
+    start[k + 1] = start[k] + t[k].n;
+  parallelFor(start[count], kGrain / 4, [&](int64_t b, int64_t e) {
+    size_t k = size_t(std::upper_bound(start.begin(), start.end(), b) - start.begin()) - 1;
+    for (; k < count && start[k] < e; ++k) {
+      const int64_t lo = std::max(b, start[k]) - start[k], hi = std::min(e, start[k + 1]) - start[k];
+      if (lo >= hi)
+        continue;
+      if (gradScale == 1.0f)
+        adamTensorRange<false>(t[k], lo, hi, gradScale, s);
+      else
+        adamTensorRange<true>(t[k], lo, hi, gradScale, s);
+    }
+  });
 }
 
 void sgd(float *p, const float *g, float *buf, int64_t n, float lr,

@@ -240,17 +240,20 @@ void reduce(Reduce op, const Fp16 *x, const Shape &xs, uint32_t axesMask,
   reduceT(op, x, xs, axesMask, y);
 }
 
-double sumSquares(const float *x, int64_t n) {
+namespace {
+template <class T> double sumSquaresOf(const T *x, int64_t n) {
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   double *part = scratch<double, 0>(chunks);
   parallelFor(chunks, 1, [&](int64_t b, int64_t e) {
     for (int64_t c = b; c < e; ++c) {
-      const float *p = x + c * kChunk;
+      const T *p = x + c * kChunk;
       const int64_t len = std::min(kChunk, n - c * kChunk);
       double s = 0.0;
 #pragma omp simd reduction(+ : s)
-      for (int64_t i = 0; i < len; ++i)
-        s += double(p[i]) * double(p[i]);
+      for (int64_t i = 0; i < len; ++i) {
+        const double v = double(detail::toFloat(p[i]));
+        s += v * v;
+      }
       part[c] = s;
     }
   });
@@ -259,5 +262,10 @@ double sumSquares(const float *x, int64_t n) {
     r += part[c];
   return r;
 }
+} // namespace
+
+double sumSquares(const float *x, int64_t n) { return sumSquaresOf(x, n); }
+double sumSquares(const Bf16 *x, int64_t n) { return sumSquaresOf(x, n); }
+double sumSquares(const Fp16 *x, int64_t n) { return sumSquaresOf(x, n); }
 
 } // namespace dsrt::cpu

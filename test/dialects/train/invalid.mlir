@@ -383,6 +383,91 @@ func.func @adam_step_type(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i32>) 
 }
 
 //===----------------------------------------------------------------------===//
+// train.fused_adam and train.clip_coef (fuse-optimizer)
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// Its rates are train.adam's.
+func.func @fused_adam_beta(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i64>) {
+  // expected-error @+1 {{'train.fused_adam' op beta2 = 1.000000e+00 must be in [0.000000e+00, 1.000000e+00)}}
+  %0:3 = train.fused_adam(%p) grads(%p) states(%p) (%p), %lr, %s {beta2 = 1.0} : (tensor<4xf32>) grads(tensor<4xf32>)
+  return
+}
+
+// -----
+
+// One gradient per parameter.
+func.func @fused_adam_count(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i64>) {
+  // expected-error @+1 {{'train.fused_adam' op needs one gradient, exp_avg and exp_avg_sq per parameter; has 1 parameters, 2 gradients, 1 exp_avgs and 1 exp_avg_sqs}}
+  %0:3 = train.fused_adam(%p) grads(%p, %p) states(%p) (%p), %lr, %s : (tensor<4xf32>) grads(tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+// At least one parameter.
+func.func @fused_adam_empty(%lr: tensor<f32>, %s: tensor<i64>) {
+  // expected-error @+1 {{'train.fused_adam' op needs at least one parameter}}
+  "train.fused_adam"(%lr, %s) {operandSegmentSizes = array<i32: 0, 0, 0, 0, 1, 1, 0>} : (tensor<f32>, tensor<i64>) -> ()
+  return
+}
+
+// -----
+
+// The master weights are f32.
+func.func @fused_adam_bf16_param(%p: tensor<4xbf16>, %lr: tensor<f32>, %s: tensor<i64>) {
+  // expected-error @+1 {{'train.fused_adam' op parameter 0 must be f32 (the master weights), is 'tensor<4xbf16>'}}
+  %0:3 = train.fused_adam(%p) grads(%p) states(%p) (%p), %lr, %s : (tensor<4xbf16>) grads(tensor<4xbf16>)
+  return
+}
+
+// -----
+
+// A gradient has its parameter's shape.
+func.func @fused_adam_shape(%p: tensor<4xf32>, %g: tensor<2x2xbf16>, %lr: tensor<f32>, %s: tensor<i64>) {
+  // expected-error @+1 {{'train.fused_adam' op gradient 0 has shape 'tensor<2x2xbf16>', its parameter 'tensor<4xf32>'}}
+  %0:3 = train.fused_adam(%p) grads(%g) states(%p) (%p), %lr, %s : (tensor<4xf32>) grads(tensor<2x2xbf16>)
+  return
+}
+
+// -----
+
+// A gradient is f32, bf16 or f16.
+func.func @fused_adam_f64_grad(%p: tensor<4xf32>, %g: tensor<4xf64>, %lr: tensor<f32>, %s: tensor<i64>) {
+  // expected-error @+1 {{'train.fused_adam' op gradient 0 must be f32, bf16 or f16, is 'tensor<4xf64>'}}
+  %0:3 = train.fused_adam(%p) grads(%g) states(%p) (%p), %lr, %s : (tensor<4xf32>) grads(tensor<4xf64>)
+  return
+}
+
+// -----
+
+// The states have the parameters' types.
+func.func @fused_adam_state_type(%p: tensor<4xf32>, %m: tensor<4xf16>, %lr: tensor<f32>, %s: tensor<i64>) {
+  // expected-error @+1 {{'train.fused_adam' op failed to verify that exp_avgs have the parameters' types}}
+  %0:3 = "train.fused_adam"(%p, %p, %m, %p, %lr, %s) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0>} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf16>, tensor<4xf32>, tensor<f32>, tensor<i64>) -> (tensor<4xf32>, tensor<4xf16>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+// A negative max_norm is rejected.
+func.func @clip_coef_max_norm(%g: tensor<4xbf16>) {
+  // expected-error @+1 {{'train.clip_coef' op max_norm must be >= 0 (0 only unscales)}}
+  %n, %c = train.clip_coef %g {max_norm = -1.0} : tensor<4xbf16>
+  return
+}
+
+// -----
+
+// At least one gradient.
+func.func @clip_coef_empty() {
+  // expected-error @+1 {{'train.clip_coef' op needs at least one gradient}}
+  %n, %c = "train.clip_coef"() {max_norm = 1.0 : f64, operandSegmentSizes = array<i32: 0, 0, 0>} : () -> (tensor<f32>, tensor<f32>)
+  return
+}
+
+//===----------------------------------------------------------------------===//
 // train.clip_grad_norm
 //===----------------------------------------------------------------------===//
 

@@ -83,6 +83,20 @@ func.func @adam(%p: tensor<2x3xf32>, %g: tensor<2x3xf32>, %m: tensor<2x3xf32>, %
   return
 }
 
+// The fused update over two parameters, one gradient in bf16, with the
+// factor of a clip_coef (sharded norm and loss scale); without a factor.
+// CHECK-LABEL: func.func @fused_adam(
+// CHECK-SAME:    %[[P:[^:]*]]: tensor<2x3xf32>, %[[Q:[^:]*]]: tensor<4xf32>, %[[G:[^:]*]]: tensor<4xbf16>, %[[LR:[^:]*]]: tensor<f32>, %[[S:[^:]*]]: tensor<i64>)
+// CHECK-NEXT:    %[[N:.*]], %[[C:.*]] = train.clip_coef %[[P]], %[[G]] sum_sq(%[[LR]]) loss_scale(%[[LR]]) {max_norm = 1.000000e+00 : f64} : tensor<2x3xf32>, tensor<4xbf16>
+// CHECK-NEXT:    %{{.*}}:6 = train.fused_adam(%[[P]], %[[Q]]) grads(%[[P]], %[[G]]) states(%[[P]], %[[Q]]) (%[[P]], %[[Q]]), %[[LR]], %[[S]] coef(%[[C]]) {decoupled_weight_decay, weight_decay = 1.000000e-02 : f64} : (tensor<2x3xf32>, tensor<4xf32>) grads(tensor<2x3xf32>, tensor<4xbf16>)
+// CHECK-NEXT:    %{{.*}}:3 = train.fused_adam(%[[Q]]) grads(%[[G]]) states(%[[Q]]) (%[[Q]]), %[[LR]], %[[S]] {bias_correction = false} : (tensor<4xf32>) grads(tensor<4xbf16>)
+func.func @fused_adam(%p: tensor<2x3xf32>, %q: tensor<4xf32>, %g: tensor<4xbf16>, %lr: tensor<f32>, %s: tensor<i64>) {
+  %n, %c = train.clip_coef %p, %g sum_sq(%lr) loss_scale(%lr) {max_norm = 1.0 : f64} : tensor<2x3xf32>, tensor<4xbf16>
+  %0:6 = train.fused_adam(%p, %q) grads(%p, %g) states(%p, %q) (%p, %q), %lr, %s coef(%c) {decoupled_weight_decay, weight_decay = 0.01} : (tensor<2x3xf32>, tensor<4xf32>) grads(tensor<2x3xf32>, tensor<4xbf16>)
+  %1:3 = train.fused_adam(%q) grads(%g) states(%q) (%q), %lr, %s {bias_correction = false} : (tensor<4xf32>) grads(tensor<4xbf16>)
+  return
+}
+
 // clip_grad_norm returns one clipped gradient per input plus the global
 // norm (a tensor<f32> the format does not spell); with one gradient and
 // with a bucket of gradients of different shapes and types.

@@ -1047,6 +1047,76 @@ TEST(LossScaling, OverflowSkipsTheUpdateInsteadOfStopping) {
   EXPECT_EQ(p.f()[0], 0.5f);
 }
 
+TEST(FusedOptimizer, ClipCoefIsClipGradNormsDecision) {
+  // fp16 gradients of 1024 x loss, one in bf16: the norm of the loss's and
+  // the factor clip_grad_norm multiplies by (unscale and clip to 1).
+  Buf g({2}), h({1}, plan::BF16), scale({}), norm({}), coef({});
+  g.f()[0] = 3 * 1024.0f;
+  g.f()[1] = 0.0f;
+  static_cast<uint16_t *>(h.data)[0] = 0x4580; // bf16 4096 = 4 x 1024
+  *scale.f() = 1024.0f;
+  Context ctx = run("train.clip_coef", {&g, &h, &scale}, {&norm, &coef}, {0, 1}, {1.0});
+  EXPECT_FALSE(ctx.overflow);
+  EXPECT_EQ(*norm.f(), 5.0f);
+  EXPECT_EQ(*coef.f(), float(1.0 / (5.0 + 1e-6) / 1024.0));
+  EXPECT_EQ(g.f()[0], 3 * 1024.0f); // the gradients are not written
+  // Under max_norm: only the unscaling; max_norm 0: never clipped.
+  run("train.clip_coef", {&g, &h, &scale}, {&norm, &coef}, {0, 1}, {10.0});
+  EXPECT_EQ(*coef.f(), 1.0f / 1024.0f);
+  // Sharded: the sum of squares comes before the scale.
+  Buf sq({});
+  *sq.f() = 100.0f * 1024 * 1024;
+  run("train.clip_coef", {&g, &sq, &scale}, {&norm, &coef}, {1, 1}, {0.0});
+  EXPECT_EQ(*norm.f(), 10.0f);
+  EXPECT_EQ(*coef.f(), 1.0f / 1024.0f);
+  // Overflow: the step is skipped, the fused update leaves everything.
+  g.f()[1] = INFINITY;
+  ctx = run("train.clip_coef", {&g, &scale}, {&norm, &coef}, {0, 1}, {1.0});
+  EXPECT_TRUE(ctx.overflow);
+  EXPECT_TRUE(std::isinf(*norm.f()));
+  Buf p({2}), m({2}), v({2}), lr({}), step({}, plan::I64);
+  p.f()[0] = 0.5f;
+  *lr.f() = 0.1f;
+  *step.i64() = 1;
+  Instr adam = makeInstr("train.fused_adam", {&p, &g, &m, &v, &lr, &step, &coef}, {&p, &m, &v},
+                         {1, 1, 1}, {0.9, 0.999, 1e-8, 0.0});
+  bindInstr(adam, "test");
+  adam.run(adam, ctx);
+  EXPECT_EQ(p.f()[0], 0.5f);
+  EXPECT_EQ(m.f()[0], 0.0f);
+  // Without a loss scale a non-finite norm stops the run.
+  EXPECT_THROW(run("train.clip_coef", {&g}, {&norm, &coef}, {0, 0}, {1.0}), NonFiniteError);
+}
+
+TEST(FusedOptimizer, OperandChecks) {
+  Buf p({2}), g({2}, plan::BF16), m({2}), v({2}), lr({}), step({}, plan::I64), coef({});
+  Buf half({2}, plan::BF16), other({3}), norm({});
+  const std::vector<double> rates = {0.9, 0.999, 1e-8, 0.0};
+  EXPECT_EQ(bindError("train.fused_adam", {&p, &g, &m, &v, &lr, &step, &coef}, {&p, &m, &v},
+                      {1, 1, 1}, rates),
+            "no error");
+  EXPECT_THAT(bindError("train.fused_adam", {&p, &g, &m, &v, &lr, &step}, {&p, &m, &v},
+                        {1, 1, 1}, rates),
+              HasSubstr("expects N params, grads, exp_avgs and exp_avg_sqs, lr, step and coef"));
+  EXPECT_THAT(bindError("train.fused_adam", {&half, &g, &m, &v, &lr, &step}, {&half, &m, &v},
+                        {1, 1, 0}, rates),
+              HasSubstr("parameter and state must be F32, is BF16"));
+  EXPECT_THAT(bindError("train.fused_adam", {&p, &other, &m, &v, &lr, &step}, {&p, &m, &v},
+                        {1, 1, 0}, rates),
+              HasSubstr("shape"));
+  // Each result in place of its operand.
+  Buf p2({2});
+  EXPECT_THAT(bindError("train.fused_adam", {&p, &g, &m, &v, &lr, &step}, {&p2, &m, &v},
+                        {1, 1, 0}, rates),
+              HasSubstr("in place"));
+  EXPECT_EQ(bindError("train.clip_coef", {&g, &half}, {&norm, &coef}, {0, 0}, {1.0}),
+            "no error");
+  EXPECT_THAT(bindError("train.clip_coef", {&g}, {&norm}, {0, 0}, {1.0}),
+              HasSubstr("writes the norm and the factor"));
+  EXPECT_THAT(bindError("train.clip_coef", {&g, &other}, {&norm, &coef}, {0, 1}, {1.0}),
+              HasSubstr("loss scale must be a scalar"));
+}
+
 TEST(LossScaling, ClipOperandChecks) {
   Buf g({2}), scale({}), norm({}), vec({2});
   EXPECT_EQ(bindError("train.clip_grad_norm", {&g}, {&g, &norm}, {0, 1}, {1.0}),

@@ -3,7 +3,7 @@
 // Dropout: identity at ratio 0, kept fraction, reproducibility of the
 // counter-based mask. Adam(W), SGD, Lion, Adagrad and LAMB against float64
 // implementations of torch's and DeepSpeed's update formulas over several
-// steps.
+// steps; the fused Adam against adam() per tensor, bitwise.
 //
 //===----------------------------------------------------------------------===//
 #include "TestUtil.h"
@@ -163,6 +163,68 @@ TEST(Optim, AdamMatchesTorchFormulas) {
 }
 
 // Tolerance over 5 steps: relative 1e-5, absolute 1e-6.
+// fusedAdam over tensors of several sizes (split across the threads in
+// the middle of some), with float32, bf16 and fp16 gradients: bitwise what
+// adam() gives each tensor on its gradient widened to float and, with a
+// factor other than 1, clipped by scale() (the unfused plan's clip).
+template <class G> void fusedAdamCase(AdamTensor::Grad kind, float coef, bool decoupled) {
+  const int64_t sizes[] = {1, 384, 70001, 3, 100000};
+  std::vector<std::vector<float>> p, m, v, pRef, mRef, vRef;
+  std::vector<std::vector<G>> g;
+  for (size_t k = 0; k < std::size(sizes); ++k) {
+    const int64_t n = sizes[k];
+    p.push_back(uniform(n, 3100 + k));
+    m.push_back(std::vector<float>(n, 0.0f));
+    v.push_back(std::vector<float>(n, 0.0f));
+    auto wide = uniform(n, 3200 + k, -3.0f, 3.0f);
+    if constexpr (std::is_same_v<G, float>)
+      g.push_back(wide);
+    else
+      g.push_back(narrowTo<G>(wide));
+  }
+  pRef = p, mRef = m, vRef = v;
+  for (int64_t step = 1; step <= 3; ++step) {
+    std::vector<AdamTensor> t;
+    for (size_t k = 0; k < p.size(); ++k)
+      t.push_back({p[k].data(), g[k].data(), kind, m[k].data(), v[k].data(), sizes[k]});
+    fusedAdam(t.data(), t.size(), coef, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, decoupled, true, step);
+    for (size_t k = 0; k < p.size(); ++k) {
+      std::vector<float> clipped;
+      if constexpr (std::is_same_v<G, float>)
+        clipped = g[k];
+      else
+        clipped = widen(g[k]);
+      if (coef != 1.0f)
+        scale(clipped.data(), sizes[k], coef);
+      adam(pRef[k].data(), clipped.data(), mRef[k].data(), vRef[k].data(), sizes[k], 1e-2f,
+           0.9f, 0.999f, 1e-8f, 0.1f, decoupled, true, step);
+      EXPECT_TRUE(bitEqual(p[k], pRef[k])) << "tensor " << k << " step " << step;
+      EXPECT_TRUE(bitEqual(m[k], mRef[k])) << "tensor " << k << " step " << step;
+      EXPECT_TRUE(bitEqual(v[k], vRef[k])) << "tensor " << k << " step " << step;
+    }
+  }
+}
+
+TEST(Optim, FusedAdamIsAdamOnTheClippedWidenedGradients) {
+  for (float coef : {1.0f, 0.3125f, 0.0731f})
+    for (bool decoupled : {true, false}) {
+      SCOPED_TRACE("coef " + std::to_string(coef) + (decoupled ? " AdamW" : " Adam-L2"));
+      fusedAdamCase<float>(AdamTensor::Grad::F32, coef, decoupled);
+      fusedAdamCase<Bf16>(AdamTensor::Grad::BF16, coef, decoupled);
+      fusedAdamCase<Fp16>(AdamTensor::Grad::F16, coef, decoupled);
+    }
+}
+
+// The sum of squares of bf16 / fp16 values is that of their float casts.
+TEST(Optim, SumSquaresOfNarrowIsOfTheWidened) {
+  for (int64_t n : {1, 1000, 300001}) {
+    auto b = narrowTo<Bf16>(uniform(n, 3300, -4.0f, 4.0f));
+    auto h = narrowTo<Fp16>(uniform(n, 3301, -4.0f, 4.0f));
+    EXPECT_EQ(sumSquares(b.data(), n), sumSquares(widen(b).data(), n)) << n;
+    EXPECT_EQ(sumSquares(h.data(), n), sumSquares(widen(h).data(), n)) << n;
+  }
+}
+
 TEST(Optim, SgdMatchesTorchFormulas) {
   struct Config {
     float lr, momentum, dampening, wd;
