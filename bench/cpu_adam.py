@@ -11,6 +11,15 @@ measured in the same run), with a threaded memcpy for reference.
     /usr/bin/python3 bench/cpu_adam.py [--sizes 10e6 50e6 200e6] [--bin build/bin]
 
 Prints a Markdown table of parameters per second and the ratios.
+
+Then a model's whole clipped step (issue 47, item 3): the 76 parameter
+tensors of the issue-12 GPT (6 layers, d 384, vocab 4096, seq 128; 12.3M
+parameters), gradients clipped to a global norm below theirs, AdamW: dsrt
+unfused (per tensor the clip's scale, then per tensor cpu::adam: what a
+--fuse attention,epilogues plan runs) and fused (one cpu::fusedAdam
+applying the clip's factor as it reads: --fuse all), against
+torch.nn.utils.clip_grad_norm_ and torch.optim.AdamW with foreach off and
+on, the same threads.
 """
 import argparse
 import os
@@ -32,6 +41,32 @@ def torch_rate(torch, cls, n, foreach, reps=5):
     ts = sorted(ts[2:])
     del opt, p
     return n / ts[len(ts) // 2]
+
+
+# The issue-12 GPT's parameter tensors, in its order.
+def gpt_tensors(layers=6, d=384, vocab=4096, seq=128):
+    sizes = [vocab * d, seq * d]
+    for _ in range(layers):
+        sizes += [d, d, 3 * d * d, 3 * d, d * d, d, d, d, 4 * d * d, 4 * d, 4 * d * d, d]
+    return sizes + [d, d]
+
+
+def torch_clipped_rate(torch, sizes, foreach, reps=5):
+    ps = [torch.nn.Parameter(torch.full((n,), 0.5)) for n in sizes]
+    for p in ps:
+        p.grad = torch.full_like(p, 0.01)
+    opt = torch.optim.AdamW(ps, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01,
+                            foreach=foreach)
+    ts = []
+    for _ in range(reps + 2):
+        t0 = time.perf_counter()
+        torch.nn.utils.clip_grad_norm_(ps, 1e-3)
+        opt.step()
+        ts.append(time.perf_counter() - t0)
+        for p in ps:
+            p.grad.fill_(0.01)
+    ts = sorted(ts[2:])
+    return sum(sizes) / ts[len(ts) // 2]
 
 
 def main():
@@ -68,6 +103,29 @@ def main():
              torch_rate(torch, torch.optim.AdamW, n, True)]
         print(f"| {n / 1e6:.0f}M | {dsrt[n]:.3e} | " + " | ".join(f"{x:.3e}" for x in t) +
               f" | {dsrt[n] / max(t):.1f}x | {stream[n]:.3e} | {100 * dsrt[n] / stream[n]:.0f}% |")
+
+    sizes = gpt_tensors()
+    rate = {}
+    for grads in ("fp32", "bf16"):
+        out = subprocess.run([os.path.join(a.bin, "dsrt_adam_bench"), "--reps", "9", "--tensors",
+                              ",".join(map(str, sizes))] + (["--bf16"] if grads == "bf16" else []),
+                             check=True, capture_output=True, text=True, env=env).stdout
+        rate[grads] = {line.split()[0]: float(line.split()[3]) for line in out.splitlines()}
+    t = [torch_clipped_rate(torch, sizes, False), torch_clipped_rate(torch, sizes, True)]
+    print()
+    print(f"The issue-12 GPT's clipped AdamW step: {len(sizes)} tensors, "
+          f"{sum(sizes) / 1e6:.1f}M parameters, params/s (bf16: the gradients of a mixed "
+          f"precision step; dsrt unfused casts them to fp32 first, fused reads them narrow; "
+          f"torch's are fp32)")
+    print()
+    print("| gradients | dsrt unfused | dsrt fused | torch clip + AdamW | "
+          "torch clip + AdamW foreach | fused / unfused | fused / best torch |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for grads in ("fp32", "bf16"):
+        r = rate[grads]
+        print(f"| {grads} | {r['clipped_unfused']:.3e} | {r['clipped_fused']:.3e} | "
+              f"{t[0]:.3e} | {t[1]:.3e} | {r['clipped_fused'] / r['clipped_unfused']:.2f}x | "
+              f"{r['clipped_fused'] / max(t):.1f}x |")
 
 
 if __name__ == "__main__":

@@ -95,6 +95,39 @@ Value narrowSource(Value grad, const llvm::SmallPtrSetImpl<Operation *> &readers
   return widen.getInput();
 }
 
+/// With one micro-batch, train.accumulate's sum is the yielded value
+/// itself: a gradient widened to f32 in its body only to be yielded, and
+/// read after it only by a clip or as an update's gradient, is yielded
+/// narrow and widened after the accumulate, where the fusion below reads it
+/// through. The values are the same; the sum held through the backward is
+/// half the bytes.
+bool narrowYield(train::AccumulateOp acc, unsigned i) {
+  Block &body = acc.getBody().front();
+  Operation *yield = body.getTerminator();
+  auto widen = yield->getOperand(i).getDefiningOp<nn::CastOp>();
+  if (acc.getCount() != 1 || !widen || widen->getBlock() != &body || !widen->hasOneUse())
+    return false;
+  auto narrow = cast<RankedTensorType>(widen.getInput().getType());
+  if (!cast<RankedTensorType>(widen.getType()).getElementType().isF32() ||
+      !(narrow.getElementType().isBF16() || narrow.getElementType().isF16()))
+    return false;
+  Value sum = acc.getResult(i);
+  for (OpOperand &use : sum.getUses()) {
+    bool update = isa<train::AdamOp>(use.getOwner()) && use.getOperandNumber() == 1;
+    if (!update && !isa<train::ClipGradNormOp>(use.getOwner()))
+      return false;
+  }
+  yield->setOperand(i, widen.getInput());
+  widen->erase();
+  sum.setType(narrow);
+  OpBuilder b(acc->getContext());
+  b.setInsertionPointAfter(acc);
+  auto wide = nn::CastOp::create(b, acc.getLoc(), RankedTensorType::get(narrow.getShape(),
+                                                                       b.getF32Type()), sum);
+  sum.replaceAllUsesExcept(wide.getResult(), wide);
+  return true;
+}
+
 struct FuseOptimizer : impl::FuseOptimizerBase<FuseOptimizer> {
   void runOnOperation() override {
     SmallVector<Block *> blocks;
@@ -104,6 +137,9 @@ struct FuseOptimizer : impl::FuseOptimizerBase<FuseOptimizer> {
   }
 
   void fuseBlock(Block &block) {
+    for (auto acc : llvm::make_early_inc_range(block.getOps<train::AccumulateOp>()))
+      for (unsigned i = 0; i < acc.getNumResults(); ++i)
+        numYields += narrowYield(acc, i);
     SmallVector<SmallVector<train::AdamOp>> runs = adamRuns(block);
     if (runs.empty())
       return;

@@ -65,7 +65,11 @@ def FuseOptimizer : Pass<"fuse-optimizer", "mlir::func::FuncOp"> {
     read it instead of reading a clipped copy; a lone update is fused for
     that too. An nn.cast from bf16/fp16 to f32 of a gradient that only the
     clip and the updates read is read through: they widen the narrow
-    gradient themselves. The per-element arithmetic is train.adam's, so
+    gradient themselves. With one micro-batch (train.accumulate 1, whose
+    sum is the yielded value) a gradient widened in the body only to be
+    yielded, and read after only by the clip and the updates, is yielded
+    narrow and widened after the accumulate, so that it is read through
+    too. The per-element arithmetic is train.adam's, so
     the step is bitwise the unfused one. A run steps over pure ops that
     read none of its results (ZeRO's dist.chunk of the next parameter's
     shard) and its fused op goes after them, at its last update; other
@@ -77,6 +81,7 @@ def FuseOptimizer : Pass<"fuse-optimizer", "mlir::func::FuncOp"> {
     Statistic<"numUpdates", "updates", "train.adam ops fused">,
     Statistic<"numClips", "clips", "clip_grad_norm ops folded into clip_coef">,
     Statistic<"numCasts", "casts", "gradient widenings read through">,
+    Statistic<"numYields", "yields", "gradients a one-micro-batch accumulate yields narrow">,
   ];
 }
 

@@ -121,3 +121,46 @@ func.func @lone(%p: tensor<4xf32>, %g: tensor<4xf32>, %m: tensor<4xf32>, %v: ten
   %q = train.sgd %p, %g, %lr : tensor<4xf32>
   return %a#0, %q, %norm : tensor<4xf32>, tensor<4xf32>, tensor<f32>
 }
+
+// -----
+
+// One micro-batch: the accumulate's sum is the yielded gradient itself, so
+// a widening yielded only for the clip and the update is yielded narrow and
+// read through. With two micro-batches the sum is formed in f32: the
+// widening stays in the body.
+// CHECK-LABEL: func.func @one_micro_batch(
+// CHECK:         %[[SUM:.*]] = train.accumulate 1 -> tensor<4xbf16> {
+// CHECK:           %[[G:.*]] = nn.neg %arg3 : tensor<4xbf16>
+// CHECK-NEXT:      train.yield %[[G]] : tensor<4xbf16>
+// CHECK:         %{{.*}}, %[[C:.*]] = train.clip_coef %[[SUM]] {{.*}} : tensor<4xbf16>
+// CHECK-NEXT:    train.fused_adam(%arg0) grads(%[[SUM]]) {{.*}} coef(%[[C]]) : (tensor<4xf32>) grads(tensor<4xbf16>)
+// CHECK-NOT:     nn.cast
+func.func @one_micro_batch(%p: tensor<4xf32>, %m: tensor<4xf32>, %v: tensor<4xf32>, %x: tensor<4xbf16>,
+                           %lr: tensor<f32>, %s: tensor<i64>) -> (tensor<4xf32>, tensor<f32>) {
+  %sum = train.accumulate 1 -> tensor<4xf32> {
+  ^bb0(%i: index):
+    %g = nn.neg %x : tensor<4xbf16>
+    %w = nn.cast %g : tensor<4xbf16> to tensor<4xf32>
+    train.yield %w : tensor<4xf32>
+  }
+  %c:1, %norm = train.clip_grad_norm %sum {max_norm = 1.0 : f64} : tensor<4xf32> -> tensor<4xf32>
+  %a:3 = train.adam %p, %c#0, %m, %v, %lr, %s : tensor<4xf32>
+  return %a#0, %norm : tensor<4xf32>, tensor<f32>
+}
+
+// CHECK-LABEL: func.func @two_micro_batches(
+// CHECK:         train.accumulate 2 -> tensor<4xf32> {
+// CHECK:           nn.cast %{{.*}} : tensor<4xbf16> to tensor<4xf32>
+// CHECK:         train.clip_coef %{{.*}} : tensor<4xf32>
+func.func @two_micro_batches(%p: tensor<4xf32>, %m: tensor<4xf32>, %v: tensor<4xf32>, %x: tensor<4xbf16>,
+                             %lr: tensor<f32>, %s: tensor<i64>) -> (tensor<4xf32>, tensor<f32>) {
+  %sum = train.accumulate 2 -> tensor<4xf32> {
+  ^bb0(%i: index):
+    %g = nn.neg %x : tensor<4xbf16>
+    %w = nn.cast %g : tensor<4xbf16> to tensor<4xf32>
+    train.yield %w : tensor<4xf32>
+  }
+  %c:1, %norm = train.clip_grad_norm %sum {max_norm = 1.0 : f64} : tensor<4xf32> -> tensor<4xf32>
+  %a:3 = train.adam %p, %c#0, %m, %v, %lr, %s : tensor<4xf32>
+  return %a#0, %norm : tensor<4xf32>, tensor<f32>
+}

@@ -7,11 +7,21 @@
 // parameter). bench/cpu_adam.py runs this next to torch.optim in one run.
 //
 //   dsrt_adam_bench [--reps R] N...      (N: parameters, e.g. 10000000)
+//   dsrt_adam_bench [--reps R] --tensors N1,N2,... [--bf16]
 //
 // Prints per count "adam N params_per_s" and "stream N params_per_s" (the
 // same reads and writes, p += g, m += g, v += g, without the math: the
 // bound of a step that streams its state once), then "copy bytes_per_s"
 // (a threaded memcpy: bytes read plus bytes written per second).
+//
+// With --tensors, a model's step over those parameter tensors, clipped to
+// a global norm (issue 47, item 3): "clipped_unfused" is what an unfused
+// plan runs (per tensor the sum of squares, then per tensor the clip's
+// scale() and adam()), "clipped_fused" the fused plan's (the sums of
+// squares, then one fusedAdam() applying the factor as it reads); each as
+// parameters per second. With --bf16 the gradients are bf16, as a mixed
+// precision step's are: the unfused step first casts each to fp32 (the
+// plan's nn.cast), the fused one reads them narrow.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/cpu/Kernels.h"
@@ -20,6 +30,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -38,6 +49,79 @@ float *alloc(size_t n, float v) {
 double seconds(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
+/// The --tensors step, unfused and fused; prints both rates.
+int clippedStep(const std::string &list, int reps, bool bf16) {
+  std::vector<long long> ns;
+  for (size_t at = 0; at < list.size();) {
+    size_t comma = std::min(list.find(',', at), list.size());
+    ns.push_back(std::atoll(list.substr(at, comma - at).c_str()));
+    at = comma + 1;
+  }
+  long long total = 0;
+  std::vector<float *> p, g, m, v;
+  std::vector<std::vector<dsrt::cpu::Bf16>> narrow;
+  for (long long n : ns) {
+    total += n;
+    p.push_back(alloc(size_t(n), 0.5f));
+    g.push_back(alloc(size_t(n), 0.01f));
+    if (bf16) {
+      narrow.emplace_back(size_t(n));
+      dsrt::cpu::cast(g.back(), dsrt::cpu::DType::F32, narrow.back().data(),
+                      dsrt::cpu::DType::BF16, n);
+    }
+    m.push_back(alloc(size_t(n), 0.0f));
+    v.push_back(alloc(size_t(n), 0.0f));
+  }
+  const float maxNorm = 1e-3f; // below the norm: the clip scales
+  bool fusedNow = false;
+  auto norm = [&] {
+    double sq = 0;
+    for (size_t k = 0; k < ns.size(); ++k)
+      sq += bf16 && fusedNow ? dsrt::cpu::sumSquares(narrow[k].data(), ns[k])
+                             : dsrt::cpu::sumSquares(g[k], ns[k]);
+    return float(std::min(1.0, maxNorm / (std::sqrt(sq) + 1e-6)));
+  };
+  for (int fused = 0; fused < 2; ++fused) {
+    std::vector<double> t;
+    for (int r = 0; r < reps + 2; ++r) {
+      auto t0 = std::chrono::steady_clock::now();
+      fusedNow = fused;
+      if (bf16 && !fused) // the plan's widening of each gradient
+        for (size_t k = 0; k < ns.size(); ++k)
+          dsrt::cpu::cast(narrow[k].data(), dsrt::cpu::DType::BF16, g[k],
+                          dsrt::cpu::DType::F32, ns[k]);
+      const float coef = norm();
+      if (fused) {
+        std::vector<dsrt::cpu::AdamTensor> ts;
+        for (size_t k = 0; k < ns.size(); ++k)
+          ts.push_back({p[k], bf16 ? static_cast<const void *>(narrow[k].data()) : g[k],
+                        bf16 ? dsrt::cpu::AdamTensor::Grad::BF16
+                             : dsrt::cpu::AdamTensor::Grad::F32,
+                        m[k], v[k], ns[k]});
+        dsrt::cpu::fusedAdam(ts.data(), ts.size(), coef, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true,
+                             true, r + 1);
+      } else {
+        for (size_t k = 0; k < ns.size(); ++k)
+          dsrt::cpu::scale(g[k], ns[k], coef);
+        for (size_t k = 0; k < ns.size(); ++k)
+          dsrt::cpu::adam(p[k], g[k], m[k], v[k], ns[k], 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true,
+                          true, r + 1);
+      }
+      if (r >= 2)
+        t.push_back(seconds(t0));
+      // The gradients back where they were (the unfused clip wrote them).
+      for (size_t k = 0; k < ns.size(); ++k)
+        std::fill(g[k], g[k] + ns[k], 0.01f);
+    }
+    std::sort(t.begin(), t.end());
+    std::printf("%s %zu %lld %.6e\n", fused ? "clipped_fused" : "clipped_unfused", ns.size(),
+                total, double(total) / t[t.size() / 2]);
+  }
+  for (auto *list : {&p, &g, &m, &v})
+    for (float *q : *list)
+      std::free(q);
+  return 0;
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -47,9 +131,19 @@ int main(int argc, char **argv) {
     std::string a = argv[k];
     if (a == "--reps" && k + 1 < argc)
       reps = std::atoi(argv[++k]);
+    else if (a == "--tensors" && k + 1 < argc)
+      ++k;
+    else if (a == "--bf16")
+      continue;
     else
       sizes.push_back(std::atoll(a.c_str()));
   }
+  for (int k = 1; k + 1 < argc; ++k)
+    if (std::string(argv[k]) == "--tensors")
+      return clippedStep(argv[k + 1], reps,
+                         std::find_if(argv + 1, argv + argc, [](const char *a) {
+                           return std::string(a) == "--bf16";
+                         }) != argv + argc);
   if (sizes.empty())
     sizes = {10000000, 50000000};
   for (long long n : sizes) {
