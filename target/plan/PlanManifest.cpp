@@ -142,10 +142,20 @@ void writePrecision(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
       r += (r.empty() ? "" : " and ") + x;
     return r.empty() ? std::string("-") : r;
   };
+  // One micro-batch's gradients that the fused update reads in 16 bits
+  // (fuse-optimizer) were never accumulated: they are not the sums' dtype.
+  const int64_t narrow = p.fused_update_narrow_grads();
+  if (narrow && prog.micro_batches() <= 1 && !pc.gradAccumDtypeSetting)
+    accum.erase(dtypeName(pc.kind == Precision::FP16 ? plan::F16 : plan::BF16));
+  if (accum.empty())
+    accum.insert("fp32");
   os << "  gradients:      accumulated in " << list(accum) << " (data_types.grad_accum_dtype"
      << (pc.gradAccumDtypeSetting ? "" : " not given: fp32, as BF16_Optimizer keeps them") << ")";
   if (!reduced.empty())
     os << ", reduced in " << list(reduced) << " (communication_data_type)";
+  if (narrow && prog.micro_batches() <= 1)
+    os << "; with one micro-batch nothing is summed, and " << narrow << " gradients stay " << k
+       << " until the fused update widens them (exactly) as it reads them";
   os << "\n";
   os << "  16-bit copies:  " << 2 * low.heldElements << " bytes per rank ("
      << humanBytes(2 * low.heldElements) << ") held through the step, " << low.elements
