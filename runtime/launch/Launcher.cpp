@@ -26,6 +26,7 @@
 
 #include "plan.pb.h"
 
+#include <omp.h>
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -727,6 +728,17 @@ bool isLocalHost(const std::string &host) {
 }
 
 int availableCores() {
+  // OMP_PROC_BIND (close, spread, true: the usual HPC setting) makes the
+  // OpenMP runtime bind this, its initial thread, to one place as it
+  // starts, so the affinity mask then names one CPU; the places it made
+  // from the mask before are the CPUs the kernels' threads may use.
+  if (omp_get_proc_bind() != omp_proc_bind_false) {
+    int cpus = 0;
+    for (int p = 0; p < omp_get_num_places(); ++p)
+      cpus += omp_get_place_num_procs(p);
+    if (cpus > 0)
+      return cpus;
+  }
   cpu_set_t set;
   CPU_ZERO(&set);
   if (::sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
