@@ -200,17 +200,22 @@ struct FuseOptimizer : impl::FuseOptimizerBase<FuseOptimizer> {
     // The folded clips (their gradients now read through) and widenings
     // nothing reads any more.
     for (train::ClipGradNormOp clip : clips)
-      if (coefOf.count(clip)) {
-        SmallVector<Operation *> casts;
-        for (Value g : clip.getGrads())
-          if (auto c = g.getDefiningOp<nn::CastOp>())
-            casts.push_back(c);
-        clip->erase();
-        for (Operation *c : casts)
-          if (c->use_empty()) {
-            c->erase();
-            ++numCasts;
-          }
+      if (coefOf.count(clip))
+        eraseWithWidenings(clip, clip.getGrads());
+  }
+
+  /// Erases `op` (its results unused), then the casts among `grads`' definitions
+  /// that nothing reads any more: the widenings the fused ops read through.
+  void eraseWithWidenings(Operation *op, ValueRange grads) {
+    SmallVector<Operation *> casts;
+    for (Value g : grads)
+      if (auto c = g.getDefiningOp<nn::CastOp>())
+        casts.push_back(c);
+    op->erase();
+    for (Operation *c : casts)
+      if (c->use_empty()) {
+        c->erase();
+        ++numCasts;
       }
   }
 
@@ -246,17 +251,8 @@ struct FuseOptimizer : impl::FuseOptimizerBase<FuseOptimizer> {
       a.getNewExpAvg().replaceAllUsesWith(fused.getNewExpAvgs()[k]);
       a.getNewExpAvgSq().replaceAllUsesWith(fused.getNewExpAvgSqs()[k]);
     }
-    SmallVector<Operation *> widened; // the casts read through
-    for (train::AdamOp a : run) {
-      if (auto c = a.getGrad().getDefiningOp<nn::CastOp>())
-        widened.push_back(c);
-      a->erase();
-    }
-    for (Operation *c : widened)
-      if (c->use_empty()) {
-        c->erase();
-        ++numCasts;
-      }
+    for (train::AdamOp a : run)
+      eraseWithWidenings(a, a.getGrad());
     numUpdates += run.size();
     ++numFused;
   }

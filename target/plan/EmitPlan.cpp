@@ -927,6 +927,14 @@ private:
     return 2;
   }
 
+  /// train.adam's and train.fused_adam's rates and flags.
+  template <typename AdamLike> static void encodeAdam(AdamLike o, plan::Instr &instr) {
+    for (APFloat f : {o.getBeta1(), o.getBeta2(), o.getEps(), o.getWeightDecay()})
+      instr.add_floats(f.convertToDouble());
+    instr.add_ints(o.getDecoupledWeightDecay());
+    instr.add_ints(o.getBiasCorrection());
+  }
+
   template <typename LossOp> static void encodeLoss(LossOp op, plan::Instr &instr) {
     instr.add_ints(reductionCode(op.getReduction()));
     instr.add_ints(op.getIgnoreIndex().has_value());
@@ -1089,21 +1097,9 @@ private:
         })
         .Case<train::SumSqOp, train::OneBitCompressOp, train::OneBitServerOp,
               train::OneBitExpandOp>([](Operation *) {})
-        .Case([&](train::AdamOp o) {
-          instr.add_floats(o.getBeta1().convertToDouble());
-          instr.add_floats(o.getBeta2().convertToDouble());
-          instr.add_floats(o.getEps().convertToDouble());
-          instr.add_floats(o.getWeightDecay().convertToDouble());
-          instr.add_ints(o.getDecoupledWeightDecay());
-          instr.add_ints(o.getBiasCorrection());
-        })
+        .Case([&](train::AdamOp o) { encodeAdam(o, instr); })
         .Case([&](train::FusedAdamOp o) {
-          instr.add_floats(o.getBeta1().convertToDouble());
-          instr.add_floats(o.getBeta2().convertToDouble());
-          instr.add_floats(o.getEps().convertToDouble());
-          instr.add_floats(o.getWeightDecay().convertToDouble());
-          instr.add_ints(o.getDecoupledWeightDecay());
-          instr.add_ints(o.getBiasCorrection());
+          encodeAdam(o, instr);
           instr.add_ints(o.getCoef() ? 1 : 0);
         })
         .Case([&](train::OneBitAdamOp o) {
