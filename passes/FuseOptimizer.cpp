@@ -143,10 +143,10 @@ struct FuseOptimizer : impl::FuseOptimizerBase<FuseOptimizer> {
     SmallVector<SmallVector<train::AdamOp>> runs = adamRuns(block);
     if (runs.empty())
       return;
-    llvm::DenseMap<Operation *, size_t> runOf;
-    for (auto [r, run] : llvm::enumerate(runs))
+    llvm::SmallPtrSet<Operation *, 32> inRuns;
+    for (auto &run : runs)
       for (train::AdamOp a : run)
-        runOf[a] = r;
+        inRuns.insert(a);
 
     // The clip folds when each gradient it clips is read only as an
     // update's gradient, in the runs.
@@ -163,7 +163,7 @@ struct FuseOptimizer : impl::FuseOptimizerBase<FuseOptimizer> {
       for (Value c : clip.getClipped())
         for (OpOperand &use : c.getUses()) {
           auto a = dyn_cast<train::AdamOp>(use.getOwner());
-          foldable &= a && runOf.count(a) && use.getOperandNumber() == 1;
+          foldable &= a && inRuns.contains(a) && use.getOperandNumber() == 1;
         }
       if (!foldable)
         continue;

@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 namespace dsrt::cpu {
 using namespace detail;
@@ -241,6 +242,17 @@ void reduce(Reduce op, const Fp16 *x, const Shape &xs, uint32_t axesMask,
 }
 
 namespace {
+/// One chunk's sum of squares. Not inlined, so that every element type
+/// runs this same code over float values (a narrow chunk widened first)
+/// and sums in the same order: the narrow sums are bitwise the widened
+/// ones on every CPU, whatever the compiler would make of each loop.
+__attribute__((noinline)) double chunkSquares(const float *p, int64_t len) {
+  double s = 0.0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < len; ++i)
+    s += double(p[i]) * double(p[i]);
+  return s;
+}
 template <class T> double sumSquaresOf(const T *x, int64_t n) {
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   double *part = scratch<double, 0>(chunks);
@@ -248,13 +260,14 @@ template <class T> double sumSquaresOf(const T *x, int64_t n) {
     for (int64_t c = b; c < e; ++c) {
       const T *p = x + c * kChunk;
       const int64_t len = std::min(kChunk, n - c * kChunk);
-      double s = 0.0;
-#pragma omp simd reduction(+ : s)
-      for (int64_t i = 0; i < len; ++i) {
-        const double v = double(detail::toFloat(p[i]));
-        s += v * v;
+      if constexpr (std::is_same_v<T, float>) {
+        part[c] = chunkSquares(p, len);
+      } else {
+        float *wide = scratch<float, 1>(size_t(kChunk));
+        for (int64_t i = 0; i < len; ++i)
+          wide[i] = detail::toFloat(p[i]);
+        part[c] = chunkSquares(wide, len);
       }
-      part[c] = s;
     }
   });
   double r = 0.0;
