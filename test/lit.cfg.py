@@ -65,6 +65,11 @@ else:
     lit_config.warning("no PyTorch 2.11 exports at %s: their import and parity tests are "
                        "skipped (set DSC_PYTORCH_211)" % pt211)
 
+# GCC builds' kernels use libgomp, the OpenMP runtime oneDNN links; clang
+# builds (the sanitizer build) also load LLVM's libomp beside it.
+if getattr(config, "dsc_cxx_compiler_id", "") == "GNU":
+    config.available_features.add("libgomp")
+
 # dsc's TorchScript frontend is built where libtorch-dev is installed
 # (scripts/install-deps.sh installs it); its tests say REQUIRES: torchscript.
 if getattr(config, "dsc_torchscript", "") in ("ON", "1", "TRUE", "YES"):
