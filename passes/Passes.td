@@ -112,6 +112,32 @@ def MatmulEpilogue : Pass<"matmul-epilogue", "mlir::func::FuncOp"> {
   ];
 }
 
+def AttentionLayout : Pass<"attention-layout", "mlir::func::FuncOp"> {
+  let summary = "Read attention's heads where the projections put them";
+  let description = [{
+    Runs on the differentiated step (after autodiff, with fuse = attention
+    or all). The exporters permute each projection [..., T, H, D] to
+    [..., H, T, D] before attention and the result back after it; the
+    backward permutes the result's gradient in and the three gradients
+    out. An nn.attention whose query, key and value are such permutes
+    (a transpose swapping dimensions r-3 and r-2) and whose result is read
+    only through the permute back becomes nn.attention with `bshd`,
+    reading the unpermuted values; likewise an nn.attention_grad whose
+    four operands are permutes and whose gradients are read only through
+    permutes back. The stats are head-major in both layouts, so the
+    forward and each gradient op are rewritten independently. The
+    permutes no longer read are erased. A tensor-parallel split of the
+    heads (dist.tp_split on dimension r-3) moves to dimension r-2. The
+    arithmetic is unchanged: the kernels gather each head's rows as the
+    permute laid them out.
+  }];
+  let statistics = [
+    Statistic<"numAttention", "attention", "nn.attention ops made bshd">,
+    Statistic<"numGrads", "grads", "nn.attention_grad ops made bshd">,
+    Statistic<"numPermutes", "permutes", "Head permutes erased">,
+  ];
+}
+
 def MixedPrecision : Pass<"mixed-precision", "mlir::ModuleOp"> {
   let summary = "Compute in bf16 (or fp16) over fp32 master weights";
   let description = [{

@@ -73,6 +73,10 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &o) 
   // recompute, so that every recompute mode clones or keeps the same ops.
   if (o.fuse == FuseKind::All || o.fuseEpilogues)
     pm.addNestedPass<mlir::func::FuncOp>(createMatmulEpilogue());
+  // Likewise the head permutes around attention, whose gradients autodiff
+  // permuted back the same way.
+  if (o.fuse != FuseKind::None)
+    pm.addNestedPass<mlir::func::FuncOp>(createAttentionLayout());
   // Activation checkpointing: on each step (or stage) with its forward and
   // backward in one block, before the micro-batches are looped or unrolled.
   if (o.recompute != RecomputeMode::None) {

@@ -73,12 +73,15 @@ inline constexpr InstructionLayout kInstructionLayouts[] = {
     {"nn.abs", "", "", "float"},
     {"nn.add", "", "", "float"},
     {"nn.argmax", "axis", "", "i64"},
-    // inputs query, key, value[, bias]; the flags 0 or 1; ratio: dropout's;
-    // on a tensor-parallel part, the heads' split as nn.dropout's.
-    {"nn.attention", "scale_divides, causal, rng_stream, [tp_dim, tp_blocks, tp_size]",
+    // inputs query, key, value[, bias]; the flags 0 or 1 (bshd: operands
+    // [..., T, H, E], from format 17; dsrt reads older plans' as 0); ratio:
+    // dropout's; on a tensor-parallel part, the heads' split as
+    // nn.dropout's.
+    {"nn.attention", "scale_divides, causal, rng_stream, bshd, [tp_dim, tp_blocks, tp_size]",
      "scale, ratio", "float"},
-    {"nn.attention_grad", "scale_divides, causal, rng_stream, [tp_dim, tp_blocks, tp_size]",
-     "scale, ratio", "float"},
+    {"nn.attention_grad",
+     "scale_divides, causal, rng_stream, bshd, [tp_dim, tp_blocks, tp_size]", "scale, ratio",
+     "float"},
     // r: the spatial dims (1 to 3); pads: the begins, then the ends.
     {"nn.avg_pool", "kernel[r], strides[r], pads[2r], count_include_pad", "", "f32"},
     {"nn.avg_pool_grad", "kernel[r], strides[r], pads[2r], count_include_pad", "", "f32"},

@@ -75,7 +75,12 @@ namespace dsrt {
 /// Version 16: the fused optimizer instructions (train.fused_adam,
 /// train.clip_coef), which a version-15 dsrt refuses by name. Plans of
 /// version 15 are unchanged.
-constexpr unsigned kPlanFormatVersion = 16;
+/// Version 17: nn.attention and nn.attention_grad say their layout (the
+/// bshd flag, the fourth integer), which a version-16 dsrt would take for
+/// the tensor-parallel split or read head-major; Plan.attention_bshd. dsrt
+/// reads the flag of an older plan's attention as 0 (head-major), as it
+/// was meant.
+constexpr unsigned kPlanFormatVersion = 17;
 constexpr unsigned kOldestPlanFormatVersion = 1;
 
 } // namespace dsrt

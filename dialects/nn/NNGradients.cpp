@@ -479,7 +479,8 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> dy, Grad
   }
   auto grad = AttentionGradOp::create(b, getLoc(), dy[0], getQuery(), getKey(), getValue(),
                                       getStats(), getBias(), getScaleAttr(), getScaleDividesAttr(),
-                                      getCausalAttr(), getRatioAttr(), getRngStreamAttr());
+                                      getCausalAttr(), getRatioAttr(), getRngStreamAttr(),
+                                      getBshdAttr());
   // A tensor-parallel part (tensor-parallel's mark): the backward redraws
   // the dropout bits of the same part of the whole tensor.
   if (Attribute split = (*this)->getAttr("dist.tp_split"))

@@ -496,33 +496,50 @@ int64_t DropoutOp::getFlops() { return 2 * numElements(getInput().getType()); }
 //===----------------------------------------------------------------------===//
 
 namespace {
+/// `shape` with its dimensions r-3 and r-2 swapped: a bshd operand's
+/// [..., T, H, E] as the head-major [..., H, T, E] (and back).
+SmallVector<int64_t> swapHeads(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> s(shape);
+  std::swap(s[s.size() - 3], s[s.size() - 2]);
+  return s;
+}
+
 /// The shapes of an attention's operands: query [..., T, E], key [..., S, E],
 /// value [..., S, F], the same leading dimensions, and a bias broadcasting
-/// to [..., T, S]. Fills the result's and the stats' shapes.
+/// to [..., T, S]; with `bshd` the operands are [..., T, H, E] and so on,
+/// checked as their head-major [..., H, T, E]. Fills the result's and the
+/// stats' shapes (the stats are head-major in either layout).
 LogicalResult checkAttention(std::optional<Location> loc, Type queryType, Type keyType,
-                             Type valueType, Type biasType, double scale, double ratio,
+                             Type valueType, Type biasType, double scale, double ratio, bool bshd,
                              SmallVectorImpl<int64_t> &result, SmallVectorImpl<int64_t> &stats) {
   auto q = tensorOf(queryType), k = tensorOf(keyType), v = tensorOf(valueType);
   int64_t r = q.getRank();
-  if (r < 2 || k.getRank() != r || v.getRank() != r)
-    return fail(loc, "query, key and value must have one rank >= 2, got " +
+  const int64_t minRank = bshd ? 3 : 2;
+  if (r < minRank || k.getRank() != r || v.getRank() != r)
+    return fail(loc, "query, key and value must have one rank >= " + Twine(minRank) +
+                         (bshd ? " (bshd: [..., T, H, E])" : "") + ", got " +
                          shapeStr(q.getShape()) + ", " + shapeStr(k.getShape()) + ", " +
                          shapeStr(v.getShape()));
-  ArrayRef<int64_t> qs = q.getShape(), ks = k.getShape(), vs = v.getShape();
-  if (qs.drop_back(2) != ks.drop_back(2) || qs.drop_back(2) != vs.drop_back(2))
-    return fail(loc, "query " + shapeStr(qs) + ", key " + shapeStr(ks) + " and value " +
-                         shapeStr(vs) + " must have the same leading dimensions");
+  SmallVector<int64_t> qs(q.getShape()), ks(k.getShape()), vs(v.getShape());
+  if (bshd)
+    qs = swapHeads(qs), ks = swapHeads(ks), vs = swapHeads(vs);
+  // Shapes in messages are the operands' own.
+  auto own = [&](ArrayRef<int64_t> s) { return shapeStr(bshd ? swapHeads(s) : SmallVector<int64_t>(s)); };
+  const char *lead = bshd ? " must have the same leading dimensions and heads"
+                          : " must have the same leading dimensions";
+  if (ArrayRef<int64_t>(qs).drop_back(2) != ArrayRef<int64_t>(ks).drop_back(2) ||
+      ArrayRef<int64_t>(qs).drop_back(2) != ArrayRef<int64_t>(vs).drop_back(2))
+    return fail(loc, "query " + own(qs) + ", key " + own(ks) + " and value " + own(vs) + lead);
   if (ks[r - 1] != qs[r - 1])
-    return fail(loc, "key " + shapeStr(ks) + " must have the query's feature size " +
+    return fail(loc, "key " + own(ks) + " must have the query's feature size " +
                          Twine(qs[r - 1]));
   if (vs[r - 2] != ks[r - 2])
-    return fail(loc, "value " + shapeStr(vs) + " must have the key's length " +
-                         Twine(ks[r - 2]));
+    return fail(loc, "value " + own(vs) + " must have the key's length " + Twine(ks[r - 2]));
   if (!(scale > 0.0) || !std::isfinite(scale))
     return fail(loc, "scale " + std::to_string(scale) + " must be positive and finite");
   if (!(ratio >= 0.0 && ratio < 1.0))
     return fail(loc, "ratio " + std::to_string(ratio) + " must be in [0, 1)");
-  SmallVector<int64_t> scores(qs.drop_back(1));
+  SmallVector<int64_t> scores(ArrayRef<int64_t>(qs).drop_back(1));
   scores.push_back(ks[r - 2]);
   if (biasType) {
     auto b = tensorOf(biasType);
@@ -536,6 +553,8 @@ LogicalResult checkAttention(std::optional<Location> loc, Type queryType, Type k
   }
   result.assign(qs.begin(), qs.end() - 1);
   result.push_back(vs[r - 1]);
+  if (bshd)
+    result = swapHeads(result);
   stats.assign(qs.begin(), qs.end() - 1);
   stats.push_back(2);
   return success();
@@ -553,7 +572,7 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *ctx, std::optional<Loca
   if (failed(checkAttention(loc, a.getQuery().getType(), a.getKey().getType(),
                             a.getValue().getType(), bias ? bias.getType() : Type(),
                             a.getScale().convertToDouble(), a.getRatio().convertToDouble(),
-                            result, stats)))
+                            bool(a.getBshd()), result, stats)))
     return failure();
   r.push_back(RankedTensorType::get(result, tensorOf(a.getQuery().getType()).getElementType()));
   r.push_back(RankedTensorType::get(stats, Float32Type::get(ctx)));
@@ -573,8 +592,8 @@ LogicalResult AttentionGradOp::verify() {
   Value bias = getBias();
   if (failed(checkAttention(getLoc(), getQuery().getType(), getKey().getType(),
                             getValue().getType(), bias ? bias.getType() : Type(),
-                            getScale().convertToDouble(), getRatio().convertToDouble(), result,
-                            stats)))
+                            getScale().convertToDouble(), getRatio().convertToDouble(),
+                            getBshd(), result, stats)))
     return failure();
   auto q = getQuery().getType();
   if (getGrad().getType() != RankedTensorType::get(result, q.getElementType()))

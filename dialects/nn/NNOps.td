@@ -447,9 +447,17 @@ def NN_AttentionOp : NN_Op<"attention", [InferTypeOpAdaptor,
     nn.dropout with `rng_stream` draws at the same positions of the
     [..., T, S] probabilities.
 
-    The scores are never stored: `stats` [..., T, 2] (f32) keeps each row's
-    maximum and the reciprocal of its sum of exponentials, from which the
-    backward (nn.attention_grad) recomputes the probabilities bit for bit.
+    With `bshd` the operands and the result keep the heads after the
+    sequence, as the projections lay them out: query [..., T, H, E], key
+    [..., S, H, E] and value [..., S, H, F] give [..., T, H, F] (cuDNN's
+    BSHD layout), and the heads of the scores, the bias and the dropout
+    positions are those of the permuted [..., H, T, E] operands
+    (attention-layout reads the permutes around the op this way).
+
+    The scores are never stored: `stats` [..., T, 2] (f32; [..., H, T, 2]
+    with `bshd`) keeps each row's maximum and the reciprocal of its sum of
+    exponentials, from which the backward (nn.attention_grad) recomputes
+    the probabilities bit for bit.
     In f32 every step rounds where the unfused ops would; with bf16 or f16
     operands (mixed precision) the scores, probabilities and products are
     float32 and only the result (and the gradients) are rounded, once.
@@ -458,7 +466,7 @@ def NN_AttentionOp : NN_Op<"attention", [InferTypeOpAdaptor,
                        NN_FloatTensor:$value, Optional<NN_FloatTensor>:$bias,
                        F64Attr:$scale, UnitAttr:$scale_divides, UnitAttr:$causal,
                        DefaultValuedAttr<F64Attr, "0.0">:$ratio,
-                       DefaultValuedAttr<I64Attr, "0">:$rng_stream);
+                       DefaultValuedAttr<I64Attr, "0">:$rng_stream, UnitAttr:$bshd);
   let results = (outs NN_FloatTensor:$result, NN_FloatTensor:$stats);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`,` $bias^)? attr-dict `:` type($query) `,` type($key) `,`
@@ -622,14 +630,15 @@ def NN_AttentionGradOp : NN_Op<"attention_grad", [
   let description = [{
     Recomputes the scores, probabilities and dropout bits block by block
     from the operands and the forward's `stats`, with the forward's
-    attributes; `grad` is the result's gradient.
+    attributes; `grad` is the result's gradient, and the gradients have
+    the operands' layout (`bshd` as the forward).
   }];
   let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$query, NN_FloatTensor:$key,
                        NN_FloatTensor:$value, NN_FloatTensor:$stats,
                        Optional<NN_FloatTensor>:$bias,
                        F64Attr:$scale, UnitAttr:$scale_divides, UnitAttr:$causal,
                        DefaultValuedAttr<F64Attr, "0.0">:$ratio,
-                       DefaultValuedAttr<I64Attr, "0">:$rng_stream);
+                       DefaultValuedAttr<I64Attr, "0">:$rng_stream, UnitAttr:$bshd);
   let results = (outs NN_FloatTensor:$query_grad, NN_FloatTensor:$key_grad,
                       NN_FloatTensor:$value_grad);
   let assemblyFormat = [{

@@ -715,6 +715,10 @@ Executor::resolve(const google::protobuf::RepeatedPtrField<plan::Instr> &list, c
       instr.out.push_back(&tensors_[i]);
     }
     instr.ints.assign(p.ints().begin(), p.ints().end());
+    // Before format 17 the fused attention had no layout flag: head-major.
+    if (plan_.format_version() < 17 &&
+        (instr.op == "nn.attention" || instr.op == "nn.attention_grad") && instr.ints.size() >= 3)
+      instr.ints.insert(instr.ints.begin() + 3, 0);
     instr.floats.assign(p.floats().begin(), p.floats().end());
     instr.stagingOffset = p.staging_offset();
     instr.stagingBytes = p.staging_bytes();

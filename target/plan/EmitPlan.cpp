@@ -220,11 +220,13 @@ public:
       plan_.set_arena_bytes_without_fusion(uint64_t(unfused.getInt()));
     {
       // The model's fused ops: recomputed clones are not more.
-      int64_t attention = 0, biases = 0, addends = 0;
+      int64_t attention = 0, bshd = 0, biases = 0, addends = 0;
       fn_.walk([&](Operation *op) {
         if (op->hasAttr(TrainDialect::kRecomputed))
           return;
         attention += isa<nn::AttentionOp>(op);
+        if (auto at = dyn_cast<nn::AttentionOp>(op))
+          bshd += at.getBshd();
         if (auto e = dyn_cast<nn::MatmulEpilogueOp>(op))
           biases += e.getBias() != nullptr, addends += e.getAddend() != nullptr;
         if (auto f = dyn_cast<train::FusedAdamOp>(op)) {
@@ -239,6 +241,7 @@ public:
         plan_.set_fused_clips(plan_.fused_clips() + isa<train::ClipCoefOp>(op));
       });
       plan_.set_fused_attention(attention);
+      plan_.set_attention_bshd(bshd);
       plan_.set_epilogue_biases(biases);
       plan_.set_epilogue_addends(addends);
     }
@@ -1055,6 +1058,7 @@ private:
           instr.add_ints(o.getScaleDivides() ? 1 : 0);
           instr.add_ints(o.getCausal() ? 1 : 0);
           instr.add_ints(o.getRngStream());
+          instr.add_ints(o.getBshd() ? 1 : 0);
           // On a tensor-parallel part: [dim, blocks, tp] (its dropout bits
           // are the whole tensor's).
           if (auto split = o->template getAttrOfType<DenseI64ArrayAttr>("dist.tp_split"))

@@ -992,6 +992,9 @@ void writeManifest(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
     os << "fusion:           ";
     if (p.fused_attention()) {
       os << p.fused_attention() << " attention ops keep no scores (nn.attention)";
+      if (p.attention_bshd())
+        os << ", " << p.attention_bshd()
+           << " of them reading the heads in place (bshd: no head permutes)";
       if (p.arena_bytes_without_fusion()) {
         int64_t without = int64_t(p.arena_bytes_without_fusion()) - int64_t(p.persistent_bytes());
         int64_t with = int64_t(p.arena_bytes()) - int64_t(p.persistent_bytes());

@@ -13,41 +13,54 @@
 // rounded once, the CPU kernel's contract (runtime/kernels/cpu/
 // Attention.cpp). This is the composition that keeps fused plans on the
 // GPU; the fast kernels (cuDNN's fused attention, FlashAttention's tiles)
-// belong to the GPU work. Not on the device: a tensor-parallel part (tp
-// plans are for several ranks, which --device cuda does not run yet) and
-// fp16.
+// belong to the GPU work. A bshd call (operands [..., T, H, E], the
+// projections' layout) permutes its operands into head-major scratch and
+// its results back, as the permutes the CPU kernel's gather replaces did.
+// Not on the device: a tensor-parallel part (tp plans are for several
+// ranks, which --device cuda does not run yet) and fp16.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/backends/cuda/DeviceState.h"
 
 #include <limits>
+#include <vector>
 
 namespace dsrt {
 namespace {
 using namespace ops;
 using Shape = decltype(Tensor::shape);
 
-/// The call's shapes: query [..., T, E], key [..., S, E], value [..., S,
-/// F], the scores [..., T, S] and the result [..., T, F].
+/// The call's shapes, head-major: query [..., T, E], key [..., S, E], value
+/// [..., S, F], the scores [..., T, S] and the result [..., T, F] (a bshd
+/// call's operands are [..., T, H, E]: these are their permutes).
 struct Geometry {
   int64_t heads = 0, T = 0, S = 0, E = 0, F = 0;
-  bool half = false, causal = false, divides = false, mayDrop = false;
+  bool half = false, causal = false, divides = false, mayDrop = false, bshd = false;
   const Tensor *bias = nullptr;
   Shape qs, ks, vs, ss, os;
   int64_t scores() const { return heads * T * S; }
 };
+
+/// A bshd operand's shape [..., T, H, E] as [..., H, T, E] (and back);
+/// others as they are.
+Shape headMajor(const Geometry &g, Shape s) {
+  if (g.bshd)
+    std::swap(s.dims[s.rank - 3], s.dims[s.rank - 2]);
+  return s;
+}
 
 Geometry geometryOf(const Instr &i, bool grad) {
   const int o = grad ? 1 : 0;
   const Tensor *q = i.in[o], *k = i.in[o + 1], *v = i.in[o + 2];
   Geometry g;
   const int r = q->shape.rank;
-  g.qs = q->shape, g.ks = k->shape, g.vs = v->shape;
-  g.T = q->shape.dims[r - 2], g.E = q->shape.dims[r - 1];
-  g.S = k->shape.dims[r - 2], g.F = v->shape.dims[r - 1];
+  g.bshd = i.ints[3] != 0;
+  g.qs = headMajor(g, q->shape), g.ks = headMajor(g, k->shape), g.vs = headMajor(g, v->shape);
+  g.T = g.qs.dims[r - 2], g.E = g.qs.dims[r - 1];
+  g.S = g.ks.dims[r - 2], g.F = g.vs.dims[r - 1];
   g.heads = q->shape.numel() / std::max<int64_t>(g.T * g.E, 1);
-  g.ss = q->shape, g.ss.dims[r - 1] = g.S;
-  g.os = q->shape, g.os.dims[r - 1] = g.F;
+  g.ss = g.qs, g.ss.dims[r - 1] = g.S;
+  g.os = g.qs, g.os.dims[r - 1] = g.F;
   g.half = q->dtype == plan::BF16;
   g.divides = i.ints[0] != 0, g.causal = i.ints[1] != 0;
   g.mayDrop = i.floats[1] > 0;
@@ -76,14 +89,15 @@ struct Buffers {
   float *x = nullptr, *p = nullptr, *pd = nullptr, *d = nullptr;
   float *scalars = nullptr; // the scale, -inf (the mask's fill) and 0
   uint8_t *mask = nullptr, *cond = nullptr;
+  cpu::Bf16 *permuted = nullptr; // a bf16 bshd operand or result, permuted
 };
 
-/// Carves the buffers of forward (`grad` false) or backward; a float
-/// operand is used in place.
+/// Carves the buffers of forward (`grad` false) or backward; a head-major
+/// float operand is used in place.
 Buffers carve(Carver &c, const Geometry &g, const Instr &i, bool grad) {
   Buffers b;
   auto view = [&](const Tensor *t, int64_t n) {
-    return g.half ? c.take<float>(n) : static_cast<float *>(t->dev);
+    return g.half || g.bshd ? c.take<float>(n) : static_cast<float *>(t->dev);
   };
   const int o = grad ? 1 : 0;
   b.q = view(i.in[o], g.heads * g.T * g.E);
@@ -109,6 +123,8 @@ Buffers carve(Carver &c, const Geometry &g, const Instr &i, bool grad) {
   b.scalars = c.take<float>(3);
   if (grad)
     b.d = c.take<float>(n);
+  if (g.bshd && g.half)
+    b.permuted = c.take<cpu::Bf16>(g.heads * std::max(g.T, g.S) * std::max(g.E, g.F));
   return b;
 }
 
@@ -153,26 +169,61 @@ bool probabilities(const Instr &i, Context &ctx, const Geometry &g, const Buffer
   return true;
 }
 
-void widen(const Tensor *t, float *to) {
-  cuda::cast(static_cast<const cpu::Bf16 *>(t->dev), to, t->numel);
+/// The swap of dimensions r-3 and r-2 (its own inverse).
+std::vector<int64_t> headSwap(int rank) {
+  std::vector<int64_t> perm(static_cast<size_t>(rank));
+  for (int d = 0; d < rank; ++d)
+    perm[size_t(d)] = d;
+  std::swap(perm[size_t(rank - 3)], perm[size_t(rank - 2)]);
+  return perm;
 }
-void narrow(const float *from, const Tensor *t) {
-  cuda::cast(from, static_cast<cpu::Bf16 *>(t->dev), t->numel);
+
+/// Operand t as head-major float in `to` (nothing to do for a head-major
+/// float operand, which `to` is).
+void load(const Geometry &g, const Buffers &b, const Tensor *t, float *to) {
+  if (!g.bshd) {
+    if (g.half)
+      cuda::cast(static_cast<const cpu::Bf16 *>(t->dev), to, t->numel);
+    return;
+  }
+  const std::vector<int64_t> perm = headSwap(t->shape.rank);
+  if (g.half) {
+    cuda::transpose(static_cast<const cpu::Bf16 *>(t->dev), t->shape, perm.data(), b.permuted);
+    cuda::cast(b.permuted, to, t->numel);
+  } else {
+    cuda::transpose(static_cast<const float *>(t->dev), t->shape, perm.data(), to);
+  }
+}
+
+/// The head-major float result `from` into t (in place already for a
+/// head-major float result).
+void store(const Geometry &g, const Buffers &b, const float *from, const Tensor *t) {
+  if (!g.bshd) {
+    if (g.half)
+      cuda::cast(from, static_cast<cpu::Bf16 *>(t->dev), t->numel);
+    return;
+  }
+  const Shape hm = headMajor(g, t->shape);
+  const std::vector<int64_t> perm = headSwap(t->shape.rank);
+  if (g.half) {
+    cuda::cast(from, b.permuted, t->numel);
+    cuda::transpose(static_cast<const cpu::Bf16 *>(b.permuted), hm, perm.data(),
+                    static_cast<cpu::Bf16 *>(t->dev));
+  } else {
+    cuda::transpose(from, hm, perm.data(), static_cast<float *>(t->dev));
+  }
 }
 
 void forward(const Instr &i, Context &ctx) {
   const Geometry g = geometryOf(i, false);
   Carver c{static_cast<char *>(ctx.gpu->scratch)};
   const Buffers b = carve(c, g, i, false);
-  if (g.half) {
-    widen(i.in[0], b.q);
-    widen(i.in[1], b.k);
-    widen(i.in[2], b.v);
-  }
+  load(g, b, i.in[0], b.q);
+  load(g, b, i.in[1], b.k);
+  load(g, b, i.in[2], b.v);
   const bool dropped = probabilities(i, ctx, g, b);
   ctx.gpu->blas->matmul(dropped ? b.pd : b.p, g.ss, false, b.v, g.vs, false, b.out, g.os);
-  if (g.half)
-    narrow(b.out, i.out[0]);
+  store(g, b, b.out, i.out[0]);
   cuda::zero(i.out[1]->dev, size_t(i.out[1]->numel) * sizeof(float));
 }
 
@@ -180,12 +231,10 @@ void backward(const Instr &i, Context &ctx) {
   const Geometry g = geometryOf(i, true);
   Carver c{static_cast<char *>(ctx.gpu->scratch)};
   const Buffers b = carve(c, g, i, true);
-  if (g.half) {
-    widen(i.in[0], b.dO);
-    widen(i.in[1], b.q);
-    widen(i.in[2], b.k);
-    widen(i.in[3], b.v);
-  }
+  load(g, b, i.in[0], b.dO);
+  load(g, b, i.in[1], b.q);
+  load(g, b, i.in[2], b.k);
+  load(g, b, i.in[3], b.v);
   const int64_t n = g.scores();
   const bool dropped = probabilities(i, ctx, g, b);
   cuda::Blas &blas = *ctx.gpu->blas;
@@ -206,18 +255,16 @@ void backward(const Instr &i, Context &ctx) {
   // dQ = dS K, dK = dS^T Q.
   blas.matmul(b.x, g.ss, false, b.k, g.ks, false, b.dq, g.qs);
   blas.matmul(b.x, g.ss, true, b.q, g.qs, false, b.dk, g.ks);
-  if (g.half) {
-    narrow(b.dq, i.out[0]);
-    narrow(b.dk, i.out[1]);
-    narrow(b.dv, i.out[2]);
-  }
+  store(g, b, b.dq, i.out[0]);
+  store(g, b, b.dk, i.out[1]);
+  store(g, b, b.dv, i.out[2]);
 }
 
 } // namespace
 
 size_t bindCudaAttention(Instr &i, const std::string &where) {
   const bool grad = i.op == "nn.attention_grad";
-  if (i.ints.size() == 6)
+  if (i.ints.size() == 7)
     throw DeviceUnsupported(where + ": no CUDA kernel for attention on a tensor-parallel part "
                                     "yet");
   const Tensor *q = i.in[grad ? 1 : 0];

@@ -13,6 +13,11 @@
 // (nanoGPT), the unfused GEMM takes another operand layout and may add in
 // another order.
 //
+// A bshd plan's operands ([lead, T, H, E], the projections' layout) are
+// gathered a head at a time into scratch, and the results scattered back:
+// the GEMMs see the values a permute to [lead, H, T, E] would have
+// written, so the layout changes nothing of the arithmetic.
+//
 // bf16 and fp16 operands (a mixed-precision plan) are widened a head at a
 // time and everything runs in float32 as above, the result and gradients
 // rounded once: more exact than the unfused low-precision chain, which
@@ -139,34 +144,65 @@ template <class F> void forHeads(const Attention &a, F &&f) {
     f(h);
 }
 
-/// A head's operand as float: x itself, or x widened into scratch slot S.
-template <int Slot, class T> const float *headIn(const T *x, int64_t n) {
-  if constexpr (std::is_same_v<T, float>) {
-    (void)n;
-    return x;
-  } else {
-    float *w = scratch<float, Slot>(size_t(n));
-    convert(x, w, n);
-    return w;
-  }
+/// Where head h's [rows, cols] block lies in an operand: contiguous from
+/// h * rows * cols, or (bshd) rows of cols at a stride of H * cols.
+struct Block {
+  int64_t offset, stride;
+};
+Block blockOf(const Attention &a, int64_t h, int64_t rows, int64_t cols) {
+  if (!a.bshd)
+    return {h * rows * cols, cols};
+  return {(h / a.H) * rows * a.H * cols + (h % a.H) * cols, a.H * cols};
 }
 
-/// Where a head's result is computed: y itself, or float scratch slot S
-/// that headOut then rounds into y.
-template <int Slot, class T> float *headResult(T *y, int64_t n) {
-  if constexpr (std::is_same_v<T, float>) {
-    (void)n;
-    return y;
-  } else {
-    return scratch<float, Slot>(size_t(n));
-  }
-}
-template <class T> void headOut(const float *x, T *y, int64_t n) {
-  if constexpr (std::is_same_v<T, float>) {
-    (void)x, (void)y, (void)n;
-  } else {
+/// One row of n values as float.
+template <class T> void rowIn(const T *x, float *y, int64_t n) {
+  if constexpr (std::is_same_v<T, float>)
+    std::copy(x, x + n, y);
+  else
     convert(x, y, n);
-  }
+}
+template <class T> void rowOut(const float *x, T *y, int64_t n) {
+  if constexpr (std::is_same_v<T, float>)
+    std::copy(x, x + n, y);
+  else
+    convert(x, y, n);
+}
+
+/// Head h's [rows, cols] operand as contiguous float: in place for a
+/// head-major float operand, else gathered (and widened) into scratch slot
+/// Slot. The values are the operand's: the GEMMs see what the head-major
+/// copy the permute made would hold.
+template <int Slot, class T>
+const float *headIn(const T *x, const Attention &a, int64_t h, int64_t rows, int64_t cols) {
+  const Block b = blockOf(a, h, rows, cols);
+  if constexpr (std::is_same_v<T, float>)
+    if (!a.bshd)
+      return x + b.offset;
+  float *w = scratch<float, Slot>(size_t(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    rowIn(x + b.offset + r * b.stride, w + r * cols, cols);
+  return w;
+}
+
+/// Where head h's [rows, cols] result is computed: in place for a
+/// head-major float result, else float scratch slot Slot that headOut then
+/// rounds (and scatters) into y.
+template <int Slot, class T>
+float *headResult(T *y, const Attention &a, int64_t h, int64_t rows, int64_t cols) {
+  if constexpr (std::is_same_v<T, float>)
+    if (!a.bshd)
+      return y + blockOf(a, h, rows, cols).offset;
+  return scratch<float, Slot>(size_t(rows * cols));
+}
+template <class T>
+void headOut(const float *x, T *y, const Attention &a, int64_t h, int64_t rows, int64_t cols) {
+  if constexpr (std::is_same_v<T, float>)
+    if (!a.bshd)
+      return;
+  const Block b = blockOf(a, h, rows, cols);
+  for (int64_t r = 0; r < rows; ++r)
+    rowOut(x + r * cols, y + b.offset + r * b.stride, cols);
 }
 
 } // namespace
@@ -178,10 +214,10 @@ void attention(const T *q, const T *k, const T *v, T *result, float *stats, cons
   forHeads(a, [&](int64_t h) {
     float *x = scratch<float, 0>(size_t(T_ * S));
     float *p = scratch<float, 1>(size_t(T_ * S));
-    const float *qh = headIn<3>(q + h * T_ * E, T_ * E);
-    const float *kh = headIn<4>(k + h * S * E, S * E);
-    const float *vh = headIn<5>(v + h * S * F, S * F);
-    float *out = headResult<6>(result + h * T_ * F, T_ * F);
+    const float *qh = headIn<3>(q, a, h, T_, E);
+    const float *kh = headIn<4>(k, a, h, S, E);
+    const float *vh = headIn<5>(v, a, h, S, F);
+    float *out = headResult<6>(result, a, h, T_, F);
     gemm(false, true, T_, S, E, qh, kh, x);
     scoresOf(a, h, x);
     float *st = stats + h * T_ * 2;
@@ -198,7 +234,7 @@ void attention(const T *q, const T *k, const T *v, T *result, float *stats, cons
     if (drop.on)
       dropIn(a, h, p, drop.key, drop.threshold, drop.keep);
     gemm(false, false, T_, F, S, p, vh, out);
-    headOut(out, result + h * T_ * F, T_ * F);
+    headOut(out, result, a, h, T_, F);
   });
 }
 
@@ -211,10 +247,10 @@ void attentionGrad(const T *dresult, const T *q, const T *k, const T *v, const f
     float *x = scratch<float, 0>(size_t(T_ * S));
     float *p = scratch<float, 1>(size_t(T_ * S));
     float *d = scratch<float, 2>(size_t(T_ * S));
-    const float *qh = headIn<3>(q + h * T_ * E, T_ * E);
-    const float *kh = headIn<4>(k + h * S * E, S * E);
-    const float *vh = headIn<5>(v + h * S * F, S * F);
-    const float *dO = headIn<6>(dresult + h * T_ * F, T_ * F);
+    const float *qh = headIn<3>(q, a, h, T_, E);
+    const float *kh = headIn<4>(k, a, h, S, E);
+    const float *vh = headIn<5>(v, a, h, S, F);
+    const float *dO = headIn<6>(dresult, a, h, T_, F);
     // The probabilities, as the forward computed them.
     gemm(false, true, T_, S, E, qh, kh, x);
     scoresOf(a, h, x);
@@ -232,9 +268,9 @@ void attentionGrad(const T *dresult, const T *q, const T *k, const T *v, const f
         x[i] = p[i];
       dropIn(a, h, x, drop.key, drop.threshold, drop.keep);
     }
-    float *dvh = headResult<7>(dv + h * S * F, S * F);
+    float *dvh = headResult<7>(dv, a, h, S, F);
     gemm(true, false, S, F, T_, drop.on ? x : p, dO, dvh);
-    headOut(dvh, dv + h * S * F, S * F);
+    headOut(dvh, dv, a, h, S, F);
     // dP = dropout_grad(dO V^T), then dS = softmax_grad(P, dP) (in d).
     gemm(false, true, T_, S, F, dO, vh, x);
     if (drop.on)
@@ -245,12 +281,12 @@ void attentionGrad(const T *dresult, const T *q, const T *k, const T *v, const f
     if (a.causal)
       fillMasked(a, d, 0.0f);
     scaleScores(a, d);
-    float *dqh = headResult<7>(dq + h * T_ * E, T_ * E);
+    float *dqh = headResult<7>(dq, a, h, T_, E);
     gemm(false, false, T_, E, S, d, kh, dqh);
-    headOut(dqh, dq + h * T_ * E, T_ * E);
-    float *dkh = headResult<7>(dk + h * S * E, S * E);
+    headOut(dqh, dq, a, h, T_, E);
+    float *dkh = headResult<7>(dk, a, h, S, E);
     gemm(true, false, S, E, T_, d, qh, dkh);
-    headOut(dkh, dk + h * S * E, S * E);
+    headOut(dkh, dk, a, h, S, E);
   });
 }
 

@@ -301,6 +301,11 @@ struct Attention {
   bool divides = false;
   /// Key j > query i masked (probability exactly 0).
   bool causal = false;
+  /// The operands are [lead, T, H, E] (and the result [lead, T, H, F])
+  /// instead of [heads, T, E]: head h = l * H + i reads its rows at a
+  /// stride of H rows; the stats and the heads' order are head-major.
+  bool bshd = false;
+  int64_t H = 1;
   /// Added to the scaled scores: [..., T, S] broadcast (numpy) to `scores`,
   /// the scores' full shape, whose leading dimensions are the heads.
   const float *bias = nullptr;
@@ -317,9 +322,9 @@ struct Attention {
   int64_t tpLocal = 0, tpWhole = 0, tpOffset = 0, tpTrailing = 1;
 };
 
-/// result [heads, T, F] and stats [heads, T, 2] (each row's maximum and the
-/// reciprocal of its sum of exponentials). The scores live one head at a
-/// time in per-thread scratch; the probabilities are the unfused chain's
+/// result [heads, T, F] (bshd: [lead, T, H, F]) and stats [heads, T, 2]
+/// (each row's maximum and the reciprocal of its sum of exponentials). The
+/// scores live one head at a time in per-thread scratch; the probabilities are the unfused chain's
 /// (matmul, mul or div, select or add, softmax, dropout) bit for bit where
 /// the GEMM library computes a head's scores as the batched matmul does.
 /// T is float, Bf16 or Fp16: half operands are widened a head at a time,

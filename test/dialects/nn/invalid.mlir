@@ -1052,6 +1052,32 @@ func.func @attention_bias(%q: tensor<4x8x16xf32>, %b: tensor<4x8x16xf32>) {
 
 // -----
 
+func.func @attention_bshd_rank(%q: tensor<8x16xf32>) {
+  // expected-error @+2 {{query, key and value must have one rank >= 3 (bshd: [..., T, H, E]), got [8,16], [8,16], [8,16]}}
+  // expected-error @+1 {{'nn.attention' op failed to infer returned types}}
+  %0, %1 = nn.attention %q, %q, %q {scale = 1.0 : f64, bshd} : tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32> -> tensor<8x16xf32>, tensor<8x2xf32>
+  return
+}
+
+// -----
+
+func.func @attention_bshd_heads(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x2x16xf32>) {
+  // expected-error @+2 {{query [2,8,4,16], key [2,8,2,16] and value [2,8,2,16] must have the same leading dimensions and heads}}
+  // expected-error @+1 {{'nn.attention' op failed to infer returned types}}
+  %0, %1 = nn.attention %q, %k, %k {scale = 1.0 : f64, bshd} : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x4x16xf32>, tensor<2x4x8x2xf32>
+  return
+}
+
+// -----
+
+func.func @attention_grad_bshd_stats(%q: tensor<2x8x4x16xf32>, %s: tensor<2x8x4x2xf32>) {
+  // expected-error @+1 {{'nn.attention_grad' op stats 'tensor<2x8x4x2xf32>' must be 'tensor<2x4x8x2xf32>'}}
+  %0:3 = nn.attention_grad %q, %q, %q, %q, %s {scale = 1.0 : f64, bshd} : tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x2xf32>
+  return
+}
+
+// -----
+
 func.func @attention_grad_stats(%dy: tensor<4x8x16xf32>, %q: tensor<4x8x16xf32>, %s: tensor<4x8x2xbf16>) {
   // expected-error @+1 {{'nn.attention_grad' op stats 'tensor<4x8x2xbf16>' must be 'tensor<4x8x2xf32>'}}
   %0:3 = nn.attention_grad %dy, %q, %q, %q, %s {scale = 1.0 : f64} : tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x2xbf16>

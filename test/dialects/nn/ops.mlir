@@ -289,6 +289,19 @@ func.func @attention(%q: tensor<2x4x8x16xbf16>, %k: tensor<2x4x6x16xbf16>, %v: t
   return
 }
 
+// With bshd the operands keep the heads after the sequence: query
+// [B, T, H, E] (T = 8, H = 4), key and value [B, S, H, *] (S = 6); the
+// result is [B, T, H, F] and the stats stay head-major [B, H, T, 2], as the
+// bias's scores [B, H, T, S].
+// CHECK-LABEL: func.func @attention_bshd(
+// CHECK-NEXT:    %{{.*}}, %[[S:.*]] = nn.attention %arg0, %arg1, %arg2, %arg3 {bshd, causal, scale = 2.500000e-01 : f64} : tensor<2x8x4x16xf32>, tensor<2x6x4x16xf32>, tensor<2x6x4x32xf32>, tensor<2x1x1x6xf32> -> tensor<2x8x4x32xf32>, tensor<2x4x8x2xf32>
+// CHECK-NEXT:    nn.attention_grad %arg4, %arg0, %arg1, %arg2, %[[S]], %arg3 {bshd, causal, scale = 2.500000e-01 : f64} : tensor<2x8x4x32xf32>, tensor<2x8x4x16xf32>, tensor<2x6x4x16xf32>, tensor<2x6x4x32xf32>, tensor<2x4x8x2xf32>, tensor<2x1x1x6xf32>
+func.func @attention_bshd(%q: tensor<2x8x4x16xf32>, %k: tensor<2x6x4x16xf32>, %v: tensor<2x6x4x32xf32>, %b: tensor<2x1x1x6xf32>, %dy: tensor<2x8x4x32xf32>) {
+  %0, %1 = nn.attention %q, %k, %v, %b {scale = 0.25 : f64, causal, bshd} : tensor<2x8x4x16xf32>, tensor<2x6x4x16xf32>, tensor<2x6x4x32xf32>, tensor<2x1x1x6xf32> -> tensor<2x8x4x32xf32>, tensor<2x4x8x2xf32>
+  %2:3 = nn.attention_grad %dy, %q, %k, %v, %1, %b {scale = 0.25 : f64, causal, bshd} : tensor<2x8x4x32xf32>, tensor<2x8x4x16xf32>, tensor<2x6x4x16xf32>, tensor<2x6x4x32xf32>, tensor<2x4x8x2xf32>, tensor<2x1x1x6xf32>
+  return
+}
+
 // The gradient ops autodiff emits.
 // CHECK-LABEL: func.func @gradient_ops(
 // CHECK:         nn.layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 1.000000e-03 : f64} : tensor<2x8xf32>, tensor<8xf32>

@@ -136,15 +136,16 @@ const std::map<std::string, Builder> &builders() {
     };
     // Attention: query [2, 3, 4], key [2, 5, 4], value [2, 5, 6], a bias
     // over the keys (f32, as the stats); ints scale_divides, causal,
-    // rng_stream; scale, ratio.
+    // rng_stream, bshd; scale, ratio. The gradient's operands are bshd:
+    // [T, H, E] with 2 heads.
     b["nn.attention"] = [](Case &c, DType d) {
       c.set({c.t({2, 3, 4}, d), c.t({2, 5, 4}, d), c.t({2, 5, 6}, d), c.f({2, 1, 5})},
-            {c.t({2, 3, 6}, d), c.f({2, 3, 2})}, {0, 1, 0}, {0.5, 0.1});
+            {c.t({2, 3, 6}, d), c.f({2, 3, 2})}, {0, 1, 0, 0}, {0.5, 0.1});
     };
     b["nn.attention_grad"] = [](Case &c, DType d) {
-      c.set({c.t({2, 3, 6}, d), c.t({2, 3, 4}, d), c.t({2, 5, 4}, d), c.t({2, 5, 6}, d),
+      c.set({c.t({3, 2, 6}, d), c.t({3, 2, 4}, d), c.t({5, 2, 4}, d), c.t({5, 2, 6}, d),
              c.f({2, 3, 2})},
-            {c.t({2, 3, 4}, d), c.t({2, 5, 4}, d), c.t({2, 5, 6}, d)}, {1, 0, 3}, {2.0, 0.0});
+            {c.t({3, 2, 4}, d), c.t({5, 2, 4}, d), c.t({5, 2, 6}, d)}, {1, 0, 3, 1}, {2.0, 0.0});
     };
     // Convolution and pooling over [1, 2, 5, 5] / [1, 2, 4, 4] images.
     const std::vector<int64_t> conv = {1, 1, 0, 0, 0, 0, 1, 1, 1};

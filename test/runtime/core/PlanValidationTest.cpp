@@ -303,6 +303,39 @@ TEST(PlanFormat, AttributeLayoutStrings) {
     EXPECT_FALSE(attributeCounts(bad).wellFormed) << bad;
 }
 
+TEST(PlanFormat, AttentionSaysItsLayoutFromFormat17) {
+  // Format 17 gives the fused attention a fourth flag, bshd (operands
+  // [..., T, H, E]); an older plan's three flags are read as head-major,
+  // as they were meant, and the counts of each format are enforced.
+  auto attention = [](unsigned version, std::vector<int64_t> q, std::vector<int64_t> out,
+                      std::vector<int64_t> stats, std::initializer_list<int64_t> ints) {
+    PlanBuilder b(1, 1, 1);
+    uint32_t qb = b.f32(q), result = b.f32(out), st = b.f32(stats);
+    b.instr(Prologue, "nn.attention", {qb, qb, qb}, {result, st}, ints, {0.5, 0.0});
+    TempDir dir;
+    b.write(dir.path());
+    editPlan(dir.path(), [&](plan::Plan &p) {
+      currentFormat(p);
+      p.set_format_version(version);
+    });
+    return loadError(dir.path());
+  };
+  // Heads 2, T 3, E 4.
+  EXPECT_EQ(attention(16, {2, 3, 4}, {2, 3, 4}, {2, 3, 2}, {0, 1, 0}), "no error");
+  EXPECT_EQ(attention(17, {2, 3, 4}, {2, 3, 4}, {2, 3, 2}, {0, 1, 0, 0}), "no error");
+  EXPECT_EQ(attention(17, {3, 2, 4}, {3, 2, 4}, {2, 3, 2}, {0, 1, 0, 1}), "no error");
+  EXPECT_THAT(attention(17, {2, 3, 4}, {2, 3, 4}, {2, 3, 2}, {0, 1, 0}),
+              HasSubstr("has 3 integer attributes; expected 4 (scale_divides, causal, "
+                        "rng_stream, bshd) or 7"));
+  EXPECT_THAT(attention(16, {2, 3, 4}, {2, 3, 4}, {2, 3, 2}, {0, 1, 0, 0}),
+              HasSubstr("has 5 integer attributes"));
+  // bshd's stats are head-major: [H, T, 2] of a [T, H, E] query.
+  EXPECT_THAT(attention(17, {3, 2, 4}, {3, 2, 4}, {3, 2, 2}, {0, 1, 0, 1}),
+              HasSubstr("[2,3,2]"));
+  EXPECT_THAT(attention(17, {3, 4}, {3, 4}, {3, 2}, {0, 1, 0, 1}), HasSubstr("query"));
+  EXPECT_THAT(attention(17, {3, 2, 4}, {3, 2, 4}, {2, 3, 2}, {0, 1, 0, 2}), HasSubstr("bshd"));
+}
+
 TEST(PlanFormat, TheLrScheduleIsPlanData) {
   // train.lr_schedule computes the plan's schedule (format 3), whatever the
   // baked config says (here nothing: no scheduler, lr 1e-3); a format-2

@@ -265,6 +265,80 @@ template <class H> void halfIsFloatRoundedOnce() {
 TEST(Attention, Bf16IsFloatRoundedOnce) { halfIsFloatRoundedOnce<Bf16>(); }
 TEST(Attention, Fp16IsFloatRoundedOnce) { halfIsFloatRoundedOnce<Fp16>(); }
 
+/// x [B, H, X, Y] as [B, X, H, Y] (the permute the exporters write around
+/// attention; applied to [B, X, H, Y] it swaps back when H and X are
+/// exchanged by the caller).
+template <class V> std::vector<V> swapHeads(const std::vector<V> &x, int64_t B, int64_t H,
+                                            int64_t X, int64_t Y) {
+  std::vector<V> y(x.size());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < X; ++i)
+        for (int64_t j = 0; j < Y; ++j)
+          y[((b * X + i) * H + h) * Y + j] = x[((b * H + h) * X + i) * Y + j];
+  return y;
+}
+
+// bshd operands ([B, T, H, E], the projections' layout): the results are
+// the head-major call's, permuted, bit for bit, in float and bf16 (each
+// head is gathered and scattered, its arithmetic unchanged), dropout and
+// the bias at the head-major positions.
+template <class V> void bshdIsThePermutedCall() {
+  ThreadCount threads(2);
+  int which = 0;
+  for (const Case &c : kCases) {
+    SCOPED_TRACE("case " + std::to_string(which));
+    const int64_t heads = c.B * c.H;
+    auto make = [](std::vector<float> x) {
+      std::vector<V> h(x.size());
+      if constexpr (std::is_same_v<V, float>)
+        h = x;
+      else
+        detail::convert(x.data(), h.data(), int64_t(x.size()));
+      return h;
+    };
+    auto q = make(uniform(heads * c.T * c.E, 100 + which, -2, 2));
+    auto k = make(uniform(heads * c.S * c.E, 200 + which, -2, 2));
+    auto v = make(uniform(heads * c.S * c.F, 300 + which));
+    auto dO = make(uniform(heads * c.T * c.F, 500 + which));
+    Shape bs = biasShapeOf(c, which);
+    auto bias = uniform(bs.numel(), 400 + which, -3, 0);
+    Attention a = attentionOf(c, bias, bs);
+    std::vector<V> out(heads * c.T * c.F), dq(q.size()), dk(k.size()), dv(v.size());
+    std::vector<float> stats(heads * c.T * 2);
+    attention(q.data(), k.data(), v.data(), out.data(), stats.data(), a);
+    attentionGrad(dO.data(), q.data(), k.data(), v.data(), stats.data(), dq.data(), dk.data(),
+                  dv.data(), a);
+
+    Attention b = a;
+    b.bshd = true, b.H = c.H;
+    auto qb = swapHeads(q, c.B, c.H, c.T, c.E), kb = swapHeads(k, c.B, c.H, c.S, c.E);
+    auto vb = swapHeads(v, c.B, c.H, c.S, c.F), dOb = swapHeads(dO, c.B, c.H, c.T, c.F);
+    std::vector<V> bout(out.size()), bq(q.size()), bk(k.size()), bv(v.size());
+    std::vector<float> bstats(stats.size());
+    attention(qb.data(), kb.data(), vb.data(), bout.data(), bstats.data(), b);
+    attentionGrad(dOb.data(), qb.data(), kb.data(), vb.data(), bstats.data(), bq.data(),
+                  bk.data(), bv.data(), b);
+    auto bits = [](const std::vector<V> &x) {
+      std::vector<float> f(x.size());
+      if constexpr (std::is_same_v<V, float>)
+        f = x;
+      else
+        detail::convert(x.data(), f.data(), int64_t(x.size()));
+      return f;
+    };
+    EXPECT_TRUE(bitEqual(bstats, stats));
+    EXPECT_TRUE(bitEqual(bits(bout), bits(swapHeads(out, c.B, c.H, c.T, c.F))));
+    EXPECT_TRUE(bitEqual(bits(bq), bits(swapHeads(dq, c.B, c.H, c.T, c.E))));
+    EXPECT_TRUE(bitEqual(bits(bk), bits(swapHeads(dk, c.B, c.H, c.S, c.E))));
+    EXPECT_TRUE(bitEqual(bits(bv), bits(swapHeads(dv, c.B, c.H, c.S, c.F))));
+    ++which;
+  }
+}
+
+TEST(Attention, BshdIsThePermutedCall) { bshdIsThePermutedCall<float>(); }
+TEST(Attention, BshdBf16IsThePermutedCall) { bshdIsThePermutedCall<Bf16>(); }
+
 // A part of the heads (a tensor-parallel rank's) draws the whole tensor's
 // dropout bits when given its first probability's index.
 TEST(Attention, PartDrawsTheWholeMask) {
