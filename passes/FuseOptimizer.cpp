@@ -95,23 +95,33 @@ Value narrowSource(Value grad, const llvm::SmallPtrSetImpl<Operation *> &readers
   return widen.getInput();
 }
 
-/// With one micro-batch, train.accumulate's sum is the yielded value
-/// itself: a gradient widened to f32 in its body only to be yielded, and
-/// read after it only by a clip or as an update's gradient, is yielded
-/// narrow and widened after the accumulate, where the fusion below reads it
-/// through. The values are the same; the sum held through the backward is
-/// half the bytes.
+/// A gradient widened to f32 in train.accumulate's body only to be yielded
+/// is yielded narrow:
+///  * with several micro-batches the accumulate widens it as it adds it to
+///    the f32 sum (what the cast and the addition did, without the cast's
+///    pass and buffer);
+///  * with one, the sum is the yielded value itself: when it is read after
+///    the accumulate only by a clip or as an update's gradient, the sum
+///    becomes the narrow value and is widened after the accumulate, where
+///    the fusion below reads it through; the sum held through the backward
+///    is half the bytes.
+/// The values are the same either way.
 bool narrowYield(train::AccumulateOp acc, unsigned i) {
   Block &body = acc.getBody().front();
   Operation *yield = body.getTerminator();
   auto widen = yield->getOperand(i).getDefiningOp<nn::CastOp>();
-  if (acc.getCount() != 1 || !widen || widen->getBlock() != &body || !widen->hasOneUse())
+  if (!widen || widen->getBlock() != &body || !widen->hasOneUse())
     return false;
   auto narrow = cast<RankedTensorType>(widen.getInput().getType());
   if (!cast<RankedTensorType>(widen.getType()).getElementType().isF32() ||
       !(narrow.getElementType().isBF16() || narrow.getElementType().isF16()))
     return false;
   Value sum = acc.getResult(i);
+  if (acc.getCount() > 1) {
+    yield->setOperand(i, widen.getInput());
+    widen->erase();
+    return true;
+  }
   for (OpOperand &use : sum.getUses()) {
     bool update = isa<train::AdamOp>(use.getOwner()) && use.getOperandNumber() == 1;
     if (!update && !isa<train::ClipGradNormOp>(use.getOwner()))

@@ -69,7 +69,9 @@ def FuseOptimizer : Pass<"fuse-optimizer", "mlir::func::FuncOp"> {
     sum is the yielded value) a gradient widened in the body only to be
     yielded, and read after only by the clip and the updates, is yielded
     narrow and widened after the accumulate, so that it is read through
-    too. The per-element arithmetic is train.adam's, so
+    too. With several micro-batches a gradient widened in the body only
+    to be yielded is yielded narrow for the f32 sum: the accumulate widens
+    it as it adds it. The per-element arithmetic is train.adam's, so
     the step is bitwise the unfused one. A run steps over pure ops that
     read none of its results (ZeRO's dist.chunk of the next parameter's
     shard) and its fused op goes after them, at its last update; other
@@ -81,7 +83,7 @@ def FuseOptimizer : Pass<"fuse-optimizer", "mlir::func::FuncOp"> {
     Statistic<"numUpdates", "updates", "train.adam ops fused">,
     Statistic<"numClips", "clips", "clip_grad_norm ops folded into clip_coef">,
     Statistic<"numCasts", "casts", "gradient widenings read through">,
-    Statistic<"numYields", "yields", "gradients a one-micro-batch accumulate yields narrow">,
+    Statistic<"numYields", "yields", "gradients an accumulate yields narrow">,
   ];
 }
 

@@ -55,6 +55,8 @@ struct InstructionLayout {
 /// The vocabulary, sorted by name: an instruction's index here is its id
 /// (instructionId).
 inline constexpr InstructionLayout kInstructionLayouts[] = {
+    // out += in; from format 17 a bf16 / fp16 input may be summed into an
+    // f32 output (widened as it is added).
     {"accumulate", "", "", "float"},
     // group_size: the ranks of the group Instr.axis names; handle: what
     // dist.wait completes (0 to 65535); reduce: 0 sum, 1 avg, 2 max, 3 min.

@@ -79,7 +79,9 @@ namespace dsrt {
 /// bshd flag, the fourth integer), which a version-16 dsrt would take for
 /// the tensor-parallel split or read head-major; Plan.attention_bshd. dsrt
 /// reads the flag of an older plan's attention as 0 (head-major), as it
-/// was meant.
+/// was meant. Also from 17: `accumulate` may sum a bf16 / fp16 gradient
+/// into an f32 sum, which a version-16 dsrt refuses (its operands' types
+/// differ).
 constexpr unsigned kPlanFormatVersion = 17;
 constexpr unsigned kOldestPlanFormatVersion = 1;
 

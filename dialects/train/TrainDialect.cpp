@@ -647,15 +647,31 @@ LogicalResult LrScheduleOp::verify() {
 //===----------------------------------------------------------------------===//
 
 /// The region's yield must produce exactly the op's result types.
-static LogicalResult verifyYield(Operation *op, Region &body) {
+/// Whether `yielded` may be summed into a result of type `sum`: the same
+/// type, or (`widening`, train.accumulate) a bf16/fp16 value of an f32
+/// sum's shape, widened as it is added.
+static bool sumsInto(Type yielded, Type sum, bool widening) {
+  if (yielded == sum)
+    return true;
+  auto y = dyn_cast<RankedTensorType>(yielded), s = dyn_cast<RankedTensorType>(sum);
+  return widening && y && s && y.getShape() == s.getShape() && s.getElementType().isF32() &&
+         (y.getElementType().isBF16() || y.getElementType().isF16());
+}
+
+static LogicalResult verifyYield(Operation *op, Region &body, bool widening = false) {
   auto yield = dyn_cast<YieldOp>(body.front().getTerminator());
   if (!yield)
     return op->emitOpError("body must end with train.yield");
-  if (yield.getValues().getTypes() != op->getResultTypes())
+  TypeRange types = yield.getValues().getTypes(), sums = op->getResultTypes();
+  bool ok = types.size() == sums.size();
+  for (size_t i = 0; ok && i < types.size(); ++i)
+    ok = sumsInto(types[i], sums[i], widening);
+  if (!ok)
     return op->emitOpError("yields ")
-           << yield.getValues().size() << " values of types ("
-           << yield.getValues().getTypes() << ") but has result types ("
-           << op->getResultTypes() << ")";
+           << yield.getValues().size() << " values of types (" << types
+           << ") but has result types (" << sums << ")"
+           << (widening ? " (a bf16 or fp16 value may be summed into an f32 result of its shape)"
+                        : "");
   return success();
 }
 
@@ -666,7 +682,7 @@ LogicalResult AccumulateOp::verifyRegions() {
   if (body.getNumArguments() != 1 || !body.getArgument(0).getType().isIndex())
     return emitOpError("body must take the micro-batch index as its one "
                        "argument of type index");
-  return verifyYield(*this, getBody());
+  return verifyYield(*this, getBody(), /*widening=*/true);
 }
 
 /// The op of `body` after which yielded value `i` is summed: its

@@ -786,7 +786,9 @@ def Train_AccumulateOp : Train_Op<"accumulate", [
   let description = [{
     Gradient accumulation: the body runs `count` times with the micro-batch
     index as its block argument; results are the elementwise sums of the
-    yielded values, accumulated in place.
+    yielded values, accumulated in place. A bf16 or fp16 value may be
+    yielded for an f32 sum of its shape: it is widened as it is added (the
+    sum of its nn.cast to f32, without the cast's buffer).
 
     Lowered (memory-plan, emit-plan), a yielded value is added to its sum as
     soon as the body has computed it and nothing else in the body reads it,

@@ -800,8 +800,20 @@ void addTrainOps(OpTable &t) {
     t["accumulate"] = {[](Instr &i, const Check &c) {
       c.arity(1, 1);
       c.layout();
-      plan::DType d = c.sameFloat({i.in[0], i.out[0]});
       c.sameShape(i.in[0], i.out[0]);
+      // A bf16 / fp16 value into an f32 sum: widened as it is added (plan
+      // format 17; the cast's sum without its pass).
+      const plan::DType from = i.in[0]->dtype;
+      if (i.out[0]->dtype == plan::F32 && (from == plan::BF16 || from == plan::F16)) {
+        i.run = from == plan::BF16 ? KernelFn([](const Instr &i, Context &) {
+          cpu::accumulate(as<cpu::Bf16>(i.in[0]), i.out[0]->f32(), i.out[0]->numel);
+        })
+                                   : KernelFn([](const Instr &i, Context &) {
+          cpu::accumulate(as<cpu::Fp16>(i.in[0]), i.out[0]->f32(), i.out[0]->numel);
+        });
+        return;
+      }
+      plan::DType d = c.sameFloat({i.in[0], i.out[0]});
       // out += in; 16-bit sums (grad_accum_dtype) round every addition.
       i.run = byFloat(d, [](auto tag) -> KernelFn {
         using T = typename decltype(tag)::type;

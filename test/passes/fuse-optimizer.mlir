@@ -126,8 +126,9 @@ func.func @lone(%p: tensor<4xf32>, %g: tensor<4xf32>, %m: tensor<4xf32>, %v: ten
 
 // One micro-batch: the accumulate's sum is the yielded gradient itself, so
 // a widening yielded only for the clip and the update is yielded narrow and
-// read through. With two micro-batches the sum is formed in f32: the
-// widening stays in the body.
+// read through. With two micro-batches the sum is formed in f32 and the
+// accumulate widens the bf16 gradient as it adds it: the cast in the body
+// goes, the sum stays f32. A widening read in the body too stays.
 // CHECK-LABEL: func.func @one_micro_batch(
 // CHECK:         %[[SUM:.*]] = train.accumulate 1 -> tensor<4xbf16> {
 // CHECK:           %[[G:.*]] = nn.neg %arg3 : tensor<4xbf16>
@@ -149,18 +150,27 @@ func.func @one_micro_batch(%p: tensor<4xf32>, %m: tensor<4xf32>, %v: tensor<4xf3
 }
 
 // CHECK-LABEL: func.func @two_micro_batches(
-// CHECK:         train.accumulate 2 -> tensor<4xf32> {
-// CHECK:           nn.cast %{{.*}} : tensor<4xbf16> to tensor<4xf32>
-// CHECK:         train.clip_coef %{{.*}} : tensor<4xf32>
+// CHECK:         %[[SUM:.*]]:3 = train.accumulate 2 -> tensor<4xf32>, tensor<4xf32>, tensor<4xf32> {
+// CHECK:           %[[G:.*]] = nn.neg %arg3 : tensor<4xbf16>
+// CHECK-NEXT:      %[[H:.*]] = nn.neg %arg3 : tensor<4xbf16>
+// CHECK-NEXT:      %[[W:.*]] = nn.cast %[[H]] : tensor<4xbf16> to tensor<4xf32>
+// CHECK-NEXT:      %[[R:.*]] = nn.neg %[[W]] : tensor<4xf32>
+// CHECK-NEXT:      train.yield %[[G]], %[[W]], %[[R]] : tensor<4xbf16>, tensor<4xf32>, tensor<4xf32>
+// CHECK:         train.clip_coef %[[SUM]]#0, %[[SUM]]#1 {{.*}} : tensor<4xf32>, tensor<4xf32>
 func.func @two_micro_batches(%p: tensor<4xf32>, %m: tensor<4xf32>, %v: tensor<4xf32>, %x: tensor<4xbf16>,
-                             %lr: tensor<f32>, %s: tensor<i64>) -> (tensor<4xf32>, tensor<f32>) {
-  %sum = train.accumulate 2 -> tensor<4xf32> {
+                             %lr: tensor<f32>, %s: tensor<i64>, %q: tensor<4xf32>, %m2: tensor<4xf32>,
+                             %v2: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<4xf32>) {
+  %sum:3 = train.accumulate 2 -> tensor<4xf32>, tensor<4xf32>, tensor<4xf32> {
   ^bb0(%i: index):
     %g = nn.neg %x : tensor<4xbf16>
     %w = nn.cast %g : tensor<4xbf16> to tensor<4xf32>
-    train.yield %w : tensor<4xf32>
+    %h = nn.neg %x : tensor<4xbf16>
+    %u = nn.cast %h : tensor<4xbf16> to tensor<4xf32>
+    %r = nn.neg %u : tensor<4xf32>
+    train.yield %w, %u, %r : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
   }
-  %c:1, %norm = train.clip_grad_norm %sum {max_norm = 1.0 : f64} : tensor<4xf32> -> tensor<4xf32>
+  %c:2, %norm = train.clip_grad_norm %sum#0, %sum#1 {max_norm = 1.0 : f64} : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>, tensor<4xf32>
   %a:3 = train.adam %p, %c#0, %m, %v, %lr, %s : tensor<4xf32>
-  return %a#0, %norm : tensor<4xf32>, tensor<f32>
+  %b:3 = train.adam %q, %c#1, %m2, %v2, %lr, %s : tensor<4xf32>
+  return %a#0, %b#0, %norm, %sum#2 : tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<4xf32>
 }

@@ -430,6 +430,18 @@ const std::map<std::string, BindFn> &deviceTable() {
       };
     };
     t["accumulate"] = [](const Binder &b) {
+      if (b.i.in[0]->dtype == plan::BF16 && b.i.out[0]->dtype == plan::F32) {
+        // A bf16 value into an f32 sum: widened into the scratch, then added.
+        b.needs(size_t(b.i.out[0]->numel) * sizeof(float));
+        b.i.run = [](const Instr &i, Context &ctx) {
+          int64_t n = i.out[0]->numel;
+          float *wide = static_cast<float *>(ctx.gpu->scratch);
+          cuda::cast(dev<cpu::Bf16>(i.in[0]), wide, n);
+          cuda::binary(cpu::Binary::Add, dev<float>(i.out[0]), wide, n, dev<float>(i.out[0]), n,
+                       n ? n : 1);
+        };
+        return;
+      }
       // 16-bit sums (grad_accum_dtype) round every addition, as on the CPU.
       b.i.run = byType(b.floatOrBf16(), [](auto tag) -> KernelFn {
         using T = typename decltype(tag)::type;

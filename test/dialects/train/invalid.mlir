@@ -565,7 +565,7 @@ func.func @accumulate_two_args(%x: tensor<4xf32>) {
 
 // The body yields exactly the result types: a count mismatch.
 func.func @accumulate_yield_count(%x: tensor<4xf32>) {
-  // expected-error @+1 {{'train.accumulate' op yields 2 values of types ('tensor<4xf32>', 'tensor<4xf32>') but has result types ('tensor<4xf32>')}}
+  // expected-error @+1 {{'train.accumulate' op yields 2 values of types ('tensor<4xf32>', 'tensor<4xf32>') but has result types ('tensor<4xf32>') (a bf16 or fp16 value may be summed into an f32 result of its shape)}}
   %0 = train.accumulate 2 -> tensor<4xf32> {
   ^bb0(%i: index):
     train.yield %x, %x : tensor<4xf32>, tensor<4xf32>
@@ -577,10 +577,57 @@ func.func @accumulate_yield_count(%x: tensor<4xf32>) {
 
 // The body yields exactly the result types: a type mismatch.
 func.func @accumulate_yield_type(%x: tensor<4xf32>) {
-  // expected-error @+1 {{'train.accumulate' op yields 1 values of types ('tensor<4xf32>') but has result types ('tensor<2x2xf32>')}}
+  // expected-error @+1 {{'train.accumulate' op yields 1 values of types ('tensor<4xf32>') but has result types ('tensor<2x2xf32>') (a bf16 or fp16 value may be summed into an f32 result of its shape)}}
   %0 = train.accumulate 2 -> tensor<2x2xf32> {
   ^bb0(%i: index):
     train.yield %x : tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+// A 16-bit value widens only into an f32 sum of its own shape: not into
+// another 16-bit type, not narrowed, not reshaped.
+func.func @accumulate_widen_to_f16(%x: tensor<4xbf16>) {
+  // expected-error @+1 {{'train.accumulate' op yields 1 values of types ('tensor<4xbf16>') but has result types ('tensor<4xf16>')}}
+  %0 = train.accumulate 2 -> tensor<4xf16> {
+  ^bb0(%i: index):
+    train.yield %x : tensor<4xbf16>
+  }
+  return
+}
+
+// -----
+
+func.func @accumulate_narrowing(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'train.accumulate' op yields 1 values of types ('tensor<4xf32>') but has result types ('tensor<4xbf16>')}}
+  %0 = train.accumulate 2 -> tensor<4xbf16> {
+  ^bb0(%i: index):
+    train.yield %x : tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @accumulate_widen_reshaped(%x: tensor<4xbf16>) {
+  // expected-error @+1 {{'train.accumulate' op yields 1 values of types ('tensor<4xbf16>') but has result types ('tensor<2x2xf32>')}}
+  %0 = train.accumulate 2 -> tensor<2x2xf32> {
+  ^bb0(%i: index):
+    train.yield %x : tensor<4xbf16>
+  }
+  return
+}
+
+// -----
+
+// train.pipeline sums each yielded value in its own type.
+func.func @pipeline_widening(%x: tensor<4xbf16>) {
+  // expected-error @+1 {{'train.pipeline' op yields 1 values of types ('tensor<4xbf16>') but has result types ('tensor<4xf32>')}}
+  %0 = train.pipeline 2 schedule [1, 0, 2, 0, 1, 1, 2, 1] sum_phases [2] -> tensor<4xf32> {
+  ^bb0(%i: index):
+    train.yield %x : tensor<4xbf16>
   }
   return
 }

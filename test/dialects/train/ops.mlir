@@ -154,6 +154,19 @@ func.func @accumulate(%w: tensor<4xf32>, %x: tensor<4xf32>) {
   return
 }
 
+// A bf16 or fp16 value is summed into an f32 result of its shape, widened
+// as it is added (fuse-optimizer yields a gradient so instead of its cast).
+// CHECK-LABEL: func.func @accumulate_widening(
+// CHECK:         train.accumulate 4 -> tensor<2x3xf32>, tensor<2x3xf32> {
+// CHECK:           train.yield %arg0, %arg1 : tensor<2x3xbf16>, tensor<2x3xf16>
+func.func @accumulate_widening(%x: tensor<2x3xbf16>, %y: tensor<2x3xf16>) {
+  %0:2 = train.accumulate 4 -> tensor<2x3xf32>, tensor<2x3xf32> {
+  ^bb0(%i: index):
+    train.yield %x, %y : tensor<2x3xbf16>, tensor<2x3xf16>
+  }
+  return
+}
+
 // A whole step: accumulate gradients over micro-batches, clip them and apply
 // AdamW and momentum SGD, with the roles on the function signature.
 // CHECK-LABEL: func.func @step(

@@ -336,6 +336,26 @@ TEST(PlanFormat, AttentionSaysItsLayoutFromFormat17) {
   EXPECT_THAT(attention(17, {3, 2, 4}, {3, 2, 4}, {2, 3, 2}, {0, 1, 0, 2}), HasSubstr("bshd"));
 }
 
+TEST(PlanFormat, AccumulateWidensSixteenBitValuesIntoFloatSums) {
+  // Format 17: fuse-optimizer yields a bf16 / fp16 gradient for an f32
+  // sum, which `accumulate` widens as it adds; nothing else mixes types.
+  auto accumulate = [](plan::DType in, plan::DType out) {
+    PlanBuilder b(1, 1, 1);
+    uint32_t x = b.buffer("", in, {4}, plan::ACTIVATION);
+    uint32_t sum = b.buffer("", out, {4}, plan::ACTIVATION);
+    b.instr(MicroBatch, "accumulate", {x}, {sum});
+    TempDir dir;
+    b.write(dir.path());
+    editPlan(dir.path(), [](plan::Plan &p) { currentFormat(p); });
+    return loadError(dir.path());
+  };
+  EXPECT_EQ(accumulate(plan::BF16, plan::F32), "no error");
+  EXPECT_EQ(accumulate(plan::F16, plan::F32), "no error");
+  EXPECT_EQ(accumulate(plan::BF16, plan::BF16), "no error");
+  EXPECT_THAT(accumulate(plan::F32, plan::BF16), HasSubstr("accumulate"));
+  EXPECT_THAT(accumulate(plan::BF16, plan::F16), HasSubstr("accumulate"));
+}
+
 TEST(PlanFormat, TheLrScheduleIsPlanData) {
   // train.lr_schedule computes the plan's schedule (format 3), whatever the
   // baked config says (here nothing: no scheduler, lr 1e-3); a format-2
