@@ -78,12 +78,20 @@ void copyMarks(Operation *from, Operation *to, int64_t rank) {
   }
 }
 
-/// Erases the head swaps that fed an erased op and are read no more (one
-/// swap may have been its query, key and value).
-void eraseDeadSwaps(ArrayRef<Value> inputs, IRRewriter &rewriter, int64_t &folded) {
-  llvm::SmallPtrSet<Operation *, 4> seen;
+/// The head swaps that fed an op, each once (one swap may have been its
+/// query, key and value), found before the op is erased.
+SmallVector<Operation *> swapsOf(ArrayRef<Value> inputs) {
+  SmallVector<Operation *> swaps;
   for (Value v : inputs)
-    if (auto t = v.getDefiningOp<nn::TransposeOp>(); t && seen.insert(t).second && t->use_empty()) {
+    if (auto t = v.getDefiningOp<nn::TransposeOp>(); t && !llvm::is_contained(swaps, t))
+      swaps.push_back(t);
+  return swaps;
+}
+
+/// Erases those of `swaps` that nothing reads any more.
+void eraseDeadSwaps(ArrayRef<Operation *> swaps, IRRewriter &rewriter, int64_t &folded) {
+  for (Operation *t : swaps)
+    if (t->use_empty()) {
       rewriter.eraseOp(t);
       ++folded;
     }
@@ -113,9 +121,9 @@ struct AttentionLayoutPass : impl::AttentionLayoutBase<AttentionLayoutPass> {
         replaceSwapsBack(at.getResult(), fused.getResult(), rewriter, folded);
         // The stats are head-major in both layouts.
         rewriter.replaceAllUsesWith(at.getStats(), fused.getStats());
-        SmallVector<Value> inputs = {at.getQuery(), at.getKey(), at.getValue()};
+        SmallVector<Operation *> swaps = swapsOf({at.getQuery(), at.getKey(), at.getValue()});
         rewriter.eraseOp(at);
-        eraseDeadSwaps(inputs, rewriter, folded);
+        eraseDeadSwaps(swaps, rewriter, folded);
         ++numAttention;
         continue;
       }
@@ -133,9 +141,10 @@ struct AttentionLayoutPass : impl::AttentionLayoutBase<AttentionLayoutPass> {
       copyMarks(g, fused, g.getQuery().getType().getRank());
       for (auto [from, to] : llvm::zip(g->getResults(), fused->getResults()))
         replaceSwapsBack(from, to, rewriter, folded);
-      SmallVector<Value> inputs = {g.getGrad(), g.getQuery(), g.getKey(), g.getValue()};
+      SmallVector<Operation *> swaps =
+          swapsOf({g.getGrad(), g.getQuery(), g.getKey(), g.getValue()});
       rewriter.eraseOp(g);
-      eraseDeadSwaps(inputs, rewriter, folded);
+      eraseDeadSwaps(swaps, rewriter, folded);
       ++numGrads;
     }
     numPermutes += folded;

@@ -3,8 +3,9 @@
 // The backward pass is built in the same function, after the forward ops:
 // walking the forward ops in reverse, each op with a gradient on any of its
 // results emits its rule; gradients of a value used several times are
-// summed as they arrive. The function then returns the loss followed by
-// one gradient per parameter (argument order).
+// summed as they arrive (those of slices tiling a value, concatenated). The
+// function then returns the loss followed by one gradient per parameter
+// (argument order).
 //
 // A pipeline stage (pipeline-split) also has sinks and sources other than
 // the loss: every float `dist.send` of an activation gets its gradient back
@@ -27,6 +28,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <functional>
+
 namespace dsc {
 #define GEN_PASS_DEF_AUTODIFF
 #include "passes/Passes.h.inc"
@@ -42,6 +45,62 @@ std::optional<unsigned> lossResult(func::FuncOp fn) {
     if (fn.getResultAttr(i, TrainDialect::kLoss))
       return i;
   return std::nullopt;
+}
+
+/// The gradient `g` of a value whose uses are slices tiling it along one
+/// axis (a fused QKV projection split into query, key and value) is, as
+/// built, the sum of the slices' padded gradients: a slice_grad per slice
+/// (a zero fill and a copy of the whole value each) and an nn.add per
+/// pair. Their concatenation along the axis is the same tensor in one
+/// pass; returns it, or `g` when the sum is not such a tiling. (A sum of
+/// padded parts also turns a -0 of a part into +0: the concatenation
+/// keeps the part's sign, the only difference.)
+Value concatTiles(Value g, OpBuilder &b) {
+  SmallVector<nn::SliceGradOp> tiles;
+  // The add tree under g (its inner sums read only by their parent).
+  std::function<bool(Value, bool)> collect = [&](Value v, bool root) {
+    if (auto add = v.getDefiningOp<nn::AddOp>(); add && (root || v.hasOneUse()))
+      return add.getLhs().getType() == add.getType() &&
+             add.getRhs().getType() == add.getType() && collect(add.getLhs(), false) &&
+             collect(add.getRhs(), false);
+    auto tile = v.getDefiningOp<nn::SliceGradOp>();
+    if (!tile || root || !v.hasOneUse())
+      return false;
+    tiles.push_back(tile);
+    return true;
+  };
+  if (!g || !collect(g, true) || tiles.size() < 2)
+    return g;
+  ArrayRef<int64_t> full = cast<RankedTensorType>(g.getType()).getShape();
+  const int64_t rank = int64_t(full.size());
+  // The one axis the tiles cut: every other dimension whole, stride 1.
+  int64_t axis = -1;
+  for (nn::SliceGradOp t : tiles)
+    for (int64_t d = 0; d < rank; ++d) {
+      if (t.getStride()[d] != 1)
+        return g;
+      if (t.getStart()[d] == 0 && t.getLimit()[d] == full[d])
+        continue;
+      if (axis >= 0 && axis != d)
+        return g;
+      axis = d;
+    }
+  if (axis < 0)
+    return g;
+  llvm::sort(tiles, [&](nn::SliceGradOp x, nn::SliceGradOp y) {
+    return x.getStart()[axis] < y.getStart()[axis];
+  });
+  int64_t next = 0;
+  SmallVector<Value> parts;
+  for (nn::SliceGradOp t : tiles) {
+    if (t.getStart()[axis] != next)
+      return g;
+    next = t.getLimit()[axis];
+    parts.push_back(t.getGrad());
+  }
+  if (next != full[axis])
+    return g;
+  return nn::ConcatOp::create(b, g.getLoc(), parts, b.getI64IntegerAttr(axis)).getResult();
 }
 
 struct Autodiff : impl::AutodiffBase<Autodiff> {
@@ -127,6 +186,9 @@ struct Autodiff : impl::AutodiffBase<Autodiff> {
       SmallVector<Value> resultGrads;
       bool any = false;
       for (Value r : op->getResults()) {
+        // Every use of r came later: its gradient is whole here.
+        if (Value g = grads.lookup(r))
+          grads[r] = concatTiles(g, b);
         resultGrads.push_back(grads.lookup(r));
         any |= static_cast<bool>(resultGrads.back());
       }
@@ -142,6 +204,11 @@ struct Autodiff : impl::AutodiffBase<Autodiff> {
         if (g && rule.isDifferentiableOperand(i))
           addGrad(op->getOperand(i), g);
     }
+    // A parameter's gradient is whole now too (before the marks below).
+    for (BlockArgument arg : fn.getArguments())
+      if (fn.getArgAttr(arg.getArgNumber(), TrainDialect::kParam))
+        if (Value g = grads.lookup(arg))
+          grads[arg] = concatTiles(g, b);
     numGradientOps += body.getOperations().size() - before;
     if (fn->hasAttr(distutil::kStage))
       for (Operation *op = lastForward ? lastForward->getNextNode() : &body.front(); op != ret;

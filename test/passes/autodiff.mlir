@@ -194,6 +194,66 @@ func.func @conv_pool(%x: tensor<1x2x8xf32> {train.input = "x"}, %w: tensor<4x2x3
   return %5 : tensor<f32>
 }
 
+// Slices that tile a value along one axis (a fused QKV projection split in
+// three, in any order of use): the value's gradient is the concatenation
+// of theirs, not the sum of their padded slice_grads. A parameter sliced
+// so too. Slices that leave a gap, overlap or cut two axes keep the
+// padded sum.
+// CHECK-LABEL: func.func @qkv_split(
+// CHECK-SAME:    %[[X:[a-z0-9]+]]: tensor<4x8xf32> {train.input = "x"}, %[[W:[a-z0-9]+]]: tensor<8x12xf32> {train.param = "w"})
+// CHECK-NOT:     nn.slice_grad
+// CHECK:         %[[DY:.*]] = nn.concat %{{.*}}, %{{.*}}, %{{.*}} {axis = 1 : i64} : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x12xf32>
+// CHECK-NOT:     nn.slice_grad
+// CHECK:         nn.matmul %[[X]], %[[DY]] {transpose_lhs}
+func.func @qkv_split(%x: tensor<4x8xf32> {train.input = "x"}, %w: tensor<8x12xf32> {train.param = "w"}) -> (tensor<f32> {train.loss}) {
+  %y = nn.matmul %x, %w : tensor<4x8xf32>, tensor<8x12xf32> -> tensor<4x12xf32>
+  %v = nn.slice %y {start = array<i64: 0, 8>, limit = array<i64: 4, 12>, stride = array<i64: 1, 1>} : tensor<4x12xf32> -> tensor<4x4xf32>
+  %q = nn.slice %y {start = array<i64: 0, 0>, limit = array<i64: 4, 4>, stride = array<i64: 1, 1>} : tensor<4x12xf32> -> tensor<4x4xf32>
+  %k = nn.slice %y {start = array<i64: 0, 4>, limit = array<i64: 4, 8>, stride = array<i64: 1, 1>} : tensor<4x12xf32> -> tensor<4x4xf32>
+  %qk = nn.mul %q, %k : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %o = nn.mul %qk, %v : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %s = nn.reduce_sum %o {axes = array<i64: 0, 1>} : tensor<4x4xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @param_split(
+// CHECK:         %[[DW:.*]] = nn.concat %{{.*}}, %{{.*}} {axis = 0 : i64} : tensor<2x3xf32>, tensor<2x3xf32> -> tensor<4x3xf32>
+// CHECK:         return %{{.*}}, %[[DW]]
+func.func @param_split(%w: tensor<4x3xf32> {train.param = "w"}) -> (tensor<f32> {train.loss}) {
+  %a = nn.slice %w {start = array<i64: 0, 0>, limit = array<i64: 2, 3>, stride = array<i64: 1, 1>} : tensor<4x3xf32> -> tensor<2x3xf32>
+  %b = nn.slice %w {start = array<i64: 2, 0>, limit = array<i64: 4, 3>, stride = array<i64: 1, 1>} : tensor<4x3xf32> -> tensor<2x3xf32>
+  %p = nn.mul %a, %b : tensor<2x3xf32>, tensor<2x3xf32> -> tensor<2x3xf32>
+  %s = nn.reduce_sum %p {axes = array<i64: 0, 1>} : tensor<2x3xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @not_tiles(
+// CHECK-NOT:     nn.concat
+// CHECK-COUNT-6: nn.slice_grad
+// CHECK-NOT:     nn.concat
+// CHECK:         return
+func.func @not_tiles(%w: tensor<4x4xf32> {train.param = "w"}) -> (tensor<f32> {train.loss}) {
+  // A gap (rows 0-1 and 3), an overlap (columns 0-2 and 1-3), two axes cut.
+  %a = nn.slice %w {start = array<i64: 0, 0>, limit = array<i64: 2, 4>, stride = array<i64: 1, 1>} : tensor<4x4xf32> -> tensor<2x4xf32>
+  %b = nn.slice %w {start = array<i64: 3, 0>, limit = array<i64: 4, 4>, stride = array<i64: 1, 1>} : tensor<4x4xf32> -> tensor<1x4xf32>
+  %c = nn.slice %w {start = array<i64: 0, 0>, limit = array<i64: 4, 3>, stride = array<i64: 1, 1>} : tensor<4x4xf32> -> tensor<4x3xf32>
+  %d = nn.slice %w {start = array<i64: 0, 1>, limit = array<i64: 4, 4>, stride = array<i64: 1, 1>} : tensor<4x4xf32> -> tensor<4x3xf32>
+  %e = nn.slice %w {start = array<i64: 0, 0>, limit = array<i64: 2, 2>, stride = array<i64: 1, 1>} : tensor<4x4xf32> -> tensor<2x2xf32>
+  %f = nn.slice %w {start = array<i64: 2, 2>, limit = array<i64: 4, 4>, stride = array<i64: 1, 1>} : tensor<4x4xf32> -> tensor<2x2xf32>
+  %sa = nn.reduce_sum %a {axes = array<i64: 0, 1>} : tensor<2x4xf32> -> tensor<f32>
+  %sb = nn.reduce_sum %b {axes = array<i64: 0, 1>} : tensor<1x4xf32> -> tensor<f32>
+  %sc = nn.reduce_sum %c {axes = array<i64: 0, 1>} : tensor<4x3xf32> -> tensor<f32>
+  %sd = nn.reduce_sum %d {axes = array<i64: 0, 1>} : tensor<4x3xf32> -> tensor<f32>
+  %se = nn.reduce_sum %e {axes = array<i64: 0, 1>} : tensor<2x2xf32> -> tensor<f32>
+  %sf = nn.reduce_sum %f {axes = array<i64: 0, 1>} : tensor<2x2xf32> -> tensor<f32>
+  %1 = nn.add %sa, %sb : tensor<f32>, tensor<f32> -> tensor<f32>
+  %2 = nn.add %1, %sc : tensor<f32>, tensor<f32> -> tensor<f32>
+  %3 = nn.add %2, %sd : tensor<f32>, tensor<f32> -> tensor<f32>
+  %4 = nn.add %3, %se : tensor<f32>, tensor<f32> -> tensor<f32>
+  %5 = nn.add %4, %sf : tensor<f32>, tensor<f32> -> tensor<f32>
+  return %5 : tensor<f32>
+}
+
 // Fused attention: one attention_grad from the result's gradient, the
 // forward's stats and attributes; the query, key and value gradients reach
 // their parameters; the bias (an input) gets none, and no gradient flows

@@ -382,6 +382,21 @@ const std::map<std::string, BindFn> &deviceTable() {
         };
       });
     };
+    t["nn.concat"] = [](const Binder &b) {
+      if (b.i.out[0]->dtype == plan::I64) // the CPU moves int64 too
+        b.refuse("no CUDA kernel for I64 nn.concat yet");
+      b.i.run = byType(b.floatOrBf16(), [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &) {
+          // The inputs' device addresses (the shapes are the binding's).
+          std::vector<const T *> xs;
+          for (const Tensor *t : i.in)
+            xs.push_back(dev<T>(t));
+          cuda::concat(xs.data(), i.shapes.data(), int(i.in.size()), int(i.ints[0]),
+                       dev<T>(i.out[0]), i.out[0]->shape);
+        };
+      });
+    };
     t["nn.slice_grad"] = [](const Binder &b) {
       b.i.run = byType(b.floatOrBf16(), [](auto tag) -> KernelFn {
         using T = typename decltype(tag)::type;

@@ -201,6 +201,11 @@ void slice(const T *x, const kernels::Shape &xs, const int64_t *start, const int
 template <typename T>
 void sliceGrad(const T *dy, const kernels::Shape &ys, const int64_t *start, const int64_t *step,
                T *dx, const kernels::Shape &xs, void *stream = nullptr);
+/// As cpu::concat: y [ys] the inputs xs[k] [shapes[k]] one after the other
+/// along `axis` (device pointers; the array itself on the host).
+template <typename T>
+void concat(const T *const *xs, const kernels::Shape *shapes, int count, int axis, T *y,
+            const kernels::Shape &ys, void *stream = nullptr);
 /// As cpu::reduce, adding in double. Sums and means over leading axes
 /// (a bias gradient) add row slices in parallel into `scratch` of
 /// reduceScratchBytes, then the slices in order; the others give each

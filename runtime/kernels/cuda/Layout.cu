@@ -462,11 +462,12 @@ void slice(const T *x, const kernels::Shape &xs, const int64_t *start, const int
   launched("slice");
 }
 
+namespace {
+/// dy [ys] written at the positions of dx [xs] a slice (start, step)
+/// reads; the other positions are left as they are.
 template <typename T>
-void sliceGrad(const T *dy, const kernels::Shape &ys, const int64_t *start, const int64_t *step, T *dx,
-               const kernels::Shape &xs, void *stream) {
-  check(cudaMemsetAsync(dx, 0, size_t(xs.numel()) * sizeof(T), asStream(stream)),
-        "slice_grad zero");
+void scatterSlice(const T *dy, const kernels::Shape &ys, const int64_t *start, const int64_t *step,
+                  T *dx, const kernels::Shape &xs, void *stream) {
   int64_t n = ys.numel();
   if (n == 0)
     return;
@@ -483,7 +484,30 @@ void sliceGrad(const T *dy, const kernels::Shape &ys, const int64_t *start, cons
       stridedScatterKernel<decltype(index), T><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
           dy, dx, base, n, w);
     });
+}
+} // namespace
+
+template <typename T>
+void sliceGrad(const T *dy, const kernels::Shape &ys, const int64_t *start, const int64_t *step, T *dx,
+               const kernels::Shape &xs, void *stream) {
+  check(cudaMemsetAsync(dx, 0, size_t(xs.numel()) * sizeof(T), asStream(stream)),
+        "slice_grad zero");
+  scatterSlice(dy, ys, start, step, dx, xs, stream);
   launched("slice_grad");
+}
+
+template <typename T>
+void concat(const T *const *xs, const kernels::Shape *shapes, int count, int axis, T *y,
+            const kernels::Shape &ys, void *stream) {
+  int64_t start[kernels::kMaxRank] = {}, step[kernels::kMaxRank];
+  for (int d = 0; d < ys.rank; ++d)
+    step[d] = 1;
+  // Each input is the slice of the result at its offset along the axis.
+  for (int k = 0; k < count; ++k) {
+    scatterSlice(xs[k], shapes[k], start, step, y, ys, stream);
+    start[axis] += shapes[k].dims[axis];
+  }
+  launched("concat");
 }
 
 size_t reduceScratchBytes(const kernels::Shape &xs, uint32_t axesMask) {
@@ -548,6 +572,8 @@ void reduce(kernels::Reduce op, const T *x, const kernels::Shape &xs, uint32_t a
                          const kernels::Shape &, void *);                                             \
   template void sliceGrad<T>(const T *, const kernels::Shape &, const int64_t *, const int64_t *,     \
                              T *, const kernels::Shape &, void *);                                    \
+  template void concat<T>(const T *const *, const kernels::Shape *, int, int, T *,                    \
+                          const kernels::Shape &, void *);                                            \
   template void reduce<T>(kernels::Reduce, const T *, const kernels::Shape &, uint32_t, T *, void *,      \
                           void *);
 DSRT_CUDA_INSTANTIATE(float)
