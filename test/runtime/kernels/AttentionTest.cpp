@@ -215,6 +215,43 @@ TEST(Attention, GradientIsTheUnfusedBackward) {
   }
 }
 
+/// x as type V (rounded to bf16 / fp16), and back to float.
+template <class V> std::vector<V> asType(const std::vector<float> &x) {
+  std::vector<V> y(x.size());
+  if constexpr (std::is_same_v<V, float>)
+    y = x;
+  else
+    detail::convert(x.data(), y.data(), int64_t(x.size()));
+  return y;
+}
+template <class V> std::vector<float> asFloat(const std::vector<V> &x) {
+  std::vector<float> y(x.size());
+  if constexpr (std::is_same_v<V, float>)
+    y = x;
+  else
+    detail::convert(x.data(), y.data(), int64_t(x.size()));
+  return y;
+}
+
+/// Case `which`'s operands in type V: query, key, value, the result's
+/// gradient, and its bias.
+template <class V> struct Operands {
+  std::vector<V> q, k, v, dO;
+  Shape bs;
+  std::vector<float> bias;
+};
+template <class V> Operands<V> operandsOf(const Case &c, int which) {
+  const int64_t heads = c.B * c.H;
+  Operands<V> o;
+  o.q = asType<V>(uniform(heads * c.T * c.E, 100 + which, -2, 2));
+  o.k = asType<V>(uniform(heads * c.S * c.E, 200 + which, -2, 2));
+  o.v = asType<V>(uniform(heads * c.S * c.F, 300 + which));
+  o.dO = asType<V>(uniform(heads * c.T * c.F, 500 + which));
+  o.bs = biasShapeOf(c, which);
+  o.bias = uniform(o.bs.numel(), 400 + which, -3, 0);
+  return o;
+}
+
 // bf16 and fp16 operands: the float kernel on the widened operands, the
 // result and gradients rounded once (the contract a mixed-precision plan
 // relies on; the unfused bf16 chain rounds on the way, so it differs).
@@ -224,23 +261,11 @@ template <class H> void halfIsFloatRoundedOnce() {
   for (const Case &c : kCases) {
     SCOPED_TRACE("case " + std::to_string(which));
     const int64_t heads = c.B * c.H;
-    auto round = [](std::vector<float> x) {
-      std::vector<H> h(x.size());
-      detail::convert(x.data(), h.data(), int64_t(x.size()));
-      return h;
-    };
-    auto widen = [](const std::vector<H> &h) {
-      std::vector<float> x(h.size());
-      detail::convert(h.data(), x.data(), int64_t(h.size()));
-      return x;
-    };
-    auto q = round(uniform(heads * c.T * c.E, 100 + which, -2, 2));
-    auto k = round(uniform(heads * c.S * c.E, 200 + which, -2, 2));
-    auto v = round(uniform(heads * c.S * c.F, 300 + which));
-    auto dO = round(uniform(heads * c.T * c.F, 500 + which));
-    Shape bs = biasShapeOf(c, which);
-    auto bias = uniform(bs.numel(), 400 + which, -3, 0);
-    Attention a = attentionOf(c, bias, bs);
+    auto round = [](const std::vector<float> &x) { return asType<H>(x); };
+    auto widen = [](const std::vector<H> &h) { return asFloat(h); };
+    Operands<H> o = operandsOf<H>(c, which);
+    const std::vector<H> &q = o.q, &k = o.k, &v = o.v, &dO = o.dO;
+    Attention a = attentionOf(c, o.bias, o.bs);
     std::vector<float> qf = widen(q), kf = widen(k), vf = widen(v), dOf = widen(dO);
     std::vector<float> out(heads * c.T * c.F), stats(heads * c.T * 2);
     attention(qf.data(), kf.data(), vf.data(), out.data(), stats.data(), a);
@@ -289,21 +314,9 @@ template <class V> void bshdIsThePermutedCall() {
   for (const Case &c : kCases) {
     SCOPED_TRACE("case " + std::to_string(which));
     const int64_t heads = c.B * c.H;
-    auto make = [](std::vector<float> x) {
-      std::vector<V> h(x.size());
-      if constexpr (std::is_same_v<V, float>)
-        h = x;
-      else
-        detail::convert(x.data(), h.data(), int64_t(x.size()));
-      return h;
-    };
-    auto q = make(uniform(heads * c.T * c.E, 100 + which, -2, 2));
-    auto k = make(uniform(heads * c.S * c.E, 200 + which, -2, 2));
-    auto v = make(uniform(heads * c.S * c.F, 300 + which));
-    auto dO = make(uniform(heads * c.T * c.F, 500 + which));
-    Shape bs = biasShapeOf(c, which);
-    auto bias = uniform(bs.numel(), 400 + which, -3, 0);
-    Attention a = attentionOf(c, bias, bs);
+    Operands<V> o = operandsOf<V>(c, which);
+    const std::vector<V> &q = o.q, &k = o.k, &v = o.v, &dO = o.dO;
+    Attention a = attentionOf(c, o.bias, o.bs);
     std::vector<V> out(heads * c.T * c.F), dq(q.size()), dk(k.size()), dv(v.size());
     std::vector<float> stats(heads * c.T * 2);
     attention(q.data(), k.data(), v.data(), out.data(), stats.data(), a);
@@ -319,14 +332,7 @@ template <class V> void bshdIsThePermutedCall() {
     attention(qb.data(), kb.data(), vb.data(), bout.data(), bstats.data(), b);
     attentionGrad(dOb.data(), qb.data(), kb.data(), vb.data(), bstats.data(), bq.data(),
                   bk.data(), bv.data(), b);
-    auto bits = [](const std::vector<V> &x) {
-      std::vector<float> f(x.size());
-      if constexpr (std::is_same_v<V, float>)
-        f = x;
-      else
-        detail::convert(x.data(), f.data(), int64_t(x.size()));
-      return f;
-    };
+    auto bits = [](const std::vector<V> &x) { return asFloat(x); };
     EXPECT_TRUE(bitEqual(bstats, stats));
     EXPECT_TRUE(bitEqual(bits(bout), bits(swapHeads(out, c.B, c.H, c.T, c.F))));
     EXPECT_TRUE(bitEqual(bits(bq), bits(swapHeads(dq, c.B, c.H, c.T, c.E))));
