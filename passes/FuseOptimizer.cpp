@@ -138,6 +138,25 @@ bool narrowYield(train::AccumulateOp acc, unsigned i) {
   return true;
 }
 
+/// A pipeline stage sums what its body yields after each micro-batch's
+/// sum phase, into sums filled with zeros first: a gradient widened only
+/// to be yielded is yielded narrow and widened as it is added, as with
+/// several micro-batches above.
+bool narrowYield(train::PipelineOp pipe, unsigned i) {
+  Block &body = pipe.getBody().front();
+  Operation *yield = body.getTerminator();
+  auto widen = yield->getOperand(i).getDefiningOp<nn::CastOp>();
+  if (!widen || widen->getBlock() != &body || !widen->hasOneUse())
+    return false;
+  auto narrow = cast<RankedTensorType>(widen.getInput().getType()).getElementType();
+  if (!cast<RankedTensorType>(widen.getType()).getElementType().isF32() ||
+      !(narrow.isBF16() || narrow.isF16()))
+    return false;
+  yield->setOperand(i, widen.getInput());
+  widen->erase();
+  return true;
+}
+
 struct FuseOptimizer : impl::FuseOptimizerBase<FuseOptimizer> {
   void runOnOperation() override {
     SmallVector<Block *> blocks;
@@ -150,6 +169,9 @@ struct FuseOptimizer : impl::FuseOptimizerBase<FuseOptimizer> {
     for (auto acc : llvm::make_early_inc_range(block.getOps<train::AccumulateOp>()))
       for (unsigned i = 0; i < acc.getNumResults(); ++i)
         numYields += narrowYield(acc, i);
+    for (auto pipe : block.getOps<train::PipelineOp>())
+      for (unsigned i = 0; i < pipe.getNumResults(); ++i)
+        numYields += narrowYield(pipe, i);
     SmallVector<SmallVector<train::AdamOp>> runs = adamRuns(block);
     if (runs.empty())
       return;

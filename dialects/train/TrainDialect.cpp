@@ -739,7 +739,7 @@ LogicalResult PipelineOp::verifyRegions() {
   Block &body = getBody().front();
   if (body.getNumArguments() != 1 || !body.getArgument(0).getType().isIndex())
     return emitOpError("body must take the micro-batch index as its one argument of type index");
-  if (failed(verifyYield(*this, getBody())))
+  if (failed(verifyYield(*this, getBody(), /*widening=*/true)))
     return failure();
   // The schedule's phases: F and B, and W when it has any.
   ArrayRef<int64_t> items = getSchedule();

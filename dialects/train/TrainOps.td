@@ -831,7 +831,9 @@ def Train_PipelineOp : Train_Op<"pipeline", [
 
     Results are the sums over the micro-batches of the yielded values;
     `sum_phases` gives, per yielded value, the item after which a
-    micro-batch's value is added to its sum (1 F, 2 B, 3 W).
+    micro-batch's value is added to its sum (1 F, 2 B, 3 W). As for
+    train.accumulate, a bf16 or fp16 value may be yielded for an f32 sum of
+    its shape, widened as it is added.
 
     A dist.send's dist.wait in the body completes the send before the next
     send on the same channel (peer and tag) of a later item, or once the

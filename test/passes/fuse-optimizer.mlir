@@ -174,3 +174,23 @@ func.func @two_micro_batches(%p: tensor<4xf32>, %m: tensor<4xf32>, %v: tensor<4x
   %b:3 = train.adam %q, %c#1, %m2, %v2, %lr, %s : tensor<4xf32>
   return %a#0, %b#0, %norm, %sum#2 : tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<4xf32>
 }
+
+// -----
+
+// A pipeline stage sums its yields after their phase into zero-filled
+// sums: a gradient widened only to be yielded is yielded narrow for its
+// f32 sum, whatever the micro-batch count.
+// CHECK-LABEL: func.func @pipeline_stage(
+// CHECK:         train.pipeline 1 {{.*}} -> tensor<4xf32> {
+// CHECK:           %[[G:.*]] = nn.neg %arg0 {train.phase = 2 : i64} : tensor<4xbf16>
+// CHECK-NEXT:      train.yield %[[G]] : tensor<4xbf16>
+// CHECK-NOT:     nn.cast
+func.func @pipeline_stage(%x: tensor<4xbf16>) -> tensor<4xf32> {
+  %sum = train.pipeline 1 schedule [1, 0, 2, 0] sum_phases [2] -> tensor<4xf32> {
+  ^bb0(%i: index):
+    %g = nn.neg %x {train.phase = 2 : i64} : tensor<4xbf16>
+    %w = nn.cast %g {train.phase = 2 : i64} : tensor<4xbf16> to tensor<4xf32>
+    train.yield %w : tensor<4xf32>
+  }
+  return %sum : tensor<4xf32>
+}

@@ -622,12 +622,12 @@ func.func @accumulate_widen_reshaped(%x: tensor<4xbf16>) {
 
 // -----
 
-// train.pipeline sums each yielded value in its own type.
-func.func @pipeline_widening(%x: tensor<4xbf16>) {
-  // expected-error @+1 {{'train.pipeline' op yields 1 values of types ('tensor<4xbf16>') but has result types ('tensor<4xf32>')}}
-  %0 = train.pipeline 2 schedule [1, 0, 2, 0, 1, 1, 2, 1] sum_phases [2] -> tensor<4xf32> {
+// train.pipeline widens as train.accumulate does, and only so.
+func.func @pipeline_narrowing(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'train.pipeline' op yields 1 values of types ('tensor<4xf32>') but has result types ('tensor<4xbf16>') (a bf16 or fp16 value may be summed into an f32 result of its shape)}}
+  %0 = train.pipeline 2 schedule [1, 0, 2, 0, 1, 1, 2, 1] sum_phases [2] -> tensor<4xbf16> {
   ^bb0(%i: index):
-    train.yield %x : tensor<4xbf16>
+    train.yield %x : tensor<4xf32>
   }
   return
 }
