@@ -54,33 +54,17 @@ bool onlySwappedBack(Value v) {
   });
 }
 
-/// Replaces the head swaps of `from` by `to` (already in their layout).
-void replaceSwapsBack(Value from, Value to, IRRewriter &rewriter, int64_t &folded) {
-  for (Operation *u : llvm::make_early_inc_range(from.getUsers())) {
-    rewriter.replaceOp(u, to);
-    ++folded;
-  }
-}
-
-/// The op's discardable attributes on `to`, a tensor-parallel split of the
-/// heads (dimension r-3 of the head-major operands) moved to r-2.
-void copyMarks(Operation *from, Operation *to, int64_t rank) {
-  for (NamedAttribute a : from->getDiscardableAttrs()) {
-    Attribute value = a.getValue();
-    if (a.getName() == "dist.tp_split")
-      if (auto split = dyn_cast<DenseI64ArrayAttr>(value)) {
-        SmallVector<int64_t> s(split.asArrayRef());
-        if (!s.empty() && s[0] == rank - 3)
-          s[0] = rank - 2;
-        value = DenseI64ArrayAttr::get(from->getContext(), s);
-      }
-    to->setDiscardableAttr(a.getName(), value);
-  }
+/// `type` with dimensions r-3 and r-2 swapped.
+RankedTensorType swapHeads(Type type) {
+  auto t = cast<RankedTensorType>(type);
+  SmallVector<int64_t> shape(t.getShape());
+  std::swap(shape[shape.size() - 3], shape[shape.size() - 2]);
+  return RankedTensorType::get(shape, t.getElementType());
 }
 
 /// The head swaps that fed an op, each once (one swap may have been its
 /// query, key and value), found before the op is erased.
-SmallVector<Operation *> swapsOf(ArrayRef<Value> inputs) {
+SmallVector<Operation *> swapsOf(ValueRange inputs) {
   SmallVector<Operation *> swaps;
   for (Value v : inputs)
     if (auto t = v.getDefiningOp<nn::TransposeOp>(); t && !llvm::is_contained(swaps, t))
@@ -88,13 +72,56 @@ SmallVector<Operation *> swapsOf(ArrayRef<Value> inputs) {
   return swaps;
 }
 
-/// Erases those of `swaps` that nothing reads any more.
-void eraseDeadSwaps(ArrayRef<Operation *> swaps, IRRewriter &rewriter, int64_t &folded) {
+/// Rewrites head-major `op` (nn.attention or nn.attention_grad) in its
+/// bshd form when its first `permuted` operands are head swaps and its
+/// first `swapped` results are read only through head swaps back: a clone
+/// reading the unpermuted values, whose results replace the swaps back (the
+/// other results, the stats, are head-major in both layouts). A
+/// tensor-parallel split of the heads (dimension r-3 of the head-major
+/// operands) moves to r-2. Returns whether it did.
+bool toBshd(Operation *op, unsigned permuted, unsigned swapped, IRRewriter &rewriter,
+            int64_t &folded) {
+  if (op->hasAttr("bshd"))
+    return false;
+  SmallVector<Value> inputs;
+  for (unsigned k = 0; k < permuted; ++k)
+    if (!inputs.emplace_back(unswapped(op->getOperand(k))))
+      return false;
+  for (unsigned r = 0; r < swapped; ++r)
+    if (!onlySwappedBack(op->getResult(r)))
+      return false;
+  rewriter.setInsertionPoint(op);
+  Operation *bshd = rewriter.clone(*op);
+  for (auto [k, v] : llvm::enumerate(inputs))
+    bshd->setOperand(unsigned(k), v);
+  for (unsigned r = 0; r < swapped; ++r)
+    bshd->getResult(r).setType(swapHeads(op->getResult(r).getType()));
+  bshd->setAttr("bshd", rewriter.getUnitAttr());
+  const int64_t rank = cast<RankedTensorType>(op->getOperand(0).getType()).getRank();
+  if (auto split = bshd->getAttrOfType<DenseI64ArrayAttr>("dist.tp_split")) {
+    SmallVector<int64_t> s(split.asArrayRef());
+    if (!s.empty() && s[0] == rank - 3)
+      s[0] = rank - 2;
+    bshd->setAttr("dist.tp_split", rewriter.getDenseI64ArrayAttr(s));
+  }
+  for (unsigned r = 0; r < op->getNumResults(); ++r) {
+    if (r >= swapped) {
+      rewriter.replaceAllUsesWith(op->getResult(r), bshd->getResult(r));
+      continue;
+    }
+    for (Operation *u : llvm::make_early_inc_range(op->getResult(r).getUsers())) {
+      rewriter.replaceOp(u, bshd->getResult(r));
+      ++folded;
+    }
+  }
+  SmallVector<Operation *> swaps = swapsOf(op->getOperands().take_front(permuted));
+  rewriter.eraseOp(op);
   for (Operation *t : swaps)
     if (t->use_empty()) {
       rewriter.eraseOp(t);
       ++folded;
     }
+  return true;
 }
 
 struct AttentionLayoutPass : impl::AttentionLayoutBase<AttentionLayoutPass> {
@@ -107,45 +134,13 @@ struct AttentionLayoutPass : impl::AttentionLayoutBase<AttentionLayoutPass> {
     IRRewriter rewriter(&getContext());
     int64_t folded = 0;
     for (Operation *op : ops) {
-      if (auto at = dyn_cast<nn::AttentionOp>(op)) {
-        Value q = unswapped(at.getQuery()), k = unswapped(at.getKey()),
-              v = unswapped(at.getValue());
-        if (at.getBshd() || !q || !k || !v || !onlySwappedBack(at.getResult()))
-          continue;
-        rewriter.setInsertionPoint(at);
-        auto fused = nn::AttentionOp::create(
-            rewriter, at.getLoc(), q, k, v, at.getBias(), at.getScaleAttr(),
-            at.getScaleDividesAttr(), at.getCausalAttr(), at.getRatioAttr(),
-            at.getRngStreamAttr(), rewriter.getUnitAttr());
-        copyMarks(at, fused, at.getQuery().getType().getRank());
-        replaceSwapsBack(at.getResult(), fused.getResult(), rewriter, folded);
-        // The stats are head-major in both layouts.
-        rewriter.replaceAllUsesWith(at.getStats(), fused.getStats());
-        SmallVector<Operation *> swaps = swapsOf({at.getQuery(), at.getKey(), at.getValue()});
-        rewriter.eraseOp(at);
-        eraseDeadSwaps(swaps, rewriter, folded);
-        ++numAttention;
-        continue;
-      }
-      auto g = cast<nn::AttentionGradOp>(op);
-      Value dy = unswapped(g.getGrad()), q = unswapped(g.getQuery()), k = unswapped(g.getKey()),
-            v = unswapped(g.getValue());
-      if (g.getBshd() || !dy || !q || !k || !v ||
-          !llvm::all_of(g->getResults(), onlySwappedBack))
-        continue;
-      rewriter.setInsertionPoint(g);
-      auto fused = nn::AttentionGradOp::create(
-          rewriter, g.getLoc(), dy, q, k, v, g.getStats(), g.getBias(), g.getScaleAttr(),
-          g.getScaleDividesAttr(), g.getCausalAttr(), g.getRatioAttr(), g.getRngStreamAttr(),
-          rewriter.getUnitAttr());
-      copyMarks(g, fused, g.getQuery().getType().getRank());
-      for (auto [from, to] : llvm::zip(g->getResults(), fused->getResults()))
-        replaceSwapsBack(from, to, rewriter, folded);
-      SmallVector<Operation *> swaps =
-          swapsOf({g.getGrad(), g.getQuery(), g.getKey(), g.getValue()});
-      rewriter.eraseOp(g);
-      eraseDeadSwaps(swaps, rewriter, folded);
-      ++numGrads;
+      // The forward: query, key and value in, its result out; the
+      // gradient: the result's gradient, query, key and value in, their
+      // three gradients out.
+      if (isa<nn::AttentionOp>(op))
+        numAttention += toBshd(op, 3, 1, rewriter, folded);
+      else
+        numGrads += toBshd(op, 4, 3, rewriter, folded);
     }
     numPermutes += folded;
   }

@@ -78,21 +78,41 @@ SmallVector<SmallVector<train::AdamOp>> adamRuns(Block &block) {
   return runs;
 }
 
+/// The nn.cast that widens a bf16/fp16 value to f32 and defines `v`, or
+/// null.
+nn::CastOp widening(Value v) {
+  auto widen = v.getDefiningOp<nn::CastOp>();
+  if (!widen)
+    return nullptr;
+  auto from = cast<RankedTensorType>(widen.getInput().getType()).getElementType();
+  auto to = cast<RankedTensorType>(v.getType()).getElementType();
+  return to.isF32() && (from.isBF16() || from.isF16()) ? widen : nullptr;
+}
+
 /// The bf16/fp16 value a gradient was widened from, when the widening
 /// (an nn.cast to f32) is read only by `readers`: the fused ops read the
 /// narrow value instead.
 Value narrowSource(Value grad, const llvm::SmallPtrSetImpl<Operation *> &readers) {
-  auto widen = grad.getDefiningOp<nn::CastOp>();
+  nn::CastOp widen = widening(grad);
   if (!widen)
-    return grad;
-  auto from = cast<RankedTensorType>(widen.getInput().getType()).getElementType();
-  auto to = cast<RankedTensorType>(grad.getType()).getElementType();
-  if (!to.isF32() || !(from.isBF16() || from.isF16()))
     return grad;
   for (Operation *user : grad.getUsers())
     if (!readers.contains(user))
       return grad;
   return widen.getInput();
+}
+
+/// The widening in `body` that its yield's operand i is and that nothing
+/// else reads, or null.
+nn::CastOp yieldedWidening(Block &body, unsigned i) {
+  nn::CastOp widen = widening(body.getTerminator()->getOperand(i));
+  return widen && widen->getBlock() == &body && widen->hasOneUse() ? widen : nullptr;
+}
+
+/// Yields the narrow value `widen` read instead of it, and erases it.
+void yieldNarrow(Block &body, unsigned i, nn::CastOp widen) {
+  body.getTerminator()->setOperand(i, widen.getInput());
+  widen->erase();
 }
 
 /// A gradient widened to f32 in train.accumulate's body only to be yielded
@@ -108,18 +128,12 @@ Value narrowSource(Value grad, const llvm::SmallPtrSetImpl<Operation *> &readers
 /// The values are the same either way.
 bool narrowYield(train::AccumulateOp acc, unsigned i) {
   Block &body = acc.getBody().front();
-  Operation *yield = body.getTerminator();
-  auto widen = yield->getOperand(i).getDefiningOp<nn::CastOp>();
-  if (!widen || widen->getBlock() != &body || !widen->hasOneUse())
-    return false;
-  auto narrow = cast<RankedTensorType>(widen.getInput().getType());
-  if (!cast<RankedTensorType>(widen.getType()).getElementType().isF32() ||
-      !(narrow.getElementType().isBF16() || narrow.getElementType().isF16()))
+  nn::CastOp widen = yieldedWidening(body, i);
+  if (!widen)
     return false;
   Value sum = acc.getResult(i);
   if (acc.getCount() > 1) {
-    yield->setOperand(i, widen.getInput());
-    widen->erase();
+    yieldNarrow(body, i, widen);
     return true;
   }
   for (OpOperand &use : sum.getUses()) {
@@ -127,8 +141,8 @@ bool narrowYield(train::AccumulateOp acc, unsigned i) {
     if (!update && !isa<train::ClipGradNormOp>(use.getOwner()))
       return false;
   }
-  yield->setOperand(i, widen.getInput());
-  widen->erase();
+  auto narrow = cast<RankedTensorType>(widen.getInput().getType());
+  yieldNarrow(body, i, widen);
   sum.setType(narrow);
   OpBuilder b(acc->getContext());
   b.setInsertionPointAfter(acc);
@@ -144,17 +158,10 @@ bool narrowYield(train::AccumulateOp acc, unsigned i) {
 /// several micro-batches above.
 bool narrowYield(train::PipelineOp pipe, unsigned i) {
   Block &body = pipe.getBody().front();
-  Operation *yield = body.getTerminator();
-  auto widen = yield->getOperand(i).getDefiningOp<nn::CastOp>();
-  if (!widen || widen->getBlock() != &body || !widen->hasOneUse())
-    return false;
-  auto narrow = cast<RankedTensorType>(widen.getInput().getType()).getElementType();
-  if (!cast<RankedTensorType>(widen.getType()).getElementType().isF32() ||
-      !(narrow.isBF16() || narrow.isF16()))
-    return false;
-  yield->setOperand(i, widen.getInput());
-  widen->erase();
-  return true;
+  nn::CastOp widen = yieldedWidening(body, i);
+  if (widen)
+    yieldNarrow(body, i, widen);
+  return bool(widen);
 }
 
 struct FuseOptimizer : impl::FuseOptimizerBase<FuseOptimizer> {

@@ -801,31 +801,22 @@ void addTrainOps(OpTable &t) {
       c.arity(1, 1);
       c.layout();
       c.sameShape(i.in[0], i.out[0]);
-      // A bf16 / fp16 value into an f32 sum: widened as it is added (plan
-      // format 17; the cast's sum without its pass).
-      const plan::DType from = i.in[0]->dtype;
-      if (i.out[0]->dtype == plan::F32 && (from == plan::BF16 || from == plan::F16)) {
-        i.run = from == plan::BF16 ? KernelFn([](const Instr &i, Context &) {
-          cpu::accumulate(as<cpu::Bf16>(i.in[0]), i.out[0]->f32(), i.out[0]->numel);
-        })
-                                   : KernelFn([](const Instr &i, Context &) {
-          cpu::accumulate(as<cpu::Fp16>(i.in[0]), i.out[0]->f32(), i.out[0]->numel);
-        });
-        return;
-      }
-      plan::DType d = c.sameFloat({i.in[0], i.out[0]});
-      // out += in; 16-bit sums (grad_accum_dtype) round every addition.
-      i.run = byFloat(d, [](auto tag) -> KernelFn {
+      // out += in. Into an f32 sum the value is read in its own float type
+      // and widened as it is added (a bf16 / fp16 gradient: plan format
+      // 17, the cast's sum without its pass); 16-bit sums (grad_accum_dtype)
+      // round every addition.
+      const bool intoFloat = i.out[0]->dtype == plan::F32;
+      plan::DType d = intoFloat ? c.sameFloat({i.in[0]}) : c.sameFloat({i.in[0], i.out[0]});
+      i.run = byFloat(d, [intoFloat](auto tag) -> KernelFn {
         using T = typename decltype(tag)::type;
-        if constexpr (std::is_same_v<T, float>)
+        if (intoFloat)
           return [](const Instr &i, Context &) {
-            cpu::accumulate(i.in[0]->f32(), i.out[0]->f32(), i.out[0]->numel);
+            cpu::accumulate(as<T>(i.in[0]), i.out[0]->f32(), i.out[0]->numel);
           };
-        else
-          return [](const Instr &i, Context &) {
-            cpu::binary(cpu::Binary::Add, as<T>(i.out[0]), i.out[0]->shape, as<T>(i.in[0]),
-                        i.in[0]->shape, as<T>(i.out[0]), i.out[0]->shape);
-          };
+        return [](const Instr &i, Context &) {
+          cpu::binary(cpu::Binary::Add, as<T>(i.out[0]), i.out[0]->shape, as<T>(i.in[0]),
+                      i.in[0]->shape, as<T>(i.out[0]), i.out[0]->shape);
+        };
       });
     }};
 }

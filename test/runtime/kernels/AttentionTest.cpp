@@ -252,6 +252,23 @@ template <class V> Operands<V> operandsOf(const Case &c, int which) {
   return o;
 }
 
+/// The forward's result and stats and the backward's three gradients of
+/// one call on `o`'s query, key, value and result gradient.
+template <class V> struct Outputs {
+  std::vector<V> out, dq, dk, dv;
+  std::vector<float> stats;
+};
+template <class V> Outputs<V> run(const Operands<V> &o, const Case &c, const Attention &a) {
+  const int64_t heads = c.B * c.H;
+  Outputs<V> r;
+  r.out.resize(heads * c.T * c.F), r.stats.resize(heads * c.T * 2);
+  r.dq.resize(o.q.size()), r.dk.resize(o.k.size()), r.dv.resize(o.v.size());
+  attention(o.q.data(), o.k.data(), o.v.data(), r.out.data(), r.stats.data(), a);
+  attentionGrad(o.dO.data(), o.q.data(), o.k.data(), o.v.data(), r.stats.data(), r.dq.data(),
+                r.dk.data(), r.dv.data(), a);
+  return r;
+}
+
 // bf16 and fp16 operands: the float kernel on the widened operands, the
 // result and gradients rounded once (the contract a mixed-precision plan
 // relies on; the unfused bf16 chain rounds on the way, so it differs).
@@ -260,29 +277,18 @@ template <class H> void halfIsFloatRoundedOnce() {
   int which = 0;
   for (const Case &c : kCases) {
     SCOPED_TRACE("case " + std::to_string(which));
-    const int64_t heads = c.B * c.H;
     auto round = [](const std::vector<float> &x) { return asType<H>(x); };
     auto widen = [](const std::vector<H> &h) { return asFloat(h); };
     Operands<H> o = operandsOf<H>(c, which);
-    const std::vector<H> &q = o.q, &k = o.k, &v = o.v, &dO = o.dO;
     Attention a = attentionOf(c, o.bias, o.bs);
-    std::vector<float> qf = widen(q), kf = widen(k), vf = widen(v), dOf = widen(dO);
-    std::vector<float> out(heads * c.T * c.F), stats(heads * c.T * 2);
-    attention(qf.data(), kf.data(), vf.data(), out.data(), stats.data(), a);
-    std::vector<float> fq(q.size()), fk(k.size()), fv(v.size());
-    attentionGrad(dOf.data(), qf.data(), kf.data(), vf.data(), stats.data(), fq.data(), fk.data(),
-                  fv.data(), a);
-
-    std::vector<H> hout(out.size()), hq(q.size()), hk(k.size()), hv(v.size());
-    std::vector<float> hstats(stats.size());
-    attention(q.data(), k.data(), v.data(), hout.data(), hstats.data(), a);
-    attentionGrad(dO.data(), q.data(), k.data(), v.data(), hstats.data(), hq.data(), hk.data(),
-                  hv.data(), a);
-    EXPECT_TRUE(bitEqual(hstats, stats));
-    EXPECT_TRUE(bitEqual(widen(hout), widen(round(out))));
-    EXPECT_TRUE(bitEqual(widen(hq), widen(round(fq))));
-    EXPECT_TRUE(bitEqual(widen(hk), widen(round(fk))));
-    EXPECT_TRUE(bitEqual(widen(hv), widen(round(fv))));
+    Operands<float> wide{widen(o.q), widen(o.k), widen(o.v), widen(o.dO), o.bs, o.bias};
+    Outputs<float> f = run(wide, c, a);
+    Outputs<H> h = run(o, c, a);
+    EXPECT_TRUE(bitEqual(h.stats, f.stats));
+    EXPECT_TRUE(bitEqual(widen(h.out), widen(round(f.out))));
+    EXPECT_TRUE(bitEqual(widen(h.dq), widen(round(f.dq))));
+    EXPECT_TRUE(bitEqual(widen(h.dk), widen(round(f.dk))));
+    EXPECT_TRUE(bitEqual(widen(h.dv), widen(round(f.dv))));
     ++which;
   }
 }
@@ -313,31 +319,22 @@ template <class V> void bshdIsThePermutedCall() {
   int which = 0;
   for (const Case &c : kCases) {
     SCOPED_TRACE("case " + std::to_string(which));
-    const int64_t heads = c.B * c.H;
     Operands<V> o = operandsOf<V>(c, which);
-    const std::vector<V> &q = o.q, &k = o.k, &v = o.v, &dO = o.dO;
     Attention a = attentionOf(c, o.bias, o.bs);
-    std::vector<V> out(heads * c.T * c.F), dq(q.size()), dk(k.size()), dv(v.size());
-    std::vector<float> stats(heads * c.T * 2);
-    attention(q.data(), k.data(), v.data(), out.data(), stats.data(), a);
-    attentionGrad(dO.data(), q.data(), k.data(), v.data(), stats.data(), dq.data(), dk.data(),
-                  dv.data(), a);
+    Outputs<V> hm = run(o, c, a);
 
     Attention b = a;
     b.bshd = true, b.H = c.H;
-    auto qb = swapHeads(q, c.B, c.H, c.T, c.E), kb = swapHeads(k, c.B, c.H, c.S, c.E);
-    auto vb = swapHeads(v, c.B, c.H, c.S, c.F), dOb = swapHeads(dO, c.B, c.H, c.T, c.F);
-    std::vector<V> bout(out.size()), bq(q.size()), bk(k.size()), bv(v.size());
-    std::vector<float> bstats(stats.size());
-    attention(qb.data(), kb.data(), vb.data(), bout.data(), bstats.data(), b);
-    attentionGrad(dOb.data(), qb.data(), kb.data(), vb.data(), bstats.data(), bq.data(),
-                  bk.data(), bv.data(), b);
+    Operands<V> ob = o;
+    ob.q = swapHeads(o.q, c.B, c.H, c.T, c.E), ob.k = swapHeads(o.k, c.B, c.H, c.S, c.E);
+    ob.v = swapHeads(o.v, c.B, c.H, c.S, c.F), ob.dO = swapHeads(o.dO, c.B, c.H, c.T, c.F);
+    Outputs<V> bo = run(ob, c, b);
     auto bits = [](const std::vector<V> &x) { return asFloat(x); };
-    EXPECT_TRUE(bitEqual(bstats, stats));
-    EXPECT_TRUE(bitEqual(bits(bout), bits(swapHeads(out, c.B, c.H, c.T, c.F))));
-    EXPECT_TRUE(bitEqual(bits(bq), bits(swapHeads(dq, c.B, c.H, c.T, c.E))));
-    EXPECT_TRUE(bitEqual(bits(bk), bits(swapHeads(dk, c.B, c.H, c.S, c.E))));
-    EXPECT_TRUE(bitEqual(bits(bv), bits(swapHeads(dv, c.B, c.H, c.S, c.F))));
+    EXPECT_TRUE(bitEqual(bo.stats, hm.stats));
+    EXPECT_TRUE(bitEqual(bits(bo.out), bits(swapHeads(hm.out, c.B, c.H, c.T, c.F))));
+    EXPECT_TRUE(bitEqual(bits(bo.dq), bits(swapHeads(hm.dq, c.B, c.H, c.T, c.E))));
+    EXPECT_TRUE(bitEqual(bits(bo.dk), bits(swapHeads(hm.dk, c.B, c.H, c.S, c.E))));
+    EXPECT_TRUE(bitEqual(bits(bo.dv), bits(swapHeads(hm.dv, c.B, c.H, c.S, c.F))));
     ++which;
   }
 }
