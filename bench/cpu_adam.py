@@ -19,7 +19,11 @@ unfused (per tensor the clip's scale, then per tensor cpu::adam: what a
 --fuse attention,epilogues plan runs) and fused (one cpu::fusedAdam
 applying the clip's factor as it reads: --fuse all), against
 torch.nn.utils.clip_grad_norm_ and torch.optim.AdamW with foreach off and
-on, the same threads.
+on, the same threads. And the same step with DeepSpeed's LAMB (per tensor
+trust ratios): dsrt unfused (per tensor the clip's scale, cpu::lambStats
+and cpu::lamb) and fused (one cpu::fusedLambStats, one cpu::fusedLamb),
+against the clip and LAMB written in eager PyTorch tensor ops (PyTorch has
+no LAMB, and DeepSpeed's FusedLamb is CUDA-only), the way a user would.
 """
 import argparse
 import os
@@ -69,6 +73,55 @@ def torch_clipped_rate(torch, sizes, foreach, reps=5):
     return sum(sizes) / ts[len(ts) // 2]
 
 
+def torch_clipped_lamb_rate(torch, sizes, reps=5):
+    """The clip and DeepSpeed's LAMB (FusedLamb's formula) in eager tensor ops."""
+    ps = [torch.full((n,), 0.5) for n in sizes]
+    gs = [torch.full_like(p, 0.01) for p in ps]
+    ms = [torch.zeros_like(p) for p in ps]
+    vs = [torch.zeros_like(p) for p in ps]
+    b1, b2, eps, wd, lr = 0.9, 0.999, 1e-6, 0.01, 1e-3
+    ts = []
+    for step in range(1, reps + 3):
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            torch.nn.utils.clip_grad_norm_([_as_param(torch, p, g) for p, g in zip(ps, gs)], 1e-3)
+            size = lr * (1 - b2 ** step) ** 0.5 / (1 - b1 ** step)
+            for p, g, m, v in zip(ps, gs, ms, vs):
+                m.mul_(b1).add_(g, alpha=1 - b1)
+                v.mul_(b2).addcmul_(g, g, value=1 - b2)
+                u = m / (v.sqrt() + eps) + wd * p
+                w_norm, u_norm = p.norm(), u.norm()
+                ratio = (w_norm / u_norm).clamp(0.01, 10.0) if w_norm > 0 and u_norm > 0 else 1.0
+                p.add_(u * ratio, alpha=-size)
+        ts.append(time.perf_counter() - t0)
+        for g in gs:
+            g.fill_(0.01)
+    ts = sorted(ts[2:])
+    return sum(sizes) / ts[len(ts) // 2]
+
+
+_params = {}
+
+
+def _as_param(torch, p, g):
+    """p as a Parameter whose .grad is g (clip_grad_norm_ reads .grad), made once."""
+    key = id(p)
+    if key not in _params:
+        q = torch.nn.Parameter(p, requires_grad=True)
+        q.grad = g
+        _params[key] = q
+    return _params[key]
+
+
+def clipped_rates(a, env, sizes, grads, flags):
+    """dsrt_adam_bench --tensors: {clipped_unfused, clipped_fused: params/s}."""
+    out = subprocess.run([os.path.join(a.bin, "dsrt_adam_bench"), "--reps", "9", "--tensors",
+                          ",".join(map(str, sizes))] + flags +
+                         (["--bf16"] if grads == "bf16" else []),
+                         check=True, capture_output=True, text=True, env=env).stdout
+    return {line.split()[0]: float(line.split()[3]) for line in out.splitlines()}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", nargs="+", type=float, default=[10e6, 50e6, 200e6])
@@ -105,12 +158,7 @@ def main():
               f" | {dsrt[n] / max(t):.1f}x | {stream[n]:.3e} | {100 * dsrt[n] / stream[n]:.0f}% |")
 
     sizes = gpt_tensors()
-    rate = {}
-    for grads in ("fp32", "bf16"):
-        out = subprocess.run([os.path.join(a.bin, "dsrt_adam_bench"), "--reps", "9", "--tensors",
-                              ",".join(map(str, sizes))] + (["--bf16"] if grads == "bf16" else []),
-                             check=True, capture_output=True, text=True, env=env).stdout
-        rate[grads] = {line.split()[0]: float(line.split()[3]) for line in out.splitlines()}
+    rate = {grads: clipped_rates(a, env, sizes, grads, []) for grads in ("fp32", "bf16")}
     t = [torch_clipped_rate(torch, sizes, False), torch_clipped_rate(torch, sizes, True)]
     print()
     print(f"The issue-12 GPT's clipped AdamW step: {len(sizes)} tensors, "
@@ -126,6 +174,21 @@ def main():
         print(f"| {grads} | {r['clipped_unfused']:.3e} | {r['clipped_fused']:.3e} | "
               f"{t[0]:.3e} | {t[1]:.3e} | {r['clipped_fused'] / r['clipped_unfused']:.2f}x | "
               f"{r['clipped_fused'] / max(t):.1f}x |")
+
+    lamb = {grads: clipped_rates(a, env, sizes, grads, ["--lamb"]) for grads in ("fp32", "bf16")}
+    t = torch_clipped_lamb_rate(torch, sizes)
+    print()
+    print(f"The same step with DeepSpeed's LAMB: params/s (torch: the clip and LAMB in eager "
+          f"tensor ops, fp32 gradients)")
+    print()
+    print("| gradients | dsrt unfused | dsrt fused | torch clip + LAMB (eager) | "
+          "fused / unfused | fused / torch |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for grads in ("fp32", "bf16"):
+        r = lamb[grads]
+        print(f"| {grads} | {r['clipped_unfused']:.3e} | {r['clipped_fused']:.3e} | {t:.3e} | "
+              f"{r['clipped_fused'] / r['clipped_unfused']:.2f}x | "
+              f"{r['clipped_fused'] / t:.1f}x |")
 
 
 if __name__ == "__main__":

@@ -1,16 +1,18 @@
-//===- FuseOptimizer.cpp - one Adam update over many parameters ----------===//
+//===- FuseOptimizer.cpp - one Adam or LAMB update over many parameters ---===//
 //
 // After autodiff and the distribution passes, a step ends with one
-// train.adam per parameter, each reading a gradient that clip_grad_norm
-// wrote clipped (and, in bf16/fp16, an nn.cast widened): per parameter a
-// cast pass, a clipping pass and an update pass over the gradient, and one
-// runtime call even for a 384-element bias. This pass makes of each run of
-// train.adam ops with the same learning rate, step and
-// attributes one train.fused_adam; when every gradient clip_grad_norm
-// clips is read by such an update, the clip becomes train.clip_coef (the
-// norm and the factor, no writes) and the updates apply the factor as they
-// read the gradients; a cast to fp32 whose value only they read is read
-// through. Each element's arithmetic stays train.adam's.
+// train.adam (or train.lamb with its train.lamb_stats) per parameter, each
+// reading a gradient that clip_grad_norm wrote clipped (and, in bf16/fp16,
+// an nn.cast widened): per parameter a cast pass, a clipping pass and an
+// update pass over the gradient, and one runtime call even for a
+// 384-element bias. This pass makes of each run of updates with the same
+// learning rate, step and attributes one train.fused_adam or
+// train.fused_lamb, and of LAMB's sums of squares one
+// train.fused_lamb_stats; when every gradient clip_grad_norm clips is read
+// by such ops, the clip becomes train.clip_coef (the norm and the factor,
+// no writes) and the fused ops apply the factor as they read the
+// gradients; a cast to fp32 whose value only they read is read through.
+// Each element's arithmetic stays the unfused ops'.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -31,24 +33,25 @@ using namespace mlir;
 
 namespace {
 
-/// Whether `b` can join a run that `a` is in: the same learning rate and
-/// step values, the same attributes (rates, flags and any marks), and
-/// gradients clipped by the same clip_grad_norm or both by none.
-bool sameUpdate(train::AdamOp a, train::AdamOp b) {
+/// Whether `b` can join a run that `a` is in (train.adam or train.lamb):
+/// the same learning rate and step values, the same attributes (rates,
+/// flags and any marks), and gradients clipped by the same clip_grad_norm
+/// or both by none.
+template <typename Update> bool sameUpdate(Update a, Update b) {
   return a.getLr() == b.getLr() && a.getStep() == b.getStep() &&
          a->getAttrDictionary() == b->getAttrDictionary() &&
-         a.getGrad().getDefiningOp<train::ClipGradNormOp>() ==
-             b.getGrad().getDefiningOp<train::ClipGradNormOp>();
+         a.getGrad().template getDefiningOp<train::ClipGradNormOp>() ==
+             b.getGrad().template getDefiningOp<train::ClipGradNormOp>();
 }
 
-/// The runs of mutually compatible train.adam ops in `block`, in order. A
-/// run may step over pure ops that read none of its updates' results (ZeRO's
-/// dist.chunk of the next parameter): the fused op goes at its last update,
-/// after them. Any other op (a tier copy, a read of an updated parameter)
-/// ends it.
-SmallVector<SmallVector<train::AdamOp>> adamRuns(Block &block) {
-  SmallVector<SmallVector<train::AdamOp>> runs;
-  SmallVector<train::AdamOp> run;
+/// The runs of mutually compatible updates of type `Update` in `block`, in
+/// order. A run may step over pure ops that read none of its updates'
+/// results (ZeRO's dist.chunk of the next parameter, LAMB's sums of the
+/// next one): the fused op goes at its last update, after them. Any other
+/// op (a tier copy, a read of an updated parameter) ends it.
+template <typename Update> SmallVector<SmallVector<Update>> updateRuns(Block &block) {
+  SmallVector<SmallVector<Update>> runs;
+  SmallVector<Update> run;
   llvm::SmallPtrSet<Operation *, 16> inRun;
   auto close = [&] {
     if (!run.empty())
@@ -57,8 +60,8 @@ SmallVector<SmallVector<train::AdamOp>> adamRuns(Block &block) {
     inRun.clear();
   };
   for (Operation &op : block) {
-    auto adam = dyn_cast<train::AdamOp>(op);
-    if (!adam) {
+    auto update = dyn_cast<Update>(op);
+    if (!update) {
       bool readsRun = llvm::any_of(op.getOperands(), [&](Value v) {
         return v.getDefiningOp() && inRun.contains(v.getDefiningOp());
       });
@@ -69,13 +72,54 @@ SmallVector<SmallVector<train::AdamOp>> adamRuns(Block &block) {
         close();
       continue;
     }
-    if (!run.empty() && !sameUpdate(run.front(), adam))
+    if (!run.empty() && !sameUpdate(run.front(), update))
       close();
-    run.push_back(adam);
-    inRun.insert(adam);
+    run.push_back(update);
+    inRun.insert(update);
   }
   close();
   return runs;
+}
+
+/// Whether `use` is the gradient operand of an update the pass fuses (or
+/// of LAMB's sums of squares).
+bool readsAsGradient(OpOperand &use) {
+  return isa<train::AdamOp, train::LambOp, train::LambStatsOp>(use.getOwner()) &&
+         use.getOperandNumber() == 1;
+}
+
+/// The train.lamb_stats in `block` that fuse, in groups: the same rates,
+/// their gradients clipped by the same clip_grad_norm or both by none. A
+/// group's fused op goes at its last member, so a group is kept only when
+/// everything that reads its sums comes after that, a LAMB update counted
+/// where its run's fused op goes (`fusedAt`).
+SmallVector<SmallVector<train::LambStatsOp>>
+statsGroups(Block &block, const llvm::DenseMap<Operation *, Operation *> &fusedAt) {
+  SmallVector<SmallVector<train::LambStatsOp>> groups;
+  for (auto stats : block.getOps<train::LambStatsOp>()) {
+    auto same = [&](SmallVector<train::LambStatsOp> &g) {
+      return g.front()->getAttrDictionary() == stats->getAttrDictionary() &&
+             g.front().getGrad().getDefiningOp<train::ClipGradNormOp>() ==
+                 stats.getGrad().getDefiningOp<train::ClipGradNormOp>();
+    };
+    auto *g = llvm::find_if(groups, same);
+    if (g == groups.end())
+      groups.push_back({stats});
+    else
+      g->push_back(stats);
+  }
+  llvm::erase_if(groups, [&](SmallVector<train::LambStatsOp> &g) {
+    Operation *last = g.back();
+    for (train::LambStatsOp stats : g)
+      for (Operation *user : stats->getUsers()) {
+        Operation *at = fusedAt.lookup(user);
+        at = block.findAncestorOpInBlock(at ? *at : *user);
+        if (!at || !last->isBeforeInBlock(at))
+          return true;
+      }
+    return false;
+  });
+  return groups;
 }
 
 /// The nn.cast that widens a bf16/fp16 value to f32 and defines `v`, or
@@ -137,8 +181,7 @@ bool narrowYield(train::AccumulateOp acc, unsigned i) {
     return true;
   }
   for (OpOperand &use : sum.getUses()) {
-    bool update = isa<train::AdamOp>(use.getOwner()) && use.getOperandNumber() == 1;
-    if (!update && !isa<train::ClipGradNormOp>(use.getOwner()))
+    if (!readsAsGradient(use) && !isa<train::ClipGradNormOp>(use.getOwner()))
       return false;
   }
   auto narrow = cast<RankedTensorType>(widen.getInput().getType());
@@ -179,35 +222,50 @@ struct FuseOptimizer : impl::FuseOptimizerBase<FuseOptimizer> {
     for (auto pipe : block.getOps<train::PipelineOp>())
       for (unsigned i = 0; i < pipe.getNumResults(); ++i)
         numYields += narrowYield(pipe, i);
-    SmallVector<SmallVector<train::AdamOp>> runs = adamRuns(block);
-    if (runs.empty())
+    SmallVector<SmallVector<train::AdamOp>> adamRuns = updateRuns<train::AdamOp>(block);
+    SmallVector<SmallVector<train::LambOp>> lambRuns = updateRuns<train::LambOp>(block);
+    llvm::DenseMap<Operation *, Operation *> fusedAt; // a LAMB update -> its run's last
+    for (auto &run : lambRuns)
+      for (train::LambOp l : run)
+        fusedAt[l] = run.back();
+    SmallVector<SmallVector<train::LambStatsOp>> sums = statsGroups(block, fusedAt);
+    if (adamRuns.empty() && lambRuns.empty())
       return;
-    llvm::SmallPtrSet<Operation *, 32> inRuns;
-    for (auto &run : runs)
-      for (train::AdamOp a : run)
-        inRuns.insert(a);
+    // Every op the pass may fuse: the gradients they alone read are read
+    // narrow, and the clips they alone read fold.
+    llvm::SmallPtrSet<Operation *, 32> fusable;
+    for (auto &run : adamRuns)
+      fusable.insert(run.begin(), run.end());
+    for (auto &run : lambRuns)
+      fusable.insert(run.begin(), run.end());
+    for (auto &group : sums)
+      fusable.insert(group.begin(), group.end());
 
-    // The clip folds when each gradient it clips is read only as an
-    // update's gradient, in the runs.
+    // The clip folds when each gradient it clips is read only as a fusable
+    // op's gradient.
     SmallVector<train::ClipGradNormOp> clips;
-    for (auto &run : runs)
+    auto addClip = [&](Value grad) {
+      if (auto clip = grad.getDefiningOp<train::ClipGradNormOp>())
+        if (!llvm::is_contained(clips, clip))
+          clips.push_back(clip);
+    };
+    for (auto &run : adamRuns)
       for (train::AdamOp a : run)
-        if (auto clip = a.getGrad().getDefiningOp<train::ClipGradNormOp>())
-          if (!llvm::is_contained(clips, clip))
-            clips.push_back(clip);
+        addClip(a.getGrad());
+    for (auto &run : lambRuns)
+      for (train::LambOp l : run)
+        addClip(l.getGrad());
     llvm::DenseMap<Operation *, Value> coefOf; // clip -> its factor
     llvm::DenseMap<Operation *, SmallVector<Value>> readOf; // clip -> what clip_coef reads
     for (train::ClipGradNormOp clip : clips) {
       bool foldable = clip->getBlock() == &block;
       for (Value c : clip.getClipped())
-        for (OpOperand &use : c.getUses()) {
-          auto a = dyn_cast<train::AdamOp>(use.getOwner());
-          foldable &= a && inRuns.contains(a) && use.getOperandNumber() == 1;
-        }
+        for (OpOperand &use : c.getUses())
+          foldable &= fusable.contains(use.getOwner()) && readsAsGradient(use);
       if (!foldable)
         continue;
       // The gradients it reads: the narrow ones where only the clip and the
-      // updates read the widening.
+      // fused ops read the widening.
       llvm::SmallPtrSet<Operation *, 8> readers;
       readers.insert(clip);
       for (Value c : clip.getClipped())
@@ -226,15 +284,37 @@ struct FuseOptimizer : impl::FuseOptimizerBase<FuseOptimizer> {
       ++numClips;
     }
 
-    for (auto &run : runs) {
+    // A group's gradients: what its clip's coef reads, or the narrow ones
+    // where only fusable ops read the widening. Empty where it stays
+    // unfused: a lone op is fused only to read its clip's factor.
+    auto gradsOf = [&](auto group, Value &coef) {
+      SmallVector<Value> grads;
+      auto front = group.front();
+      auto clip = front.getGrad().template getDefiningOp<train::ClipGradNormOp>();
+      coef = clip ? coefOf.lookup(clip) : Value();
+      if (group.size() < 2 && !coef)
+        return grads;
+      for (auto member : group) {
+        Value g = member.getGrad();
+        grads.push_back(coef ? readOf[clip][cast<OpResult>(g).getResultNumber()]
+                             : narrowSource(g, fusable));
+      }
+      return grads;
+    };
+    for (auto &run : adamRuns) {
       Value coef;
-      if (auto clip = run.front().getGrad().getDefiningOp<train::ClipGradNormOp>())
-        coef = coefOf.lookup(clip);
-      // A lone update is fused only to read its clip's factor.
-      if (run.size() < 2 && !coef)
-        continue;
-      fuseRun(run, coef, coef ? ArrayRef<Value>(readOf[run.front().getGrad().getDefiningOp()])
-                              : ArrayRef<Value>());
+      if (SmallVector<Value> grads = gradsOf(ArrayRef(run), coef); !grads.empty())
+        fuseAdam(run, grads, coef);
+    }
+    for (auto &run : lambRuns) {
+      Value coef;
+      if (SmallVector<Value> grads = gradsOf(ArrayRef(run), coef); !grads.empty())
+        fuseLamb(run, grads, coef);
+    }
+    for (auto &group : sums) {
+      Value coef;
+      if (SmallVector<Value> grads = gradsOf(ArrayRef(group), coef); !grads.empty())
+        fuseStats(group, grads, coef);
     }
     // The folded clips (their gradients now read through) and widenings
     // nothing reads any more.
@@ -258,41 +338,84 @@ struct FuseOptimizer : impl::FuseOptimizerBase<FuseOptimizer> {
       }
   }
 
-  /// `run` as one train.fused_adam at its last update; with `coef`, the
-  /// gradients are the clip's operands `clipRead` (what clip_coef reads).
-  void fuseRun(ArrayRef<train::AdamOp> run, Value coef, ArrayRef<Value> clipRead) {
-    train::AdamOp first = run.front(), last = run.back();
-    SmallVector<Value> params, grads, avgs, avgSqs;
-    llvm::SmallPtrSet<Operation *, 16> readers;
-    for (train::AdamOp a : run)
-      readers.insert(a);
-    for (train::AdamOp a : run) {
-      params.push_back(a.getParam());
-      Value g = a.getGrad();
-      if (coef)
-        g = clipRead[cast<OpResult>(g).getResultNumber()];
-      else
-        g = narrowSource(g, readers);
-      grads.push_back(g);
-      avgs.push_back(a.getExpAvg());
-      avgSqs.push_back(a.getExpAvgSq());
+  /// The parameters, exp_avgs and exp_avg_sqs of `run`'s updates.
+  template <typename Update>
+  static std::array<SmallVector<Value>, 3> updateOperands(ArrayRef<Update> run) {
+    std::array<SmallVector<Value>, 3> v;
+    for (Update u : run) {
+      v[0].push_back(u.getParam());
+      v[1].push_back(u.getExpAvg());
+      v[2].push_back(u.getExpAvgSq());
     }
+    return v;
+  }
+
+  /// Replaces `run`'s results by the fused op's and erases the updates.
+  template <typename Update, typename Fused> void replaceRun(ArrayRef<Update> run, Fused fused) {
+    copyMarks(run.front(), fused);
+    for (size_t k = 0; k < run.size(); ++k) {
+      Update u = run[k];
+      u.getNewParam().replaceAllUsesWith(fused.getNewParams()[k]);
+      u.getNewExpAvg().replaceAllUsesWith(fused.getNewExpAvgs()[k]);
+      u.getNewExpAvgSq().replaceAllUsesWith(fused.getNewExpAvgSqs()[k]);
+    }
+    for (Update u : run)
+      eraseWithWidenings(u, u.getGrad());
+    numUpdates += run.size();
+    ++numFused;
+  }
+
+  /// `run` as one train.fused_adam at its last update, reading `grads`
+  /// (multiplied by `coef` when there is one).
+  void fuseAdam(ArrayRef<train::AdamOp> run, ArrayRef<Value> grads, Value coef) {
+    train::AdamOp first = run.front();
+    auto [params, avgs, avgSqs] = updateOperands(run);
+    train::AdamOp last = run.back();
     OpBuilder b(last);
     auto fused = train::FusedAdamOp::create(
-        b, last.getLoc(), params, grads, avgs, avgSqs, first.getLr(), first.getStep(), coef,
-        first.getBeta1Attr(), first.getBeta2Attr(), first.getEpsAttr(),
+        b, last.getLoc(), params, grads, avgs, avgSqs, first.getLr(), first.getStep(),
+        coef, first.getBeta1Attr(), first.getBeta2Attr(), first.getEpsAttr(),
         first.getWeightDecayAttr(), first.getDecoupledWeightDecayAttr(),
         first.getBiasCorrectionAttr());
-    copyMarks(first, fused);
-    for (size_t k = 0; k < run.size(); ++k) {
-      train::AdamOp a = run[k];
-      a.getNewParam().replaceAllUsesWith(fused.getNewParams()[k]);
-      a.getNewExpAvg().replaceAllUsesWith(fused.getNewExpAvgs()[k]);
-      a.getNewExpAvgSq().replaceAllUsesWith(fused.getNewExpAvgSqs()[k]);
+    replaceRun(run, fused);
+  }
+
+  /// `run` as one train.fused_lamb at its last update.
+  void fuseLamb(ArrayRef<train::LambOp> run, ArrayRef<Value> grads, Value coef) {
+    train::LambOp first = run.front();
+    auto [params, avgs, avgSqs] = updateOperands(run);
+    SmallVector<Value> stats;
+    for (train::LambOp l : run)
+      stats.push_back(l.getStats());
+    train::LambOp last = run.back();
+    OpBuilder b(last);
+    auto fused = train::FusedLambOp::create(
+        b, last.getLoc(), params, grads, avgs, avgSqs, stats, first.getLr(),
+        first.getStep(), coef, first.getBeta1Attr(), first.getBeta2Attr(), first.getEpsAttr(),
+        first.getWeightDecayAttr(), first.getBiasCorrectionAttr(), first.getMaxCoeffAttr(),
+        first.getMinCoeffAttr());
+    replaceRun(run, fused);
+  }
+
+  /// `group` as one train.fused_lamb_stats at its last member.
+  void fuseStats(ArrayRef<train::LambStatsOp> group, ArrayRef<Value> grads, Value coef) {
+    train::LambStatsOp first = group.front();
+    SmallVector<Value> params, avgs, avgSqs;
+    for (train::LambStatsOp s : group) {
+      params.push_back(s.getParam());
+      avgs.push_back(s.getExpAvg());
+      avgSqs.push_back(s.getExpAvgSq());
     }
-    for (train::AdamOp a : run)
-      eraseWithWidenings(a, a.getGrad());
-    numUpdates += run.size();
+    train::LambStatsOp last = group.back();
+    OpBuilder b(last);
+    auto fused = train::FusedLambStatsOp::create(
+        b, last.getLoc(), params, grads, avgs, avgSqs, coef, first.getBeta1Attr(),
+        first.getBeta2Attr(), first.getEpsAttr(), first.getWeightDecayAttr());
+    copyMarks(first, fused);
+    for (auto [stats, sum] : llvm::zip_equal(group, fused.getSums()))
+      train::LambStatsOp(stats).getSums().replaceAllUsesWith(sum);
+    for (train::LambStatsOp s : group)
+      eraseWithWidenings(s, s.getGrad());
     ++numFused;
   }
 

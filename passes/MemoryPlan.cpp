@@ -52,9 +52,19 @@ struct Storage {
 };
 
 /// An optimizer update: one parameter's (OptimizerUpdateOpInterface) or
-/// many's (train.fused_adam), run in place.
+/// many's (train.fused_adam, train.fused_lamb), run in place.
 bool isUpdate(Operation *op) {
-  return isa<train::OptimizerUpdateOpInterface, train::FusedAdamOp>(op);
+  return isa<train::OptimizerUpdateOpInterface, train::FusedAdamOp, train::FusedLambOp>(op);
+}
+
+/// A fused update's (old value, new value) pairs.
+template <typename Fused>
+void appendUpdatedInPlace(Fused fused, SmallVectorImpl<std::pair<Value, Value>> &pairs) {
+  for (auto [olds, news] : {std::pair{fused.getParams(), fused.getNewParams()},
+                            std::pair{fused.getExpAvgs(), fused.getNewExpAvgs()},
+                            std::pair{fused.getExpAvgSqs(), fused.getNewExpAvgSqs()}})
+    for (auto [o, n] : llvm::zip_equal(olds, news))
+      pairs.push_back({o, n});
 }
 /// An update's (old value, new value) pairs: the parameters and states it
 /// writes over.
@@ -65,11 +75,9 @@ SmallVector<std::pair<Value, Value>> updatedInPlace(Operation *op) {
     for (auto [state, updated] : llvm::zip_equal(update.getOptStates(), update.getOptNewStates()))
       pairs.push_back({state->get(), updated});
   } else if (auto fused = dyn_cast<train::FusedAdamOp>(op)) {
-    for (auto [olds, news] : {std::pair{fused.getParams(), fused.getNewParams()},
-                              std::pair{fused.getExpAvgs(), fused.getNewExpAvgs()},
-                              std::pair{fused.getExpAvgSqs(), fused.getNewExpAvgSqs()}})
-      for (auto [o, n] : llvm::zip_equal(olds, news))
-        pairs.push_back({o, n});
+    appendUpdatedInPlace(fused, pairs);
+  } else if (auto fused = dyn_cast<train::FusedLambOp>(op)) {
+    appendUpdatedInPlace(fused, pairs);
   }
   return pairs;
 }

@@ -56,11 +56,15 @@ def FuseOptimizer : Pass<"fuse-optimizer", "mlir::func::FuncOp"> {
     Runs on the finished step, after every pass that adds, moves or
     splits updates (optimizer, ZeRO, compression, tensor-parallel
     lowering, offload) and before memory-plan, with fuse = all. Each run of
-    train.adam ops in a block with the same learning rate and
+    train.adam (train.lamb) ops in a block with the same learning rate and
     step values, the same attributes and gradients from the same
-    clip_grad_norm (or none) becomes one train.fused_adam. A
+    clip_grad_norm (or none) becomes one train.fused_adam
+    (train.fused_lamb), and LAMB's train.lamb_stats with the same rates
+    and clip one train.fused_lamb_stats where everything that reads their
+    sums (the update, or the all-reduce that completes a sharded or split
+    tensor's) comes after the last of them. A
     clip_grad_norm whose every clipped gradient is read only as the
-    gradient of such updates becomes train.clip_coef (the norm and the
+    gradient of such ops becomes train.clip_coef (the norm and the
     factor), and the updates multiply each gradient by the factor as they
     read it instead of reading a clipped copy; a lone update is fused for
     that too. An nn.cast from bf16/fp16 to f32 of a gradient that only the
@@ -71,7 +75,7 @@ def FuseOptimizer : Pass<"fuse-optimizer", "mlir::func::FuncOp"> {
     narrow and widened after the accumulate, so that it is read through
     too. With several micro-batches a gradient widened in the body only
     to be yielded is yielded narrow for the f32 sum: the accumulate widens
-    it as it adds it. The per-element arithmetic is train.adam's, so
+    it as it adds it. The per-element arithmetic is the unfused ops', so
     the step is bitwise the unfused one. A run steps over pure ops that
     read none of its results (ZeRO's dist.chunk of the next parameter's
     shard) and its fused op goes after them, at its last update; other
@@ -79,8 +83,8 @@ def FuseOptimizer : Pass<"fuse-optimizer", "mlir::func::FuncOp"> {
     parameter) end it.
   }];
   let statistics = [
-    Statistic<"numFused", "fused", "train.fused_adam ops made">,
-    Statistic<"numUpdates", "updates", "train.adam ops fused">,
+    Statistic<"numFused", "fused", "train.fused_adam, fused_lamb and fused_lamb_stats ops made">,
+    Statistic<"numUpdates", "updates", "train.adam and train.lamb ops fused">,
     Statistic<"numClips", "clips", "clip_grad_norm ops folded into clip_coef">,
     Statistic<"numCasts", "casts", "gradient widenings read through">,
     Statistic<"numYields", "yields", "gradients an accumulate yields narrow">,

@@ -173,6 +173,13 @@ inline constexpr InstructionLayout kInstructionLayouts[] = {
     // layout's dtype is the parameters'; the gradients may be narrower).
     {"train.fused_adam", "decoupled, bias_correction, has_coef",
      "beta1, beta2, eps, weight_decay", "f32"},
+    // N params, N grads (f32/bf16/f16), N exp_avg, N exp_avg_sq, N stats,
+    // lr, step [, coef] -> N params, N exp_avg, N exp_avg_sq, in place.
+    {"train.fused_lamb", "bias_correction, has_coef",
+     "beta1, beta2, eps, weight_decay, max_coeff, min_coeff", "f32"},
+    // N params, N grads (f32/bf16/f16), N exp_avg, N exp_avg_sq [, coef]
+    // -> N sums (2 each).
+    {"train.fused_lamb_stats", "has_coef", "beta1, beta2, eps, weight_decay", "f32"},
     {"train.lamb", "bias_correction", "beta1, beta2, eps, weight_decay, max_coeff, min_coeff", "f32"},
     {"train.lamb_stats", "", "beta1, beta2, eps, weight_decay", "f32"},
     {"train.lion", "", "beta1, beta2, weight_decay", "f32"},
@@ -322,7 +329,7 @@ constexpr std::array<std::string_view, N> instructionNamesOf(const InstructionLa
 static_assert(instructionLayoutsWellFormed(kInstructionLayouts, std::size(kInstructionLayouts)),
               "kInstructionLayouts: names sorted and unique, layouts and dtypes in "
               "InstructionLayout's form");
-static_assert(std::size(kInstructionLayouts) == 99,
+static_assert(std::size(kInstructionLayouts) == 101,
               "adding an instruction is a plan format change (docs/architecture.md, \"Plan "
               "format versions\"); removing one breaks older plans");
 

@@ -82,7 +82,10 @@ namespace dsrt {
 /// was meant. Also from 17: `accumulate` may sum a bf16 / fp16 gradient
 /// into an f32 sum, which a version-16 dsrt refuses (its operands' types
 /// differ).
-constexpr unsigned kPlanFormatVersion = 17;
+/// Version 18: the fused LAMB instructions (train.fused_lamb,
+/// train.fused_lamb_stats), which a version-17 dsrt refuses by name;
+/// Plan.fused_lamb_updates. Plans of version 17 are unchanged.
+constexpr unsigned kPlanFormatVersion = 18;
 constexpr unsigned kOldestPlanFormatVersion = 1;
 
 } // namespace dsrt

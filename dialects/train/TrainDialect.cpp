@@ -590,11 +590,45 @@ LogicalResult ClipCoefOp::verify() {
   return success();
 }
 
+/// The tensors of a fused update (train.fused_adam, train.fused_lamb_stats,
+/// train.fused_lamb): at least one f32 parameter, and per parameter a
+/// gradient of its shape (f32, bf16 or f16) and its moments (whose types
+/// the ops' traits match).
+static LogicalResult verifyFusedTensors(Operation *op, ValueRange params, ValueRange grads,
+                                        ValueRange expAvgs, ValueRange expAvgSqs) {
+  const size_t n = params.size();
+  if (n == 0)
+    return op->emitOpError("needs at least one parameter");
+  if (grads.size() != n || expAvgs.size() != n || expAvgSqs.size() != n)
+    return op->emitOpError("needs one gradient, exp_avg and exp_avg_sq per parameter; has ")
+           << n << " parameters, " << grads.size() << " gradients, " << expAvgs.size()
+           << " exp_avgs and " << expAvgSqs.size() << " exp_avg_sqs";
+  for (size_t k = 0; k < n; ++k) {
+    auto p = cast<RankedTensorType>(params[k].getType());
+    auto g = cast<RankedTensorType>(grads[k].getType());
+    if (!p.getElementType().isF32())
+      return op->emitOpError("parameter ") << k << " must be f32 (the master weights), is " << p;
+    if (g.getShape() != p.getShape())
+      return op->emitOpError("gradient ") << k << " has shape " << g << ", its parameter " << p;
+    if (!g.getElementType().isF32() && !g.getElementType().isBF16() &&
+        !g.getElementType().isF16())
+      return op->emitOpError("gradient ") << k << " must be f32, bf16 or f16, is " << g;
+  }
+  return success();
+}
+
+/// The new parameters, exp_avgs and exp_avg_sqs of a fused update, in that
+/// order: its operands' types.
+template <typename Adaptor>
+static void inferUpdatedTypes(Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  for (ValueRange group : {adaptor.getParams(), adaptor.getExpAvgs(), adaptor.getExpAvgSqs()})
+    llvm::append_range(types, group.getTypes());
+}
+
 LogicalResult FusedAdamOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &types) {
-  for (ValueRange group : {adaptor.getParams(), adaptor.getExpAvgs(), adaptor.getExpAvgSqs()})
-    llvm::append_range(types, group.getTypes());
+  inferUpdatedTypes(adaptor, types);
   return success();
 }
 
@@ -605,25 +639,52 @@ LogicalResult FusedAdamOp::verify() {
     return failure();
   if (!(getEps().convertToDouble() > 0.0))
     return emitOpError("eps must be positive");
-  size_t n = getParams().size();
-  if (n == 0)
-    return emitOpError("needs at least one parameter");
-  if (getGrads().size() != n || getExpAvgs().size() != n || getExpAvgSqs().size() != n)
-    return emitOpError("needs one gradient, exp_avg and exp_avg_sq per parameter; has ")
-           << n << " parameters, " << getGrads().size() << " gradients, "
-           << getExpAvgs().size() << " exp_avgs and " << getExpAvgSqs().size()
-           << " exp_avg_sqs";
-  for (size_t k = 0; k < n; ++k) {
-    auto p = cast<RankedTensorType>(getParams()[k].getType());
-    auto g = cast<RankedTensorType>(getGrads()[k].getType());
-    if (!p.getElementType().isF32())
-      return emitOpError("parameter ") << k << " must be f32 (the master weights), is " << p;
-    if (g.getShape() != p.getShape())
-      return emitOpError("gradient ") << k << " has shape " << g << ", its parameter " << p;
-    if (!g.getElementType().isF32() && !g.getElementType().isBF16() &&
-        !g.getElementType().isF16())
-      return emitOpError("gradient ") << k << " must be f32, bf16 or f16, is " << g;
-  }
+  return verifyFusedTensors(*this, getParams(), getGrads(), getExpAvgs(), getExpAvgSqs());
+}
+
+LogicalResult FusedLambStatsOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location>,
+                                                 Adaptor adaptor,
+                                                 SmallVectorImpl<Type> &types) {
+  types.assign(adaptor.getParams().size(), RankedTensorType::get({2}, Float32Type::get(ctx)));
+  return success();
+}
+
+LogicalResult FusedLambStatsOp::verify() {
+  if (failed(verifyLambRates(*this, getBeta1().convertToDouble(), getBeta2().convertToDouble(),
+                             getEps().convertToDouble(), getWeightDecay().convertToDouble())))
+    return failure();
+  return verifyFusedTensors(*this, getParams(), getGrads(), getExpAvgs(), getExpAvgSqs());
+}
+
+LogicalResult FusedLambOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  inferUpdatedTypes(adaptor, types);
+  return success();
+}
+
+LogicalResult FusedLambOp::verify() {
+  if (failed(verifyLambRates(*this, getBeta1().convertToDouble(), getBeta2().convertToDouble(),
+                             getEps().convertToDouble(), getWeightDecay().convertToDouble())))
+    return failure();
+  double lo = getMinCoeff().convertToDouble(), hi = getMaxCoeff().convertToDouble();
+  if (!(lo >= 0.0 && lo <= hi))
+    return emitOpError("needs 0 <= min_coeff <= max_coeff, got min_coeff = ")
+           << lo << ", max_coeff = " << hi;
+  if (failed(verifyFusedTensors(*this, getParams(), getGrads(), getExpAvgs(), getExpAvgSqs())))
+    return failure();
+  if (getStats().size() != getParams().size())
+    return emitOpError("needs one stats per parameter; has ")
+           << getParams().size() << " parameters and " << getStats().size() << " stats";
+  for (auto [k, s] : llvm::enumerate(getStats()))
+    if (!isPairOfSums(s.getType()))
+      return emitOpError("stats ") << k << " must be tensor<2xf32> (train.fused_lamb_stats), got "
+                                   << s.getType();
+  if (Operation *def = getStats().front().getDefiningOp())
+    if (auto stats = dyn_cast<FusedLambStatsOp>(def))
+      if (stats.getBeta1() != getBeta1() || stats.getBeta2() != getBeta2() ||
+          stats.getEps() != getEps() || stats.getWeightDecay() != getWeightDecay())
+        return emitOpError("its train.fused_lamb_stats has other betas, eps or weight_decay");
   return success();
 }
 

@@ -670,7 +670,7 @@ def Train_ClipCoefOp : Train_Op<"clip_coef", [Pure, AttrSizedOperandSegments]> {
     clip_grad_norm would multiply every gradient by:
     min(1, max_norm / (norm + 1e-6)) / loss_scale, or 1 / loss_scale when
     max_norm is 0. The updates that read the gradients apply it as they
-    read them (`train.fused_adam ... coef`). The gradients may be bf16 or
+    read them (`train.fused_adam ... coef`, train.fused_lamb_stats and train.fused_lamb). The gradients may be bf16 or
     fp16: their squares are summed from the exactly widened values, so the
     norm is the one clip_grad_norm computes on their fp32 casts. The
     fuse-optimizer pass makes it from a clip_grad_norm whose every result
@@ -728,6 +728,90 @@ def Train_FusedAdamOp : Train_Op<"fused_adam", [Pure, AttrSizedOperandSegments,
     `(` $params `)` `grads` `(` $grads `)` `states` `(` $exp_avgs `)` `(` $exp_avg_sqs `)` `,`
       $lr `,` $step (`coef` `(` $coef^ `)`)? attr-dict `:` `(` type($params) `)` `grads` `(`
       type($grads) `)`
+  }];
+  let extraClassDeclaration = [{
+    ::mlir::ResultRange getNewParams() {
+      return getUpdated().take_front(getParams().size());
+    }
+    ::mlir::ResultRange getNewExpAvgs() {
+      return getUpdated().slice(getParams().size(), getParams().size());
+    }
+    ::mlir::ResultRange getNewExpAvgSqs() {
+      return getUpdated().take_back(getParams().size());
+    }
+  }];
+  let hasVerifier = 1;
+}
+
+def Train_FusedLambStatsOp : Train_Op<"fused_lamb_stats", [Pure, AttrSizedOperandSegments,
+    InferTypeOpAdaptor,
+    RangedTypesMatchWith<"exp_avgs have the parameters' types", "params", "exp_avgs", "$_self">,
+    RangedTypesMatchWith<"exp_avg_sqs have the parameters' types", "params", "exp_avg_sqs",
+                         "$_self">]> {
+  let summary = "train.lamb_stats over many tensors in one pass, clipping and gradient casts "
+                "folded in";
+  let description = [{
+    `train.lamb_stats` of each (param, grad, exp_avg, exp_avg_sq) with the
+    same rates, as one instruction over all of them: result k is tensor k's
+    `[sum(p^2), sum(u^2)]` (tensor<2xf32>), each summed exactly as
+    train.lamb_stats sums it, so bitwise its result. With `coef` (a
+    `train.clip_coef`) each gradient is multiplied by it as it is read; a
+    gradient may be bf16 or fp16 beside an fp32 parameter and is widened as
+    it is read, as in `train.fused_adam`. Made by the fuse-optimizer pass;
+    its results feed `train.fused_lamb`, directly or through the all-reduce
+    that completes the sums of a sharded or split tensor.
+  }];
+  let arguments = (ins Variadic<Train_FloatTensor>:$params,
+                       Variadic<Train_FloatTensor>:$grads,
+                       Variadic<Train_FloatTensor>:$exp_avgs,
+                       Variadic<Train_FloatTensor>:$exp_avg_sqs,
+                       Optional<Train_ScalarF32>:$coef,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps, F64Attr:$weight_decay);
+  let results = (outs Variadic<1DTensorOf<[F32]>>:$sums);
+  let assemblyFormat = [{
+    `(` $params `)` `grads` `(` $grads `)` `states` `(` $exp_avgs `)` `(` $exp_avg_sqs `)`
+      (`coef` `(` $coef^ `)`)? attr-dict `:` `(` type($params) `)` `grads` `(` type($grads) `)`
+  }];
+  let hasVerifier = 1;
+}
+
+def Train_FusedLambOp : Train_Op<"fused_lamb", [Pure, AttrSizedOperandSegments,
+    InferTypeOpAdaptor,
+    RangedTypesMatchWith<"exp_avgs have the parameters' types", "params", "exp_avgs", "$_self">,
+    RangedTypesMatchWith<"exp_avg_sqs have the parameters' types", "params", "exp_avg_sqs",
+                         "$_self">]> {
+  let summary = "one LAMB step over many parameters, clipping and gradient casts folded in";
+  let description = [{
+    `train.lamb` applied to each (param, grad, exp_avg, exp_avg_sq, stats)
+    in turn, with the same attributes, learning rate and step, as one
+    instruction over all of them (the elements of every tensor split
+    evenly across the threads): each tensor's trust ratio comes from its
+    own `stats` (tensor<2xf32>, train.fused_lamb_stats' or the all-reduced
+    sums). `coef` and narrow gradients as in `train.fused_adam`. Every
+    element's arithmetic is train.lamb's, so the results are bitwise those
+    of the unfused ops. The results are the new parameters, then the new
+    exp_avgs, then the new exp_avg_sqs, each in place of its operand. Made
+    by the fuse-optimizer pass.
+  }];
+  let arguments = (ins Variadic<Train_FloatTensor>:$params,
+                       Variadic<Train_FloatTensor>:$grads,
+                       Variadic<Train_FloatTensor>:$exp_avgs,
+                       Variadic<Train_FloatTensor>:$exp_avg_sqs,
+                       Variadic<1DTensorOf<[F32]>>:$stats,
+                       Train_ScalarF32:$lr, Train_ScalarI64:$step,
+                       Optional<Train_ScalarF32>:$coef,
+                       DefaultValuedAttr<F64Attr, "0.9">:$beta1,
+                       DefaultValuedAttr<F64Attr, "0.999">:$beta2,
+                       DefaultValuedAttr<F64Attr, "1e-8">:$eps,
+                       DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
+                       DefaultValuedAttr<BoolAttr, "true">:$bias_correction,
+                       DefaultValuedAttr<F64Attr, "10.0">:$max_coeff,
+                       DefaultValuedAttr<F64Attr, "0.01">:$min_coeff);
+  let results = (outs Variadic<Train_FloatTensor>:$updated);
+  let assemblyFormat = [{
+    `(` $params `)` `grads` `(` $grads `)` `states` `(` $exp_avgs `)` `(` $exp_avg_sqs `)`
+      `stats` `(` $stats `)` `,` $lr `,` $step (`coef` `(` $coef^ `)`)? attr-dict `:`
+      `(` type($params) `)` `grads` `(` type($grads) `)` `stats` `(` type($stats) `)`
   }];
   let extraClassDeclaration = [{
     ::mlir::ResultRange getNewParams() {

@@ -130,6 +130,51 @@ void copyErrorIn(const Instr &i, size_t errorIn, size_t errorOut) {
     std::memcpy(i.out[errorOut]->data, i.in[errorIn]->data, i.in[errorIn]->bytes());
 }
 uint8_t *bytesOf(const Tensor *t) { return static_cast<uint8_t *>(t->data); }
+/// The tensors of a fused update or of its sums (train.fused_adam,
+/// train.fused_lamb, train.fused_lamb_stats): N f32 parameters, N
+/// gradients of their shapes (f32, bf16 or f16) and N moments of each kind,
+/// the first 4 N inputs; with `inPlace`, the 3 N outputs are the
+/// parameters and moments, each over its input.
+void checkFusedTensors(const Instr &i, const Check &c, size_t n, bool inPlace) {
+  for (size_t k = 0; k < n; ++k) {
+    const Tensor *p = i.in[k], *g = i.in[n + k], *m = i.in[2 * n + k], *v = i.in[3 * n + k];
+    for (const Tensor *t : {p, m, v})
+      c.dtype(t, plan::F32, "parameter and state");
+    (void)c.sameFloat({g}); // f32, bf16 or f16
+    for (const Tensor *t : {g, m, v})
+      c.sameShape(p, t);
+    if (!inPlace)
+      continue;
+    for (size_t j = 0; j < 3; ++j) {
+      c.dtype(i.out[j * n + k], plan::F32, "parameter and state");
+      c.sameShape(p, i.out[j * n + k]);
+    }
+    c.inPlace(p, i.out[k]);
+    c.inPlace(m, i.out[n + k]);
+    c.inPlace(v, i.out[2 * n + k]);
+  }
+}
+
+/// What the CPU kernels take of a fused update's tensors (checkFusedTensors):
+/// the updated outputs with `inPlace`, otherwise the inputs (which the sums
+/// only read).
+std::vector<cpu::AdamTensor> fusedTensors(const Instr &i, size_t n, bool inPlace) {
+  std::vector<cpu::AdamTensor> t(n);
+  for (size_t k = 0; k < n; ++k) {
+    const Tensor *g = i.in[n + k];
+    // The parameter, exp_avg and exp_avg_sq: outputs 0, 1, 2 or inputs 0, 2, 3.
+    auto at = [&](size_t out, size_t in) {
+      return (inPlace ? i.out[out * n + k] : i.in[in * n + k])->f32();
+    };
+    t[k] = {at(0, 0), g->data,
+            g->dtype == plan::BF16  ? cpu::AdamTensor::Grad::BF16
+            : g->dtype == plan::F16 ? cpu::AdamTensor::Grad::F16
+                                    : cpu::AdamTensor::Grad::F32,
+            at(1, 2), at(2, 3), g->numel};
+  }
+  return t;
+}
+
 /// Adam's floats (beta1, beta2, eps, weight_decay), as train.adam and
 /// train.onebit_adam verify them.
 void checkAdamRates(const Instr &i, const Check &c) {
@@ -329,18 +374,7 @@ void addTrainOps(OpTable &t) {
       if (n == 0 || i.out.size() % 3 || i.in.size() != 4 * n + 2 + coef)
         c.fail("expects N params, grads, exp_avgs and exp_avg_sqs, lr, step" +
                std::string(coef ? " and coef" : "") + " and writes the N params and states");
-      for (size_t k = 0; k < n; ++k) {
-        const Tensor *p = i.in[k], *g = i.in[n + k], *m = i.in[2 * n + k], *v = i.in[3 * n + k];
-        const Tensor *np = i.out[k], *nm = i.out[n + k], *nv = i.out[2 * n + k];
-        for (const Tensor *t : {p, m, v, np, nm, nv})
-          c.dtype(t, plan::F32, "parameter and state");
-        (void)c.sameFloat({g}); // f32, bf16 or f16
-        for (const Tensor *t : {g, m, v, np, nm, nv})
-          c.sameShape(p, t);
-        c.inPlace(p, i.out[k]);
-        c.inPlace(m, i.out[n + k]);
-        c.inPlace(v, i.out[2 * n + k]);
-      }
+      checkFusedTensors(i, c, n, true);
       c.scalar(i.in[4 * n], plan::F32, "lr");
       c.scalar(i.in[4 * n + 1], plan::I64, "step");
       if (coef)
@@ -349,15 +383,7 @@ void addTrainOps(OpTable &t) {
         if (ctx.overflow) // fp16: the loss scaler skips this step
           return;
         const size_t n = i.out.size() / 3;
-        std::vector<cpu::AdamTensor> t(n);
-        for (size_t k = 0; k < n; ++k) {
-          const Tensor *g = i.in[n + k];
-          t[k] = {i.out[k]->f32(), g->data,
-                  g->dtype == plan::BF16  ? cpu::AdamTensor::Grad::BF16
-                  : g->dtype == plan::F16 ? cpu::AdamTensor::Grad::F16
-                                          : cpu::AdamTensor::Grad::F32,
-                  i.out[n + k]->f32(), i.out[2 * n + k]->f32(), g->numel};
-        }
+        const std::vector<cpu::AdamTensor> t = fusedTensors(i, n, true);
         const float scale = i.ints[2] ? *i.in[4 * n + 2]->f32() : 1.0f;
         auto [beta1, beta2] = stepBetas(i, ctx);
         cpu::fusedAdam(t.data(), n, scale, *i.in[4 * n]->f32(), beta1, beta2,
@@ -669,6 +695,16 @@ void addTrainOps(OpTable &t) {
         c.fail("eps must be positive");
       c.floatIn(3, "weight_decay", 0, 1e30);
     };
+    // An update's: the rates, floats max_coeff and min_coeff, the flag
+    // bias_correction first.
+    auto lambUpdateRates = [lambRates](const Check &c) {
+      lambRates(c);
+      c.floatIn(4, "max_coeff", 0, INFINITY);
+      c.floatIn(5, "min_coeff", 0, INFINITY);
+      if (c.i.floats[5] > c.i.floats[4])
+        c.fail("min_coeff must not exceed max_coeff");
+      c.flag(0, "bias_correction");
+    };
     t["train.lamb_stats"] = {[lambRates](Instr &i, const Check &c) {
       c.arity(4, 1);
       c.layout();
@@ -685,7 +721,7 @@ void addTrainOps(OpTable &t) {
                        i.out[0]->f32());
       };
     }};
-    t["train.lamb"] = {[lambRates](Instr &i, const Check &c) {
+    t["train.lamb"] = {[lambUpdateRates](Instr &i, const Check &c) {
       c.arity(7, 3);
       c.layout();
       c.floats({i.in[0], i.in[1], i.in[2], i.in[3], i.in[6], i.out[0], i.out[1], i.out[2]});
@@ -693,13 +729,7 @@ void addTrainOps(OpTable &t) {
       c.scalar(i.in[5], plan::I64, "step");
       if (i.in[6]->numel != 2)
         c.fail("stats must hold 2 sums, has shape " + Check::shape(i.in[6]));
-      // What train.lamb's verifier accepts.
-      lambRates(c);
-      c.floatIn(4, "max_coeff", 0, INFINITY);
-      c.floatIn(5, "min_coeff", 0, INFINITY);
-      if (i.floats[5] > i.floats[4])
-        c.fail("min_coeff must not exceed max_coeff");
-      c.flag(0, "bias_correction");
+      lambUpdateRates(c); // what train.lamb's verifier accepts
       updateInPlace(i, c, 2);
       i.run = [](const Instr &i, Context &ctx) {
         if (ctx.overflow)
@@ -709,6 +739,72 @@ void addTrainOps(OpTable &t) {
                   i.out[0]->numel, *i.in[4]->f32(), beta1, beta2,
                   (float)i.floats[2], (float)i.floats[3], i.ints[0] != 0, (float)i.floats[4],
                   (float)i.floats[5], *i.in[5]->i64(), i.in[6]->f32());
+      };
+    }};
+    t["train.fused_lamb_stats"] = {[lambRates](Instr &i, const Check &c) {
+      // N params, N grads, N exp_avg, N exp_avg_sq [, coef] -> N sums.
+      c.layout();
+      lambRates(c);
+      c.flag(0, "has_coef");
+      const size_t coef = i.ints[0] != 0, n = i.out.size();
+      if (n == 0 || i.in.size() != 4 * n + coef)
+        c.fail("expects N params, grads, exp_avgs and exp_avg_sqs" +
+               std::string(coef ? " and coef" : "") + " and writes N pairs of sums");
+      checkFusedTensors(i, c, n, false);
+      for (size_t k = 0; k < n; ++k) {
+        c.dtype(i.out[k], plan::F32, "sums");
+        if (i.out[k]->numel != 2)
+          c.fail("result " + std::to_string(k) + " must hold 2 sums, has shape " +
+                 Check::shape(i.out[k]));
+      }
+      if (coef)
+        c.scalar(i.in[4 * n], plan::F32, "coef");
+      i.run = [](const Instr &i, Context &ctx) {
+        const size_t n = i.out.size();
+        const std::vector<cpu::AdamTensor> t = fusedTensors(i, n, false);
+        std::vector<float *> sums(n);
+        for (size_t k = 0; k < n; ++k)
+          sums[k] = i.out[k]->f32();
+        const float scale = i.ints[0] ? *i.in[4 * n]->f32() : 1.0f;
+        auto [beta1, beta2] = stepBetas(i, ctx);
+        cpu::fusedLambStats(t.data(), n, scale, beta1, beta2, (float)i.floats[2],
+                            (float)i.floats[3], sums.data());
+      };
+    }};
+    t["train.fused_lamb"] = {[lambUpdateRates](Instr &i, const Check &c) {
+      // N params, N grads, N exp_avg, N exp_avg_sq, N stats, lr, step
+      // [, coef] -> N params, N exp_avg, N exp_avg_sq, in place.
+      c.layout();
+      lambUpdateRates(c);
+      c.flag(1, "has_coef");
+      const size_t coef = i.ints[1] != 0, n = i.out.size() / 3;
+      if (n == 0 || i.out.size() % 3 || i.in.size() != 5 * n + 2 + coef)
+        c.fail("expects N params, grads, exp_avgs, exp_avg_sqs and stats, lr, step" +
+               std::string(coef ? " and coef" : "") + " and writes the N params and states");
+      checkFusedTensors(i, c, n, true);
+      for (size_t k = 0; k < n; ++k) {
+        c.dtype(i.in[4 * n + k], plan::F32, "stats");
+        if (i.in[4 * n + k]->numel != 2)
+          c.fail("stats " + std::to_string(k) + " must hold 2 sums, has shape " +
+                 Check::shape(i.in[4 * n + k]));
+      }
+      c.scalar(i.in[5 * n], plan::F32, "lr");
+      c.scalar(i.in[5 * n + 1], plan::I64, "step");
+      if (coef)
+        c.scalar(i.in[5 * n + 2], plan::F32, "coef");
+      i.run = [](const Instr &i, Context &ctx) {
+        if (ctx.overflow)
+          return;
+        const size_t n = i.out.size() / 3;
+        const std::vector<cpu::AdamTensor> t = fusedTensors(i, n, true);
+        std::vector<const float *> sums(n);
+        for (size_t k = 0; k < n; ++k)
+          sums[k] = i.in[4 * n + k]->f32();
+        const float scale = i.ints[1] ? *i.in[5 * n + 2]->f32() : 1.0f;
+        auto [beta1, beta2] = stepBetas(i, ctx);
+        cpu::fusedLamb(t.data(), n, sums.data(), scale, *i.in[5 * n]->f32(), beta1, beta2,
+                       (float)i.floats[2], (float)i.floats[3], i.ints[0] != 0,
+                       (float)i.floats[4], (float)i.floats[5], *i.in[5 * n + 1]->i64());
       };
     }};
     t["tier.fetch"] = {[](Instr &i, const Check &c) { bindTierCopy(i, c, true); }};

@@ -157,6 +157,8 @@ const char *instructionOf(Operation *op) {
       .Case<train::AdagradOp>([](Operation *) { return "train.adagrad"; })
       .Case<train::LambOp>([](Operation *) { return "train.lamb"; })
       .Case<train::LambStatsOp>([](Operation *) { return "train.lamb_stats"; })
+      .Case<train::FusedLambOp>([](Operation *) { return "train.fused_lamb"; })
+      .Case<train::FusedLambStatsOp>([](Operation *) { return "train.fused_lamb_stats"; })
       .Case<train::LionOp>([](Operation *) { return "train.lion"; })
       .Case<train::ClipGradNormOp>([](Operation *) { return "train.clip_grad_norm"; })
       .Case<train::LrScheduleOp>([](Operation *) { return "train.lr_schedule"; })
@@ -229,7 +231,7 @@ public:
           bshd += at.getBshd();
         if (auto e = dyn_cast<nn::MatmulEpilogueOp>(op))
           biases += e.getBias() != nullptr, addends += e.getAddend() != nullptr;
-        if (auto f = dyn_cast<train::FusedAdamOp>(op)) {
+        auto countFused = [&](auto f) {
           plan_.set_fused_updates(plan_.fused_updates() + 1);
           plan_.set_fused_update_tensors(plan_.fused_update_tensors() +
                                          int64_t(f.getParams().size()));
@@ -237,6 +239,12 @@ public:
             plan_.set_fused_update_narrow_grads(
                 plan_.fused_update_narrow_grads() +
                 !cast<RankedTensorType>(g.getType()).getElementType().isF32());
+        };
+        if (auto f = dyn_cast<train::FusedAdamOp>(op))
+          countFused(f);
+        if (auto f = dyn_cast<train::FusedLambOp>(op)) {
+          countFused(f);
+          plan_.set_fused_lamb_updates(plan_.fused_lamb_updates() + 1);
         }
         plan_.set_fused_clips(plan_.fused_clips() + isa<train::ClipCoefOp>(op));
       });
@@ -938,6 +946,12 @@ private:
     instr.add_ints(o.getBiasCorrection());
   }
 
+  /// LAMB's rates (train.lamb_stats, train.lamb and their fused ops).
+  template <typename LambLike> static void encodeLambRates(LambLike o, plan::Instr &instr) {
+    for (APFloat f : {o.getBeta1(), o.getBeta2(), o.getEps(), o.getWeightDecay()})
+      instr.add_floats(f.convertToDouble());
+  }
+
   template <typename LossOp> static void encodeLoss(LossOp op, plan::Instr &instr) {
     instr.add_ints(reductionCode(op.getReduction()));
     instr.add_ints(op.getIgnoreIndex().has_value());
@@ -1157,20 +1171,18 @@ private:
           instr.add_floats(o.getWeightDecay().convertToDouble());
           instr.add_floats(o.getLrDecay().convertToDouble());
         })
-        .Case([&](train::LambStatsOp o) {
-          instr.add_floats(o.getBeta1().convertToDouble());
-          instr.add_floats(o.getBeta2().convertToDouble());
-          instr.add_floats(o.getEps().convertToDouble());
-          instr.add_floats(o.getWeightDecay().convertToDouble());
+        .Case<train::LambStatsOp, train::FusedLambStatsOp>([&](auto o) {
+          encodeLambRates(o, instr);
+          if constexpr (std::is_same_v<decltype(o), train::FusedLambStatsOp>)
+            instr.add_ints(o.getCoef() ? 1 : 0);
         })
-        .Case([&](train::LambOp o) {
-          instr.add_floats(o.getBeta1().convertToDouble());
-          instr.add_floats(o.getBeta2().convertToDouble());
-          instr.add_floats(o.getEps().convertToDouble());
-          instr.add_floats(o.getWeightDecay().convertToDouble());
+        .Case<train::LambOp, train::FusedLambOp>([&](auto o) {
+          encodeLambRates(o, instr);
           instr.add_floats(o.getMaxCoeff().convertToDouble());
           instr.add_floats(o.getMinCoeff().convertToDouble());
           instr.add_ints(o.getBiasCorrection());
+          if constexpr (std::is_same_v<decltype(o), train::FusedLambOp>)
+            instr.add_ints(o.getCoef() ? 1 : 0);
         })
         .Case([&](train::SgdOp o) {
           instr.add_floats(o.getMomentum().convertToDouble());

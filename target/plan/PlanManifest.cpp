@@ -891,6 +891,7 @@ void writeOptimizer(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
   std::set<uint64_t> sums;
   auto at = [&](uint32_t b) { return p.buffers(b).offset(); };
   int64_t lambStats = 0;
+  const char *statsOp = "train.lamb_stats";
   std::map<std::string, int> calls;
   for (const plan::Instr &i : p.program().epilogue()) {
     bool fromSums = i.inputs_size() > 0 &&
@@ -898,7 +899,9 @@ void writeOptimizer(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
                                 [&](uint32_t b) { return sums.count(at(b)) != 0; });
     if (i.op() == "train.lamb_stats")
       ++lambStats;
-    else if (!fromSums || i.op() == "train.lamb")
+    else if (i.op() == "train.fused_lamb_stats")
+      lambStats += i.outputs_size(), statsOp = "train.fused_lamb_stats";
+    else if (!fromSums || i.op() == "train.lamb" || i.op() == "train.fused_lamb")
       continue;
     else if (i.op() == "dist.all_reduce")
       ++calls[i.axis() == 2 ? "tp" : i.axis() == 1 ? "pp" : "dp"];
@@ -908,7 +911,7 @@ void writeOptimizer(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
   if (!lambStats)
     return;
   os << "  trust ratios:   per tensor (FusedLamb's |p| / |update|): " << lambStats
-     << " train.lamb_stats on this rank's elements, ";
+     << " tensors' sums of squares (" << statsOp << ") on this rank's elements, ";
   if (calls.empty()) {
     os << "each over the whole tensor\n";
     return;
@@ -1010,8 +1013,13 @@ void writeManifest(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
     if (p.fused_updates()) {
       if (p.fused_attention() || p.epilogue_biases() || p.epilogue_addends())
         os << "; ";
-      os << p.fused_updates() << " Adam update" << (p.fused_updates() == 1 ? "" : "s")
-         << " (train.fused_adam) over " << p.fused_update_tensors() << " parameters";
+      const int64_t lamb = p.fused_lamb_updates(), adam = p.fused_updates() - lamb;
+      if (adam)
+        os << adam << " Adam update" << (adam == 1 ? "" : "s") << " (train.fused_adam)";
+      if (lamb)
+        os << (adam ? " and " : "") << lamb << " LAMB update" << (lamb == 1 ? "" : "s")
+           << " (train.fused_lamb, the trust ratios' sums in train.fused_lamb_stats)";
+      os << " over " << p.fused_update_tensors() << " parameters";
       if (p.fused_clips())
         os << ", clipping folded in (train.clip_coef)";
       if (p.fused_update_narrow_grads())

@@ -194,3 +194,73 @@ func.func @pipeline_stage(%x: tensor<4xbf16>) -> tensor<4xf32> {
   }
   return %sum : tensor<4xf32>
 }
+
+// -----
+
+// LAMB as the optimizer pass writes it (each parameter's sums of squares
+// right before its update): the updates become one train.fused_lamb, the
+// sums one train.fused_lamb_stats before it; the clip folds into both and
+// the widening is read through by both.
+// CHECK-LABEL: func.func @lamb_bf16(
+// CHECK-SAME:    %[[P0:[^:]*]]: tensor<4xf32>, %[[P1:[^:]*]]: tensor<2x3xf32>, %[[G0:[^:]*]]: tensor<4xbf16>, %[[G1:[^:]*]]: tensor<2x3xf32>, %[[M0:[^:]*]]: tensor<4xf32>, %[[M1:[^:]*]]: tensor<2x3xf32>, %[[V0:[^:]*]]: tensor<4xf32>, %[[V1:[^:]*]]: tensor<2x3xf32>, %[[LR:[^:]*]]: tensor<f32>, %[[S:[^:]*]]: tensor<i64>)
+// CHECK-NOT:     nn.cast
+// CHECK:         %[[N:.*]], %[[C:.*]] = train.clip_coef %[[G0]], %[[G1]] {max_norm = 1.000000e+00 : f64} : tensor<4xbf16>, tensor<2x3xf32>
+// CHECK-NEXT:    %[[ST:.*]]:2 = train.fused_lamb_stats(%[[P0]], %[[P1]]) grads(%[[G0]], %[[G1]]) states(%[[M0]], %[[M1]]) (%[[V0]], %[[V1]]) coef(%[[C]]) {beta1 = 9.000000e-01 : f64, beta2 = 0.99899999999999999 : f64, eps = 9.9999999999999995E-7 : f64, weight_decay = 0.000000e+00 : f64} : (tensor<4xf32>, tensor<2x3xf32>) grads(tensor<4xbf16>, tensor<2x3xf32>)
+// CHECK-NEXT:    %[[U:.*]]:6 = train.fused_lamb(%[[P0]], %[[P1]]) grads(%[[G0]], %[[G1]]) states(%[[M0]], %[[M1]]) (%[[V0]], %[[V1]]) stats(%[[ST]]#0, %[[ST]]#1), %[[LR]], %[[S]] coef(%[[C]]) {eps = 9.9999999999999995E-7 : f64, max_coeff = 5.000000e+00 : f64} : (tensor<4xf32>, tensor<2x3xf32>) grads(tensor<4xbf16>, tensor<2x3xf32>) stats(tensor<2xf32>, tensor<2xf32>)
+// CHECK-NEXT:    return %[[U]]#0, %[[U]]#1, %[[U]]#2, %[[U]]#3, %[[U]]#4, %[[U]]#5, %[[N]]
+func.func @lamb_bf16(%p0: tensor<4xf32>, %p1: tensor<2x3xf32>, %g0: tensor<4xbf16>, %g1: tensor<2x3xf32>,
+                     %m0: tensor<4xf32>, %m1: tensor<2x3xf32>, %v0: tensor<4xf32>, %v1: tensor<2x3xf32>,
+                     %lr: tensor<f32>, %s: tensor<i64>)
+    -> (tensor<4xf32>, tensor<2x3xf32>, tensor<4xf32>, tensor<2x3xf32>, tensor<4xf32>, tensor<2x3xf32>, tensor<f32>) {
+  %w0 = nn.cast %g0 : tensor<4xbf16> to tensor<4xf32>
+  %c:2, %norm = train.clip_grad_norm %w0, %g1 {max_norm = 1.0 : f64} : tensor<4xf32>, tensor<2x3xf32> -> tensor<4xf32>, tensor<2x3xf32>
+  %s0 = train.lamb_stats %p0, %c#0, %m0, %v0 {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-6 : f64, weight_decay = 0.0 : f64} : tensor<4xf32> -> tensor<2xf32>
+  %a:3 = train.lamb %p0, %c#0, %m0, %v0, %lr, %s, %s0 {eps = 1.0e-6 : f64, max_coeff = 5.0 : f64} : tensor<4xf32>, tensor<2xf32>
+  %s1 = train.lamb_stats %p1, %c#1, %m1, %v1 {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-6 : f64, weight_decay = 0.0 : f64} : tensor<2x3xf32> -> tensor<2xf32>
+  %b:3 = train.lamb %p1, %c#1, %m1, %v1, %lr, %s, %s1 {eps = 1.0e-6 : f64, max_coeff = 5.0 : f64} : tensor<2x3xf32>, tensor<2xf32>
+  return %a#0, %b#0, %a#1, %b#1, %a#2, %b#2, %norm : tensor<4xf32>, tensor<2x3xf32>, tensor<4xf32>, tensor<2x3xf32>, tensor<4xf32>, tensor<2x3xf32>, tensor<f32>
+}
+
+// -----
+
+// ZeRO's and tensor parallelism's LAMB: the partial sums are all-reduced
+// before the first update. The sums fuse before the all-reduce, the
+// updates after it; without a clip the widening is read through by both.
+// CHECK-LABEL: func.func @lamb_sharded(
+// CHECK-NEXT:    %[[ST:.*]]:2 = train.fused_lamb_stats(%arg0, %arg1) grads(%arg2, %arg3) states(%arg0, %arg1) (%arg0, %arg1) {beta1 = {{.*}}} : (tensor<4xf32>, tensor<4xf32>) grads(tensor<4xbf16>, tensor<4xf32>)
+// CHECK-NEXT:    %[[R0:.*]] = dist.all_reduce  sum %[[ST]]#0
+// CHECK-NEXT:    %[[R1:.*]] = dist.all_reduce  sum %[[ST]]#1
+// CHECK-NEXT:    train.fused_lamb(%arg0, %arg1) grads(%arg2, %arg3) states(%arg0, %arg1) (%arg0, %arg1) stats(%[[R0]], %[[R1]]), %arg4, %arg5 {
+// CHECK-NOT:     nn.cast
+func.func @lamb_sharded(%p0: tensor<4xf32>, %p1: tensor<4xf32>, %g0: tensor<4xbf16>, %g1: tensor<4xf32>,
+                        %lr: tensor<f32>, %s: tensor<i64>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %w0 = nn.cast %g0 : tensor<4xbf16> to tensor<4xf32>
+  %s0 = train.lamb_stats %p0, %w0, %p0, %p0 {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-6 : f64, weight_decay = 0.0 : f64} : tensor<4xf32> -> tensor<2xf32>
+  %s1 = train.lamb_stats %p1, %g1, %p1, %p1 {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-6 : f64, weight_decay = 0.0 : f64} : tensor<4xf32> -> tensor<2xf32>
+  %r0 = dist.all_reduce sum %s0 {group = #dist.group<dp, 2>} : tensor<2xf32> -> tensor<2xf32>
+  %r1 = dist.all_reduce sum %s1 {group = #dist.group<dp, 2>} : tensor<2xf32> -> tensor<2xf32>
+  %a:3 = train.lamb %p0, %w0, %p0, %p0, %lr, %s, %r0 {eps = 1.0e-6 : f64} : tensor<4xf32>, tensor<2xf32>
+  %b:3 = train.lamb %p1, %g1, %p1, %p1, %lr, %s, %r1 {eps = 1.0e-6 : f64} : tensor<4xf32>, tensor<2xf32>
+  return %a#0, %b#0 : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Sums read before the last of them (here by an update that stays alone:
+// another learning rate) do not fuse; the clip, read by them, stays too.
+// CHECK-LABEL: func.func @lamb_stats_kept(
+// CHECK:         train.clip_grad_norm
+// CHECK-NEXT:    %[[S0:.*]] = train.lamb_stats
+// CHECK-NEXT:    train.lamb %{{.*}}, %[[S0]]
+// CHECK-NEXT:    %[[S1:.*]] = train.lamb_stats
+// CHECK-NEXT:    train.lamb %{{.*}}, %[[S1]]
+// CHECK-NOT:     fused
+func.func @lamb_stats_kept(%p0: tensor<4xf32>, %p1: tensor<4xf32>, %g0: tensor<4xf32>, %g1: tensor<4xf32>,
+                           %lr: tensor<f32>, %lr2: tensor<f32>, %s: tensor<i64>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %c:2, %norm = train.clip_grad_norm %g0, %g1 {max_norm = 1.0 : f64} : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>, tensor<4xf32>
+  %s0 = train.lamb_stats %p0, %c#0, %p0, %p0 {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-6 : f64, weight_decay = 0.0 : f64} : tensor<4xf32> -> tensor<2xf32>
+  %a:3 = train.lamb %p0, %c#0, %p0, %p0, %lr, %s, %s0 {eps = 1.0e-6 : f64} : tensor<4xf32>, tensor<2xf32>
+  %s1 = train.lamb_stats %p1, %c#1, %p1, %p1 {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-6 : f64, weight_decay = 0.0 : f64} : tensor<4xf32> -> tensor<2xf32>
+  %b:3 = train.lamb %p1, %c#1, %p1, %p1, %lr2, %s, %s1 {eps = 1.0e-6 : f64} : tensor<4xf32>, tensor<2xf32>
+  return %a#0, %b#0 : tensor<4xf32>, tensor<4xf32>
+}

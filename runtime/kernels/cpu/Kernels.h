@@ -400,8 +400,8 @@ void zeroOnePayload(float *out, const float *p, const float *g, const float *m, 
 void adam(float *p, const float *g, float *m, float *v, int64_t n, float lr,
           float beta1, float beta2, float eps, float weightDecay,
           bool decoupled, bool biasCorrection, int64_t step);
-/// One parameter of a fused Adam step: its gradient is float32, bf16 or
-/// fp16 (`g` points at that type).
+/// One parameter of a fused Adam or LAMB step: its gradient is float32,
+/// bf16 or fp16 (`g` points at that type).
 struct AdamTensor {
   enum class Grad : uint8_t { F32, BF16, F16 };
   float *p;
@@ -417,6 +417,18 @@ struct AdamTensor {
 void fusedAdam(const AdamTensor *t, size_t count, float gradScale, float lr, float beta1,
                float beta2, float eps, float weightDecay, bool decoupled, bool biasCorrection,
                int64_t step);
+/// lambStats() of every tensor of `t` (its p, g, m and v; the gradient
+/// widened and multiplied by `gradScale` as it is read) as one range of
+/// chunks split across the threads: sums[k] gets tensor k's two sums,
+/// bitwise lambStats' on the clipped float32 gradient.
+void fusedLambStats(const AdamTensor *t, size_t count, float gradScale, float beta1,
+                    float beta2, float eps, float weightDecay, float *const *sums);
+/// lamb() over every tensor of `t` as one element range split across the
+/// threads, tensor k's trust ratio from sums[k], each gradient read as in
+/// fusedLambStats: bitwise lamb() on the clipped float32 gradient.
+void fusedLamb(const AdamTensor *t, size_t count, const float *const *sums, float gradScale,
+               float lr, float beta1, float beta2, float eps, float weightDecay,
+               bool biasCorrection, float maxCoeff, float minCoeff, int64_t step);
 /// torch.optim.SGD: g += wd*p; with momentum: buf = g on the first step,
 /// else buf = momentum*buf + (1-dampening)*g; g = nesterov ? g +
 /// momentum*buf : buf; p -= lr*g. buf may be null when momentum == 0.

@@ -79,46 +79,23 @@ void adagrad(float *p, const float *g, float *sum, int64_t n, float lr, float ep
   });
 }
 
+// One tensor's LAMB is the fused kernels' on it (which only read p, m and v
+// for the sums).
 void lambStats(const float *p, const float *g, const float *m, const float *v, int64_t n,
                float beta1, float beta2, float eps, float weightDecay, float sums[2]) {
-  const kernels::LambScalars s = kernels::lambScalars(beta1, beta2, eps, weightDecay);
-  const int64_t chunks = (n + kLambChunk - 1) / kLambChunk;
-  double *part = scratch<double, 0>(2 * std::max<int64_t>(chunks, 1));
-  parallelFor(chunks, 1, [&](int64_t b, int64_t e) {
-    for (int64_t c = b; c < e; ++c) {
-      const int64_t lo = c * kLambChunk, hi = std::min(n, lo + kLambChunk);
-      double w2 = 0.0, u2 = 0.0;
-      for (int64_t i = lo; i < hi; ++i) {
-        float mi = m[i], vi = v[i];
-        const float u = kernels::lambUpdate(p[i], g[i], mi, vi, s);
-        w2 += double(p[i]) * double(p[i]);
-        u2 += double(u) * double(u);
-      }
-      part[2 * c] = w2;
-      part[2 * c + 1] = u2;
-    }
-  });
-  double w2 = 0.0, u2 = 0.0;
-  for (int64_t c = 0; c < chunks; ++c) {
-    w2 += part[2 * c];
-    u2 += part[2 * c + 1];
-  }
-  sums[0] = float(w2);
-  sums[1] = float(u2);
+  const AdamTensor t{const_cast<float *>(p), g, AdamTensor::Grad::F32, const_cast<float *>(m),
+                     const_cast<float *>(v), n};
+  float *const out[] = {sums};
+  fusedLambStats(&t, 1, 1.0f, beta1, beta2, eps, weightDecay, out);
 }
 
 void lamb(float *p, const float *g, float *m, float *v, int64_t n, float lr, float beta1,
           float beta2, float eps, float weightDecay, bool biasCorrection, float maxCoeff,
           float minCoeff, int64_t step, const float sums[2]) {
-  const kernels::LambScalars s = kernels::lambScalars(beta1, beta2, eps, weightDecay);
-  const float scale = kernels::lambStepSize(lr, beta1, beta2, biasCorrection, step, sums[0],
-                                            sums[1], minCoeff, maxCoeff);
-  parallelFor(n, kGrain / 4, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      const float u = kernels::lambUpdate(p[i], g[i], m[i], v[i], s);
-      p[i] = p[i] - scale * u;
-    }
-  });
+  const AdamTensor t{p, g, AdamTensor::Grad::F32, m, v, n};
+  const float *const in[] = {sums};
+  fusedLamb(&t, 1, in, 1.0f, lr, beta1, beta2, eps, weightDecay, biasCorrection, maxCoeff,
+            minCoeff, step);
 }
 
 void onebitAdam(float *p, const float *g, float *m, float *v, const float *compressed,
@@ -500,6 +477,35 @@ void adamTensorRange(const AdamTensor &t, int64_t b, int64_t e, float gradScale,
     return adamScaledRange<Fp16, Scaled>(t, b, e, gradScale, s);
   }
 }
+
+/// The first element of each tensor of `t` end to end, and the total.
+std::vector<int64_t> tensorStarts(const AdamTensor *t, size_t count,
+                                  int64_t (*size)(const AdamTensor &)) {
+  std::vector<int64_t> start(count + 1, 0);
+  for (size_t k = 0; k < count; ++k)
+    start[k + 1] = start[k] + size(t[k]);
+  return start;
+}
+
+/// The tensor of `start` (tensorStarts) that element x falls in.
+size_t tensorAt(const std::vector<int64_t> &start, int64_t x) {
+  return size_t(std::upper_bound(start.begin(), start.end(), x) - start.begin()) - 1;
+}
+
+/// f(tensor, k, lo, hi) for the pieces [lo, hi) of tensor k that make up
+/// the elements of all of `t`'s tensors, end to end, split across the
+/// threads.
+template <class F> void forEachElementRange(const AdamTensor *t, size_t count, F &&f) {
+  const std::vector<int64_t> start =
+      tensorStarts(t, count, [](const AdamTensor &x) { return x.n; });
+  parallelFor(start[count], kGrain / 4, [&](int64_t b, int64_t e) {
+    for (size_t k = tensorAt(start, b); k < count && start[k] < e; ++k) {
+      const int64_t lo = std::max(b, start[k]) - start[k], hi = std::min(e, start[k + 1]) - start[k];
+      if (lo < hi)
+        f(t[k], k, lo, hi);
+    }
+  });
+}
 } // namespace
 
 void fusedAdam(const AdamTensor *t, size_t count, float gradScale, float lr, float beta1,
@@ -507,21 +513,106 @@ void fusedAdam(const AdamTensor *t, size_t count, float gradScale, float lr, flo
                int64_t step) {
   const kernels::AdamScalars s =
       kernels::adamScalars(lr, beta1, beta2, eps, weightDecay, decoupled, biasCorrection, step);
-  // The tensors' elements end to end: start[k] is tensor k's first.
-  std::vector<int64_t> start(count + 1, 0);
-  for (size_t k = 0; k < count; ++k)
-    start[k + 1] = start[k] + t[k].n;
-  parallelFor(start[count], kGrain / 4, [&](int64_t b, int64_t e) {
-    size_t k = size_t(std::upper_bound(start.begin(), start.end(), b) - start.begin()) - 1;
-    for (; k < count && start[k] < e; ++k) {
-      const int64_t lo = std::max(b, start[k]) - start[k], hi = std::min(e, start[k + 1]) - start[k];
-      if (lo >= hi)
-        continue;
+  forEachElementRange(t, count, [&](const AdamTensor &a, size_t, int64_t lo, int64_t hi) {
+    if (gradScale == 1.0f)
+      adamTensorRange<false>(a, lo, hi, gradScale, s);
+    else
+      adamTensorRange<true>(a, lo, hi, gradScale, s);
+  });
+}
+
+namespace {
+/// Calls f(o, len, gs) for consecutive pieces [o, o + len) of [b, e) of
+/// tensor t's gradient, gs holding them as float (widened, and multiplied
+/// by gradScale unless it is 1): through a block in L1 where the gradient
+/// is converted, for the reason adamScaledRange gives.
+template <class F>
+void gradientBlocks(const AdamTensor &t, int64_t b, int64_t e, float gradScale, F &&f) {
+  auto blocks = [&](const auto *g) {
+    using T = std::remove_cv_t<std::remove_pointer_t<decltype(g)>>;
+    if (std::is_same_v<T, float> && gradScale == 1.0f)
+      return f(b, e - b, reinterpret_cast<const float *>(g) + b);
+    constexpr int64_t kBlock = 512;
+    alignas(64) float gs[kBlock];
+    for (int64_t o = b; o < e; o += kBlock) {
+      const int64_t len = std::min(kBlock, e - o);
       if (gradScale == 1.0f)
-        adamTensorRange<false>(t[k], lo, hi, gradScale, s);
+        for (int64_t i = 0; i < len; ++i)
+          gs[i] = detail::toFloat(g[o + i]);
       else
-        adamTensorRange<true>(t[k], lo, hi, gradScale, s);
+        for (int64_t i = 0; i < len; ++i)
+          gs[i] = detail::toFloat(g[o + i]) * gradScale;
+      f(o, len, static_cast<const float *>(gs));
     }
+  };
+  switch (t.grad) {
+  case AdamTensor::Grad::F32:
+    return blocks(static_cast<const float *>(t.g));
+  case AdamTensor::Grad::BF16:
+    return blocks(static_cast<const Bf16 *>(t.g));
+  case AdamTensor::Grad::F16:
+    return blocks(static_cast<const Fp16 *>(t.g));
+  }
+}
+
+} // namespace
+
+void fusedLambStats(const AdamTensor *t, size_t count, float gradScale, float beta1,
+                    float beta2, float eps, float weightDecay, float *const *sums) {
+  const kernels::LambScalars s = kernels::lambScalars(beta1, beta2, eps, weightDecay);
+  // lambStats' chunks of every tensor end to end: chunk c of tensor k is
+  // global chunk first[k] + c, its sums part[2 x] and part[2 x + 1].
+  const std::vector<int64_t> first = tensorStarts(t, count, [](const AdamTensor &x) {
+    return std::max<int64_t>((x.n + kLambChunk - 1) / kLambChunk, 1);
+  });
+  double *part = scratch<double, 0>(2 * size_t(first[count]));
+  parallelFor(first[count], 1, [&](int64_t b, int64_t e) {
+    for (int64_t x = b; x < e; ++x) {
+      const size_t k = tensorAt(first, x);
+      const AdamTensor &a = t[k];
+      const int64_t lo = (x - first[k]) * kLambChunk, hi = std::min(a.n, lo + kLambChunk);
+      double w2 = 0.0, u2 = 0.0;
+      gradientBlocks(a, lo, hi, gradScale, [&](int64_t o, int64_t len, const float *g) {
+        const float *p = a.p + o, *m = a.m + o, *v = a.v + o;
+        for (int64_t i = 0; i < len; ++i) {
+          float mi = m[i], vi = v[i];
+          const float u = kernels::lambUpdate(p[i], g[i], mi, vi, s);
+          w2 += double(p[i]) * double(p[i]);
+          u2 += double(u) * double(u);
+        }
+      });
+      part[2 * x] = w2;
+      part[2 * x + 1] = u2;
+    }
+  });
+  for (size_t k = 0; k < count; ++k) {
+    double w2 = 0.0, u2 = 0.0;
+    for (int64_t x = first[k]; x < first[k + 1]; ++x) {
+      w2 += part[2 * x];
+      u2 += part[2 * x + 1];
+    }
+    sums[k][0] = float(w2);
+    sums[k][1] = float(u2);
+  }
+}
+
+void fusedLamb(const AdamTensor *t, size_t count, const float *const *sums, float gradScale,
+               float lr, float beta1, float beta2, float eps, float weightDecay,
+               bool biasCorrection, float maxCoeff, float minCoeff, int64_t step) {
+  const kernels::LambScalars s = kernels::lambScalars(beta1, beta2, eps, weightDecay);
+  std::vector<float> scale(count);
+  for (size_t k = 0; k < count; ++k)
+    scale[k] = kernels::lambStepSize(lr, beta1, beta2, biasCorrection, step, sums[k][0],
+                                     sums[k][1], minCoeff, maxCoeff);
+  forEachElementRange(t, count, [&](const AdamTensor &a, size_t k, int64_t lo, int64_t hi) {
+    const float step = scale[k];
+    gradientBlocks(a, lo, hi, gradScale, [&](int64_t o, int64_t len, const float *g) {
+      float *__restrict p = a.p + o, *__restrict m = a.m + o, *__restrict v = a.v + o;
+      for (int64_t i = 0; i < len; ++i) {
+        const float u = kernels::lambUpdate(p[i], g[i], m[i], v[i], s);
+        p[i] = p[i] - step * u;
+      }
+    });
   });
 }
 

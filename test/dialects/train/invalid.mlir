@@ -383,6 +383,83 @@ func.func @adam_step_type(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i32>) 
 }
 
 //===----------------------------------------------------------------------===//
+// train.fused_lamb_stats and train.fused_lamb (fuse-optimizer)
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// The sums' rates are LAMB's.
+func.func @fused_lamb_stats_eps(%p: tensor<4xf32>) {
+  // expected-error @+1 {{'train.fused_lamb_stats' op eps must be positive}}
+  %0 = train.fused_lamb_stats(%p) grads(%p) states(%p) (%p) {beta1 = 0.9, beta2 = 0.999, eps = 0.0, weight_decay = 0.0} : (tensor<4xf32>) grads(tensor<4xf32>)
+  return
+}
+
+// -----
+
+// One gradient per parameter (the tensors are checked as train.fused_adam's).
+func.func @fused_lamb_stats_count(%p: tensor<4xf32>) {
+  // expected-error @+1 {{'train.fused_lamb_stats' op needs one gradient, exp_avg and exp_avg_sq per parameter; has 1 parameters, 2 gradients, 1 exp_avgs and 1 exp_avg_sqs}}
+  %0 = train.fused_lamb_stats(%p) grads(%p, %p) states(%p) (%p) {beta1 = 0.9, beta2 = 0.999, eps = 1.0e-6, weight_decay = 0.0} : (tensor<4xf32>) grads(tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+// The update's rates are LAMB's.
+func.func @fused_lamb_beta(%p: tensor<4xf32>, %st: tensor<2xf32>, %lr: tensor<f32>, %s: tensor<i64>) {
+  // expected-error @+1 {{'train.fused_lamb' op beta1 = 1.000000e+00 must be in [0.000000e+00, 1.000000e+00)}}
+  %0:3 = train.fused_lamb(%p) grads(%p) states(%p) (%p) stats(%st), %lr, %s {beta1 = 1.0} : (tensor<4xf32>) grads(tensor<4xf32>) stats(tensor<2xf32>)
+  return
+}
+
+// -----
+
+// The trust ratio's clamp is an interval of non-negative numbers.
+func.func @fused_lamb_coeffs(%p: tensor<4xf32>, %st: tensor<2xf32>, %lr: tensor<f32>, %s: tensor<i64>) {
+  // expected-error @+1 {{'train.fused_lamb' op needs 0 <= min_coeff <= max_coeff, got min_coeff = 2.000000e+00, max_coeff = 1.000000e+00}}
+  %0:3 = train.fused_lamb(%p) grads(%p) states(%p) (%p) stats(%st), %lr, %s {min_coeff = 2.0, max_coeff = 1.0} : (tensor<4xf32>) grads(tensor<4xf32>) stats(tensor<2xf32>)
+  return
+}
+
+// -----
+
+// The master weights are f32.
+func.func @fused_lamb_bf16_param(%p: tensor<4xbf16>, %st: tensor<2xf32>, %lr: tensor<f32>, %s: tensor<i64>) {
+  // expected-error @+1 {{'train.fused_lamb' op parameter 0 must be f32 (the master weights), is 'tensor<4xbf16>'}}
+  %0:3 = train.fused_lamb(%p) grads(%p) states(%p) (%p) stats(%st), %lr, %s : (tensor<4xbf16>) grads(tensor<4xbf16>) stats(tensor<2xf32>)
+  return
+}
+
+// -----
+
+// One pair of sums per parameter.
+func.func @fused_lamb_stats_missing(%p: tensor<4xf32>, %st: tensor<2xf32>, %lr: tensor<f32>, %s: tensor<i64>) {
+  // expected-error @+1 {{'train.fused_lamb' op needs one stats per parameter; has 1 parameters and 2 stats}}
+  %0:3 = train.fused_lamb(%p) grads(%p) states(%p) (%p) stats(%st, %st), %lr, %s : (tensor<4xf32>) grads(tensor<4xf32>) stats(tensor<2xf32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+// Each stats holds the two sums.
+func.func @fused_lamb_stats_type(%p: tensor<4xf32>, %st: tensor<3xf32>, %lr: tensor<f32>, %s: tensor<i64>) {
+  // expected-error @+1 {{'train.fused_lamb' op stats 0 must be tensor<2xf32> (train.fused_lamb_stats), got 'tensor<3xf32>'}}
+  %0:3 = train.fused_lamb(%p) grads(%p) states(%p) (%p) stats(%st), %lr, %s : (tensor<4xf32>) grads(tensor<4xf32>) stats(tensor<3xf32>)
+  return
+}
+
+// -----
+
+// The sums were computed with the update's rates.
+func.func @fused_lamb_other_rates(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i64>) {
+  %st = train.fused_lamb_stats(%p) grads(%p) states(%p) (%p) {beta1 = 0.9, beta2 = 0.999, eps = 1.0e-6, weight_decay = 0.0} : (tensor<4xf32>) grads(tensor<4xf32>)
+  // expected-error @+1 {{'train.fused_lamb' op its train.fused_lamb_stats has other betas, eps or weight_decay}}
+  %0:3 = train.fused_lamb(%p) grads(%p) states(%p) (%p) stats(%st), %lr, %s : (tensor<4xf32>) grads(tensor<4xf32>) stats(tensor<2xf32>)
+  return
+}
+
+//===----------------------------------------------------------------------===//
 // train.fused_adam and train.clip_coef (fuse-optimizer)
 //===----------------------------------------------------------------------===//
 

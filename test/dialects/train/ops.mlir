@@ -97,6 +97,18 @@ func.func @fused_adam(%p: tensor<2x3xf32>, %q: tensor<4xf32>, %g: tensor<4xbf16>
   return
 }
 
+// LAMB fused: the sums of two tensors (one gradient in bf16, read with a
+// clip's factor), then the update reading them.
+// CHECK-LABEL: func.func @fused_lamb(
+// CHECK-SAME:    %[[P:[^:]*]]: tensor<2x3xf32>, %[[Q:[^:]*]]: tensor<4xf32>, %[[G:[^:]*]]: tensor<4xbf16>, %[[LR:[^:]*]]: tensor<f32>, %[[S:[^:]*]]: tensor<i64>, %[[C:[^:]*]]: tensor<f32>)
+// CHECK-NEXT:    %[[ST:.*]]:2 = train.fused_lamb_stats(%[[P]], %[[Q]]) grads(%[[P]], %[[G]]) states(%[[P]], %[[Q]]) (%[[P]], %[[Q]]) coef(%[[C]]) {beta1 = 9.000000e-01 : f64, beta2 = 0.99899999999999999 : f64, eps = 9.9999999999999995E-7 : f64, weight_decay = 0.000000e+00 : f64} : (tensor<2x3xf32>, tensor<4xf32>) grads(tensor<2x3xf32>, tensor<4xbf16>)
+// CHECK-NEXT:    %{{.*}}:6 = train.fused_lamb(%[[P]], %[[Q]]) grads(%[[P]], %[[G]]) states(%[[P]], %[[Q]]) (%[[P]], %[[Q]]) stats(%[[ST]]#0, %[[ST]]#1), %[[LR]], %[[S]] coef(%[[C]]) {eps = 9.9999999999999995E-7 : f64} : (tensor<2x3xf32>, tensor<4xf32>) grads(tensor<2x3xf32>, tensor<4xbf16>) stats(tensor<2xf32>, tensor<2xf32>)
+func.func @fused_lamb(%p: tensor<2x3xf32>, %q: tensor<4xf32>, %g: tensor<4xbf16>, %lr: tensor<f32>, %s: tensor<i64>, %c: tensor<f32>) {
+  %st:2 = train.fused_lamb_stats(%p, %q) grads(%p, %g) states(%p, %q) (%p, %q) coef(%c) {beta1 = 0.9, beta2 = 0.999, eps = 1.0e-6, weight_decay = 0.0} : (tensor<2x3xf32>, tensor<4xf32>) grads(tensor<2x3xf32>, tensor<4xbf16>)
+  %0:6 = train.fused_lamb(%p, %q) grads(%p, %g) states(%p, %q) (%p, %q) stats(%st#0, %st#1), %lr, %s coef(%c) {eps = 1.0e-6} : (tensor<2x3xf32>, tensor<4xf32>) grads(tensor<2x3xf32>, tensor<4xbf16>) stats(tensor<2xf32>, tensor<2xf32>)
+  return
+}
+
 // clip_grad_norm returns one clipped gradient per input plus the global
 // norm (a tensor<f32> the format does not spell); with one gradient and
 // with a bucket of gradients of different shapes and types.

@@ -243,6 +243,20 @@ const std::map<std::string, Builder> &builders() {
       c.set({c.f({4}), c.f({4}), c.f({4}), c.f({4})}, {c.t({2}, d)}, {},
             {adam[0], adam[1], adam[2], adam[3]});
     };
+    b["train.fused_lamb_stats"] = [adam](Case &c, DType d) {
+      // Two tensors, one gradient in bf16, with a clip's factor.
+      c.set({c.f({4}), c.f({3}), c.f({4}), c.t({3}, plan::BF16), c.f({4}), c.f({3}), c.f({4}),
+             c.f({3}), c.scalar()},
+            {c.t({2}, d), c.f({2})}, {1}, {adam[0], adam[1], adam[2], adam[3]});
+    };
+    b["train.fused_lamb"] = [adam](Case &c, DType d) {
+      Tensor *p = c.t({4}, d), *q = c.f({3}), *m = c.f({4}), *n = c.f({3}), *v = c.f({4}),
+             *w = c.f({3});
+      c.set({p, q, c.f({4}), c.t({3}, plan::BF16), m, n, v, w, c.f({2}), c.f({2}), c.scalar(),
+             c.scalar(plan::I64), c.scalar()},
+            {c.over(p), c.over(q), c.over(m), c.over(n), c.over(v), c.over(w)}, {1, 1},
+            {adam[0], adam[1], 1e-6, 0.01, 10, 0.01});
+    };
     b["train.lion"] = [](Case &c, DType d) {
       Tensor *p = c.t({4}, d), *m = c.f({4});
       c.set({p, c.f({4}), m, c.scalar()}, {c.over(p), c.over(m)}, {}, {0.9, 0.99, 0.01});

@@ -7,7 +7,7 @@
 // parameter). bench/cpu_adam.py runs this next to torch.optim in one run.
 //
 //   dsrt_adam_bench [--reps R] N...      (N: parameters, e.g. 10000000)
-//   dsrt_adam_bench [--reps R] --tensors N1,N2,... [--bf16]
+//   dsrt_adam_bench [--reps R] --tensors N1,N2,... [--bf16] [--lamb]
 //
 // Prints per count "adam N params_per_s" and "stream N params_per_s" (the
 // same reads and writes, p += g, m += g, v += g, without the math: the
@@ -21,7 +21,9 @@
 // squares, then one fusedAdam() applying the factor as it reads); each as
 // parameters per second. With --bf16 the gradients are bf16, as a mixed
 // precision step's are: the unfused step first casts each to fp32 (the
-// plan's nn.cast), the fused one reads them narrow.
+// plan's nn.cast), the fused one reads them narrow. With --lamb the update
+// is DeepSpeed's LAMB: unfused per tensor scale(), lambStats() and lamb();
+// fused one fusedLambStats() and one fusedLamb() over all of them.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/cpu/Kernels.h"
@@ -29,6 +31,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -50,7 +53,7 @@ double seconds(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 /// The --tensors step, unfused and fused; prints both rates.
-int clippedStep(const std::string &list, int reps, bool bf16) {
+int clippedStep(const std::string &list, int reps, bool bf16, bool lamb) {
   std::vector<long long> ns;
   for (size_t at = 0; at < list.size();) {
     size_t comma = std::min(list.find(',', at), list.size());
@@ -91,6 +94,7 @@ int clippedStep(const std::string &list, int reps, bool bf16) {
           dsrt::cpu::cast(narrow[k].data(), dsrt::cpu::DType::BF16, g[k],
                           dsrt::cpu::DType::F32, ns[k]);
       const float coef = norm();
+      std::vector<std::array<float, 2>> sums(ns.size());
       if (fused) {
         std::vector<dsrt::cpu::AdamTensor> ts;
         for (size_t k = 0; k < ns.size(); ++k)
@@ -98,8 +102,28 @@ int clippedStep(const std::string &list, int reps, bool bf16) {
                         bf16 ? dsrt::cpu::AdamTensor::Grad::BF16
                              : dsrt::cpu::AdamTensor::Grad::F32,
                         m[k], v[k], ns[k]});
-        dsrt::cpu::fusedAdam(ts.data(), ts.size(), coef, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true,
-                             true, r + 1);
+        if (lamb) {
+          std::vector<float *> out;
+          for (auto &s : sums)
+            out.push_back(s.data());
+          dsrt::cpu::fusedLambStats(ts.data(), ts.size(), coef, 0.9f, 0.999f, 1e-6f, 0.01f,
+                                    out.data());
+          const std::vector<const float *> in(out.begin(), out.end());
+          dsrt::cpu::fusedLamb(ts.data(), ts.size(), in.data(), coef, 1e-3f, 0.9f, 0.999f, 1e-6f,
+                               0.01f, true, 10.0f, 0.01f, r + 1);
+        } else {
+          dsrt::cpu::fusedAdam(ts.data(), ts.size(), coef, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f,
+                               true, true, r + 1);
+        }
+      } else if (lamb) {
+        for (size_t k = 0; k < ns.size(); ++k)
+          dsrt::cpu::scale(g[k], ns[k], coef);
+        for (size_t k = 0; k < ns.size(); ++k) {
+          dsrt::cpu::lambStats(p[k], g[k], m[k], v[k], ns[k], 0.9f, 0.999f, 1e-6f, 0.01f,
+                               sums[k].data());
+          dsrt::cpu::lamb(p[k], g[k], m[k], v[k], ns[k], 1e-3f, 0.9f, 0.999f, 1e-6f, 0.01f, true,
+                          10.0f, 0.01f, r + 1, sums[k].data());
+        }
       } else {
         for (size_t k = 0; k < ns.size(); ++k)
           dsrt::cpu::scale(g[k], ns[k], coef);
@@ -133,17 +157,19 @@ int main(int argc, char **argv) {
       reps = std::atoi(argv[++k]);
     else if (a == "--tensors" && k + 1 < argc)
       ++k;
-    else if (a == "--bf16")
+    else if (a == "--bf16" || a == "--lamb")
       continue;
     else
       sizes.push_back(std::atoll(a.c_str()));
   }
+  auto flag = [&](const char *name) {
+    return std::find_if(argv + 1, argv + argc, [&](const char *a) {
+             return std::string(a) == name;
+           }) != argv + argc;
+  };
   for (int k = 1; k + 1 < argc; ++k)
     if (std::string(argv[k]) == "--tensors")
-      return clippedStep(argv[k + 1], reps,
-                         std::find_if(argv + 1, argv + argc, [](const char *a) {
-                           return std::string(a) == "--bf16";
-                         }) != argv + argc);
+      return clippedStep(argv[k + 1], reps, flag("--bf16"), flag("--lamb"));
   if (sizes.empty())
     sizes = {10000000, 50000000};
   for (long long n : sizes) {

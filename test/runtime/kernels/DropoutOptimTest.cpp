@@ -3,10 +3,13 @@
 // Dropout: identity at ratio 0, kept fraction, reproducibility of the
 // counter-based mask. Adam(W), SGD, Lion, Adagrad and LAMB against float64
 // implementations of torch's and DeepSpeed's update formulas over several
-// steps; the fused Adam against adam() per tensor, bitwise.
+// steps; the fused Adam and LAMB against adam() and lamb() per tensor,
+// bitwise.
 //
 //===----------------------------------------------------------------------===//
 #include "TestUtil.h"
+
+#include <array>
 
 namespace dsrt::cpu::test {
 namespace {
@@ -163,44 +166,70 @@ TEST(Optim, AdamMatchesTorchFormulas) {
 }
 
 // Tolerance over 5 steps: relative 1e-5, absolute 1e-6.
+/// The tensors of a fused update's test (sizes of one element to several
+/// of LAMB's 16K chunks, split across the threads mid-tensor), gradients
+/// of type G, and a copy of the parameters and moments for the unfused
+/// reference.
+template <class G> struct FusedTensors {
+  static constexpr int64_t kSizes[] = {1, 384, 70001, 3, 100000};
+  std::vector<std::vector<float>> p, m, v, pRef, mRef, vRef;
+  std::vector<std::vector<G>> g;
+  AdamTensor::Grad kind;
+
+  FusedTensors(AdamTensor::Grad kind, uint64_t seed) : kind(kind) {
+    for (size_t k = 0; k < std::size(kSizes); ++k) {
+      const int64_t n = kSizes[k];
+      p.push_back(uniform(n, seed + k));
+      m.push_back(std::vector<float>(n, 0.0f));
+      v.push_back(std::vector<float>(n, 0.0f));
+      auto wide = uniform(n, seed + 100 + k, -3.0f, 3.0f);
+      if constexpr (std::is_same_v<G, float>)
+        g.push_back(wide);
+      else
+        g.push_back(narrowTo<G>(wide));
+    }
+    pRef = p, mRef = m, vRef = v;
+  }
+  std::vector<AdamTensor> tensors() {
+    std::vector<AdamTensor> t;
+    for (size_t k = 0; k < p.size(); ++k)
+      t.push_back({p[k].data(), g[k].data(), kind, m[k].data(), v[k].data(), kSizes[k]});
+    return t;
+  }
+  /// Tensor k's gradient as the unfused plan's update reads it: widened
+  /// to float and, with a factor other than 1, clipped by scale().
+  std::vector<float> clipped(size_t k, float coef) const {
+    std::vector<float> c;
+    if constexpr (std::is_same_v<G, float>)
+      c = g[k];
+    else
+      c = widen(g[k]);
+    if (coef != 1.0f)
+      scale(c.data(), kSizes[k], coef);
+    return c;
+  }
+  /// Whether tensor k's parameter and moments equal the reference's.
+  void expectReference(size_t k, int64_t step) const {
+    EXPECT_TRUE(bitEqual(p[k], pRef[k])) << "tensor " << k << " step " << step;
+    EXPECT_TRUE(bitEqual(m[k], mRef[k])) << "tensor " << k << " step " << step;
+    EXPECT_TRUE(bitEqual(v[k], vRef[k])) << "tensor " << k << " step " << step;
+  }
+};
+
 // fusedAdam over tensors of several sizes (split across the threads in
 // the middle of some), with float32, bf16 and fp16 gradients: bitwise what
 // adam() gives each tensor on its gradient widened to float and, with a
 // factor other than 1, clipped by scale() (the unfused plan's clip).
 template <class G> void fusedAdamCase(AdamTensor::Grad kind, float coef, bool decoupled) {
-  const int64_t sizes[] = {1, 384, 70001, 3, 100000};
-  std::vector<std::vector<float>> p, m, v, pRef, mRef, vRef;
-  std::vector<std::vector<G>> g;
-  for (size_t k = 0; k < std::size(sizes); ++k) {
-    const int64_t n = sizes[k];
-    p.push_back(uniform(n, 3100 + k));
-    m.push_back(std::vector<float>(n, 0.0f));
-    v.push_back(std::vector<float>(n, 0.0f));
-    auto wide = uniform(n, 3200 + k, -3.0f, 3.0f);
-    if constexpr (std::is_same_v<G, float>)
-      g.push_back(wide);
-    else
-      g.push_back(narrowTo<G>(wide));
-  }
-  pRef = p, mRef = m, vRef = v;
+  FusedTensors<G> f(kind, 3100);
   for (int64_t step = 1; step <= 3; ++step) {
-    std::vector<AdamTensor> t;
-    for (size_t k = 0; k < p.size(); ++k)
-      t.push_back({p[k].data(), g[k].data(), kind, m[k].data(), v[k].data(), sizes[k]});
+    std::vector<AdamTensor> t = f.tensors();
     fusedAdam(t.data(), t.size(), coef, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, decoupled, true, step);
-    for (size_t k = 0; k < p.size(); ++k) {
-      std::vector<float> clipped;
-      if constexpr (std::is_same_v<G, float>)
-        clipped = g[k];
-      else
-        clipped = widen(g[k]);
-      if (coef != 1.0f)
-        scale(clipped.data(), sizes[k], coef);
-      adam(pRef[k].data(), clipped.data(), mRef[k].data(), vRef[k].data(), sizes[k], 1e-2f,
+    for (size_t k = 0; k < t.size(); ++k) {
+      std::vector<float> clipped = f.clipped(k, coef);
+      adam(f.pRef[k].data(), clipped.data(), f.mRef[k].data(), f.vRef[k].data(), t[k].n, 1e-2f,
            0.9f, 0.999f, 1e-8f, 0.1f, decoupled, true, step);
-      EXPECT_TRUE(bitEqual(p[k], pRef[k])) << "tensor " << k << " step " << step;
-      EXPECT_TRUE(bitEqual(m[k], mRef[k])) << "tensor " << k << " step " << step;
-      EXPECT_TRUE(bitEqual(v[k], vRef[k])) << "tensor " << k << " step " << step;
+      f.expectReference(k, step);
     }
   }
 }
@@ -212,6 +241,46 @@ TEST(Optim, FusedAdamIsAdamOnTheClippedWidenedGradients) {
       fusedAdamCase<float>(AdamTensor::Grad::F32, coef, decoupled);
       fusedAdamCase<Bf16>(AdamTensor::Grad::BF16, coef, decoupled);
       fusedAdamCase<Fp16>(AdamTensor::Grad::F16, coef, decoupled);
+    }
+}
+
+// fusedLambStats and fusedLamb over the same tensors (some of several of
+// lambStats' 16K chunks, split across the threads mid-tensor), with
+// float32, bf16 and fp16 gradients: bitwise lambStats and lamb on each
+// tensor's gradient widened and, with a factor other than 1, clipped.
+template <class G> void fusedLambCase(AdamTensor::Grad kind, float coef, float wd) {
+  FusedTensors<G> f(kind, 3400);
+  for (int64_t step = 1; step <= 3; ++step) {
+    std::vector<AdamTensor> t = f.tensors();
+    std::vector<std::array<float, 2>> sums(t.size());
+    std::vector<float *> out;
+    for (auto &s : sums)
+      out.push_back(s.data());
+    fusedLambStats(t.data(), t.size(), coef, 0.9f, 0.999f, 1e-6f, wd, out.data());
+    const std::vector<const float *> in(out.begin(), out.end());
+    fusedLamb(t.data(), t.size(), in.data(), coef, 2e-3f, 0.9f, 0.999f, 1e-6f, wd, true, 10.0f,
+              0.01f, step);
+    for (size_t k = 0; k < t.size(); ++k) {
+      std::vector<float> clipped = f.clipped(k, coef);
+      float ref[2];
+      lambStats(f.pRef[k].data(), clipped.data(), f.mRef[k].data(), f.vRef[k].data(), t[k].n,
+                0.9f, 0.999f, 1e-6f, wd, ref);
+      EXPECT_EQ(sums[k][0], ref[0]) << "tensor " << k << " step " << step;
+      EXPECT_EQ(sums[k][1], ref[1]) << "tensor " << k << " step " << step;
+      lamb(f.pRef[k].data(), clipped.data(), f.mRef[k].data(), f.vRef[k].data(), t[k].n, 2e-3f,
+           0.9f, 0.999f, 1e-6f, wd, true, 10.0f, 0.01f, step, ref);
+      f.expectReference(k, step);
+    }
+  }
+}
+
+TEST(Optim, FusedLambIsLambOnTheClippedWidenedGradients) {
+  for (float coef : {1.0f, 0.3125f, 0.0731f})
+    for (float wd : {0.0f, 0.01f}) {
+      SCOPED_TRACE("coef " + std::to_string(coef) + " weight_decay " + std::to_string(wd));
+      fusedLambCase<float>(AdamTensor::Grad::F32, coef, wd);
+      fusedLambCase<Bf16>(AdamTensor::Grad::BF16, coef, wd);
+      fusedLambCase<Fp16>(AdamTensor::Grad::F16, coef, wd);
     }
 }
 
