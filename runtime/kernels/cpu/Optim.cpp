@@ -62,6 +62,9 @@ void adagradRange(float *__restrict p, const float *__restrict g, float *__restr
 /// LAMB's sums in fixed chunks, added in chunk order: the same on every
 /// thread count.
 constexpr int64_t kLambChunk = 1 << 14;
+/// LAMB's partial sums per chunk: kLanes divides kLambChunk and the
+/// gradient blocks' 512 elements (16 lanes measured no faster than 8).
+constexpr int kLanes = 8;
 
 } // namespace
 
@@ -571,18 +574,32 @@ void fusedLambStats(const AdamTensor *t, size_t count, float gradScale, float be
       const size_t k = tensorAt(first, x);
       const AdamTensor &a = t[k];
       const int64_t lo = (x - first[k]) * kLambChunk, hi = std::min(a.n, lo + kLambChunk);
-      double w2 = 0.0, u2 = 0.0;
+      // kLanes sums of every kLanes-th element (from the chunk's first;
+      // the gradient's blocks start at multiples of kLanes), added in lane
+      // order at the end: vectorizable, and the same on every thread count.
+      alignas(64) double w2[kLanes] = {}, u2[kLanes] = {};
       gradientBlocks(a, lo, hi, gradScale, [&](int64_t o, int64_t len, const float *g) {
         const float *p = a.p + o, *m = a.m + o, *v = a.v + o;
-        for (int64_t i = 0; i < len; ++i) {
+        int64_t i = 0;
+        for (; i + kLanes <= len; i += kLanes)
+          for (int j = 0; j < kLanes; ++j) {
+            float mi = m[i + j], vi = v[i + j];
+            const float u = kernels::lambUpdate(p[i + j], g[i + j], mi, vi, s);
+            w2[j] += double(p[i + j]) * double(p[i + j]);
+            u2[j] += double(u) * double(u);
+          }
+        for (int j = 0; i < len; ++i, ++j) {
           float mi = m[i], vi = v[i];
           const float u = kernels::lambUpdate(p[i], g[i], mi, vi, s);
-          w2 += double(p[i]) * double(p[i]);
-          u2 += double(u) * double(u);
+          w2[j] += double(p[i]) * double(p[i]);
+          u2[j] += double(u) * double(u);
         }
       });
-      part[2 * x] = w2;
-      part[2 * x + 1] = u2;
+      part[2 * x] = part[2 * x + 1] = 0.0;
+      for (int j = 0; j < kLanes; ++j) {
+        part[2 * x] += w2[j];
+        part[2 * x + 1] += u2[j];
+      }
     }
   });
   for (size_t k = 0; k < count; ++k) {
