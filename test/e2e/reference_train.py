@@ -675,10 +675,12 @@ class Bf16Semantics:
     bf16 operands and is not rounded; the scale, the mask or bias, softmax
     and dropout on that float32 chain stay float32 (a bf16 bias is widened,
     as dsc casts a lowered bias back to f32); the matmul of the chain's
-    probabilities with v widens v and rounds the result to bf16 once.
-    Autograd then gives the fused gradient's roundings: float32 throughout
-    the chain, dq, dk and dv rounded once where the bf16 q, k and v were
-    widened (runtime/kernels/cpu/Attention.cpp).
+    probabilities with v reads them rounded to bf16, as the kernel's bf16
+    GEMM does, and rounds the result to bf16 once. Autograd then gives the
+    fused gradient's roundings: float32 throughout the chain, but the
+    scores' gradient rounded to bf16 where dq and dk's GEMMs read it, and
+    dq, dk and dv rounded once where the bf16 q, k and v were widened
+    (runtime/kernels/cpu/Attention.cpp).
 
     With ``fused_epilogue`` (the plan has nn.matmul_epilogue: dsc --fuse
     all, the default), a linear layer's bias and the add of a matmul's
@@ -772,7 +774,31 @@ class Bf16Semantics:
                     db = reduce_to(-R(dyy.float() / widen(b)), b.shape)
                 return da, db
 
+        class RoundValue(torch.autograd.Function):
+            """The probabilities as the fused kernel's 16-bit GEMMs read
+            them: rounded to bf16 (and widened); the gradient passes as
+            it is (the kernel's softmax gradient reads the float ones)."""
+            @staticmethod
+            def forward(ctx, x):
+                return x.to(low).float()
+
+            @staticmethod
+            def backward(ctx, dy):
+                return dy
+
+        class RoundGrad(torch.autograd.Function):
+            """The scores q k^T: the value as it is, the gradient rounded to
+            bf16 where the kernel's dq and dk GEMMs read it."""
+            @staticmethod
+            def forward(ctx, x):
+                return x.clone()
+
+            @staticmethod
+            def backward(ctx, dy):
+                return dy.to(low).float()
+
         self.softmax_fn, self.mul_fn, self.div_fn = Softmax, Mul, Div
+        self.round_value_fn, self.round_grad_fn = RoundValue, RoundGrad
 
         def fs(*f):
             return set(f)
@@ -871,11 +897,12 @@ class Bf16Semantics:
         torch, F = self.torch, self.F
         if func in self.matmul and not kwargs and len(args) == 2:
             a, b = args
-            if self.in_chain(a):  # probabilities @ v: one rounding
-                return torch.matmul(a, self.widen(self.as_low(b))).to(self.low)
+            if self.in_chain(a):  # probabilities @ v: read in bf16, one rounding
+                return torch.matmul(self.round_value_fn.apply(a),
+                                    self.widen(self.as_low(b))).to(self.low)
             if self.is_float(a) and self.is_float(b) and a.dim() == 4 and b.dim() == 4:
-                return self.chained(torch.matmul(self.widen(self.as_low(a)),
-                                                 self.widen(self.as_low(b))))
+                return self.chained(self.round_grad_fn.apply(
+                    torch.matmul(self.widen(self.as_low(a)), self.widen(self.as_low(b)))))
             return None
         flat = list(args) + list(kwargs.values())
         if not any(self.in_chain(v) for v in flat):

@@ -18,11 +18,15 @@
 // the GEMMs see the values a permute to [lead, H, T, E] would have
 // written, so the layout changes nothing of the arithmetic.
 //
-// bf16 and fp16 operands (a mixed-precision plan) are widened a head at a
-// time and everything runs in float32 as above, the result and gradients
-// rounded once: more exact than the unfused low-precision chain, which
-// rounds the scores, the scaled scores and the probabilities to bf16 on
-// the way (test/e2e/fuse-attention.test states the bound).
+// bf16 and fp16 operands (a mixed-precision plan) go to the GEMMs as they
+// are, with float accumulation and float results (AMX or AVX512-BF16 dot
+// products where the CPU has them); the probabilities and the scores'
+// gradient, computed in float32, are rounded to the operands' type where
+// a GEMM reads them, as FlashAttention does and as the unfused bf16 chain
+// rounds its probabilities. Every row step stays float32, and the result
+// and gradients are rounded once. The unfused chain also rounds the
+// scores and the scaled scores (test/e2e/fuse-attention.test states the
+// bound).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/common/DropoutBits.h"
@@ -41,10 +45,10 @@ namespace bits = kernels::dropout_bits;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-/// C = op(A) op(B), one single-threaded GEMM (inside the heads' parallel
-/// loop the GEMM library does not thread).
-void gemm(bool tA, bool tB, int64_t M, int64_t N, int64_t K, const float *A, const float *B,
-          float *C) {
+/// C = op(A) op(B) in float, A and B float or 16-bit: one single-threaded
+/// GEMM (inside the heads' parallel loop the GEMM library does not thread).
+template <class V>
+void gemm(bool tA, bool tB, int64_t M, int64_t N, int64_t K, const V *A, const V *B, float *C) {
   Shape as{2, {tA ? K : M, tA ? M : K}}, bs{2, {tB ? N : K, tB ? K : N}}, cs{2, {M, N}};
   matmul(A, as, tA, B, bs, tB, C, cs);
 }
@@ -155,13 +159,7 @@ Block blockOf(const Attention &a, int64_t h, int64_t rows, int64_t cols) {
   return {(h / a.H) * rows * a.H * cols + (h % a.H) * cols, a.H * cols};
 }
 
-/// One row of n values as float.
-template <class T> void rowIn(const T *x, float *y, int64_t n) {
-  if constexpr (std::is_same_v<T, float>)
-    std::copy(x, x + n, y);
-  else
-    convert(x, y, n);
-}
+/// One row of n values from float.
 template <class T> void rowOut(const float *x, T *y, int64_t n) {
   if constexpr (std::is_same_v<T, float>)
     std::copy(x, x + n, y);
@@ -169,20 +167,31 @@ template <class T> void rowOut(const float *x, T *y, int64_t n) {
     convert(x, y, n);
 }
 
-/// Head h's [rows, cols] operand as contiguous float: in place for a
-/// head-major float operand, else gathered (and widened) into scratch slot
-/// Slot. The values are the operand's: the GEMMs see what the head-major
-/// copy the permute made would hold.
+/// Head h's [rows, cols] operand, contiguous in its own type: in place for
+/// a head-major operand, else gathered into scratch slot Slot. The values
+/// are the operand's: the GEMMs see what the head-major copy the permute
+/// made would hold.
 template <int Slot, class T>
-const float *headIn(const T *x, const Attention &a, int64_t h, int64_t rows, int64_t cols) {
+const T *headIn(const T *x, const Attention &a, int64_t h, int64_t rows, int64_t cols) {
   const Block b = blockOf(a, h, rows, cols);
-  if constexpr (std::is_same_v<T, float>)
-    if (!a.bshd)
-      return x + b.offset;
-  float *w = scratch<float, Slot>(size_t(rows * cols));
+  if (!a.bshd)
+    return x + b.offset;
+  T *w = scratch<T, Slot>(size_t(rows * cols));
   for (int64_t r = 0; r < rows; ++r)
-    rowIn(x + b.offset + r * b.stride, w + r * cols, cols);
+    std::copy(x + b.offset + r * b.stride, x + b.offset + r * b.stride + cols, w + r * cols);
   return w;
+}
+
+/// x [n], computed in float, as a GEMM operand beside operands of type T:
+/// x itself for float, else rounded to T in scratch slot Slot.
+template <int Slot, class T> const T *operandOf(const float *x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    return x;
+  } else {
+    T *w = scratch<T, Slot>(size_t(n));
+    convert(x, w, n);
+    return w;
+  }
 }
 
 /// Where head h's [rows, cols] result is computed: in place for a
@@ -214,9 +223,9 @@ void attention(const T *q, const T *k, const T *v, T *result, float *stats, cons
   forHeads(a, [&](int64_t h) {
     float *x = scratch<float, 0>(size_t(T_ * S));
     float *p = scratch<float, 1>(size_t(T_ * S));
-    const float *qh = headIn<3>(q, a, h, T_, E);
-    const float *kh = headIn<4>(k, a, h, S, E);
-    const float *vh = headIn<5>(v, a, h, S, F);
+    const T *qh = headIn<3>(q, a, h, T_, E);
+    const T *kh = headIn<4>(k, a, h, S, E);
+    const T *vh = headIn<5>(v, a, h, S, F);
     float *out = headResult<6>(result, a, h, T_, F);
     gemm(false, true, T_, S, E, qh, kh, x);
     scoresOf(a, h, x);
@@ -233,7 +242,7 @@ void attention(const T *q, const T *k, const T *v, T *result, float *stats, cons
     }
     if (drop.on)
       dropIn(a, h, p, drop.key, drop.threshold, drop.keep);
-    gemm(false, false, T_, F, S, p, vh, out);
+    gemm(false, false, T_, F, S, operandOf<1, T>(p, T_ * S), vh, out);
     headOut(out, result, a, h, T_, F);
   });
 }
@@ -247,10 +256,10 @@ void attentionGrad(const T *dresult, const T *q, const T *k, const T *v, const f
     float *x = scratch<float, 0>(size_t(T_ * S));
     float *p = scratch<float, 1>(size_t(T_ * S));
     float *d = scratch<float, 2>(size_t(T_ * S));
-    const float *qh = headIn<3>(q, a, h, T_, E);
-    const float *kh = headIn<4>(k, a, h, S, E);
-    const float *vh = headIn<5>(v, a, h, S, F);
-    const float *dO = headIn<6>(dresult, a, h, T_, F);
+    const T *qh = headIn<3>(q, a, h, T_, E);
+    const T *kh = headIn<4>(k, a, h, S, E);
+    const T *vh = headIn<5>(v, a, h, S, F);
+    const T *dO = headIn<6>(dresult, a, h, T_, F);
     // The probabilities, as the forward computed them.
     gemm(false, true, T_, S, E, qh, kh, x);
     scoresOf(a, h, x);
@@ -269,7 +278,7 @@ void attentionGrad(const T *dresult, const T *q, const T *k, const T *v, const f
       dropIn(a, h, x, drop.key, drop.threshold, drop.keep);
     }
     float *dvh = headResult<7>(dv, a, h, S, F);
-    gemm(true, false, S, F, T_, drop.on ? x : p, dO, dvh);
+    gemm(true, false, S, F, T_, operandOf<1, T>(drop.on ? x : p, T_ * S), dO, dvh);
     headOut(dvh, dv, a, h, S, F);
     // dP = dropout_grad(dO V^T), then dS = softmax_grad(P, dP) (in d).
     gemm(false, true, T_, S, F, dO, vh, x);
@@ -281,11 +290,12 @@ void attentionGrad(const T *dresult, const T *q, const T *k, const T *v, const f
     if (a.causal)
       fillMasked(a, d, 0.0f);
     scaleScores(a, d);
+    const T *ds = operandOf<2, T>(d, T_ * S);
     float *dqh = headResult<7>(dq, a, h, T_, E);
-    gemm(false, false, T_, E, S, d, kh, dqh);
+    gemm(false, false, T_, E, S, ds, kh, dqh);
     headOut(dqh, dq, a, h, T_, E);
     float *dkh = headResult<7>(dk, a, h, S, E);
-    gemm(true, false, S, E, T_, d, qh, dkh);
+    gemm(true, false, S, E, T_, ds, qh, dkh);
     headOut(dkh, dk, a, h, S, E);
   });
 }

@@ -327,9 +327,10 @@ struct Attention {
 /// scores live one head at a time in per-thread scratch; the probabilities are the unfused chain's
 /// (matmul, mul or div, select or add, softmax, dropout) bit for bit where
 /// the GEMM library computes a head's scores as the batched matmul does.
-/// T is float, Bf16 or Fp16: half operands are widened a head at a time,
-/// the arithmetic is float32's and the result is rounded once; the bias
-/// and the stats are float.
+/// T is float, Bf16 or Fp16: the GEMMs read half operands as they are and
+/// the probabilities and the scores' gradient rounded to T (float
+/// accumulation, as FlashAttention), the row steps are float32's and the
+/// result is rounded once; the bias and the stats are float.
 template <class T>
 void attention(const T *q, const T *k, const T *v, T *result, float *stats, const Attention &a);
 /// dq, dk, dv from the result's gradient `dresult` and the forward's stats,

@@ -269,32 +269,51 @@ template <class V> Outputs<V> run(const Operands<V> &o, const Case &c, const Att
   return r;
 }
 
-// bf16 and fp16 operands: the float kernel on the widened operands, the
-// result and gradients rounded once (the contract a mixed-precision plan
-// relies on; the unfused bf16 chain rounds on the way, so it differs).
-template <class H> void halfIsFloatRoundedOnce() {
+/// Whether every element of x lies within `tol` times the largest
+/// magnitude of `ref` of ref's.
+bool withinOfScale(const std::vector<float> &x, const std::vector<float> &ref, double tol) {
+  double scale = 0.0, worst = 0.0;
+  for (float r : ref)
+    scale = std::max(scale, double(std::fabs(r)));
+  for (size_t i = 0; i < x.size(); ++i)
+    worst = std::max(worst, std::fabs(double(x[i]) - double(ref[i])));
+  EXPECT_LE(worst, tol * scale) << "largest |ref| " << scale;
+  return worst <= tol * scale;
+}
+
+// bf16 and fp16 operands: the GEMMs read them as they are and read the
+// probabilities and the scores' gradient rounded to their type (as
+// FlashAttention does); everything else is the float kernel's. Against the
+// float kernel on the widened operands: the row statistics within float
+// summation order (the 16-bit GEMM adds the exact products in its own
+// order), the result and gradients within a few roundings of the type
+// (each probability and score gradient is off by at most half an ulp, so
+// a sum of them times bounded values is off by at most that share of its
+// largest term) of their largest magnitude; a wrong operand or transpose
+// would be off by the magnitude itself.
+template <class H> void halfRoundsWhereTheGemmsRead() {
   ThreadCount threads(2);
+  const double eps = std::is_same_v<H, Bf16> ? 1.0 / 256 : 1.0 / 2048;
   int which = 0;
   for (const Case &c : kCases) {
     SCOPED_TRACE("case " + std::to_string(which));
-    auto round = [](const std::vector<float> &x) { return asType<H>(x); };
     auto widen = [](const std::vector<H> &h) { return asFloat(h); };
     Operands<H> o = operandsOf<H>(c, which);
     Attention a = attentionOf(c, o.bias, o.bs);
     Operands<float> wide{widen(o.q), widen(o.k), widen(o.v), widen(o.dO), o.bs, o.bias};
     Outputs<float> f = run(wide, c, a);
     Outputs<H> h = run(o, c, a);
-    EXPECT_TRUE(bitEqual(h.stats, f.stats));
-    EXPECT_TRUE(bitEqual(widen(h.out), widen(round(f.out))));
-    EXPECT_TRUE(bitEqual(widen(h.dq), widen(round(f.dq))));
-    EXPECT_TRUE(bitEqual(widen(h.dk), widen(round(f.dk))));
-    EXPECT_TRUE(bitEqual(widen(h.dv), widen(round(f.dv))));
+    EXPECT_TRUE(withinOfScale(h.stats, f.stats, 1e-5));
+    EXPECT_TRUE(withinOfScale(widen(h.out), f.out, 4 * eps));
+    EXPECT_TRUE(withinOfScale(widen(h.dq), f.dq, 4 * eps));
+    EXPECT_TRUE(withinOfScale(widen(h.dk), f.dk, 4 * eps));
+    EXPECT_TRUE(withinOfScale(widen(h.dv), f.dv, 4 * eps));
     ++which;
   }
 }
 
-TEST(Attention, Bf16IsFloatRoundedOnce) { halfIsFloatRoundedOnce<Bf16>(); }
-TEST(Attention, Fp16IsFloatRoundedOnce) { halfIsFloatRoundedOnce<Fp16>(); }
+TEST(Attention, Bf16RoundsWhereTheGemmsRead) { halfRoundsWhereTheGemmsRead<Bf16>(); }
+TEST(Attention, Fp16RoundsWhereTheGemmsRead) { halfRoundsWhereTheGemmsRead<Fp16>(); }
 
 /// x [B, H, X, Y] as [B, X, H, Y] (the permute the exporters write around
 /// attention; applied to [B, X, H, Y] it swaps back when H and X are
