@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
+#include "passes/DistUtils.h"
 
 #include "dialects/dist/DistDialect.h"
 #include "dialects/nn/NNDialect.h"
@@ -213,6 +214,130 @@ struct FuseOptimizer : impl::FuseOptimizerBase<FuseOptimizer> {
     getOperation()->walk([&](Block *block) { blocks.push_back(block); });
     for (Block *block : blocks)
       fuseBlock(*block);
+    keepWorkingCopies(getOperation());
+  }
+
+  /// A parameter whose bf16 / fp16 copy the step casts at its top (mixed
+  /// precision's nn.cast, hoisted before the micro-batches) and whose new
+  /// value a fused update in that block returns keeps its copy across
+  /// steps: a `train.param_copy` argument that the forward reads instead
+  /// of the cast and that the update writes as it writes the parameter
+  /// (its `copies`), returned as the same `train.param_copy` result.
+  /// DeepSpeed's bf16 optimizer keeps such copies too; here the update
+  /// writes them in the pass that writes the parameters, so no cast runs
+  /// in the step. Every reader of the cast must come before the update. A
+  /// ZeRO shard keeps its cast (what is gathered is the whole copy).
+  void keepWorkingCopies(func::FuncOp fn) {
+    if (fn.isExternal())
+      return;
+    Block &entry = fn.getBody().front();
+    for (Operation &op : llvm::make_early_inc_range(entry)) {
+      if (auto f = dyn_cast<train::FusedAdamOp>(op))
+        addCopies(fn, f);
+      else if (auto f = dyn_cast<train::FusedLambOp>(op))
+        addCopies(fn, f);
+    }
+  }
+
+  /// The casts of parameter argument `arg` to one bf16 / fp16 type, all in
+  /// the entry block and read only before `update`; empty where there are
+  /// none or they do not qualify.
+  static SmallVector<nn::CastOp> copiesOf(BlockArgument arg, Operation *update) {
+    SmallVector<nn::CastOp> casts;
+    Block &entry = *update->getBlock();
+    for (Operation *user : arg.getUsers()) {
+      auto c = dyn_cast<nn::CastOp>(user);
+      if (!c)
+        continue; // the float32 parameter read as it is (a norm's scale)
+      auto to = cast<RankedTensorType>(c.getType()).getElementType();
+      if (c->getBlock() != &entry || !(to.isBF16() || to.isF16()) ||
+          (!casts.empty() && casts.front().getType() != c.getType()))
+        return {};
+      for (Operation *reader : c->getUsers()) {
+        Operation *at = entry.findAncestorOpInBlock(*reader);
+        if (!at || !at->isBeforeInBlock(update))
+          return {};
+      }
+      casts.push_back(c);
+    }
+    return casts;
+  }
+
+  template <typename Fused> void addCopies(func::FuncOp fn, Fused f) {
+    auto ret = cast<func::ReturnOp>(f->getBlock()->getTerminator());
+    SmallVector<int64_t> copyOf;
+    SmallVector<Value> copies;
+    SmallVector<StringAttr> names;
+    for (auto [k, p] : llvm::enumerate(f.getParams())) {
+      auto arg = dyn_cast<BlockArgument>(p);
+      if (!arg || arg.getOwner() != f->getBlock())
+        continue;
+      auto name =
+          fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), train::TrainDialect::kParam);
+      // A ZeRO shard's copy is gathered whole every step anyway; its cast
+      // is 1/dp of the work and stays where it is.
+      if (fn.getArgAttr(arg.getArgNumber(), distutil::kShardOf))
+        continue;
+      // The update's new value is what the step returns for the parameter.
+      bool returned = name && llvm::any_of(ret->getOpOperands(), [&](OpOperand &o) {
+        return o.get() == f.getNewParams()[k] &&
+               fn.getResultAttr(o.getOperandNumber(), train::TrainDialect::kUpdated) == name;
+      });
+      if (!returned)
+        continue;
+      SmallVector<nn::CastOp> casts = copiesOf(arg, f);
+      if (casts.empty())
+        continue;
+      OpBuilder b(fn.getContext());
+      unsigned index = fn.getNumArguments();
+      DictionaryAttr role =
+          b.getDictionaryAttr(b.getNamedAttr(train::TrainDialect::kParamCopy, name));
+      if (failed(fn.insertArgument(index, casts.front().getType(), role, fn.getLoc())))
+        return signalPassFailure();
+      Value copy = fn.getArgument(index);
+      for (nn::CastOp c : casts) {
+        c.replaceAllUsesWith(copy);
+        c->erase();
+      }
+      copyOf.push_back(int64_t(k));
+      copies.push_back(copy);
+      names.push_back(name);
+    }
+    if (copies.empty())
+      return;
+    OpBuilder b(f);
+    Fused g = withCopies(b, f, copies, b.getDenseI64ArrayAttr(copyOf));
+    copyMarks(f, g);
+    for (auto [old, now] : llvm::zip(f->getResults(), g->getResults()))
+      old.replaceAllUsesWith(now);
+    f->erase();
+    for (auto [j, name] : llvm::enumerate(names)) {
+      unsigned r = fn.getNumResults();
+      OpBuilder rb(fn.getContext());
+      if (failed(fn.insertResult(
+              r, g.getNewCopies()[j].getType(),
+              rb.getDictionaryAttr(rb.getNamedAttr(train::TrainDialect::kParamCopy, name)))))
+        return signalPassFailure();
+      ret->insertOperands(r, g.getNewCopies()[j]);
+      ++numCopies;
+    }
+  }
+
+  static train::FusedAdamOp withCopies(OpBuilder &b, train::FusedAdamOp f, ValueRange copies,
+                                       DenseI64ArrayAttr copyOf) {
+    return train::FusedAdamOp::create(
+        b, f.getLoc(), f.getParams(), f.getGrads(), f.getExpAvgs(), f.getExpAvgSqs(), f.getLr(),
+        f.getStep(), f.getCoef(), copies, f.getBeta1Attr(), f.getBeta2Attr(), f.getEpsAttr(),
+        f.getWeightDecayAttr(), f.getDecoupledWeightDecayAttr(), f.getBiasCorrectionAttr(),
+        copyOf);
+  }
+  static train::FusedLambOp withCopies(OpBuilder &b, train::FusedLambOp f, ValueRange copies,
+                                       DenseI64ArrayAttr copyOf) {
+    return train::FusedLambOp::create(
+        b, f.getLoc(), f.getParams(), f.getGrads(), f.getExpAvgs(), f.getExpAvgSqs(),
+        f.getStats(), f.getLr(), f.getStep(), f.getCoef(), copies, f.getBeta1Attr(),
+        f.getBeta2Attr(), f.getEpsAttr(), f.getWeightDecayAttr(), f.getBiasCorrectionAttr(),
+        f.getMaxCoeffAttr(), f.getMinCoeffAttr(), copyOf);
   }
 
   void fuseBlock(Block &block) {
@@ -374,9 +499,9 @@ struct FuseOptimizer : impl::FuseOptimizerBase<FuseOptimizer> {
     OpBuilder b(last);
     auto fused = train::FusedAdamOp::create(
         b, last.getLoc(), params, grads, avgs, avgSqs, first.getLr(), first.getStep(),
-        coef, first.getBeta1Attr(), first.getBeta2Attr(), first.getEpsAttr(),
-        first.getWeightDecayAttr(), first.getDecoupledWeightDecayAttr(),
-        first.getBiasCorrectionAttr());
+        coef, /*copies=*/ValueRange(), first.getBeta1Attr(), first.getBeta2Attr(),
+        first.getEpsAttr(), first.getWeightDecayAttr(), first.getDecoupledWeightDecayAttr(),
+        first.getBiasCorrectionAttr(), b.getDenseI64ArrayAttr({}));
     replaceRun(run, fused);
   }
 
@@ -391,9 +516,10 @@ struct FuseOptimizer : impl::FuseOptimizerBase<FuseOptimizer> {
     OpBuilder b(last);
     auto fused = train::FusedLambOp::create(
         b, last.getLoc(), params, grads, avgs, avgSqs, stats, first.getLr(),
-        first.getStep(), coef, first.getBeta1Attr(), first.getBeta2Attr(), first.getEpsAttr(),
-        first.getWeightDecayAttr(), first.getBiasCorrectionAttr(), first.getMaxCoeffAttr(),
-        first.getMinCoeffAttr());
+        first.getStep(), coef, /*copies=*/ValueRange(), first.getBeta1Attr(),
+        first.getBeta2Attr(), first.getEpsAttr(), first.getWeightDecayAttr(),
+        first.getBiasCorrectionAttr(), first.getMaxCoeffAttr(), first.getMinCoeffAttr(),
+        b.getDenseI64ArrayAttr({}));
     replaceRun(run, fused);
   }
 

@@ -62,7 +62,8 @@ template <typename Fused>
 void appendUpdatedInPlace(Fused fused, SmallVectorImpl<std::pair<Value, Value>> &pairs) {
   for (auto [olds, news] : {std::pair{fused.getParams(), fused.getNewParams()},
                             std::pair{fused.getExpAvgs(), fused.getNewExpAvgs()},
-                            std::pair{fused.getExpAvgSqs(), fused.getNewExpAvgSqs()}})
+                            std::pair{fused.getExpAvgSqs(), fused.getNewExpAvgSqs()},
+                            std::pair{fused.getCopies(), fused.getNewCopies()}})
     for (auto [o, n] : llvm::zip_equal(olds, news))
       pairs.push_back({o, n});
 }
@@ -354,7 +355,7 @@ struct MemoryPlan : impl::MemoryPlanBase<MemoryPlan> {
         unsigned i = arg.getArgNumber();
         if (fn.getArgAttr(i, TrainDialect::kTier)) // offloaded: its bytes in a tier
           return Kind::Tiered;
-        if (fn.getArgAttr(i, TrainDialect::kParam))
+        if (fn.getArgAttr(i, TrainDialect::kParam) || fn.getArgAttr(i, TrainDialect::kParamCopy))
           return Kind::Param;
         if (fn.getArgAttr(i, TrainDialect::kOptState))
           return Kind::OptState;

@@ -80,7 +80,12 @@ def FuseOptimizer : Pass<"fuse-optimizer", "mlir::func::FuncOp"> {
     read none of its results (ZeRO's dist.chunk of the next parameter's
     shard) and its fused op goes after them, at its last update; other
     ops between updates (offload's tier copies, a gather of an updated
-    parameter) end it.
+    parameter) end it. Last, a parameter whose bf16 / fp16 copy the step
+    casts at its top and whose new value a fused update in that block
+    returns keeps the copy across steps: a `train.param_copy` argument the
+    forward reads instead of the cast and the update writes in the same
+    pass as the parameter (`copies`), returned as a `train.param_copy`
+    result; the runtime fills it from the parameter whenever it loads one.
   }];
   let statistics = [
     Statistic<"numFused", "fused", "train.fused_adam, fused_lamb and fused_lamb_stats ops made">,
@@ -88,6 +93,7 @@ def FuseOptimizer : Pass<"fuse-optimizer", "mlir::func::FuncOp"> {
     Statistic<"numClips", "clips", "clip_grad_norm ops folded into clip_coef">,
     Statistic<"numCasts", "casts", "gradient widenings read through">,
     Statistic<"numYields", "yields", "gradients an accumulate yields narrow">,
+    Statistic<"numCopies", "copies", "bf16 / fp16 working copies the updates write">,
   ];
 }
 

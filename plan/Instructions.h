@@ -171,11 +171,13 @@ inline constexpr InstructionLayout kInstructionLayouts[] = {
     // N params, N grads (f32/bf16/f16), N exp_avg, N exp_avg_sq, lr, step
     // [, coef] -> N params, N exp_avg, N exp_avg_sq, in place (the
     // layout's dtype is the parameters'; the gradients may be narrower).
-    {"train.fused_adam", "decoupled, bias_correction, has_coef",
+    // From format 19, copy_of: the parameters (by index) whose bf16 / fp16
+    // working copies follow the inputs and the outputs, written in place.
+    {"train.fused_adam", "decoupled, bias_correction, has_coef, copy_of[copies]",
      "beta1, beta2, eps, weight_decay", "f32"},
     // N params, N grads (f32/bf16/f16), N exp_avg, N exp_avg_sq, N stats,
     // lr, step [, coef] -> N params, N exp_avg, N exp_avg_sq, in place.
-    {"train.fused_lamb", "bias_correction, has_coef",
+    {"train.fused_lamb", "bias_correction, has_coef, copy_of[copies]",
      "beta1, beta2, eps, weight_decay, max_coeff, min_coeff", "f32"},
     // N params, N grads (f32/bf16/f16), N exp_avg, N exp_avg_sq [, coef]
     // -> N sums (2 each).

@@ -85,7 +85,14 @@ namespace dsrt {
 /// Version 18: the fused LAMB instructions (train.fused_lamb,
 /// train.fused_lamb_stats), which a version-17 dsrt refuses by name;
 /// Plan.fused_lamb_updates. Plans of version 17 are unchanged.
-constexpr unsigned kPlanFormatVersion = 18;
+/// Version 19: the parameters' bf16 / fp16 working copies (Role
+/// PARAM_COPY, a buffer named like its parameter plus kParamCopySuffix)
+/// and the fused updates' copy_of integers, which write them; a version-18
+/// dsrt refuses the role. Plans of version 18 are unchanged.
+constexpr unsigned kPlanFormatVersion = 19;
+
+/// A PARAM_COPY buffer's name: its parameter's and this.
+inline constexpr const char *kParamCopySuffix = ".copy";
 constexpr unsigned kOldestPlanFormatVersion = 1;
 
 } // namespace dsrt

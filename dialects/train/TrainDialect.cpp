@@ -25,6 +25,12 @@ static bool isStaticFloatTensor(Type t) {
          isa<FloatType>(tensor.getElementType());
 }
 
+static bool isHalfTensor(Type t) {
+  auto tensor = dyn_cast<RankedTensorType>(t);
+  return tensor && tensor.hasStaticShape() &&
+         (tensor.getElementType().isBF16() || tensor.getElementType().isF16());
+}
+
 static bool isScalarOf(Type t, bool isFloat) {
   auto tensor = dyn_cast<RankedTensorType>(t);
   if (!tensor || tensor.getRank() != 0)
@@ -169,7 +175,7 @@ LogicalResult TrainDialect::verifyRegionArgAttribute(Operation *op, unsigned,
     return success();
   }
   if (name != kParam && name != kBuffer && name != kInput && name != kOptState &&
-      name != kStep && name != kLossScale)
+      name != kParamCopy && name != kStep && name != kLossScale)
     return op->emitError("unknown argument attribute '") << name << "'";
   auto fn = dyn_cast<FunctionOpInterface>(op);
   if (!fn)
@@ -199,6 +205,10 @@ LogicalResult TrainDialect::verifyRegionArgAttribute(Operation *op, unsigned,
   if ((name == kParam || name == kOptState) && !isStaticFloatTensor(type))
     return op->emitError(name == kParam ? "parameter '" : "optimizer state '")
            << *value << "' must be a float tensor, got " << type;
+  if (name == kParamCopy && !isHalfTensor(type))
+    return op->emitError("the working copy of '")
+           << *value << "' (argument " << argIndex << ") must be a bf16 or f16 tensor, got "
+           << type;
   return success();
 }
 
@@ -207,7 +217,7 @@ LogicalResult TrainDialect::verifyRegionResultAttribute(Operation *op, unsigned,
                                                         NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
   bool scalarRole = name == kLoss || name == kGradNorm || name == kLr;
-  bool namedRole = name == kGrad || name == kUpdated || name == kOptState;
+  bool namedRole = name == kGrad || name == kUpdated || name == kOptState || name == kParamCopy;
   if (!scalarRole && !namedRole)
     return op->emitError("unknown result attribute '") << name << "'";
   auto fn = dyn_cast<FunctionOpInterface>(op);
@@ -217,10 +227,10 @@ LogicalResult TrainDialect::verifyRegionResultAttribute(Operation *op, unsigned,
   if (namedRole) {
     if (failed(roleName(op, attr, "result", resultIndex)))
       return failure();
-    if (!isStaticFloatTensor(type))
+    if (!isStaticFloatTensor(type) || (name == kParamCopy && !isHalfTensor(type)))
       return op->emitError("'")
-             << name << "' result " << resultIndex
-             << " must be a float tensor, got " << type;
+             << name << "' result " << resultIndex << " must be a "
+             << (name == kParamCopy ? "bf16 or f16" : "float") << " tensor, got " << type;
     return success();
   }
   if (!isScalarOf(type, /*isFloat=*/true))
@@ -621,8 +631,30 @@ static LogicalResult verifyFusedTensors(Operation *op, ValueRange params, ValueR
 /// order: its operands' types.
 template <typename Adaptor>
 static void inferUpdatedTypes(Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  for (ValueRange group : {adaptor.getParams(), adaptor.getExpAvgs(), adaptor.getExpAvgSqs()})
+  for (ValueRange group : {adaptor.getParams(), adaptor.getExpAvgs(), adaptor.getExpAvgSqs(),
+                           adaptor.getCopies()})
     llvm::append_range(types, group.getTypes());
+}
+
+/// A fused update's working copies: one bf16 / fp16 copy per index of
+/// `copyOf`, each of its parameter's shape, no parameter twice.
+static LogicalResult verifyCopies(Operation *op, ValueRange params, ValueRange copies,
+                                  ArrayRef<int64_t> copyOf) {
+  if (copies.size() != copyOf.size())
+    return op->emitOpError("has ") << copies.size() << " copies and " << copyOf.size()
+                                   << " copy_of indices";
+  llvm::SmallDenseSet<int64_t, 8> seen;
+  for (auto [c, k] : llvm::zip_equal(copies, copyOf)) {
+    if (k < 0 || k >= int64_t(params.size()) || !seen.insert(k).second)
+      return op->emitOpError("copy_of ")
+             << k << " must name a parameter (0 to " << params.size() - 1 << ") once";
+    auto p = cast<RankedTensorType>(params[k].getType());
+    auto t = cast<RankedTensorType>(c.getType());
+    if (!isHalfTensor(t) || t.getShape() != p.getShape())
+      return op->emitOpError("the copy of parameter ")
+             << k << " must be a bf16 or f16 tensor of its shape " << p << ", is " << t;
+  }
+  return success();
 }
 
 LogicalResult FusedAdamOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
@@ -639,7 +671,9 @@ LogicalResult FusedAdamOp::verify() {
     return failure();
   if (!(getEps().convertToDouble() > 0.0))
     return emitOpError("eps must be positive");
-  return verifyFusedTensors(*this, getParams(), getGrads(), getExpAvgs(), getExpAvgSqs());
+  if (failed(verifyFusedTensors(*this, getParams(), getGrads(), getExpAvgs(), getExpAvgSqs())))
+    return failure();
+  return verifyCopies(*this, getParams(), getCopies(), getCopyOf());
 }
 
 LogicalResult FusedLambStatsOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location>,
@@ -685,7 +719,7 @@ LogicalResult FusedLambOp::verify() {
       if (stats.getBeta1() != getBeta1() || stats.getBeta2() != getBeta2() ||
           stats.getEps() != getEps() || stats.getWeightDecay() != getWeightDecay())
         return emitOpError("its train.fused_lamb_stats has other betas, eps or weight_decay");
-  return success();
+  return verifyCopies(*this, getParams(), getCopies(), getCopyOf());
 }
 
 LogicalResult LrScheduleOp::verify() {

@@ -43,6 +43,11 @@ def Train_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kLoss = "train.loss";
     static constexpr ::llvm::StringLiteral kOptState = "train.opt_state";
     static constexpr ::llvm::StringLiteral kStep = "train.step";
+    /// A step argument and result holding a parameter's bf16 / fp16
+    /// working copy (the value is the parameter's name): the fused update
+    /// writes it, the forward reads it, and the runtime refreshes it from
+    /// the parameter whenever the parameter is loaded (fuse-optimizer).
+    static constexpr ::llvm::StringLiteral kParamCopy = "train.param_copy";
     /// The f32 scalar argument holding fp16's loss scale (the runtime
     /// writes it before every step): autodiff seeds the backward pass with
     /// it and clip_grad_norm divides it out.
@@ -706,10 +711,17 @@ def Train_FusedAdamOp : Train_Op<"fused_adam", [Pure, AttrSizedOperandSegments,
     buffer. Every element's arithmetic is train.adam's, in its order, so
     the results are bitwise those of the unfused ops.
 
+    With `copies` (bf16 or fp16, `copy_of` naming each one's parameter by
+    its index), the update also writes each such parameter's new value,
+    rounded, into its copy: the working copy the next step's forward reads
+    (a `train.param_copy` argument), which is an `nn.cast` of the new
+    parameter in the same pass.
+
     The results are the new parameters, then the new exp_avgs, then the new
-    exp_avg_sqs, each in place of its operand (getNewParams,
-    getNewExpAvgs, getNewExpAvgSqs). Made by the fuse-optimizer pass after
-    every other transformation of the step; no pass changes it after.
+    exp_avg_sqs, then the new copies, each in place of its operand
+    (getNewParams, getNewExpAvgs, getNewExpAvgSqs, getNewCopies). Made by
+    the fuse-optimizer pass after every other transformation of the step;
+    no pass changes it after.
   }];
   let arguments = (ins Variadic<Train_FloatTensor>:$params,
                        Variadic<Train_FloatTensor>:$grads,
@@ -717,17 +729,19 @@ def Train_FusedAdamOp : Train_Op<"fused_adam", [Pure, AttrSizedOperandSegments,
                        Variadic<Train_FloatTensor>:$exp_avg_sqs,
                        Train_ScalarF32:$lr, Train_ScalarI64:$step,
                        Optional<Train_ScalarF32>:$coef,
+                       Variadic<Train_FloatTensor>:$copies,
                        DefaultValuedAttr<F64Attr, "0.9">:$beta1,
                        DefaultValuedAttr<F64Attr, "0.999">:$beta2,
                        DefaultValuedAttr<F64Attr, "1e-8">:$eps,
                        DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
                        UnitAttr:$decoupled_weight_decay,
-                       DefaultValuedAttr<BoolAttr, "true">:$bias_correction);
+                       DefaultValuedAttr<BoolAttr, "true">:$bias_correction,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$copy_of);
   let results = (outs Variadic<Train_FloatTensor>:$updated);
   let assemblyFormat = [{
     `(` $params `)` `grads` `(` $grads `)` `states` `(` $exp_avgs `)` `(` $exp_avg_sqs `)` `,`
-      $lr `,` $step (`coef` `(` $coef^ `)`)? attr-dict `:` `(` type($params) `)` `grads` `(`
-      type($grads) `)`
+      $lr `,` $step (`coef` `(` $coef^ `)`)? (`copies` `(` $copies^ `:` type($copies) `)`)?
+      attr-dict `:` `(` type($params) `)` `grads` `(` type($grads) `)`
   }];
   let extraClassDeclaration = [{
     ::mlir::ResultRange getNewParams() {
@@ -737,8 +751,9 @@ def Train_FusedAdamOp : Train_Op<"fused_adam", [Pure, AttrSizedOperandSegments,
       return getUpdated().slice(getParams().size(), getParams().size());
     }
     ::mlir::ResultRange getNewExpAvgSqs() {
-      return getUpdated().take_back(getParams().size());
+      return getUpdated().slice(2 * getParams().size(), getParams().size());
     }
+    ::mlir::ResultRange getNewCopies() { return getUpdated().drop_front(3 * getParams().size()); }
   }];
   let hasVerifier = 1;
 }
@@ -789,9 +804,10 @@ def Train_FusedLambOp : Train_Op<"fused_lamb", [Pure, AttrSizedOperandSegments,
     own `stats` (tensor<2xf32>, train.fused_lamb_stats' or the all-reduced
     sums). `coef` and narrow gradients as in `train.fused_adam`. Every
     element's arithmetic is train.lamb's, so the results are bitwise those
-    of the unfused ops. The results are the new parameters, then the new
-    exp_avgs, then the new exp_avg_sqs, each in place of its operand. Made
-    by the fuse-optimizer pass.
+    of the unfused ops. `copies` and `copy_of` as in `train.fused_adam`.
+    The results are the new parameters, then the new exp_avgs, then the
+    new exp_avg_sqs, then the new copies, each in place of its operand.
+    Made by the fuse-optimizer pass.
   }];
   let arguments = (ins Variadic<Train_FloatTensor>:$params,
                        Variadic<Train_FloatTensor>:$grads,
@@ -800,17 +816,20 @@ def Train_FusedLambOp : Train_Op<"fused_lamb", [Pure, AttrSizedOperandSegments,
                        Variadic<1DTensorOf<[F32]>>:$stats,
                        Train_ScalarF32:$lr, Train_ScalarI64:$step,
                        Optional<Train_ScalarF32>:$coef,
+                       Variadic<Train_FloatTensor>:$copies,
                        DefaultValuedAttr<F64Attr, "0.9">:$beta1,
                        DefaultValuedAttr<F64Attr, "0.999">:$beta2,
                        DefaultValuedAttr<F64Attr, "1e-8">:$eps,
                        DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
                        DefaultValuedAttr<BoolAttr, "true">:$bias_correction,
                        DefaultValuedAttr<F64Attr, "10.0">:$max_coeff,
-                       DefaultValuedAttr<F64Attr, "0.01">:$min_coeff);
+                       DefaultValuedAttr<F64Attr, "0.01">:$min_coeff,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$copy_of);
   let results = (outs Variadic<Train_FloatTensor>:$updated);
   let assemblyFormat = [{
     `(` $params `)` `grads` `(` $grads `)` `states` `(` $exp_avgs `)` `(` $exp_avg_sqs `)`
-      `stats` `(` $stats `)` `,` $lr `,` $step (`coef` `(` $coef^ `)`)? attr-dict `:`
+      `stats` `(` $stats `)` `,` $lr `,` $step (`coef` `(` $coef^ `)`)?
+      (`copies` `(` $copies^ `:` type($copies) `)`)? attr-dict `:`
       `(` type($params) `)` `grads` `(` type($grads) `)` `stats` `(` type($stats) `)`
   }];
   let extraClassDeclaration = [{
@@ -821,8 +840,9 @@ def Train_FusedLambOp : Train_Op<"fused_lamb", [Pure, AttrSizedOperandSegments,
       return getUpdated().slice(getParams().size(), getParams().size());
     }
     ::mlir::ResultRange getNewExpAvgSqs() {
-      return getUpdated().take_back(getParams().size());
+      return getUpdated().slice(2 * getParams().size(), getParams().size());
     }
+    ::mlir::ResultRange getNewCopies() { return getUpdated().drop_front(3 * getParams().size()); }
   }];
   let hasVerifier = 1;
 }

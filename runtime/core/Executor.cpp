@@ -4,6 +4,7 @@
 #include "runtime/kernels/cpu/Kernels.h"
 
 #include "plan/ElementBytes.h"
+#include "plan/Version.h"
 
 #include "io/SafeTensors.h"
 
@@ -617,6 +618,38 @@ void Executor::validateBuffers() {
       if (pp_ <= 1)
         inputs_.push_back(&t);
     }
+  }
+  resolveCopies(path);
+}
+
+void Executor::resolveCopies(const std::string &path) {
+  std::map<std::string, const Tensor *> params;
+  for (const Tensor &t : tensors_)
+    if (t.role == plan::PARAM)
+      params.emplace(t.name, &t);
+  const std::string suffix = kParamCopySuffix;
+  for (size_t k = 0; k < tensors_.size(); ++k) {
+    Tensor &t = tensors_[k];
+    if (t.role != plan::PARAM_COPY)
+      continue;
+    std::string where = path + ": buffer " + std::to_string(k) + " ('" + t.name + "')";
+    if (t.dtype != plan::BF16 && t.dtype != plan::F16)
+      throw PlanError(where + ": a working copy is BF16 or F16, this is " +
+                      plan::DType_Name(t.dtype));
+    const bool suffixed = t.name.size() > suffix.size() &&
+                          t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    auto param = suffixed ? params.find(t.name.substr(0, t.name.size() - suffix.size()))
+                          : params.end();
+    if (param == params.end())
+      throw PlanError(where + ": a working copy is named like its parameter plus '" + suffix +
+                      "', and no parameter is");
+    const Tensor &p = *param->second;
+    if (p.tier != plan::ARENA || p.numel != t.numel || p.shape.rank != t.shape.rank ||
+        !std::equal(p.shape.dims, p.shape.dims + p.shape.rank, t.shape.dims))
+      throw PlanError(where + ": the working copy of a " + shapeString(p.shape) +
+                      " parameter in the arena must have its shape, has " +
+                      shapeString(t.shape));
+    t.copyOf = &p;
   }
 }
 

@@ -136,6 +136,8 @@ struct Tensor {
   /// statistics): model state the forward pass updates, so it is among the
   /// final weights (weights()), besides the parameters.
   bool assigned = false;
+  /// A PARAM_COPY's parameter (the buffer it is a bf16 / fp16 cast of).
+  const Tensor *copyOf = nullptr;
 
   float *f32() const { return static_cast<float *>(data); }
   int64_t *i64() const { return static_cast<int64_t *>(data); }
@@ -597,6 +599,13 @@ private:
   void setupPipeline(dsc::plan::Plan &top, const std::string &path);
   void validatePipeline();
   void validateBuffers();
+  /// Each PARAM_COPY's parameter: the PARAM named like it without its
+  /// suffix, in the arena, of its shape (validateBuffers).
+  void resolveCopies(const std::string &path);
+  /// Casts every PARAM_COPY from its parameter when copiesStale_ (before a
+  /// step or an evaluation: what the fused updates keep up to date from
+  /// then on).
+  void refreshCopies();
   /// Copies the parameters and frozen buffers from a safetensors file
   /// (initialize()), checking the plan's own against plan.sha256.
   void loadWeights(const std::string &path);
@@ -641,6 +650,9 @@ private:
   std::vector<const Instr *> evalLists_[3]; // the Instr.eval ones of each list
   int64_t savedStep_ = 0;                    // the step counter during an evaluation
   bool afterEval_ = false;                   // an evaluation ran since the last step
+  /// The parameters were loaded or restored since the working copies
+  /// (PARAM_COPY) were last cast from them: refreshCopies before a step.
+  bool copiesStale_ = true;
   float stepGradNorm_ = 0, stepLr_ = 0;      // the last step's, kept from before it
   void *arena_ = nullptr;
   void *hostTier_ = nullptr; // Plan.host_tier_bytes (ZeRO-Offload's state)

@@ -290,10 +290,26 @@ std::string Executor::evalUnavailable() const {
   return {};
 }
 
+void Executor::refreshCopies() {
+  if (!copiesStale_)
+    return;
+  bool any = false;
+  for (Tensor &t : tensors_)
+    if (t.copyOf) {
+      cpu::cast(t.copyOf->data, cpu::DType::F32, t.data,
+                t.dtype == plan::BF16 ? cpu::DType::BF16 : cpu::DType::F16, t.numel);
+      any = true;
+    }
+  if (any)
+    backend_->hostWritten();
+  copiesStale_ = false;
+}
+
 void Executor::beginEval(int64_t batch) {
   std::string why = evalUnavailable();
   if (!why.empty())
     throw PlanError(why);
+  refreshCopies();
   if (!afterEval_) {
     stepGradNorm_ = gradNorm();
     stepLr_ = lr();
@@ -326,6 +342,7 @@ void Executor::endEval(int64_t batch, bool completed) {
 }
 
 void Executor::beginStep(int64_t stepIndex) {
+  refreshCopies();
   afterEval_ = false;
   ctx_.step = stepIndex;
   if (profile_ && !backend_->onHost() && ++stepsBegun_ == 2) {

@@ -150,6 +150,7 @@ void Executor::loadWeights(const std::string &path) {
     if (touched)
       ::madvise(const_cast<uint8_t *>(base) + at, end - at, MADV_DONTNEED);
   }
+  copiesStale_ = true;
   if (verify && sha.hex() != weightsSha256_)
     throw PlanError(path + ": does not match its checksum in " + dir_ + "/" + io::kChecksumFile +
                     ": the file was modified after dsc wrote it (" + planChecksumHint(dir_) + ")");
@@ -169,6 +170,7 @@ std::vector<Tensor *> Executor::stateTensors() {
   // before the next step.
   backend_->pull();
   backend_->hostWritten();
+  copiesStale_ = true;
   std::vector<Tensor *> r;
   for (Tensor &t : tensors_)
     if (t.role == plan::PARAM || t.role == plan::OPT_STATE || t.role == plan::FROZEN)
@@ -200,6 +202,7 @@ void Executor::writeState(const Tensor &t, int64_t first, int64_t count, const f
   if (first < 0 || count < 0 || first + count > t.numel)
     throw PlanError(name_ + ": elements [" + std::to_string(first) + ", " +
                     std::to_string(first + count) + ") of '" + t.name + "' out of range");
+  copiesStale_ = true;
   if (!inNvme(t)) {
     std::memcpy(t.f32() + first, src, size_t(count) * 4);
     return;

@@ -155,6 +155,27 @@ void checkFusedTensors(const Instr &i, const Check &c, size_t n, bool inPlace) {
   }
 }
 
+/// A fused update's working copies (format 19): the integers from
+/// `first` on name the parameters (by index, each once) whose bf16 / fp16
+/// copies are the inputs from `in` on and the last outputs, in place.
+void checkCopies(const Instr &i, const Check &c, size_t n, size_t first, size_t in) {
+  const size_t copies = i.ints.size() - first;
+  std::vector<bool> seen(n, false);
+  for (size_t j = 0; j < copies; ++j) {
+    const int64_t k = i.ints[first + j];
+    if (k < 0 || size_t(k) >= n || seen[size_t(k)])
+      c.fail("copy_of " + std::to_string(k) + " must name one of the " + std::to_string(n) +
+             " parameters, each once");
+    seen[size_t(k)] = true;
+    const Tensor *copy = i.in[in + j], *p = i.in[size_t(k)];
+    if (copy->dtype != plan::BF16 && copy->dtype != plan::F16)
+      c.fail("the copy of parameter " + std::to_string(k) + " must be BF16 or F16, is " +
+             plan::DType_Name(copy->dtype));
+    c.sameShape(p, copy);
+    c.inPlace(copy, i.out[3 * n + j]);
+  }
+}
+
 /// What the CPU kernels take of a fused update's tensors (checkFusedTensors):
 /// the updated outputs with `inPlace`, otherwise the inputs (which the sums
 /// only read).
@@ -171,6 +192,20 @@ std::vector<cpu::AdamTensor> fusedTensors(const Instr &i, size_t n, bool inPlace
             : g->dtype == plan::F16 ? cpu::AdamTensor::Grad::F16
                                     : cpu::AdamTensor::Grad::F32,
             at(1, 2), at(2, 3), g->numel};
+  }
+  return t;
+}
+
+/// fusedTensors of an update, with the working copies checkCopies checked
+/// attached.
+std::vector<cpu::AdamTensor> updatedTensors(const Instr &i, size_t n, size_t firstCopy) {
+  std::vector<cpu::AdamTensor> t = fusedTensors(i, n, true);
+  for (size_t j = 0; firstCopy + j < i.ints.size(); ++j) {
+    const Tensor *copy = i.out[3 * n + j];
+    cpu::AdamTensor &a = t[size_t(i.ints[firstCopy + j])];
+    a.copy = copy->data;
+    a.copyType = copy->dtype == plan::BF16 ? cpu::AdamTensor::Copy::BF16
+                                           : cpu::AdamTensor::Copy::F16;
   }
   return t;
 }
@@ -370,20 +405,25 @@ void addTrainOps(OpTable &t) {
       c.flag(0, "decoupled");
       c.flag(1, "bias_correction");
       c.flag(2, "has_coef");
-      const size_t coef = i.ints[2] != 0, n = i.out.size() / 3;
-      if (n == 0 || i.out.size() % 3 || i.in.size() != 4 * n + 2 + coef)
+      // K working copies after the inputs and the outputs (copy_of).
+      const size_t coef = i.ints[2] != 0, copies = i.ints.size() - 3,
+                   n = i.out.size() >= copies ? (i.out.size() - copies) / 3 : 0;
+      if (n == 0 || (i.out.size() - copies) % 3 || i.in.size() != 4 * n + 2 + coef + copies)
         c.fail("expects N params, grads, exp_avgs and exp_avg_sqs, lr, step" +
-               std::string(coef ? " and coef" : "") + " and writes the N params and states");
+               std::string(coef ? ", coef" : "") +
+               " and the K working copies copy_of names, and writes the N params and states "
+               "and the copies");
       checkFusedTensors(i, c, n, true);
       c.scalar(i.in[4 * n], plan::F32, "lr");
       c.scalar(i.in[4 * n + 1], plan::I64, "step");
       if (coef)
         c.scalar(i.in[4 * n + 2], plan::F32, "coef");
+      checkCopies(i, c, n, 3, 4 * n + 2 + coef);
       i.run = [](const Instr &i, Context &ctx) {
         if (ctx.overflow) // fp16: the loss scaler skips this step
           return;
-        const size_t n = i.out.size() / 3;
-        const std::vector<cpu::AdamTensor> t = fusedTensors(i, n, true);
+        const size_t n = (i.out.size() - (i.ints.size() - 3)) / 3;
+        const std::vector<cpu::AdamTensor> t = updatedTensors(i, n, 3);
         const float scale = i.ints[2] ? *i.in[4 * n + 2]->f32() : 1.0f;
         auto [beta1, beta2] = stepBetas(i, ctx);
         cpu::fusedAdam(t.data(), n, scale, *i.in[4 * n]->f32(), beta1, beta2,
@@ -777,10 +817,13 @@ void addTrainOps(OpTable &t) {
       c.layout();
       lambUpdateRates(c);
       c.flag(1, "has_coef");
-      const size_t coef = i.ints[1] != 0, n = i.out.size() / 3;
-      if (n == 0 || i.out.size() % 3 || i.in.size() != 5 * n + 2 + coef)
+      const size_t coef = i.ints[1] != 0, copies = i.ints.size() - 2,
+                   n = i.out.size() >= copies ? (i.out.size() - copies) / 3 : 0;
+      if (n == 0 || (i.out.size() - copies) % 3 || i.in.size() != 5 * n + 2 + coef + copies)
         c.fail("expects N params, grads, exp_avgs, exp_avg_sqs and stats, lr, step" +
-               std::string(coef ? " and coef" : "") + " and writes the N params and states");
+               std::string(coef ? ", coef" : "") +
+               " and the K working copies copy_of names, and writes the N params and states "
+               "and the copies");
       checkFusedTensors(i, c, n, true);
       for (size_t k = 0; k < n; ++k) {
         c.dtype(i.in[4 * n + k], plan::F32, "stats");
@@ -792,11 +835,12 @@ void addTrainOps(OpTable &t) {
       c.scalar(i.in[5 * n + 1], plan::I64, "step");
       if (coef)
         c.scalar(i.in[5 * n + 2], plan::F32, "coef");
+      checkCopies(i, c, n, 2, 5 * n + 2 + coef);
       i.run = [](const Instr &i, Context &ctx) {
         if (ctx.overflow)
           return;
-        const size_t n = i.out.size() / 3;
-        const std::vector<cpu::AdamTensor> t = fusedTensors(i, n, true);
+        const size_t n = (i.out.size() - (i.ints.size() - 2)) / 3;
+        const std::vector<cpu::AdamTensor> t = updatedTensors(i, n, 2);
         std::vector<const float *> sums(n);
         for (size_t k = 0; k < n; ++k)
           sums[k] = i.in[4 * n + k]->f32();

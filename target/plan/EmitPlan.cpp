@@ -592,6 +592,8 @@ private:
     } else if (auto n = named(TrainDialect::kOptState)) {
       index = newBuffer(a, plan::OPT_STATE, n.getValue());
       setTier(index, i);
+    } else if (auto n = named(TrainDialect::kParamCopy)) {
+      index = newBuffer(a, plan::PARAM_COPY, n.getValue().str() + dsrt::kParamCopySuffix);
     } else if (auto n = named(TrainDialect::kInput)) {
       index = newBuffer(a, plan::INPUT, n.getValue());
       if (succeeded(index)) {
@@ -680,14 +682,18 @@ private:
       else if (fn_.getResultAttr(i, TrainDialect::kLr))
         plan_.set_lr_buffer(*index);
       else if (fn_.getResultAttr(i, TrainDialect::kUpdated) ||
-               fn_.getResultAttr(i, TrainDialect::kOptState)) {
+               fn_.getResultAttr(i, TrainDialect::kOptState) ||
+               fn_.getResultAttr(i, TrainDialect::kParamCopy)) {
         // Updated state must land where the next step reads it.
-        StringRef name =
-            cast<StringAttr>(fn_.getResultAttr(i, TrainDialect::kUpdated)
-                                 ? fn_.getResultAttr(i, TrainDialect::kUpdated)
-                                 : fn_.getResultAttr(i, TrainDialect::kOptState))
-                .getValue();
-        auto state = named_.find(name.str());
+        Attribute role = fn_.getResultAttr(i, TrainDialect::kUpdated);
+        if (!role)
+          role = fn_.getResultAttr(i, TrainDialect::kOptState);
+        std::string name = cast<StringAttr>(role ? role
+                                                 : fn_.getResultAttr(i, TrainDialect::kParamCopy))
+                               .str();
+        if (!role)
+          name += dsrt::kParamCopySuffix;
+        auto state = named_.find(name);
         if (state == named_.end() ||
             plan_.buffers(state->second).offset() != plan_.buffers(*index).offset())
           return ret.emitOpError("emit-plan: the update of '")
@@ -1119,6 +1125,8 @@ private:
         .Case([&](train::FusedAdamOp o) {
           encodeAdam(o, instr);
           instr.add_ints(o.getCoef() ? 1 : 0);
+          for (int64_t k : o.getCopyOf())
+            instr.add_ints(k);
         })
         .Case([&](train::OneBitAdamOp o) {
           instr.add_floats(o.getBeta1().convertToDouble());
@@ -1181,8 +1189,11 @@ private:
           instr.add_floats(o.getMaxCoeff().convertToDouble());
           instr.add_floats(o.getMinCoeff().convertToDouble());
           instr.add_ints(o.getBiasCorrection());
-          if constexpr (std::is_same_v<decltype(o), train::FusedLambOp>)
+          if constexpr (std::is_same_v<decltype(o), train::FusedLambOp>) {
             instr.add_ints(o.getCoef() ? 1 : 0);
+            for (int64_t k : o.getCopyOf())
+              instr.add_ints(k);
+          }
         })
         .Case([&](train::SgdOp o) {
           instr.add_floats(o.getMomentum().convertToDouble());

@@ -12,6 +12,7 @@
 #include "config/DsConfig.h"
 #include "plan/ElementBytes.h"
 #include "plan/StepRule.h"
+#include "plan/Version.h"
 
 #include "llvm/Support/Format.h"
 
@@ -79,30 +80,45 @@ int64_t tpPartNumel(const plan::Buffer &b, int64_t tp) {
 /// reduce-scatter or all-gather of an n-element tensor moves n), with P the
 /// number of parameters, so stages 0-2 read 2P and stage 3 up to 3P.
 /// The 16-bit copies of the parameters (an nn.cast of a PARAM buffer, whole
-/// or its chunk), counted as whole copies.
+/// or its chunk, or a PARAM_COPY the fused update keeps), counted as whole
+/// copies.
 struct LowCopies {
   int64_t elements = 0;
   /// Held through the step (all but ZeRO-3's gathered-per-use ones).
   int64_t heldElements = 0;
+  /// Of `elements`, those of the working copies kept across steps.
+  int64_t keptElements = 0;
   const char *name = nullptr; // "bf16", "fp16", or none
 };
 
 LowCopies lowPrecisionCopies(const plan::Plan &p) {
   LowCopies low;
+  auto count = [&](const plan::Buffer &param, plan::DType to) {
+    int64_t n = tpPartNumel(param, p.tp());
+    low.elements += n;
+    if (p.zero_stage() < 3 || param.shard_count() <= 1)
+      low.heldElements += n;
+    low.name = to == plan::BF16 ? "bf16" : "fp16";
+    return n;
+  };
   std::set<uint32_t> cast;
   const plan::Program &prog = p.program();
   for (const auto *list : {&prog.prologue(), &prog.micro_batch(), &prog.epilogue()})
     for (const plan::Instr &i : *list)
       if (i.op() == "nn.cast" && i.inputs_size() == 1 && i.outputs_size() == 1 &&
           p.buffers(i.inputs(0)).role() == plan::PARAM &&
-          elementBytes(p.buffers(i.outputs(0)).dtype()) == 2 && cast.insert(i.inputs(0)).second) {
-        const plan::Buffer &b = p.buffers(i.inputs(0));
-        int64_t n = tpPartNumel(b, p.tp());
-        low.elements += n;
-        if (p.zero_stage() < 3 || b.shard_count() <= 1)
-          low.heldElements += n;
-        low.name = p.buffers(i.outputs(0)).dtype() == plan::BF16 ? "bf16" : "fp16";
-      }
+          elementBytes(p.buffers(i.outputs(0)).dtype()) == 2 && cast.insert(i.inputs(0)).second)
+        count(p.buffers(i.inputs(0)), p.buffers(i.outputs(0)).dtype());
+  std::map<std::string, const plan::Buffer *> params;
+  for (const plan::Buffer &b : p.buffers())
+    if (b.role() == plan::PARAM)
+      params.emplace(b.name(), &b);
+  const std::string suffix = dsrt::kParamCopySuffix;
+  for (const plan::Buffer &b : p.buffers())
+    if (b.role() == plan::PARAM_COPY && b.name().size() > suffix.size())
+      if (auto it = params.find(b.name().substr(0, b.name().size() - suffix.size()));
+          it != params.end())
+        low.keptElements += count(*it->second, b.dtype());
   return low;
 }
 
@@ -160,6 +176,9 @@ void writePrecision(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
   os << "  16-bit copies:  " << 2 * low.heldElements << " bytes per rank ("
      << humanBytes(2 * low.heldElements) << ") held through the step, " << low.elements
      << " parameters cast to " << (low.name ? low.name : k)
+     << (low.keptElements ? ", " + std::to_string(low.keptElements) +
+                                " of them kept across steps (the fused update writes them)"
+                          : std::string())
      << (p.zero_stage() == 3 && low.heldElements != low.elements
              ? "; ZeRO-3's partitioned ones gathered per use"
              : "")
@@ -371,11 +390,14 @@ void writeDataParallel(const plan::Plan &p, llvm::raw_ostream &os) {
   if (lowName)
     line("16-bit copies:  ", lowBytes,
          " = 2P' = 2*" + std::to_string(lowElements) + " (" + lowName + ", " +
-             (stage == 0 ? "cast once per step"
-              : stage < 3 ? "gathered once per step"
-                          : "gathered per use if partitioned, cast once per step if "
-                            "persistent") +
-             "; inside the activations)");
+             (low.keptElements == lowElements
+                  ? "kept across steps, written by the fused update"
+              : stage == 0 ? "cast once per step"
+              : stage < 3  ? "gathered once per step"
+                           : "gathered per use if partitioned, cast once per step if "
+                             "persistent") +
+             (low.keptElements == lowElements ? "; beside the parameters)"
+                                              : "; inside the activations)"));
   line("gradients:      ", gradBytes,
        lowGrads ? whole(2) + " (16-bit accumulation, grad_accum_dtype)"
                 : (stage >= 2 ? split(4, P, pad) : whole(4)) +

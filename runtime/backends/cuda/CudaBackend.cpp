@@ -592,7 +592,8 @@ public:
     std::vector<Tensor *> in;
     if (deviceStale_)
       for (Tensor &t : p.tensors)
-        if (t.role == plan::PARAM || t.role == plan::OPT_STATE || t.role == plan::FROZEN)
+        if (t.role == plan::PARAM || t.role == plan::OPT_STATE || t.role == plan::FROZEN ||
+            t.role == plan::PARAM_COPY)
           in.push_back(&t);
     in.push_back(&p.tensors[p.plan.step_buffer()]);
     if (p.lossScale)

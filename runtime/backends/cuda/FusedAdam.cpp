@@ -50,10 +50,18 @@ void runClipCoef(const Instr &i, Context &ctx) {
     cuda::copyToDevice(out->dev, out->data, sizeof(float));
 }
 
+/// The parameters: what the outputs hold besides the K working copies
+/// (copy_of, the integers after the three flags).
+size_t parameters(const Instr &i) { return (i.out.size() - (i.ints.size() - 3)) / 3; }
+
 void runFusedAdam(const Instr &i, Context &ctx) {
   if (ctx.overflow) // fp16: the loss scaler skips this step
     return;
-  const size_t n = i.out.size() / 3;
+  const size_t n = parameters(i);
+  // Parameter k's bf16 working copy, where it has one.
+  std::vector<Tensor *> copy(n, nullptr);
+  for (size_t j = 3; j < i.ints.size(); ++j)
+    copy[size_t(i.ints[j])] = i.out[3 * n + (j - 3)];
   const bool coef = i.ints[2] != 0;
   const float *factor = coef ? static_cast<const float *>(i.in[4 * n + 2]->dev) : nullptr;
   float *wide = static_cast<float *>(ctx.gpu->scratch);
@@ -74,6 +82,9 @@ void runFusedAdam(const Instr &i, Context &ctx) {
                static_cast<float *>(i.out[2 * n + k]->dev), g->numel, *i.in[4 * n]->f32(), beta1,
                beta2, (float)i.floats[2], (float)i.floats[3], i.ints[0] != 0, i.ints[1] != 0,
                *i.in[4 * n + 1]->i64());
+    if (copy[k]) // the cast nn.cast would make of the new value
+      cuda::cast(static_cast<const float *>(i.out[k]->dev),
+                 static_cast<cpu::Bf16 *>(copy[k]->dev), g->numel);
   }
 }
 
@@ -102,9 +113,10 @@ size_t bindCudaClipCoef(Instr &i, const std::string &where) {
 }
 
 size_t bindCudaFusedAdam(Instr &i, const std::string &where) {
-  const size_t n = i.out.size() / 3;
+  const size_t n = parameters(i);
   const std::vector<Tensor *> grads(i.in.begin() + long(n), i.in.begin() + long(2 * n));
   refuseF16(grads, where);
+  refuseF16({i.out.begin() + long(3 * n), i.out.end()}, where);
   i.run = runFusedAdam;
   return widest(grads, i.ints[2] != 0);
 }

@@ -405,11 +405,16 @@ void adam(float *p, const float *g, float *m, float *v, int64_t n, float lr,
 /// bf16 or fp16 (`g` points at that type).
 struct AdamTensor {
   enum class Grad : uint8_t { F32, BF16, F16 };
+  enum class Copy : uint8_t { None, BF16, F16 };
   float *p;
   const void *g;
   Grad grad;
   float *m, *v;
   int64_t n;
+  /// The parameter's bf16 / fp16 working copy, written with its new value
+  /// (a cast of it, as nn.cast rounds) as the update goes; none by default.
+  void *copy = nullptr;
+  Copy copyType = Copy::None;
 };
 /// adam() over every tensor of `t` as one element range split across the
 /// threads, each gradient widened to float and multiplied by `gradScale`

@@ -448,24 +448,40 @@ namespace {
 /// through a block in L1 first: computed in the update's expression, the
 /// product could be contracted into an FMA with the L2 term, which rounds
 /// differently from the clipped gradient the unfused update reads.
+/// The working copy of t's elements [o, o + len), from their new values
+/// (in L1: the update just wrote them).
+void writeCopy(const AdamTensor &t, int64_t o, int64_t len) {
+  if (t.copyType == AdamTensor::Copy::BF16)
+    detail::convert(t.p + o, static_cast<Bf16 *>(t.copy) + o, len);
+  else if (t.copyType == AdamTensor::Copy::F16)
+    detail::convert(t.p + o, static_cast<Fp16 *>(t.copy) + o, len);
+}
+
 template <class T, bool Scaled>
 void adamScaledRange(const AdamTensor &t, int64_t b, int64_t e, float gradScale,
                      const kernels::AdamScalars s) {
   float *__restrict p = t.p, *__restrict m = t.m, *__restrict v = t.v;
   const T *__restrict g = static_cast<const T *>(t.g);
-  if constexpr (!Scaled && std::is_same_v<T, float>) {
+  constexpr bool kAsIs = !Scaled && std::is_same_v<T, float>;
+  if (kAsIs && !t.copy) {
     for (int64_t i = b; i < e; ++i)
-      kernels::adamElement(p[i], g[i], m[i], v[i], s);
-  } else {
-    constexpr int64_t kBlock = 512;
-    alignas(64) float gs[kBlock];
-    for (int64_t o = b; o < e; o += kBlock) {
-      const int64_t len = std::min(kBlock, e - o);
+      kernels::adamElement(p[i], detail::toFloat(g[i]), m[i], v[i], s);
+    return;
+  }
+  constexpr int64_t kBlock = 512;
+  alignas(64) float gs[kBlock];
+  for (int64_t o = b; o < e; o += kBlock) {
+    const int64_t len = std::min(kBlock, e - o);
+    if constexpr (kAsIs) {
+      for (int64_t i = 0; i < len; ++i)
+        kernels::adamElement(p[o + i], detail::toFloat(g[o + i]), m[o + i], v[o + i], s);
+    } else {
       for (int64_t i = 0; i < len; ++i)
         gs[i] = Scaled ? detail::toFloat(g[o + i]) * gradScale : detail::toFloat(g[o + i]);
       for (int64_t i = 0; i < len; ++i)
         kernels::adamElement(p[o + i], gs[i], m[o + i], v[o + i], s);
     }
+    writeCopy(t, o, len);
   }
 }
 template <bool Scaled>
@@ -533,7 +549,9 @@ template <class F>
 void gradientBlocks(const AdamTensor &t, int64_t b, int64_t e, float gradScale, F &&f) {
   auto blocks = [&](const auto *g) {
     using T = std::remove_cv_t<std::remove_pointer_t<decltype(g)>>;
-    if (std::is_same_v<T, float> && gradScale == 1.0f)
+    // Whole, unless a working copy is written behind the update (then
+    // in blocks, so that the copy reads the new values from L1).
+    if (std::is_same_v<T, float> && gradScale == 1.0f && !t.copy)
       return f(b, e - b, reinterpret_cast<const float *>(g) + b);
     constexpr int64_t kBlock = 512;
     alignas(64) float gs[kBlock];
@@ -629,6 +647,7 @@ void fusedLamb(const AdamTensor *t, size_t count, const float *const *sums, floa
         const float u = kernels::lambUpdate(p[i], g[i], m[i], v[i], s);
         p[i] = p[i] - step * u;
       }
+      writeCopy(a, o, len);
     });
   });
 }

@@ -460,6 +460,52 @@ func.func @fused_lamb_other_rates(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tenso
 }
 
 //===----------------------------------------------------------------------===//
+// The fused updates' working copies (fuse-optimizer)
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// One copy_of index per copy.
+func.func @copies_count(%p: tensor<4xf32>, %c: tensor<4xbf16>, %lr: tensor<f32>, %s: tensor<i64>) {
+  // expected-error @+1 {{'train.fused_adam' op has 1 copies and 2 copy_of indices}}
+  %0:4 = train.fused_adam(%p) grads(%p) states(%p) (%p), %lr, %s copies(%c : tensor<4xbf16>) {copy_of = array<i64: 0, 0>} : (tensor<4xf32>) grads(tensor<4xf32>)
+  return
+}
+
+// -----
+
+// Each index names a parameter, once.
+func.func @copies_index(%p: tensor<4xf32>, %c: tensor<4xbf16>, %lr: tensor<f32>, %s: tensor<i64>) {
+  // expected-error @+1 {{'train.fused_adam' op copy_of 1 must name a parameter (0 to 0) once}}
+  %0:4 = train.fused_adam(%p) grads(%p) states(%p) (%p), %lr, %s copies(%c : tensor<4xbf16>) {copy_of = array<i64: 1>} : (tensor<4xf32>) grads(tensor<4xf32>)
+  return
+}
+
+// -----
+
+// A copy is bf16 or f16 of its parameter's shape.
+func.func @copies_type(%p: tensor<4xf32>, %c: tensor<2x2xbf16>, %st: tensor<2xf32>, %lr: tensor<f32>, %s: tensor<i64>) {
+  // expected-error @+1 {{'train.fused_lamb' op the copy of parameter 0 must be a bf16 or f16 tensor of its shape 'tensor<4xf32>', is 'tensor<2x2xbf16>'}}
+  %0:4 = train.fused_lamb(%p) grads(%p) states(%p) (%p) stats(%st), %lr, %s copies(%c : tensor<2x2xbf16>) {copy_of = array<i64: 0>} : (tensor<4xf32>) grads(tensor<4xf32>) stats(tensor<2xf32>)
+  return
+}
+
+// -----
+
+// The step's working copy arguments and results are bf16 or f16.
+// expected-error @+1 {{the working copy of 'w' (argument 0) must be a bf16 or f16 tensor, got 'tensor<4xf32>'}}
+func.func @copy_argument(%c: tensor<4xf32> {train.param_copy = "w"}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'train.param_copy' result 0 must be a bf16 or f16 tensor, got 'tensor<4xf32>'}}
+func.func @copy_result(%c: tensor<4xf32>) -> (tensor<4xf32> {train.param_copy = "w"}) {
+  return %c : tensor<4xf32>
+}
+
+//===----------------------------------------------------------------------===//
 // train.fused_adam and train.clip_coef (fuse-optimizer)
 //===----------------------------------------------------------------------===//
 
@@ -486,7 +532,7 @@ func.func @fused_adam_count(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i64>
 // At least one parameter.
 func.func @fused_adam_empty(%lr: tensor<f32>, %s: tensor<i64>) {
   // expected-error @+1 {{'train.fused_adam' op needs at least one parameter}}
-  "train.fused_adam"(%lr, %s) {operandSegmentSizes = array<i32: 0, 0, 0, 0, 1, 1, 0>} : (tensor<f32>, tensor<i64>) -> ()
+  "train.fused_adam"(%lr, %s) {operandSegmentSizes = array<i32: 0, 0, 0, 0, 1, 1, 0, 0>} : (tensor<f32>, tensor<i64>) -> ()
   return
 }
 
@@ -522,7 +568,7 @@ func.func @fused_adam_f64_grad(%p: tensor<4xf32>, %g: tensor<4xf64>, %lr: tensor
 // The states have the parameters' types.
 func.func @fused_adam_state_type(%p: tensor<4xf32>, %m: tensor<4xf16>, %lr: tensor<f32>, %s: tensor<i64>) {
   // expected-error @+1 {{'train.fused_adam' op failed to verify that exp_avgs have the parameters' types}}
-  %0:3 = "train.fused_adam"(%p, %p, %m, %p, %lr, %s) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0>} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf16>, tensor<4xf32>, tensor<f32>, tensor<i64>) -> (tensor<4xf32>, tensor<4xf16>, tensor<4xf32>)
+  %0:3 = "train.fused_adam"(%p, %p, %m, %p, %lr, %s) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0>} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf16>, tensor<4xf32>, tensor<f32>, tensor<i64>) -> (tensor<4xf32>, tensor<4xf16>, tensor<4xf32>)
   return
 }
 

@@ -219,12 +219,13 @@ const std::map<std::string, Builder> &builders() {
     // Two parameters (the first of type d), an f32 and a bf16 gradient, and
     // the factor.
     b["train.fused_adam"] = [adam](Case &c, DType d) {
+      // The second parameter with its bf16 working copy (copy_of 1).
       Tensor *p = c.t({4}, d), *q = c.f({3}), *m = c.f({4}), *n = c.f({3}), *v = c.f({4}),
-             *w = c.f({3});
+             *w = c.f({3}), *copy = c.t({3}, plan::BF16);
       c.set({p, q, c.f({4}), c.t({3}, plan::BF16), m, n, v, w, c.scalar(), c.scalar(plan::I64),
-             c.scalar()},
-            {c.over(p), c.over(q), c.over(m), c.over(n), c.over(v), c.over(w)}, {1, 1, 1},
-            {adam[0], adam[1], adam[2], adam[3]});
+             c.scalar(), copy},
+            {c.over(p), c.over(q), c.over(m), c.over(n), c.over(v), c.over(w), c.over(copy)},
+            {1, 1, 1, 1}, {adam[0], adam[1], adam[2], adam[3]});
     };
     b["train.clip_coef"] = [](Case &c, DType d) {
       c.set({c.f({4}), c.t({3}, plan::BF16)}, {c.t({}, d), c.scalar()}, {0, 0}, {1.0});

@@ -201,6 +201,29 @@ TEST(PlanFormat, WhatTheMemoryPlanKnowsIsCheckedAtLoad) {
   EXPECT_THAT(with(0, 99, lossAt, v), HasSubstr("view_of 99 must name an earlier buffer"));
 }
 
+TEST(PlanFormat, WorkingCopiesAreCheckedAtLoad) {
+  // Format 19: a PARAM_COPY is the bf16 / fp16 copy of the parameter named
+  // like it without ".copy", of its shape.
+  TempDir dir;
+  auto with = [&](const std::string &name, plan::DType dtype, std::vector<int64_t> shape) {
+    PlanBuilder p = smallPlan();
+    p.buffer(name, dtype, shape, plan::PARAM_COPY);
+    p.write(dir.path());
+    return loadError(dir.path());
+  };
+  EXPECT_EQ(with("w.copy", plan::BF16, {4}), "no error");
+  EXPECT_EQ(with("w.copy", plan::F16, {4}), "no error");
+  EXPECT_THAT(with("v.copy", plan::BF16, {4}),
+              HasSubstr("a working copy is named like its parameter plus '.copy', and no "
+                        "parameter is"));
+  EXPECT_THAT(with("w", plan::BF16, {4}), HasSubstr("and no parameter is"));
+  EXPECT_THAT(with("w.copy", plan::F32, {4}),
+              HasSubstr("a working copy is BF16 or F16, this is F32"));
+  EXPECT_THAT(with("w.copy", plan::BF16, {2, 2}),
+              HasSubstr("the working copy of a [4] parameter in the arena must have its shape, "
+                        "has [2,2]"));
+}
+
 TEST(PlanFormat, ThePipelineScheduleIsCheckedAtLoad) {
   // Format 13: a pipeline stage's items, unrolled at load
   // (plan/PipelineItems.h); a malformed schedule is refused, named.
@@ -1150,7 +1173,7 @@ TEST(FusedOptimizer, OperandChecks) {
             "no error");
   EXPECT_THAT(bindError("train.fused_adam", {&p, &g, &m, &v, &lr, &step}, {&p, &m, &v},
                         {1, 1, 1}, rates),
-              HasSubstr("expects N params, grads, exp_avgs and exp_avg_sqs, lr, step and coef"));
+              HasSubstr("expects N params, grads, exp_avgs and exp_avg_sqs, lr, step, coef"));
   EXPECT_THAT(bindError("train.fused_adam", {&half, &g, &m, &v, &lr, &step}, {&half, &m, &v},
                         {1, 1, 0}, rates),
               HasSubstr("parameter and state must be F32, is BF16"));
@@ -1162,6 +1185,24 @@ TEST(FusedOptimizer, OperandChecks) {
   EXPECT_THAT(bindError("train.fused_adam", {&p, &g, &m, &v, &lr, &step}, {&p2, &m, &v},
                         {1, 1, 0}, rates),
               HasSubstr("in place"));
+  // Working copies (format 19): copy_of names each one's parameter, once;
+  // a copy is BF16 or F16 of its shape, written in place.
+  Buf copy({2}, plan::BF16), copy2({2}, plan::BF16), wide({2});
+  EXPECT_EQ(bindError("train.fused_adam", {&p, &g, &m, &v, &lr, &step, &copy},
+                      {&p, &m, &v, &copy}, {1, 1, 0, 0}, rates),
+            "no error");
+  EXPECT_THAT(bindError("train.fused_adam", {&p, &g, &m, &v, &lr, &step, &copy},
+                        {&p, &m, &v, &copy}, {1, 1, 0, 1}, rates),
+              HasSubstr("copy_of 1 must name one of the 1 parameters, each once"));
+  EXPECT_THAT(bindError("train.fused_adam", {&p, &g, &m, &v, &lr, &step, &wide},
+                        {&p, &m, &v, &wide}, {1, 1, 0, 0}, rates),
+              HasSubstr("the copy of parameter 0 must be BF16 or F16, is F32"));
+  EXPECT_THAT(bindError("train.fused_adam", {&p, &g, &m, &v, &lr, &step, &copy},
+                        {&p, &m, &v, &copy2}, {1, 1, 0, 0}, rates),
+              HasSubstr("in place"));
+  EXPECT_THAT(bindError("train.fused_adam", {&p, &g, &m, &v, &lr, &step},
+                        {&p, &m, &v, &copy}, {1, 1, 0, 0}, rates),
+              HasSubstr("the K working copies copy_of names"));
   EXPECT_EQ(bindError("train.clip_coef", {&g, &half}, {&norm, &coef}, {0, 0}, {1.0}),
             "no error");
   EXPECT_THAT(bindError("train.clip_coef", {&g}, {&norm}, {0, 0}, {1.0}),

@@ -284,6 +284,54 @@ TEST(Optim, FusedLambIsLambOnTheClippedWidenedGradients) {
     }
 }
 
+// A working copy written behind the update is the cast of the new value
+// (what nn.cast makes of it), in bf16 and fp16, and writing it changes
+// nothing of the update itself (tensors 0 and 3 have none).
+TEST(Optim, FusedUpdatesWriteTheWorkingCopies) {
+  for (bool lambStep : {false, true}) {
+    SCOPED_TRACE(lambStep ? "LAMB" : "Adam");
+    FusedTensors<Bf16> with(AdamTensor::Grad::BF16, 3600), without(AdamTensor::Grad::BF16, 3600);
+    std::vector<AdamTensor> t = with.tensors(), u = without.tensors();
+    std::vector<std::vector<Bf16>> bf(t.size());
+    std::vector<std::vector<Fp16>> hf(t.size());
+    for (size_t k = 0; k < t.size(); ++k) {
+      if (k == 0 || k == 3)
+        continue;
+      if (k % 2) {
+        bf[k].resize(size_t(t[k].n));
+        t[k].copy = bf[k].data(), t[k].copyType = AdamTensor::Copy::BF16;
+      } else {
+        hf[k].resize(size_t(t[k].n));
+        t[k].copy = hf[k].data(), t[k].copyType = AdamTensor::Copy::F16;
+      }
+    }
+    for (int64_t step = 1; step <= 2; ++step)
+      for (auto *ts : {&t, &u}) {
+        if (!lambStep) {
+          fusedAdam(ts->data(), ts->size(), 0.5f, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, true, true,
+                    step);
+          continue;
+        }
+        std::vector<std::array<float, 2>> sums(ts->size());
+        std::vector<float *> out;
+        for (auto &x : sums)
+          out.push_back(x.data());
+        fusedLambStats(ts->data(), ts->size(), 0.5f, 0.9f, 0.999f, 1e-6f, 0.01f, out.data());
+        const std::vector<const float *> in(out.begin(), out.end());
+        fusedLamb(ts->data(), ts->size(), in.data(), 0.5f, 2e-3f, 0.9f, 0.999f, 1e-6f, 0.01f,
+                  true, 10.0f, 0.01f, step);
+      }
+    for (size_t k = 0; k < t.size(); ++k) {
+      EXPECT_TRUE(bitEqual(with.p[k], without.p[k])) << "tensor " << k;
+      EXPECT_TRUE(bitEqual(with.m[k], without.m[k])) << "tensor " << k;
+      if (!bf[k].empty())
+        EXPECT_TRUE(bitEqual(widen(bf[k]), widen(narrowTo<Bf16>(with.p[k])))) << "tensor " << k;
+      if (!hf[k].empty())
+        EXPECT_TRUE(bitEqual(widen(hf[k]), widen(narrowTo<Fp16>(with.p[k])))) << "tensor " << k;
+    }
+  }
+}
+
 // The sum of squares of bf16 / fp16 values is that of their float casts.
 TEST(Optim, SumSquaresOfNarrowIsOfTheWidened) {
   for (int64_t n : {1, 1000, 300001}) {
