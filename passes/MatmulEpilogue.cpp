@@ -5,6 +5,10 @@
 // pass over the GEMM's result (read, write) that oneDNN's post-ops and
 // cuBLASLt's epilogues do while the result is still in registers. On the
 // planned step, where every use is known, this pass hands them to the GEMM.
+// Likewise the casts around a mixed-precision head's loss: the 16-bit
+// logits widened only for nn.cross_entropy and its gradient, and that
+// gradient narrowed right after, are read and written by the loss kernels
+// as they are (foldLossCasts).
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -95,6 +99,57 @@ bool fold(nn::AddOp add, IRRewriter &rewriter, DominanceInfo &dom, llvm::Statist
   return false;
 }
 
+/// Whether `c` narrows f32 to `narrow`, a bf16 / fp16 tensor type.
+bool castsTo(Operation *op, Type narrow) {
+  auto c = dyn_cast_or_null<nn::CastOp>(op);
+  return c && cast<RankedTensorType>(c.getInput().getType()).getElementType().isF32() &&
+         c.getType() == narrow;
+}
+
+/// A cast of 16-bit logits to f32 that only nn.cross_entropy and
+/// nn.cross_entropy_grad read (as their logits), each gradient read only by
+/// a cast back to the logits' type: the loss reads the 16-bit logits (a
+/// widening is exact), the gradient is computed in float and rounded once
+/// into the 16-bit type, which is what the cast back did. The same bits,
+/// without the two passes over [tokens, vocabulary] floats and their two
+/// f32 buffers (GPT-2 small at 8 x 1024 tokens: 1.6 GB each). All or
+/// nothing per cast.
+bool foldLossCasts(nn::CastOp widen, IRRewriter &rewriter) {
+  Value narrow = widen.getInput();
+  auto from = cast<RankedTensorType>(narrow.getType());
+  if (!cast<RankedTensorType>(widen.getType()).getElementType().isF32() ||
+      !(from.getElementType().isBF16() || from.getElementType().isF16()) || widen->use_empty())
+    return false;
+  for (OpOperand &use : widen->getUses()) {
+    Operation *user = use.getOwner();
+    if (use.getOperandNumber() != 0)
+      return false;
+    if (isa<nn::CrossEntropyOp>(user))
+      continue;
+    auto grad = dyn_cast<nn::CrossEntropyGradOp>(user);
+    if (!grad || !grad.getInputGrad().hasOneUse() ||
+        !castsTo(*grad.getInputGrad().getUsers().begin(), from))
+      return false;
+  }
+  for (Operation *user : llvm::make_early_inc_range(widen->getUsers())) {
+    if (auto ce = dyn_cast<nn::CrossEntropyOp>(user)) {
+      ce.getInputMutable().assign(narrow);
+      continue;
+    }
+    auto grad = cast<nn::CrossEntropyGradOp>(user);
+    Operation *back = *grad.getInputGrad().getUsers().begin();
+    rewriter.setInsertionPoint(grad);
+    auto narrowGrad = nn::CrossEntropyGradOp::create(
+        rewriter, grad.getLoc(), from, narrow, grad.getLabels(), grad.getGrad(),
+        grad.getReductionAttr(), grad.getIgnoreIndexAttr());
+    narrowGrad->setDiscardableAttrs(grad->getDiscardableAttrDictionary());
+    rewriter.replaceOp(back, narrowGrad.getInputGrad());
+    rewriter.eraseOp(grad);
+  }
+  rewriter.eraseOp(widen);
+  return true;
+}
+
 struct MatmulEpiloguePass : impl::MatmulEpilogueBase<MatmulEpiloguePass> {
   void runOnOperation() override {
     SmallVector<nn::AddOp> adds;
@@ -103,6 +158,17 @@ struct MatmulEpiloguePass : impl::MatmulEpilogueBase<MatmulEpiloguePass> {
     DominanceInfo dom(getOperation());
     for (nn::AddOp add : adds)
       fold(add, rewriter, dom, numBiases, numAddends);
+    // The widenings (the fold erases the narrowing casts after the
+    // gradients, never another widening).
+    SmallVector<nn::CastOp> widenings;
+    getOperation().walk([&](nn::CastOp c) {
+      auto from = cast<RankedTensorType>(c.getInput().getType()).getElementType();
+      if ((from.isBF16() || from.isF16()) &&
+          cast<RankedTensorType>(c.getType()).getElementType().isF32())
+        widenings.push_back(c);
+    });
+    for (nn::CastOp c : widenings)
+      numLossCasts += foldLossCasts(c, rewriter);
   }
 };
 

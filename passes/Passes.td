@@ -117,10 +117,17 @@ def MatmulEpilogue : Pass<"matmul-epilogue", "mlir::func::FuncOp"> {
     matmul whose tensor-parallel all-reduce comes before the bias (a
     row-parallel layer) is left alone. The unfused ops' gradients
     were built before this pass, so the epilogue has no gradient rule.
+    Also the casts around a mixed-precision head's loss: a cast of
+    bf16 / fp16 logits to f32 that only nn.cross_entropy and
+    nn.cross_entropy_grad read, each gradient read only by a cast back,
+    goes: the loss reads the 16-bit logits (the widening is exact) and the
+    gradient is written in their type (computed in float, rounded once, as
+    the cast back rounded it), so the step is bitwise the same.
   }];
   let statistics = [
     Statistic<"numBiases", "biases", "Bias adds folded into a GEMM">,
     Statistic<"numAddends", "addends", "Residual or gradient adds folded into a GEMM">,
+    Statistic<"numLossCasts", "loss-casts", "Widenings of 16-bit logits the loss reads through">,
   ];
 }
 

@@ -98,7 +98,9 @@ inline constexpr InstructionLayout kInstructionLayouts[] = {
     {"nn.cos", "", "", "float"},
     // reduction: 0 none, 1 sum, 2 mean.
     {"nn.cross_entropy", "reduction, has_ignore_index, ignore_index", "", "f32"},
-    {"nn.cross_entropy_grad", "reduction, has_ignore_index, ignore_index", "", "f32"},
+    // From format 19 the logits may be bf16 / fp16 (and the gradient in
+    // their type; the loss's gradient and the cross-entropy's loss stay f32).
+    {"nn.cross_entropy_grad", "reduction, has_ignore_index, ignore_index", "", "float"},
     {"nn.div", "", "", "float"},
     // On a tensor-parallel part, the split of the whole tensor (whose mask
     // bits the part draws): its dim, blocks and tp size.

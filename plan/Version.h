@@ -88,7 +88,10 @@ namespace dsrt {
 /// Version 19: the parameters' bf16 / fp16 working copies (Role
 /// PARAM_COPY, a buffer named like its parameter plus kParamCopySuffix)
 /// and the fused updates' copy_of integers, which write them; a version-18
-/// dsrt refuses the role. Plans of version 18 are unchanged.
+/// dsrt refuses the role. Also from 19: nn.cross_entropy may read bf16 /
+/// fp16 logits and nn.cross_entropy_grad write its gradient in their type,
+/// which a version-18 dsrt refuses by dtype. Plans of version 18 are
+/// unchanged.
 constexpr unsigned kPlanFormatVersion = 19;
 
 /// A PARAM_COPY buffer's name: its parameter's and this.

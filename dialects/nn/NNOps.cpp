@@ -238,10 +238,15 @@ static LogicalResult inferLoss(std::optional<Location> loc, Type inputType,
     return fail(loc, "labels shape " + shapeStr(labels.getShape()) +
                          " must be " + shapeStr(expected) + " for input " +
                          shapeStr(input.getShape()));
+  // 16-bit logits (a mixed-precision head read as it is) give a float32
+  // loss: the kernels widen them exactly and sum in float32.
+  Type element = input.getElementType();
+  if (element.isBF16() || element.isF16())
+    element = Float32Type::get(input.getContext());
   if (reduction == Reduction::none)
-    r.push_back(RankedTensorType::get(expected, input.getElementType()));
+    r.push_back(RankedTensorType::get(expected, element));
   else
-    r.push_back(RankedTensorType::get({}, input.getElementType()));
+    r.push_back(RankedTensorType::get({}, element));
   return success();
 }
 

@@ -160,6 +160,7 @@ class NN_LossOp<string mnemonic, string what>
     `input` is [N, C] or [N, C, D1, ...]; `labels` is [N] or [N, D1, ...]
     with integer class ids. Samples whose label equals `ignore_index` add
     nothing and are not counted by the `mean` reduction (PyTorch semantics).
+    A bf16 / fp16 input is read widened (exactly) and the loss is f32.
   }];
   let arguments = (ins NN_FloatTensor:$input, NN_IntTensor:$labels,
       DefaultValuedAttr<NN_ReductionAttr, "::dsc::nn::Reduction::mean">:$reduction,

@@ -31,16 +31,26 @@ void addLossOps(OpTable &t) {
       t[name] = {[lossGeometry, logits](Instr &i, const Check &c) {
         c.arity(2, 1);
         c.layout();
-        c.floats({i.in[0], i.out[0]});
+        // From format 19 the cross-entropy reads 16-bit logits (a mixed
+        // precision head's, its widening folded in); the loss is float.
+        if (logits)
+          (void)c.sameFloat({i.in[0]});
+        else
+          c.floats({i.in[0]});
+        c.floats({i.out[0]});
         lossGeometry(i, c, i.in[0], i.in[1]);
         int64_t expected = i.ints[0] == 0 ? i.g[0] * i.g[2] : 1;
         if (i.out[0]->numel != expected)
           c.fail("loss must have " + std::to_string(expected) + " elements");
-        i.run = logits ? KernelFn([](const Instr &i, Context &ctx) {
-          noteBad(ctx,
-                  cpu::crossEntropy(i.in[0]->f32(), i.in[1]->i64(), i.out[0]->f32(), i.g[0],
-                                    i.g[1], i.g[2], (int)i.ints[0], i.ints[1] != 0, i.ints[2]),
-                  i);
+        i.run = logits ? byFloat(i.in[0]->dtype, [](auto tag) -> KernelFn {
+          using T = typename decltype(tag)::type;
+          return [](const Instr &i, Context &ctx) {
+            noteBad(ctx,
+                    cpu::crossEntropy(as<const T>(i.in[0]), i.in[1]->i64(),
+                                      i.out[0]->f32(), i.g[0], i.g[1], i.g[2], (int)i.ints[0],
+                                      i.ints[1] != 0, i.ints[2]),
+                    i);
+          };
         })
                        : KernelFn([](const Instr &i, Context &ctx) {
                            noteBad(ctx,
@@ -57,17 +67,26 @@ void addLossOps(OpTable &t) {
       t[name] = {[lossGeometry, logits](Instr &i, const Check &c) {
         c.arity(3, 1);
         c.layout();
-        c.floats({i.in[0], i.in[2], i.out[0]});
+        // The cross-entropy's gradient in its logits' type (16-bit from
+        // format 19: rounded once, the narrowing cast folded in).
+        if (logits)
+          (void)c.sameFloat({i.in[0], i.out[0]});
+        else
+          c.floats({i.in[0], i.out[0]});
+        c.floats({i.in[2]});
         c.sameShape(i.in[0], i.out[0]);
         lossGeometry(i, c, i.in[0], i.in[1]);
         int64_t expected = i.ints[0] == 0 ? i.g[0] * i.g[2] : 1;
         if (i.in[2]->numel != expected)
           c.fail("loss gradient must have " + std::to_string(expected) + " elements");
         // Bad labels are counted once, by the forward op.
-        i.run = logits ? KernelFn([](const Instr &i, Context &) {
-          cpu::crossEntropyGrad(i.in[0]->f32(), i.in[1]->i64(), i.in[2]->f32(), i.out[0]->f32(),
-                                i.g[0], i.g[1], i.g[2], (int)i.ints[0], i.ints[1] != 0,
-                                i.ints[2]);
+        i.run = logits ? byFloat(i.in[0]->dtype, [](auto tag) -> KernelFn {
+          using T = typename decltype(tag)::type;
+          return [](const Instr &i, Context &) {
+            cpu::crossEntropyGrad(as<const T>(i.in[0]), i.in[1]->i64(), i.in[2]->f32(),
+                                  as<T>(i.out[0]), i.g[0],
+                                  i.g[1], i.g[2], (int)i.ints[0], i.ints[1] != 0, i.ints[2]);
+          };
         })
                        : KernelFn([](const Instr &i, Context &) {
                            cpu::nllLossGrad(i.in[1]->i64(), i.in[2]->f32(), i.out[0]->f32(),

@@ -98,3 +98,35 @@ func.func @addend_after(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %g: tensor<4x
   %s = nn.add %m, %late : tensor<4x16xf32>, tensor<4x16xf32> -> tensor<4x16xf32>
   return %s : tensor<4x16xf32>
 }
+
+// A mixed-precision head's loss reads its bf16 logits: the widening that
+// only the cross-entropy and its gradient read goes, and the gradient's cast
+// back becomes the gradient's own type.
+// CHECK-LABEL: func.func @loss_casts(
+// CHECK-SAME:    %[[X:[^:]*]]: tensor<4x8xbf16>, %[[Y:[^:]*]]: tensor<4xi64>, %[[D:[^:]*]]: tensor<f32>)
+// CHECK-NOT:     nn.cast
+// CHECK:         %[[L:.*]] = nn.cross_entropy %[[X]], %[[Y]] {ignore_index = -100 : i64} : tensor<4x8xbf16>, tensor<4xi64> -> tensor<f32>
+// CHECK-NEXT:    %[[G:.*]] = nn.cross_entropy_grad %[[X]], %[[Y]], %[[D]] {ignore_index = -100 : i64, train.backward} : tensor<4x8xbf16>, tensor<4xi64>, tensor<f32>
+// CHECK-NEXT:    return %[[L]], %[[G]]
+func.func @loss_casts(%x: tensor<4x8xbf16>, %y: tensor<4xi64>, %d: tensor<f32>) -> (tensor<f32>, tensor<4x8xbf16>) {
+  %w = nn.cast %x : tensor<4x8xbf16> to tensor<4x8xf32>
+  %l = nn.cross_entropy %w, %y {ignore_index = -100 : i64} : tensor<4x8xf32>, tensor<4xi64> -> tensor<f32>
+  %g = nn.cross_entropy_grad %w, %y, %d {ignore_index = -100 : i64, train.backward} : tensor<4x8xf32>, tensor<4xi64>, tensor<f32>
+  %n = nn.cast %g {train.backward} : tensor<4x8xf32> to tensor<4x8xbf16>
+  return %l, %n : tensor<f32>, tensor<4x8xbf16>
+}
+
+// The float logits read by anything else, or a float gradient read as it
+// is, keep both casts.
+// CHECK-LABEL: func.func @loss_casts_kept(
+// CHECK:         nn.cast %{{.*}} : tensor<4x8xbf16> to tensor<4x8xf32>
+// CHECK:         nn.cross_entropy %{{.*}} : tensor<4x8xf32>
+// CHECK:         nn.cast %{{.*}} : tensor<4x8xbf16> to tensor<4x8xf32>
+// CHECK:         nn.cross_entropy_grad %{{.*}} : tensor<4x8xf32>
+func.func @loss_casts_kept(%x: tensor<4x8xbf16>, %x2: tensor<4x8xbf16>, %y: tensor<4xi64>, %d: tensor<f32>) -> (tensor<f32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %w = nn.cast %x : tensor<4x8xbf16> to tensor<4x8xf32>
+  %l = nn.cross_entropy %w, %y {ignore_index = -100 : i64} : tensor<4x8xf32>, tensor<4xi64> -> tensor<f32>
+  %w2 = nn.cast %x2 : tensor<4x8xbf16> to tensor<4x8xf32>
+  %g = nn.cross_entropy_grad %w2, %y, %d {ignore_index = -100 : i64} : tensor<4x8xf32>, tensor<4xi64>, tensor<f32>
+  return %l, %w, %g : tensor<f32>, tensor<4x8xf32>, tensor<4x8xf32>
+}

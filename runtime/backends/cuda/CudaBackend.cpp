@@ -285,11 +285,19 @@ const std::map<std::string, BindFn> &deviceTable() {
       });
     };
     t["nn.cross_entropy"] = [](const Binder &b) {
-      b.floats();
+      (void)b.floatOrBf16(); // bf16 logits: dsc folded their widening (format 19)
       if (b.i.g[2] != 1)
         b.refuse("the CUDA cross-entropy takes [N, C] logits (no inner dimensions)");
       b.needs(cuda::crossEntropyScratchBytes(b.i.g[0]));
       b.counts();
+      if (b.i.in[0]->dtype == plan::BF16) {
+        b.i.run = [](const Instr &i, Context &ctx) {
+          cuda::crossEntropy(dev<cpu::Bf16>(i.in[0]), dev<int64_t>(i.in[1]), dev(i.out[0]),
+                             i.g[0], i.g[1], (int)i.ints[0], i.ints[1] != 0, i.ints[2],
+                             ctx.gpu->bad + i.badSlot, ctx.gpu->scratch);
+        };
+        return;
+      }
       if (b.i.fused.x) { // the bf16 logits the fused cast read (FuseCrossEntropy.cpp)
         b.i.run = [](const Instr &i, Context &ctx) {
           cuda::crossEntropy(dev<cpu::Bf16>(i.fused.x), dev<int64_t>(i.in[1]), dev(i.out[0]),
@@ -305,10 +313,18 @@ const std::map<std::string, BindFn> &deviceTable() {
       };
     };
     t["nn.cross_entropy_grad"] = [](const Binder &b) {
-      b.floats();
+      (void)b.floatOrBf16();
       if (b.i.g[2] != 1)
         b.refuse("the CUDA cross-entropy takes [N, C] logits (no inner dimensions)");
       b.needs(cuda::crossEntropyGradScratchBytes());
+      if (b.i.in[0]->dtype == plan::BF16) { // bf16 logits and gradient (format 19)
+        b.i.run = [](const Instr &i, Context &ctx) {
+          cuda::crossEntropyGrad(dev<cpu::Bf16>(i.in[0]), dev<int64_t>(i.in[1]), dev(i.in[2]),
+                                 dev<cpu::Bf16>(i.out[0]), i.g[0], i.g[1], (int)i.ints[0],
+                                 i.ints[1] != 0, i.ints[2], ctx.gpu->scratch);
+        };
+        return;
+      }
       if (b.i.fused.x) { // bf16 logits in, the bf16 gradient the fused cast wrote out
         b.i.run = [](const Instr &i, Context &ctx) {
           cuda::crossEntropyGrad(dev<cpu::Bf16>(i.fused.x), dev<int64_t>(i.in[1]), dev(i.in[2]),

@@ -145,15 +145,18 @@ void layerNormGrad(const float *dy, const float *x, const float *gamma,
 // Return the number of labels outside [0, C) that are not ignored (0 = ok);
 // such labels are skipped.
 
-int64_t crossEntropy(const float *logits, const int64_t *labels, float *loss,
-                     int64_t N, int64_t C, int64_t inner, int reduction,
-                     bool hasIgnore, int64_t ignoreIndex);
+/// T is float, Bf16 or Fp16: 16-bit logits are widened (exactly) as they
+/// are read, so the loss is the same bits as of their float32 cast.
+template <class T>
+int64_t crossEntropy(const T *logits, const int64_t *labels, float *loss, int64_t N, int64_t C,
+                     int64_t inner, int reduction, bool hasIgnore, int64_t ignoreIndex);
 /// dlogits from the upstream gradient dloss (a scalar for sum/mean, N*inner
-/// values for none).
-int64_t crossEntropyGrad(const float *logits, const int64_t *labels,
-                         const float *dloss, float *dlogits, int64_t N,
-                         int64_t C, int64_t inner, int reduction,
-                         bool hasIgnore, int64_t ignoreIndex);
+/// values for none), computed in float and, for 16-bit T, rounded once:
+/// the float gradient's cast, bit for bit.
+template <class T>
+int64_t crossEntropyGrad(const T *logits, const int64_t *labels, const float *dloss, T *dlogits,
+                         int64_t N, int64_t C, int64_t inner, int reduction, bool hasIgnore,
+                         int64_t ignoreIndex);
 /// Same conventions with log-probabilities as input.
 int64_t nllLoss(const float *logp, const int64_t *labels, float *loss,
                 int64_t N, int64_t C, int64_t inner, int reduction,

@@ -6,6 +6,7 @@
 // order in double, so the result does not depend on the thread count.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/kernels/cpu/Half.h"
 #include "runtime/kernels/cpu/Internal.h"
 
 #include <cmath>
@@ -96,9 +97,42 @@ void forEachSample(int64_t N, int64_t C, int64_t inner, Row &&row,
 
 } // namespace
 
-int64_t crossEntropy(const float *logits, const int64_t *labels, float *loss,
-                     int64_t N, int64_t C, int64_t inner, int reduction,
-                     bool hasIgnore, int64_t ignoreIndex) {
+namespace {
+/// Sample n's C logits as float: in place for float logits, else widened
+/// (exactly) into scratch slot 1.
+template <class T> const float *rowOf(const T *logits, int64_t n, int64_t C) {
+  if constexpr (std::is_same_v<T, float>) {
+    return logits + n * C;
+  } else {
+    float *w = scratch<float, 1>(size_t(C));
+    convert(logits + n * C, w, C);
+    return w;
+  }
+}
+
+/// The [C, len] block of samples j0.. of sample n along inner as float
+/// with its row stride: in place for float logits (stride inner), else
+/// widened into scratch slot 1 (stride len).
+template <class T>
+const float *blockOf(const T *logits, int64_t n, int64_t C, int64_t inner, int64_t j0,
+                     int64_t len, int64_t &stride) {
+  const T *x = logits + n * C * inner + j0;
+  if constexpr (std::is_same_v<T, float>) {
+    stride = inner;
+    return x;
+  } else {
+    float *w = scratch<float, 1>(size_t(C * len));
+    for (int64_t c = 0; c < C; ++c)
+      convert(x + c * inner, w + c * len, len);
+    stride = len;
+    return w;
+  }
+}
+} // namespace
+
+template <class T>
+int64_t crossEntropy(const T *logits, const int64_t *labels, float *loss, int64_t N, int64_t C,
+                     int64_t inner, int reduction, bool hasIgnore, int64_t ignoreIndex) {
   const Labels lab{labels, C, hasIgnore, ignoreIndex};
   const int64_t total = N * inner;
   const Counts counts = countLabels(lab, total);
@@ -110,7 +144,7 @@ int64_t crossEntropy(const float *logits, const int64_t *labels, float *loss,
           per[n] = 0.0f;
           return;
         }
-        const float *__restrict x = logits + n * C;
+        const float *__restrict x = rowOf(logits, n, C);
         const float m = rowMax(x, C);
         float s = 0.0f;
 #pragma omp simd reduction(+ : s)
@@ -119,7 +153,8 @@ int64_t crossEntropy(const float *logits, const int64_t *labels, float *loss,
         per[n] = std::log(s) + m - x[labels[n]];
       },
       [&](int64_t n, int64_t j0, int64_t len) {
-        const float *__restrict x = logits + n * C * inner + j0;
+        int64_t stride = 0; // the block's row stride
+        const float *__restrict x = blockOf(logits, n, C, inner, j0, len, stride);
         float m[kCols], s[kCols];
         for (int64_t j = 0; j < len; ++j) {
           m[j] = -std::numeric_limits<float>::infinity();
@@ -127,14 +162,14 @@ int64_t crossEntropy(const float *logits, const int64_t *labels, float *loss,
         }
         for (int64_t c = 0; c < C; ++c)
           for (int64_t j = 0; j < len; ++j)
-            m[j] = maxOf(m[j], x[c * inner + j]);
+            m[j] = maxOf(m[j], x[c * stride + j]);
         for (int64_t c = 0; c < C; ++c)
           for (int64_t j = 0; j < len; ++j)
-            s[j] += detail::expf(x[c * inner + j] - m[j]);
+            s[j] += detail::expf(x[c * stride + j] - m[j]);
         for (int64_t j = 0; j < len; ++j) {
           const int64_t i = n * inner + j0 + j;
           per[i] = lab.valid(i)
-                       ? std::log(s[j]) + m[j] - x[labels[i] * inner + j]
+                       ? std::log(s[j]) + m[j] - x[labels[i] * stride + j]
                        : 0.0f;
         }
       });
@@ -143,39 +178,51 @@ int64_t crossEntropy(const float *logits, const int64_t *labels, float *loss,
   return counts.bad;
 }
 
-int64_t crossEntropyGrad(const float *logits, const int64_t *labels,
-                         const float *dloss, float *dlogits, int64_t N,
-                         int64_t C, int64_t inner, int reduction,
-                         bool hasIgnore, int64_t ignoreIndex) {
+template <class T>
+int64_t crossEntropyGrad(const T *logits, const int64_t *labels, const float *dloss, T *dlogits,
+                         int64_t N, int64_t C, int64_t inner, int reduction, bool hasIgnore,
+                         int64_t ignoreIndex) {
   const Labels lab{labels, C, hasIgnore, ignoreIndex};
   const Counts counts = countLabels(lab, N * inner);
   const GradScale gradScale = makeGradScale(dloss, reduction, counts.valid);
+  // A 16-bit gradient: computed in float in scratch slot 2, rounded once.
+  auto floatOut = [&](int64_t elements, T *out) -> float * {
+    if constexpr (std::is_same_v<T, float>)
+      return out;
+    else
+      return scratch<float, 2>(size_t(elements));
+  };
   forEachSample(
       N, C, inner,
       [&](int64_t n) {
-        float *__restrict d = dlogits + n * C;
+        float *__restrict d = floatOut(C, dlogits + n * C);
         if (!lab.valid(n)) {
           std::memset(d, 0, C * sizeof(float));
-          return;
-        }
-        // d = (softmax(x) - onehot(label)) * scale
-        const float *__restrict x = logits + n * C;
-        const float m = rowMax(x, C);
-        float s = 0.0f;
+        } else {
+          // d = (softmax(x) - onehot(label)) * scale
+          const float *__restrict x = rowOf(logits, n, C);
+          const float m = rowMax(x, C);
+          float s = 0.0f;
 #pragma omp simd reduction(+ : s)
-        for (int64_t c = 0; c < C; ++c) {
-          const float e = detail::expf(x[c] - m);
-          d[c] = e;
-          s += e;
+          for (int64_t c = 0; c < C; ++c) {
+            const float e = detail::expf(x[c] - m);
+            d[c] = e;
+            s += e;
+          }
+          const float g = gradScale(n), k = g / s;
+          for (int64_t c = 0; c < C; ++c)
+            d[c] *= k;
+          d[labels[n]] -= g;
         }
-        const float g = gradScale(n), k = g / s;
-        for (int64_t c = 0; c < C; ++c)
-          d[c] *= k;
-        d[labels[n]] -= g;
+        if constexpr (!std::is_same_v<T, float>)
+          convert(d, dlogits + n * C, C);
       },
       [&](int64_t n, int64_t j0, int64_t len) {
-        const float *__restrict x = logits + n * C * inner + j0;
-        float *__restrict d = dlogits + n * C * inner + j0;
+        int64_t stride = 0; // the block's row stride
+        const float *__restrict x = blockOf(logits, n, C, inner, j0, len, stride);
+        T *out = dlogits + n * C * inner + j0;
+        float *__restrict d = std::is_same_v<T, float> ? reinterpret_cast<float *>(out)
+                                                       : floatOut(C * len, out);
         float m[kCols], k[kCols];
         for (int64_t j = 0; j < len; ++j) {
           m[j] = -std::numeric_limits<float>::infinity();
@@ -183,11 +230,11 @@ int64_t crossEntropyGrad(const float *logits, const int64_t *labels,
         }
         for (int64_t c = 0; c < C; ++c)
           for (int64_t j = 0; j < len; ++j)
-            m[j] = maxOf(m[j], x[c * inner + j]);
+            m[j] = maxOf(m[j], x[c * stride + j]);
         for (int64_t c = 0; c < C; ++c)
           for (int64_t j = 0; j < len; ++j) {
-            const float e = detail::expf(x[c * inner + j] - m[j]);
-            d[c * inner + j] = e;
+            const float e = detail::expf(x[c * stride + j] - m[j]);
+            d[c * stride + j] = e;
             k[j] += e;
           }
         for (int64_t j = 0; j < len; ++j) {
@@ -196,15 +243,28 @@ int64_t crossEntropyGrad(const float *logits, const int64_t *labels,
         }
         for (int64_t c = 0; c < C; ++c)
           for (int64_t j = 0; j < len; ++j)
-            d[c * inner + j] *= k[j];
+            d[c * stride + j] *= k[j];
         for (int64_t j = 0; j < len; ++j) {
           const int64_t i = n * inner + j0 + j;
           if (lab.valid(i))
-            d[labels[i] * inner + j] -= gradScale(i);
+            d[labels[i] * stride + j] -= gradScale(i);
         }
+        if constexpr (!std::is_same_v<T, float>)
+          for (int64_t c = 0; c < C; ++c)
+            convert(d + c * stride, out + c * inner, len);
       });
   return counts.bad;
 }
+
+#define DSRT_CROSS_ENTROPY(T)                                                                      \
+  template int64_t crossEntropy<T>(const T *, const int64_t *, float *, int64_t, int64_t,         \
+                                   int64_t, int, bool, int64_t);                                   \
+  template int64_t crossEntropyGrad<T>(const T *, const int64_t *, const float *, T *, int64_t,   \
+                                       int64_t, int64_t, int, bool, int64_t);
+DSRT_CROSS_ENTROPY(float)
+DSRT_CROSS_ENTROPY(Bf16)
+DSRT_CROSS_ENTROPY(Fp16)
+#undef DSRT_CROSS_ENTROPY
 
 int64_t nllLoss(const float *logp, const int64_t *labels, float *loss,
                 int64_t N, int64_t C, int64_t inner, int reduction,

@@ -177,10 +177,13 @@ const std::map<std::string, Builder> &builders() {
       b[op] = [](Case &c, DType d) {
         c.set({c.t({4, 5}, d), c.t({4}, plan::I64)}, {c.t({}, d)}, {1, 0, 0});
       };
-    for (const char *op : {"nn.cross_entropy_grad", "nn.nll_loss_grad"})
-      b[op] = [](Case &c, DType d) {
-        c.set({c.t({4, 5}, d), c.t({4}, plan::I64), c.t({}, d)}, {c.t({4, 5}, d)}, {1, 0, 0});
-      };
+    b["nn.nll_loss_grad"] = [](Case &c, DType d) {
+      c.set({c.t({4, 5}, d), c.t({4}, plan::I64), c.t({}, d)}, {c.t({4, 5}, d)}, {1, 0, 0});
+    };
+    // Its logits and gradient in any float type, the loss's gradient f32.
+    b["nn.cross_entropy_grad"] = [](Case &c, DType d) {
+      c.set({c.t({4, 5}, d), c.t({4}, plan::I64), c.f({})}, {c.t({4, 5}, d)}, {1, 0, 0});
+    };
     b["nn.gather"] = [](Case &c, DType d) {
       c.set({c.t({10, 4}, d), c.t({3}, plan::I64)}, {c.t({3, 4}, d)}, {0});
     };

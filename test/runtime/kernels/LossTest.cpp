@@ -210,5 +210,40 @@ TEST(Loss, AllIgnoredMean) {
     EXPECT_EQ(v, 0.0f);
 }
 
+// 16-bit logits (a mixed-precision head's, read as they are): the loss is
+// bitwise the float kernel's on their float32 cast, and the gradient
+// bitwise that float gradient rounded once, with [N, C] rows and with
+// samples along an inner dimension, every reduction, an ignored label.
+template <class H> void halfLogitsAreTheirFloatCast() {
+  for (int64_t inner : {1, 3})
+    for (int reduction : {0, 1, 2}) {
+      SCOPED_TRACE("inner " + std::to_string(inner) + " reduction " + std::to_string(reduction));
+      const int64_t N = 6, C = 37, total = N * inner;
+      const std::vector<H> x = narrowTo<H>(uniform(N * C * inner, 4100 + inner, -6, 6));
+      const std::vector<float> wide = widen(x);
+      std::vector<int64_t> labels(static_cast<size_t>(total), 0);
+      for (int64_t i = 0; i < total; ++i)
+        labels[size_t(i)] = (i * 7) % C;
+      labels[2] = -100;
+      std::vector<float> lossH(size_t(reduction == 0 ? total : 1)), lossF(lossH.size());
+      EXPECT_EQ(crossEntropy(x.data(), labels.data(), lossH.data(), N, C, inner, reduction, true,
+                             -100),
+                0);
+      crossEntropy(wide.data(), labels.data(), lossF.data(), N, C, inner, reduction, true, -100);
+      EXPECT_TRUE(bitEqual(lossH, lossF));
+      const std::vector<float> dloss = uniform(int64_t(lossH.size()), 4200, 0.5f, 2.0f);
+      std::vector<H> gradH(x.size());
+      std::vector<float> gradF(x.size());
+      crossEntropyGrad(x.data(), labels.data(), dloss.data(), gradH.data(), N, C, inner,
+                       reduction, true, -100);
+      crossEntropyGrad(wide.data(), labels.data(), dloss.data(), gradF.data(), N, C, inner,
+                       reduction, true, -100);
+      EXPECT_TRUE(bitEqual(widen(gradH), widen(narrowTo<H>(gradF))));
+    }
+}
+
+TEST(Loss, Bf16LogitsAreTheirFloatCast) { halfLogitsAreTheirFloatCast<Bf16>(); }
+TEST(Loss, Fp16LogitsAreTheirFloatCast) { halfLogitsAreTheirFloatCast<Fp16>(); }
+
 } // namespace
 } // namespace dsrt::cpu::test
