@@ -23,8 +23,9 @@
 // products where the CPU has them); the probabilities and the scores'
 // gradient, computed in float32, are rounded to the operands' type where
 // a GEMM reads them, as FlashAttention does and as the unfused bf16 chain
-// rounds its probabilities. Every row step stays float32, and the result
-// and gradients are rounded once. The unfused chain also rounds the
+// rounds its probabilities; the GEMMs apply the scale, and a causal head's
+// rows stop at the mask. Every row step stays float32, and the result and
+// gradients are rounded once. The unfused chain also rounds the
 // scores and the scaled scores (test/e2e/fuse-attention.test states the
 // bound).
 //
@@ -48,9 +49,10 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 /// C = op(A) op(B) in float, A and B float or 16-bit: one single-threaded
 /// GEMM (inside the heads' parallel loop the GEMM library does not thread).
 template <class V>
-void gemm(bool tA, bool tB, int64_t M, int64_t N, int64_t K, const V *A, const V *B, float *C) {
+void gemm(bool tA, bool tB, int64_t M, int64_t N, int64_t K, const V *A, const V *B, float *C,
+          float alpha = 1.0f) {
   Shape as{2, {tA ? K : M, tA ? M : K}}, bs{2, {tB ? N : K, tB ? K : N}}, cs{2, {M, N}};
-  matmul(A, as, tA, B, bs, tB, C, cs);
+  matmul(A, as, tA, B, bs, tB, C, cs, alpha);
 }
 
 /// The bias's offset for head `h`: the scores' leading dimensions
@@ -92,12 +94,29 @@ void fillMasked(const Attention &a, float *__restrict x, float v) {
       x[i * a.S + j] = v;
 }
 
+/// The scale as the GEMM's alpha (the 16-bit path: x / c as x * (1 / c)).
+float gemmScale(const Attention &a) { return a.divides ? 1.0f / a.scale : a.scale; }
+
+/// The keys row i of a head reads: all S, or with a causal mask on the
+/// 16-bit path the first i + 1 (the float path runs the unfused chain's
+/// full rows, masked to -inf, for its bits).
+template <class T> int64_t liveKeys(const Attention &a, int64_t i) {
+  if constexpr (std::is_same_v<T, float>)
+    return a.S;
+  else
+    return a.causal ? std::min(a.S, i + 1) : a.S;
+}
+
 /// x = the scaled, masked or biased scores of head h ([T, S], from q k^T in x).
-void scoresOf(const Attention &a, int64_t h, float *__restrict x) {
+/// With `gemmScaled` (the 16-bit path) the GEMM applied the scale and the
+/// rows stop at their live keys, so neither is applied here.
+void scoresOf(const Attention &a, int64_t h, float *__restrict x, bool gemmScaled = false) {
   const int64_t T = a.T, S = a.S;
-  scaleScores(a, x);
-  if (a.causal)
-    fillMasked(a, x, kNegInf);
+  if (!gemmScaled) {
+    scaleScores(a, x);
+    if (a.causal)
+      fillMasked(a, x, kNegInf);
+  }
   if (a.bias) {
     const Shape &bs = a.biasShape;
     const float *b = a.bias + biasOffset(a, h);
@@ -219,6 +238,7 @@ void headOut(const float *x, T *y, const Attention &a, int64_t h, int64_t rows, 
 template <class T>
 void attention(const T *q, const T *k, const T *v, T *result, float *stats, const Attention &a) {
   const int64_t T_ = a.T, S = a.S, E = a.E, F = a.F;
+  constexpr bool kHalf = !std::is_same_v<T, float>;
   const Drop drop(a);
   forHeads(a, [&](int64_t h) {
     float *x = scratch<float, 0>(size_t(T_ * S));
@@ -227,16 +247,19 @@ void attention(const T *q, const T *k, const T *v, T *result, float *stats, cons
     const T *kh = headIn<4>(k, a, h, S, E);
     const T *vh = headIn<5>(v, a, h, S, F);
     float *out = headResult<6>(result, a, h, T_, F);
-    gemm(false, true, T_, S, E, qh, kh, x);
-    scoresOf(a, h, x);
+    gemm(false, true, T_, S, E, qh, kh, x, kHalf ? gemmScale(a) : 1.0f);
+    scoresOf(a, h, x, kHalf);
     float *st = stats + h * T_ * 2;
     for (int64_t i = 0; i < T_; ++i) {
-      // softmaxRow, keeping its maximum and reciprocal sum.
-      const float m = rowMax(x + i * S, S);
-      const float inv = 1.0f / expShifted(x + i * S, m, p + i * S, S);
+      // softmaxRow over the live keys, keeping its maximum and reciprocal
+      // sum; a masked key's probability is 0.
+      const int64_t n = liveKeys<T>(a, i);
+      const float m = rowMax(x + i * S, n);
+      const float inv = 1.0f / expShifted(x + i * S, m, p + i * S, n);
       float *pr = p + i * S;
-      for (int64_t j = 0; j < S; ++j)
+      for (int64_t j = 0; j < n; ++j)
         pr[j] *= inv;
+      std::fill(pr + n, pr + S, 0.0f);
       st[2 * i] = m;
       st[2 * i + 1] = inv;
     }
@@ -251,6 +274,7 @@ template <class T>
 void attentionGrad(const T *dresult, const T *q, const T *k, const T *v, const float *stats,
                    T *dq, T *dk, T *dv, const Attention &a) {
   const int64_t T_ = a.T, S = a.S, E = a.E, F = a.F;
+  constexpr bool kHalf = !std::is_same_v<T, float>;
   const Drop drop(a);
   forHeads(a, [&](int64_t h) {
     float *x = scratch<float, 0>(size_t(T_ * S));
@@ -261,15 +285,17 @@ void attentionGrad(const T *dresult, const T *q, const T *k, const T *v, const f
     const T *vh = headIn<5>(v, a, h, S, F);
     const T *dO = headIn<6>(dresult, a, h, T_, F);
     // The probabilities, as the forward computed them.
-    gemm(false, true, T_, S, E, qh, kh, x);
-    scoresOf(a, h, x);
+    gemm(false, true, T_, S, E, qh, kh, x, kHalf ? gemmScale(a) : 1.0f);
+    scoresOf(a, h, x, kHalf);
     const float *st = stats + h * T_ * 2;
     for (int64_t i = 0; i < T_; ++i) {
-      (void)expShifted(x + i * S, st[2 * i], p + i * S, S);
+      const int64_t n = liveKeys<T>(a, i);
+      (void)expShifted(x + i * S, st[2 * i], p + i * S, n);
       const float inv = st[2 * i + 1];
       float *pr = p + i * S;
-      for (int64_t j = 0; j < S; ++j)
+      for (int64_t j = 0; j < n; ++j)
         pr[j] *= inv;
+      std::fill(pr + n, pr + S, 0.0f);
     }
     // dV = P'^T dO, with P' the dropped probabilities (in x).
     if (drop.on) {
@@ -284,18 +310,25 @@ void attentionGrad(const T *dresult, const T *q, const T *k, const T *v, const f
     gemm(false, true, T_, S, F, dO, vh, x);
     if (drop.on)
       dropIn(a, h, x, drop.key, drop.threshold, drop.keep);
-    for (int64_t i = 0; i < T_; ++i)
-      softmaxGradRow(p + i * S, x + i * S, d + i * S, S);
-    // Through the mask (masked scores get none) and the scale.
-    if (a.causal)
-      fillMasked(a, d, 0.0f);
-    scaleScores(a, d);
+    for (int64_t i = 0; i < T_; ++i) {
+      const int64_t n = liveKeys<T>(a, i);
+      softmaxGradRow(p + i * S, x + i * S, d + i * S, n);
+      std::fill(d + i * S + n, d + (i + 1) * S, 0.0f);
+    }
+    // Through the mask (masked scores get none) and the scale (the 16-bit
+    // path: the rows stopped at the mask, the GEMMs apply the scale).
+    if (!kHalf) {
+      if (a.causal)
+        fillMasked(a, d, 0.0f);
+      scaleScores(a, d);
+    }
+    const float alpha = kHalf ? gemmScale(a) : 1.0f;
     const T *ds = operandOf<2, T>(d, T_ * S);
     float *dqh = headResult<7>(dq, a, h, T_, E);
-    gemm(false, false, T_, E, S, ds, kh, dqh);
+    gemm(false, false, T_, E, S, ds, kh, dqh, alpha);
     headOut(dqh, dq, a, h, T_, E);
     float *dkh = headResult<7>(dk, a, h, S, E);
-    gemm(true, false, S, E, T_, ds, qh, dkh);
+    gemm(true, false, S, E, T_, ds, qh, dkh, alpha);
     headOut(dkh, dk, a, h, S, E);
   });
 }
