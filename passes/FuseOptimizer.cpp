@@ -242,7 +242,7 @@ struct FuseOptimizer : impl::FuseOptimizerBase<FuseOptimizer> {
   /// The casts of parameter argument `arg` to one bf16 / fp16 type, all in
   /// the entry block and read only before `update`; empty where there are
   /// none or they do not qualify.
-  static SmallVector<nn::CastOp> copiesOf(BlockArgument arg, Operation *update) {
+  static SmallVector<nn::CastOp> castsToKeep(BlockArgument arg, Operation *update) {
     SmallVector<nn::CastOp> casts;
     Block &entry = *update->getBlock();
     for (Operation *user : arg.getUsers()) {
@@ -285,7 +285,7 @@ struct FuseOptimizer : impl::FuseOptimizerBase<FuseOptimizer> {
       });
       if (!returned)
         continue;
-      SmallVector<nn::CastOp> casts = copiesOf(arg, f);
+      SmallVector<nn::CastOp> casts = castsToKeep(arg, f);
       if (casts.empty())
         continue;
       OpBuilder b(fn.getContext());

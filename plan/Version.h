@@ -15,6 +15,8 @@
 #ifndef DSRT_PLAN_VERSION_H
 #define DSRT_PLAN_VERSION_H
 
+#include <string>
+
 namespace dsrt {
 
 /// Version 1: the first format (data parallelism, ZeRO, pipelines).
@@ -96,6 +98,15 @@ constexpr unsigned kPlanFormatVersion = 19;
 
 /// A PARAM_COPY buffer's name: its parameter's and this.
 inline constexpr const char *kParamCopySuffix = ".copy";
+/// The parameter a PARAM_COPY buffer named `copy` belongs to, or "" when
+/// the name is not a parameter's plus kParamCopySuffix.
+inline std::string copiedParameter(const std::string &copy) {
+  const std::string suffix = kParamCopySuffix;
+  if (copy.size() <= suffix.size() ||
+      copy.compare(copy.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return {};
+  return copy.substr(0, copy.size() - suffix.size());
+}
 constexpr unsigned kOldestPlanFormatVersion = 1;
 
 } // namespace dsrt

@@ -494,6 +494,27 @@ static bool isPairOfSums(Type t) {
 }
 
 static int64_t length(Value v) { return cast<RankedTensorType>(v.getType()).getDimSize(0); }
+
+/// A LAMB update's rates and trust-ratio clamp (train.lamb, train.fused_lamb).
+template <typename Lamb> static LogicalResult verifyLambUpdate(Lamb op) {
+  if (failed(verifyLambRates(op, op.getBeta1().convertToDouble(), op.getBeta2().convertToDouble(),
+                             op.getEps().convertToDouble(), op.getWeightDecay().convertToDouble())))
+    return failure();
+  double lo = op.getMinCoeff().convertToDouble(), hi = op.getMaxCoeff().convertToDouble();
+  if (!(lo >= 0.0 && lo <= hi))
+    return op.emitOpError("needs 0 <= min_coeff <= max_coeff, got min_coeff = ")
+           << lo << ", max_coeff = " << hi;
+  return success();
+}
+
+/// A LAMB update's sums computed with its rates.
+template <typename Lamb, typename Stats>
+static LogicalResult verifySameLambRates(Lamb op, Stats stats) {
+  if (stats.getBeta1() != op.getBeta1() || stats.getBeta2() != op.getBeta2() ||
+      stats.getEps() != op.getEps() || stats.getWeightDecay() != op.getWeightDecay())
+    return op.emitOpError("its ") << stats->getName() << " has other betas, eps or weight_decay";
+  return success();
+}
 static RankedTensorType vec(int64_t n, Type e) { return RankedTensorType::get({n}, e); }
 
 void OneBitCompressOp::build(OpBuilder &b, OperationState &state, Value input, Value error) {
@@ -563,17 +584,10 @@ LogicalResult LambOp::verify() {
   if (!isPairOfSums(getStats().getType()))
     return emitOpError("stats must be tensor<2xf32> (train.lamb_stats), got ")
            << getStats().getType();
-  if (failed(verifyLambRates(*this, getBeta1().convertToDouble(), getBeta2().convertToDouble(),
-                             getEps().convertToDouble(), getWeightDecay().convertToDouble())))
+  if (failed(verifyLambUpdate(*this)))
     return failure();
-  double lo = getMinCoeff().convertToDouble(), hi = getMaxCoeff().convertToDouble();
-  if (!(lo >= 0.0 && lo <= hi))
-    return emitOpError("needs 0 <= min_coeff <= max_coeff, got min_coeff = ")
-           << lo << ", max_coeff = " << hi;
   if (auto stats = getStats().getDefiningOp<LambStatsOp>())
-    if (stats.getBeta1() != getBeta1() || stats.getBeta2() != getBeta2() ||
-        stats.getEps() != getEps() || stats.getWeightDecay() != getWeightDecay())
-      return emitOpError("its train.lamb_stats has other betas, eps or weight_decay");
+    return verifySameLambRates(*this, stats);
   return success();
 }
 
@@ -698,14 +712,8 @@ LogicalResult FusedLambOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
 }
 
 LogicalResult FusedLambOp::verify() {
-  if (failed(verifyLambRates(*this, getBeta1().convertToDouble(), getBeta2().convertToDouble(),
-                             getEps().convertToDouble(), getWeightDecay().convertToDouble())))
-    return failure();
-  double lo = getMinCoeff().convertToDouble(), hi = getMaxCoeff().convertToDouble();
-  if (!(lo >= 0.0 && lo <= hi))
-    return emitOpError("needs 0 <= min_coeff <= max_coeff, got min_coeff = ")
-           << lo << ", max_coeff = " << hi;
-  if (failed(verifyFusedTensors(*this, getParams(), getGrads(), getExpAvgs(), getExpAvgSqs())))
+  if (failed(verifyLambUpdate(*this)) ||
+      failed(verifyFusedTensors(*this, getParams(), getGrads(), getExpAvgs(), getExpAvgSqs())))
     return failure();
   if (getStats().size() != getParams().size())
     return emitOpError("needs one stats per parameter; has ")
@@ -714,11 +722,9 @@ LogicalResult FusedLambOp::verify() {
     if (!isPairOfSums(s.getType()))
       return emitOpError("stats ") << k << " must be tensor<2xf32> (train.fused_lamb_stats), got "
                                    << s.getType();
-  if (Operation *def = getStats().front().getDefiningOp())
-    if (auto stats = dyn_cast<FusedLambStatsOp>(def))
-      if (stats.getBeta1() != getBeta1() || stats.getBeta2() != getBeta2() ||
-          stats.getEps() != getEps() || stats.getWeightDecay() != getWeightDecay())
-        return emitOpError("its train.fused_lamb_stats has other betas, eps or weight_decay");
+  if (auto stats = getStats().front().getDefiningOp<FusedLambStatsOp>())
+    if (failed(verifySameLambRates(*this, stats)))
+      return failure();
   return verifyCopies(*this, getParams(), getCopies(), getCopyOf());
 }
 

@@ -627,7 +627,6 @@ void Executor::resolveCopies(const std::string &path) {
   for (const Tensor &t : tensors_)
     if (t.role == plan::PARAM)
       params.emplace(t.name, &t);
-  const std::string suffix = kParamCopySuffix;
   for (size_t k = 0; k < tensors_.size(); ++k) {
     Tensor &t = tensors_[k];
     if (t.role != plan::PARAM_COPY)
@@ -636,13 +635,10 @@ void Executor::resolveCopies(const std::string &path) {
     if (t.dtype != plan::BF16 && t.dtype != plan::F16)
       throw PlanError(where + ": a working copy is BF16 or F16, this is " +
                       plan::DType_Name(t.dtype));
-    const bool suffixed = t.name.size() > suffix.size() &&
-                          t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) == 0;
-    auto param = suffixed ? params.find(t.name.substr(0, t.name.size() - suffix.size()))
-                          : params.end();
+    auto param = params.find(copiedParameter(t.name));
     if (param == params.end())
-      throw PlanError(where + ": a working copy is named like its parameter plus '" + suffix +
-                      "', and no parameter is");
+      throw PlanError(where + ": a working copy is named like its parameter plus '" +
+                      kParamCopySuffix + "', and no parameter is");
     const Tensor &p = *param->second;
     if (p.tier != plan::ARENA || p.numel != t.numel || p.shape.rank != t.shape.rank ||
         !std::equal(p.shape.dims, p.shape.dims + p.shape.rank, t.shape.dims))

@@ -241,6 +241,17 @@ inline void groupSize(const Check &c, int64_t group) {
            std::to_string(kMaxPlanRanks) + "]");
 }
 
+/// A fused update's parameters (train.fused_adam, train.fused_lamb): its
+/// outputs are the N parameters and their two moments, then the K working
+/// copies that the integers after its `flags` flags name (copy_of, plan
+/// format 19); 0 where the counts do not add up.
+inline size_t fusedParameters(const Instr &i, size_t flags) {
+  const size_t copies = i.ints.size() - flags;
+  return i.out.size() >= copies && (i.out.size() - copies) % 3 == 0
+             ? (i.out.size() - copies) / 3
+             : 0;
+}
+
 /// The betas an update with betas (train.adam, train.lamb(_stats),
 /// train.lion) uses this step: its own (floats 0 and 1), except under
 /// OneCycle with cycle_momentum, where DeepSpeed writes the scheduler's

@@ -155,6 +155,21 @@ void checkFusedTensors(const Instr &i, const Check &c, size_t n, bool inPlace) {
   }
 }
 
+/// A fused update's N (fusedParameters) and whether a coef follows lr and
+/// step (the flag at `coefFlag`): refuses counts that do not add up, with
+/// `perParameter` inputs each (its tensors, LAMB's stats) besides lr, step,
+/// coef and the copies.
+std::pair<size_t, size_t> checkFusedCounts(const Instr &i, const Check &c, size_t coefFlag,
+                                           size_t perParameter, const std::string &inputs) {
+  const size_t flags = coefFlag + 1, coef = i.ints[coefFlag] != 0,
+               copies = i.ints.size() - flags, n = fusedParameters(i, flags);
+  if (n == 0 || i.in.size() != perParameter * n + 2 + coef + copies)
+    c.fail("expects N " + inputs + ", lr, step" + std::string(coef ? ", coef" : "") +
+           " and the K working copies copy_of names, and writes the N params and states and "
+           "the copies");
+  return {n, coef};
+}
+
 /// A fused update's working copies (format 19): the integers from
 /// `first` on name the parameters (by index, each once) whose bf16 / fp16
 /// copies are the inputs from `in` on and the last outputs, in place.
@@ -406,13 +421,8 @@ void addTrainOps(OpTable &t) {
       c.flag(1, "bias_correction");
       c.flag(2, "has_coef");
       // K working copies after the inputs and the outputs (copy_of).
-      const size_t coef = i.ints[2] != 0, copies = i.ints.size() - 3,
-                   n = i.out.size() >= copies ? (i.out.size() - copies) / 3 : 0;
-      if (n == 0 || (i.out.size() - copies) % 3 || i.in.size() != 4 * n + 2 + coef + copies)
-        c.fail("expects N params, grads, exp_avgs and exp_avg_sqs, lr, step" +
-               std::string(coef ? ", coef" : "") +
-               " and the K working copies copy_of names, and writes the N params and states "
-               "and the copies");
+      const auto [n, coef] =
+          checkFusedCounts(i, c, 2, 4, "params, grads, exp_avgs and exp_avg_sqs");
       checkFusedTensors(i, c, n, true);
       c.scalar(i.in[4 * n], plan::F32, "lr");
       c.scalar(i.in[4 * n + 1], plan::I64, "step");
@@ -422,7 +432,7 @@ void addTrainOps(OpTable &t) {
       i.run = [](const Instr &i, Context &ctx) {
         if (ctx.overflow) // fp16: the loss scaler skips this step
           return;
-        const size_t n = (i.out.size() - (i.ints.size() - 3)) / 3;
+        const size_t n = fusedParameters(i, 3);
         const std::vector<cpu::AdamTensor> t = updatedTensors(i, n, 3);
         const float scale = i.ints[2] ? *i.in[4 * n + 2]->f32() : 1.0f;
         auto [beta1, beta2] = stepBetas(i, ctx);
@@ -817,13 +827,8 @@ void addTrainOps(OpTable &t) {
       c.layout();
       lambUpdateRates(c);
       c.flag(1, "has_coef");
-      const size_t coef = i.ints[1] != 0, copies = i.ints.size() - 2,
-                   n = i.out.size() >= copies ? (i.out.size() - copies) / 3 : 0;
-      if (n == 0 || (i.out.size() - copies) % 3 || i.in.size() != 5 * n + 2 + coef + copies)
-        c.fail("expects N params, grads, exp_avgs, exp_avg_sqs and stats, lr, step" +
-               std::string(coef ? ", coef" : "") +
-               " and the K working copies copy_of names, and writes the N params and states "
-               "and the copies");
+      const auto [n, coef] =
+          checkFusedCounts(i, c, 1, 5, "params, grads, exp_avgs, exp_avg_sqs and stats");
       checkFusedTensors(i, c, n, true);
       for (size_t k = 0; k < n; ++k) {
         c.dtype(i.in[4 * n + k], plan::F32, "stats");
@@ -839,7 +844,7 @@ void addTrainOps(OpTable &t) {
       i.run = [](const Instr &i, Context &ctx) {
         if (ctx.overflow)
           return;
-        const size_t n = (i.out.size() - (i.ints.size() - 2)) / 3;
+        const size_t n = fusedParameters(i, 2);
         const std::vector<cpu::AdamTensor> t = updatedTensors(i, n, 2);
         std::vector<const float *> sums(n);
         for (size_t k = 0; k < n; ++k)

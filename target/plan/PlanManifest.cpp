@@ -113,11 +113,9 @@ LowCopies lowPrecisionCopies(const plan::Plan &p) {
   for (const plan::Buffer &b : p.buffers())
     if (b.role() == plan::PARAM)
       params.emplace(b.name(), &b);
-  const std::string suffix = dsrt::kParamCopySuffix;
   for (const plan::Buffer &b : p.buffers())
-    if (b.role() == plan::PARAM_COPY && b.name().size() > suffix.size())
-      if (auto it = params.find(b.name().substr(0, b.name().size() - suffix.size()));
-          it != params.end())
+    if (b.role() == plan::PARAM_COPY)
+      if (auto it = params.find(dsrt::copiedParameter(b.name())); it != params.end())
         low.keptElements += count(*it->second, b.dtype());
   return low;
 }

@@ -50,14 +50,10 @@ void runClipCoef(const Instr &i, Context &ctx) {
     cuda::copyToDevice(out->dev, out->data, sizeof(float));
 }
 
-/// The parameters: what the outputs hold besides the K working copies
-/// (copy_of, the integers after the three flags).
-size_t parameters(const Instr &i) { return (i.out.size() - (i.ints.size() - 3)) / 3; }
-
 void runFusedAdam(const Instr &i, Context &ctx) {
   if (ctx.overflow) // fp16: the loss scaler skips this step
     return;
-  const size_t n = parameters(i);
+  const size_t n = fusedParameters(i, 3);
   // Parameter k's bf16 working copy, where it has one.
   std::vector<Tensor *> copy(n, nullptr);
   for (size_t j = 3; j < i.ints.size(); ++j)
@@ -113,7 +109,7 @@ size_t bindCudaClipCoef(Instr &i, const std::string &where) {
 }
 
 size_t bindCudaFusedAdam(Instr &i, const std::string &where) {
-  const size_t n = parameters(i);
+  const size_t n = fusedParameters(i, 3);
   const std::vector<Tensor *> grads(i.in.begin() + long(n), i.in.begin() + long(2 * n));
   refuseF16(grads, where);
   refuseF16({i.out.begin() + long(3 * n), i.out.end()}, where);

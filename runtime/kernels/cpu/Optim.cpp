@@ -443,11 +443,6 @@ void adam(float *p, const float *g, float *m, float *v, int64_t n, float lr,
 }
 
 namespace {
-/// fusedAdam's elements [b, e) of one tensor, its gradient of type T,
-/// multiplied by gradScale when Scaled. A widened or scaled gradient goes
-/// through a block in L1 first: computed in the update's expression, the
-/// product could be contracted into an FMA with the L2 term, which rounds
-/// differently from the clipped gradient the unfused update reads.
 /// The working copy of t's elements [o, o + len), from their new values
 /// (in L1: the update just wrote them).
 void writeCopy(const AdamTensor &t, int64_t o, int64_t len) {
@@ -457,43 +452,41 @@ void writeCopy(const AdamTensor &t, int64_t o, int64_t len) {
     detail::convert(t.p + o, static_cast<Fp16 *>(t.copy) + o, len);
 }
 
-template <class T, bool Scaled>
-void adamScaledRange(const AdamTensor &t, int64_t b, int64_t e, float gradScale,
-                     const kernels::AdamScalars s) {
-  float *__restrict p = t.p, *__restrict m = t.m, *__restrict v = t.v;
-  const T *__restrict g = static_cast<const T *>(t.g);
-  constexpr bool kAsIs = !Scaled && std::is_same_v<T, float>;
-  if (kAsIs && !t.copy) {
-    for (int64_t i = b; i < e; ++i)
-      kernels::adamElement(p[i], detail::toFloat(g[i]), m[i], v[i], s);
-    return;
-  }
-  constexpr int64_t kBlock = 512;
-  alignas(64) float gs[kBlock];
-  for (int64_t o = b; o < e; o += kBlock) {
-    const int64_t len = std::min(kBlock, e - o);
-    if constexpr (kAsIs) {
-      for (int64_t i = 0; i < len; ++i)
-        kernels::adamElement(p[o + i], detail::toFloat(g[o + i]), m[o + i], v[o + i], s);
-    } else {
-      for (int64_t i = 0; i < len; ++i)
-        gs[i] = Scaled ? detail::toFloat(g[o + i]) * gradScale : detail::toFloat(g[o + i]);
-      for (int64_t i = 0; i < len; ++i)
-        kernels::adamElement(p[o + i], gs[i], m[o + i], v[o + i], s);
+/// Calls f(o, len, gs) for consecutive pieces [o, o + len) of [b, e) of
+/// tensor t's gradient, gs holding them as float (widened, and multiplied
+/// by gradScale unless it is 1). A widened or scaled gradient goes through
+/// a block in L1 first: computed in the update's expression, the product
+/// could be contracted into an FMA with the L2 term, which rounds
+/// differently from the clipped gradient the unfused update reads. A float
+/// gradient read as it is comes whole, unless a working copy is written
+/// behind the update (then in blocks, so that the copy reads the new
+/// values from L1).
+template <class F>
+void gradientBlocks(const AdamTensor &t, int64_t b, int64_t e, float gradScale, F &&f) {
+  auto blocks = [&](const auto *g) {
+    using T = std::remove_cv_t<std::remove_pointer_t<decltype(g)>>;
+    if (std::is_same_v<T, float> && gradScale == 1.0f && !t.copy)
+      return f(b, e - b, reinterpret_cast<const float *>(g) + b);
+    constexpr int64_t kBlock = 512;
+    alignas(64) float gs[kBlock];
+    for (int64_t o = b; o < e; o += kBlock) {
+      const int64_t len = std::min(kBlock, e - o);
+      if (gradScale == 1.0f)
+        for (int64_t i = 0; i < len; ++i)
+          gs[i] = detail::toFloat(g[o + i]);
+      else
+        for (int64_t i = 0; i < len; ++i)
+          gs[i] = detail::toFloat(g[o + i]) * gradScale;
+      f(o, len, static_cast<const float *>(gs));
     }
-    writeCopy(t, o, len);
-  }
-}
-template <bool Scaled>
-void adamTensorRange(const AdamTensor &t, int64_t b, int64_t e, float gradScale,
-                     const kernels::AdamScalars s) {
+  };
   switch (t.grad) {
   case AdamTensor::Grad::F32:
-    return adamScaledRange<float, Scaled>(t, b, e, gradScale, s);
+    return blocks(static_cast<const float *>(t.g));
   case AdamTensor::Grad::BF16:
-    return adamScaledRange<Bf16, Scaled>(t, b, e, gradScale, s);
+    return blocks(static_cast<const Bf16 *>(t.g));
   case AdamTensor::Grad::F16:
-    return adamScaledRange<Fp16, Scaled>(t, b, e, gradScale, s);
+    return blocks(static_cast<const Fp16 *>(t.g));
   }
 }
 
@@ -533,50 +526,14 @@ void fusedAdam(const AdamTensor *t, size_t count, float gradScale, float lr, flo
   const kernels::AdamScalars s =
       kernels::adamScalars(lr, beta1, beta2, eps, weightDecay, decoupled, biasCorrection, step);
   forEachElementRange(t, count, [&](const AdamTensor &a, size_t, int64_t lo, int64_t hi) {
-    if (gradScale == 1.0f)
-      adamTensorRange<false>(a, lo, hi, gradScale, s);
-    else
-      adamTensorRange<true>(a, lo, hi, gradScale, s);
+    gradientBlocks(a, lo, hi, gradScale, [&](int64_t o, int64_t len, const float *g) {
+      float *__restrict p = a.p + o, *__restrict m = a.m + o, *__restrict v = a.v + o;
+      for (int64_t i = 0; i < len; ++i)
+        kernels::adamElement(p[i], g[i], m[i], v[i], s);
+      writeCopy(a, o, len);
+    });
   });
 }
-
-namespace {
-/// Calls f(o, len, gs) for consecutive pieces [o, o + len) of [b, e) of
-/// tensor t's gradient, gs holding them as float (widened, and multiplied
-/// by gradScale unless it is 1): through a block in L1 where the gradient
-/// is converted, for the reason adamScaledRange gives.
-template <class F>
-void gradientBlocks(const AdamTensor &t, int64_t b, int64_t e, float gradScale, F &&f) {
-  auto blocks = [&](const auto *g) {
-    using T = std::remove_cv_t<std::remove_pointer_t<decltype(g)>>;
-    // Whole, unless a working copy is written behind the update (then
-    // in blocks, so that the copy reads the new values from L1).
-    if (std::is_same_v<T, float> && gradScale == 1.0f && !t.copy)
-      return f(b, e - b, reinterpret_cast<const float *>(g) + b);
-    constexpr int64_t kBlock = 512;
-    alignas(64) float gs[kBlock];
-    for (int64_t o = b; o < e; o += kBlock) {
-      const int64_t len = std::min(kBlock, e - o);
-      if (gradScale == 1.0f)
-        for (int64_t i = 0; i < len; ++i)
-          gs[i] = detail::toFloat(g[o + i]);
-      else
-        for (int64_t i = 0; i < len; ++i)
-          gs[i] = detail::toFloat(g[o + i]) * gradScale;
-      f(o, len, static_cast<const float *>(gs));
-    }
-  };
-  switch (t.grad) {
-  case AdamTensor::Grad::F32:
-    return blocks(static_cast<const float *>(t.g));
-  case AdamTensor::Grad::BF16:
-    return blocks(static_cast<const Bf16 *>(t.g));
-  case AdamTensor::Grad::F16:
-    return blocks(static_cast<const Fp16 *>(t.g));
-  }
-}
-
-} // namespace
 
 void fusedLambStats(const AdamTensor *t, size_t count, float gradScale, float beta1,
                     float beta2, float eps, float weightDecay, float *const *sums) {
