@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 
@@ -21,6 +22,7 @@
 #include <sys/file.h>
 #include <stdio.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace dsrt::checkpoint {
@@ -337,6 +339,43 @@ template <typename F> void forEachSlice(const Piece &p, F &&f) {
     f(buf.data(), at, n);
   }
 }
+
+// Whether process `pid` may be the one that wrote a file last modified at
+// `mtime` (seconds since the epoch) and may still write it: it exists, is
+// not a zombie, and started before the file was last written. A PID that
+// was reused since (by any process, another dsrt rank included) started
+// later; a killed rank its parent has not reaped yet is a zombie.
+bool mayStillWrite(pid_t pid, double mtime) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH)
+    return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  size_t close = text.rfind(')'); // the command name may hold spaces and ')'
+  if (close == std::string::npos)
+    return true; // no /proc: keep the file, as kill() alone would
+  std::istringstream rest(text.substr(close + 1));
+  std::string state, field;
+  rest >> state;
+  if (state == "Z" || state == "X")
+    return false;
+  for (int i = 4; i < 22 && rest >> field;) // fields 4..21, then starttime (22)
+    ++i;
+  unsigned long long ticks = 0;
+  if (!(rest >> ticks))
+    return true;
+  std::ifstream procStat("/proc/stat");
+  std::string key;
+  unsigned long long bootTime = 0;
+  while (procStat >> key)
+    if (key == "btime" && procStat >> bootTime)
+      break;
+  long hz = ::sysconf(_SC_CLK_TCK);
+  if (bootTime == 0 || hz <= 0)
+    return true;
+  double started = double(bootTime) + double(ticks) / double(hz);
+  // btime is whole seconds: a second's slack keeps the writer itself.
+  return started <= mtime + 1.0;
+}
 } // namespace
 
 SaveDir::SaveDir(std::string dir, int64_t keep) : dir_(std::move(dir)), keep_(keep) {
@@ -352,7 +391,7 @@ SaveDir::SaveDir(std::string dir, int64_t keep) : dir_(std::move(dir)), keep_(ke
   if (!fs::exists(d / kMarker, ec)) {
     // A run killed while it marked the folder leaves the marker's temporary
     // (<marker>.tmp.<pid>, io::writeFileAtomically's name): dsrt's own, so
-    // it is removed unless its process still runs (marking it now).
+    // it is removed unless its writer still runs (marking it now).
     // Nothing is removed from a folder that holds anything else.
     const std::string tmpPrefix = std::string(kMarker) + ".tmp.";
     std::vector<std::pair<fs::path, std::string>> temporaries; // path, pid
@@ -368,9 +407,13 @@ SaveDir::SaveDir(std::string dir, int64_t keep) : dir_(std::move(dir)), keep_(ke
     if (others)
       throw CheckpointError("--save-dir " + dir_ + ": holds files dsrt did not write (no " +
                             kMarker + " marker); give a new or empty folder");
-    for (const auto &[path, pid] : temporaries)
-      if (::kill(pid_t(std::stol(pid)), 0) != 0 && errno == ESRCH)
+    for (const auto &[path, pid] : temporaries) {
+      struct stat st {};
+      if (::stat(path.c_str(), &st) != 0 ||
+          !mayStillWrite(pid_t(std::stol(pid)),
+                         double(st.st_mtim.tv_sec) + 1e-9 * double(st.st_mtim.tv_nsec)))
         fs::remove(path, ec);
+    }
     try {
       std::string text = "dsrt checkpoints (docs/checkpoints.md)\n";
       io::writeFileAtomically((d / kMarker).string(), {{text.data(), text.size()}},

@@ -74,6 +74,22 @@ class Bed:
                            capture_output=True, text=True)
         return [l for l in r.stdout.splitlines() if l.strip()]
 
+    def link_up(self, k, limit=30):
+        """Brings host k's link back and waits until host 1 reaches its sshd:
+        the neighbour entry host 1 marked failed while the link was down
+        answers "No route to host" for a while after the link is up."""
+        self.run(k, "ip", "link", "set", "eth0", "up", check=True)
+        self.run(1, "ip", "neigh", "flush", "dev", "eth0")
+        probe = ("import socket,sys\n"
+                 "try: socket.create_connection((sys.argv[1], 22), 1).close()\n"
+                 "except OSError: sys.exit(1)")
+        deadline = time.time() + limit
+        while time.time() < deadline:
+            if self.run(1, sys.executable, "-c", probe, self.addr(k)).returncode == 0:
+                return True
+            time.sleep(0.5)
+        return False
+
     def leftovers(self):
         return {k: self.procs(k) for k in range(1, self.hosts + 1) if self.procs(k)}
 
@@ -236,7 +252,8 @@ def faults(args, bed, work):
         bed.run(2, "ip", "link", "set", "eth0", "down", check=True)
     took = fault(args, bed, work, "link of host 2 cut", two, cut,
                  extra=["--comm-timeout", str(LINK_TIMEOUT)], lost=2)
-    bed.run(2, "ip", "link", "set", "eth0", "up", check=True)
+    if not bed.link_up(2):
+        fail("link of host 2 cut: host 1 cannot reach host 2's sshd 30 s after its link is up")
     if took is not None and took > LINK_TIMEOUT + 5 + GRACE:
         fail("link cut: %.0f s > %d s" % (took, LINK_TIMEOUT + 5 + GRACE))
 
@@ -246,7 +263,8 @@ def faults(args, bed, work):
         proc.send_signal(signal.SIGINT)
     took = fault(args, bed, work, "Ctrl-C with host 2's link down", two, cut_then_interrupt,
                  lost=2)
-    bed.run(2, "ip", "link", "set", "eth0", "up", check=True)
+    if not bed.link_up(2):
+        fail("Ctrl-C: host 1 cannot reach host 2's sshd 30 s after its link is up")
     if took is not None and took > SIGNAL_GRACE:
         fail("Ctrl-C: %.0f s > %d s" % (took, SIGNAL_GRACE))
 
