@@ -22,9 +22,10 @@ accumulation steps per card (384 samples a card, whatever the count).
 The models are `models/bert.py --no-weights` exports (HF's masked-LM head
 over every position, no NSP head). The configs are Habana's, which leave
 `communication_data_type` unset: dsc then reduces the gradients in fp32,
-the dtype it accumulates them in; today's DeepSpeed would reduce them in
-bf16 (the model's dtype), and what Habana's 2022 fork did is not
-published. Both are simulated (columns "fp32" and "bf16").
+the dtype it accumulates them in. Habana's 2022 fork all-reduced each
+bucket in bf16 at stage 1 (docs/planning-at-scale.md), which moves as many
+bytes as the fp32 reduce-scatter: column "fp32" models what ran; column
+"bf16" is today's DeepSpeed, which reduce-scatters in bf16.
 
 --calibrate solves for the bf16 GEMM rate at which the plan of BERT-Large
 with micro-batch 64 on 8 cards reaches Habana's published phase-1
