@@ -249,6 +249,18 @@ void checkZeroOneRule(const Instr &i, const Check &c) {
   if (r.stepOffset != 0 && r.stepOffset != 1)
     c.fail("step_offset must be 0 or 1, is " + std::to_string(r.stepOffset));
 }
+/// The sum of squares of inputs [0, n) (f32, bf16 or f16 gradients).
+double gradientSquares(const Instr &i, size_t n) {
+  std::vector<cpu::SquaresOf> ts(n);
+  for (size_t k = 0; k < n; ++k) {
+    const Tensor *g = i.in[k];
+    ts[k] = {g->data, g->dtype == plan::BF16  ? cpu::DType::BF16
+                      : g->dtype == plan::F16 ? cpu::DType::F16
+                                              : cpu::DType::F32,
+             g->numel};
+  }
+  return cpu::sumSquares(ts.data(), n);
+}
 } // namespace
 
 void addTrainOps(OpTable &t) {
@@ -365,8 +377,7 @@ void addTrainOps(OpTable &t) {
         if (i.g[0])
           sq = *i.in[n]->f32();
         else
-          for (size_t k = 0; k < n; ++k)
-            sq += cpu::sumSquares(i.in[k]->f32(), i.in[k]->numel);
+          sq = gradientSquares(i, n);
         // The updates follow this instruction (clipFactor: the decision).
         std::optional<double> coef = clipFactor(i, ctx, sq);
         if (coef && *coef != 1.0)
@@ -403,12 +414,7 @@ void addTrainOps(OpTable &t) {
         if (i.g[0])
           sq = *i.in[n]->f32();
         else
-          for (size_t k = 0; k < n; ++k) {
-            const Tensor *g = i.in[k];
-            sq += g->dtype == plan::BF16  ? cpu::sumSquares(as<cpu::Bf16>(g), g->numel)
-                  : g->dtype == plan::F16 ? cpu::sumSquares(as<cpu::Fp16>(g), g->numel)
-                                          : cpu::sumSquares(g->f32(), g->numel);
-          }
+          sq = gradientSquares(i, n);
         clipCoef(i, ctx, sq);
       };
     }};

@@ -108,6 +108,17 @@ double sumSquares(const float *x, int64_t n);
 /// sumSquares of x's cast to float.
 double sumSquares(const Bf16 *x, int64_t n);
 double sumSquares(const Fp16 *x, int64_t n);
+/// One tensor of a multi-tensor sum of squares: `data` holds n elements of
+/// `type` (F32, BF16 or F16).
+struct SquaresOf {
+  const void *data;
+  DType type;
+  int64_t n;
+};
+/// sum over k of sumSquares(ts[k]), added in k order: bitwise that loop,
+/// in one parallel pass over every tensor's chunks (a clip's 76 gradients,
+/// most of them small, otherwise wake the threads 76 times).
+double sumSquares(const SquaresOf *ts, size_t k);
 /// x *= s (in place).
 void scale(float *x, int64_t n, float s);
 /// y += x.

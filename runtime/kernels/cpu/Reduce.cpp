@@ -9,9 +9,11 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/cpu/Half.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 namespace dsrt::cpu {
 using namespace detail;
@@ -253,22 +255,37 @@ __attribute__((noinline)) double chunkSquares(const float *p, int64_t len) {
     s += double(p[i]) * double(p[i]);
   return s;
 }
+/// Chunk c of x (n elements): its sum of squares.
+template <class T> double chunkOf(const T *x, int64_t n, int64_t c) {
+  const T *p = x + c * kChunk;
+  const int64_t len = std::min(kChunk, n - c * kChunk);
+  if constexpr (std::is_same_v<T, float>) {
+    return chunkSquares(p, len);
+  } else {
+    float *wide = scratch<float, 1>(size_t(kChunk));
+    for (int64_t i = 0; i < len; ++i)
+      wide[i] = detail::toFloat(p[i]);
+    return chunkSquares(wide, len);
+  }
+}
+double chunkOf(const SquaresOf &t, int64_t c) {
+  switch (t.type) {
+  case DType::BF16:
+    return chunkOf(static_cast<const Bf16 *>(t.data), t.n, c);
+  case DType::F16:
+    return chunkOf(static_cast<const Fp16 *>(t.data), t.n, c);
+  default:
+    return chunkOf(static_cast<const float *>(t.data), t.n, c);
+  }
+}
+int64_t chunksOf(int64_t n) { return (n + kChunk - 1) / kChunk; }
+
 template <class T> double sumSquaresOf(const T *x, int64_t n) {
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  const int64_t chunks = chunksOf(n);
   double *part = scratch<double, 0>(chunks);
   parallelFor(chunks, 1, [&](int64_t b, int64_t e) {
-    for (int64_t c = b; c < e; ++c) {
-      const T *p = x + c * kChunk;
-      const int64_t len = std::min(kChunk, n - c * kChunk);
-      if constexpr (std::is_same_v<T, float>) {
-        part[c] = chunkSquares(p, len);
-      } else {
-        float *wide = scratch<float, 1>(size_t(kChunk));
-        for (int64_t i = 0; i < len; ++i)
-          wide[i] = detail::toFloat(p[i]);
-        part[c] = chunkSquares(wide, len);
-      }
-    }
+    for (int64_t c = b; c < e; ++c)
+      part[c] = chunkOf(x, n, c);
   });
   double r = 0.0;
   for (int64_t c = 0; c < chunks; ++c)
@@ -276,6 +293,30 @@ template <class T> double sumSquaresOf(const T *x, int64_t n) {
   return r;
 }
 } // namespace
+
+double sumSquares(const SquaresOf *ts, size_t k) {
+  // first[j]: the index of tensor j's first chunk among all of them.
+  std::vector<int64_t> first(k + 1, 0);
+  for (size_t j = 0; j < k; ++j)
+    first[j + 1] = first[j] + chunksOf(ts[j].n);
+  double *part = scratch<double, 0>(size_t(first[k]));
+  parallelFor(first[k], 1, [&](int64_t b, int64_t e) {
+    size_t j = size_t(std::upper_bound(first.begin(), first.end(), b) - first.begin()) - 1;
+    for (int64_t c = b; c < e; ++c) {
+      while (c >= first[j + 1])
+        ++j;
+      part[c] = chunkOf(ts[j], c - first[j]);
+    }
+  });
+  double sq = 0.0;
+  for (size_t j = 0; j < k; ++j) {
+    double r = 0.0; // as sumSquaresOf adds one tensor's chunks
+    for (int64_t c = first[j]; c < first[j + 1]; ++c)
+      r += part[c];
+    sq += r;
+  }
+  return sq;
+}
 
 double sumSquares(const float *x, int64_t n) { return sumSquaresOf(x, n); }
 double sumSquares(const Bf16 *x, int64_t n) { return sumSquaresOf(x, n); }

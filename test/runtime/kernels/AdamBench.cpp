@@ -77,11 +77,13 @@ int clippedStep(const std::string &list, int reps, bool bf16, bool lamb) {
   }
   const float maxNorm = 1e-3f; // below the norm: the clip scales
   bool fusedNow = false;
-  auto norm = [&] {
-    double sq = 0;
+  auto norm = [&] { // train.clip_coef's / clip_grad_norm's one pass over all
+    std::vector<dsrt::cpu::SquaresOf> ts;
     for (size_t k = 0; k < ns.size(); ++k)
-      sq += bf16 && fusedNow ? dsrt::cpu::sumSquares(narrow[k].data(), ns[k])
-                             : dsrt::cpu::sumSquares(g[k], ns[k]);
+      ts.push_back(bf16 && fusedNow
+                       ? dsrt::cpu::SquaresOf{narrow[k].data(), dsrt::cpu::DType::BF16, ns[k]}
+                       : dsrt::cpu::SquaresOf{g[k], dsrt::cpu::DType::F32, ns[k]});
+    double sq = dsrt::cpu::sumSquares(ts.data(), ts.size());
     return float(std::min(1.0, maxNorm / (std::sqrt(sq) + 1e-6)));
   };
   for (int fused = 0; fused < 2; ++fused) {

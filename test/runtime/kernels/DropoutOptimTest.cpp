@@ -342,6 +342,34 @@ TEST(Optim, SumSquaresOfNarrowIsOfTheWidened) {
   }
 }
 
+// A clip's multi-tensor sum is bitwise the per-tensor sums added in order,
+// whatever the tensors' types and sizes (empty, inside one chunk, several).
+TEST(Optim, SumSquaresOfManyIsTheLoopOverEach) {
+  const int64_t ns[] = {0, 384, 16384, 16385, 300001, 1, 147456};
+  std::vector<std::vector<float>> f;
+  std::vector<std::vector<Bf16>> b;
+  std::vector<std::vector<Fp16>> h;
+  std::vector<SquaresOf> ts;
+  double want = 0;
+  for (size_t k = 0; k < std::size(ns); ++k) {
+    const int64_t n = ns[k];
+    f.push_back(uniform(n, 3400 + uint32_t(k), -4.0f, 4.0f));
+    b.push_back(narrowTo<Bf16>(uniform(n, 3500 + uint32_t(k), -4.0f, 4.0f)));
+    h.push_back(narrowTo<Fp16>(uniform(n, 3600 + uint32_t(k), -4.0f, 4.0f)));
+  }
+  for (size_t k = 0; k < std::size(ns); ++k) {
+    const int64_t n = ns[k];
+    ts.push_back({f[k].data(), DType::F32, n});
+    want += sumSquares(f[k].data(), n);
+    ts.push_back({b[k].data(), DType::BF16, n});
+    want += sumSquares(b[k].data(), n);
+    ts.push_back({h[k].data(), DType::F16, n});
+    want += sumSquares(h[k].data(), n);
+  }
+  EXPECT_EQ(sumSquares(ts.data(), ts.size()), want);
+  EXPECT_EQ(sumSquares(ts.data(), 0), 0.0);
+}
+
 TEST(Optim, SgdMatchesTorchFormulas) {
   struct Config {
     float lr, momentum, dampening, wd;
