@@ -5,6 +5,9 @@
 // pass over the GEMM's result (read, write) that oneDNN's post-ops and
 // cuBLASLt's epilogues do while the result is still in registers. On the
 // planned step, where every use is known, this pass hands them to the GEMM.
+// So too the GELU's gradient: the GELU keeps its derivative for the
+// backward instead of its input, and the GEMM that makes the output
+// gradient multiplies it in (foldGeluGrad).
 // Likewise the casts around a mixed-precision head's loss: the 16-bit
 // logits widened only for nn.cross_entropy and its gradient, and that
 // gradient narrowed right after, are read and written by the loss kernels
@@ -64,7 +67,7 @@ bool fold(nn::AddOp add, IRRewriter &rewriter, DominanceInfo &dom, llvm::Statist
     auto type = cast<RankedTensorType>(mine.getType());
     if (add.getType() != type)
       continue; // the other operand broadcasts the sum beyond the product
-    Value lhs = gemm->getOperand(0), rhs = gemm->getOperand(1), bias, addend;
+    Value lhs = gemm->getOperand(0), rhs = gemm->getOperand(1), bias, scale, addend;
     bool tl, tr;
     if (auto mm = dyn_cast<nn::MatmulOp>(gemm)) {
       tl = mm.getTransposeLhs();
@@ -74,8 +77,11 @@ bool fold(nn::AddOp add, IRRewriter &rewriter, DominanceInfo &dom, llvm::Statist
       tl = e.getTransposeLhs();
       tr = e.getTransposeRhs();
       bias = e.getBias();
+      scale = e.getScale();
     }
-    const bool asBias = !bias && isBias(other, type);
+
+    // A bias comes before the scale: only onto a product not scaled yet.
+    const bool asBias = !bias && !scale && isBias(other, type);
     if (!asBias && other.getType() != type)
       continue;
     // The fused op takes the GEMM's place, so that no operand of the GEMM
@@ -87,7 +93,7 @@ bool fold(nn::AddOp add, IRRewriter &rewriter, DominanceInfo &dom, llvm::Statist
     ++(asBias ? biases : addends);
     rewriter.setInsertionPoint(gemm);
     auto fused = nn::MatmulEpilogueOp::create(rewriter, add.getLoc(), type, lhs, rhs, bias,
-                                              addend, tl, tr);
+                                              scale, addend, tl, tr);
     // The marks of both (the phase, the GEMM's tensor-parallel kind).
     for (Operation *from : {static_cast<Operation *>(add), gemm})
       for (NamedAttribute a : from->getDiscardableAttrs())
@@ -97,6 +103,63 @@ bool fold(nn::AddOp add, IRRewriter &rewriter, DominanceInfo &dom, llvm::Statist
     return true;
   }
   return false;
+}
+
+/// gelu_grad(h, dy) where h is read only by one nn.gelu (of the same
+/// approximation) and this gradient, and dy is the only use of a GEMM in
+/// the gradient's block and phase: the GELU becomes
+/// nn.gelu_with_derivative, and the GEMM an epilogue that multiplies its
+/// product by the derivative, which is the gradient. The backward no longer
+/// reads h (the derivative is kept in its place, the same bytes) nor writes
+/// and reads dy: one pass over [tokens, 4d] instead of three.
+bool foldGeluGrad(nn::GeluGradOp grad, IRRewriter &rewriter) {
+  Value h = grad.getInput(), dy = grad.getGrad();
+  nn::GeluOp gelu;
+  for (Operation *user : h.getUsers()) {
+    if (user == grad.getOperation())
+      continue;
+    auto g = dyn_cast<nn::GeluOp>(user);
+    if (!g || gelu || g.getApproximation() != grad.getApproximation())
+      return false;
+    gelu = g;
+  }
+  Operation *gemm = dy.getDefiningOp();
+  if (!gelu || !gemm || !dy.hasOneUse() || gemm->getBlock() != grad->getBlock() ||
+      gelu->getBlock() != grad->getBlock() ||
+      gemm->hasAttr(train::TrainDialect::kBackward) !=
+          grad->hasAttr(train::TrainDialect::kBackward))
+    return false;
+  Value bias;
+  bool tl, tr;
+  if (auto mm = dyn_cast<nn::MatmulOp>(gemm)) {
+    tl = mm.getTransposeLhs();
+    tr = mm.getTransposeRhs();
+  } else if (auto e = dyn_cast<nn::MatmulEpilogueOp>(gemm); e && !e.getScale() && !e.getAddend()) {
+    tl = e.getTransposeLhs();
+    tr = e.getTransposeRhs();
+    bias = e.getBias();
+  } else {
+    return false;
+  }
+  // The derivative is made with the GELU, which must come before the GEMM
+  // (the forward before the backward): true of every step autodiff makes.
+  if (!gelu->isBeforeInBlock(gemm))
+    return false;
+  rewriter.setInsertionPoint(gelu);
+  auto both = nn::GeluWithDerivativeOp::create(rewriter, gelu.getLoc(), gelu.getType(),
+                                               gelu.getType(), h, gelu.getApproximationAttr());
+  both->setDiscardableAttrs(gelu->getDiscardableAttrDictionary());
+  rewriter.replaceOp(gelu, both.getResult());
+  rewriter.setInsertionPoint(gemm);
+  auto fused = nn::MatmulEpilogueOp::create(rewriter, grad.getLoc(), grad.getType(),
+                                            gemm->getOperand(0), gemm->getOperand(1), bias,
+                                            both.getDerivative(), Value(), tl, tr);
+  for (Operation *from : {static_cast<Operation *>(grad), gemm})
+    for (NamedAttribute a : from->getDiscardableAttrs())
+      fused->setDiscardableAttr(a.getName(), a.getValue());
+  rewriter.replaceOp(grad, fused.getResult());
+  rewriter.eraseOp(gemm);
+  return true;
 }
 
 /// Whether `c` narrows f32 to `narrow`, a bf16 / fp16 tensor type.
@@ -156,6 +219,12 @@ struct MatmulEpiloguePass : impl::MatmulEpilogueBase<MatmulEpiloguePass> {
     getOperation().walk([&](nn::AddOp add) { adds.push_back(add); });
     IRRewriter rewriter(&getContext());
     DominanceInfo dom(getOperation());
+    // The GELU gradients first: a gradient summed into the GELU's input
+    // gradient then becomes the scaled GEMM's addend.
+    SmallVector<nn::GeluGradOp> geluGrads;
+    getOperation().walk([&](nn::GeluGradOp g) { geluGrads.push_back(g); });
+    for (nn::GeluGradOp g : geluGrads)
+      numGeluGrads += foldGeluGrad(g, rewriter);
     for (nn::AddOp add : adds)
       fold(add, rewriter, dom, numBiases, numAddends);
     // The widenings (the fold erases the narrowing casts after the

@@ -123,9 +123,18 @@ def MatmulEpilogue : Pass<"matmul-epilogue", "mlir::func::FuncOp"> {
     goes: the loss reads the 16-bit logits (the widening is exact) and the
     gradient is written in their type (computed in float, rounded once, as
     the cast back rounded it), so the step is bitwise the same.
+    And the GELU's gradient: nn.gelu_grad(h, dy), where h is read only by
+    one nn.gelu and this gradient and dy is the only use of a GEMM in the
+    same block and phase, becomes that GEMM with the scale epilogue, the
+    GELU nn.gelu_with_derivative: the backward keeps gelu'(h) instead of h
+    and multiplies it into the product. In f32 each element is the same
+    product of the same two factors, the GEMM's sum up to its order; in
+    bf16 / fp16 the product is no longer rounded before the multiply, the
+    derivative is (stored in the 16-bit type).
   }];
   let statistics = [
     Statistic<"numBiases", "biases", "Bias adds folded into a GEMM">,
+    Statistic<"numGeluGrads", "gelu-grads", "GELU gradients multiplied into their GEMM">,
     Statistic<"numAddends", "addends", "Residual or gradient adds folded into a GEMM">,
     Statistic<"numLossCasts", "loss-casts", "Widenings of 16-bit logits the loss reads through">,
   ];

@@ -114,16 +114,21 @@ inline constexpr InstructionLayout kInstructionLayouts[] = {
     {"nn.gather_grad", "axis, [parts]", "", "f32"},
     {"nn.gelu", "tanh_approximation", "", "float"},
     {"nn.gelu_grad", "tanh_approximation", "", "float"},
+    // outputs: the GELU and its derivative (format 20).
+    {"nn.gelu_with_derivative", "tanh_approximation", "", "float"},
     {"nn.layer_norm", "axis", "epsilon", "float"},
     {"nn.layer_norm_grad", "axis", "epsilon", "float"},
     {"nn.log", "", "", "float"},
     {"nn.log_softmax", "axis", "", "float"},
     {"nn.log_softmax_grad", "axis", "", "float"},
     {"nn.matmul", "transpose_lhs, transpose_rhs", "", "float"},
-    // inputs lhs, rhs[, bias][, addend]; has_bias 1: the third input is
-    // the bias [N], has_addend 1: the last one is the addend (the result's
-    // shape); one of the two or both.
-    {"nn.matmul_epilogue", "transpose_lhs, transpose_rhs, has_bias, has_addend", "", "float"},
+    // inputs lhs, rhs[, bias][, scale][, addend]; has_bias 1: the third
+    // input is the bias [N]; has_scale 1 (format 20; absent: 0): then the
+    // elementwise scale (the result's shape); has_addend 1: the last one
+    // is the addend (the result's shape); at least one of them.
+    // result = (lhs rhs + bias) * scale + addend.
+    {"nn.matmul_epilogue", "transpose_lhs, transpose_rhs, has_bias, has_addend, [has_scale]", "",
+     "float"},
     {"nn.max", "", "", "float"},
     {"nn.max_pool", "kernel[r], strides[r], pads[2r], dilations[r]", "", "f32"},
     {"nn.max_pool_grad", "kernel[r], strides[r], pads[2r], dilations[r]", "", "f32"},
@@ -333,7 +338,7 @@ constexpr std::array<std::string_view, N> instructionNamesOf(const InstructionLa
 static_assert(instructionLayoutsWellFormed(kInstructionLayouts, std::size(kInstructionLayouts)),
               "kInstructionLayouts: names sorted and unique, layouts and dtypes in "
               "InstructionLayout's form");
-static_assert(std::size(kInstructionLayouts) == 101,
+static_assert(std::size(kInstructionLayouts) == 102,
               "adding an instruction is a plan format change (docs/architecture.md, \"Plan "
               "format versions\"); removing one breaks older plans");
 

@@ -94,7 +94,11 @@ namespace dsrt {
 /// fp16 logits and nn.cross_entropy_grad write its gradient in their type,
 /// which a version-18 dsrt refuses by dtype. Plans of version 18 are
 /// unchanged.
-constexpr unsigned kPlanFormatVersion = 19;
+/// Version 20: the GELU's derivative multiplied into a GEMM: the
+/// instruction nn.gelu_with_derivative, which a version-19 dsrt refuses by
+/// name, and nn.matmul_epilogue's has_scale (a fifth integer, 0 when
+/// absent, so version-19 epilogues read unchanged); Plan.epilogue_scales.
+constexpr unsigned kPlanFormatVersion = 20;
 
 /// A PARAM_COPY buffer's name: its parameter's and this.
 inline constexpr const char *kParamCopySuffix = ".copy";

@@ -103,6 +103,11 @@ int64_t GeluOp::getFlops() {
   return 8 * numElements(getType());
 }
 
+int64_t GeluWithDerivativeOp::getFlops() {
+  // One erf/tanh evaluation, then both products.
+  return 10 * numElements(getResult().getType());
+}
+
 //===----------------------------------------------------------------------===//
 // Contractions and normalizations
 //===----------------------------------------------------------------------===//
@@ -161,8 +166,8 @@ LogicalResult MatmulEpilogueOp::verify() {
     return failure();
   if (*product != getType())
     return emitOpError("result type ") << getType() << " must be the product's, " << *product;
-  if (!getBias() && !getAddend())
-    return emitOpError("needs a bias or an addend (without, it is nn.matmul)");
+  if (!getBias() && !getScale() && !getAddend())
+    return emitOpError("needs a bias, a scale or an addend (without, it is nn.matmul)");
   if (Value bias = getBias()) {
     auto t = tensorOf(bias.getType());
     int64_t n = getType().getShape().back();
@@ -170,6 +175,8 @@ LogicalResult MatmulEpilogueOp::verify() {
       return emitOpError("bias ") << t << " must be a vector of the result's " << n << " columns, of "
                                   << getType().getElementType();
   }
+  if (Value scale = getScale(); scale && scale.getType() != getType())
+    return emitOpError("scale type ") << scale.getType() << " must be the result's, " << getType();
   if (Value addend = getAddend(); addend && addend.getType() != getType())
     return emitOpError("addend type ") << addend.getType() << " must be the result's, " << getType();
   return success();
@@ -179,7 +186,7 @@ int64_t MatmulEpilogueOp::getFlops() {
   auto lhs = getLhs().getType();
   int64_t k = getTransposeLhs() ? lhs.getShape()[lhs.getRank() - 2] : lhs.getShape().back();
   int64_t n = numElements(getType());
-  return 2 * n * k + (getBias() ? n : 0) + (getAddend() ? n : 0);
+  return 2 * n * k + (getBias() ? n : 0) + (getScale() ? n : 0) + (getAddend() ? n : 0);
 }
 
 LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,

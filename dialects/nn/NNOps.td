@@ -93,6 +93,27 @@ def NN_GeluOp : NN_Op<"gelu", [SameOperandsAndResultType], ["getFlops"]> {
   let assemblyFormat = "$input (`approximation` `=` $approximation^)? attr-dict `:` type($input)";
 }
 
+def NN_GeluWithDerivativeOp : NN_Op<"gelu_with_derivative", [SameOperandsAndResultType],
+                                     ["getFlops"]> {
+  let summary = "gelu and its derivative at the same input, for the backward's GEMM";
+  let description = [{
+    `result` = gelu(input) as nn.gelu computes it, and `derivative` =
+    gelu'(input), the factor nn.gelu_grad multiplies the output gradient
+    by, from the same evaluation of the normal CDF (or tanh). The
+    matmul-epilogue pass makes it where the GELU's input is read only by
+    the GELU and its gradient: the backward then needs the derivative, not
+    the input, and multiplies it into the GEMM that makes the output
+    gradient (nn.matmul_epilogue's `scale`), so no separate gradient pass
+    reads the input and the GEMM's result again. Made after autodiff, it
+    has no gradient rule.
+  }];
+  let arguments = (ins NN_FloatTensor:$input,
+      DefaultValuedAttr<NN_GeluApproximationAttr,
+                        "::dsc::nn::GeluApproximation::none">:$approximation);
+  let results = (outs NN_FloatTensor:$result, NN_FloatTensor:$derivative);
+  let assemblyFormat = "$input (`approximation` `=` $approximation^)? attr-dict `:` type($input)";
+}
+
 def NN_CastOp : NN_Op<"cast", [SameOperandsAndResultShape]> {
   let summary = "elementwise conversion to another element type";
   let arguments = (ins NN_Tensor:$input);
@@ -481,25 +502,30 @@ def NN_AttentionOp : NN_Op<"attention", [InferTypeOpAdaptor,
 
 def NN_MatmulEpilogueOp : NN_Op<"matmul_epilogue", [AttrSizedOperandSegments,
     AllElementTypesMatch<["lhs", "rhs", "result"]>], ["getFlops"]> {
-  let summary = "matmul whose bias and addend are added before it is stored";
+  let summary = "matmul whose bias, scale and addend are applied before it is stored";
   let description = [{
-    `result = op(lhs) op(rhs) + bias + addend`, nn.matmul's product (with
-    its transposes and broadcast batch dimensions) followed by the optional
-    `bias` [N], broadcast over the rows, and the optional `addend`, of the
-    result's type (a residual, or a gradient the product is summed into).
-    One of the two is present. The sum is formed from the float32
-    accumulator and rounded to the result type once: in f32 that equals
-    nn.matmul then nn.add up to the accumulator's summation order; in bf16
-    and f16 the unfused chain rounds after each op. matmul-epilogue makes it
-    after autodiff, so it has no gradient rule.
+    `result = (op(lhs) op(rhs) + bias) * scale + addend`, nn.matmul's
+    product (with its transposes and broadcast batch dimensions) followed
+    by the optional `bias` [N], broadcast over the rows, the optional
+    elementwise `scale` and the optional `addend`, both of the result's
+    type (the scale: a GELU's derivative, which makes the product the
+    GELU's input gradient; the addend: a residual, or a gradient the
+    product is summed into). At least one is present. The result is formed
+    from the float32 accumulator and rounded to the result type once: in
+    f32 that equals nn.matmul then the elementwise ops up to the
+    accumulator's summation order; in bf16 and f16 the unfused chain
+    rounds after each op. matmul-epilogue makes it after autodiff, so it
+    has no gradient rule.
   }];
   let arguments = (ins NN_FloatTensor:$lhs, NN_FloatTensor:$rhs,
-                       Optional<NN_FloatTensor>:$bias, Optional<NN_FloatTensor>:$addend,
+                       Optional<NN_FloatTensor>:$bias, Optional<NN_FloatTensor>:$scale,
+                       Optional<NN_FloatTensor>:$addend,
                        UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
-    $lhs `,` $rhs (`bias` $bias^)? (`addend` $addend^)? attr-dict `:` type($lhs) `,` type($rhs)
-      (`bias` type($bias)^)? (`addend` type($addend)^)? `->` type($result)
+    $lhs `,` $rhs (`bias` $bias^)? (`scale` $scale^)? (`addend` $addend^)? attr-dict `:`
+      type($lhs) `,` type($rhs) (`bias` type($bias)^)? (`scale` type($scale)^)?
+      (`addend` type($addend)^)? `->` type($result)
   }];
   let hasVerifier = 1;
 }

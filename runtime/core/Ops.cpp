@@ -371,6 +371,21 @@ const std::map<std::string, OpDef> &table() {
         };
       });
     }};
+    t["nn.gelu_with_derivative"] = {[](Instr &i, const Check &c) {
+      c.arity(1, 2);
+      c.layout();
+      c.flag(0, "tanh approximation");
+      plan::DType d = c.sameFloat({i.in[0], i.out[0], i.out[1]});
+      c.sameShape(i.in[0], i.out[0]);
+      c.sameShape(i.in[0], i.out[1]);
+      i.run = byFloat(d, [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &) {
+          cpu::geluWithDerivative(i.ints[0] != 0, as<T>(i.in[0]), as<T>(i.out[0]),
+                                  as<T>(i.out[1]), i.out[0]->numel);
+        };
+      });
+    }};
     t["nn.cmp"] = {[](Instr &i, const Check &c) {
       c.arity(2, 1);
       c.layout();
@@ -457,29 +472,38 @@ const std::map<std::string, OpDef> &table() {
       c.flag(1, "transpose_rhs");
       c.flag(2, "has_bias");
       c.flag(3, "has_addend");
-      const bool hasBias = i.ints[2] != 0, hasAddend = i.ints[3] != 0;
-      if (!hasBias && !hasAddend)
-        c.fail("has neither a bias nor an addend");
-      c.arity(2 + hasBias + hasAddend, 1);
+      if (i.ints.size() > 4)
+        c.flag(4, "has_scale");
+      const bool hasBias = i.ints[2] != 0, hasAddend = i.ints[3] != 0,
+                 hasScale = i.ints.size() > 4 && i.ints[4] != 0;
+      if (!hasBias && !hasAddend && !hasScale)
+        c.fail("has neither a bias, a scale nor an addend");
+      c.arity(2 + hasBias + hasScale + hasAddend, 1);
       plan::DType dt = c.sameFloat({i.in[0], i.in[1], i.out[0]});
       if (hasBias)
         c.dtype(i.in[2], dt, "bias");
+      if (hasScale)
+        c.dtype(i.in[2 + hasBias], dt, "scale");
       if (hasAddend)
         c.dtype(i.in.back(), dt, "addend");
       const int64_t n = checkProduct(i, c);
       if (hasBias && (i.in[2]->shape.rank != 1 || i.in[2]->shape.dims[0] != n))
         c.fail("bias " + Check::shape(i.in[2]) + " must be a vector of the " + std::to_string(n) +
                " columns");
+      if (hasScale)
+        c.sameShape(i.in[2 + hasBias], i.out[0]);
       if (hasAddend)
         c.sameShape(i.in.back(), i.out[0]);
+      i.g[0] = hasScale;
       i.run = byFloat(dt, [](auto tag) -> KernelFn {
         using T = typename decltype(tag)::type;
         return [](const Instr &i, Context &) {
           const T *bias = i.ints[2] ? as<T>(i.in[2]) : nullptr;
+          const T *scale = i.g[0] ? as<T>(i.in[2 + (i.ints[2] != 0)]) : nullptr;
           const T *addend = i.ints[3] ? as<T>(i.in.back()) : nullptr;
           cpu::matmulEpilogue(as<T>(i.in[0]), i.in[0]->shape, i.ints[0] != 0, as<T>(i.in[1]),
-                              i.in[1]->shape, i.ints[1] != 0, bias, addend, as<T>(i.out[0]),
-                              i.out[0]->shape);
+                              i.in[1]->shape, i.ints[1] != 0, bias, scale, addend,
+                              as<T>(i.out[0]), i.out[0]->shape);
         };
       });
     }};

@@ -106,6 +106,7 @@ const char *instructionOf(Operation *op) {
       .Case<nn::GatherGradOp>([](Operation *) { return "nn.gather_grad"; })
       .Case<nn::GeluOp>([](Operation *) { return "nn.gelu"; })
       .Case<nn::GeluGradOp>([](Operation *) { return "nn.gelu_grad"; })
+      .Case<nn::GeluWithDerivativeOp>([](Operation *) { return "nn.gelu_with_derivative"; })
       .Case<nn::LayerNormOp>([](Operation *) { return "nn.layer_norm"; })
       .Case<nn::LayerNormGradOp>([](Operation *) { return "nn.layer_norm_grad"; })
       .Case<nn::LogOp>([](Operation *) { return "nn.log"; })
@@ -222,7 +223,7 @@ public:
       plan_.set_arena_bytes_without_fusion(uint64_t(unfused.getInt()));
     {
       // The model's fused ops: recomputed clones are not more.
-      int64_t attention = 0, bshd = 0, biases = 0, addends = 0;
+      int64_t attention = 0, bshd = 0, biases = 0, addends = 0, scales = 0;
       fn_.walk([&](Operation *op) {
         if (op->hasAttr(TrainDialect::kRecomputed))
           return;
@@ -230,7 +231,8 @@ public:
         if (auto at = dyn_cast<nn::AttentionOp>(op))
           bshd += at.getBshd();
         if (auto e = dyn_cast<nn::MatmulEpilogueOp>(op))
-          biases += e.getBias() != nullptr, addends += e.getAddend() != nullptr;
+          biases += e.getBias() != nullptr, addends += e.getAddend() != nullptr,
+          scales += e.getScale() != nullptr;
         auto countFused = [&](auto f) {
           plan_.set_fused_updates(plan_.fused_updates() + 1);
           plan_.set_fused_update_tensors(plan_.fused_update_tensors() +
@@ -252,6 +254,7 @@ public:
       plan_.set_attention_bshd(bshd);
       plan_.set_epilogue_biases(biases);
       plan_.set_epilogue_addends(addends);
+      plan_.set_epilogue_scales(scales);
     }
 
     for (BlockArgument a : fn_.getArguments())
@@ -984,6 +987,9 @@ private:
         .Case([&](nn::GeluGradOp o) {
           instr.add_ints(o.getApproximation() == nn::GeluApproximation::tanh);
         })
+        .Case([&](nn::GeluWithDerivativeOp o) {
+          instr.add_ints(o.getApproximation() == nn::GeluApproximation::tanh);
+        })
         .Case([&](nn::MatmulOp o) {
           instr.add_ints(o.getTransposeLhs());
           instr.add_ints(o.getTransposeRhs());
@@ -993,6 +999,8 @@ private:
           instr.add_ints(o.getTransposeRhs());
           instr.add_ints(o.getBias() ? 1 : 0);
           instr.add_ints(o.getAddend() ? 1 : 0);
+          if (o.getScale())
+            instr.add_ints(1);
         })
         .Case([&](nn::LayerNormOp o) {
           instr.add_ints(normalize(o.getAxis(), rankOf(o.getInput())));

@@ -1011,7 +1011,7 @@ void writeManifest(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
     }
     os << "\n";
   }
-  if (p.fused_attention() || p.epilogue_biases() || p.epilogue_addends() || p.fused_updates()) {
+  if (p.fused_attention() || p.epilogue_biases() || p.epilogue_addends() || p.epilogue_scales() || p.fused_updates()) {
     os << "fusion:           ";
     if (p.fused_attention()) {
       os << p.fused_attention() << " attention ops keep no scores (nn.attention)";
@@ -1024,14 +1024,18 @@ void writeManifest(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
         os << "; activations " << humanBytes(without) << " without fusion -> "
            << humanBytes(with) << " (" << lessOrMore(without, with) << ")";
       }
-      if (p.epilogue_biases() || p.epilogue_addends())
+      if (p.epilogue_biases() || p.epilogue_addends() || p.epilogue_scales())
         os << "; ";
     }
     if (p.epilogue_biases() || p.epilogue_addends())
       os << "GEMM epilogues (nn.matmul_epilogue) add " << p.epilogue_biases() << " biases and "
          << p.epilogue_addends() << " residual or gradient sums";
+    if (p.epilogue_scales())
+      os << (p.epilogue_biases() || p.epilogue_addends() ? ", " : "GEMM epilogues ")
+         << "multiply in " << p.epilogue_scales()
+         << " GELU derivatives (the GELU's gradient, nn.gelu_with_derivative)";
     if (p.fused_updates()) {
-      if (p.fused_attention() || p.epilogue_biases() || p.epilogue_addends())
+      if (p.fused_attention() || p.epilogue_biases() || p.epilogue_addends() || p.epilogue_scales())
         os << "; ";
       const int64_t lamb = p.fused_lamb_updates(), adam = p.fused_updates() - lamb;
       if (adam)

@@ -130,3 +130,61 @@ func.func @loss_casts_kept(%x: tensor<4x8xbf16>, %x2: tensor<4x8xbf16>, %y: tens
   %g = nn.cross_entropy_grad %w2, %y, %d {ignore_index = -100 : i64} : tensor<4x8xf32>, tensor<4xi64>, tensor<f32>
   return %l, %w, %g : tensor<f32>, tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// The GELU's gradient: h = fc1's output is read only by the GELU and its
+// gradient, dy = fc2's input gradient only by the gradient. The GELU keeps
+// its derivative, and fc2's backward GEMM multiplies it in; the marks of
+// the GEMM and the gradient are kept (train.backward).
+// CHECK-LABEL: func.func @gelu_grad(
+// CHECK-SAME:    %[[X:.*]]: tensor<4x8xbf16>, %[[W1:.*]]: tensor<8x16xbf16>, %[[B1:.*]]: tensor<16xbf16>, %[[W2:.*]]: tensor<16x8xbf16>, %[[G:.*]]: tensor<4x8xbf16>)
+// CHECK-NEXT:    %[[H:.*]] = nn.matmul_epilogue %[[X]], %[[W1]] bias %[[B1]]
+// CHECK-NEXT:    %[[Y:.*]], %[[D:.*]] = nn.gelu_with_derivative %[[H]] approximation = tanh : tensor<4x16xbf16>
+// CHECK-NEXT:    %[[O:.*]] = nn.matmul %[[Y]], %[[W2]]
+// CHECK-NEXT:    %[[DH:.*]] = nn.matmul_epilogue %[[G]], %[[W2]] scale %[[D]] {train.backward, transpose_rhs} : tensor<4x8xbf16>, tensor<16x8xbf16> scale tensor<4x16xbf16> -> tensor<4x16xbf16>
+// CHECK-NEXT:    return %[[O]], %[[DH]]
+func.func @gelu_grad(%x: tensor<4x8xbf16>, %w1: tensor<8x16xbf16>, %b1: tensor<16xbf16>, %w2: tensor<16x8xbf16>, %g: tensor<4x8xbf16>) -> (tensor<4x8xbf16>, tensor<4x16xbf16>) {
+  %m = nn.matmul %x, %w1 : tensor<4x8xbf16>, tensor<8x16xbf16> -> tensor<4x16xbf16>
+  %h = nn.add %m, %b1 : tensor<4x16xbf16>, tensor<16xbf16> -> tensor<4x16xbf16>
+  %y = nn.gelu %h approximation = tanh : tensor<4x16xbf16>
+  %o = nn.matmul %y, %w2 : tensor<4x16xbf16>, tensor<16x8xbf16> -> tensor<4x8xbf16>
+  %dy = nn.matmul %g, %w2 {transpose_rhs, train.backward} : tensor<4x8xbf16>, tensor<16x8xbf16> -> tensor<4x16xbf16>
+  %dh = nn.gelu_grad %h, %dy approximation = tanh {train.backward} : tensor<4x16xbf16>
+  return %o, %dh : tensor<4x8xbf16>, tensor<4x16xbf16>
+}
+
+// A residual summed into the scaled product after the fold (dh + r): the
+// addend joins the scale; a bias never comes after a scale.
+// CHECK-LABEL: func.func @gelu_grad_then_sum(
+// CHECK:         nn.gelu_with_derivative
+// CHECK:         %[[DH:.*]] = nn.matmul_epilogue %arg3, %arg2 scale %{{.*}} addend %arg4 {transpose_rhs}
+// CHECK-NEXT:    return %[[DH]]
+func.func @gelu_grad_then_sum(%x: tensor<4x16xf32>, %w1: tensor<16x16xf32>, %w2: tensor<16x8xf32>, %g: tensor<4x8xf32>, %r: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  %h = nn.matmul %x, %w1 : tensor<4x16xf32>, tensor<16x16xf32> -> tensor<4x16xf32>
+  %y = nn.gelu %h : tensor<4x16xf32>
+  %dy = nn.matmul %g, %w2 {transpose_rhs} : tensor<4x8xf32>, tensor<16x8xf32> -> tensor<4x16xf32>
+  %dh = nn.gelu_grad %h, %dy : tensor<4x16xf32>
+  %s = nn.add %dh, %r : tensor<4x16xf32>, tensor<4x16xf32> -> tensor<4x16xf32>
+  return %s : tensor<4x16xf32>
+}
+
+// Must not fuse: h is read by something else too (it is kept anyway); dy
+// has another use; dy is not a GEMM's; the GELU's approximation differs
+// from its gradient's.
+// CHECK-LABEL: func.func @gelu_grad_kept(
+// CHECK-NOT:     nn.gelu_with_derivative
+// CHECK-NOT:     scale
+// CHECK-COUNT-4: nn.gelu_grad
+func.func @gelu_grad_kept(%h: tensor<4x16xf32>, %h2: tensor<4x16xf32>, %h3: tensor<4x16xf32>, %h4: tensor<4x16xf32>, %g: tensor<4x8xf32>, %w2: tensor<16x8xf32>, %e: tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>) {
+  %y = nn.gelu %h : tensor<4x16xf32>
+  %dy = nn.matmul %g, %w2 {transpose_rhs} : tensor<4x8xf32>, tensor<16x8xf32> -> tensor<4x16xf32>
+  %dh = nn.gelu_grad %h, %dy : tensor<4x16xf32>
+  %y2 = nn.gelu %h2 : tensor<4x16xf32>
+  %dy2 = nn.matmul %g, %w2 {transpose_rhs} : tensor<4x8xf32>, tensor<16x8xf32> -> tensor<4x16xf32>
+  %dh2 = nn.gelu_grad %h2, %dy2 : tensor<4x16xf32>
+  %y3 = nn.gelu %h3 : tensor<4x16xf32>
+  %dh3 = nn.gelu_grad %h3, %e : tensor<4x16xf32>
+  %y4 = nn.gelu %h4 approximation = tanh : tensor<4x16xf32>
+  %dy4 = nn.matmul %g, %w2 {transpose_rhs} : tensor<4x8xf32>, tensor<16x8xf32> -> tensor<4x16xf32>
+  %dh4 = nn.gelu_grad %h4, %dy4 : tensor<4x16xf32>
+  return %y, %dh, %h, %y2, %dh2, %dy2, %y3, %dh3, %y4, %dh4 : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>
+}

@@ -168,6 +168,15 @@ const std::map<std::string, BindFn> &deviceTable() {
         };
       });
     };
+    t["nn.gelu_with_derivative"] = [](const Binder &b) {
+      b.i.run = byType(b.floatOrBf16(), [](auto tag) -> KernelFn {
+        using T = typename decltype(tag)::type;
+        return [](const Instr &i, Context &) {
+          cuda::geluWithDerivative(i.ints[0] != 0, dev<T>(i.in[0]), dev<T>(i.out[0]),
+                                   dev<T>(i.out[1]), i.out[0]->numel);
+        };
+      });
+    };
     t["nn.select"] = [](const Binder &b) {
       b.i.run = byType(b.floatOrBf16(), [](auto tag) -> KernelFn {
         using T = typename decltype(tag)::type;

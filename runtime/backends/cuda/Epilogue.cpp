@@ -1,8 +1,8 @@
 //===- Epilogue.cpp - nn.matmul_epilogue on the device, composed ----------===//
 //
 // The GEMM epilogue (plan/Instructions.h) bound to the kernels the unfused
-// matmul and adds already run on: a cuBLAS float32 GEMM, then the bias and
-// the addend by the broadcasting binary kernel, in float32. A bf16
+// matmul and adds already run on: a cuBLAS float32 GEMM, then the bias,
+// the scale and the addend by the broadcasting binary kernel, in float32. A bf16
 // instruction widens its operands into the call's scratch and rounds the
 // sum once, the CPU kernel's contract (runtime/kernels/cpu/MatmulHalf.cpp),
 // so that fused plans stay on the GPU and agree with the CPU's roundings.
@@ -31,13 +31,19 @@ struct Carver {
 };
 
 struct Operands {
-  const Tensor *a, *b, *bias, *addend, *out;
+  const Tensor *a, *b, *bias, *scale, *addend, *out;
   bool half;
 };
 
 Operands operandsOf(const Instr &i) {
-  return {i.in[0], i.in[1], i.ints[2] ? i.in[2] : nullptr, i.ints[3] ? i.in.back() : nullptr,
-          i.out[0], i.out[0]->dtype == plan::BF16};
+  const bool hasScale = i.ints.size() > 4 && i.ints[4] != 0;
+  return {i.in[0],
+          i.in[1],
+          i.ints[2] ? i.in[2] : nullptr,
+          hasScale ? i.in[2 + (i.ints[2] != 0)] : nullptr,
+          i.ints[3] ? i.in.back() : nullptr,
+          i.out[0],
+          i.out[0]->dtype == plan::BF16};
 }
 
 /// Float views: the tensor itself in a float32 plan, a widened copy in
@@ -62,12 +68,15 @@ void run(const Instr &i, Context &ctx) {
   const Operands o = operandsOf(i);
   Carver c{static_cast<char *>(ctx.gpu->scratch)};
   const float *a = view(o.a, o.half, c), *b = view(o.b, o.half, c);
-  const float *bias = view(o.bias, o.half, c), *addend = view(o.addend, o.half, c);
+  const float *bias = view(o.bias, o.half, c), *scale = view(o.scale, o.half, c),
+              *addend = view(o.addend, o.half, c);
   float *out = o.half || inPlace(o) ? c.take(o.out->numel) : static_cast<float *>(o.out->dev);
   const auto &os = o.out->shape;
   ctx.gpu->blas->matmul(a, o.a->shape, i.ints[0] != 0, b, o.b->shape, i.ints[1] != 0, out, os);
   if (bias)
     cuda::binary(kernels::Binary::Add, out, os, bias, o.bias->shape, out, os);
+  if (scale)
+    cuda::binary(kernels::Binary::Mul, out, os, scale, os, out, os);
   // In place in a float32 plan: the sum goes straight over the addend.
   float *sum = inPlace(o) && !o.half ? static_cast<float *>(o.out->dev) : out;
   if (addend)
@@ -89,7 +98,7 @@ size_t bindCudaEpilogue(Instr &i, const std::string &where) {
   const Operands o = operandsOf(i);
   Carver c;
   if (o.half) {
-    for (const Tensor *t : {o.a, o.b, o.bias, o.addend, o.out})
+    for (const Tensor *t : {o.a, o.b, o.bias, o.scale, o.addend, o.out})
       if (t)
         (void)c.take(t->numel);
   } else if (o.addend) {

@@ -11,6 +11,7 @@
 #include "runtime/kernels/cpu/Half.h"
 
 #include <cmath>
+#include <limits>
 #include <type_traits>
 
 namespace dsrt::cpu {
@@ -182,6 +183,27 @@ inline float geluTanh(float x) {
   return x / (1.0f + detail::expf(-2.0f * u));
 }
 
+/// gelu'(v) for the tanh form, gelu = v s with s = sigmoid(2u): s + 2 v u'
+/// s (1 - s), where 1 - s = e s with e = exp(-2u) (no cancellation in 1 -
+/// s as s -> 1); e s is 1 once e overflows (v < -10: s is 0 there, and
+/// e s would be inf * 0). One function for geluGradT and
+/// geluWithDerivativeT, so that dy times the stored derivative is the
+/// gradient kernel's product bit for bit.
+inline __attribute__((always_inline)) float geluTanhSlope(float v) {
+  float u = kSqrt2OverPi * (v + kGeluC * v * v * v);
+  float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluC * v * v);
+  float ex = detail::expf(-2.0f * u);
+  float s = 1.0f / (1.0f + ex);
+  float es = ex < std::numeric_limits<float>::infinity() ? ex * s : 1.0f;
+  return s + 2.0f * v * du * es * s;
+}
+
+/// gelu'(v) = Phi(v) + v phi(v) for the erf form, from gaussTail's q and e
+/// (as geluTanhSlope: one function for both kernels).
+inline __attribute__((always_inline)) float geluErfSlope(float v, float q, float ex) {
+  return normalCdf(v, q) + v * (kInvSqrt2Pi * ex);
+}
+
 /// One element of a cast. 16-bit floats go through their float value;
 /// wider sources reach them through a round-to-odd float (one rounding).
 template <class To, class From> To castValue(From v) {
@@ -311,8 +333,6 @@ template <class T> void unaryT(Unary op, const T *x, T *y, int64_t n) {
 template <class T>
 void geluGradT(bool tanhApprox, const T *x, const T *dy, T *dx, int64_t n) {
   if (tanhApprox) {
-    // gelu = x s with s = sigmoid(2u): d/dx = s + 2 x u' s (1 - s), and
-    // s (1 - s) = e s^2 with e = exp(-2u) avoids the cancellation in 1 - s.
     parallelFor(n, kGrain, [&](int64_t b, int64_t e) {
       float xb[kTile], gb[kTile], db[kTile];
       forTiles<T>(b, e, [&](int64_t t0, int64_t t1) {
@@ -321,14 +341,8 @@ void geluGradT(bool tanhApprox, const T *x, const T *dy, T *dx, int64_t n) {
         const float *gs = widened(dy + t0, gb, len);
         float *ds = resultIn(dx + t0, db);
 #pragma omp simd
-        for (int64_t i = 0; i < len; ++i) {
-          float v = xs[i];
-          float u = kSqrt2OverPi * (v + kGeluC * v * v * v);
-          float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluC * v * v);
-          float ex = detail::expf(-2.0f * u);
-          float s = 1.0f / (1.0f + ex);
-          ds[i] = gs[i] * (s + 2.0f * v * du * ex * s * s);
-        }
+        for (int64_t i = 0; i < len; ++i)
+          ds[i] = gs[i] * geluTanhSlope(xs[i]);
         narrowInto(ds, dx + t0, len);
       });
     });
@@ -339,7 +353,7 @@ void geluGradT(bool tanhApprox, const T *x, const T *dy, T *dx, int64_t n) {
   auto grad = [](float v, float g) __attribute__((always_inline)) {
     float q, ex;
     gaussTail(v, q, ex);
-    return g * (normalCdf(v, q) + v * (kInvSqrt2Pi * ex));
+    return g * geluErfSlope(v, q, ex);
   };
   parallelFor(n, kErfGrain, [&](int64_t b, int64_t e) {
     float xb[kTile], gb[kTile], db[kTile];
@@ -359,6 +373,38 @@ void geluGradT(bool tanhApprox, const T *x, const T *dy, T *dx, int64_t n) {
           ds[i] = grad(xs[i], gs[i]);
       }
       narrowInto(ds, dx + t0, len);
+    });
+  });
+}
+
+/// y = gelu(x) and d = gelu'(x) from one evaluation: each the expression
+/// unaryT's GELU and geluGradT compute (geluGradT's dx is dy * d).
+template <class T>
+void geluWithDerivativeT(bool tanhApprox, const T *x, T *y, T *d, int64_t n) {
+  parallelFor(n, kErfGrain, [&](int64_t b, int64_t e) {
+    float xb[kTile], yb[kTile], db[kTile];
+    forTiles<T>(b, e, [&](int64_t t0, int64_t t1) {
+      const int64_t len = t1 - t0;
+      const float *xs = widened(x + t0, xb, len);
+      float *ys = resultIn(y + t0, yb);
+      float *ds = resultIn(d + t0, db);
+      if (tanhApprox) {
+#pragma omp simd
+        for (int64_t i = 0; i < len; ++i) {
+          ys[i] = geluTanh(xs[i]);
+          ds[i] = geluTanhSlope(xs[i]);
+        }
+      } else {
+#pragma omp simd
+        for (int64_t i = 0; i < len; ++i) {
+          float v = xs[i], q, ex;
+          gaussTail(v, q, ex);
+          ys[i] = v * normalCdf(v, q);
+          ds[i] = geluErfSlope(v, q, ex);
+        }
+      }
+      narrowInto(ys, y + t0, len);
+      narrowInto(ds, d + t0, len);
     });
   });
 }
@@ -439,6 +485,16 @@ void geluGrad(bool tanhApprox, const Bf16 *x, const Bf16 *dy, Bf16 *dx,
 void geluGrad(bool tanhApprox, const Fp16 *x, const Fp16 *dy, Fp16 *dx,
               int64_t n) {
   geluGradT(tanhApprox, x, dy, dx, n);
+}
+
+void geluWithDerivative(bool tanhApprox, const float *x, float *y, float *d, int64_t n) {
+  geluWithDerivativeT(tanhApprox, x, y, d, n);
+}
+void geluWithDerivative(bool tanhApprox, const Bf16 *x, Bf16 *y, Bf16 *d, int64_t n) {
+  geluWithDerivativeT(tanhApprox, x, y, d, n);
+}
+void geluWithDerivative(bool tanhApprox, const Fp16 *x, Fp16 *y, Fp16 *d, int64_t n) {
+  geluWithDerivativeT(tanhApprox, x, y, d, n);
 }
 
 void compare(Cmp op, const float *a, const Shape &as, const float *b,

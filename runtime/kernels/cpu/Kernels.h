@@ -55,6 +55,11 @@ void unary(Unary op, const float *x, float *y, int64_t n);
 /// dx = dy * d(op)/dx for op in {GeluErf, GeluTanh}, given the input x.
 void geluGrad(bool tanhApprox, const float *x, const float *dy, float *dx,
               int64_t n);
+/// y = gelu(x) (unary's GeluErf / GeluTanh) and d = gelu'(x), the factor
+/// geluGrad multiplies dy by, from one evaluation; y and d do not alias x.
+void geluWithDerivative(bool tanhApprox, const float *x, float *y, float *d, int64_t n);
+void geluWithDerivative(bool tanhApprox, const Bf16 *x, Bf16 *y, Bf16 *d, int64_t n);
+void geluWithDerivative(bool tanhApprox, const Fp16 *x, Fp16 *y, Fp16 *d, int64_t n);
 
 enum class Cmp { Eq, Ne, Lt, Le, Gt, Ge };
 /// out (bool) = a cmp b, broadcast to `os`. Float and int64 versions.
@@ -543,22 +548,23 @@ void matmul(const Fp16 *A, const Shape &as, bool transA, const Fp16 *B,
             const Shape &bs, bool transB, Fp16 *C, const Shape &cs,
             float alpha = 1.0f, float beta = 0.0f);
 
-/// nn.matmul_epilogue: C = op(A) op(B) + bias + addend, each optional (the
-/// bias [N] broadcast over C's rows, the addend C's shape), summed with the
-/// float32 accumulator and rounded to C's type once. oneDNN's matmul
-/// primitive with a bias and a binary-add post-op, cached per shape as the
-/// 16-bit matmul's; where it has no fast kernel, the float product and one
-/// elementwise pass. The float version's GEMM is the primitive, not
-/// dnnl_sgemm: its sums may differ from matmul's in the last bit.
+/// nn.matmul_epilogue: C = (op(A) op(B) + bias) * scale + addend, each
+/// optional (the bias [N] broadcast over C's rows, the scale and the
+/// addend C's shape), formed from the float32 accumulator and rounded to
+/// C's type once. oneDNN's matmul primitive with a bias and binary-mul and
+/// binary-add post-ops, cached per shape as the 16-bit matmul's; where it
+/// has no fast kernel, the float product and one elementwise pass. The
+/// float version's GEMM is the primitive, not dnnl_sgemm: its sums may
+/// differ from matmul's in the last bit.
 void matmulEpilogue(const float *A, const Shape &as, bool transA, const float *B,
-                    const Shape &bs, bool transB, const float *bias, const float *addend,
-                    float *C, const Shape &cs);
+                    const Shape &bs, bool transB, const float *bias, const float *scale,
+                    const float *addend, float *C, const Shape &cs);
 void matmulEpilogue(const Bf16 *A, const Shape &as, bool transA, const Bf16 *B,
-                    const Shape &bs, bool transB, const Bf16 *bias, const Bf16 *addend,
-                    Bf16 *C, const Shape &cs);
+                    const Shape &bs, bool transB, const Bf16 *bias, const Bf16 *scale,
+                    const Bf16 *addend, Bf16 *C, const Shape &cs);
 void matmulEpilogue(const Fp16 *A, const Shape &as, bool transA, const Fp16 *B,
-                    const Shape &bs, bool transB, const Fp16 *bias, const Fp16 *addend,
-                    Fp16 *C, const Shape &cs);
+                    const Shape &bs, bool transB, const Fp16 *bias, const Fp16 *scale,
+                    const Fp16 *addend, Fp16 *C, const Shape &cs);
 
 void binary(Binary op, const Bf16 *a, const Shape &as, const Bf16 *b,
             const Shape &bs, Bf16 *out, const Shape &os);

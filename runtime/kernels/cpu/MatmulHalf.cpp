@@ -62,6 +62,8 @@ struct Key {
   int32_t bias;   // the epilogue's bias (0 or 1)
   int32_t addend; // 0: none, 1: a binary-add post-op, 2: the sum post-op
                   // (the addend is the result's own buffer)
+  int32_t scale;  // 0 or 1: a binary-mul post-op first
+  int32_t pad = 0;
   int64_t a[kMaxRank][2], b[kMaxRank][2], c[kMaxRank]; // dims, strides
   Key() { std::memset(this, 0, sizeof *this); }
   bool operator==(const Key &o) const {
@@ -88,7 +90,7 @@ struct Primitive {
   std::string impl;  // oneDNN's name for the kernel it chose
   dnnl::matmul prim;
   dnnl::stream stream;
-  memory a, b, c, bias, addend;
+  memory a, b, c, bias, scale, addend;
 };
 
 /// The memory descriptor of a [.., rows, cols] operand stored row-major, or
@@ -129,6 +131,10 @@ Primitive makePrimitive(const Key &k, memory::data_type in,
     dnnl::post_ops ops;
     if (beta != 0.0f)
       ops.append_sum(beta);
+    // The scale multiplies the biased product, before any addend (post-op
+    // 0: execute() passes it as the first binary source).
+    if (k.scale)
+      ops.append_binary(dnnl::algorithm::binary_mul, cDense);
     // An addend in the result's own buffer is oneDNN's sum post-op (its
     // kernels may keep partial sums in the destination while they run
     // through K); another buffer is the binary add's second source.
@@ -151,6 +157,8 @@ Primitive makePrimitive(const Key &k, memory::data_type in,
       p.c = memory(cDense, engine(), DNNL_MEMORY_NONE);
       if (k.bias)
         p.bias = memory(biasDesc, engine(), DNNL_MEMORY_NONE);
+      if (k.scale)
+        p.scale = memory(cDense, engine(), DNNL_MEMORY_NONE);
       if (k.addend == 1)
         p.addend = memory(cDense, engine(), DNNL_MEMORY_NONE);
     }
@@ -272,21 +280,25 @@ template <class T, class TC> Primitive &primitiveFor(const Key &k, float alpha, 
 
 /// Runs `p` on the given data (bias and addend where the key has them).
 void execute(Primitive &p, const void *A, const void *B, void *C, const void *bias,
-             const void *addend) {
+             const void *scale, const void *addend) {
   dnnl_memory_set_data_handle(p.a.get(), const_cast<void *>(A));
   dnnl_memory_set_data_handle(p.b.get(), const_cast<void *>(B));
   dnnl_memory_set_data_handle(p.c.get(), C);
-  dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, p.a.get()},
+  dnnl_exec_arg_t args[6] = {{DNNL_ARG_SRC, p.a.get()},
                              {DNNL_ARG_WEIGHTS, p.b.get()},
                              {DNNL_ARG_DST, p.c.get()}};
-  int n = 3;
+  int n = 3, postOp = 0;
   if (bias) {
     dnnl_memory_set_data_handle(p.bias.get(), const_cast<void *>(bias));
     args[n++] = {DNNL_ARG_BIAS, p.bias.get()};
   }
+  if (scale) {
+    dnnl_memory_set_data_handle(p.scale.get(), const_cast<void *>(scale));
+    args[n++] = {DNNL_ARG_ATTR_MULTIPLE_POST_OP(postOp++) | DNNL_ARG_SRC_1, p.scale.get()};
+  }
   if (addend) {
     dnnl_memory_set_data_handle(p.addend.get(), const_cast<void *>(addend));
-    args[n++] = {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, p.addend.get()};
+    args[n++] = {DNNL_ARG_ATTR_MULTIPLE_POST_OP(postOp) | DNNL_ARG_SRC_1, p.addend.get()};
   }
   // Only invalid arguments make it fail, and these were checked when the
   // primitive was created.
@@ -311,13 +323,14 @@ void matmulHalf(const T *A, const Shape &as, bool transA, const T *B,
   Primitive &p = primitiveFor<T, TC>(k, alpha, beta);
   if (!p.fast)
     return widenedMatmul(A, as, transA, B, bs, transB, C, cs, alpha, beta);
-  execute(p, A, B, C, nullptr, nullptr);
+  execute(p, A, B, C, nullptr, nullptr, nullptr);
 }
 
-/// C = the float32 sum op(A) op(B) + bias + addend, rounded to T once.
+/// C = (op(A) op(B) + bias) * scale + addend in float32, rounded to T once.
 template <class T>
 void epilogue(const T *A, const Shape &as, bool transA, const T *B, const Shape &bs,
-              bool transB, const T *bias, const T *addend, T *C, const Shape &cs) {
+              bool transB, const T *bias, const T *scale, const T *addend, T *C,
+              const Shape &cs) {
   const int64_t N = cs.dims[cs.rank - 1], n = cs.numel();
   if (n == 0)
     return;
@@ -328,10 +341,11 @@ void epilogue(const T *A, const Shape &as, bool transA, const T *B, const Shape 
     keyOf<T, T>(as, transA, bs, transB, cs, 1.0f, 0.0f, k);
     k.bias = bias != nullptr;
     k.addend = !addend ? 0 : addend == C ? 2 : 1;
+    k.scale = scale != nullptr;
     p = &primitiveFor<T, T>(k, 1.0f, 0.0f);
   }
   if (p && p->fast)
-    return execute(*p, A, B, C, bias, addend == C ? nullptr : addend);
+    return execute(*p, A, B, C, bias, scale, addend == C ? nullptr : addend);
   // No fast primitive (or K = 0): the float product, then the sum in float
   // and one rounding (scratch slot 23: the widened matmul uses 20-22).
   float *c;
@@ -343,27 +357,32 @@ void epilogue(const T *A, const Shape &as, bool transA, const T *B, const Shape 
     widenedMatmul(A, as, transA, B, bs, transB, c, cs, 1.0f, 0.0f);
   }
   // Row by row, the 16-bit operands widened and the sum narrowed with the
-  // vector conversions (scratch slots 24 and 25, per thread).
+  // vector conversions (scratch slots 24-26, per thread).
   const int64_t rows = n / N;
   parallelFor(rows, std::max<int64_t>(1, kGrain / N), [&](int64_t r0, int64_t r1) {
-    float *b = nullptr, *row = nullptr;
+    float *b = nullptr, *row = nullptr, *sr = nullptr;
     if constexpr (!std::is_same_v<T, float>) {
       row = scratch<float, 24>(size_t(N));
       if (bias)
         convert(bias, b = scratch<float, 25>(size_t(N)), N);
+      if (scale)
+        sr = scratch<float, 26>(size_t(N));
     }
     for (int64_t r = r0; r < r1; ++r) {
       const float *cr = c + r * N;
       if constexpr (std::is_same_v<T, float>) {
         float *out = C + r * N;
         const float *a = addend ? addend + r * N : nullptr;
+        const float *sc = scale ? scale + r * N : nullptr;
         for (int64_t j = 0; j < N; ++j)
-          out[j] = (cr[j] + (bias ? bias[j] : 0.0f)) + (a ? a[j] : 0.0f);
+          out[j] = (cr[j] + (bias ? bias[j] : 0.0f)) * (sc ? sc[j] : 1.0f) + (a ? a[j] : 0.0f);
       } else {
         if (addend)
           convert(addend + r * N, row, N);
+        if (scale)
+          convert(scale + r * N, sr, N);
         for (int64_t j = 0; j < N; ++j)
-          row[j] = (cr[j] + (b ? b[j] : 0.0f)) + (addend ? row[j] : 0.0f);
+          row[j] = (cr[j] + (b ? b[j] : 0.0f)) * (sr ? sr[j] : 1.0f) + (addend ? row[j] : 0.0f);
         convert(row, C + r * N, N);
       }
     }
@@ -410,19 +429,19 @@ void matmul(const Fp16 *A, const Shape &as, bool transA, const Fp16 *B,
 }
 
 void matmulEpilogue(const float *A, const Shape &as, bool transA, const float *B,
-                    const Shape &bs, bool transB, const float *bias, const float *addend,
-                    float *C, const Shape &cs) {
-  epilogue(A, as, transA, B, bs, transB, bias, addend, C, cs);
+                    const Shape &bs, bool transB, const float *bias, const float *scale,
+                    const float *addend, float *C, const Shape &cs) {
+  epilogue(A, as, transA, B, bs, transB, bias, scale, addend, C, cs);
 }
 void matmulEpilogue(const Bf16 *A, const Shape &as, bool transA, const Bf16 *B,
-                    const Shape &bs, bool transB, const Bf16 *bias, const Bf16 *addend,
-                    Bf16 *C, const Shape &cs) {
-  epilogue(A, as, transA, B, bs, transB, bias, addend, C, cs);
+                    const Shape &bs, bool transB, const Bf16 *bias, const Bf16 *scale,
+                    const Bf16 *addend, Bf16 *C, const Shape &cs) {
+  epilogue(A, as, transA, B, bs, transB, bias, scale, addend, C, cs);
 }
 void matmulEpilogue(const Fp16 *A, const Shape &as, bool transA, const Fp16 *B,
-                    const Shape &bs, bool transB, const Fp16 *bias, const Fp16 *addend,
-                    Fp16 *C, const Shape &cs) {
-  epilogue(A, as, transA, B, bs, transB, bias, addend, C, cs);
+                    const Shape &bs, bool transB, const Fp16 *bias, const Fp16 *scale,
+                    const Fp16 *addend, Fp16 *C, const Shape &cs) {
+  epilogue(A, as, transA, B, bs, transB, bias, scale, addend, C, cs);
 }
 
 } // namespace dsrt::cpu

@@ -80,19 +80,21 @@ __device__ __forceinline__ float unaryValue(kernels::Unary op, float v) {
   return v;
 }
 
-__device__ __forceinline__ float geluGradValue(bool tanhApprox, float v, float dy) {
-  float d;
+/// gelu'(v): what geluGrad multiplies dy by, and what geluWithDerivative
+/// stores for the GEMM epilogue's scale.
+__device__ __forceinline__ float geluSlope(bool tanhApprox, float v) {
   if (tanhApprox) {
     float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
     float t = tanhf(u);
     float du = 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * v * v);
-    d = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
-  } else {
-    float cdf = normcdff(v);
-    float pdf = 0.3989422804014327f * expf(-0.5f * v * v);
-    d = cdf + v * pdf;
+    return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
   }
-  return dy * d;
+  float cdf = normcdff(v);
+  float pdf = 0.3989422804014327f * expf(-0.5f * v * v);
+  return cdf + v * pdf;
+}
+__device__ __forceinline__ float geluGradValue(bool tanhApprox, float v, float dy) {
+  return dy * geluSlope(tanhApprox, v);
 }
 
 template <typename T>
@@ -129,6 +131,16 @@ __global__ void geluGradPackKernel(bool tanhApprox, const T *x, const T *dy, T *
     for (int k = 0; k < N; ++k)
       r.v[k] = fromFloat<T>(geluGradValue(tanhApprox, toFloat(a.v[k]), toFloat(d.v[k])));
     storePack(dx + size_t(p) * N, r);
+  }
+}
+
+template <typename T>
+__global__ void geluWithDerivativeKernel(bool tanhApprox, const T *x, T *y, T *d, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float v = toFloat(x[i]);
+    y[i] = fromFloat<T>(tanhApprox ? geluTanh(v) : geluErf(v));
+    d[i] = fromFloat<T>(geluSlope(tanhApprox, v));
   }
 }
 
@@ -1020,6 +1032,15 @@ void geluGrad(bool tanhApprox, const T *x, const T *dy, T *dx, int64_t n, void *
 }
 
 template <typename T>
+void geluWithDerivative(bool tanhApprox, const T *x, T *y, T *d, int64_t n, void *stream) {
+  if (n == 0)
+    return;
+  geluWithDerivativeKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(tanhApprox, x, y, d,
+                                                                            n);
+  launched("gelu_with_derivative");
+}
+
+template <typename T>
 void binary(kernels::Binary op, const T *a, const T *b, int64_t bElements, T *out, int64_t n,
             int64_t cols, void *stream) {
   if (bElements != n && bElements != 1 && bElements != cols)
@@ -1273,6 +1294,7 @@ void adam(float *p, const float *g, float *m, float *v, int64_t n, float lr, flo
 #define DSRT_CUDA_INSTANTIATE(T)                                                                   \
   template void unary<T>(kernels::Unary, const T *, T *, int64_t, void *);                            \
   template void geluGrad<T>(bool, const T *, const T *, T *, int64_t, void *);                    \
+  template void geluWithDerivative<T>(bool, const T *, T *, T *, int64_t, void *);               \
   template void binary<T>(kernels::Binary, const T *, const T *, int64_t, T *, int64_t, int64_t,      \
                           void *);                                                                \
   template void layerNorm<T>(const T *, const float *, const float *, T *, int64_t, int64_t,      \

@@ -79,6 +79,10 @@ void unary(kernels::Unary op, const T *x, T *y, int64_t n, void *stream = nullpt
 template <typename T>
 void geluGrad(bool tanhApprox, const T *x, const T *dy, T *dx, int64_t n,
               void *stream = nullptr);
+/// y = gelu(x) and d = gelu'(x), the factor geluGrad multiplies dy by.
+template <typename T>
+void geluWithDerivative(bool tanhApprox, const T *x, T *y, T *d, int64_t n,
+                        void *stream = nullptr);
 /// out[r, c] = a[r, c] op b[(r, c) broadcast]: b has the same n elements, or
 /// `cols` (a bias along the last dimension), or 1 (a scalar).
 template <typename T>

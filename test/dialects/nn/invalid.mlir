@@ -1104,7 +1104,7 @@ func.func @attention_bias_low(%q: tensor<4x8x16xbf16>, %b: tensor<4x8x8xbf16>) {
 // -----
 
 func.func @epilogue_nothing(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) {
-  // expected-error @+1 {{'nn.matmul_epilogue' op needs a bias or an addend (without, it is nn.matmul)}}
+  // expected-error @+1 {{'nn.matmul_epilogue' op needs a bias, a scale or an addend (without, it is nn.matmul)}}
   %0 = nn.matmul_epilogue %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
   return
 }
@@ -1122,6 +1122,22 @@ func.func @epilogue_result(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor
 func.func @epilogue_contracting(%x: tensor<4x8xf32>, %w: tensor<7x16xf32>, %b: tensor<16xf32>) {
   // expected-error @+1 {{contracting dimensions differ: lhs [4,8] has 8, rhs [7,16] has 7}}
   %0 = nn.matmul_epilogue %x, %w bias %b : tensor<4x8xf32>, tensor<7x16xf32> bias tensor<16xf32> -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @epilogue_scale_type(%x: tensor<4x8xbf16>, %w: tensor<8x16xbf16>, %s: tensor<4x16xf32>) {
+  // expected-error @+1 {{'nn.matmul_epilogue' op scale type 'tensor<4x16xf32>' must be the result's, 'tensor<4x16xbf16>'}}
+  %0 = nn.matmul_epilogue %x, %w scale %s : tensor<4x8xbf16>, tensor<8x16xbf16> scale tensor<4x16xf32> -> tensor<4x16xbf16>
+  return
+}
+
+// -----
+
+func.func @gelu_with_derivative_types(%x: tensor<4x16xbf16>) {
+  // expected-error @+1 {{'nn.gelu_with_derivative' op requires the same type for all operands and results}}
+  %0, %1 = "nn.gelu_with_derivative"(%x) : (tensor<4x16xbf16>) -> (tensor<4x16xbf16>, tensor<4x16xf32>)
   return
 }
 

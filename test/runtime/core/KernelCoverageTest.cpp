@@ -85,6 +85,9 @@ const std::map<std::string, Builder> &builders() {
     b["nn.gelu_grad"] = [](Case &c, DType d) {
       c.set({c.t({2, 3}, d), c.t({2, 3}, d)}, {c.t({2, 3}, d)}, {1});
     };
+    b["nn.gelu_with_derivative"] = [](Case &c, DType d) {
+      c.set({c.t({2, 3}, d)}, {c.t({2, 3}, d), c.t({2, 3}, d)}, {0});
+    };
     b["nn.not"] = [](Case &c, DType d) { c.set({c.t({6}, d)}, {c.t({6}, d)}); };
     b["nn.cmp"] = [](Case &c, DType d) { c.set({c.f({2, 3}), c.f({3})}, {c.t({2, 3}, d)}, {0}); };
     b["nn.select"] = [](Case &c, DType d) {
@@ -97,8 +100,8 @@ const std::map<std::string, Builder> &builders() {
       c.set({c.t({2, 3}, d), c.t({3, 4}, d)}, {c.t({2, 4}, d)}, {0, 0});
     };
     b["nn.matmul_epilogue"] = [](Case &c, DType d) {
-      c.set({c.t({2, 3}, d), c.t({3, 4}, d), c.t({4}, d), c.t({2, 4}, d)}, {c.t({2, 4}, d)},
-            {0, 0, 1, 1});
+      c.set({c.t({2, 3}, d), c.t({3, 4}, d), c.t({4}, d), c.t({2, 4}, d), c.t({2, 4}, d)},
+            {c.t({2, 4}, d)}, {0, 0, 1, 1, 1});
     };
     b["nn.layer_norm"] = [](Case &c, DType d) {
       c.set({c.t({2, 4}, d), c.f({4}), c.f({4})}, {c.t({2, 4}, d)}, {1}, {1e-5});

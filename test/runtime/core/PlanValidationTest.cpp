@@ -747,7 +747,17 @@ TEST(OpChecks, MatmulEpilogueOperands) {
             "no error");
   EXPECT_EQ(bindError("nn.matmul_epilogue", {&a, &b, &addend}, {&o}, {0, 0, 0, 1}), "no error");
   EXPECT_EQ(bindError("nn.matmul_epilogue", {&a, &b}, {&o}, {0, 0, 0, 0}),
-            "test: has neither a bias nor an addend");
+            "test: has neither a bias, a scale nor an addend");
+  // Format 20's scale: between the bias and the addend, the result's shape.
+  Buf scale({2, 4}), wrongScale({2, 3});
+  EXPECT_EQ(bindError("nn.matmul_epilogue", {&a, &b, &bias, &scale, &addend}, {&o},
+                      {0, 0, 1, 1, 1}),
+            "no error");
+  EXPECT_EQ(bindError("nn.matmul_epilogue", {&a, &b, &scale}, {&o}, {0, 0, 0, 0, 1}), "no error");
+  EXPECT_THAT(bindError("nn.matmul_epilogue", {&a, &b, &wrongScale}, {&o}, {0, 0, 0, 0, 1}),
+              HasSubstr("[2,3]"));
+  EXPECT_EQ(bindError("nn.matmul_epilogue", {&a, &b, &scale}, {&o}, {0, 0, 0, 0, 2}),
+            "test: has_scale must be 0 or 1, is 2");
   EXPECT_THAT(bindError("nn.matmul_epilogue", {&a, &b, &bias}, {&o}, {0, 0, 1, 1}),
               HasSubstr("expects 4 inputs and 1 outputs"));
   EXPECT_EQ(bindError("nn.matmul_epilogue", {&a, &b, &wrongBias}, {&o}, {0, 0, 1, 0}),

@@ -78,6 +78,13 @@ TEST(CudaKernels, UnaryAndGeluGrad) {
     Dev<float> dx(x), dg(g), dd(static_cast<size_t>(n));
     gpu::geluGrad(t, dx.p, dg.p, dd.p, n);
     EXPECT_TRUE(near(dd.host(), toDouble(want), 2e-6, 1e-6)) << "tanh " << t;
+    // The GELU and its derivative in one kernel, against the CPU's.
+    std::vector<float> wantY(n), wantD(n);
+    geluWithDerivative(t, x.data(), wantY.data(), wantD.data(), n);
+    Dev<float> y(static_cast<size_t>(n)), d(static_cast<size_t>(n));
+    gpu::geluWithDerivative(t, dx.p, y.p, d.p, n);
+    EXPECT_TRUE(near(y.host(), toDouble(wantY), 2e-6, 1e-7)) << "tanh " << t;
+    EXPECT_TRUE(near(d.host(), toDouble(wantD), 2e-6, 1e-6)) << "tanh " << t;
   }
 }
 

@@ -195,6 +195,27 @@ TEST(Elementwise, GeluGrad) {
   }
 }
 
+// The GELU with its derivative is bitwise the GELU, and the derivative
+// times dy bitwise geluGrad's dx: the fused plan's GELU and its gradient
+// are the unfused plan's arithmetic.
+TEST(Elementwise, GeluWithDerivativeIsGeluAndGeluGrad) {
+  for (bool tanhApprox : {false, true})
+    for (int64_t n : {1, 7, 129, 100003}) {
+      auto x = uniform(n, 17 + n, -14, 14), dy = uniform(n, 18 + n);
+      std::vector<float> y(n), d(n), gelu(n), dx(n), dyd(n);
+      geluWithDerivative(tanhApprox, x.data(), y.data(), d.data(), n);
+      unary(tanhApprox ? Unary::GeluTanh : Unary::GeluErf, x.data(), gelu.data(), n);
+      geluGrad(tanhApprox, x.data(), dy.data(), dx.data(), n);
+      for (int64_t i = 0; i < n; ++i)
+        dyd[i] = dy[i] * d[i];
+      EXPECT_EQ(y, gelu) << "tanh " << tanhApprox << " n " << n;
+      EXPECT_EQ(dyd, dx) << "tanh " << tanhApprox << " n " << n;
+      // Finite down to -14, where the tanh form's exp(-2u) overflows.
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_TRUE(std::isfinite(dx[i])) << "tanh " << tanhApprox << " x " << x[i];
+    }
+}
+
 //===--- erf and the erf GELU: accuracy sweeps ----------------------------===//
 // The kernels compute erf and GELU's Phi(x) = erfc(-x / sqrt 2) / 2 with a
 // vectorized rational approximation (runtime/kernels/cpu/Erf.h). Bounds,

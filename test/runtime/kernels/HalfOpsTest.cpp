@@ -139,6 +139,24 @@ TYPED_TEST(HalfOps, UnaryAndGelu) {
 
 // Tolerance: against the analytic float64 derivative, the float kernel's
 // (relative 1e-5, absolute 1e-6) plus one rounding.
+// 16-bit: the GELU is the 16-bit GELU's bits, the derivative the float
+// kernel's on the widened input, rounded once.
+TYPED_TEST(HalfOps, GeluWithDerivative) {
+  using T = TypeParam;
+  for (bool tanhApprox : {false, true}) {
+    const int64_t n = 100003;
+    auto x = uniformIn<T>(n, 5300 + tanhApprox, -6, 6);
+    std::vector<T> y(n), d(n), gelu(n);
+    geluWithDerivative(tanhApprox, x.data(), y.data(), d.data(), n);
+    unary(tanhApprox ? Unary::GeluTanh : Unary::GeluErf, x.data(), gelu.data(), n);
+    auto xf = widen(x);
+    std::vector<float> yf(n), df(n);
+    geluWithDerivative(tanhApprox, xf.data(), yf.data(), df.data(), n);
+    EXPECT_EQ(widen(y), widen(gelu)) << "tanh " << tanhApprox;
+    EXPECT_EQ(widen(d), widen(narrowTo<T>(df))) << "tanh " << tanhApprox;
+  }
+}
+
 TYPED_TEST(HalfOps, GeluGrad) {
   using T = TypeParam;
   unsigned seed = 5200;

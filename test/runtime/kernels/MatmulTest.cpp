@@ -159,37 +159,70 @@ TEST(Matmul, EmptyK) {
   EXPECT_EQ(C, (std::vector<float>{0.5f, 1, 1.5f, 2}));
 }
 
-/// float64 op(A) op(B) + bias + addend of k (bias or addend may be empty).
+/// float64 (op(A) op(B) + bias) * scale + addend of k (bias, scale or
+/// addend may be empty).
 std::vector<double> refEpilogue(const Case &k, const std::vector<float> &A,
                                 const std::vector<float> &B, const std::vector<float> &bias,
-                                const std::vector<float> &addend) {
+                                const std::vector<float> &addend,
+                                const std::vector<float> &scale = {}) {
   std::vector<float> zero(size_t(k.c.numel()), 0.0f);
-  auto ref = refMatmul(k, A, B, addend.empty() ? zero : addend, 1.0, 1.0);
+  auto ref = refMatmul(k, A, B, zero, 1.0, 0.0);
   const int64_t N = k.c.dims[k.c.rank - 1];
-  if (!bias.empty())
-    for (size_t i = 0; i < ref.size(); ++i)
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (!bias.empty())
       ref[i] += bias[i % size_t(N)];
+    if (!scale.empty())
+      ref[i] *= scale[i];
+    if (!addend.empty())
+      ref[i] += addend[i];
+  }
   return ref;
 }
 
-// Every case of the plain matmul, with a bias, an addend and both.
+// Every case of the plain matmul, with each combination of a bias, a
+// scale (a GELU's derivative: in [0, 1.2] here) and an addend.
 TEST(Matmul, EpilogueAgainstReference) {
   unsigned seed = 700;
   for (const Case &k : cases())
-    for (int which : {1, 2, 3}) {
+    for (int which = 1; which < 8; ++which) {
       const int64_t N = k.c.dims[k.c.rank - 1];
       auto A = uniform(k.a.numel(), seed++), B = uniform(k.b.numel(), seed++);
       auto bias = which & 1 ? uniform(N, seed++) : std::vector<float>();
       auto addend = which & 2 ? uniform(k.c.numel(), seed++) : std::vector<float>();
+      auto scale = which & 4 ? uniform(k.c.numel(), seed++, 0.0f, 1.2f) : std::vector<float>();
       std::vector<float> C(size_t(k.c.numel()), std::nanf(""));
       matmulEpilogue(A.data(), k.a, k.transA, B.data(), k.b, k.transB,
-                     bias.empty() ? nullptr : bias.data(),
+                     bias.empty() ? nullptr : bias.data(), scale.empty() ? nullptr : scale.data(),
                      addend.empty() ? nullptr : addend.data(), C.data(), k.c);
       const int64_t K = k.transA ? k.a.dims[k.a.rank - 2] : k.a.dims[k.a.rank - 1];
-      EXPECT_TRUE(near(C, refEpilogue(k, A, B, bias, addend), 1e-5, 1e-6 * double(K + 2)))
+      EXPECT_TRUE(near(C, refEpilogue(k, A, B, bias, addend, scale), 1e-5,
+                       1e-6 * double(K + 2)))
           << str(k.a) << (k.transA ? "^T" : "") << " x " << str(k.b) << (k.transB ? "^T" : "")
-          << " -> " << str(k.c) << (which & 1 ? " +bias" : "") << (which & 2 ? " +addend" : "");
+          << " -> " << str(k.c) << (which & 1 ? " +bias" : "") << (which & 4 ? " *scale" : "")
+          << (which & 2 ? " +addend" : "");
     }
+}
+
+// In f32 the scaled epilogue is the GELU gradient's arithmetic: each
+// element the same product of the GEMM's sum and the derivative that
+// geluGrad forms from the product stored and the input (the fused plan's
+// GELU backward, bitwise the unfused one's up to the GEMM's order).
+TEST(Matmul, EpilogueScaleIsTheGeluGradient) {
+  const Case k{shape({33, 65}), false, shape({17, 65}), true, shape({33, 17})};
+  auto A = uniform(k.a.numel(), 31), B = uniform(k.b.numel(), 32),
+       h = uniform(k.c.numel(), 33, -6.0f, 6.0f);
+  for (bool tanhApprox : {false, true}) {
+    std::vector<float> y(h.size()), d(h.size()), fused(h.size()), dy(h.size()), dx(h.size());
+    geluWithDerivative(tanhApprox, h.data(), y.data(), d.data(), int64_t(h.size()));
+    matmulEpilogue(A.data(), k.a, false, B.data(), k.b, true, nullptr, d.data(), nullptr,
+                   fused.data(), k.c);
+    // The same GEMM with a unit scale, so that both sums are the primitive's.
+    std::vector<float> ones(h.size(), 1.0f);
+    matmulEpilogue(A.data(), k.a, false, B.data(), k.b, true, nullptr, ones.data(), nullptr,
+                   dy.data(), k.c);
+    geluGrad(tanhApprox, h.data(), dy.data(), dx.data(), int64_t(h.size()));
+    EXPECT_EQ(fused, dx) << (tanhApprox ? "tanh" : "erf");
+  }
 }
 
 // The addend may be the result's own buffer (memory-plan places the sum
@@ -201,8 +234,8 @@ TEST(Matmul, EpilogueAddendInPlace) {
     auto A = uniform(k.a.numel(), 1), B = uniform(k.b.numel(), 2), bias = uniform(17, 3),
          C = uniform(k.c.numel(), 4);
     auto want = refEpilogue(k, A, B, bias, C);
-    matmulEpilogue(A.data(), k.a, false, B.data(), k.b, false, bias.data(), C.data(), C.data(),
-                   k.c);
+    matmulEpilogue(A.data(), k.a, false, B.data(), k.b, false, bias.data(), nullptr, C.data(),
+                   C.data(), k.c);
     EXPECT_TRUE(near(C, want, 1e-5, 1e-6 * double(K + 2))) << "K " << K;
   }
 }
@@ -222,8 +255,8 @@ TYPED_TEST(MatmulEpilogueHalf, FloatSumRoundedOnce) {
   auto A = uniformIn<T>(k.a.numel(), 11), B = uniformIn<T>(k.b.numel(), 12),
        bias = uniformIn<T>(17, 13), addend = uniformIn<T>(k.c.numel(), 14);
   std::vector<T> C(size_t(k.c.numel()));
-  matmulEpilogue(A.data(), k.a, false, B.data(), k.b, true, bias.data(), addend.data(), C.data(),
-                 k.c);
+  matmulEpilogue(A.data(), k.a, false, B.data(), k.b, true, bias.data(), nullptr, addend.data(),
+                 C.data(), k.c);
   auto ref = refEpilogue(k, widen(A), widen(B), widen(bias), widen(addend));
   std::vector<float> refF(ref.begin(), ref.end());
   auto once = widen(narrowTo<T>(refF)), got = widen(C);
@@ -244,7 +277,8 @@ TYPED_TEST(MatmulEpilogueHalf, AddendInPlace) {
   auto A = uniformIn<T>(k.a.numel(), 21), B = uniformIn<T>(k.b.numel(), 22),
        C = uniformIn<T>(k.c.numel(), 23);
   auto ref = refEpilogue(k, widen(A), widen(B), {}, widen(C));
-  matmulEpilogue(A.data(), k.a, false, B.data(), k.b, false, nullptr, C.data(), C.data(), k.c);
+  matmulEpilogue(A.data(), k.a, false, B.data(), k.b, false, nullptr, nullptr, C.data(), C.data(),
+                 k.c);
   // One rounding of the float sum: within one ulp of the float64 one, plus
   // the float sum's own error over K products (the float test's bound).
   const double ulp = std::is_same_v<T, Bf16> ? 0x1p-7 : 0x1p-10;
