@@ -349,13 +349,9 @@ bool ZeroConfig::operator==(const ZeroConfig &o) const {
   return stage == o.stage && reduceBucketSize == o.reduceBucketSize &&
          allgatherBucketSize == o.allgatherBucketSize &&
          overlapComm() == o.overlapComm() &&
-         contiguousGradients == o.contiguousGradients &&
-         reduceScatter == o.reduceScatter &&
          stage3PrefetchBucketSize == o.stage3PrefetchBucketSize &&
          stage3ParamPersistenceThreshold == o.stage3ParamPersistenceThreshold &&
          stage3MaxLiveParameters == o.stage3MaxLiveParameters &&
-         allgatherPartitions == o.allgatherPartitions &&
-         roundRobinGradients == o.roundRobinGradients &&
          subGroupSize == o.subGroupSize && offloadOptimizer == o.offloadOptimizer &&
          offloadNvmePath == o.offloadNvmePath && offloadParam == o.offloadParam &&
          offloadParamNvmePath == o.offloadParamNvmePath && pipelineRead == o.pipelineRead &&
@@ -671,12 +667,8 @@ std::string toJson(const TrainConfig &cfg) {
   ordered_json zj;
   zj["stage"] = z.stage;
   zj["overlap_comm"] = z.overlapComm();
-  zj["contiguous_gradients"] = z.contiguousGradients;
-  zj["reduce_scatter"] = z.reduceScatter;
   zj["reduce_bucket_size"] = z.reduceBucketSize;
   zj["allgather_bucket_size"] = z.allgatherBucketSize;
-  zj["allgather_partitions"] = z.allgatherPartitions;
-  zj["round_robin_gradients"] = z.roundRobinGradients;
   zj["sub_group_size"] = z.subGroupSize;
   zj["stage3_prefetch_bucket_size"] = z.stage3PrefetchBucketSize;
   zj["stage3_param_persistence_threshold"] = z.stage3ParamPersistenceThreshold;

@@ -161,17 +161,14 @@ struct ZeroConfig {
   /// overlap_comm as written; nullopt means DeepSpeed's default, which depends
   /// on the stage. Read it through overlapComm().
   std::optional<bool> overlapCommSetting;
-  bool contiguousGradients = true;
-  bool reduceScatter = true;
   /// Stage 3 (accepted at every stage, as DeepSpeed does); >= 0.
   int64_t stage3PrefetchBucketSize = 50000000;
   int64_t stage3ParamPersistenceThreshold = 100000;
   int64_t stage3MaxLiveParameters = 1000000000;
-  /// Accepted and kept although they do not change what dsc computes:
-  /// allgather vs broadcasts, CPU-offload copy order; sub_group_size tiles
-  /// the offloaded optimizer step.
-  bool allgatherPartitions = true;
-  bool roundRobinGradients = false;
+  /// sub_group_size tiles the offloaded optimizer step. (contiguous_gradients,
+  /// reduce_scatter, allgather_partitions and round_robin_gradients change
+  /// nothing dsc plans: config/KeyTable.cpp says why, and a value away from
+  /// DeepSpeed's default is a note.)
   int64_t subGroupSize = 1000000000; // >= 0
   /// ZeRO-Offload (offload_optimizer.device, or the older cpu_offload):
   /// the optimizer state in host memory, the update in tiles of

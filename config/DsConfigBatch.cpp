@@ -127,12 +127,8 @@ void readBatch(const Section &top, int64_t worldSize, TrainConfig &cfg) {
 const std::vector<std::string> kZeroKeys = {
     "stage",
     "overlap_comm",
-    "contiguous_gradients",
-    "reduce_scatter",
     "reduce_bucket_size",
     "allgather_bucket_size",
-    "allgather_partitions",
-    "round_robin_gradients",
     "sub_group_size",
     "stage3_prefetch_bucket_size",
     "stage3_param_persistence_threshold",
@@ -283,13 +279,6 @@ void readZero(const Section &top, ZeroConfig &z, std::vector<std::string> &notes
   if (std::optional<int64_t> stage = zero.count("stage", 0, 3))
     z.stage = static_cast<int>(*stage);
   z.overlapCommSetting = zero.boolean("overlap_comm");
-  z.contiguousGradients =
-      zero.boolean("contiguous_gradients").value_or(z.contiguousGradients);
-  z.reduceScatter = zero.boolean("reduce_scatter").value_or(z.reduceScatter);
-  z.allgatherPartitions =
-      zero.boolean("allgather_partitions").value_or(z.allgatherPartitions);
-  z.roundRobinGradients =
-      zero.boolean("round_robin_gradients").value_or(z.roundRobinGradients);
 
   auto size = [&](const std::string &key, int64_t &field, bool strictly) {
     std::string name = key;

@@ -1599,13 +1599,9 @@ TEST(DsConfig, ZeroDefaultsAreDeepSpeeds) {
     EXPECT_EQ(z.allgatherBucketSize, 500000000);
     EXPECT_FALSE(z.overlapCommSetting.has_value());
     EXPECT_FALSE(z.overlapComm());
-    EXPECT_TRUE(z.contiguousGradients);
-    EXPECT_TRUE(z.reduceScatter);
     EXPECT_EQ(z.stage3PrefetchBucketSize, 50000000);
     EXPECT_EQ(z.stage3ParamPersistenceThreshold, 100000);
     EXPECT_EQ(z.stage3MaxLiveParameters, 1000000000);
-    EXPECT_TRUE(z.allgatherPartitions);
-    EXPECT_FALSE(z.roundRobinGradients);
     EXPECT_EQ(z.subGroupSize, 1000000000);
     EXPECT_EQ(z, ZeroConfig());
   }
@@ -1625,13 +1621,9 @@ TEST(DsConfig, ZeroValuesAreRead) {
   EXPECT_EQ(z.allgatherBucketSize, 2000);
   EXPECT_EQ(z.overlapCommSetting, std::optional<bool>(true));
   EXPECT_TRUE(z.overlapComm());
-  EXPECT_FALSE(z.contiguousGradients);
-  EXPECT_FALSE(z.reduceScatter);
   EXPECT_EQ(z.stage3PrefetchBucketSize, 3000);
   EXPECT_EQ(z.stage3ParamPersistenceThreshold, 0);
   EXPECT_EQ(z.stage3MaxLiveParameters, 5000);
-  EXPECT_FALSE(z.allgatherPartitions);
-  EXPECT_TRUE(z.roundRobinGradients);
   EXPECT_EQ(z.subGroupSize, 6000);
   for (int stage : {0, 1, 2, 3})
     EXPECT_EQ(zeroOf(R"({"stage": )" + std::to_string(stage) + "}").stage,
@@ -1762,21 +1754,9 @@ TEST(DsConfig, ZeroErrors) {
   EXPECT_EQ(zero(R"({"overlap_comm": 1})"),
             "ds_config.json: 'zero_optimization.overlap_comm' must be true or "
             "false, got number 1");
-  EXPECT_EQ(zero(R"({"contiguous_gradients": "true"})"),
-            "ds_config.json: 'zero_optimization.contiguous_gradients' must be "
-            "true or false, got string \"true\"");
-  EXPECT_EQ(zero(R"({"reduce_scatter": null})"),
-            "ds_config.json: 'zero_optimization.reduce_scatter' must be true "
-            "or false, got null");
   // A null size reads "got null" (it read "got null null").
   EXPECT_EQ(zero(R"({"sub_group_size": null})"),
             "ds_config.json: 'zero_optimization.sub_group_size' must be an integer, got null");
-  EXPECT_EQ(zero(R"({"allgather_partitions": 0})"),
-            "ds_config.json: 'zero_optimization.allgather_partitions' must be "
-            "true or false, got number 0");
-  EXPECT_EQ(zero(R"({"round_robin_gradients": []})"),
-            "ds_config.json: 'zero_optimization.round_robin_gradients' must be "
-            "true or false, got array []");
   // The section itself.
   EXPECT_EQ(zero("[]"),
             "ds_config.json: 'zero_optimization' must be an object, got array "
@@ -1797,6 +1777,33 @@ TEST(DsConfig, ZeroErrors) {
   EXPECT_EQ(errorOf(R"({"train_batch_size": 8, "zero_optimization": {
                 "stage": 1, "stage": 2}})"),
             "ds_config.json: duplicate key 'zero_optimization.stage'");
+}
+
+// The ZeRO keys that change nothing dsc plans are accepted with a note
+// that says why when they leave DeepSpeed's default, and silently at it:
+// nothing is accepted and then ignored.
+TEST(DsConfig, ZeroKeysThatChangeNothingAreNotes) {
+  auto notesOf = [](const std::string &zero) {
+    std::string all;
+    for (const std::string &n : parseDsConfig(withZero(zero)).notes)
+      all += n + "\n";
+    return all;
+  };
+  const std::string away = notesOf(R"({"stage": 2, "contiguous_gradients": false,
+      "reduce_scatter": false, "allgather_partitions": false, "round_robin_gradients": true})");
+  for (const char *note :
+       {"'zero_optimization.contiguous_gradients' is boolean false: accepted, it changes "
+        "nothing in dsc: DeepSpeed copies gradients into one contiguous buffer",
+        "'zero_optimization.reduce_scatter' is boolean false: accepted, it changes nothing in "
+        "dsc: false makes DeepSpeed all-reduce each gradient bucket",
+        "'zero_optimization.allgather_partitions' is boolean false: accepted, it changes "
+        "nothing in dsc: false makes DeepSpeed broadcast",
+        "'zero_optimization.round_robin_gradients' is boolean true: accepted, it changes "
+        "nothing in dsc: DeepSpeed's order of copying"})
+    EXPECT_NE(away.find(note), std::string::npos) << note << "\nin:\n" << away;
+  EXPECT_EQ(notesOf(R"({"stage": 2, "contiguous_gradients": true, "reduce_scatter": true,
+      "allgather_partitions": true, "round_robin_gradients": false})"),
+            "");
 }
 
 TEST(DsConfig, ZeroUnknownKeysSuggestTheClosest) {
@@ -2154,12 +2161,8 @@ TEST(DsConfig, CanonicalJsonSpellsOutDefaults) {
   "zero_optimization": {
     "stage": 0,
     "overlap_comm": false,
-    "contiguous_gradients": true,
-    "reduce_scatter": true,
     "reduce_bucket_size": 500000000,
     "allgather_bucket_size": 500000000,
-    "allgather_partitions": true,
-    "round_robin_gradients": false,
     "sub_group_size": 1000000000,
     "stage3_prefetch_bucket_size": 50000000,
     "stage3_param_persistence_threshold": 100000,
