@@ -33,18 +33,24 @@ template <class T> int64_t rowRun(int64_t cols) {
   return std::is_same_v<T, float> ? 1 : std::max<int64_t>(1, 2048 / cols);
 }
 
+// Internal helpers, always inlined: no ABI crosses them where the target
+// lacks AVX (GCC's -Wpsabi note on a -march=x86-64 build).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
 /// A row's sums run in 32 lanes, four 8-float accumulators: four
 /// independent add chains where one `omp simd` accumulator waited on each
 /// add (layer norm's gradient on [1024, 384] was bound by that latency),
 /// and one order, whatever the CPU's vector width. Then the lanes in a
 /// fixed tree, then the tail in order.
 using V8 = float __attribute__((vector_size(32)));
-inline V8 at8(const float *p) {
+inline __attribute__((always_inline)) V8 at8(const float *p) {
   V8 v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-inline float lanes(V8 a, V8 b, V8 c, V8 d) {
+inline __attribute__((always_inline)) float lanes(const V8 &a, const V8 &b, const V8 &c,
+                                                  const V8 &d) {
   const V8 s = (a + b) + (c + d);
   return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
