@@ -51,6 +51,18 @@ bool isBias(Value b, RankedTensorType product) {
          t.getElementType() == product.getElementType();
 }
 
+/// `fused` replaces `consumer` (the add or gradient folded into the GEMM)
+/// and takes the marks of both (the phase, the GEMM's tensor-parallel
+/// kind); the GEMM goes.
+void replaceWithEpilogue(IRRewriter &rewriter, nn::MatmulEpilogueOp fused, Operation *consumer,
+                         Operation *gemm) {
+  for (Operation *from : {consumer, gemm})
+    for (NamedAttribute a : from->getDiscardableAttrs())
+      fused->setDiscardableAttr(a.getName(), a.getValue());
+  rewriter.replaceOp(consumer, fused.getResult());
+  rewriter.eraseOp(gemm);
+}
+
 /// Folds `add` into the GEMM behind one of its operands; false when neither
 /// side qualifies. Adds are visited in program order, so a bias folded first
 /// meets its residual next.
@@ -94,12 +106,7 @@ bool fold(nn::AddOp add, IRRewriter &rewriter, DominanceInfo &dom, llvm::Statist
     rewriter.setInsertionPoint(gemm);
     auto fused = nn::MatmulEpilogueOp::create(rewriter, add.getLoc(), type, lhs, rhs, bias,
                                               scale, addend, tl, tr);
-    // The marks of both (the phase, the GEMM's tensor-parallel kind).
-    for (Operation *from : {static_cast<Operation *>(add), gemm})
-      for (NamedAttribute a : from->getDiscardableAttrs())
-        fused->setDiscardableAttr(a.getName(), a.getValue());
-    rewriter.replaceOp(add, fused.getResult());
-    rewriter.eraseOp(gemm);
+    replaceWithEpilogue(rewriter, fused, add, gemm);
     return true;
   }
   return false;
@@ -154,11 +161,7 @@ bool foldGeluGrad(nn::GeluGradOp grad, IRRewriter &rewriter) {
   auto fused = nn::MatmulEpilogueOp::create(rewriter, grad.getLoc(), grad.getType(),
                                             gemm->getOperand(0), gemm->getOperand(1), bias,
                                             both.getDerivative(), Value(), tl, tr);
-  for (Operation *from : {static_cast<Operation *>(grad), gemm})
-    for (NamedAttribute a : from->getDiscardableAttrs())
-      fused->setDiscardableAttr(a.getName(), a.getValue());
-  rewriter.replaceOp(grad, fused.getResult());
-  rewriter.eraseOp(gemm);
+  replaceWithEpilogue(rewriter, fused, grad, gemm);
   return true;
 }
 

@@ -254,10 +254,7 @@ double gradientSquares(const Instr &i, size_t n) {
   std::vector<cpu::SquaresOf> ts(n);
   for (size_t k = 0; k < n; ++k) {
     const Tensor *g = i.in[k];
-    ts[k] = {g->data, g->dtype == plan::BF16  ? cpu::DType::BF16
-                      : g->dtype == plan::F16 ? cpu::DType::F16
-                                              : cpu::DType::F32,
-             g->numel};
+    ts[k] = {g->data, kernelDType(g->dtype), g->numel};
   }
   return cpu::sumSquares(ts.data(), n);
 }

@@ -280,18 +280,6 @@ double chunkOf(const SquaresOf &t, int64_t c) {
 }
 int64_t chunksOf(int64_t n) { return (n + kChunk - 1) / kChunk; }
 
-template <class T> double sumSquaresOf(const T *x, int64_t n) {
-  const int64_t chunks = chunksOf(n);
-  double *part = scratch<double, 0>(chunks);
-  parallelFor(chunks, 1, [&](int64_t b, int64_t e) {
-    for (int64_t c = b; c < e; ++c)
-      part[c] = chunkOf(x, n, c);
-  });
-  double r = 0.0;
-  for (int64_t c = 0; c < chunks; ++c)
-    r += part[c];
-  return r;
-}
 } // namespace
 
 double sumSquares(const SquaresOf *ts, size_t k) {
@@ -310,7 +298,7 @@ double sumSquares(const SquaresOf *ts, size_t k) {
   });
   double sq = 0.0;
   for (size_t j = 0; j < k; ++j) {
-    double r = 0.0; // as sumSquaresOf adds one tensor's chunks
+    double r = 0.0; // one tensor's chunks in order, then the tensors in order
     for (int64_t c = first[j]; c < first[j + 1]; ++c)
       r += part[c];
     sq += r;
@@ -318,8 +306,18 @@ double sumSquares(const SquaresOf *ts, size_t k) {
   return sq;
 }
 
-double sumSquares(const float *x, int64_t n) { return sumSquaresOf(x, n); }
-double sumSquares(const Bf16 *x, int64_t n) { return sumSquaresOf(x, n); }
-double sumSquares(const Fp16 *x, int64_t n) { return sumSquaresOf(x, n); }
+// One tensor is the multi-tensor sum of one.
+double sumSquares(const float *x, int64_t n) {
+  const SquaresOf t{x, DType::F32, n};
+  return sumSquares(&t, 1);
+}
+double sumSquares(const Bf16 *x, int64_t n) {
+  const SquaresOf t{x, DType::BF16, n};
+  return sumSquares(&t, 1);
+}
+double sumSquares(const Fp16 *x, int64_t n) {
+  const SquaresOf t{x, DType::F16, n};
+  return sumSquares(&t, 1);
+}
 
 } // namespace dsrt::cpu
