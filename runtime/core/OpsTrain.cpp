@@ -251,7 +251,8 @@ void checkZeroOneRule(const Instr &i, const Check &c) {
 }
 /// The sum of squares of inputs [0, n) (f32, bf16 or f16 gradients).
 double gradientSquares(const Instr &i, size_t n) {
-  std::vector<cpu::SquaresOf> ts(n);
+  thread_local std::vector<cpu::SquaresOf> ts; // grows once: steps allocate nothing
+  ts.resize(n);
   for (size_t k = 0; k < n; ++k) {
     const Tensor *g = i.in[k];
     ts[k] = {g->data, kernelDType(g->dtype), g->numel};

@@ -284,12 +284,14 @@ int64_t chunksOf(int64_t n) { return (n + kChunk - 1) / kChunk; }
 
 double sumSquares(const SquaresOf *ts, size_t k) {
   // first[j]: the index of tensor j's first chunk among all of them.
-  std::vector<int64_t> first(k + 1, 0);
+  // Per-thread scratch: a step allocates nothing (MpiExecutor.StepsDoNotAllocate).
+  int64_t *first = scratch<int64_t, 0>(k + 1);
+  first[0] = 0;
   for (size_t j = 0; j < k; ++j)
     first[j + 1] = first[j] + chunksOf(ts[j].n);
   double *part = scratch<double, 0>(size_t(first[k]));
   parallelFor(first[k], 1, [&](int64_t b, int64_t e) {
-    size_t j = size_t(std::upper_bound(first.begin(), first.end(), b) - first.begin()) - 1;
+    size_t j = size_t(std::upper_bound(first, first + k + 1, b) - first) - 1;
     for (int64_t c = b; c < e; ++c) {
       while (c >= first[j + 1])
         ++j;
