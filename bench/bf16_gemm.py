@@ -143,6 +143,13 @@ def main():
         dw32, dw16 = best[(name, "fp32_dw")], best[(name, "bf16_dw")]
         out.append(f"| {name} | {dx32:.0f} | {dx16:.0f} | {dx16 / dx32:.2f}x | {dw32:.0f} "
                    f"| {dw16:.0f} | {dw16 / dw32:.2f}x | {dw16 / pk:.0%} |")
+    out += ["", "The bias gradient behind a GELU's (dsrt bf16; dx = (dy W^T) * gelu'(h) and the "
+            "column sums of dx, summed after the GEMM by reduce or by the GEMM as it stores dx; "
+            "GFLOP/s of the GEMM alone):", "",
+            "| layer | sum after | summing in the GEMM | ratio |", "|---|---|---|---|"]
+    for name, b, m, k, n in linear:
+        after, summing = best[(name, "bf16_dx_sum_after")], best[(name, "bf16_dx_summing")]
+        out.append(f"| {name} | {after:.0f} | {summing:.0f} | {summing / after:.2f}x |")
     out += ["", "bf16 GEMM peak (square, bf16 operands, the better of float and bf16 results, "
             "through dsrt / oneDNN): " +
             ", ".join(f"{s}^3 {v:.0f}" for s, v in sorted(squares.items())) +

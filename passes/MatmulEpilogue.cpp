@@ -8,6 +8,8 @@
 // So too the GELU's gradient: the GELU keeps its derivative for the
 // backward instead of its input, and the GEMM that makes the output
 // gradient multiplies it in (foldGeluGrad).
+// A bias gradient, the column sum of a GEMM's result, is summed by that
+// GEMM as it stores the rows (foldColumnSum).
 // Likewise the casts around a mixed-precision head's loss: the 16-bit
 // logits widened only for nn.cross_entropy and its gradient, and that
 // gradient narrowed right after, are read and written by the loss kernels
@@ -104,8 +106,8 @@ bool fold(nn::AddOp add, IRRewriter &rewriter, DominanceInfo &dom, llvm::Statist
     (asBias ? bias : addend) = other;
     ++(asBias ? biases : addends);
     rewriter.setInsertionPoint(gemm);
-    auto fused = nn::MatmulEpilogueOp::create(rewriter, add.getLoc(), type, lhs, rhs, bias,
-                                              scale, addend, tl, tr);
+    auto fused = nn::MatmulEpilogueOp::create(rewriter, add.getLoc(), type, Type(), lhs, rhs,
+                                              bias, scale, addend, tl, tr);
     replaceWithEpilogue(rewriter, fused, add, gemm);
     return true;
   }
@@ -158,10 +160,58 @@ bool foldGeluGrad(nn::GeluGradOp grad, IRRewriter &rewriter) {
   both->setDiscardableAttrs(gelu->getDiscardableAttrDictionary());
   rewriter.replaceOp(gelu, both.getResult());
   rewriter.setInsertionPoint(gemm);
-  auto fused = nn::MatmulEpilogueOp::create(rewriter, grad.getLoc(), grad.getType(),
+  auto fused = nn::MatmulEpilogueOp::create(rewriter, grad.getLoc(), grad.getType(), Type(),
                                             gemm->getOperand(0), gemm->getOperand(1), bias,
                                             both.getDerivative(), Value(), tl, tr);
   replaceWithEpilogue(rewriter, fused, grad, gemm);
+  return true;
+}
+
+/// reduce_sum(x) over every axis but the last, of x's element type, where x
+/// is a GEMM's result (an nn.matmul, or an epilogue without a column sum
+/// yet) with an untransposed lhs, in the reduction's block and phase: the
+/// bias gradient of a linear layer whose output gradient a GEMM makes (the
+/// MLP's first layer, behind the GELU's gradient). The GEMM then sums its
+/// rows as it stores them, while they are in cache, in the reduction's
+/// order (the same bits), and the reduction's pass over [tokens, N] goes.
+/// The GEMM's other users (the weight and input gradients) are untouched.
+bool foldColumnSum(nn::ReduceSumOp sum, IRRewriter &rewriter) {
+  Value x = sum.getInput();
+  auto xt = dyn_cast<RankedTensorType>(x.getType());
+  auto st = dyn_cast<RankedTensorType>(sum.getType());
+  Operation *gemm = x.getDefiningOp();
+  if (!xt || !st || !gemm || xt.getRank() < 2 || st.getRank() != 1 ||
+      st.getShape()[0] != xt.getShape().back() || st.getElementType() != xt.getElementType() ||
+      int64_t(sum.getAxes().size()) != xt.getRank() - 1 || gemm->getBlock() != sum->getBlock() ||
+      gemm->hasAttr(train::TrainDialect::kBackward) != sum->hasAttr(train::TrainDialect::kBackward))
+    return false;
+  for (auto [i, axis] : llvm::enumerate(sum.getAxes()))
+    if (axis != int64_t(i))
+      return false;
+  Value bias, scale, addend;
+  bool tl, tr;
+  if (auto mm = dyn_cast<nn::MatmulOp>(gemm)) {
+    tl = mm.getTransposeLhs();
+    tr = mm.getTransposeRhs();
+  } else if (auto e = dyn_cast<nn::MatmulEpilogueOp>(gemm); e && !e.getColumnSum()) {
+    tl = e.getTransposeLhs();
+    tr = e.getTransposeRhs();
+    bias = e.getBias();
+    scale = e.getScale();
+    addend = e.getAddend();
+  } else {
+    return false;
+  }
+  if (tl)
+    return false;
+  rewriter.setInsertionPoint(gemm);
+  auto fused = nn::MatmulEpilogueOp::create(rewriter, gemm->getLoc(), xt, st,
+                                            gemm->getOperand(0), gemm->getOperand(1), bias,
+                                            scale, addend, tl, tr);
+  fused->setDiscardableAttrs(gemm->getDiscardableAttrDictionary());
+  rewriter.replaceAllUsesWith(x, fused.getResult());
+  rewriter.replaceOp(sum, fused.getColumnSum());
+  rewriter.eraseOp(gemm);
   return true;
 }
 
@@ -241,6 +291,11 @@ struct MatmulEpiloguePass : impl::MatmulEpilogueBase<MatmulEpiloguePass> {
     });
     for (nn::CastOp c : widenings)
       numLossCasts += foldLossCasts(c, rewriter);
+    // Last: the column sum is of what the epilogue finally stores.
+    SmallVector<nn::ReduceSumOp> sums;
+    getOperation().walk([&](nn::ReduceSumOp r) { sums.push_back(r); });
+    for (nn::ReduceSumOp r : sums)
+      numColumnSums += foldColumnSum(r, rewriter);
   }
 };
 

@@ -131,12 +131,18 @@ def MatmulEpilogue : Pass<"matmul-epilogue", "mlir::func::FuncOp"> {
     product of the same two factors, the GEMM's sum up to its order; in
     bf16 / fp16 the product is no longer rounded before the multiply, the
     derivative is (stored in the 16-bit type).
+    Last, the bias gradient: nn.reduce_sum over every axis but the last of
+    a GEMM's result (an nn.matmul or an epilogue, lhs not transposed, same
+    block and phase, same element type) becomes that GEMM's column_sum
+    result. The GEMM sums its rows as it stores them, in the reduction's
+    order, so the sum has the same bits and the pass over the product goes.
   }];
   let statistics = [
     Statistic<"numBiases", "biases", "Bias adds folded into a GEMM">,
     Statistic<"numGeluGrads", "gelu-grads", "GELU gradients multiplied into their GEMM">,
     Statistic<"numAddends", "addends", "Residual or gradient adds folded into a GEMM">,
     Statistic<"numLossCasts", "loss-casts", "Widenings of 16-bit logits the loss reads through">,
+    Statistic<"numColumnSums", "column-sums", "Bias gradients summed by their GEMM">,
   ];
 }
 

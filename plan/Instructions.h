@@ -125,7 +125,9 @@ inline constexpr InstructionLayout kInstructionLayouts[] = {
     // inputs lhs, rhs[, bias][, scale][, addend]; has_bias 1: the third
     // input is the bias [N]; has_scale 1 (format 20; absent: 0): then the
     // elementwise scale (the result's shape); has_addend 1: the last one
-    // is the addend (the result's shape); at least one of them.
+    // is the addend (the result's shape); at least one of them or the
+    // second output (format 21): the result's column sums [N], in float
+    // rounded once, in nn.reduce_sum's order (a bias gradient).
     // result = (lhs rhs + bias) * scale + addend.
     {"nn.matmul_epilogue", "transpose_lhs, transpose_rhs, has_bias, has_addend, [has_scale]", "",
      "float"},

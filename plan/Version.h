@@ -98,7 +98,10 @@ namespace dsrt {
 /// instruction nn.gelu_with_derivative, which a version-19 dsrt refuses by
 /// name, and nn.matmul_epilogue's has_scale (a fifth integer, 0 when
 /// absent, so version-19 epilogues read unchanged); Plan.epilogue_scales.
-constexpr unsigned kPlanFormatVersion = 20;
+/// Version 21: nn.matmul_epilogue may have a second output, the column
+/// sums of its result (a bias gradient), which a version-20 dsrt refuses
+/// by its output count; Plan.epilogue_column_sums.
+constexpr unsigned kPlanFormatVersion = 21;
 
 /// A PARAM_COPY buffer's name: its parameter's and this.
 inline constexpr const char *kParamCopySuffix = ".copy";

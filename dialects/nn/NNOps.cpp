@@ -164,29 +164,40 @@ LogicalResult MatmulEpilogueOp::verify() {
                               getTransposeLhs(), getTransposeRhs());
   if (failed(product))
     return failure();
-  if (*product != getType())
-    return emitOpError("result type ") << getType() << " must be the product's, " << *product;
-  if (!getBias() && !getScale() && !getAddend())
-    return emitOpError("needs a bias, a scale or an addend (without, it is nn.matmul)");
+  RankedTensorType type = getResult().getType();
+  if (*product != type)
+    return emitOpError("result type ") << type << " must be the product's, " << *product;
+  if (!getBias() && !getScale() && !getAddend() && !getColumnSum())
+    return emitOpError(
+        "needs a bias, a scale, an addend or a column_sum (without, it is nn.matmul)");
   if (Value bias = getBias()) {
     auto t = tensorOf(bias.getType());
-    int64_t n = getType().getShape().back();
-    if (t.getRank() != 1 || t.getShape()[0] != n || t.getElementType() != getType().getElementType())
+    int64_t n = type.getShape().back();
+    if (t.getRank() != 1 || t.getShape()[0] != n || t.getElementType() != type.getElementType())
       return emitOpError("bias ") << t << " must be a vector of the result's " << n << " columns, of "
-                                  << getType().getElementType();
+                                  << type.getElementType();
   }
-  if (Value scale = getScale(); scale && scale.getType() != getType())
-    return emitOpError("scale type ") << scale.getType() << " must be the result's, " << getType();
-  if (Value addend = getAddend(); addend && addend.getType() != getType())
-    return emitOpError("addend type ") << addend.getType() << " must be the result's, " << getType();
+  if (Value scale = getScale(); scale && scale.getType() != type)
+    return emitOpError("scale type ") << scale.getType() << " must be the result's, " << type;
+  if (Value addend = getAddend(); addend && addend.getType() != type)
+    return emitOpError("addend type ") << addend.getType() << " must be the result's, " << type;
+  if (Value sum = getColumnSum()) {
+    auto t = tensorOf(sum.getType());
+    int64_t n = type.getShape().back();
+    if (t.getRank() != 1 || t.getShape()[0] != n || t.getElementType() != type.getElementType())
+      return emitOpError("column_sum ")
+             << t << " must be a vector of the result's " << n << " columns, of "
+             << type.getElementType();
+  }
   return success();
 }
 
 int64_t MatmulEpilogueOp::getFlops() {
   auto lhs = getLhs().getType();
   int64_t k = getTransposeLhs() ? lhs.getShape()[lhs.getRank() - 2] : lhs.getShape().back();
-  int64_t n = numElements(getType());
-  return 2 * n * k + (getBias() ? n : 0) + (getScale() ? n : 0) + (getAddend() ? n : 0);
+  int64_t n = numElements(getResult().getType());
+  return 2 * n * k + (getBias() ? n : 0) + (getScale() ? n : 0) + (getAddend() ? n : 0) +
+         (getColumnSum() ? n : 0);
 }
 
 LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,

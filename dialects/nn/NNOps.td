@@ -514,18 +514,22 @@ def NN_MatmulEpilogueOp : NN_Op<"matmul_epilogue", [AttrSizedOperandSegments,
     from the float32 accumulator and rounded to the result type once: in
     f32 that equals nn.matmul then the elementwise ops up to the
     accumulator's summation order; in bf16 and f16 the unfused chain
-    rounds after each op. matmul-epilogue makes it after autodiff, so it
-    has no gradient rule.
+    rounds after each op. The optional second result `column_sum` [N] is
+    the stored result summed over all its rows (a bias gradient), in
+    float32 and rounded once, in nn.reduce_sum's order (blocks of 256 rows,
+    each summed row by row, then the blocks' sums in order): the same bits
+    as nn.reduce_sum of the result, read while the rows are still in cache.
+    matmul-epilogue makes it after autodiff, so it has no gradient rule.
   }];
   let arguments = (ins NN_FloatTensor:$lhs, NN_FloatTensor:$rhs,
                        Optional<NN_FloatTensor>:$bias, Optional<NN_FloatTensor>:$scale,
                        Optional<NN_FloatTensor>:$addend,
                        UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
-  let results = (outs NN_FloatTensor:$result);
+  let results = (outs NN_FloatTensor:$result, Optional<NN_FloatTensor>:$column_sum);
   let assemblyFormat = [{
     $lhs `,` $rhs (`bias` $bias^)? (`scale` $scale^)? (`addend` $addend^)? attr-dict `:`
       type($lhs) `,` type($rhs) (`bias` type($bias)^)? (`scale` type($scale)^)?
-      (`addend` type($addend)^)? `->` type($result)
+      (`addend` type($addend)^)? `->` type($result) (`column_sum` type($column_sum)^)?
   }];
   let hasVerifier = 1;
 }

@@ -476,10 +476,14 @@ const std::map<std::string, OpDef> &table() {
         c.flag(4, "has_scale");
       const bool hasBias = i.ints[2] != 0, hasAddend = i.ints[3] != 0,
                  hasScale = i.ints.size() > 4 && i.ints[4] != 0;
-      if (!hasBias && !hasAddend && !hasScale)
-        c.fail("has neither a bias, a scale nor an addend");
-      c.arity(2 + hasBias + hasScale + hasAddend, 1);
+      // A second output (format 21): the result's column sums.
+      const bool hasSum = i.out.size() == 2;
+      if (!hasBias && !hasAddend && !hasScale && !hasSum)
+        c.fail("has neither a bias, a scale, an addend nor column sums");
+      c.arity(2 + hasBias + hasScale + hasAddend, 1 + hasSum);
       plan::DType dt = c.sameFloat({i.in[0], i.in[1], i.out[0]});
+      if (hasSum)
+        c.dtype(i.out[1], dt, "column sums");
       if (hasBias)
         c.dtype(i.in[2], dt, "bias");
       if (hasScale)
@@ -494,6 +498,9 @@ const std::map<std::string, OpDef> &table() {
         c.sameShape(i.in[2 + hasBias], i.out[0]);
       if (hasAddend)
         c.sameShape(i.in.back(), i.out[0]);
+      if (hasSum && (i.out[1]->shape.rank != 1 || i.out[1]->shape.dims[0] != n))
+        c.fail("column sums " + Check::shape(i.out[1]) + " must be a vector of the " +
+               std::to_string(n) + " columns");
       i.g[0] = hasScale;
       i.run = byFloat(dt, [](auto tag) -> KernelFn {
         using T = typename decltype(tag)::type;
@@ -503,7 +510,8 @@ const std::map<std::string, OpDef> &table() {
           const T *addend = i.ints[3] ? as<T>(i.in.back()) : nullptr;
           cpu::matmulEpilogue(as<T>(i.in[0]), i.in[0]->shape, i.ints[0] != 0, as<T>(i.in[1]),
                               i.in[1]->shape, i.ints[1] != 0, bias, scale, addend,
-                              as<T>(i.out[0]), i.out[0]->shape);
+                              as<T>(i.out[0]), i.out[0]->shape,
+                              i.out.size() == 2 ? as<T>(i.out[1]) : nullptr);
         };
       });
     }};

@@ -223,7 +223,7 @@ public:
       plan_.set_arena_bytes_without_fusion(uint64_t(unfused.getInt()));
     {
       // The model's fused ops: recomputed clones are not more.
-      int64_t attention = 0, bshd = 0, biases = 0, addends = 0, scales = 0;
+      int64_t attention = 0, bshd = 0, biases = 0, addends = 0, scales = 0, sums = 0;
       fn_.walk([&](Operation *op) {
         if (op->hasAttr(TrainDialect::kRecomputed))
           return;
@@ -232,7 +232,7 @@ public:
           bshd += at.getBshd();
         if (auto e = dyn_cast<nn::MatmulEpilogueOp>(op))
           biases += e.getBias() != nullptr, addends += e.getAddend() != nullptr,
-          scales += e.getScale() != nullptr;
+          scales += e.getScale() != nullptr, sums += e.getColumnSum() != nullptr;
         auto countFused = [&](auto f) {
           plan_.set_fused_updates(plan_.fused_updates() + 1);
           plan_.set_fused_update_tensors(plan_.fused_update_tensors() +
@@ -255,6 +255,7 @@ public:
       plan_.set_epilogue_biases(biases);
       plan_.set_epilogue_addends(addends);
       plan_.set_epilogue_scales(scales);
+      plan_.set_epilogue_column_sums(sums);
     }
 
     for (BlockArgument a : fn_.getArguments())

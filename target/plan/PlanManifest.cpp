@@ -1011,7 +1011,18 @@ void writeManifest(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
     }
     os << "\n";
   }
-  if (p.fused_attention() || p.epilogue_biases() || p.epilogue_addends() || p.epilogue_scales() || p.fused_updates()) {
+  // The epilogues' parts, in the order the line names them.
+  std::vector<std::string> epilogue;
+  if (p.epilogue_biases() || p.epilogue_addends())
+    epilogue.push_back("add " + std::to_string(p.epilogue_biases()) + " biases and " +
+                       std::to_string(p.epilogue_addends()) + " residual or gradient sums");
+  if (p.epilogue_scales())
+    epilogue.push_back("multiply in " + std::to_string(p.epilogue_scales()) +
+                       " GELU derivatives (the GELU's gradient, nn.gelu_with_derivative)");
+  if (p.epilogue_column_sums())
+    epilogue.push_back("sum " + std::to_string(p.epilogue_column_sums()) +
+                       " bias gradients (the product's column sums)");
+  if (p.fused_attention() || !epilogue.empty() || p.fused_updates()) {
     os << "fusion:           ";
     if (p.fused_attention()) {
       os << p.fused_attention() << " attention ops keep no scores (nn.attention)";
@@ -1024,18 +1035,13 @@ void writeManifest(const plan::Plan &p, const dsrt::config::TrainConfig &cfg,
         os << "; activations " << humanBytes(without) << " without fusion -> "
            << humanBytes(with) << " (" << lessOrMore(without, with) << ")";
       }
-      if (p.epilogue_biases() || p.epilogue_addends() || p.epilogue_scales())
+      if (!epilogue.empty())
         os << "; ";
     }
-    if (p.epilogue_biases() || p.epilogue_addends())
-      os << "GEMM epilogues (nn.matmul_epilogue) add " << p.epilogue_biases() << " biases and "
-         << p.epilogue_addends() << " residual or gradient sums";
-    if (p.epilogue_scales())
-      os << (p.epilogue_biases() || p.epilogue_addends() ? ", " : "GEMM epilogues ")
-         << "multiply in " << p.epilogue_scales()
-         << " GELU derivatives (the GELU's gradient, nn.gelu_with_derivative)";
+    for (size_t i = 0; i < epilogue.size(); ++i)
+      os << (i ? ", " : "GEMM epilogues (nn.matmul_epilogue) ") << epilogue[i];
     if (p.fused_updates()) {
-      if (p.fused_attention() || p.epilogue_biases() || p.epilogue_addends() || p.epilogue_scales())
+      if (p.fused_attention() || !epilogue.empty())
         os << "; ";
       const int64_t lamb = p.fused_lamb_updates(), adam = p.fused_updates() - lamb;
       if (adam)

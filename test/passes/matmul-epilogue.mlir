@@ -188,3 +188,54 @@ func.func @gelu_grad_kept(%h: tensor<4x16xf32>, %h2: tensor<4x16xf32>, %h3: tens
   %dh4 = nn.gelu_grad %h4, %dy4 : tensor<4x16xf32>
   return %y, %dh, %h, %y2, %dh2, %dy2, %y3, %dh3, %y4, %dh4 : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>
 }
+
+// The bias gradient of the MLP's first layer: the column sum of the GEMM
+// that makes its output gradient (here after the GELU's gradient was
+// multiplied in), summed by that GEMM; in bf16 and in the backward pass.
+// CHECK-LABEL: func.func @bias_grad(
+// CHECK:         nn.gelu_with_derivative
+// CHECK:         %[[DH:.*]], %[[DB:.*]] = nn.matmul_epilogue %arg3, %arg2 scale %{{.*}} {train.backward, transpose_rhs} : tensor<4x8xbf16>, tensor<16x8xbf16> scale tensor<4x16xbf16> -> tensor<4x16xbf16> column_sum tensor<16xbf16>
+// CHECK-NOT:     nn.reduce_sum
+// CHECK:         return %{{.*}}, %[[DH]], %[[DB]]
+func.func @bias_grad(%x: tensor<4x16xbf16>, %w1: tensor<16x16xbf16>, %w2: tensor<16x8xbf16>, %g: tensor<4x8xbf16>) -> (tensor<4x16xbf16>, tensor<4x16xbf16>, tensor<16xbf16>) {
+  %h = nn.matmul %x, %w1 : tensor<4x16xbf16>, tensor<16x16xbf16> -> tensor<4x16xbf16>
+  %y = nn.gelu %h : tensor<4x16xbf16>
+  %dy = nn.matmul %g, %w2 {transpose_rhs, train.backward} : tensor<4x8xbf16>, tensor<16x8xbf16> -> tensor<4x16xbf16>
+  %dh = nn.gelu_grad %h, %dy {train.backward} : tensor<4x16xbf16>
+  %db = nn.reduce_sum %dh {axes = array<i64: 0>, train.backward} : tensor<4x16xbf16> -> tensor<16xbf16>
+  return %y, %dh, %db : tensor<4x16xbf16>, tensor<4x16xbf16>, tensor<16xbf16>
+}
+
+// Over the batch and token axes of a plain matmul's [2, 4, 16]: the
+// epilogue has only the column sum; a second sum of the same product is
+// left (the GEMM sums once).
+// CHECK-LABEL: func.func @bias_grad_tokens(
+// CHECK-NEXT:    %[[P:.*]], %[[S:.*]] = nn.matmul_epilogue %arg0, %arg1 : tensor<2x4x8xf32>, tensor<8x16xf32> -> tensor<2x4x16xf32> column_sum tensor<16xf32>
+// CHECK-NEXT:    %[[T:.*]] = nn.reduce_sum %[[P]]
+// CHECK-NEXT:    return %[[P]], %[[S]], %[[T]]
+func.func @bias_grad_tokens(%x: tensor<2x4x8xf32>, %w: tensor<8x16xf32>) -> (tensor<2x4x16xf32>, tensor<16xf32>, tensor<16xf32>) {
+  %p = nn.matmul %x, %w : tensor<2x4x8xf32>, tensor<8x16xf32> -> tensor<2x4x16xf32>
+  %s = nn.reduce_sum %p {axes = array<i64: 0, 1>} : tensor<2x4x16xf32> -> tensor<16xf32>
+  %t = nn.reduce_sum %p {axes = array<i64: 0, 1>} : tensor<2x4x16xf32> -> tensor<16xf32>
+  return %p, %s, %t : tensor<2x4x16xf32>, tensor<16xf32>, tensor<16xf32>
+}
+
+// Must not fold: a transposed lhs (the GEMM's rows are not the product's
+// rows in memory), a sum over some of the row axes only, kept dims, a
+// sum in the other phase, a sum that is not of a GEMM.
+// CHECK-LABEL: func.func @column_sum_kept(
+// CHECK-NOT:     column_sum
+// CHECK-COUNT-5: nn.reduce_sum
+func.func @column_sum_kept(%a: tensor<8x4xf32>, %b: tensor<8x16xf32>, %x: tensor<2x4x8xf32>, %w: tensor<8x16xf32>, %e: tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<16xf32>, tensor<2x4x16xf32>, tensor<4x16xf32>, tensor<1x16xf32>, tensor<4x16xf32>, tensor<16xf32>, tensor<16xf32>) {
+  %m = nn.matmul %a, %b {transpose_lhs} : tensor<8x4xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %s = nn.reduce_sum %m {axes = array<i64: 0>} : tensor<4x16xf32> -> tensor<16xf32>
+  %p = nn.matmul %x, %w : tensor<2x4x8xf32>, tensor<8x16xf32> -> tensor<2x4x16xf32>
+  %q = nn.reduce_sum %p {axes = array<i64: 1>} : tensor<2x4x16xf32> -> tensor<2x16xf32>
+  %m2 = nn.matmul %e, %w {transpose_rhs} : tensor<4x16xf32>, tensor<8x16xf32> -> tensor<4x8xf32>
+  %m3 = nn.matmul %m2, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %kd = nn.reduce_sum %m3 {axes = array<i64: 0>, keepdims} : tensor<4x16xf32> -> tensor<1x16xf32>
+  %f = nn.matmul %m2, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %fb = nn.reduce_sum %f {axes = array<i64: 0>, train.backward} : tensor<4x16xf32> -> tensor<16xf32>
+  %ns = nn.reduce_sum %e {axes = array<i64: 0>} : tensor<4x16xf32> -> tensor<16xf32>
+  return %m, %s, %p, %m3, %kd, %f, %fb, %ns : tensor<4x16xf32>, tensor<16xf32>, tensor<2x4x16xf32>, tensor<4x16xf32>, tensor<1x16xf32>, tensor<4x16xf32>, tensor<16xf32>, tensor<16xf32>
+}

@@ -6,6 +6,8 @@
 // instruction widens its operands into the call's scratch and rounds the
 // sum once, the CPU kernel's contract (runtime/kernels/cpu/MatmulHalf.cpp),
 // so that fused plans stay on the GPU and agree with the CPU's roundings.
+// The column sums (a second output, a bias gradient) are the reduction
+// kernel's over the stored result, as nn.reduce_sum computed them.
 // cuBLASLt's epilogues (bias in the GEMM's own store) belong to the GPU
 // work; this composition is no faster than the unfused ops.
 //
@@ -59,6 +61,9 @@ const float *view(const Tensor *t, bool half, Carver &c) {
   return to;
 }
 
+/// The column sums' axes: every one of the result's but the last.
+uint32_t rowAxes(const Tensor *out) { return (1u << (out->shape.rank - 1)) - 1; }
+
 /// Whether the result is planned over the addend (memory-plan places it in
 /// place when the addend dies here): the product then goes to the scratch
 /// first, or the GEMM would overwrite the addend before it is read.
@@ -83,6 +88,13 @@ void run(const Instr &i, Context &ctx) {
     cuda::binary(kernels::Binary::Add, out, os, addend, os, sum, os);
   if (o.half)
     cuda::cast(out, static_cast<cpu::Bf16 *>(o.out->dev), o.out->numel);
+  // The carved views are dead now: the reduction takes the scratch.
+  if (i.out.size() == 2 && o.half)
+    cuda::reduce(kernels::Reduce::Sum, static_cast<const cpu::Bf16 *>(o.out->dev), os,
+                 rowAxes(o.out), static_cast<cpu::Bf16 *>(i.out[1]->dev), ctx.gpu->scratch);
+  else if (i.out.size() == 2)
+    cuda::reduce(kernels::Reduce::Sum, static_cast<const float *>(o.out->dev), os,
+                 rowAxes(o.out), static_cast<float *>(i.out[1]->dev), ctx.gpu->scratch);
 }
 
 } // namespace
@@ -104,6 +116,8 @@ size_t bindCudaEpilogue(Instr &i, const std::string &where) {
   } else if (o.addend) {
     (void)c.take(o.out->numel);
   }
+  if (i.out.size() == 2)
+    return std::max(c.used, cuda::reduceScratchBytes(o.out->shape, rowAxes(o.out)));
   return c.used;
 }
 

@@ -145,6 +145,46 @@ DSRT_INLINE void forTiles(int64_t b, int64_t e, F &&f) {
   }
 }
 
+//===--- column sums ------------------------------------------------------===//
+
+// The order of a [rows, cols] matrix's column sums is kColumnSumRows's
+// (Kernels.h); these are its steps.
+
+/// p[c] = the sum of rows [0, rows) of column c of x (row stride ld), for
+/// c in [0, cols): one block's partials.
+template <class T>
+void columnPartial(const T *__restrict x, int64_t rows, int64_t cols, int64_t ld,
+                   float *__restrict p) {
+  for (int64_t c = 0; c < cols; ++c)
+    p[c] = 0.0f;
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *__restrict row = x + r * ld;
+    for (int64_t c = 0; c < cols; ++c)
+      p[c] += toFloat(row[c]);
+  }
+}
+
+/// y[c] = the `blocks` partials of column c (partial[b * ld + c]) in order.
+inline void addPartials(const float *__restrict partial, int64_t blocks, int64_t cols,
+                        int64_t ld, float *__restrict y) {
+  for (int64_t c = 0; c < cols; ++c)
+    y[c] = partial[c];
+  for (int64_t b = 1; b < blocks; ++b)
+    for (int64_t c = 0; c < cols; ++c)
+      y[c] += partial[b * ld + c];
+}
+
+/// The columns one task of a column sum takes: all of them, or, where
+/// there are fewer row blocks than threads, a share (a multiple of 16, at
+/// least 64) so that every thread gets work.
+inline int64_t columnChunk(int64_t blocks, int64_t cols) {
+  const int64_t threads = omp_get_max_threads();
+  const int64_t want = std::min((threads + blocks - 1) / blocks, std::max<int64_t>(1, cols / 64));
+  if (want <= 1)
+    return cols;
+  return std::min(cols, ((cols + want - 1) / want + 15) / 16 * 16);
+}
+
 } // namespace dsrt::cpu::detail
 
 #endif // DSRT_KERNELS_CPU_HALF_H

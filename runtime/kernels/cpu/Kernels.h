@@ -107,6 +107,17 @@ const char *gemmBackend();
 void reduce(Reduce op, const float *x, const Shape &xs, uint32_t axesMask,
             float *y);
 
+/// The order in which reduce sums the columns of a [rows, cols] matrix
+/// (rows, cols > 1 once size-1 dims are dropped and the reduced leading
+/// axes merged: a bias gradient), as does the GEMM epilogue that makes
+/// the matrix: blocks of
+/// kColumnSumRows rows, each block's rows added in order to a float zero,
+/// then the blocks' partial sums added in order (the first one as it is).
+/// Only the rows split the work arithmetically, so the sums do not depend
+/// on how threads take the columns, nor on the thread count.
+constexpr int64_t kColumnSumRows = 256;
+
+
 /// sum of squares of x[0..n) accumulated in double (for the global norm).
 double sumSquares(const float *x, int64_t n);
 /// The same of the exactly widened values, in the same order: bitwise
@@ -555,16 +566,23 @@ void matmul(const Fp16 *A, const Shape &as, bool transA, const Fp16 *B,
 /// binary-add post-ops, cached per shape as the 16-bit matmul's; where it
 /// has no fast kernel, the float product and one elementwise pass. The
 /// float version's GEMM is the primitive, not dnnl_sgemm: its sums may
-/// differ from matmul's in the last bit.
+/// differ from matmul's in the last bit. With `columnSum` ([N]), also C's
+/// column sums (a bias gradient) in float rounded once, bitwise what
+/// reduce and a cast make of C: where C's rows collapse into one GEMM
+/// (lhs not transposed, one rhs) each block of kColumnSumRows rows runs
+/// as its own single-threaded GEMM and is summed while it is in cache.
 void matmulEpilogue(const float *A, const Shape &as, bool transA, const float *B,
                     const Shape &bs, bool transB, const float *bias, const float *scale,
-                    const float *addend, float *C, const Shape &cs);
+                    const float *addend, float *C, const Shape &cs,
+                    float *columnSum = nullptr);
 void matmulEpilogue(const Bf16 *A, const Shape &as, bool transA, const Bf16 *B,
                     const Shape &bs, bool transB, const Bf16 *bias, const Bf16 *scale,
-                    const Bf16 *addend, Bf16 *C, const Shape &cs);
+                    const Bf16 *addend, Bf16 *C, const Shape &cs,
+                    Bf16 *columnSum = nullptr);
 void matmulEpilogue(const Fp16 *A, const Shape &as, bool transA, const Fp16 *B,
                     const Shape &bs, bool transB, const Fp16 *bias, const Fp16 *scale,
-                    const Fp16 *addend, Fp16 *C, const Shape &cs);
+                    const Fp16 *addend, Fp16 *C, const Shape &cs,
+                    Fp16 *columnSum = nullptr);
 
 void binary(Binary op, const Bf16 *a, const Shape &as, const Bf16 *b,
             const Shape &bs, Bf16 *out, const Shape &os);

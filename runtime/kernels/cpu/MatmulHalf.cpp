@@ -64,6 +64,7 @@ struct Key {
                   // (the addend is the result's own buffer)
   int32_t scale;  // 0 or 1: a binary-mul post-op first
   int32_t pad = 0;
+  int64_t ldc; // C's (and the scale's and addend's) row stride; 0: dense
   int64_t a[kMaxRank][2], b[kMaxRank][2], c[kMaxRank]; // dims, strides
   Key() { std::memset(this, 0, sizeof *this); }
   bool operator==(const Key &o) const {
@@ -110,13 +111,14 @@ Primitive makePrimitive(const Key &k, memory::data_type in,
   try {
     const memory::desc a = operandDesc(in, k.rank, k.a);
     const memory::desc b = operandDesc(in, k.rank, k.b);
-    // C is dense row-major: its strides follow from its dims.
+    // C is row-major, dense or with rows ldc apart (a block of a wider
+    // result): its strides follow from its dims.
     const memory::dims cd(k.c, k.c + k.rank);
     memory::dims cs(k.rank);
     int64_t s = 1;
     for (int i = k.rank - 1; i >= 0; --i) {
       cs[i] = s;
-      s *= k.c[i];
+      s = i == k.rank - 1 && k.ldc ? k.ldc : s * k.c[i];
     }
     const memory::desc cDense(cd, out, cs);
     // The bias: [1, ..., 1, N], of the result's type.
@@ -389,6 +391,114 @@ void epilogue(const T *A, const Shape &as, bool transA, const T *B, const Shape 
   });
 }
 
+/// The primitive key of one block of an epilogue whose rows collapse
+/// (lhs not transposed, one rhs): rows x cols of C from row r0 and column
+/// c0, in a result N wide.
+template <class T>
+Key blockKey(int64_t rows, int64_t K, const Shape &bs, bool transB, int64_t cols, int64_t N,
+             const T *bias, const T *scale, const T *addend, const T *C) {
+  Key k;
+  k.in = k.out = int32_t(dnnlType<T>());
+  // Inside a parallel region oneDNN runs on the calling thread alone: a
+  // primitive made there is for one thread, and keyed apart.
+  k.threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const float one = 1.0f, zero = 0.0f;
+  std::memcpy(&k.alpha, &one, sizeof one);
+  std::memcpy(&k.beta, &zero, sizeof zero);
+  k.rank = 2;
+  k.a[0][0] = rows;
+  k.a[0][1] = K;
+  k.a[1][0] = K;
+  k.a[1][1] = 1;
+  describe(bs, transB, 2, k.b);
+  k.b[1][0] = cols;
+  k.c[0] = rows;
+  k.c[1] = cols;
+  k.ldc = N;
+  k.bias = bias != nullptr;
+  k.addend = !addend ? 0 : addend == C ? 2 : 1;
+  k.scale = scale != nullptr;
+  return k;
+}
+
+/// The epilogue with its result's column sums into y (float, N): tasks of
+/// one kColumnSumRows block of rows and a share of the columns, each a
+/// single-threaded primitive whose stored block it sums while the block is
+/// in cache, in the order of columnSum (Half.h), so y is bitwise what
+/// nn.reduce_sum makes of C. The addend is not C (a block's sum over
+/// itself could not be run again). false: some block had no fast
+/// primitive (the caller then runs the whole epilogue, all of C again, and
+/// sums after).
+template <class T>
+bool summingEpilogue(const T *A, int64_t rows, int64_t K, const T *B, const Shape &bs,
+                     bool transB, int64_t N, const T *bias, const T *scale, const T *addend,
+                     T *C, float *y) {
+  const int64_t blocks = (rows + kColumnSumRows - 1) / kColumnSumRows;
+  const int64_t chunk = columnChunk(blocks, N), chunks = (N + chunk - 1) / chunk;
+  float *partial = blocks == 1 ? y : scratch<float, 27>(size_t(blocks * N));
+  const int64_t tasks = blocks * chunks;
+  const int threads = int(std::min<int64_t>(omp_get_max_threads(), tasks));
+  bool slow = false;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1) reduction(|| : slow)
+  for (int64_t t = 0; t < tasks; ++t) {
+    const int64_t b = t / chunks, c0 = (t % chunks) * chunk, r0 = b * kColumnSumRows;
+    const int64_t r = std::min(kColumnSumRows, rows - r0), c = std::min(chunk, N - c0);
+    Primitive &p = primitiveFor<T, T>(blockKey(r, K, bs, transB, c, N, bias, scale, addend, C),
+                                      1.0f, 0.0f);
+    if (!p.fast) {
+      slow = true;
+      continue;
+    }
+    T *out = C + r0 * N + c0;
+    execute(p, A + r0 * K, B + (transB ? c0 * K : c0), out, bias ? bias + c0 : nullptr,
+            scale ? scale + r0 * N + c0 : nullptr, addend ? addend + r0 * N + c0 : nullptr);
+    columnPartial(out, r, c, N, partial + b * N + c0);
+  }
+  if (slow)
+    return false;
+  if (blocks > 1)
+    addPartials(partial, blocks, N, N, y);
+  return true;
+}
+
+/// The epilogue, and with `sum` its result's column sums [N] in float
+/// rounded to T once (nn.matmul_epilogue's column_sum), bitwise reduce's
+/// of C: summed as the GEMM stores the rows where they collapse into one
+/// GEMM, else by reduce after it.
+template <class T>
+void epilogueWithSum(const T *A, const Shape &as, bool transA, const T *B, const Shape &bs,
+                     bool transB, const T *bias, const T *scale, const T *addend, T *C,
+                     const Shape &cs, T *sum) {
+  if (!sum)
+    return epilogue(A, as, transA, B, bs, transB, bias, scale, addend, C, cs);
+  const int64_t N = cs.dims[cs.rank - 1], n = cs.numel();
+  if (N == 0)
+    return;
+  const int64_t rows = n / N;
+  const int64_t K = transA ? as.dims[as.rank - 2] : as.dims[as.rank - 1];
+  float *y;
+  if constexpr (std::is_same_v<T, float>)
+    y = sum;
+  else
+    y = scratch<float, 28>(size_t(N));
+  const int64_t batches = batchCount(cs);
+  const bool collapse = !transA && (batches == 1 || (batchCount(bs) == 1 &&
+                                                     batchCount(as) == batches));
+  // One row or one column is no matrix to reduce: reduce copies the row or
+  // sums the whole column in double.
+  if (!(collapse && K > 0 && addend != C && rows > 1 && N > 1 &&
+        summingEpilogue(A, rows, K, B, bs, transB, N, bias, scale, addend, C, y))) {
+    epilogue(A, as, transA, B, bs, transB, bias, scale, addend, C, cs);
+    Shape matrix;
+    matrix.rank = 2;
+    matrix.dims[0] = rows;
+    matrix.dims[1] = N;
+    reduce(Reduce::Sum, C, matrix, 1, y);
+  }
+  if constexpr (!std::is_same_v<T, float>)
+    convert(y, sum, N);
+}
+
 } // namespace
 
 const char *bf16GemmPath() {
@@ -430,18 +540,18 @@ void matmul(const Fp16 *A, const Shape &as, bool transA, const Fp16 *B,
 
 void matmulEpilogue(const float *A, const Shape &as, bool transA, const float *B,
                     const Shape &bs, bool transB, const float *bias, const float *scale,
-                    const float *addend, float *C, const Shape &cs) {
-  epilogue(A, as, transA, B, bs, transB, bias, scale, addend, C, cs);
+                    const float *addend, float *C, const Shape &cs, float *columnSum) {
+  epilogueWithSum(A, as, transA, B, bs, transB, bias, scale, addend, C, cs, columnSum);
 }
 void matmulEpilogue(const Bf16 *A, const Shape &as, bool transA, const Bf16 *B,
                     const Shape &bs, bool transB, const Bf16 *bias, const Bf16 *scale,
-                    const Bf16 *addend, Bf16 *C, const Shape &cs) {
-  epilogue(A, as, transA, B, bs, transB, bias, scale, addend, C, cs);
+                    const Bf16 *addend, Bf16 *C, const Shape &cs, Bf16 *columnSum) {
+  epilogueWithSum(A, as, transA, B, bs, transB, bias, scale, addend, C, cs, columnSum);
 }
 void matmulEpilogue(const Fp16 *A, const Shape &as, bool transA, const Fp16 *B,
                     const Shape &bs, bool transB, const Fp16 *bias, const Fp16 *scale,
-                    const Fp16 *addend, Fp16 *C, const Shape &cs) {
-  epilogue(A, as, transA, B, bs, transB, bias, scale, addend, C, cs);
+                    const Fp16 *addend, Fp16 *C, const Shape &cs, Fp16 *columnSum) {
+  epilogueWithSum(A, as, transA, B, bs, transB, bias, scale, addend, C, cs, columnSum);
 }
 
 } // namespace dsrt::cpu

@@ -105,6 +105,26 @@ template <class T> float reduceAll(Reduce op, const T *x, int64_t n) {
   return float(op == Reduce::Mean ? r / double(n) : r);
 }
 
+/// Column sums in the blocked order (Half.h): tasks of one row block and
+/// a share of the columns, the blocks' partials then added in order.
+template <class T> void columnSumT(const T *x, int64_t rows, int64_t cols, float *y) {
+  if (cols == 0)
+    return;
+  const int64_t blocks = std::max<int64_t>(1, (rows + kColumnSumRows - 1) / kColumnSumRows);
+  const int64_t chunk = columnChunk(blocks, cols), chunks = (cols + chunk - 1) / chunk;
+  float *partial = blocks == 1 ? y : scratch<float, 2>(size_t(blocks * cols));
+  const int64_t tasks = blocks * chunks;
+  const int threads = int(std::min<int64_t>(omp_get_max_threads(), tasks));
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  for (int64_t t = 0; t < tasks; ++t) {
+    const int64_t b = t / chunks, c0 = (t % chunks) * chunk, r0 = b * kColumnSumRows;
+    columnPartial(x + r0 * cols + c0, std::min(kColumnSumRows, rows - r0),
+                  std::min(chunk, cols - c0), cols, partial + b * cols + c0);
+  }
+  if (blocks > 1)
+    addPartials(partial, blocks, cols, cols, y);
+}
+
 template <class T>
 void reduceT(Reduce op, const T *x, const Shape &xs, uint32_t axesMask,
              float *y) {
@@ -163,6 +183,16 @@ void reduceT(Reduce op, const T *x, const Shape &xs, uint32_t axesMask,
   }
   const bool mean = op == Reduce::Mean;
   const float count = float(redCount);
+
+  if (rank == 2 && reduced[0] && op != Reduce::Max) {
+    // A [rows, cols] matrix's column sums (a bias gradient): the order the
+    // GEMM epilogue's column sums share.
+    columnSumT(x, size[0], size[1], y);
+    if (mean)
+      for (int64_t c = 0; c < size[1]; ++c)
+        y[c] /= count;
+    return;
+  }
 
   if (reduced[rank - 1]) {
     // Innermost dim reduced: every output is a sum of contiguous runs.

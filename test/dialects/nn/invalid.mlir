@@ -1104,7 +1104,7 @@ func.func @attention_bias_low(%q: tensor<4x8x16xbf16>, %b: tensor<4x8x8xbf16>) {
 // -----
 
 func.func @epilogue_nothing(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) {
-  // expected-error @+1 {{'nn.matmul_epilogue' op needs a bias, a scale or an addend (without, it is nn.matmul)}}
+  // expected-error @+1 {{'nn.matmul_epilogue' op needs a bias, a scale, an addend or a column_sum (without, it is nn.matmul)}}
   %0 = nn.matmul_epilogue %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
   return
 }
@@ -1154,6 +1154,22 @@ func.func @epilogue_bias_shape(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: te
 func.func @epilogue_bias_type(%x: tensor<4x8xbf16>, %w: tensor<8x16xbf16>, %b: tensor<16xf32>) {
   // expected-error @+1 {{'nn.matmul_epilogue' op bias 'tensor<16xf32>' must be a vector of the result's 16 columns, of 'bf16'}}
   %0 = nn.matmul_epilogue %x, %w bias %b : tensor<4x8xbf16>, tensor<8x16xbf16> bias tensor<16xf32> -> tensor<4x16xbf16>
+  return
+}
+
+// -----
+
+func.func @epilogue_column_sum_shape(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) {
+  // expected-error @+1 {{'nn.matmul_epilogue' op column_sum 'tensor<4xf32>' must be a vector of the result's 16 columns, of 'f32'}}
+  %0, %1 = nn.matmul_epilogue %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32> column_sum tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @epilogue_column_sum_type(%x: tensor<4x8xbf16>, %w: tensor<8x16xbf16>) {
+  // expected-error @+1 {{'nn.matmul_epilogue' op column_sum 'tensor<16xf32>' must be a vector of the result's 16 columns, of 'bf16'}}
+  %0, %1 = nn.matmul_epilogue %x, %w : tensor<4x8xbf16>, tensor<8x16xbf16> -> tensor<4x16xbf16> column_sum tensor<16xf32>
   return
 }
 

@@ -99,9 +99,10 @@ const std::map<std::string, Builder> &builders() {
     b["nn.matmul"] = [](Case &c, DType d) {
       c.set({c.t({2, 3}, d), c.t({3, 4}, d)}, {c.t({2, 4}, d)}, {0, 0});
     };
+    // Every operand and both outputs (the column sums, format 21).
     b["nn.matmul_epilogue"] = [](Case &c, DType d) {
       c.set({c.t({2, 3}, d), c.t({3, 4}, d), c.t({4}, d), c.t({2, 4}, d), c.t({2, 4}, d)},
-            {c.t({2, 4}, d)}, {0, 0, 1, 1, 1});
+            {c.t({2, 4}, d), c.t({4}, d)}, {0, 0, 1, 1, 1});
     };
     b["nn.layer_norm"] = [](Case &c, DType d) {
       c.set({c.t({2, 4}, d), c.f({4}), c.f({4})}, {c.t({2, 4}, d)}, {1}, {1e-5});

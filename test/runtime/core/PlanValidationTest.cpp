@@ -747,7 +747,18 @@ TEST(OpChecks, MatmulEpilogueOperands) {
             "no error");
   EXPECT_EQ(bindError("nn.matmul_epilogue", {&a, &b, &addend}, {&o}, {0, 0, 0, 1}), "no error");
   EXPECT_EQ(bindError("nn.matmul_epilogue", {&a, &b}, {&o}, {0, 0, 0, 0}),
-            "test: has neither a bias, a scale nor an addend");
+            "test: has neither a bias, a scale, an addend nor column sums");
+  // Format 21's column sums: a second output, a vector of the N columns.
+  Buf sums({4}), wrongSums({2}), halfSums({4}, plan::BF16), third({4});
+  EXPECT_EQ(bindError("nn.matmul_epilogue", {&a, &b}, {&o, &sums}, {0, 0, 0, 0}), "no error");
+  EXPECT_EQ(bindError("nn.matmul_epilogue", {&a, &b, &bias}, {&o, &sums}, {0, 0, 1, 0}),
+            "no error");
+  EXPECT_EQ(bindError("nn.matmul_epilogue", {&a, &b}, {&o, &wrongSums}, {0, 0, 0, 0}),
+            "test: column sums [2] must be a vector of the 4 columns");
+  EXPECT_EQ(bindError("nn.matmul_epilogue", {&a, &b}, {&o, &halfSums}, {0, 0, 0, 0}),
+            "test: column sums must be F32, is BF16");
+  EXPECT_THAT(bindError("nn.matmul_epilogue", {&a, &b, &bias}, {&o, &sums, &third}, {0, 0, 1, 0}),
+              HasSubstr("expects 3 inputs and 1 outputs"));
   // Format 20's scale: between the bias and the addend, the result's shape.
   Buf scale({2, 4}), wrongScale({2, 3});
   EXPECT_EQ(bindError("nn.matmul_epilogue", {&a, &b, &bias, &scale, &addend}, {&o},

@@ -5,7 +5,11 @@
 // each [B x] M x K x N it times dsrt::cpu::matmul on float operands, on bf16
 // operands with a float result and with a bf16 result, and for B = 1 also
 // the two backward GEMMs of a linear layer (dx = dy W^T into dx's type;
-// dW += x^T dy into a float gradient, beta 1); one JSON object per line.
+// dW += x^T dy into a float gradient, beta 1) and, in bf16, dx scaled by
+// a GELU derivative with the column sums of the previous layer's bias
+// gradient, summed after it by reduce (the unfused plan) or by the
+// epilogue as it stores dx (matmul-epilogue's column_sum); one JSON object
+// per line.
 // --peak S adds square bf16 GEMMs of sizes 512, 1024, ... up to S, the best
 // of which is the machine's bf16 GEMM peak as oneDNN reaches it.
 //
@@ -175,9 +179,23 @@ int main(int argc, char **argv) {
         matmul(x.ah.data(), as, true, x.ch.data(), cs, false, x.b.data(), bs,
                1.0f, 1.0f);
       });
+      // dx * gelu'(h) and its column sums (fc1's bias gradient), in
+      // GFLOP/s of the GEMM alone: the sum's cost shows as a lower rate.
+      std::vector<Bf16> dx(x.ah.size()), sum(static_cast<size_t>(k));
+      std::vector<float> wide(static_cast<size_t>(k));
+      const double sumAfter = gflops(o, flops, [&] {
+        matmulEpilogue(x.ch.data(), cs, false, x.bh.data(), bs, true, nullptr, x.ah.data(),
+                       nullptr, dx.data(), as);
+        reduce(Reduce::Sum, dx.data(), as, 1, wide.data());
+        cast(wide.data(), DType::F32, sum.data(), DType::BF16, k);
+      });
+      const double summing = gflops(o, flops, [&] {
+        matmulEpilogue(x.ch.data(), cs, false, x.bh.data(), bs, true, nullptr, x.ah.data(),
+                       nullptr, dx.data(), as, sum.data());
+      });
       std::printf(", \"fp32_dx\": %.1f, \"bf16_dx\": %.1f, \"fp32_dw\": %.1f, "
-                  "\"bf16_dw\": %.1f",
-                  dx32, dx16, dw32, dw16);
+                  "\"bf16_dw\": %.1f, \"bf16_dx_sum_after\": %.1f, \"bf16_dx_summing\": %.1f",
+                  dx32, dx16, dw32, dw16, sumAfter, summing);
     }
     std::printf("}\n");
     std::fflush(stdout);

@@ -287,6 +287,83 @@ TYPED_TEST(MatmulEpilogueHalf, AddendInPlace) {
     EXPECT_LE(std::fabs(double(got[i]) - ref[i]), ulp * std::fabs(ref[i]) + 1e-6 * 1536) << i;
 }
 
+// The column sums (a bias gradient) are bitwise what reduce makes of the
+// result the same call stored, in every epilogue and for row counts
+// around the kColumnSumRows blocks: the rows-collapse path (block GEMMs
+// summed in cache, x @ W and x @ W^T, batched x), the fallback (a
+// transposed lhs, a batched rhs, one row or one column), and on 1 and 3 threads (the columns
+// shared out). The result itself stays the epilogue's.
+TEST(Matmul, EpilogueColumnSumIsTheReduction) {
+  const int64_t R = kColumnSumRows;
+  std::vector<Case> cs;
+  for (int64_t rows : {int64_t(7), R, R + 1, 4 * R + 37})
+    for (bool tb : {false, true})
+      cs.push_back({shape({rows, 65}), false, tb ? shape({129, 65}) : shape({65, 129}), tb,
+                    shape({rows, 129})});
+  cs.push_back({shape({3, 200, 33}), false, shape({33, 47}), false, shape({3, 200, 47})});
+  // One row (reduce copies it) and one column (reduce sums it in double).
+  cs.push_back({shape({1, 65}), false, shape({65, 129}), false, shape({1, 129})});
+  cs.push_back({shape({300, 65}), false, shape({65, 1}), false, shape({300, 1})});
+  cs.push_back({shape({65, 300}), true, shape({65, 47}), false, shape({300, 47})});
+  cs.push_back({shape({2, 300, 33}), false, shape({2, 33, 47}), false, shape({2, 300, 47})});
+  unsigned seed = 900;
+  for (const Case &k : cs)
+    for (int which = 0; which < 8; ++which)
+      for (int threads : {1, 3}) {
+        ThreadCount t(threads);
+        const int64_t N = k.c.dims[k.c.rank - 1], rows = k.c.numel() / N;
+        auto A = uniform(k.a.numel(), seed++), B = uniform(k.b.numel(), seed++);
+        auto bias = which & 1 ? uniform(N, seed++) : std::vector<float>();
+        auto addend = which & 2 ? uniform(k.c.numel(), seed++) : std::vector<float>();
+        auto scale = which & 4 ? uniform(k.c.numel(), seed++, 0.0f, 1.2f) : std::vector<float>();
+        std::vector<float> C(size_t(k.c.numel()), std::nanf("")), sum(size_t(N), std::nanf("")),
+            want(size_t(N), 0.0f);
+        matmulEpilogue(A.data(), k.a, k.transA, B.data(), k.b, k.transB,
+                       bias.empty() ? nullptr : bias.data(), scale.empty() ? nullptr : scale.data(),
+                       addend.empty() ? nullptr : addend.data(), C.data(), k.c, sum.data());
+        const int64_t K = k.transA ? k.a.dims[k.a.rank - 2] : k.a.dims[k.a.rank - 1];
+        const std::string what = str(k.a) + (k.transA ? "^T" : "") + " x " + str(k.b) +
+                                 (k.transB ? "^T" : "") + " which " + std::to_string(which) +
+                                 ", " + std::to_string(threads) + " threads";
+        EXPECT_TRUE(near(C, refEpilogue(k, A, B, bias, addend, scale), 1e-5, 1e-6 * double(K + 2)))
+            << what;
+        reduce(Reduce::Sum, C.data(), shape({rows, N}), 1, want.data());
+        EXPECT_TRUE(bitEqual(sum, want)) << what;
+      }
+}
+
+// In place over the addend, and in bf16 / fp16: the sums are the float
+// reduction of the stored 16-bit result rounded once, as nn.reduce_sum and
+// its cast make them.
+TEST(Matmul, EpilogueColumnSumInPlace) {
+  const Case k{shape({600, 1536}), false, shape({1536, 17}), false, shape({600, 17})};
+  auto A = uniform(k.a.numel(), 1), B = uniform(k.b.numel(), 2), C = uniform(k.c.numel(), 4);
+  auto want = refEpilogue(k, A, B, {}, C);
+  std::vector<float> sum(17), red(17);
+  matmulEpilogue(A.data(), k.a, false, B.data(), k.b, false, nullptr, nullptr, C.data(), C.data(),
+                 k.c, sum.data());
+  EXPECT_TRUE(near(C, want, 1e-5, 1e-6 * 1538.0));
+  reduce(Reduce::Sum, C.data(), shape({600, 17}), 1, red.data());
+  EXPECT_TRUE(bitEqual(sum, red));
+}
+
+TYPED_TEST(MatmulEpilogueHalf, ColumnSumRoundedOnce) {
+  using T = TypeParam;
+  for (int64_t rows : {int64_t(33), 4 * kColumnSumRows + 37}) {
+    const Case k{shape({rows, 65}), false, shape({47, 65}), true, shape({rows, 47})};
+    auto A = uniformIn<T>(k.a.numel(), 31), B = uniformIn<T>(k.b.numel(), 32),
+         bias = uniformIn<T>(47, 33), scale = uniformIn<T>(k.c.numel(), 34);
+    std::vector<T> C(size_t(k.c.numel())), sum(47);
+    matmulEpilogue(A.data(), k.a, false, B.data(), k.b, true, bias.data(), scale.data(), nullptr,
+                   C.data(), k.c, sum.data());
+    std::vector<float> red(47);
+    reduce(Reduce::Sum, C.data(), shape({rows, 47}), 1, red.data());
+    auto want = narrowTo<T>(red);
+    for (size_t c = 0; c < 47; ++c)
+      EXPECT_EQ(sum[c].bits, want[c].bits) << rows << " rows, column " << c;
+  }
+}
+
 /// Body of the OpenBLAS death test's child process: exits 0 on success.
 [[noreturn]] void runWithOpenBlas() {
   setenv("DSRT_GEMM", "openblas", 1);

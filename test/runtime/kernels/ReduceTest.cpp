@@ -88,6 +88,40 @@ TEST(Reduce, DeterministicAcrossThreadCounts) {
   }
 }
 
+// A matrix's column sums (a bias gradient) are added in the documented
+// order (Half.h): blocks of kColumnSumRows rows from a float zero, then
+// the blocks' partials in order; bitwise, for 1 and 3 threads (more row
+// blocks than threads, and fewer, when the columns are shared out), over
+// merged leading axes.
+TEST(Reduce, ColumnSumsInRowBlocks) {
+  const int64_t R = kColumnSumRows;
+  for (int64_t rows : {int64_t(1), R - 1, R, R + 1, 4 * R + 37})
+    for (int64_t cols : {2, 17, 300}) {
+      auto x = uniform(rows * cols, unsigned(rows * 7 + cols), -3.0f, 5.0f);
+      std::vector<float> want(static_cast<size_t>(cols));
+      for (int64_t c = 0; c < cols; ++c) {
+        float total = 0.0f;
+        for (int64_t r0 = 0; r0 < rows; r0 += R) {
+          float part = 0.0f;
+          for (int64_t r = r0; r < std::min(rows, r0 + R); ++r)
+            part += x[size_t(r * cols + c)];
+          total = r0 == 0 ? part : total + part;
+        }
+        want[size_t(c)] = total;
+      }
+      for (int threads : {1, 3}) {
+        ThreadCount t(threads);
+        std::vector<float> y(static_cast<size_t>(cols)), z(static_cast<size_t>(cols));
+        reduce(Reduce::Sum, x.data(), shape({rows, cols}), 1, y.data());
+        EXPECT_TRUE(bitEqual(y, want)) << rows << " x " << cols << ", " << threads << " threads";
+        if (rows % 2 == 0) {
+          reduce(Reduce::Sum, x.data(), shape({2, rows / 2, cols}), 3, z.data());
+          EXPECT_TRUE(bitEqual(z, want)) << "2 x " << rows / 2 << " x " << cols;
+        }
+      }
+    }
+}
+
 // Tolerance: relative 1e-12 (double accumulation).
 TEST(Reduce, SumSquares) {
   for (int64_t n : {1, 7, 129, 100003, 1000003}) {
