@@ -308,6 +308,131 @@ void execute(Primitive &p, const void *A, const void *B, void *C, const void *bi
   (void)dnnl_stream_wait(p.stream.get());
 }
 
+//===--- GEMMs as tasks of rows ------------------------------------------===//
+//
+// Where C's rows are those of one GEMM (A's batches fold into rows against
+// one B; A transposed only unbatched), the GEMM runs as tasks of rows, one
+// single-threaded primitive each, rather than as one primitive split by
+// oneDNN: at the bench GPT's shapes on 2 cores of an AMD Zen 5 4-17% faster
+// (docs/performance.md, "GEMMs as tasks of rows"). With column sums the
+// tasks are kColumnSumRows-row blocks (their order is the sums'), each
+// summing its stored rows while they are in cache.
+
+/// Rows of a task, of a task of a transposed A, and the fewest rows worth
+/// a task of their own.
+constexpr int64_t kMaxTaskRows = 512, kMaxTransposedTaskRows = 1024, kMinTaskRows = 64;
+
+/// The key of a task's GEMM: C[r0 : r0 + rows, c0 : c0 + cols] of a result
+/// N wide, from rows of A (stored [K, M] when transA, M = lda) and cols of
+/// B. Inside a parallel region oneDNN runs on the calling thread alone: a
+/// primitive made there is for one thread, and keyed apart.
+template <class T, class TC>
+Key taskKey(int64_t rows, int64_t K, bool transA, int64_t lda, const Shape &bs, bool transB,
+            int64_t cols, int64_t N, float alpha, float beta, bool bias, bool scale,
+            int addend) {
+  Key k;
+  k.in = int32_t(dnnlType<T>());
+  k.out = int32_t(dnnlType<TC>());
+  k.threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  std::memcpy(&k.alpha, &alpha, sizeof alpha);
+  std::memcpy(&k.beta, &beta, sizeof beta);
+  k.rank = 2;
+  k.a[0][0] = rows;
+  k.a[0][1] = transA ? 1 : K;
+  k.a[1][0] = K;
+  k.a[1][1] = transA ? lda : 1;
+  describe(bs, transB, 2, k.b);
+  k.b[1][0] = cols;
+  k.c[0] = rows;
+  k.c[1] = cols;
+  k.ldc = N;
+  k.bias = bias;
+  k.addend = addend;
+  k.scale = scale;
+  return k;
+}
+
+/// Whether `k` has a fast primitive, asked once per key and thread without
+/// keeping the primitive (the caller's tasks make their own).
+template <class T, class TC> bool fastFor(const Key &k, float alpha, float beta) {
+  thread_local std::unordered_map<Key, bool, KeyHash> known;
+  auto it = known.find(k);
+  if (it == known.end())
+    it = known.emplace(k, makePrimitive(k, dnnlType<T>(), dnnlType<TC>(), alpha, beta).fast)
+             .first;
+  return it->second;
+}
+
+/// C = (alpha op(A) B + bias) * scale + addend (+ beta C) as tasks of rows,
+/// A's M rows of K (stored [K, M] when transA); with `sums`, also the
+/// column sums of the stored C (float, N) in columnSum's order (Half.h),
+/// bitwise what reduce makes of C. false, with nothing written: one
+/// thread, too few rows, or no fast kernel for some task (the caller runs
+/// the whole GEMM).
+template <class T, class TC>
+bool taskGemm(const T *A, bool transA, int64_t M, int64_t K, const T *B, const Shape &bs,
+              bool transB, int64_t N, float alpha, float beta, const TC *bias, const TC *scale,
+              const TC *addend, TC *C, float *sums) {
+  const int threads = omp_get_max_threads();
+  int64_t rows, chunk = N;
+  if (sums) {
+    rows = kColumnSumRows;
+    chunk = columnChunk((M + rows - 1) / rows, N);
+  } else {
+    if (threads < 2 || M < 2 * kMinTaskRows)
+      return false;
+    // A multiple of the threads' count of tasks, none over kMaxTaskRows;
+    // of a transposed A (a weight gradient, x^T dy) one task per thread,
+    // each reading columns of A: at most kMaxTransposedTaskRows of them
+    // (the LM head's 4096 ran slower split than whole in the step).
+    const int64_t perThread = (M + threads - 1) / threads;
+    if (transA && perThread > kMaxTransposedTaskRows)
+      return false;
+    const int64_t rounds = transA ? 1 : (perThread + kMaxTaskRows - 1) / kMaxTaskRows;
+    rows = std::max(kMinTaskRows, ((M + threads * rounds - 1) / (threads * rounds) + 15) / 16 * 16);
+  }
+  const int64_t blocks = (M + rows - 1) / rows, chunks = (N + chunk - 1) / chunk;
+  const int kind = !addend ? 0 : addend == C ? 2 : 1;
+  const int64_t tasks = blocks * chunks;
+  const int team = int(std::min<int64_t>(threads, tasks));
+  // The tasks' shapes (the last row block and column share may be short),
+  // keyed as the tasks will be.
+  for (int64_t r : {rows, M - (blocks - 1) * rows})
+    for (int64_t c : {chunk, N - (chunks - 1) * chunk}) {
+      Key k = taskKey<T, TC>(r, K, transA, M, bs, transB, c, N, alpha, beta, bias, scale, kind);
+      k.threads = team > 1 ? 1 : threads;
+      if (!fastFor<T, TC>(k, alpha, beta))
+        return false;
+    }
+  float *partial = sums && blocks > 1 ? scratch<float, 27>(size_t(blocks * N)) : sums;
+#pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
+  for (int64_t t = 0; t < tasks; ++t) {
+    const int64_t b = t / chunks, c0 = (t % chunks) * chunk, r0 = b * rows;
+    const int64_t r = std::min(rows, M - r0), c = std::min(chunk, N - c0);
+    Primitive &p = primitiveFor<T, TC>(
+        taskKey<T, TC>(r, K, transA, M, bs, transB, c, N, alpha, beta, bias, scale, kind), alpha,
+        beta);
+    TC *out = C + r0 * N + c0;
+    execute(p, transA ? A + r0 : A + r0 * K, B + (transB ? c0 * K : c0), out,
+            bias ? bias + c0 : nullptr, scale ? scale + r0 * N + c0 : nullptr,
+            kind == 1 ? addend + r0 * N + c0 : nullptr);
+    if (sums)
+      columnPartial(out, r, c, N, partial + b * N + c0);
+  }
+  if (sums && blocks > 1)
+    addPartials(partial, blocks, N, N, sums);
+  return true;
+}
+
+/// Whether C = op(A) op(B) has the rows of one GEMM: M rows of A (its
+/// batches folded in, or A transposed and unbatched) against one B.
+bool rowsOfOneGemm(const Shape &as, bool transA, const Shape &bs, const Shape &cs) {
+  const int64_t batches = batchCount(cs);
+  if (transA)
+    return batches == 1 && batchCount(as) == 1 && batchCount(bs) == 1;
+  return batches == 1 || (batchCount(bs) == 1 && batchCount(as) == batches);
+}
+
 template <class T, class TC>
 void matmulHalf(const T *A, const Shape &as, bool transA, const T *B,
                 const Shape &bs, bool transB, TC *C, const Shape &cs,
@@ -320,6 +445,10 @@ void matmulHalf(const T *A, const Shape &as, bool transA, const T *B,
     return;
   if (K == 0)
     return scaleOnly(C, batches * M * N, beta);
+  if (rowsOfOneGemm(as, transA, bs, cs) &&
+      taskGemm<T, TC>(A, transA, batches * M, K, B, bs, transB, N, alpha, beta, nullptr, nullptr,
+                      nullptr, C, nullptr))
+    return;
   Key k;
   keyOf<T, TC>(as, transA, bs, transB, cs, alpha, beta, k);
   Primitive &p = primitiveFor<T, TC>(k, alpha, beta);
@@ -337,6 +466,11 @@ void epilogue(const T *A, const Shape &as, bool transA, const T *B, const Shape 
   if (n == 0)
     return;
   const int64_t K = transA ? as.dims[as.rank - 2] : as.dims[as.rank - 1];
+  if constexpr (kIsHalf<T>)
+    if (K > 0 && rowsOfOneGemm(as, transA, bs, cs) &&
+        taskGemm<T, T>(A, transA, n / N, K, B, bs, transB, N, 1.0f, 0.0f, bias, scale, addend, C,
+                       nullptr))
+      return;
   Primitive *p = nullptr;
   if (K > 0) {
     Key k;
@@ -391,76 +525,6 @@ void epilogue(const T *A, const Shape &as, bool transA, const T *B, const Shape 
   });
 }
 
-/// The primitive key of one block of an epilogue whose rows collapse
-/// (lhs not transposed, one rhs): rows x cols of C from row r0 and column
-/// c0, in a result N wide.
-template <class T>
-Key blockKey(int64_t rows, int64_t K, const Shape &bs, bool transB, int64_t cols, int64_t N,
-             const T *bias, const T *scale, const T *addend, const T *C) {
-  Key k;
-  k.in = k.out = int32_t(dnnlType<T>());
-  // Inside a parallel region oneDNN runs on the calling thread alone: a
-  // primitive made there is for one thread, and keyed apart.
-  k.threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  const float one = 1.0f, zero = 0.0f;
-  std::memcpy(&k.alpha, &one, sizeof one);
-  std::memcpy(&k.beta, &zero, sizeof zero);
-  k.rank = 2;
-  k.a[0][0] = rows;
-  k.a[0][1] = K;
-  k.a[1][0] = K;
-  k.a[1][1] = 1;
-  describe(bs, transB, 2, k.b);
-  k.b[1][0] = cols;
-  k.c[0] = rows;
-  k.c[1] = cols;
-  k.ldc = N;
-  k.bias = bias != nullptr;
-  k.addend = !addend ? 0 : addend == C ? 2 : 1;
-  k.scale = scale != nullptr;
-  return k;
-}
-
-/// The epilogue with its result's column sums into y (float, N): tasks of
-/// one kColumnSumRows block of rows and a share of the columns, each a
-/// single-threaded primitive whose stored block it sums while the block is
-/// in cache, in the order of columnSum (Half.h), so y is bitwise what
-/// nn.reduce_sum makes of C. The addend is not C (a block's sum over
-/// itself could not be run again). false: some block had no fast
-/// primitive (the caller then runs the whole epilogue, all of C again, and
-/// sums after).
-template <class T>
-bool summingEpilogue(const T *A, int64_t rows, int64_t K, const T *B, const Shape &bs,
-                     bool transB, int64_t N, const T *bias, const T *scale, const T *addend,
-                     T *C, float *y) {
-  const int64_t blocks = (rows + kColumnSumRows - 1) / kColumnSumRows;
-  const int64_t chunk = columnChunk(blocks, N), chunks = (N + chunk - 1) / chunk;
-  float *partial = blocks == 1 ? y : scratch<float, 27>(size_t(blocks * N));
-  const int64_t tasks = blocks * chunks;
-  const int threads = int(std::min<int64_t>(omp_get_max_threads(), tasks));
-  bool slow = false;
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1) reduction(|| : slow)
-  for (int64_t t = 0; t < tasks; ++t) {
-    const int64_t b = t / chunks, c0 = (t % chunks) * chunk, r0 = b * kColumnSumRows;
-    const int64_t r = std::min(kColumnSumRows, rows - r0), c = std::min(chunk, N - c0);
-    Primitive &p = primitiveFor<T, T>(blockKey(r, K, bs, transB, c, N, bias, scale, addend, C),
-                                      1.0f, 0.0f);
-    if (!p.fast) {
-      slow = true;
-      continue;
-    }
-    T *out = C + r0 * N + c0;
-    execute(p, A + r0 * K, B + (transB ? c0 * K : c0), out, bias ? bias + c0 : nullptr,
-            scale ? scale + r0 * N + c0 : nullptr, addend ? addend + r0 * N + c0 : nullptr);
-    columnPartial(out, r, c, N, partial + b * N + c0);
-  }
-  if (slow)
-    return false;
-  if (blocks > 1)
-    addPartials(partial, blocks, N, N, y);
-  return true;
-}
-
 /// The epilogue, and with `sum` its result's column sums [N] in float
 /// rounded to T once (nn.matmul_epilogue's column_sum), bitwise reduce's
 /// of C: summed as the GEMM stores the rows where they collapse into one
@@ -481,13 +545,12 @@ void epilogueWithSum(const T *A, const Shape &as, bool transA, const T *B, const
     y = sum;
   else
     y = scratch<float, 28>(size_t(N));
-  const int64_t batches = batchCount(cs);
-  const bool collapse = !transA && (batches == 1 || (batchCount(bs) == 1 &&
-                                                     batchCount(as) == batches));
   // One row or one column is no matrix to reduce: reduce copies the row or
   // sums the whole column in double.
-  if (!(collapse && K > 0 && addend != C && rows > 1 && N > 1 &&
-        summingEpilogue(A, rows, K, B, bs, transB, N, bias, scale, addend, C, y))) {
+  if (!(!transA && K > 0 && rows > 1 && N > 1 &&
+        rowsOfOneGemm(as, transA, bs, cs) &&
+        taskGemm<T, T>(A, false, rows, K, B, bs, transB, N, 1.0f, 0.0f, bias, scale, addend, C,
+                       y))) {
     epilogue(A, as, transA, B, bs, transB, bias, scale, addend, C, cs);
     Shape matrix;
     matrix.rank = 2;

@@ -376,6 +376,9 @@ std::vector<MmCase> mmCases() {
     for (bool tb : {false, true}) {
       cs.push_back({mk(33, 70, ta), ta, mk(70, 129, tb), tb, shape({33, 129})});
       cs.push_back({mk(1, 33, ta), ta, mk(33, 1, tb), tb, shape({1, 1})});
+      // Rows enough for tasks of rows (and a short last one), A transposed
+      // or not (a weight gradient x^T dy, a product x W).
+      cs.push_back({mk(600, 70, ta), ta, mk(70, 129, tb), tb, shape({600, 129})});
       // Batch broadcast both ways: [2,1] x [1,3].
       cs.push_back({ta ? shape({2, 1, 17, 33}) : shape({2, 1, 33, 17}), ta,
                     tb ? shape({1, 3, 9, 17}) : shape({1, 3, 17, 9}), tb,
@@ -384,6 +387,7 @@ std::vector<MmCase> mmCases() {
   // x @ W and x @ W^T with W shared by the batch (one folded GEMM).
   cs.push_back({shape({2, 3, 33, 65}), false, shape({65, 7}), false,
                 shape({2, 3, 33, 7})});
+  cs.push_back({shape({3, 200, 65}), false, shape({47, 65}), true, shape({3, 200, 47})});
   cs.push_back(
       {shape({3, 33, 65}), false, shape({1, 7, 65}), true, shape({3, 33, 7})});
   cs.push_back(

@@ -271,20 +271,25 @@ TYPED_TEST(MatmulEpilogueHalf, FloatSumRoundedOnce) {
   EXPECT_LE(off, int64_t(got.size()) / 50) << off << " of " << got.size();
 }
 
+// Also as tasks of rows (600 rows: each task's sum post-op reads its own
+// block of C, rows N apart).
 TYPED_TEST(MatmulEpilogueHalf, AddendInPlace) {
   using T = TypeParam;
-  const Case k{shape({33, 1536}), false, shape({1536, 17}), false, shape({33, 17})};
-  auto A = uniformIn<T>(k.a.numel(), 21), B = uniformIn<T>(k.b.numel(), 22),
-       C = uniformIn<T>(k.c.numel(), 23);
-  auto ref = refEpilogue(k, widen(A), widen(B), {}, widen(C));
-  matmulEpilogue(A.data(), k.a, false, B.data(), k.b, false, nullptr, nullptr, C.data(), C.data(),
-                 k.c);
-  // One rounding of the float sum: within one ulp of the float64 one, plus
-  // the float sum's own error over K products (the float test's bound).
-  const double ulp = std::is_same_v<T, Bf16> ? 0x1p-7 : 0x1p-10;
-  auto got = widen(C);
-  for (size_t i = 0; i < got.size(); ++i)
-    EXPECT_LE(std::fabs(double(got[i]) - ref[i]), ulp * std::fabs(ref[i]) + 1e-6 * 1536) << i;
+  for (int64_t rows : {33, 600}) {
+    const Case k{shape({rows, 1536}), false, shape({1536, 17}), false, shape({rows, 17})};
+    auto A = uniformIn<T>(k.a.numel(), 21), B = uniformIn<T>(k.b.numel(), 22),
+         C = uniformIn<T>(k.c.numel(), 23);
+    auto ref = refEpilogue(k, widen(A), widen(B), {}, widen(C));
+    matmulEpilogue(A.data(), k.a, false, B.data(), k.b, false, nullptr, nullptr, C.data(),
+                   C.data(), k.c);
+    // One rounding of the float sum: within one ulp of the float64 one, plus
+    // the float sum's own error over K products (the float test's bound).
+    const double ulp = std::is_same_v<T, Bf16> ? 0x1p-7 : 0x1p-10;
+    auto got = widen(C);
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_LE(std::fabs(double(got[i]) - ref[i]), ulp * std::fabs(ref[i]) + 1e-6 * 1536)
+          << rows << " rows, element " << i;
+  }
 }
 
 // The column sums (a bias gradient) are bitwise what reduce makes of the
