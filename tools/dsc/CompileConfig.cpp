@@ -240,7 +240,7 @@ void addStepOptions(CLI::App &app, CompileFlags &flags) {
                  "ops as they are), or a comma-separated list of attention (scaled dot-product "
                  "attention as one op that keeps no T x T scores), epilogues (each GEMM's bias "
                  "and residual added in its epilogue, the GELU's gradient multiplied into "
-                 "its GEMM) and optimizer (one Adam update over all "
+                 "its GEMM, a bias gradient summed by its GEMM) and optimizer (one Adam update over all "
                  "parameters, with the clipping and the gradients' casts folded in)")
       ->check(CLI::Validator(
           [](std::string &v) {
