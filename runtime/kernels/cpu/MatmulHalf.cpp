@@ -13,6 +13,11 @@
 // binary-add post-op, both applied to the float32 accumulator before the one
 // rounding to the result type.
 //
+// A 16-bit GEMM whose rows are one GEMM's runs as tasks of rows, one
+// single-threaded primitive each (taskGemm, below); so do the epilogues
+// with column sums (a bias gradient, in every float type), whose tasks are
+// blocks of kColumnSumRows rows summed while they are in cache.
+//
 // Where oneDNN has nothing better than its reference kernel for a type (no
 // fp16 matmul without AVX512_FP16, no bf16 one on pre-AVX-512 CPUs in
 // oneDNN 2.x), the operands are widened into per-thread scratch and the
