@@ -25,6 +25,8 @@
 #include "mlir/IR/Dominance.h"
 #include "mlir/IR/PatternMatch.h"
 
+#include <optional>
+
 namespace dsc {
 #define GEN_PASS_DEF_MATMULEPILOGUE
 #include "passes/Passes.h.inc"
@@ -44,6 +46,38 @@ Operation *soleProduct(Value v, nn::AddOp add) {
   if (auto e = dyn_cast<nn::MatmulEpilogueOp>(def))
     return e.getAddend() ? nullptr : def;
   return nullptr;
+}
+
+/// Whether `a` and `b` are in the same phase (train.backward marks the
+/// backward's ops, which pipeline-schedule runs apart).
+bool samePhase(Operation *a, Operation *b) {
+  return a->hasAttr(train::TrainDialect::kBackward) == b->hasAttr(train::TrainDialect::kBackward);
+}
+
+/// What a fold rebuilds of a GEMM: an nn.matmul's operands and transposes,
+/// or an epilogue's with its bias, scale, addend and column sum.
+struct GemmParts {
+  Value lhs, rhs, bias, scale, addend, columnSum;
+  bool tl = false, tr = false;
+};
+std::optional<GemmParts> partsOf(Operation *gemm) {
+  GemmParts g;
+  if (auto mm = dyn_cast_or_null<nn::MatmulOp>(gemm)) {
+    g.tl = mm.getTransposeLhs();
+    g.tr = mm.getTransposeRhs();
+  } else if (auto e = dyn_cast_or_null<nn::MatmulEpilogueOp>(gemm)) {
+    g.tl = e.getTransposeLhs();
+    g.tr = e.getTransposeRhs();
+    g.bias = e.getBias();
+    g.scale = e.getScale();
+    g.addend = e.getAddend();
+    g.columnSum = e.getColumnSum();
+  } else {
+    return std::nullopt;
+  }
+  g.lhs = gemm->getOperand(0);
+  g.rhs = gemm->getOperand(1);
+  return g;
 }
 
 /// Whether `b` is a bias of `product`'s N columns.
@@ -73,29 +107,16 @@ bool fold(nn::AddOp add, IRRewriter &rewriter, DominanceInfo &dom, llvm::Statist
   for (int side = 0; side < 2; ++side) {
     Value mine = add->getOperand(side), other = add->getOperand(1 - side);
     Operation *gemm = soleProduct(mine, add);
-    // Both in one phase of a pipeline stage (train.backward marks the
-    // backward's ops, which pipeline-schedule runs apart).
-    if (!gemm || gemm->hasAttr(train::TrainDialect::kBackward) !=
-                     add->hasAttr(train::TrainDialect::kBackward))
+    // Both in one phase of a pipeline stage.
+    if (!gemm || !samePhase(gemm, add))
       continue;
     auto type = cast<RankedTensorType>(mine.getType());
     if (add.getType() != type)
       continue; // the other operand broadcasts the sum beyond the product
-    Value lhs = gemm->getOperand(0), rhs = gemm->getOperand(1), bias, scale, addend;
-    bool tl, tr;
-    if (auto mm = dyn_cast<nn::MatmulOp>(gemm)) {
-      tl = mm.getTransposeLhs();
-      tr = mm.getTransposeRhs();
-    } else {
-      auto e = cast<nn::MatmulEpilogueOp>(gemm);
-      tl = e.getTransposeLhs();
-      tr = e.getTransposeRhs();
-      bias = e.getBias();
-      scale = e.getScale();
-    }
+    GemmParts g = *partsOf(gemm); // soleProduct's: no addend yet
 
     // A bias comes before the scale: only onto a product not scaled yet.
-    const bool asBias = !bias && !scale && isBias(other, type);
+    const bool asBias = !g.bias && !g.scale && isBias(other, type);
     if (!asBias && other.getType() != type)
       continue;
     // The fused op takes the GEMM's place, so that no operand of the GEMM
@@ -103,11 +124,11 @@ bool fold(nn::AddOp add, IRRewriter &rewriter, DominanceInfo &dom, llvm::Statist
     // later, with the other branch's): the bias or addend must exist there.
     if (!dom.properlyDominates(other, gemm))
       continue;
-    (asBias ? bias : addend) = other;
+    (asBias ? g.bias : g.addend) = other;
     ++(asBias ? biases : addends);
     rewriter.setInsertionPoint(gemm);
-    auto fused = nn::MatmulEpilogueOp::create(rewriter, add.getLoc(), type, Type(), lhs, rhs,
-                                              bias, scale, addend, tl, tr);
+    auto fused = nn::MatmulEpilogueOp::create(rewriter, add.getLoc(), type, Type(), g.lhs, g.rhs,
+                                              g.bias, g.scale, g.addend, g.tl, g.tr);
     replaceWithEpilogue(rewriter, fused, add, gemm);
     return true;
   }
@@ -134,22 +155,11 @@ bool foldGeluGrad(nn::GeluGradOp grad, IRRewriter &rewriter) {
   }
   Operation *gemm = dy.getDefiningOp();
   if (!gelu || !gemm || !dy.hasOneUse() || gemm->getBlock() != grad->getBlock() ||
-      gelu->getBlock() != grad->getBlock() ||
-      gemm->hasAttr(train::TrainDialect::kBackward) !=
-          grad->hasAttr(train::TrainDialect::kBackward))
+      gelu->getBlock() != grad->getBlock() || !samePhase(gemm, grad))
     return false;
-  Value bias;
-  bool tl, tr;
-  if (auto mm = dyn_cast<nn::MatmulOp>(gemm)) {
-    tl = mm.getTransposeLhs();
-    tr = mm.getTransposeRhs();
-  } else if (auto e = dyn_cast<nn::MatmulEpilogueOp>(gemm); e && !e.getScale() && !e.getAddend()) {
-    tl = e.getTransposeLhs();
-    tr = e.getTransposeRhs();
-    bias = e.getBias();
-  } else {
+  std::optional<GemmParts> g = partsOf(gemm);
+  if (!g || g->scale || g->addend || g->columnSum)
     return false;
-  }
   // The derivative is made with the GELU, which must come before the GEMM
   // (the forward before the backward): true of every step autodiff makes.
   if (!gelu->isBeforeInBlock(gemm))
@@ -161,8 +171,8 @@ bool foldGeluGrad(nn::GeluGradOp grad, IRRewriter &rewriter) {
   rewriter.replaceOp(gelu, both.getResult());
   rewriter.setInsertionPoint(gemm);
   auto fused = nn::MatmulEpilogueOp::create(rewriter, grad.getLoc(), grad.getType(), Type(),
-                                            gemm->getOperand(0), gemm->getOperand(1), bias,
-                                            both.getDerivative(), Value(), tl, tr);
+                                            g->lhs, g->rhs, g->bias, both.getDerivative(),
+                                            Value(), g->tl, g->tr);
   replaceWithEpilogue(rewriter, fused, grad, gemm);
   return true;
 }
@@ -183,31 +193,17 @@ bool foldColumnSum(nn::ReduceSumOp sum, IRRewriter &rewriter) {
   if (!xt || !st || !gemm || xt.getRank() < 2 || st.getRank() != 1 ||
       st.getShape()[0] != xt.getShape().back() || st.getElementType() != xt.getElementType() ||
       int64_t(sum.getAxes().size()) != xt.getRank() - 1 || gemm->getBlock() != sum->getBlock() ||
-      gemm->hasAttr(train::TrainDialect::kBackward) != sum->hasAttr(train::TrainDialect::kBackward))
+      !samePhase(gemm, sum))
     return false;
   for (auto [i, axis] : llvm::enumerate(sum.getAxes()))
     if (axis != int64_t(i))
       return false;
-  Value bias, scale, addend;
-  bool tl, tr;
-  if (auto mm = dyn_cast<nn::MatmulOp>(gemm)) {
-    tl = mm.getTransposeLhs();
-    tr = mm.getTransposeRhs();
-  } else if (auto e = dyn_cast<nn::MatmulEpilogueOp>(gemm); e && !e.getColumnSum()) {
-    tl = e.getTransposeLhs();
-    tr = e.getTransposeRhs();
-    bias = e.getBias();
-    scale = e.getScale();
-    addend = e.getAddend();
-  } else {
-    return false;
-  }
-  if (tl)
+  std::optional<GemmParts> g = partsOf(gemm);
+  if (!g || g->columnSum || g->tl)
     return false;
   rewriter.setInsertionPoint(gemm);
-  auto fused = nn::MatmulEpilogueOp::create(rewriter, gemm->getLoc(), xt, st,
-                                            gemm->getOperand(0), gemm->getOperand(1), bias,
-                                            scale, addend, tl, tr);
+  auto fused = nn::MatmulEpilogueOp::create(rewriter, gemm->getLoc(), xt, st, g->lhs, g->rhs,
+                                            g->bias, g->scale, g->addend, g->tl, g->tr);
   fused->setDiscardableAttrs(gemm->getDiscardableAttrDictionary());
   rewriter.replaceAllUsesWith(x, fused.getResult());
   rewriter.replaceOp(sum, fused.getColumnSum());

@@ -164,15 +164,28 @@ void columnPartial(const T *__restrict x, int64_t rows, int64_t cols, int64_t ld
   }
 }
 
-/// y[c] = the `blocks` partials of column c (partial[b * ld + c]) in order.
-inline void addPartials(const float *__restrict partial, int64_t blocks, int64_t cols,
-                        int64_t ld, float *__restrict y) {
-  for (int64_t c = 0; c < cols; ++c)
-    y[c] = partial[c];
-  for (int64_t b = 1; b < blocks; ++b)
-    for (int64_t c = 0; c < cols; ++c)
-      y[c] += partial[b * ld + c];
-}
+/// The tasks of a [rows, cols] matrix cut into blocks of `blockRows` rows
+/// and shares of `chunk` columns (the last of each may be shorter): task
+/// t is block t / chunks, share t % chunks.
+struct RowTasks {
+  int64_t rows, cols, blockRows, chunk, blocks, chunks;
+  RowTasks(int64_t rows, int64_t cols, int64_t blockRows, int64_t chunk)
+      : rows(rows), cols(cols), blockRows(blockRows), chunk(chunk),
+        blocks((rows + blockRows - 1) / blockRows), chunks((cols + chunk - 1) / chunk) {}
+  int64_t count() const { return blocks * chunks; }
+  /// The threads that run them (in a parallel region when more than one).
+  int team() const { return int(std::min<int64_t>(omp_get_max_threads(), count())); }
+  /// f(b, r0, r, c0, c) for every task: block b's r rows from r0, the c
+  /// columns from c0; the tasks shared statically among team() threads.
+  template <class F> void run(F &&f) const {
+    const int n = team();
+#pragma omp parallel for schedule(static) num_threads(n) if (n > 1)
+    for (int64_t t = 0; t < count(); ++t) {
+      const int64_t b = t / chunks, r0 = b * blockRows, c0 = (t % chunks) * chunk;
+      f(b, r0, std::min(blockRows, rows - r0), c0, std::min(chunk, cols - c0));
+    }
+  }
+};
 
 /// The columns one task of a column sum takes: all of them, or, where
 /// there are fewer row blocks than threads, a share (a multiple of 16, at
@@ -183,6 +196,32 @@ inline int64_t columnChunk(int64_t blocks, int64_t cols) {
   if (want <= 1)
     return cols;
   return std::min(cols, ((cols + want - 1) / want + 15) / 16 * 16);
+}
+
+/// The tasks of a column sum of a [rows, cols] matrix: blocks of
+/// kColumnSumRows rows (the sum's order) and columnChunk's shares.
+inline RowTasks columnSumTasks(int64_t rows, int64_t cols) {
+  return RowTasks(rows, cols, kColumnSumRows,
+                  columnChunk((rows + kColumnSumRows - 1) / kColumnSumRows, cols));
+}
+
+/// y (tasks.cols floats) = the column sums in kColumnSumRows's order:
+/// task(b, r0, r, c0, c, p) writes block b's partial sums of columns
+/// [c0, c0 + c) to p[c0, c0 + c) (columnPartial); the blocks' partials are
+/// then added in order (one block's are y itself). Scratch slot 27.
+template <class F> void sumColumns(const RowTasks &tasks, float *__restrict y, F &&task) {
+  const int64_t cols = tasks.cols;
+  float *partial = tasks.blocks > 1 ? scratch<float, 27>(size_t(tasks.blocks * cols)) : y;
+  tasks.run([&](int64_t b, int64_t r0, int64_t r, int64_t c0, int64_t c) {
+    task(b, r0, r, c0, c, partial + b * cols);
+  });
+  if (tasks.blocks == 1)
+    return;
+  for (int64_t c = 0; c < cols; ++c)
+    y[c] = partial[c];
+  for (int64_t b = 1; b < tasks.blocks; ++b)
+    for (int64_t c = 0; c < cols; ++c)
+      y[c] += partial[b * cols + c];
 }
 
 } // namespace dsrt::cpu::detail

@@ -329,16 +329,16 @@ constexpr int64_t kMaxTaskRows = 512, kMaxTransposedTaskRows = 1024, kMinTaskRow
 
 /// The key of a task's GEMM: C[r0 : r0 + rows, c0 : c0 + cols] of a result
 /// N wide, from rows of A (stored [K, M] when transA, M = lda) and cols of
-/// B. Inside a parallel region oneDNN runs on the calling thread alone: a
-/// primitive made there is for one thread, and keyed apart.
+/// B. Inside a parallel region (`inRegion`) oneDNN runs on the calling
+/// thread alone: a primitive made there is for one thread, and keyed apart.
 template <class T, class TC>
 Key taskKey(int64_t rows, int64_t K, bool transA, int64_t lda, const Shape &bs, bool transB,
             int64_t cols, int64_t N, float alpha, float beta, bool bias, bool scale,
-            int addend) {
+            int addend, bool inRegion) {
   Key k;
   k.in = int32_t(dnnlType<T>());
   k.out = int32_t(dnnlType<TC>());
-  k.threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  k.threads = inRegion ? 1 : omp_get_max_threads();
   std::memcpy(&k.alpha, &alpha, sizeof alpha);
   std::memcpy(&k.beta, &beta, sizeof beta);
   k.rank = 2;
@@ -368,64 +368,61 @@ template <class T, class TC> bool fastFor(const Key &k, float alpha, float beta)
   return it->second;
 }
 
+/// The row tasks of a GEMM without column sums: a multiple of the threads'
+/// count of tasks, none over kMaxTaskRows; of a transposed A (a weight
+/// gradient, x^T dy) one task per thread, each reading columns of A, at
+/// most kMaxTransposedTaskRows of them (the LM head's 4096 ran slower split
+/// than whole in the step). None (0 blocks): one thread or too few rows.
+RowTasks gemmTasks(int64_t M, int64_t N, bool transA) {
+  const int64_t threads = omp_get_max_threads();
+  const int64_t perThread = (M + threads - 1) / threads;
+  if (threads < 2 || M < 2 * kMinTaskRows || (transA && perThread > kMaxTransposedTaskRows))
+    return RowTasks(0, N, 1, N);
+  const int64_t rounds = transA ? 1 : (perThread + kMaxTaskRows - 1) / kMaxTaskRows;
+  return RowTasks(M, N,
+                  std::max(kMinTaskRows,
+                           ((M + threads * rounds - 1) / (threads * rounds) + 15) / 16 * 16),
+                  N);
+}
+
 /// C = (alpha op(A) B + bias) * scale + addend (+ beta C) as tasks of rows,
 /// A's M rows of K (stored [K, M] when transA); with `sums`, also the
-/// column sums of the stored C (float, N) in columnSum's order (Half.h),
-/// bitwise what reduce makes of C. false, with nothing written: one
-/// thread, too few rows, or no fast kernel for some task (the caller runs
+/// column sums of the stored C (float, N) in kColumnSumRows's order
+/// (Half.h), bitwise what reduce makes of C. false, with nothing written:
+/// no tasks (gemmTasks) or no fast kernel for some task (the caller runs
 /// the whole GEMM).
 template <class T, class TC>
 bool taskGemm(const T *A, bool transA, int64_t M, int64_t K, const T *B, const Shape &bs,
               bool transB, int64_t N, float alpha, float beta, const TC *bias, const TC *scale,
               const TC *addend, TC *C, float *sums) {
-  const int threads = omp_get_max_threads();
-  int64_t rows, chunk = N;
-  if (sums) {
-    rows = kColumnSumRows;
-    chunk = columnChunk((M + rows - 1) / rows, N);
-  } else {
-    if (threads < 2 || M < 2 * kMinTaskRows)
-      return false;
-    // A multiple of the threads' count of tasks, none over kMaxTaskRows;
-    // of a transposed A (a weight gradient, x^T dy) one task per thread,
-    // each reading columns of A: at most kMaxTransposedTaskRows of them
-    // (the LM head's 4096 ran slower split than whole in the step).
-    const int64_t perThread = (M + threads - 1) / threads;
-    if (transA && perThread > kMaxTransposedTaskRows)
-      return false;
-    const int64_t rounds = transA ? 1 : (perThread + kMaxTaskRows - 1) / kMaxTaskRows;
-    rows = std::max(kMinTaskRows, ((M + threads * rounds - 1) / (threads * rounds) + 15) / 16 * 16);
-  }
-  const int64_t blocks = (M + rows - 1) / rows, chunks = (N + chunk - 1) / chunk;
+  const RowTasks tasks = sums ? columnSumTasks(M, N) : gemmTasks(M, N, transA);
+  if (tasks.blocks == 0)
+    return false;
   const int kind = !addend ? 0 : addend == C ? 2 : 1;
-  const int64_t tasks = blocks * chunks;
-  const int team = int(std::min<int64_t>(threads, tasks));
+  auto key = [&](int64_t r, int64_t c, bool inRegion) {
+    return taskKey<T, TC>(r, K, transA, M, bs, transB, c, N, alpha, beta, bias, scale, kind,
+                          inRegion);
+  };
   // The tasks' shapes (the last row block and column share may be short),
   // keyed as the tasks will be.
-  for (int64_t r : {rows, M - (blocks - 1) * rows})
-    for (int64_t c : {chunk, N - (chunks - 1) * chunk}) {
-      Key k = taskKey<T, TC>(r, K, transA, M, bs, transB, c, N, alpha, beta, bias, scale, kind);
-      k.threads = team > 1 ? 1 : threads;
-      if (!fastFor<T, TC>(k, alpha, beta))
+  for (int64_t r : {tasks.blockRows, M - (tasks.blocks - 1) * tasks.blockRows})
+    for (int64_t c : {tasks.chunk, N - (tasks.chunks - 1) * tasks.chunk})
+      if (!fastFor<T, TC>(key(r, c, tasks.team() > 1), alpha, beta))
         return false;
-    }
-  float *partial = sums && blocks > 1 ? scratch<float, 27>(size_t(blocks * N)) : sums;
-#pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
-  for (int64_t t = 0; t < tasks; ++t) {
-    const int64_t b = t / chunks, c0 = (t % chunks) * chunk, r0 = b * rows;
-    const int64_t r = std::min(rows, M - r0), c = std::min(chunk, N - c0);
-    Primitive &p = primitiveFor<T, TC>(
-        taskKey<T, TC>(r, K, transA, M, bs, transB, c, N, alpha, beta, bias, scale, kind), alpha,
-        beta);
+  auto gemm = [&](int64_t r0, int64_t r, int64_t c0, int64_t c) {
     TC *out = C + r0 * N + c0;
-    execute(p, transA ? A + r0 : A + r0 * K, B + (transB ? c0 * K : c0), out,
+    execute(primitiveFor<T, TC>(key(r, c, omp_in_parallel()), alpha, beta),
+            transA ? A + r0 : A + r0 * K, B + (transB ? c0 * K : c0), out,
             bias ? bias + c0 : nullptr, scale ? scale + r0 * N + c0 : nullptr,
             kind == 1 ? addend + r0 * N + c0 : nullptr);
-    if (sums)
-      columnPartial(out, r, c, N, partial + b * N + c0);
-  }
-  if (sums && blocks > 1)
-    addPartials(partial, blocks, N, N, sums);
+    return out;
+  };
+  if (sums)
+    sumColumns(tasks, sums, [&](int64_t, int64_t r0, int64_t r, int64_t c0, int64_t c, float *p) {
+      columnPartial(gemm(r0, r, c0, c), r, c, N, p + c0);
+    });
+  else
+    tasks.run([&](int64_t, int64_t r0, int64_t r, int64_t c0, int64_t c) { gemm(r0, r, c0, c); });
   return true;
 }
 

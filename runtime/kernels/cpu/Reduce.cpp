@@ -105,24 +105,12 @@ template <class T> float reduceAll(Reduce op, const T *x, int64_t n) {
   return float(op == Reduce::Mean ? r / double(n) : r);
 }
 
-/// Column sums in the blocked order (Half.h): tasks of one row block and
-/// a share of the columns, the blocks' partials then added in order.
+/// Column sums in kColumnSumRows's order (Half.h).
 template <class T> void columnSumT(const T *x, int64_t rows, int64_t cols, float *y) {
-  if (cols == 0)
-    return;
-  const int64_t blocks = std::max<int64_t>(1, (rows + kColumnSumRows - 1) / kColumnSumRows);
-  const int64_t chunk = columnChunk(blocks, cols), chunks = (cols + chunk - 1) / chunk;
-  float *partial = blocks == 1 ? y : scratch<float, 2>(size_t(blocks * cols));
-  const int64_t tasks = blocks * chunks;
-  const int threads = int(std::min<int64_t>(omp_get_max_threads(), tasks));
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-  for (int64_t t = 0; t < tasks; ++t) {
-    const int64_t b = t / chunks, c0 = (t % chunks) * chunk, r0 = b * kColumnSumRows;
-    columnPartial(x + r0 * cols + c0, std::min(kColumnSumRows, rows - r0),
-                  std::min(chunk, cols - c0), cols, partial + b * cols + c0);
-  }
-  if (blocks > 1)
-    addPartials(partial, blocks, cols, cols, y);
+  sumColumns(columnSumTasks(rows, cols), y,
+             [&](int64_t, int64_t r0, int64_t r, int64_t c0, int64_t c, float *p) {
+               columnPartial(x + r0 * cols + c0, r, c, cols, p + c0);
+             });
 }
 
 template <class T>
