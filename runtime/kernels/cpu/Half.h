@@ -173,8 +173,12 @@ struct RowTasks {
       : rows(rows), cols(cols), blockRows(blockRows), chunk(chunk),
         blocks((rows + blockRows - 1) / blockRows), chunks((cols + chunk - 1) / chunk) {}
   int64_t count() const { return blocks * chunks; }
-  /// The threads that run them (in a parallel region when more than one).
-  int team() const { return int(std::min<int64_t>(omp_get_max_threads(), count())); }
+  /// The threads that run them (in a parallel region when more than one);
+  /// one, the caller, when it already runs in a parallel region (a nested
+  /// region would only add libgomp's cost of a team of one).
+  int team() const {
+    return omp_in_parallel() ? 1 : int(std::min<int64_t>(omp_get_max_threads(), count()));
+  }
   /// f(b, r0, r, c0, c) for every task: block b's r rows from r0, the c
   /// columns from c0; the tasks shared statically among team() threads.
   template <class F> void run(F &&f) const {

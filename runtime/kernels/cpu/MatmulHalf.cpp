@@ -372,11 +372,14 @@ template <class T, class TC> bool fastFor(const Key &k, float alpha, float beta)
 /// count of tasks, none over kMaxTaskRows; of a transposed A (a weight
 /// gradient, x^T dy) one task per thread, each reading columns of A, at
 /// most kMaxTransposedTaskRows of them (the LM head's 4096 ran slower split
-/// than whole in the step). None (0 blocks): one thread or too few rows.
+/// than whole in the step). None (0 blocks): one thread, too few rows, or
+/// a caller in a parallel region (attention's heads), whose GEMM runs on
+/// its thread alone: split, it would only be more calls.
 RowTasks gemmTasks(int64_t M, int64_t N, bool transA) {
   const int64_t threads = omp_get_max_threads();
   const int64_t perThread = (M + threads - 1) / threads;
-  if (threads < 2 || M < 2 * kMinTaskRows || (transA && perThread > kMaxTransposedTaskRows))
+  if (threads < 2 || omp_in_parallel() || M < 2 * kMinTaskRows ||
+      (transA && perThread > kMaxTransposedTaskRows))
     return RowTasks(0, N, 1, N);
   const int64_t rounds = transA ? 1 : (perThread + kMaxTaskRows - 1) / kMaxTaskRows;
   return RowTasks(M, N,
@@ -407,7 +410,7 @@ bool taskGemm(const T *A, bool transA, int64_t M, int64_t K, const T *B, const S
   // keyed as the tasks will be.
   for (int64_t r : {tasks.blockRows, M - (tasks.blocks - 1) * tasks.blockRows})
     for (int64_t c : {tasks.chunk, N - (tasks.chunks - 1) * tasks.chunk})
-      if (!fastFor<T, TC>(key(r, c, tasks.team() > 1), alpha, beta))
+      if (!fastFor<T, TC>(key(r, c, tasks.team() > 1 || omp_in_parallel()), alpha, beta))
         return false;
   auto gemm = [&](int64_t r0, int64_t r, int64_t c0, int64_t c) {
     TC *out = C + r0 * N + c0;
