@@ -134,6 +134,16 @@ void scoresOf(const Attention &a, int64_t h, float *__restrict x, bool gemmScale
   }
 }
 
+/// p = e * inv over a row's n live keys and 0 over the masked rest of its
+/// S: one pass of selects that vectorizes whole, where a loop to n would
+/// end in a scalar tail (the rows of a causal head end anywhere). The keys
+/// past n hold no exponential yet (scratch), and only the select reads them.
+void normalizeRow(float *__restrict p, float inv, int64_t n, int64_t S) {
+#pragma omp simd
+  for (int64_t j = 0; j < S; ++j)
+    p[j] = j < n ? p[j] * inv : 0.0f;
+}
+
 /// Head h's index in the whole tensor (a tensor-parallel part's map).
 int64_t wholeHead(const Attention &a, int64_t h) {
   if (a.tpLocal <= 0)
@@ -256,10 +266,7 @@ void attention(const T *q, const T *k, const T *v, T *result, float *stats, cons
       const int64_t n = liveKeys<T>(a, i);
       const float m = rowMax(x + i * S, n);
       const float inv = 1.0f / expShifted(x + i * S, m, p + i * S, n);
-      float *pr = p + i * S;
-      for (int64_t j = 0; j < n; ++j)
-        pr[j] *= inv;
-      std::fill(pr + n, pr + S, 0.0f);
+      normalizeRow(p + i * S, inv, n, S);
       st[2 * i] = m;
       st[2 * i + 1] = inv;
     }
@@ -291,11 +298,7 @@ void attentionGrad(const T *dresult, const T *q, const T *k, const T *v, const f
     for (int64_t i = 0; i < T_; ++i) {
       const int64_t n = liveKeys<T>(a, i);
       (void)expShifted(x + i * S, st[2 * i], p + i * S, n);
-      const float inv = st[2 * i + 1];
-      float *pr = p + i * S;
-      for (int64_t j = 0; j < n; ++j)
-        pr[j] *= inv;
-      std::fill(pr + n, pr + S, 0.0f);
+      normalizeRow(p + i * S, st[2 * i + 1], n, S);
     }
     // dV = P'^T dO, with P' the dropped probabilities (in x).
     if (drop.on) {

@@ -11,6 +11,10 @@
 
 #include <omp.h>
 
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -58,12 +62,27 @@ template <class T, int Slot> T *scratch(size_t n) {
 /// in an array GCC then fails to vectorize the loop.
 inline float maxOf(float a, float b) { return b > a ? b : a; }
 
+/// The largest of x[0, n) (-inf for none). With AVX-512 the row's last
+/// partial block is one masked block, not a scalar loop (short rows: a
+/// causal attention head's).
 inline float rowMax(const float *x, int64_t n) {
+#ifdef __AVX512F__
+  __m512 acc = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    acc = _mm512_max_ps(_mm512_loadu_ps(x + i), acc); // maxOf(acc, x): a NaN x is skipped
+  if (i < n) {
+    const __mmask16 k = __mmask16((1u << (n - i)) - 1u);
+    acc = _mm512_mask_max_ps(acc, k, _mm512_maskz_loadu_ps(k, x + i), acc);
+  }
+  return _mm512_reduce_max_ps(acc);
+#else
   float m = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : m)
   for (int64_t i = 0; i < n; ++i)
     m = maxOf(m, x[i]);
   return m;
+#endif
 }
 
 /// Softmax's row steps (Softmax.cpp): y = exp(x - m), returning the sum of

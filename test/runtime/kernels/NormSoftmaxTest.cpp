@@ -8,6 +8,10 @@
 //===----------------------------------------------------------------------===//
 #include "TestUtil.h"
 
+#include "runtime/kernels/cpu/Internal.h"
+
+#include <cstdint>
+#include <cstring>
 #include <limits>
 
 namespace dsrt::cpu::test {
@@ -106,6 +110,106 @@ TEST(Softmax, Gradients) {
           << "finite differences, log " << log << " " << d.outer << "x" << d.n
           << "x" << d.inner;
     }
+  }
+}
+
+/// The row steps' documented order (Softmax.cpp): 16 lanes, lane l
+/// summing the elements at l mod 16 in turn, the lanes added pairwise (8,
+/// 4, 2 and 1 apart); the dot product's terms fused-multiply-added.
+float laneOrderSum(const std::vector<float> &terms, const std::vector<float> *by) {
+  float acc[16] = {};
+  for (size_t i = 0; i < terms.size(); ++i)
+    acc[i % 16] = by ? std::fma(terms[i], (*by)[i], acc[i % 16]) : acc[i % 16] + terms[i];
+  for (int w = 8; w > 0; w /= 2)
+    for (int l = 0; l < w; ++l)
+      acc[l] += acc[l + w];
+  return acc[0];
+}
+
+/// detail::expf's operations with every fused multiply-add explicit: the
+/// bits the runtime's expf has where it is compiled with FMA contraction
+/// (-march=native on an FMA CPU, the default) and its AVX-512 form has
+/// everywhere. This file is built without -march=native.
+float fmaExp(float x) {
+  const float xc = x < -104.0f ? -104.0f : (x > 88.8f ? 88.8f : x);
+  const float magic = 12582912.0f;
+  const float t = std::fma(xc, 1.44269504088896341f, magic);
+  const float n = t - magic;
+  int32_t ni, tb, mb;
+  std::memcpy(&tb, &t, 4);
+  std::memcpy(&mb, &magic, 4);
+  ni = tb - mb;
+  float r = std::fma(-n, 0.693359375f, xc);
+  r = std::fma(n, 2.12194440e-4f, r);
+  float p = 1.9875691500e-4f;
+  for (float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f,
+                  5.0000001201e-1f})
+    p = std::fma(p, r, c);
+  p = std::fma(p, r * r, r) + 1.0f;
+  const int32_t e1 = ni >> 1, e2 = ni - e1;
+  const uint32_t b1 = uint32_t(e1 + 127) << 23, b2 = uint32_t(e2 + 127) << 23;
+  float f1, f2;
+  std::memcpy(&f1, &b1, 4);
+  std::memcpy(&f2, &b2, 4);
+  return p * f1 * f2;
+}
+
+bool sameBits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// The fused attention and the softmax share these row steps, and the fused
+// plan trains bitwise as the unfused one only while both give exactly
+// these bits on every row length (a causal head's rows end anywhere: every
+// n from 0 to 300 covers whole blocks, partial blocks and both). The
+// exponentials are fmaExp's, elementwise; nothing past n is written.
+TEST(Softmax, RowStepsBitwiseInLaneOrder) {
+  unsigned seed = 1200;
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t n = 0; n <= 300; ++n) {
+    auto x = uniform(n + 16, seed++, -30, 30), g = uniform(n + 16, seed++);
+    for (int64_t i = 5; i < n; i += 7)
+      x[i] = -inf; // masked keys
+    const float m = detail::rowMax(x.data(), n);
+    float want = -inf;
+    for (int64_t i = 0; i < n; ++i)
+      want = std::max(want, x[i]);
+    ASSERT_TRUE(sameBits(m, want)) << "rowMax, n " << n;
+    const float sentinel = 12345.0f;
+    std::vector<float> y(n + 16, sentinel), e(n);
+    const float sum = detail::expShifted(x.data(), m, y.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      e[i] = fmaExp(x[i] - m);
+      ASSERT_TRUE(sameBits(y[i], e[i])) << "exp, n " << n << " at " << i;
+    }
+    for (int64_t i = n; i < n + 16; ++i)
+      ASSERT_EQ(y[i], sentinel) << "expShifted wrote past n " << n;
+    ASSERT_TRUE(sameBits(sum, laneOrderSum(e, nullptr))) << "sum, n " << n;
+    std::vector<float> gn(g.begin(), g.begin() + n), d(n + 16, sentinel);
+    detail::softmaxGradRow(y.data(), g.data(), d.data(), n);
+    const float dot = laneOrderSum(e, &gn);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_TRUE(sameBits(d[i], y[i] * (g[i] - dot))) << "grad, n " << n << " at " << i;
+    for (int64_t i = n; i < n + 16; ++i)
+      ASSERT_EQ(d[i], sentinel) << "softmaxGradRow wrote past n " << n;
+  }
+}
+
+// A NaN score is skipped by the row's max but not hidden: its exponential
+// and the row's sum are NaN, so a diverging run stops (the clamp of
+// expf's argument must not turn it into a finite exp(88.8)).
+TEST(Softmax, RowStepsPropagateNaN) {
+  for (int64_t n : {1, 7, 16, 17, 40}) {
+    auto x = uniform(n, 1300 + unsigned(n), -3, 3);
+    x[n - 1] = std::numeric_limits<float>::quiet_NaN();
+    const float m = detail::rowMax(x.data(), n);
+    EXPECT_FALSE(std::isnan(m)) << n;
+    std::vector<float> y(n);
+    EXPECT_TRUE(std::isnan(detail::expShifted(x.data(), m, y.data(), n))) << n;
+    EXPECT_TRUE(std::isnan(y[n - 1])) << n;
+    // Out of range on both sides: clamped, not NaN.
+    x[n - 1] = 500.0f;
+    x[0] = -500.0f;
+    EXPECT_FALSE(std::isnan(detail::expShifted(x.data(), 0.0f, y.data(), n))) << n;
+    EXPECT_EQ(y[0], fmaExp(-500.0f)) << n;
   }
 }
 
