@@ -29,7 +29,8 @@ namespace dsrt::cpu {
 // body (on a causal 128-key head the three row steps took 2.4x as long).
 // Each lane keeps its own partial sum, the lanes are added pairwise (8,
 // 4, 2 and 1 apart: _mm512_reduce_add_ps's order), and the AVX-512 code
-// and the portable code give the same bits; so does every CPU, whatever
+// and the portable code give the same bits; so does every CPU with FMA
+// (detail::expf's multiply-adds contract under -march=native), whatever
 // vector width the compiler would have picked.
 namespace detail {
 
