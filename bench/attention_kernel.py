@@ -11,7 +11,8 @@ time left over is the row steps: max, exponentials, normalization, softmax
 gradient); and PyTorch eager's attention as the model writes it (matmul,
 scale, causal mask by masked_fill, softmax, matmul; forward, and forward +
 backward through autograd) in float32 and under CPU bf16 autocast, with the
-same threads. PyTorch 1.13 has no fused scaled_dot_product_attention.
+same threads and tcmalloc (bench/common.py). PyTorch 1.13 has no fused
+scaled_dot_product_attention.
 
 Times are ms per call, each the best of --reps repetitions (each about --ms
 milliseconds of calls); dsrt and PyTorch alternate --rounds times and each
@@ -61,9 +62,8 @@ def torch_ms(torch, b, t, h, e, bf16, reps, ms):
     def step():
         fwd().backward(dout)
 
-    with torch.no_grad():
-        f = best_ms(fwd, reps, ms)
-    return f, best_ms(step, reps, ms)
+    # The forward as training runs it: recording what backward needs.
+    return best_ms(fwd, reps, ms), best_ms(step, reps, ms)
 
 
 def main():
@@ -75,7 +75,7 @@ def main():
                    help="dsrt and PyTorch alternate this many times; each figure is its best round")
     p.add_argument("--markdown", help="also write the table to this file")
     a = p.parse_args()
-    blas = pytorch_blas()  # before torch loads
+    blas = pytorch_blas(in_process=True)  # before torch loads
 
     import torch
     torch.set_num_threads(a.threads)

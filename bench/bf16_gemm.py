@@ -83,7 +83,7 @@ def main():
     p.add_argument("--peak", type=int, default=2048, help="largest square size of the peak search")
     p.add_argument("--markdown", help="also write the tables to this file")
     a = p.parse_args()
-    blas = pytorch_blas()  # before torch loads
+    blas = pytorch_blas(in_process=True)  # before torch loads
 
     import torch
     torch.set_num_threads(a.threads)

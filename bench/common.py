@@ -51,7 +51,7 @@ def _best_openblas_core():
     return "SANDYBRIDGE" if "avx" in flags else None
 
 
-def pytorch_blas():
+def _pytorch_openblas():
     """Gives PyTorch OpenBLAS's best kernels for this CPU, before anything
     imports torch (OpenBLAS reads OPENBLAS_CORETYPE when it loads), and says
     which it uses: Debian's OpenBLAS 0.3.21 does not know CPUs newer than
@@ -77,8 +77,76 @@ def pytorch_blas():
             f"on its own it chose {chosen})")
 
 
+# The allocators a PyTorch run may be given (Debian's packages, installed by
+# scripts/install-deps.sh); glibc's malloc is the process's own.
+_ALLOCATORS = {"tcmalloc": "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
+               "jemalloc": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"}
+_TORCH_ENV = {}
+
+
+def pytorch_malloc():
+    """Gives the PyTorch runs tcmalloc (LD_PRELOAD, through torch_env()), as
+    Intel's PyTorch CPU tuning guide and IPEX's launcher do, and says which
+    allocator they use. With glibc's malloc an eager step frees and maps
+    its large temporaries again each step, and in a VM each page fault is
+    dear: on 2 cores of an AMD Zen 5 PyTorch's bf16 autocast step of the
+    6-layer d=384 GPT took 0.41-0.43 s with glibc, 0.23 with tcmalloc and
+    0.53-0.65 with jemalloc (docs/performance.md), which would flatter every
+    ratio against PyTorch. DSC_BENCH_TORCH_MALLOC=glibc|tcmalloc|jemalloc
+    chooses another; dsrt plans its memory in one arena and runs as it
+    ships, with the process's own malloc."""
+    want = os.environ.get("DSC_BENCH_TORCH_MALLOC", "tcmalloc")
+    if want == "glibc":
+        return "PyTorch's allocator: glibc malloc (DSC_BENCH_TORCH_MALLOC=glibc)"
+    if want not in _ALLOCATORS:
+        sys.exit(f"bench: DSC_BENCH_TORCH_MALLOC={want}: expected glibc, tcmalloc or jemalloc")
+    lib = _ALLOCATORS[want]
+    if not os.path.exists(lib):
+        sys.exit(f"bench: {lib} is missing (scripts/install-deps.sh installs it); "
+                 "DSC_BENCH_TORCH_MALLOC=glibc runs PyTorch with glibc's malloc instead")
+    given = [p for p in os.environ.get("LD_PRELOAD", "").split(":") if p and p != lib]
+    _TORCH_ENV["LD_PRELOAD"] = ":".join([lib] + given)
+    return f"PyTorch's allocator: {want} ({lib} preloaded)"
+
+
+def torch_env():
+    """The environment of a PyTorch process: this one's and pytorch_malloc()'s allocator."""
+    return dict(os.environ, **_TORCH_ENV)
+
+
+def plain_env():
+    """The environment of any other process (dsrt, dsc): without the
+    allocator that pytorch_in_process() preloaded into this one."""
+    env = dict(os.environ)
+    own = env.pop("DSC_BENCH_PRELOADED", None)
+    if own is not None:
+        rest = [p for p in env.get("LD_PRELOAD", "").split(":") if p and p != own]
+        if rest:
+            env["LD_PRELOAD"] = ":".join(rest)
+        else:
+            env.pop("LD_PRELOAD", None)
+    return env
+
+
+def pytorch_blas(in_process=False):
+    """PyTorch at its best, before anything imports torch: OpenBLAS's best
+    kernels for this CPU (_pytorch_openblas) and tcmalloc (pytorch_malloc,
+    for the Python processes that run() and run_measured() start); the
+    report's lines on both. A bench that imports torch itself passes
+    in_process=True: it is started again with the allocator preloaded
+    (the commands it runs then get plain_env())."""
+    malloc = pytorch_malloc()
+    lib = _TORCH_ENV.get("LD_PRELOAD", "").split(":")[0]
+    if in_process and lib and "DSC_BENCH_PRELOADED" not in os.environ:
+        env = dict(torch_env(), DSC_BENCH_PRELOADED=lib)
+        os.execve(PY, [PY, os.path.abspath(sys.argv[0])] + sys.argv[1:], env)
+    return _pytorch_openblas() + "\n" + malloc
+
+
 def run(cmd, **kw):
     """stdout of `cmd`; exits with its output when it fails."""
+    if "env" not in kw:
+        kw["env"] = torch_env() if cmd and cmd[0] == PY else plain_env()
     r = subprocess.run(cmd, capture_output=True, text=True, **kw)
     if r.returncode:
         sys.exit(f"bench: {' '.join(cmd)} failed:\n{r.stdout}\n{r.stderr}")
@@ -145,7 +213,8 @@ def run_measured(cmd, log, rank_pids=None, interval=0.05):
     busy0, t0 = busy_cpu_seconds(), time.monotonic()
     ranks = {}
     with open(log, "w") as f:
-        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
+        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT,
+                             env=torch_env() if cmd[0] == PY else plain_env())
         while True:
             pid, status, ru = os.wait4(p.pid, os.WNOHANG if rank_pids else 0)
             if pid:

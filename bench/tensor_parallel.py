@@ -115,7 +115,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (BIN, PY, REPO, MiB, dsrt_comm, dsrt_peak_rss,  # noqa: E402
-                    median_step, metrics, report, run, run_measured, token_file)
+                    median_step, metrics, pytorch_blas, report, run, run_measured, token_file)
 
 CONFIGS = ["one", "dp2", "tp2", "sp2"]
 TP = ["tp2", "sp2"]
@@ -221,6 +221,7 @@ def main():
     ap.add_argument("--work", help="folder for the model, plans and runs (default: a new temp dir)")
     ap.add_argument("--markdown", help="also write the tables here")
     a = ap.parse_args()
+    blas = pytorch_blas()  # train_pytorch.py's runs get it
     if a.threads < 2 or a.threads % 2:
         sys.exit("bench: --threads must be even (2 ranks get half each)")
 
@@ -477,7 +478,7 @@ def main():
             + f"Other processes kept {statistics.mean(others):.2f} cores busy on average "
               f"during the runs (at most {max(others):.2f}, /proc/stat minus the run's own "
               "CPU time).\n")
-    report(text, a.markdown)
+    report(blas + "\n\n" + text, a.markdown)
     print(f"(work folder: {work})")
     return 0
 

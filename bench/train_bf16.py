@@ -54,7 +54,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import BIN, PY, REPO, pytorch_blas, report, token_file  # noqa: E402
+from common import BIN, PY, REPO, plain_env, pytorch_blas, report, token_file, torch_env  # noqa: E402
 
 LAYERS, D, HEADS, SEQ, BATCH, VOCAB = 6, 384, 6, 128, 8, 4096
 MODEL_FLAGS = ["--layers", str(LAYERS), "--d-model", str(D), "--heads", str(HEADS),
@@ -65,7 +65,8 @@ LR = 3e-4
 
 def run_measured(cmd):
     """(stdout, peak RSS MiB of the process from wait4); exits when it fails."""
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=torch_env() if cmd[0] == PY else plain_env())
     out, err = p.stdout.read(), p.stderr.read()
     _, status, ru = os.wait4(p.pid, 0)
     p.returncode = os.waitstatus_to_exitcode(status)

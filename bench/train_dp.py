@@ -32,7 +32,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import BIN, PY, REPO, report, run, token_file  # noqa: E402
+from common import BIN, PY, REPO, pytorch_blas, report, run, token_file  # noqa: E402
 MODEL = ["--layers", "6", "--d-model", "384", "--heads", "6", "--vocab", "256", "--seq", "128"]
 MICRO, SEQ = 4, 128
 
@@ -98,6 +98,7 @@ def main():
     ap.add_argument("--markdown", help="also write the tables here")
     ap.add_argument("--skip-gpt2", action="store_true", help="leave out table 3")
     a = ap.parse_args()
+    blas = pytorch_blas()  # train_pytorch.py's runs get it
     work = tempfile.mkdtemp(prefix="dsc-bench-dp-")
     a.data = token_file(work)
     a.model = os.path.join(work, "gpt.onnx")
@@ -157,7 +158,7 @@ def main():
             f"AdamW; GPT 6 layers d=384 seq {SEQ}, micro-batch {MICRO}\n\n"
             f"Communication per step on 2 ranks:\n\n{table1}\n\n"
             f"Global batch 8 on 1 and 2 ranks:\n\n{table2}{table3}\n")
-    report(text, a.markdown)
+    report(blas + "\n\n" + text, a.markdown)
 
 
 if __name__ == "__main__":

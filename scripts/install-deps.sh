@@ -14,6 +14,7 @@ PACKAGES=(
   liburing-dev libzip-dev libtorch-dev
   openssh-server openssh-client iproute2
   python3-torch python3-torchvision python3-onnx python3-numpy python3-matplotlib
+  libtcmalloc-minimal4 libjemalloc2  # PyTorch's allocator in bench/ (bench/common.py)
 )
 # Only for scripts/fuzz.sh and scripts/sanitize.sh (install-deps.sh
 # --sanitizers): clang-22 with its sanitizer and libFuzzer runtimes, and LLVM's
