@@ -22,27 +22,12 @@ import argparse
 import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import BIN, pytorch_blas, report, run  # noqa: E402
+from common import BIN, best_ms, pytorch_blas, report, run, timing_args  # noqa: E402
 
 # name, batch, seq, heads, head size
 SHAPES = [("6-layer d=384 GPT's", 8, 128, 6, 64), ("GPT-2 small at seq 1024", 1, 1024, 12, 64)]
-
-
-def best_ms(fn, reps, ms):
-    fn()
-    t0 = time.perf_counter()
-    fn()
-    calls = max(1, int(ms / 1e3 / max(time.perf_counter() - t0, 1e-9)))
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / calls)
-    return best * 1e3
 
 
 def torch_ms(torch, b, t, h, e, bf16, reps, ms):
@@ -68,12 +53,7 @@ def torch_ms(torch, b, t, h, e, bf16, reps, ms):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--reps", type=int, default=7)
-    p.add_argument("--ms", type=float, default=200)
-    p.add_argument("--rounds", type=int, default=3,
-                   help="dsrt and PyTorch alternate this many times; each figure is its best round")
-    p.add_argument("--markdown", help="also write the table to this file")
+    timing_args(p)
     a = p.parse_args()
     blas = pytorch_blas(in_process=True)  # before torch loads
 

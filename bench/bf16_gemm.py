@@ -27,10 +27,9 @@ import argparse
 import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import BIN, pytorch_blas, report, run  # noqa: E402
+from common import BIN, best_ms, pytorch_blas, report, run, timing_args  # noqa: E402
 
 # name, batch, M, K, N
 SHAPES = [("QKV", 1, 1024, 384, 1152), ("MLP up", 1, 1024, 384, 1536),
@@ -48,17 +47,8 @@ def torch_gflops(torch, b, m, k, n, dtype, reps, ms):
     x = (torch.rand(*lead, m, k, generator=g) * 2 - 1).to(dtype)
     w = (torch.rand(*lead, k, n, generator=g) * 2 - 1).to(dtype)
     out = torch.empty(*lead, m, n, dtype=dtype)
-    torch.matmul(x, w, out=out)
-    t0 = time.perf_counter()
-    torch.matmul(x, w, out=out)
-    calls = max(1, int(ms / 1e3 / max(time.perf_counter() - t0, 1e-9)))
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            torch.matmul(x, w, out=out)
-        best = min(best, (time.perf_counter() - t0) / calls)
-    return 2.0 * b * m * k * n / best / 1e9
+    ms_per_call = best_ms(lambda: torch.matmul(x, w, out=out), reps, ms)
+    return 2.0 * b * m * k * n / ms_per_call / 1e6
 
 
 def dsrt_round(a):
@@ -75,13 +65,8 @@ def dsrt_round(a):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--reps", type=int, default=7)
-    p.add_argument("--ms", type=float, default=200)
-    p.add_argument("--rounds", type=int, default=3,
-                   help="dsrt and PyTorch alternate this many times; each figure is its best round")
+    timing_args(p)
     p.add_argument("--peak", type=int, default=2048, help="largest square size of the peak search")
-    p.add_argument("--markdown", help="also write the tables to this file")
     a = p.parse_args()
     blas = pytorch_blas(in_process=True)  # before torch loads
 

@@ -143,6 +143,35 @@ def pytorch_blas(in_process=False):
     return _pytorch_openblas() + "\n" + malloc
 
 
+def timing_args(p):
+    """The options of a bench that alternates dsrt's binary and PyTorch:
+    --threads, --reps and --ms (each figure the best of --reps repetitions
+    of about --ms milliseconds of calls), --rounds, --markdown."""
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--reps", type=int, default=7)
+    p.add_argument("--ms", type=float, default=200)
+    p.add_argument("--rounds", type=int, default=3,
+                   help="dsrt and PyTorch alternate this many times; each figure is its best round")
+    p.add_argument("--markdown", help="also write the tables to this file")
+
+
+def best_ms(call, reps, ms):
+    """Milliseconds per call of the best of `reps` repetitions of enough
+    calls to last about `ms` milliseconds, after a warm-up call
+    (test/runtime/kernels/BenchUtil.h times dsrt's side the same way)."""
+    call()
+    t0 = time.perf_counter()
+    call()
+    calls = max(1, int(ms / 1e3 / max(time.perf_counter() - t0, 1e-9)))
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            call()
+        best = min(best, (time.perf_counter() - t0) / calls)
+    return best * 1e3
+
+
 def run(cmd, **kw):
     """stdout of `cmd`; exits with its output when it fails."""
     if "env" not in kw:

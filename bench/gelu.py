@@ -26,10 +26,9 @@ import argparse
 import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import BIN, PY, report, run  # noqa: E402
+from common import BIN, PY, best_ms, report, run, timing_args  # noqa: E402
 
 DTYPES = ["fp32", "bf16", "fp16"]
 
@@ -44,17 +43,7 @@ def torch_ms(torch, rows, cols, name, reps, ms):
     aten = torch.ops.aten
 
     def timed(call):
-        call()
-        t0 = time.perf_counter()
-        call()
-        calls = max(1, int(ms / 1e3 / max(time.perf_counter() - t0, 1e-9)))
-        best = float("inf")
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                call()
-            best = min(best, (time.perf_counter() - t0) / calls)
-        return best * 1e3
+        return best_ms(call, reps, ms)
 
     out = {}
     for approx in ("none", "tanh"):
@@ -74,14 +63,9 @@ def torch_ms(torch, rows, cols, name, reps, ms):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--reps", type=int, default=7)
-    p.add_argument("--ms", type=float, default=200)
-    p.add_argument("--rounds", type=int, default=3,
-                   help="dsrt and PyTorch alternate this many times; each figure is its best round")
+    timing_args(p)
     p.add_argument("--shape", default="1024x1536", help="RxC")
     p.add_argument("--compare", help="bin folder of another build, timed as 'before'")
-    p.add_argument("--markdown", help="also write the table to this file")
     p.add_argument("--torch-json", action="store_true",
                    help="(internal) time PyTorch only, print its figures as JSON")
     a = p.parse_args()

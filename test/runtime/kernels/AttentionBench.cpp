@@ -16,11 +16,11 @@
 // last about --ms milliseconds, after a warm-up call.
 //
 //===----------------------------------------------------------------------===//
+#include "BenchUtil.h"
 #include "runtime/kernels/cpu/Kernels.h"
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -32,62 +32,33 @@ using namespace dsrt::cpu;
 
 namespace {
 
-struct Options {
-  int threads = 2, reps = 7;
-  double ms = 200;
+struct Options : bench::Timing {
   std::vector<std::array<int64_t, 4>> shapes; // batch, T, heads, E
 };
 
-[[noreturn]] void usage() {
-  std::fprintf(stderr, "usage: dsrt_attention_bench [--threads N] [--reps R] [--ms MS] "
-                       "[--shape BxTxHxE]...\n");
-  std::exit(2);
-}
-
 Options parse(int argc, char **argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (i + 1 >= argc)
-      usage();
-    const char *v = argv[++i];
-    if (a == "--threads") {
-      o.threads = std::atoi(v);
-    } else if (a == "--reps") {
-      o.reps = std::atoi(v);
-    } else if (a == "--ms") {
-      o.ms = std::atof(v);
-    } else if (a == "--shape") {
-      long long d[4] = {0, 0, 0, 0};
-      if (std::sscanf(v, "%lldx%lldx%lldx%lld", &d[0], &d[1], &d[2], &d[3]) != 4 || d[0] <= 0 ||
-          d[1] <= 0 || d[2] <= 0 || d[3] <= 0)
-        usage();
-      o.shapes.push_back({d[0], d[1], d[2], d[3]});
-    } else {
-      usage();
-    }
+  bench::parseArgs(argc, argv, o,
+                   "dsrt_attention_bench [--threads N] [--reps R] [--ms MS] [--shape BxTxHxE]...",
+                   [&](const std::string &a, const char *v) {
+                     long long d[4] = {0, 0, 0, 0};
+                     if (a != "--shape" ||
+                         std::sscanf(v, "%lldx%lldx%lldx%lld", &d[0], &d[1], &d[2], &d[3]) != 4 ||
+                         d[0] <= 0 || d[1] <= 0 || d[2] <= 0 || d[3] <= 0)
+                       return false;
+                     o.shapes.push_back({d[0], d[1], d[2], d[3]});
+                     return true;
+                   });
+  if (o.shapes.empty()) {
+    std::fprintf(stderr, "dsrt_attention_bench: no --shape given\n");
+    std::exit(2);
   }
-  if (o.threads <= 0 || o.reps <= 0 || o.ms <= 0 || o.shapes.empty())
-    usage();
   return o;
 }
 
 /// Milliseconds per call of the best repetition of `call`.
 template <class F> double millis(const Options &o, F call) {
-  call(); // warm-up: primitive creation, page faults
-  auto now = [] { return std::chrono::steady_clock::now(); };
-  auto t0 = now();
-  call();
-  const double once = std::chrono::duration<double>(now() - t0).count();
-  const int calls = std::max(1, int(o.ms / 1e3 / std::max(once, 1e-9)));
-  double best = 1e30;
-  for (int r = 0; r < o.reps; ++r) {
-    t0 = now();
-    for (int i = 0; i < calls; ++i)
-      call();
-    best = std::min(best, std::chrono::duration<double>(now() - t0).count() / calls);
-  }
-  return best * 1e3;
+  return bench::bestSeconds(o, call) * 1e3;
 }
 
 Shape dims(std::initializer_list<int64_t> d) {

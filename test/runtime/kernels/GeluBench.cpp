@@ -14,13 +14,13 @@
 // flush denormals to zero, as dsrt's do.
 //
 //===----------------------------------------------------------------------===//
+#include "BenchUtil.h"
 #include "runtime/kernels/cpu/Kernels.h"
 
 #include <omp.h>
 #include <xmmintrin.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -31,63 +31,28 @@ using namespace dsrt::cpu;
 
 namespace {
 
-struct Options {
-  int threads = 2, reps = 7;
-  double ms = 200;
+struct Options : bench::Timing {
   int64_t rows = 1024, cols = 1536;
 };
 
-[[noreturn]] void usage() {
-  std::fprintf(stderr, "usage: dsrt_gelu_bench [--threads N] [--reps R] "
-                       "[--ms MS] [--shape RxC]\n");
-  std::exit(2);
-}
-
 Options parse(int argc, char **argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (i + 1 >= argc)
-      usage();
-    const char *v = argv[++i];
-    if (a == "--threads") {
-      o.threads = std::atoi(v);
-    } else if (a == "--reps") {
-      o.reps = std::atoi(v);
-    } else if (a == "--ms") {
-      o.ms = std::atof(v);
-    } else if (a == "--shape") {
-      long long r = 0, c = 0;
-      if (std::sscanf(v, "%lldx%lld", &r, &c) != 2 || r <= 0 || c <= 0)
-        usage();
-      o.rows = r;
-      o.cols = c;
-    } else {
-      usage();
-    }
-  }
-  if (o.threads <= 0 || o.reps <= 0 || o.ms <= 0)
-    usage();
+  bench::parseArgs(argc, argv, o, "dsrt_gelu_bench [--threads N] [--reps R] [--ms MS] [--shape RxC]",
+                   [&](const std::string &a, const char *v) {
+                     long long r = 0, c = 0;
+                     if (a != "--shape" || std::sscanf(v, "%lldx%lld", &r, &c) != 2 || r <= 0 ||
+                         c <= 0)
+                       return false;
+                     o.rows = r;
+                     o.cols = c;
+                     return true;
+                   });
   return o;
 }
 
 /// Milliseconds per call of the best repetition of `call`.
 template <class F> double msPerCall(const Options &o, F call) {
-  call(); // warm-up: page faults, thread pool
-  auto now = [] { return std::chrono::steady_clock::now(); };
-  auto t0 = now();
-  call();
-  const double once = std::chrono::duration<double>(now() - t0).count();
-  const int calls = std::max(1, int(o.ms / 1e3 / std::max(once, 1e-9)));
-  double best = 1e30;
-  for (int r = 0; r < o.reps; ++r) {
-    t0 = now();
-    for (int i = 0; i < calls; ++i)
-      call();
-    best = std::min(best,
-                    std::chrono::duration<double>(now() - t0).count() / calls);
-  }
-  return best * 1e3;
+  return bench::bestSeconds(o, call) * 1e3;
 }
 
 /// x, dy and the outputs of one dtype; 16-bit inputs are the float ones
@@ -103,7 +68,7 @@ template <class T> struct Tensors {
 };
 
 template <class T>
-void bench(const Options &o, const char *name, Tensors<T> &t) {
+void timeGelu(const Options &o, const char *name, Tensors<T> &t) {
   const int64_t n = int64_t(t.x.size());
   const double fwd =
       msPerCall(o, [&] { unary(Unary::GeluErf, t.x.data(), t.y.data(), n); });
@@ -141,10 +106,10 @@ int main(int argc, char **argv) {
   for (float &v : dy)
     v = d(gen);
   Tensors<float> f32(x, dy, DType::F32);
-  bench(o, "fp32", f32);
+  timeGelu(o, "fp32", f32);
   Tensors<Bf16> b16(x, dy, DType::BF16);
-  bench(o, "bf16", b16);
+  timeGelu(o, "bf16", b16);
   Tensors<Fp16> f16(x, dy, DType::F16);
-  bench(o, "fp16", f16);
+  timeGelu(o, "fp16", f16);
   return 0;
 }

@@ -20,11 +20,11 @@
 // cached oneDNN primitive.
 //
 //===----------------------------------------------------------------------===//
+#include "BenchUtil.h"
 #include "runtime/kernels/cpu/Kernels.h"
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -36,52 +36,33 @@ using namespace dsrt::cpu;
 
 namespace {
 
-struct Options {
-  int threads = 2, reps = 7;
-  double ms = 200;
+struct Options : bench::Timing {
   int peak = 0;
   std::vector<std::array<int64_t, 4>> shapes; // batch, m, k, n
 };
 
-[[noreturn]] void usage() {
-  std::fprintf(stderr, "usage: dsrt_gemm_bench [--threads N] [--reps R] "
-                       "[--ms MS] [--shape [Bx]MxKxN]... [--peak S]\n");
-  std::exit(2);
-}
-
 Options parse(int argc, char **argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (i + 1 >= argc)
-      usage();
-    const char *v = argv[++i];
-    if (a == "--threads") {
-      o.threads = std::atoi(v);
-    } else if (a == "--reps") {
-      o.reps = std::atoi(v);
-    } else if (a == "--ms") {
-      o.ms = std::atof(v);
-    } else if (a == "--peak") {
-      o.peak = std::atoi(v);
-    } else if (a == "--shape") {
-      long long d[4] = {1, 0, 0, 0};
-      const int got =
-          std::sscanf(v, "%lldx%lldx%lldx%lld", &d[0], &d[1], &d[2], &d[3]);
-      if (got == 3) { // MxKxN
-        d[0] = 1;
-        std::sscanf(v, "%lldx%lldx%lld", &d[1], &d[2], &d[3]);
-      }
-      if ((got != 3 && got != 4) || d[0] <= 0 || d[1] <= 0 || d[2] <= 0 ||
-          d[3] <= 0)
-        usage();
-      o.shapes.push_back({d[0], d[1], d[2], d[3]});
-    } else {
-      usage();
-    }
-  }
-  if (o.threads <= 0 || o.reps <= 0 || o.ms <= 0)
-    usage();
+  bench::parseArgs(
+      argc, argv, o, "dsrt_gemm_bench [--threads N] [--reps R] [--ms MS] [--shape [Bx]MxKxN]... [--peak S]",
+      [&](const std::string &a, const char *v) {
+        if (a == "--peak") {
+          o.peak = std::atoi(v);
+          return true;
+        }
+        long long d[4] = {1, 0, 0, 0};
+        const int got = a == "--shape" ? std::sscanf(v, "%lldx%lldx%lldx%lld", &d[0], &d[1],
+                                                     &d[2], &d[3])
+                                       : 0;
+        if (got == 3) { // MxKxN
+          d[0] = 1;
+          std::sscanf(v, "%lldx%lldx%lld", &d[1], &d[2], &d[3]);
+        }
+        if ((got != 3 && got != 4) || d[0] <= 0 || d[1] <= 0 || d[2] <= 0 || d[3] <= 0)
+          return false;
+        o.shapes.push_back({d[0], d[1], d[2], d[3]});
+        return true;
+      });
   return o;
 }
 
@@ -97,21 +78,7 @@ Shape mat(int64_t r, int64_t c, int64_t batch = 1) {
 
 /// GFLOP/s of the best repetition of `call`.
 template <class F> double gflops(const Options &o, double flops, F call) {
-  call(); // warm-up: primitive creation, page faults
-  auto now = [] { return std::chrono::steady_clock::now(); };
-  auto t0 = now();
-  call();
-  const double once = std::chrono::duration<double>(now() - t0).count();
-  const int calls = std::max(1, int(o.ms / 1e3 / std::max(once, 1e-9)));
-  double best = 1e30;
-  for (int r = 0; r < o.reps; ++r) {
-    t0 = now();
-    for (int i = 0; i < calls; ++i)
-      call();
-    best = std::min(best,
-                    std::chrono::duration<double>(now() - t0).count() / calls);
-  }
-  return flops / best / 1e9;
+  return flops / bench::bestSeconds(o, call) / 1e9;
 }
 
 /// A, B, C of a [batch x] m x k x n GEMM in float and bf16, with
