@@ -21,7 +21,9 @@ model and data:
 * dsc fp32 (fused and unfused) and PyTorch fp32.
 
 Both PyTorch runs use torch.set_flush_denormal(True), as dsrt always does
-(bench/train_gpt.py's fair baseline). Each run trains --warmup untimed then
+(bench/train_gpt.py's fair baseline), and tcmalloc, as PyTorch's CPU users
+run it (bench/common.py's pytorch_malloc: on glibc's malloc its step took
+up to twice as long here). Each run trains --warmup untimed then
 --steps timed steps in its own process; its speed is the median timed step.
 The runs alternate --rounds times and each keeps its best round, so a
 busy spell on a shared machine favours none of them; the min, median and

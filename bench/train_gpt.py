@@ -8,7 +8,8 @@ dsc (AdamW, no clipping), train `--steps` timed steps after `--warmup`
 untimed ones with dsrt, and the same number with bench/train_pytorch.py
 (same threads, batch, sequence, data: the project's own text as byte
 tokens). PyTorch runs twice: as shipped, and with flush-to-zero like dsrt
-(torch.set_flush_denormal(True)) -- the fair baseline. Prints a table of
+(torch.set_flush_denormal(True)) -- the fair baseline; both on tcmalloc and
+OpenBLAS's best kernels (bench/common.py's pytorch_blas). Prints a table of
 tokens/s and peak RSS with ratios, and the planned arena next to dsrt's
 measured peak RSS; --markdown FILE also writes it as a Markdown table.
 """
