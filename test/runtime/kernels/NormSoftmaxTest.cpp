@@ -129,7 +129,9 @@ float laneOrderSum(const std::vector<float> &terms, const std::vector<float> *by
 /// detail::expf's operations with every fused multiply-add explicit: the
 /// bits the runtime's expf has where it is compiled with FMA contraction
 /// (-march=native on an FMA CPU, the default) and its AVX-512 form has
-/// everywhere. This file is built without -march=native.
+/// everywhere. This file is built without -march=native. (A runtime built
+/// for a target without FMA rounds those steps apart and fails the test
+/// below: its softmax bits are then not those of FMA CPUs.)
 float fmaExp(float x) {
   const float xc = x < -104.0f ? -104.0f : (x > 88.8f ? 88.8f : x);
   const float magic = 12582912.0f;
