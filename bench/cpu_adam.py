@@ -28,7 +28,11 @@ no LAMB, and DeepSpeed's FusedLamb is CUDA-only), the way a user would.
 import argparse
 import os
 import subprocess
+import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import plain_env, pytorch_blas  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -128,8 +132,9 @@ def main():
     ap.add_argument("--bin", default=os.path.join(REPO, "build", "bin"))
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     a = ap.parse_args()
+    blas = pytorch_blas(in_process=True)  # before torch loads
     sizes = [int(s) for s in a.sizes]
-    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
+    env = dict(plain_env(), OMP_NUM_THREADS=str(a.threads))
     out = subprocess.run([os.path.join(a.bin, "dsrt_adam_bench")] + [str(n) for n in sizes],
                          check=True, capture_output=True, text=True, env=env).stdout
     dsrt, stream, copy = {}, {}, None
@@ -143,6 +148,7 @@ def main():
             copy = float(f[1])
     import torch
     torch.set_num_threads(a.threads)
+    print(blas)
     print(f"{a.threads} threads; threaded memcpy {copy / 1e9:.1f} GB/s (read + write); "
           f"Adam moves 28 bytes per parameter (reads 16, writes 12)")
     print()

@@ -28,7 +28,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import BIN, PY, best_ms, report, run, timing_args  # noqa: E402
+from common import BIN, PY, best_ms, pytorch_blas, report, run, timing_args  # noqa: E402
 
 DTYPES = ["fp32", "bf16", "fp16"]
 
@@ -70,6 +70,9 @@ def main():
                    help="(internal) time PyTorch only, print its figures as JSON")
     a = p.parse_args()
     rows, cols = (int(v) for v in a.shape.split("x"))
+    # PyTorch's figures come from the --torch-json process, which run() starts as
+    # pytorch_blas() says.
+    blas = "" if a.torch_json else pytorch_blas()
 
     import torch
     torch.set_num_threads(a.threads)
@@ -127,7 +130,7 @@ def main():
             bb = f" {ms(best[('before', name, b)])} |" if before else ""
             out.append(f"| {name} | {key} |{bf} {ms(df)} | {ms(tf)} |{bb} {ms(db)} | {ms(tb)} "
                        f"| {ratio(df, tf)} | {ratio(db, tb)} |")
-    report("\n".join(out) + "\n", a.markdown)
+    report(blas + "\n\n" + "\n".join(out) + "\n", a.markdown)
 
 
 if __name__ == "__main__":
