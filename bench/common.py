@@ -9,6 +9,7 @@ import re
 import statistics
 import subprocess
 import sys
+import sysconfig
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -79,8 +80,9 @@ def _pytorch_openblas():
 
 # The allocators a PyTorch run may be given (Debian's packages, installed by
 # scripts/install-deps.sh); glibc's malloc is the process's own.
-_ALLOCATORS = {"tcmalloc": "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
-               "jemalloc": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"}
+_LIBDIR = "/usr/lib/" + (sysconfig.get_config_var("MULTIARCH") or "x86_64-linux-gnu")
+_ALLOCATORS = {"tcmalloc": _LIBDIR + "/libtcmalloc_minimal.so.4",
+               "jemalloc": _LIBDIR + "/libjemalloc.so.2"}
 _TORCH_ENV = {}
 
 
