@@ -118,7 +118,7 @@ def torch_env():
 
 def plain_env():
     """The environment of any other process (dsrt, dsc): without the
-    allocator that pytorch_in_process() preloaded into this one."""
+    allocator that pytorch_blas(in_process=True) preloaded into this one."""
     env = dict(os.environ)
     own = env.pop("DSC_BENCH_PRELOADED", None)
     if own is not None:

@@ -1059,14 +1059,14 @@ void Executor::initialize(const std::string &weightsPath, uint64_t seed) {
   // faults in 512x fewer pages, and the first step came out shorter and
   // steadier (docs/performance.md). DSRT_HUGEPAGES=0 keeps 4 KiB pages.
   constexpr uint64_t kHuge = uint64_t(2) << 20;
-  const uint64_t arenaAlloc = std::max<uint64_t>(arenaBytes, 1);
-  const bool huge = hugePages() && arenaAlloc >= kHuge;
-  arena_ = huge ? std::aligned_alloc(kHuge, (arenaAlloc + kHuge - 1) / kHuge * kHuge)
-                : std::aligned_alloc(64, (arenaAlloc + 63) / 64 * 64);
+  const bool huge = hugePages() && arenaBytes >= kHuge;
+  const uint64_t align = huge ? kHuge : 64; // arenaBytes is a multiple of 64
+  const uint64_t allocBytes = (arenaBytes + align - 1) / align * align;
+  arena_ = std::aligned_alloc(align, allocBytes);
   if (!arena_)
     throw PlanError("cannot allocate the arena of " + std::to_string(arenaBytes) + " bytes");
   if (huge)
-    ::madvise(arena_, (arenaAlloc + kHuge - 1) / kHuge * kHuge, MADV_HUGEPAGE);
+    ::madvise(arena_, allocBytes, MADV_HUGEPAGE);
   std::memset(arena_, 0, arenaBytes);
   if (tierBytes) {
     hostTier_ = std::aligned_alloc(4096, tierBytes);

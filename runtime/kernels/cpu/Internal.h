@@ -62,6 +62,11 @@ template <class T, int Slot> T *scratch(size_t n) {
 /// in an array GCC then fails to vectorize the loop.
 inline float maxOf(float a, float b) { return b > a ? b : a; }
 
+#ifdef __AVX512F__
+/// The first `rem` (< 16) of a 16-float block: a row's last partial block.
+inline __mmask16 tailMask(int64_t rem) { return __mmask16((1u << rem) - 1u); }
+#endif
+
 /// The largest of x[0, n) (-inf for none). With AVX-512 the row's last
 /// partial block is one masked block, not a scalar loop (short rows: a
 /// causal attention head's).
@@ -72,7 +77,7 @@ inline float rowMax(const float *x, int64_t n) {
   for (; i + 16 <= n; i += 16)
     acc = _mm512_max_ps(_mm512_loadu_ps(x + i), acc); // maxOf(acc, x): a NaN x is skipped
   if (i < n) {
-    const __mmask16 k = __mmask16((1u << (n - i)) - 1u);
+    const __mmask16 k = tailMask(n - i);
     acc = _mm512_mask_max_ps(acc, k, _mm512_maskz_loadu_ps(k, x + i), acc);
   }
   return _mm512_reduce_max_ps(acc);

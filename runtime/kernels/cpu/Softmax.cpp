@@ -70,7 +70,6 @@ inline __m512 expLanes(__m512 x) {
   const __m512 f2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(e2, bias), 23));
   return _mm512_mul_ps(_mm512_mul_ps(p, f1), f2);
 }
-inline __mmask16 tailMask(int64_t rem) { return __mmask16((1u << rem) - 1u); }
 #endif
 } // namespace
 
